@@ -1,0 +1,176 @@
+"""A memory estimate split into its components, each an exact expression in bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+import sympy as sp
+
+from memtheory.evaluation import evaluate_grid, substitution
+from memtheory.optimizers import Optimizer
+from memtheory.precision import Precision
+from memtheory.units import convert, format_bytes, round_half_up
+
+__all__ = ["COMPONENT_TITLES", "MemoryBreakdown"]
+
+COMPONENT_TITLES: dict[str, str] = {
+    "parameters": "parameters (weights and biases)",
+    "buffers": "buffers (running statistics)",
+    "gradients": "parameter gradients",
+    "optimizer_state": "optimizer state",
+    "master_weights": "master weights (full-precision copy)",
+    "activations": "forward activations",
+    "activation_gradients": "activation gradients",
+    "input": "input batch",
+}
+"""Every component name, in display order, with a title for tables."""
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per component of a training step (or an inference pass), and their total.
+
+    Attributes
+    ----------
+    components : mapping of str to sympy expression
+        Bytes per component, in :data:`COMPONENT_TITLES` order. Symbols (batch
+        ``B``, image size ``H``, ...) stay until :meth:`evaluate` fills them in.
+    mode : {"training", "inference"}
+    convention : str
+        Name of the accounting convention that produced it.
+    optimizer : Optimizer or None
+    precision : Precision
+    notes : tuple of str
+        What the convention assumed, in words.
+
+    Examples
+    --------
+    >>> from memtheory import ModelCounts, training_memory
+    >>> counts = ModelCounts.per_sample(parameters=1000, activations=200, input_elements=50)
+    >>> memory = training_memory(counts, optimizer="sgd+momentum")
+    >>> memory["optimizer_state"], memory.total
+    (4000, 1800*B + 12000)
+    >>> print(memory.evaluate(B=10).table("kB"))
+    component                           kB  share
+    -------------------------------  -----  -----
+    parameters (weights and biases)   4.00  13.3%
+    parameter gradients               4.00  13.3%
+    optimizer state                   4.00  13.3%
+    forward activations               8.00  26.7%
+    activation gradients              8.00  26.7%
+    input batch                       2.00   6.7%
+    -------------------------------  -----  -----
+    total                            30.00   100%
+    """
+
+    components: Mapping[str, sp.Expr]
+    mode: Literal["training", "inference"]
+    convention: str
+    precision: Precision
+    optimizer: Optimizer | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        unknown = set(self.components) - set(COMPONENT_TITLES)
+        if unknown:
+            raise ValueError(f"unknown memory components {sorted(unknown)}; known: {list(COMPONENT_TITLES)}")
+        ordered = {name: sp.sympify(self.components[name]) for name in COMPONENT_TITLES if name in self.components}
+        object.__setattr__(self, "components", ordered)
+
+    # -- access ------------------------------------------------------------------------
+    def __getitem__(self, name: str) -> sp.Expr:
+        if name == "total":
+            return self.total
+        try:
+            return self.components[name]
+        except KeyError:
+            raise KeyError(
+                f"no component {name!r} in this breakdown; it has {', '.join(self.components)} and total."
+            ) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.components)
+
+    @property
+    def total(self) -> sp.Expr:
+        """Sum of all components, in bytes."""
+        return sp.Add(*self.components.values())
+
+    @property
+    def free_symbols(self) -> set[sp.Symbol]:
+        """Symbols the estimate still depends on."""
+        return set().union(*(e.free_symbols for e in self.components.values()))
+
+    # -- numbers -----------------------------------------------------------------------
+    def evaluate(self, **values: object) -> MemoryBreakdown:
+        """Substitute values by symbol name (``B=64``) into every component, exactly.
+
+        Examples
+        --------
+        >>> from memtheory import ModelCounts, training_memory
+        >>> memory = training_memory(
+        ...     ModelCounts.per_sample(parameters=10, activations=3, input_elements=1), optimizer="sgd")
+        >>> memory.evaluate(B=2).total
+        136
+        """
+        mapping = substitution(self.components.values(), values)
+        return replace(self, components={k: v.xreplace(mapping) for k, v in self.components.items()})
+
+    def in_unit(self, unit: str) -> dict[str, sp.Expr]:
+        """Every component and the total, converted exactly to ``unit``."""
+        result = {name: convert(value, unit) for name, value in self.components.items()}
+        result["total"] = convert(self.total, unit)
+        return result
+
+    def format(self, name: str = "total", unit: str = "MiB", digits: int = 2) -> str:
+        """One component (or the total) as labelled text, e.g. ``'218.27 MiB'``."""
+        return format_bytes(self[name], unit, digits)
+
+    def grid(self, name: str = "total", *, dtype: type | str = "int64", **arrays: object) -> np.ndarray:
+        """Evaluate a component (or the total) over NumPy arrays of symbol values.
+
+        See :func:`memtheory.evaluation.evaluate_grid` for ``dtype``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from memtheory import ModelCounts, training_memory
+        >>> memory = training_memory(
+        ...     ModelCounts.per_sample(parameters=10, activations=3, input_elements=1), optimizer="sgd")
+        >>> memory.grid(B=np.array([1, 2, 4]))
+        array([108, 136, 192])
+        """
+        return evaluate_grid(self[name], dtype=dtype, **arrays)
+
+    def table(self, unit: str = "MiB", digits: int = 2) -> str:
+        """Render the components, their share of the total, and the total."""
+        if self.free_symbols:
+            names = ", ".join(sorted(s.name for s in self.free_symbols))
+            raise ValueError(f"table() needs numbers: evaluate({names}=...) first.")
+        total = self.total
+        rows = [
+            (
+                COMPONENT_TITLES[name],
+                str(round_half_up(convert(value, unit), digits)),
+                f"{round_half_up(100 * value / total, 1)}%" if total else "-",
+            )
+            for name, value in self.components.items()
+        ]
+        header = ("component", unit, "share")
+        footer = ("total", str(round_half_up(convert(total, unit), digits)), "100%")
+        widths = [max(len(r[i]) for r in [header, *rows, footer]) for i in range(3)]
+
+        def render(row: tuple[str, str, str]) -> str:
+            return f"{row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  {row[2].rjust(widths[2])}"
+
+        rule = render(tuple("-" * w for w in widths))  # type: ignore[arg-type]
+        return "\n".join([render(header), rule, *map(render, rows), rule, render(footer)])
+
+    def __str__(self) -> str:
+        lines = [f"{self.mode} memory ({self.convention} convention), in bytes:"]
+        lines += [f"  {name}: {value}" for name, value in self.components.items()]
+        lines.append(f"  total: {self.total}")
+        return "\n".join(lines)

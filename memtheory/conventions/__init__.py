@@ -1,0 +1,65 @@
+"""Accounting conventions: which tensors a memory estimate counts, and how often.
+
+* ``"rule_of_thumb"``: :class:`RuleOfThumbConvention`, the seeds' parameters x 3,
+  activations x 2 x batch.
+* ``"breakdown"``: :class:`BreakdownConvention`, every component counted for
+  what it is, with the optimizer's real state and per-component precision.
+
+A convention that predicts exactly what an autograd engine keeps plugs in by
+subclassing :class:`Convention` and adding itself to :data:`CONVENTIONS`.
+
+Examples
+--------
+>>> sorted(CONVENTIONS)
+['breakdown', 'rule_of_thumb']
+>>> convention("rule of thumb").name
+'rule_of_thumb'
+"""
+
+from __future__ import annotations
+
+from memtheory.conventions.base import Convention, Model, model_counts
+from memtheory.conventions.breakdown import BreakdownConvention
+from memtheory.conventions.rule_of_thumb import RuleOfThumbConvention
+from memtheory.errors import UnknownConventionError
+
+__all__ = [
+    "CONVENTIONS",
+    "BreakdownConvention",
+    "Convention",
+    "ConventionLike",
+    "Model",
+    "RuleOfThumbConvention",
+    "convention",
+    "model_counts",
+]
+
+CONVENTIONS: dict[str, Convention] = {
+    c.name: c for c in (RuleOfThumbConvention(), BreakdownConvention())
+}
+"""Registered conventions, by name."""
+
+ConventionLike = str | Convention
+
+
+def convention(spec: ConventionLike) -> Convention:
+    """Look up a convention by name (spaces, dashes and case do not matter).
+
+    Examples
+    --------
+    >>> convention("Breakdown").title
+    'breakdown (each component counted)'
+    >>> convention("exact")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnknownConventionError: unknown convention 'exact'. Known conventions: ...
+    """
+    if isinstance(spec, Convention):
+        return spec
+    key = str(spec).strip().lower().replace(" ", "_").replace("-", "_")
+    try:
+        return CONVENTIONS[key]
+    except KeyError:
+        raise UnknownConventionError(
+            f"unknown convention {spec!r}. Known conventions: {', '.join(sorted(CONVENTIONS))}."
+        ) from None

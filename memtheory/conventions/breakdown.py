@@ -1,0 +1,75 @@
+"""The breakdown convention: every component counted for what it is."""
+
+from __future__ import annotations
+
+from memtheory.breakdown import MemoryBreakdown
+from memtheory.conventions.base import Convention, Model, model_counts
+from memtheory.errors import UnknownOptimizerError
+from memtheory.optimizers import Optimizer
+from memtheory.precision import Precision
+
+__all__ = ["BreakdownConvention"]
+
+
+class BreakdownConvention(Convention):
+    """Parameters, gradients, the optimizer's real state, activations and their gradients, input.
+
+    Each component has its own dtype (:class:`~memtheory.precision.Precision`),
+    and the optimizer state is as many parameter-sized buffers as the optimizer
+    keeps (SGD none, momentum one, Adam two). Every forward activation is
+    counted as kept until the backward pass, and each gets a gradient of the
+    same size: the "x2" rule. Buffers (BatchNorm running statistics) count in
+    the parameter dtype.
+
+    Examples
+    --------
+    >>> from memtheory import ModelCounts, optimizer
+    >>> from memtheory.precision import Precision
+    >>> counts = ModelCounts(parameters=100, activations=0, input_elements=0)
+    >>> BreakdownConvention().training(counts, optimizer("adam"), Precision()).total
+    1600
+    >>> BreakdownConvention().training(counts, optimizer("adam"), Precision.mixed("fp16")).total
+    1600
+    """
+
+    name = "breakdown"
+    title = "breakdown (each component counted)"
+
+    def training(self, model: Model, optimizer: Optimizer | None, precision: Precision) -> MemoryBreakdown:
+        """All components of a training step."""
+        if optimizer is None:
+            raise UnknownOptimizerError(
+                "the breakdown convention needs an optimizer: pass optimizer='sgd', "
+                "'sgd+momentum', 'adam', 'adamw', 'rmsprop', ... (see memtheory.OPTIMIZERS)."
+            )
+        counts = model_counts(model)
+        parameters = counts.parameters
+        components = {
+            "parameters": parameters * precision.parameters.bytes,
+            "gradients": parameters * precision.gradients.bytes,
+            "optimizer_state": (
+                optimizer.states_per_parameter * parameters * precision.optimizer_state.bytes
+            ),
+            "activations": counts.activations * precision.activations.bytes,
+            "activation_gradients": counts.activations * precision.activation_gradients.bytes,
+            "input": counts.input_elements * precision.input.bytes,
+        }
+        if counts.buffers != 0:
+            components["buffers"] = counts.buffers * precision.parameters.bytes
+        if precision.master_weights is not None:
+            components["master_weights"] = parameters * precision.master_weights.bytes
+        notes = (f"{optimizer.title}: {optimizer.states_per_parameter} state value(s) per parameter",)
+        return MemoryBreakdown(components, "training", self.name, precision, optimizer, notes)
+
+    def inference(self, model: Model, precision: Precision) -> MemoryBreakdown:
+        """Weights, buffers, every forward activation (an upper bound), and the input."""
+        counts = model_counts(model)
+        components = {
+            "parameters": counts.parameters * precision.parameters.bytes,
+            "activations": counts.activations * precision.activations.bytes,
+            "input": counts.input_elements * precision.input.bytes,
+        }
+        if counts.buffers != 0:
+            components["buffers"] = counts.buffers * precision.parameters.bytes
+        notes = ("every forward activation counted as kept: an upper bound on the inference peak",)
+        return MemoryBreakdown(components, "inference", self.name, precision, notes=notes)

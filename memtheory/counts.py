@@ -1,0 +1,91 @@
+"""The handful of counts that an accounting convention needs from a model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from memtheory._validation import SizeLike, as_size
+from memtheory.symbols import B
+
+__all__ = ["ModelCounts"]
+
+
+@dataclass(frozen=True)
+class ModelCounts:
+    """Element counts of a model for one training step, batch included.
+
+    A :class:`~memtheory.network.Network` derives these from its layers; when
+    only totals are known (as in a question that quotes "532,752 activations
+    and 19,072,984 parameters"), build them directly with :meth:`per_sample`.
+
+    Parameters
+    ----------
+    parameters : size
+        Trainable parameters (weights and biases).
+    activations : size
+        Activation elements the forward pass keeps, for the whole batch, the
+        input excluded.
+    input_elements : size
+        Elements of the input batch.
+    buffers : size, default 0
+        Non-trainable state elements stored with the model (running statistics).
+    batch : size, default ``B``
+        The batch size the counts were made for.
+
+    Examples
+    --------
+    >>> counts = ModelCounts.per_sample(
+    ...     parameters=19_072_984, activations=532_752, input_elements=9_000)
+    >>> counts.activations
+    532752*B
+    """
+
+    parameters: SizeLike
+    activations: SizeLike
+    input_elements: SizeLike
+    buffers: SizeLike = 0
+    batch: SizeLike = field(default=B)
+
+    def __post_init__(self) -> None:
+        for name, minimum in (
+            ("parameters", 0), ("activations", 0), ("input_elements", 0), ("buffers", 0), ("batch", 1)
+        ):
+            object.__setattr__(self, name, _as_count(getattr(self, name), name, minimum))
+
+    @classmethod
+    def per_sample(
+        cls,
+        *,
+        parameters: SizeLike,
+        activations: SizeLike,
+        input_elements: SizeLike,
+        buffers: SizeLike = 0,
+        batch: SizeLike = B,
+    ) -> ModelCounts:
+        """Build counts from per-sample activation and input counts, times ``batch``.
+
+        Examples
+        --------
+        >>> ModelCounts.per_sample(parameters=10, activations=5, input_elements=2, batch=4)
+        ModelCounts(parameters=10, activations=20, input_elements=8, buffers=0, batch=4)
+        """
+        batch = as_size(batch, "batch", "ModelCounts")
+        per_sample_activations = _as_count(activations, "activations", 0)
+        per_sample_input = _as_count(input_elements, "input_elements", 0)
+        return cls(
+            parameters=parameters,
+            activations=per_sample_activations * batch,
+            input_elements=per_sample_input * batch,
+            buffers=buffers,
+            batch=batch,
+        )
+
+
+def _as_count(value: SizeLike, name: str, minimum: int) -> sp.Expr:
+    if isinstance(value, sp.Basic) and not value.is_number:
+        if value.is_nonnegative is False:
+            raise ValueError(f"ModelCounts: {name} = {value} can be negative.")
+        return sp.sympify(value)
+    return as_size(value, name, "ModelCounts", minimum=minimum)

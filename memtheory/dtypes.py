@@ -1,0 +1,138 @@
+"""Element types and how many bytes one element of each takes.
+
+This is the single table of element sizes in memtheory; every byte count
+multiplies an element count by an entry here.
+
+Examples
+--------
+>>> dtype("fp16").bytes
+2
+>>> dtype("bfloat16").name
+'bf16'
+>>> dtype("torch.int64").bytes
+8
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from memtheory.errors import UnknownDTypeError
+
+__all__ = ["DTYPES", "DType", "DTypeLike", "dtype"]
+
+
+@dataclass(frozen=True, order=True)
+class DType:
+    """An element type.
+
+    Parameters
+    ----------
+    bytes : int
+        Bytes one element occupies.
+    name : str
+        Short canonical name (``"fp32"``, ``"bf16"``, ``"int64"``).
+    kind : {"float", "int", "bool"}
+        Family of the type.
+    description : str
+        One line for tables and error messages.
+
+    Examples
+    --------
+    >>> dtype("fp32") > dtype("bf16")
+    True
+    """
+
+    bytes: int
+    name: str
+    kind: Literal["float", "int", "bool"]
+    description: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType(8, "fp64", "float", "IEEE 754 double precision"),
+        DType(4, "fp32", "float", "IEEE 754 single precision"),
+        DType(2, "fp16", "float", "IEEE 754 half precision (5-bit exponent)"),
+        DType(2, "bf16", "float", "bfloat16 (8-bit exponent, 7-bit mantissa)"),
+        DType(1, "fp8_e4m3", "float", "8-bit float, 4-bit exponent"),
+        DType(1, "fp8_e5m2", "float", "8-bit float, 5-bit exponent"),
+        DType(8, "int64", "int", "64-bit integer (PyTorch's index type)"),
+        DType(4, "int32", "int", "32-bit integer"),
+        DType(2, "int16", "int", "16-bit integer"),
+        DType(1, "int8", "int", "8-bit integer (quantised weights)"),
+        DType(1, "uint8", "int", "8-bit unsigned integer (raw image pixels)"),
+        DType(1, "bool", "bool", "boolean, one byte per element"),
+    )
+}
+"""Every element type memtheory knows, by canonical name."""
+
+_ALIASES = {
+    "float64": "fp64",
+    "double": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "single": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "fp8_e4m3",
+    "float8_e5m2": "fp8_e5m2",
+    "long": "int64",
+    "int": "int32",
+    "short": "int16",
+    "qint8": "int8",
+    "bool_": "bool",
+}
+
+DTypeLike = str | DType
+
+
+def dtype(spec: DTypeLike) -> DType:
+    """Look up an element type by name.
+
+    Parameters
+    ----------
+    spec : str or DType
+        A canonical name (``"fp32"``), a NumPy/PyTorch spelling (``"float16"``,
+        ``"torch.bfloat16"``), or a :class:`DType`, returned unchanged.
+
+    Returns
+    -------
+    DType
+
+    Raises
+    ------
+    UnknownDTypeError
+        If the name is not known; the message lists the known names.
+
+    Examples
+    --------
+    >>> dtype("half")
+    DType(bytes=2, name='fp16', kind='float', description='IEEE 754 half precision (5-bit exponent)')
+    >>> dtype("fp12")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnknownDTypeError: unknown dtype 'fp12'. Known dtypes: fp64, fp32, ...
+    """
+    if isinstance(spec, DType):
+        return spec
+    if not isinstance(spec, str):
+        raise UnknownDTypeError(
+            f"a dtype is given by name, got {spec!r} ({type(spec).__name__}). "
+            f"Known dtypes: {', '.join(DTYPES)}."
+        )
+    key = spec.strip().lower().removeprefix("torch.").removeprefix("numpy.").removeprefix("np.")
+    key = _ALIASES.get(key, key)
+    try:
+        return DTYPES[key]
+    except KeyError:
+        raise UnknownDTypeError(
+            f"unknown dtype {spec!r}. Known dtypes: {', '.join(DTYPES)} "
+            f"(and aliases such as {', '.join(sorted(_ALIASES)[:6])})."
+        ) from None

@@ -1,0 +1,86 @@
+"""The exceptions memtheory raises, one type per kind of mistake.
+
+Each message names what is wrong (which layer, which value) and how to fix it.
+All derive from :class:`MemtheoryError`, and each also derives from the
+built-in exception a caller would expect (``ValueError`` for a bad value,
+``LookupError`` for an unknown name), so generic handlers keep working.
+
+Examples
+--------
+>>> from memtheory import Conv2d
+>>> try:
+...     Conv2d(32, kernel_size=0)
+... except InvalidSizeError as error:
+...     print(error)
+Conv2d: kernel_size must be a positive integer, got 0. Pass a whole number >= 1.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EvaluationError",
+    "EvaluationOverflowError",
+    "InvalidSizeError",
+    "KernelTooLargeError",
+    "MemtheoryError",
+    "RankError",
+    "ShapeError",
+    "UnknownConventionError",
+    "UnknownDTypeError",
+    "UnknownNameError",
+    "UnknownOptimizerError",
+    "UnknownUnitError",
+    "UnsupportedError",
+]
+
+
+class MemtheoryError(Exception):
+    """Base class of every error memtheory raises on purpose."""
+
+
+class InvalidSizeError(MemtheoryError, ValueError):
+    """A size or hyperparameter is not a positive whole number (or is out of range)."""
+
+
+class ShapeError(MemtheoryError, ValueError):
+    """A layer cannot accept the shape of the tensor that reaches it."""
+
+
+class RankError(ShapeError):
+    """A layer got a tensor with the wrong number of dimensions (e.g. Dense after Conv2d)."""
+
+
+class KernelTooLargeError(ShapeError):
+    """A kernel (or pooling window) does not fit in its padded input."""
+
+
+class UnknownNameError(MemtheoryError, LookupError):
+    """A name (optimizer, dtype, unit, convention) is not one memtheory knows."""
+
+
+class UnknownOptimizerError(UnknownNameError):
+    """The optimizer name is not in :data:`memtheory.optimizers.OPTIMIZERS`."""
+
+
+class UnknownDTypeError(UnknownNameError):
+    """The dtype name is not in :data:`memtheory.dtypes.DTYPES`."""
+
+
+class UnknownUnitError(UnknownNameError):
+    """The unit is not one of the byte units in :data:`memtheory.units.UNITS`."""
+
+
+class UnknownConventionError(UnknownNameError):
+    """The accounting convention is not registered."""
+
+
+class UnsupportedError(MemtheoryError, TypeError):
+    """A model or request uses something memtheory does not model (yet)."""
+
+
+class EvaluationError(MemtheoryError, ValueError):
+    """Values given to an evaluation do not fit the expression (unknown name, bad value)."""
+
+
+class EvaluationOverflowError(EvaluationError, OverflowError):
+    """An int64 grid evaluation would overflow; use ``dtype=object`` for exact integers."""

@@ -1,0 +1,346 @@
+"""Three exact ways to put numbers into a symbolic size.
+
+* :func:`evaluate` substitutes values with sympy and returns an exact sympy
+  number (or a smaller expression, when some symbols stay free).
+* :func:`compile_exact` turns an expression into a plain Python function of
+  Python integers: floors become ``//``, so results are exact whatever their size.
+* :func:`evaluate_grid` runs the same integer code over NumPy arrays, for
+  what-if grids of a million points and more. It uses ``int64`` by default and
+  refuses, rather than wraps around, when a value would not fit; ``dtype=object``
+  gives exact Python integers at any size.
+
+All three agree exactly on every integer-valued expression memtheory builds.
+
+Examples
+--------
+>>> import numpy as np
+>>> from memtheory.symbols import B, H
+>>> size = 4 * B * 32 * (sp.floor((H - 2) / 2) + 1) ** 2
+>>> evaluate(size, B=64, H=50)
+5120000
+>>> compile_exact(size, ["B", "H"])(64, 50)
+5120000
+>>> evaluate_grid(size, B=np.array([1, 64]), H=50)
+array([  80000, 5120000])
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import sympy as sp
+from sympy.printing.numpy import NumPyPrinter
+from sympy.printing.pycode import PythonCodePrinter
+
+from memtheory.errors import EvaluationError, EvaluationOverflowError
+
+__all__ = ["compile_exact", "evaluate", "evaluate_grid", "substitution", "symbols_by_name"]
+
+INT64_SAFE_LIMIT = 2**62
+"""Largest magnitude an int64 grid result may reach: half of int64's range, as margin."""
+
+
+def symbols_by_name(expressions: Iterable[sp.Expr]) -> dict[str, sp.Symbol]:
+    """Map each free symbol's name to the symbol, across ``expressions``.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> sorted(symbols_by_name([B * H, B + 1]))
+    ['B', 'H']
+    """
+    found: dict[str, sp.Symbol] = {}
+    for expression in expressions:
+        for symbol in sp.sympify(expression).free_symbols:
+            found.setdefault(symbol.name, symbol)
+    return found
+
+
+def substitution(
+    expressions: Iterable[sp.Expr], values: Mapping[str, object]
+) -> dict[sp.Symbol, sp.Integer]:
+    """Check ``values`` against the free symbols of ``expressions`` and build a substitution.
+
+    Every name must be a free symbol of one of the expressions (a typo is an
+    error, not a silent no-op), and every value must satisfy the symbol's
+    assumptions (a batch size of 2.5 or -1 is refused).
+
+    Raises
+    ------
+    EvaluationError
+        Naming the offending symbol and what would fix it.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> substitution([2 * B], {"B": 8})
+    {B: 8}
+    >>> substitution([2 * B], {"b": 8})
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.EvaluationError: no symbol named 'b' here; the free symbols are: B.
+    """
+    expressions = [sp.sympify(e) for e in expressions]
+    available = symbols_by_name(expressions)
+    result: dict[sp.Symbol, sp.Integer] = {}
+    for name, value in values.items():
+        if name not in available:
+            names = ", ".join(sorted(available)) or "none (it is already a number)"
+            raise EvaluationError(f"no symbol named {name!r} here; the free symbols are: {names}.")
+        symbol = available[name]
+        result[symbol] = _checked_value(symbol, value)
+    return result
+
+
+def _checked_value(symbol: sp.Symbol, value: object) -> sp.Expr:
+    if isinstance(value, bool) or not isinstance(value, numbers.Number | sp.Basic):
+        raise EvaluationError(f"{symbol} must be a number, got {value!r} ({type(value).__name__}).")
+    number = sp.nsimplify(value) if isinstance(value, float) else sp.sympify(value)
+    if isinstance(value, float) and not value.is_integer() and symbol.is_integer:
+        raise EvaluationError(f"{symbol} is a whole number (a size), got {value!r}.")
+    if number.is_number:
+        if symbol.is_integer and not number.is_integer:
+            raise EvaluationError(f"{symbol} is a whole number (a size), got {value!r}.")
+        if symbol.is_positive and not number.is_positive:
+            raise EvaluationError(f"{symbol} must be positive, got {value!r}.")
+    return number
+
+
+def evaluate(expression: sp.Expr | int, /, **values: object) -> sp.Expr:
+    """Substitute ``values`` (by symbol name) into ``expression``, exactly.
+
+    Parameters
+    ----------
+    expression : sympy expression
+        Any memtheory quantity.
+    **values
+        Numbers for some or all of its free symbols, by name (``B=64``).
+
+    Returns
+    -------
+    sympy expression
+        An exact sympy number when every symbol got a value; otherwise the
+        expression with the given values substituted.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> evaluate(B * H**2, B=2, H=3)
+    18
+    >>> evaluate(B * H**2, B=2)
+    2*H**2
+    """
+    expr = sp.sympify(expression)
+    return expr.xreplace(substitution([expr], values))
+
+
+class _IntegerCode:
+    """Mixin for code printers that keep integer expressions in integer arithmetic."""
+
+    def _integer_fraction(self, expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+        numerator, denominator = sp.fraction(sp.together(expr))
+        if not denominator.is_Integer:
+            raise EvaluationError(
+                f"cannot compile {expr} to integer arithmetic: it divides by {denominator}."
+            )
+        return numerator, denominator
+
+    def _print_floor(self, expr: sp.Expr) -> str:
+        numerator, denominator = self._integer_fraction(expr.args[0])
+        return f"(({self._print(numerator)})//{self._print(denominator)})"
+
+    def _print_ceiling(self, expr: sp.Expr) -> str:
+        numerator, denominator = self._integer_fraction(expr.args[0])
+        return f"(-((-({self._print(numerator)}))//{self._print(denominator)}))"
+
+    def _print_Rational(self, expr: sp.Rational) -> str:
+        if expr.q != 1:
+            raise EvaluationError(f"cannot compile the fraction {expr} to integer arithmetic.")
+        return str(expr.p)
+
+    def _print_Add(self, expr: sp.Expr, order: Any = None) -> str:
+        return self._print_with_denominator(expr, super()._print_Add)
+
+    def _print_Mul(self, expr: sp.Expr) -> str:
+        return self._print_with_denominator(expr, super()._print_Mul)
+
+    def _print_with_denominator(self, expr: sp.Expr, plain: Callable[[sp.Expr], str]) -> str:
+        if not _has_fraction_outside_rounding(expr):
+            return plain(expr)
+        numerator, denominator = self._integer_fraction(expr)
+        if denominator == 1:
+            return plain(numerator)
+        return f"(({self._print(numerator)})//{self._print(denominator)})"
+
+
+def _has_fraction_outside_rounding(expr: sp.Expr) -> bool:
+    """Whether a non-integer rational appears in ``expr`` outside every floor and ceiling."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, sp.floor | sp.ceiling):
+            continue
+        if isinstance(node, sp.Rational) and node.q != 1:
+            return True
+        if isinstance(node, sp.Pow) and node.exp.is_negative:
+            return True
+        stack.extend(node.args)
+    return False
+
+
+class _ExactPythonPrinter(_IntegerCode, PythonCodePrinter):
+    pass
+
+
+class _IntegerNumPyPrinter(_IntegerCode, NumPyPrinter):
+    def _print_Min(self, expr: sp.Expr) -> str:
+        return self._nested("numpy.minimum", expr.args)
+
+    def _print_Max(self, expr: sp.Expr) -> str:
+        return self._nested("numpy.maximum", expr.args)
+
+    def _nested(self, function: str, args: Sequence[sp.Expr]) -> str:
+        text = self._print(args[0])
+        for arg in args[1:]:
+            text = f"{function}({text}, {self._print(arg)})"
+        return text
+
+
+def _arguments(expression: sp.Expr, names: Sequence[str] | None) -> list[sp.Symbol]:
+    available = symbols_by_name([expression])
+    if names is None:
+        return [available[name] for name in sorted(available)]
+    missing = sorted(set(available) - set(names))
+    if missing:
+        raise EvaluationError(
+            f"the expression also depends on {', '.join(missing)}: name it in the argument list "
+            "or substitute a value with evaluate() first."
+        )
+    return [available.get(name, sp.Symbol(name)) for name in names]
+
+
+def compile_exact(expression: sp.Expr, names: Sequence[str] | None = None) -> Callable[..., int]:
+    """Compile an integer-valued expression into a function of Python integers.
+
+    Floors and ceilings become floor division, so the function is exact for
+    integers of any size (Python integers do not overflow).
+
+    Parameters
+    ----------
+    expression : sympy expression
+        Integer-valued for integer arguments (element counts, bytes).
+    names : sequence of str, optional
+        Argument order; by default the free symbols' names, sorted.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> f = compile_exact(sp.floor((H - 3) / 2) + 1)
+    >>> f(25), f(10**30 + 1)
+    (12, 500000000000000000000000000000)
+    """
+    expr = sp.sympify(expression)
+    arguments = _arguments(expr, names)
+    return sp.lambdify(arguments, expr, modules=[{}, "math"], printer=_ExactPythonPrinter)
+
+
+def evaluate_grid(
+    expression: sp.Expr, /, *, dtype: type | str = "int64", **arrays: object
+) -> np.ndarray:
+    """Evaluate an integer-valued expression over NumPy arrays (broadcast together).
+
+    Parameters
+    ----------
+    expression : sympy expression
+        Integer-valued for integer arguments.
+    dtype : {"int64", object}
+        ``"int64"`` is fast and checked: if any result (or intermediate, as
+        estimated in float64) would leave int64's safe range,
+        :class:`~memtheory.errors.EvaluationOverflowError` is raised instead of
+        returning wrapped-around numbers. ``object`` computes with Python
+        integers: exact at any size, and slower.
+    **arrays
+        A value or array for every free symbol, by name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from memtheory.symbols import B, H
+    >>> evaluate_grid(B * H, B=np.arange(1, 4), H=np.array([[10], [20]]))
+    array([[10, 20, 30],
+           [20, 40, 60]])
+    >>> evaluate_grid(2**40 * B * H, B=2**20, H=2**10)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.EvaluationOverflowError: ... pass dtype=object for exact Python integers.
+    """
+    expr = sp.sympify(expression)
+    names = sorted(symbols_by_name([expr]))
+    missing = sorted(set(names) - set(arrays))
+    if missing:
+        raise EvaluationError(f"evaluate_grid needs values for {', '.join(missing)}.")
+    extra = sorted(set(arrays) - set(names))
+    if extra:
+        raise EvaluationError(
+            f"no symbol named {', '.join(map(repr, extra))} here; the free symbols are: "
+            f"{', '.join(names) or 'none'}."
+        )
+    function = _numpy_function(expr, tuple(names))
+    if dtype is object or dtype == "object":
+        values = [_as_array(arrays[name], object, name) for name in names]
+        result = function(*values)
+        return np.asarray(result, dtype=object)
+    if np.dtype(dtype) != np.int64:
+        raise EvaluationError(f"dtype must be 'int64' or object, got {dtype!r}.")
+    values = [_as_array(arrays[name], np.int64, name) for name in names]
+    estimate = np.asarray(function(*[v.astype(np.float64) for v in values]), dtype=np.float64)
+    largest = max([np.max(np.abs(estimate), initial=0.0)] + [float(np.max(np.abs(v), initial=0)) for v in values])
+    if not np.isfinite(largest) or largest >= INT64_SAFE_LIMIT:
+        raise EvaluationOverflowError(
+            f"values reach about {largest:.3g}, beyond int64's safe range ({INT64_SAFE_LIMIT:.3g}); "
+            "pass dtype=object for exact Python integers."
+        )
+    result = np.asarray(function(*values))
+    if result.dtype != np.int64:
+        result = result.astype(np.int64)
+    if not np.allclose(result, estimate, rtol=1e-9, atol=1.0):
+        raise EvaluationOverflowError(
+            "an intermediate value overflowed int64; pass dtype=object for exact Python integers."
+        )
+    return result
+
+
+_NUMPY_CACHE: dict[tuple[sp.Expr, tuple[str, ...]], Callable[..., Any]] = {}
+
+
+def _numpy_function(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., Any]:
+    key = (expr, names)
+    if key not in _NUMPY_CACHE:
+        arguments = _arguments(expr, names)
+        _NUMPY_CACHE[key] = sp.lambdify(arguments, expr, modules="numpy", printer=_IntegerNumPyPrinter)
+    return _NUMPY_CACHE[key]
+
+
+def _as_array(value: object, dtype: type, name: str) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype == object:
+        items = array.ravel().tolist()
+    else:
+        items = None
+    if array.dtype.kind == "f":
+        if not np.all(np.isfinite(array)) or not np.all(array == np.floor(array)):
+            raise EvaluationError(f"{name} must hold whole numbers; got non-integer values.")
+    elif array.dtype.kind == "b" or (array.dtype.kind not in "iu" and items is None):
+        raise EvaluationError(f"{name} must hold whole numbers; got dtype {array.dtype}.")
+    if items is not None and not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in items):
+        raise EvaluationError(f"{name} must hold whole numbers.")
+    if dtype is object:
+        return np.array([int(i) for i in array.ravel().tolist()], dtype=object).reshape(array.shape)
+    if array.dtype.kind == "u" and array.size and array.max() >= 2**63:
+        raise EvaluationOverflowError(f"{name} does not fit in int64; pass dtype=object.")
+    if items is not None and any(abs(i) >= 2**63 for i in items):
+        raise EvaluationOverflowError(f"{name} does not fit in int64; pass dtype=object.")
+    return array.astype(np.int64)

@@ -1,0 +1,184 @@
+"""Two-dimensional convolution."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from memtheory._validation import SizeLike, as_pair, as_size
+from memtheory.errors import InvalidSizeError, KernelTooLargeError, ShapeError
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+from memtheory.shapes import conv_output_size, effective_kernel
+
+__all__ = ["Conv2d", "check_window_fits"]
+
+PaddingLike = SizeLike | tuple[SizeLike, SizeLike] | str
+
+
+@dataclass(frozen=True)
+class Conv2d(Layer):
+    """2-D convolution over a ``(batch, channels, height, width)`` input.
+
+    Each of the ``out_channels`` filters spans ``in_channels / groups`` input
+    channels and a ``kh x kw`` window, so the layer has
+    :math:`c_\\text{out} \\cdot (c_\\text{in}/g) \\cdot k_h k_w` weights and
+    :math:`c_\\text{out}` biases. The input channel count comes from the input
+    shape. Derived in the book's chapter "Counting parameters"; output sizes in
+    "Shapes and activations".
+
+    Parameters
+    ----------
+    out_channels : size
+        Number of filters (output feature maps).
+    kernel_size : size or (height, width)
+    stride : size or (height, width), default 1
+    padding : size, (height, width), ``"same"`` or ``"valid"``, default 0
+        Zeros added on each side. ``"same"`` keeps the spatial size and, as in
+        PyTorch, needs stride 1; ``"valid"`` is no padding.
+    dilation : size or (height, width), default 1
+    groups : size, default 1
+        Input and output channels are split into this many independent groups.
+    bias : bool, default True
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> c1 = Conv2d(32, 3, padding=1)
+    >>> c1.output_shape((B, 3, 50, 50))
+    (B, 32, 50, 50)
+    >>> c1.weight_count((B, 3, 50, 50)), c1.bias_count((B, 3, 50, 50))
+    (864, 32)
+    >>> Conv2d(64, 7, stride=2, padding=3).output_shape((B, 3, 224, 224))
+    (B, 64, 112, 112)
+    """
+
+    out_channels: SizeLike
+    kernel_size: SizeLike | tuple[SizeLike, SizeLike]
+    stride: SizeLike | tuple[SizeLike, SizeLike] = 1
+    padding: PaddingLike = 0
+    dilation: SizeLike | tuple[SizeLike, SizeLike] = 1
+    groups: SizeLike = 1
+    bias: bool = True
+    name: str | None = None
+    kind = "Conv2d"
+    input_rank = 4
+
+    def __post_init__(self) -> None:
+        owner = self.label
+        set_ = object.__setattr__
+        set_(self, "out_channels", as_size(self.out_channels, "out_channels", owner))
+        set_(self, "kernel_size", as_pair(self.kernel_size, "kernel_size", owner))
+        set_(self, "stride", as_pair(self.stride, "stride", owner))
+        set_(self, "dilation", as_pair(self.dilation, "dilation", owner))
+        set_(self, "groups", as_size(self.groups, "groups", owner))
+        if isinstance(self.padding, str):
+            mode = self.padding.lower()
+            if mode not in ("same", "valid"):
+                raise InvalidSizeError(
+                    f"{owner}: padding must be a size, a pair, 'same' or 'valid', got {self.padding!r}."
+                )
+            if mode == "same" and any(s != 1 for s in self.stride):
+                raise InvalidSizeError(
+                    f"{owner}: padding='same' needs stride 1 (as in PyTorch), got stride "
+                    f"{self.stride}. Give the padding as a number for a strided convolution."
+                )
+            set_(self, "padding", mode if mode == "same" else (sp.Integer(0), sp.Integer(0)))
+        else:
+            set_(self, "padding", as_pair(self.padding, "padding", owner, minimum=0))
+        _check_divides(self.groups, self.out_channels, "out_channels", owner)
+
+    def _padding(self) -> tuple[sp.Expr, sp.Expr]:
+        if self.padding == "same":
+            # PyTorch pads d*(k-1) in total, the extra one (if odd) on the far side.
+            return tuple(effective_kernel(k, d) - 1 for k, d in zip(self.kernel_size, self.dilation))  # type: ignore[return-value]
+        return self.padding  # type: ignore[return-value]
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return ``(batch, out_channels, h_out, w_out)``."""
+        self.check_input(input_shape)
+        batch, channels, height, width = input_shape
+        _check_divides(self.groups, channels, "the input's channel count", self.label)
+        if self.padding == "same":
+            return (batch, self.out_channels, height, width)
+        sizes = []
+        for axis, size, k, s, p, d in zip(
+            ("height", "width"), (height, width), self.kernel_size, self.stride, self.padding, self.dilation
+        ):
+            check_window_fits(self.label, axis, size, k, p, d, input_shape)
+            sizes.append(conv_output_size(size, k, s, p, d))
+        return (batch, self.out_channels, *sizes)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """``out_channels * (in_channels / groups) * kh * kw``."""
+        self.check_input(input_shape)
+        in_channels = input_shape[1]
+        kh, kw = self.kernel_size
+        return self.out_channels * (in_channels / self.groups) * kh * kw
+
+    def bias_count(self, input_shape: Shape) -> sp.Expr:
+        """``out_channels`` if the layer has a bias."""
+        return self.out_channels if self.bias else sp.Integer(0)
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Its input (for the weight gradient); the weight is a parameter."""
+        return (TensorSpec("input", input_shape),)
+
+    def describe(self) -> str:
+        """Filters, kernel, and any non-default stride, padding, dilation, groups."""
+        kh, kw = self.kernel_size
+        parts = [f"{self.out_channels}", f"{kh}x{kw}"]
+        if self.stride != (1, 1):
+            parts.append(f"stride {_pair_text(self.stride)}")
+        if self.padding == "same":
+            parts.append("same")
+        elif self.padding != (0, 0):
+            parts.append(f"pad {_pair_text(self.padding)}")
+        if self.dilation != (1, 1):
+            parts.append(f"dil {_pair_text(self.dilation)}")
+        if self.groups != 1:
+            parts.append(f"groups {self.groups}")
+        if not self.bias:
+            parts.append("no bias")
+        return ", ".join(parts)
+
+
+def _pair_text(pair: tuple[sp.Expr, sp.Expr]) -> str:
+    return str(pair[0]) if pair[0] == pair[1] else f"{pair[0]}x{pair[1]}"
+
+
+def _check_divides(groups: sp.Expr, channels: sp.Expr, what: str, owner: str) -> None:
+    remainder = sp.Mod(channels, groups)
+    if remainder.is_number and remainder != 0:
+        raise ShapeError(
+            f"{owner}: {what} ({channels}) is not divisible by groups ({groups}). "
+            "Choose groups that divides both channel counts."
+        )
+
+
+def check_window_fits(
+    owner: str, axis: str, size: sp.Expr, kernel: sp.Expr, padding: sp.Expr, dilation: sp.Expr,
+    input_shape: Shape,
+) -> None:
+    """Raise :class:`KernelTooLargeError` if the window is wider than the padded input.
+
+    Only numeric sizes can be checked here; symbolic ones are checked when the
+    network is evaluated.
+
+    Examples
+    --------
+    >>> check_window_fits("Conv2d 'c'", "height", 3, 5, 0, 1, (1, 1, 3, 3))
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.KernelTooLargeError: Conv2d 'c': the window spans 5 positions along the height, ...
+    """
+    span = effective_kernel(kernel, dilation)
+    room = size + 2 * padding
+    too_large = sp.sympify(span > room)
+    if too_large is sp.true:
+        raise KernelTooLargeError(
+            f"{owner}: the window spans {span} positions along the {axis}, but the input "
+            f"{describe_shape(input_shape)} offers only {room} ({size} plus padding {padding} "
+            "on each side). Use a smaller kernel or dilation, add padding, or feed a larger input."
+        )

@@ -1,0 +1,151 @@
+"""The input of a network, Flatten, and the fully connected layer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from memtheory._validation import SizeLike, as_size
+from memtheory.layers.base import Layer, Shape, TensorSpec, elements
+from memtheory.symbols import B
+
+__all__ = ["Dense", "Flatten", "Input", "Linear"]
+
+
+@dataclass(frozen=True)
+class Input(Layer):
+    """The data a network is fed: one sample's shape, and the batch size.
+
+    Parameters
+    ----------
+    shape : sequence of sizes
+        One sample's shape, channels first for images: ``(3, 50, 50)``.
+    batch : size, default ``B``
+        Samples per step; symbolic unless given.
+    name : str, optional
+        Defaults to ``"input"``.
+
+    Examples
+    --------
+    >>> Input((3, 50, 50)).output_shape(())
+    (B, 3, 50, 50)
+    >>> Input((240_000,), batch=128).output_shape(())
+    (128, 240000)
+    """
+
+    shape: Sequence[SizeLike]
+    batch: SizeLike = field(default=B)
+    name: str | None = None
+    kind = "Input"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.shape, int | sp.Basic) or isinstance(self.shape, str):
+            raise TypeError(f"Input: shape must be a sequence of sizes such as (3, 50, 50), got {self.shape!r}.")
+        if len(self.shape) == 0:
+            raise TypeError("Input: shape must have at least one dimension, such as (784,).")
+        sizes = tuple(as_size(s, f"shape[{i}]", self.label) for i, s in enumerate(self.shape))
+        object.__setattr__(self, "shape", sizes)
+        object.__setattr__(self, "batch", as_size(self.batch, "batch", self.label))
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return ``(batch, *shape)``; the input shape is ignored."""
+        return (self.batch, *self.shape)
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Nothing: the input needs no gradient."""
+        return ()
+
+    def describe(self) -> str:
+        """Sample shape."""
+        return "x".join(str(s) for s in self.shape)
+
+
+@dataclass(frozen=True)
+class Flatten(Layer):
+    """Collapse every dimension after the batch into one: a view, no new memory.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> Flatten().output_shape((B, 64, 12, 12))
+    (B, 9216)
+    >>> Flatten().activation_count((B, 64, 12, 12))
+    0
+    """
+
+    name: str | None = None
+    kind = "Flatten"
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return ``(batch, product of the rest)``."""
+        return (input_shape[0], elements(input_shape[1:]))
+
+    def stores_output(self) -> bool:
+        """A view of its input."""
+        return False
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Nothing: reshaping back needs only the shape."""
+        return ()
+
+
+@dataclass(frozen=True)
+class Dense(Layer):
+    """Fully connected layer: ``units`` outputs, each a weighted sum of every input plus a bias.
+
+    Parameters: :math:`n_\\text{in} n_\\text{out}` weights and :math:`n_\\text{out}`
+    biases. Derived in the book's chapter "Counting parameters".
+
+    Parameters
+    ----------
+    units : size
+        Number of outputs (PyTorch's ``out_features``).
+    bias : bool
+        Whether the layer adds a bias.
+    name : str, optional
+        Set by :class:`~memtheory.network.Network` when omitted.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> fc = Dense(500)
+    >>> fc.output_shape((B, 9216)), fc.weight_count((B, 9216)), fc.bias_count((B, 9216))
+    ((B, 500), 4608000, 500)
+    """
+
+    units: SizeLike
+    bias: bool = True
+    name: str | None = None
+    kind = "Dense"
+    input_rank = 2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "units", as_size(self.units, "units", self.label))
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return ``(batch, units)``."""
+        self.check_input(input_shape)
+        return (input_shape[0], self.units)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """``in_features * units``."""
+        self.check_input(input_shape)
+        return input_shape[1] * self.units
+
+    def bias_count(self, input_shape: Shape) -> sp.Expr:
+        """``units`` if the layer has a bias."""
+        return self.units if self.bias else sp.Integer(0)
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Its input (for the weight gradient); the weight itself is a parameter."""
+        return (TensorSpec("input", input_shape),)
+
+    def describe(self) -> str:
+        """Units, and whether the bias is off."""
+        return f"{self.units}" + ("" if self.bias else ", no bias")
+
+
+Linear = Dense
+"""PyTorch's name for :class:`Dense`."""

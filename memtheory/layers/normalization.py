@@ -1,0 +1,81 @@
+"""Batch normalisation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from memtheory.dtypes import dtype
+from memtheory.layers.base import Layer, Shape, TensorSpec
+
+__all__ = ["BatchNorm2d"]
+
+
+@dataclass(frozen=True)
+class BatchNorm2d(Layer):
+    """Batch normalisation over the channels of a ``(batch, channels, height, width)`` input.
+
+    With ``affine`` it learns a scale and a shift per channel (:math:`2C`
+    parameters, counted as :math:`C` weights and :math:`C` biases); with
+    ``track_running_stats`` it also keeps a running mean and variance per
+    channel and an int64 count of batches, as buffers (state, not trained).
+
+    Training keeps its input and, per channel, the batch mean and inverse
+    standard deviation in fp32.
+
+    Parameters
+    ----------
+    affine : bool, default True
+    track_running_stats : bool, default True
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> bn = BatchNorm2d()
+    >>> bn.parameter_count((B, 64, 56, 56))
+    128
+    >>> [(b.role, b.shape) for b in bn.buffers((B, 64, 56, 56))]
+    [('buffer', (64,)), ('buffer', (64,)), ('buffer', ())]
+    """
+
+    affine: bool = True
+    track_running_stats: bool = True
+    name: str | None = None
+    kind = "BatchNorm2d"
+    input_rank = 4
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Same as the input."""
+        self.check_input(input_shape)
+        return tuple(input_shape)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """One scale per channel, if affine."""
+        self.check_input(input_shape)
+        return input_shape[1] if self.affine else sp.Integer(0)
+
+    def bias_count(self, input_shape: Shape) -> sp.Expr:
+        """One shift per channel, if affine."""
+        return input_shape[1] if self.affine else sp.Integer(0)
+
+    def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Running mean and variance (parameter dtype) and the int64 batch count."""
+        if not self.track_running_stats:
+            return ()
+        channels = input_shape[1]
+        return (
+            TensorSpec("buffer", (channels,)),
+            TensorSpec("buffer", (channels,)),
+            TensorSpec("buffer", (), dtype("int64")),
+        )
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Its input and the per-channel batch mean and inverse std (fp32)."""
+        channels = input_shape[1]
+        return (
+            TensorSpec("input", tuple(input_shape)),
+            TensorSpec("statistics", (channels,), dtype("fp32")),
+            TensorSpec("statistics", (channels,), dtype("fp32")),
+        )

@@ -1,0 +1,144 @@
+"""Which element type each part of training is stored in.
+
+Parameters, gradients, optimizer state, activations and their gradients may
+each have their own dtype: mixed-precision training keeps fp16 or bf16
+weights, gradients and activations, with fp32 optimizer state and an fp32
+master copy of the weights. Derived in the book's chapter "Precision".
+
+Examples
+--------
+>>> precision("fp32").optimizer_state.bytes
+4
+>>> p = precision("mixed-bf16")
+>>> p.parameters.name, p.optimizer_state.name, p.master_weights.name
+('bf16', 'fp32', 'fp32')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from memtheory.dtypes import DType, DTypeLike, dtype
+from memtheory.errors import UnknownDTypeError
+
+__all__ = ["Precision", "PrecisionLike", "precision"]
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Element types of each memory component.
+
+    Parameters
+    ----------
+    parameters : dtype, default fp32
+        The weights the forward pass uses.
+    gradients, optimizer_state : dtype, optional
+        Default to ``parameters``.
+    activations : dtype, optional
+        Defaults to ``parameters``.
+    activation_gradients : dtype, optional
+        Defaults to ``activations``.
+    input : dtype, optional
+        The input batch; defaults to ``activations``.
+    master_weights : dtype or None, default None
+        An extra full-precision copy of the weights (mixed precision), or none.
+
+    Examples
+    --------
+    >>> p = Precision(parameters="fp16", optimizer_state="fp32")
+    >>> p.gradients.name, p.activations.name, p.optimizer_state.name
+    ('fp16', 'fp16', 'fp32')
+    """
+
+    parameters: DTypeLike = "fp32"
+    gradients: DTypeLike | None = None
+    optimizer_state: DTypeLike | None = None
+    activations: DTypeLike | None = None
+    activation_gradients: DTypeLike | None = None
+    input: DTypeLike | None = None
+    master_weights: DTypeLike | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "parameters", dtype(self.parameters))
+        for name, default in (
+            ("gradients", self.parameters),
+            ("optimizer_state", self.parameters),
+            ("activations", self.parameters),
+        ):
+            set_(self, name, dtype(getattr(self, name) or default))
+        set_(self, "activation_gradients", dtype(self.activation_gradients or self.activations))
+        set_(self, "input", dtype(self.input or self.activations))
+        if self.master_weights is not None:
+            set_(self, "master_weights", dtype(self.master_weights))
+
+    @classmethod
+    def uniform(cls, spec: DTypeLike) -> Precision:
+        """Everything in one dtype.
+
+        Examples
+        --------
+        >>> Precision.uniform("bf16").gradients.name
+        'bf16'
+        """
+        return cls(parameters=spec)
+
+    @classmethod
+    def mixed(cls, low: DTypeLike = "fp16") -> Precision:
+        """Mixed precision: ``low`` weights, gradients and activations; fp32 master weights and state.
+
+        The input batch stays fp32 (autocast casts it inside the first layer).
+
+        Examples
+        --------
+        >>> m = Precision.mixed("fp16")
+        >>> sum(getattr(m, f).bytes for f in ("parameters", "gradients", "master_weights"))
+        8
+        """
+        return cls(parameters=low, optimizer_state="fp32", input="fp32", master_weights="fp32")
+
+    def describe(self) -> str:
+        """One line listing each component's dtype.
+
+        Examples
+        --------
+        >>> Precision().describe()
+        'parameters fp32, gradients fp32, optimizer_state fp32, activations fp32, activation_gradients fp32, input fp32'
+        """
+        return ", ".join(
+            f"{f.name} {getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name) is not None
+        )
+
+
+PrecisionLike = str | DType | Precision
+
+
+def precision(spec: PrecisionLike) -> Precision:
+    """Build a :class:`Precision` from a name.
+
+    ``"fp32"``, ``"bf16"``, ... (any dtype name) mean everything in that type;
+    ``"mixed-fp16"`` and ``"mixed-bf16"`` mean :meth:`Precision.mixed`.
+
+    Examples
+    --------
+    >>> precision("mixed-fp16").master_weights.name
+    'fp32'
+    >>> precision("fp13")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnknownDTypeError: unknown precision 'fp13': ...
+    """
+    if isinstance(spec, Precision):
+        return spec
+    if isinstance(spec, DType):
+        return Precision.uniform(spec)
+    if isinstance(spec, str) and spec.lower().startswith("mixed"):
+        low = spec.lower().removeprefix("mixed").strip("-_ ") or "fp16"
+        return Precision.mixed(low)
+    try:
+        return Precision.uniform(spec)
+    except UnknownDTypeError as error:
+        raise UnknownDTypeError(
+            f"unknown precision {spec!r}: use a dtype name (fp32, fp16, bf16, int8, ...), "
+            f"'mixed-fp16', 'mixed-bf16', or a Precision. ({error})"
+        ) from None

@@ -1,0 +1,254 @@
+"""Byte units: converting, formatting and parsing memory sizes, always labelled.
+
+memtheory computes in bytes. Decimal units step by :math:`10^3` (kB, MB, GB,
+TB) and binary units by :math:`2^{10}` (KiB, MiB, GiB, TiB). The binary units
+are sympy's own information quantities (:mod:`sympy.physics.units`); the
+decimal ones are defined here on top of sympy's ``byte``, so that a size can
+also be handed to :func:`sympy.physics.units.convert_to`.
+
+Many sources write "MB" and divide by :math:`1024^2`; memtheory never does:
+a label always says which unit it is.
+
+Examples
+--------
+>>> format_bytes(228_875_808, "MiB")
+'218.27 MiB'
+>>> format_bytes(228_875_808, "MB")
+'228.88 MB'
+>>> parse_bytes("22.9 MiB")
+120061952/5
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from fractions import Fraction
+
+import sympy as sp
+from sympy.physics import units as su
+from sympy.physics.units import Quantity
+
+from memtheory.errors import UnknownUnitError
+
+__all__ = [
+    "BINARY_UNITS",
+    "DECIMAL_UNITS",
+    "UNITS",
+    "as_quantity",
+    "convert",
+    "format_bytes",
+    "parse_bytes",
+    "round_half_up",
+    "unit_bytes",
+]
+
+
+def _decimal_quantity(name: str, abbrev: str, power: int) -> Quantity:
+    quantity = Quantity(name, abbrev=abbrev)
+    quantity.set_global_relative_scale_factor(sp.Integer(10) ** (3 * power), su.byte)
+    return quantity
+
+
+_QUANTITIES: dict[str, Quantity] = {
+    "B": su.byte,
+    "kB": _decimal_quantity("kilobyte", "kB", 1),
+    "MB": _decimal_quantity("megabyte", "MB", 2),
+    "GB": _decimal_quantity("gigabyte", "GB", 3),
+    "TB": _decimal_quantity("terabyte", "TB", 4),
+    "KiB": su.kibibyte,
+    "MiB": su.mebibyte,
+    "GiB": su.gibibyte,
+    "TiB": su.tebibyte,
+}
+
+
+def _bytes_in(quantity: Quantity) -> int:
+    return int(quantity.scale_factor / su.byte.scale_factor)
+
+
+UNITS: dict[str, int] = {name: _bytes_in(q) for name, q in _QUANTITIES.items()}
+"""Bytes in one of each unit, derived from :mod:`sympy.physics.units`."""
+
+DECIMAL_UNITS = ("B", "kB", "MB", "GB", "TB")
+"""Units that step by 1000."""
+
+BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+"""Units that step by 1024."""
+
+_UNIT_ALIASES = {
+    "b": "B",
+    "byte": "B",
+    "bytes": "B",
+    "kb": "kB",
+    "kilobyte": "kB",
+    "kilobytes": "kB",
+    "mb": "MB",
+    "megabyte": "MB",
+    "megabytes": "MB",
+    "gb": "GB",
+    "gigabyte": "GB",
+    "gigabytes": "GB",
+    "tb": "TB",
+    "terabyte": "TB",
+    "terabytes": "TB",
+    "kib": "KiB",
+    "kibibyte": "KiB",
+    "kibibytes": "KiB",
+    "mib": "MiB",
+    "mebibyte": "MiB",
+    "mebibytes": "MiB",
+    "gib": "GiB",
+    "gibibyte": "GiB",
+    "gibibytes": "GiB",
+    "tib": "TiB",
+    "tebibyte": "TiB",
+    "tebibytes": "TiB",
+}
+
+
+def _canonical_unit(unit: str) -> str:
+    if not isinstance(unit, str):
+        raise UnknownUnitError(f"a unit is given by name, got {unit!r}. Known units: {', '.join(UNITS)}.")
+    if unit in UNITS:
+        return unit
+    try:
+        return _UNIT_ALIASES[unit.strip().lower()]
+    except KeyError:
+        raise UnknownUnitError(
+            f"unknown unit {unit!r}. Known units: {', '.join(UNITS)} "
+            "(kB/MB/GB step by 1000, KiB/MiB/GiB by 1024)."
+        ) from None
+
+
+def unit_bytes(unit: str) -> int:
+    """Return the number of bytes in one ``unit``.
+
+    Examples
+    --------
+    >>> unit_bytes("MiB"), unit_bytes("MB")
+    (1048576, 1000000)
+    """
+    return UNITS[_canonical_unit(unit)]
+
+
+def convert(nbytes: sp.Expr | int, unit: str) -> sp.Expr:
+    """Express a byte count in ``unit``, exactly (a sympy expression).
+
+    Parameters
+    ----------
+    nbytes : sympy expression or int
+        Size in bytes; may contain symbols.
+    unit : str
+        Target unit, e.g. ``"MiB"`` or ``"GB"``.
+
+    Examples
+    --------
+    >>> convert(3 * 2**20, "MiB")
+    3
+    >>> convert(1500, "kB")
+    3/2
+    >>> from memtheory.symbols import B
+    >>> convert(4 * B, "KiB")
+    B/256
+    """
+    return sp.nsimplify(sp.sympify(nbytes)) / unit_bytes(unit)
+
+
+def as_quantity(nbytes: sp.Expr | int, unit: str = "B") -> sp.Expr:
+    """Return the size as a :mod:`sympy.physics.units` quantity in ``unit``.
+
+    Examples
+    --------
+    >>> as_quantity(2**21, "MiB")
+    2*mebibyte
+    """
+    canonical = _canonical_unit(unit)
+    return convert(nbytes, canonical) * _QUANTITIES[canonical]
+
+
+def round_half_up(value: sp.Expr | int | Fraction, digits: int) -> Decimal:
+    """Round an exact number to ``digits`` decimals, halves away from zero.
+
+    Printed figures are compared with memtheory's exact values through this
+    function, so that ``2.035`` becomes ``2.04`` as a person would write it.
+
+    Examples
+    --------
+    >>> round_half_up(sp.Rational(4063, 2000), 2)
+    Decimal('2.03')
+    >>> round_half_up(sp.Rational(1, 8), 2)
+    Decimal('0.13')
+    """
+    exact = sp.Rational(value) * 10**digits
+    magnitude = sp.floor(abs(exact) + sp.Rational(1, 2))
+    signed = int(magnitude) if exact >= 0 else -int(magnitude)
+    return Decimal(signed).scaleb(-digits)
+
+
+def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> str:
+    """Format a byte count as ``"<value> <unit>"``, rounded half up.
+
+    Parameters
+    ----------
+    nbytes : sympy expression or int
+        Size in bytes; must evaluate to a number.
+    unit : str
+        Unit to print in; the label is always printed.
+    digits : int
+        Decimals to keep.
+
+    Examples
+    --------
+    >>> format_bytes(2**30, "GiB", 0)
+    '1 GiB'
+    >>> format_bytes(2**30, "GB", 3)
+    '1.074 GB'
+    """
+    canonical = _canonical_unit(unit)
+    value = convert(nbytes, canonical)
+    if not value.is_number:
+        raise TypeError(f"format_bytes needs a number, got the expression {nbytes}; evaluate it first.")
+    return f"{round_half_up(value, digits)} {canonical}"
+
+
+_SIZE = re.compile(r"^\s*([+-]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_bytes(text: str, default_unit: str = "B") -> sp.Rational:
+    """Parse a size such as ``"22.9 MiB"``, ``"24 MB"`` or ``"1,048,576"`` into bytes.
+
+    Parameters
+    ----------
+    text : str
+        A number with an optional unit; commas and underscores group digits.
+    default_unit : str
+        Unit assumed when the text has none.
+
+    Returns
+    -------
+    sympy.Rational
+        The exact number of bytes the text denotes (not rounded).
+
+    Raises
+    ------
+    ValueError
+        If the text is not a number with a unit.
+    UnknownUnitError
+        If the unit is not a byte unit.
+
+    Examples
+    --------
+    >>> parse_bytes("1.5 KiB")
+    1536
+    >>> parse_bytes("3 parsecs")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnknownUnitError: unknown unit 'parsecs'. Known units: B, kB, MB, ...
+    """
+    match = _SIZE.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"cannot read {text!r} as a size: write a number and a unit, e.g. '22.9 MiB'.")
+    number, unit = match.groups()
+    factor = unit_bytes(unit or default_unit)
+    return sp.Rational(number.replace(",", "").replace("_", "")) * factor
