@@ -1,0 +1,73 @@
+"""The worked examples of the source documents, rebuilt with memtheory.
+
+Each function rebuilds one document's example from its inputs and returns a
+:class:`WorkedExample` whose figures put the printed numbers beside
+memtheory's exact ones, with every difference explained.
+
+========  ==================================================================
+seed      document
+========  ==================================================================
+``000``   a StackExchange question on training memory, and its answer
+``001``   a StackExchange question on the per-layer memory of a small CNN
+``002``   a forum thread on a large fully connected net trained with Adam
+``003``   a blog post's "parameters x 4 + input x 4" formula
+``004``   an online memory calculator and its two examples
+========  ==================================================================
+
+Examples
+--------
+>>> sorted(WORKED_EXAMPLES)
+['000', '001', '002', '003', '004']
+>>> worked_example("001").figure("P2 activations per image").printed
+'9,216'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memtheory.seeds.blog_formula import blog_formula
+from memtheory.seeds.fc_adam_forum import fc_adam_forum, fc_adam_network
+from memtheory.seeds.figures import Figure, WorkedExample
+from memtheory.seeds.memory_calculator import calculator_estimate, memory_calculator
+from memtheory.seeds.small_cnn import small_cnn, small_cnn_network
+from memtheory.seeds.training_memory_question import training_memory_question
+
+__all__ = [
+    "WORKED_EXAMPLES",
+    "Figure",
+    "WorkedExample",
+    "blog_formula",
+    "calculator_estimate",
+    "fc_adam_forum",
+    "fc_adam_network",
+    "memory_calculator",
+    "small_cnn",
+    "small_cnn_network",
+    "training_memory_question",
+    "worked_example",
+]
+
+WORKED_EXAMPLES: dict[str, Callable[[], WorkedExample]] = {
+    "000": training_memory_question,
+    "001": small_cnn,
+    "002": fc_adam_forum,
+    "003": blog_formula,
+    "004": memory_calculator,
+}
+"""Seed number -> function rebuilding its worked example."""
+
+
+def worked_example(seed: str) -> WorkedExample:
+    """Rebuild the worked example of seed ``seed`` (``"000"`` to ``"004"``).
+
+    Examples
+    --------
+    >>> worked_example("003").figure("total").printed
+    '40'
+    """
+    try:
+        build = WORKED_EXAMPLES[seed]
+    except KeyError:
+        raise KeyError(f"no worked example for seed {seed!r}; seeds: {', '.join(WORKED_EXAMPLES)}") from None
+    return build()
