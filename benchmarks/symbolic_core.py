@@ -56,11 +56,17 @@ def main() -> None:
     grid_cold, grid_warm, grid = timed(grid_total, total, batch, size)
     for b, h in ((1, 32), (64, 224), (1000, 1031)):
         assert grid[b - 1, h - 32] == evaluate(total, B=b, H=h)
-    print(f"VGG-16 symbolic training total (Adam, fp32, symbols B and H): "
-          f"{derive_cold:.3f} s cold, {derive_warm:.3f} s warm (target < {TARGET_SECONDS} s)")
-    print(f"compile + evaluate over {grid.size:,} (batch, image size) points, int64 checked: "
-          f"{grid_cold:.3f} s cold, {grid_warm:.3f} s warm (target < {TARGET_SECONDS} s)")
-    print(f"largest total on the grid: {grid.max() / 2**30:,.1f} GiB (batch 1000, 1031x1031 images)")
+    print(
+        f"VGG-16 symbolic training total (Adam, fp32, symbols B and H): "
+        f"{derive_cold:.3f} s cold, {derive_warm:.3f} s warm (target < {TARGET_SECONDS} s)"
+    )
+    print(
+        f"compile + evaluate over {grid.size:,} (batch, image size) points, int64 checked: "
+        f"{grid_cold:.3f} s cold, {grid_warm:.3f} s warm (target < {TARGET_SECONDS} s)"
+    )
+    print(
+        f"largest total on the grid: {grid.max() / 2**30:,.1f} GiB (batch 1000, 1031x1031 images)"
+    )
 
 
 if __name__ == "__main__":

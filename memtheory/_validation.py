@@ -49,10 +49,14 @@ def as_size(value: object, what: str, owner: str, *, minimum: int = 1) -> sp.Exp
         expr = sp.Integer(int(value))
     elif isinstance(value, numbers.Real):
         kind = type(value).__name__
-        raise InvalidSizeError(f"{owner}: {what} must be a whole number, got {value!r} ({kind}). {fix}")
+        raise InvalidSizeError(
+            f"{owner}: {what} must be a whole number, got {value!r} ({kind}). {fix}"
+        )
     else:
         kind = type(value).__name__
-        raise InvalidSizeError(f"{owner}: {what} must be a whole number, got {value!r} ({kind}). {fix}")
+        raise InvalidSizeError(
+            f"{owner}: {what} must be a whole number, got {value!r} ({kind}). {fix}"
+        )
     if expr.is_number:
         if expr < minimum:
             raise InvalidSizeError(
@@ -79,7 +83,9 @@ def as_pair(value: object, what: str, owner: str, *, minimum: int = 1) -> tuple[
                 f"{owner}: {what} must be one size or a (height, width) pair, got {value!r}."
             )
         first, second = value
-        return as_size(first, what, owner, minimum=minimum), as_size(second, what, owner, minimum=minimum)
+        return as_size(first, what, owner, minimum=minimum), as_size(
+            second, what, owner, minimum=minimum
+        )
     size = as_size(value, what, owner, minimum=minimum)
     return size, size
 

@@ -76,8 +76,14 @@ class MemoryBreakdown:
     def __post_init__(self) -> None:
         unknown = set(self.components) - set(COMPONENT_TITLES)
         if unknown:
-            raise ValueError(f"unknown memory components {sorted(unknown)}; known: {list(COMPONENT_TITLES)}")
-        ordered = {name: sp.sympify(self.components[name]) for name in COMPONENT_TITLES if name in self.components}
+            raise ValueError(
+                f"unknown memory components {sorted(unknown)}; known: {list(COMPONENT_TITLES)}"
+            )
+        ordered = {
+            name: sp.sympify(self.components[name])
+            for name in COMPONENT_TITLES
+            if name in self.components
+        }
         object.__setattr__(self, "components", ordered)
 
     # -- access ------------------------------------------------------------------------
@@ -88,7 +94,8 @@ class MemoryBreakdown:
             return self.components[name]
         except KeyError:
             raise KeyError(
-                f"no component {name!r} in this breakdown; it has {', '.join(self.components)} and total."
+                f"no component {name!r} in this breakdown; it has {', '.join(self.components)} "
+                f"and total."
             ) from None
 
     def __iter__(self) -> Iterator[str]:
@@ -111,13 +118,15 @@ class MemoryBreakdown:
         Examples
         --------
         >>> from memtheory import ModelCounts, training_memory
-        >>> memory = training_memory(
-        ...     ModelCounts.per_sample(parameters=10, activations=3, input_elements=1), optimizer="sgd")
+        >>> counts = ModelCounts.per_sample(parameters=10, activations=3, input_elements=1)
+        >>> memory = training_memory(counts, optimizer="sgd")
         >>> memory.evaluate(B=2).total
         136
         """
         mapping = substitution(self.components.values(), values)
-        return replace(self, components={k: v.xreplace(mapping) for k, v in self.components.items()})
+        return replace(
+            self, components={k: v.xreplace(mapping) for k, v in self.components.items()}
+        )
 
     def in_unit(self, unit: str) -> dict[str, sp.Expr]:
         """Every component and the total, converted exactly to ``unit``."""
@@ -129,7 +138,9 @@ class MemoryBreakdown:
         """One component (or the total) as labelled text, e.g. ``'218.27 MiB'``."""
         return format_bytes(self[name], unit, digits)
 
-    def grid(self, name: str = "total", *, dtype: type | str = "int64", **arrays: object) -> np.ndarray:
+    def grid(
+        self, name: str = "total", *, dtype: type | str = "int64", **arrays: object
+    ) -> np.ndarray:
         """Evaluate a component (or the total) over NumPy arrays of symbol values.
 
         See :func:`memtheory.evaluation.evaluate_grid` for ``dtype``.
@@ -138,8 +149,8 @@ class MemoryBreakdown:
         --------
         >>> import numpy as np
         >>> from memtheory import ModelCounts, training_memory
-        >>> memory = training_memory(
-        ...     ModelCounts.per_sample(parameters=10, activations=3, input_elements=1), optimizer="sgd")
+        >>> counts = ModelCounts.per_sample(parameters=10, activations=3, input_elements=1)
+        >>> memory = training_memory(counts, optimizer="sgd")
         >>> memory.grid(B=np.array([1, 2, 4]))
         array([108, 136, 192])
         """
@@ -164,7 +175,9 @@ class MemoryBreakdown:
         widths = [max(len(r[i]) for r in [header, *rows, footer]) for i in range(3)]
 
         def render(row: tuple[str, str, str]) -> str:
-            return f"{row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  {row[2].rjust(widths[2])}"
+            return (
+                f"{row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  {row[2].rjust(widths[2])}"
+            )
 
         rule = render(tuple("-" * w for w in widths))  # type: ignore[arg-type]
         return "\n".join([render(header), rule, *map(render, rows), rule, render(footer)])

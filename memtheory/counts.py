@@ -50,7 +50,11 @@ class ModelCounts:
 
     def __post_init__(self) -> None:
         for name, minimum in (
-            ("parameters", 0), ("activations", 0), ("input_elements", 0), ("buffers", 0), ("batch", 1)
+            ("parameters", 0),
+            ("activations", 0),
+            ("input_elements", 0),
+            ("buffers", 0),
+            ("batch", 1),
         ):
             object.__setattr__(self, name, _as_count(getattr(self, name), name, minimum))
 

@@ -114,7 +114,7 @@ def dtype(spec: DTypeLike) -> DType:
     Examples
     --------
     >>> dtype("half")
-    DType(bytes=2, name='fp16', kind='float', description='IEEE 754 half precision (5-bit exponent)')
+    DType(bytes=2, name='fp16', kind='float', description='IEEE 754 half precision ...')
     >>> dtype("fp12")
     Traceback (most recent call last):
     ...

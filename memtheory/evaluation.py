@@ -156,15 +156,15 @@ class _IntegerCode:
         numerator, denominator = self._integer_fraction(expr.args[0])
         return f"(-((-({self._print(numerator)}))//{self._print(denominator)}))"
 
-    def _print_Rational(self, expr: sp.Rational) -> str:
+    def _print_Rational(self, expr: sp.Rational) -> str:  # noqa: N802 (sympy printer API)
         if expr.q != 1:
             raise EvaluationError(f"cannot compile the fraction {expr} to integer arithmetic.")
         return str(expr.p)
 
-    def _print_Add(self, expr: sp.Expr, order: Any = None) -> str:
+    def _print_Add(self, expr: sp.Expr, order: Any = None) -> str:  # noqa: N802 (sympy printer API)
         return self._print_with_denominator(expr, super()._print_Add)
 
-    def _print_Mul(self, expr: sp.Expr) -> str:
+    def _print_Mul(self, expr: sp.Expr) -> str:  # noqa: N802 (sympy printer API)
         return self._print_with_denominator(expr, super()._print_Mul)
 
     def _print_with_denominator(self, expr: sp.Expr, plain: Callable[[sp.Expr], str]) -> str:
@@ -196,10 +196,10 @@ class _ExactPythonPrinter(_IntegerCode, PythonCodePrinter):
 
 
 class _IntegerNumPyPrinter(_IntegerCode, NumPyPrinter):
-    def _print_Min(self, expr: sp.Expr) -> str:
+    def _print_Min(self, expr: sp.Expr) -> str:  # noqa: N802 (sympy printer API)
         return self._nested("numpy.minimum", expr.args)
 
-    def _print_Max(self, expr: sp.Expr) -> str:
+    def _print_Max(self, expr: sp.Expr) -> str:  # noqa: N802 (sympy printer API)
         return self._nested("numpy.maximum", expr.args)
 
     def _nested(self, function: str, args: Sequence[sp.Expr]) -> str:
@@ -297,10 +297,14 @@ def evaluate_grid(
         raise EvaluationError(f"dtype must be 'int64' or object, got {dtype!r}.")
     values = [_as_array(arrays[name], np.int64, name) for name in names]
     estimate = np.asarray(function(*[v.astype(np.float64) for v in values]), dtype=np.float64)
-    largest = max([np.max(np.abs(estimate), initial=0.0)] + [float(np.max(np.abs(v), initial=0)) for v in values])
+    largest = max(
+        [np.max(np.abs(estimate), initial=0.0)]
+        + [float(np.max(np.abs(v), initial=0)) for v in values]
+    )
     if not np.isfinite(largest) or largest >= INT64_SAFE_LIMIT:
         raise EvaluationOverflowError(
-            f"values reach about {largest:.3g}, beyond int64's safe range ({INT64_SAFE_LIMIT:.3g}); "
+            f"values reach about {largest:.3g}, beyond int64's safe range "
+            f"({INT64_SAFE_LIMIT:.3g}); "
             "pass dtype=object for exact Python integers."
         )
     result = np.asarray(function(*values))
@@ -320,7 +324,9 @@ def _numpy_function(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., Any]
     key = (expr, names)
     if key not in _NUMPY_CACHE:
         arguments = _arguments(expr, names)
-        _NUMPY_CACHE[key] = sp.lambdify(arguments, expr, modules="numpy", printer=_IntegerNumPyPrinter)
+        _NUMPY_CACHE[key] = sp.lambdify(
+            arguments, expr, modules="numpy", printer=_IntegerNumPyPrinter
+        )
     return _NUMPY_CACHE[key]
 
 
@@ -335,7 +341,9 @@ def _as_array(value: object, dtype: type, name: str) -> np.ndarray:
             raise EvaluationError(f"{name} must hold whole numbers; got non-integer values.")
     elif array.dtype.kind == "b" or (array.dtype.kind not in "iu" and items is None):
         raise EvaluationError(f"{name} must hold whole numbers; got dtype {array.dtype}.")
-    if items is not None and not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in items):
+    if items is not None and not all(
+        isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in items
+    ):
         raise EvaluationError(f"{name} must hold whole numbers.")
     if dtype is object:
         return np.array([int(i) for i in array.ravel().tolist()], dtype=object).reshape(array.shape)

@@ -70,4 +70,3 @@ def inference_memory(
     222
     """
     return _convention(convention).inference(model, _precision(precision))
-

@@ -135,7 +135,9 @@ class Network:
                     f"Network {name!r}: item {position} is {layer!r}, not a memtheory layer."
                 )
             if isinstance(layer, Input) and position:
-                raise ShapeError(f"Network {name!r}: only the first layer may be an Input (item {position}).")
+                raise ShapeError(
+                    f"Network {name!r}: only the first layer may be an Input (item {position})."
+                )
         self.name = name
         self.layers: tuple[Layer, ...] = tuple(_named(layers))
         self.rows: tuple[LayerRow, ...] = tuple(self._derive_rows())
@@ -169,14 +171,15 @@ class Network:
         return len(self.layers)
 
     def __getitem__(self, name: str) -> LayerRow:
-        """The row of the layer called ``name``."""
+        """Return the row of the layer called ``name``."""
         for row in self.rows:
             if row.name == name:
                 return row
         raise KeyError(f"no layer named {name!r}; layers: {', '.join(r.name for r in self.rows)}")
 
     def __repr__(self) -> str:
-        return f"Network({self.name!r}, {len(self.layers)} layers, input {describe_shape(self.input_shape)})"
+        shape = describe_shape(self.input_shape)
+        return f"Network({self.name!r}, {len(self.layers)} layers, input {shape})"
 
     @property
     def input(self) -> Input:
@@ -241,7 +244,7 @@ class Network:
         return tuple(spec for row in self.rows for spec in row.buffers)
 
     def counts(self) -> ModelCounts:
-        """The counts an accounting convention needs.
+        """Return the counts an accounting convention needs.
 
         Examples
         --------
@@ -259,7 +262,7 @@ class Network:
 
     # -- numbers -----------------------------------------------------------------------
     def summary(self, **values: object) -> NetworkSummary:
-        """The per-layer table and totals, with ``values`` substituted (by symbol name).
+        """Return the per-layer table and totals, with ``values`` substituted (by symbol name).
 
         Parameters
         ----------
@@ -291,7 +294,8 @@ class Network:
                 if size.is_number and size < 1:
                     raise KernelTooLargeError(
                         f"layer {row.index} of {self.name!r}, {row.layer.label}: for "
-                        f"{_values_text(values)} its input {describe_shape(row.input_shape)} is too small "
+                        f"{_values_text(values)} its input {describe_shape(row.input_shape)} is "
+                        f"too small "
                         f"for its window (output {describe_shape(row.output_shape)}). "
                         "Use a larger input, more padding, or a smaller kernel."
                     )
@@ -349,17 +353,35 @@ class NetworkSummary:
         total                                         12       3            6
         parameters: 15; activations exclude the input.
         """
-        header = ("#", "layer", "type", "config", "output shape", "weights", "biases", "activations")
+        header = (
+            "#",
+            "layer",
+            "type",
+            "config",
+            "output shape",
+            "weights",
+            "biases",
+            "activations",
+        )
         body = [
             (
-                str(r.index), r.name, r.layer.kind, r.layer.describe(), describe_shape(r.output_shape),
-                _count_text(r.weights), _count_text(r.biases),
+                str(r.index),
+                r.name,
+                r.layer.kind,
+                r.layer.describe(),
+                describe_shape(r.output_shape),
+                _count_text(r.weights),
+                _count_text(r.biases),
                 _count_text(r.activations if r.index else elements(r.output_shape)),
             )
             for r in self.rows
         ]
         total = (
-            "total", "", "", "", "",
+            "total",
+            "",
+            "",
+            "",
+            "",
             _count_text(sp.Add(*(r.weights for r in self.rows))),
             _count_text(sp.Add(*(r.biases for r in self.rows))),
             _count_text(self.activation_count),
@@ -377,7 +399,9 @@ class NetworkSummary:
         lines = [self.name, render(header), render(tuple("-" * w for w in widths))]
         lines += [render(line) for line in body]
         lines.append(_total_line(total, widths))
-        lines.append(f"parameters: {_count_text(self.parameter_count)}; activations exclude the input.")
+        lines.append(
+            f"parameters: {_count_text(self.parameter_count)}; activations exclude the input."
+        )
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -401,7 +425,9 @@ def _values_text(values: dict[str, object]) -> str:
 
 def _named(layers: list[Layer]) -> Iterator[Layer]:
     taken = {layer.name for layer in layers if layer.name}
-    duplicates = [name for name, n in Counter(layer.name for layer in layers if layer.name).items() if n > 1]
+    duplicates = [
+        name for name, n in Counter(layer.name for layer in layers if layer.name).items() if n > 1
+    ]
     if duplicates:
         raise ValueError(f"layer names must be unique; repeated: {', '.join(duplicates)}")
     counters: Counter[str] = Counter()

@@ -65,28 +65,77 @@ OPTIMIZERS: dict[str, Optimizer] = {
     o.name: o
     for o in (
         Optimizer("sgd", "SGD", (), description="plain stochastic gradient descent: no state"),
-        Optimizer("sgd+momentum", "SGD with momentum", ("momentum_buffer",),
-                  description="one velocity per parameter"),
-        Optimizer("nesterov", "SGD with Nesterov momentum", ("momentum_buffer",),
-                  description="one velocity per parameter"),
-        Optimizer("adagrad", "Adagrad", ("sum",), step_counter=True,
-                  description="running sum of squared gradients"),
-        Optimizer("rmsprop", "RMSprop", ("square_avg",),
-                  description="running average of squared gradients"),
-        Optimizer("rmsprop+momentum", "RMSprop with momentum", ("square_avg", "momentum_buffer"),
-                  description="squared-gradient average and a velocity"),
-        Optimizer("rmsprop-centered", "centered RMSprop", ("square_avg", "grad_avg"),
-                  description="averages of the gradient and its square"),
-        Optimizer("adadelta", "Adadelta", ("square_avg", "acc_delta"),
-                  description="averages of squared gradients and squared updates"),
-        Optimizer("adam", "Adam", ("exp_avg", "exp_avg_sq"), step_counter=True,
-                  description="first and second moment estimates"),
-        Optimizer("adamw", "AdamW", ("exp_avg", "exp_avg_sq"), step_counter=True,
-                  description="Adam with decoupled weight decay: same state"),
-        Optimizer("adamax", "Adamax", ("exp_avg", "exp_inf"), step_counter=True,
-                  description="first moment and infinity norm"),
-        Optimizer("nadam", "NAdam", ("exp_avg", "exp_avg_sq"), step_counter=True,
-                  description="Adam with Nesterov momentum"),
+        Optimizer(
+            "sgd+momentum",
+            "SGD with momentum",
+            ("momentum_buffer",),
+            description="one velocity per parameter",
+        ),
+        Optimizer(
+            "nesterov",
+            "SGD with Nesterov momentum",
+            ("momentum_buffer",),
+            description="one velocity per parameter",
+        ),
+        Optimizer(
+            "adagrad",
+            "Adagrad",
+            ("sum",),
+            step_counter=True,
+            description="running sum of squared gradients",
+        ),
+        Optimizer(
+            "rmsprop",
+            "RMSprop",
+            ("square_avg",),
+            description="running average of squared gradients",
+        ),
+        Optimizer(
+            "rmsprop+momentum",
+            "RMSprop with momentum",
+            ("square_avg", "momentum_buffer"),
+            description="squared-gradient average and a velocity",
+        ),
+        Optimizer(
+            "rmsprop-centered",
+            "centered RMSprop",
+            ("square_avg", "grad_avg"),
+            description="averages of the gradient and its square",
+        ),
+        Optimizer(
+            "adadelta",
+            "Adadelta",
+            ("square_avg", "acc_delta"),
+            description="averages of squared gradients and squared updates",
+        ),
+        Optimizer(
+            "adam",
+            "Adam",
+            ("exp_avg", "exp_avg_sq"),
+            step_counter=True,
+            description="first and second moment estimates",
+        ),
+        Optimizer(
+            "adamw",
+            "AdamW",
+            ("exp_avg", "exp_avg_sq"),
+            step_counter=True,
+            description="Adam with decoupled weight decay: same state",
+        ),
+        Optimizer(
+            "adamax",
+            "Adamax",
+            ("exp_avg", "exp_inf"),
+            step_counter=True,
+            description="first moment and infinity norm",
+        ),
+        Optimizer(
+            "nadam",
+            "NAdam",
+            ("exp_avg", "exp_avg_sq"),
+            step_counter=True,
+            description="Adam with Nesterov momentum",
+        ),
         Optimizer("lion", "Lion", ("exp_avg",), description="one momentum buffer"),
     )
 }
@@ -126,7 +175,8 @@ def optimizer(spec: OptimizerLike) -> Optimizer:
         return spec
     if not isinstance(spec, str):
         raise UnknownOptimizerError(
-            f"an optimizer is given by name, got {spec!r}. Known optimizers: {', '.join(OPTIMIZERS)}."
+            f"an optimizer is given by name, got {spec!r}. "
+            f"Known optimizers: {', '.join(OPTIMIZERS)}."
         )
     key = spec.strip().lower().replace(" ", "")
     key = _ALIASES.get(key, key)

@@ -85,7 +85,7 @@ class Precision:
 
     @classmethod
     def mixed(cls, low: DTypeLike = "fp16") -> Precision:
-        """Mixed precision: ``low`` weights, gradients and activations; fp32 master weights and state.
+        """Build mixed precision: ``low`` weights, gradients, activations; fp32 master and state.
 
         The input batch stays fp32 (autocast casts it inside the first layer).
 
@@ -103,10 +103,12 @@ class Precision:
         Examples
         --------
         >>> Precision().describe()
-        'parameters fp32, gradients fp32, optimizer_state fp32, activations fp32, activation_gradients fp32, input fp32'
+        'parameters fp32, gradients fp32, optimizer_state fp32, activations fp32, ...'
         """
         return ", ".join(
-            f"{f.name} {getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name) is not None
+            f"{f.name} {getattr(self, f.name)}"
+            for f in fields(self)
+            if getattr(self, f.name) is not None
         )
 
 

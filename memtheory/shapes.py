@@ -1,10 +1,10 @@
-"""Output-size formulas of sliding-window layers (convolution and pooling).
+r"""Output-size formulas of sliding-window layers (convolution and pooling).
 
 One spatial dimension of size :math:`n`, a window of :math:`k` taps spaced by
 the dilation :math:`d`, moved in steps of the stride :math:`s` over the input
 padded by :math:`p` on each side, fits
 
-.. math:: n_\\text{out} = \\left\\lfloor \\frac{n + 2p - d(k-1) - 1}{s} \\right\\rfloor + 1
+.. math:: n_\text{out} = \left\lfloor \frac{n + 2p - d(k-1) - 1}{s} \right\rfloor + 1
 
 times. Pooling can round up instead (``ceil_mode``), with PyTorch's rule that
 the last window must start inside the input or its left padding.
@@ -72,7 +72,7 @@ def pool_output_size(
     *,
     ceil_mode: bool = False,
 ) -> sp.Expr:
-    """Return the output size of a pooling window along one dimension.
+    r"""Return the output size of a pooling window along one dimension.
 
     Parameters
     ----------
@@ -83,7 +83,7 @@ def pool_output_size(
     ceil_mode : bool
         Round up instead of down, but never start a window beyond the input
         and its left padding (so the result is
-        :math:`\\min(\\lceil (n+2p-d(k-1)-1)/s \\rceil + 1, \\lfloor (n+p-1)/s \\rfloor + 1)`).
+        :math:`\min(\lceil (n+2p-d(k-1)-1)/s \rceil + 1, \lfloor (n+p-1)/s \rfloor + 1)`).
 
     Examples
     --------

@@ -109,7 +109,9 @@ _UNIT_ALIASES = {
 
 def _canonical_unit(unit: str) -> str:
     if not isinstance(unit, str):
-        raise UnknownUnitError(f"a unit is given by name, got {unit!r}. Known units: {', '.join(UNITS)}.")
+        raise UnknownUnitError(
+            f"a unit is given by name, got {unit!r}. Known units: {', '.join(UNITS)}."
+        )
     if unit in UNITS:
         return unit
     try:
@@ -208,7 +210,9 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
     canonical = _canonical_unit(unit)
     value = convert(nbytes, canonical)
     if not value.is_number:
-        raise TypeError(f"format_bytes needs a number, got the expression {nbytes}; evaluate it first.")
+        raise TypeError(
+            f"format_bytes needs a number, got the expression {nbytes}; evaluate it first."
+        )
     return f"{round_half_up(value, digits)} {canonical}"
 
 
@@ -248,7 +252,9 @@ def parse_bytes(text: str, default_unit: str = "B") -> sp.Rational:
     """
     match = _SIZE.match(text) if isinstance(text, str) else None
     if match is None:
-        raise ValueError(f"cannot read {text!r} as a size: write a number and a unit, e.g. '22.9 MiB'.")
+        raise ValueError(
+            f"cannot read {text!r} as a size: write a number and a unit, e.g. '22.9 MiB'."
+        )
     number, unit = match.groups()
     factor = unit_bytes(unit or default_unit)
     return sp.Rational(number.replace(",", "").replace("_", "")) * factor

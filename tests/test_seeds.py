@@ -16,6 +16,7 @@ SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 
 
 def seed_text(filename: str) -> str:
+    """Return the seed document's text, skipping when ../shared/seeds is absent."""
     path = SEEDS / filename
     if not path.exists():
         pytest.skip(f"seed documents not found at {SEEDS} (CI has ../shared beside the clone)")
@@ -50,6 +51,7 @@ def test_document_arithmetic_reproduces_each_slip(seed):
 
 
 def values(seed: str) -> dict[str, sp.Expr]:
+    """Map each figure label of a seed's example to memtheory's exact value."""
     return {f.label: f.exact for f in worked_example(seed).figures}
 
 
@@ -72,7 +74,9 @@ def test_seed_000_answer_total_recomputed_exactly():
     figure = worked_example("000").figure("answer: total")
     assert figure.exact == (3 * P0 + 2 * A0 * B0 + I0 * B0) * 4
     assert str(figure.memtheory_value) == "742.93"
-    assert figure.document_arithmetic == sp.Rational("4.06") * 128 + sp.Rational("218.27") + sp.Rational("4.39")
+    assert figure.document_arithmetic == sp.Rational("4.06") * 128 + sp.Rational(
+        "218.27"
+    ) + sp.Rational("4.39")
 
 
 def test_seed_000_question_total_is_a_sum_of_rounded_parts():
@@ -88,8 +92,13 @@ def test_seed_001_per_layer_activations():
     v = values("001")
     side_after_p2 = (25 - 2) // 2 + 1
     expected = {
-        "Input": 50 * 50 * 3, "C1": 50 * 50 * 32, "P1": 25 * 25 * 32, "C2": 25 * 25 * 64,
-        "P2": side_after_p2 * side_after_p2 * 64, "FC": 500, "Output": 10,
+        "Input": 50 * 50 * 3,
+        "C1": 50 * 50 * 32,
+        "P1": 25 * 25 * 32,
+        "C2": 25 * 25 * 64,
+        "P2": side_after_p2 * side_after_p2 * 64,
+        "FC": 500,
+        "Output": 10,
     }
     for label, count in expected.items():
         assert v[f"{label} activations per image"] == count
@@ -104,7 +113,10 @@ def test_seed_001_parameters_per_layer():
     fc = 12 * 12 * 64 * 500 + 500
     out = 500 * 10 + 10
     assert (v["C1 parameters"], v["C2 parameters"], v["FC parameters"], v["Output parameters"]) == (
-        c1, c2, fc, out,
+        c1,
+        c2,
+        fc,
+        out,
     )
     assert v["total parameters"] == c1 + c2 + fc + out
     assert v["parameters x 3 x 4 bytes"] == (c1 + c2 + fc + out) * 3 * 4

@@ -18,7 +18,7 @@ Model = Network | ModelCounts
 
 
 def model_counts(model: Model) -> ModelCounts:
-    """The counts of a network, or the counts themselves.
+    """Return the counts of a network, or the counts themselves.
 
     Examples
     --------
@@ -48,7 +48,9 @@ class Convention(ABC):
     title: ClassVar[str]
 
     @abstractmethod
-    def training(self, model: Model, optimizer: Optimizer | None, precision: Precision) -> MemoryBreakdown:
+    def training(
+        self, model: Model, optimizer: Optimizer | None, precision: Precision
+    ) -> MemoryBreakdown:
         """Memory of one training step."""
 
     @abstractmethod

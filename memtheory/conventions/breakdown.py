@@ -35,7 +35,9 @@ class BreakdownConvention(Convention):
     name = "breakdown"
     title = "breakdown (each component counted)"
 
-    def training(self, model: Model, optimizer: Optimizer | None, precision: Precision) -> MemoryBreakdown:
+    def training(
+        self, model: Model, optimizer: Optimizer | None, precision: Precision
+    ) -> MemoryBreakdown:
         """All components of a training step."""
         if optimizer is None:
             raise UnknownOptimizerError(
@@ -58,7 +60,9 @@ class BreakdownConvention(Convention):
             components["buffers"] = counts.buffers * precision.parameters.bytes
         if precision.master_weights is not None:
             components["master_weights"] = parameters * precision.master_weights.bytes
-        notes = (f"{optimizer.title}: {optimizer.states_per_parameter} state value(s) per parameter",)
+        notes = (
+            f"{optimizer.title}: {optimizer.states_per_parameter} state value(s) per parameter",
+        )
         return MemoryBreakdown(components, "training", self.name, precision, optimizer, notes)
 
     def inference(self, model: Model, precision: Precision) -> MemoryBreakdown:

@@ -43,11 +43,19 @@ class RuleOfThumbConvention(Convention):
     title = "rule of thumb (parameters x 3, activations x 2)"
 
     def __init__(self, parameter_copies: int = 3) -> None:
-        if isinstance(parameter_copies, bool) or not isinstance(parameter_copies, int) or parameter_copies < 1:
-            raise ValueError(f"parameter_copies must be a whole number >= 1, got {parameter_copies!r}.")
+        if (
+            isinstance(parameter_copies, bool)
+            or not isinstance(parameter_copies, int)
+            or parameter_copies < 1
+        ):
+            raise ValueError(
+                f"parameter_copies must be a whole number >= 1, got {parameter_copies!r}."
+            )
         self.parameter_copies = parameter_copies
 
-    def training(self, model: Model, optimizer: Optimizer | None, precision: Precision) -> MemoryBreakdown:
+    def training(
+        self, model: Model, optimizer: Optimizer | None, precision: Precision
+    ) -> MemoryBreakdown:
         """Weights, gradients and ``parameter_copies - 2`` state copies; activations x 2; input."""
         counts = model_counts(model)
         parameters = counts.parameters
@@ -67,7 +75,9 @@ class RuleOfThumbConvention(Convention):
             "activation_gradients": counts.activations * precision.activation_gradients.bytes,
             "input": counts.input_elements * precision.input.bytes,
         }
-        return MemoryBreakdown(components, "training", self.name, precision, optimizer, tuple(notes))
+        return MemoryBreakdown(
+            components, "training", self.name, precision, optimizer, tuple(notes)
+        )
 
     def inference(self, model: Model, precision: Precision) -> MemoryBreakdown:
         """Weights, forward activations and the input."""

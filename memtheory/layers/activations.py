@@ -31,15 +31,15 @@ class _Elementwise(Layer):
             )
 
     def output_shape(self, input_shape: Shape) -> Shape:
-        """Same as the input."""
+        """Return the input shape unchanged."""
         return tuple(input_shape)
 
     def stores_output(self) -> bool:
-        """False when in place: the output overwrites the input."""
+        """Return False when in place: the output overwrites the input."""
         return not self.inplace
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """The output (or input) its derivative is computed from."""
+        """Return the output (or input) its derivative is computed from."""
         role = "output" if self.inplace else self.saves
         return (TensorSpec(role, tuple(input_shape)),)
 
@@ -55,7 +55,8 @@ class ReLU(_Elementwise):
     Examples
     --------
     >>> from memtheory.symbols import B
-    >>> ReLU().activation_count((B, 32, 50, 50)), ReLU(inplace=True).activation_count((B, 32, 50, 50))
+    >>> shape = (B, 32, 50, 50)
+    >>> ReLU().activation_count(shape), ReLU(inplace=True).activation_count(shape)
     (80000*B, 0)
     """
 

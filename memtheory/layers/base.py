@@ -16,7 +16,9 @@ __all__ = ["Layer", "Shape", "TensorSpec", "describe_shape", "elements"]
 Shape = tuple[sp.Expr, ...]
 """A tensor shape, batch first: ``(B, C, H, W)`` for images, ``(B, F)`` for features."""
 
-Role = Literal["input", "output", "indices", "mask", "statistics", "target", "buffer", "intermediate"]
+Role = Literal[
+    "input", "output", "indices", "mask", "statistics", "target", "buffer", "intermediate"
+]
 
 
 def elements(shape: Shape) -> sp.Expr:
@@ -128,11 +130,11 @@ class Layer(ABC):
         """Shape of the output for an input of ``input_shape``."""
 
     def weight_count(self, input_shape: Shape) -> sp.Expr:
-        """Number of trainable weights (biases excluded)."""
+        """Return the number of trainable weights (biases excluded)."""
         return sp.Integer(0)
 
     def bias_count(self, input_shape: Shape) -> sp.Expr:
-        """Number of trainable biases."""
+        """Return the number of trainable biases."""
         return sp.Integer(0)
 
     def parameter_count(self, input_shape: Shape) -> sp.Expr:

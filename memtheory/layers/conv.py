@@ -18,12 +18,12 @@ PaddingLike = SizeLike | tuple[SizeLike, SizeLike] | str
 
 @dataclass(frozen=True)
 class Conv2d(Layer):
-    """2-D convolution over a ``(batch, channels, height, width)`` input.
+    r"""2-D convolution over a ``(batch, channels, height, width)`` input.
 
     Each of the ``out_channels`` filters spans ``in_channels / groups`` input
     channels and a ``kh x kw`` window, so the layer has
-    :math:`c_\\text{out} \\cdot (c_\\text{in}/g) \\cdot k_h k_w` weights and
-    :math:`c_\\text{out}` biases. The input channel count comes from the input
+    :math:`c_\text{out} \cdot (c_\text{in}/g) \cdot k_h k_w` weights and
+    :math:`c_\text{out}` biases. The input channel count comes from the input
     shape. Derived in the book's chapter "Counting parameters"; output sizes in
     "Shapes and activations".
 
@@ -77,7 +77,8 @@ class Conv2d(Layer):
             mode = self.padding.lower()
             if mode not in ("same", "valid"):
                 raise InvalidSizeError(
-                    f"{owner}: padding must be a size, a pair, 'same' or 'valid', got {self.padding!r}."
+                    f"{owner}: padding must be a size, a pair, 'same' or 'valid', got "
+                    f"{self.padding!r}."
                 )
             if mode == "same" and any(s != 1 for s in self.stride):
                 raise InvalidSizeError(
@@ -92,7 +93,10 @@ class Conv2d(Layer):
     def _padding(self) -> tuple[sp.Expr, sp.Expr]:
         if self.padding == "same":
             # PyTorch pads d*(k-1) in total, the extra one (if odd) on the far side.
-            return tuple(effective_kernel(k, d) - 1 for k, d in zip(self.kernel_size, self.dilation))  # type: ignore[return-value]
+            return tuple(
+                effective_kernel(k, d) - 1
+                for k, d in zip(self.kernel_size, self.dilation, strict=True)
+            )  # type: ignore[return-value]
         return self.padding  # type: ignore[return-value]
 
     def output_shape(self, input_shape: Shape) -> Shape:
@@ -104,7 +108,13 @@ class Conv2d(Layer):
             return (batch, self.out_channels, height, width)
         sizes = []
         for axis, size, k, s, p, d in zip(
-            ("height", "width"), (height, width), self.kernel_size, self.stride, self.padding, self.dilation
+            ("height", "width"),
+            (height, width),
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            strict=True,
         ):
             check_window_fits(self.label, axis, size, k, p, d, input_shape)
             sizes.append(conv_output_size(size, k, s, p, d))
@@ -126,7 +136,7 @@ class Conv2d(Layer):
         return (TensorSpec("input", input_shape),)
 
     def describe(self) -> str:
-        """Filters, kernel, and any non-default stride, padding, dilation, groups."""
+        """Describe filters, kernel, and any non-default stride, padding, dilation, groups."""
         kh, kw = self.kernel_size
         parts = [f"{self.out_channels}", f"{kh}x{kw}"]
         if self.stride != (1, 1):
@@ -158,7 +168,12 @@ def _check_divides(groups: sp.Expr, channels: sp.Expr, what: str, owner: str) ->
 
 
 def check_window_fits(
-    owner: str, axis: str, size: sp.Expr, kernel: sp.Expr, padding: sp.Expr, dilation: sp.Expr,
+    owner: str,
+    axis: str,
+    size: sp.Expr,
+    kernel: sp.Expr,
+    padding: sp.Expr,
+    dilation: sp.Expr,
     input_shape: Shape,
 ) -> None:
     """Raise :class:`KernelTooLargeError` if the window is wider than the padded input.
@@ -171,7 +186,7 @@ def check_window_fits(
     >>> check_window_fits("Conv2d 'c'", "height", 3, 5, 0, 1, (1, 1, 3, 3))
     Traceback (most recent call last):
     ...
-    memtheory.errors.KernelTooLargeError: Conv2d 'c': the window spans 5 positions along the height, ...
+    memtheory.errors.KernelTooLargeError: Conv2d 'c': the window spans 5 positions along ...
     """
     span = effective_kernel(kernel, dilation)
     room = size + 2 * padding

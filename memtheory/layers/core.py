@@ -42,7 +42,9 @@ class Input(Layer):
 
     def __post_init__(self) -> None:
         if isinstance(self.shape, int | sp.Basic) or isinstance(self.shape, str):
-            raise TypeError(f"Input: shape must be a sequence of sizes such as (3, 50, 50), got {self.shape!r}.")
+            raise TypeError(
+                f"Input: shape must be a sequence of sizes such as (3, 50, 50), got {self.shape!r}."
+            )
         if len(self.shape) == 0:
             raise TypeError("Input: shape must have at least one dimension, such as (784,).")
         sizes = tuple(as_size(s, f"shape[{i}]", self.label) for i, s in enumerate(self.shape))
@@ -83,7 +85,7 @@ class Flatten(Layer):
         return (input_shape[0], elements(input_shape[1:]))
 
     def stores_output(self) -> bool:
-        """A view of its input."""
+        """Return False: the output is a view of the input."""
         return False
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
@@ -93,9 +95,9 @@ class Flatten(Layer):
 
 @dataclass(frozen=True)
 class Dense(Layer):
-    """Fully connected layer: ``units`` outputs, each a weighted sum of every input plus a bias.
+    r"""Fully connected layer: ``units`` outputs, each a weighted sum of every input plus a bias.
 
-    Parameters: :math:`n_\\text{in} n_\\text{out}` weights and :math:`n_\\text{out}`
+    Parameters: :math:`n_\text{in} n_\text{out}` weights and :math:`n_\text{out}`
     biases. Derived in the book's chapter "Counting parameters".
 
     Parameters

@@ -47,7 +47,7 @@ class BatchNorm2d(Layer):
     input_rank = 4
 
     def output_shape(self, input_shape: Shape) -> Shape:
-        """Same as the input."""
+        """Return the input shape unchanged."""
         self.check_input(input_shape)
         return tuple(input_shape)
 
@@ -61,7 +61,7 @@ class BatchNorm2d(Layer):
         return input_shape[1] if self.affine else sp.Integer(0)
 
     def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Running mean and variance (parameter dtype) and the int64 batch count."""
+        """Return the running mean and variance (parameter dtype) and the int64 batch count."""
         if not self.track_running_stats:
             return ()
         channels = input_shape[1]

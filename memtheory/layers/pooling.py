@@ -33,11 +33,11 @@ class _Pool2d(Layer):
         stride = self.kernel_size if self.stride is None else self.stride
         object.__setattr__(self, "stride", as_pair(stride, "stride", owner))
         object.__setattr__(self, "padding", as_pair(self.padding, "padding", owner, minimum=0))
-        for k, p, d in zip(self.kernel_size, self.padding, self._dilation()):
-            too_much = sp.sympify(2 * p > effective_kernel(k, d))
-            if too_much is sp.true:
+        for k, p, d in zip(self.kernel_size, self.padding, self._dilation(), strict=True):
+            span = effective_kernel(k, d)
+            if sp.sympify(2 * p > span) is sp.true:
                 raise InvalidSizeError(
-                    f"{owner}: padding {p} is more than half the window ({effective_kernel(k, d)}); "
+                    f"{owner}: padding {p} is more than half the window ({span}); "
                     "PyTorch refuses that. Use padding <= kernel_size // 2."
                 )
 
@@ -50,7 +50,13 @@ class _Pool2d(Layer):
         batch, channels, height, width = input_shape
         sizes = []
         for axis, size, k, s, p, d in zip(
-            ("height", "width"), (height, width), self.kernel_size, self.stride, self.padding, self._dilation()
+            ("height", "width"),
+            (height, width),
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self._dilation(),
+            strict=True,
         ):
             check_window_fits(self.label, axis, size, k, p, d, input_shape)
             sizes.append(pool_output_size(size, k, s, p, d, ceil_mode=self.ceil_mode))
@@ -59,7 +65,8 @@ class _Pool2d(Layer):
     def describe(self) -> str:
         """Window, stride, padding and rounding."""
         kh, kw = self.kernel_size
-        text = f"{kh}x{kw}, stride {self.stride[0] if self.stride[0] == self.stride[1] else self.stride}"
+        sh, sw = self.stride
+        text = f"{kh}x{kw}, stride {sh if sh == sw else f'{sh}x{sw}'}"
         if self.padding != (0, 0):
             text += f", pad {self.padding[0]}"
         return text + (", ceil" if self.ceil_mode else "")
@@ -90,7 +97,8 @@ class MaxPool2d(_Pool2d):
     >>> pool = MaxPool2d(2, stride=2)
     >>> pool.output_shape((B, 64, 25, 25))
     (B, 64, 12, 12)
-    >>> [(s.role, s.dtype.name if s.dtype else None) for s in pool.saved_for_backward((B, 64, 25, 25))]
+    >>> saved = pool.saved_for_backward((B, 64, 25, 25))
+    >>> [(s.role, s.dtype.name if s.dtype else None) for s in saved]
     [('input', None), ('indices', 'int64')]
     """
 

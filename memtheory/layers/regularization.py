@@ -53,15 +53,15 @@ class Dropout(Layer):
             object.__setattr__(self, "mask_dtype", dtype(self.mask_dtype))
 
     def output_shape(self, input_shape: Shape) -> Shape:
-        """Same as the input."""
+        """Return the input shape unchanged."""
         return tuple(input_shape)
 
     def stores_output(self) -> bool:
-        """False when in place."""
+        """Return False when in place."""
         return not self.inplace
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """The mask (nothing when ``p`` is 0: PyTorch then passes the input through)."""
+        """Return the mask (nothing when ``p`` is 0: PyTorch then passes the input through)."""
         if self.p == 0:
             return ()
         mask_dtype = self.mask_dtype if isinstance(self.mask_dtype, DType) else None

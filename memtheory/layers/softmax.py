@@ -27,7 +27,7 @@ class Softmax(Layer):
     kind = "Softmax"
 
     def output_shape(self, input_shape: Shape) -> Shape:
-        """Same as the input."""
+        """Return the input shape unchanged."""
         return tuple(input_shape)
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
@@ -70,16 +70,16 @@ class CrossEntropyLoss(Layer):
     input_rank = 2
 
     def output_shape(self, input_shape: Shape) -> Shape:
-        """A scalar."""
+        """Return the empty shape of a scalar."""
         self.check_input(input_shape)
         return ()
 
     def activation_count(self, input_shape: Shape) -> sp.Expr:
-        """The log-probabilities plus the scalar loss."""
+        """Count the log-probabilities plus the scalar loss."""
         return elements(input_shape) + 1
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """The log-probabilities and the int64 targets."""
+        """Return the log-probabilities and the int64 targets."""
         return (
             TensorSpec("intermediate", tuple(input_shape)),
             TensorSpec("target", (input_shape[0],), dtype("int64")),

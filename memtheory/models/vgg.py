@@ -16,7 +16,24 @@ from memtheory.symbols import B
 __all__ = ["VGG16_CONFIG", "vgg", "vgg16"]
 
 VGG16_CONFIG: tuple[int | str, ...] = (
-    64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M",
+    64,
+    64,
+    "M",
+    128,
+    128,
+    "M",
+    256,
+    256,
+    256,
+    "M",
+    512,
+    512,
+    512,
+    "M",
+    512,
+    512,
+    512,
+    "M",
 )
 """Configuration "D": filters per 3x3 convolution, ``"M"`` for 2x2 max pooling."""
 
@@ -29,7 +46,7 @@ def vgg(
     classes: SizeLike = 1000,
     inplace_relu: bool = True,
 ) -> Network:
-    """A VGG network from its configuration: 3x3 convolutions, pools, then three dense layers.
+    """Build a VGG network from its configuration: 3x3 convolutions, pools, three dense layers.
 
     Parameters
     ----------
@@ -54,15 +71,19 @@ def vgg(
             layers += [Conv2d(item, 3, padding=1), ReLU(inplace=inplace_relu)]
     layers += [
         Flatten(),
-        Dense(4096), ReLU(inplace=inplace_relu), Dropout(0.5),
-        Dense(4096), ReLU(inplace=inplace_relu), Dropout(0.5),
+        Dense(4096),
+        ReLU(inplace=inplace_relu),
+        Dropout(0.5),
+        Dense(4096),
+        ReLU(inplace=inplace_relu),
+        Dropout(0.5),
         Dense(classes),
     ]
     return Network(layers, name="VGG")
 
 
 def vgg16(*, image_size: SizeLike = 224, batch: SizeLike = B, classes: SizeLike = 1000) -> Network:
-    """VGG-16 (configuration D): 13 convolutions and 3 dense layers, 138,357,544 parameters at 1000 classes.
+    """Build VGG-16 (configuration D): 13 convolutions, 3 dense layers, 138,357,544 parameters.
 
     Examples
     --------

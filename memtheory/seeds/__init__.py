@@ -69,5 +69,7 @@ def worked_example(seed: str) -> WorkedExample:
     try:
         build = WORKED_EXAMPLES[seed]
     except KeyError:
-        raise KeyError(f"no worked example for seed {seed!r}; seeds: {', '.join(WORKED_EXAMPLES)}") from None
+        raise KeyError(
+            f"no worked example for seed {seed!r}; seeds: {', '.join(WORKED_EXAMPLES)}"
+        ) from None
     return build()

@@ -28,7 +28,9 @@ def blog_formula() -> WorkedExample:
     >>> blog_formula().figure("total").memtheory_value
     Decimal('40')
     """
-    counts = ModelCounts(parameters=PARAMETERS, activations=0, input_elements=INPUT_ELEMENTS, batch=1)
+    counts = ModelCounts(
+        parameters=PARAMETERS, activations=0, input_elements=INPUT_ELEMENTS, batch=1
+    )
     blog = inference_memory(counts)
     sgd = training_memory(counts, "sgd")
     adam = training_memory(counts, "adam")
@@ -37,11 +39,15 @@ def blog_formula() -> WorkedExample:
         Figure("input", blog["input"], "MB", "32"),
         Figure("total", blog.total, "MB", "40"),
         Figure(
-            "training with SGD, activations aside", sgd.total, "MB",
+            "training with SGD, activations aside",
+            sgd.total,
+            "MB",
             explanation="Gradients are as large as the weights: +8 MB.",
         ),
         Figure(
-            "training with Adam, activations aside", adam.total, "MB",
+            "training with Adam, activations aside",
+            adam.total,
+            "MB",
             explanation="Adam's two moments add 16 MB more: parameters cost 16 bytes each.",
         ),
     )
@@ -50,12 +56,18 @@ def blog_formula() -> WorkedExample:
         filename="003_b7de700656502e5e.txt",
         source="a blog post on estimating GPU memory consumption of deep learning models",
         title="Two million parameters and a 32 MB input",
-        inputs={"parameters": PARAMETERS, "input size (inferred)": INPUT_ELEMENTS, "precision": "fp32"},
+        inputs={
+            "parameters": PARAMETERS,
+            "input size (inferred)": INPUT_ELEMENTS,
+            "precision": "fp32",
+        },
         figures=figures,
         summary=(
             "The post's arithmetic is right (8 MB + 32 MB = 40 MB) but its formula is an inference "
-            "formula without activations: training at least doubles the parameter term (gradients), "
-            "Adam quadruples it, and every layer's activations, usually the largest term for a CNN, "
+            "formula without activations: training at least doubles the parameter term "
+            "(gradients), "
+            "Adam quadruples it, and every layer's activations, usually the largest term for a "
+            "CNN, "
             "are missing, as are their gradients."
         ),
         breakdowns={"blog formula": blog, "breakdown, SGD": sgd, "breakdown, Adam": adam},

@@ -23,7 +23,7 @@ BATCH = 128
 
 
 def fc_adam_network(width: int = WIDTH, batch: int | sp.Expr | None = None) -> Network:
-    """The thread's network: ``width`` -> 1024 -> 512 -> ``width``, fully connected.
+    """Build the thread's network: ``width`` -> 1024 -> 512 -> ``width``, fully connected.
 
     Examples
     --------
@@ -53,28 +53,45 @@ def fc_adam_forum() -> WorkedExample:
     data_elements = data.input_elements + sp.Mul(*data.rows[-1].output_shape)
     figures = (
         Figure(
-            "first post: input layer weights", first.weights * 4, "GiB", "0.9",
-            written_unit="G", document_arithmetic=sp.Integer(first_237.weights * 4) / 2**30,
+            "first post: input layer weights",
+            first.weights * 4,
+            "GiB",
+            "0.9",
+            written_unit="G",
+            document_arithmetic=sp.Integer(first_237.weights * 4) / 2**30,
             explanation="1024 x 237k x 4 bytes is 0.90 GiB; with 240k it is 0.92 GiB (0.98 GB).",
         ),
         Figure(
-            "first post: output layer weights", last.weights * 4, "GiB", "0.45",
-            written_unit="G", document_arithmetic=sp.Integer(last_237.weights * 4) / 2**30,
+            "first post: output layer weights",
+            last.weights * 4,
+            "GiB",
+            "0.45",
+            written_unit="G",
+            document_arithmetic=sp.Integer(last_237.weights * 4) / 2**30,
             explanation="The post used 237k inputs: 512 x 237,000 x 4 bytes = 0.45 GiB. With the "
             "stated 240k it is 0.46 GiB; the bias (240,000 values) is left out either way.",
         ),
         Figure("reply: input layer weights", first.weights * 4, "GB", "1", written_unit="G"),
         Figure("reply: output layer weights", last.weights * 4, "GB", "0.5", written_unit="G"),
         Figure(
-            "reply: Adam triples the weights", weights_plus_moments, "GB", "4.5",
-            written_unit="G", document_arithmetic=(sp.Integer(1) + sp.Rational(1, 2)) * 3,
-            explanation="(1 + 0.5) x 3 rounds each layer up before tripling, and x 3 is the weights "
+            "reply: Adam triples the weights",
+            weights_plus_moments,
+            "GB",
+            "4.5",
+            written_unit="G",
+            document_arithmetic=(sp.Integer(1) + sp.Rational(1, 2)) * 3,
+            explanation="(1 + 0.5) x 3 rounds each layer up before tripling, and x 3 is the "
+                        "weights "
             "and Adam's two moments only. Exactly, weights and moments are 4.43 GB; the gradients "
             "make it x 4: 5.91 GB.",
         ),
         Figure("reply: input and output data", data_elements * 4, "GB", "0.25", written_unit="G"),
         Figure(
-            "observed memory", adam.total, "GiB", "6", written_unit="G",
+            "observed memory",
+            adam.total,
+            "GiB",
+            "6",
+            written_unit="G",
             explanation="Weights, gradients and Adam's two moments (16 bytes per parameter) are "
             "5.91 GB; forward activations, their gradients and the input add 0.37 GB: 6.28 GB, "
             "i.e. 5.85 GiB, which is the 'about 6G' the asker saw.",
@@ -85,8 +102,12 @@ def fc_adam_forum() -> WorkedExample:
         filename="002_ba89e9fe3133ba81.txt",
         source="a forum thread on GPU memory of a large fully connected network trained with Adam",
         title="A 240k -> 1024 -> 512 -> 240k network with Adam at batch 128",
-        inputs={"layers": "240k -> 1024 -> 512 -> 240k", "optimizer": "Adam", "batch": BATCH,
-                "precision": "fp32"},
+        inputs={
+            "layers": "240k -> 1024 -> 512 -> 240k",
+            "optimizer": "Adam",
+            "batch": BATCH,
+            "precision": "fp32",
+        },
         figures=figures,
         summary=(
             "The two 240k-wide weight matrices hold 99.9% of the 369 million parameters. Adam "

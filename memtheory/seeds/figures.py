@@ -21,12 +21,18 @@ from memtheory.units import UNITS, round_half_up
 
 __all__ = ["COUNT_UNITS", "Figure", "WorkedExample", "scale_of"]
 
-COUNT_UNITS: dict[str, int] = {"elements": 1, "K elements": 10**3, "M elements": 10**6, "%": 1, "": 1}
-"""Units of figures that are not byte sizes: element counts (plain, thousands, millions) and percents."""
+COUNT_UNITS: dict[str, int] = {
+    "elements": 1,
+    "K elements": 10**3,
+    "M elements": 10**6,
+    "%": 1,
+    "": 1,
+}
+"""Units of figures that are not byte sizes: element counts (plain, K, M) and percents."""
 
 
 def scale_of(unit: str) -> int:
-    """Base quantities (bytes or elements) in one ``unit``.
+    """Return the base quantities (bytes or elements) in one ``unit``.
 
     Examples
     --------
@@ -38,14 +44,16 @@ def scale_of(unit: str) -> int:
     try:
         return COUNT_UNITS[unit]
     except KeyError:
-        raise ValueError(f"unknown figure unit {unit!r}; use a byte unit or one of {list(COUNT_UNITS)}") from None
+        raise ValueError(
+            f"unknown figure unit {unit!r}; use a byte unit or one of {list(COUNT_UNITS)}"
+        ) from None
 
 
 def _round_significant(value: sp.Rational, significant: int) -> Decimal:
     if value == 0:
         return Decimal(0)
     exponent = sp.floor(sp.log(abs(value), 10))
-    # floor(log10) can be off by one for exact powers of ten under floating evaluation: fix it exactly.
+    # floor(log10) may be off by one near powers of ten when evaluated in floats: fix it exactly.
     while abs(value) >= sp.Integer(10) ** (exponent + 1):
         exponent += 1
     while abs(value) < sp.Integer(10) ** exponent:
@@ -124,7 +132,7 @@ class Figure:
 
     @property
     def decimals(self) -> int:
-        """Decimals printed (2 for ``"742.34"``); when nothing is printed, 0 for counts, 2 for sizes."""
+        """Decimals printed (2 for ``"742.34"``); unprinted: 0 for counts, 2 for sizes."""
         if self.printed is None:
             return 0 if self.unit in COUNT_UNITS else 2
         digits = self._plain_digits()
@@ -138,12 +146,12 @@ class Figure:
 
     @property
     def exact_in_unit(self) -> sp.Expr | None:
-        """memtheory's value in :attr:`unit`, exactly."""
+        """Return memtheory's value in :attr:`unit`, exactly."""
         return None if self.exact is None else self.exact / scale_of(self.unit)
 
     @property
     def memtheory_value(self) -> Decimal | None:
-        """memtheory's value rounded like the printed figure."""
+        """Return memtheory's value rounded like the printed figure."""
         value = self.exact_in_unit
         return None if value is None else self.rounded(value)
 
@@ -163,7 +171,7 @@ class Figure:
 
     @property
     def verdict(self) -> str:
-        """``"agrees"``, ``"slip explained"``, ``"differs"``, ``"memtheory only"`` or ``"assumed"``."""
+        """Classify the figure: agrees, slip explained, differs, memtheory only, or assumed."""
         if self.printed is None:
             return "memtheory only"
         if self.exact is None:
@@ -208,14 +216,16 @@ class WorkedExample:
     network: Network | None = None
 
     def figure(self, label: str) -> Figure:
-        """The figure called ``label``."""
+        """Return the figure called ``label``."""
         for figure in self.figures:
             if figure.label == label:
                 return figure
-        raise KeyError(f"no figure {label!r} in seed {self.seed}; figures: {[f.label for f in self.figures]}")
+        raise KeyError(
+            f"no figure {label!r} in seed {self.seed}; figures: {[f.label for f in self.figures]}"
+        )
 
     def table(self) -> str:
-        """The figures as a text table: printed, memtheory, unit, verdict."""
+        """Render the figures as a text table: printed, memtheory, unit, verdict."""
         header = ("figure", "printed", "memtheory", "unit", "verdict")
         rows = [
             (
@@ -228,6 +238,9 @@ class WorkedExample:
             for f in self.figures
         ]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in [header, *rows]
+        ]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)

@@ -42,7 +42,7 @@ def calculator_estimate(
     activation_factor: SizeLike,
     optimizer_state_dtype: DTypeLike | None = None,
 ) -> MemoryBreakdown:
-    """The calculator's formula, as a memtheory breakdown.
+    """Compute the calculator's formula as a memtheory breakdown.
 
     Parameters
     ----------
@@ -78,7 +78,10 @@ def calculator_estimate(
         "parameters": count * precision.parameters.bytes,
         "optimizer_state": count * chosen.states_per_parameter * precision.optimizer_state.bytes,
         "gradients": count * precision.gradients.bytes,
-        "activations": sp.sympify(batch) * sequence_length * activation_factor * precision.activations.bytes,
+        "activations": sp.sympify(batch)
+        * sequence_length
+        * activation_factor
+        * precision.activations.bytes,
     }
     notes = ("activations guessed as batch x sequence x (layers x hidden units), one value each",)
     return MemoryBreakdown(components, "training", "calculator", precision, chosen, notes)
@@ -94,95 +97,188 @@ def memory_calculator() -> WorkedExample:
     Examples
     --------
     >>> example = memory_calculator()
-    >>> example.figure("BERT-base: total").printed, example.figure("BERT-base: total").memtheory_value
+    >>> total = example.figure("BERT-base: total")
+    >>> total.printed, total.memtheory_value
     ('1967.1', Decimal('1967.5'))
     """
     bert = calculator_estimate(
-        parameters=110_000_000, parameter_dtype="fp32", batch=32, sequence_length=128,
-        optimizer_name="adamw", gradient_dtype="fp32", activation_dtype="fp16",
+        parameters=110_000_000,
+        parameter_dtype="fp32",
+        batch=32,
+        sequence_length=128,
+        optimizer_name="adamw",
+        gradient_dtype="fp32",
+        activation_dtype="fp16",
         activation_factor=37_000,
     )
     resnet = calculator_estimate(
-        parameters=25_000_000, parameter_dtype="fp16", batch=64, sequence_length=1,
-        optimizer_name="adam", gradient_dtype="fp16", activation_dtype="fp16",
-        activation_factor=1_000, optimizer_state_dtype="fp32",
+        parameters=25_000_000,
+        parameter_dtype="fp16",
+        batch=64,
+        sequence_length=1,
+        optimizer_name="adam",
+        gradient_dtype="fp16",
+        activation_dtype="fp16",
+        activation_factor=1_000,
+        optimizer_state_dtype="fp32",
     )
     assumed_50 = 50 * MEBIBYTE
     assumed_1024 = 1024 * MEBIBYTE
     resnet_parameter_side = resnet["parameters"] + resnet["optimizer_state"] + resnet["gradients"]
-    stem = Network([Input((3, 224, 224), batch=64), Conv2d(64, 7, stride=2, padding=3)], name="ResNet-50 stem")
+    stem = Network(
+        [Input((3, 224, 224), batch=64), Conv2d(64, 7, stride=2, padding=3)], name="ResNet-50 stem"
+    )
     stem_row = stem.summary().rows[1]
     truncated = "The page truncates instead of rounding: "
     mib, written = "MiB", "MB"
     figures = (
-        Figure("BERT-base: activation factor", 12 * 768 * 4, "elements", "37000", significant=2,
-               explanation="12 layers x 768 hidden units x 4 = 36,864, rounded up to 37,000."),
         Figure(
-            "BERT-base: parameters", bert["parameters"], mib, "419.5", written_unit=written,
+            "BERT-base: activation factor",
+            12 * 768 * 4,
+            "elements",
+            "37000",
+            significant=2,
+            explanation="12 layers x 768 hidden units x 4 = 36,864, rounded up to 37,000.",
+        ),
+        Figure(
+            "BERT-base: parameters",
+            bert["parameters"],
+            mib,
+            "419.5",
+            written_unit=written,
             explanation="440,000,000 bytes are 419.62 MiB; 419.5 is a slip (neither rounded nor "
             "truncated), repeated in the gradients and, doubled, in the optimizer state.",
         ),
-        Figure("BERT-base: optimizer state", bert["optimizer_state"], mib, "839.1", written_unit=written,
-               explanation="880,000,000 bytes are 839.23 MiB; the page doubles its slipped 419.55."),
-        Figure("BERT-base: gradients", bert["gradients"], mib, "419.5", written_unit=written,
-               explanation="Same slip as the parameters: 419.62 MiB."),
-        Figure("BERT-base: activation bytes", bert["activations"], "B", "303,000,000", significant=3),
+        Figure(
+            "BERT-base: optimizer state",
+            bert["optimizer_state"],
+            mib,
+            "839.1",
+            written_unit=written,
+            explanation="880,000,000 bytes are 839.23 MiB; the page doubles its slipped 419.55.",
+        ),
+        Figure(
+            "BERT-base: gradients",
+            bert["gradients"],
+            mib,
+            "419.5",
+            written_unit=written,
+            explanation="Same slip as the parameters: 419.62 MiB.",
+        ),
+        Figure(
+            "BERT-base: activation bytes", bert["activations"], "B", "303,000,000", significant=3
+        ),
         Figure("BERT-base: activations", bert["activations"], mib, "289", written_unit=written),
         Figure(
-            "BERT-base: total", bert.total, mib, "1967.1", written_unit=written,
+            "BERT-base: total",
+            bert.total,
+            mib,
+            "1967.1",
+            written_unit=written,
             document_arithmetic=_r("419.5") + _r("839.1") + _r("419.5") + 289,
             explanation="The page adds its slipped, rounded terms; exactly, 2,063,104,000 bytes "
             "are 1967.53 MiB.",
         ),
         Figure(
-            "BERT-base: total in GB", bert.total, "GiB", "1.94", written_unit="GB",
+            "BERT-base: total in GB",
+            bert.total,
+            "GiB",
+            "1.94",
+            written_unit="GB",
             explanation="No reading gives 1.94: 1967.1 MiB is 1.92 GiB, and 2,063,104,000 bytes "
             "are 2.06 GB. A slip.",
         ),
         Figure("BERT-base: parameter share", 100 * bert["parameters"] / bert.total, "%", "21"),
         Figure(
-            "ResNet-50: parameters", resnet["parameters"], mib, "47.6", written_unit=written,
+            "ResNet-50: parameters",
+            resnet["parameters"],
+            mib,
+            "47.6",
+            written_unit=written,
             document_arithmetic=sp.floor(sp.Rational(resnet["parameters"], MEBIBYTE) * 10) / 10,
             explanation=truncated + "50,000,000 bytes are 47.68 MiB.",
         ),
-        Figure("ResNet-50: optimizer state (fp32)", resnet["optimizer_state"], mib, "190.7",
-               written_unit=written),
         Figure(
-            "ResNet-50: gradients", resnet["gradients"], mib, "47.6", written_unit=written,
+            "ResNet-50: optimizer state (fp32)",
+            resnet["optimizer_state"],
+            mib,
+            "190.7",
+            written_unit=written,
+        ),
+        Figure(
+            "ResNet-50: gradients",
+            resnet["gradients"],
+            mib,
+            "47.6",
+            written_unit=written,
             document_arithmetic=sp.floor(sp.Rational(resnet["gradients"], MEBIBYTE) * 10) / 10,
             explanation=truncated + "47.68 MiB.",
         ),
         Figure("ResNet-50: activation bytes", resnet["activations"], "B", "128,000"),
-        Figure("ResNet-50: activations", resnet["activations"], mib, "0.12", written_unit=written,
-               explanation="64 x 1 x 1000 x 2 bytes: the formula's guess for a whole CNN."),
-        Figure("ResNet-50: activations, first replacement", None, mib, "50", written_unit=written,
-               explanation="Assumed by the page ('comparable to the parameters'), not computed."),
         Figure(
-            "ResNet-50: total", resnet_parameter_side + assumed_50, mib, "335.9", written_unit=written,
+            "ResNet-50: activations",
+            resnet["activations"],
+            mib,
+            "0.12",
+            written_unit=written,
+            explanation="64 x 1 x 1000 x 2 bytes: the formula's guess for a whole CNN.",
+        ),
+        Figure(
+            "ResNet-50: activations, first replacement",
+            None,
+            mib,
+            "50",
+            written_unit=written,
+            explanation="Assumed by the page ('comparable to the parameters'), not computed.",
+        ),
+        Figure(
+            "ResNet-50: total",
+            resnet_parameter_side + assumed_50,
+            mib,
+            "335.9",
+            written_unit=written,
             document_arithmetic=_r("47.6") + _r("190.7") + _r("47.6") + 50,
             explanation="With the assumed 50 MiB of activations the exact sum is 336.09 MiB; the "
             "page adds its truncated terms.",
         ),
-        Figure("ResNet-50: activations, second replacement", None, mib, "1024", written_unit=written,
-               explanation="Assumed by the page ('closer to 1 GB'), not computed."),
         Figure(
-            "ResNet-50: revised total", resnet_parameter_side + assumed_1024, mib, "1310",
-            written_unit=written, significant=4,
+            "ResNet-50: activations, second replacement",
+            None,
+            mib,
+            "1024",
+            written_unit=written,
+            explanation="Assumed by the page ('closer to 1 GB'), not computed.",
+        ),
+        Figure(
+            "ResNet-50: revised total",
+            resnet_parameter_side + assumed_1024,
+            mib,
+            "1310",
+            written_unit=written,
+            significant=4,
             document_arithmetic=_r("47.6") + _r("190.7") + _r("47.6") + 1024,
         ),
-        Figure("ResNet-50: revised total in GB", resnet_parameter_side + assumed_1024, "GiB", "1.28",
-               written_unit="GB"),
         Figure(
-            "ResNet-50: stem convolution output, per image", sp.Mul(*stem_row.output_shape) / 64,
+            "ResNet-50: revised total in GB",
+            resnet_parameter_side + assumed_1024,
+            "GiB",
+            "1.28",
+            written_unit="GB",
+        ),
+        Figure(
+            "ResNet-50: stem convolution output, per image",
+            sp.Mul(*stem_row.output_shape) / 64,
             "elements",
             explanation="ResNet-50's first layer alone (64 filters, 7x7, stride 2 on 224x224) "
             "outputs 802,816 values per image, 800 times the calculator's 1000 for the whole "
             "network.",
         ),
         Figure(
-            "ResNet-50: stem convolution output, batch 64, fp16", sp.Mul(*stem_row.output_shape) * 2,
+            "ResNet-50: stem convolution output, batch 64, fp16",
+            sp.Mul(*stem_row.output_shape) * 2,
             mib,
-            explanation="98 MiB for one layer's output: more than the calculator's first replacement "
+            explanation="98 MiB for one layer's output: more than the calculator's first "
+                        "replacement "
             "guess for all fifty layers.",
         ),
     )

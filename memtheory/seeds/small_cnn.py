@@ -34,7 +34,7 @@ LISTED_LAYERS = {
 
 
 def small_cnn_network(batch: int | sp.Expr | None = None) -> Network:
-    """The seed's CNN; the batch stays the symbol ``B`` unless given.
+    """Build the seed's CNN; the batch stays the symbol ``B`` unless given.
 
     Examples
     --------
@@ -78,48 +78,68 @@ def small_cnn() -> WorkedExample:
     per_image = [
         Figure(f"{label} activations per image", one[label], "elements", printed)
         for label, printed in zip(
-            LISTED_LAYERS, ("7,500", "80,000", "20,000", "40,000", "9,216", "500", "10")
+            LISTED_LAYERS,
+            ("7,500", "80,000", "20,000", "40,000", "9,216", "500", "10"),
+            strict=True,
         )
     ]
     per_batch = [
         Figure(f"{label} activations, batch {BATCH}", batch[label], "elements", printed)
         for label, printed in zip(
-            LISTED_LAYERS, ("480,000", "5,120,000", "1,280,000", "2,560,000", "589,824", "32,000", "640")
+            LISTED_LAYERS,
+            ("480,000", "5,120,000", "1,280,000", "2,560,000", "589,824", "32,000", "640"),
+            strict=True,
         )
     ]
     listed_sum = sum(one[label] for label in ("Input", "C1", "P1", "C2", "P2", "FC"))
     pooled = one["P2"]
     per_image[4] = Figure(
-        "P2 activations per image", pooled, "elements", "9,216",
+        "P2 activations per image",
+        pooled,
+        "elements",
+        "9,216",
         explanation="25 -> 12: the 2x2 window with stride 2 fits floor((25 - 2)/2) + 1 = 12 times; "
         "the last row and column of the 25x25 map are never pooled. Ceil mode would give 13.",
     )
     totals = [
         Figure(
-            "per-image total", listed_sum, "K elements", "157.2",
+            "per-image total",
+            listed_sum,
+            "K elements",
+            "157.2",
             explanation="The answer's written sum lists 7.5K + 80K + 20K + 40K + 0.5K (148K) but "
             "its total, 157.2K, does include P2's 9.2K; the output's 10 values are left out as "
             "'next to nothing' (with them: 157,226).",
         ),
         Figure(
-            "per-image total in bytes", listed_sum * 4, "kB", "628.8", written_unit="KB",
+            "per-image total in bytes",
+            listed_sum * 4,
+            "kB",
+            "628.8",
+            written_unit="KB",
             document_arithmetic=sp.Rational("157.2") * 4,
             explanation="The answer multiplies the rounded 157.2K by 4 bytes; exactly, 157,216 "
             "values are 628,864 bytes = 628.9 kB (614.13 KiB).",
         ),
         Figure(
-            f"batch {BATCH} total in bytes", sum(batch.values()) * 4, "MB", "40",
+            f"batch {BATCH} total in bytes",
+            sum(batch.values()) * 4,
+            "MB",
+            "40",
             explanation="All seven listed tensors for 64 images are 10,062,464 values, 40,249,856 "
             "bytes: 40.25 MB, or 38.39 MiB. The answer's '~40MB' is decimal.",
         ),
     ]
     rows = {row.name: row for row in net.rows}
     parameter_figures = [
-        Figure(f"{label} parameters", rows[name].parameters, "elements",
-               explanation=formula)
+        Figure(f"{label} parameters", rows[name].parameters, "elements", explanation=formula)
         for label, name, formula in (
-            ("C1", "conv2d_1", "32 filters x 3x3 x 3 input channels + 32 biases = 896 (not 32x3x3 = 288:"
-             " each filter spans the input's full depth, and has a bias)."),
+            (
+                "C1",
+                "conv2d_1",
+                "32 filters x 3x3 x 3 input channels + 32 biases = 896 (not 32x3x3 = 288:"
+                " each filter spans the input's full depth, and has a bias).",
+            ),
             ("C2", "conv2d_2", "64 x 3x3 x 32 + 64 = 18,496."),
             ("FC", "dense_1", "9,216 inputs x 500 + 500 = 4,608,500: the flattened 12x12x64 map."),
             ("Output", "dense_2", "500 x 10 + 10 = 5,010."),
@@ -128,11 +148,16 @@ def small_cnn() -> WorkedExample:
     parameters = net.parameter_count
     rule = training_memory(net, convention="rule_of_thumb")
     parameter_figures += [
-        Figure("total parameters", parameters, "elements",
-               explanation="Pooling and softmax have none; the first dense layer holds 99.5%."),
+        Figure(
+            "total parameters",
+            parameters,
+            "elements",
+            explanation="Pooling and softmax have none; the first dense layer holds 99.5%.",
+        ),
         Figure(
             "parameters x 3 x 4 bytes",
-            rule["parameters"] + rule["gradients"] + rule["optimizer_state"], "MB",
+            rule["parameters"] + rule["gradients"] + rule["optimizer_state"],
+            "MB",
             explanation="The third answer's rough rule: 55.59 MB (53.02 MiB). It leaves out the "
             "activations, which at batch 64 add 2 x 40.25 MB.",
         ),
@@ -151,12 +176,15 @@ def small_cnn() -> WorkedExample:
         figures=(*per_image, *per_batch, *totals, *parameter_figures),
         summary=(
             "Every listed activation count is reproduced exactly, including the floor in 25 -> 12. "
-            "The answer's per-image and batch totals hold up to rounding; its sum leaves the output "
+            "The answer's per-image and batch totals hold up to rounding; its sum leaves the "
+            "output "
             "out and writes one term fewer than it adds."
         ),
         breakdowns={
             "rule of thumb, batch 64": rule.evaluate(B=BATCH),
-            "breakdown, SGD with momentum, batch 64": training_memory(net, "sgd+momentum").evaluate(B=BATCH),
+            "breakdown, SGD with momentum, batch 64": training_memory(net, "sgd+momentum").evaluate(
+                B=BATCH
+            ),
             "breakdown, Adam, batch 64": training_memory(net, "adam").evaluate(B=BATCH),
         },
         network=net,

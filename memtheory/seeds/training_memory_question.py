@@ -48,22 +48,36 @@ def training_memory_question() -> WorkedExample:
     figures = (
         Figure("input elements per image", image_elements, "elements", "9,000"),
         Figure(
-            "question: activations", one_image["activations"], mib, "2.03", written_unit="MB",
+            "question: activations",
+            one_image["activations"],
+            mib,
+            "2.03",
+            written_unit="MB",
             explanation="Forward activations of a single image: the question never multiplies them "
             "by the batch of 128, which is its largest omission.",
         ),
         Figure("question: parameters x 3", parameter_side, mib, "218.27", written_unit="MB"),
-        Figure("question: miscellaneous (input batch)", batch["input"], mib, "4.39", written_unit="MB"),
         Figure(
-            "question: total", one_image["activations"] + parameter_side + batch["input"], mib,
-            "224,69", written_unit="MB", decimal_comma=True,
+            "question: miscellaneous (input batch)", batch["input"], mib, "4.39", written_unit="MB"
+        ),
+        Figure(
+            "question: total",
+            one_image["activations"] + parameter_side + batch["input"],
+            mib,
+            "224,69",
+            written_unit="MB",
+            decimal_comma=True,
             document_arithmetic=_r("2.03") + _r("218.27") + _r("4.39"),
-            explanation="The question (writing a decimal comma) adds its three already-rounded parts (2.03 + 218.27 + 4.39); "
+            explanation="The question (writing a decimal comma) adds its three already-rounded "
+                        "parts (2.03 + 218.27 + 4.39); "
             "the exact sum of its own terms is 235,614,816 bytes = 224.70 MiB. Either way it "
             "leaves out the activations of 127 images and every activation gradient.",
         ),
         Figure(
-            "question: per-image gradients", batch["activation_gradients"], mib, "260.13",
+            "question: per-image gradients",
+            batch["activation_gradients"],
+            mib,
+            "260.13",
             written_unit="MB",
             explanation="The size is right for the wrong reason: parameter gradients are summed "
             "over the batch, never kept per image, but the batch's activations do each get a "
@@ -71,13 +85,20 @@ def training_memory_question() -> WorkedExample:
         ),
         Figure(
             "answer: activations x 2 per image",
-            one_image["activations"] + one_image["activation_gradients"], mib, "4.06",
+            one_image["activations"] + one_image["activation_gradients"],
+            mib,
+            "4.06",
             written_unit="MB",
         ),
         Figure(
-            "answer: total", batch.total, mib, "742.34", written_unit="MB",
+            "answer: total",
+            batch.total,
+            mib,
+            "742.34",
+            written_unit="MB",
             document_arithmetic=_r("4.06") * BATCH + _r("218.27") + _r("4.39"),
-            explanation="The answer rounds the per-image activations to 4.06 MiB before multiplying "
+            explanation="The answer rounds the per-image activations to 4.06 MiB before "
+                        "multiplying "
             "by 128; the exact 4.0646 MiB x 128 is 520.27 MiB, not 519.68, so the total is "
             "779,021,856 bytes = 742.93 MiB (779.02 MB), 0.59 MiB more than printed.",
         ),
@@ -103,7 +124,9 @@ def training_memory_question() -> WorkedExample:
         ),
         breakdowns={
             "rule of thumb, batch 128": batch,
-            "breakdown, SGD with momentum, batch 128": training_memory(counts, "sgd+momentum").evaluate(B=BATCH),
+            "breakdown, SGD with momentum, batch 128": training_memory(
+                counts, "sgd+momentum"
+            ).evaluate(B=BATCH),
             "breakdown, Adam, batch 128": training_memory(counts, "adam").evaluate(B=BATCH),
         },
     )
