@@ -1,0 +1,75 @@
+# memtheory: build, test and book targets. `make help` lists them.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
+.DEFAULT_GOAL := test
+MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Stamps live inside the venv, so deleting .venv also forgets what was installed in it.
+STAMP_DEV := $(VENV)/.stamp-dev
+STAMP_BOOK := $(VENV)/.stamp-book
+BOOK_HTML := book/_build/html
+# Set BOOK=1 to make `make test` also build and check the book (see the hook under `test`).
+BOOK ?= 0
+
+.PHONY: help venv test book book-check bench clean distclean
+
+help:
+	@echo "make venv       create .venv and install memtheory with the dev extra"
+	@echo "make test       ruff + pytest (tests/ and memtheory/ doctests); BOOK=1 adds book-check"
+	@echo "make book       install the book extra and build book/ (warnings are errors)"
+	@echo "make book-check make book, then check the HTML needs no CDN (MathJax served locally)"
+	@echo "make bench      run every benchmarks/*.py"
+	@echo "make clean      remove book/_build and caches; distclean also removes .venv"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e '.[dev]'
+	touch $@
+
+# The book extra is a superset of dev: installing it also satisfies the dev stamp.
+$(STAMP_BOOK): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e '.[dev,book]'
+	touch $@ $(STAMP_DEV)
+
+venv: $(STAMP_DEV)
+
+# pytest exits 5 when it collects no test; nothing here masks that, so `make test` fails.
+test: venv
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+# Hook: `make test BOOK=1` also builds and checks the book. Once the book must be part of
+# every test run, default BOOK to 1 above (or call `make test BOOK=1` from .ci/run).
+ifeq ($(BOOK),1)
+test: book-check
+endif
+
+# JUPYTER_PATH puts the venv's python3 kernelspec ahead of any user-level one, so cells run
+# in .venv (where memtheory is installed) whatever else is on the machine.
+book: $(STAMP_BOOK)
+	JUPYTER_PATH="$(CURDIR)/$(VENV)/share/jupyter" \
+	  $(BIN)/jupyter-book build book --all -W --keep-going
+
+# The built site must work offline: MathJax from _static/, no script or stylesheet from a CDN.
+book-check: book
+	grep -l 'src="_static/mathjax/tex-chtml.js' $(BOOK_HTML)/intro.html
+	! grep -rnoE '(src|href)="(https?:)?//[^"]*\.(js|css)[^"]*"' --include='*.html' $(BOOK_HTML)
+
+bench: venv
+	shopt -s nullglob; for script in benchmarks/*.py; do \
+	  echo "== $$script"; $(BIN)/python "$$script"; \
+	done
+
+clean:
+	rm -rf book/_build build dist .pytest_cache .ruff_cache .hypothesis *.egg-info
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
