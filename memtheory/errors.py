@@ -23,6 +23,7 @@ __all__ = [
     "InvalidSizeError",
     "KernelTooLargeError",
     "MemtheoryError",
+    "ParseError",
     "RankError",
     "ShapeError",
     "UnknownConventionError",
@@ -40,6 +41,10 @@ class MemtheoryError(Exception):
 
 class InvalidSizeError(MemtheoryError, ValueError):
     """A size or hyperparameter is not a positive whole number (or is out of range)."""
+
+
+class ParseError(MemtheoryError, ValueError):
+    """A text (a size such as ``"22.9 MiB"``) cannot be read as what it should be."""
 
 
 class ShapeError(MemtheoryError, ValueError):

@@ -29,7 +29,7 @@ import sympy as sp
 from sympy.physics import units as su
 from sympy.physics.units import Quantity
 
-from memtheory.errors import UnknownUnitError
+from memtheory.errors import ParseError, UnknownUnitError, UnsupportedError
 
 __all__ = [
     "BINARY_UNITS",
@@ -185,7 +185,7 @@ def round_half_up(value: sp.Expr | int | Fraction, digits: int) -> Decimal:
     exact = sp.Rational(value) * 10**digits
     magnitude = sp.floor(abs(exact) + sp.Rational(1, 2))
     signed = int(magnitude) if exact >= 0 else -int(magnitude)
-    return Decimal(signed).scaleb(-digits)
+    return Decimal(f"{signed}E-{digits}") if digits > 0 else Decimal(signed)
 
 
 def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> str:
@@ -210,13 +210,16 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
     canonical = _canonical_unit(unit)
     value = convert(nbytes, canonical)
     if not value.is_number:
-        raise TypeError(
+        raise UnsupportedError(
             f"format_bytes needs a number, got the expression {nbytes}; evaluate it first."
         )
-    return f"{round_half_up(value, digits)} {canonical}"
+    return f"{round_half_up(value, digits):f} {canonical}"
 
 
-_SIZE = re.compile(r"^\s*([+-]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*$")
+_SIZE = re.compile(
+    r"^\s*([+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+    r"\s*([A-Za-z]*)\s*$"
+)
 
 
 def parse_bytes(text: str, default_unit: str = "B") -> sp.Rational:
@@ -236,8 +239,9 @@ def parse_bytes(text: str, default_unit: str = "B") -> sp.Rational:
 
     Raises
     ------
-    ValueError
-        If the text is not a number with a unit.
+    ParseError
+        If the text is not a non-negative number with an optional unit (commas
+        must group thousands: ``"1,5 MB"`` is refused, not read as 15 MB).
     UnknownUnitError
         If the unit is not a byte unit.
 
@@ -252,9 +256,13 @@ def parse_bytes(text: str, default_unit: str = "B") -> sp.Rational:
     """
     match = _SIZE.match(text) if isinstance(text, str) else None
     if match is None:
-        raise ValueError(
-            f"cannot read {text!r} as a size: write a number and a unit, e.g. '22.9 MiB'."
+        raise ParseError(
+            f"cannot read {text!r} as a size: write a number and a unit, e.g. '22.9 MiB' "
+            "(commas only between groups of three digits, a point for decimals)."
         )
     number, unit = match.groups()
     factor = unit_bytes(unit or default_unit)
-    return sp.Rational(number.replace(",", "").replace("_", "")) * factor
+    value = sp.Rational(number.replace(",", "").replace("_", ""))
+    if value < 0:
+        raise ParseError(f"a size cannot be negative, got {text!r}.")
+    return value * factor

@@ -8,8 +8,8 @@ import sympy as sp
 
 from memtheory._validation import SizeLike, as_pair
 from memtheory.dtypes import dtype
-from memtheory.errors import InvalidSizeError
-from memtheory.layers.base import Layer, Shape, TensorSpec
+from memtheory.errors import InvalidSizeError, KernelTooLargeError
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
 from memtheory.layers.conv import check_window_fits
 from memtheory.shapes import effective_kernel, pool_output_size
 
@@ -58,8 +58,16 @@ class _Pool2d(Layer):
             self._dilation(),
             strict=True,
         ):
-            check_window_fits(self.label, axis, size, k, p, d, input_shape)
-            sizes.append(pool_output_size(size, k, s, p, d, ceil_mode=self.ceil_mode))
+            if not self.ceil_mode:
+                check_window_fits(self.label, axis, size, k, p, d, input_shape)
+            out = pool_output_size(size, k, s, p, d, ceil_mode=self.ceil_mode)
+            if self.ceil_mode and out.is_number and out < 1:
+                raise KernelTooLargeError(
+                    f"{self.label}: the window does not fit along the {axis} of the input "
+                    f"{describe_shape(input_shape)}, even rounding up. Use a smaller kernel, "
+                    "add padding, or feed a larger input."
+                )
+            sizes.append(out)
         return (batch, channels, *sizes)
 
     def describe(self) -> str:
