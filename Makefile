@@ -12,16 +12,17 @@ BIN := $(VENV)/bin
 STAMP_DEV := $(VENV)/.stamp-dev
 STAMP_BOOK := $(VENV)/.stamp-book
 BOOK_HTML := book/_build/html
-# Set BOOK=1 to make `make test` also build and check the book (see the hook under `test`).
-BOOK ?= 0
+# `make test` also builds the book and checks it in a browser; `make test BOOK=0` skips that.
+BOOK ?= 1
 
-.PHONY: help venv test book book-check bench clean distclean
+.PHONY: help venv test book book-check browser bench clean distclean
 
 help:
 	@echo "make venv       create .venv and install memtheory with the dev extra"
-	@echo "make test       ruff + pytest (tests/ and memtheory/ doctests); BOOK=1 adds book-check"
+	@echo "make test       ruff, book-check, pytest (tests, doctests, browser test); BOOK=0 skips the book"
 	@echo "make book       install the book extra and build book/ (warnings are errors)"
 	@echo "make book-check make book, then check the HTML needs no CDN (MathJax served locally)"
+	@echo "make browser    install Debian's chromium for the browser test, if missing"
 	@echo "make bench      run every benchmarks/*.py"
 	@echo "make clean      remove book/_build and caches; distclean also removes .venv"
 
@@ -45,10 +46,10 @@ test: venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-# Hook: `make test BOOK=1` also builds and checks the book. Once the book must be part of
-# every test run, default BOOK to 1 above (or call `make test BOOK=1` from .ci/run).
+# With BOOK=1 (the default) the book is built and checked before pytest runs, so the browser
+# test in tests/book/ sees the fresh HTML and a broken chapter fails `make test`.
 ifeq ($(BOOK),1)
-test: book-check
+test: book-check browser
 endif
 
 # JUPYTER_PATH puts the venv's python3 kernelspec ahead of any user-level one, so cells run
@@ -61,6 +62,15 @@ book: $(STAMP_BOOK)
 book-check: book
 	grep -l 'src="_static/mathjax/tex-chtml.js' $(BOOK_HTML)/intro.html
 	! grep -rnoE '(src|href)="(https?:)?//[^"]*\.(js|css)[^"]*"' --include='*.html' $(BOOK_HTML)
+
+# The browser test needs Chromium; install Debian's package when it is missing and apt works.
+# If it cannot be installed, the test skips with a message saying so.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser test"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	    >/dev/null 2>&1 || echo "could not install chromium: the browser test will be skipped"; \
+	}
 
 bench: venv
 	shopt -s nullglob; for script in benchmarks/*.py; do \

@@ -1,0 +1,1 @@
+"""Tests of the built book, in a real browser."""
