@@ -224,10 +224,8 @@ class WorkedExample:
             f"no figure {label!r} in seed {self.seed}; figures: {[f.label for f in self.figures]}"
         )
 
-    def table(self) -> str:
-        """Render the figures as a text table: printed, memtheory, unit, verdict."""
-        header = ("figure", "printed", "memtheory", "unit", "verdict")
-        rows = [
+    def _rows(self) -> list[tuple[str, str, str, str, str]]:
+        return [
             (
                 f.label,
                 f.printed or "-",
@@ -237,6 +235,25 @@ class WorkedExample:
             )
             for f in self.figures
         ]
+
+    def markdown(self) -> str:
+        """Render the figures as a Markdown table, followed by the explanations as a list.
+
+        Examples
+        --------
+        >>> from memtheory.seeds import worked_example
+        >>> print(worked_example("003").markdown().splitlines()[2])
+        | parameters | 8 | 8 | MB | agrees |
+        """
+        header = "| figure | printed | memtheory | unit | verdict |\n|---|---:|---:|---|---|"
+        rows = ["| " + " | ".join(row) + " |" for row in self._rows()]
+        notes = [f"* **{f.label}**: {f.explanation}" for f in self.figures if f.explanation]
+        return "\n".join([header, *rows, "", *notes])
+
+    def table(self) -> str:
+        """Render the figures as a text table: printed, memtheory, unit, verdict."""
+        header = ("figure", "printed", "memtheory", "unit", "verdict")
+        rows = self._rows()
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines = [
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
