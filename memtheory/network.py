@@ -1,10 +1,28 @@
-"""Networks: layers chained with shape inference, and their per-layer tables.
+"""Networks: layers wired with shape inference, and their per-layer tables.
 
-A :class:`Network` is sequential for now: each layer feeds the next. Shapes
-flow from the :class:`~memtheory.layers.Input` through every layer, so each
-layer's formulas see the exact (possibly symbolic) shape that reaches it.
-Branching graphs (residual blocks) will extend :class:`Network` by giving a
-layer more than one input; the per-layer rows and totals stay as they are.
+A :class:`Network` is a list of layers in the order they run. By default each
+layer reads the output of the one before it (a sequential network). A
+:class:`Node` wraps a layer to make it read earlier layers by name instead: a
+residual shortcut, or a merge layer (:class:`~memtheory.layers.Add`,
+:class:`~memtheory.layers.Concat`) that reads several. Shapes flow from the
+:class:`~memtheory.layers.Input` through every layer, so each layer's formulas
+see the exact (possibly symbolic) shape that reaches it.
+
+Examples
+--------
+A residual block, ``relu(x + conv(x))``:
+
+>>> from memtheory.layers import Add, Conv2d, Input, ReLU
+>>> net = Network([
+...     Input((8, 32, 32), name="x"),
+...     Conv2d(8, 3, padding=1, name="conv"),
+...     Node(Add(name="add"), inputs=("x", "conv")),
+...     ReLU(name="relu"),
+... ])
+>>> net["add"].inputs, net["relu"].inputs
+(('x', 'conv'), ('add',))
+>>> net.parameter_count
+584
 """
 
 from __future__ import annotations
@@ -16,12 +34,83 @@ from dataclasses import dataclass, replace
 import sympy as sp
 
 from memtheory.counts import ModelCounts
-from memtheory.errors import KernelTooLargeError, ShapeError
+from memtheory.dtypes import DType
+from memtheory.errors import KernelTooLargeError, ShapeError, UnsupportedError
 from memtheory.evaluation import substitution, symbols_by_name
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
 from memtheory.layers.core import Input
+from memtheory.layers.merge import Merge
 
-__all__ = ["LayerRow", "Network", "NetworkSummary"]
+__all__ = ["LayerRow", "Network", "NetworkSummary", "Node", "SavedTensor"]
+
+
+@dataclass(frozen=True)
+class Node:
+    """A layer that reads the outputs of named earlier layers instead of the previous one.
+
+    Parameters
+    ----------
+    layer : Layer
+        The layer. Name the layers a node reads (``Conv2d(..., name="conv")``),
+        or use the names a :class:`Network` gives unnamed layers (``conv2d_1``).
+    inputs : str or sequence of str
+        Names of earlier layers whose outputs it reads, in order. A merge layer
+        (:class:`~memtheory.layers.Add`, :class:`~memtheory.layers.Concat`) reads
+        two or more; any other layer reads exactly one.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Add
+    >>> Node(Add(), inputs=("block_in", "bn3")).inputs
+    ('block_in', 'bn3')
+    >>> Node(Add(), inputs="bn3").inputs
+    ('bn3',)
+    """
+
+    layer: Layer
+    inputs: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        inputs = (self.inputs,) if isinstance(self.inputs, str) else tuple(self.inputs)
+        if not isinstance(self.layer, Layer):
+            raise UnsupportedError(f"Node: layer must be a memtheory layer, got {self.layer!r}.")
+        if not inputs or not all(isinstance(name, str) and name for name in inputs):
+            raise ShapeError(
+                f"Node({self.layer.label}): inputs must name one or more earlier layers, "
+                f"got {self.inputs!r}."
+            )
+        object.__setattr__(self, "inputs", inputs)
+
+    @property
+    def name(self) -> str | None:
+        """The wrapped layer's name."""
+        return self.layer.name
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """One tensor the backward pass keeps, counted once however many layers keep it.
+
+    Attributes
+    ----------
+    saver : str
+        The first layer (in running order) that keeps it.
+    owner : str
+        The layer whose memory it is: for a layer's own input or output, the
+        layer that allocated that storage (views and in-place layers share
+        their input's storage, so they are never owners); for any other
+        tensor, the saver itself.
+    spec : TensorSpec
+        Role, shape and dtype, as the saver reports them.
+    """
+
+    saver: str
+    owner: str
+    spec: TensorSpec
+
+    def nbytes(self, default: DType) -> sp.Expr:
+        """Bytes, with ``default`` standing in for an unspecified dtype."""
+        return self.spec.nbytes(default)
 
 
 @dataclass(frozen=True)
@@ -44,6 +133,11 @@ class LayerRow:
         or an in-place layer), batch included.
     saved : tuple of TensorSpec
         What the backward pass keeps, as PyTorch's autograd does.
+    inputs : tuple of str
+        Names of the layers it reads (the previous layer in a sequential
+        network; none for the input).
+    input_shapes : tuple of shapes
+        Their output shapes, in order; ``input_shape`` is the first.
     """
 
     index: int
@@ -55,6 +149,8 @@ class LayerRow:
     buffers: tuple[TensorSpec, ...]
     activations: sp.Expr
     saved: tuple[TensorSpec, ...]
+    inputs: tuple[str, ...] = ()
+    input_shapes: tuple[Shape, ...] = ()
 
     @property
     def name(self) -> str:
@@ -78,6 +174,7 @@ class LayerRow:
         return replace(
             self,
             input_shape=tuple(sub(d) for d in self.input_shape),
+            input_shapes=tuple(tuple(sub(d) for d in shape) for shape in self.input_shapes),
             output_shape=tuple(sub(d) for d in self.output_shape),
             weights=sub(self.weights),
             biases=sub(self.biases),
@@ -88,20 +185,23 @@ class LayerRow:
 
 
 class Network:
-    """A sequential network: an :class:`~memtheory.layers.Input`, then layers in order.
+    """A network: an :class:`~memtheory.layers.Input`, then layers in the order they run.
 
     Parameters
     ----------
-    layers : sequence of Layer
-        The first must be an :class:`~memtheory.layers.Input`. Unnamed layers are
-        named after their kind and position (``conv2d_1``, ``maxpool2d_1``, ...).
+    layers : sequence of Layer or Node
+        The first must be an :class:`~memtheory.layers.Input`. A plain layer
+        reads the output of the item before it; a :class:`Node` reads the
+        earlier layers it names (residual shortcuts, merges). Unnamed layers
+        are named after their kind and position (``conv2d_1``, ``maxpool2d_1``, ...).
     name : str, default "network"
 
     Raises
     ------
     ShapeError
         If a layer cannot take the shape that reaches it (the message names the
-        layer and its position).
+        layer and its position), or a node names a layer that does not come
+        before it.
 
     Examples
     --------
@@ -122,31 +222,76 @@ class Network:
     (B, 10)
     """
 
-    def __init__(self, layers: Sequence[Layer], name: str = "network") -> None:
-        layers = list(layers)
-        if not layers or not isinstance(layers[0], Input):
+    def __init__(self, layers: Sequence[Layer | Node], name: str = "network") -> None:
+        items = list(layers)
+        if not items or not isinstance(items[0], Input):
             raise ShapeError(
                 f"Network {name!r}: the first layer must be an Input giving the sample shape, "
                 "e.g. Input((3, 224, 224))."
             )
-        for position, layer in enumerate(layers):
+        for position, item in enumerate(items):
+            layer = item.layer if isinstance(item, Node) else item
             if not isinstance(layer, Layer):
-                raise TypeError(
-                    f"Network {name!r}: item {position} is {layer!r}, not a memtheory layer."
+                raise UnsupportedError(
+                    f"Network {name!r}: item {position} is {item!r}, not a memtheory layer. "
+                    "Build layers from memtheory.layers (Conv2d(32, 3), Dense(10), ...)."
                 )
             if isinstance(layer, Input) and position:
                 raise ShapeError(
                     f"Network {name!r}: only the first layer may be an Input (item {position})."
                 )
         self.name = name
-        self.layers: tuple[Layer, ...] = tuple(_named(layers))
+        self.layers: tuple[Layer, ...] = tuple(
+            _named([item.layer if isinstance(item, Node) else item for item in items])
+        )
+        wiring = [item.inputs if isinstance(item, Node) else None for item in items]
+        self._inputs: tuple[tuple[str, ...], ...] = tuple(self._resolve_inputs(wiring))
         self.rows: tuple[LayerRow, ...] = tuple(self._derive_rows())
+        self._by_name: dict[str, LayerRow] = {row.name: row for row in self.rows}
+
+    def _resolve_inputs(self, wiring: list[tuple[str, ...] | None]) -> Iterator[tuple[str, ...]]:
+        earlier: list[str] = []
+        for index, (layer, inputs) in enumerate(zip(self.layers, wiring, strict=True)):
+            name = layer.name or ""
+            if index == 0:
+                resolved: tuple[str, ...] = ()
+            elif inputs is None:
+                resolved = (earlier[-1],)
+            else:
+                missing = [n for n in inputs if n not in earlier]
+                if missing:
+                    raise ShapeError(
+                        f"layer {index} of {self.name!r}, {layer.label}: reads "
+                        f"{', '.join(map(repr, missing))}, which is not an earlier layer. "
+                        f"Earlier layers: {', '.join(earlier)}."
+                    )
+                resolved = inputs
+            if isinstance(layer, Merge) and len(resolved) < 2:
+                raise ShapeError(
+                    f"layer {index} of {self.name!r}, {layer.label}: merges two or more inputs "
+                    f"but reads {len(resolved)}. Wrap it as Node({layer.kind}(), "
+                    "inputs=('first', 'second'))."
+                )
+            if not isinstance(layer, Merge) and len(resolved) > 1:
+                raise ShapeError(
+                    f"layer {index} of {self.name!r}, {layer.label}: reads one input, but the "
+                    f"node names {len(resolved)}. Merge them first with Add or Concat."
+                )
+            earlier.append(name)
+            yield resolved
 
     def _derive_rows(self) -> Iterator[LayerRow]:
-        shape: Shape = ()
-        for index, layer in enumerate(self.layers):
+        shapes: dict[str, Shape] = {}
+        for index, (layer, inputs) in enumerate(zip(self.layers, self._inputs, strict=True)):
+            input_shapes = tuple(shapes[name] for name in inputs)
+            shape: Shape = input_shapes[0] if input_shapes else ()
             try:
-                output = layer.output_shape(shape)
+                if isinstance(layer, Merge):
+                    output = layer.merged_shape(input_shapes)
+                    saved = layer.merged_saved_for_backward(input_shapes)
+                else:
+                    output = layer.output_shape(shape)
+                    saved = layer.saved_for_backward(shape)
                 row = LayerRow(
                     index=index,
                     layer=layer,
@@ -155,13 +300,19 @@ class Network:
                     weights=sp.sympify(layer.weight_count(shape)),
                     biases=sp.sympify(layer.bias_count(shape)),
                     buffers=layer.buffers(shape),
-                    activations=sp.sympify(layer.activation_count(shape)),
-                    saved=layer.saved_for_backward(shape),
+                    activations=sp.sympify(
+                        elements(output) * int(layer.stores_output())
+                        if isinstance(layer, Merge)
+                        else layer.activation_count(shape)
+                    ),
+                    saved=saved,
+                    inputs=inputs,
+                    input_shapes=input_shapes,
                 )
             except ShapeError as error:
                 raise type(error)(f"layer {index} of {self.name!r}: {error}") from None
+            shapes[layer.name or ""] = output
             yield row
-            shape = output
 
     # -- structure ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[Layer]:
@@ -172,10 +323,11 @@ class Network:
 
     def __getitem__(self, name: str) -> LayerRow:
         """Return the row of the layer called ``name``."""
-        for row in self.rows:
-            if row.name == name:
-                return row
-        raise KeyError(f"no layer named {name!r}; layers: {', '.join(r.name for r in self.rows)}")
+        try:
+            return self._by_name[name]
+        except KeyError:
+            names = ", ".join(r.name for r in self.rows)
+            raise KeyError(f"no layer named {name!r}; layers: {names}") from None
 
     def __repr__(self) -> str:
         shape = describe_shape(self.input_shape)
@@ -195,6 +347,18 @@ class Network:
     def output_shape(self) -> Shape:
         """Shape of the last layer's output."""
         return self.rows[-1].output_shape
+
+    @property
+    def is_sequential(self) -> bool:
+        """Whether every layer reads the one before it (no shortcuts, no merges).
+
+        Examples
+        --------
+        >>> from memtheory.layers import Dense, Input
+        >>> Network([Input((4,)), Dense(3)]).is_sequential
+        True
+        """
+        return _is_sequential(self.rows)
 
     @property
     def batch(self) -> sp.Expr:
@@ -260,6 +424,59 @@ class Network:
             batch=self.batch,
         )
 
+    def storage_owner(self, name: str) -> str:
+        """Return the layer whose memory holds the output of layer ``name``.
+
+        A layer that stores its output owns it; a view (Flatten) or an in-place
+        layer (``ReLU(inplace=True)``, ``Add(inplace=True)``) writes into its
+        first input's storage, so the owner is found upstream.
+
+        Examples
+        --------
+        >>> from memtheory.layers import Conv2d, Input, ReLU
+        >>> net = Network([Input((3, 8, 8)), Conv2d(4, 3), ReLU(inplace=True)])
+        >>> net.storage_owner("relu_1")
+        'conv2d_1'
+        """
+        row = self[name]
+        while row.inputs and not row.layer.stores_output():
+            row = self[row.inputs[0]]
+        return row.name
+
+    def saved_tensors(self) -> tuple[SavedTensor, ...]:
+        """Return every tensor the backward pass keeps, each counted once.
+
+        A layer that keeps its input keeps its first input's storage, and one
+        that keeps its output keeps its own (or, for views and in-place layers,
+        the storage it writes into): when two layers keep the same storage it
+        appears once, with the first saver. Other saved tensors (indices, masks,
+        statistics, intermediates) belong to the layer that saves them.
+
+        Examples
+        --------
+        >>> from memtheory.layers import Dense, Input, ReLU
+        >>> net = Network([Input((4,)), Dense(3), ReLU(), Dense(2)])
+        >>> [(t.saver, t.owner, t.spec.role) for t in net.saved_tensors()]
+        [('dense_1', 'input', 'input'), ('relu_1', 'relu_1', 'output')]
+        """
+        found: list[SavedTensor] = []
+        seen: set[tuple[str, ...]] = set()
+        for row in self.rows:
+            for position, spec in enumerate(row.saved):
+                if spec.role == "input" and row.inputs:
+                    owner = self.storage_owner(row.inputs[0])
+                    key: tuple[str, ...] = (owner,)
+                elif spec.role == "output":
+                    owner = self.storage_owner(row.name)
+                    key = (owner,)
+                else:
+                    owner = row.name
+                    key = (owner, str(position))
+                if key not in seen:
+                    seen.add(key)
+                    found.append(SavedTensor(row.name, owner, spec))
+        return tuple(found)
+
     # -- numbers -----------------------------------------------------------------------
     def summary(self, **values: object) -> NetworkSummary:
         """Return the per-layer table and totals, with ``values`` substituted (by symbol name).
@@ -299,6 +516,13 @@ class Network:
                         f"for its window (output {describe_shape(row.output_shape)}). "
                         "Use a larger input, more padding, or a smaller kernel."
                     )
+            if isinstance(row.layer, Merge):
+                try:
+                    row.layer.merged_shape(row.input_shapes)
+                except ShapeError as error:
+                    raise type(error)(
+                        f"layer {row.index} of {self.name!r}: for {_values_text(values)}: {error}"
+                    ) from None
         return NetworkSummary(self.name, rows)
 
     def evaluate(self, **values: object) -> NetworkSummary:
@@ -352,6 +576,9 @@ class NetworkSummary:
         1  dense_1  Dense  3       (2, 3)             12       3            6
         total                                         12       3            6
         parameters: 15; activations exclude the input.
+
+        In a network with shortcuts or merges, a layer that does not read the
+        row above it says what it reads in its config (``from x, conv``).
         """
         header = (
             "#",
@@ -368,13 +595,13 @@ class NetworkSummary:
                 str(r.index),
                 r.name,
                 r.layer.kind,
-                r.layer.describe(),
+                _config_text(r, previous),
                 describe_shape(r.output_shape),
                 _count_text(r.weights),
                 _count_text(r.biases),
                 _count_text(r.activations if r.index else elements(r.output_shape)),
             )
-            for r in self.rows
+            for r, previous in zip(self.rows, (None, *self.rows[:-1]), strict=True)
         ]
         total = (
             "total",
@@ -414,6 +641,20 @@ def _total_line(total: tuple[str, ...], widths: list[int]) -> str:
     return ("total".ljust(prefix_width) + numbers).rstrip()
 
 
+def _is_sequential(rows: Sequence[LayerRow]) -> bool:
+    return all(
+        row.inputs == (previous.name,) for previous, row in zip(rows, rows[1:], strict=False)
+    )
+
+
+def _config_text(row: LayerRow, previous: LayerRow | None) -> str:
+    text = row.layer.describe()
+    if previous is None or row.inputs == (previous.name,):
+        return text
+    reads = f"from {', '.join(row.inputs)}"
+    return f"{text}; {reads}" if text else reads
+
+
 def _count_text(value: sp.Expr) -> str:
     value = sp.sympify(value)
     return str(int(value)) if value.is_Integer else str(value)
@@ -429,7 +670,10 @@ def _named(layers: list[Layer]) -> Iterator[Layer]:
         name for name, n in Counter(layer.name for layer in layers if layer.name).items() if n > 1
     ]
     if duplicates:
-        raise ValueError(f"layer names must be unique; repeated: {', '.join(duplicates)}")
+        raise ShapeError(
+            f"layer names must be unique; repeated: {', '.join(duplicates)}. Rename one, or leave "
+            "it unnamed to get an automatic name."
+        )
     counters: Counter[str] = Counter()
     for layer in layers:
         if layer.name:

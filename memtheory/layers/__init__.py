@@ -12,37 +12,62 @@ Examples
 """
 
 from memtheory.layers.activations import ELU, GELU, LeakyReLU, ReLU, Sigmoid, SiLU, Tanh
+from memtheory.layers.adaptive_pooling import AdaptiveAvgPool2d
+from memtheory.layers.attention import MultiHeadAttention
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
 from memtheory.layers.conv import Conv2d
 from memtheory.layers.core import Dense, Flatten, Input, Linear
+from memtheory.layers.embedding import (
+    Embedding,
+    PositionEmbedding,
+    TokenTypeEmbedding,
+    Unembedding,
+)
+from memtheory.layers.layer_norm import LayerNorm
+from memtheory.layers.merge import Add, Concat, Merge
 from memtheory.layers.normalization import BatchNorm2d
 from memtheory.layers.pooling import AvgPool2d, MaxPool2d
+from memtheory.layers.recurrent import GRU, LSTM
 from memtheory.layers.regularization import Dropout
+from memtheory.layers.sequence import SelectToken
 from memtheory.layers.softmax import CrossEntropyLoss, LogSoftmax, Softmax
 
 __all__ = [
     "ELU",
     "GELU",
+    "GRU",
+    "LSTM",
+    "AdaptiveAvgPool2d",
+    "Add",
     "AvgPool2d",
     "BatchNorm2d",
+    "Concat",
     "Conv2d",
     "CrossEntropyLoss",
     "Dense",
     "Dropout",
+    "Embedding",
     "Flatten",
     "Input",
     "Layer",
+    "LayerNorm",
     "LeakyReLU",
     "Linear",
     "LogSoftmax",
     "MaxPool2d",
+    "Merge",
+    "MultiHeadAttention",
+    "PositionEmbedding",
     "ReLU",
+    "SelectToken",
     "Shape",
     "SiLU",
     "Sigmoid",
     "Softmax",
     "Tanh",
     "TensorSpec",
+    "TokenTypeEmbedding",
+    "Unembedding",
     "describe_shape",
     "elements",
 ]

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.layers.base import Layer, Shape, TensorSpec, elements
+from memtheory.errors import RankError
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
 from memtheory.symbols import B
 
 __all__ = ["Dense", "Flatten", "Input", "Linear"]
@@ -100,6 +101,11 @@ class Dense(Layer):
     Parameters: :math:`n_\text{in} n_\text{out}` weights and :math:`n_\text{out}`
     biases. Derived in the book's chapter "Counting parameters".
 
+    The input is ``(batch, features)``, or a sequence ``(batch, sequence,
+    features)``: as PyTorch's ``Linear``, the layer then acts on the last
+    dimension of every position. An image-shaped 4-D input is refused: insert
+    :class:`Flatten` first.
+
     Parameters
     ----------
     units : size
@@ -115,26 +121,42 @@ class Dense(Layer):
     >>> fc = Dense(500)
     >>> fc.output_shape((B, 9216)), fc.weight_count((B, 9216)), fc.bias_count((B, 9216))
     ((B, 500), 4608000, 500)
+    >>> from memtheory.symbols import S
+    >>> Dense(3072).output_shape((B, S, 768))
+    (B, S, 3072)
     """
 
     units: SizeLike
     bias: bool = True
     name: str | None = None
     kind = "Dense"
-    input_rank = 2
+    input_rank = 2  # the usual rank; check_input also accepts a 3-D sequence
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "units", as_size(self.units, "units", self.label))
 
+    def check_input(self, input_shape: Shape) -> None:
+        """Raise :class:`RankError` unless the input is 2-D, or a 3-D sequence."""
+        if len(input_shape) in (2, 3):
+            return
+        fix = (
+            "Insert Flatten() before it." if len(input_shape) > 3 else "Check the layers before it."
+        )
+        raise RankError(
+            f"{self.label}: needs a 2-D input (batch, features) or a 3-D sequence "
+            f"(batch, sequence, features), got {len(input_shape)}-D "
+            f"{describe_shape(tuple(input_shape))}. {fix}"
+        )
+
     def output_shape(self, input_shape: Shape) -> Shape:
-        """Return ``(batch, units)``."""
+        """Return ``(batch, units)``, or ``(batch, sequence, units)`` for a sequence."""
         self.check_input(input_shape)
-        return (input_shape[0], self.units)
+        return (*input_shape[:-1], self.units)
 
     def weight_count(self, input_shape: Shape) -> sp.Expr:
         """``in_features * units``."""
         self.check_input(input_shape)
-        return input_shape[1] * self.units
+        return input_shape[-1] * self.units
 
     def bias_count(self, input_shape: Shape) -> sp.Expr:
         """``units`` if the layer has a bias."""

@@ -1,0 +1,51 @@
+"""Adaptive average pooling: a fixed output size whatever the input size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memtheory._validation import SizeLike, as_pair
+from memtheory.layers.base import Layer, Shape, TensorSpec
+
+__all__ = ["AdaptiveAvgPool2d"]
+
+
+@dataclass(frozen=True)
+class AdaptiveAvgPool2d(Layer):
+    """Average pooling to ``output_size`` positions per channel (ResNet's global pooling).
+
+    Parameters
+    ----------
+    output_size : size or (height, width), default 1
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> AdaptiveAvgPool2d().output_shape((B, 2048, H, H))
+    (B, 2048, 1, 1)
+    """
+
+    output_size: SizeLike | tuple[SizeLike, SizeLike] = 1
+    name: str | None = None
+    kind = "AdaptiveAvgPool2d"
+    input_rank = 4
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "output_size", as_pair(self.output_size, "output_size", self.label)
+        )
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return ``(batch, channels, *output_size)``."""
+        self.check_input(input_shape)
+        return (input_shape[0], input_shape[1], *self.output_size)  # type: ignore[misc]
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """PyTorch's autograd keeps the input (its backward reads the input's shape from it)."""
+        return (TensorSpec("input", tuple(input_shape)),)
+
+    def describe(self) -> str:
+        """Describe the output size."""
+        height, width = self.output_size  # type: ignore[misc]
+        return f"{height}x{width}"

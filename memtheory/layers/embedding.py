@@ -1,0 +1,234 @@
+"""Embeddings: token ids to vectors, learned position and segment vectors, and the way back.
+
+Token ids are whole numbers: an :class:`Embedding` keeps them (as int64) for
+its backward pass, which adds each position's gradient into the row of its
+token. Derived in the book's chapter "Transformers".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from memtheory._validation import SizeLike, as_size
+from memtheory.dtypes import dtype
+from memtheory.errors import RankError, ShapeError
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+
+__all__ = ["Embedding", "PositionEmbedding", "TokenTypeEmbedding", "Unembedding"]
+
+
+def _check_sequence(layer: Layer, input_shape: Shape) -> None:
+    if len(input_shape) != 3:
+        raise RankError(
+            f"{layer.label}: needs a 3-D input (batch, sequence, features), got "
+            f"{len(input_shape)}-D {describe_shape(tuple(input_shape))}. Put it after an "
+            "Embedding of the token ids."
+        )
+
+
+@dataclass(frozen=True)
+class Embedding(Layer):
+    """A lookup table: each token id selects one row of ``num_embeddings x embedding_dim``.
+
+    Parameters
+    ----------
+    num_embeddings : size
+        Vocabulary size.
+    embedding_dim : size
+        Width of each vector.
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> wte = Embedding(50257, 768)
+    >>> wte.output_shape((B, S)), wte.parameter_count((B, S))
+    ((B, S, 768), 38597376)
+    >>> [(t.role, t.dtype.name) for t in wte.saved_for_backward((B, S))]
+    [('input', 'int64')]
+    """
+
+    num_embeddings: SizeLike
+    embedding_dim: SizeLike
+    name: str | None = None
+    kind = "Embedding"
+
+    def __post_init__(self) -> None:
+        owner = self.label
+        object.__setattr__(
+            self, "num_embeddings", as_size(self.num_embeddings, "num_embeddings", owner)
+        )
+        object.__setattr__(
+            self, "embedding_dim", as_size(self.embedding_dim, "embedding_dim", owner)
+        )
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the ids' shape with a feature dimension appended."""
+        if len(input_shape) < 1:
+            raise RankError(f"{self.label}: needs token ids with a batch dimension, got a scalar.")
+        return (*input_shape, self.embedding_dim)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """``num_embeddings * embedding_dim``."""
+        return self.num_embeddings * self.embedding_dim
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the int64 token ids (its input)."""
+        return (TensorSpec("input", tuple(input_shape), dtype("int64")),)
+
+    def describe(self) -> str:
+        """Vocabulary x width."""
+        return f"{self.num_embeddings}x{self.embedding_dim}"
+
+
+@dataclass(frozen=True)
+class _AddedEmbedding(Layer):
+    """A learned table whose rows are added to a ``(batch, sequence, features)`` input."""
+
+    num_embeddings: SizeLike
+    inplace: bool = False
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "num_embeddings", as_size(self.num_embeddings, "num_embeddings", self.label)
+        )
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the input shape unchanged."""
+        _check_sequence(self, input_shape)
+        return tuple(input_shape)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """``num_embeddings * features``."""
+        _check_sequence(self, input_shape)
+        return self.num_embeddings * input_shape[-1]
+
+    def stores_output(self) -> bool:
+        """Return False when the rows are added in place."""
+        return not self.inplace
+
+    def describe(self) -> str:
+        """Table size, and whether it adds in place."""
+        return f"{self.num_embeddings}" + (", in place" if self.inplace else "")
+
+
+@dataclass(frozen=True)
+class PositionEmbedding(_AddedEmbedding):
+    """Learned position vectors (GPT-2's ``wpe``, BERT's ``position_embeddings``), added.
+
+    Parameters
+    ----------
+    num_embeddings : size
+        The longest sequence it has a row for (``n_positions``).
+    inplace : bool, default False
+        BERT adds them in place (``embeddings += position_embeddings``).
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> PositionEmbedding(1024).parameter_count((B, S, 768))
+    786432
+    >>> PositionEmbedding(1024, name="wpe").output_shape((B, 2048, 768))
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.ShapeError: PositionEmbedding 'wpe': sequences of 2048 positions ...
+    """
+
+    kind = "PositionEmbedding"
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the input shape; refuse a sequence longer than the table."""
+        shape = super().output_shape(input_shape)
+        if sp.sympify(shape[1] > self.num_embeddings) is sp.true:
+            raise ShapeError(
+                f"{self.label}: sequences of {shape[1]} positions need more than its "
+                f"{self.num_embeddings} position rows. Use sequences of at most "
+                f"{self.num_embeddings} tokens."
+            )
+        return shape
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the int64 position ids, one per position (shared by the batch)."""
+        return (TensorSpec("indices", (input_shape[1],), dtype("int64")),)
+
+
+@dataclass(frozen=True)
+class TokenTypeEmbedding(_AddedEmbedding):
+    """Learned segment vectors (BERT's ``token_type_embeddings``), added per token.
+
+    Parameters
+    ----------
+    num_embeddings : size
+        Number of segment types (2 in BERT).
+    inplace : bool, default False
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> TokenTypeEmbedding(2).parameter_count((B, S, 768))
+    1536
+    """
+
+    kind = "TokenTypeEmbedding"
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the int64 segment id of every token."""
+        return (TensorSpec("indices", tuple(input_shape[:2]), dtype("int64")),)
+
+
+@dataclass(frozen=True)
+class Unembedding(Layer):
+    """The output projection of a language model: features to one logit per vocabulary entry.
+
+    GPT-2's ``lm_head`` reuses the token embedding matrix (``tied=True``), so it
+    adds no parameters; untied, it has ``features * vocabulary`` weights.
+
+    Parameters
+    ----------
+    num_embeddings : size
+        Vocabulary size.
+    tied : bool, default True
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> head = Unembedding(50257)
+    >>> head.output_shape((B, S, 768)), head.parameter_count((B, S, 768))
+    ((B, S, 50257), 0)
+    >>> Unembedding(50257, tied=False).parameter_count((B, S, 768))
+    38597376
+    """
+
+    num_embeddings: SizeLike
+    tied: bool = True
+    name: str | None = None
+    kind = "Unembedding"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "num_embeddings", as_size(self.num_embeddings, "num_embeddings", self.label)
+        )
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return ``(batch, sequence, vocabulary)``."""
+        _check_sequence(self, input_shape)
+        return (*input_shape[:-1], self.num_embeddings)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """None when tied to the token embedding; ``features * vocabulary`` otherwise."""
+        _check_sequence(self, input_shape)
+        return sp.Integer(0) if self.tied else input_shape[-1] * self.num_embeddings
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Its input (for the weight gradient)."""
+        return (TensorSpec("input", tuple(input_shape)),)
+
+    def describe(self) -> str:
+        """Vocabulary, and whether the matrix is tied."""
+        return f"{self.num_embeddings}" + (", tied" if self.tied else "")

@@ -1,0 +1,83 @@
+"""Layer normalisation: each position normalised over its features."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from memtheory.dtypes import dtype
+from memtheory.errors import RankError
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+
+__all__ = ["LayerNorm"]
+
+
+@dataclass(frozen=True)
+class LayerNorm(Layer):
+    """Layer normalisation over the last dimension, as ``torch.nn.LayerNorm(features)``.
+
+    With ``elementwise_affine`` it learns a scale per feature and (with
+    ``bias``) a shift per feature: :math:`2D` parameters for :math:`D`
+    features. Training keeps its input and, per position, the mean and the
+    inverse standard deviation in fp32 (PyTorch computes them in fp32 even for
+    16-bit inputs).
+
+    Parameters
+    ----------
+    elementwise_affine : bool, default True
+    bias : bool, default True
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> ln = LayerNorm()
+    >>> ln.output_shape((B, S, 768)), ln.parameter_count((B, S, 768))
+    ((B, S, 768), 1536)
+    >>> [(t.role, t.shape) for t in ln.saved_for_backward((B, S, 768))]
+    [('input', (B, S, 768)), ('statistics', (B, S)), ('statistics', (B, S))]
+    """
+
+    elementwise_affine: bool = True
+    bias: bool = True
+    name: str | None = None
+    kind = "LayerNorm"
+
+    def check_input(self, input_shape: Shape) -> None:
+        """Raise :class:`RankError` for an input without features beside the batch."""
+        if len(input_shape) < 2:
+            raise RankError(
+                f"{self.label}: needs at least a 2-D input (batch, ..., features), got "
+                f"{len(input_shape)}-D {describe_shape(tuple(input_shape))}. "
+                "Check the layers before it."
+            )
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the input shape unchanged."""
+        self.check_input(input_shape)
+        return tuple(input_shape)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """One scale per feature, if affine."""
+        self.check_input(input_shape)
+        return input_shape[-1] if self.elementwise_affine else sp.Integer(0)
+
+    def bias_count(self, input_shape: Shape) -> sp.Expr:
+        """One shift per feature, if affine with a bias."""
+        return input_shape[-1] if self.elementwise_affine and self.bias else sp.Integer(0)
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Its input, and the fp32 mean and inverse std of every position."""
+        positions = tuple(input_shape[:-1])
+        return (
+            TensorSpec("input", tuple(input_shape)),
+            TensorSpec("statistics", positions, dtype("fp32")),
+            TensorSpec("statistics", positions, dtype("fp32")),
+        )
+
+    def describe(self) -> str:
+        """``no affine`` or ``no bias`` when they are off."""
+        if not self.elementwise_affine:
+            return "no affine"
+        return "" if self.bias else "no bias"

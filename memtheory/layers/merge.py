@@ -1,0 +1,150 @@
+"""Merge layers: combine the outputs of several earlier layers (residual sums, concatenation).
+
+A merge layer reads two or more tensors, so in a
+:class:`~memtheory.network.Network` it is wrapped in a
+:class:`~memtheory.network.Node` naming what it reads. Its formulas take the
+tuple of input shapes; the single-shape methods every layer has treat one
+shape as a merge of one tensor (which changes nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from memtheory._validation import as_size
+from memtheory.errors import ShapeError
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+
+__all__ = ["Add", "Concat", "Merge"]
+
+
+class Merge(Layer):
+    """Base of layers that read several inputs; they have no parameters."""
+
+    def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
+        """Return the output shape for these input shapes, or raise :class:`ShapeError`."""
+        raise NotImplementedError
+
+    def merged_saved_for_backward(self, input_shapes: tuple[Shape, ...]) -> tuple[TensorSpec, ...]:
+        """Return the tensors the backward pass keeps: none for a sum or a concatenation."""
+        return ()
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the output shape of a merge of one tensor: its shape."""
+        return self.merged_shape((tuple(input_shape),))
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return what a merge of one tensor keeps."""
+        return self.merged_saved_for_backward((tuple(input_shape),))
+
+
+def _known_different(first: sp.Expr, second: sp.Expr) -> bool:
+    """Whether two sizes are provably different (numbers, or a nonzero numeric gap)."""
+    gap = sp.expand(sp.sympify(first) - sp.sympify(second))
+    return bool(gap.is_number and gap != 0)
+
+
+@dataclass(frozen=True)
+class Add(Merge):
+    """Element-wise sum of tensors of one shape: a residual connection.
+
+    The backward pass of a sum needs nothing but the incoming gradient. With
+    ``inplace=True`` (torchvision's ``out += identity``) the sum is written into
+    the first input's storage and creates no new activation memory.
+
+    Sizes that are numbers must agree; symbolic sizes that sympy cannot prove
+    equal are accepted here and checked again when the network is evaluated.
+
+    Parameters
+    ----------
+    inplace : bool, default False
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> Add().merged_shape(((B, 64, 56, 56), (B, 64, 56, 56)))
+    (B, 64, 56, 56)
+    >>> Add(name="add").merged_shape(((B, 64, 56, 56), (B, 256, 56, 56)))
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.ShapeError: Add 'add': cannot add shapes (B, 64, 56, 56) and ...
+    """
+
+    inplace: bool = False
+    name: str | None = None
+    kind = "Add"
+
+    def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
+        """Return the common shape of the inputs."""
+        first = tuple(input_shapes[0])
+        for other in input_shapes[1:]:
+            if len(other) != len(first) or any(
+                _known_different(a, b) for a, b in zip(first, other, strict=True)
+            ):
+                raise ShapeError(
+                    f"{self.label}: cannot add shapes {describe_shape(first)} and "
+                    f"{describe_shape(tuple(other))}; a sum needs equal shapes. Give the shortcut "
+                    "a projection (a 1x1 Conv2d or a Dense) to match them."
+                )
+        return first
+
+    def stores_output(self) -> bool:
+        """Return False when in place: the sum overwrites the first input."""
+        return not self.inplace
+
+    def describe(self) -> str:
+        """``in place`` when it is."""
+        return "in place" if self.inplace else ""
+
+
+@dataclass(frozen=True)
+class Concat(Merge):
+    """Concatenation along one dimension (channels by default), as ``torch.cat``.
+
+    Parameters
+    ----------
+    dim : int, default 1
+        The dimension to join along, counting the batch as 0.
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> Concat().merged_shape(((B, 64, 28, 28), (B, 32, 28, 28)))
+    (B, 96, 28, 28)
+    """
+
+    dim: int = 1
+    name: str | None = None
+    kind = "Concat"
+
+    def __post_init__(self) -> None:
+        as_size(self.dim, "dim", self.label, minimum=1)
+
+    def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
+        """Return the inputs' common shape with dimension ``dim`` summed."""
+        first = tuple(input_shapes[0])
+        if self.dim >= len(first):
+            raise ShapeError(
+                f"{self.label}: dim {self.dim} does not exist in {describe_shape(first)}."
+            )
+        for other in input_shapes[1:]:
+            mismatch = len(other) != len(first) or any(
+                i != self.dim and _known_different(a, b)
+                for i, (a, b) in enumerate(zip(first, other, strict=True))
+            )
+            if mismatch:
+                raise ShapeError(
+                    f"{self.label}: cannot concatenate {describe_shape(first)} and "
+                    f"{describe_shape(tuple(other))} along dim {self.dim}; every other "
+                    "dimension must agree."
+                )
+        joined = sp.Add(*(shape[self.dim] for shape in input_shapes))
+        return (*first[: self.dim], joined, *first[self.dim + 1 :])
+
+    def describe(self) -> str:
+        """Describe the dimension joined along."""
+        return f"dim {self.dim}"

@@ -1,0 +1,140 @@
+r"""Recurrent layers (LSTM, GRU): one cell unrolled over every step of a sequence.
+
+A cell with :math:`g` gates (LSTM 4, GRU 3), :math:`F` input features and
+:math:`H` hidden units has :math:`g(HF + H^2)` weights and, as in PyTorch,
+two bias vectors :math:`g \cdot 2H`. Unrolled over :math:`S` steps, training
+keeps each step's gate activations and states: memory linear in :math:`S`.
+What is kept follows PyTorch's fused cells (``_thnn_fused_lstm_cell``,
+``_thnn_fused_gru_cell``). Derived in the book's chapter "Transformers".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import sympy as sp
+
+from memtheory._validation import SizeLike, as_size
+from memtheory.errors import RankError
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
+
+__all__ = ["GRU", "LSTM"]
+
+
+@dataclass(frozen=True)
+class _Recurrent(Layer):
+    hidden_size: SizeLike
+    bias: bool = True
+    name: str | None = None
+    gates: ClassVar[int] = 1
+    input_rank = 3
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "hidden_size", as_size(self.hidden_size, "hidden_size", self.label)
+        )
+
+    def check_input(self, input_shape: Shape) -> None:
+        """Raise :class:`RankError` unless the input is ``(batch, sequence, features)``."""
+        if len(input_shape) != 3:
+            raise RankError(
+                f"{self.label}: needs a 3-D input (batch, sequence, features) (batch first), "
+                f"got {len(input_shape)}-D {describe_shape(tuple(input_shape))}."
+            )
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return ``(batch, sequence, hidden_size)``: the hidden state of every step."""
+        self.check_input(input_shape)
+        return (input_shape[0], input_shape[1], self.hidden_size)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """Input-to-hidden and hidden-to-hidden weights of every gate."""
+        self.check_input(input_shape)
+        hidden = self.hidden_size
+        return self.gates * hidden * (input_shape[-1] + hidden)
+
+    def bias_count(self, input_shape: Shape) -> sp.Expr:
+        """PyTorch's two bias vectors (``b_ih`` and ``b_hh``) of every gate."""
+        return 2 * self.gates * self.hidden_size if self.bias else sp.Integer(0)
+
+    def _kept_per_step(self) -> tuple[sp.Expr, ...]:
+        raise NotImplementedError
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Its input, the per-step cell tensors, and its output (each step's hidden state)."""
+        batch, steps = input_shape[0], input_shape[1]
+        return (
+            TensorSpec("input", tuple(input_shape)),
+            *(TensorSpec("intermediate", (batch, steps, size)) for size in self._kept_per_step()),
+            TensorSpec("output", self.output_shape(input_shape)),
+        )
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Count the output and the per-step cell tensors."""
+        batch, steps = input_shape[0], input_shape[1]
+        kept = sp.Add(*(batch * steps * size for size in self._kept_per_step()))
+        return elements(self.output_shape(input_shape)) + kept
+
+    def describe(self) -> str:
+        """Hidden units."""
+        return f"{self.hidden_size}" + ("" if self.bias else ", no bias")
+
+
+@dataclass(frozen=True)
+class LSTM(_Recurrent):
+    """Long short-term memory, one layer, batch first.
+
+    Each step keeps its four activated gates (input, forget, cell, output:
+    :math:`4H`) and its cell state (:math:`H`); its hidden state is the output.
+
+    Parameters
+    ----------
+    hidden_size : size
+    bias : bool, default True
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> lstm = LSTM(256)
+    >>> lstm.parameter_count((B, S, 128))
+    395264
+    >>> lstm.activation_count((B, S, 128))
+    1536*B*S
+    """
+
+    kind = "LSTM"
+    gates = 4
+
+    def _kept_per_step(self) -> tuple[sp.Expr, ...]:
+        hidden = self.hidden_size
+        return (4 * hidden, hidden)  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class GRU(_Recurrent):
+    r"""Gated recurrent unit, one layer, batch first.
+
+    Each step keeps PyTorch's fused-cell workspace of :math:`5H`: the reset and
+    update gates, the candidate state, the hidden part of the candidate's
+    pre-activation, and a copy of the previous hidden state.
+
+    Parameters
+    ----------
+    hidden_size : size
+    bias : bool, default True
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> GRU(256).parameter_count((B, S, 128))
+    296448
+    """
+
+    kind = "GRU"
+    gates = 3
+
+    def _kept_per_step(self) -> tuple[sp.Expr, ...]:
+        return (5 * self.hidden_size,)  # type: ignore[operator]

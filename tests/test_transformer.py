@@ -1,0 +1,139 @@
+"""Sequence layers: embeddings, layer norm, attention (with and without s^2 tensors), LSTM, GRU."""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+
+import memtheory.layers as ml
+from memtheory.errors import InvalidSizeError, RankError, ShapeError
+from memtheory.layers.base import elements
+from memtheory.network import Network
+from memtheory.symbols import B, D, S, size_symbol
+
+a = size_symbol("a")
+
+
+def test_attention_parameters_are_four_projections():
+    """Query, key, value and output projections: 4h^2 weights and 4h biases (Vaswani et al.)."""
+    attention = ml.MultiHeadAttention(a)
+    assert sp.simplify(attention.weight_count((B, S, D)) - 4 * D**2) == 0
+    assert sp.simplify(attention.bias_count((B, S, D)) - 4 * D) == 0
+
+
+def test_grouped_query_attention_shrinks_key_and_value_projections():
+    """With 8 query heads of 64 sharing 2 key/value heads, K and V project to 128, not 512."""
+    attention = ml.MultiHeadAttention(8, kv_heads=2)
+    assert attention.weight_count((B, S, 512)) == 512 * 512 * 2 + 2 * 512 * 128
+    assert [t.shape for t in attention.cache_tensors((B, S, 512))] == [(B, 2, S, 64)] * 2
+
+
+def test_attention_keeps_the_s_squared_tensors_unless_flash():
+    """Standard attention keeps P, its mask and the dropped P (a x s x s each); flash none."""
+    standard = ml.MultiHeadAttention(a, dropout=0.1).saved_for_backward((B, S, D))
+    flash = ml.MultiHeadAttention(a, dropout=0.1, flash=True).saved_for_backward((B, S, D))
+    square = (B, a, S, S)
+    assert [t.role for t in standard if t.shape == square] == [
+        "intermediate",
+        "mask",
+        "intermediate",
+    ]
+    assert not [t for t in flash if t.shape == square]
+    assert [t.dtype.name for t in standard if t.role == "mask"] == ["bool"]
+
+
+def test_attention_without_dropout_keeps_no_mask():
+    """Attention dropout 0 keeps the softmax output only: one a x s x s tensor."""
+    saved = ml.MultiHeadAttention(4).saved_for_backward((B, S, 64))
+    assert [t.role for t in saved if t.shape == (B, 4, S, S)] == ["intermediate"]
+
+
+def test_attention_activation_count_lists_its_new_tensors():
+    """Activations: Q, K, V, P (twice with dropout), heads' output and output: 5sbh + 2as^2b."""
+    count = ml.MultiHeadAttention(a, dropout=0.1).activation_count((B, S, D))
+    assert sp.simplify(count - (5 * B * S * D + 2 * a * B * S**2)) == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "words"),
+    [
+        (lambda: ml.MultiHeadAttention(12).output_shape((B, 770)), RankError, ("3-D", "Embedding")),
+        (lambda: ml.MultiHeadAttention(12).width((B, S, 770)), ShapeError, ("770", "head_dim")),
+        (lambda: ml.MultiHeadAttention(8, kv_heads=3), InvalidSizeError, ("kv_heads", "divide")),
+        (lambda: ml.MultiHeadAttention(8, dropout=1.0), InvalidSizeError, ("[0, 1)",)),
+    ],
+)
+def test_attention_mistakes_are_explained(make, error, words):
+    """Bad attention inputs or hyperparameters raise errors naming the fix."""
+    with pytest.raises(error) as caught:
+        make()
+    for word in words:
+        assert word in str(caught.value)
+
+
+def test_layer_norm_has_a_scale_and_shift_per_feature_and_fp32_statistics():
+    """LayerNorm(h): 2h parameters; keeps its input and two fp32 values per position."""
+    norm = ml.LayerNorm()
+    assert norm.parameter_count((B, S, D)) == 2 * D
+    stats = [t for t in norm.saved_for_backward((B, S, D)) if t.role == "statistics"]
+    assert [(t.shape, t.dtype.bytes) for t in stats] == [((B, S), 4), ((B, S), 4)]
+    assert ml.LayerNorm(elementwise_affine=False).parameter_count((B, S, D)) == 0
+
+
+def test_embedding_is_a_table_and_keeps_int64_ids():
+    """Embedding(V, h): V*h weights; keeps the token ids as int64 (8 bytes each)."""
+    net = Network([ml.Input((S,)), ml.Embedding(1000, 64)])
+    assert net.parameter_count == 64_000
+    assert net.output_shape == (B, S, 64)
+    (ids,) = net.saved_tensors()
+    assert (ids.owner, ids.spec.dtype.bytes, ids.spec.shape) == ("input", 8, (B, S))
+
+
+def test_position_embedding_refuses_too_long_a_sequence():
+    """A learned table of 512 positions cannot embed 513 tokens."""
+    with pytest.raises(ShapeError, match="at most 512"):
+        Network([ml.Input((513,)), ml.Embedding(10, 8), ml.PositionEmbedding(512)])
+
+
+def test_tied_unembedding_adds_no_parameters():
+    """GPT-2's lm_head reuses the token embedding: 0 parameters tied, V*h untied."""
+    assert ml.Unembedding(50257).parameter_count((B, S, 768)) == 0
+    assert ml.Unembedding(50257, tied=False).parameter_count((B, S, 768)) == 50257 * 768
+
+
+def test_select_token_is_a_view():
+    """Taking the [CLS] vector creates no memory and keeps nothing."""
+    token = ml.SelectToken()
+    assert token.output_shape((B, S, 768)) == (B, 768)
+    assert token.activation_count((B, S, 768)) == 0
+    assert token.saved_for_backward((B, S, 768)) == ()
+
+
+@pytest.mark.parametrize(("layer", "gates"), [(ml.LSTM, 4), (ml.GRU, 3)])
+def test_recurrent_parameters_follow_pytorchs_formula(layer, gates):
+    """torch.nn.LSTM/GRU docs: weight_ih g*H x F, weight_hh g*H x H, b_ih and b_hh of g*H."""
+    hidden, features = size_symbol("Hh"), size_symbol("F")
+    count = layer(hidden).parameter_count((B, S, features))
+    expected = gates * hidden * features + gates * hidden * hidden + 2 * gates * hidden
+    assert sp.expand(count - expected) == 0
+
+
+@pytest.mark.parametrize(("layer", "per_step"), [(ml.LSTM(32), 6 * 32), (ml.GRU(32), 6 * 32)])
+def test_recurrent_memory_grows_linearly_with_the_sequence(layer, per_step):
+    """Unrolled over S steps, a cell keeps the same per-step tensors: memory linear in S."""
+    count = layer.activation_count((B, S, 16))
+    assert sp.expand(count - per_step * B * S) == 0
+    assert sp.degree(count, S) == 1
+
+
+def test_recurrent_layers_need_a_sequence():
+    """An LSTM after Flatten (2-D) raises RankError asking for (batch, sequence, features)."""
+    with pytest.raises(RankError, match="sequence"):
+        Network([ml.Input((4, 4)), ml.Flatten(), ml.LSTM(8)])
+
+
+def test_adaptive_pooling_fixes_the_output_size():
+    """ResNet's global pooling gives 1x1 per channel whatever the input side."""
+    pool = ml.AdaptiveAvgPool2d()
+    assert pool.output_shape((B, 2048, 7, 7)) == (B, 2048, 1, 1)
+    assert elements(pool.output_shape((B, 2048, 13, 13))) == 2048 * B
