@@ -1,0 +1,279 @@
+"""The ``memtheory`` command: grade answer files, print questions, write answer templates.
+
+Usage::
+
+    memtheory grade answers.toml            # table on stdout, answers.result.json beside it
+    memtheory grade submissions/            # every *.toml: grades.json and grades.csv
+    memtheory grade answers.toml --set ch02 --seed 17 --json result.json --show-expected
+    memtheory questions --set ch02 --learner ada
+    memtheory template --set ch02 --learner ada -o answers.toml
+    memtheory sets
+    memtheory misconceptions
+
+Exit status: 0 when grading ran (whatever the score), 2 when it could not
+(no such file, an unreadable answer file, an unknown set, no exercise sets).
+
+Examples
+--------
+>>> main(["sets"])  # doctest: +ELLIPSIS
+ch01  Why memory runs out ...
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+from memtheory.exercises.errors import ExerciseError
+from memtheory.exercises.grading import grade_file, grade_folder
+from memtheory.exercises.loader import get_set, load_sets
+from memtheory.exercises.misconceptions import MISCONCEPTIONS
+from memtheory.exercises.report import write_atomic
+from memtheory.exercises.variants import resolve_seed
+
+__all__ = ["build_parser", "default_result_path", "main"]
+
+
+def default_result_path(answers: Path) -> Path:
+    """Where the result of an answer file goes by default: ``NAME.result.json`` beside it.
+
+    Examples
+    --------
+    >>> default_result_path(Path("work/answers.toml")).as_posix()
+    'work/answers.result.json'
+    """
+    return answers.with_name(f"{answers.stem}.result.json")
+
+
+def _set_ids(values: Sequence[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _chosen_sets(args: argparse.Namespace) -> list:
+    ids = _set_ids(args.set)
+    if ids:
+        return [get_set(s, args.sets) for s in ids]
+    return list(load_sets(args.sets).values())
+
+
+def _grade(args: argparse.Namespace) -> int:
+    target = Path(args.answers)
+    sets = _set_ids(args.set)
+    if target.is_dir():
+        summary = grade_folder(
+            target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
+        )
+        json_path = Path(args.json) if args.json else target / "grades.json"
+        csv_path = Path(args.csv) if args.csv else target / "grades.csv"
+        protected = [target / e.file for e in summary.entries]
+        write_atomic(json_path, summary.to_json(), protect=protected)
+        write_atomic(csv_path, summary.csv_text(), protect=protected)
+        if not args.quiet:
+            print(summary.table())
+        print(f"summary written to {json_path} and {csv_path}")
+        return 0
+    if not target.is_file():
+        print(f"memtheory grade: no such file or folder: {target}", file=sys.stderr)
+        return 2
+    report = grade_file(
+        target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
+    )
+    json_path = Path(args.json) if args.json else default_result_path(target)
+    write_atomic(json_path, report.to_json(), protect=[target])
+    if args.csv:
+        print(
+            "memtheory grade: --csv applies to a folder of answer files; ignored.", file=sys.stderr
+        )
+    if not args.quiet:
+        print(report.table())
+    print(f"result written to {json_path}")
+    return 0
+
+
+def _seed_for(args: argparse.Namespace) -> tuple[str | None, str]:
+    return resolve_seed(option=args.seed, learner=args.learner)
+
+
+def _questions(args: argparse.Namespace) -> int:
+    seed, source = _seed_for(args)
+    label = "the book's numbers" if seed is None else f"seed {seed} ({source})"
+    print(f"Questions for {label}.")
+    for exercise_set in _chosen_sets(args):
+        print(f"\n== {exercise_set.id}: {exercise_set.title} ==")
+        if exercise_set.intro:
+            print(textwrap.fill(exercise_set.intro, 88))
+        for variant in exercise_set.variants(seed):
+            points = variant.exercise.points
+            print(f"\n[{variant.id}] ({points} point{'s' if points > 1 else ''})")
+            for line in variant.question.splitlines():
+                print(
+                    textwrap.fill(
+                        line, 88, subsequent_indent="    " if line.startswith("  ") else ""
+                    )
+                )
+    return 0
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _template(args: argparse.Namespace) -> int:
+    seed, source = _seed_for(args)
+    lines = [
+        "# memtheory answers: write each answer between the quotes, then run",
+        "#   memtheory grade FILE",
+    ]
+    if args.learner:
+        lines.append(f"learner = {_toml_string(args.learner)}")
+    if args.seed is not None:
+        lines.append(f"seed = {_toml_string(str(args.seed))}")
+    elif seed is None:
+        lines.append("# no learner and no seed: the questions use the book's numbers")
+    lines += ["", "[answers]"]
+    for exercise_set in _chosen_sets(args):
+        lines += ["", f"# ===== {exercise_set.id}: {exercise_set.title} ====="]
+        for variant in exercise_set.variants(seed):
+            lines.append("")
+            lines.append(f"# {variant.id} ({variant.exercise.points} point(s))")
+            for paragraph in variant.question.splitlines():
+                lines += [f"# {line}" for line in textwrap.wrap(paragraph, 86)] or ["#"]
+            answer = variant.kind.solution_text(variant.expected) if args.solutions else ""
+            lines.append(f"{_toml_string(variant.id)} = {_toml_string(answer)}")
+    text = "\n".join(lines) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    output = Path(args.output)
+    if output.exists():
+        print(
+            f"memtheory template: {output} exists; it is never overwritten. Choose another name.",
+            file=sys.stderr,
+        )
+        return 2
+    write_atomic(output, text)
+    print(
+        f"template written to {output} ({'reference solutions' if args.solutions else 'blank'}, "
+        f"{source} numbers)"
+    )
+    return 0
+
+
+def _sets(args: argparse.Namespace) -> int:
+    for exercise_set in load_sets(args.sets).values():
+        count = len(exercise_set.exercises)
+        print(
+            f"{exercise_set.id}  {exercise_set.title}  ({count} exercises, {exercise_set.points} "
+            f"points)"
+        )
+    return 0
+
+
+def _misconceptions(args: argparse.Namespace) -> int:
+    for entry in MISCONCEPTIONS.values():
+        print(f"{entry.name}: {entry.title}")
+        print(textwrap.fill(entry.hint, 88, initial_indent="    ", subsequent_indent="    "))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser of the ``memtheory`` command.
+
+    Examples
+    --------
+    >>> build_parser().parse_args(["grade", "answers.toml", "--set", "ch02"]).set
+    ['ch02']
+    """
+    parser = argparse.ArgumentParser(
+        prog="memtheory", description="Graded exercises on the memory of neural networks."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--sets",
+            metavar="DIR",
+            help="folder of exercise sets (default: $MEMTHEORY_EXERCISES, "
+            "else exercises/ of the checkout)",
+        )
+        sub.add_argument(
+            "--set", action="append", metavar="ID", help="only this set (repeat, or ch01,ch02)"
+        )
+
+    grade = commands.add_parser("grade", help="grade an answer file, or a folder of them")
+    grade.add_argument(
+        "answers", metavar="ANSWERS", help="an answer file (TOML) or a folder of *.toml"
+    )
+    common(grade)
+    grade.add_argument(
+        "--seed", help="seed of the variants (default: the file's seed, else from its learner)"
+    )
+    grade.add_argument(
+        "--json",
+        metavar="FILE",
+        help="where to write the JSON result "
+        "(default: ANSWERS.result.json; grades.json for a folder)",
+    )
+    grade.add_argument(
+        "--csv", metavar="FILE", help="for a folder: where to write the CSV (default: grades.csv)"
+    )
+    grade.add_argument("--show-expected", action="store_true", help="show the expected answers")
+    grade.add_argument(
+        "--quiet", action="store_true", help="print no table, only where the result went"
+    )
+    grade.set_defaults(run=_grade)
+
+    questions = commands.add_parser("questions", help="print the questions of a learner's variant")
+    common(questions)
+    questions.add_argument("--seed", help="seed of the variants")
+    questions.add_argument("--learner", help="learner id; the seed is derived from it")
+    questions.set_defaults(run=_questions)
+
+    template = commands.add_parser("template", help="write an answer file to fill in")
+    common(template)
+    template.add_argument("--seed", help="seed of the variants (written into the file)")
+    template.add_argument("--learner", help="learner id (written into the file)")
+    template.add_argument(
+        "--solutions", action="store_true", help="fill in the reference answers (for teachers)"
+    )
+    template.add_argument(
+        "-o", "--output", metavar="FILE", help="file to create (default: stdout); never overwritten"
+    )
+    template.set_defaults(run=_template)
+
+    sets = commands.add_parser("sets", help="list the exercise sets")
+    sets.add_argument("--sets", metavar="DIR", help="folder of exercise sets")
+    sets.set_defaults(run=_sets)
+
+    misconceptions = commands.add_parser(
+        "misconceptions", help="list the misconceptions the grader recognises"
+    )
+    misconceptions.set_defaults(run=_misconceptions)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``memtheory`` command; return its exit status.
+
+    Examples
+    --------
+    >>> main(["grade", "no/such/file.toml"])
+    2
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ExerciseError, ValueError, OSError) as error:
+        print(f"memtheory {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

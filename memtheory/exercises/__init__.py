@@ -1,0 +1,97 @@
+"""Graded exercises: exercise sets, a grader that names misconceptions, per-learner variants.
+
+Exercise sets live in the repository's ``exercises/`` folder, one module per
+book chapter; each exercise computes its answer with memtheory (nothing is
+typed in), and each learner gets their own numbers from a seed. A learner
+answers in a TOML file and runs ``memtheory grade answers.toml``, or checks
+one answer in a notebook:
+
+>>> from memtheory.exercises import check
+>>> check("ch02.q2", "896")
+ch02.q2: passed (1/1). Correct.
+>>> check("ch02.q2", "320").misconceptions
+('forgot_input_depth',)
+
+Modules
+-------
+``model``          exercises, sets, variants
+``kinds``          answer kinds: integer, quantity, number, expression, choice
+``parsing``        reading numbers, sizes and choices
+``expressions``    reading formulas safely, symbolic equivalence
+``reasoning``      the steps of a correct computation
+``misconceptions`` named mistakes, each a way to recompute an answer
+``variants``       seeds and the parameters they draw
+``loader``         finding and importing the sets
+``answers``        answer files (TOML)
+``grading``        grading answers, files and folders
+``report``         tables, JSON, CSV, atomic writes
+``check``          ``check()`` for notebooks
+``batch``          the largest batch that fits
+``numeric``        exact substitution and decimal text
+"""
+
+from memtheory.exercises.answers import AnswerFile, read_answer_file
+from memtheory.exercises.batch import largest_batch, largest_batch_formula
+from memtheory.exercises.check import CheckResult, check, question
+from memtheory.exercises.errors import (
+    AnswerFileError,
+    AnswerFormatError,
+    ExerciseDefinitionError,
+    ExerciseError,
+    ExerciseSetsNotFoundError,
+    UnknownExerciseError,
+)
+from memtheory.exercises.grading import grade_answers, grade_file, grade_folder, grade_variant
+from memtheory.exercises.kinds import AnswerKind, Choice, Expression, Integer, Number, Quantity
+from memtheory.exercises.loader import find_sets_dir, find_variant, get_set, load_sets
+from memtheory.exercises.misconceptions import MISCONCEPTIONS, Misconception, misconception
+from memtheory.exercises.model import Exercise, ExerciseSet, MistakenAnswer, Params, Variant
+from memtheory.exercises.numeric import at
+from memtheory.exercises.reasoning import CORRECT, Reasoning
+from memtheory.exercises.report import ExerciseResult, FolderSummary, GradeReport
+from memtheory.exercises.variants import seed_from_learner
+
+__all__ = [
+    "CORRECT",
+    "MISCONCEPTIONS",
+    "AnswerFile",
+    "AnswerFileError",
+    "AnswerFormatError",
+    "AnswerKind",
+    "CheckResult",
+    "Choice",
+    "Exercise",
+    "ExerciseDefinitionError",
+    "ExerciseError",
+    "ExerciseResult",
+    "ExerciseSet",
+    "ExerciseSetsNotFoundError",
+    "Expression",
+    "FolderSummary",
+    "GradeReport",
+    "Integer",
+    "Misconception",
+    "MistakenAnswer",
+    "Number",
+    "Params",
+    "Quantity",
+    "Reasoning",
+    "UnknownExerciseError",
+    "Variant",
+    "at",
+    "check",
+    "find_sets_dir",
+    "find_variant",
+    "get_set",
+    "grade_answers",
+    "grade_file",
+    "grade_folder",
+    "grade_variant",
+    "largest_batch",
+    "largest_batch_formula",
+    "load_sets",
+    "misconception",
+    "question",
+    "read_answer_file",
+    "seed_from_learner",
+]

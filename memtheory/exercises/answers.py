@@ -1,0 +1,159 @@
+"""Answer files: what a learner writes by hand.
+
+An answer file is TOML::
+
+    learner = "ada"          # optional: the variant's seed is derived from it
+    seed = 17                # optional: overrides the learner's seed
+    [answers]
+    "ch02.q1" = "78,500"
+    "ch02.q2" = 896
+    "ch01.q1" = "72.76 MiB"
+    "ch03.q5" = "floor((H - 3)/2) + 1"
+    "ch05.q3" = "b"
+
+Ids should be quoted (``"ch02.q1"``); unquoted dotted keys (``ch02.q1 = 5``)
+and tables (``[answers.ch02]`` with ``q1 = 5``) are read too. The file is
+only ever read: grading never changes it.
+
+Examples
+--------
+>>> document = parse_answer_document({"learner": "ada", "answers": {"ch02": {"q1": 78500}}})
+>>> document.learner, document.answers
+('ada', {'ch02.q1': 78500})
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memtheory.exercises.errors import AnswerFileError
+
+__all__ = ["AnswerFile", "parse_answer_document", "read_answer_file"]
+
+_SET_TABLE = re.compile(r"^ch\d+$", re.IGNORECASE)
+_KNOWN_KEYS = {"learner", "seed", "sets", "answers"}
+
+
+@dataclass(frozen=True)
+class AnswerFile:
+    """The contents of an answer file.
+
+    Attributes
+    ----------
+    path : str or None
+    learner : str or None
+    seed : str, int or None
+    sets : tuple of str or None
+        Sets named by the file's ``sets`` key, if any.
+    answers : dict
+        Answer by exercise id, as written (text or number).
+    notes : tuple of str
+        What was ignored, and why.
+    """
+
+    path: str | None
+    learner: str | None
+    seed: str | int | None
+    sets: tuple[str, ...] | None
+    answers: dict[str, object]
+    notes: tuple[str, ...] = field(default=())
+
+
+def _flatten(prefix: str, table: Mapping[str, object], out: dict[str, object]) -> None:
+    for key, value in table.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            _flatten(name, value, out)
+        else:
+            out[name] = value
+
+
+def parse_answer_document(data: Mapping[str, object], path: str | None = None) -> AnswerFile:
+    """Read the keys of a parsed answer file.
+
+    Raises
+    ------
+    AnswerFileError
+        If ``learner``, ``seed`` or ``sets`` has the wrong type, or ``answers`` is not a table.
+
+    Examples
+    --------
+    >>> parse_answer_document({"seed": [1]})
+    Traceback (most recent call last):
+    ...
+    memtheory.exercises.errors.AnswerFileError: answer file: seed must be a whole number ...
+    """
+    where = path or "answer file"
+    learner = data.get("learner")
+    if learner is not None and not isinstance(learner, str):
+        raise AnswerFileError(
+            f'{where}: learner must be text, e.g. learner = "ada"; got {learner!r}.'
+        )
+    seed = data.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | str)):
+        raise AnswerFileError(f"{where}: seed must be a whole number or text, got {seed!r}.")
+    sets = data.get("sets")
+    if sets is not None:
+        if isinstance(sets, str):
+            sets = [sets]
+        if not isinstance(sets, list) or not all(isinstance(s, str) for s in sets):
+            raise AnswerFileError(f'{where}: sets must be a list of set ids, e.g. sets = ["ch02"].')
+        sets = tuple(sets)
+    answers: dict[str, object] = {}
+    table = data.get("answers", {})
+    if not isinstance(table, Mapping):
+        raise AnswerFileError(
+            f'{where}: answers must be a table: a line [answers], then "ch02.q1" = ...'
+        )
+    _flatten("", table, answers)
+    notes = []
+    for key, value in data.items():
+        if key in _KNOWN_KEYS:
+            continue
+        if _SET_TABLE.match(key) and isinstance(value, Mapping):
+            _flatten(key, value, answers)
+        else:
+            notes.append(f"ignored the key {key!r} outside [answers]")
+    return AnswerFile(path, learner, seed, sets, answers, tuple(notes))
+
+
+def read_answer_file(path: str | os.PathLike[str]) -> AnswerFile:
+    r"""Read an answer file (TOML), without ever changing it.
+
+    Raises
+    ------
+    AnswerFileError
+        If the file cannot be read, is not UTF-8, or is not valid TOML.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> file = Path(tempfile.mkdtemp()) / "answers.toml"
+    >>> _ = file.write_text('learner = "ada"\n[answers]\n"ch02.q1" = "78,500"\n')
+    >>> read_answer_file(file).answers
+    {'ch02.q1': '78,500'}
+    """
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except OSError as error:
+        raise AnswerFileError(
+            f"cannot read the answer file {file}: {error.strerror or error}."
+        ) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise AnswerFileError(f"{file}: not UTF-8 text; save the answers as UTF-8.") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise AnswerFileError(
+            f"{file}: not valid TOML ({error}). "
+            'Write one answer per line, e.g. "ch02.q1" = "78,500".'
+        ) from None
+    return parse_answer_document(data, str(file))

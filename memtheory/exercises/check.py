@@ -1,0 +1,115 @@
+"""Checking one answer in a notebook, as otter-grader's ``check`` does.
+
+Examples
+--------
+>>> check("ch02.q1", "78,500")
+ch02.q1: passed (1/1). Correct.
+>>> result = check("ch02.q1", 78_400)
+>>> result.passed, result.misconceptions
+(False, ('forgot_bias',))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memtheory.exercises.grading import grade_variant
+from memtheory.exercises.loader import PathLike, find_variant
+from memtheory.exercises.report import ExerciseResult
+from memtheory.exercises.variants import SeedLike
+
+__all__ = ["CheckResult", "check", "question"]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What :func:`check` found: pass or fail, points, feedback; prints as one line.
+
+    Attributes
+    ----------
+    result : ExerciseResult
+    """
+
+    result: ExerciseResult
+
+    @property
+    def passed(self) -> bool:
+        """Whether the answer is right."""
+        return self.result.passed
+
+    @property
+    def score(self) -> int:
+        """Points earned."""
+        return self.result.score
+
+    @property
+    def points(self) -> int:
+        """Points available."""
+        return self.result.points
+
+    @property
+    def feedback(self) -> str:
+        """What to make of the answer."""
+        return self.result.feedback
+
+    @property
+    def misconceptions(self) -> tuple[str, ...]:
+        """Names of the misconceptions the answer matches."""
+        return self.result.misconceptions
+
+    def __str__(self) -> str:
+        verdict = "passed" if self.passed else "not passed"
+        return f"{self.result.id}: {verdict} ({self.score}/{self.points}). {self.feedback}"
+
+    __repr__ = __str__
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+def check(
+    exercise_id: str,
+    answer: object,
+    seed: SeedLike = None,
+    *,
+    sets_dir: PathLike | None = None,
+    show_expected: bool = False,
+) -> CheckResult:
+    """Grade one answer now: ``check("ch02.q3", answer)``.
+
+    Parameters
+    ----------
+    exercise_id : str
+        ``"ch02.q3"``.
+    answer : object
+        A number, text such as ``"22.9 MiB"``, a formula (text or sympy), or a letter.
+    seed : str, int or None
+        The variant (a learner id or number); ``None`` for the book's numbers.
+    sets_dir : path, optional
+        Folder of the exercise sets.
+    show_expected : bool
+        Put the expected answer in the result.
+
+    Returns
+    -------
+    CheckResult
+        Shown in a notebook as one line: pass or fail, points, feedback.
+
+    Examples
+    --------
+    >>> check("ch03.q1", 13)
+    ch03.q1: not passed (0/1). Not correct. This is the answer you get if you rounded ...
+    """
+    variant = find_variant(exercise_id, seed, sets_dir)
+    return CheckResult(grade_variant(variant, answer, show_expected=show_expected))
+
+
+def question(exercise_id: str, seed: SeedLike = None, *, sets_dir: PathLike | None = None) -> str:
+    """Return the question of one exercise, for ``seed`` (the book's numbers without one).
+
+    Examples
+    --------
+    >>> print(question("ch03.q1"))
+    A 2x2 max pooling with stride 2 ...
+    """
+    return find_variant(exercise_id, seed, sets_dir).question

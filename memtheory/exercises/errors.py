@@ -1,0 +1,54 @@
+"""The exceptions of the exercise package, one type per kind of problem.
+
+A learner's unreadable answer is an :class:`AnswerFormatError`: the grader
+reports it for that exercise and goes on. An unreadable answer file is an
+:class:`AnswerFileError`. Problems of the exercise sets themselves (a
+template naming a missing parameter, a solver returning the wrong kind of
+value) are :class:`ExerciseDefinitionError`: bugs for the set's author.
+
+Examples
+--------
+>>> from memtheory.exercises.parsing import parse_integer
+>>> try:
+...     parse_integer("abc")
+... except AnswerFormatError as error:
+...     print(error)
+cannot read 'abc' as a number: write digits such as 4632902 or 4,632,902.
+"""
+
+from __future__ import annotations
+
+from memtheory.errors import MemtheoryError
+
+__all__ = [
+    "AnswerFileError",
+    "AnswerFormatError",
+    "ExerciseDefinitionError",
+    "ExerciseError",
+    "ExerciseSetsNotFoundError",
+    "UnknownExerciseError",
+]
+
+
+class ExerciseError(MemtheoryError):
+    """Base class of the errors raised by :mod:`memtheory.exercises`."""
+
+
+class AnswerFormatError(ExerciseError, ValueError):
+    """A learner's answer cannot be read as the kind of answer the exercise asks for."""
+
+
+class AnswerFileError(ExerciseError, ValueError):
+    """An answer file cannot be read (not TOML, or keys of the wrong type)."""
+
+
+class UnknownExerciseError(ExerciseError, LookupError):
+    """No exercise (or exercise set) has this id."""
+
+
+class ExerciseSetsNotFoundError(ExerciseError, FileNotFoundError):
+    """No folder of exercise sets was found."""
+
+
+class ExerciseDefinitionError(ExerciseError, ValueError):
+    """An exercise set is defined wrongly: a bug for its author, not the learner."""

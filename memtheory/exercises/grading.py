@@ -1,0 +1,300 @@
+"""Grading: one answer, a learner's answers, an answer file, a folder of answer files.
+
+A wrong answer is compared with the answer of every misconception the
+exercise lists (:meth:`~memtheory.exercises.model.Variant.diagnose`); the
+feedback names those it matches. An answer that cannot be read gets a
+message saying why, and the grader goes on with the next one.
+
+Examples
+--------
+>>> report = grade_answers({"ch02.q1": "78,400", "ch02.q2": "896"}, sets=["ch02"])
+>>> report.result("ch02.q1").misconceptions
+('forgot_bias',)
+>>> report.result("ch02.q2").status
+'correct'
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from memtheory.exercises.answers import read_answer_file
+from memtheory.exercises.errors import AnswerFileError, AnswerFormatError, UnknownExerciseError
+from memtheory.exercises.kinds import Number, Quantity
+from memtheory.exercises.loader import PathLike, find_variant, get_set, load_sets, normalize_id
+from memtheory.exercises.model import Variant
+from memtheory.exercises.report import ExerciseResult, FolderEntry, FolderSummary, GradeReport
+from memtheory.exercises.variants import SeedLike, normalize_seed, resolve_seed
+
+__all__ = ["grade_answers", "grade_file", "grade_folder", "grade_variant"]
+
+
+def _text(raw: object) -> str | None:
+    return None if raw is None else str(raw)
+
+
+def _failed(exercise_id: str, title: str, raw: object, error: Exception) -> ExerciseResult:
+    return ExerciseResult(
+        exercise_id,
+        title,
+        "error",
+        0,
+        0,
+        _text(raw),
+        f"The grader could not compute this exercise ({type(error).__name__}: {error}); please "
+        "report it. It is not counted.",
+    )
+
+
+def _misconception_feedback(variant: Variant, given: object) -> tuple[str, tuple[str, ...]]:
+    matched = variant.diagnose(given)
+    if not matched:
+        hint = variant.exercise.hint
+        if not hint and isinstance(variant.kind, Quantity | Number) and variant.kind.rtol:
+            hint = f"It is not within {variant.kind.rtol * 100:g}% of the exact value."
+        return " ".join(part for part in ("Not correct.", hint) if part), ()
+    first, *others = matched
+    text = (
+        f"Not correct. This is the answer you get if you {first.title} [{first.name}]: "
+        f"{first.detail}. {first.hint}"
+    )
+    if others:
+        alternatives = "; or if you ".join(f"{m.title} [{m.name}]" for m in others)
+        text += f" (It is also what you get if you {alternatives}.)"
+    return text, tuple(m.name for m in matched)
+
+
+def grade_variant(
+    variant: Variant, raw: object, *, answered: bool = True, show_expected: bool = False
+) -> ExerciseResult:
+    """Grade one answer to one variant.
+
+    Parameters
+    ----------
+    variant : Variant
+    raw : object
+        What the learner wrote.
+    answered : bool
+        False when the learner gave no answer at all.
+    show_expected : bool
+        Put the expected answer in the result (also done when the exercise reveals it).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.loader import find_variant
+    >>> grade_variant(find_variant("ch02.q1"), "nan").feedback
+    'Cannot grade this answer: nan is not a finite number: give a number such as 12.5.'
+    """
+    exercise, kind = variant.exercise, variant.kind
+    title = exercise.title or exercise.id
+    base = {"id": variant.id, "title": title, "points": exercise.points, "answer": _text(raw)}
+    try:
+        expected = variant.expected
+    except Exception as error:  # the set's bug must not stop the grading of the others
+        return _failed(variant.id, title, raw, error)
+    shown = kind.display(expected) if show_expected or exercise.reveal else None
+    if not answered:
+        return ExerciseResult(
+            **base, status="unanswered", score=0, feedback="No answer in the file.", expected=shown
+        )
+    try:
+        given = kind.parse(raw)
+    except AnswerFormatError as error:
+        empty = isinstance(raw, str) and not raw.strip()
+        return ExerciseResult(
+            **base,
+            status="unanswered" if empty else "invalid",
+            score=0,
+            feedback="The answer is empty." if empty else f"Cannot grade this answer: {error}",
+            expected=shown,
+        )
+    if kind.matches(given, expected):
+        feedback = "Correct."
+        if isinstance(kind, Quantity | Number) and kind.rtol and given != expected:
+            feedback = f"Correct (exactly {kind.display(expected)})."
+        return ExerciseResult(
+            **base, status="correct", score=exercise.points, feedback=feedback, expected=shown
+        )
+    feedback, names = _misconception_feedback(variant, given)
+    return ExerciseResult(
+        **base, status="incorrect", score=0, feedback=feedback, misconceptions=names, expected=shown
+    )
+
+
+def grade_answers(
+    answers: Mapping[str, object],
+    *,
+    seed: SeedLike = None,
+    sets: Sequence[str] | None = None,
+    sets_dir: PathLike | None = None,
+    show_expected: bool = False,
+    learner: str | None = None,
+    seed_source: str | None = None,
+    source: str | None = None,
+    notes: Sequence[str] = (),
+) -> GradeReport:
+    """Grade answers given by exercise id.
+
+    Parameters
+    ----------
+    answers : mapping of str to object
+        Answer by exercise id (``"ch02.q1"``); ids are tidied (``CH2.Q1`` is ``ch02.q1``).
+    seed : str, int or None
+        The variants' seed; ``None`` for the book's numbers.
+    sets : sequence of str, optional
+        Sets to grade. By default the sets the answers mention, or all sets
+        when they mention none.
+    sets_dir : path, optional
+        Folder of the exercise sets (see :func:`~memtheory.exercises.loader.find_sets_dir`).
+    show_expected : bool
+        Include expected answers.
+    learner, seed_source, source, notes
+        Recorded in the report.
+
+    Returns
+    -------
+    GradeReport
+        Every exercise of the chosen sets (unanswered ones score 0), then a
+        row for each id that is not an exercise.
+
+    Examples
+    --------
+    >>> blank = grade_answers({}, sets=["ch01"])
+    >>> blank.score, blank.max_score > 0, {r.status for r in blank.results}
+    (0, True, {'unanswered'})
+    """
+    all_sets = load_sets(sets_dir)
+    key = normalize_seed(seed)
+    given: dict[str, tuple[str, object]] = {}
+    remarks = list(notes)
+    for written, raw in answers.items():
+        tidy = normalize_id(written)
+        if tidy in given:
+            remarks.append(f"{written!r} repeats {given[tidy][0]!r}; the last one is graded")
+        given[tidy] = (str(written), raw)
+    if sets:
+        chosen = [get_set(s, sets_dir).id for s in sets]
+    else:
+        chosen = [s for s in all_sets if any(i.startswith(f"{s}.") for i in given)] or list(
+            all_sets
+        )
+    every = {full for s in all_sets.values() for full in s.ids}
+    results = []
+    for set_id in dict.fromkeys(chosen):
+        for exercise in all_sets[set_id].exercises:
+            full = f"{set_id}.{exercise.id}"
+            written, raw = given.get(full, (full, None))
+            try:
+                variant = all_sets[set_id].variant(exercise.id, key)
+                results.append(
+                    grade_variant(variant, raw, answered=full in given, show_expected=show_expected)
+                )
+            except Exception as error:  # keep grading the others
+                results.append(_failed(full, exercise.title or exercise.id, raw, error))
+    skipped = [
+        written
+        for tidy, (written, _) in given.items()
+        if tidy in every and tidy.split(".")[0] not in chosen
+    ]
+    if skipped:
+        remarks.append(f"{len(skipped)} answer(s) for other sets not graded: {', '.join(skipped)}")
+    for tidy, (written, raw) in given.items():
+        if tidy not in every:
+            try:
+                find_variant(tidy, None, sets_dir)
+            except UnknownExerciseError as error:
+                message = str(error)
+            else:  # pragma: no cover - every id of a set is in ``every``
+                message = "not an exercise of the graded sets"
+            results.append(
+                ExerciseResult(written, "", "unknown", 0, 0, _text(raw), f"Not graded: {message}")
+            )
+    return GradeReport(
+        learner=learner,
+        seed=key,
+        seed_source=seed_source or ("canonical" if key is None else "option"),
+        sets=tuple(dict.fromkeys(chosen)),
+        results=tuple(results),
+        source=source,
+        notes=tuple(remarks),
+    )
+
+
+def grade_file(
+    path: str | os.PathLike[str],
+    *,
+    seed: SeedLike = None,
+    sets: Sequence[str] | None = None,
+    sets_dir: PathLike | None = None,
+    show_expected: bool = False,
+) -> GradeReport:
+    r"""Grade an answer file (TOML); the file is only read.
+
+    The seed is ``seed`` if given, else the file's ``seed``, else derived
+    from its ``learner``, else none (the book's numbers).
+
+    Raises
+    ------
+    AnswerFileError
+        If the file cannot be read as an answer file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> file = Path(tempfile.mkdtemp()) / "answers.toml"
+    >>> _ = file.write_text('[answers]\n"ch02.q1" = "78,500"\n')
+    >>> grade_file(file).result("ch02.q1").status
+    'correct'
+    """
+    document = read_answer_file(path)
+    chosen_seed, seed_source = resolve_seed(
+        option=seed, file_seed=document.seed, learner=document.learner
+    )
+    return grade_answers(
+        document.answers,
+        seed=chosen_seed,
+        sets=sets if sets else document.sets,
+        sets_dir=sets_dir,
+        show_expected=show_expected,
+        learner=document.learner,
+        seed_source=seed_source,
+        source=str(path),
+        notes=document.notes,
+    )
+
+
+def grade_folder(
+    folder: str | os.PathLike[str],
+    *,
+    seed: SeedLike = None,
+    sets: Sequence[str] | None = None,
+    sets_dir: PathLike | None = None,
+    show_expected: bool = False,
+) -> FolderSummary:
+    r"""Grade every ``*.toml`` answer file of a folder.
+
+    A file that cannot be read is reported, not fatal.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "ada.toml").write_text('learner = "ada"\n[answers]\n"ch01.q1" = "1"\n')
+    >>> _ = (folder / "broken.toml").write_text("this is = not = toml")
+    >>> [(e.file, e.error is None) for e in grade_folder(folder).entries]
+    [('ada.toml', True), ('broken.toml', False)]
+    """
+    directory = Path(folder)
+    entries = []
+    for file in sorted(directory.glob("*.toml")):
+        try:
+            report = grade_file(
+                file, seed=seed, sets=sets, sets_dir=sets_dir, show_expected=show_expected
+            )
+        except AnswerFileError as error:
+            entries.append(FolderEntry(file.name, error=str(error)))
+        else:
+            entries.append(FolderEntry(file.name, report=report))
+    return FolderSummary(str(directory), tuple(entries))

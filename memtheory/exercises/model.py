@@ -1,0 +1,324 @@
+"""Exercises, exercise sets, and variants: data plus the code that computes the answer.
+
+An :class:`Exercise` is a question template, the parameters it may take, an
+answer kind, points, the misconceptions that apply, and a *solver*: a
+function ``solve(p, how)`` that computes the answer from the parameters
+``p`` through memtheory and the steps of ``how`` (a
+:class:`~memtheory.exercises.reasoning.Reasoning`). No answer is typed in:
+the expected answer is ``solve(p, CORRECT)``, and the answer of each
+misconception is the same solver run with that misconception's reasoning.
+
+A :class:`Variant` is an exercise with its parameters drawn for one seed.
+
+Examples
+--------
+>>> from memtheory import Dense, Input
+>>> from memtheory.exercises.kinds import Integer
+>>> dense = Exercise(
+...     id="q1",
+...     question="How many parameters does a dense layer from {inputs} to {units} features have?",
+...     params={"inputs": (784, 512), "units": (100, 10)},
+...     answer=Integer(),
+...     solve=lambda p, how: how.parameter_count(
+...         how.network([Input((p.inputs,)), Dense(p.units)])),
+...     misconceptions=("forgot_bias",),
+... )
+>>> demo = ExerciseSet("demo", "A demonstration", (dense,))
+>>> variant = demo.variant("q1")
+>>> variant.expected
+78500
+>>> [(m.name, m.value) for m in variant.mistaken_answers()]
+[('forgot_bias', 78400)]
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from memtheory.exercises.errors import ExerciseDefinitionError, UnknownExerciseError
+from memtheory.exercises.kinds import AnswerKind
+from memtheory.exercises.misconceptions import MISCONCEPTIONS
+from memtheory.exercises.reasoning import CORRECT, Reasoning
+from memtheory.exercises.variants import SeedLike, draw_params, normalize_seed
+
+__all__ = ["Exercise", "ExerciseSet", "MistakenAnswer", "Params", "Variant"]
+
+_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class Params(dict):
+    """A variant's parameters: a dict whose keys also read as attributes (``p.filters``).
+
+    Examples
+    --------
+    >>> Params(filters=32).filters
+    32
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no parameter {name!r}; parameters: {', '.join(self)}") from None
+
+
+Solver = Callable[[Params, Reasoning], object]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: a question template, its parameters, and the code that answers it.
+
+    Parameters
+    ----------
+    id : str
+        Short id within its set (``"q1"``).
+    question : str
+        Template filled by :meth:`str.format` with the parameters and the
+        derived values (``"{inputs:,} inputs"``). Paragraphs are separated by
+        blank lines; line breaks inside a paragraph are spaces.
+    answer : AnswerKind
+        How the answer is read and graded.
+    solve : callable
+        ``solve(p, how)``: the answer for parameters ``p`` (a :class:`Params`)
+        computed through memtheory and the steps of ``how``.
+    params : mapping of str to sequence
+        The values each parameter may take; the first is the book's.
+    derive : callable, optional
+        ``derive(p)``: more values for the template, computed from the
+        parameters (always correctly: they are part of the question).
+    constraint : callable, optional
+        ``constraint(p)``: whether a combination of parameters is valid.
+    misconceptions : sequence of str
+        Names in :data:`~memtheory.exercises.misconceptions.MISCONCEPTIONS`
+        that the grader should test a wrong answer against.
+    points : int
+    title : str
+        A few words for tables.
+    hint : str
+        Shown with a wrong answer that matches no misconception.
+    reveal : bool
+        Show the expected answer in feedback even without ``--show-expected``.
+    """
+
+    id: str
+    question: str
+    answer: AnswerKind
+    solve: Solver
+    params: Mapping[str, Sequence[object]] = field(default_factory=dict)
+    derive: Callable[[Params], Mapping[str, object]] | None = None
+    constraint: Callable[[Params], bool] | None = None
+    misconceptions: tuple[str, ...] = ()
+    points: int = 1
+    title: str = ""
+    hint: str = ""
+    reveal: bool = False
+
+    def __post_init__(self) -> None:
+        if not _ID.match(self.id):
+            raise ExerciseDefinitionError(
+                f"exercise id {self.id!r} must be lower-case letters, digits, '_'."
+            )
+        if not isinstance(self.answer, AnswerKind):
+            raise ExerciseDefinitionError(
+                f"{self.id}: answer must be an AnswerKind, got {self.answer!r}."
+            )
+        params = {name: tuple(options) for name, options in self.params.items()}
+        for name, options in params.items():
+            if not options:
+                raise ExerciseDefinitionError(f"{self.id}: parameter {name!r} has no values.")
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "misconceptions", tuple(self.misconceptions))
+        unknown = [m for m in self.misconceptions if m not in MISCONCEPTIONS]
+        if unknown:
+            raise ExerciseDefinitionError(
+                f"{self.id}: unknown misconceptions {unknown}; known: {sorted(MISCONCEPTIONS)}."
+            )
+        if isinstance(self.points, bool) or not isinstance(self.points, int) or self.points < 1:
+            raise ExerciseDefinitionError(f"{self.id}: points must be a whole number >= 1.")
+
+    @property
+    def parameterised(self) -> bool:
+        """Whether variants can differ."""
+        return any(len(options) > 1 for options in self.params.values())
+
+
+@dataclass(frozen=True)
+class ExerciseSet:
+    """The exercises of one book chapter.
+
+    Parameters
+    ----------
+    id : str
+        ``"ch02"``; exercise ids are ``"ch02.q1"``...
+    title : str
+    exercises : sequence of Exercise
+    intro : str
+        A sentence or two shown before the questions.
+    """
+
+    id: str
+    title: str
+    exercises: tuple[Exercise, ...]
+    intro: str = ""
+
+    def __post_init__(self) -> None:
+        if not _ID.match(self.id):
+            raise ExerciseDefinitionError(
+                f"set id {self.id!r} must be lower-case letters, digits, '_'."
+            )
+        object.__setattr__(self, "exercises", tuple(self.exercises))
+        ids = [e.id for e in self.exercises]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ExerciseDefinitionError(f"set {self.id}: repeated exercise ids {repeated}.")
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Full ids of the exercises, in order."""
+        return tuple(f"{self.id}.{e.id}" for e in self.exercises)
+
+    @property
+    def points(self) -> int:
+        """Points of the whole set."""
+        return sum(e.points for e in self.exercises)
+
+    def exercise(self, exercise_id: str) -> Exercise:
+        """Return the exercise ``"q1"`` (or ``"ch02.q1"``)."""
+        short = exercise_id.removeprefix(f"{self.id}.")
+        for exercise in self.exercises:
+            if exercise.id == short:
+                return exercise
+        raise UnknownExerciseError(
+            f"set {self.id} has no exercise {exercise_id!r}; it has {', '.join(self.ids)}."
+        )
+
+    def variant(self, exercise_id: str, seed: SeedLike = None) -> Variant:
+        """One exercise with its parameters drawn for ``seed``."""
+        exercise = self.exercise(exercise_id)
+        full_id = f"{self.id}.{exercise.id}"
+        constraint = None
+        if exercise.constraint is not None:
+            check = exercise.constraint
+
+            def constraint(values: dict[str, object]) -> bool:
+                return bool(check(Params(values)))
+
+        params = draw_params(exercise.params, seed, full_id, constraint)
+        return Variant(self.id, exercise, normalize_seed(seed), Params(params))
+
+    def variants(self, seed: SeedLike = None) -> list[Variant]:
+        """Every exercise of the set for ``seed``."""
+        return [self.variant(e.id, seed) for e in self.exercises]
+
+
+@dataclass(frozen=True)
+class MistakenAnswer:
+    """The answer a misconception leads to, for one variant."""
+
+    name: str
+    title: str
+    hint: str
+    detail: str
+    value: Any
+
+
+def _paragraphs(text: str) -> str:
+    blocks = re.split(r"\n\s*\n", textwrap.dedent(text).strip())
+    return "\n\n".join(" ".join(block.split()) for block in blocks)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An exercise with its parameters fixed by a seed: the question a learner sees.
+
+    Attributes
+    ----------
+    set_id : str
+    exercise : Exercise
+    seed : str or None
+        ``None`` for the book's numbers.
+    params : Params
+    """
+
+    set_id: str
+    exercise: Exercise
+    seed: str | None
+    params: Params
+
+    @property
+    def id(self) -> str:
+        """Full id, ``"ch02.q1"``."""
+        return f"{self.set_id}.{self.exercise.id}"
+
+    @cached_property
+    def kind(self) -> AnswerKind:
+        """The answer kind bound to these parameters."""
+        return self.exercise.answer.bind(self.params)
+
+    @cached_property
+    def values(self) -> dict[str, object]:
+        """Parameters and derived values: what the template is filled with."""
+        values = dict(self.params)
+        if self.exercise.derive is not None:
+            values.update(self.exercise.derive(self.params))
+        return values
+
+    @cached_property
+    def question(self) -> str:
+        """The question text, with the options (for a choice) and how to answer."""
+        try:
+            text = _paragraphs(self.exercise.question).format_map(self.values)
+        except (KeyError, IndexError, ValueError) as error:
+            raise ExerciseDefinitionError(
+                f"{self.id}: the question template fails: {error!r}."
+            ) from None
+        parts = [text]
+        if self.kind.options_text():
+            parts.append(self.kind.options_text())
+        parts.append(self.kind.instructions())
+        return "\n".join(parts)
+
+    def solve_with(self, how: Reasoning) -> Any:
+        """Compute the answer with ``how``, in the answer kind's form."""
+        return self.kind.finalize(self.exercise.solve(self.params, how), how)
+
+    @cached_property
+    def expected(self) -> Any:
+        """The correct answer."""
+        return self.solve_with(CORRECT)
+
+    def mistaken_answers(self) -> list[MistakenAnswer]:
+        """Compute each listed misconception's answers (each way) that differ from the correct one.
+
+        A way that fails (the mistake makes the network invalid, say) is skipped.
+        """
+        return list(self._mistaken)
+
+    @cached_property
+    def _mistaken(self) -> tuple[MistakenAnswer, ...]:
+        found = []
+        for name in self.exercise.misconceptions:
+            entry = MISCONCEPTIONS[name]
+            for way in entry.ways:
+                try:
+                    value = self.solve_with(way)
+                except Exception:  # a mistake may make the computation impossible
+                    continue
+                if self.kind.matches(value, self.expected):
+                    continue
+                found.append(MistakenAnswer(entry.name, entry.title, entry.hint, way.detail, value))
+        return tuple(found)
+
+    def diagnose(self, given: Any) -> list[MistakenAnswer]:
+        """Return the misconceptions whose answer matches ``given``, one entry per misconception."""
+        matched: dict[str, MistakenAnswer] = {}
+        for mistaken in self.mistaken_answers():
+            if mistaken.name not in matched and self.kind.matches(given, mistaken.value):
+                matched[mistaken.name] = mistaken
+        return list(matched.values())

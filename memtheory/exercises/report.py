@@ -1,0 +1,393 @@
+"""Grading results and how they are reported: text tables, JSON, CSV, atomic writes.
+
+Examples
+--------
+>>> result = ExerciseResult("ch02.q1", "dense layer", "correct", 1, 1, "78,500", "Correct.")
+>>> report = GradeReport(learner="ada", seed=None, seed_source="canonical", sets=("ch02",),
+...                      results=(result,))
+>>> report.score, report.max_score, report.percent
+(1, 1, 100.0)
+>>> print(report.table())
+learner ada, book numbers (no seed), sets ch02
+exercise  score  status   feedback
+--------  -----  -------  --------
+ch02.q1   1/1    correct  Correct.
+--------  -----  -------  --------
+total     1/1    100.0%
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import tempfile
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import memtheory
+
+__all__ = [
+    "FORMAT",
+    "STATUSES",
+    "ExerciseResult",
+    "FolderEntry",
+    "FolderSummary",
+    "GradeReport",
+    "write_atomic",
+]
+
+FORMAT = "memtheory-grade/1"
+"""Identifier of the JSON result format."""
+
+STATUSES = {
+    "correct": "the answer is right",
+    "incorrect": "the answer was read but is wrong",
+    "invalid": "the answer could not be read (see the feedback)",
+    "unanswered": "no answer, or an empty one",
+    "unknown": "the id is not an exercise: not graded, no points",
+    "error": "the grader failed on this exercise (a bug to report); no points lost",
+}
+"""Every status an exercise result can have, and what it means."""
+
+_FEEDBACK_WIDTH = 72
+
+
+@dataclass(frozen=True)
+class ExerciseResult:
+    """The grade of one exercise.
+
+    Attributes
+    ----------
+    id : str
+    title : str
+    status : str
+        One of :data:`STATUSES`.
+    score, points : int
+        Points earned, points available (0 for an unknown id).
+    answer : str or None
+        What the learner wrote, as text.
+    feedback : str
+    misconceptions : tuple of str
+        Names of the misconceptions the answer matches.
+    expected : str or None
+        The expected answer, when it may be shown.
+    """
+
+    id: str
+    title: str
+    status: str
+    score: int
+    points: int
+    answer: str | None
+    feedback: str
+    misconceptions: tuple[str, ...] = ()
+    expected: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Whether the answer is right."""
+        return self.status == "correct"
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data for JSON."""
+        data: dict[str, object] = {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status,
+            "score": self.score,
+            "points": self.points,
+            "answer": self.answer,
+            "feedback": self.feedback,
+            "misconceptions": list(self.misconceptions),
+        }
+        if self.expected is not None:
+            data["expected"] = self.expected
+        return data
+
+
+@dataclass(frozen=True)
+class GradeReport:
+    """The grades of one learner's answers.
+
+    Attributes
+    ----------
+    learner : str or None
+    seed : str or None
+        The seed of the variants; ``None`` for the book's numbers.
+    seed_source : str
+        Where the seed came from: ``"option"``, ``"file"``, ``"learner"`` or ``"canonical"``.
+    sets : tuple of str
+        The sets graded.
+    results : tuple of ExerciseResult
+    source : str or None
+        The answer file.
+    notes : tuple of str
+        Remarks about the file (ignored keys, answers for sets not graded).
+    """
+
+    learner: str | None
+    seed: str | None
+    seed_source: str
+    sets: tuple[str, ...]
+    results: tuple[ExerciseResult, ...]
+    source: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def score(self) -> int:
+        """Points earned."""
+        return sum(r.score for r in self.results)
+
+    @property
+    def max_score(self) -> int:
+        """Points available."""
+        return sum(r.points for r in self.results)
+
+    @property
+    def percent(self) -> float:
+        """Score as a percentage, one decimal."""
+        return round(100 * self.score / self.max_score, 1) if self.max_score else 0.0
+
+    def result(self, exercise_id: str) -> ExerciseResult:
+        """Return the result of one exercise."""
+        for result in self.results:
+            if result.id == exercise_id:
+                return result
+        raise KeyError(f"no result for {exercise_id!r}")
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data for JSON: totals, then one entry per exercise."""
+        return {
+            "format": FORMAT,
+            "memtheory_version": memtheory.__version__,
+            "answers_file": self.source,
+            "learner": self.learner,
+            "seed": self.seed,
+            "seed_source": self.seed_source,
+            "sets": list(self.sets),
+            "score": self.score,
+            "max_score": self.max_score,
+            "percent": self.percent,
+            "exercises": [r.to_dict() for r in self.results],
+            "notes": list(self.notes),
+        }
+
+    def to_json(self) -> str:
+        """Return the result as JSON text."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def heading(self) -> str:
+        """Who, which numbers, which sets."""
+        seed = {
+            "canonical": "book numbers (no seed)",
+            "learner": f"seed {self.seed} (from the learner id)",
+            "file": f"seed {self.seed} (from the file)",
+            "option": f"seed {self.seed} (from --seed)",
+        }[self.seed_source]
+        who = f"learner {self.learner}" if self.learner else "anonymous learner"
+        return f"{who}, {seed}, sets {', '.join(self.sets)}"
+
+    def table(self, width: int = _FEEDBACK_WIDTH) -> str:
+        """Per-exercise score, status, expected answer (when shown) and feedback, then the total."""
+        show_expected = any(r.expected is not None for r in self.results)
+        header = (
+            ["exercise", "score", "status"] + (["expected"] if show_expected else []) + ["feedback"]
+        )
+        rows = [
+            [r.id, f"{r.score}/{r.points}", r.status]
+            + ([r.expected or "-"] if show_expected else [])
+            + [r.feedback]
+            for r in self.results
+        ]
+        fixed = len(header) - 1
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(fixed)]
+        indent = sum(widths) + 2 * fixed
+        widths.append(min(width, max(len(row[fixed]) for row in [header, *rows])))
+
+        def render(cells: Sequence[str]) -> list[str]:
+            lead = "  ".join(c.ljust(w) for c, w in zip(cells[:fixed], widths, strict=False))
+            wrapped = textwrap.wrap(cells[fixed], width) or [""]
+            return [f"{lead}  {wrapped[0]}".rstrip()] + [
+                " " * indent + line for line in wrapped[1:]
+            ]
+
+        rule = "  ".join("-" * w for w in widths)
+        lines = [self.heading(), *render(header), rule]
+        for row in rows:
+            lines += render(row)
+        lines.append(rule)
+        total = ["total", f"{self.score}/{self.max_score}", f"{self.percent}%"]
+        lines.append("  ".join(c.ljust(w) for c, w in zip(total, widths, strict=False)).rstrip())
+        lines += [f"note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+@dataclass(frozen=True)
+class FolderEntry:
+    """One answer file of a folder: its report, or why it could not be graded."""
+
+    file: str
+    report: GradeReport | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class FolderSummary:
+    """The grades of every answer file in a folder, for a teacher.
+
+    Examples
+    --------
+    >>> summary = FolderSummary("answers", (FolderEntry("bad.toml", error="not TOML"),))
+    >>> summary.csv_text().splitlines()[0]
+    'file,learner,seed,score,max_score,percent,error'
+    """
+
+    folder: str
+    entries: tuple[FolderEntry, ...]
+
+    @property
+    def exercise_ids(self) -> list[str]:
+        """Every graded exercise id, in order of first appearance."""
+        ids: dict[str, None] = {}
+        for entry in self.entries:
+            if entry.report:
+                ids.update((r.id, None) for r in entry.report.results if r.status != "unknown")
+        return list(ids)
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data for JSON: one entry per file, with its full result."""
+        return {
+            "format": f"{FORMAT}-folder",
+            "memtheory_version": memtheory.__version__,
+            "folder": self.folder,
+            "files": [
+                {
+                    "file": e.file,
+                    "error": e.error,
+                    "result": e.report.to_dict() if e.report else None,
+                }
+                for e in self.entries
+            ],
+        }
+
+    def to_json(self) -> str:
+        """Return the summary as JSON text."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def rows(self) -> list[list[object]]:
+        """Header and one row per file: totals and each exercise's score."""
+        ids = self.exercise_ids
+        header: list[object] = [
+            "file",
+            "learner",
+            "seed",
+            "score",
+            "max_score",
+            "percent",
+            *ids,
+            "error",
+        ]
+        rows = [header]
+        for entry in self.entries:
+            report = entry.report
+            if report is None:
+                rows.append([entry.file, "", "", "", "", "", *([""] * len(ids)), entry.error or ""])
+                continue
+            scores = {r.id: r.score for r in report.results}
+            rows.append(
+                [
+                    entry.file,
+                    report.learner or "",
+                    report.seed or "",
+                    report.score,
+                    report.max_score,
+                    report.percent,
+                    *(scores.get(i, "") for i in ids),
+                    "",
+                ]
+            )
+        return rows
+
+    def csv_text(self) -> str:
+        """Return the rows as CSV."""
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(self.rows())
+        return buffer.getvalue()
+
+    def table(self) -> str:
+        """One line per file."""
+        lines = [f"{len(self.entries)} answer file(s) in {self.folder}"]
+        for entry in self.entries:
+            if entry.report is None:
+                lines.append(f"  {entry.file}: not graded: {entry.error}")
+            else:
+                r = entry.report
+                lines.append(
+                    f"  {entry.file}: {r.learner or '(no learner)'}  {r.score}/{r.max_score}  "
+                    f"{r.percent}%"
+                )
+        return "\n".join(lines)
+
+
+def write_atomic(
+    path: str | os.PathLike[str], text: str, *, protect: Iterable[str | os.PathLike[str]] = ()
+) -> Path:
+    """Write ``text`` to ``path`` atomically.
+
+    The text goes to a temporary file in the same folder, then :func:`os.replace` puts it in place.
+
+    A reader sees the old file or the new one, never half of one; on failure
+    the temporary file is removed and ``path`` is untouched.
+
+    Parameters
+    ----------
+    path : path
+    text : str
+    protect : paths
+        Files that must never be overwritten (the learner's answers).
+
+    Raises
+    ------
+    ValueError
+        If ``path`` is one of ``protect``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> write_atomic(folder / "result.json", "{}").read_text()
+    '{}'
+    >>> write_atomic(folder / "answers.toml", "", protect=[folder / "answers.toml"])
+    Traceback (most recent call last):
+    ...
+    ValueError: refusing to write the result over .../answers.toml, which is an answer file.
+    """
+    target = Path(path)
+    for protected in protect:
+        if target.resolve() == Path(protected).resolve():
+            raise ValueError(
+                f"refusing to write the result over {target}, which is an answer file."
+            )
+    handle, temporary = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    return target
