@@ -1,7 +1,11 @@
 """Named architectures against their published numbers."""
 
-from memtheory.models import vgg16
-from memtheory.symbols import H
+import pytest
+import sympy as sp
+
+from memtheory.errors import ShapeError, UnknownNameError
+from memtheory.models import GPT2_SIZES, RESNET50_BLOCKS, bert_base, gpt2, resnet50, vgg16
+from memtheory.symbols import B, H, S
 
 
 def test_vgg16_parameter_count_matches_torchvision():
@@ -26,3 +30,85 @@ def test_vgg16_symbolic_image_size_agrees_with_numeric():
     numeric = vgg16(batch=1).summary()
     assert symbolic.parameter_count == numeric.parameter_count
     assert symbolic.activation_count == numeric.activation_count
+
+
+def test_resnet50_parameter_count_matches_torchvision():
+    """ResNet-50 has 25,557,032 parameters (torchvision's ResNet50_Weights.IMAGENET1K_V1 card)."""
+    assert resnet50(batch=1).parameter_count == 25_557_032
+
+
+def test_resnet50_is_a_graph_of_sixteen_bottlenecks_with_four_projections():
+    """Stages of 3, 4, 6, 3 blocks; each stage's first block projects its shortcut."""
+    net = resnet50(batch=1)
+    adds = [row for row in net.rows if row.layer.kind == "Add"]
+    assert len(adds) == sum(RESNET50_BLOCKS) == 16
+    projected = [row.inputs[1] for row in adds if "downsample" in row.inputs[1]]
+    assert projected == [f"layer{i}.0.downsample.1" for i in (1, 2, 3, 4)]
+    assert net["layer4.2.relu3"].output_shape == (1, 2048, 7, 7)
+
+
+def test_resnet50_symbolic_image_size_agrees_with_numeric():
+    """ResNet-50 over the symbol H gives the 224 network's counts at H=224."""
+    symbolic = resnet50(image_size=H, batch=1).summary(H=224)
+    numeric = resnet50(batch=1).summary()
+    assert symbolic.parameter_count == numeric.parameter_count
+    assert symbolic.activation_count == numeric.activation_count
+
+
+def test_bert_base_parameter_count_matches_hugging_face():
+    """bert-base-uncased BertModel has 109,482,240 parameters, embeddings and pooler included.
+
+    Source: sum(p.numel() for p in BertModel.from_pretrained("bert-base-uncased").parameters());
+    Devlin et al. 2019 round it to "110M". It breaks down as 23,837,184 for the embeddings
+    (word 30,522 x 768, position 512 x 768, token type 2 x 768, layer norm 2 x 768), 12 layers
+    of 7,087,872, and the pooler's 768 x 768 + 768.
+    """
+    embeddings = (30_522 + 512 + 2) * 768 + 2 * 768
+    layer = 4 * (768 * 768 + 768) + 2 * 768 + (768 * 3072 + 3072) + (3072 * 768 + 768) + 2 * 768
+    pooler = 768 * 768 + 768
+    assert bert_base().parameter_count == 109_482_240 == embeddings + 12 * layer + pooler
+
+
+@pytest.mark.parametrize(
+    ("size", "published"),
+    [
+        ("small", 124_439_808),
+        ("medium", 354_823_168),
+        ("large", 774_030_080),
+        ("xl", 1_557_611_200),
+    ],
+)
+def test_gpt2_parameter_counts_match_hugging_face(size, published):
+    """GPT-2 124M/355M/774M/1.5B: GPT2LMHeadModel.from_pretrained("gpt2[-size]").num_parameters().
+
+    The lm_head is tied to wte, so it adds nothing; nanoGPT's "123.65M" for gpt2 is the same
+    count without the 1024 x 768 position table.
+    """
+    assert gpt2(size).parameter_count == published
+
+
+def test_gpt2_parameter_count_is_the_closed_form():
+    """V*h + n_pos*h + L*(12h^2 + 13h) + 2h: embeddings, L blocks, the final layer norm."""
+    config = GPT2_SIZES["small"]
+    h, layers = config.hidden, config.layers
+    closed = config.vocabulary * h + config.positions * h + layers * (12 * h * h + 13 * h) + 2 * h
+    assert gpt2(config).parameter_count == closed
+
+
+def test_gpt2_flash_attention_drops_exactly_the_s_squared_activations():
+    """Standard attention keeps P and dropped P per head per layer: 2*L*a*B*S^2 more elements."""
+    config = GPT2_SIZES["small"]
+    standard, flash = gpt2("small").activation_count, gpt2("small", flash=True).activation_count
+    assert sp.expand(standard - flash - 2 * config.layers * config.heads * B * S**2) == 0
+
+
+def test_gpt2_refuses_sequences_longer_than_its_positions():
+    """GPT-2 has 1,024 learned positions (n_positions): 1,025 tokens raise ShapeError."""
+    with pytest.raises(ShapeError, match="1024"):
+        gpt2("small", sequence=1025)
+
+
+def test_unknown_gpt2_size_lists_the_known_ones():
+    """A misspelt size raises UnknownNameError listing small, medium, large, xl."""
+    with pytest.raises(UnknownNameError, match="small, medium, large, xl"):
+        gpt2("huge")

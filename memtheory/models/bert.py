@@ -1,0 +1,117 @@
+"""BERT (Devlin et al. 2019), as Hugging Face's ``BertModel`` (bert-base-uncased).
+
+Word, position and token-type embeddings summed, a layer norm and dropout;
+a stack of post-norm transformer blocks with GELU feed-forward networks; and
+the pooler (a dense layer with tanh on the first token). Dropout is 0.1
+everywhere.
+
+Examples
+--------
+>>> bert_base().parameter_count
+109482240
+"""
+
+from __future__ import annotations
+
+from memtheory._validation import SizeLike
+from memtheory.layers import (
+    Dense,
+    Dropout,
+    Embedding,
+    Input,
+    Layer,
+    LayerNorm,
+    PositionEmbedding,
+    SelectToken,
+    Tanh,
+    TokenTypeEmbedding,
+)
+from memtheory.models.transformer import transformer_block
+from memtheory.network import Network, Node
+from memtheory.symbols import B, S
+
+__all__ = ["bert", "bert_base"]
+
+
+def bert(
+    *,
+    layers: int,
+    hidden: int,
+    heads: int,
+    vocabulary: int = 30522,
+    positions: int = 512,
+    token_types: int = 2,
+    batch: SizeLike = B,
+    sequence: SizeLike = S,
+    pooler: bool = True,
+    flash: bool = False,
+) -> Network:
+    """Build a BERT encoder for ``batch`` sequences of ``sequence`` tokens.
+
+    Parameters
+    ----------
+    layers, hidden, heads : int
+        Blocks, model width and attention heads.
+    vocabulary : int, default 30522
+    positions : int, default 512
+    token_types : int, default 2
+    batch : size, default ``B``
+    sequence : size, default ``S``
+    pooler : bool, default True
+        End with the pooler (dense + tanh on the first token), as ``BertModel``.
+    flash : bool, default False
+
+    Examples
+    --------
+    >>> bert(layers=2, hidden=128, heads=2, vocabulary=1000).parameter_count
+    607104
+    """
+    items: list[Layer | Node] = [
+        Input((sequence,), batch=batch, name="input_ids"),
+        Embedding(vocabulary, hidden, name="embeddings.word_embeddings"),
+        TokenTypeEmbedding(token_types, name="embeddings.token_type_embeddings"),
+        PositionEmbedding(positions, inplace=True, name="embeddings.position_embeddings"),
+        LayerNorm(name="embeddings.LayerNorm"),
+        Dropout(0.1, name="embeddings.dropout"),
+    ]
+    source = "embeddings.dropout"
+    for index in range(layers):
+        block = transformer_block(
+            f"encoder.layer.{index}", source, hidden=hidden, heads=heads, norm="post", flash=flash
+        )
+        items += block
+        source = block[-1].name or ""
+    if pooler:
+        items += [
+            SelectToken(0, name="pooler.first_token"),
+            Dense(hidden, name="pooler.dense"),
+            Tanh(name="pooler.activation"),
+        ]
+    return Network(items, name="BERT")
+
+
+def bert_base(
+    *, batch: SizeLike = B, sequence: SizeLike = S, pooler: bool = True, flash: bool = False
+) -> Network:
+    """Build BERT-base: 12 blocks of width 768 with 12 heads; 109,482,240 parameters.
+
+    The "110M" of the BERT paper rounds this count, which includes the
+    embeddings (23.8M of it, mostly the 30,522-word vocabulary) and the pooler
+    (590,592), but not the pre-training heads.
+
+    Examples
+    --------
+    >>> bert_base(pooler=False).parameter_count
+    108891648
+    """
+    network = bert(
+        layers=12,
+        hidden=768,
+        heads=12,
+        batch=batch,
+        sequence=sequence,
+        pooler=pooler,
+        flash=flash,
+    )
+    network.name = "BERT-base"
+    return network

@@ -1,0 +1,131 @@
+"""GPT-2 (Radford et al. 2019) in its four sizes, as Hugging Face's ``GPT2LMHeadModel``.
+
+Token and position embeddings (vocabulary 50,257, 1,024 positions), a stack
+of pre-norm transformer blocks, a final layer norm, and an output projection
+tied to the token embedding (so it adds no parameters). Dropout is 0.1
+everywhere. Layers carry Hugging Face's names (``wte``, ``h.0.attn``, ``ln_f``).
+
+Examples
+--------
+>>> gpt2("small").parameter_count
+124439808
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memtheory._validation import SizeLike
+from memtheory.errors import UnknownNameError
+from memtheory.layers import (
+    Dropout,
+    Embedding,
+    Input,
+    Layer,
+    LayerNorm,
+    PositionEmbedding,
+    Unembedding,
+)
+from memtheory.models.transformer import transformer_block
+from memtheory.network import Network, Node
+from memtheory.symbols import B, S
+
+__all__ = ["GPT2_SIZES", "GPT2Config", "gpt2"]
+
+
+@dataclass(frozen=True)
+class GPT2Config:
+    """Hyperparameters of one GPT-2 size.
+
+    Parameters
+    ----------
+    layers : int
+        Transformer blocks (``n_layer``).
+    hidden : int
+        Model width (``n_embd``).
+    heads : int
+        Attention heads (``n_head``).
+    vocabulary : int, default 50257
+    positions : int, default 1024
+        Longest sequence (``n_positions``).
+
+    Examples
+    --------
+    >>> GPT2_SIZES["xl"].hidden // GPT2_SIZES["xl"].heads
+    64
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    vocabulary: int = 50257
+    positions: int = 1024
+
+
+GPT2_SIZES: dict[str, GPT2Config] = {
+    "small": GPT2Config(layers=12, hidden=768, heads=12),
+    "medium": GPT2Config(layers=24, hidden=1024, heads=16),
+    "large": GPT2Config(layers=36, hidden=1280, heads=20),
+    "xl": GPT2Config(layers=48, hidden=1600, heads=25),
+}
+"""The four released sizes, from their Hugging Face configurations."""
+
+
+def gpt2(
+    size: str | GPT2Config = "small",
+    *,
+    batch: SizeLike = B,
+    sequence: SizeLike = S,
+    flash: bool = False,
+    lm_head: bool = True,
+) -> Network:
+    """Build GPT-2 for ``batch`` sequences of ``sequence`` tokens.
+
+    Parameters
+    ----------
+    size : {"small", "medium", "large", "xl"} or GPT2Config
+    batch : size, default ``B``
+    sequence : size, default ``S``
+        Tokens per sequence; at most 1,024 when a number.
+    flash : bool, default False
+        Memory-efficient attention (no :math:`s^2` tensors kept).
+    lm_head : bool, default True
+        End with the tied output projection to vocabulary logits.
+
+    Examples
+    --------
+    >>> net = gpt2("medium", sequence=1024)
+    >>> net.parameter_count, net.output_shape
+    (354823168, (B, 1024, 50257))
+    """
+    config = _config(size)
+    layers: list[Layer | Node] = [
+        Input((sequence,), batch=batch, name="input_ids"),
+        Embedding(config.vocabulary, config.hidden, name="wte"),
+        PositionEmbedding(config.positions, name="wpe"),
+        Dropout(0.1, name="drop"),
+    ]
+    source = "drop"
+    for index in range(config.layers):
+        block = transformer_block(
+            f"h.{index}", source, hidden=config.hidden, heads=config.heads, flash=flash
+        )
+        layers += block
+        source = block[-1].name or ""
+    layers.append(LayerNorm(name="ln_f"))
+    if lm_head:
+        layers.append(Unembedding(config.vocabulary, name="lm_head"))
+    name = size if isinstance(size, str) else "custom"
+    return Network(layers, name=f"GPT-2 {name}")
+
+
+def _config(size: str | GPT2Config) -> GPT2Config:
+    if isinstance(size, GPT2Config):
+        return size
+    try:
+        return GPT2_SIZES[str(size).lower().removeprefix("gpt2-").removeprefix("gpt-2 ")]
+    except KeyError:
+        raise UnknownNameError(
+            f"unknown GPT-2 size {size!r}. Known sizes: {', '.join(GPT2_SIZES)} "
+            "(or pass a GPT2Config)."
+        ) from None

@@ -1,0 +1,117 @@
+"""The transformer block: attention and a feed-forward network, each with a residual sum.
+
+:func:`transformer_block` returns the block's layers, named and wired, to put
+in a :class:`~memtheory.network.Network` after whatever layer feeds it. Two
+arrangements are in use:
+
+* ``norm="pre"`` (GPT-2, Megatron-LM): ``x + attn(ln_1(x))``, then
+  ``h + mlp(ln_2(h))``;
+* ``norm="post"`` (BERT, the original transformer): ``ln_1(x + attn(x))``,
+  then ``ln_2(h + mlp(h))``.
+
+Derived in the book's chapter "Transformers".
+
+Examples
+--------
+>>> from memtheory.layers import Input
+>>> from memtheory.network import Network
+>>> from memtheory.symbols import S
+>>> block = transformer_block("h.0", "x", hidden=768, heads=12)
+>>> net = Network([Input((S, 768), name="x"), *block])
+>>> net.parameter_count
+7087872
+>>> block[-1].name
+'h.0.add_2'
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from memtheory._validation import SizeLike, as_size
+from memtheory.errors import InvalidSizeError
+from memtheory.layers import GELU, Add, Dense, Dropout, Layer, LayerNorm, MultiHeadAttention
+from memtheory.network import Node
+
+__all__ = ["transformer_block"]
+
+
+def transformer_block(
+    prefix: str,
+    source: str,
+    *,
+    hidden: SizeLike,
+    heads: SizeLike,
+    ffn_hidden: SizeLike | None = None,
+    dropout: float = 0.1,
+    attention_dropout: float | None = None,
+    norm: Literal["pre", "post"] = "pre",
+    flash: bool = False,
+) -> list[Layer | Node]:
+    """Build one transformer block that reads layer ``source``; its last item is its output.
+
+    Layers are named ``{prefix}.ln_1``, ``.attn``, ``.attn_dropout``,
+    ``.add_1``, ``.ln_2``, ``.mlp_fc``, ``.mlp_act``, ``.mlp_proj``,
+    ``.mlp_dropout``, ``.add_2``.
+
+    Parameters
+    ----------
+    prefix : str
+        Name prefix, e.g. ``"h.0"``.
+    source : str
+        Name of the layer whose ``(batch, sequence, hidden)`` output the block reads.
+    hidden : size
+        Model width :math:`h` (the feed-forward network maps back to it).
+    heads : size
+        Attention heads :math:`a`.
+    ffn_hidden : size, optional
+        Width of the feed-forward network; defaults to ``4 * hidden``.
+    dropout : float, default 0.1
+        Dropout after the attention projection and after the feed-forward network.
+    attention_dropout : float, optional
+        Dropout on the attention probabilities; defaults to ``dropout``.
+    norm : {"pre", "post"}, default "pre"
+        Where the layer norms sit (see the module docstring).
+    flash : bool, default False
+        Use memory-efficient attention (no :math:`s^2` tensors kept).
+
+    Examples
+    --------
+    >>> [item.name for item in transformer_block("b", "x", hidden=64, heads=4, norm="post")][:4]
+    ['b.attn', 'b.attn_dropout', 'b.add_1', 'b.ln_1']
+    """
+    hidden = as_size(hidden, "hidden", "transformer_block")
+    ffn = 4 * hidden if ffn_hidden is None else as_size(ffn_hidden, "ffn_hidden", "transformer")
+    if norm not in ("pre", "post"):
+        raise InvalidSizeError(f"transformer_block: norm must be 'pre' or 'post', got {norm!r}.")
+    p_attn = dropout if attention_dropout is None else attention_dropout
+
+    def name(part: str) -> str:
+        return f"{prefix}.{part}"
+
+    attention = MultiHeadAttention(heads, dropout=p_attn, flash=flash, name=name("attn"))
+    mlp: list[Layer | Node] = [
+        Dense(ffn, name=name("mlp_fc")),
+        GELU(name=name("mlp_act")),
+        Dense(hidden, name=name("mlp_proj")),
+        Dropout(dropout, name=name("mlp_dropout")),
+    ]
+    if norm == "pre":
+        return [
+            Node(LayerNorm(name=name("ln_1")), inputs=source),
+            attention,
+            Dropout(dropout, name=name("attn_dropout")),
+            Node(Add(name=name("add_1")), inputs=(source, name("attn_dropout"))),
+            LayerNorm(name=name("ln_2")),
+            *mlp,
+            Node(Add(name=name("add_2")), inputs=(name("add_1"), name("mlp_dropout"))),
+        ]
+    return [
+        Node(attention, inputs=source),
+        Dropout(dropout, name=name("attn_dropout")),
+        Node(Add(name=name("add_1")), inputs=(source, name("attn_dropout"))),
+        LayerNorm(name=name("ln_1")),
+        *mlp,
+        Node(Add(name=name("add_2")), inputs=(name("ln_1"), name("mlp_dropout"))),
+        LayerNorm(name=name("ln_2")),
+    ]
