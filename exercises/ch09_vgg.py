@@ -1,0 +1,105 @@
+"""Chapter 9, VGG-16: a large classic network, through memtheory.models.vgg16."""
+
+from memtheory import MaxPool2d
+from memtheory.exercises import Exercise, ExerciseSet, Expression, Integer, Quantity, at
+from memtheory.exercises.batch import largest_batch
+from memtheory.models import vgg16
+from memtheory.symbols import H
+
+
+def _vgg(how, **options):
+    return how.network(vgg16(**options).layers, name="VGG-16")
+
+
+def _after_pools(p, how):
+    net = _vgg(how, image_size=H)
+    pools = [row for row in net.rows if isinstance(row.layer, MaxPool2d)]
+    return pools[-1].output_shape[2]
+
+
+SET = ExerciseSet(
+    id="ch09",
+    title="VGG-16",
+    intro="VGG-16 (as torchvision builds it): thirteen 3x3 convolutions with padding 1 and "
+    "in-place "
+    "ReLUs, five 2x2 max poolings, then dense layers of 4096, 4096 and the classes, with dropout.",
+    exercises=(
+        Exercise(
+            id="q1",
+            title="parameters",
+            question="How many trainable parameters does VGG-16 have with {classes} output "
+            "classes?",
+            params={"classes": (1_000, 10, 100, 200, 365)},
+            answer=Integer(),
+            solve=lambda p, how: how.parameter_count(_vgg(how, classes=p.classes)),
+            misconceptions=("forgot_bias",),
+        ),
+        Exercise(
+            id="q2",
+            title="activations per image",
+            question="VGG-16 is fed {size}x{size}x3 images. Counting the output of every layer "
+            "that "
+            "creates a new tensor (convolutions, poolings, dense layers, dropouts; the in-place "
+            "ReLUs "
+            "add nothing, flattening is a view) and not the input, how many activation values does "
+            "it keep per image?",
+            params={"size": (224, 192, 256, 160, 288)},
+            answer=Integer(),
+            solve=lambda p, how: at(how.activation_count(_vgg(how, image_size=p.size)), B=1),
+            misconceptions=("input_as_activations",),
+        ),
+        Exercise(
+            id="q3",
+            title="training at a batch",
+            question="VGG-16 (1000 classes, 224x224x3 images) is trained with SGD with momentum at "
+            "batch {batch} in fp32. Counting the weights, gradients, optimizer state, those "
+            "activations with their gradients, and the input batch, how much memory does a "
+            "training "
+            "step need?",
+            params={"batch": (32, 64, 16, 128)},
+            answer=Quantity("GiB"),
+            solve=lambda p, how: at(
+                how.training_memory(_vgg(how), "sgd+momentum").total, B=p.batch
+            ),
+            misconceptions=(
+                "forgot_x2",
+                "forgot_optimizer_state",
+                "wrong_optimizer_factor",
+                "per_image_gradients",
+                "parameters_times_batch",
+                "mib_vs_mb",
+            ),
+            points=2,
+        ),
+        Exercise(
+            id="q4",
+            title="the largest batch on a GPU",
+            question="VGG-16 (1000 classes, 224x224x3 images) is trained with Adam in fp32 on a "
+            "GPU "
+            "with {gpu} GiB. Counting the same components, what is the largest batch that fits?",
+            params={"gpu": (24, 16, 40, 80, 12)},
+            answer=Integer(),
+            solve=lambda p, how: largest_batch(
+                how.training_memory(_vgg(how), "adam").total, how.to_bytes(p.gpu, "GiB")
+            ),
+            misconceptions=(
+                "forgot_x2",
+                "forgot_optimizer_state",
+                "wrong_optimizer_factor",
+                "mib_vs_mb",
+            ),
+            points=2,
+        ),
+        Exercise(
+            id="q5",
+            title="after the five poolings",
+            question="VGG-16 is fed H x H x 3 images. Its convolutions keep the size (padding 1) "
+            "and "
+            "each of its five 2x2 max poolings with stride 2 floors. Write the height of the last "
+            "pooling's output as a formula in H.",
+            answer=Expression((H,)),
+            solve=_after_pools,
+            misconceptions=("round_in_pooling",),
+        ),
+    ),
+)
