@@ -10,8 +10,16 @@ from memtheory.errors import InvalidSizeError, RankError, ShapeError
 from memtheory.layers.base import elements
 from memtheory.network import Network
 from memtheory.symbols import B, D, S, size_symbol
+from memtheory.transformer_activations import (
+    HEADS,
+    TENSOR_PARALLEL,
+    activation_bytes,
+    activation_terms,
+    paper_activation_bytes,
+    transformer_layer,
+)
 
-a = size_symbol("a")
+a = HEADS
 
 
 def test_attention_parameters_are_four_projections():
@@ -137,3 +145,69 @@ def test_adaptive_pooling_fixes_the_output_size():
     pool = ml.AdaptiveAvgPool2d()
     assert pool.output_shape((B, 2048, 7, 7)) == (B, 2048, 1, 1)
     assert elements(pool.output_shape((B, 2048, 13, 13))) == 2048 * B
+
+
+# -- Korthikanti et al. 2022: activation memory per transformer layer ----------------------
+CONFIGURATIONS = [
+    pytest.param(1, False, "none", id="no-parallelism"),
+    pytest.param(TENSOR_PARALLEL, False, "none", id="tensor-parallel"),
+    pytest.param(TENSOR_PARALLEL, True, "none", id="tensor-sequence-parallel"),
+    pytest.param(TENSOR_PARALLEL, False, "selective", id="tensor-parallel-selective"),
+    pytest.param(TENSOR_PARALLEL, True, "selective", id="tensor-sequence-parallel-selective"),
+    pytest.param(TENSOR_PARALLEL, False, "full", id="full-recompute"),
+]
+
+
+@pytest.mark.parametrize(("t", "sequence_parallel", "recompute"), CONFIGURATIONS)
+def test_derived_activation_bytes_simplify_to_korthikanti_table_2(t, sequence_parallel, recompute):
+    """Summing the layers' saved tensors gives each row of Korthikanti et al. 2022, Table 2.
+
+    Rows: sbh(34 + 5as/h); sbh(10 + 24/t + 5as/(ht)); sbh/t (34 + 5as/h); sbh(10 + 24/t);
+    34sbh/t; 2sbh (16-bit activations, one-byte dropout masks).
+    """
+    options = {"tensor_parallel": t, "sequence_parallel": sequence_parallel, "recompute": recompute}
+    derived = activation_bytes(**options)
+    assert sp.simplify(derived - paper_activation_bytes(**options)) == 0
+
+
+def test_no_parallelism_is_34_sbh_plus_5_a_s2_b():
+    """Section 4.1: attention 11sbh + 5as^2b, MLP 19sbh, layer norms 4sbh; 34sbh + 5as^2b in all."""
+    s, b, h = S, B, D
+    terms = activation_terms()
+    attention = sum(n for x, n in terms if x.saver in ("layer.attn", "layer.attn_dropout"))
+    mlp = sum(n for x, n in terms if x.saver.startswith("layer.mlp"))
+    norms = sum(n for x, n in terms if x.saver.startswith("layer.ln"))
+    assert sp.expand(attention - (11 * s * b * h + 5 * a * s**2 * b)) == 0
+    assert sp.expand(mlp - 19 * s * b * h) == 0
+    assert sp.expand(norms - 4 * s * b * h) == 0
+
+
+def test_selective_recomputation_saves_70_percent_for_gpt3():
+    """Korthikanti et al. 2022, Section 4.3: for GPT-3 (a=96, s=2048, h=12288) 5as/h = 80.
+
+    Selective recomputation drops those 80 of 34 + 80 sbh: a 70% saving, as the paper quotes.
+    """
+    gpt3 = {"sequence": 2048, "batch": 1, "hidden": 12288, "heads": 96}
+    full, selective = activation_bytes(**gpt3), activation_bytes(**gpt3, recompute="selective")
+    sbh = 2048 * 1 * 12288
+    assert (full / sbh, selective / sbh) == (34 + 80, 34)
+    assert round(100 * (full - selective) / full) == 70
+
+
+def test_flash_attention_keeps_what_selective_recomputation_keeps():
+    """A flash kernel keeps Q, K, V and the output, like selective recomputation, plus its lse."""
+    with_stats = activation_bytes(recompute="selective", statistics=True)
+    lse = 4 * B * a * S
+    layer_norm_stats = 2 * 2 * 4 * B * S
+    assert sp.expand(with_stats - 34 * S * B * D - lse - layer_norm_stats) == 0
+
+
+def test_per_layer_network_parameters_are_12h2_plus_13h():
+    """The layer the derivation builds is an ordinary GPT block: 12h^2 + 13h parameters."""
+    assert sp.expand(transformer_layer().parameter_count - (12 * D**2 + 13 * D)) == 0
+
+
+def test_unknown_recompute_mode_is_refused():
+    """An unknown recompute mode is refused: it must be none, selective or full."""
+    with pytest.raises(InvalidSizeError, match="selective"):
+        activation_bytes(recompute="some")  # type: ignore[arg-type]
