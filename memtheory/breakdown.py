@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -21,10 +22,14 @@ COMPONENT_TITLES: dict[str, str] = {
     "buffers": "buffers (running statistics)",
     "gradients": "parameter gradients",
     "optimizer_state": "optimizer state",
+    "optimizer_step_counters": "optimizer step counters",
     "master_weights": "master weights (full-precision copy)",
+    "weight_copies": "low-precision weight copies (autocast)",
     "activations": "forward activations",
+    "saved_activations": "activations saved for backward",
     "activation_gradients": "activation gradients",
     "input": "input batch",
+    "targets": "targets (class labels)",
 }
 """Every component name, in display order, with a title for tables."""
 
@@ -45,6 +50,13 @@ class MemoryBreakdown:
     precision : Precision
     notes : tuple of str
         What the convention assumed, in words.
+    timeline : mapping of str to sympy expression
+        Live bytes at the moments of the step where the peak can occur, in the
+        order they happen (``"forward conv2d_1"``, ``"backward maxpool2d_2"``,
+        ``"optimizer step"``), for conventions that follow the step tensor by
+        tensor; empty otherwise. :attr:`peak` is their maximum: unlike
+        :attr:`total`, it is not a sum of components, because not every tensor
+        is alive at the same time.
 
     Examples
     --------
@@ -72,6 +84,7 @@ class MemoryBreakdown:
     precision: Precision
     optimizer: Optimizer | None = None
     notes: tuple[str, ...] = field(default=())
+    timeline: Mapping[str, sp.Expr] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = set(self.components) - set(COMPONENT_TITLES)
@@ -85,17 +98,23 @@ class MemoryBreakdown:
             if name in self.components
         }
         object.__setattr__(self, "components", ordered)
+        object.__setattr__(
+            self, "timeline", {label: sp.sympify(v) for label, v in self.timeline.items()}
+        )
 
     # -- access ------------------------------------------------------------------------
     def __getitem__(self, name: str) -> sp.Expr:
         if name == "total":
             return self.total
+        if name == "peak" and self.timeline:
+            return self.peak  # type: ignore[return-value]
         try:
             return self.components[name]
         except KeyError:
+            extra = " and total" + (", peak" if self.timeline else "")
             raise KeyError(
-                f"no component {name!r} in this breakdown; it has {', '.join(self.components)} "
-                f"and total."
+                f"no component {name!r} in this breakdown; it has {', '.join(self.components)}"
+                f"{extra}."
             ) from None
 
     def __iter__(self) -> Iterator[str]:
@@ -106,10 +125,43 @@ class MemoryBreakdown:
         """Sum of all components, in bytes."""
         return sp.Add(*self.components.values())
 
+    @cached_property
+    def peak(self) -> sp.Expr | None:
+        """Peak live bytes: the largest value of :attr:`timeline` (None without a timeline).
+
+        Examples
+        --------
+        >>> from memtheory import Conv2d, Input, Network, training_memory
+        >>> net = Network([Input((3, 8, 8), batch=2), Conv2d(4, 3)])
+        >>> memory = training_memory(net, "sgd", convention="autograd")
+        >>> memory.peak, memory.peak_moment
+        (3592, 'backward conv2d_1')
+        >>> training_memory(net, "sgd").peak is None
+        True
+        """
+        if not self.timeline:
+            return None
+        return sp.Max(*self.timeline.values())
+
+    @property
+    def peak_moment(self) -> str | None:
+        """Label of the timeline moment where the peak is reached (needs numbers).
+
+        The first such moment when several tie; None without a timeline.
+        """
+        if not self.timeline:
+            return None
+        peak = self.peak
+        if not peak.is_number:  # type: ignore[union-attr]
+            names = ", ".join(sorted(s.name for s in self.free_symbols))
+            raise ValueError(f"peak_moment needs numbers: evaluate({names}=...) first.")
+        return next(label for label, value in self.timeline.items() if value == peak)
+
     @property
     def free_symbols(self) -> set[sp.Symbol]:
         """Symbols the estimate still depends on."""
-        return set().union(*(e.free_symbols for e in self.components.values()))
+        expressions = [*self.components.values(), *self.timeline.values()]
+        return set().union(*(e.free_symbols for e in expressions))
 
     # -- numbers -----------------------------------------------------------------------
     def evaluate(self, **values: object) -> MemoryBreakdown:
@@ -123,9 +175,11 @@ class MemoryBreakdown:
         >>> memory.evaluate(B=2).total
         136
         """
-        mapping = substitution(self.components.values(), values)
+        mapping = substitution([*self.components.values(), *self.timeline.values()], values)
         return replace(
-            self, components={k: v.xreplace(mapping) for k, v in self.components.items()}
+            self,
+            components={k: v.xreplace(mapping) for k, v in self.components.items()},
+            timeline={k: v.xreplace(mapping) for k, v in self.timeline.items()},
         )
 
     def in_unit(self, unit: str) -> dict[str, sp.Expr]:
@@ -172,18 +226,28 @@ class MemoryBreakdown:
         ]
         header = ("component", unit, "share")
         footer = ("total", str(round_half_up(convert(total, unit), digits)), "100%")
-        widths = [max(len(r[i]) for r in [header, *rows, footer]) for i in range(3)]
+        footers = [footer]
+        if self.timeline:
+            peak_row = (
+                f"peak live ({self.peak_moment})",
+                str(round_half_up(convert(self.peak, unit), digits)),  # type: ignore[arg-type]
+                "",
+            )
+            footers.append(peak_row)
+        widths = [max(len(r[i]) for r in [header, *rows, *footers]) for i in range(3)]
 
         def render(row: tuple[str, str, str]) -> str:
             return (
                 f"{row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  {row[2].rjust(widths[2])}"
-            )
+            ).rstrip()
 
         rule = render(tuple("-" * w for w in widths))  # type: ignore[arg-type]
-        return "\n".join([render(header), rule, *map(render, rows), rule, render(footer)])
+        return "\n".join([render(header), rule, *map(render, rows), rule, *map(render, footers)])
 
     def __str__(self) -> str:
         lines = [f"{self.mode} memory ({self.convention} convention), in bytes:"]
         lines += [f"  {name}: {value}" for name, value in self.components.items()]
         lines.append(f"  total: {self.total}")
+        if self.timeline:
+            lines.append(f"  peak: {self.peak}")
         return "\n".join(lines)

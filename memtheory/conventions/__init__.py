@@ -4,20 +4,23 @@
   activations x 2 x batch.
 * ``"breakdown"``: :class:`BreakdownConvention`, every component counted for
   what it is, with the optimizer's real state and per-component precision.
+* ``"autograd"``: :class:`AutogradConvention`, the tensors PyTorch's autograd
+  really keeps, storage by storage, and the peak of a training step.
 
-A convention that predicts exactly what an autograd engine keeps plugs in by
+Another convention plugs in by
 subclassing :class:`Convention` and adding itself to :data:`CONVENTIONS`.
 
 Examples
 --------
 >>> sorted(CONVENTIONS)
-['breakdown', 'rule_of_thumb']
+['autograd', 'breakdown', 'rule_of_thumb']
 >>> convention("rule of thumb").name
 'rule_of_thumb'
 """
 
 from __future__ import annotations
 
+from memtheory.conventions.autograd import AutogradConvention
 from memtheory.conventions.base import Convention, Model, model_counts
 from memtheory.conventions.breakdown import BreakdownConvention
 from memtheory.conventions.rule_of_thumb import RuleOfThumbConvention
@@ -25,6 +28,7 @@ from memtheory.errors import UnknownConventionError
 
 __all__ = [
     "CONVENTIONS",
+    "AutogradConvention",
     "BreakdownConvention",
     "Convention",
     "ConventionLike",
@@ -35,7 +39,7 @@ __all__ = [
 ]
 
 CONVENTIONS: dict[str, Convention] = {
-    c.name: c for c in (RuleOfThumbConvention(), BreakdownConvention())
+    c.name: c for c in (RuleOfThumbConvention(), BreakdownConvention(), AutogradConvention())
 }
 """Registered conventions, by name."""
 

@@ -10,15 +10,21 @@ from memtheory.layers.base import Layer, Shape, TensorSpec
 
 __all__ = ["Dropout"]
 
+_DEVICE_MASKS: dict[str, str | None] = {"cuda": "bool", "cpu": None}
+"""The mask dtype PyTorch's dropout keeps on each device (None: the activation dtype)."""
+
 
 @dataclass(frozen=True)
 class Dropout(Layer):
     """Zero each element with probability ``p`` during training (and rescale the rest).
 
-    Training keeps a mask the size of the input. Its element type depends on
-    the implementation: PyTorch's fused GPU kernel keeps a one-byte ``bool``
-    mask (the default here); its CPU path keeps the scaled noise in the
-    activation dtype (pass ``mask_dtype=None`` for that).
+    Training keeps a mask the size of the input, and nothing else (not the
+    output). Its element type depends on the device: PyTorch's fused GPU kernel
+    (``native_dropout``) keeps a one-byte ``bool`` mask (the default here); its
+    CPU path draws the scaled noise ``bernoulli(1 - p) / (1 - p)`` in the
+    activation dtype, multiplies, and keeps that noise (``device="cpu"``, or
+    ``mask_dtype=None``). Checked against PyTorch 2.13 with
+    ``torch.autograd.graph.saved_tensors_hooks``.
 
     Parameters
     ----------
@@ -28,12 +34,18 @@ class Dropout(Layer):
     mask_dtype : dtype name or None, default ``"bool"``
         ``None`` means the activation dtype.
     name : str, optional
+    device : {"cuda", "cpu"} or None, default None
+        Where it runs; sets the mask dtype (``"cuda"``: ``bool``, ``"cpu"``: the
+        activation dtype) when ``mask_dtype`` is left at its default.
 
     Examples
     --------
     >>> from memtheory.symbols import B
     >>> [s.role for s in Dropout(0.5).saved_for_backward((B, 500))]
     ['mask']
+    >>> cpu = Dropout(0.5, device="cpu").saved_for_backward((B, 500))[0]
+    >>> cpu.dtype is None, cpu.nbytes(dtype("bf16"))
+    (True, 1000*B)
     >>> Dropout(1.5)
     Traceback (most recent call last):
     ...
@@ -44,11 +56,24 @@ class Dropout(Layer):
     inplace: bool = False
     mask_dtype: DTypeLike | None = "bool"
     name: str | None = None
+    device: str | None = None
     kind = "Dropout"
 
     def __post_init__(self) -> None:
         if isinstance(self.p, bool) or not isinstance(self.p, int | float) or not 0 <= self.p < 1:
             raise InvalidSizeError(f"{self.label}: p must be in [0, 1), got {self.p!r}.")
+        if self.device is not None:
+            if self.device not in _DEVICE_MASKS:
+                raise InvalidSizeError(
+                    f"{self.label}: device must be 'cuda' or 'cpu', got {self.device!r}."
+                )
+            default = self.mask_dtype == "bool" or self.mask_dtype == dtype("bool")
+            if not default and _DEVICE_MASKS[self.device] != self.mask_dtype:
+                raise InvalidSizeError(
+                    f"{self.label}: mask_dtype={self.mask_dtype!r} contradicts "
+                    f"device={self.device!r}; give one of them."
+                )
+            object.__setattr__(self, "mask_dtype", _DEVICE_MASKS[self.device])
         if self.mask_dtype is not None:
             object.__setattr__(self, "mask_dtype", dtype(self.mask_dtype))
 
