@@ -1,0 +1,84 @@
+"""Memory techniques: each in its own module, each derived from the memory model.
+
+==================  ====================================================================
+module              technique
+==================  ====================================================================
+mixed_precision     16-bit weights and gradients, fp32 master copy and optimizer state
+checkpointing       keep every k-th layer's output, recompute the rest (Chen et al. 2016)
+accumulation        gradient accumulation: micro-batch memory, effective-batch update
+zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
+offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
+kv_cache            inference: weights plus the key/value cache
+==================  ====================================================================
+
+Examples
+--------
+>>> from memtheory.techniques import bytes_per_parameter, zero_model_states
+>>> bytes_per_parameter("adam", "mixed-fp16")
+16
+>>> zero_model_states(7_500_000_000, devices=64, stage=3).format("total", "GB", 1)
+'1.9 GB'
+"""
+
+from memtheory.techniques.accumulation import Accumulation, gradient_accumulation
+from memtheory.techniques.checkpointing import (
+    CheckpointPlan,
+    Unit,
+    best_segment_length,
+    checkpoint_units,
+    checkpointed_activations,
+    checkpointed_counts,
+    minimal_memory,
+    optimal_segment_length,
+    tradeoff,
+    uniform_memory,
+    uniform_recompute,
+)
+from memtheory.techniques.kv_cache import (
+    GenerationMemory,
+    generation_memory,
+    kv_cache_bytes,
+    kv_cache_formula,
+    positions_limit,
+)
+from memtheory.techniques.mixed_precision import (
+    LOSS_SCALER_BYTES,
+    autocast,
+    autocast_weight_copy_bytes,
+    bytes_per_parameter,
+    parameter_bytes,
+)
+from memtheory.techniques.offload import OFFLOADED, OffloadSplit, cpu_offload
+from memtheory.techniques.zero import ZERO_STAGES, zero_model_states, zero_partition
+
+__all__ = [
+    "LOSS_SCALER_BYTES",
+    "OFFLOADED",
+    "ZERO_STAGES",
+    "Accumulation",
+    "CheckpointPlan",
+    "GenerationMemory",
+    "OffloadSplit",
+    "Unit",
+    "autocast",
+    "autocast_weight_copy_bytes",
+    "best_segment_length",
+    "bytes_per_parameter",
+    "checkpoint_units",
+    "checkpointed_activations",
+    "checkpointed_counts",
+    "cpu_offload",
+    "generation_memory",
+    "gradient_accumulation",
+    "kv_cache_bytes",
+    "kv_cache_formula",
+    "minimal_memory",
+    "optimal_segment_length",
+    "parameter_bytes",
+    "positions_limit",
+    "tradeoff",
+    "uniform_memory",
+    "uniform_recompute",
+    "zero_model_states",
+    "zero_partition",
+]

@@ -1,0 +1,188 @@
+r"""Inference memory of a language model: the weights plus the key/value cache.
+
+Generating text one token at a time, a decoder keeps the keys and values of
+every earlier position in every attention layer, so that each new token
+attends to them without recomputing them. For :math:`L` layers with
+:math:`a_{kv}` key/value heads of width :math:`d`, :math:`S` cached positions
+and a batch of :math:`B`, the cache holds
+
+.. math:: 2 \cdot L \cdot a_{kv} \cdot d \cdot S \cdot B
+
+elements (the 2: keys and values). :func:`kv_cache_bytes` derives it from a
+network's attention layers (:meth:`~memtheory.layers.MultiHeadAttention.cache_tensors`),
+and :func:`generation_memory` adds the weights. Batch and sequence limits
+follow from :func:`memtheory.whatif.max_value`. Derived in the book's chapter
+"Inference".
+
+Examples
+--------
+>>> from memtheory.models import gpt2
+>>> kv_cache_bytes(gpt2("small"))
+36864*B*S
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import sympy as sp
+
+from memtheory._validation import SizeLike
+from memtheory.dtypes import DTypeLike
+from memtheory.dtypes import dtype as _dtype
+from memtheory.evaluation import substitution
+from memtheory.layers import MultiHeadAttention, PositionEmbedding
+from memtheory.network import Network
+from memtheory.symbols import B, S
+from memtheory.units import format_bytes
+
+__all__ = [
+    "GenerationMemory",
+    "generation_memory",
+    "kv_cache_bytes",
+    "kv_cache_formula",
+    "positions_limit",
+]
+
+
+def kv_cache_bytes(model: Network, *, dtype: DTypeLike = "fp16") -> sp.Expr:
+    """Bytes of the key/value cache of every attention layer of ``model``.
+
+    The cache covers the positions of the network's input (its sequence
+    length ``S``) for its batch.
+
+    Parameters
+    ----------
+    model : Network
+    dtype : dtype, default "fp16"
+        Element type of the cache.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> kv_cache_bytes(gpt2("xl", batch=1, sequence=1024))
+    314572800
+    """
+    element = _dtype(dtype)
+    return sp.expand(
+        sp.Add(
+            *(
+                spec.nbytes(element)
+                for row in model.rows
+                if isinstance(row.layer, MultiHeadAttention)
+                for spec in row.layer.cache_tensors(row.input_shape)
+            )
+        )
+    )
+
+
+def kv_cache_formula(
+    *,
+    layers: SizeLike,
+    heads: SizeLike,
+    head_dim: SizeLike,
+    kv_heads: SizeLike | None = None,
+    sequence: SizeLike = S,
+    batch: SizeLike = B,
+    dtype: DTypeLike = "fp16",
+) -> sp.Expr:
+    """Cache bytes of ``layers`` identical attention layers, derived from one of them.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import L, size_symbol
+    >>> a, d = size_symbol("a"), size_symbol("d")
+    >>> kv_cache_formula(layers=L, heads=a, head_dim=d)
+    4*B*L*S*a*d
+    """
+    attention = MultiHeadAttention(heads, head_dim=head_dim, kv_heads=kv_heads)
+    shape = (sp.sympify(batch), sp.sympify(sequence), attention.heads * attention.head_dim)
+    one = sum(spec.nbytes(_dtype(dtype)) for spec in attention.cache_tensors(shape))
+    return sp.expand(sp.sympify(layers) * one)
+
+
+@dataclass(frozen=True)
+class GenerationMemory:
+    """Weights and key/value cache of a model generating text, in bytes.
+
+    Attributes
+    ----------
+    weights, kv_cache : sympy expression
+    positions : int or None
+        The longest sequence the model takes (its position-embedding rows), if limited.
+    """
+
+    weights: sp.Expr
+    kv_cache: sp.Expr
+    positions: int | None = None
+
+    @property
+    def total(self) -> sp.Expr:
+        """Weights plus cache."""
+        return self.weights + self.kv_cache
+
+    def evaluate(self, **values: object) -> GenerationMemory:
+        """Substitute values by symbol name (``B=8, S=1024``).
+
+        Examples
+        --------
+        >>> GenerationMemory(sp.Integer(10), 4 * B).evaluate(B=2).total
+        18
+        """
+        mapping = substitution([self.weights, self.kv_cache], values)
+        return replace(
+            self, weights=self.weights.xreplace(mapping), kv_cache=self.kv_cache.xreplace(mapping)
+        )
+
+    def format(self, name: str = "total", unit: str = "GiB", digits: int = 2) -> str:
+        """``weights``, ``kv_cache`` or ``total`` as labelled text."""
+        return format_bytes(getattr(self, name), unit, digits)
+
+
+def generation_memory(
+    model: Network, *, weights: DTypeLike = "fp16", cache: DTypeLike | None = None
+) -> GenerationMemory:
+    """Weights plus key/value cache for generating ``S`` positions of ``B`` sequences.
+
+    Activations of the one new token per step are small beside these and not
+    counted.
+
+    Parameters
+    ----------
+    model : Network
+        A decoder (e.g. :func:`memtheory.models.gpt2`), built over the sequence
+        length to cache.
+    weights : dtype, default "fp16"
+    cache : dtype, optional
+        Defaults to ``weights``.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> memory = generation_memory(gpt2("small"))
+    >>> memory.total
+    36864*B*S + 248879616
+    """
+    low = _dtype(weights)
+    return GenerationMemory(
+        weights=sp.sympify(model.parameter_count * low.bytes),
+        kv_cache=kv_cache_bytes(model, dtype=cache or low),
+        positions=positions_limit(model),
+    )
+
+
+def positions_limit(model: Network) -> int | None:
+    """Return the longest sequence ``model``'s position embeddings allow, or None.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> positions_limit(gpt2("small"))
+    1024
+    """
+    sizes = [
+        int(row.layer.num_embeddings)  # type: ignore[call-overload]
+        for row in model.rows
+        if isinstance(row.layer, PositionEmbedding) and row.layer.num_embeddings.is_number  # type: ignore[union-attr]
+    ]
+    return min(sizes) if sizes else None
