@@ -1,0 +1,147 @@
+"""Misconceptions: each named mistake is recognised in a learner's answer, with its named feedback.
+
+The first group of tests writes each mistaken answer by hand from a formula in
+the test, on the book's numbers: those of the seed documents (a StackExchange
+question on training memory: 19,072,984 parameters, 532,752 activations per
+image, 180x50x1 inputs, batch 128; a StackExchange question on a small CNN:
+50x50x3 inputs, 3x3 convolutions with 32 and 64 filters, 2x2/2 pooling, dense
+500 and 10, batch 64; a blog post: 2,000,000 parameters and a 32 MB input) or
+stated in the question. The second group checks every (exercise, misconception)
+pair the sets list, with the mistaken answer memtheory recomputes.
+"""
+
+from fractions import Fraction
+
+import pytest
+
+from memtheory.exercises import MISCONCEPTIONS, check, find_variant, grade_variant, load_sets
+
+MIB, GIB, MB = 2**20, 2**30, 10**6
+
+# Seed 000, a StackExchange question on training memory.
+P000, A000, BATCH000 = 19_072_984, 532_752, 128
+# Seed 001, the small CNN: parameters and activations per image, as the seed answer lists them.
+P001 = (32 * 3 * 9 + 32) + (64 * 32 * 9 + 64) + (12 * 12 * 64 * 500 + 500) + (500 * 10 + 10)
+A001 = 50 * 50 * 32 + 25 * 25 * 32 + 25 * 25 * 64 + 12 * 12 * 64 + 500 + 10 + 10  # softmax too
+I001 = 50 * 50 * 3
+
+
+def size(nbytes, unit, scale):
+    """Write a byte count in ``unit`` with six decimals, as a learner with a calculator would."""
+    return f"{float(Fraction(nbytes, scale)):.6f} {unit}"
+
+
+HAND_WRITTEN = {
+    # 784 x 100 weights, no bias (the question says "with a bias").
+    "forgot_bias": ("ch02.q1", 784 * 100),
+    # 32 filters of 3x3 counted without the 3 input channels: 32 x 9 + 32 (seed 001: "3x3x3").
+    "forgot_input_depth": ("ch02.q2", 32 * 3 * 3 + 32),
+    # groups=32 ignored: 32 x 32 x 9 weights + 32 biases.
+    "ignored_groups": ("ch02.q4", 32 * 32 * 9 + 32),
+    # seed 001: (25 - 2)/2 + 1 = 12.5, rounded up to 13 instead of floored to 12.
+    "round_in_pooling": ("ch03.q1", 13),
+    # 19,072,984 x 4 bytes divided by 10^6 but labelled MiB.
+    "mib_vs_mb": ("ch01.q1", size(P000 * 4, "MiB", MB)),
+    # 78,500 parameters times the batch of 64 the question mentions.
+    "parameters_times_batch": ("ch02.q1", (784 * 100 + 100) * 64),
+    # weights once, plus a gradient per image of the batch of 128.
+    "per_image_gradients": ("ch04.q4", size(P000 * 4 * (1 + BATCH000), "MiB", MIB)),
+    # seed 000's question: 532,752 x 128 values of 4 bytes, without the gradients: 260.13 MiB.
+    "forgot_x2": ("ch04.q1", size(A000 * 4 * BATCH000, "MiB", MIB)),
+    # seed 000's question: activations and gradients of a single image: 4.06 MiB.
+    "activations_per_image": ("ch04.q1", size(A000 * 2 * 4, "MiB", MIB)),
+    # Adam in fp32 without its state: a weight and a gradient, 8 bytes.
+    "forgot_optimizer_state": ("ch05.q2", 4 + 4),
+    # Adam counted with one state value (the x3 rule): 25,557,032 x 4 bytes.
+    "wrong_optimizer_factor": ("ch05.q1", size(25_557_032 * 4, "MiB", MIB)),
+    # weights only, no gradients: 19,072,984 x 4 bytes.
+    "forgot_gradients": ("ch04.q4", size(P000 * 4, "MiB", MIB)),
+    # mixed precision with bf16 at batch 64, no fp32 master weights: 2 + 2 + 8 bytes per parameter.
+    "forgot_master_weights": (
+        "ch07.q7",
+        size(P001 * (2 + 2 + 8) + A001 * 64 * (2 + 2) + I001 * 64 * 4, "MiB", MIB),
+    ),
+    # seed 001's answer counts the input in its per-image total: 149,736 + 7,500.
+    "input_as_activations": ("ch03.q7", A001 + I001),
+    # seed 001's batch total without the 64 x 7,500 input values.
+    "input_left_out": ("ch08.q5", size((A001 - 10) * 64 * 4, "MB", MB)),
+}
+
+
+def test_every_misconception_has_a_hand_written_case():
+    """The hand-written cases cover the whole registry."""
+    assert set(HAND_WRITTEN) == set(MISCONCEPTIONS)
+
+
+@pytest.mark.parametrize("name", sorted(HAND_WRITTEN))
+def test_hand_written_mistake_gets_its_named_feedback(name):
+    """A mistaken answer worked out by hand is graded wrong and named in the feedback."""
+    exercise_id, answer = HAND_WRITTEN[name]
+    result = check(exercise_id, answer)
+    assert not result.passed
+    assert name in result.misconceptions, result.feedback
+    assert MISCONCEPTIONS[name].title in result.feedback
+    assert f"[{name}]" in result.feedback
+
+
+def test_seed_001_parameter_count_is_the_books():
+    """The seed 001 sums above agree with the book's variant of ch08 (4,632,902 and 149,736)."""
+    assert find_variant("ch08.q4").expected == P001 == 4_632_902
+    assert find_variant("ch03.q7").expected == A001 == 149_736
+
+
+def test_forgotten_x2_is_the_seed_000_question_figure():
+    """Forgetting the x2 gives the 260.13 MiB the training-memory question printed."""
+    assert size(A000 * 4 * BATCH000, "MiB", MIB).startswith("260.13")
+
+
+PAIRS = [
+    (full, name, seed)
+    for s in load_sets().values()
+    for full, exercise in zip(s.ids, s.exercises, strict=True)
+    for name in exercise.misconceptions
+    for seed in (None, "alice")
+]
+
+
+@pytest.mark.parametrize(("exercise_id", "name", "seed"), PAIRS)
+def test_every_listed_misconception_is_recognised(exercise_id, name, seed):
+    """For every exercise and variant, each way a listed mistake changes the answer is named."""
+    variant = find_variant(exercise_id, seed)
+    mistaken = [m for m in variant.mistaken_answers() if m.name == name]
+    if not mistaken:
+        pytest.skip("this variant's numbers hide the mistake")
+    for answer in mistaken:
+        result = grade_variant(variant, variant.kind.solution_text(answer.value))
+        assert result.status == "incorrect"
+        assert name in result.misconceptions, (answer.detail, result.feedback)
+
+
+def test_wrong_answer_matching_no_misconception_gets_plain_feedback():
+    """An answer that no listed mistake explains is marked wrong without naming one."""
+    result = check("ch02.q1", 12345)
+    assert not result.passed and result.misconceptions == ()
+    assert result.feedback.startswith("Not correct.")
+
+
+def test_answers_matching_two_misconceptions_name_both():
+    """With momentum, forgetting the state or the gradients gives the same total: both are named."""
+    variant = find_variant("ch01.q7")
+    state = next(m for m in variant.mistaken_answers() if m.name == "forgot_optimizer_state")
+    result = grade_variant(variant, variant.kind.solution_text(state.value))
+    assert {"forgot_optimizer_state", "forgot_gradients"} <= set(result.misconceptions)
+
+
+def test_correct_answer_is_never_taken_for_a_misconception():
+    """A mistake that does not change the answer (SGD keeps no state) is not reported."""
+    variant = find_variant("ch01.q5")
+    assert all(m.name != "forgot_optimizer_state" for m in variant.mistaken_answers())
+    assert check("ch01.q5", "c").passed
+
+
+def test_misconception_registry_entries_are_complete():
+    """Every misconception has a title, a hint, and at least one way to recompute an answer."""
+    for name, entry in MISCONCEPTIONS.items():
+        assert entry.name == name
+        assert entry.title and entry.hint.endswith(".")
+        assert entry.ways and all(way.detail for way in entry.ways)
