@@ -1,0 +1,175 @@
+"""What-if toolkit: largest batch or sequence that fits, sensitivity, scenario tables, plots."""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import memtheory.layers as ml
+from memtheory import ModelCounts, training_memory
+from memtheory.errors import EvaluationError, UnsupportedError
+from memtheory.evaluation import compile_exact
+from memtheory.models import gpt2, vgg
+from memtheory.network import Network
+from memtheory.symbols import B, H, S
+from memtheory.techniques import generation_memory, zero_model_states
+from memtheory.whatif import (
+    DoesNotFitError,
+    compare,
+    max_batch,
+    max_sequence_length,
+    max_value,
+    memory_limit,
+    sensitivity,
+)
+
+CNN = Network(
+    [
+        ml.Input((3, H, H)),
+        ml.Conv2d(16, 3, padding=1),
+        ml.MaxPool2d(2),
+        ml.Conv2d(32, 3, padding=1),
+        ml.MaxPool2d(2),
+        ml.Flatten(),
+        ml.Dense(10),
+    ]
+)
+
+
+def test_affine_total_is_solved_exactly():
+    """Training memory a*B + c fits floor((limit - c) / a) samples: solved, then checked."""
+    memory = training_memory(CNN, "adam").total.subs(H, 32)
+    per_sample, fixed = memory.coeff(B), memory.subs(B, 0)
+    limit = 10**9
+    assert max_batch(CNN, limit, "adam", H=32) == (limit - fixed) // per_sample
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(min_value=10**7, max_value=10**11), st.sampled_from([16, 32, 50, 64]))
+def test_max_batch_is_exact_for_random_limits(limit, side):
+    """For any limit, total(b) <= limit < total(b + 1), checked with exact integers."""
+    total = compile_exact(training_memory(CNN, "adam").total.subs(H, side), ["B"])
+    b = max_batch(CNN, limit, "adam", H=side)
+    assert total(b) <= limit < total(b + 1)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(min_value=10**6, max_value=10**10))
+def test_max_image_side_with_floors_is_bisected_exactly(limit):
+    """Memory over the image side H has floors (pooling): bisection, then the same exact check."""
+    total = training_memory(CNN, "sgd").total.subs(B, 8)
+    function = compile_exact(total, ["H"])
+    if function(4) > limit:
+        with pytest.raises(DoesNotFitError):
+            max_value(total, "H", limit, start=4)
+        return
+    side = max_value(total, "H", limit, start=4)
+    assert function(side) <= limit < function(side + 1)
+
+
+def test_limits_are_bytes_or_labelled_sizes():
+    """'80 GB' is 80 * 10^9 bytes and '24 GiB' is 24 * 2^30 bytes."""
+    assert memory_limit("80 GB") == 80 * 10**9
+    assert memory_limit("24 GiB") == 24 * 2**30
+    with pytest.raises(EvaluationError):
+        memory_limit(-5)
+
+
+def test_batch_one_that_does_not_fit_says_so():
+    """VGG-16's Adam states alone (138M x 16 bytes) exceed 2 GB: DoesNotFitError with both sizes."""
+    net = vgg((64, "M"), image_size=224)
+    with pytest.raises(DoesNotFitError) as error:
+        max_batch(net, "2 GB", "adam")
+    message = str(error.value)
+    assert "B=1" in message and "2.00 GB" in message and "larger device" in message
+
+
+def test_every_other_size_needs_a_value():
+    """Solving for B over a network of symbolic side H asks for H."""
+    with pytest.raises(EvaluationError, match="H"):
+        max_batch(CNN, "1 GB", "adam")
+
+
+def test_max_sequence_length_of_generation_is_capped_by_positions():
+    """GPT-2 xl in fp16 on 24 GiB: 128 sequences fit 576 tokens; 32 fit all 1,024 positions."""
+    memory = generation_memory(gpt2("xl"))
+    short = max_sequence_length(memory, "24 GiB", B=128)
+    assert memory.evaluate(B=128, S=short).total <= 24 * 2**30
+    assert memory.evaluate(B=128, S=short + 1).total > 24 * 2**30
+    assert max_sequence_length(memory, "24 GiB", B=32) == 1024
+
+
+def test_quadratic_sequence_length_is_solved_and_checked():
+    """GPT-2 training memory has S^2 terms (attention): the quadratic is solved, then checked."""
+    net = gpt2("small")
+    total = training_memory(net, "adam", precision="mixed-fp16").total.subs(B, 4)
+    s = max_sequence_length(net, "8 GiB", "adam", precision="mixed-fp16", B=4)
+    assert s < 1024
+    assert total.subs(S, s) <= 8 * 2**30 < total.subs(S, s + 1)
+
+
+def test_sensitivity_of_a_product_has_unit_elasticities():
+    """For T = c * B * S every elasticity is 1: one percent more of either, one percent more T."""
+    result = sensitivity(3 * B * S, B=8, S=1024)
+    assert [r.elasticity for r in result.rows] == [1, 1]
+    assert result["S"].step == 3 * 8
+
+
+def test_gpt2_training_is_more_sensitive_to_sequence_than_to_batch():
+    """Attention's S^2 makes S's elasticity exceed B's; the elasticities are exact derivatives."""
+    result = sensitivity(gpt2("small"), "adam", B=8, S=1024)
+    total = training_memory(gpt2("small"), "adam").total
+    derivative = sp.diff(total, S).subs({B: 8, S: 1024})
+    assert result["S"].derivative == derivative
+    assert result.most_sensitive == "S"
+    assert 1 < result["S"].elasticity < 2 and 0 < result["B"].elasticity < 1
+    assert "elasticity" in result.table()
+
+
+def test_compare_tabulates_every_combination_consistently():
+    """A comparison is the product of its options, each total matching a direct computation."""
+    counts = ModelCounts.per_sample(parameters=10**8, activations=10**6, input_elements=10**4)
+    table = compare(
+        counts,
+        optimizers=("sgd", "adam"),
+        precisions=("fp32", "mixed-fp16"),
+        zero_stages=(0, 3),
+        devices=8,
+        limit="2 GB",
+        B=4,
+    )
+    assert len(table.scenarios) == 8
+    adam_zero3 = next(
+        s
+        for s in table.scenarios
+        if (s.optimizer, s.precision, s.zero_stage) == ("adam", "mixed-fp16", 3)
+    )
+    states = zero_model_states(10**8, 8, 3).total
+    activations = 4 * (10**6 * 2 * 2 + 10**4 * 4)
+    assert adam_zero3.total == states + activations
+    text = table.table("GB")
+    assert "stage 3" in text and "fits 2.00 GB" in text
+
+
+def test_compare_refuses_checkpointing_without_layers():
+    """Checkpointing needs a Network's layers: counts alone are refused."""
+    counts = ModelCounts(parameters=1, activations=1, input_elements=1)
+    with pytest.raises(UnsupportedError, match="Network"):
+        compare(counts, checkpointing=(3,))
+
+
+def test_plot_memory_draws_the_curve_and_the_limit():
+    """The memory plot draws memory against B, the limit, and the largest batch that fits."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from memtheory.plotting import plot_checkpointing_tradeoff, plot_memory
+
+    ax = plot_memory(CNN, "B", range(1, 129), optimizer="adam", limit="20 MB", unit="MB", H=32)
+    labels = [line.get_label() for line in ax.get_lines()]
+    best = max_batch(CNN, "20 MB", "adam", H=32)
+    assert labels == ["memory", "limit 20.00 MB", f"largest B = {best}"]
+    assert ax.get_ylabel() == "memory (MB)"
+    assert plot_checkpointing_tradeoff(9).get_ylabel().startswith("peak")
+    matplotlib.pyplot.close("all")
