@@ -54,6 +54,11 @@ class AnswerFile:
         Answer by exercise id, as written (text or number).
     notes : tuple of str
         What was ignored, and why.
+
+    Examples
+    --------
+    >>> AnswerFile(None, "ada", None, None, {"ch02.q1": 78500}).learner
+    'ada'
     """
 
     path: str | None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from memtheory.exercises.grading import grade_variant
 from memtheory.exercises.loader import PathLike, find_variant
 from memtheory.exercises.report import ExerciseResult
-from memtheory.exercises.variants import SeedLike
+from memtheory.exercises.variants import SeedLike, resolve_seed
 
 __all__ = ["CheckResult", "check", "question"]
 
@@ -28,6 +28,11 @@ class CheckResult:
     Attributes
     ----------
     result : ExerciseResult
+
+    Examples
+    --------
+    >>> bool(check("ch03.q1", "12"))
+    True
     """
 
     result: ExerciseResult
@@ -72,6 +77,7 @@ def check(
     answer: object,
     seed: SeedLike = None,
     *,
+    learner: str | None = None,
     sets_dir: PathLike | None = None,
     show_expected: bool = False,
 ) -> CheckResult:
@@ -84,7 +90,11 @@ def check(
     answer : object
         A number, text such as ``"22.9 MiB"``, a formula (text or sympy), or a letter.
     seed : str, int or None
-        The variant (a learner id or number); ``None`` for the book's numbers.
+        The variant's seed, as in an answer file's ``seed``; ``None`` for the
+        book's numbers (unless ``learner`` is given).
+    learner : str, optional
+        A learner id, as in an answer file's ``learner``: the seed is derived
+        from it, so the numbers are those the grader uses for that learner.
     sets_dir : path, optional
         Folder of the exercise sets.
     show_expected : bool
@@ -99,12 +109,22 @@ def check(
     --------
     >>> check("ch03.q1", 13)
     ch03.q1: not passed (0/1). Not correct. This is the answer you get if you rounded ...
+    >>> from memtheory.exercises.variants import seed_from_learner
+    >>> adas = find_variant("ch03.q1", seed_from_learner("ada")).expected
+    >>> check("ch03.q1", adas, learner="ada").passed
+    True
     """
-    variant = find_variant(exercise_id, seed, sets_dir)
+    variant = find_variant(exercise_id, resolve_seed(option=seed, learner=learner)[0], sets_dir)
     return CheckResult(grade_variant(variant, answer, show_expected=show_expected))
 
 
-def question(exercise_id: str, seed: SeedLike = None, *, sets_dir: PathLike | None = None) -> str:
+def question(
+    exercise_id: str,
+    seed: SeedLike = None,
+    *,
+    learner: str | None = None,
+    sets_dir: PathLike | None = None,
+) -> str:
     """Return the question of one exercise, for ``seed`` (the book's numbers without one).
 
     Examples
@@ -112,4 +132,6 @@ def question(exercise_id: str, seed: SeedLike = None, *, sets_dir: PathLike | No
     >>> print(question("ch03.q1"))
     A 2x2 max pooling with stride 2 ...
     """
-    return find_variant(exercise_id, seed, sets_dir).question
+    return find_variant(
+        exercise_id, resolve_seed(option=seed, learner=learner)[0], sets_dir
+    ).question

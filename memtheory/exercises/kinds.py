@@ -77,7 +77,14 @@ def _close(given: sp.Expr, expected: sp.Expr, rtol: float) -> bool:
 
 
 class AnswerKind(ABC):
-    """What an answer is: how to finalize, parse, compare and show it."""
+    """What an answer is: how to finalize, parse, compare and show it.
+
+    Examples
+    --------
+    >>> kinds = (Integer(), Quantity(), Number(), Expression(), Choice(("a", "b")))
+    >>> sorted(kind.name for kind in kinds)
+    ['choice', 'expression', 'integer', 'number', 'quantity']
+    """
 
     name: ClassVar[str] = "answer"
 

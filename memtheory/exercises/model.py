@@ -104,6 +104,14 @@ class Exercise:
         Shown with a wrong answer that matches no misconception.
     reveal : bool
         Show the expected answer in feedback even without ``--show-expected``.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.kinds import Integer
+    >>> square = Exercise("q1", "What is {n} squared?", Integer(), lambda p, how: p.n**2,
+    ...                   params={"n": (3, 4, 5)})
+    >>> square.parameterised, square.points
+    (True, 1)
     """
 
     id: str
@@ -160,6 +168,14 @@ class ExerciseSet:
     exercises : sequence of Exercise
     intro : str
         A sentence or two shown before the questions.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.kinds import Integer
+    >>> one = Exercise("q1", "What is 2 + {n}?", Integer(), lambda p, how: 2 + p.n,
+    ...                params={"n": (1, 2)})
+    >>> ExerciseSet("demo", "Demo", (one,)).ids
+    ('demo.q1',)
     """
 
     id: str
@@ -219,7 +235,14 @@ class ExerciseSet:
 
 @dataclass(frozen=True)
 class MistakenAnswer:
-    """The answer a misconception leads to, for one variant."""
+    """The answer a misconception leads to, for one variant.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.loader import find_variant
+    >>> find_variant("ch03.q1").mistaken_answers()[0].value
+    13
+    """
 
     name: str
     title: str
@@ -244,6 +267,13 @@ class Variant:
     seed : str or None
         ``None`` for the book's numbers.
     params : Params
+
+    Examples
+    --------
+    >>> from memtheory.exercises.loader import find_variant
+    >>> variant = find_variant("ch03.q1")
+    >>> variant.params, variant.expected
+    ({'size': 25}, 12)
     """
 
     set_id: str

@@ -76,6 +76,11 @@ class ExerciseResult:
         Names of the misconceptions the answer matches.
     expected : str or None
         The expected answer, when it may be shown.
+
+    Examples
+    --------
+    >>> ExerciseResult("ch03.q1", "pooling", "correct", 1, 1, "12", "Correct.").passed
+    True
     """
 
     id: str
@@ -128,6 +133,11 @@ class GradeReport:
         The answer file.
     notes : tuple of str
         Remarks about the file (ignored keys, answers for sets not graded).
+
+    Examples
+    --------
+    >>> GradeReport("ada", "7", "file", ("ch03",), ()).heading()
+    'learner ada, seed 7 (from the file), sets ch03'
     """
 
     learner: str | None
@@ -232,7 +242,13 @@ class GradeReport:
 
 @dataclass(frozen=True)
 class FolderEntry:
-    """One answer file of a folder: its report, or why it could not be graded."""
+    """One answer file of a folder: its report, or why it could not be graded.
+
+    Examples
+    --------
+    >>> FolderEntry("eve.toml", error="not valid TOML").report is None
+    True
+    """
 
     file: str
     report: GradeReport | None = None

@@ -222,3 +222,32 @@ def test_bad_learner_type_is_a_file_error(tmp_path):
     path.write_text("learner = 3\n")
     with pytest.raises(AnswerFileError, match="learner must be text"):
         read_answer_file(path)
+
+
+def test_a_broken_exercise_does_not_stop_the_others(tmp_path):
+    """An exercise whose solver fails is reported as an error, not counted; the rest is graded."""
+    folder = tmp_path / "sets"
+    folder.mkdir()
+    (folder / "mixed.py").write_text(
+        "from memtheory.exercises import Exercise, ExerciseSet, Integer\n"
+        "SET = ExerciseSet('mixed', 'Mixed', (\n"
+        "    Exercise('q1', 'What is 1 + 1?', Integer(), lambda p, how: 2),\n"
+        "    Exercise('q2', 'What is 1 / 0?', Integer(), lambda p, how: 1 // 0),\n"
+        "))\n"
+    )
+    report = grade_answers({"mixed.q1": "2", "mixed.q2": "1"}, sets_dir=folder)
+    assert report.result("mixed.q1").passed
+    broken = report.result("mixed.q2")
+    assert (broken.status, broken.points) == ("error", 0)
+    assert "ZeroDivisionError" in broken.feedback
+    assert (report.score, report.max_score) == (1, 1)
+
+
+def test_notebook_check_uses_the_same_variant_as_the_answer_file(answer_file):
+    """check(..., learner=) grades the numbers that the answer file with that learner gets."""
+    from memtheory.exercises import check
+
+    theirs = find_variant("ch02.q1", seed_from_learner("ada")).expected
+    assert check("ch02.q1", theirs, learner="ada").passed
+    assert grade_file(answer_file({"ch02.q1": theirs}, learner="ada")).result("ch02.q1").passed
+    assert check("ch02.q1", theirs, seed=seed_from_learner("ada")).passed
