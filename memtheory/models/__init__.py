@@ -1,13 +1,14 @@
 """Builders for named architectures, from their hyperparameters.
 
-==============  ===============================================  ===============
-builder         architecture                                     parameters
-==============  ===============================================  ===============
-``vgg16``       VGG-16 (torchvision)                             138,357,544
-``resnet50``    ResNet-50 (torchvision), residual graph          25,557,032
-``bert_base``   BERT-base (Hugging Face ``BertModel``)           109,482,240
-``gpt2``        GPT-2 small / medium / large / xl (Hugging Face)  124M ... 1.56B
-==============  ===============================================  ===============
+==============  ==========================================  ===================
+builder         architecture                                parameters
+==============  ==========================================  ===================
+``vgg16``       VGG-16 (torchvision)                        138,357,544
+``resnet50``    ResNet-50 (torchvision), a residual graph   25,557,032
+``bert_base``   BERT-base (Hugging Face ``BertModel``)      109,482,240
+``gpt2``        GPT-2 small, medium, large, xl (Hugging     124,439,808 to
+                Face ``GPT2LMHeadModel``)                   1,557,611,200
+==============  ==========================================  ===================
 
 Examples
 --------

@@ -81,7 +81,9 @@ def transformer_block(
     ['b.attn', 'b.attn_dropout', 'b.add_1', 'b.ln_1']
     """
     hidden = as_size(hidden, "hidden", "transformer_block")
-    ffn = 4 * hidden if ffn_hidden is None else as_size(ffn_hidden, "ffn_hidden", "transformer")
+    ffn = (
+        4 * hidden if ffn_hidden is None else as_size(ffn_hidden, "ffn_hidden", "transformer_block")
+    )
     if norm not in ("pre", "post"):
         raise InvalidSizeError(f"transformer_block: norm must be 'pre' or 'post', got {norm!r}.")
     p_attn = dropout if attention_dropout is None else attention_dropout
