@@ -57,3 +57,15 @@ def test_formula_agrees_with_the_number():
     for memory in (4 * 2**30, 8 * 10**9, 305_167_744 + 4_298_016, 10**12 + 7):
         expected = largest_batch(4_298_016 * B + 305_167_744, memory)
         assert formula.xreplace({m: memory}) == expected
+
+
+def test_agrees_with_the_what_if_toolkit():
+    """Where one sample fits, largest_batch agrees with memtheory.whatif.max_batch."""
+    whatif = pytest.importorskip("memtheory.whatif")
+    counts = ModelCounts.per_sample(
+        parameters=19_072_984, activations=532_752, input_elements=9_000
+    )
+    for optimizer in ("adam", "sgd+momentum", "sgd"):
+        total = training_memory(counts, optimizer).total
+        for limit in (4 * 2**30, 16 * 10**9, 305_167_744 + 4_298_016):
+            assert largest_batch(total, limit) == whatif.max_batch(total, limit)
