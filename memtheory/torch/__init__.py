@@ -1,0 +1,74 @@
+"""memtheory and PyTorch: convert a module, and measure what a training step really keeps.
+
+Needs PyTorch (the ``torch`` extra: ``pip install "memtheory[torch]"``);
+``import memtheory`` itself never imports it, and this package imports it only
+when one of its functions is first used.
+
+* :func:`from_module` builds a memtheory Network from an ``nn.Sequential``.
+* :func:`measure` measures a training step on CPU, to the byte, in the
+  categories of memtheory's memory breakdowns.
+* :data:`ZOO` holds the models the predictions are checked on, and
+  :func:`compare` and :func:`accuracy_table` put each convention's predictions
+  beside the measurements.
+
+Examples
+--------
+>>> from torch import nn
+>>> from memtheory import training_memory
+>>> from memtheory.torch import from_module
+>>> module = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+>>> net = from_module(module, (64, 784), loss=nn.CrossEntropyLoss())
+>>> training_memory(net, "sgd", convention="autograd")["saved_activations"]
+35332
+"""
+
+from importlib import import_module
+from typing import Any
+
+__all__ = [
+    "SUPPORTED_MODULES",
+    "ZOO",
+    "Comparison",
+    "Measurement",
+    "StorageTracker",
+    "ZooModel",
+    "accuracy_table",
+    "compare",
+    "from_module",
+    "measure",
+    "optimizer_implementation",
+]
+
+_HOMES = {
+    "SUPPORTED_MODULES": "memtheory.torch.convert",
+    "from_module": "memtheory.torch.convert",
+    "Measurement": "memtheory.torch.measurement",
+    "StorageTracker": "memtheory.torch.measurement",
+    "measure": "memtheory.torch.measurement",
+    "optimizer_implementation": "memtheory.torch.measurement",
+    "ZOO": "memtheory.torch.zoo",
+    "ZooModel": "memtheory.torch.zoo",
+    "Comparison": "memtheory.torch.accuracy",
+    "accuracy_table": "memtheory.torch.accuracy",
+    "compare": "memtheory.torch.accuracy",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the public names on first use, so that this package imports without PyTorch."""
+    if name not in _HOMES:
+        raise AttributeError(f"module 'memtheory.torch' has no attribute {name!r}")
+    try:
+        module = import_module(_HOMES[name])
+    except ImportError as error:
+        if error.name != "torch" and "torch" not in str(error):
+            raise
+        raise ImportError(
+            "memtheory.torch needs PyTorch: pip install 'memtheory[torch]' (torch==2.13.0). "
+            "The rest of memtheory works without it."
+        ) from error
+    return getattr(module, name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,294 @@
+"""Predictions beside measurements: each convention's bytes against a real PyTorch step.
+
+:func:`compare` measures one zoo model with one precision and optimizer
+(:func:`~memtheory.torch.measure`) and predicts the same categories with each
+accounting convention; :func:`accuracy_table` prints many comparisons. The
+categories line up as follows:
+
+=====================  ============================================  ===========================
+category               predicted                                     measured
+=====================  ============================================  ===========================
+``weights``            parameters + master weights + weight copies   parameters + autocast copies
+``gradients``          gradients                                     ``.grad`` storages
+``optimizer state``    optimizer state + step counters               the optimizer's state
+``saved activations``  ``saved_activations`` (autograd) or           storages the saved-tensor
+                       ``activations`` (rule of thumb, breakdown)    hooks saw, once each
+``peak``               ``peak`` (autograd) or ``total``              most live storage bytes
+``inference peak``     inference ``peak`` or ``total``               the same, eval + no_grad
+=====================  ============================================  ===========================
+
+Precisions: ``"fp32"``; ``"bf16"``, the model and input converted with
+``.to(torch.bfloat16)`` (everything bf16: the setting every convention can
+express); ``"autocast-bf16"``, fp32 model under ``torch.autocast("cpu",
+torch.bfloat16)``, which the rule of thumb and breakdown can only approximate
+as ``"mixed-bf16"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import sympy as sp
+import torch
+
+from memtheory.breakdown import MemoryBreakdown
+from memtheory.conventions import convention as _convention
+from memtheory.conventions.autograd import AutogradConvention, autocast_precision
+from memtheory.memory import inference_memory, training_memory
+from memtheory.precision import PrecisionLike
+from memtheory.torch.convert import from_module
+from memtheory.torch.measurement import Measurement, measure
+from memtheory.torch.zoo import ZOO, ZooModel
+from memtheory.units import unit_bytes
+
+__all__ = [
+    "CATEGORIES",
+    "CONVENTION_NAMES",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "Comparison",
+    "Setting",
+    "accuracy_table",
+    "compare",
+]
+
+CATEGORIES = (
+    "weights",
+    "gradients",
+    "optimizer state",
+    "saved activations",
+    "peak",
+    "inference peak",
+)
+"""The categories compared, in table order."""
+
+_PARAMETER_CATEGORIES = ("weights", "gradients", "optimizer state")
+_PARAMETER_SIDE = "weights, gradients, state"
+
+CONVENTION_NAMES = ("rule_of_thumb", "breakdown", "autograd")
+"""The conventions compared, in table order."""
+
+OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
+    "sgd": lambda params, **options: torch.optim.SGD(params, lr=0.01, **options),
+    "sgd+momentum": lambda params, **options: torch.optim.SGD(
+        params, lr=0.01, momentum=0.9, **options
+    ),
+    "adam": lambda params, **options: torch.optim.Adam(params, lr=1e-3, **options),
+}
+"""torch.optim optimizers by memtheory's optimizer name; options such as ``foreach=True``."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How a precision is run in PyTorch and written for each convention.
+
+    Attributes
+    ----------
+    dtype : torch.dtype
+        What the module and the input are converted to.
+    autocast : torch.dtype or None
+        The autocast dtype for the forward and the loss.
+    autograd : PrecisionLike
+        The precision the autograd convention is given.
+    others : PrecisionLike
+        The precision the rule of thumb and the breakdown are given.
+    """
+
+    dtype: torch.dtype
+    autocast: torch.dtype | None
+    autograd: PrecisionLike
+    others: PrecisionLike
+
+
+PRECISIONS: dict[str, Setting] = {
+    "fp32": Setting(torch.float32, None, "fp32", "fp32"),
+    "bf16": Setting(torch.bfloat16, None, "bf16", "bf16"),
+    "autocast-bf16": Setting(
+        torch.float32, torch.bfloat16, autocast_precision("bf16"), "mixed-bf16"
+    ),
+}
+"""The precisions compared, by name."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One measured step and each convention's prediction of it.
+
+    Attributes
+    ----------
+    model, precision, optimizer : str
+    measurement : Measurement
+    predictions : dict of str to (MemoryBreakdown, MemoryBreakdown)
+        Training and inference breakdowns, by convention name, evaluated.
+    """
+
+    model: str
+    precision: str
+    optimizer: str
+    measurement: Measurement
+    predictions: dict[str, tuple[MemoryBreakdown, MemoryBreakdown]]
+
+    def measured(self, category: str) -> int:
+        """Measured bytes of a category (or of ``"weights, gradients, state"`` together)."""
+        if category == _PARAMETER_SIDE:
+            return sum(self.measured(c) for c in _PARAMETER_CATEGORIES)
+        m = self.measurement
+        return {
+            "weights": m.parameters + m.weight_copies,
+            "gradients": m.gradients,
+            "optimizer state": m.optimizer_state + m.optimizer_step_counters,
+            "saved activations": m.saved_activations,
+            "peak": m.peak,
+            "inference peak": m.inference_peak,
+        }[category]
+
+    def predicted(self, convention: str, category: str) -> int:
+        """Predicted bytes of a category by a convention."""
+        if category == _PARAMETER_SIDE:
+            return sum(self.predicted(convention, c) for c in _PARAMETER_CATEGORIES)
+        training, inference = self.predictions[convention]
+        c = training.components
+
+        def part(*names: str) -> sp.Expr:
+            return sp.Add(*(c.get(name, 0) for name in names))
+
+        value = {
+            "weights": lambda: part("parameters", "master_weights", "weight_copies"),
+            "gradients": lambda: part("gradients"),
+            "optimizer state": lambda: part("optimizer_state", "optimizer_step_counters"),
+            "saved activations": lambda: (
+                c["saved_activations"] if "saved_activations" in c else c["activations"]
+            ),
+            "peak": lambda: training.peak if training.timeline else training.total,
+            "inference peak": lambda: inference.peak if inference.timeline else inference.total,
+        }[category]()
+        return int(value)
+
+    def error(self, convention: str, category: str) -> float:
+        """Relative error of a prediction: (predicted - measured) / measured (0 when both are 0).
+
+        Examples
+        --------
+        >>> c = compare("MLP", "fp32", "sgd")
+        >>> c.error("autograd", "saved activations"), c.error("autograd", "peak")
+        (0.0, 0.0)
+        >>> round(c.error("rule_of_thumb", "saved activations"), 3)  # every output, no mask
+        0.152
+        """
+        measured = self.measured(category)
+        predicted = self.predicted(convention, category)
+        if measured == 0:
+            return 0.0 if predicted == 0 else float("inf")
+        return (predicted - measured) / measured
+
+
+def compare(
+    model: str | ZooModel,
+    precision: str = "fp32",
+    optimizer: str = "adam",
+    *,
+    conventions: Sequence[str] = CONVENTION_NAMES,
+    implementation: str | None = None,
+    record: bool = False,
+) -> Comparison:
+    """Measure a zoo model's training step and predict it with each convention.
+
+    Parameters
+    ----------
+    model : str or ZooModel
+        A name in :data:`~memtheory.torch.zoo.ZOO`, or a zoo entry.
+    precision : {"fp32", "bf16", "autocast-bf16"}
+    optimizer : {"sgd", "sgd+momentum", "adam"}
+    conventions : sequence of str
+    implementation : {"for-loop", "foreach", "fused"}, optional
+        Force the optimizer's implementation; by default PyTorch picks
+        (for-loop on CPU), and the autograd convention is told which ran.
+    record : bool, default False
+        Keep the measured timeline (live bytes after every operation).
+
+    Examples
+    --------
+    >>> c = compare("seed 002 FC net / 100", "fp32", "adam")
+    >>> c.measured("peak") == c.predicted("autograd", "peak")
+    True
+    """
+    entry = ZOO[model] if isinstance(model, str) else model
+    setting = PRECISIONS[precision]
+    module = entry.module(setting.dtype)
+    x, y = entry.batch(setting.dtype)
+    loss = torch.nn.CrossEntropyLoss()
+    options: dict[str, bool] = {}
+    if implementation == "foreach":
+        options["foreach"] = True
+    elif implementation == "fused":
+        options["fused"] = True
+    elif implementation == "for-loop":
+        options["foreach"] = False
+    optim = OPTIMIZERS[optimizer](module.parameters(), **options)
+    measured = measure(module, x, loss, optim, target=y, autocast=setting.autocast, record=record)
+    network = from_module(module, entry.input_shape, loss=loss, name=entry.name)
+    predictions = {}
+    for name in conventions:
+        chosen = (
+            AutogradConvention(measured.implementation)  # type: ignore[arg-type]
+            if name == "autograd"
+            else _convention(name)
+        )
+        given: PrecisionLike = setting.autograd if name == "autograd" else setting.others
+        train = training_memory(network, optimizer, precision=given, convention=chosen)
+        infer = inference_memory(network, precision=given, convention=chosen)
+        predictions[name] = (train, infer)
+    return Comparison(entry.name, precision, optimizer, measured, predictions)
+
+
+def accuracy_table(
+    comparisons: Iterable[Comparison],
+    categories: Sequence[str] = ("saved activations", "peak"),
+    unit: str = "MiB",
+) -> str:
+    """Render predicted vs measured bytes and the relative error, one row per convention.
+
+    Each category gets three columns: predicted and measured (in ``unit``, here
+    MiB = 2^20 bytes) and the relative error. The last column is the relative
+    error on the weights, gradients and optimizer state together.
+
+    Examples
+    --------
+    >>> print(accuracy_table([compare("MLP", "fp32", "sgd")]))  # doctest: +ELLIPSIS
+    model  precision  optimizer  convention     saved pred  saved meas  saved err ...
+    -----  ...
+    MLP    fp32       sgd        rule_of_thumb        0.51        0.44    +15.23% ...
+    MLP    fp32       sgd        breakdown            0.51        0.44    +15.23% ...
+    MLP    fp32       sgd        autograd             0.44        0.44     +0.00% ...
+    """
+    short = {"saved activations": "saved", "inference peak": "inference", "peak": "peak"}
+    header = ["model", "precision", "optimizer", "convention"]
+    for category in categories:
+        label = short.get(category, category)
+        header += [f"{label} pred", f"{label} meas", f"{label} err"]
+    header.append("weights+grads+state err")
+    body = []
+    scale = unit_bytes(unit)
+    for comparison in comparisons:
+        for name in comparison.predictions:
+            line = [comparison.model, comparison.precision, comparison.optimizer, name]
+            for category in categories:
+                line += [
+                    f"{comparison.predicted(name, category) / scale:.2f}",
+                    f"{comparison.measured(category) / scale:.2f}",
+                    f"{comparison.error(name, category):+.2%}",
+                ]
+            line.append(f"{comparison.error(name, 'weights, gradients, state'):+.2%}")
+            body.append(line)
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+
+    def render(row: list[str]) -> str:
+        cells = [
+            cell.ljust(widths[i]) if i < 4 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+        ]
+        return "  ".join(cells).rstrip()
+
+    lines = [render(header), render(["-" * w for w in widths])]
+    lines += [render(row) for row in body]
+    return "\n".join(lines)

@@ -1,0 +1,308 @@
+"""Build a memtheory :class:`~memtheory.network.Network` from a PyTorch module.
+
+:func:`from_module` reads a stack of layers (``nn.Sequential``, nested ones
+included) whose layer types memtheory knows, checks each layer's sizes
+against the shape that reaches it, and returns the equivalent Network. A loss
+module can be appended, so that the autograd convention sees the whole
+training step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import sympy as sp
+from torch import nn
+
+from memtheory.errors import ShapeError, UnsupportedError
+from memtheory.layers import (
+    ELU,
+    GELU,
+    AvgPool2d,
+    BatchNorm2d,
+    Conv2d,
+    CrossEntropyLoss,
+    Dense,
+    Dropout,
+    Flatten,
+    Input,
+    Layer,
+    LeakyReLU,
+    LogSoftmax,
+    MaxPool2d,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Tanh,
+)
+from memtheory.network import Network
+
+__all__ = ["SUPPORTED_MODULES", "from_module"]
+
+SUPPORTED_MODULES: tuple[str, ...] = (
+    "Sequential",
+    "Conv2d",
+    "Linear",
+    "Flatten",
+    "MaxPool2d",
+    "AvgPool2d",
+    "BatchNorm2d",
+    "Dropout",
+    "ReLU",
+    "LeakyReLU",
+    "ELU",
+    "GELU",
+    "SiLU",
+    "Sigmoid",
+    "Tanh",
+    "Softmax",
+    "LogSoftmax",
+    "Identity",
+)
+"""Module types :func:`from_module` converts (and ``CrossEntropyLoss`` as the loss)."""
+
+
+def from_module(
+    module: nn.Module,
+    input_shape: Sequence[Any],
+    *,
+    loss: nn.Module | None = None,
+    device: str | None = None,
+    name: str | None = None,
+) -> Network:
+    """Build the memtheory Network of a PyTorch stack of layers.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        An ``nn.Sequential`` (nested ones are flattened) of the layers listed
+        in :data:`SUPPORTED_MODULES`, or one such layer.
+    input_shape : sequence of sizes
+        The input batch's shape, batch first, as PyTorch writes it:
+        ``(64, 3, 50, 50)``. Sizes may be memtheory symbols (``B``, ``H``).
+    loss : torch.nn.Module, optional
+        ``nn.CrossEntropyLoss()`` to append as the network's last layer.
+    device : {"cpu", "cuda"}, optional
+        Where the module runs, which sets the dropout mask's dtype; by default
+        the device of the module's parameters (CPU when it has none).
+    name : str, optional
+        The network's name; by default the module's class name.
+
+    Returns
+    -------
+    Network
+
+    Raises
+    ------
+    UnsupportedError
+        For a module memtheory does not model (its path and type are named), a
+        module with a custom ``forward``, or an option that changes what is
+        kept (``padding_mode="reflect"``, ``return_indices=True``, ...).
+    ShapeError
+        If a layer's declared sizes (``in_features``, ``in_channels``,
+        ``num_features``) do not match the shape that reaches it.
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> module = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+    ...                        nn.Flatten(), nn.Linear(8 * 16 * 16, 10))
+    >>> net = from_module(module, (32, 3, 32, 32), loss=nn.CrossEntropyLoss())
+    >>> net.parameter_count == sum(p.numel() for p in module.parameters())
+    True
+    >>> [row.layer.kind for row in net.rows]
+    ['Input', 'Conv2d', 'ReLU', 'MaxPool2d', 'Flatten', 'Dense', 'CrossEntropyLoss']
+    >>> from_module(nn.Sequential(nn.Linear(4, 4), nn.LSTM(4, 4)), (2, 4))
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnsupportedError: from_module: module '1' is nn.LSTM, which memtheory ...
+    """
+    shape = tuple(input_shape)
+    if len(shape) < 2:
+        raise ShapeError(
+            f"from_module: input_shape must be batch first with at least one more dimension, "
+            f"such as (64, 784), got {input_shape!r}."
+        )
+    if device is None:
+        first = next(iter(module.parameters()), None)
+        device = "cpu" if first is None else first.device.type
+    device = "cuda" if device.startswith("cuda") else device
+    layers: list[Layer] = [Input(shape[1:], batch=shape[0])]
+    current = tuple(sp.sympify(s) for s in shape)
+    for path, child in _leaves(module, ""):
+        layer = _convert(path, child, current, device)
+        if layer is None:
+            continue
+        current = layer.output_shape(current)
+        layers.append(layer)
+    if loss is not None:
+        layers.append(_convert_loss(loss, current))
+    return Network(layers, name=name or type(module).__name__)
+
+
+def _leaves(module: nn.Module, path: str) -> Iterator[tuple[str, nn.Module]]:
+    if isinstance(module, nn.Sequential):
+        for child_name, child in module.named_children():
+            yield from _leaves(child, f"{path}.{child_name}" if path else child_name)
+        return
+    yield path or type(module).__name__, module
+
+
+def _convert(path: str, module: nn.Module, shape: tuple[sp.Expr, ...], device: str) -> Layer | None:
+    kind = type(module).__name__
+    converter = _CONVERTERS.get(type(module))
+    if converter is None:
+        if list(module.children()) or kind not in dir(nn):
+            why = f"{kind}, a module with its own forward(); only nn.Sequential stacks are read"
+        else:
+            why = f"nn.{kind}, which memtheory does not model"
+        raise UnsupportedError(
+            f"from_module: module '{path}' is {why}. Supported: {', '.join(SUPPORTED_MODULES)}."
+        )
+    return converter(path, module, shape, device)
+
+
+def _unsupported(path: str, module: nn.Module, option: str) -> UnsupportedError:
+    return UnsupportedError(
+        f"from_module: module '{path}' ({type(module).__name__}) uses {option}, which changes "
+        "what PyTorch keeps and is not modelled."
+    )
+
+
+def _check_size(path: str, what: str, declared: int, found: sp.Expr) -> None:
+    if sp.sympify(found).is_number and int(found) != declared:
+        raise ShapeError(
+            f"from_module: module '{path}' expects {what} = {declared}, but the tensor reaching "
+            f"it has {found}."
+        )
+
+
+def _conv2d(path: str, m: nn.Conv2d, shape: tuple[sp.Expr, ...], device: str) -> Layer:
+    if m.padding_mode != "zeros":
+        raise _unsupported(path, m, f"padding_mode={m.padding_mode!r}")
+    if len(shape) != 4:
+        raise ShapeError(f"from_module: module '{path}' (Conv2d) needs a 4-D input, got {shape}.")
+    _check_size(path, "in_channels", m.in_channels, shape[1])
+    padding = m.padding if isinstance(m.padding, str) else tuple(m.padding)
+    return Conv2d(
+        m.out_channels,
+        tuple(m.kernel_size),
+        stride=tuple(m.stride),
+        padding=padding,
+        dilation=tuple(m.dilation),
+        groups=m.groups,
+        bias=m.bias is not None,
+    )
+
+
+def _linear(path: str, m: nn.Linear, shape: tuple[sp.Expr, ...], device: str) -> Layer:
+    if len(shape) != 2:
+        raise ShapeError(
+            f"from_module: module '{path}' (Linear) reads (batch, features) here; got "
+            f"{len(shape)}-D {shape}. Insert nn.Flatten() before it."
+        )
+    _check_size(path, "in_features", m.in_features, shape[1])
+    return Dense(m.out_features, bias=m.bias is not None)
+
+
+def _flatten(path: str, m: nn.Flatten, shape: tuple[sp.Expr, ...], device: str) -> Layer:
+    end = m.end_dim % len(shape)
+    if m.start_dim != 1 or end != len(shape) - 1:
+        raise _unsupported(path, m, f"start_dim={m.start_dim}, end_dim={m.end_dim}")
+    return Flatten()
+
+
+def _max_pool(path: str, m: nn.MaxPool2d, shape: tuple[sp.Expr, ...], device: str) -> Layer:
+    if m.return_indices:
+        raise _unsupported(path, m, "return_indices=True")
+    return MaxPool2d(
+        _pair(m.kernel_size),
+        stride=_pair(m.stride),
+        padding=_pair(m.padding),
+        dilation=_pair(m.dilation),
+        ceil_mode=m.ceil_mode,
+    )
+
+
+def _avg_pool(path: str, m: nn.AvgPool2d, shape: tuple[sp.Expr, ...], device: str) -> Layer:
+    return AvgPool2d(
+        _pair(m.kernel_size),
+        stride=_pair(m.stride),
+        padding=_pair(m.padding),
+        ceil_mode=m.ceil_mode,
+    )
+
+
+def _batch_norm(path: str, m: nn.BatchNorm2d, shape: tuple[sp.Expr, ...], device: str) -> Layer:
+    _check_size(path, "num_features", m.num_features, shape[1])
+    return BatchNorm2d(affine=m.affine, track_running_stats=m.track_running_stats)
+
+
+def _dropout(path: str, m: nn.Dropout, shape: tuple[sp.Expr, ...], device: str) -> Layer:
+    return Dropout(m.p, inplace=m.inplace, device=device)
+
+
+def _softmax(path: str, m: nn.Softmax, shape: tuple[sp.Expr, ...], device: str) -> Layer:
+    if m.dim is None or m.dim % len(shape) != len(shape) - 1:
+        raise _unsupported(path, m, f"dim={m.dim} (memtheory's softmax is over the last dim)")
+    return LogSoftmax() if isinstance(m, nn.LogSoftmax) else Softmax()
+
+
+def _elementwise(kind: type[Layer], *attributes: str) -> Any:
+    def convert(path: str, m: nn.Module, shape: tuple[sp.Expr, ...], device: str) -> Layer:
+        options = {attribute: getattr(m, attribute) for attribute in attributes}
+        if getattr(m, "inplace", False) and "inplace" not in attributes:
+            raise _unsupported(path, m, "inplace=True")
+        return kind(**options)
+
+    return convert
+
+
+def _identity(path: str, m: nn.Module, shape: tuple[sp.Expr, ...], device: str) -> None:
+    return None
+
+
+def _pair(value: Any) -> Any:
+    return tuple(value) if isinstance(value, tuple | list) else value
+
+
+_CONVERTERS: dict[type, Any] = {
+    nn.Conv2d: _conv2d,
+    nn.Linear: _linear,
+    nn.Flatten: _flatten,
+    nn.MaxPool2d: _max_pool,
+    nn.AvgPool2d: _avg_pool,
+    nn.BatchNorm2d: _batch_norm,
+    nn.Dropout: _dropout,
+    nn.Softmax: _softmax,
+    nn.LogSoftmax: _softmax,
+    nn.ReLU: _elementwise(ReLU, "inplace"),
+    nn.LeakyReLU: _elementwise(LeakyReLU, "negative_slope", "inplace"),
+    nn.ELU: _elementwise(ELU, "alpha", "inplace"),
+    nn.GELU: _elementwise(GELU),
+    nn.SiLU: _elementwise(SiLU),
+    nn.Sigmoid: _elementwise(Sigmoid),
+    nn.Tanh: _elementwise(Tanh),
+    nn.Identity: _identity,
+}
+
+
+def _convert_loss(loss: nn.Module, shape: tuple[sp.Expr, ...]) -> Layer:
+    if not isinstance(loss, nn.CrossEntropyLoss):
+        raise UnsupportedError(
+            f"from_module: the loss is {type(loss).__name__}; memtheory models "
+            "nn.CrossEntropyLoss (log-softmax then NLL). Leave loss=None to model the network "
+            "alone (trained on output.sum())."
+        )
+    if loss.label_smoothing or loss.weight is not None or loss.reduction == "none":
+        raise UnsupportedError(
+            "from_module: CrossEntropyLoss with label_smoothing, class weights or "
+            "reduction='none' keeps other tensors and is not modelled."
+        )
+    if len(shape) != 2:
+        raise ShapeError(
+            f"from_module: CrossEntropyLoss here reads (batch, classes) logits; got {shape}."
+        )
+    return CrossEntropyLoss()

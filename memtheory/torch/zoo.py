@@ -1,0 +1,243 @@
+"""The models memtheory's predictions are measured against: two seed networks and two classics.
+
+========================  ===========================================================
+name                      model
+========================  ===========================================================
+``seed 001 CNN``          seed 001's 50x50x3 CNN at batch 64 (its softmax is the loss's)
+``MLP``                   784 -> 256 -> ReLU -> dropout 0.2 -> 128 -> ReLU -> 10, batch 128
+``VGG-style``             two VGG blocks (in-place ReLUs) on 32x32x3, 256-unit head with dropout
+``seed 002 FC net / 100``  seed 002's 240k -> 1024 -> 512 -> 240k net with 240k scaled to 2,400
+========================  ===========================================================
+
+Each is trained with cross-entropy. Each also has its memtheory
+:class:`~memtheory.network.Network` built independently (from the seed modules
+where there is one), which :func:`~memtheory.torch.from_module` must reproduce.
+
+Examples
+--------
+>>> sorted(ZOO)
+['MLP', 'VGG-style', 'seed 001 CNN', 'seed 002 FC net / 100']
+>>> ZOO["seed 001 CNN"].network().parameter_count
+4632902
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from memtheory.layers import (
+    Conv2d,
+    CrossEntropyLoss,
+    Dense,
+    Dropout,
+    Flatten,
+    Input,
+    MaxPool2d,
+    ReLU,
+)
+from memtheory.network import Network
+from memtheory.seeds import fc_adam_network, small_cnn_network
+from memtheory.seeds.fc_adam_forum import BATCH as SEED_002_BATCH
+from memtheory.seeds.fc_adam_forum import WIDTH as SEED_002_WIDTH
+from memtheory.seeds.small_cnn import BATCH as SEED_001_BATCH
+
+__all__ = ["ZOO", "ZooModel"]
+
+SEED_002_SCALE = 100
+"""Seed 002's 240,000-wide input and output are divided by this (to 2,400) to fit CI."""
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """A PyTorch model with its batch, classes, and its independently built memtheory Network.
+
+    Attributes
+    ----------
+    name : str
+    description : str
+    build : callable
+        Returns a fresh ``nn.Module`` (fp32, CPU, training mode).
+    input_shape : tuple of int
+        The input batch's shape, batch first.
+    classes : int
+        Number of classes of the cross-entropy targets.
+    network : callable
+        Returns the memtheory Network, loss included, built without PyTorch.
+    """
+
+    name: str
+    description: str
+    build: Callable[[], nn.Module]
+    input_shape: tuple[int, ...]
+    classes: int
+    network: Callable[[], Network]
+
+    def module(self, dtype: torch.dtype = torch.float32, seed: int = 0) -> nn.Module:
+        """Return a fresh module in ``dtype``, its weights drawn from ``seed``.
+
+        Examples
+        --------
+        >>> ZOO["MLP"].module().training
+        True
+        """
+        torch.manual_seed(seed)
+        return self.build().to(dtype)
+
+    def batch(
+        self, dtype: torch.dtype = torch.float32, seed: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return a random input batch in ``dtype`` and int64 class targets.
+
+        Examples
+        --------
+        >>> x, y = ZOO["MLP"].batch()
+        >>> tuple(x.shape), y.dtype
+        ((128, 1, 28, 28), torch.int64)
+        """
+        generator = torch.Generator().manual_seed(seed)
+        x = torch.randn(*self.input_shape, generator=generator).to(dtype)
+        y = torch.randint(0, self.classes, (self.input_shape[0],), generator=generator)
+        return x, y
+
+
+def _seed_001_module() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.MaxPool2d(2, stride=2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.MaxPool2d(2, stride=2),
+        nn.Flatten(),
+        nn.Linear(64 * 12 * 12, 500),
+        nn.Linear(500, 10),
+    )
+
+
+def _seed_001_network() -> Network:
+    layers = list(small_cnn_network(batch=SEED_001_BATCH).layers)
+    return Network([*layers[:-1], CrossEntropyLoss()], name="seed 001 CNN")
+
+
+def _mlp_module() -> nn.Module:
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(784, 256),
+        nn.ReLU(),
+        nn.Dropout(0.2),
+        nn.Linear(256, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
+    )
+
+
+def _mlp_network() -> Network:
+    return Network(
+        [
+            Input((1, 28, 28), batch=128),
+            Flatten(),
+            Dense(256),
+            ReLU(),
+            Dropout(0.2, device="cpu"),
+            Dense(128),
+            ReLU(),
+            Dense(10),
+            CrossEntropyLoss(),
+        ],
+        name="MLP",
+    )
+
+
+def _vgg_module() -> nn.Module:
+    def block(c_in: int, c_out: int) -> list[nn.Module]:
+        return [
+            nn.Conv2d(c_in, c_out, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(c_out, c_out, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2, stride=2),
+        ]
+
+    return nn.Sequential(
+        *block(3, 16),
+        *block(16, 32),
+        nn.Flatten(),
+        nn.Linear(32 * 8 * 8, 256),
+        nn.ReLU(inplace=True),
+        nn.Dropout(0.5),
+        nn.Linear(256, 10),
+    )
+
+
+def _vgg_network() -> Network:
+    layers = [Input((3, 32, 32), batch=32)]
+    for channels in (16, 32):
+        for _ in range(2):
+            layers += [Conv2d(channels, 3, padding=1), ReLU(inplace=True)]
+        layers.append(MaxPool2d(2, stride=2))
+    layers += [
+        Flatten(),
+        Dense(256),
+        ReLU(inplace=True),
+        Dropout(0.5, device="cpu"),
+        Dense(10),
+        CrossEntropyLoss(),
+    ]
+    return Network(layers, name="VGG-style")
+
+
+_WIDTH_002 = SEED_002_WIDTH // SEED_002_SCALE
+
+
+def _fc_module() -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(_WIDTH_002, 1024), nn.Linear(1024, 512), nn.Linear(512, _WIDTH_002)
+    )
+
+
+def _fc_network() -> Network:
+    layers = list(fc_adam_network(width=_WIDTH_002, batch=SEED_002_BATCH).layers)
+    return Network([*layers, CrossEntropyLoss()], name="seed 002 FC net / 100")
+
+
+ZOO: dict[str, ZooModel] = {
+    model.name: model
+    for model in (
+        ZooModel(
+            "seed 001 CNN",
+            "seed 001's CNN at batch 64; its softmax is the one inside the cross-entropy",
+            _seed_001_module,
+            (SEED_001_BATCH, 3, 50, 50),
+            10,
+            _seed_001_network,
+        ),
+        ZooModel(
+            "MLP",
+            "784 -> 256 -> ReLU -> dropout 0.2 -> 128 -> ReLU -> 10, batch 128",
+            _mlp_module,
+            (128, 1, 28, 28),
+            10,
+            _mlp_network,
+        ),
+        ZooModel(
+            "VGG-style",
+            "two VGG blocks with in-place ReLUs on 32x32x3, a 256-unit head with dropout, batch 32",
+            _vgg_module,
+            (32, 3, 32, 32),
+            10,
+            _vgg_network,
+        ),
+        ZooModel(
+            "seed 002 FC net / 100",
+            "seed 002's fully connected net with 240k scaled to 2,400, batch 128, "
+            "cross-entropy over 2,400 classes",
+            _fc_module,
+            (SEED_002_BATCH, _WIDTH_002),
+            _WIDTH_002,
+            _fc_network,
+        ),
+    )
+}
+"""The zoo, by name."""

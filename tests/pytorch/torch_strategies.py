@@ -1,0 +1,128 @@
+"""Hypothesis strategies for random PyTorch stacks that memtheory can read.
+
+Every stack is valid by construction: layers are drawn one at a time while the
+spatial side is tracked with the output-size formulas of the ``torch.nn.Conv2d``
+and ``torch.nn.MaxPool2d`` documentation (ceil mode: a last window must start
+inside the input or its left padding), written here independently of
+:mod:`memtheory.shapes`. (They live apart from ``tests/strategies.py`` because
+they need PyTorch.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+from torch import nn
+
+__all__ = ["Stack", "stacks"]
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A random ``nn.Sequential`` and the shape of the batch it takes."""
+
+    module: nn.Sequential
+    input_shape: tuple[int, ...]
+    classes: int
+
+
+def _window_out(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil: bool):
+    span = dilation * (kernel - 1) + 1
+    if ceil:
+        out = math.ceil((size + 2 * padding - span) / stride) + 1
+        if (out - 1) * stride >= size + padding:
+            out -= 1
+        return out
+    return (size + 2 * padding - span) // stride + 1
+
+
+_ACTIVATIONS = (
+    lambda draw: nn.ReLU(inplace=draw(st.booleans())),
+    lambda draw: nn.LeakyReLU(0.1, inplace=draw(st.booleans())),
+    lambda draw: nn.ELU(inplace=draw(st.booleans())),
+    lambda draw: nn.GELU(),
+    lambda draw: nn.SiLU(),
+    lambda draw: nn.Sigmoid(),
+    lambda draw: nn.Tanh(),
+)
+
+
+_KEEP_OUTPUT = (nn.ReLU, nn.LeakyReLU, nn.ELU, nn.Sigmoid, nn.Tanh, nn.Dropout)
+
+
+@st.composite
+def _activation(draw: st.DrawFn, previous: nn.Module | None) -> nn.Module:
+    module = draw(st.sampled_from(_ACTIVATIONS))(draw)
+    # PyTorch refuses, at backward, an in-place op on a tensor that was saved: the output of
+    # an activation that keeps its output (or of an earlier in-place one), or what a p=0
+    # dropout passes through. memtheory does not model that error, so it is not drawn.
+    if getattr(module, "inplace", False) and isinstance(previous, _KEEP_OUTPUT):
+        module.inplace = False
+    return module
+
+
+@st.composite
+def stacks(draw: st.DrawFn, max_layers: int = 6) -> Stack:
+    """Draw a stack of convolutions, pools and activations, then a dense head."""
+    batch = draw(st.integers(1, 4))
+    channels = draw(st.integers(1, 4))
+    side = draw(st.integers(4, 14))
+    layers: list[nn.Module] = []
+    image = (channels, side)
+    for _ in range(draw(st.integers(0, max_layers))):
+        c, s = image
+        kind = draw(st.sampled_from(("conv", "conv", "max", "avg", "bn", "act", "dropout")))
+        previous = layers[-1] if layers else None
+        if kind == "conv":
+            kernel = draw(st.integers(1, 3))
+            dilation = draw(st.integers(1, 2))
+            padding = draw(st.integers(0, kernel // 2 + 1))
+            stride = draw(st.integers(1, 2))
+            if _window_out(s, kernel, stride, padding, dilation, False) < 1:
+                continue
+            groups = draw(st.sampled_from([g for g in (1, 2) if c % g == 0]))
+            out_channels = groups * draw(st.integers(1, 3))
+            layers.append(
+                nn.Conv2d(
+                    c,
+                    out_channels,
+                    kernel,
+                    stride=stride,
+                    padding=padding,
+                    dilation=dilation,
+                    groups=groups,
+                    bias=draw(st.booleans()),
+                )
+            )
+            image = (out_channels, _window_out(s, kernel, stride, padding, dilation, False))
+        elif kind in ("max", "avg"):
+            kernel = draw(st.integers(1, 3))
+            stride = draw(st.integers(1, 3))
+            padding = draw(st.integers(0, kernel // 2))
+            ceil = draw(st.booleans())
+            out = _window_out(s, kernel, stride, padding, 1, ceil)
+            if out < 1 or kernel > s + 2 * padding:
+                continue
+            pool = nn.MaxPool2d if kind == "max" else nn.AvgPool2d
+            layers.append(pool(kernel, stride=stride, padding=padding, ceil_mode=ceil))
+            image = (c, out)
+        elif kind == "bn":
+            if batch * s * s < 2:  # training batch norm needs two values per channel
+                continue
+            layers.append(nn.BatchNorm2d(c, affine=draw(st.booleans())))
+        elif kind == "act":
+            layers.append(draw(_activation(previous)))
+        else:
+            layers.append(nn.Dropout(draw(st.sampled_from((0.0, 0.3, 0.5)))))
+    features = image[0] * image[1] * image[1]
+    layers.append(nn.Flatten())
+    for _ in range(draw(st.integers(1, 3))):
+        units = draw(st.integers(1, 12))
+        layers.append(nn.Linear(features, units, bias=draw(st.booleans())))
+        features = units
+        if draw(st.booleans()):
+            layers.append(draw(_activation(layers[-1])))
+    classes = features
+    return Stack(nn.Sequential(*layers), (batch, channels, side, side), classes)
