@@ -10,6 +10,7 @@ from typing import Literal
 import numpy as np
 import sympy as sp
 
+from memtheory.errors import KernelTooLargeError
 from memtheory.evaluation import evaluate_grid, substitution
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -57,6 +58,10 @@ class MemoryBreakdown:
         tensor; empty otherwise. :attr:`peak` is their maximum: unlike
         :attr:`total`, it is not a sum of components, because not every tensor
         is alive at the same time.
+    constraints : mapping of str to sympy expression
+        Symbolic output sizes of the network, labelled, that must stay at least
+        1; :meth:`evaluate` raises :class:`~memtheory.errors.KernelTooLargeError`
+        for values that break one (set by :func:`~memtheory.memory.training_memory`).
 
     Examples
     --------
@@ -85,6 +90,7 @@ class MemoryBreakdown:
     optimizer: Optimizer | None = None
     notes: tuple[str, ...] = field(default=())
     timeline: Mapping[str, sp.Expr] = field(default_factory=dict)
+    constraints: Mapping[str, sp.Expr] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = set(self.components) - set(COMPONENT_TITLES)
@@ -175,11 +181,23 @@ class MemoryBreakdown:
         >>> memory.evaluate(B=2).total
         136
         """
-        mapping = substitution([*self.components.values(), *self.timeline.values()], values)
+        mapping = substitution(
+            [*self.components.values(), *self.timeline.values(), *self.constraints.values()],
+            values,
+        )
+        constraints = {k: v.xreplace(mapping) for k, v in self.constraints.items()}
+        for label, size in constraints.items():
+            if size.is_number and size < 1:
+                shown = ", ".join(f"{k}={v}" for k, v in values.items())
+                raise KernelTooLargeError(
+                    f"{label} would be {size} for {shown}: the input is too small for a "
+                    "window of this network. Use a larger input, more padding, or a smaller kernel."
+                )
         return replace(
             self,
             components={k: v.xreplace(mapping) for k, v in self.components.items()},
             timeline={k: v.xreplace(mapping) for k, v in self.timeline.items()},
+            constraints={k: v for k, v in constraints.items() if not v.is_number},
         )
 
     def in_unit(self, unit: str) -> dict[str, sp.Expr]:

@@ -12,9 +12,12 @@ Examples
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions import ConventionLike, Model
 from memtheory.conventions import convention as _convention
+from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.optimizers import optimizer as _optimizer
 from memtheory.precision import PrecisionLike
@@ -54,7 +57,7 @@ def training_memory(
     """
     chosen = _convention(convention)
     spec = None if optimizer is None else _optimizer(optimizer)
-    return chosen.training(model, spec, _precision(precision))
+    return _checked_sizes(chosen.training(model, spec, _precision(precision)), model)
 
 
 def inference_memory(
@@ -69,4 +72,11 @@ def inference_memory(
     ...                  precision="fp16").total
     222
     """
-    return _convention(convention).inference(model, _precision(precision))
+    return _checked_sizes(_convention(convention).inference(model, _precision(precision)), model)
+
+
+def _checked_sizes(memory: MemoryBreakdown, model: Model) -> MemoryBreakdown:
+    """Attach the network's symbolic output sizes, which ``evaluate`` checks stay >= 1."""
+    if isinstance(model, Network):
+        return replace(memory, constraints={**model.size_constraints(), **memory.constraints})
+    return memory

@@ -407,6 +407,29 @@ class Network:
         """Every buffer of every layer."""
         return tuple(spec for row in self.rows for spec in row.buffers)
 
+    def size_constraints(self) -> dict[str, sp.Expr]:
+        """Return every symbolic output size, labelled, that must stay at least 1.
+
+        A memory estimate built from the network carries these, so that
+        evaluating it for an input too small for a window is an error rather than
+        a number (a side of ``H - 4`` squared is positive even for ``H = 2``).
+
+        Examples
+        --------
+        >>> from memtheory.layers import Conv2d, Input
+        >>> from memtheory.symbols import H
+        >>> Network([Input((1, H, H)), Conv2d(8, 5)]).size_constraints()
+        {"layer 1, Conv2d 'conv2d_1', output dimension 2": H - 4}
+        """
+        constraints: dict[str, sp.Expr] = {}
+        for row in self.rows:
+            for axis, size in enumerate(row.output_shape):
+                size = sp.sympify(size)
+                if size.is_positive is not True and size not in constraints.values():
+                    label = f"layer {row.index}, {row.layer.label}, output dimension {axis}"
+                    constraints[label] = size
+        return constraints
+
     def counts(self) -> ModelCounts:
         """Return the counts an accounting convention needs.
 

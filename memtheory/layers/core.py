@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.errors import RankError
+from memtheory.errors import RankError, UnsupportedError
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
 from memtheory.symbols import B
 
@@ -43,11 +43,11 @@ class Input(Layer):
 
     def __post_init__(self) -> None:
         if isinstance(self.shape, int | sp.Basic) or isinstance(self.shape, str):
-            raise TypeError(
+            raise UnsupportedError(
                 f"Input: shape must be a sequence of sizes such as (3, 50, 50), got {self.shape!r}."
             )
         if len(self.shape) == 0:
-            raise TypeError("Input: shape must have at least one dimension, such as (784,).")
+            raise UnsupportedError("Input: shape must have at least one dimension, such as (784,).")
         sizes = tuple(as_size(s, f"shape[{i}]", self.label) for i, s in enumerate(self.shape))
         object.__setattr__(self, "shape", sizes)
         object.__setattr__(self, "batch", as_size(self.batch, "batch", self.label))

@@ -1,0 +1,303 @@
+"""Hypothesis strategies for memtheory's tests: valid networks, windows, precisions, optimizers.
+
+Every generated network is valid by construction: layers are drawn one at a time
+while the current spatial side is tracked as a number, and only hyperparameters
+whose window fits the (padded) input are drawn. The side is tracked with PyTorch's
+documented output-size formula (``torch.nn.Conv2d`` / ``torch.nn.MaxPool2d`` docs),
+written here independently of :mod:`memtheory.shapes`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import sympy as sp
+from hypothesis import strategies as st
+
+from memtheory import (
+    OPTIMIZERS,
+    AvgPool2d,
+    BatchNorm2d,
+    Conv2d,
+    Dense,
+    Dropout,
+    Flatten,
+    Input,
+    Layer,
+    MaxPool2d,
+    Network,
+    Precision,
+    ReLU,
+    Sigmoid,
+    Softmax,
+    Tanh,
+    precision,
+)
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "ImageNetSpec",
+    "MLPSpec",
+    "Window",
+    "batch_sizes",
+    "conv_windows",
+    "explicit_precisions",
+    "image_networks",
+    "mlps",
+    "optimizer_names",
+    "pool_windows",
+    "precisions",
+]
+
+FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+"""Float element types a training run can store its tensors in."""
+
+PRECISION_NAMES = ("fp64", "fp32", "fp16", "bf16", "mixed-fp16", "mixed-bf16", "fp8_e4m3")
+
+
+def _pytorch_out(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """PyTorch's output size along one axis (torch.nn.MaxPool2d docs, Pool.h's ceil rule)."""
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+# -- single windows -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Window:
+    """One axis of a sliding window over an input of side ``size``; it always fits."""
+
+    size: int
+    kernel: int
+    stride: int
+    padding: int
+    dilation: int
+    ceil_mode: bool
+
+    @property
+    def span(self) -> int:
+        """Input positions one window covers: ``d(k-1)+1``."""
+        return self.dilation * (self.kernel - 1) + 1
+
+
+@st.composite
+def conv_windows(draw: st.DrawFn, max_size: int = 40) -> Window:
+    """A convolution window (floor mode) whose span fits the padded input."""
+    size = draw(st.integers(1, max_size))
+    padding = draw(st.integers(0, 4))
+    kernel = draw(st.integers(1, min(7, size + 2 * padding)))
+    most_dilation = 4 if kernel == 1 else min(4, (size + 2 * padding - 1) // (kernel - 1))
+    dilation = draw(st.integers(1, most_dilation))
+    stride = draw(st.integers(1, 5))
+    return Window(size, kernel, stride, padding, dilation, False)
+
+
+@st.composite
+def pool_windows(
+    draw: st.DrawFn, max_size: int = 40, dilation: bool = True, size: int | None = None
+) -> Window:
+    """A pooling window: padding at most half the window (PyTorch's rule), span fits.
+
+    ``size`` fixes the input side; otherwise it is drawn up to ``max_size``.
+    """
+    size = draw(st.integers(1, max_size)) if size is None else size
+    choices = []
+    for kernel in range(1, 7):
+        for dil in range(1, 4 if dilation else 2):
+            span = dil * (kernel - 1) + 1
+            least_padding = max(0, -(-(span - size) // 2))
+            if least_padding <= kernel // 2:
+                choices.append((kernel, dil, least_padding))
+    kernel, dil, least_padding = draw(st.sampled_from(choices))
+    padding = draw(st.integers(least_padding, kernel // 2))
+    stride = draw(st.integers(1, 5))
+    ceil_mode = draw(st.booleans())
+    return Window(size, kernel, stride, padding, dil, ceil_mode)
+
+
+# -- networks -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ImageNetSpec:
+    """An image classifier drawn for a ``channels x side x side`` input.
+
+    ``side`` is the smallest image side the layers were drawn for; every output size
+    grows with the input size, so the same layers are valid for any larger side.
+    """
+
+    channels: int
+    side: int
+    layers: tuple[Layer, ...]
+
+    def network(
+        self, side: int | sp.Expr | None = None, batch: int | sp.Expr | None = None
+    ) -> Network:
+        """The network with an ``Input((channels, side, side))`` (symbolic side allowed)."""
+        side = self.side if side is None else side
+        if batch is None:
+            first = Input((self.channels, side, side))
+        else:
+            first = Input((self.channels, side, side), batch=batch)
+        return Network([first, *self.layers])
+
+
+@dataclass(frozen=True)
+class MLPSpec:
+    """A multilayer perceptron over ``features`` inputs."""
+
+    features: int
+    layers: tuple[Layer, ...]
+
+    def network(self) -> Network:
+        """The network with an ``Input((features,))``."""
+        return Network([Input((self.features,)), *self.layers])
+
+
+def _divisors(n: int) -> list[int]:
+    """Every g that divides n."""
+    return [g for g in range(1, n + 1) if n % g == 0]
+
+
+@st.composite
+def _conv(draw: st.DrawFn, channels: int, side: int) -> tuple[Layer, int, int]:
+    """A Conv2d that fits a side x side input, with its output channels and side."""
+    out_channels = draw(st.integers(1, 8))
+    groups = draw(st.sampled_from(_divisors(math.gcd(channels, out_channels))))
+    bias = draw(st.booleans())
+    if draw(st.integers(0, 5)) == 0:
+        kernel = draw(st.integers(1, 4))
+        dilation = draw(st.integers(1, 2))
+        layer = Conv2d(
+            out_channels, kernel, padding="same", dilation=dilation, groups=groups, bias=bias
+        )
+        return layer, out_channels, side
+    padding = draw(st.integers(0, 2))
+    kernel = draw(st.integers(1, min(5, side + 2 * padding)))
+    most_dilation = 3 if kernel == 1 else min(3, (side + 2 * padding - 1) // (kernel - 1))
+    dilation = draw(st.integers(1, most_dilation))
+    stride = draw(st.integers(1, 3))
+    layer = Conv2d(
+        out_channels,
+        kernel,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        groups=groups,
+        bias=bias,
+    )
+    return layer, out_channels, _pytorch_out(side, kernel, stride, padding, dilation, False)
+
+
+@st.composite
+def _pool(draw: st.DrawFn, side: int) -> tuple[Layer, int]:
+    """A MaxPool2d or AvgPool2d that fits a side x side input, with its output side."""
+    is_max = draw(st.booleans())
+    w = draw(pool_windows(dilation=is_max, size=side))
+    default_stride = draw(st.booleans())  # PyTorch's default stride is the kernel size
+    stride = w.kernel if default_stride else w.stride
+    common = dict(
+        stride=None if default_stride else stride, padding=w.padding, ceil_mode=w.ceil_mode
+    )
+    if is_max:
+        layer: Layer = MaxPool2d(w.kernel, dilation=w.dilation, **common)
+    else:
+        layer = AvgPool2d(w.kernel, **common)
+    return layer, _pytorch_out(side, w.kernel, stride, w.padding, w.dilation, w.ceil_mode)
+
+
+@st.composite
+def _dropout(draw: st.DrawFn) -> Layer:
+    """A Dropout with any p, in place or not, and any mask dtype."""
+    return Dropout(
+        draw(st.sampled_from([0.0, 0.1, 0.5])),
+        inplace=draw(st.booleans()),
+        mask_dtype=draw(st.sampled_from(["bool", "uint8", None])),
+    )
+
+
+@st.composite
+def _head(draw: st.DrawFn, max_dense: int = 3) -> list[Layer]:
+    """1 to max_dense Dense layers with activations or Dropout between, and maybe a Softmax."""
+    layers: list[Layer] = []
+    count = draw(st.integers(1, max_dense))
+    for position in range(count):
+        layers.append(Dense(draw(st.integers(1, 16)), bias=draw(st.booleans())))
+        if position < count - 1:
+            extra = draw(
+                st.sampled_from(["none", "relu", "relu_inplace", "dropout", "sigmoid", "tanh"])
+            )
+            if extra == "relu":
+                layers.append(ReLU())
+            elif extra == "relu_inplace":
+                layers.append(ReLU(inplace=True))
+            elif extra == "dropout":
+                layers.append(draw(_dropout()))
+            elif extra == "sigmoid":
+                layers.append(Sigmoid())
+            elif extra == "tanh":
+                layers.append(Tanh())
+    if draw(st.booleans()):
+        layers.append(Softmax())
+    return layers
+
+
+@st.composite
+def image_networks(draw: st.DrawFn, max_body: int = 5, max_side: int = 12) -> ImageNetSpec:
+    """A valid CNN: image input, conv/pool/ReLU/BatchNorm/Dropout, Flatten, 1-3 Dense, Softmax."""
+    channels = draw(st.integers(1, 4))
+    side = draw(st.integers(1, max_side))
+    current_channels, current_side = channels, side
+    body: list[Layer] = []
+    for _ in range(draw(st.integers(0, max_body))):
+        kind = draw(st.sampled_from(["conv", "conv", "pool", "relu", "batchnorm", "dropout"]))
+        if kind == "conv":
+            layer, current_channels, current_side = draw(_conv(current_channels, current_side))
+        elif kind == "pool":
+            layer, current_side = draw(_pool(current_side))
+        elif kind == "relu":
+            layer = ReLU(inplace=draw(st.booleans()))
+        elif kind == "batchnorm":
+            layer = BatchNorm2d(affine=draw(st.booleans()), track_running_stats=draw(st.booleans()))
+        else:
+            layer = draw(_dropout())
+        body.append(layer)
+    return ImageNetSpec(channels, side, (*body, Flatten(), *draw(_head())))
+
+
+@st.composite
+def mlps(draw: st.DrawFn, max_dense: int = 4) -> MLPSpec:
+    """A valid MLP: ``Input((features,))``, Dense layers with activations between, Softmax."""
+    return MLPSpec(draw(st.integers(1, 64)), tuple(draw(_head(max_dense))))
+
+
+# -- training settings --------------------------------------------------------------------
+def optimizer_names() -> st.SearchStrategy[str]:
+    """Canonical names of every optimizer memtheory knows."""
+    return st.sampled_from(sorted(OPTIMIZERS))
+
+
+@st.composite
+def explicit_precisions(draw: st.DrawFn) -> Precision:
+    """A Precision with every component's dtype given (none left to defaults)."""
+    pick = st.sampled_from(FLOAT_DTYPES)
+    return Precision(
+        parameters=draw(pick),
+        gradients=draw(pick),
+        optimizer_state=draw(pick),
+        activations=draw(pick),
+        activation_gradients=draw(pick),
+        input=draw(pick),
+        master_weights=draw(st.none() | pick),
+    )
+
+
+def precisions() -> st.SearchStrategy[Precision]:
+    """Named precisions (``"fp32"``, ``"mixed-bf16"``, ...) and explicit ones."""
+    return st.sampled_from(PRECISION_NAMES).map(precision) | explicit_precisions()
+
+
+def batch_sizes(largest: int = 512) -> st.SearchStrategy[int]:
+    """Positive batch sizes."""
+    return st.integers(1, largest)
