@@ -18,6 +18,7 @@ Conv2d: kernel_size must be a positive integer, got 0. Pass a whole number >= 1.
 from __future__ import annotations
 
 __all__ = [
+    "DoesNotFitError",
     "EvaluationError",
     "EvaluationOverflowError",
     "InvalidSizeError",
@@ -81,6 +82,10 @@ class UnknownConventionError(UnknownNameError):
 
 class UnsupportedError(MemtheoryError, TypeError):
     """A model or request uses something memtheory does not model (yet)."""
+
+
+class DoesNotFitError(MemtheoryError, ValueError):
+    """Even the smallest value of a size (a batch of one) does not fit the memory limit."""
 
 
 class EvaluationError(MemtheoryError, ValueError):

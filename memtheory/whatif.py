@@ -34,7 +34,7 @@ import sympy as sp
 from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions import ConventionLike, Model
 from memtheory.counts import ModelCounts
-from memtheory.errors import EvaluationError, MemtheoryError, UnsupportedError
+from memtheory.errors import DoesNotFitError, EvaluationError, UnsupportedError
 from memtheory.evaluation import compile_exact, evaluate, symbols_by_name
 from memtheory.memory import inference_memory, training_memory
 from memtheory.network import Network
@@ -69,10 +69,6 @@ Quantity = Model | MemoryBreakdown | GenerationMemory | sp.Expr | int
 
 SEARCH_CEILING = 2**80
 """Bisection gives up beyond this value: the total hardly grows with the size."""
-
-
-class DoesNotFitError(MemtheoryError, ValueError):
-    """Even the smallest value of the size does not fit the memory limit."""
 
 
 def memory_limit(limit: LimitLike) -> sp.Rational:
