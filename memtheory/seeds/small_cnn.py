@@ -33,15 +33,29 @@ LISTED_LAYERS = {
 """The answer's layer names, mapped to the network's."""
 
 
-def small_cnn_network(batch: int | sp.Expr | None = None) -> Network:
+def small_cnn_network(
+    batch: int | sp.Expr | None = None, image_size: int | sp.Expr = 50
+) -> Network:
     """Build the seed's CNN; the batch stays the symbol ``B`` unless given.
+
+    Parameters
+    ----------
+    batch : size, optional
+        Defaults to the symbol ``B``.
+    image_size : size, default 50
+        Side of the square RGB input; the seed's is 50, and a symbol such as
+        ``H`` gives the network for every image size.
 
     Examples
     --------
     >>> small_cnn_network().parameter_count
     4632902
+    >>> from memtheory.symbols import H
+    >>> small_cnn_network(image_size=H).parameter_count
+    32000*floor(floor(H/2)/2)**2 + 24902
     """
-    image = Input((3, 50, 50)) if batch is None else Input((3, 50, 50), batch=batch)
+    shape = (3, image_size, image_size)
+    image = Input(shape) if batch is None else Input(shape, batch=batch)
     return Network(
         [
             image,
