@@ -17,7 +17,11 @@ import sympy as sp
 
 import memtheory as mt
 import memtheory.network
-from memtheory.conventions.autograd import AutogradConvention, autocast_precision
+from memtheory.conventions.autograd import (
+    AutogradConvention,
+    autocast_precision,
+    forward_storages,
+)
 from memtheory.layers.base import Layer, Shape, TensorSpec
 from memtheory.seeds import small_cnn_network
 from memtheory.symbols import B
@@ -272,3 +276,16 @@ def test_peak_moment_needs_numbers():
         _ = memory.peak_moment
     assert memory.evaluate(B=2).peak_moment == "backward dense_1"
     assert isinstance(memory.peak, sp.Expr)
+
+
+def test_forward_storages_add_up_to_the_saved_activations():
+    """The storages whose category is saved_activations sum to the convention's figure."""
+    layers = list(small_cnn_network(batch=8).layers)[:-1]
+    net = mt.Network([*layers, mt.CrossEntropyLoss()])
+    storages = forward_storages(net)
+    saved = sum(s.nbytes for s in storages if s.category == "saved_activations")
+    assert saved == autograd(net)["saved_activations"]
+    # Pool 2's output is kept by dense_1 through the Flatten view: one storage, one keeper.
+    pooled = next(s for s in storages if (s.layer, s.role) == ("maxpool2d_2", "output"))
+    assert pooled.kept_by == ("dense_1",)
+    assert pooled.nbytes == 8 * 64 * 12 * 12 * F32

@@ -59,9 +59,17 @@ from memtheory.layers.regularization import Dropout
 from memtheory.layers.softmax import CrossEntropyLoss, Softmax
 from memtheory.network import LayerRow, Network
 from memtheory.optimizers import Optimizer
-from memtheory.precision import Precision
+from memtheory.precision import Precision, PrecisionLike
+from memtheory.precision import precision as precision_of
 
-__all__ = ["IMPLEMENTATIONS", "AutogradConvention", "Implementation", "autocast_precision"]
+__all__ = [
+    "IMPLEMENTATIONS",
+    "AutogradConvention",
+    "ForwardStorage",
+    "Implementation",
+    "autocast_precision",
+    "forward_storages",
+]
 
 Implementation = Literal["for-loop", "foreach", "fused"]
 
@@ -112,6 +120,104 @@ def autocast_precision(low: str = "bf16") -> Precision:
     ('fp32', 'bf16', 'fp32', None)
     """
     return Precision(parameters="fp32", activations=low, input="fp32")
+
+
+@dataclass(frozen=True)
+class ForwardStorage:
+    """One storage a training forward pass allocates (or is fed), and who keeps it.
+
+    Attributes
+    ----------
+    layer : str
+        The layer that allocates it (``"input"`` for the input batch, and
+        ``"targets"``).
+    role : str
+        ``"output"``, a saved tensor's role (``"indices"``, ``"mask"``,
+        ``"statistics"``), a loss intermediate (``"log-probabilities"``,
+        ``"total weight"``), an autocast cast (``"input cast"``, ``"weight
+        copy"``, ``"bias copy"``, ``"logits cast"``), or ``"data"``.
+    nbytes : sympy expression
+    kept_by : tuple of str
+        The layers whose backward nodes keep it, in running order; empty when
+        nothing saves it (it is freed during the forward, unless the caller
+        holds it).
+    held_by_caller : bool
+        The input batch, the targets, and the logits and loss a training loop
+        keeps in its variables.
+    """
+
+    layer: str
+    role: str
+    nbytes: sp.Expr
+    kept_by: tuple[str, ...]
+    held_by_caller: bool
+
+    @property
+    def category(self) -> str:
+        """Its breakdown component if kept for backward, else ``"freed in the forward"``.
+
+        Examples
+        --------
+        >>> ForwardStorage("relu_1", "output", 400, ("relu_1", "dense_2"), False).category
+        'saved_activations'
+        """
+        if self.role == "data":
+            return "targets" if self.layer == "targets" else "input"
+        if not self.kept_by:
+            return "held by the caller" if self.held_by_caller else "freed in the forward"
+        return "weight_copies" if self.role == "weight copy" else "saved_activations"
+
+
+def forward_storages(
+    network: Network, precision: PrecisionLike = "fp32"
+) -> tuple[ForwardStorage, ...]:
+    """List every storage of a training forward pass: its size and which backward nodes keep it.
+
+    Views and in-place layers add no storage; a storage kept by several layers
+    (a ReLU's output, which the next layer keeps as its input) appears once.
+    The saved activations of :class:`AutogradConvention` are the storages
+    whose category is ``"saved_activations"``.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Dropout, Input, Network, ReLU
+    >>> net = Network([Input((8,), batch=2), Dense(4), ReLU(), Dropout(0.5, device="cpu"),
+    ...                Dense(3)])
+    >>> for s in forward_storages(net):
+    ...     print(f"{s.layer:10} {s.role:7} {s.nbytes!s:>3} {s.category:21}", *s.kept_by)
+    input      data     64 input                 dense_1
+    dense_1    output   32 freed in the forward
+    relu_1     output   32 saved_activations     relu_1
+    dropout_1  mask     32 saved_activations     dropout_1
+    dropout_1  output   32 saved_activations     dense_2
+    dense_2    output   24 held by the caller
+    """
+    plan = _plan(_network(network), precision_of(precision), training=True)
+    holders = _holders(plan)
+    order = {entry.row.name: i for i, entry in enumerate(plan.rows)}
+    keys = list(dict.fromkeys(["input", *plan.data, *_forward_keys(plan)]))
+    storages = []
+    for key in keys:
+        if key == "loss":
+            continue
+        layer, _, suffix = key.partition(":")
+        role = (
+            "data"
+            if key in plan.data
+            else suffix.rsplit(" ", 1)[0]
+            if suffix[-1:].isdigit()
+            else suffix
+        )
+        kept = tuple(sorted(holders.get(key, ()), key=order.__getitem__))
+        storages.append(ForwardStorage(layer, role, plan.sizes[key], kept, key in plan.held))
+    return tuple(storages)
+
+
+def _forward_keys(plan: _Plan) -> list[str]:
+    keys: list[str] = []
+    for entry in plan.rows:
+        keys += [*entry.allocs, *entry.copies, entry.out_key]
+    return keys
 
 
 @dataclass

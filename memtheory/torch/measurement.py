@@ -341,7 +341,8 @@ def _step(
 ) -> None:
     """One training step; its output and loss die when it returns."""
     tracker, saved = tracking if tracking is not None else (None, {})
-    optimizer.zero_grad(set_to_none=True)
+    with _phase(tracker, "zero_grad"):
+        optimizer.zero_grad(set_to_none=True)
     with _phase(tracker, "forward"), _saving(saved, tracking is not None), context():
         output = module(input)
         if tracker is not None:
