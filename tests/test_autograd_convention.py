@@ -24,7 +24,7 @@ from memtheory.conventions.autograd import (
 )
 from memtheory.layers.base import Layer, Shape, TensorSpec
 from memtheory.seeds import small_cnn_network
-from memtheory.symbols import B
+from memtheory.symbols import B, H
 
 F32, I64 = 4, 8
 
@@ -289,3 +289,30 @@ def test_forward_storages_add_up_to_the_saved_activations():
     pooled = next(s for s in storages if (s.layer, s.role) == ("maxpool2d_2", "output"))
     assert pooled.kept_by == ("dense_1",)
     assert pooled.nbytes == 8 * 64 * 12 * 12 * F32
+
+
+def test_symbolic_peak_is_the_timeline_maximum_at_every_size():
+    """The peak keeps only undominated moments, yet equals the timeline's maximum everywhere.
+
+    Over image side H and batch B, with an unpadded convolution (negative terms in H) and a
+    ceil-mode pool (a Min in the shape), for Adam's nested temporaries too.
+    """
+    net = mt.Network(
+        [
+            mt.Input((3, H, H)),
+            mt.Conv2d(8, 3),
+            mt.ReLU(),
+            mt.MaxPool2d(3, stride=2, ceil_mode=True),
+            mt.Conv2d(4, 5, padding=2),
+            mt.Flatten(),
+            mt.Dense(10),
+            mt.CrossEntropyLoss(),
+        ]
+    )
+    for optimizer in ("sgd", "adam"):
+        memory = autograd(net, optimizer)
+        assert len(memory.peak.args) < len(memory.timeline)
+        for side in (5, 6, 7, 12, 31):
+            for batch in (1, 2, 17):
+                values = memory.evaluate(B=batch, H=side)
+                assert values.peak == max(values.timeline.values())
