@@ -79,7 +79,12 @@ class CrossEntropyLoss(Layer):
         return elements(input_shape) + 1
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return the log-probabilities and the int64 targets."""
+        """Return the log-probabilities and the int64 targets.
+
+        PyTorch's NLL loss also keeps a one-element ``total_weight`` in the loss
+        dtype; :class:`~memtheory.conventions.autograd.AutogradConvention` adds it
+        (checked with ``saved_tensors_hooks`` on PyTorch 2.13).
+        """
         return (
             TensorSpec("intermediate", tuple(input_shape)),
             TensorSpec("target", (input_shape[0],), dtype("int64")),
