@@ -39,7 +39,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import sympy as sp
@@ -325,7 +325,8 @@ class AutogradConvention(Convention):
        gradient (unless its input needs none, or it is a view: Flatten) and its
        parameters' gradients (which become ``.grad`` without a copy), then
        frees the incoming gradient and the saved tensors no other node keeps.
-       Cross-entropy is two nodes (NLL, then log-softmax).
+       Cross-entropy is two nodes (NLL, then log-softmax); ``backward()``
+       holds the seed gradient, ``ones_like(loss)``, until it returns.
     4. **optimizer step**: everything the step ends with, plus the
        implementation's temporaries.
 
@@ -340,6 +341,10 @@ class AutogradConvention(Convention):
     the input was fp32) and of their weight (``weight_copies``), the casts of
     the biases live until the forward ends (autocast's cache), and the loss
     runs in fp32.
+
+    Limits: sequential networks of the layers listed in the error message;
+    SGD (plain, momentum, Nesterov) and Adam/AdamW without weight decay,
+    AMSGrad or ``maximize`` for the step's temporaries.
 
     Examples
     --------
@@ -384,14 +389,10 @@ class AutogradConvention(Convention):
                 f"{network.name!r} has no parameters: a training step has nothing to train."
             )
         tensors = _parameter_tensors(network)
-        p_bytes = precision.parameters.bytes
-        parameters = sp.Add(*tensors.values()) * p_bytes
-        gradients = sp.Add(*tensors.values()) * precision.gradients.bytes
-        state = (
-            optimizer.states_per_parameter
-            * sp.Add(*tensors.values())
-            * precision.optimizer_state.bytes
-        )
+        count = sp.Add(*tensors.values())
+        parameters = count * precision.parameters.bytes
+        gradients = count * precision.gradients.bytes
+        state = optimizer.states_per_parameter * count * precision.optimizer_state.bytes
         counters = sp.Integer(len(tensors) * _STEP_COUNTER.bytes if optimizer.step_counter else 0)
         saved = _saved_bytes(plan)
         components = {
@@ -450,16 +451,15 @@ class AutogradConvention(Convention):
         if buffers != 0:
             base["buffers"] = buffers
         timeline = _inference_timeline(plan, sp.Add(*base.values()))
-        peak = sp.Max(*timeline.values())
-        components = dict(base)
-        components["activations"] = sp.expand(peak - sp.Add(*base.values()))
         notes = (
             "eval mode under no_grad: nothing saved, each input freed once its output exists",
             "activations: the most activation bytes alive at once (so total = peak)",
         )
-        return MemoryBreakdown(
-            components, "inference", self.name, precision, notes=notes, timeline=timeline
+        memory = MemoryBreakdown(
+            base, "inference", self.name, precision, notes=notes, timeline=timeline
         )
+        activations = sp.expand(memory.peak - sp.Add(*base.values()))  # type: ignore[operator]
+        return replace(memory, components={**base, "activations": activations})
 
     # -- the training timeline ---------------------------------------------------------
     def _training_timeline(
