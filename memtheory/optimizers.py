@@ -34,22 +34,23 @@ class Optimizer:
         How people write it (``"Adam"``).
     state_names : tuple of str
         One entry per parameter-shaped buffer, named as PyTorch names them.
-    step_counter : bool
-        Whether it also keeps a scalar step count per parameter tensor (PyTorch's
-        Adam family does; it is tiny, and only the autograd-exact accounting counts it).
+    scalar_states : tuple of str
+        Scalars it keeps per parameter *tensor*, named as PyTorch names them: the
+        ``step`` count (every stateful PyTorch optimizer but SGD), and NAdam's
+        ``mu_product``. Tiny; only the autograd-exact accounting counts them.
     description : str
         One line.
 
     Examples
     --------
-    >>> OPTIMIZERS["rmsprop"].states_per_parameter
-    1
+    >>> OPTIMIZERS["rmsprop"].states_per_parameter, OPTIMIZERS["rmsprop"].scalar_states
+    (1, ('step',))
     """
 
     name: str
     title: str
     state_names: tuple[str, ...]
-    step_counter: bool = False
+    scalar_states: tuple[str, ...] = ()
     description: str = ""
 
     @property
@@ -81,62 +82,68 @@ OPTIMIZERS: dict[str, Optimizer] = {
             "adagrad",
             "Adagrad",
             ("sum",),
-            step_counter=True,
+            scalar_states=("step",),
             description="running sum of squared gradients",
         ),
         Optimizer(
             "rmsprop",
             "RMSprop",
             ("square_avg",),
+            scalar_states=("step",),
             description="running average of squared gradients",
         ),
         Optimizer(
             "rmsprop+momentum",
             "RMSprop with momentum",
             ("square_avg", "momentum_buffer"),
+            scalar_states=("step",),
             description="squared-gradient average and a velocity",
         ),
         Optimizer(
             "rmsprop-centered",
             "centered RMSprop",
             ("square_avg", "grad_avg"),
+            scalar_states=("step",),
             description="averages of the gradient and its square",
         ),
         Optimizer(
             "adadelta",
             "Adadelta",
             ("square_avg", "acc_delta"),
+            scalar_states=("step",),
             description="averages of squared gradients and squared updates",
         ),
         Optimizer(
             "adam",
             "Adam",
             ("exp_avg", "exp_avg_sq"),
-            step_counter=True,
+            scalar_states=("step",),
             description="first and second moment estimates",
         ),
         Optimizer(
             "adamw",
             "AdamW",
             ("exp_avg", "exp_avg_sq"),
-            step_counter=True,
+            scalar_states=("step",),
             description="Adam with decoupled weight decay: same state",
         ),
         Optimizer(
             "adamax",
             "Adamax",
             ("exp_avg", "exp_inf"),
-            step_counter=True,
+            scalar_states=("step",),
             description="first moment and infinity norm",
         ),
         Optimizer(
             "nadam",
             "NAdam",
             ("exp_avg", "exp_avg_sq"),
-            step_counter=True,
+            scalar_states=("step", "mu_product"),
             description="Adam with Nesterov momentum",
         ),
-        Optimizer("lion", "Lion", ("exp_avg",), description="one momentum buffer"),
+        Optimizer(
+            "lion", "Lion", ("exp_avg",), description="one momentum buffer (not in torch.optim)"
+        ),
     )
 }
 """Every optimizer memtheory knows, by canonical name."""

@@ -393,7 +393,7 @@ class AutogradConvention(Convention):
         parameters = count * precision.parameters.bytes
         gradients = count * precision.gradients.bytes
         state = optimizer.states_per_parameter * count * precision.optimizer_state.bytes
-        counters = sp.Integer(len(tensors) * _STEP_COUNTER.bytes if optimizer.step_counter else 0)
+        counters = sp.Integer(len(tensors) * len(optimizer.scalar_states) * _STEP_COUNTER.bytes)
         saved = _saved_bytes(plan)
         components = {
             "parameters": parameters,
@@ -410,7 +410,7 @@ class AutogradConvention(Convention):
             components["weight_copies"] = sp.Add(*plan.weight_copies.values())
         if "targets" in plan.sizes:
             components["targets"] = plan.sizes["targets"]
-        if not optimizer.step_counter:
+        if not optimizer.scalar_states:
             del components["optimizer_step_counters"]
         timeline = self._training_timeline(plan, tensors, optimizer, components)
         notes = (
