@@ -30,13 +30,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 
+# The torch extra is PyTorch 2.13.0's CPU wheel: the measurement tests and chapter need it.
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[dev]'
+	$(BIN)/python -m pip install -e '.[dev,torch]'
 	touch $@
 
 # The book extra is a superset of dev: installing it also satisfies the dev stamp.
 $(STAMP_BOOK): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -e '.[dev,book]'
+	$(BIN)/python -m pip install -e '.[dev,book,torch]'
 	touch $@ $(STAMP_DEV)
 
 venv: $(STAMP_DEV)
