@@ -19,6 +19,7 @@ Examples
 
 from memtheory.conventions import (
     CONVENTIONS,
+    AutogradConvention,
     BreakdownConvention,
     Convention,
     RuleOfThumbConvention,
@@ -103,6 +104,7 @@ __all__ = [
     "LSTM",
     "OPTIMIZERS",
     "AdaptiveAvgPool2d",
+    "AutogradConvention",
     "Add",
     "AvgPool2d",
     "BatchNorm2d",
