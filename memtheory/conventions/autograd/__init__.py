@@ -1,19 +1,60 @@
-"""The autograd convention, as a package (its modules follow in the next commit).
+"""The autograd convention: the tensors PyTorch really keeps, and the peak of a training step.
+
+The rule of thumb counts every activation twice and the parameters three
+times. PyTorch keeps something else: each operation saves exactly the tensors
+its derivative formula reads (``tools/autograd/derivatives.yaml``), a tensor
+saved by two operations is stored once, and the gradients, the optimizer's
+temporaries and the activations' gradients come and go during the step. This
+convention follows a training step tensor by tensor:
+
+* **saved activations**: every layer's saved tensors
+  (:meth:`~memtheory.layers.Layer.saved_for_backward`), counted once per
+  storage. A layer's ``"input"`` is the storage of the layer before it (a view
+  such as Flatten, and an in-place layer, share their input's storage), so a
+  ReLU's output that the next Dense layer also keeps counts once. The input
+  batch and the targets are the caller's, not the graph's, and are counted as
+  ``input`` and ``targets``; parameters a layer saves are not counted again.
+* **the peak**: a timeline of live bytes through one steady-state step,
+  ``zero_grad(set_to_none=True)``, forward, loss, backward, ``optimizer.step()``
+  (see :class:`AutogradConvention` for the rules), carried by the
+  :class:`~memtheory.breakdown.MemoryBreakdown` as ``timeline`` and ``peak``.
+
+Every rule was checked against PyTorch 2.13 on CPU with
+:func:`memtheory.torch.measure`, which tracks tensor storages op by op. Derived
+in the book's chapter "Theory vs measurement".
+
+The package has one module per job:
+
+* :mod:`~memtheory.conventions.autograd.storage_plan`: which tensors each layer
+  allocates, aliases and saves, one entry per storage (:func:`forward_storages`,
+  :func:`autocast_precision`).
+* :mod:`~memtheory.conventions.autograd.timeline`: the live tensors of a
+  training step and of inference, moment by moment.
+* :mod:`~memtheory.conventions.autograd.convention`: :class:`AutogradConvention`,
+  which turns both into a :class:`~memtheory.breakdown.MemoryBreakdown`.
 
 Examples
 --------
->>> from memtheory.conventions.autograd import AutogradConvention
->>> AutogradConvention()
-AutogradConvention(implementation='for-loop')
+>>> from memtheory import Conv2d, CrossEntropyLoss, Dense, Flatten, Input, MaxPool2d, ReLU
+>>> from memtheory import Network, training_memory
+>>> net = Network([Input((3, 32, 32), batch=8), Conv2d(8, 3, padding=1), ReLU(),
+...                MaxPool2d(2), Flatten(), Dense(10), CrossEntropyLoss()])
+>>> memory = training_memory(net, "adam", convention="autograd")
+>>> memory["saved_activations"]  # ReLU output (the pool keeps it too), indices, pool output, loss
+459076
+>>> memory.peak, memory.peak_moment
+(1215672, 'backward relu_1')
 """
 
 from __future__ import annotations
 
-from memtheory.conventions.autograd.storage_plan import (
+from memtheory.conventions.autograd.convention import (
     IMPLEMENTATIONS,
     AutogradConvention,
-    ForwardStorage,
     Implementation,
+)
+from memtheory.conventions.autograd.storage_plan import (
+    ForwardStorage,
     autocast_precision,
     forward_storages,
 )

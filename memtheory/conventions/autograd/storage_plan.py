@@ -1,54 +1,28 @@
-"""The autograd convention: the tensors PyTorch really keeps, and the peak of a training step.
+"""The storage plan of a step: which tensors each layer allocates, aliases and saves.
 
-The rule of thumb counts every activation twice and the parameters three
-times. PyTorch keeps something else: each operation saves exactly the tensors
-its derivative formula reads (``tools/autograd/derivatives.yaml``), a tensor
-saved by two operations is stored once, and the gradients, the optimizer's
-temporaries and the activations' gradients come and go during the step. This
-convention follows a training step tensor by tensor:
+A layer's output is a new storage, or its input's storage again (a view such
+as Flatten, an in-place layer, an identity dropout). Each layer saves the
+tensors its derivative formula reads (:meth:`~memtheory.layers.Layer.saved_for_backward`);
+the plan names every storage once, records its size and dtype, and which
+backward nodes keep it, so that a tensor saved by two layers counts once.
+Under :func:`autocast_precision` it adds the low-precision casts of inputs,
+weights and biases that ``torch.autocast`` makes.
 
-* **saved activations**: every layer's saved tensors
-  (:meth:`~memtheory.layers.Layer.saved_for_backward`), counted once per
-  storage. A layer's ``"input"`` is the storage of the layer before it (a view
-  such as Flatten, and an in-place layer, share their input's storage), so a
-  ReLU's output that the next Dense layer also keeps counts once. The input
-  batch and the targets are the caller's, not the graph's, and are counted as
-  ``input`` and ``targets``; parameters a layer saves are not counted again.
-* **the peak**: a timeline of live bytes through one steady-state step,
-  ``zero_grad(set_to_none=True)``, forward, loss, backward, ``optimizer.step()``
-  (see :class:`AutogradConvention` for the rules), carried by the
-  :class:`~memtheory.breakdown.MemoryBreakdown` as ``timeline`` and ``peak``.
-
-Every rule was checked against PyTorch 2.13 on CPU with
-:func:`memtheory.torch.measure`, which tracks tensor storages op by op. Derived
-in the book's chapter "Theory vs measurement".
-
-Examples
---------
->>> from memtheory import Conv2d, CrossEntropyLoss, Dense, Flatten, Input, MaxPool2d, ReLU
->>> from memtheory import Network, training_memory
->>> net = Network([Input((3, 32, 32), batch=8), Conv2d(8, 3, padding=1), ReLU(),
-...                MaxPool2d(2), Flatten(), Dense(10), CrossEntropyLoss()])
->>> memory = training_memory(net, "adam", convention="autograd")
->>> memory["saved_activations"]  # ReLU output (the pool keeps it too), indices, pool output, loss
-459076
->>> memory.peak, memory.peak_moment
-(1215672, 'backward relu_1')
+:func:`forward_storages` lists the plan storage by storage;
+:class:`~memtheory.conventions.autograd.AutogradConvention` sums it and
+:mod:`memtheory.conventions.autograd.timeline` runs it through a step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, field
 
 import sympy as sp
 
-from memtheory.breakdown import MemoryBreakdown
-from memtheory.conventions.base import Convention, Model
+from memtheory.conventions.base import Model
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
-from memtheory.errors import UnknownOptimizerError, UnsupportedError
+from memtheory.errors import UnsupportedError
 from memtheory.layers.activations import _Elementwise
 from memtheory.layers.base import elements
 from memtheory.layers.conv import Conv2d
@@ -58,27 +32,10 @@ from memtheory.layers.pooling import AvgPool2d, MaxPool2d
 from memtheory.layers.regularization import Dropout
 from memtheory.layers.softmax import CrossEntropyLoss, Softmax
 from memtheory.network import LayerRow, Network
-from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision, PrecisionLike
 from memtheory.precision import precision as precision_of
 
-__all__ = [
-    "IMPLEMENTATIONS",
-    "AutogradConvention",
-    "ForwardStorage",
-    "Implementation",
-    "autocast_precision",
-    "forward_storages",
-]
-
-Implementation = Literal["for-loop", "foreach", "fused"]
-
-IMPLEMENTATIONS: dict[str, str] = {
-    "for-loop": "one parameter at a time (torch.optim's default on CPU)",
-    "foreach": "each operation over the list of all parameters (the default on CUDA)",
-    "fused": "one kernel per step (fused=True)",
-}
-"""The implementations of ``torch.optim`` optimizers, which differ in their temporaries."""
+__all__ = ["ForwardStorage", "autocast_precision", "forward_storages"]
 
 _KNOWN_LAYERS = (
     Input,
@@ -95,13 +52,6 @@ _KNOWN_LAYERS = (
 )
 _LOW_PRECISION_OPS = (Conv2d, Dense)
 """Layers that CPU autocast runs in the low-precision dtype (casting inputs and weights)."""
-
-_STEP_COUNTER = dtype("fp32")
-"""torch.optim keeps each ``state["step"]`` as a float32 scalar tensor (``_get_scalar_dtype()``)."""
-
-
-_SGD_FAMILY = ("sgd", "sgd+momentum", "nesterov")
-_ADAM_FAMILY = ("adam", "adamw")
 
 
 def autocast_precision(low: str = "bf16") -> Precision:
@@ -221,28 +171,6 @@ def _forward_keys(plan: _Plan) -> list[str]:
 
 
 @dataclass
-class _Timeline:
-    """Live storages (name -> bytes) and the live total at labelled moments."""
-
-    live: dict[str, sp.Expr] = field(default_factory=dict)
-    moments: dict[str, sp.Expr] = field(default_factory=dict)
-
-    def alloc(self, key: str, nbytes: sp.Expr) -> None:
-        if key in self.live:
-            raise AssertionError(f"storage {key!r} allocated twice")
-        self.live[key] = sp.sympify(nbytes)
-
-    def free(self, key: str) -> None:
-        self.live.pop(key)
-
-    def total(self) -> sp.Expr:
-        return sp.Add(*self.live.values())
-
-    def mark(self, label: str, extra: sp.Expr | int = 0) -> None:
-        self.moments[label] = self.total() + extra
-
-
-@dataclass
 class _Row:
     """What the simulation needs to know about one layer of the step.
 
@@ -287,210 +215,6 @@ class _Plan:
             for key, nbytes in entry.copies.items()
             if key in entry.saved
         }
-
-
-class AutogradConvention(Convention):
-    r"""What PyTorch's autograd keeps, storage by storage, and the live-tensor peak of a step.
-
-    Parameters
-    ----------
-    implementation : {"for-loop", "foreach", "fused"}, default "for-loop"
-        Which ``torch.optim`` implementation the peak assumes. They keep the
-        same state but different temporaries: the for-loop Adam computes
-        ``denom = (exp_avg_sq.sqrt() / c).add_(eps)`` one parameter at a time,
-        so two temporaries of one parameter tensor are alive with the previous
-        tensor's ``denom``; the foreach Adam takes the square root of every
-        second moment at once (one temporary per parameter); fused kernels
-        and SGD (with or without momentum) allocate none. PyTorch picks
-        for-loop on CPU and foreach on CUDA unless told.
-
-    Notes
-    -----
-    The timeline of one steady-state step (the optimizer state exists, the
-    previous step's gradients are still allocated):
-
-    1. **step start**: parameters, buffers, gradients, optimizer state and
-       step counters, input batch and targets. ``zero_grad()`` frees the
-       gradients (``set_to_none=True``, PyTorch's default).
-    2. **forward**, layer by layer: the layer allocates its output (not a view
-       or an in-place layer) and the tensors it saves for itself (pooling
-       indices, dropout masks, batch statistics); its input is freed when no
-       later layer reads it and no backward node keeps it. Layers before the
-       first one with parameters record nothing. The loss (cross-entropy:
-       log-softmax output, then the scalar loss and the scalar total weight)
-       ends the forward; the caller keeps the logits and the loss until the
-       step ends. A network without a loss layer is trained on
-       ``output.sum()``, which saves nothing.
-    3. **backward**, node by node in reverse: a node allocates its input's
-       gradient (unless its input needs none, or it is a view: Flatten) and its
-       parameters' gradients (which become ``.grad`` without a copy), then
-       frees the incoming gradient and the saved tensors no other node keeps.
-       Cross-entropy is two nodes (NLL, then log-softmax); ``backward()``
-       holds the seed gradient, ``ones_like(loss)``, until it returns.
-    4. **optimizer step**: everything the step ends with, plus the
-       implementation's temporaries.
-
-    Peaks are read at the moment after each allocation and before the frees
-    that follow it, the live total's local maxima. Workspaces that kernels
-    allocate internally (im2col buffers, cuDNN workspaces) are not tensors and
-    are not counted; nor is the CUDA context or the caching allocator's slack.
-
-    Precisions: one dtype for everything (``model.to(torch.bfloat16)``) or
-    :func:`autocast_precision` (``torch.autocast``): then convolutions and
-    linear layers save low-precision copies of their input (a new storage when
-    the input was fp32) and of their weight (``weight_copies``), the casts of
-    the biases live until the forward ends (autocast's cache), and the loss
-    runs in fp32.
-
-    Limits: sequential networks of the layers listed in the error message;
-    SGD (plain, momentum, Nesterov) and Adam/AdamW without weight decay,
-    AMSGrad or ``maximize`` for the step's temporaries.
-
-    Examples
-    --------
-    >>> from memtheory import Dense, Dropout, Input, Network, ReLU, training_memory
-    >>> mlp = Network([Input((784,), batch=64), Dense(256), ReLU(), Dropout(0.2, device="cpu"),
-    ...                Dense(10)])
-    >>> memory = training_memory(mlp, "sgd", convention="autograd")
-    >>> memory["saved_activations"]  # ReLU output, dropout mask, dropout output: 64 x 256 x 4 each
-    196608
-    >>> memory.format("peak", "KiB"), memory.peak_moment
-    ('1852.59 KiB', 'backward dense_1')
-    """
-
-    name = "autograd"
-    title = "autograd (what PyTorch keeps, and the peak)"
-
-    def __init__(self, implementation: Implementation = "for-loop") -> None:
-        if implementation not in IMPLEMENTATIONS:
-            raise ValueError(
-                f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got "
-                f"{implementation!r}."
-            )
-        self.implementation = implementation
-
-    def __repr__(self) -> str:
-        return f"AutogradConvention(implementation={self.implementation!r})"
-
-    # -- public ------------------------------------------------------------------------
-    def training(
-        self, model: Model, optimizer: Optimizer | None, precision: Precision
-    ) -> MemoryBreakdown:
-        """Components of a training step and the timeline of its live bytes."""
-        if optimizer is None:
-            raise UnknownOptimizerError(
-                "the autograd convention needs an optimizer: pass optimizer='sgd', "
-                "'sgd+momentum' or 'adam' (see memtheory.OPTIMIZERS)."
-            )
-        network = _network(model)
-        plan = _plan(network, precision, training=True)
-        if not any(r.records for r in plan.rows):
-            raise UnsupportedError(
-                f"{network.name!r} has no parameters: a training step has nothing to train."
-            )
-        tensors = _parameter_tensors(network)
-        count = sp.Add(*tensors.values())
-        parameters = count * precision.parameters.bytes
-        gradients = count * precision.gradients.bytes
-        state = optimizer.states_per_parameter * count * precision.optimizer_state.bytes
-        counters = sp.Integer(len(tensors) * len(optimizer.scalar_states) * _STEP_COUNTER.bytes)
-        saved = _saved_bytes(plan)
-        components = {
-            "parameters": parameters,
-            "gradients": gradients,
-            "optimizer_state": state,
-            "optimizer_step_counters": counters,
-            "saved_activations": saved,
-            "input": plan.sizes["input"],
-        }
-        buffers = _buffer_bytes(network, precision)
-        if buffers != 0:
-            components["buffers"] = buffers
-        if plan.weight_copies:
-            components["weight_copies"] = sp.Add(*plan.weight_copies.values())
-        if "targets" in plan.sizes:
-            components["targets"] = plan.sizes["targets"]
-        if not optimizer.scalar_states:
-            del components["optimizer_step_counters"]
-        timeline = self._training_timeline(plan, tensors, optimizer, components)
-        notes = (
-            f"{optimizer.title}, {self.implementation} implementation: "
-            f"{_temporaries_text(optimizer, self.implementation)}",
-            "zero_grad(set_to_none=True); the caller keeps the input, targets, logits and loss",
-            "saved activations: each storage once; the input batch and targets counted apart",
-            "peak: live tensor storages; kernel workspaces and allocator slack not included",
-        )
-        return MemoryBreakdown(
-            components, "training", self.name, precision, optimizer, notes, timeline
-        )
-
-    def inference(self, model: Model, precision: Precision) -> MemoryBreakdown:
-        """Weights, buffers, input, and the most activation bytes alive at once (eval, no_grad).
-
-        In inference (``module.eval()`` under ``torch.no_grad()``) no layer saves
-        anything: a layer's input is freed as soon as its output exists (the
-        input batch stays: the caller holds it), dropout is the identity, and
-        a loss layer is not run. The peak is the weights, buffers and input plus
-        the largest input-and-output pair (max pooling also allocates its int64
-        indices for a moment).
-
-        Examples
-        --------
-        >>> from memtheory import Dense, Input, Network, inference_memory
-        >>> net = Network([Input((784,), batch=64), Dense(256), Dense(10)])
-        >>> memory = inference_memory(net, convention="autograd")
-        >>> memory["activations"], memory.total == memory.peak  # both outputs alive at dense_2
-        (68096, True)
-        """
-        network = _network(model)
-        plan = _plan(network, precision, training=False)
-        tensors = _parameter_tensors(network)
-        parameters = sp.Add(*tensors.values()) * precision.parameters.bytes
-        base = {"parameters": parameters, "input": plan.sizes["input"]}
-        buffers = _buffer_bytes(network, precision)
-        if buffers != 0:
-            base["buffers"] = buffers
-        timeline = _inference_timeline(plan, sp.Add(*base.values()))
-        notes = (
-            "eval mode under no_grad: nothing saved, each input freed once its output exists",
-            "activations: the most activation bytes alive at once (so total = peak)",
-        )
-        memory = MemoryBreakdown(
-            base, "inference", self.name, precision, notes=notes, timeline=timeline
-        )
-        activations = sp.expand(memory.peak - sp.Add(*base.values()))  # type: ignore[operator]
-        return replace(memory, components={**base, "activations": activations})
-
-    # -- the training timeline ---------------------------------------------------------
-    def _training_timeline(
-        self,
-        plan: _Plan,
-        tensors: dict[str, sp.Expr],
-        optimizer: Optimizer,
-        components: dict[str, sp.Expr],
-    ) -> dict[str, sp.Expr]:
-        precision = plan.precision
-        timeline = _Timeline()
-        for name in ("parameters", "buffers", "optimizer_state", "optimizer_step_counters"):
-            if name in components:
-                timeline.alloc(name, components[name])
-        for key in sorted(plan.data):
-            timeline.alloc(key, plan.sizes[key])
-        for tensor, count in tensors.items():
-            timeline.alloc(f"grad {tensor}", count * precision.gradients.bytes)
-        timeline.mark("step start")
-        for tensor in tensors:
-            timeline.free(f"grad {tensor}")
-        holders = _holders(plan)
-        _forward(plan, timeline, holders)
-        _backward(plan, timeline, holders, tensors)
-        temporaries = _optimizer_temporaries(
-            optimizer,
-            self.implementation,
-            [count * precision.optimizer_state.bytes for count in tensors.values()],
-        )
-        timeline.mark("optimizer step", temporaries)
-        return timeline.moments
 
 
 # -- planning ----------------------------------------------------------------------------
@@ -751,174 +475,3 @@ def _saved_bytes(plan: _Plan) -> sp.Expr:
     keys -= plan.data
     keys -= set(plan.weight_copies)
     return sp.Add(*(plan.sizes[key] for key in sorted(keys)))
-
-
-def _forward(plan: _Plan, timeline: _Timeline, holders: dict[str, set[str]]) -> None:
-    """Run the forward (and the loss): allocate, mark, free what nothing reads or keeps."""
-    cached: list[str] = []
-    for entry in plan.rows:
-        for key, nbytes in (*entry.allocs.items(), *entry.copies.items()):
-            timeline.alloc(key, nbytes)
-        if entry.out_key not in timeline.live:
-            timeline.alloc(entry.out_key, plan.sizes[entry.out_key])
-        timeline.mark(f"forward {entry.row.name}")
-        for key in entry.allocs:
-            if _unheld(key, plan, holders, timeline):
-                timeline.free(key)
-        cached += [key for key in entry.copies if not holders.get(key)]
-        if entry.in_key != entry.out_key and _unheld(entry.in_key, plan, holders, timeline):
-            timeline.free(entry.in_key)
-    if plan.loss is None:  # the network alone is trained on output.sum()
-        timeline.alloc("loss", plan.sizes["loss"])
-        timeline.mark("forward output.sum()")
-    for key in cached:  # autocast's cache of parameter casts empties when the forward ends
-        timeline.free(key)
-
-
-def _unheld(key: str, plan: _Plan, holders: dict[str, set[str]], timeline: _Timeline) -> bool:
-    return key in timeline.live and key not in plan.held and not holders.get(key)
-
-
-def _backward(
-    plan: _Plan,
-    timeline: _Timeline,
-    holders: dict[str, set[str]],
-    tensors: dict[str, sp.Expr],
-) -> None:
-    """Run the backward node by node; parameter gradients stay, everything else is freed."""
-    precision = plan.precision
-    seed = plan.sizes[plan.loss.out_key] if plan.loss is not None else plan.sizes["loss"]
-    timeline.alloc("seed gradient", seed)
-    incoming = "seed gradient"
-    for entry in reversed(plan.rows):
-        if not entry.records:
-            break
-        name = entry.row.name
-        if entry is plan.loss:
-            incoming = _loss_backward(entry, timeline, holders, plan, incoming)
-            continue
-        grad_read = None
-        if entry.input_requires_grad:
-            if isinstance(entry.row.layer, Flatten):
-                grad_read = incoming
-            else:
-                grad_read = f"grad {name}:input"
-                timeline.alloc(grad_read, elements(entry.row.input_shape) * entry.read_dtype.bytes)
-        casts = []
-        for part in ("weight", "bias"):
-            tensor = f"{name}.{part}"
-            if tensor not in tensors:
-                continue
-            if entry.copies:  # autocast: a low-precision gradient, cast by its own node
-                timeline.alloc(f"grad {tensor} (low)", tensors[tensor] * entry.out_dtype.bytes)
-                casts.append(tensor)
-            else:
-                timeline.alloc(f"grad {tensor}", tensors[tensor] * precision.gradients.bytes)
-        timeline.mark(f"backward {name}")
-        if grad_read != incoming and incoming != "seed gradient":
-            timeline.free(incoming)
-        for key in entry.saved:
-            holders[key].discard(name)
-            if _unheld(key, plan, holders, timeline):
-                timeline.free(key)
-        incoming = grad_read  # type: ignore[assignment]
-        if grad_read is not None and entry.read_key != entry.in_key:
-            incoming = f"grad {name}:input (cast back)"
-            timeline.alloc(incoming, elements(entry.row.input_shape) * entry.in_dtype.bytes)
-            timeline.mark(f"backward {name} input cast")
-            timeline.free(grad_read)
-        for tensor in casts:
-            timeline.alloc(f"grad {tensor}", tensors[tensor] * precision.gradients.bytes)
-            timeline.mark(f"backward {tensor} cast")
-            timeline.free(f"grad {tensor} (low)")
-        if incoming is None:
-            break
-    if incoming is not None and incoming != "seed gradient":
-        timeline.free(incoming)
-    timeline.free("seed gradient")  # backward() holds it (ones_like(loss)) until it returns
-
-
-def _loss_backward(
-    entry: _Row,
-    timeline: _Timeline,
-    holders: dict[str, set[str]],
-    plan: _Plan,
-    seed: str,
-) -> str:
-    """NllLossBackward, LogSoftmaxBackward, and under autocast the cast back to the logits."""
-    name = entry.row.name
-    logits = elements(entry.row.input_shape)
-    timeline.alloc(f"grad {name}:log-probabilities", logits * entry.out_dtype.bytes)
-    timeline.mark(f"backward {name} (nll_loss)")
-    for key in (f"{name}:total weight", "targets"):
-        holders[key].discard(name)
-        if _unheld(key, plan, holders, timeline):
-            timeline.free(key)
-    timeline.alloc(f"grad {name}:input", logits * entry.out_dtype.bytes)
-    timeline.mark(f"backward {name} (log_softmax)")
-    timeline.free(f"grad {name}:log-probabilities")
-    holders[f"{name}:log-probabilities"].discard(name)
-    timeline.free(f"{name}:log-probabilities")
-    grad = f"grad {name}:input"
-    if entry.read_key != entry.in_key:
-        timeline.alloc(f"grad {name}:logits", logits * entry.in_dtype.bytes)
-        timeline.mark(f"backward {name} (cast to {entry.in_dtype})")
-        timeline.free(grad)
-        grad = f"grad {name}:logits"
-    return grad
-
-
-def _optimizer_temporaries(
-    optimizer: Optimizer, implementation: str, tensor_bytes: Sequence[sp.Expr]
-) -> sp.Expr:
-    """Bytes of the temporaries alive at the optimizer step's own peak (weight decay 0)."""
-    if optimizer.name in _SGD_FAMILY:
-        if optimizer.name == "nesterov" and implementation == "for-loop":
-            return sp.Max(*tensor_bytes)  # grad.add(buf, alpha=momentum), one tensor at a time
-        return sp.Integer(0)
-    if optimizer.name in _ADAM_FAMILY:
-        if implementation == "fused":
-            return sp.Integer(0)
-        if implementation == "foreach":
-            return sp.Add(*tensor_bytes)  # _foreach_sqrt(exp_avg_sqs): all at once
-        # denom = (exp_avg_sq.sqrt() / c).add_(eps): sqrt and quotient of this tensor,
-        # while the previous tensor's denom is still bound to the name
-        previous = (sp.Integer(0), *tensor_bytes[:-1])
-        return sp.Max(*(2 * b + p for b, p in zip(tensor_bytes, previous, strict=True)))
-    raise UnsupportedError(
-        f"the autograd convention models the step temporaries of SGD (plain, momentum, "
-        f"Nesterov) and Adam/AdamW, not {optimizer.title}."
-    )
-
-
-def _temporaries_text(optimizer: Optimizer, implementation: str) -> str:
-    if optimizer.name in _ADAM_FAMILY and implementation == "for-loop":
-        return "sqrt and quotient of one parameter tensor, plus the previous tensor's denom"
-    if optimizer.name in _ADAM_FAMILY and implementation == "foreach":
-        return "the square roots of all second moments at once"
-    if optimizer.name == "nesterov" and implementation == "for-loop":
-        return "one gradient-sized temporary at a time"
-    return "no temporaries"
-
-
-def _inference_timeline(plan: _Plan, base: sp.Expr) -> dict[str, sp.Expr]:
-    """Eval mode under no_grad: each layer's input is freed once its output exists.
-
-    Autocast caches its casts of the parameters (leaves that require grad) even
-    under no_grad, so under autocast every weight and bias copy made so far
-    stays until the forward ends.
-    """
-    timeline = _Timeline()
-    timeline.alloc("weights, buffers and input", base)
-    for entry in plan.rows:
-        for key, nbytes in (*entry.allocs.items(), *entry.copies.items()):
-            timeline.alloc(key, nbytes)
-        if entry.out_key not in timeline.live and entry.out_key != "input":
-            timeline.alloc(entry.out_key, plan.sizes[entry.out_key])
-        timeline.mark(f"forward {entry.row.name}")
-        for key in entry.allocs:  # autocast's cached weight and bias casts stay to the end
-            if key != entry.out_key:
-                timeline.free(key)
-        if entry.in_key not in (entry.out_key, "input"):
-            timeline.free(entry.in_key)
-    return timeline.moments

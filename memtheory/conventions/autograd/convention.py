@@ -1,0 +1,258 @@
+"""The autograd convention itself: its components, and the peak of a training step.
+
+:class:`AutogradConvention` sums the storage plan
+(:mod:`memtheory.conventions.autograd.storage_plan`) into a
+:class:`~memtheory.breakdown.MemoryBreakdown`, and runs it through the
+live-tensor timeline (:mod:`memtheory.conventions.autograd.timeline`) for the
+peak. :data:`IMPLEMENTATIONS` lists the ``torch.optim`` implementations it can
+assume, which differ in the optimizer step's temporaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+import sympy as sp
+
+from memtheory.breakdown import MemoryBreakdown
+from memtheory.conventions.autograd.storage_plan import (
+    _buffer_bytes,
+    _holders,
+    _network,
+    _parameter_tensors,
+    _Plan,
+    _plan,
+    _saved_bytes,
+)
+from memtheory.conventions.autograd.timeline import (
+    _backward,
+    _forward,
+    _inference_timeline,
+    _optimizer_temporaries,
+    _temporaries_text,
+    _Timeline,
+)
+from memtheory.conventions.base import Convention, Model
+from memtheory.dtypes import dtype
+from memtheory.errors import UnknownOptimizerError, UnsupportedError
+from memtheory.optimizers import Optimizer
+from memtheory.precision import Precision
+
+__all__ = ["IMPLEMENTATIONS", "AutogradConvention", "Implementation"]
+
+Implementation = Literal["for-loop", "foreach", "fused"]
+
+IMPLEMENTATIONS: dict[str, str] = {
+    "for-loop": "one parameter at a time (torch.optim's default on CPU)",
+    "foreach": "each operation over the list of all parameters (the default on CUDA)",
+    "fused": "one kernel per step (fused=True)",
+}
+"""The implementations of ``torch.optim`` optimizers, which differ in their temporaries."""
+
+_STEP_COUNTER = dtype("fp32")
+"""torch.optim keeps each ``state["step"]`` as a float32 scalar tensor (``_get_scalar_dtype()``)."""
+
+
+class AutogradConvention(Convention):
+    r"""What PyTorch's autograd keeps, storage by storage, and the live-tensor peak of a step.
+
+    Parameters
+    ----------
+    implementation : {"for-loop", "foreach", "fused"}, default "for-loop"
+        Which ``torch.optim`` implementation the peak assumes. They keep the
+        same state but different temporaries: the for-loop Adam computes
+        ``denom = (exp_avg_sq.sqrt() / c).add_(eps)`` one parameter at a time,
+        so two temporaries of one parameter tensor are alive with the previous
+        tensor's ``denom``; the foreach Adam takes the square root of every
+        second moment at once (one temporary per parameter); fused kernels
+        and SGD (with or without momentum) allocate none. PyTorch picks
+        for-loop on CPU and foreach on CUDA unless told.
+
+    Notes
+    -----
+    The timeline of one steady-state step (the optimizer state exists, the
+    previous step's gradients are still allocated):
+
+    1. **step start**: parameters, buffers, gradients, optimizer state and
+       step counters, input batch and targets. ``zero_grad()`` frees the
+       gradients (``set_to_none=True``, PyTorch's default).
+    2. **forward**, layer by layer: the layer allocates its output (not a view
+       or an in-place layer) and the tensors it saves for itself (pooling
+       indices, dropout masks, batch statistics); its input is freed when no
+       later layer reads it and no backward node keeps it. Layers before the
+       first one with parameters record nothing. The loss (cross-entropy:
+       log-softmax output, then the scalar loss and the scalar total weight)
+       ends the forward; the caller keeps the logits and the loss until the
+       step ends. A network without a loss layer is trained on
+       ``output.sum()``, which saves nothing.
+    3. **backward**, node by node in reverse: a node allocates its input's
+       gradient (unless its input needs none, or it is a view: Flatten) and its
+       parameters' gradients (which become ``.grad`` without a copy), then
+       frees the incoming gradient and the saved tensors no other node keeps.
+       Cross-entropy is two nodes (NLL, then log-softmax); ``backward()``
+       holds the seed gradient, ``ones_like(loss)``, until it returns.
+    4. **optimizer step**: everything the step ends with, plus the
+       implementation's temporaries.
+
+    Peaks are read at the moment after each allocation and before the frees
+    that follow it, the live total's local maxima. Workspaces that kernels
+    allocate internally (im2col buffers, cuDNN workspaces) are not tensors and
+    are not counted; nor is the CUDA context or the caching allocator's slack.
+
+    Precisions: one dtype for everything (``model.to(torch.bfloat16)``) or
+    :func:`autocast_precision` (``torch.autocast``): then convolutions and
+    linear layers save low-precision copies of their input (a new storage when
+    the input was fp32) and of their weight (``weight_copies``), the casts of
+    the biases live until the forward ends (autocast's cache), and the loss
+    runs in fp32.
+
+    Limits: sequential networks of the layers listed in the error message;
+    SGD (plain, momentum, Nesterov) and Adam/AdamW without weight decay,
+    AMSGrad or ``maximize`` for the step's temporaries.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Dropout, Input, Network, ReLU, training_memory
+    >>> mlp = Network([Input((784,), batch=64), Dense(256), ReLU(), Dropout(0.2, device="cpu"),
+    ...                Dense(10)])
+    >>> memory = training_memory(mlp, "sgd", convention="autograd")
+    >>> memory["saved_activations"]  # ReLU output, dropout mask, dropout output: 64 x 256 x 4 each
+    196608
+    >>> memory.format("peak", "KiB"), memory.peak_moment
+    ('1852.59 KiB', 'backward dense_1')
+    """
+
+    name = "autograd"
+    title = "autograd (what PyTorch keeps, and the peak)"
+
+    def __init__(self, implementation: Implementation = "for-loop") -> None:
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(
+                f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got "
+                f"{implementation!r}."
+            )
+        self.implementation = implementation
+
+    def __repr__(self) -> str:
+        return f"AutogradConvention(implementation={self.implementation!r})"
+
+    # -- public ------------------------------------------------------------------------
+    def training(
+        self, model: Model, optimizer: Optimizer | None, precision: Precision
+    ) -> MemoryBreakdown:
+        """Components of a training step and the timeline of its live bytes."""
+        if optimizer is None:
+            raise UnknownOptimizerError(
+                "the autograd convention needs an optimizer: pass optimizer='sgd', "
+                "'sgd+momentum' or 'adam' (see memtheory.OPTIMIZERS)."
+            )
+        network = _network(model)
+        plan = _plan(network, precision, training=True)
+        if not any(r.records for r in plan.rows):
+            raise UnsupportedError(
+                f"{network.name!r} has no parameters: a training step has nothing to train."
+            )
+        tensors = _parameter_tensors(network)
+        count = sp.Add(*tensors.values())
+        parameters = count * precision.parameters.bytes
+        gradients = count * precision.gradients.bytes
+        state = optimizer.states_per_parameter * count * precision.optimizer_state.bytes
+        counters = sp.Integer(len(tensors) * len(optimizer.scalar_states) * _STEP_COUNTER.bytes)
+        saved = _saved_bytes(plan)
+        components = {
+            "parameters": parameters,
+            "gradients": gradients,
+            "optimizer_state": state,
+            "optimizer_step_counters": counters,
+            "saved_activations": saved,
+            "input": plan.sizes["input"],
+        }
+        buffers = _buffer_bytes(network, precision)
+        if buffers != 0:
+            components["buffers"] = buffers
+        if plan.weight_copies:
+            components["weight_copies"] = sp.Add(*plan.weight_copies.values())
+        if "targets" in plan.sizes:
+            components["targets"] = plan.sizes["targets"]
+        if not optimizer.scalar_states:
+            del components["optimizer_step_counters"]
+        timeline = self._training_timeline(plan, tensors, optimizer, components)
+        notes = (
+            f"{optimizer.title}, {self.implementation} implementation: "
+            f"{_temporaries_text(optimizer, self.implementation)}",
+            "zero_grad(set_to_none=True); the caller keeps the input, targets, logits and loss",
+            "saved activations: each storage once; the input batch and targets counted apart",
+            "peak: live tensor storages; kernel workspaces and allocator slack not included",
+        )
+        return MemoryBreakdown(
+            components, "training", self.name, precision, optimizer, notes, timeline
+        )
+
+    def inference(self, model: Model, precision: Precision) -> MemoryBreakdown:
+        """Weights, buffers, input, and the most activation bytes alive at once (eval, no_grad).
+
+        In inference (``module.eval()`` under ``torch.no_grad()``) no layer saves
+        anything: a layer's input is freed as soon as its output exists (the
+        input batch stays: the caller holds it), dropout is the identity, and
+        a loss layer is not run. The peak is the weights, buffers and input plus
+        the largest input-and-output pair (max pooling also allocates its int64
+        indices for a moment).
+
+        Examples
+        --------
+        >>> from memtheory import Dense, Input, Network, inference_memory
+        >>> net = Network([Input((784,), batch=64), Dense(256), Dense(10)])
+        >>> memory = inference_memory(net, convention="autograd")
+        >>> memory["activations"], memory.total == memory.peak  # both outputs alive at dense_2
+        (68096, True)
+        """
+        network = _network(model)
+        plan = _plan(network, precision, training=False)
+        tensors = _parameter_tensors(network)
+        parameters = sp.Add(*tensors.values()) * precision.parameters.bytes
+        base = {"parameters": parameters, "input": plan.sizes["input"]}
+        buffers = _buffer_bytes(network, precision)
+        if buffers != 0:
+            base["buffers"] = buffers
+        timeline = _inference_timeline(plan, sp.Add(*base.values()))
+        notes = (
+            "eval mode under no_grad: nothing saved, each input freed once its output exists",
+            "activations: the most activation bytes alive at once (so total = peak)",
+        )
+        memory = MemoryBreakdown(
+            base, "inference", self.name, precision, notes=notes, timeline=timeline
+        )
+        activations = sp.expand(memory.peak - sp.Add(*base.values()))  # type: ignore[operator]
+        return replace(memory, components={**base, "activations": activations})
+
+    # -- the training timeline ---------------------------------------------------------
+    def _training_timeline(
+        self,
+        plan: _Plan,
+        tensors: dict[str, sp.Expr],
+        optimizer: Optimizer,
+        components: dict[str, sp.Expr],
+    ) -> dict[str, sp.Expr]:
+        precision = plan.precision
+        timeline = _Timeline()
+        for name in ("parameters", "buffers", "optimizer_state", "optimizer_step_counters"):
+            if name in components:
+                timeline.alloc(name, components[name])
+        for key in sorted(plan.data):
+            timeline.alloc(key, plan.sizes[key])
+        for tensor, count in tensors.items():
+            timeline.alloc(f"grad {tensor}", count * precision.gradients.bytes)
+        timeline.mark("step start")
+        for tensor in tensors:
+            timeline.free(f"grad {tensor}")
+        holders = _holders(plan)
+        _forward(plan, timeline, holders)
+        _backward(plan, timeline, holders, tensors)
+        temporaries = _optimizer_temporaries(
+            optimizer,
+            self.implementation,
+            [count * precision.optimizer_state.bytes for count in tensors.values()],
+        )
+        timeline.mark("optimizer step", temporaries)
+        return timeline.moments
