@@ -2,7 +2,6 @@
 
 from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, ModelCounts, Softmax
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity, at
-from memtheory.exercises.batch import largest_batch, largest_batch_formula
 from memtheory.exercises.reasoning import CORRECT
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
@@ -10,6 +9,7 @@ from memtheory.seeds import small_cnn_network
 from memtheory.seeds.training_memory_question import ACTIVATIONS_PER_IMAGE, PARAMETERS
 from memtheory.symbols import B, size_symbol
 from memtheory.units import format_bytes
+from memtheory.whatif import max_value, max_value_formula
 
 M = size_symbol("M")
 """GPU memory in bytes, for formulas."""
@@ -141,7 +141,7 @@ SET = ExerciseSet(
             },
             derive=_model_values,
             answer=Integer(),
-            solve=lambda p, how: largest_batch(_total(p, how), how.to_bytes(p.gpu, "GiB")),
+            solve=lambda p, how: max_value(_total(p, how), B, how.to_bytes(p.gpu, "GiB")),
             misconceptions=(
                 "forgot_x2",
                 "forgot_optimizer_state",
@@ -235,8 +235,9 @@ SET = ExerciseSet(
             },
             derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
             answer=Integer(),
-            solve=lambda p, how: largest_batch(
+            solve=lambda p, how: max_value(
                 how.training_memory(how.network(cnn_layers(p.image)), p.optimizer).total,
+                B,
                 how.to_bytes(p.gpu, "GB"),
             ),
             misconceptions=("mib_vs_mb", "forgot_x2", "forgot_optimizer_state", "input_left_out"),
@@ -253,7 +254,7 @@ SET = ExerciseSet(
             params={"model": tuple(MODELS), "optimizer": ("adam", "sgd+momentum", "rmsprop")},
             derive=_model_values,
             answer=Expression((M,)),
-            solve=lambda p, how: largest_batch_formula(_total(p, how), M),
+            solve=lambda p, how: max_value_formula(_total(p, how), B, M),
             misconceptions=(
                 "forgot_x2",
                 "forgot_optimizer_state",

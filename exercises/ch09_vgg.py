@@ -2,9 +2,9 @@
 
 from memtheory import MaxPool2d
 from memtheory.exercises import Exercise, ExerciseSet, Expression, Integer, Quantity, at
-from memtheory.exercises.batch import largest_batch
 from memtheory.models import vgg16
-from memtheory.symbols import H
+from memtheory.symbols import B, H
+from memtheory.whatif import max_value
 
 
 def _vgg(how, **options):
@@ -79,8 +79,8 @@ SET = ExerciseSet(
             "with {gpu} GiB. Counting the same components, what is the largest batch that fits?",
             params={"gpu": (24, 16, 40, 80, 12)},
             answer=Integer(),
-            solve=lambda p, how: largest_batch(
-                how.training_memory(_vgg(how), "adam").total, how.to_bytes(p.gpu, "GiB")
+            solve=lambda p, how: max_value(
+                how.training_memory(_vgg(how), "adam").total, B, how.to_bytes(p.gpu, "GiB")
             ),
             misconceptions=(
                 "forgot_x2",

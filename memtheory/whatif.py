@@ -6,6 +6,8 @@ r"""What-if questions: the largest batch that fits, what the total is most sensi
   the sequence length) is solved with sympy; any other (floors of image
   sizes, the maximum of a timeline) is bisected. Either way the answer
   :math:`v` is then checked exactly: :math:`f(v) \le` limit :math:`< f(v+1)`.
+* :func:`max_value_formula`: the same largest value as a formula in the
+  memory size, :math:`\lfloor (M - b)/a \rfloor` for a total :math:`aB + b`.
 * :func:`sensitivity`: derivatives and elasticities of the total with respect
   to each size at a point, and the exact change for one more of each.
 * :func:`compare`: a table of scenarios (optimizer x precision x
@@ -59,6 +61,7 @@ __all__ = [
     "max_batch",
     "max_sequence_length",
     "max_value",
+    "max_value_formula",
     "memory_limit",
     "sensitivity",
     "total_bytes",
@@ -135,9 +138,10 @@ def _exact(expression: sp.Expr, symbol: sp.Symbol) -> Callable[[int], sp.Expr | 
     return compiled
 
 
-def _solved(expression: sp.Expr, symbol: sp.Symbol, limit: sp.Rational) -> int | None:
-    """Floor of the largest real solution of ``expression == limit``, for polynomials only."""
-    if expression.has(sp.floor, sp.ceiling, sp.Min, sp.Max, sp.Piecewise):
+def _roots(expression: sp.Expr, symbol: sp.Symbol, target: sp.Expr) -> list[sp.Expr] | None:
+    """Solve ``expression == target`` for ``symbol``; None unless a polynomial of degree <= 2."""
+    pieces = expression.atoms(sp.floor, sp.ceiling, sp.Min, sp.Max, sp.Piecewise)
+    if any(piece.has(symbol) for piece in pieces):
         return None
     try:
         degree = sp.Poly(expression, symbol).degree()
@@ -146,8 +150,13 @@ def _solved(expression: sp.Expr, symbol: sp.Symbol, limit: sp.Rational) -> int |
     if degree > 2:
         return None
     plain = sp.Symbol("x", real=True)
-    roots = [r for r in sp.solve(sp.Eq(expression.xreplace({symbol: plain}), limit), plain)]
-    real = [r for r in roots if r.is_real]
+    return list(sp.solve(sp.Eq(expression.xreplace({symbol: plain}), target), plain))
+
+
+def _solved(expression: sp.Expr, symbol: sp.Symbol, limit: sp.Rational) -> int | None:
+    """Floor of the largest real solution of ``expression == limit``, for polynomials only."""
+    roots = _roots(expression, symbol, limit)
+    real = [r for r in roots or () if r.is_real]
     return int(sp.floor(max(real))) if real else None
 
 
@@ -232,6 +241,92 @@ def max_value(
             f"could not find the largest {name}: the memory is not nondecreasing in {name}."
         )
     return value
+
+
+def max_value_formula(
+    expression: Quantity,
+    symbol: str | sp.Symbol,
+    memory_symbol: sp.Symbol,
+    **values: object,
+) -> sp.Expr:
+    r"""Return the largest whole value of ``symbol`` that fits ``memory_symbol`` bytes: a formula.
+
+    The floor of the largest root of :math:`f(v) = M`: for training memory
+    :math:`aB + b`, affine in the batch, the largest batch is
+    :math:`\lfloor (M - b)/a \rfloor`. At a number of bytes it is what
+    :func:`max_value` returns, wherever :func:`max_value` finds one value that
+    fits (a formula cannot say "nothing fits": below :math:`f(1)` it gives 0 or less).
+
+    Parameters
+    ----------
+    expression : expression, MemoryBreakdown, GenerationMemory, Network or ModelCounts
+        Bytes, a polynomial of degree 1 or 2 in ``symbol`` (affine in the
+        batch, quadratic in the sequence length) that grows with it; no floor
+        of ``symbol`` in it.
+    symbol : str or sympy.Symbol
+        The size to maximise (``"B"``, ``"S"``).
+    memory_symbol : sympy.Symbol
+        The memory in bytes (make it with
+        :func:`~memtheory.symbols.size_symbol`, so that it is a positive integer).
+    **values
+        Values for other free symbols, by name; those left stay in the formula
+        (a degree-2 total needs them all).
+
+    Returns
+    -------
+    sympy expression
+        ``floor(...)``, in ``memory_symbol`` (and any symbol left).
+
+    Raises
+    ------
+    EvaluationError
+        If the memory does not depend on ``symbol``, or does not grow with it.
+    UnsupportedError
+        If the memory is not a polynomial of degree 1 or 2 in ``symbol``.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S, size_symbol
+    >>> M = size_symbol("M")
+    >>> largest = max_value_formula(100 * B + 50, "B", M)
+    >>> largest
+    floor(M/100 - 1/2)
+    >>> largest.subs(M, 10**6), max_value(100 * B + 50, "B", 10**6)
+    (9999, 9999)
+    >>> max_value_formula(2 * S**2 + 4 * S, S, M)
+    floor(sqrt(2*M + 4)/2) - 1
+    """
+    total = total_bytes(expression)
+    if values:
+        total = evaluate(total, **values)
+    name = symbol if isinstance(symbol, str) else symbol.name
+    free = symbols_by_name([total])
+    if name not in free:
+        raise EvaluationError(
+            f"the memory does not depend on {name}; it depends on "
+            f"{', '.join(sorted(free)) or 'nothing'}."
+        )
+    size = free[name]
+    roots = _roots(total, size, memory_symbol)
+    if not roots:
+        raise UnsupportedError(
+            f"the memory {total} is not a polynomial of degree 1 or 2 in {name}: there is no "
+            f"formula to solve; use max_value() with a number of bytes."
+        )
+    poly = sp.Poly(total, size)
+    leading = poly.LC()
+    if leading.is_positive is False:
+        raise EvaluationError(f"the memory {total} does not grow with {name}.")
+    if len(roots) == 1:
+        return sp.floor(roots[0])
+    if free.keys() - {name}:
+        raise EvaluationError(
+            f"give values for {', '.join(sorted(free.keys() - {name}))} to solve the quadratic "
+            f"in {name}."
+        )
+    # Both roots are real where the memory is reached at a large value; keep the larger branch.
+    probe = {memory_symbol: poly.eval(10**6)}
+    return sp.floor(max(roots, key=lambda root: root.xreplace(probe)))
 
 
 def _refined(

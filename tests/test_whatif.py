@@ -21,6 +21,7 @@ from memtheory.whatif import (
     max_batch,
     max_sequence_length,
     max_value,
+    max_value_formula,
     memory_limit,
     sensitivity,
 )
@@ -173,3 +174,98 @@ def test_plot_memory_draws_the_curve_and_the_limit():
     assert ax.get_ylabel() == "memory (MB)"
     assert plot_checkpointing_tradeoff(9).get_ylabel().startswith("peak")
     matplotlib.pyplot.close("all")
+
+
+# -- the largest value as a formula, and counting (moved from the exercises' own solver) ----------
+SEED_000 = ModelCounts.per_sample(parameters=19_072_984, activations=532_752, input_elements=9_000)
+"""The training-memory question's network (seed 000): its own parameter and activation counts."""
+
+
+def brute_force(slope, intercept, limit):
+    """Return the largest b >= 0 with slope * b + intercept <= limit, by counting."""
+    best = 0
+    while slope * (best + 1) + intercept <= limit:
+        best += 1
+    return best
+
+
+@pytest.mark.parametrize(
+    ("slope", "intercept", "limit"),
+    [(100, 50, 1000), (100, 50, 1050), (100, 50, 149), (100, 50, 150), (7, 0, 6), (3, 10, 5)],
+)
+def test_max_value_matches_counting(slope, intercept, limit):
+    """The floor of the root is the largest batch, at the boundary too; none fitting raises."""
+    expected = brute_force(slope, intercept, limit)
+    if expected == 0:
+        with pytest.raises(DoesNotFitError):
+            max_value(slope * B + intercept, "B", limit)
+    else:
+        assert max_value(slope * B + intercept, "B", limit) == expected
+
+
+@pytest.mark.parametrize(
+    "total", [sp.Integer(5), -B + 100, B * H + 1], ids=["constant", "falling", "two"]
+)
+def test_max_value_refuses_totals_without_a_largest_batch(total):
+    """A total that ignores B, falls with B, or has another free symbol is refused (ValueError)."""
+    with pytest.raises(EvaluationError):
+        max_value(total, "B", 1000)
+
+
+M = sp.Symbol("M", integer=True, positive=True)
+
+
+def test_formula_of_the_seed_000_network_is_floor_of_the_root():
+    """Adam on seed 000: floor((M - 19,072,984 x 16) / ((2 x 532,752 + 9,000) x 4)); 4 GiB: 928."""
+    total = training_memory(SEED_000, "adam").total
+    formula = max_value_formula(total, "B", M)
+    assert sp.simplify(formula - sp.floor((M - 19_072_984 * 16) / ((2 * 532_752 + 9_000) * 4))) == 0
+    assert formula.subs(M, 4 * 2**30) == max_value(total, "B", 4 * 2**30) == 928
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(min_value=305_167_744 + 4_298_016, max_value=10**13),
+    st.sampled_from(["adam", "sgd+momentum", "sgd", "rmsprop"]),
+)
+def test_affine_formula_agrees_with_max_value_at_any_limit(limit, optimizer):
+    """floor((M - b)/a) at M = limit is max_value's answer, wherever one sample fits."""
+    total = training_memory(SEED_000, optimizer).total
+    formula = max_value_formula(total, B, M)
+    assert formula.subs(M, limit) == max_value(total, B, limit)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=3 * 2**30, max_value=2**40))
+def test_quadratic_formula_agrees_with_max_value_at_any_limit(limit):
+    """GPT-2 small at batch 8 is quadratic in S (attention): the larger root's floor is it."""
+    total = training_memory(gpt2("small"), "adam").total.subs(B, 8)
+    formula = max_value_formula(total, S, M)
+    assert formula.subs(M, limit) == max_value(total, S, limit)
+
+
+def test_formula_takes_a_breakdown_and_keeps_other_sizes_symbolic():
+    """A network's memory, affine in B with floors of H in it, gives a formula in M and H."""
+    memory = training_memory(CNN, "adam")
+    formula = max_value_formula(memory, "B", M)
+    assert formula.free_symbols == {M, H}
+    assert formula.subs({H: 32, M: 10**9}) == max_batch(CNN, 10**9, "adam", H=32)
+    assert max_value_formula(memory, "B", M, H=32).free_symbols == {M}
+
+
+@pytest.mark.parametrize(
+    ("total", "error"),
+    [
+        (sp.Integer(5), EvaluationError),
+        (-B + 100, EvaluationError),
+        (-(B**2) + 100 * B, EvaluationError),
+        (B**3 + 1, UnsupportedError),
+        (sp.floor(B / 2) * 10 + 1, UnsupportedError),
+        (B**2 * H + 1, EvaluationError),
+    ],
+    ids=["constant", "falling", "concave", "cubic", "floor", "quadratic-with-another-size"],
+)
+def test_formula_refuses_totals_it_cannot_solve(total, error):
+    """No formula for a total without B, falling in B, of degree > 2 or with floors, or unsized."""
+    with pytest.raises(error):
+        max_value_formula(total, "B", M)

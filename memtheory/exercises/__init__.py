@@ -26,12 +26,10 @@ Modules
 ``grading``        grading answers, files and folders
 ``report``         tables, JSON, CSV, atomic writes
 ``check``          ``check()`` for notebooks
-``batch``          the largest batch that fits
 ``numeric``        exact substitution and decimal text
 """
 
 from memtheory.exercises.answers import AnswerFile, read_answer_file
-from memtheory.exercises.batch import largest_batch, largest_batch_formula
 from memtheory.exercises.check import CheckResult, check, question
 from memtheory.exercises.errors import (
     AnswerFileError,
@@ -87,8 +85,6 @@ __all__ = [
     "grade_file",
     "grade_folder",
     "grade_variant",
-    "largest_batch",
-    "largest_batch_formula",
     "load_sets",
     "misconception",
     "question",

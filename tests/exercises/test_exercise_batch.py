@@ -1,28 +1,23 @@
-"""The largest batch that fits: sympy's solution agrees with counting batch by batch."""
+"""The batch exercises (ch06, ch09) get their largest batch from memtheory.whatif, the one solver.
+
+The solver itself (counting, the formula, refusals) is tested in tests/test_whatif.py.
+"""
+
+import itertools
 
 import pytest
 import sympy as sp
 
 from memtheory import ModelCounts, training_memory
-from memtheory.exercises import find_variant, largest_batch, largest_batch_formula
-from memtheory.symbols import B, H, size_symbol
+from memtheory.exercises import Params, find_variant, load_sets
+from memtheory.exercises.model import Variant
+from memtheory.symbols import B
+from memtheory.whatif import max_batch, max_value
 
+SEED_000 = ModelCounts.per_sample(parameters=19_072_984, activations=532_752, input_elements=9_000)
+"""The training-memory question's network (seed 000), with the question's own counts."""
 
-def brute_force(slope, intercept, limit):
-    """Return the largest b >= 0 with slope * b + intercept <= limit, by counting."""
-    best = 0
-    while slope * (best + 1) + intercept <= limit:
-        best += 1
-    return best
-
-
-@pytest.mark.parametrize(
-    ("slope", "intercept", "limit"),
-    [(100, 50, 1000), (100, 50, 1050), (100, 50, 149), (100, 50, 150), (7, 0, 6), (3, 10, 5)],
-)
-def test_largest_batch_matches_counting(slope, intercept, limit):
-    """The floor of the root is the largest batch, including at the exact boundary."""
-    assert largest_batch(slope * B + intercept, limit) == brute_force(slope, intercept, limit)
+BATCH_EXERCISES = ("ch06.q2", "ch06.q6", "ch06.q7", "ch09.q4")
 
 
 def test_seed_000_network_on_4_gib():
@@ -30,42 +25,36 @@ def test_seed_000_network_on_4_gib():
 
     Per image: (2 x 532,752 activations + 9,000 inputs) x 4 bytes; fixed: 19,072,984 x 16 bytes.
     """
-    counts = ModelCounts.per_sample(
-        parameters=19_072_984, activations=532_752, input_elements=9_000
-    )
-    total = training_memory(counts, "adam").total
+    total = training_memory(SEED_000, "adam").total
     derived = (4 * 2**30 - 19_072_984 * 16) // ((2 * 532_752 + 9_000) * 4)
-    assert largest_batch(total, 4 * 2**30) == derived == 928
+    assert max_value(total, B, 4 * 2**30) == derived == 928
     assert find_variant("ch06.q2").expected == derived
 
 
-@pytest.mark.parametrize(
-    "total",
-    [B**2 + 1, sp.Integer(5), -B + 100, B * H + 1],
-    ids=["square", "constant", "falling", "two"],
-)
-def test_totals_that_are_not_affine_in_b_are_refused(total):
-    """A total that is not affine in B with a positive slope (and no other symbol) is refused."""
-    with pytest.raises(ValueError):
-        largest_batch(total, 1000)
+def test_book_variant_agrees_with_max_batch():
+    """ch06.q2's book answer is what memtheory.whatif.max_batch says for the same model and GPU."""
+    assert find_variant("ch06.q2").expected == max_batch(SEED_000, "4 GiB", "adam")
 
 
-def test_formula_agrees_with_the_number():
-    """floor((M - b)/a) gives the same batch as largest_batch at many memory sizes."""
-    m = size_symbol("M")
-    formula = largest_batch_formula(4_298_016 * B + 305_167_744, m)
-    for memory in (4 * 2**30, 8 * 10**9, 305_167_744 + 4_298_016, 10**12 + 7):
-        expected = largest_batch(4_298_016 * B + 305_167_744, memory)
-        assert formula.xreplace({m: memory}) == expected
+def test_formula_exercise_gives_the_number_exercise_at_4_gib():
+    """ch06.q7's formula in M, at M = 4 GiB, is ch06.q2's answer (same model, same optimizer)."""
+    formula = find_variant("ch06.q7").expected
+    (memory,) = formula.free_symbols
+    assert formula.subs(memory, 4 * 2**30) == find_variant("ch06.q2").expected
 
 
-def test_agrees_with_the_what_if_toolkit():
-    """Where one sample fits, largest_batch agrees with memtheory.whatif.max_batch."""
-    whatif = pytest.importorskip("memtheory.whatif")
-    counts = ModelCounts.per_sample(
-        parameters=19_072_984, activations=532_752, input_elements=9_000
-    )
-    for optimizer in ("adam", "sgd+momentum", "sgd"):
-        total = training_memory(counts, optimizer).total
-        for limit in (4 * 2**30, 16 * 10**9, 305_167_744 + 4_298_016):
-            assert largest_batch(total, limit) == whatif.max_batch(total, limit)
+@pytest.mark.parametrize("exercise_id", BATCH_EXERCISES)
+def test_every_variant_fits_at_least_one_sample(exercise_id):
+    """For every combination of parameters a batch of one fits, so no learner's answer is 'none'.
+
+    max_value raises DoesNotFitError when nothing fits; the sets need no 0 for that case.
+    """
+    set_id, short = exercise_id.split(".")
+    exercise = load_sets()[set_id].exercise(short)
+    names = list(exercise.params)
+    for combination in itertools.product(*exercise.params.values()):
+        variant = Variant(set_id, exercise, "x", Params(zip(names, combination, strict=True)))
+        if exercise_id == "ch06.q7":  # a formula in M: at least one image fits, it says
+            assert variant.expected.has(sp.floor)
+        else:
+            assert variant.expected >= 1
