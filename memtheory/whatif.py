@@ -455,8 +455,11 @@ class SymbolSensitivity:
         :math:`\partial T / \partial x` of the total with floors and ceilings
         relaxed to their arguments, at the point (bytes per unit of the size).
     elasticity : sympy expression
-        :math:`(\partial T / \partial x)\, x / T`: the percent change of the
-        total for one percent more of the size.
+        :math:`(\partial \tilde T / \partial x)\, x / \tilde T`, with
+        :math:`\tilde T` the total with floors relaxed (both the derivative and
+        the total, so that it is the elasticity of one smooth function): the
+        percent change of the total for one percent more of the size. It never
+        exceeds the total's degree in the size.
     step : sympy number
         :math:`T(x + 1) - T(x)`, exactly: the bytes one more costs.
     """
@@ -557,6 +560,7 @@ def sensitivity(
     point = {free[name]: sp.sympify(value) for name, value in values.items() if name in free}
     at_point = evaluate(total, **{k: v for k, v in values.items() if k in free})
     relaxed = _relaxed(total)
+    relaxed_at_point = sp.nsimplify(relaxed.xreplace(point))
     rows = []
     for name, symbol in free.items():
         derivative = sp.nsimplify(sp.diff(relaxed, symbol).xreplace(point))
@@ -567,7 +571,7 @@ def sensitivity(
                 name,
                 value,
                 derivative,
-                sp.nsimplify(derivative * value / at_point),
+                sp.nsimplify(derivative * value / relaxed_at_point),
                 total.xreplace(shifted) - at_point,
             )
         )

@@ -269,3 +269,19 @@ def test_formula_refuses_totals_it_cannot_solve(total, error):
     """No formula for a total without B, falling in B, of degree > 2 or with floors, or unsized."""
     with pytest.raises(error):
         max_value_formula(total, "B", M)
+
+
+def test_elasticity_never_exceeds_the_degree_of_the_total():
+    """The seed 001 CNN's memory is at most quadratic in H, so its H-elasticity is at most 2.
+
+    At H=50 the floors matter (25 -> 12); the elasticity must be that of one smooth
+    function, not a relaxed derivative over the floored total (which gave 2.08).
+    """
+    from memtheory.seeds import small_cnn_network
+    from memtheory.symbols import H as side
+    from memtheory.whatif import sensitivity
+
+    for size in (50, 51, 64, 97):
+        result = sensitivity(small_cnn_network(image_size=side), "adam", B=32, H=size)
+        assert 0 < result["H"].elasticity <= 2
+        assert 0 < result["B"].elasticity <= 1
