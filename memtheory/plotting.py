@@ -158,14 +158,36 @@ def plot_checkpointing_tradeoff(layers: int, *, ax: Axes | None = None) -> Axes:
     """
     plans = tradeoff(layers)
     axes = _axes(ax)
-    axes.plot([p.recompute for p in plans], [p.memory for p in plans], "o-")
+    axes.plot(
+        [p.recompute for p in plans],
+        [p.memory for p in plans],
+        "o",
+        alpha=0.35,
+        label="every segment length k",
+    )
+    # Segment lengths in order of k zigzag; the frontier (no other k needs less memory for
+    # no more recomputation) is the curve a reader chooses from.
+    frontier, least = [], None
+    for plan in sorted(plans, key=lambda p: (p.recompute, p.memory)):
+        if least is None or plan.memory < least:
+            frontier.append(plan)
+            least = plan.memory
+    axes.plot(
+        [p.recompute for p in frontier],
+        [p.memory for p in frontier],
+        "-",
+        color="C0",
+        label="best trade-offs",
+    )
     best = plans[best_segment_length(layers) - 1]
     axes.annotate(
-        f"k = {best.every}",
+        f"least memory: k = {best.every}",
         (best.recompute, best.memory),
         textcoords="offset points",
-        xytext=(5, 5),
+        xytext=(-140, 30),
+        arrowprops={"arrowstyle": "->"},
     )
+    axes.legend(loc="lower left")
     axes.set_xlabel("layers recomputed")
     axes.set_ylabel("peak activations (layers' worth)")
     axes.set_title(f"checkpointing {layers} layers every k")

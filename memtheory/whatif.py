@@ -14,7 +14,8 @@ r"""What-if questions: the largest batch that fits, what the total is most sensi
   checkpointing x ZeRO stage).
 
 Limits are bytes or labelled sizes (``"24 GiB"``, ``"80 GB"``). Memory is
-assumed never to shrink as a size grows. Derived in the book's chapter "What if".
+assumed never to shrink as a size grows. Used in the book's chapters "Batch size" and
+"Checkpointing, sharding and offload".
 
 Examples
 --------
@@ -43,6 +44,7 @@ from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
 from memtheory.techniques.checkpointing import (
+    best_checkpoint_interval,
     best_segment_length,
     checkpoint_units,
     checkpointed_counts,
@@ -580,7 +582,7 @@ def sensitivity(
 
 
 # -- scenarios ---------------------------------------------------------------------------
-CheckpointLike = int | Literal["sqrt"] | None
+CheckpointLike = int | Literal["sqrt", "best"] | None
 
 
 @dataclass(frozen=True)
@@ -690,9 +692,11 @@ def compare(
     model : Network or ModelCounts
         Checkpointing needs a Network.
     optimizers, precisions : iterables
-    checkpointing : iterable of int, "sqrt" or None
-        Units per checkpointed segment; ``"sqrt"`` picks the best whole
-        segment length for the network's units; None means no checkpointing.
+    checkpointing : iterable of int, "sqrt", "best" or None
+        Units per checkpointed segment. ``"sqrt"`` is the textbook choice for
+        a chain of equal units (about the square root of their number);
+        ``"best"`` tries every interval on the network's own, unequal units and
+        keeps the least memory; None means no checkpointing.
     zero_stages : iterable of {0, 1, 2, 3}
     devices : int, default 1
         Data-parallel devices the ZeRO stages partition over.
@@ -720,7 +724,7 @@ def compare(
     for opt, prec, every, stage in itertools.product(
         tuple(optimizers), tuple(precisions), tuple(checkpointing), tuple(zero_stages)
     ):
-        segment = _segment_length(model, every)
+        segment = _segment_length(model, every, values)
         counts = (
             checkpointed_counts(model, segment)
             if isinstance(model, Network)
@@ -743,7 +747,7 @@ def _label(spec: object) -> str:
     return spec if isinstance(spec, str) else str(getattr(spec, "name", spec))
 
 
-def _segment_length(model: Model, every: CheckpointLike) -> int | None:
+def _segment_length(model: Model, every: CheckpointLike, values: dict[str, object]) -> int | None:
     if every is None:
         return None
     if not isinstance(model, Network):
@@ -752,6 +756,8 @@ def _segment_length(model: Model, every: CheckpointLike) -> int | None:
         )
     if every == "sqrt":
         return best_segment_length(len(checkpoint_units(model)))
+    if every == "best":
+        return best_checkpoint_interval(model, **values)
     return every  # type: ignore[return-value]
 
 

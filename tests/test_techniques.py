@@ -211,3 +211,47 @@ def test_generation_memory_is_weights_plus_cache():
     assert memory.kv_cache == 36864 * B * S
     assert generation_memory(gpt2("small"), cache="fp32").kv_cache == 2 * memory.kv_cache
     assert memory.positions == 1024
+
+
+def test_best_checkpoint_interval_is_the_exact_minimum_over_intervals():
+    """On GPT-2 small (unequal units) the best interval beats the equal-units sqrt choice.
+
+    The minimum is checked against every interval by brute force; the sqrt choice
+    assumes equal units and so keeps more activations here.
+    """
+    from memtheory.models import gpt2
+    from memtheory.techniques.checkpointing import (
+        best_checkpoint_interval,
+        best_segment_length,
+        checkpoint_units,
+        checkpointed_activations,
+    )
+
+    net = gpt2("small")
+    point = {"B": 8, "S": 1024}
+
+    def peak(every):
+        expression = checkpointed_activations(net, every)
+        return expression.xreplace({s: point[s.name] for s in expression.free_symbols})
+
+    units = len(checkpoint_units(net))
+    best = best_checkpoint_interval(net, S=1024)
+    assert peak(best) == min(peak(k) for k in range(1, units + 1))
+    assert peak(best) < peak(best_segment_length(units))
+
+
+def test_compare_offers_the_best_interval():
+    """compare(checkpointing="best") never needs more than "sqrt" for the same scenario."""
+    from memtheory.models import gpt2
+    from memtheory.whatif import compare
+
+    table = compare(
+        gpt2("small"),
+        optimizers=("adam",),
+        precisions=("fp32",),
+        checkpointing=("sqrt", "best"),
+        B=8,
+        S=1024,
+    )
+    sqrt_total, best_total = (scenario.total for scenario in table.scenarios)
+    assert best_total <= sqrt_total

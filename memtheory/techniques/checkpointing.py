@@ -19,7 +19,7 @@ For a real :class:`~memtheory.network.Network` the "layers" are its units:
 the stretches between cut points, layers whose output is the only tensor
 that later layers read (every layer of a sequential network; a residual
 block, or half a transformer block, in a graph). Derived in the book's
-chapter "Checkpointing".
+chapter "Checkpointing, sharding and offload".
 
 Examples
 --------
@@ -52,6 +52,7 @@ __all__ = [
     "SEGMENT",
     "CheckpointPlan",
     "Unit",
+    "best_checkpoint_interval",
     "best_segment_length",
     "checkpoint_units",
     "checkpointed_activations",
@@ -261,6 +262,52 @@ def checkpointed_activations(network: Network, every: int) -> sp.Expr:
     kept = sp.Add(*(segment[-1].output for segment in segments[:-1]))
     largest = sp.Max(*(sp.Add(*(u.activations for u in segment)) for segment in segments))
     return kept + largest
+
+
+def best_checkpoint_interval(network: Network, **values: object) -> int:
+    r"""Return the checkpoint interval with the least peak activations for this network, exactly.
+
+    :func:`best_segment_length` is the textbook optimum for a chain of equal
+    layers (about :math:`\sqrt{n}`). Real networks are made of unequal units:
+    in a transformer a checkpoint keeps one block's input while a block keeps
+    many times that inside, so a short interval can win by far. This tries
+    every interval on the network's own units and keeps the smallest peak
+    (ties go to the longer interval, which keeps fewer checkpoints).
+
+    Parameters
+    ----------
+    network : Network
+    **values
+        Values for the symbols the activations depend on besides the batch
+        (``S=1024``); the batch scales every unit alike and may stay symbolic.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Dense, Input
+    >>> net = Network([Input((10,)), *[Dense(10) for _ in range(9)]])
+    >>> best_checkpoint_interval(net), best_segment_length(9)
+    (3, 3)
+    """
+    units = checkpoint_units(network)
+    batch = network.batch
+
+    def peak(every: int) -> sp.Expr:
+        expression = checkpointed_activations(network, every)
+        names = {s.name for s in expression.free_symbols}
+        expression = expression.xreplace(
+            {s: sp.sympify(values[s.name]) for s in expression.free_symbols if s.name in values}
+        )
+        if batch.free_symbols:
+            expression = expression.xreplace({b: 1 for b in batch.free_symbols})
+        if not expression.is_number:
+            missing = sorted(names - set(values) - {b.name for b in batch.free_symbols})
+            raise InvalidSizeError(
+                f"best_checkpoint_interval: give values for {', '.join(missing)} "
+                "to compare intervals."
+            )
+        return expression
+
+    return min(range(1, len(units) + 1), key=lambda every: (peak(every), -every))
 
 
 def checkpointed_counts(network: Network, every: int | None) -> ModelCounts:

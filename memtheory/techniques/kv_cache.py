@@ -12,7 +12,7 @@ elements (the 2: keys and values). :func:`kv_cache_bytes` derives it from a
 network's attention layers (:meth:`~memtheory.layers.MultiHeadAttention.cache_tensors`),
 and :func:`generation_memory` adds the weights. Batch and sequence limits
 follow from :func:`memtheory.whatif.max_value`. Derived in the book's chapter
-"Inference".
+"Inference and the KV cache".
 
 Examples
 --------

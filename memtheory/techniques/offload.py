@@ -6,7 +6,8 @@ for the forward and backward passes and moves the 16-bit gradients, the fp32
 master weights and the optimizer state to the CPU, which runs the optimizer
 step: for Adam in mixed precision, :math:`2\Psi` bytes stay on the GPU and
 :math:`2\Psi + 12\Psi = 14\Psi` go to the CPU. Combined with ZeRO stage 2,
-each device offloads its own partition. Derived in the book's chapter "Sharding".
+each device offloads its own partition.
+Derived in the book's chapter "Checkpointing, sharding and offload".
 
 Examples
 --------

@@ -17,7 +17,7 @@ with :math:`K = 12` for Adam in mixed precision. :func:`zero_partition`
 applies a stage to any :class:`~memtheory.breakdown.MemoryBreakdown` by
 dividing the partitioned components by the number of devices; activations
 (each device's own micro-batch), the input and buffers stay as they are.
-Derived in the book's chapter "Sharding".
+Derived in the book's chapter "Checkpointing, sharding and offload".
 
 Examples
 --------
