@@ -26,10 +26,12 @@ Modules
 ``grading``        grading answers, files and folders
 ``report``         tables, JSON, CSV, atomic writes
 ``check``          ``check()`` for notebooks
+``book``           questions and solutions as Markdown for the book's chapters (glued)
 ``numeric``        exact substitution and decimal text
 """
 
 from memtheory.exercises.answers import AnswerFile, read_answer_file
+from memtheory.exercises.book import BookExercise, book_exercises, glue_exercises
 from memtheory.exercises.check import CheckResult, check, question
 from memtheory.exercises.errors import (
     AnswerFileError,
@@ -56,6 +58,7 @@ __all__ = [
     "AnswerFileError",
     "AnswerFormatError",
     "AnswerKind",
+    "BookExercise",
     "CheckResult",
     "Choice",
     "Exercise",
@@ -77,10 +80,12 @@ __all__ = [
     "UnknownExerciseError",
     "Variant",
     "at",
+    "book_exercises",
     "check",
     "find_sets_dir",
     "find_variant",
     "get_set",
+    "glue_exercises",
     "grade_answers",
     "grade_file",
     "grade_folder",

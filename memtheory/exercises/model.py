@@ -300,15 +300,19 @@ class Variant:
         return values
 
     @cached_property
-    def question(self) -> str:
-        """The question text, with the options (for a choice) and how to answer."""
+    def text(self) -> str:
+        """The question's own text, filled in: paragraphs separated by blank lines."""
         try:
-            text = _paragraphs(self.exercise.question).format_map(self.values)
+            return _paragraphs(self.exercise.question).format_map(self.values)
         except (KeyError, IndexError, ValueError) as error:
             raise ExerciseDefinitionError(
                 f"{self.id}: the question template fails: {error!r}."
             ) from None
-        parts = [text]
+
+    @cached_property
+    def question(self) -> str:
+        """The question text, with the options (for a choice) and how to answer."""
+        parts = [self.text]
         if self.kind.options_text():
             parts.append(self.kind.options_text())
         parts.append(self.kind.instructions())

@@ -1,0 +1,271 @@
+r"""Exercises at the end of a book chapter: questions and solutions from the sets, as Markdown.
+
+A chapter does not retype its exercises. One hidden code cell glues, for the
+exercises it shows, each question and its solution (the book's numbers,
+answers computed by memtheory) as Markdown under stable keys, and the page
+pastes them into ``exercise`` and ``solution`` directives:
+
+.. code-block:: markdown
+
+    ```{code-cell} ipython3
+    :tags: [remove-cell]
+
+    from memtheory.exercises.book import glue_exercises
+
+    glue_exercises("ch02", ["q1", "q2"])
+    ```
+
+    :::{exercise} {glue:text}`ex-ch02-q1-title`
+    :label: ex-ch02-q1
+
+    ```{glue:md} ex-ch02-q1-question
+    :format: myst
+    ```
+    :::
+
+    :::{solution} ex-ch02-q1
+    :class: dropdown
+
+    ```{glue:md} ex-ch02-q1-solution
+    :format: myst
+    ```
+    :::
+
+    ```{glue:md} ex-ch02-grading
+    :format: myst
+    ```
+
+:func:`book_exercises` returns the texts (it needs only memtheory);
+:func:`glue_exercises` glues them with ``myst_nb.glue``, which comes with the
+``book`` extra. A question lists the options of a choice and says how to
+answer; a solution gives the answer (a formula typeset, a size with its
+bytes) and the answer each likely mistake leads to, with its hint.
+
+Examples
+--------
+>>> (q1,) = book_exercises("ch02", ["q1"])
+>>> q1.label, sorted(q1.texts())
+('ex-ch02-q1', ['ex-ch02-q1-question', 'ex-ch02-q1-solution', 'ex-ch02-q1-title'])
+>>> print(q1.solution)
+Answer: **78,500**
+<BLANKLINE>
+Answers that common mistakes lead to:
+<BLANKLINE>
+- **78,400**: forgot the bias. Each filter of a convolution ... per layer.
+- **5,024,000**: multiplied the parameters by the batch size. The weights, ...
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import sympy as sp
+
+from memtheory.exercises.kinds import AnswerKind, Choice, Expression, Quantity
+from memtheory.exercises.loader import PathLike, get_set
+from memtheory.exercises.model import MistakenAnswer, Variant
+from memtheory.units import unit_bytes
+
+__all__ = [
+    "BookExercise",
+    "book_exercises",
+    "escape",
+    "glue_exercises",
+    "grading_key",
+    "grading_text",
+    "label",
+]
+
+KINDS = ("title", "question", "solution")
+"""What is glued per exercise: ``<label>-title``, ``-question`` and ``-solution``."""
+
+_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~$])")
+
+
+def escape(text: str) -> str:
+    r"""Escape the characters Markdown (MyST, with dollar math) would read as markup.
+
+    Examples
+    --------
+    >>> print(escape("(* for products, ** for powers, $5)"))
+    (\* for products, \*\* for powers, \$5)
+    """
+    return _SPECIAL.sub(r"\\\1", text)
+
+
+def label(exercise_id: str) -> str:
+    """Return the book's label of an exercise: ``"ch02.q1"`` becomes ``"ex-ch02-q1"``.
+
+    Labels are unique across the book, since exercise ids are.
+
+    Examples
+    --------
+    >>> label("ch06.q7")
+    'ex-ch06-q7'
+    """
+    return "ex-" + exercise_id.replace(".", "-").replace("_", "-")
+
+
+def grading_key(set_id: str) -> str:
+    """Return the glue key of a set's one-sentence note on grading.
+
+    Examples
+    --------
+    >>> grading_key("ch02")
+    'ex-ch02-grading'
+    """
+    return f"ex-{set_id}-grading"
+
+
+def grading_text(set_id: str) -> str:
+    """Return the sentence that ends a chapter's exercises: how to have answers graded.
+
+    Examples
+    --------
+    >>> print(grading_text("ch02"))
+    To have your answers graded, `memtheory template --set ch02 -o answers.toml` writes ...
+    """
+    return (
+        f"To have your answers graded, `memtheory template --set {set_id} -o answers.toml` "
+        f"writes an answer file for the exercises of set {set_id} (add `--learner NAME` for "
+        "numbers of your own), and `memtheory grade answers.toml` marks it, naming the likely "
+        "mistake behind a wrong answer."
+    )
+
+
+def _answer(kind: AnswerKind, value: object, *, exact: bool = True) -> str:
+    """Markdown for an answer: a formula typeset, anything else in bold; ``exact`` adds detail.
+
+    The detail is the formula as a learner types it, or a size's exact bytes.
+    """
+    if isinstance(kind, Expression):
+        expression = sp.sympify(value)
+        shown = f"${sp.latex(expression, fold_short_frac=True)}$"  # a/b inline: one line high
+        return f"{shown} (typed `{kind.display(expression)}`)" if exact else shown
+    shown = f"**{escape(kind.display(value))}**"
+    if exact and isinstance(kind, Quantity):
+        nbytes = sp.Rational(value) * unit_bytes(kind.unit)  # type: ignore[arg-type]
+        if nbytes.is_Integer:
+            shown += f" ({int(nbytes):,} bytes)"
+    return shown
+
+
+def _question(variant: Variant) -> str:
+    parts = [escape(variant.text)]
+    if isinstance(variant.kind, Choice):
+        options = variant.kind.options  # bound: a tuple of texts
+        parts.append(
+            "\n".join(
+                f"- **{chr(ord('a') + i)})** {escape(str(o))}" for i, o in enumerate(options)
+            )
+        )
+    parts.append(f"*{escape(variant.kind.instructions())}*")
+    return "\n\n".join(parts)
+
+
+def _solution(variant: Variant) -> str:
+    parts = [f"Answer: {_answer(variant.kind, variant.expected)}"]
+    found: dict[str, tuple[MistakenAnswer, list[str]]] = {}
+    for mistaken in variant.mistaken_answers():
+        shown = _answer(variant.kind, mistaken.value, exact=False)
+        values = found.setdefault(mistaken.name, (mistaken, []))[1]
+        if shown not in values:
+            values.append(shown)
+    if found:
+        lines = [
+            f"- {' or '.join(values)}: {escape(m.title)}. {escape(m.hint)}"
+            for m, values in found.values()
+        ]
+        parts.append("Answers that common mistakes lead to:\n\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+@dataclass(frozen=True)
+class BookExercise:
+    """One exercise as a chapter shows it: the book's numbers, as Markdown.
+
+    Attributes
+    ----------
+    id : str
+        ``"ch02.q1"``.
+    title : str
+        A few words, plain text (the ``exercise`` directive's title).
+    question : str
+        The question in MyST Markdown: the text, a choice's options, how to answer.
+    solution : str
+        The answer computed by memtheory, and the answer of each mistake the
+        exercise lists, with its hint.
+    """
+
+    id: str
+    title: str
+    question: str
+    solution: str
+
+    @property
+    def label(self) -> str:
+        """The ``exercise`` directive's label, ``"ex-ch02-q1"``."""
+        return label(self.id)
+
+    def texts(self) -> dict[str, str]:
+        """Return the glue keys and their texts: ``<label>-title``, ``-question``, ``-solution``."""
+        return {f"{self.label}-{kind}": getattr(self, kind) for kind in KINDS}
+
+
+def book_exercises(
+    set_id: str, exercise_ids: Iterable[str] | None = None, *, sets_dir: PathLike | None = None
+) -> list[BookExercise]:
+    """Return the questions and solutions of a set's exercises, with the book's numbers.
+
+    Parameters
+    ----------
+    set_id : str
+        ``"ch02"``.
+    exercise_ids : iterable of str, optional
+        ``["q1", "q3"]`` (or full ids), in the order to show; every exercise
+        of the set when omitted.
+    sets_dir : path, optional
+        Folder of the exercise sets.
+
+    Examples
+    --------
+    >>> [e.id for e in book_exercises("ch03", ["q1", "ch03.q5"])]
+    ['ch03.q1', 'ch03.q5']
+    """
+    chosen = get_set(set_id, sets_dir)
+    ids = [e.id for e in chosen.exercises] if exercise_ids is None else list(exercise_ids)
+    found = []
+    for exercise_id in ids:
+        variant = chosen.variant(exercise_id)  # no seed: the book's numbers
+        title = variant.exercise.title or variant.exercise.id
+        found.append(BookExercise(variant.id, title, _question(variant), _solution(variant)))
+    return found
+
+
+def glue_exercises(
+    set_id: str, exercise_ids: Iterable[str] | None = None, *, sets_dir: PathLike | None = None
+) -> list[BookExercise]:
+    """Glue the questions, solutions and grading note of a chapter's exercises (``myst_nb.glue``).
+
+    Each text of :meth:`BookExercise.texts` is glued under its key (the title
+    as plain text, the rest as Markdown), and :func:`grading_text` under
+    :func:`grading_key`. Call it from a hidden code cell of the chapter; it
+    needs ``myst_nb`` (the ``book`` extra).
+
+    Returns
+    -------
+    list of BookExercise
+        What was glued.
+    """
+    from IPython.display import Markdown
+    from myst_nb import glue
+
+    exercises = book_exercises(set_id, exercise_ids, sets_dir=sets_dir)
+    for exercise in exercises:
+        glue(f"{exercise.label}-title", exercise.title, display=False)
+        glue(f"{exercise.label}-question", Markdown(exercise.question), display=False)
+        glue(f"{exercise.label}-solution", Markdown(exercise.solution), display=False)
+    glue(grading_key(set_id), Markdown(grading_text(set_id)), display=False)
+    return exercises
