@@ -90,6 +90,7 @@ from memtheory.whatif import (
     max_batch,
     max_sequence_length,
     max_value,
+    max_value_formula,
     sensitivity,
 )
 
@@ -173,6 +174,7 @@ __all__ = [
     "max_batch",
     "max_sequence_length",
     "max_value",
+    "max_value_formula",
     "optimizer",
     "parse_bytes",
     "precision",

@@ -278,10 +278,9 @@ def test_elasticity_never_exceeds_the_degree_of_the_total():
     function, not a relaxed derivative over the floored total (which gave 2.08).
     """
     from memtheory.seeds import small_cnn_network
-    from memtheory.symbols import H as side
     from memtheory.whatif import sensitivity
 
     for size in (50, 51, 64, 97):
-        result = sensitivity(small_cnn_network(image_size=side), "adam", B=32, H=size)
+        result = sensitivity(small_cnn_network(image_size=H), "adam", B=32, H=size)
         assert 0 < result["H"].elasticity <= 2
         assert 0 < result["B"].elasticity <= 1
