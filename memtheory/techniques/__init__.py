@@ -24,6 +24,7 @@ from memtheory.techniques.accumulation import Accumulation, gradient_accumulatio
 from memtheory.techniques.checkpointing import (
     CheckpointPlan,
     Unit,
+    best_checkpoint_interval,
     best_segment_length,
     checkpoint_units,
     checkpointed_activations,
@@ -62,6 +63,7 @@ __all__ = [
     "Unit",
     "autocast",
     "autocast_weight_copy_bytes",
+    "best_checkpoint_interval",
     "best_segment_length",
     "bytes_per_parameter",
     "checkpoint_units",
