@@ -3,7 +3,7 @@
 Activation gradients, and the misconception of per-image parameter gradients.
 """
 
-from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, ModelCounts, ReLU, Softmax
+from memtheory import Dense, Input, ModelCounts, ReLU
 from memtheory.dtypes import dtype
 from memtheory.exercises import (
     Choice,
@@ -16,7 +16,7 @@ from memtheory.exercises import (
     at,
 )
 from memtheory.models import vgg16
-from memtheory.seeds import small_cnn_network
+from memtheory.seeds import small_cnn_layers, small_cnn_network
 from memtheory.seeds.training_memory_question import ACTIVATIONS_PER_IMAGE
 from memtheory.symbols import B
 
@@ -72,17 +72,7 @@ def _mlp_total(p, how):
 
 
 def _cnn(image, hidden):
-    return [
-        Input((3, image, image)),
-        Conv2d(32, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Conv2d(64, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Flatten(),
-        Dense(hidden),
-        Dense(10),
-        Softmax(),
-    ]
+    return small_cnn_layers(image, hidden)
 
 
 def _cnn_gradient_values(p, how):

@@ -1,11 +1,11 @@
 """Chapter 6, batch size: memory is affine in the batch; the largest batch that fits a GPU."""
 
-from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, ModelCounts, Softmax
+from memtheory import ModelCounts
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity, at
 from memtheory.exercises.reasoning import CORRECT
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
-from memtheory.seeds import small_cnn_network
+from memtheory.seeds import small_cnn_layers, small_cnn_network
 from memtheory.seeds.training_memory_question import ACTIVATIONS_PER_IMAGE, PARAMETERS
 from memtheory.symbols import B, size_symbol
 from memtheory.units import format_bytes
@@ -35,17 +35,7 @@ MODELS = {
 
 def cnn_layers(image):
     """Build the small CNN of a StackExchange question on images of ``image`` x ``image`` x 3."""
-    return [
-        Input((3, image, image)),
-        Conv2d(32, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Conv2d(64, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Flatten(),
-        Dense(500),
-        Dense(10),
-        Softmax(),
-    ]
+    return small_cnn_layers(image)
 
 
 def _model_values(p):

@@ -3,24 +3,15 @@
 fp32, fp16, bf16 and int8; mixed precision with fp32 master weights and Adam state.
 """
 
-from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, ModelCounts, Precision, Softmax
+from memtheory import ModelCounts, Precision
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity, at
 from memtheory.optimizers import optimizer
+from memtheory.seeds import small_cnn_layers
 
 
 def cnn_layers():
     """Build the small CNN of a StackExchange question (50x50x3 images)."""
-    return [
-        Input((3, 50, 50)),
-        Conv2d(32, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Conv2d(64, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Flatten(),
-        Dense(500),
-        Dense(10),
-        Softmax(),
-    ]
+    return small_cnn_layers()
 
 
 def _parameters_only(parameters):

@@ -30,7 +30,7 @@ from memtheory.seeds.blog_formula import blog_formula
 from memtheory.seeds.fc_adam_forum import fc_adam_forum, fc_adam_network
 from memtheory.seeds.figures import Figure, WorkedExample
 from memtheory.seeds.memory_calculator import calculator_estimate, memory_calculator
-from memtheory.seeds.small_cnn import small_cnn, small_cnn_network
+from memtheory.seeds.small_cnn import small_cnn, small_cnn_layers, small_cnn_network
 from memtheory.seeds.training_memory_question import training_memory_question
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "fc_adam_network",
     "memory_calculator",
     "small_cnn",
+    "small_cnn_layers",
     "small_cnn_network",
     "training_memory_question",
     "worked_example",

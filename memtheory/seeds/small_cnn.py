@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import sympy as sp
 
-from memtheory.layers import Conv2d, Dense, Flatten, Input, MaxPool2d, Softmax
+from memtheory.layers import Conv2d, Dense, Flatten, Input, Layer, MaxPool2d, Softmax
 from memtheory.memory import training_memory
 from memtheory.network import Network
 from memtheory.seeds.figures import Figure, WorkedExample
 
-__all__ = ["BATCH", "LISTED_LAYERS", "small_cnn", "small_cnn_network"]
+__all__ = ["BATCH", "LISTED_LAYERS", "small_cnn", "small_cnn_layers", "small_cnn_network"]
 
 BATCH = 64
 
@@ -31,6 +31,40 @@ LISTED_LAYERS = {
     "Output": "dense_2",
 }
 """The answer's layer names, mapped to the network's."""
+
+
+def small_cnn_layers(
+    image_size: int | sp.Expr = 50, hidden: int | sp.Expr = 500, batch: int | sp.Expr | None = None
+) -> list[Layer]:
+    """Return the seed's CNN as a list of layers, for callers that rebuild or alter it.
+
+    Parameters
+    ----------
+    image_size : size, default 50
+        Side of the square RGB input.
+    hidden : size, default 500
+        Units of the dense layer before the 10-way output.
+    batch : size, optional
+        Defaults to the symbol ``B``.
+
+    Examples
+    --------
+    >>> [layer.kind for layer in small_cnn_layers()][:3]
+    ['Input', 'Conv2d', 'MaxPool2d']
+    """
+    shape = (3, image_size, image_size)
+    image = Input(shape) if batch is None else Input(shape, batch=batch)
+    return [
+        image,
+        Conv2d(32, 3, padding=1),
+        MaxPool2d(2, stride=2),
+        Conv2d(64, 3, padding=1),
+        MaxPool2d(2, stride=2),
+        Flatten(),
+        Dense(hidden),
+        Dense(10),
+        Softmax(),
+    ]
 
 
 def small_cnn_network(
@@ -54,22 +88,7 @@ def small_cnn_network(
     >>> small_cnn_network(image_size=H).parameter_count
     32000*floor(floor(H/2)/2)**2 + 24902
     """
-    shape = (3, image_size, image_size)
-    image = Input(shape) if batch is None else Input(shape, batch=batch)
-    return Network(
-        [
-            image,
-            Conv2d(32, 3, padding=1),
-            MaxPool2d(2, stride=2),
-            Conv2d(64, 3, padding=1),
-            MaxPool2d(2, stride=2),
-            Flatten(),
-            Dense(500),
-            Dense(10),
-            Softmax(),
-        ],
-        name="seed 001 CNN",
-    )
+    return Network(small_cnn_layers(image_size, batch=batch), name="seed 001 CNN")
 
 
 def _outputs(net: Network, **values: object) -> dict[str, sp.Expr]:
