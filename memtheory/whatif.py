@@ -162,6 +162,23 @@ def _solved(expression: sp.Expr, symbol: sp.Symbol, limit: sp.Rational) -> int |
     return int(sp.floor(max(real))) if real else None
 
 
+def _total_in(
+    expression: Quantity, symbol: str | sp.Symbol, values: dict[str, object]
+) -> tuple[sp.Expr, sp.Symbol, dict[str, sp.Symbol]]:
+    """Return the total bytes with ``values`` substituted, the size symbol, and the free symbols."""
+    total = total_bytes(expression)
+    if values:
+        total = evaluate(total, **values)
+    name = symbol if isinstance(symbol, str) else symbol.name
+    free = symbols_by_name([total])
+    if name not in free:
+        raise EvaluationError(
+            f"the memory does not depend on {name}; it depends on "
+            f"{', '.join(sorted(free)) or 'nothing'}."
+        )
+    return total, free[name], free
+
+
 def max_value(
     expression: Quantity,
     symbol: str | sp.Symbol,
@@ -207,22 +224,13 @@ def max_value(
     >>> max_value(B * sp.floor(H / 2) ** 2, "H", 4096, B=4)
     65
     """
-    total = total_bytes(expression)
-    if values:
-        total = evaluate(total, **values)
-    name = symbol if isinstance(symbol, str) else symbol.name
-    free = symbols_by_name([total])
-    if name not in free:
-        raise EvaluationError(
-            f"the memory does not depend on {name}; it depends on "
-            f"{', '.join(sorted(free)) or 'nothing'}."
-        )
+    total, size, free = _total_in(expression, symbol, values)
+    name = size.name
     others = sorted(set(free) - {name})
     if others:
         raise EvaluationError(
             f"give values for {', '.join(others)} (e.g. {others[0]}=...) to solve for {name}."
         )
-    size = free[name]
     cap = memory_limit(limit)
     f = _exact(total, size)
     if f(start) > cap:
@@ -298,17 +306,8 @@ def max_value_formula(
     >>> max_value_formula(2 * S**2 + 4 * S, S, M)
     floor(sqrt(2*M + 4)/2) - 1
     """
-    total = total_bytes(expression)
-    if values:
-        total = evaluate(total, **values)
-    name = symbol if isinstance(symbol, str) else symbol.name
-    free = symbols_by_name([total])
-    if name not in free:
-        raise EvaluationError(
-            f"the memory does not depend on {name}; it depends on "
-            f"{', '.join(sorted(free)) or 'nothing'}."
-        )
-    size = free[name]
+    total, size, free = _total_in(expression, symbol, values)
+    name = size.name
     roots = _roots(total, size, memory_symbol)
     if not roots:
         raise UnsupportedError(
