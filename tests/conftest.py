@@ -1,0 +1,11 @@
+"""Test-wide settings.
+
+Hypothesis's default 200 ms deadline per example is a timing assertion, and these
+machines are shared and noisy: sympy-heavy examples must not fail for being slow.
+Performance targets live in benchmarks/, never in tests.
+"""
+
+from hypothesis import settings
+
+settings.register_profile("memtheory", deadline=None)
+settings.load_profile("memtheory")
