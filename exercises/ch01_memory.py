@@ -11,27 +11,15 @@ from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, 
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
 from memtheory.seeds import small_cnn_network
-from memtheory.seeds.training_memory_question import ACTIVATIONS_PER_IMAGE, PARAMETERS
+from memtheory.seeds.training_memory_question import (
+    question_counts,
+)
 from memtheory.symbols import B
 
-
-def _per_image(network):
-    return ModelCounts.per_sample(
-        parameters=network.parameter_count,
-        activations=network.activation_count / network.batch,
-        input_elements=network.input_elements / network.batch,
-    )
-
-
-_QUESTION_IMAGE = Network([Input((1, 50, 180))])  # 180x50 pixels, one channel
 MODELS = {
-    "the network of a StackExchange question on training memory": ModelCounts.per_sample(
-        parameters=PARAMETERS,
-        activations=ACTIVATIONS_PER_IMAGE,
-        input_elements=_QUESTION_IMAGE.input_elements / B,
-    ),
-    "the small CNN of a StackExchange question (50x50x3 images)": _per_image(small_cnn_network()),
-    "VGG-16 on 224x224x3 images": _per_image(vgg16()),
+    "the network of a StackExchange question on training memory": question_counts(),
+    "the small CNN of a StackExchange question (50x50x3 images)": small_cnn_network().counts(),
+    "VGG-16 on 224x224x3 images": vgg16().counts(),
 }
 """Models by description: per-sample counts, batch ``B``, all derived by memtheory."""
 

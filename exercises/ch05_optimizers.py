@@ -8,24 +8,15 @@ from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integ
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
 from memtheory.seeds import small_cnn_network
-from memtheory.seeds.training_memory_question import ACTIVATIONS_PER_IMAGE, PARAMETERS
+from memtheory.seeds.training_memory_question import (
+    question_counts,
+)
 from memtheory.symbols import B, P
 
-
-def _per_image(network):
-    return ModelCounts.per_sample(
-        parameters=network.parameter_count,
-        activations=network.activation_count / network.batch,
-        input_elements=network.input_elements / network.batch,
-    )
-
-
 MODELS = {
-    "the small CNN of a StackExchange question (50x50x3 images)": _per_image(small_cnn_network()),
-    "the network of a StackExchange question on training memory": ModelCounts.per_sample(
-        parameters=PARAMETERS, activations=ACTIVATIONS_PER_IMAGE, input_elements=180 * 50
-    ),
-    "VGG-16 on 224x224x3 images": _per_image(vgg16()),
+    "the small CNN of a StackExchange question (50x50x3 images)": small_cnn_network().counts(),
+    "the network of a StackExchange question on training memory": question_counts(),
+    "VGG-16 on 224x224x3 images": vgg16().counts(),
 }
 """Per-sample counts derived by memtheory (the second model's are the question's own figures)."""
 

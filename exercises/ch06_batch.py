@@ -1,12 +1,11 @@
 """Chapter 6, batch size: memory is affine in the batch; the largest batch that fits a GPU."""
 
-from memtheory import ModelCounts
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity, at
 from memtheory.exercises.reasoning import CORRECT
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
 from memtheory.seeds import small_cnn_layers, small_cnn_network
-from memtheory.seeds.training_memory_question import ACTIVATIONS_PER_IMAGE, PARAMETERS
+from memtheory.seeds.training_memory_question import question_counts
 from memtheory.symbols import B, size_symbol
 from memtheory.units import format_bytes
 from memtheory.whatif import max_value, max_value_formula
@@ -15,20 +14,10 @@ M = size_symbol("M")
 """GPU memory in bytes, for formulas."""
 
 
-def _per_image(network):
-    return ModelCounts.per_sample(
-        parameters=network.parameter_count,
-        activations=network.activation_count / network.batch,
-        input_elements=network.input_elements / network.batch,
-    )
-
-
 MODELS = {
-    "the network of a StackExchange question on training memory": ModelCounts.per_sample(
-        parameters=PARAMETERS, activations=ACTIVATIONS_PER_IMAGE, input_elements=180 * 50
-    ),
-    "the small CNN of a StackExchange question (50x50x3 images)": _per_image(small_cnn_network()),
-    "VGG-16 on 224x224x3 images": _per_image(vgg16()),
+    "the network of a StackExchange question on training memory": question_counts(),
+    "the small CNN of a StackExchange question (50x50x3 images)": small_cnn_network().counts(),
+    "VGG-16 on 224x224x3 images": vgg16().counts(),
 }
 """Per-sample counts derived by memtheory (the first model's are the question's own figures)."""
 

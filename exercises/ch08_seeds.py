@@ -3,23 +3,18 @@
 The source documents' examples, rebuilt with memtheory.seeds, and varied.
 """
 
-from memtheory import Conv2d, Input, ModelCounts, Network
+from memtheory import Conv2d, Input, ModelCounts
 from memtheory.dtypes import dtype
 from memtheory.exercises import Exercise, ExerciseSet, Integer, Number, Quantity, at
 from memtheory.seeds import calculator_estimate, fc_adam_network, small_cnn_network
 from memtheory.seeds.blog_formula import INPUT_ELEMENTS
-from memtheory.seeds.training_memory_question import ACTIVATIONS_PER_IMAGE, PARAMETERS
-from memtheory.symbols import B
+from memtheory.seeds.training_memory_question import (
+    ACTIVATIONS_PER_IMAGE,
+    PARAMETERS,
+    question_counts,
+)
 
 FP32 = dtype("fp32").bytes
-QUESTION_INPUT = Network([Input((1, 50, 180))]).input_elements / B
-"""The training-memory question's 180x50x1 image, in elements."""
-
-
-def _question_counts():
-    return ModelCounts.per_sample(
-        parameters=PARAMETERS, activations=ACTIVATIONS_PER_IMAGE, input_elements=QUESTION_INPUT
-    )
 
 
 def _cnn(image):
@@ -58,7 +53,7 @@ SET = ExerciseSet(
             derive=lambda p: {"parameters": PARAMETERS, "activations": ACTIVATIONS_PER_IMAGE},
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
-                how.training_memory(_question_counts(), convention="rule_of_thumb").total, B=p.batch
+                how.training_memory(question_counts(), convention="rule_of_thumb").total, B=p.batch
             ),
             misconceptions=(
                 "activations_per_image",
@@ -82,7 +77,7 @@ SET = ExerciseSet(
             derive=lambda p: {"activations": ACTIVATIONS_PER_IMAGE},
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
-                how.training_memory(_question_counts(), "sgd")["activation_gradients"], B=p.batch
+                how.training_memory(question_counts(), "sgd")["activation_gradients"], B=p.batch
             ),
             misconceptions=("activations_per_image", "mib_vs_mb"),
         ),

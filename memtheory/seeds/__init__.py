@@ -31,7 +31,7 @@ from memtheory.seeds.fc_adam_forum import fc_adam_forum, fc_adam_network
 from memtheory.seeds.figures import Figure, WorkedExample
 from memtheory.seeds.memory_calculator import calculator_estimate, memory_calculator
 from memtheory.seeds.small_cnn import small_cnn, small_cnn_layers, small_cnn_network
-from memtheory.seeds.training_memory_question import training_memory_question
+from memtheory.seeds.training_memory_question import question_counts, training_memory_question
 
 __all__ = [
     "WORKED_EXAMPLES",
@@ -42,6 +42,7 @@ __all__ = [
     "fc_adam_forum",
     "fc_adam_network",
     "memory_calculator",
+    "question_counts",
     "small_cnn",
     "small_cnn_layers",
     "small_cnn_network",

@@ -81,7 +81,7 @@ def fc_adam_forum() -> WorkedExample:
             written_unit="G",
             document_arithmetic=(sp.Integer(1) + sp.Rational(1, 2)) * 3,
             explanation="(1 + 0.5) x 3 rounds each layer up before tripling, and x 3 is the "
-                        "weights "
+            "weights "
             "and Adam's two moments only. Exactly, weights and moments are 4.43 GB; the gradients "
             "make it x 4: 5.91 GB.",
         ),

@@ -278,7 +278,7 @@ def memory_calculator() -> WorkedExample:
             sp.Mul(*stem_row.output_shape) * 2,
             mib,
             explanation="98 MiB for one layer's output: more than the calculator's first "
-                        "replacement "
+            "replacement "
             "guess for all fifty layers.",
         ),
     )

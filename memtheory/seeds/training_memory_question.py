@@ -15,7 +15,13 @@ from memtheory.layers.base import elements
 from memtheory.memory import training_memory
 from memtheory.seeds.figures import Figure, WorkedExample
 
-__all__ = ["ACTIVATIONS_PER_IMAGE", "BATCH", "PARAMETERS", "training_memory_question"]
+__all__ = [
+    "ACTIVATIONS_PER_IMAGE",
+    "BATCH",
+    "PARAMETERS",
+    "question_counts",
+    "training_memory_question",
+]
 
 PARAMETERS = 19_072_984
 ACTIVATIONS_PER_IMAGE = 532_752
@@ -25,6 +31,20 @@ IMAGE = Input((1, 50, 180), batch=1)  # width 180, height 50, depth 1, channels 
 
 def _r(text: str) -> sp.Rational:
     return sp.Rational(text)
+
+
+def question_counts() -> ModelCounts:
+    """Return the question's model as per-sample counts, times the symbolic batch ``B``.
+
+    Examples
+    --------
+    >>> question_counts().input_elements
+    9000*B
+    """
+    image_elements = elements(IMAGE.output_shape(()))
+    return ModelCounts.per_sample(
+        parameters=PARAMETERS, activations=ACTIVATIONS_PER_IMAGE, input_elements=image_elements
+    )
 
 
 def training_memory_question() -> WorkedExample:
@@ -37,9 +57,7 @@ def training_memory_question() -> WorkedExample:
     ('742.34', Decimal('742.93'))
     """
     image_elements = elements(IMAGE.output_shape(()))
-    counts = ModelCounts.per_sample(
-        parameters=PARAMETERS, activations=ACTIVATIONS_PER_IMAGE, input_elements=image_elements
-    )
+    counts = question_counts()
     rule = training_memory(counts, convention="rule_of_thumb")
     one_image = rule.evaluate(B=1)
     batch = rule.evaluate(B=BATCH)
@@ -69,7 +87,7 @@ def training_memory_question() -> WorkedExample:
             decimal_comma=True,
             document_arithmetic=_r("2.03") + _r("218.27") + _r("4.39"),
             explanation="The question (writing a decimal comma) adds its three already-rounded "
-                        "parts (2.03 + 218.27 + 4.39); "
+            "parts (2.03 + 218.27 + 4.39); "
             "the exact sum of its own terms is 235,614,816 bytes = 224.70 MiB. Either way it "
             "leaves out the activations of 127 images and every activation gradient.",
         ),
@@ -98,7 +116,7 @@ def training_memory_question() -> WorkedExample:
             written_unit="MB",
             document_arithmetic=_r("4.06") * BATCH + _r("218.27") + _r("4.39"),
             explanation="The answer rounds the per-image activations to 4.06 MiB before "
-                        "multiplying "
+            "multiplying "
             "by 128; the exact 4.0646 MiB x 128 is 520.27 MiB, not 519.68, so the total is "
             "779,021,856 bytes = 742.93 MiB (779.02 MB), 0.59 MiB more than printed.",
         ),
