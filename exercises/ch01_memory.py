@@ -6,8 +6,8 @@ small CNN of another).
 """
 
 from memtheory import Input, ModelCounts, Network
-from memtheory.breakdown import COMPONENT_TITLES
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
+from memtheory.footprint import COMPONENT_TITLES
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
 from memtheory.seeds import small_cnn_network

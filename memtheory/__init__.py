@@ -13,7 +13,7 @@ Examples
 >>> memory = training_memory(net, optimizer="adam")
 >>> memory.total
 830080*B + 3214496
->>> memory.evaluate(B=64).format("total", "MiB")
+>>> memory.evaluate(B=64).format("MiB")
 '53.73 MiB'
 """
 
@@ -44,6 +44,7 @@ from memtheory.errors import (
     UnsupportedError,
 )
 from memtheory.evaluation import compile_exact, evaluate, evaluate_grid
+from memtheory.footprint import Footprint
 from memtheory.layers import (
     ELU,
     GELU,
@@ -83,6 +84,7 @@ from memtheory.memory import MemoryBreakdown, inference_memory, training_memory
 from memtheory.network import LayerRow, Network, NetworkSummary, Node
 from memtheory.optimizers import OPTIMIZERS, Optimizer, optimizer
 from memtheory.precision import Precision, precision
+from memtheory.tables import Column, Table
 from memtheory.units import convert, format_bytes, parse_bytes
 from memtheory.whatif import (
     DoesNotFitError,
@@ -110,6 +112,7 @@ __all__ = [
     "AvgPool2d",
     "BatchNorm2d",
     "BreakdownConvention",
+    "Column",
     "Concat",
     "Conv2d",
     "Convention",
@@ -122,6 +125,7 @@ __all__ = [
     "EvaluationError",
     "EvaluationOverflowError",
     "Flatten",
+    "Footprint",
     "Input",
     "InvalidSizeError",
     "KernelTooLargeError",
@@ -151,6 +155,7 @@ __all__ = [
     "SiLU",
     "Sigmoid",
     "Softmax",
+    "Table",
     "Tanh",
     "TensorSpec",
     "TokenTypeEmbedding",

@@ -32,6 +32,7 @@ __all__ = [
     "UnknownNameError",
     "UnknownOptimizerError",
     "UnknownUnitError",
+    "TableError",
     "UnsupportedError",
 ]
 
@@ -86,6 +87,10 @@ class UnsupportedError(MemtheoryError, TypeError):
 
 class DoesNotFitError(MemtheoryError, ValueError):
     """Even the smallest value of a size (a batch of one) does not fit the memory limit."""
+
+
+class TableError(MemtheoryError, ValueError):
+    """A table's rows do not match its columns (a cell too many or too few)."""
 
 
 class EvaluationError(MemtheoryError, ValueError):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions import ConventionLike, Model
 from memtheory.conventions import convention as _convention
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.optimizers import optimizer as _optimizer

@@ -34,12 +34,12 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions import ConventionLike, Model
 from memtheory.counts import ModelCounts
 from memtheory.errors import DoesNotFitError, EvaluationError, UnsupportedError
 from memtheory.evaluation import compile_exact, evaluate, symbols_by_name
 from memtheory.memory import inference_memory, training_memory
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike

@@ -155,7 +155,7 @@ def test_zero_7_5b_parameters_on_64_gpus(stage, published):
     Baseline 120 GB; P_os 31.4 GB; P_os+g 16.6 GB; P_os+g+p 1.9 GB per device (GB = 10^9).
     """
     states = zero_model_states(7_500_000_000, 64, stage)
-    assert states.format("total", "GB", 1) == published
+    assert states.format("GB", digits=1) == published
 
 
 def test_zero_stages_are_the_papers_formulas():

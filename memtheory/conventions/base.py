@@ -5,9 +5,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.counts import ModelCounts
 from memtheory.errors import UnsupportedError
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -40,7 +40,7 @@ class Convention(ABC):
     """A way of accounting for training memory: which tensors count, and how many copies.
 
     Subclasses turn a model, an optimizer and a precision into a
-    :class:`~memtheory.breakdown.MemoryBreakdown`. Conventions register in
+    :class:`~memtheory.memory_breakdown.MemoryBreakdown`. Conventions register in
     :data:`memtheory.conventions.CONVENTIONS` by :attr:`name`.
     """
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions.base import Convention, Model, model_counts
 from memtheory.errors import UnknownOptimizerError
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
 

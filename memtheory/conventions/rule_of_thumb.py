@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions.base import Convention, Model, model_counts
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
 
@@ -35,7 +35,7 @@ class RuleOfThumbConvention(Convention):
     >>> memory = RuleOfThumbConvention().training(counts, None, Precision())
     >>> memory.total
     779021856
-    >>> memory.format("total", "MiB")
+    >>> memory.format("MiB")
     '742.93 MiB'
     """
 

@@ -25,13 +25,13 @@ from dataclasses import dataclass, fields, replace
 
 import sympy as sp
 
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions import Convention, ConventionLike, Model, RuleOfThumbConvention
 from memtheory.counts import ModelCounts
 from memtheory.exercises.reasoning import Reasoning
 from memtheory.layers import AvgPool2d, Conv2d, Dense, Layer, MaxPool2d
 from memtheory.layers.base import Shape
 from memtheory.layers.conv import check_window_fits
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OPTIMIZERS, Optimizer, OptimizerLike
 from memtheory.precision import Precision, PrecisionLike

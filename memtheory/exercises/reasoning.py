@@ -25,11 +25,11 @@ from collections.abc import Sequence
 
 import sympy as sp
 
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions import Convention, ConventionLike, Model, convention, model_counts
 from memtheory.counts import ModelCounts
 from memtheory.layers import Layer
 from memtheory.memory import inference_memory, training_memory
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import Optimizer, OptimizerLike, optimizer
 from memtheory.precision import Precision, PrecisionLike, precision

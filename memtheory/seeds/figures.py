@@ -15,7 +15,7 @@ from decimal import Decimal
 
 import sympy as sp
 
-from memtheory.breakdown import MemoryBreakdown
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.units import UNITS, round_half_up
 

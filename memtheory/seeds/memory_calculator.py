@@ -17,9 +17,9 @@ from __future__ import annotations
 import sympy as sp
 
 from memtheory._validation import SizeLike
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.dtypes import DTypeLike
 from memtheory.layers import Conv2d, Input
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike, optimizer
 from memtheory.precision import Precision

@@ -16,7 +16,7 @@ Examples
 >>> from memtheory.techniques import bytes_per_parameter, zero_model_states
 >>> bytes_per_parameter("adam", "mixed-fp16")
 16
->>> zero_model_states(7_500_000_000, devices=64, stage=3).format("total", "GB", 1)
+>>> zero_model_states(7_500_000_000, devices=64, stage=3).format("GB", digits=1)
 '1.9 GB'
 """
 

@@ -13,7 +13,7 @@ Examples
 >>> from memtheory import ModelCounts
 >>> counts = ModelCounts.per_sample(parameters=10**6, activations=10**5, input_elements=10**3)
 >>> plan = gradient_accumulation(counts, micro_batch=8, steps=4, optimizer="adam")
->>> plan.effective_batch, plan.memory.format("total", "MB"), plan.full_batch.format("total", "MB")
+>>> plan.effective_batch, plan.memory.format("MB"), plan.full_batch.format("MB")
 (32, '22.43 MB', '41.73 MB')
 """
 
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions import ConventionLike, Model, model_counts
 from memtheory.errors import UnsupportedError
 from memtheory.memory import training_memory
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
 

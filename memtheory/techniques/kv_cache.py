@@ -23,6 +23,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import sympy as sp
@@ -31,10 +32,10 @@ from memtheory._validation import SizeLike
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as _dtype
 from memtheory.evaluation import substitution
+from memtheory.footprint import Footprint
 from memtheory.layers import MultiHeadAttention, PositionEmbedding
 from memtheory.network import Network
 from memtheory.symbols import B, S
-from memtheory.units import format_bytes
 
 __all__ = [
     "GenerationMemory",
@@ -102,24 +103,38 @@ def kv_cache_formula(
 
 
 @dataclass(frozen=True)
-class GenerationMemory:
+class GenerationMemory(Footprint):
     """Weights and key/value cache of a model generating text, in bytes.
+
+    A :class:`~memtheory.footprint.Footprint` with two components,
+    ``weights`` and ``kv_cache``; its peak is their total (activations of the
+    one new token per step are not counted).
 
     Attributes
     ----------
     weights, kv_cache : sympy expression
     positions : int or None
         The longest sequence the model takes (its position-embedding rows), if limited.
+
+    Examples
+    --------
+    >>> memory = GenerationMemory(sp.Integer(10), 4 * B)
+    >>> memory.total, memory.evaluate(B=2).format("B", name="kv_cache", digits=0)
+    (4*B + 10, '8 B')
     """
 
     weights: sp.Expr
     kv_cache: sp.Expr
     positions: int | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "weights", sp.sympify(self.weights))
+        object.__setattr__(self, "kv_cache", sp.sympify(self.kv_cache))
+
     @property
-    def total(self) -> sp.Expr:
-        """Weights plus cache."""
-        return self.weights + self.kv_cache
+    def components(self) -> Mapping[str, sp.Expr]:  # type: ignore[override]
+        """``weights`` and ``kv_cache``, in bytes."""
+        return {"weights": self.weights, "kv_cache": self.kv_cache}
 
     def evaluate(self, **values: object) -> GenerationMemory:
         """Substitute values by symbol name (``B=8, S=1024``).
@@ -133,10 +148,6 @@ class GenerationMemory:
         return replace(
             self, weights=self.weights.xreplace(mapping), kv_cache=self.kv_cache.xreplace(mapping)
         )
-
-    def format(self, name: str = "total", unit: str = "GiB", digits: int = 2) -> str:
-        """``weights``, ``kv_cache`` or ``total`` as labelled text."""
-        return format_bytes(getattr(self, name), unit, digits)
 
 
 def generation_memory(

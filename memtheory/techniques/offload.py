@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memtheory.breakdown import MemoryBreakdown
+from memtheory.memory_breakdown import MemoryBreakdown
 
 __all__ = ["OFFLOADED", "OffloadSplit", "cpu_offload"]
 

@@ -14,7 +14,7 @@ stage  partitioned                             model states per device (Adam, mi
 =====  ======================================  =======================================
 
 with :math:`K = 12` for Adam in mixed precision. :func:`zero_partition`
-applies a stage to any :class:`~memtheory.breakdown.MemoryBreakdown` by
+applies a stage to any :class:`~memtheory.memory_breakdown.MemoryBreakdown` by
 dividing the partitioned components by the number of devices; activations
 (each device's own micro-batch), the input and buffers stay as they are.
 Derived in the book's chapter "Checkpointing, sharding and offload".
@@ -22,7 +22,7 @@ Derived in the book's chapter "Checkpointing, sharding and offload".
 Examples
 --------
 >>> states = zero_model_states(7_500_000_000, devices=64, stage=1)
->>> states.format("total", "GB", 1)
+>>> states.format("GB", digits=1)
 '31.4 GB'
 """
 
@@ -31,10 +31,10 @@ from __future__ import annotations
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.counts import ModelCounts
 from memtheory.errors import InvalidSizeError
 from memtheory.memory import training_memory
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
 
@@ -86,7 +86,7 @@ def zero_partition(memory: MemoryBreakdown, devices: SizeLike, stage: int) -> Me
     >>> from memtheory import ModelCounts, training_memory
     >>> counts = ModelCounts.per_sample(parameters=10**9, activations=10**6, input_elements=1)
     >>> memory = training_memory(counts, "adam", precision="mixed-fp16")
-    >>> zero_partition(memory, 8, stage=2).evaluate(B=1).format("total", "GB")
+    >>> zero_partition(memory, 8, stage=2).evaluate(B=1).format("GB")
     '3.75 GB'
     """
     stage = _stage(stage)

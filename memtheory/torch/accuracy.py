@@ -32,10 +32,10 @@ from dataclasses import dataclass
 import sympy as sp
 import torch
 
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions import convention as _convention
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision
 from memtheory.memory import inference_memory, training_memory
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.precision import PrecisionLike
 from memtheory.torch.convert import from_module
 from memtheory.torch.measurement import Measurement, measure

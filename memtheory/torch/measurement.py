@@ -36,7 +36,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from memtheory.breakdown import COMPONENT_TITLES
+from memtheory.footprint import COMPONENT_TITLES
 
 __all__ = ["Measurement", "StorageTracker", "measure", "optimizer_implementation"]
 

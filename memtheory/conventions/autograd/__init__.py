@@ -17,7 +17,7 @@ convention follows a training step tensor by tensor:
 * **the peak**: a timeline of live bytes through one steady-state step,
   ``zero_grad(set_to_none=True)``, forward, loss, backward, ``optimizer.step()``
   (see :class:`AutogradConvention` for the rules), carried by the
-  :class:`~memtheory.breakdown.MemoryBreakdown` as ``timeline`` and ``peak``.
+  :class:`~memtheory.memory_breakdown.MemoryBreakdown` as ``timeline`` and ``peak``.
 
 Every rule was checked against PyTorch 2.13 on CPU with
 :func:`memtheory.torch.measure`, which tracks tensor storages op by op. Derived
@@ -31,7 +31,7 @@ The package has one module per job:
 * :mod:`~memtheory.conventions.autograd.timeline`: the live tensors of a
   training step and of inference, moment by moment.
 * :mod:`~memtheory.conventions.autograd.convention`: :class:`AutogradConvention`,
-  which turns both into a :class:`~memtheory.breakdown.MemoryBreakdown`.
+  which turns both into a :class:`~memtheory.memory_breakdown.MemoryBreakdown`.
 
 Examples
 --------

@@ -2,7 +2,7 @@
 
 :class:`AutogradConvention` sums the storage plan
 (:mod:`memtheory.conventions.autograd.storage_plan`) into a
-:class:`~memtheory.breakdown.MemoryBreakdown`, and runs it through the
+:class:`~memtheory.memory_breakdown.MemoryBreakdown`, and runs it through the
 live-tensor timeline (:mod:`memtheory.conventions.autograd.timeline`) for the
 peak. :data:`IMPLEMENTATIONS` lists the ``torch.optim`` implementations it can
 assume, which differ in the optimizer step's temporaries.
@@ -15,7 +15,6 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory.breakdown import MemoryBreakdown
 from memtheory.conventions.autograd.storage_plan import (
     _buffer_bytes,
     _holders,
@@ -36,6 +35,7 @@ from memtheory.conventions.autograd.timeline import (
 from memtheory.conventions.base import Convention, Model
 from memtheory.dtypes import dtype
 from memtheory.errors import UnknownOptimizerError, UnsupportedError
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
 
@@ -119,7 +119,7 @@ class AutogradConvention(Convention):
     >>> memory = training_memory(mlp, "sgd", convention="autograd")
     >>> memory["saved_activations"]  # ReLU output, dropout mask, dropout output: 64 x 256 x 4 each
     196608
-    >>> memory.format("peak", "KiB"), memory.peak_moment
+    >>> memory.format("KiB", name="peak"), memory.peak_moment
     ('1852.59 KiB', 'backward dense_1')
     """
 

@@ -8,7 +8,7 @@ what its node kept; the optimizer step adds its implementation's temporaries.
 Inference (eval mode under ``no_grad``) frees each input once its output
 exists. The live total at each labelled moment is the timeline that
 :class:`~memtheory.conventions.autograd.AutogradConvention` hands to
-:class:`~memtheory.breakdown.MemoryBreakdown`, whose maximum is the peak.
+:class:`~memtheory.memory_breakdown.MemoryBreakdown`, whose maximum is the peak.
 """
 
 from __future__ import annotations
