@@ -24,12 +24,12 @@ import io
 import json
 import os
 import tempfile
-import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import memtheory
+from memtheory.tables import Column, Table
 
 __all__ = [
     "FORMAT",
@@ -202,42 +202,28 @@ class GradeReport:
         who = f"learner {self.learner}" if self.learner else "anonymous learner"
         return f"{who}, {seed}, sets {', '.join(self.sets)}"
 
-    def table(self, width: int = _FEEDBACK_WIDTH) -> str:
-        """Per-exercise score, status, expected answer (when shown) and feedback, then the total."""
+    def table(self, width: int = _FEEDBACK_WIDTH) -> Table:
+        """Per-exercise score, status, expected answer (when shown) and feedback, then the total.
+
+        Feedback wraps at ``width`` characters in the text rendering.
+        """
         show_expected = any(r.expected is not None for r in self.results)
-        header = (
-            ["exercise", "score", "status"] + (["expected"] if show_expected else []) + ["feedback"]
-        )
+        columns = [Column("exercise"), Column("score"), Column("status")]
+        columns += [Column("expected")] if show_expected else []
+        columns.append(Column("feedback", wrap=width))
         rows = [
             [r.id, f"{r.score}/{r.points}", r.status]
             + ([r.expected or "-"] if show_expected else [])
             + [r.feedback]
             for r in self.results
         ]
-        fixed = len(header) - 1
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(fixed)]
-        indent = sum(widths) + 2 * fixed
-        widths.append(min(width, max(len(row[fixed]) for row in [header, *rows])))
-
-        def render(cells: Sequence[str]) -> list[str]:
-            lead = "  ".join(c.ljust(w) for c, w in zip(cells[:fixed], widths, strict=False))
-            wrapped = textwrap.wrap(cells[fixed], width) or [""]
-            return [f"{lead}  {wrapped[0]}".rstrip()] + [
-                " " * indent + line for line in wrapped[1:]
-            ]
-
-        rule = "  ".join("-" * w for w in widths)
-        lines = [self.heading(), *render(header), rule]
-        for row in rows:
-            lines += render(row)
-        lines.append(rule)
         total = ["total", f"{self.score}/{self.max_score}", f"{self.percent}%"]
-        lines.append("  ".join(c.ljust(w) for c, w in zip(total, widths, strict=False)).rstrip())
-        lines += [f"note: {note}" for note in self.notes]
-        return "\n".join(lines)
+        total += [""] * (len(columns) - len(total))
+        notes = [f"note: {note}" for note in self.notes]
+        return Table(columns, rows, footer=[total], title=self.heading(), notes=notes)
 
     def __str__(self) -> str:
-        return self.table()
+        return self.table().text()
 
 
 @dataclass(frozen=True)
@@ -338,19 +324,30 @@ class FolderSummary:
         csv.writer(buffer, lineterminator="\n").writerows(self.rows())
         return buffer.getvalue()
 
-    def table(self) -> str:
-        """One line per file."""
-        lines = [f"{len(self.entries)} answer file(s) in {self.folder}"]
+    def table(self) -> Table:
+        """One row per file: learner, score and percent, or why it was not graded."""
+        rows = []
         for entry in self.entries:
             if entry.report is None:
-                lines.append(f"  {entry.file}: not graded: {entry.error}")
+                rows.append((str(entry.file), f"not graded: {entry.error}", "", ""))
             else:
                 r = entry.report
-                lines.append(
-                    f"  {entry.file}: {r.learner or '(no learner)'}  {r.score}/{r.max_score}  "
-                    f"{r.percent}%"
+                rows.append(
+                    (
+                        str(entry.file),
+                        r.learner or "(no learner)",
+                        f"{r.score}/{r.max_score}",
+                        f"{r.percent}%",
+                    )
                 )
-        return "\n".join(lines)
+        columns = [
+            Column("file"),
+            Column("learner"),
+            Column("score", "right"),
+            Column("percent", "right"),
+        ]
+        title = f"{len(self.entries)} answer file(s) in {self.folder}"
+        return Table(columns, rows, title=title)
 
 
 def write_atomic(

@@ -17,6 +17,7 @@ import sympy as sp
 
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
+from memtheory.tables import Column, Table
 from memtheory.units import UNITS, round_half_up
 
 __all__ = ["COUNT_UNITS", "Figure", "WorkedExample", "scale_of"]
@@ -236,6 +237,17 @@ class WorkedExample:
             for f in self.figures
         ]
 
+    def table(self) -> Table:
+        """Tabulate the figures: printed, memtheory's exact value, unit, verdict."""
+        columns = [
+            Column("figure"),
+            Column("printed", align="right"),
+            Column("memtheory", align="right"),
+            Column("unit"),
+            Column("verdict"),
+        ]
+        return Table(columns, self._rows())
+
     def markdown(self) -> str:
         """Render the figures as a Markdown table, followed by the explanations as a list.
 
@@ -245,19 +257,5 @@ class WorkedExample:
         >>> print(worked_example("003").markdown().splitlines()[2])
         | parameters | 8 | 8 | MB | agrees |
         """
-        header = "| figure | printed | memtheory | unit | verdict |\n|---|---:|---:|---|---|"
-        rows = ["| " + " | ".join(row) + " |" for row in self._rows()]
         notes = [f"* **{f.label}**: {f.explanation}" for f in self.figures if f.explanation]
-        return "\n".join([header, *rows, "", *notes])
-
-    def table(self) -> str:
-        """Render the figures as a text table: printed, memtheory, unit, verdict."""
-        header = ("figure", "printed", "memtheory", "unit", "verdict")
-        rows = self._rows()
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        lines = [
-            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-            for r in [header, *rows]
-        ]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        return "\n".join([self.table().markdown(), "", *notes])

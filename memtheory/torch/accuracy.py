@@ -37,6 +37,7 @@ from memtheory.conventions.autograd import AutogradConvention, autocast_precisio
 from memtheory.memory import inference_memory, training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.precision import PrecisionLike
+from memtheory.tables import Column, Table
 from memtheory.torch.convert import from_module
 from memtheory.torch.measurement import Measurement, measure
 from memtheory.torch.zoo import ZOO, ZooModel
@@ -246,8 +247,8 @@ def accuracy_table(
     comparisons: Iterable[Comparison],
     categories: Sequence[str] = ("saved activations", "peak"),
     unit: str = "MiB",
-) -> str:
-    """Render predicted vs measured bytes and the relative error, one row per convention.
+) -> Table:
+    """Tabulate predicted vs measured bytes and the relative error, one row per convention.
 
     Each category gets three columns: predicted and measured (in ``unit``, here
     MiB = 2^20 bytes) and the relative error. The last column is the relative
@@ -281,14 +282,5 @@ def accuracy_table(
                 ]
             line.append(f"{comparison.error(name, 'weights, gradients, state'):+.2%}")
             body.append(line)
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-
-    def render(row: list[str]) -> str:
-        cells = [
-            cell.ljust(widths[i]) if i < 4 else cell.rjust(widths[i]) for i, cell in enumerate(row)
-        ]
-        return "  ".join(cells).rstrip()
-
-    lines = [render(header), render(["-" * w for w in widths])]
-    lines += [render(row) for row in body]
-    return "\n".join(lines)
+    columns = [Column(title, align="left" if i < 4 else "right") for i, title in enumerate(header)]
+    return Table(columns, body)

@@ -198,7 +198,7 @@ def test_expected_answers_are_hidden_unless_allowed(answer_file):
 
 def test_table_lists_scores_feedback_and_total(answer_file):
     """The printed table has one row per exercise, the misconception's name, and the total."""
-    table = grade_file(answer_file({"ch02.q1": "78,400"})).table()
+    table = grade_file(answer_file({"ch02.q1": "78,400"})).table().text()
     assert "ch02.q9" in table and "forgot the bias" in table
     assert table.splitlines()[-1].startswith("total")
 

@@ -65,6 +65,6 @@ def test_rule_of_thumb_misses_what_autograd_keeps(comparisons):
 def test_accuracy_table_has_a_row_per_convention(comparisons):
     """The printed table has a header, a rule, and one row per model, setting and convention."""
     table = accuracy_table(comparisons.values())
-    lines = table.splitlines()
+    lines = table.text().splitlines()
     assert len(lines) == 2 + 3 * len(CASES)
     assert lines[0].split()[:4] == ["model", "precision", "optimizer", "convention"]
