@@ -211,7 +211,7 @@ class Table:
             span = _spans(row)
             if span > 1:
                 room = sum(widths[:span]) + len(_GAP) * (span - 1)
-                widths[0] += max(0, len(row[0]) - room)
+                widths[span - 1] += max(0, len(row[0]) - room)
         return widths
 
     def _text_lines(self, row: Sequence[str], widths: Sequence[int]) -> list[str]:

@@ -34,8 +34,10 @@ from memtheory import (
     Tanh,
     precision,
 )
+from memtheory.tables import Column, Table
 
 __all__ = [
+    "tables",
     "FLOAT_DTYPES",
     "ImageNetSpec",
     "MLPSpec",
@@ -301,3 +303,26 @@ def precisions() -> st.SearchStrategy[Precision]:
 def batch_sizes(largest: int = 512) -> st.SearchStrategy[int]:
     """Positive batch sizes."""
     return st.integers(1, largest)
+
+
+_CELL_TEXT = st.text(
+    alphabet=st.characters(codec="utf-8", categories=("L", "N", "P", "S", "Zs")),
+    max_size=12,
+)
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> Table:
+    """A table of 1-5 columns (some right-aligned), 0-6 rows, maybe a footer, a title and notes."""
+    width = draw(st.integers(1, 5))
+    columns = [
+        Column(draw(_CELL_TEXT.filter(lambda t: t.strip() == t)) or f"c{i}",
+               align=draw(st.sampled_from(["left", "right"])))
+        for i in range(width)
+    ]
+    row = st.lists(_CELL_TEXT.map(str.strip), min_size=width, max_size=width)
+    rows = draw(st.lists(row, max_size=6))
+    footer = draw(st.lists(row, max_size=2))
+    title = draw(st.none() | _CELL_TEXT.map(str.strip).filter(bool))
+    notes = draw(st.lists(_CELL_TEXT.map(str.strip).filter(bool), max_size=2))
+    return Table(columns, rows, footer=footer, title=title, notes=notes)
