@@ -209,7 +209,7 @@ def compare(
 
     Examples
     --------
-    >>> c = compare("seed 002 FC net / 100", "fp32", "adam")
+    >>> c = compare("forum FC net / 100", "fp32", "adam")
     >>> c.measured("peak") == c.predicted("autograd", "peak")
     True
     """
