@@ -31,12 +31,12 @@ def main() -> int:
     except ImportError:
         print("skipped: benchmarks/accuracy.py needs PyTorch (pip install 'memtheory[torch]').")
         return 0
-    from memtheory.torch import ZOO, accuracy_table, compare
+    from memtheory.torch import ZOO, accuracy_table, compare_with_measurement
     from memtheory.torch.accuracy import OPTIMIZERS, PRECISIONS
 
     start = time.perf_counter()
     comparisons = [
-        compare(model, precision, optimizer)
+        compare_with_measurement(model, precision, optimizer)
         for model, precision, optimizer in itertools.product(ZOO, PRECISIONS, OPTIMIZERS)
     ]
     elapsed = time.perf_counter() - start
