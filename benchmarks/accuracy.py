@@ -1,7 +1,7 @@
 """How accurate is each convention? Predicted vs measured bytes of real PyTorch training steps.
 
-For every zoo model (:data:`memtheory.torch.ZOO`: seed 001's CNN, an MLP, a
-VGG-style stack, seed 002's net scaled down), every precision (fp32; bf16 as
+For every zoo model (:data:`memtheory.torch.ZOO`: the StackExchange CNN, an MLP, a
+VGG-style stack, the forum thread's net scaled down), every precision (fp32; bf16 as
 ``model.to(torch.bfloat16)``, which every convention can express; fp32 weights
 under ``torch.autocast(bfloat16)``, which the rule of thumb and the breakdown
 can only write as ``mixed-bf16``) and SGD, SGD with momentum and Adam
@@ -31,12 +31,12 @@ def main() -> int:
     except ImportError:
         print("skipped: benchmarks/accuracy.py needs PyTorch (pip install 'memtheory[torch]').")
         return 0
-    from memtheory.torch import ZOO, accuracy_table, compare
+    from memtheory.torch import ZOO, accuracy_table, compare_with_measurement
     from memtheory.torch.accuracy import OPTIMIZERS, PRECISIONS
 
     start = time.perf_counter()
     comparisons = [
-        compare(model, precision, optimizer)
+        compare_with_measurement(model, precision, optimizer)
         for model, precision, optimizer in itertools.product(ZOO, PRECISIONS, OPTIMIZERS)
     ]
     elapsed = time.perf_counter() - start

@@ -10,11 +10,11 @@ from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, 
 from memtheory.footprint import COMPONENT_TITLES
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
-from memtheory.seeds import small_cnn_network
-from memtheory.seeds.training_memory_question import (
+from memtheory.symbols import B
+from memtheory.worked_examples import small_cnn_network
+from memtheory.worked_examples.training_memory_question import (
     question_counts,
 )
-from memtheory.symbols import B
 
 MODELS = {
     "the network of a StackExchange question on training memory": question_counts(),

@@ -16,9 +16,9 @@ from memtheory.exercises import (
     at,
 )
 from memtheory.models import vgg16
-from memtheory.seeds import small_cnn_layers, small_cnn_network
-from memtheory.seeds.training_memory_question import ACTIVATIONS_PER_IMAGE
 from memtheory.symbols import B
+from memtheory.worked_examples import small_cnn_layers, small_cnn_network
+from memtheory.worked_examples.training_memory_question import ACTIVATIONS_PER_IMAGE
 
 ACTIVATIONS = (
     ACTIVATIONS_PER_IMAGE,
@@ -72,7 +72,7 @@ def _mlp_total(p, how):
 
 
 def _cnn(image, hidden):
-    return small_cnn_layers(image, hidden)
+    return small_cnn_layers(image_size=image, hidden=hidden)
 
 
 def _cnn_gradient_values(p, how):

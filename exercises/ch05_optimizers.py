@@ -7,11 +7,11 @@ from memtheory import ModelCounts
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity, at
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
-from memtheory.seeds import small_cnn_network
-from memtheory.seeds.training_memory_question import (
+from memtheory.symbols import B, P
+from memtheory.worked_examples import small_cnn_network
+from memtheory.worked_examples.training_memory_question import (
     question_counts,
 )
-from memtheory.symbols import B, P
 
 MODELS = {
     "the small CNN of a StackExchange question (50x50x3 images)": small_cnn_network().counts(),

@@ -4,11 +4,11 @@ from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integ
 from memtheory.exercises.reasoning import CORRECT
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
-from memtheory.seeds import small_cnn_layers, small_cnn_network
-from memtheory.seeds.training_memory_question import question_counts
 from memtheory.symbols import B, size_symbol
 from memtheory.units import format_bytes
 from memtheory.whatif import max_value, max_value_formula
+from memtheory.worked_examples import small_cnn_layers, small_cnn_network
+from memtheory.worked_examples.training_memory_question import question_counts
 
 M = size_symbol("M")
 """GPU memory in bytes, for formulas."""
@@ -24,7 +24,7 @@ MODELS = {
 
 def cnn_layers(image):
     """Build the small CNN of a StackExchange question on images of ``image`` x ``image`` x 3."""
-    return small_cnn_layers(image)
+    return small_cnn_layers(image_size=image)
 
 
 def _model_values(p):

@@ -6,7 +6,7 @@ fp32, fp16, bf16 and int8; mixed precision with fp32 master weights and Adam sta
 from memtheory import ModelCounts, Precision
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity, at
 from memtheory.optimizers import optimizer
-from memtheory.seeds import small_cnn_layers
+from memtheory.worked_examples import small_cnn_layers
 
 
 def cnn_layers():

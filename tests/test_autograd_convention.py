@@ -23,8 +23,8 @@ from memtheory.conventions.autograd import (
     forward_storages,
 )
 from memtheory.layers.base import Layer, Shape, TensorSpec
-from memtheory.seeds import small_cnn_network
 from memtheory.symbols import B, H
+from memtheory.worked_examples import small_cnn_network
 
 F32, I64 = 4, 8
 
@@ -47,8 +47,8 @@ def test_model_counts_are_refused_with_a_reason():
         autograd(counts)
 
 
-def test_seed_001_cnn_saved_activations_by_storage():
-    """Seed 001's CNN with cross-entropy at batch 64: each saved storage once, the input apart.
+def test_small_cnn_saved_activations_by_storage():
+    """The StackExchange CNN, cross-entropy, batch 64: each saved storage once, the input apart.
 
     Pool 1 keeps conv 1's output and int64 indices; conv 2 keeps pool 1's output; pool 2 keeps
     conv 2's output and indices; dense 1 keeps pool 2's output through the Flatten view; dense

@@ -177,8 +177,10 @@ def test_plot_memory_draws_the_curve_and_the_limit():
 
 
 # -- the largest value as a formula, and counting (moved from the exercises' own solver) ----------
-SEED_000 = ModelCounts.per_sample(parameters=19_072_984, activations=532_752, input_elements=9_000)
-"""The training-memory question's network (seed 000): its own parameter and activation counts."""
+TRAINING_QUESTION = ModelCounts.per_sample(
+    parameters=19_072_984, activations=532_752, input_elements=9_000
+)
+"""The training-memory question's network (document 000): the question's own counts."""
 
 
 def brute_force(slope, intercept, limit):
@@ -215,9 +217,9 @@ def test_max_value_refuses_totals_without_a_largest_batch(total):
 M = sp.Symbol("M", integer=True, positive=True)
 
 
-def test_formula_of_the_seed_000_network_is_floor_of_the_root():
-    """Adam on seed 000: floor((M - 19,072,984 x 16) / ((2 x 532,752 + 9,000) x 4)); 4 GiB: 928."""
-    total = training_memory(SEED_000, "adam").total
+def test_formula_of_the_training_question_network_is_floor_of_the_root():
+    """Adam on doc. 000: floor((M - 19,072,984 x 16) / ((2 x 532,752 + 9,000) x 4)); 4 GiB: 928."""
+    total = training_memory(TRAINING_QUESTION, "adam").total
     formula = max_value_formula(total, "B", M)
     assert sp.simplify(formula - sp.floor((M - 19_072_984 * 16) / ((2 * 532_752 + 9_000) * 4))) == 0
     assert formula.subs(M, 4 * 2**30) == max_value(total, "B", 4 * 2**30) == 928
@@ -230,7 +232,7 @@ def test_formula_of_the_seed_000_network_is_floor_of_the_root():
 )
 def test_affine_formula_agrees_with_max_value_at_any_limit(limit, optimizer):
     """floor((M - b)/a) at M = limit is max_value's answer, wherever one sample fits."""
-    total = training_memory(SEED_000, optimizer).total
+    total = training_memory(TRAINING_QUESTION, optimizer).total
     formula = max_value_formula(total, B, M)
     assert formula.subs(M, limit) == max_value(total, B, limit)
 
@@ -272,13 +274,13 @@ def test_formula_refuses_totals_it_cannot_solve(total, error):
 
 
 def test_elasticity_never_exceeds_the_degree_of_the_total():
-    """The seed 001 CNN's memory is at most quadratic in H, so its H-elasticity is at most 2.
+    """The StackExchange CNN's memory is at most quadratic in H, so its H-elasticity is at most 2.
 
     At H=50 the floors matter (25 -> 12); the elasticity must be that of one smooth
     function, not a relaxed derivative over the floored total (which gave 2.08).
     """
-    from memtheory.seeds import small_cnn_network
     from memtheory.whatif import sensitivity
+    from memtheory.worked_examples import small_cnn_network
 
     for size in (50, 51, 64, 97):
         result = sensitivity(small_cnn_network(image_size=H), "adam", B=32, H=size)

@@ -1,6 +1,6 @@
 """Accounting conventions: which tensors a memory estimate counts, and how often.
 
-* ``"rule_of_thumb"``: :class:`RuleOfThumbConvention`, the seeds' parameters x 3,
+* ``"rule_of_thumb"``: :class:`RuleOfThumbConvention`, the source documents' parameters x 3,
   activations x 2 x batch.
 * ``"breakdown"``: :class:`BreakdownConvention`, every component counted for
   what it is, with the optimizer's real state and per-component precision.

@@ -8,8 +8,8 @@ when one of its functions is first used.
 * :func:`measure` measures a training step on CPU, to the byte, in the
   categories of memtheory's memory breakdowns.
 * :data:`ZOO` holds the models the predictions are checked on, and
-  :func:`compare` and :func:`accuracy_table` put each convention's predictions
-  beside the measurements.
+  :func:`compare_with_measurement` and :func:`accuracy_table` put each
+  convention's predictions beside the measurements.
 
 Examples
 --------
@@ -33,7 +33,7 @@ __all__ = [
     "StorageTracker",
     "ZooModel",
     "accuracy_table",
-    "compare",
+    "compare_with_measurement",
     "from_module",
     "measure",
     "optimizer_implementation",
@@ -50,7 +50,7 @@ _HOMES = {
     "ZooModel": "memtheory.torch.zoo",
     "Comparison": "memtheory.torch.accuracy",
     "accuracy_table": "memtheory.torch.accuracy",
-    "compare": "memtheory.torch.accuracy",
+    "compare_with_measurement": "memtheory.torch.accuracy",
 }
 
 

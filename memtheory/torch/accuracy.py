@@ -1,8 +1,8 @@
 """Predictions beside measurements: each convention's bytes against a real PyTorch step.
 
-:func:`compare` measures one zoo model with one precision and optimizer
-(:func:`~memtheory.torch.measure`) and predicts the same categories with each
-accounting convention; :func:`accuracy_table` prints many comparisons. The
+:func:`compare_with_measurement` measures one zoo model with one precision and
+optimizer (:func:`~memtheory.torch.measure`) and predicts the same categories
+with each accounting convention; :func:`accuracy_table` prints many comparisons. The
 categories line up as follows:
 
 =====================  ============================================  ===========================
@@ -51,7 +51,7 @@ __all__ = [
     "Comparison",
     "Setting",
     "accuracy_table",
-    "compare",
+    "compare_with_measurement",
 ]
 
 CATEGORIES = (
@@ -171,7 +171,7 @@ class Comparison:
 
         Examples
         --------
-        >>> c = compare("MLP", "fp32", "sgd")
+        >>> c = compare_with_measurement("MLP", "fp32", "sgd")
         >>> c.error("autograd", "saved activations"), c.error("autograd", "peak")
         (0.0, 0.0)
         >>> round(c.error("rule_of_thumb", "saved activations"), 3)  # every output, no mask
@@ -184,7 +184,7 @@ class Comparison:
         return (predicted - measured) / measured
 
 
-def compare(
+def compare_with_measurement(
     model: str | ZooModel,
     precision: str = "fp32",
     optimizer: str = "adam",
@@ -210,7 +210,7 @@ def compare(
 
     Examples
     --------
-    >>> c = compare("seed 002 FC net / 100", "fp32", "adam")
+    >>> c = compare_with_measurement("forum FC net / 100", "fp32", "adam")
     >>> c.measured("peak") == c.predicted("autograd", "peak")
     True
     """
@@ -256,7 +256,8 @@ def accuracy_table(
 
     Examples
     --------
-    >>> print(accuracy_table([compare("MLP", "fp32", "sgd")]))  # doctest: +ELLIPSIS
+    >>> mlp = compare_with_measurement("MLP", "fp32", "sgd")
+    >>> print(accuracy_table([mlp]))  # doctest: +ELLIPSIS
     model  precision  optimizer  convention     saved pred  saved meas  saved err ...
     -----  ...
     MLP    fp32       sgd        rule_of_thumb        0.51        0.44    +15.23% ...

@@ -1,23 +1,26 @@
-"""The models memtheory's predictions are measured against: two seed networks and two classics.
+"""The models memtheory's predictions are measured against: two worked examples, two classics.
 
 ========================  ===========================================================
 name                      model
 ========================  ===========================================================
-``seed 001 CNN``          seed 001's 50x50x3 CNN at batch 64 (its softmax is the loss's)
+``StackExchange CNN``     the StackExchange question's 50x50x3 CNN at batch 64 (its softmax
+                          is the loss's)
 ``MLP``                   784 -> 256 -> ReLU -> dropout 0.2 -> 128 -> ReLU -> 10, batch 128
 ``VGG-style``             two VGG blocks (in-place ReLUs) on 32x32x3, 256-unit head with dropout
-``seed 002 FC net / 100``  seed 002's 240k -> 1024 -> 512 -> 240k net with 240k scaled to 2,400
+``forum FC net / 100``    the forum thread's 240k -> 1024 -> 512 -> 240k net with 240k scaled
+                          to 2,400
 ========================  ===========================================================
 
 Each is trained with cross-entropy. Each also has its memtheory
-:class:`~memtheory.network.Network` built independently (from the seed modules
-where there is one), which :func:`~memtheory.torch.from_module` must reproduce.
+:class:`~memtheory.network.Network` built independently (from
+:mod:`memtheory.worked_examples` where the model is one), which
+:func:`~memtheory.torch.from_module` must reproduce.
 
 Examples
 --------
 >>> sorted(ZOO)
-['MLP', 'VGG-style', 'seed 001 CNN', 'seed 002 FC net / 100']
->>> ZOO["seed 001 CNN"].network().parameter_count
+['MLP', 'StackExchange CNN', 'VGG-style', 'forum FC net / 100']
+>>> ZOO["StackExchange CNN"].network().parameter_count
 4632902
 """
 
@@ -40,15 +43,15 @@ from memtheory.layers import (
     ReLU,
 )
 from memtheory.network import Network
-from memtheory.seeds import fc_adam_network, small_cnn_network
-from memtheory.seeds.fc_adam_forum import BATCH as SEED_002_BATCH
-from memtheory.seeds.fc_adam_forum import WIDTH as SEED_002_WIDTH
-from memtheory.seeds.small_cnn import BATCH as SEED_001_BATCH
+from memtheory.worked_examples import fc_adam_network, small_cnn_network
+from memtheory.worked_examples.fc_adam_forum import BATCH as FC_BATCH
+from memtheory.worked_examples.fc_adam_forum import WIDTH as FC_WIDTH
+from memtheory.worked_examples.small_cnn import BATCH as SMALL_CNN_BATCH
 
 __all__ = ["ZOO", "ZooModel"]
 
-SEED_002_SCALE = 100
-"""Seed 002's 240,000-wide input and output are divided by this (to 2,400) to fit CI."""
+FC_SCALE = 100
+"""The forum net's 240,000-wide input and output are divided by this (to 2,400) to fit CI."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class ZooModel:
         return x, y
 
 
-def _seed_001_module() -> nn.Module:
+def _small_cnn_module() -> nn.Module:
     return nn.Sequential(
         nn.Conv2d(3, 32, 3, padding=1),
         nn.MaxPool2d(2, stride=2),
@@ -116,9 +119,9 @@ def _seed_001_module() -> nn.Module:
     )
 
 
-def _seed_001_network() -> Network:
-    layers = list(small_cnn_network(batch=SEED_001_BATCH).layers)
-    return Network([*layers[:-1], CrossEntropyLoss()], name="seed 001 CNN")
+def _small_cnn_network() -> Network:
+    layers = list(small_cnn_network(batch=SMALL_CNN_BATCH).layers)
+    return Network([*layers[:-1], CrossEntropyLoss()], name="StackExchange CNN")
 
 
 def _mlp_module() -> nn.Module:
@@ -188,30 +191,31 @@ def _vgg_network() -> Network:
     return Network(layers, name="VGG-style")
 
 
-_WIDTH_002 = SEED_002_WIDTH // SEED_002_SCALE
+_FC_WIDTH = FC_WIDTH // FC_SCALE
 
 
 def _fc_module() -> nn.Module:
     return nn.Sequential(
-        nn.Linear(_WIDTH_002, 1024), nn.Linear(1024, 512), nn.Linear(512, _WIDTH_002)
+        nn.Linear(_FC_WIDTH, 1024), nn.Linear(1024, 512), nn.Linear(512, _FC_WIDTH)
     )
 
 
 def _fc_network() -> Network:
-    layers = list(fc_adam_network(width=_WIDTH_002, batch=SEED_002_BATCH).layers)
-    return Network([*layers, CrossEntropyLoss()], name="seed 002 FC net / 100")
+    layers = list(fc_adam_network(width=_FC_WIDTH, batch=FC_BATCH).layers)
+    return Network([*layers, CrossEntropyLoss()], name="forum FC net / 100")
 
 
 ZOO: dict[str, ZooModel] = {
     model.name: model
     for model in (
         ZooModel(
-            "seed 001 CNN",
-            "seed 001's CNN at batch 64; its softmax is the one inside the cross-entropy",
-            _seed_001_module,
-            (SEED_001_BATCH, 3, 50, 50),
+            "StackExchange CNN",
+            "the StackExchange question's CNN at batch 64; its softmax is the one inside the "
+            "cross-entropy",
+            _small_cnn_module,
+            (SMALL_CNN_BATCH, 3, 50, 50),
             10,
-            _seed_001_network,
+            _small_cnn_network,
         ),
         ZooModel(
             "MLP",
@@ -230,12 +234,12 @@ ZOO: dict[str, ZooModel] = {
             _vgg_network,
         ),
         ZooModel(
-            "seed 002 FC net / 100",
-            "seed 002's fully connected net with 240k scaled to 2,400, batch 128, "
+            "forum FC net / 100",
+            "the forum thread's fully connected net with 240k scaled to 2,400, batch 128, "
             "cross-entropy over 2,400 classes",
             _fc_module,
-            (SEED_002_BATCH, _WIDTH_002),
-            _WIDTH_002,
+            (FC_BATCH, _FC_WIDTH),
+            _FC_WIDTH,
             _fc_network,
         ),
     )

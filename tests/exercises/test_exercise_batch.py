@@ -14,18 +14,20 @@ from memtheory.exercises.model import Variant
 from memtheory.symbols import B
 from memtheory.whatif import max_batch, max_value
 
-SEED_000 = ModelCounts.per_sample(parameters=19_072_984, activations=532_752, input_elements=9_000)
-"""The training-memory question's network (seed 000), with the question's own counts."""
+TRAINING_QUESTION = ModelCounts.per_sample(
+    parameters=19_072_984, activations=532_752, input_elements=9_000
+)
+"""The training-memory question's network (document 000), with the question's own counts."""
 
 BATCH_EXERCISES = ("ch06.q2", "ch06.q6", "ch06.q7", "ch09.q4")
 
 
-def test_seed_000_network_on_4_gib():
+def test_training_question_network_on_4_gib():
     """The training-memory question's network with Adam fits 928 images in 4 GiB.
 
     Per image: (2 x 532,752 activations + 9,000 inputs) x 4 bytes; fixed: 19,072,984 x 16 bytes.
     """
-    total = training_memory(SEED_000, "adam").total
+    total = training_memory(TRAINING_QUESTION, "adam").total
     derived = (4 * 2**30 - 19_072_984 * 16) // ((2 * 532_752 + 9_000) * 4)
     assert max_value(total, B, 4 * 2**30) == derived == 928
     assert find_variant("ch06.q2").expected == derived
@@ -33,7 +35,7 @@ def test_seed_000_network_on_4_gib():
 
 def test_book_variant_agrees_with_max_batch():
     """ch06.q2's book answer is what memtheory.whatif.max_batch says for the same model and GPU."""
-    assert find_variant("ch06.q2").expected == max_batch(SEED_000, "4 GiB", "adam")
+    assert find_variant("ch06.q2").expected == max_batch(TRAINING_QUESTION, "4 GiB", "adam")
 
 
 def test_formula_exercise_gives_the_number_exercise_at_4_gib():

@@ -18,9 +18,9 @@ from memtheory.exercises import MISCONCEPTIONS, check, find_variant, grade_varia
 
 MIB, GIB, MB = 2**20, 2**30, 10**6
 
-# Seed 000, a StackExchange question on training memory.
+# Document 000, a StackExchange question on training memory.
 P000, A000, BATCH000 = 19_072_984, 532_752, 128
-# Seed 001, the small CNN: parameters and activations per image, as the seed answer lists them.
+# Document 001, the small CNN: parameters and activations per image, as its answer lists them.
 P001 = (32 * 3 * 9 + 32) + (64 * 32 * 9 + 64) + (12 * 12 * 64 * 500 + 500) + (500 * 10 + 10)
 A001 = 50 * 50 * 32 + 25 * 25 * 32 + 25 * 25 * 64 + 12 * 12 * 64 + 500 + 10 + 10  # softmax too
 I001 = 50 * 50 * 3
@@ -34,11 +34,11 @@ def size(nbytes, unit, scale):
 HAND_WRITTEN = {
     # 784 x 100 weights, no bias (the question says "with a bias").
     "forgot_bias": ("ch02.q1", 784 * 100),
-    # 32 filters of 3x3 counted without the 3 input channels: 32 x 9 + 32 (seed 001: "3x3x3").
+    # 32 filters of 3x3 counted without the 3 input channels: 32 x 9 + 32 (document 001: "3x3x3").
     "forgot_input_depth": ("ch02.q2", 32 * 3 * 3 + 32),
     # groups=32 ignored: 32 x 32 x 9 weights + 32 biases.
     "ignored_groups": ("ch02.q4", 32 * 32 * 9 + 32),
-    # seed 001: (25 - 2)/2 + 1 = 12.5, rounded up to 13 instead of floored to 12.
+    # document 001: (25 - 2)/2 + 1 = 12.5, rounded up to 13 instead of floored to 12.
     "round_in_pooling": ("ch03.q1", 13),
     # 19,072,984 x 4 bytes divided by 10^6 but labelled MiB.
     "mib_vs_mb": ("ch01.q1", size(P000 * 4, "MiB", MB)),
@@ -46,9 +46,9 @@ HAND_WRITTEN = {
     "parameters_times_batch": ("ch02.q1", (784 * 100 + 100) * 64),
     # weights once, plus a gradient per image of the batch of 128.
     "per_image_gradients": ("ch04.q4", size(P000 * 4 * (1 + BATCH000), "MiB", MIB)),
-    # seed 000's question: 532,752 x 128 values of 4 bytes, without the gradients: 260.13 MiB.
+    # document 000's question: 532,752 x 128 values of 4 bytes, without the gradients: 260.13 MiB.
     "forgot_x2": ("ch04.q1", size(A000 * 4 * BATCH000, "MiB", MIB)),
-    # seed 000's question: activations and gradients of a single image: 4.06 MiB.
+    # document 000's question: activations and gradients of a single image: 4.06 MiB.
     "activations_per_image": ("ch04.q1", size(A000 * 2 * 4, "MiB", MIB)),
     # Adam in fp32 without its state: a weight and a gradient, 8 bytes.
     "forgot_optimizer_state": ("ch05.q2", 4 + 4),
@@ -61,9 +61,9 @@ HAND_WRITTEN = {
         "ch07.q7",
         size(P001 * (2 + 2 + 8) + A001 * 64 * (2 + 2) + I001 * 64 * 4, "MiB", MIB),
     ),
-    # seed 001's answer counts the input in its per-image total: 149,736 + 7,500.
+    # document 001's answer counts the input in its per-image total: 149,736 + 7,500.
     "input_as_activations": ("ch03.q7", A001 + I001),
-    # seed 001's batch total without the 64 x 7,500 input values.
+    # document 001's batch total without the 64 x 7,500 input values.
     "input_left_out": ("ch08.q5", size((A001 - 10) * 64 * 4, "MB", MB)),
 }
 
@@ -84,13 +84,13 @@ def test_hand_written_mistake_gets_its_named_feedback(name):
     assert f"[{name}]" in result.feedback
 
 
-def test_seed_001_parameter_count_is_the_books():
-    """The seed 001 sums above agree with the book's variant of ch08 (4,632,902 and 149,736)."""
+def test_small_cnn_parameter_count_is_the_books():
+    """The document 001 sums above agree with the book's variant of ch08 (4,632,902 and 149,736)."""
     assert find_variant("ch08.q4").expected == P001 == 4_632_902
     assert find_variant("ch03.q7").expected == A001 == 149_736
 
 
-def test_forgotten_x2_is_the_seed_000_question_figure():
+def test_forgotten_x2_is_the_training_question_figure():
     """Forgetting the x2 gives the 260.13 MiB the training-memory question printed."""
     assert size(A000 * 4 * BATCH000, "MiB", MIB).startswith("260.13")
 

@@ -1,7 +1,7 @@
 """The exercise sets: coverage, reference solutions score full marks, blanks score zero, variants.
 
-The book's variant of chapter 8 is checked against the seed worked examples of
-memtheory.seeds, which cite the source documents.
+The book's variant of chapter 8 is checked against the worked examples of
+memtheory.worked_examples, which cite the source documents.
 """
 
 import pytest
@@ -17,8 +17,8 @@ from memtheory.exercises import (
     grade_variant,
     load_sets,
 )
-from memtheory.seeds import worked_example
 from memtheory.units import unit_bytes
+from memtheory.worked_examples import worked_example
 
 SEEDS = (None, "alice", 7, "bob")
 ALL_IDS = [full for s in load_sets().values() for full in s.ids]
@@ -101,7 +101,7 @@ def test_listed_misconceptions_are_diagnostic_in_the_book_variant(exercise_id):
 
 
 @pytest.mark.parametrize(
-    ("exercise_id", "seed_figure", "unit"),
+    ("exercise_id", "document_figure", "unit"),
     [
         ("ch08.q1", ("000", "answer: total"), "MiB"),
         ("ch08.q2", ("000", "question: per-image gradients"), "MiB"),
@@ -112,9 +112,9 @@ def test_listed_misconceptions_are_diagnostic_in_the_book_variant(exercise_id):
         ("ch08.q8", ("004", "BERT-base: total"), "MiB"),
     ],
 )
-def test_book_variant_of_chapter_8_is_the_seed_example(exercise_id, seed_figure, unit):
-    """The book's numbers of chapter 8 reproduce memtheory.seeds' exact figure for each document."""
-    seed, label = seed_figure
-    exact = worked_example(seed).figure(label).exact
+def test_book_variant_of_chapter_8_is_the_worked_example(exercise_id, document_figure, unit):
+    """The book's numbers of chapter 8 reproduce each document's exact worked-example figure."""
+    document, label = document_figure
+    exact = worked_example(document).figure(label).exact
     expected = find_variant(exercise_id, None).expected
     assert expected == (exact if unit is None else exact / unit_bytes(unit))

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
-from memtheory.torch import ZOO, accuracy_table, compare  # noqa: E402
+from memtheory.torch import ZOO, accuracy_table, compare_with_measurement  # noqa: E402
 from memtheory.torch.accuracy import CATEGORIES, OPTIMIZERS, PRECISIONS  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -24,7 +24,7 @@ CASES = list(itertools.product(sorted(ZOO), PRECISIONS, OPTIMIZERS))
 @pytest.fixture(scope="module")
 def comparisons():
     """Every zoo model x precision x optimizer, measured once for the module."""
-    return {case: compare(*case) for case in CASES}
+    return {case: compare_with_measurement(*case) for case in CASES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "-".join(case))
@@ -50,14 +50,16 @@ def test_autograd_convention_is_exact_on_pytorch_2_13(comparisons, case):
 @pytest.mark.parametrize("name", sorted(ZOO))
 def test_adam_implementations_change_the_peak_as_predicted(name, implementation):
     """Adam's foreach and fused implementations: the predicted peak is the measured one."""
-    c = compare(name, "fp32", "adam", conventions=("autograd",), implementation=implementation)
+    c = compare_with_measurement(
+        name, "fp32", "adam", conventions=("autograd",), implementation=implementation
+    )
     assert c.measurement.implementation == implementation
     assert c.predicted("autograd", "peak") == c.measured("peak")
 
 
 def test_rule_of_thumb_misses_what_autograd_keeps(comparisons):
-    """On seed 001's CNN the rule of thumb misses the int64 pooling indices: saved is low."""
-    c = comparisons[("seed 001 CNN", "fp32", "sgd")]
+    """On the StackExchange CNN the rule of thumb misses the int64 pooling indices: saved is low."""
+    c = comparisons[("StackExchange CNN", "fp32", "sgd")]
     assert c.error("rule_of_thumb", "saved activations") < -0.2
     assert c.error("breakdown", "saved activations") < -0.2
 

@@ -1,14 +1,14 @@
 """Chapter 8, the worked examples.
 
-The source documents' examples, rebuilt with memtheory.seeds, and varied.
+The source documents' examples, rebuilt with memtheory.worked_examples, and varied.
 """
 
 from memtheory import Conv2d, Input, ModelCounts
 from memtheory.dtypes import dtype
 from memtheory.exercises import Exercise, ExerciseSet, Integer, Number, Quantity, at
-from memtheory.seeds import calculator_estimate, fc_adam_network, small_cnn_network
-from memtheory.seeds.blog_formula import INPUT_ELEMENTS
-from memtheory.seeds.training_memory_question import (
+from memtheory.worked_examples import calculator_estimate, fc_adam_network, small_cnn_network
+from memtheory.worked_examples.blog_formula import INPUT_ELEMENTS
+from memtheory.worked_examples.training_memory_question import (
     ACTIVATIONS_PER_IMAGE,
     PARAMETERS,
     question_counts,
@@ -18,7 +18,7 @@ FP32 = dtype("fp32").bytes
 
 
 def _cnn(image):
-    """Return the small CNN's layers (from memtheory.seeds) on ``image`` x ``image`` x 3 images."""
+    """Return the small CNN's layers (memtheory.worked_examples) on ``image`` x ``image`` x 3."""
     return [Input((3, image, image)), *small_cnn_network().layers[1:]]
 
 

@@ -5,7 +5,7 @@ Each function rebuilds one document's example from its inputs and returns a
 memtheory's exact ones, with every difference explained.
 
 ========  ==================================================================
-seed      document
+number    document
 ========  ==================================================================
 ``000``   a StackExchange question on training memory, and its answer
 ``001``   a StackExchange question on the per-layer memory of a small CNN
@@ -26,12 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memtheory.seeds.blog_formula import blog_formula
-from memtheory.seeds.fc_adam_forum import fc_adam_forum, fc_adam_network
-from memtheory.seeds.figures import Figure, WorkedExample
-from memtheory.seeds.memory_calculator import calculator_estimate, memory_calculator
-from memtheory.seeds.small_cnn import small_cnn, small_cnn_layers, small_cnn_network
-from memtheory.seeds.training_memory_question import question_counts, training_memory_question
+from memtheory.worked_examples.blog_formula import blog_formula
+from memtheory.worked_examples.fc_adam_forum import fc_adam_forum, fc_adam_network
+from memtheory.worked_examples.figures import Figure, WorkedExample
+from memtheory.worked_examples.memory_calculator import calculator_estimate, memory_calculator
+from memtheory.worked_examples.small_cnn import small_cnn, small_cnn_layers, small_cnn_network
+from memtheory.worked_examples.training_memory_question import (
+    question_counts,
+    training_memory_question,
+)
 
 __all__ = [
     "WORKED_EXAMPLES",
@@ -57,11 +60,11 @@ WORKED_EXAMPLES: dict[str, Callable[[], WorkedExample]] = {
     "003": blog_formula,
     "004": memory_calculator,
 }
-"""Seed number -> function rebuilding its worked example."""
+"""Document number -> function rebuilding its worked example."""
 
 
-def worked_example(seed: str) -> WorkedExample:
-    """Rebuild the worked example of seed ``seed`` (``"000"`` to ``"004"``).
+def worked_example(document: str) -> WorkedExample:
+    """Rebuild the worked example of source document ``document`` (``"000"`` to ``"004"``).
 
     Examples
     --------
@@ -69,9 +72,9 @@ def worked_example(seed: str) -> WorkedExample:
     '40'
     """
     try:
-        build = WORKED_EXAMPLES[seed]
+        build = WORKED_EXAMPLES[document]
     except KeyError:
         raise KeyError(
-            f"no worked example for seed {seed!r}; seeds: {', '.join(WORKED_EXAMPLES)}"
+            f"no worked example for document {document!r}; documents: {', '.join(WORKED_EXAMPLES)}"
         ) from None
     return build()

@@ -1,4 +1,4 @@
-"""Seed 003: a blog post's formula, "parameters x 4 bytes + input size x 4 bytes".
+"""Document 003: a blog post's formula, "parameters x 4 bytes + input size x 4 bytes".
 
 Its example: a 2-million-parameter model needs 8 MB for the parameters and
 32 MB for the input, 40 MB in all. The post does not say what input is 32 MB;
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from memtheory.counts import ModelCounts
 from memtheory.memory import inference_memory, training_memory
-from memtheory.seeds.figures import Figure, WorkedExample
+from memtheory.worked_examples.figures import Figure, WorkedExample
 
 __all__ = ["INPUT_ELEMENTS", "PARAMETERS", "blog_formula"]
 
@@ -18,7 +18,7 @@ INPUT_ELEMENTS = 8_000_000  # 32 MB at 4 bytes each: inferred, the post does not
 
 
 def blog_formula() -> WorkedExample:
-    """Rebuild seed 003's 40 MB and show what the formula leaves out.
+    """Rebuild the blog post's 40 MB and show what the formula leaves out.
 
     The formula is memtheory's inference breakdown with the activations left
     out; training adds gradients, optimizer state, activations and their gradients.
@@ -52,7 +52,7 @@ def blog_formula() -> WorkedExample:
         ),
     )
     return WorkedExample(
-        seed="003",
+        document="003",
         filename="003_b7de700656502e5e.txt",
         source="a blog post on estimating GPU memory consumption of deep learning models",
         title="Two million parameters and a 32 MB input",

@@ -1,4 +1,4 @@
-"""Seed 002: a forum thread on a 240k -> 1024 -> 512 -> 240k fully connected net trained with Adam.
+"""Document 002: a forum thread on a 240k -> 1024 -> 512 -> 240k fully connected net with Adam.
 
 Batch 128, fp32 (MXNet 0.11). The asker observes about 6 GB in use and
 estimates first 1.5 GB, then 4.5 GB. "240k" is read as 240,000; the first
@@ -13,7 +13,7 @@ import sympy as sp
 from memtheory.layers import Dense, Input
 from memtheory.memory import training_memory
 from memtheory.network import Network
-from memtheory.seeds.figures import Figure, WorkedExample
+from memtheory.worked_examples.figures import Figure, WorkedExample
 
 __all__ = ["BATCH", "WIDTH", "fc_adam_forum", "fc_adam_network"]
 
@@ -31,11 +31,11 @@ def fc_adam_network(width: int = WIDTH, batch: int | sp.Expr | None = None) -> N
     369405824
     """
     image = Input((width,)) if batch is None else Input((width,), batch=batch)
-    return Network([image, Dense(1024), Dense(512), Dense(width)], name="seed 002 FC net")
+    return Network([image, Dense(1024), Dense(512), Dense(width)], name="forum FC net")
 
 
 def fc_adam_forum() -> WorkedExample:
-    """Rebuild seed 002's figures and explain the observed ~6 GB.
+    """Rebuild the forum thread's figures and explain the observed ~6 GB.
 
     Examples
     --------
@@ -98,7 +98,7 @@ def fc_adam_forum() -> WorkedExample:
         ),
     )
     return WorkedExample(
-        seed="002",
+        document="002",
         filename="002_ba89e9fe3133ba81.txt",
         source="a forum thread on GPU memory of a large fully connected network trained with Adam",
         title="A 240k -> 1024 -> 512 -> 240k network with Adam at batch 128",

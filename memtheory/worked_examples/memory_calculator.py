@@ -1,4 +1,4 @@
-"""Seed 004: an online neural-network memory calculator and its two worked examples.
+"""Document 004: an online neural-network memory calculator and its two worked examples.
 
 The calculator adds four terms:
 
@@ -23,7 +23,7 @@ from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike, optimizer
 from memtheory.precision import Precision
-from memtheory.seeds.figures import Figure, WorkedExample
+from memtheory.worked_examples.figures import Figure, WorkedExample
 
 __all__ = ["calculator_estimate", "memory_calculator"]
 
@@ -283,7 +283,7 @@ def memory_calculator() -> WorkedExample:
         ),
     )
     return WorkedExample(
-        seed="004",
+        document="004",
         filename="004_ffcfa97ef7287484.txt",
         source="an online neural-network memory calculator page and its worked examples",
         title="BERT-base with AdamW, and ResNet-50 in fp16 with fp32 Adam state",

@@ -1,4 +1,4 @@
-"""Seed 001: a StackExchange question on the per-layer memory of a small CNN.
+"""Document 001: a StackExchange question on the per-layer memory of a small CNN.
 
 Input 50x50x3; two 3x3 convolutions (32 and 64 filters, padded), each
 followed by 2x2 max pooling with stride 2; a 500-unit fully connected layer;
@@ -15,7 +15,7 @@ import sympy as sp
 from memtheory.layers import Conv2d, Dense, Flatten, Input, Layer, MaxPool2d, Softmax
 from memtheory.memory import training_memory
 from memtheory.network import Network
-from memtheory.seeds.figures import Figure, WorkedExample
+from memtheory.worked_examples.figures import Figure, WorkedExample
 
 __all__ = ["BATCH", "LISTED_LAYERS", "small_cnn", "small_cnn_layers", "small_cnn_network"]
 
@@ -34,9 +34,14 @@ LISTED_LAYERS = {
 
 
 def small_cnn_layers(
-    image_size: int | sp.Expr = 50, hidden: int | sp.Expr = 500, batch: int | sp.Expr | None = None
+    *,
+    image_size: int | sp.Expr = 50,
+    hidden: int | sp.Expr = 500,
+    batch: int | sp.Expr | None = None,
 ) -> list[Layer]:
-    """Return the seed's CNN as a list of layers, for callers that rebuild or alter it.
+    """Return the question's CNN as a list of layers, for callers that rebuild or alter it.
+
+    Takes the same keyword arguments as :func:`small_cnn_network`.
 
     Parameters
     ----------
@@ -51,6 +56,8 @@ def small_cnn_layers(
     --------
     >>> [layer.kind for layer in small_cnn_layers()][:3]
     ['Input', 'Conv2d', 'MaxPool2d']
+    >>> small_cnn_layers(image_size=32, hidden=100)[-3].units
+    100
     """
     shape = (3, image_size, image_size)
     image = Input(shape) if batch is None else Input(shape, batch=batch)
@@ -68,17 +75,24 @@ def small_cnn_layers(
 
 
 def small_cnn_network(
-    batch: int | sp.Expr | None = None, image_size: int | sp.Expr = 50
+    *,
+    image_size: int | sp.Expr = 50,
+    hidden: int | sp.Expr = 500,
+    batch: int | sp.Expr | None = None,
 ) -> Network:
-    """Build the seed's CNN; the batch stays the symbol ``B`` unless given.
+    """Build the question's CNN; the batch stays the symbol ``B`` unless given.
+
+    Takes the same keyword arguments as :func:`small_cnn_layers`.
 
     Parameters
     ----------
+    image_size : size, default 50
+        Side of the square RGB input; the question's is 50, and a symbol such as
+        ``H`` gives the network for every image size.
+    hidden : size, default 500
+        Units of the dense layer before the 10-way output; the question's is 500.
     batch : size, optional
         Defaults to the symbol ``B``.
-    image_size : size, default 50
-        Side of the square RGB input; the seed's is 50, and a symbol such as
-        ``H`` gives the network for every image size.
 
     Examples
     --------
@@ -88,7 +102,8 @@ def small_cnn_network(
     >>> small_cnn_network(image_size=H).parameter_count
     32000*floor(floor(H/2)/2)**2 + 24902
     """
-    return Network(small_cnn_layers(image_size, batch=batch), name="seed 001 CNN")
+    layers = small_cnn_layers(image_size=image_size, hidden=hidden, batch=batch)
+    return Network(layers, name="StackExchange CNN")
 
 
 def _outputs(net: Network, **values: object) -> dict[str, sp.Expr]:
@@ -97,7 +112,7 @@ def _outputs(net: Network, **values: object) -> dict[str, sp.Expr]:
 
 
 def small_cnn() -> WorkedExample:
-    """Rebuild seed 001's per-layer activations, totals and parameter counts.
+    """Rebuild the small CNN question's per-layer activations, totals and parameter counts.
 
     Examples
     --------
@@ -196,7 +211,7 @@ def small_cnn() -> WorkedExample:
         ),
     ]
     return WorkedExample(
-        seed="001",
+        document="001",
         filename="001_6d4ccb306ff647fb.txt",
         source="a StackExchange question on per-layer CNN memory, with its answers",
         title="A small CNN on 50x50x3 images at batch 64",

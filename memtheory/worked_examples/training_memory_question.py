@@ -1,4 +1,4 @@
-"""Seed 000: a StackExchange question on training memory, and the answer that applies CS231n's rule.
+"""Document 000: a StackExchange question on training memory, and an answer applying CS231n's rule.
 
 The asker has 532,752 activations and 19,072,984 parameters, a 180x50x1
 input and a batch of 128, all fp32. Both the question and the answer divide
@@ -13,7 +13,7 @@ from memtheory.counts import ModelCounts
 from memtheory.layers import Input
 from memtheory.layers.base import elements
 from memtheory.memory import training_memory
-from memtheory.seeds.figures import Figure, WorkedExample
+from memtheory.worked_examples.figures import Figure, WorkedExample
 
 __all__ = [
     "ACTIVATIONS_PER_IMAGE",
@@ -48,7 +48,7 @@ def question_counts() -> ModelCounts:
 
 
 def training_memory_question() -> WorkedExample:
-    """Rebuild seed 000's numbers with the rule-of-thumb convention.
+    """Rebuild the training-memory question's numbers with the rule-of-thumb convention.
 
     Examples
     --------
@@ -122,7 +122,7 @@ def training_memory_question() -> WorkedExample:
         ),
     )
     return WorkedExample(
-        seed="000",
+        document="000",
         filename="000_4a31cdadab1a729f.txt",
         source="a StackExchange question on training memory, with an answer applying CS231n's rule",
         title="532,752 activations and 19 million parameters at batch 128",

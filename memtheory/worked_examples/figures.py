@@ -188,10 +188,10 @@ class WorkedExample:
 
     Attributes
     ----------
-    seed : str
-        The document's number in ``shared/seeds`` (``"000"`` ...).
+    document : str
+        The document's number (``"000"`` ...), the start of its file name.
     filename : str
-        The seed file's name.
+        The source document's file name.
     source : str
         What the document is (a StackExchange answer, a forum thread, ...).
     title : str
@@ -206,7 +206,7 @@ class WorkedExample:
         What the example shows, in a few sentences.
     """
 
-    seed: str
+    document: str
     filename: str
     source: str
     title: str
@@ -222,7 +222,8 @@ class WorkedExample:
             if figure.label == label:
                 return figure
         raise KeyError(
-            f"no figure {label!r} in seed {self.seed}; figures: {[f.label for f in self.figures]}"
+            f"no figure {label!r} in document {self.document}; "
+            f"figures: {[f.label for f in self.figures]}"
         )
 
     def _rows(self) -> list[tuple[str, str, str, str, str]]:
@@ -253,7 +254,7 @@ class WorkedExample:
 
         Examples
         --------
-        >>> from memtheory.seeds import worked_example
+        >>> from memtheory.worked_examples import worked_example
         >>> print(worked_example("003").markdown().splitlines()[2])
         | parameters | 8 | 8 | MB | agrees |
         """

@@ -1,0 +1,13 @@
+"""pytest configuration for the whole repository; not part of the memtheory package.
+
+memtheory.torch needs PyTorch, an optional extra: without it, that package's
+modules (and so their doctests) are not collected. Kept here, outside
+``memtheory/``, so that no conftest.py ships in the wheel.
+"""
+
+import importlib.util
+
+_spec = importlib.util.find_spec("torch")
+# A directory named "torch" on sys.path is a namespace package (origin None), not PyTorch.
+_HAS_TORCH = _spec is not None and _spec.origin is not None
+collect_ignore_glob = [] if _HAS_TORCH else ["memtheory/torch/*.py"]

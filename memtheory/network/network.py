@@ -1,0 +1,306 @@
+"""The :class:`Network`: layers wired together, with their totals and per-layer rows.
+
+A :class:`Network` is a list of layers in the order they run. By default each
+layer reads the output of the one before it (a sequential network). A
+:class:`~memtheory.network.Node` wraps a layer to make it read earlier layers by
+name instead. The network names its layers and resolves that wiring
+(:mod:`~memtheory.network.graph`), derives a row per layer by shape inference
+(:mod:`~memtheory.network.rows`), answers whose storage each saved tensor is
+(:mod:`~memtheory.network.storage`) and prints its table
+(:mod:`~memtheory.network.summary`).
+
+Examples
+--------
+>>> from memtheory.layers import Dense, Input
+>>> net = Network([Input((4,)), Dense(3)])
+>>> net.parameter_count, net.output_shape
+(15, (B, 3))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import sympy as sp
+
+from memtheory.counts import ModelCounts
+from memtheory.errors import ShapeError, UnsupportedError
+from memtheory.evaluation import symbols_by_name
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.core import Input
+from memtheory.network import storage
+from memtheory.network.graph import Node, is_sequential, name_layers, resolve_inputs
+from memtheory.network.rows import LayerRow, derive_rows, row_expressions
+from memtheory.network.storage import SavedTensor
+from memtheory.network.summary import NetworkSummary, summarize
+
+__all__ = ["Network"]
+
+
+class Network:
+    """A network: an :class:`~memtheory.layers.Input`, then layers in the order they run.
+
+    Parameters
+    ----------
+    layers : sequence of Layer or Node
+        The first must be an :class:`~memtheory.layers.Input`. A plain layer
+        reads the output of the item before it; a :class:`~memtheory.network.Node` reads the
+        earlier layers it names (residual shortcuts, merges). Unnamed layers
+        are named after their kind and position (``conv2d_1``, ``maxpool2d_1``, ...).
+    name : str, default "network"
+
+    Raises
+    ------
+    ShapeError
+        If a layer cannot take the shape that reaches it (the message names the
+        layer and its position), or a node names a layer that does not come
+        before it.
+
+    Examples
+    --------
+    The small CNN of a StackExchange question on per-layer memory:
+
+    >>> from memtheory.layers import Conv2d, Dense, Flatten, Input, MaxPool2d, Softmax
+    >>> net = Network([
+    ...     Input((3, 50, 50)),
+    ...     Conv2d(32, 3, padding=1), MaxPool2d(2),
+    ...     Conv2d(64, 3, padding=1), MaxPool2d(2),
+    ...     Flatten(), Dense(500), Dense(10), Softmax(),
+    ... ])
+    >>> net.parameter_count
+    4632902
+    >>> net.activation_count
+    149736*B
+    >>> net.output_shape
+    (B, 10)
+    """
+
+    def __init__(self, layers: Sequence[Layer | Node], name: str = "network") -> None:
+        items = list(layers)
+        if not items or not isinstance(items[0], Input):
+            raise ShapeError(
+                f"Network {name!r}: the first layer must be an Input giving the sample shape, "
+                "e.g. Input((3, 224, 224))."
+            )
+        for position, item in enumerate(items):
+            layer = item.layer if isinstance(item, Node) else item
+            if not isinstance(layer, Layer):
+                raise UnsupportedError(
+                    f"Network {name!r}: item {position} is {item!r}, not a memtheory layer. "
+                    "Build layers from memtheory.layers (Conv2d(32, 3), Dense(10), ...)."
+                )
+            if isinstance(layer, Input) and position:
+                raise ShapeError(
+                    f"Network {name!r}: only the first layer may be an Input (item {position})."
+                )
+        self.name = name
+        self.layers: tuple[Layer, ...] = tuple(
+            name_layers([item.layer if isinstance(item, Node) else item for item in items])
+        )
+        wiring = [item.inputs if isinstance(item, Node) else None for item in items]
+        self._inputs: tuple[tuple[str, ...], ...] = tuple(
+            resolve_inputs(name, self.layers, wiring)
+        )
+        self.rows: tuple[LayerRow, ...] = tuple(derive_rows(name, self.layers, self._inputs))
+        self._by_name: dict[str, LayerRow] = {row.name: row for row in self.rows}
+
+    # -- structure ---------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, name: str) -> LayerRow:
+        """Return the row of the layer called ``name``."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            names = ", ".join(r.name for r in self.rows)
+            raise KeyError(f"no layer named {name!r}; layers: {names}") from None
+
+    def __repr__(self) -> str:
+        shape = describe_shape(self.input_shape)
+        return f"Network({self.name!r}, {len(self.layers)} layers, input {shape})"
+
+    @property
+    def input(self) -> Input:
+        """The input layer."""
+        return self.layers[0]  # type: ignore[return-value]
+
+    @property
+    def input_shape(self) -> Shape:
+        """Shape of the input batch."""
+        return self.rows[0].output_shape
+
+    @property
+    def output_shape(self) -> Shape:
+        """Shape of the last layer's output."""
+        return self.rows[-1].output_shape
+
+    @property
+    def is_sequential(self) -> bool:
+        """Whether every layer reads the one before it (no shortcuts, no merges).
+
+        Examples
+        --------
+        >>> from memtheory.layers import Dense, Input
+        >>> Network([Input((4,)), Dense(3)]).is_sequential
+        True
+        """
+        return is_sequential([row.name for row in self.rows], self._inputs)
+
+    @property
+    def batch(self) -> sp.Expr:
+        """The batch size (a symbol unless the input fixed it)."""
+        return self.input.batch  # type: ignore[return-value]
+
+    @property
+    def free_symbols(self) -> set[sp.Symbol]:
+        """Symbols the network's formulas depend on."""
+        return set(symbols_by_name(row_expressions(self.rows)).values())
+
+    # -- totals ------------------------------------------------------------------------
+    @property
+    def weight_count(self) -> sp.Expr:
+        """Trainable weights, all layers."""
+        return sp.Add(*(r.weights for r in self.rows))
+
+    @property
+    def bias_count(self) -> sp.Expr:
+        """Trainable biases, all layers."""
+        return sp.Add(*(r.biases for r in self.rows))
+
+    @property
+    def parameter_count(self) -> sp.Expr:
+        """Trainable parameters (weights and biases), all layers."""
+        return self.weight_count + self.bias_count
+
+    @property
+    def activation_count(self) -> sp.Expr:
+        """Activation elements the forward pass keeps, batch included, the input excluded."""
+        return sp.Add(*(r.activations for r in self.rows[1:]))
+
+    @property
+    def input_elements(self) -> sp.Expr:
+        """Elements of the input batch."""
+        return elements(self.input_shape)
+
+    @property
+    def buffer_specs(self) -> tuple[TensorSpec, ...]:
+        """Every buffer of every layer."""
+        return tuple(spec for row in self.rows for spec in row.buffers)
+
+    def size_constraints(self) -> dict[str, sp.Expr]:
+        """Return every symbolic output size, labelled, that must stay at least 1.
+
+        A memory estimate built from the network carries these, so that
+        evaluating it for an input too small for a window is an error rather than
+        a number (a side of ``H - 4`` squared is positive even for ``H = 2``).
+
+        Examples
+        --------
+        >>> from memtheory.layers import Conv2d, Input
+        >>> from memtheory.symbols import H
+        >>> Network([Input((1, H, H)), Conv2d(8, 5)]).size_constraints()
+        {"layer 1, Conv2d 'conv2d_1', output dimension 2": H - 4}
+        """
+        constraints: dict[str, sp.Expr] = {}
+        for row in self.rows:
+            for axis, size in enumerate(row.output_shape):
+                size = sp.sympify(size)
+                if size.is_positive is not True and size not in constraints.values():
+                    label = f"layer {row.index}, {row.layer.label}, output dimension {axis}"
+                    constraints[label] = size
+        return constraints
+
+    def counts(self) -> ModelCounts:
+        """Return the counts an accounting convention needs.
+
+        Examples
+        --------
+        >>> from memtheory.layers import Dense, Input
+        >>> Network([Input((4,)), Dense(3)]).counts()
+        ModelCounts(parameters=15, activations=3*B, input_elements=4*B, buffers=0, batch=B)
+        """
+        return ModelCounts(
+            parameters=self.parameter_count,
+            activations=self.activation_count,
+            input_elements=self.input_elements,
+            buffers=sp.Add(*(spec.elements for spec in self.buffer_specs if spec.dtype is None)),
+            batch=self.batch,
+        )
+
+    def storage_owner(self, name: str) -> str:
+        """Return the layer whose memory holds the output of layer ``name``.
+
+        A layer that stores its output owns it; a view (Flatten) or an in-place
+        layer (``ReLU(inplace=True)``, ``Add(inplace=True)``) writes into its
+        first input's storage, so the owner is found upstream.
+
+        Examples
+        --------
+        >>> from memtheory.layers import Conv2d, Input, ReLU
+        >>> net = Network([Input((3, 8, 8)), Conv2d(4, 3), ReLU(inplace=True)])
+        >>> net.storage_owner("relu_1")
+        'conv2d_1'
+        """
+        return storage.storage_owner(self[name], self._by_name)
+
+    def saved_tensors(self) -> tuple[SavedTensor, ...]:
+        """Return every tensor the backward pass keeps, each counted once.
+
+        A layer that keeps its input keeps its first input's storage, and one
+        that keeps its output keeps its own (or, for views and in-place layers,
+        the storage it writes into): when two layers keep the same storage it
+        appears once, with the first saver. Other saved tensors (indices, masks,
+        statistics, intermediates) belong to the layer that saves them.
+
+        Examples
+        --------
+        >>> from memtheory.layers import Dense, Input, ReLU
+        >>> net = Network([Input((4,)), Dense(3), ReLU(), Dense(2)])
+        >>> [(t.saver, t.owner, t.spec.role) for t in net.saved_tensors()]
+        [('dense_1', 'input', 'input'), ('relu_1', 'relu_1', 'output')]
+        """
+        return storage.saved_tensors(self.rows, self._by_name)
+
+    # -- numbers -----------------------------------------------------------------------
+    def summary(self, **values: object) -> NetworkSummary:
+        """Return the per-layer table and totals, with ``values`` substituted (by symbol name).
+
+        Parameters
+        ----------
+        **values
+            Numbers for some or all of the free symbols (``B=64``, ``H=224``).
+            Every layer's output must then have positive sizes.
+
+        Raises
+        ------
+        KernelTooLargeError
+            If, for these values, a layer's output would have no positions.
+
+        Examples
+        --------
+        >>> from memtheory.layers import Conv2d, Input
+        >>> from memtheory.symbols import H
+        >>> net = Network([Input((1, H, H)), Conv2d(8, 5)])
+        >>> net.summary(B=2, H=28).rows[1].output_shape
+        (2, 8, 24, 24)
+        >>> net.summary(B=2, H=4)
+        Traceback (most recent call last):
+        ...
+        memtheory.errors.KernelTooLargeError: layer 1 of 'network', Conv2d 'conv2d_1': ...
+        """
+        return summarize(self.name, self.rows, values)
+
+    def evaluate(self, **values: object) -> NetworkSummary:
+        """Alias of :meth:`summary`, for symmetry with memory breakdowns.
+
+        Examples
+        --------
+        >>> from memtheory.layers import Dense, Input
+        >>> Network([Input((4,)), Dense(3)]).evaluate(B=64).activation_count
+        192
+        """
+        return self.summary(**values)

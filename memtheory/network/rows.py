@@ -1,0 +1,161 @@
+"""Shape inference: one :class:`LayerRow` per layer, with everything derived about it.
+
+Shapes flow from the :class:`~memtheory.layers.Input` through every layer, so
+each layer's formulas (parameters, buffers, activations, saved tensors) see the
+exact, possibly symbolic, shape that reaches it.
+
+Examples
+--------
+>>> from memtheory.layers import Dense, Input
+>>> layers = [Input((4,), name="input"), Dense(3, name="dense")]
+>>> rows = list(derive_rows("tiny", layers, [(), ("input",)]))
+>>> rows[1].output_shape, rows[1].parameters
+((B, 3), 15)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import sympy as sp
+
+from memtheory.errors import ShapeError
+from memtheory.layers.base import Layer, Shape, TensorSpec, elements
+from memtheory.layers.merge import Merge
+
+__all__ = ["LayerRow", "derive_rows", "row_expressions"]
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One layer of a network with everything derived about it.
+
+    Attributes
+    ----------
+    index : int
+        Position in the network, the input being 0.
+    layer : Layer
+        The layer, named.
+    input_shape, output_shape : tuple of sympy expressions
+    weights, biases : sympy expression
+        Trainable parameter counts.
+    buffers : tuple of TensorSpec
+        Non-trainable state.
+    activations : sympy expression
+        New activation elements the layer keeps (its output, or 0 for a view
+        or an in-place layer), batch included.
+    saved : tuple of TensorSpec
+        What the backward pass keeps, as PyTorch's autograd does.
+    inputs : tuple of str
+        Names of the layers it reads (the previous layer in a sequential
+        network; none for the input).
+    input_shapes : tuple of shapes
+        Their output shapes, in order; ``input_shape`` is the first.
+    """
+
+    index: int
+    layer: Layer
+    input_shape: Shape
+    output_shape: Shape
+    weights: sp.Expr
+    biases: sp.Expr
+    buffers: tuple[TensorSpec, ...]
+    activations: sp.Expr
+    saved: tuple[TensorSpec, ...]
+    inputs: tuple[str, ...] = ()
+    input_shapes: tuple[Shape, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The layer's name."""
+        return self.layer.name or ""
+
+    @property
+    def parameters(self) -> sp.Expr:
+        """Weights plus biases."""
+        return self.weights + self.biases
+
+    def substitute(self, mapping: dict[sp.Symbol, sp.Expr]) -> LayerRow:
+        """Return the row with ``mapping`` substituted into every formula."""
+
+        def sub(expr: sp.Expr) -> sp.Expr:
+            return sp.sympify(expr).xreplace(mapping)
+
+        def sub_specs(specs: tuple[TensorSpec, ...]) -> tuple[TensorSpec, ...]:
+            return tuple(replace(s, shape=tuple(sub(d) for d in s.shape)) for s in specs)
+
+        return replace(
+            self,
+            input_shape=tuple(sub(d) for d in self.input_shape),
+            input_shapes=tuple(tuple(sub(d) for d in shape) for shape in self.input_shapes),
+            output_shape=tuple(sub(d) for d in self.output_shape),
+            weights=sub(self.weights),
+            biases=sub(self.biases),
+            buffers=sub_specs(self.buffers),
+            activations=sub(self.activations),
+            saved=sub_specs(self.saved),
+        )
+
+
+def derive_rows(
+    network: str, layers: Sequence[Layer], inputs: Sequence[tuple[str, ...]]
+) -> Iterator[LayerRow]:
+    """Yield each layer's row, passing every output shape on to the layers that read it.
+
+    Parameters
+    ----------
+    network : str
+        The network's name, for messages.
+    layers : sequence of Layer
+        Named layers in running order, the input first.
+    inputs : sequence of tuple of str
+        For each layer, the names of the earlier layers it reads (see
+        :func:`~memtheory.network.graph.resolve_inputs`).
+
+    Raises
+    ------
+    ShapeError
+        If a layer cannot take the shape that reaches it; the message names the
+        layer and its position.
+    """
+    shapes: dict[str, Shape] = {}
+    for index, (layer, reads) in enumerate(zip(layers, inputs, strict=True)):
+        input_shapes = tuple(shapes[name] for name in reads)
+        shape: Shape = input_shapes[0] if input_shapes else ()
+        try:
+            if isinstance(layer, Merge):
+                output = layer.merged_shape(input_shapes)
+                saved = layer.merged_saved_for_backward(input_shapes)
+            else:
+                output = layer.output_shape(shape)
+                saved = layer.saved_for_backward(shape)
+            row = LayerRow(
+                index=index,
+                layer=layer,
+                input_shape=shape,
+                output_shape=output,
+                weights=sp.sympify(layer.weight_count(shape)),
+                biases=sp.sympify(layer.bias_count(shape)),
+                buffers=layer.buffers(shape),
+                activations=sp.sympify(
+                    elements(output) * int(layer.stores_output())
+                    if isinstance(layer, Merge)
+                    else layer.activation_count(shape)
+                ),
+                saved=saved,
+                inputs=reads,
+                input_shapes=input_shapes,
+            )
+        except ShapeError as error:
+            raise type(error)(f"layer {index} of {network!r}: {error}") from None
+        shapes[layer.name or ""] = output
+        yield row
+
+
+def row_expressions(rows: Iterable[LayerRow]) -> Iterator[sp.Expr]:
+    """Yield the formulas the rows' symbols come from: output shapes, weights, biases."""
+    for row in rows:
+        yield from row.output_shape
+        yield row.weights
+        yield row.biases
