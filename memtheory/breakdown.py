@@ -139,10 +139,10 @@ class MemoryBreakdown:
         --------
         >>> from memtheory import Conv2d, Input, Network, training_memory
         >>> net = Network([Input((3, 8, 8), batch=2), Conv2d(4, 3)])
-        >>> memory = training_memory(net, "sgd", convention="autograd")
+        >>> memory = training_memory(net, optimizer="sgd", convention="autograd")
         >>> memory.peak, memory.peak_moment
         (3592, 'backward conv2d_1')
-        >>> training_memory(net, "sgd").peak is None
+        >>> training_memory(net, optimizer="sgd").peak is None
         True
         """
         if not self.timeline:

@@ -97,7 +97,9 @@ def plot_memory(
     -------
     matplotlib Axes
     """
-    total = total_bytes(model, optimizer, precision=precision, convention=convention, mode=mode)
+    total = total_bytes(
+        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode
+    )
     if fixed:
         total = evaluate(total, **{k: v for k, v in fixed.items() if k in _names(total)})
     names = _names(total)

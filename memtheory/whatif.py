@@ -110,14 +110,16 @@ def total_bytes(
     Examples
     --------
     >>> from memtheory import ModelCounts
-    >>> total_bytes(ModelCounts.per_sample(parameters=10, activations=2, input_elements=1), "sgd")
+    >>> total_bytes(ModelCounts.per_sample(parameters=10, activations=2, input_elements=1), optimizer="sgd")
     20*B + 80
     """
     if isinstance(model, Network | ModelCounts):
         if mode == "inference":
             memory = inference_memory(model, precision=precision, convention=convention)
         else:
-            memory = training_memory(model, optimizer, precision=precision, convention=convention)
+            memory = training_memory(
+                model, optimizer=optimizer, precision=precision, convention=convention
+            )
         return total_bytes(memory)
     if isinstance(model, MemoryBreakdown):
         peak = getattr(model, "peak", None)
@@ -396,10 +398,12 @@ def max_batch(
     Examples
     --------
     >>> from memtheory.models import gpt2
-    >>> max_batch(gpt2("small"), "80 GB", "adam", precision="mixed-fp16", S=1024)
+    >>> max_batch(gpt2("small"), "80 GB", optimizer="adam", precision="mixed-fp16", S=1024)
     35
     """
-    total = total_bytes(model, optimizer, precision=precision, convention=convention, mode=mode)
+    total = total_bytes(
+        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode
+    )
     return max_value(total, batch, limit, stop=stop, **values)
 
 
@@ -429,7 +433,9 @@ def max_sequence_length(
 
     The second is GPT-2's limit of 1,024 positions: the memory would allow 2,304.
     """
-    total = total_bytes(model, optimizer, precision=precision, convention=convention, mode=mode)
+    total = total_bytes(
+        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode
+    )
     cap = _positions(model)
     return max_value(total, sequence, limit, stop=cap, **values)
 
@@ -549,11 +555,13 @@ def sensitivity(
     Examples
     --------
     >>> from memtheory.models import gpt2
-    >>> result = sensitivity(gpt2("small"), "adam", B=8, S=1024)
+    >>> result = sensitivity(gpt2("small"), optimizer="adam", B=8, S=1024)
     >>> result.most_sensitive, float(result["S"].elasticity) > float(result["B"].elasticity)
     ('S', True)
     """
-    total = total_bytes(model, optimizer, precision=precision, convention=convention, mode=mode)
+    total = total_bytes(
+        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode
+    )
     free = symbols_by_name([total])
     missing = sorted(set(free) - set(values))
     if missing:
@@ -729,7 +737,7 @@ def compare(
             if isinstance(model, Network)
             else _plain_counts(model, segment)
         )
-        memory = training_memory(counts, opt, precision=prec, convention=convention)
+        memory = training_memory(counts, optimizer=opt, precision=prec, convention=convention)
         if stage:
             memory = zero_partition(memory, devices, stage)
         if values:

@@ -31,7 +31,7 @@ F32, I64 = 4, 8
 
 def autograd(net, optimizer="sgd", *, convention="autograd", **options):
     """Training memory of ``net`` under the autograd convention (or the one given)."""
-    return mt.training_memory(net, optimizer, convention=convention, **options)
+    return mt.training_memory(net, optimizer=optimizer, convention=convention, **options)
 
 
 def test_registered_under_its_name():
@@ -266,7 +266,7 @@ def test_breakdown_table_prints_the_peak_and_where_it_is():
     net = mt.Network([mt.Input((4,), batch=2), mt.Dense(3)])
     table = autograd(net).table("B", 0)
     assert table.splitlines()[-1].split() == ["peak", "live", "(backward", "dense_1)", "184"]
-    assert mt.training_memory(net, "sgd").peak is None
+    assert mt.training_memory(net, optimizer="sgd").peak is None
 
 
 def test_peak_moment_needs_numbers():

@@ -46,7 +46,7 @@ STATES = ModelCounts(parameters=P, activations=0, input_elements=0)
 @pytest.mark.parametrize("low", ["fp16", "bf16"])
 def test_mixed_precision_adam_is_2_plus_2_plus_12_bytes_per_parameter(low):
     """ZeRO paper (Rajbhandari et al. 2020, Section 3.1): 2Ψ + 2Ψ + KΨ with K = 12: 16 bytes."""
-    per_parameter = parameter_bytes("adam", f"mixed-{low}")
+    per_parameter = parameter_bytes(optimizer="adam", precision=f"mixed-{low}")
     assert per_parameter == {
         "parameters": 2,
         "gradients": 2,
@@ -54,20 +54,20 @@ def test_mixed_precision_adam_is_2_plus_2_plus_12_bytes_per_parameter(low):
         "master_weights": 4,
     }
     k = per_parameter["optimizer_state"] + per_parameter["master_weights"]
-    assert (k, bytes_per_parameter("adam", f"mixed-{low}")) == (12, 16)
+    assert (k, bytes_per_parameter(optimizer="adam", precision=f"mixed-{low}")) == (12, 16)
 
 
 def test_training_memory_of_gpt2_has_16_bytes_per_parameter_in_mixed_precision():
-    """training_memory(model, "adam", precision="mixed-fp16"): model states are 16 bytes x P."""
+    """Adam in mixed precision (fp16 weights and gradients): model states are 16 bytes x P."""
     net = gpt2("small")
-    memory = training_memory(net, "adam", precision="mixed-fp16")
+    memory = training_memory(net, optimizer="adam", precision="mixed-fp16")
     states = sum(memory[name] for name in PARAMETER_COMPONENTS)
     assert states == 16 * 124_439_808
 
 
 def test_autocast_keeps_fp32_states_without_a_master_copy():
     """torch.autocast: fp32 weights are the master copy; 4 + 4 + 8 = 16 bytes, plus 2 cast."""
-    assert parameter_bytes("adam", autocast()) == {
+    assert parameter_bytes(optimizer="adam", precision=autocast()) == {
         "parameters": 4,
         "gradients": 4,
         "optimizer_state": 8,
@@ -79,7 +79,7 @@ def test_autocast_keeps_fp32_states_without_a_master_copy():
 def test_loss_scaling_costs_two_scalars_whatever_the_model():
     """GradScaler (torch/amp/grad_scaler.py) keeps an fp32 _scale and an int32 _growth_tracker."""
     assert LOSS_SCALER_BYTES == 4 + 4
-    assert "loss" not in " ".join(training_memory(STATES, "adam", precision="mixed-fp16"))
+    assert "loss" not in " ".join(training_memory(STATES, optimizer="adam", precision="mixed-fp16"))
 
 
 # -- checkpointing ---------------------------------------------------------------------
@@ -138,9 +138,9 @@ def test_accumulation_has_micro_batch_memory_and_effective_batch_update():
     """Accumulating m micro-batches of b: memory of b, update of m*b; only activations differ."""
     b, m = size_symbol("b"), size_symbol("m")
     counts = ModelCounts.per_sample(parameters=1000, activations=200, input_elements=10)
-    plan = gradient_accumulation(counts, b, m, "adam")
+    plan = gradient_accumulation(counts, b, m, optimizer="adam")
     assert plan.effective_batch == b * m
-    assert plan.memory.total == training_memory(counts, "adam").total.subs(B, b)
+    assert plan.memory.total == training_memory(counts, optimizer="adam").total.subs(B, b)
     assert plan.memory["gradients"] == plan.full_batch["gradients"] == 4000
     assert sp.expand(plan.saved - (b * m - b) * (200 * 4 * 2 + 10 * 4)) == 0
 
@@ -169,7 +169,7 @@ def test_zero_stages_are_the_papers_formulas():
 def test_zero_leaves_activations_alone():
     """Each device keeps the activations of its own micro-batch: ZeRO-3 divides states only."""
     counts = ModelCounts.per_sample(parameters=P, activations=100, input_elements=1)
-    memory = training_memory(counts, "adam", precision="mixed-fp16")
+    memory = training_memory(counts, optimizer="adam", precision="mixed-fp16")
     sharded = zero_partition(memory, 8, 3)
     assert sharded["activations"] == memory["activations"]
     assert sharded["parameters"] == memory["parameters"] / 8
@@ -177,7 +177,7 @@ def test_zero_leaves_activations_alone():
 
 def test_zero_offload_keeps_2_bytes_per_parameter_on_the_gpu():
     """ZeRO-Offload (Ren et al. 2021, Section 3): fp16 parameters (2Ψ) stay, 14Ψ go to the CPU."""
-    split = cpu_offload(training_memory(STATES, "adam", precision="mixed-fp16"))
+    split = cpu_offload(training_memory(STATES, optimizer="adam", precision="mixed-fp16"))
     assert (split.gpu.total, split.cpu.total) == (2 * P, 14 * P)
 
 

@@ -41,18 +41,18 @@ CNN = Network(
 
 def test_affine_total_is_solved_exactly():
     """Training memory a*B + c fits floor((limit - c) / a) samples: solved, then checked."""
-    memory = training_memory(CNN, "adam").total.subs(H, 32)
+    memory = training_memory(CNN, optimizer="adam").total.subs(H, 32)
     per_sample, fixed = memory.coeff(B), memory.subs(B, 0)
     limit = 10**9
-    assert max_batch(CNN, limit, "adam", H=32) == (limit - fixed) // per_sample
+    assert max_batch(CNN, limit, optimizer="adam", H=32) == (limit - fixed) // per_sample
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(min_value=10**7, max_value=10**11), st.sampled_from([16, 32, 50, 64]))
 def test_max_batch_is_exact_for_random_limits(limit, side):
     """For any limit, total(b) <= limit < total(b + 1), checked with exact integers."""
-    total = compile_exact(training_memory(CNN, "adam").total.subs(H, side), ["B"])
-    b = max_batch(CNN, limit, "adam", H=side)
+    total = compile_exact(training_memory(CNN, optimizer="adam").total.subs(H, side), ["B"])
+    b = max_batch(CNN, limit, optimizer="adam", H=side)
     assert total(b) <= limit < total(b + 1)
 
 
@@ -60,7 +60,7 @@ def test_max_batch_is_exact_for_random_limits(limit, side):
 @given(st.integers(min_value=10**6, max_value=10**10))
 def test_max_image_side_with_floors_is_bisected_exactly(limit):
     """Memory over the image side H has floors (pooling): bisection, then the same exact check."""
-    total = training_memory(CNN, "sgd").total.subs(B, 8)
+    total = training_memory(CNN, optimizer="sgd").total.subs(B, 8)
     function = compile_exact(total, ["H"])
     if function(4) > limit:
         with pytest.raises(DoesNotFitError):
@@ -82,7 +82,7 @@ def test_batch_one_that_does_not_fit_says_so():
     """VGG-16's Adam states alone (138M x 16 bytes) exceed 2 GB: DoesNotFitError with both sizes."""
     net = vgg((64, "M"), image_size=224)
     with pytest.raises(DoesNotFitError) as error:
-        max_batch(net, "2 GB", "adam")
+        max_batch(net, "2 GB", optimizer="adam")
     message = str(error.value)
     assert "B=1" in message and "2.00 GB" in message and "larger device" in message
 
@@ -90,7 +90,7 @@ def test_batch_one_that_does_not_fit_says_so():
 def test_every_other_size_needs_a_value():
     """Solving for B over a network of symbolic side H asks for H."""
     with pytest.raises(EvaluationError, match="H"):
-        max_batch(CNN, "1 GB", "adam")
+        max_batch(CNN, "1 GB", optimizer="adam")
 
 
 def test_max_sequence_length_of_generation_is_capped_by_positions():
@@ -105,8 +105,8 @@ def test_max_sequence_length_of_generation_is_capped_by_positions():
 def test_quadratic_sequence_length_is_solved_and_checked():
     """GPT-2 training memory has S^2 terms (attention): the quadratic is solved, then checked."""
     net = gpt2("small")
-    total = training_memory(net, "adam", precision="mixed-fp16").total.subs(B, 4)
-    s = max_sequence_length(net, "8 GiB", "adam", precision="mixed-fp16", B=4)
+    total = training_memory(net, optimizer="adam", precision="mixed-fp16").total.subs(B, 4)
+    s = max_sequence_length(net, "8 GiB", optimizer="adam", precision="mixed-fp16", B=4)
     assert s < 1024
     assert total.subs(S, s) <= 8 * 2**30 < total.subs(S, s + 1)
 
@@ -120,8 +120,8 @@ def test_sensitivity_of_a_product_has_unit_elasticities():
 
 def test_gpt2_training_is_more_sensitive_to_sequence_than_to_batch():
     """Attention's S^2 makes S's elasticity exceed B's; the elasticities are exact derivatives."""
-    result = sensitivity(gpt2("small"), "adam", B=8, S=1024)
-    total = training_memory(gpt2("small"), "adam").total
+    result = sensitivity(gpt2("small"), optimizer="adam", B=8, S=1024)
+    total = training_memory(gpt2("small"), optimizer="adam").total
     derivative = sp.diff(total, S).subs({B: 8, S: 1024})
     assert result["S"].derivative == derivative
     assert result.most_sensitive == "S"
@@ -169,7 +169,7 @@ def test_plot_memory_draws_the_curve_and_the_limit():
 
     ax = plot_memory(CNN, "B", range(1, 129), optimizer="adam", limit="20 MB", unit="MB", H=32)
     labels = [line.get_label() for line in ax.get_lines()]
-    best = max_batch(CNN, "20 MB", "adam", H=32)
+    best = max_batch(CNN, "20 MB", optimizer="adam", H=32)
     assert labels == ["memory", "limit 20.00 MB", f"largest B = {best}"]
     assert ax.get_ylabel() == "memory (MB)"
     assert plot_checkpointing_tradeoff(9).get_ylabel().startswith("peak")
@@ -217,7 +217,7 @@ M = sp.Symbol("M", integer=True, positive=True)
 
 def test_formula_of_the_seed_000_network_is_floor_of_the_root():
     """Adam on seed 000: floor((M - 19,072,984 x 16) / ((2 x 532,752 + 9,000) x 4)); 4 GiB: 928."""
-    total = training_memory(SEED_000, "adam").total
+    total = training_memory(SEED_000, optimizer="adam").total
     formula = max_value_formula(total, "B", M)
     assert sp.simplify(formula - sp.floor((M - 19_072_984 * 16) / ((2 * 532_752 + 9_000) * 4))) == 0
     assert formula.subs(M, 4 * 2**30) == max_value(total, "B", 4 * 2**30) == 928
@@ -230,7 +230,7 @@ def test_formula_of_the_seed_000_network_is_floor_of_the_root():
 )
 def test_affine_formula_agrees_with_max_value_at_any_limit(limit, optimizer):
     """floor((M - b)/a) at M = limit is max_value's answer, wherever one sample fits."""
-    total = training_memory(SEED_000, optimizer).total
+    total = training_memory(SEED_000, optimizer=optimizer).total
     formula = max_value_formula(total, B, M)
     assert formula.subs(M, limit) == max_value(total, B, limit)
 
@@ -239,17 +239,17 @@ def test_affine_formula_agrees_with_max_value_at_any_limit(limit, optimizer):
 @given(st.integers(min_value=3 * 2**30, max_value=2**40))
 def test_quadratic_formula_agrees_with_max_value_at_any_limit(limit):
     """GPT-2 small at batch 8 is quadratic in S (attention): the larger root's floor is it."""
-    total = training_memory(gpt2("small"), "adam").total.subs(B, 8)
+    total = training_memory(gpt2("small"), optimizer="adam").total.subs(B, 8)
     formula = max_value_formula(total, S, M)
     assert formula.subs(M, limit) == max_value(total, S, limit)
 
 
 def test_formula_takes_a_breakdown_and_keeps_other_sizes_symbolic():
     """A network's memory, affine in B with floors of H in it, gives a formula in M and H."""
-    memory = training_memory(CNN, "adam")
+    memory = training_memory(CNN, optimizer="adam")
     formula = max_value_formula(memory, "B", M)
     assert formula.free_symbols == {M, H}
-    assert formula.subs({H: 32, M: 10**9}) == max_batch(CNN, 10**9, "adam", H=32)
+    assert formula.subs({H: 32, M: 10**9}) == max_batch(CNN, 10**9, optimizer="adam", H=32)
     assert max_value_formula(memory, "B", M, H=32).free_symbols == {M}
 
 
@@ -281,6 +281,6 @@ def test_elasticity_never_exceeds_the_degree_of_the_total():
     from memtheory.whatif import sensitivity
 
     for size in (50, 51, 64, 97):
-        result = sensitivity(small_cnn_network(image_size=H), "adam", B=32, H=size)
+        result = sensitivity(small_cnn_network(image_size=H), optimizer="adam", B=32, H=size)
         assert 0 < result["H"].elasticity <= 2
         assert 0 < result["B"].elasticity <= 1

@@ -14,7 +14,7 @@ kv_cache            inference: weights plus the key/value cache
 Examples
 --------
 >>> from memtheory.techniques import bytes_per_parameter, zero_model_states
->>> bytes_per_parameter("adam", "mixed-fp16")
+>>> bytes_per_parameter(optimizer="adam", precision="mixed-fp16")
 16
 >>> zero_model_states(7_500_000_000, devices=64, stage=3).format("total", "GB", 1)
 '1.9 GB'

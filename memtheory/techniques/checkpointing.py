@@ -320,7 +320,7 @@ def checkpointed_counts(network: Network, every: int | None) -> ModelCounts:
     >>> from memtheory import training_memory
     >>> from memtheory.layers import Dense, Input
     >>> net = Network([Input((10,)), *[Dense(10) for _ in range(9)]])
-    >>> training_memory(checkpointed_counts(net, 3), "sgd").total
+    >>> training_memory(checkpointed_counts(net, 3), optimizer="sgd").total
     440*B + 7920
     """
     counts = network.counts()
