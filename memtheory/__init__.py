@@ -87,7 +87,7 @@ from memtheory.precision import Precision, precision
 from memtheory.units import convert, format_bytes, parse_bytes
 from memtheory.whatif import (
     DoesNotFitError,
-    compare,
+    compare_scenarios,
     max_batch,
     max_sequence_length,
     max_value,
@@ -164,7 +164,7 @@ __all__ = [
     "UnknownUnitError",
     "UnsupportedError",
     "__version__",
-    "compare",
+    "compare_scenarios",
     "compile_exact",
     "convention",
     "convert",

@@ -18,7 +18,7 @@ from memtheory.techniques import (
     LOSS_SCALER_BYTES,
     autocast,
     autocast_weight_copy_bytes,
-    best_segment_length,
+    best_uniform_interval,
     bytes_per_parameter,
     checkpoint_units,
     checkpointed_activations,
@@ -29,8 +29,8 @@ from memtheory.techniques import (
     kv_cache_bytes,
     kv_cache_formula,
     minimal_memory,
-    optimal_segment_length,
     parameter_bytes,
+    relaxed_optimal_interval,
     tradeoff,
     uniform_memory,
     zero_model_states,
@@ -83,18 +83,18 @@ def test_loss_scaling_costs_two_scalars_whatever_the_model():
 
 
 # -- checkpointing ---------------------------------------------------------------------
-def test_optimal_segment_is_sqrt_n_and_memory_is_2_sqrt_n():
+def test_relaxed_optimal_interval_is_sqrt_n_and_memory_is_2_sqrt_n():
     """Chen et al. 2016, Section 4.1: k = sqrt(n) segments give O(2 sqrt(n)) memory."""
     n = LAYERS
-    assert optimal_segment_length() == sp.sqrt(n)
+    assert relaxed_optimal_interval() == sp.sqrt(n)
     assert sp.simplify(minimal_memory() - (2 * sp.sqrt(n) - 1)) == 0
     assert sp.limit(minimal_memory() / sp.sqrt(n), n, sp.oo) == 2
 
 
 @given(st.integers(min_value=1, max_value=5_000))
-def test_best_whole_segment_is_next_to_sqrt_n(n):
+def test_best_uniform_interval_is_next_to_sqrt_n(n):
     """The exact memory ceil(n/k) - 1 + min(k, n) is least at isqrt(n) or isqrt(n) + 1."""
-    least = int(uniform_memory(n, best_segment_length(n)))
+    least = int(uniform_memory(n, best_uniform_interval(n)))
     root = math.isqrt(n)
     assert least == min(int(uniform_memory(n, root)), int(uniform_memory(n, root + 1)))
     assert 2 * math.sqrt(n) - 1 <= least <= 2 * math.sqrt(n)
@@ -105,7 +105,7 @@ def test_tradeoff_runs_from_plain_training_to_the_sqrt_optimum():
     plans = tradeoff(100)
     assert (plans[-1].memory, plans[-1].recompute) == (100, 0)
     best = min(plans, key=lambda p: p.memory)
-    assert (best.every, best.memory, best.recompute) == (10, 19, 90)
+    assert (best.interval, best.memory, best.recompute) == (10, 19, 90)
 
 
 @given(st.integers(min_value=1, max_value=40), st.integers(min_value=1, max_value=40))
@@ -213,7 +213,7 @@ def test_generation_memory_is_weights_plus_cache():
     assert memory.positions == 1024
 
 
-def test_best_checkpoint_interval_is_the_exact_minimum_over_intervals():
+def test_best_network_interval_is_the_exact_minimum_over_intervals():
     """On GPT-2 small (unequal units) the best interval beats the equal-units sqrt choice.
 
     The minimum is checked against every interval by brute force; the sqrt choice
@@ -221,8 +221,8 @@ def test_best_checkpoint_interval_is_the_exact_minimum_over_intervals():
     """
     from memtheory.models import gpt2
     from memtheory.techniques.checkpointing import (
-        best_checkpoint_interval,
-        best_segment_length,
+        best_network_interval,
+        best_uniform_interval,
         checkpoint_units,
         checkpointed_activations,
     )
@@ -230,26 +230,26 @@ def test_best_checkpoint_interval_is_the_exact_minimum_over_intervals():
     net = gpt2("small")
     point = {"B": 8, "S": 1024}
 
-    def peak(every):
-        expression = checkpointed_activations(net, every)
+    def peak(interval):
+        expression = checkpointed_activations(net, interval)
         return expression.xreplace({s: point[s.name] for s in expression.free_symbols})
 
     units = len(checkpoint_units(net))
-    best = best_checkpoint_interval(net, S=1024)
+    best = best_network_interval(net, S=1024)
     assert peak(best) == min(peak(k) for k in range(1, units + 1))
-    assert peak(best) < peak(best_segment_length(units))
+    assert peak(best) < peak(best_uniform_interval(units))
 
 
-def test_compare_offers_the_best_interval():
-    """compare(checkpointing="best") never needs more than "sqrt" for the same scenario."""
+def test_compare_scenarios_offers_the_best_interval():
+    """compare_scenarios(intervals=("sqrt", "best")): "best" never needs more than "sqrt"."""
     from memtheory.models import gpt2
-    from memtheory.whatif import compare
+    from memtheory.whatif import compare_scenarios
 
-    table = compare(
+    table = compare_scenarios(
         gpt2("small"),
         optimizers=("adam",),
         precisions=("fp32",),
-        checkpointing=("sqrt", "best"),
+        intervals=("sqrt", "best"),
         B=8,
         S=1024,
     )

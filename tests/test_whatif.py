@@ -9,7 +9,12 @@ from hypothesis import strategies as st
 
 import memtheory.layers as ml
 from memtheory import ModelCounts, training_memory
-from memtheory.errors import EvaluationError, UnsupportedError
+from memtheory.errors import (
+    EvaluationError,
+    MissingArgumentError,
+    UnknownNameError,
+    UnsupportedError,
+)
 from memtheory.evaluation import compile_exact
 from memtheory.models import gpt2, vgg
 from memtheory.network import Network
@@ -17,13 +22,14 @@ from memtheory.symbols import B, H, S
 from memtheory.techniques import generation_memory, zero_model_states
 from memtheory.whatif import (
     DoesNotFitError,
-    compare,
+    compare_scenarios,
     max_batch,
     max_sequence_length,
     max_value,
     max_value_formula,
     memory_limit,
     sensitivity,
+    total_bytes,
 )
 
 CNN = Network(
@@ -129,10 +135,10 @@ def test_gpt2_training_is_more_sensitive_to_sequence_than_to_batch():
     assert "elasticity" in result.table()
 
 
-def test_compare_tabulates_every_combination_consistently():
+def test_compare_scenarios_tabulates_every_combination_consistently():
     """A comparison is the product of its options, each total matching a direct computation."""
     counts = ModelCounts.per_sample(parameters=10**8, activations=10**6, input_elements=10**4)
-    table = compare(
+    table = compare_scenarios(
         counts,
         optimizers=("sgd", "adam"),
         precisions=("fp32", "mixed-fp16"),
@@ -154,11 +160,11 @@ def test_compare_tabulates_every_combination_consistently():
     assert "stage 3" in text and "fits 2.00 GB" in text
 
 
-def test_compare_refuses_checkpointing_without_layers():
+def test_compare_scenarios_refuses_checkpointing_without_layers():
     """Checkpointing needs a Network's layers: counts alone are refused."""
     counts = ModelCounts(parameters=1, activations=1, input_elements=1)
     with pytest.raises(UnsupportedError, match="Network"):
-        compare(counts, checkpointing=(3,))
+        compare_scenarios(counts, intervals=(3,))
 
 
 def test_plot_memory_draws_the_curve_and_the_limit():
@@ -284,3 +290,63 @@ def test_elasticity_never_exceeds_the_degree_of_the_total():
         result = sensitivity(small_cnn_network(image_size=H), optimizer="adam", B=32, H=size)
         assert 0 < result["H"].elasticity <= 2
         assert 0 < result["B"].elasticity <= 1
+
+
+# -- peak or total -----------------------------------------------------------------------
+MLP = Network([ml.Input((64,)), ml.Dense(64), ml.ReLU(), ml.Dense(10)])
+
+
+def test_by_peak_and_by_total_differ_under_autograd():
+    """Under the autograd convention the traced peak and the sum of components differ."""
+    options = {"optimizer": "adam", "convention": "autograd"}
+    memory = training_memory(MLP, **options)
+    peak = total_bytes(MLP, **options, by="peak")
+    total = total_bytes(MLP, **options, by="total")
+    assert (peak, total) == (memory.peak, memory.total)
+    assert peak.subs(B, 32) != total.subs(B, 32)
+    assert total_bytes(memory) == peak and total_bytes(memory, by="total") == total
+    by_peak = max_batch(MLP, "1 MiB", **options)
+    by_total = max_batch(MLP, "1 MiB", **options, by="total")
+    assert by_peak != by_total
+    assert by_peak == max_value(memory.peak, "B", "1 MiB")
+    assert by_total == max_value(memory.total, "B", "1 MiB")
+
+
+def test_by_peak_and_by_total_agree_under_breakdown():
+    """Without a timeline (breakdown convention) the peak is the total: both choices agree."""
+    peak = total_bytes(MLP, optimizer="adam", by="peak")
+    assert peak == total_bytes(MLP, optimizer="adam", by="total")
+    assert peak == training_memory(MLP, optimizer="adam").total
+    assert max_batch(MLP, "1 MiB", optimizer="adam", by="peak") == max_batch(
+        MLP, "1 MiB", optimizer="adam", by="total"
+    )
+
+
+def test_by_is_checked():
+    """Only "peak" and "total" are choices; anything else is an unknown name."""
+    with pytest.raises(UnknownNameError, match="peak"):
+        total_bytes(MLP, optimizer="adam", by="max")  # type: ignore[arg-type]
+
+
+def test_what_if_arguments_are_keyword_only_and_symbols_are_named_symbol():
+    """optimizer= is keyword-only after the model; symbol= names the size to solve for."""
+    with pytest.raises(TypeError):
+        max_batch(CNN, "1 GB", "adam", H=32)  # type: ignore[misc]
+    with pytest.raises(MissingArgumentError, match='optimizer="adam"'):
+        max_batch(CNN, "1 GB", H=32)
+    assert max_batch(CNN, "1 GB", optimizer="adam", symbol="B", H=32) == max_batch(
+        CNN, "1 GB", optimizer="adam", H=32
+    )
+    assert max_sequence_length(gpt2("small"), "80 GB", optimizer="adam", symbol="S", B=1) == 1024
+
+
+def test_public_names_stay_importable_from_the_package():
+    """The whatif package re-exports its modules' public names, and memtheory re-exports those."""
+    import memtheory
+    import memtheory.whatif as whatif
+
+    for name in whatif.__all__:
+        assert getattr(whatif, name) is not None
+    assert memtheory.max_batch is whatif.solve.max_batch
+    assert memtheory.compare_scenarios is whatif.scenarios.compare_scenarios
+    assert not hasattr(memtheory, "compare")
