@@ -15,9 +15,10 @@ Every what-if function that takes a model says which bytes count with
     (breakdown, rule of thumb) every component is alive at once, and the peak
     equals the total.
 ``by="total"``
-    The sum of the listed components. Under the autograd convention it can be
-    smaller than the peak (temporaries that come and go are not components)
-    or larger (not every component is alive at the peak).
+    The sum of the listed components. Under the autograd convention it is not
+    the peak: not every tensor is alive at the same time, and temporaries that
+    come and go during the step are not components (in the example of
+    :func:`total_bytes` the total is the smaller of the two).
 
 Examples
 --------
