@@ -29,7 +29,7 @@ TARGET_SECONDS = 1.0
 
 def derive_total():
     """Build VGG-16 over (B, H) and derive its Adam training total."""
-    return training_memory(vgg16(image_size=H), "adam").total
+    return training_memory(vgg16(image_size=H), optimizer="adam").total
 
 
 def grid_total(total, batch, size):

@@ -41,7 +41,7 @@ def _weights(p, how):
 
 def _zero_with_sgd(p, how):
     counts = MODELS[p.model]
-    memory = how.training_memory(counts, "sgd").components
+    memory = how.training_memory(counts, optimizer="sgd").components
     zero = [name for name in _COMPONENTS if at(memory.get(name, 0), B=64) == 0]
     return COMPONENT_TITLES[zero[0]]
 
@@ -54,14 +54,14 @@ _SIDES = (
 
 
 def _larger_side(p, how):
-    memory = how.training_memory(MODELS[p.model], p.optimizer)
+    memory = how.training_memory(MODELS[p.model], optimizer=p.optimizer)
     parameter_side = memory["parameters"] + memory["gradients"] + memory["optimizer_state"]
     activation_side = memory["activations"] + memory["activation_gradients"]
     return _SIDES[0] if at(parameter_side - activation_side, B=p.batch) > 0 else _SIDES[1]
 
 
 def _total(p, how):
-    return at(how.training_memory(MODELS[p.model], p.optimizer).total, B=p.batch)
+    return at(how.training_memory(MODELS[p.model], optimizer=p.optimizer).total, B=p.batch)
 
 
 def _input_bytes(p, how):

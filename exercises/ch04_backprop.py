@@ -48,7 +48,7 @@ _GRADIENT_OPTIONS = (
 
 def _gradient_storage(p, how):
     counts = ModelCounts.per_sample(parameters=1_000, activations=100, input_elements=10)
-    gradients = how.training_memory(counts, "sgd")["gradients"]
+    gradients = how.training_memory(counts, optimizer="sgd")["gradients"]
     if gradients == 0:
         return _GRADIENT_OPTIONS[2]
     return _GRADIENT_OPTIONS[1] if B in gradients.free_symbols else _GRADIENT_OPTIONS[0]
@@ -56,19 +56,19 @@ def _gradient_storage(p, how):
 
 def _weights_and_gradients(p, how):
     counts = ModelCounts.per_sample(parameters=p.parameters, activations=0, input_elements=0)
-    memory = how.training_memory(counts, "sgd")
+    memory = how.training_memory(counts, optimizer="sgd")
     return at(memory["parameters"] + memory["gradients"], B=p.batch)
 
 
 def _ratio(p, how):
     counts = _activations_only(1_000)
-    training = _activation_side(how.training_memory(counts, "sgd"))
+    training = _activation_side(how.training_memory(counts, optimizer="sgd"))
     return training / how.inference_memory(counts)["activations"]
 
 
 def _mlp_total(p, how):
     net = how.network([Input((784,)), Dense(p.hidden), ReLU(), Dense(10)])
-    return at(how.training_memory(net, "sgd").total, B=p.batch)
+    return at(how.training_memory(net, optimizer="sgd").total, B=p.batch)
 
 
 def _cnn(image, hidden):
@@ -76,7 +76,7 @@ def _cnn(image, hidden):
 
 
 def _cnn_gradient_values(p, how):
-    memory = how.training_memory(how.network(small_cnn_network().layers), "sgd")
+    memory = how.training_memory(how.network(small_cnn_network().layers), optimizer="sgd")
     return at(memory["activation_gradients"], B=p.batch) / FP32
 
 
@@ -96,7 +96,9 @@ SET = ExerciseSet(
             params={"activations": ACTIVATIONS, "batch": (128, 64, 32, 256)},
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
-                _activation_side(how.training_memory(_activations_only(p.activations), "sgd")),
+                _activation_side(
+                    how.training_memory(_activations_only(p.activations), optimizer="sgd")
+                ),
                 B=p.batch,
             ),
             misconceptions=("forgot_x2", "activations_per_image", "mib_vs_mb"),
@@ -111,7 +113,10 @@ SET = ExerciseSet(
             params={"activations": ACTIVATIONS},
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
-                _activation_side(how.training_memory(_activations_only(p.activations), "sgd")), B=1
+                _activation_side(
+                    how.training_memory(_activations_only(p.activations), optimizer="sgd")
+                ),
+                B=1,
             ),
             misconceptions=("forgot_x2", "mib_vs_mb"),
         ),
@@ -155,7 +160,7 @@ SET = ExerciseSet(
             params={"image": (50, 54, 46, 58), "hidden": (500, 256, 1_000)},
             answer=Expression((B,)),
             solve=lambda p, how: _activation_side(
-                how.training_memory(how.network(_cnn(p.image, p.hidden)), "sgd")
+                how.training_memory(how.network(_cnn(p.image, p.hidden)), optimizer="sgd")
             ),
             misconceptions=("forgot_x2", "input_as_activations", "round_in_pooling"),
             points=2,

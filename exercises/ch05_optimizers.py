@@ -51,14 +51,14 @@ def _fits_rule(p, how):
     counts = _parameters_only(1_000)
     rule = _parameter_side(how.training_memory(counts, convention="rule_of_thumb"))
     for name in _RULE_OPTIONS:
-        if _parameter_side(how.training_memory(counts, name)) == rule:
+        if _parameter_side(how.training_memory(counts, optimizer=name)) == rule:
             return _title(name)
     raise AssertionError("no optimizer fits the rule of thumb")
 
 
 def _rule_gap(p, how):
     counts = _parameters_only(p.parameters)
-    adam = _parameter_side(how.training_memory(counts, "adam"))
+    adam = _parameter_side(how.training_memory(counts, optimizer="adam"))
     return adam - _parameter_side(how.training_memory(counts, convention="rule_of_thumb"))
 
 
@@ -88,9 +88,9 @@ SET = ExerciseSet(
             },
             derive=lambda p: {"optimizer_title": _title(p.optimizer)},
             answer=Quantity("MiB"),
-            solve=lambda p, how: how.training_memory(_parameters_only(p.parameters), p.optimizer)[
-                "optimizer_state"
-            ],
+            solve=lambda p, how: how.training_memory(
+                _parameters_only(p.parameters), optimizer=p.optimizer
+            )["optimizer_state"],
             misconceptions=("forgot_optimizer_state", "wrong_optimizer_factor", "mib_vs_mb"),
         ),
         Exercise(
@@ -111,7 +111,7 @@ SET = ExerciseSet(
             derive=lambda p: {"optimizer_title": _title(p.optimizer)},
             answer=Integer(),
             solve=lambda p, how: _parameter_side(
-                how.training_memory(_parameters_only(1), p.optimizer)
+                how.training_memory(_parameters_only(1), optimizer=p.optimizer)
             ),
             misconceptions=("forgot_optimizer_state", "wrong_optimizer_factor", "forgot_gradients"),
         ),
@@ -141,7 +141,7 @@ SET = ExerciseSet(
             derive=_model_values,
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
-                how.training_memory(MODELS[p.model], p.optimizer).total, B=p.batch
+                how.training_memory(MODELS[p.model], optimizer=p.optimizer).total, B=p.batch
             ),
             misconceptions=(
                 "forgot_optimizer_state",
@@ -163,8 +163,10 @@ SET = ExerciseSet(
             params={"parameters": (110_000_000, 25_557_032, 4_632_902, 138_357_544)},
             answer=Quantity("MiB"),
             solve=lambda p, how: (
-                how.training_memory(_parameters_only(p.parameters), "adam").total
-                - how.training_memory(_parameters_only(p.parameters), "sgd+momentum").total
+                how.training_memory(_parameters_only(p.parameters), optimizer="adam").total
+                - how.training_memory(
+                    _parameters_only(p.parameters), optimizer="sgd+momentum"
+                ).total
             ),
             misconceptions=("mib_vs_mb",),
         ),
@@ -178,7 +180,7 @@ SET = ExerciseSet(
             derive=lambda p: {"optimizer_title": _title(p.optimizer)},
             answer=Expression((P,)),
             solve=lambda p, how: _parameter_side(
-                how.training_memory(_parameters_only(P), p.optimizer)
+                how.training_memory(_parameters_only(P), optimizer=p.optimizer)
             ),
             misconceptions=("forgot_optimizer_state", "wrong_optimizer_factor", "forgot_gradients"),
         ),

@@ -39,11 +39,11 @@ def _model_values(p):
 
 
 def _total(p, how):
-    return how.training_memory(MODELS[p.model], p.optimizer).total
+    return how.training_memory(MODELS[p.model], optimizer=p.optimizer).total
 
 
 def _measured(p):
-    total = CORRECT.training_memory(MODELS[p.model], p.optimizer).total
+    total = CORRECT.training_memory(MODELS[p.model], optimizer=p.optimizer).total
     return {
         **_model_values(p),
         "first": format_bytes(at(total, B=32), "MiB"),
@@ -60,7 +60,7 @@ _DOUBLING = (
 
 
 def _doubling(p, how):
-    total = how.training_memory(MODELS[p.model], p.optimizer).total
+    total = how.training_memory(MODELS[p.model], optimizer=p.optimizer).total
     once, twice = at(total, B=p.batch), at(total, B=2 * p.batch)
     if twice == once:
         return _DOUBLING[3]
@@ -90,7 +90,7 @@ SET = ExerciseSet(
             derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
             answer=Expression((B,)),
             solve=lambda p, how: (
-                how.training_memory(how.network(cnn_layers(p.image)), p.optimizer).total
+                how.training_memory(how.network(cnn_layers(p.image)), optimizer=p.optimizer).total
             ),
             misconceptions=(
                 "forgot_x2",
@@ -215,7 +215,7 @@ SET = ExerciseSet(
             derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
             answer=Integer(),
             solve=lambda p, how: max_value(
-                how.training_memory(how.network(cnn_layers(p.image)), p.optimizer).total,
+                how.training_memory(how.network(cnn_layers(p.image)), optimizer=p.optimizer).total,
                 B,
                 how.to_bytes(p.gpu, "GB"),
             ),

@@ -40,9 +40,11 @@ _CHEAPER = (
 
 
 def _cheaper(p, how):
-    fp32 = _parameter_side(how.training_memory(_parameters_only(1), p.optimizer, precision="fp32"))
+    fp32 = _parameter_side(
+        how.training_memory(_parameters_only(1), optimizer=p.optimizer, precision="fp32")
+    )
     mixed = _parameter_side(
-        how.training_memory(_parameters_only(1), p.optimizer, precision="mixed-fp16")
+        how.training_memory(_parameters_only(1), optimizer=p.optimizer, precision="mixed-fp16")
     )
     if fp32 == mixed:
         return _CHEAPER[2]
@@ -111,7 +113,9 @@ SET = ExerciseSet(
             params={"parameters": (7_000_000_000, 1_300_000_000, 350_000_000, 110_000_000)},
             answer=Quantity("GiB"),
             solve=lambda p, how: _parameter_side(
-                how.training_memory(_parameters_only(p.parameters), "adam", precision="mixed-fp16")
+                how.training_memory(
+                    _parameters_only(p.parameters), optimizer="adam", precision="mixed-fp16"
+                )
             ),
             misconceptions=(
                 "forgot_master_weights",
@@ -134,7 +138,9 @@ SET = ExerciseSet(
             derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
             answer=Integer(),
             solve=lambda p, how: _parameter_side(
-                how.training_memory(_parameters_only(1), p.optimizer, precision="mixed-fp16")
+                how.training_memory(
+                    _parameters_only(1), optimizer=p.optimizer, precision="mixed-fp16"
+                )
             ),
             misconceptions=(
                 "forgot_master_weights",
@@ -165,7 +171,9 @@ SET = ExerciseSet(
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
                 sum(
-                    how.training_memory(how.network(cnn_layers()), "sgd", precision="bf16")[name]
+                    how.training_memory(
+                        how.network(cnn_layers()), optimizer="sgd", precision="bf16"
+                    )[name]
                     for name in ("activations", "activation_gradients")
                 ),
                 B=p.batch,
@@ -183,7 +191,7 @@ SET = ExerciseSet(
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
                 how.training_memory(
-                    how.network(cnn_layers()), "adam", precision="mixed-bf16"
+                    how.network(cnn_layers()), optimizer="adam", precision="mixed-bf16"
                 ).total,
                 B=p.batch,
             ),

@@ -77,7 +77,8 @@ SET = ExerciseSet(
             derive=lambda p: {"activations": ACTIVATIONS_PER_IMAGE},
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
-                how.training_memory(question_counts(), "sgd")["activation_gradients"], B=p.batch
+                how.training_memory(question_counts(), optimizer="sgd")["activation_gradients"],
+                B=p.batch,
             ),
             misconceptions=("activations_per_image", "mib_vs_mb"),
         ),
@@ -135,7 +136,9 @@ SET = ExerciseSet(
             params={"width": (240_000, 237_000, 100_000, 50_000), "batch": (128, 64, 256)},
             answer=Quantity("GiB"),
             solve=lambda p, how: at(
-                how.training_memory(how.network(fc_adam_network(p.width).layers), "adam").total,
+                how.training_memory(
+                    how.network(fc_adam_network(p.width).layers), optimizer="adam"
+                ).total,
                 B=p.batch,
             ),
             misconceptions=(
@@ -165,7 +168,7 @@ SET = ExerciseSet(
                         input_elements=INPUT_ELEMENTS,
                         batch=1,
                     ),
-                    "adam",
+                    optimizer="adam",
                 ).total
             ),
             misconceptions=(

@@ -59,7 +59,7 @@ SET = ExerciseSet(
             params={"batch": (32, 64, 16, 128)},
             answer=Quantity("GiB"),
             solve=lambda p, how: at(
-                how.training_memory(_vgg(how), "sgd+momentum").total, B=p.batch
+                how.training_memory(_vgg(how), optimizer="sgd+momentum").total, B=p.batch
             ),
             misconceptions=(
                 "forgot_x2",
@@ -80,7 +80,9 @@ SET = ExerciseSet(
             params={"gpu": (24, 16, 40, 80, 12)},
             answer=Integer(),
             solve=lambda p, how: max_value(
-                how.training_memory(_vgg(how), "adam").total, B, how.to_bytes(p.gpu, "GiB")
+                how.training_memory(_vgg(how), optimizer="adam").total,
+                B,
+                how.to_bytes(p.gpu, "GiB"),
             ),
             misconceptions=(
                 "forgot_x2",

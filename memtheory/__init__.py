@@ -33,6 +33,7 @@ from memtheory.errors import (
     InvalidSizeError,
     KernelTooLargeError,
     MemtheoryError,
+    MissingArgumentError,
     ParseError,
     RankError,
     ShapeError,
@@ -88,7 +89,7 @@ from memtheory.tables import Column, Table
 from memtheory.units import convert, format_bytes, parse_bytes
 from memtheory.whatif import (
     DoesNotFitError,
-    compare,
+    compare_scenarios,
     max_batch,
     max_sequence_length,
     max_value,
@@ -138,6 +139,7 @@ __all__ = [
     "MaxPool2d",
     "MemoryBreakdown",
     "MemtheoryError",
+    "MissingArgumentError",
     "ModelCounts",
     "MultiHeadAttention",
     "Network",
@@ -167,7 +169,7 @@ __all__ = [
     "UnknownUnitError",
     "UnsupportedError",
     "__version__",
-    "compare",
+    "compare_scenarios",
     "compile_exact",
     "convention",
     "convert",

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidSizeError",
     "KernelTooLargeError",
     "MemtheoryError",
+    "MissingArgumentError",
     "ParseError",
     "RankError",
     "ShapeError",
@@ -79,6 +80,19 @@ class UnknownUnitError(UnknownNameError):
 
 class UnknownConventionError(UnknownNameError):
     """The accounting convention is not registered."""
+
+
+class MissingArgumentError(MemtheoryError, TypeError):
+    """A required argument was left out (a training step without ``optimizer=``).
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network, training_memory
+    >>> training_memory(Network([Input((4,)), Dense(2)]))
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.MissingArgumentError: training memory needs an optimizer: ...
+    """
 
 
 class UnsupportedError(MemtheoryError, TypeError):

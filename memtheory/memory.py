@@ -28,8 +28,8 @@ __all__ = ["MemoryBreakdown", "inference_memory", "training_memory"]
 
 def training_memory(
     model: Model,
-    optimizer: OptimizerLike | None = None,
     *,
+    optimizer: OptimizerLike | None = None,
     precision: PrecisionLike = "fp32",
     convention: ConventionLike = "breakdown",
 ) -> MemoryBreakdown:
@@ -50,7 +50,7 @@ def training_memory(
     --------
     >>> from memtheory import ModelCounts
     >>> counts = ModelCounts.per_sample(parameters=10**6, activations=10**5, input_elements=10**4)
-    >>> training_memory(counts, "adam").total
+    >>> training_memory(counts, optimizer="adam").total
     840000*B + 16000000
     >>> training_memory(counts, convention="rule_of_thumb").total
     840000*B + 12000000

@@ -27,9 +27,10 @@ from memtheory.errors import EvaluationError
 from memtheory.evaluation import compile_exact, evaluate, symbols_by_name
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
-from memtheory.techniques.checkpointing import best_segment_length, tradeoff
+from memtheory.techniques.checkpointing import best_uniform_interval, tradeoff
 from memtheory.units import convert, format_bytes
 from memtheory.whatif import (
+    By,
     DoesNotFitError,
     LimitLike,
     Quantity,
@@ -59,13 +60,14 @@ def _axes(ax: Axes | None) -> Axes:
 
 def plot_memory(
     model: Quantity,
-    variable: str = "B",
+    symbol: str = "B",
     values: Iterable[int] = range(1, 65),
     *,
     optimizer: OptimizerLike | None = None,
     precision: PrecisionLike = "fp32",
     convention: ConventionLike = "breakdown",
     mode: Literal["training", "inference"] = "training",
+    by: By = "peak",
     limit: LimitLike | None = None,
     unit: str = "GiB",
     ax: Axes | None = None,
@@ -77,10 +79,10 @@ def plot_memory(
     Parameters
     ----------
     model : Network, ModelCounts, MemoryBreakdown, GenerationMemory or expression
-    variable : str, default "B"
-        The size on the horizontal axis.
+    symbol : str, default "B"
+        Name of the size on the horizontal axis.
     values : iterable of int, default 1..64
-    optimizer, precision, convention, mode
+    optimizer, precision, convention, mode, by
         As for :func:`memtheory.whatif.max_batch`.
     limit : bytes or str, optional
         Device memory (``"24 GiB"``): drawn as a horizontal line, with a
@@ -97,19 +99,21 @@ def plot_memory(
     -------
     matplotlib Axes
     """
-    total = total_bytes(model, optimizer, precision=precision, convention=convention, mode=mode)
+    total = total_bytes(
+        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by
+    )
     if fixed:
         total = evaluate(total, **{k: v for k, v in fixed.items() if k in _names(total)})
     names = _names(total)
-    if variable not in names:
+    if symbol not in names:
         raise EvaluationError(
-            f"the memory does not depend on {variable}; it depends on {', '.join(names) or '-'}."
+            f"the memory does not depend on {symbol}; it depends on {', '.join(names) or '-'}."
         )
-    others = sorted(set(names) - {variable})
+    others = sorted(set(names) - {symbol})
     if others:
-        raise EvaluationError(f"give values for {', '.join(others)} to plot against {variable}.")
+        raise EvaluationError(f"give values for {', '.join(others)} to plot against {symbol}.")
     xs = list(values)
-    ys = [float(convert(value, unit)) for value in _exact_values(total, variable, xs)]
+    ys = [float(convert(value, unit)) for value in _exact_values(total, symbol, xs)]
     axes = _axes(ax)
     axes.plot(xs, ys, label=label or "memory")
     if limit is not None:
@@ -121,12 +125,12 @@ def plot_memory(
             label=f"limit {format_bytes(cap, unit)}",
         )
         try:
-            best = max_value(total, variable, cap)
+            best = max_value(total, symbol, cap)
         except DoesNotFitError:
             best = None
         if best is not None and xs and min(xs) <= best <= max(xs):
-            axes.axvline(best, color="gray", linestyle=":", label=f"largest {variable} = {best}")
-    axes.set_xlabel(variable)
+            axes.axvline(best, color="gray", linestyle=":", label=f"largest {symbol} = {best}")
+    axes.set_xlabel(symbol)
     axes.set_ylabel(f"memory ({unit})")
     axes.legend()
     return axes
@@ -146,7 +150,7 @@ def _names(expression: sp.Expr) -> list[str]:
 
 
 def plot_checkpointing_tradeoff(layers: int, *, ax: Axes | None = None) -> Axes:
-    """Plot peak memory against recomputation for every segment length of ``layers`` layers.
+    """Plot peak memory against recomputation for every checkpoint interval of ``layers`` layers.
 
     Examples
     --------
@@ -163,9 +167,9 @@ def plot_checkpointing_tradeoff(layers: int, *, ax: Axes | None = None) -> Axes:
         [p.memory for p in plans],
         "o",
         alpha=0.35,
-        label="every segment length k",
+        label="every interval k",
     )
-    # Segment lengths in order of k zigzag; the frontier (no other k needs less memory for
+    # Intervals in order of k zigzag; the frontier (no other k needs less memory for
     # no more recomputation) is the curve a reader chooses from.
     frontier, least = [], None
     for plan in sorted(plans, key=lambda p: (p.recompute, p.memory)):
@@ -179,9 +183,9 @@ def plot_checkpointing_tradeoff(layers: int, *, ax: Axes | None = None) -> Axes:
         color="C0",
         label="best trade-offs",
     )
-    best = plans[best_segment_length(layers) - 1]
+    best = plans[best_uniform_interval(layers) - 1]
     axes.annotate(
-        f"least memory: k = {best.every}",
+        f"least memory: k = {best.interval}",
         (best.recompute, best.memory),
         textcoords="offset points",
         xytext=(-140, 30),

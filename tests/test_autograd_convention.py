@@ -31,7 +31,7 @@ F32, I64 = 4, 8
 
 def autograd(net, optimizer="sgd", *, convention="autograd", **options):
     """Training memory of ``net`` under the autograd convention (or the one given)."""
-    return mt.training_memory(net, optimizer, convention=convention, **options)
+    return mt.training_memory(net, optimizer=optimizer, convention=convention, **options)
 
 
 def test_registered_under_its_name():
@@ -268,7 +268,7 @@ def test_breakdown_table_prints_the_peak_and_where_it_is():
     assert table.text().splitlines()[-1].split() == [
         "peak", "live", "(backward", "dense_1)", "184"
     ]
-    plain = mt.training_memory(net, "sgd")
+    plain = mt.training_memory(net, optimizer="sgd")
     assert plain.peak == plain.total and plain.peak_moment is None
     assert "peak" not in plain.table("B", 0).text()
 

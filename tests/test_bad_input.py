@@ -38,6 +38,7 @@ def assert_mentions(error: pytest.ExceptionInfo, *words: str) -> None:
         (mt.UnknownUnitError, mt.UnknownNameError),
         (mt.UnknownConventionError, mt.UnknownNameError),
         (mt.UnsupportedError, TypeError),
+        (mt.MissingArgumentError, TypeError),
     ],
 )
 def test_every_error_is_a_memtheory_error_and_the_expected_builtin(error, builtin):
@@ -110,7 +111,7 @@ def test_memory_of_a_symbolic_network_refuses_a_side_its_kernel_does_not_fit():
     meaningless total; Network.summary(H=2) refuses the same value.
     """
     net = mt.Network([mt.Input((1, H, H)), mt.Conv2d(8, 5), mt.Flatten(), mt.Dense(3)])
-    memory = mt.training_memory(net, "sgd")
+    memory = mt.training_memory(net, optimizer="sgd")
     with pytest.raises(mt.KernelTooLargeError):
         memory.evaluate(B=1, H=2)
 
@@ -268,15 +269,23 @@ def test_duplicate_layer_names():
 def test_unknown_optimizer_lists_the_known_ones():
     """A misspelt optimizer raises UnknownOptimizerError listing every known optimizer."""
     with pytest.raises(mt.UnknownOptimizerError) as error:
-        mt.training_memory(mlp(), "adamm")
+        mt.training_memory(mlp(), optimizer="adamm")
     assert_mentions(error, "'adamm'", *mt.OPTIMIZERS)
 
 
-def test_breakdown_convention_needs_an_optimizer():
-    """The breakdown convention without an optimizer raises UnknownOptimizerError with examples."""
-    with pytest.raises(mt.UnknownOptimizerError) as error:
-        mt.training_memory(mlp())
-    assert_mentions(error, "needs an optimizer", "optimizer='sgd'", "adam")
+@pytest.mark.parametrize("convention", ["breakdown", "autograd"])
+def test_training_without_an_optimizer_is_a_missing_argument(convention):
+    """No optimizer for a training step raises MissingArgumentError saying what to pass."""
+    with pytest.raises(mt.MissingArgumentError) as error:
+        mt.training_memory(mlp(), convention=convention)
+    assert not isinstance(error.value, mt.UnknownNameError)
+    assert_mentions(error, "needs an optimizer", 'optimizer="adam"', "memtheory.OPTIMIZERS")
+
+
+def test_optimizer_is_keyword_only():
+    """The optimizer comes by keyword after the model: training_memory(net, optimizer="adam")."""
+    with pytest.raises(TypeError):
+        mt.training_memory(mlp(), "adam")  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -284,7 +293,7 @@ def test_breakdown_convention_needs_an_optimizer():
     [
         lambda: mt.dtype("fp12"),
         lambda: mt.Precision(parameters="fp12"),
-        lambda: mt.training_memory(mlp(), "sgd", precision="mixed-fp12"),
+        lambda: mt.training_memory(mlp(), optimizer="sgd", precision="mixed-fp12"),
     ],
 )
 def test_unknown_dtype(make):
@@ -297,7 +306,7 @@ def test_unknown_dtype(make):
 def test_unknown_precision():
     """An unknown precision name raises UnknownDTypeError saying what a precision can be."""
     with pytest.raises(mt.UnknownDTypeError) as error:
-        mt.training_memory(mlp(), "sgd", precision="fp13")
+        mt.training_memory(mlp(), optimizer="sgd", precision="fp13")
     assert_mentions(error, "'fp13'", "mixed-fp16", "Precision")
 
 
@@ -319,7 +328,7 @@ def test_unknown_unit(make):
 def test_unknown_convention():
     """An unknown convention raises UnknownConventionError listing the registered ones."""
     with pytest.raises(mt.UnknownConventionError) as error:
-        mt.training_memory(mlp(), "sgd", convention="exact")
+        mt.training_memory(mlp(), optimizer="sgd", convention="exact")
     assert_mentions(error, "'exact'", "breakdown", "rule_of_thumb")
 
 
@@ -344,7 +353,7 @@ def test_evaluate_rejects_bad_values(values, words):
 @pytest.mark.parametrize("values", [{"B": 0}, {"B": 2.5}, {"batch": 8}])
 def test_memory_evaluate_rejects_bad_values(values):
     """MemoryBreakdown.evaluate checks values the same way."""
-    memory = mt.training_memory(mlp(), "sgd")
+    memory = mt.training_memory(mlp(), optimizer="sgd")
     with pytest.raises(mt.EvaluationError):
         memory.evaluate(**values)
 

@@ -158,7 +158,7 @@ def test_partial_substitution_keeps_the_other_symbols():
 def test_partial_substitution_of_a_network_total():
     """Substituting only H in a training total leaves an affine expression in B alone."""
     net = mt.Network([mt.Input((3, H, H)), mt.Conv2d(4, 3, stride=2), mt.Flatten(), mt.Dense(2)])
-    total = mt.training_memory(net, "adam").total
+    total = mt.training_memory(net, optimizer="adam").total
     partial = mt.evaluate(total, H=9)
     assert partial.free_symbols == {B}
     assert mt.evaluate(partial, B=4) == mt.evaluate(total, B=4, H=9)

@@ -111,7 +111,7 @@ def reference_counts(spec) -> tuple[int, int]:
 @given(networks, optimizer_names(), precisions())
 def test_training_total_is_affine_and_nondecreasing_in_batch(spec, name, chosen):
     """Training memory is affine in B with a non-negative slope; its second difference is 0."""
-    total = mt.training_memory(spec.network(), name, precision=chosen).total
+    total = mt.training_memory(spec.network(), optimizer=name, precision=chosen).total
     constant, slope = affine_coefficients(total)
     assert slope >= 0 and constant >= 0
     t1, t2, t3 = (mt.evaluate(total, B=b) for b in (1, 2, 3))
@@ -123,7 +123,7 @@ def test_training_total_is_affine_and_nondecreasing_in_batch(spec, name, chosen)
 @given(networks, optimizer_names(), precisions())
 def test_parameter_side_components_do_not_depend_on_batch(spec, name, chosen):
     """Parameters, gradients, optimizer state, master weights and buffers have no B in them."""
-    memory = mt.training_memory(spec.network(), name, precision=chosen)
+    memory = mt.training_memory(spec.network(), optimizer=name, precision=chosen)
     for component in PARAMETER_SIDE:
         if component in memory.components:
             assert B not in memory[component].free_symbols, component
@@ -136,7 +136,7 @@ def test_optimizer_ordering_adam_momentum_sgd(spec, chosen, batch):
     """Adam needs at least SGD with momentum, which needs at least SGD, whatever the batch."""
     net = spec.network()
     adam, momentum, sgd = (
-        mt.training_memory(net, name, precision=chosen).total
+        mt.training_memory(net, optimizer=name, precision=chosen).total
         for name in ("adam", "sgd+momentum", "sgd")
     )
     for bigger, smaller in ((adam, momentum), (momentum, sgd)):
@@ -164,7 +164,7 @@ PYTORCH_STATE_TENSORS = {
 def test_optimizer_state_is_one_parameter_copy_per_pytorch_state_tensor(spec, name, chosen):
     """Optimizer state is (state tensors per parameter) * P * state dtype bytes, as torch.optim."""
     net = spec.network()
-    memory = mt.training_memory(net, name, precision=chosen)
+    memory = mt.training_memory(net, optimizer=name, precision=chosen)
     expected = PYTORCH_STATE_TENSORS[name] * net.parameter_count * chosen.optimizer_state.bytes
     assert memory["optimizer_state"] == expected
     assert net.parameter_count > 0
@@ -175,7 +175,7 @@ def test_optimizer_state_is_one_parameter_copy_per_pytorch_state_tensor(spec, na
 def test_inference_needs_no_more_than_training(spec, name, chosen):
     """A forward pass without gradients never needs more than a training step (same precision)."""
     net = spec.network()
-    training = mt.training_memory(net, name, precision=chosen).total
+    training = mt.training_memory(net, optimizer=name, precision=chosen).total
     inference = mt.inference_memory(net, precision=chosen).total
     constant, slope = affine_coefficients(sp.expand(training - inference))
     assert constant >= 0 and slope >= 0
@@ -208,7 +208,7 @@ def test_narrower_dtype_for_one_component_never_needs_more(spec, name, pair):
     wide, narrow, field = pair
     net = spec.network()
     for memory in (
-        lambda p: mt.training_memory(net, name, precision=p),
+        lambda p: mt.training_memory(net, optimizer=name, precision=p),
         lambda p: mt.inference_memory(net, precision=p),
     ):
         wide_total, narrow_total = memory(wide).total, memory(narrow).total
@@ -227,8 +227,8 @@ def test_mixed_precision_versus_fp32_like_for_like(spec, name, low):
     as fp32 Adam's 4 + 4 + 8); activations and their gradients halve; buffers follow the weights.
     """
     net = spec.network()
-    fp32 = mt.training_memory(net, name, precision="fp32")
-    mixed = mt.training_memory(net, name, precision=f"mixed-{low}")
+    fp32 = mt.training_memory(net, optimizer=name, precision="fp32")
+    mixed = mt.training_memory(net, optimizer=name, precision=f"mixed-{low}")
 
     def parameter_side(memory):
         """Bytes of weights, gradients, optimizer state and master weights."""
@@ -251,7 +251,7 @@ def test_uniform_precisions_are_ordered_by_bytes(spec, name):
     """All-fp64 >= all-fp32 >= mixed-bf16 >= all-bf16 == all-fp16 >= all-fp8, for every B."""
     net = spec.network()
     totals = [
-        mt.training_memory(net, name, precision=p).total
+        mt.training_memory(net, optimizer=name, precision=p).total
         for p in ("fp64", "fp32", "mixed-bf16", "bf16", "fp16", "fp8_e4m3")
     ]
     for bigger, smaller in zip(totals, totals[1:], strict=False):
@@ -266,7 +266,7 @@ def test_uniform_precisions_are_ordered_by_bytes(spec, name):
 def test_rule_of_thumb_is_three_parameter_copies_and_two_activation_copies(spec, name):
     """rule_of_thumb in fp32: (3 P + 2 A) * 4 bytes + input * 4 bytes, whatever the optimizer."""
     net = spec.network()
-    memory = mt.training_memory(net, name, convention="rule_of_thumb")
+    memory = mt.training_memory(net, optimizer=name, convention="rule_of_thumb")
     parameters, activations = net.parameter_count, net.activation_count
     expected = (3 * parameters + 2 * activations) * 4 + net.input_elements * 4
     assert sp.expand(memory.total - expected) == 0
@@ -292,7 +292,7 @@ def test_three_evaluation_paths_agree_with_symbolic_image_side(spec, name, chose
     The training total of a network whose image side is H has nested floors and Mins; both grid
     dtypes (int64 and object) are checked.
     """
-    total = mt.training_memory(spec.network(H), name, precision=chosen).total
+    total = mt.training_memory(spec.network(H), optimizer=name, precision=chosen).total
     assert H in total.free_symbols
     batches = np.array([1, batch])
     sides = np.arange(spec.side, spec.side + 5)

@@ -18,7 +18,7 @@ from memtheory.techniques import (
     LOSS_SCALER_BYTES,
     autocast,
     autocast_weight_copy_bytes,
-    best_segment_length,
+    best_uniform_interval,
     bytes_per_parameter,
     checkpoint_units,
     checkpointed_activations,
@@ -29,8 +29,8 @@ from memtheory.techniques import (
     kv_cache_bytes,
     kv_cache_formula,
     minimal_memory,
-    optimal_segment_length,
     parameter_bytes,
+    relaxed_optimal_interval,
     tradeoff,
     uniform_memory,
     zero_model_states,
@@ -46,7 +46,7 @@ STATES = ModelCounts(parameters=P, activations=0, input_elements=0)
 @pytest.mark.parametrize("low", ["fp16", "bf16"])
 def test_mixed_precision_adam_is_2_plus_2_plus_12_bytes_per_parameter(low):
     """ZeRO paper (Rajbhandari et al. 2020, Section 3.1): 2Ψ + 2Ψ + KΨ with K = 12: 16 bytes."""
-    per_parameter = parameter_bytes("adam", f"mixed-{low}")
+    per_parameter = parameter_bytes(optimizer="adam", precision=f"mixed-{low}")
     assert per_parameter == {
         "parameters": 2,
         "gradients": 2,
@@ -54,20 +54,20 @@ def test_mixed_precision_adam_is_2_plus_2_plus_12_bytes_per_parameter(low):
         "master_weights": 4,
     }
     k = per_parameter["optimizer_state"] + per_parameter["master_weights"]
-    assert (k, bytes_per_parameter("adam", f"mixed-{low}")) == (12, 16)
+    assert (k, bytes_per_parameter(optimizer="adam", precision=f"mixed-{low}")) == (12, 16)
 
 
 def test_training_memory_of_gpt2_has_16_bytes_per_parameter_in_mixed_precision():
-    """training_memory(model, "adam", precision="mixed-fp16"): model states are 16 bytes x P."""
+    """Adam in mixed precision (fp16 weights and gradients): model states are 16 bytes x P."""
     net = gpt2("small")
-    memory = training_memory(net, "adam", precision="mixed-fp16")
+    memory = training_memory(net, optimizer="adam", precision="mixed-fp16")
     states = sum(memory[name] for name in PARAMETER_COMPONENTS)
     assert states == 16 * 124_439_808
 
 
 def test_autocast_keeps_fp32_states_without_a_master_copy():
     """torch.autocast: fp32 weights are the master copy; 4 + 4 + 8 = 16 bytes, plus 2 cast."""
-    assert parameter_bytes("adam", autocast()) == {
+    assert parameter_bytes(optimizer="adam", precision=autocast()) == {
         "parameters": 4,
         "gradients": 4,
         "optimizer_state": 8,
@@ -79,22 +79,22 @@ def test_autocast_keeps_fp32_states_without_a_master_copy():
 def test_loss_scaling_costs_two_scalars_whatever_the_model():
     """GradScaler (torch/amp/grad_scaler.py) keeps an fp32 _scale and an int32 _growth_tracker."""
     assert LOSS_SCALER_BYTES == 4 + 4
-    assert "loss" not in " ".join(training_memory(STATES, "adam", precision="mixed-fp16"))
+    assert "loss" not in " ".join(training_memory(STATES, optimizer="adam", precision="mixed-fp16"))
 
 
 # -- checkpointing ---------------------------------------------------------------------
-def test_optimal_segment_is_sqrt_n_and_memory_is_2_sqrt_n():
+def test_relaxed_optimal_interval_is_sqrt_n_and_memory_is_2_sqrt_n():
     """Chen et al. 2016, Section 4.1: k = sqrt(n) segments give O(2 sqrt(n)) memory."""
     n = LAYERS
-    assert optimal_segment_length() == sp.sqrt(n)
+    assert relaxed_optimal_interval() == sp.sqrt(n)
     assert sp.simplify(minimal_memory() - (2 * sp.sqrt(n) - 1)) == 0
     assert sp.limit(minimal_memory() / sp.sqrt(n), n, sp.oo) == 2
 
 
 @given(st.integers(min_value=1, max_value=5_000))
-def test_best_whole_segment_is_next_to_sqrt_n(n):
+def test_best_uniform_interval_is_next_to_sqrt_n(n):
     """The exact memory ceil(n/k) - 1 + min(k, n) is least at isqrt(n) or isqrt(n) + 1."""
-    least = int(uniform_memory(n, best_segment_length(n)))
+    least = int(uniform_memory(n, best_uniform_interval(n)))
     root = math.isqrt(n)
     assert least == min(int(uniform_memory(n, root)), int(uniform_memory(n, root + 1)))
     assert 2 * math.sqrt(n) - 1 <= least <= 2 * math.sqrt(n)
@@ -105,7 +105,7 @@ def test_tradeoff_runs_from_plain_training_to_the_sqrt_optimum():
     plans = tradeoff(100)
     assert (plans[-1].memory, plans[-1].recompute) == (100, 0)
     best = min(plans, key=lambda p: p.memory)
-    assert (best.every, best.memory, best.recompute) == (10, 19, 90)
+    assert (best.interval, best.memory, best.recompute) == (10, 19, 90)
 
 
 @given(st.integers(min_value=1, max_value=40), st.integers(min_value=1, max_value=40))
@@ -138,9 +138,9 @@ def test_accumulation_has_micro_batch_memory_and_effective_batch_update():
     """Accumulating m micro-batches of b: memory of b, update of m*b; only activations differ."""
     b, m = size_symbol("b"), size_symbol("m")
     counts = ModelCounts.per_sample(parameters=1000, activations=200, input_elements=10)
-    plan = gradient_accumulation(counts, b, m, "adam")
+    plan = gradient_accumulation(counts, b, m, optimizer="adam")
     assert plan.effective_batch == b * m
-    assert plan.memory.total == training_memory(counts, "adam").total.subs(B, b)
+    assert plan.memory.total == training_memory(counts, optimizer="adam").total.subs(B, b)
     assert plan.memory["gradients"] == plan.full_batch["gradients"] == 4000
     assert sp.expand(plan.saved - (b * m - b) * (200 * 4 * 2 + 10 * 4)) == 0
 
@@ -169,7 +169,7 @@ def test_zero_stages_are_the_papers_formulas():
 def test_zero_leaves_activations_alone():
     """Each device keeps the activations of its own micro-batch: ZeRO-3 divides states only."""
     counts = ModelCounts.per_sample(parameters=P, activations=100, input_elements=1)
-    memory = training_memory(counts, "adam", precision="mixed-fp16")
+    memory = training_memory(counts, optimizer="adam", precision="mixed-fp16")
     sharded = zero_partition(memory, 8, 3)
     assert sharded["activations"] == memory["activations"]
     assert sharded["parameters"] == memory["parameters"] / 8
@@ -177,7 +177,7 @@ def test_zero_leaves_activations_alone():
 
 def test_zero_offload_keeps_2_bytes_per_parameter_on_the_gpu():
     """ZeRO-Offload (Ren et al. 2021, Section 3): fp16 parameters (2Ψ) stay, 14Ψ go to the CPU."""
-    split = cpu_offload(training_memory(STATES, "adam", precision="mixed-fp16"))
+    split = cpu_offload(training_memory(STATES, optimizer="adam", precision="mixed-fp16"))
     assert (split.gpu.total, split.cpu.total) == (2 * P, 14 * P)
 
 
@@ -213,7 +213,7 @@ def test_generation_memory_is_weights_plus_cache():
     assert memory.positions == 1024
 
 
-def test_best_checkpoint_interval_is_the_exact_minimum_over_intervals():
+def test_best_network_interval_is_the_exact_minimum_over_intervals():
     """On GPT-2 small (unequal units) the best interval beats the equal-units sqrt choice.
 
     The minimum is checked against every interval by brute force; the sqrt choice
@@ -221,8 +221,8 @@ def test_best_checkpoint_interval_is_the_exact_minimum_over_intervals():
     """
     from memtheory.models import gpt2
     from memtheory.techniques.checkpointing import (
-        best_checkpoint_interval,
-        best_segment_length,
+        best_network_interval,
+        best_uniform_interval,
         checkpoint_units,
         checkpointed_activations,
     )
@@ -230,26 +230,26 @@ def test_best_checkpoint_interval_is_the_exact_minimum_over_intervals():
     net = gpt2("small")
     point = {"B": 8, "S": 1024}
 
-    def peak(every):
-        expression = checkpointed_activations(net, every)
+    def peak(interval):
+        expression = checkpointed_activations(net, interval)
         return expression.xreplace({s: point[s.name] for s in expression.free_symbols})
 
     units = len(checkpoint_units(net))
-    best = best_checkpoint_interval(net, S=1024)
+    best = best_network_interval(net, S=1024)
     assert peak(best) == min(peak(k) for k in range(1, units + 1))
-    assert peak(best) < peak(best_segment_length(units))
+    assert peak(best) < peak(best_uniform_interval(units))
 
 
-def test_compare_offers_the_best_interval():
-    """compare(checkpointing="best") never needs more than "sqrt" for the same scenario."""
+def test_compare_scenarios_offers_the_best_interval():
+    """compare_scenarios(intervals=("sqrt", "best")): "best" never needs more than "sqrt"."""
     from memtheory.models import gpt2
-    from memtheory.whatif import compare
+    from memtheory.whatif import compare_scenarios
 
-    table = compare(
+    table = compare_scenarios(
         gpt2("small"),
         optimizers=("adam",),
         precisions=("fp32",),
-        checkpointing=("sqrt", "best"),
+        intervals=("sqrt", "best"),
         B=8,
         S=1024,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memtheory.conventions.base import Convention, Model, model_counts
-from memtheory.errors import UnknownOptimizerError
+from memtheory.errors import MissingArgumentError
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -40,9 +40,10 @@ class BreakdownConvention(Convention):
     ) -> MemoryBreakdown:
         """All components of a training step."""
         if optimizer is None:
-            raise UnknownOptimizerError(
-                "the breakdown convention needs an optimizer: pass optimizer='sgd', "
-                "'sgd+momentum', 'adam', 'adamw', 'rmsprop', ... (see memtheory.OPTIMIZERS)."
+            raise MissingArgumentError(
+                "training memory needs an optimizer: pass optimizer=\"adam\" (or \"sgd\", "
+                "\"sgd+momentum\", \"adamw\", ...); list the known ones with "
+                "list(memtheory.OPTIMIZERS)."
             )
         counts = model_counts(model)
         parameters = counts.parameters

@@ -49,7 +49,7 @@ class Reasoning:
     --------
     >>> from memtheory import ModelCounts
     >>> counts = ModelCounts.per_sample(parameters=10, activations=3, input_elements=1)
-    >>> Reasoning().training_memory(counts, "adam").total
+    >>> Reasoning().training_memory(counts, optimizer="adam").total
     28*B + 160
     """
 
@@ -111,8 +111,8 @@ class Reasoning:
     def training_memory(
         self,
         model: Model,
-        optimizer: OptimizerLike | None = None,
         *,
+        optimizer: OptimizerLike | None = None,
         precision: PrecisionLike = "fp32",
         convention: ConventionLike = "breakdown",
     ) -> MemoryBreakdown:
@@ -121,7 +121,7 @@ class Reasoning:
         chosen = None if optimizer is None else self.optimizer(optimizer)
         memory = training_memory(
             counts,
-            chosen,
+            optimizer=chosen,
             precision=self.precision(precision),
             convention=self.convention(convention),
         )

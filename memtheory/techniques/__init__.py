@@ -14,7 +14,7 @@ kv_cache            inference: weights plus the key/value cache
 Examples
 --------
 >>> from memtheory.techniques import bytes_per_parameter, zero_model_states
->>> bytes_per_parameter("adam", "mixed-fp16")
+>>> bytes_per_parameter(optimizer="adam", precision="mixed-fp16")
 16
 >>> zero_model_states(7_500_000_000, devices=64, stage=3).format("GB", digits=1)
 '1.9 GB'
@@ -24,13 +24,13 @@ from memtheory.techniques.accumulation import Accumulation, gradient_accumulatio
 from memtheory.techniques.checkpointing import (
     CheckpointPlan,
     Unit,
-    best_checkpoint_interval,
-    best_segment_length,
+    best_network_interval,
+    best_uniform_interval,
     checkpoint_units,
     checkpointed_activations,
     checkpointed_counts,
     minimal_memory,
-    optimal_segment_length,
+    relaxed_optimal_interval,
     tradeoff,
     uniform_memory,
     uniform_recompute,
@@ -63,8 +63,8 @@ __all__ = [
     "Unit",
     "autocast",
     "autocast_weight_copy_bytes",
-    "best_checkpoint_interval",
-    "best_segment_length",
+    "best_network_interval",
+    "best_uniform_interval",
     "bytes_per_parameter",
     "checkpoint_units",
     "checkpointed_activations",
@@ -75,9 +75,9 @@ __all__ = [
     "kv_cache_bytes",
     "kv_cache_formula",
     "minimal_memory",
-    "optimal_segment_length",
     "parameter_bytes",
     "positions_limit",
+    "relaxed_optimal_interval",
     "tradeoff",
     "uniform_memory",
     "uniform_recompute",

@@ -70,8 +70,8 @@ def gradient_accumulation(
     model: Model,
     micro_batch: SizeLike,
     steps: SizeLike,
-    optimizer: OptimizerLike | None = None,
     *,
+    optimizer: OptimizerLike | None = None,
     precision: PrecisionLike = "fp32",
     convention: ConventionLike = "breakdown",
 ) -> Accumulation:
@@ -91,7 +91,7 @@ def gradient_accumulation(
     >>> from memtheory import Dense, Input, Network
     >>> from memtheory.symbols import size_symbol
     >>> b, m = size_symbol("b"), size_symbol("m")
-    >>> plan = gradient_accumulation(Network([Input((4,)), Dense(3)]), b, m, "sgd")
+    >>> plan = gradient_accumulation(Network([Input((4,)), Dense(3)]), b, m, optimizer="sgd")
     >>> plan.memory.total, plan.saved
     (40*b + 120, 40*b*m - 40*b)
     """
@@ -103,7 +103,7 @@ def gradient_accumulation(
         )
     b = as_size(micro_batch, "micro_batch", "gradient_accumulation")
     m = as_size(steps, "steps", "gradient_accumulation")
-    memory = training_memory(model, optimizer, precision=precision, convention=convention)
+    memory = training_memory(model, optimizer=optimizer, precision=precision, convention=convention)
 
     def at(size: sp.Expr) -> MemoryBreakdown:
         return MemoryBreakdown(

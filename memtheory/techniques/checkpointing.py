@@ -4,7 +4,9 @@ Chen et al., "Training Deep Nets with Sublinear Memory Cost" (2016,
 arXiv:1604.06174), Section 4.1: split a chain of :math:`n` layers into
 segments of :math:`k` layers, keep only each segment's input through the
 forward pass, and in the backward pass rerun one segment at a time from its
-kept input. With every layer keeping the same activation memory :math:`m`,
+kept input. The checkpoint interval :math:`k` (:data:`INTERVAL`) is the
+number of layers per segment: a checkpoint every :math:`k` layers. With
+every layer keeping the same activation memory :math:`m`,
 the peak is the kept segment inputs plus one segment's activations,
 
 .. math:: \left(\left\lceil n/k \right\rceil - 1\right) m + \min(k, n)\, m,
@@ -23,7 +25,7 @@ chapter "Checkpointing, sharding and offload".
 
 Examples
 --------
->>> optimal_segment_length()
+>>> relaxed_optimal_interval()
 sqrt(n)
 >>> minimal_memory()
 2*sqrt(n) - 1
@@ -48,17 +50,17 @@ from memtheory.network import Network
 from memtheory.symbols import size_symbol
 
 __all__ = [
+    "INTERVAL",
     "LAYERS",
-    "SEGMENT",
     "CheckpointPlan",
     "Unit",
-    "best_checkpoint_interval",
-    "best_segment_length",
+    "best_network_interval",
+    "best_uniform_interval",
     "checkpoint_units",
     "checkpointed_activations",
     "checkpointed_counts",
     "minimal_memory",
-    "optimal_segment_length",
+    "relaxed_optimal_interval",
     "tradeoff",
     "uniform_memory",
     "uniform_recompute",
@@ -67,23 +69,23 @@ __all__ = [
 LAYERS = size_symbol("n")
 """:math:`n`: layers in the chain."""
 
-SEGMENT = size_symbol("k")
-""":math:`k`: layers per segment (a checkpoint every :math:`k` layers)."""
+INTERVAL = size_symbol("k")
+""":math:`k`: the checkpoint interval, layers per segment (a checkpoint every k layers)."""
 
 
-def uniform_memory(layers: SizeLike = LAYERS, every: SizeLike = SEGMENT) -> sp.Expr:
-    """Peak activations, in layers' worth, with a checkpoint every ``every`` of ``layers`` layers.
+def uniform_memory(layers: SizeLike = LAYERS, interval: SizeLike = INTERVAL) -> sp.Expr:
+    """Peak activations, in layers' worth, with a checkpoint every ``interval`` of ``layers``.
 
     Examples
     --------
     >>> uniform_memory(12, 1), uniform_memory(12, 12), uniform_memory(12, 4)
     (12, 12, 6)
     """
-    n, k = sp.sympify(layers), sp.sympify(every)
+    n, k = sp.sympify(layers), sp.sympify(interval)
     return sp.ceiling(n / k) - 1 + sp.Min(k, n)
 
 
-def uniform_recompute(layers: SizeLike = LAYERS, every: SizeLike = SEGMENT) -> sp.Expr:
+def uniform_recompute(layers: SizeLike = LAYERS, interval: SizeLike = INTERVAL) -> sp.Expr:
     """Layers rerun in the backward pass: all but the last (unchecked) segment's.
 
     Examples
@@ -91,7 +93,7 @@ def uniform_recompute(layers: SizeLike = LAYERS, every: SizeLike = SEGMENT) -> s
     >>> uniform_recompute(12, 4), uniform_recompute(12, 12)
     (8, 0)
     """
-    n, k = sp.sympify(layers), sp.sympify(every)
+    n, k = sp.sympify(layers), sp.sympify(interval)
     return sp.Min(k * (sp.ceiling(n / k) - 1), n)
 
 
@@ -100,12 +102,15 @@ def _relaxed_memory(n: sp.Expr, k: sp.Expr) -> sp.Expr:
     return n / k - 1 + k
 
 
-def optimal_segment_length(layers: SizeLike = LAYERS) -> sp.Expr:
-    """Return the segment length that minimises the relaxed memory, solved with sympy: sqrt(n).
+def relaxed_optimal_interval(layers: SizeLike = LAYERS) -> sp.Expr:
+    """Return the interval that minimises the relaxed memory of equal layers, by sympy: sqrt(n).
+
+    The rounding is relaxed away, so the answer need not be whole; the whole
+    interval with the least exact memory is :func:`best_uniform_interval`.
 
     Examples
     --------
-    >>> optimal_segment_length(64)
+    >>> relaxed_optimal_interval(64)
     8
     """
     k = sp.Symbol("k", positive=True)
@@ -115,7 +120,7 @@ def optimal_segment_length(layers: SizeLike = LAYERS) -> sp.Expr:
 
 
 def minimal_memory(layers: SizeLike = LAYERS) -> sp.Expr:
-    """Return the relaxed memory at the optimal segment length: ``2*sqrt(n) - 1`` layers' worth.
+    """Return the relaxed memory at the optimal interval: ``2*sqrt(n) - 1`` layers' worth.
 
     Examples
     --------
@@ -123,30 +128,31 @@ def minimal_memory(layers: SizeLike = LAYERS) -> sp.Expr:
     15
     """
     n = sp.sympify(layers)
-    return sp.simplify(_relaxed_memory(n, optimal_segment_length(n)))
+    return sp.simplify(_relaxed_memory(n, relaxed_optimal_interval(n)))
 
 
-def best_segment_length(layers: int) -> int:
-    """Return the whole segment length with the least exact memory for ``layers`` layers.
+def best_uniform_interval(layers: int) -> int:
+    """Return the whole interval with the least exact memory for a chain of ``layers`` equal layers.
 
     ``isqrt(n)`` or ``isqrt(n) + 1`` always reaches the least memory, but other
-    lengths may tie; among those, the one that recomputes least wins.
+    intervals may tie; among those, the one that recomputes least wins. For a
+    network's own, unequal units see :func:`best_network_interval`.
 
     Examples
     --------
-    >>> best_segment_length(100), best_segment_length(12)
+    >>> best_uniform_interval(100), best_uniform_interval(12)
     (10, 4)
     """
-    n = int(as_size(layers, "layers", "best_segment_length"))
-    memory = _exact_in_segment(uniform_memory(n, SEGMENT))
-    recompute = _exact_in_segment(uniform_recompute(n, SEGMENT))
+    n = int(as_size(layers, "layers", "best_uniform_interval"))
+    memory = _exact_in_interval(uniform_memory(n, INTERVAL))
+    recompute = _exact_in_interval(uniform_recompute(n, INTERVAL))
     return min(range(1, n + 1), key=lambda k: (memory(k), recompute(k), k))
 
 
-def _exact_in_segment(expression: sp.Expr) -> Callable[[int], Fraction]:
-    """Compile a function of the segment length that computes with exact fractions."""
+def _exact_in_interval(expression: sp.Expr) -> Callable[[int], Fraction]:
+    """Compile a function of the interval that computes with exact fractions."""
     functions = {"ceiling": math.ceil, "floor": math.floor, "Min": min, "Max": max}
-    compiled = sp.lambdify([SEGMENT], expression, modules=[functions])
+    compiled = sp.lambdify([INTERVAL], expression, modules=[functions])
     return lambda k: compiled(Fraction(k))
 
 
@@ -156,30 +162,30 @@ class CheckpointPlan:
 
     Attributes
     ----------
-    every : int
-        Segment length :math:`k`.
+    interval : int
+        The checkpoint interval :math:`k`.
     memory : int
         Peak activations, in layers' worth.
     recompute : int
         Layers rerun in the backward pass.
     """
 
-    every: int
+    interval: int
     memory: int
     recompute: int
 
 
 def tradeoff(layers: int) -> tuple[CheckpointPlan, ...]:
-    """Return the memory and recompute of every segment length from 1 to ``layers``.
+    """Return the memory and recompute of every interval from 1 to ``layers``.
 
     Examples
     --------
-    >>> [(p.every, p.memory, p.recompute) for p in tradeoff(4)]
+    >>> [(p.interval, p.memory, p.recompute) for p in tradeoff(4)]
     [(1, 4, 3), (2, 3, 2), (3, 4, 3), (4, 4, 0)]
     """
     n = int(as_size(layers, "layers", "tradeoff"))
-    memory = _exact_in_segment(uniform_memory(n, SEGMENT))
-    recompute = _exact_in_segment(uniform_recompute(n, SEGMENT))
+    memory = _exact_in_interval(uniform_memory(n, INTERVAL))
+    recompute = _exact_in_interval(uniform_recompute(n, INTERVAL))
     return tuple(CheckpointPlan(k, int(memory(k)), int(recompute(k))) for k in range(1, n + 1))
 
 
@@ -244,8 +250,8 @@ def checkpoint_units(network: Network) -> tuple[Unit, ...]:
     return tuple(units)
 
 
-def checkpointed_activations(network: Network, every: int) -> sp.Expr:
-    """Peak activation elements with a checkpoint after every ``every``-th unit.
+def checkpointed_activations(network: Network, interval: int) -> sp.Expr:
+    """Peak activation elements with a checkpoint after every ``interval``-th unit.
 
     The kept segment inputs plus the largest segment's activations.
 
@@ -257,17 +263,17 @@ def checkpointed_activations(network: Network, every: int) -> sp.Expr:
     (90*B, 50*B)
     """
     units = checkpoint_units(network)
-    k = int(as_size(every, "every", "checkpointed_activations"))
+    k = int(as_size(interval, "interval", "checkpointed_activations"))
     segments = [units[i : i + k] for i in range(0, len(units), k)]
     kept = sp.Add(*(segment[-1].output for segment in segments[:-1]))
     largest = sp.Max(*(sp.Add(*(u.activations for u in segment)) for segment in segments))
     return kept + largest
 
 
-def best_checkpoint_interval(network: Network, **values: object) -> int:
+def best_network_interval(network: Network, **values: object) -> int:
     r"""Return the checkpoint interval with the least peak activations for this network, exactly.
 
-    :func:`best_segment_length` is the textbook optimum for a chain of equal
+    :func:`best_uniform_interval` is the textbook optimum for a chain of equal
     layers (about :math:`\sqrt{n}`). Real networks are made of unequal units:
     in a transformer a checkpoint keeps one block's input while a block keeps
     many times that inside, so a short interval can win by far. This tries
@@ -285,14 +291,14 @@ def best_checkpoint_interval(network: Network, **values: object) -> int:
     --------
     >>> from memtheory.layers import Dense, Input
     >>> net = Network([Input((10,)), *[Dense(10) for _ in range(9)]])
-    >>> best_checkpoint_interval(net), best_segment_length(9)
+    >>> best_network_interval(net), best_uniform_interval(9)
     (3, 3)
     """
     units = checkpoint_units(network)
     batch = network.batch
 
-    def peak(every: int) -> sp.Expr:
-        expression = checkpointed_activations(network, every)
+    def peak(interval: int) -> sp.Expr:
+        expression = checkpointed_activations(network, interval)
         names = {s.name for s in expression.free_symbols}
         expression = expression.xreplace(
             {s: sp.sympify(values[s.name]) for s in expression.free_symbols if s.name in values}
@@ -302,35 +308,34 @@ def best_checkpoint_interval(network: Network, **values: object) -> int:
         if not expression.is_number:
             missing = sorted(names - set(values) - {b.name for b in batch.free_symbols})
             raise InvalidSizeError(
-                f"best_checkpoint_interval: give values for {', '.join(missing)} "
-                "to compare intervals."
+                f"best_network_interval: give values for {', '.join(missing)} to compare intervals."
             )
         return expression
 
-    return min(range(1, len(units) + 1), key=lambda every: (peak(every), -every))
+    return min(range(1, len(units) + 1), key=lambda interval: (peak(interval), -interval))
 
 
-def checkpointed_counts(network: Network, every: int | None) -> ModelCounts:
+def checkpointed_counts(network: Network, interval: int | None) -> ModelCounts:
     """Return the network's counts with checkpointed activations, for any memory convention.
 
-    ``every=None`` means no checkpointing.
+    ``interval=None`` means no checkpointing.
 
     Examples
     --------
     >>> from memtheory import training_memory
     >>> from memtheory.layers import Dense, Input
     >>> net = Network([Input((10,)), *[Dense(10) for _ in range(9)]])
-    >>> training_memory(checkpointed_counts(net, 3), "sgd").total
+    >>> training_memory(checkpointed_counts(net, 3), optimizer="sgd").total
     440*B + 7920
     """
     counts = network.counts()
-    if every is None:
+    if interval is None:
         return counts
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise InvalidSizeError(f"every must be a whole number of units >= 1, got {every!r}.")
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        raise InvalidSizeError(f"interval must be a whole number of units >= 1, got {interval!r}.")
     return ModelCounts(
         parameters=counts.parameters,
-        activations=checkpointed_activations(network, every),
+        activations=checkpointed_activations(network, interval),
         input_elements=counts.input_elements,
         buffers=counts.buffers,
         batch=counts.batch,

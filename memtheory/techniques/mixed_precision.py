@@ -29,10 +29,12 @@ Derived in the book's chapter "Precision".
 
 Examples
 --------
->>> parameter_bytes("adam", "mixed-fp16")
+>>> parameter_bytes(optimizer="adam", precision="mixed-fp16")
 {'parameters': 2, 'gradients': 2, 'optimizer_state': 8, 'master_weights': 4}
->>> bytes_per_parameter("adam", "mixed-fp16"), bytes_per_parameter("adam", "fp32")
-(16, 16)
+>>> bytes_per_parameter(optimizer="adam", precision="mixed-fp16")
+16
+>>> bytes_per_parameter(optimizer="adam", precision="fp32")
+16
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ LOSS_SCALER_BYTES = 4 + 4
 
 
 def parameter_bytes(
-    optimizer: OptimizerLike = "adam", precision: PrecisionLike = "mixed-fp16"
+    *, optimizer: OptimizerLike = "adam", precision: PrecisionLike = "mixed-fp16"
 ) -> dict[str, sp.Expr]:
     """Bytes per parameter of each model-state component, from the breakdown convention.
 
@@ -80,11 +82,11 @@ def parameter_bytes(
 
     Examples
     --------
-    >>> parameter_bytes("sgd", "mixed-bf16")
+    >>> parameter_bytes(optimizer="sgd", precision="mixed-bf16")
     {'parameters': 2, 'gradients': 2, 'optimizer_state': 0, 'master_weights': 4}
     """
     counts = ModelCounts(parameters=P, activations=0, input_elements=0)
-    memory = training_memory(counts, optimizer, precision=precision)
+    memory = training_memory(counts, optimizer=optimizer, precision=precision)
     return {
         name: sp.simplify(memory[name] / P)
         for name in PARAMETER_COMPONENTS
@@ -93,16 +95,16 @@ def parameter_bytes(
 
 
 def bytes_per_parameter(
-    optimizer: OptimizerLike = "adam", precision: PrecisionLike = "mixed-fp16"
+    *, optimizer: OptimizerLike = "adam", precision: PrecisionLike = "mixed-fp16"
 ) -> sp.Expr:
     """Total model-state bytes per parameter: 16 for Adam in mixed precision.
 
     Examples
     --------
-    >>> bytes_per_parameter("sgd+momentum", "mixed-fp16")
+    >>> bytes_per_parameter(optimizer="sgd+momentum", precision="mixed-fp16")
     12
     """
-    return sp.Add(*parameter_bytes(optimizer, precision).values())
+    return sp.Add(*parameter_bytes(optimizer=optimizer, precision=precision).values())
 
 
 def autocast(low: DTypeLike = "fp16") -> Precision:

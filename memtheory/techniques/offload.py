@@ -14,7 +14,7 @@ Examples
 >>> from memtheory import ModelCounts, training_memory
 >>> from memtheory.symbols import P
 >>> states = ModelCounts(parameters=P, activations=0, input_elements=0)
->>> split = cpu_offload(training_memory(states, "adam", precision="mixed-fp16"))
+>>> split = cpu_offload(training_memory(states, optimizer="adam", precision="mixed-fp16"))
 >>> split.gpu.total, split.cpu.total
 (2*P, 14*P)
 """
@@ -58,7 +58,7 @@ def cpu_offload(memory: MemoryBreakdown, components: tuple[str, ...] = OFFLOADED
     --------
     >>> from memtheory import ModelCounts, training_memory
     >>> counts = ModelCounts.per_sample(parameters=10**9, activations=10**6, input_elements=1)
-    >>> split = cpu_offload(training_memory(counts, "adam", precision="mixed-fp16"))
+    >>> split = cpu_offload(training_memory(counts, optimizer="adam", precision="mixed-fp16"))
     >>> sorted(split.cpu.components)
     ['gradients', 'master_weights', 'optimizer_state']
     """

@@ -85,7 +85,7 @@ def zero_partition(memory: MemoryBreakdown, devices: SizeLike, stage: int) -> Me
     --------
     >>> from memtheory import ModelCounts, training_memory
     >>> counts = ModelCounts.per_sample(parameters=10**9, activations=10**6, input_elements=1)
-    >>> memory = training_memory(counts, "adam", precision="mixed-fp16")
+    >>> memory = training_memory(counts, optimizer="adam", precision="mixed-fp16")
     >>> zero_partition(memory, 8, stage=2).evaluate(B=1).format("GB")
     '3.75 GB'
     """
@@ -140,7 +140,7 @@ def zero_model_states(
     2*P + 14*P/N
     """
     counts = ModelCounts(parameters=parameters, activations=0, input_elements=0)
-    memory = training_memory(counts, optimizer, precision=precision)
+    memory = training_memory(counts, optimizer=optimizer, precision=precision)
     states = {name: v for name, v in memory.components.items() if name in MODEL_STATES}
     only_states = MemoryBreakdown(
         states, "training", memory.convention, memory.precision, memory.optimizer, memory.notes

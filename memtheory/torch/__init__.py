@@ -18,7 +18,7 @@ Examples
 >>> from memtheory.torch import from_module
 >>> module = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
 >>> net = from_module(module, (64, 784), loss=nn.CrossEntropyLoss())
->>> training_memory(net, "sgd", convention="autograd")["saved_activations"]
+>>> training_memory(net, optimizer="sgd", convention="autograd")["saved_activations"]
 35332
 """
 

@@ -237,7 +237,7 @@ def compare_with_measurement(
             else _convention(name)
         )
         given: PrecisionLike = setting.autograd if name == "autograd" else setting.others
-        train = training_memory(network, optimizer, precision=given, convention=chosen)
+        train = training_memory(network, optimizer=optimizer, precision=given, convention=chosen)
         infer = inference_memory(network, precision=given, convention=chosen)
         predictions[name] = (train, infer)
     return Comparison(entry.name, precision, optimizer, measured, predictions)

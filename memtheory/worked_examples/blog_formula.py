@@ -32,8 +32,8 @@ def blog_formula() -> WorkedExample:
         parameters=PARAMETERS, activations=0, input_elements=INPUT_ELEMENTS, batch=1
     )
     blog = inference_memory(counts)
-    sgd = training_memory(counts, "sgd")
-    adam = training_memory(counts, "adam")
+    sgd = training_memory(counts, optimizer="sgd")
+    adam = training_memory(counts, optimizer="adam")
     figures = (
         Figure("parameters", blog["parameters"], "MB", "8"),
         Figure("input", blog["input"], "MB", "32"),

@@ -45,7 +45,7 @@ def fc_adam_forum() -> WorkedExample:
     """
     net = fc_adam_network()
     first_post = fc_adam_network(FIRST_POST_WIDTH)
-    adam = training_memory(net, "adam").evaluate(B=BATCH)
+    adam = training_memory(net, optimizer="adam").evaluate(B=BATCH)
     first, last = net["dense_1"], net["dense_3"]
     first_237, last_237 = first_post["dense_1"], first_post["dense_3"]
     weights_plus_moments = adam["parameters"] + adam["optimizer_state"]
@@ -116,7 +116,7 @@ def fc_adam_forum() -> WorkedExample:
         ),
         breakdowns={
             "breakdown, Adam, batch 128": adam,
-            "breakdown, SGD, batch 128": training_memory(net, "sgd").evaluate(B=BATCH),
+            "breakdown, SGD, batch 128": training_memory(net, optimizer="sgd").evaluate(B=BATCH),
         },
         network=net,
     )

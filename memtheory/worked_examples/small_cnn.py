@@ -230,10 +230,10 @@ def small_cnn() -> WorkedExample:
         ),
         breakdowns={
             "rule of thumb, batch 64": rule.evaluate(B=BATCH),
-            "breakdown, SGD with momentum, batch 64": training_memory(net, "sgd+momentum").evaluate(
-                B=BATCH
-            ),
-            "breakdown, Adam, batch 64": training_memory(net, "adam").evaluate(B=BATCH),
+            "breakdown, SGD with momentum, batch 64": training_memory(
+                net, optimizer="sgd+momentum"
+            ).evaluate(B=BATCH),
+            "breakdown, Adam, batch 64": training_memory(net, optimizer="adam").evaluate(B=BATCH),
         },
         network=net,
     )

@@ -143,8 +143,10 @@ def training_memory_question() -> WorkedExample:
         breakdowns={
             "rule of thumb, batch 128": batch,
             "breakdown, SGD with momentum, batch 128": training_memory(
-                counts, "sgd+momentum"
+                counts, optimizer="sgd+momentum"
             ).evaluate(B=BATCH),
-            "breakdown, Adam, batch 128": training_memory(counts, "adam").evaluate(B=BATCH),
+            "breakdown, Adam, batch 128": training_memory(counts, optimizer="adam").evaluate(
+                B=BATCH
+            ),
         },
     )

@@ -27,7 +27,7 @@ def test_training_question_network_on_4_gib():
 
     Per image: (2 x 532,752 activations + 9,000 inputs) x 4 bytes; fixed: 19,072,984 x 16 bytes.
     """
-    total = training_memory(TRAINING_QUESTION, "adam").total
+    total = training_memory(TRAINING_QUESTION, optimizer="adam").total
     derived = (4 * 2**30 - 19_072_984 * 16) // ((2 * 532_752 + 9_000) * 4)
     assert max_value(total, B, 4 * 2**30) == derived == 928
     assert find_variant("ch06.q2").expected == derived
@@ -35,7 +35,9 @@ def test_training_question_network_on_4_gib():
 
 def test_book_variant_agrees_with_max_batch():
     """ch06.q2's book answer is what memtheory.whatif.max_batch says for the same model and GPU."""
-    assert find_variant("ch06.q2").expected == max_batch(TRAINING_QUESTION, "4 GiB", "adam")
+    assert find_variant("ch06.q2").expected == max_batch(
+        TRAINING_QUESTION, "4 GiB", optimizer="adam"
+    )
 
 
 def test_formula_exercise_gives_the_number_exercise_at_4_gib():

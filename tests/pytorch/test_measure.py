@@ -122,7 +122,7 @@ def test_autograd_convention_predicts_random_stacks_exactly(stack):
     measured = measure(module, x, loss, optimizer, target=y, warmup_steps=1)
     net = from_module(module, stack.input_shape, loss=loss)
     convention = AutogradConvention(measured.implementation)
-    predicted = mt.training_memory(net, "adam", convention=convention)
+    predicted = mt.training_memory(net, optimizer="adam", convention=convention)
     assert predicted["saved_activations"] == measured.saved_activations
     assert predicted.peak == measured.peak
     assert mt.inference_memory(net, convention=convention).peak == measured.inference_peak

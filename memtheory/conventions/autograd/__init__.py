@@ -39,7 +39,7 @@ Examples
 >>> from memtheory import Network, training_memory
 >>> net = Network([Input((3, 32, 32), batch=8), Conv2d(8, 3, padding=1), ReLU(),
 ...                MaxPool2d(2), Flatten(), Dense(10), CrossEntropyLoss()])
->>> memory = training_memory(net, "adam", convention="autograd")
+>>> memory = training_memory(net, optimizer="adam", convention="autograd")
 >>> memory["saved_activations"]  # ReLU output (the pool keeps it too), indices, pool output, loss
 459076
 >>> memory.peak, memory.peak_moment

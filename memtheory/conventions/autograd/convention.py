@@ -34,7 +34,7 @@ from memtheory.conventions.autograd.timeline import (
 )
 from memtheory.conventions.base import Convention, Model
 from memtheory.dtypes import dtype
-from memtheory.errors import UnknownOptimizerError, UnsupportedError
+from memtheory.errors import MissingArgumentError, UnsupportedError
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -116,7 +116,7 @@ class AutogradConvention(Convention):
     >>> from memtheory import Dense, Dropout, Input, Network, ReLU, training_memory
     >>> mlp = Network([Input((784,), batch=64), Dense(256), ReLU(), Dropout(0.2, device="cpu"),
     ...                Dense(10)])
-    >>> memory = training_memory(mlp, "sgd", convention="autograd")
+    >>> memory = training_memory(mlp, optimizer="sgd", convention="autograd")
     >>> memory["saved_activations"]  # ReLU output, dropout mask, dropout output: 64 x 256 x 4 each
     196608
     >>> memory.format("KiB", name="peak"), memory.peak_moment
@@ -143,9 +143,10 @@ class AutogradConvention(Convention):
     ) -> MemoryBreakdown:
         """Components of a training step and the timeline of its live bytes."""
         if optimizer is None:
-            raise UnknownOptimizerError(
-                "the autograd convention needs an optimizer: pass optimizer='sgd', "
-                "'sgd+momentum' or 'adam' (see memtheory.OPTIMIZERS)."
+            raise MissingArgumentError(
+                "training memory needs an optimizer: pass optimizer=\"adam\" (or \"sgd\", "
+                "\"sgd+momentum\"; the autograd convention traces these three); list the "
+                "known ones with list(memtheory.OPTIMIZERS)."
             )
         network = _network(model)
         plan = _plan(network, precision, training=True)

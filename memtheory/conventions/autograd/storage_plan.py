@@ -119,7 +119,7 @@ class ForwardStorage:
 
 
 def forward_storages(
-    network: Network, precision: PrecisionLike = "fp32"
+    network: Network, *, precision: PrecisionLike = "fp32"
 ) -> tuple[ForwardStorage, ...]:
     """List every storage of a training forward pass: its size and which backward nodes keep it.
 

@@ -1,0 +1,170 @@
+r"""Sensitivity: which size the memory responds to most, at a point.
+
+:func:`sensitivity` gives the derivative and the elasticity of the memory with
+respect to each size, and the exact change for one more of each. Used in the
+book's chapter "Batch size".
+
+Examples
+--------
+>>> from memtheory.symbols import B, S
+>>> result = sensitivity(8 * B * S**2 + 100 * B * S + 10**6, B=8, S=1024)
+>>> result.most_sensitive
+'S'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import sympy as sp
+
+from memtheory.conventions import ConventionLike
+from memtheory.errors import EvaluationError
+from memtheory.evaluation import evaluate, symbols_by_name
+from memtheory.optimizers import OptimizerLike
+from memtheory.precision import PrecisionLike
+from memtheory.units import convert, round_half_up
+from memtheory.whatif.limits import By, Quantity, total_bytes
+
+__all__ = ["Sensitivity", "SymbolSensitivity", "sensitivity"]
+
+
+@dataclass(frozen=True)
+class SymbolSensitivity:
+    r"""How the total responds to one size at a point.
+
+    Attributes
+    ----------
+    symbol : str
+    value : sympy number
+        The size's value at the point.
+    derivative : sympy expression
+        :math:`\partial T / \partial x` of the total with floors and ceilings
+        relaxed to their arguments, at the point (bytes per unit of the size).
+    elasticity : sympy expression
+        :math:`(\partial \tilde T / \partial x)\, x / \tilde T`, with
+        :math:`\tilde T` the total with floors relaxed (both the derivative and
+        the total, so that it is the elasticity of one smooth function): the
+        percent change of the total for one percent more of the size. It never
+        exceeds the total's degree in the size.
+    step : sympy number
+        :math:`T(x + 1) - T(x)`, exactly: the bytes one more costs.
+    """
+
+    symbol: str
+    value: sp.Expr
+    derivative: sp.Expr
+    elasticity: sp.Expr
+    step: sp.Expr
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """Sensitivities of a total to each of its sizes, most sensitive first.
+
+    Attributes
+    ----------
+    total : sympy number
+        The total at the point, in bytes.
+    rows : tuple of SymbolSensitivity
+    """
+
+    total: sp.Expr
+    rows: tuple[SymbolSensitivity, ...]
+
+    @property
+    def most_sensitive(self) -> str:
+        """The size with the largest elasticity."""
+        return self.rows[0].symbol
+
+    def __getitem__(self, symbol: str) -> SymbolSensitivity:
+        for row in self.rows:
+            if row.symbol == symbol:
+                return row
+        raise KeyError(f"no size named {symbol!r}; sizes: {', '.join(r.symbol for r in self.rows)}")
+
+    def table(self, unit: str = "MiB", digits: int = 3) -> str:
+        """Render one line per size: value, elasticity, and what one more costs."""
+        header = ("size", "value", "elasticity", f"+1 costs ({unit})")
+        body = [
+            (
+                r.symbol,
+                str(r.value),
+                str(round_half_up(r.elasticity, digits)),
+                str(round_half_up(convert(r.step, unit), digits)),
+            )
+            for r in self.rows
+        ]
+        widths = [max(len(line[i]) for line in [header, *body]) for i in range(4)]
+        lines = [
+            "  ".join(
+                cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
+                for i, cell in enumerate(line)
+            )
+            for line in [header, tuple("-" * w for w in widths), *body]
+        ]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _relaxed(expression: sp.Expr) -> sp.Expr:
+    return expression.replace(sp.floor, lambda arg: arg).replace(sp.ceiling, lambda arg: arg)
+
+
+def sensitivity(
+    model: Quantity,
+    *,
+    optimizer: OptimizerLike | None = None,
+    precision: PrecisionLike = "fp32",
+    convention: ConventionLike = "breakdown",
+    mode: Literal["training", "inference"] = "training",
+    by: By = "peak",
+    **values: object,
+) -> Sensitivity:
+    """Which size the memory is most sensitive to, at the point ``values``.
+
+    Parameters
+    ----------
+    model : Network, ModelCounts, Footprint (a memory result) or expression
+    optimizer, precision, convention, mode, by
+        As for :func:`~memtheory.whatif.max_batch`.
+    **values
+        A value for every free symbol (``B=32, S=1024``).
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> result = sensitivity(gpt2("small"), optimizer="adam", B=8, S=1024)
+    >>> result.most_sensitive, float(result["S"].elasticity) > float(result["B"].elasticity)
+    ('S', True)
+    """
+    total = total_bytes(
+        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by
+    )
+    free = symbols_by_name([total])
+    missing = sorted(set(free) - set(values))
+    if missing:
+        raise EvaluationError(f"sensitivity needs a value for {', '.join(missing)}.")
+    point = {free[name]: sp.sympify(value) for name, value in values.items() if name in free}
+    at_point = evaluate(total, **{k: v for k, v in values.items() if k in free})
+    relaxed = _relaxed(total)
+    relaxed_at_point = sp.nsimplify(relaxed.xreplace(point))
+    rows = []
+    for name, symbol in free.items():
+        derivative = sp.nsimplify(sp.diff(relaxed, symbol).xreplace(point))
+        value = point[symbol]
+        shifted = {**point, symbol: value + 1}
+        rows.append(
+            SymbolSensitivity(
+                name,
+                value,
+                derivative,
+                sp.nsimplify(derivative * value / relaxed_at_point),
+                total.xreplace(shifted) - at_point,
+            )
+        )
+    rows.sort(key=lambda r: (-abs(float(r.elasticity)), r.symbol))
+    return Sensitivity(at_point, tuple(rows))
