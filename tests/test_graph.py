@@ -63,9 +63,9 @@ def test_sequential_networks_are_unchanged():
 
 def test_table_says_what_a_shortcut_reads():
     """The printed table marks a layer that does not read the row above it."""
-    text = residual().summary(B=1).table()
+    text = residual().summary(B=1).table().text()
     assert "from x, bn" in text
-    assert "from" not in Network([ml.Input((4,)), ml.Dense(3)]).summary(B=1).table()
+    assert "from" not in Network([ml.Input((4,)), ml.Dense(3)]).summary(B=1).table().text()
 
 
 def test_concat_sums_the_joined_dimension():

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import sympy as sp
 
 import memtheory as mt
 from memtheory.symbols import B, C, H
+from memtheory.tables import Table
 
 
 def roles(specs):
@@ -308,11 +307,10 @@ def test_small_cnn_counts_by_hand():
     assert net.input_elements == 3 * 8 * 8 * B
 
 
-def table_cells(text: str) -> tuple[list[list[str]], list[str]]:
-    """Split a summary table into its layer rows and its total row (cells split at 2+ spaces)."""
-    lines = text.splitlines()
-    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[3:-2]]
-    return rows, re.split(r"\s{2,}", lines[-2].strip())
+def table_cells(table: Table) -> tuple[list[list[str]], list[str]]:
+    """Split a summary table into its layer rows and its total row (empty cells dropped)."""
+    rows = [[cell for cell in row if cell] for row in table.rows]
+    return rows, [cell for cell in table.footer[0] if cell]
 
 
 @pytest.mark.parametrize("batch", [1, 64])
@@ -331,7 +329,7 @@ def test_summary_table_has_a_row_per_layer_and_totals_that_add_up(batch):
     assert total == ["total", str(weights), str(biases), str(activations - input_row)]
     assert summary.parameter_count == weights + biases
     assert summary.activation_count == activations - input_row
-    assert str(summary) == summary.table()
+    assert str(summary) == summary.table().text()
 
 
 def test_summary_totals_are_sums_of_row_formulas():

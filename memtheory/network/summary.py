@@ -21,6 +21,7 @@ from memtheory.evaluation import substitution
 from memtheory.layers.base import describe_shape, elements
 from memtheory.layers.merge import Merge
 from memtheory.network.rows import LayerRow, row_expressions
+from memtheory.tables import Column, Table
 
 __all__ = ["NetworkSummary", "summarize"]
 
@@ -50,35 +51,35 @@ class NetworkSummary:
         """Elements of the input batch."""
         return elements(self.rows[0].output_shape)
 
-    def table(self) -> str:
-        """Render the table as text (what ``str()`` returns).
+    def table(self) -> Table:
+        """Tabulate the layers: type, config, output shape, weights, biases, activations.
 
         Examples
         --------
-        >>> from memtheory.layers import Dense, Input
-        >>> from memtheory.network import Network
+        >>> from memtheory import Dense, Input, Network
         >>> print(Network([Input((4,)), Dense(3)], name="tiny").summary(B=2).table())
         tiny
         #  layer    type   config  output shape  weights  biases  activations
         -  -------  -----  ------  ------------  -------  ------  -----------
         0  input    Input  4       (2, 4)              0       0            8
         1  dense_1  Dense  3       (2, 3)             12       3            6
+        -  -------  -----  ------  ------------  -------  ------  -----------
         total                                         12       3            6
         parameters: 15; activations exclude the input.
 
         In a network with shortcuts or merges, a layer that does not read the
         row above it says what it reads in its config (``from x, conv``).
         """
-        header = (
-            "#",
-            "layer",
-            "type",
-            "config",
-            "output shape",
-            "weights",
-            "biases",
-            "activations",
-        )
+        columns = [
+            Column("#"),
+            Column("layer"),
+            Column("type"),
+            Column("config"),
+            Column("output shape"),
+            Column("weights", align="right"),
+            Column("biases", align="right"),
+            Column("activations", align="right"),
+        ]
         body = [
             (
                 str(r.index),
@@ -102,26 +103,14 @@ class NetworkSummary:
             _count_text(sp.Add(*(r.biases for r in self.rows))),
             _count_text(self.activation_count),
         )
-        widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-        numeric = {5, 6, 7}
-
-        def render(line: tuple[str, ...]) -> str:
-            cells = [
-                cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
-                for i, cell in enumerate(line)
-            ]
-            return "  ".join(cells).rstrip()
-
-        lines = [self.name, render(header), render(tuple("-" * w for w in widths))]
-        lines += [render(line) for line in body]
-        lines.append(_total_line(total, widths))
-        lines.append(
-            f"parameters: {_count_text(self.parameter_count)}; activations exclude the input."
-        )
-        return "\n".join(lines)
+        note = f"parameters: {_count_text(self.parameter_count)}; activations exclude the input."
+        return Table(columns, body, footer=[total], title=self.name, notes=[note])
 
     def __str__(self) -> str:
-        return self.table()
+        return self.table().text()
+
+    def _repr_html_(self) -> str:
+        return self.table().html()
 
 
 def summarize(
@@ -167,12 +156,6 @@ def summarize(
                     f"layer {row.index} of {network!r}: for {_values_text(values)}: {error}"
                 ) from None
     return NetworkSummary(network, evaluated)
-
-
-def _total_line(total: tuple[str, ...], widths: list[int]) -> str:
-    prefix_width = sum(widths[:5]) + 2 * 5
-    numbers = "  ".join(total[i].rjust(widths[i]) for i in (5, 6, 7))
-    return ("total".ljust(prefix_width) + numbers).rstrip()
 
 
 def _config_text(row: LayerRow, previous: LayerRow | None) -> str:

@@ -22,12 +22,13 @@ from typing import Literal
 import sympy as sp
 
 from memtheory.conventions import ConventionLike, Model
-from memtheory.errors import UnsupportedError
+from memtheory.errors import EvaluationError, UnsupportedError
 from memtheory.memory import training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
+from memtheory.tables import Column, Table
 from memtheory.techniques.checkpointing import (
     best_network_interval,
     best_uniform_interval,
@@ -88,8 +89,8 @@ class ScenarioComparison:
     scenarios: tuple[Scenario, ...]
     limit: sp.Expr | None = None
 
-    def table(self, unit: str = "GiB", digits: int = 2) -> str:
-        """Render the scenarios, with whether each fits the limit.
+    def table(self, unit: str = "GiB", digits: int = 2) -> Table:
+        """Tabulate the scenarios, with whether each fits the limit.
 
         Examples
         --------
@@ -102,15 +103,23 @@ class ScenarioComparison:
         sgd        fp32       -              -           8.00
         adam       fp32       -              -          16.00
         """
-        header = ["optimizer", "precision", "checkpointing", "ZeRO", f"total ({unit})"]
+        columns = [
+            Column("optimizer"),
+            Column("precision"),
+            Column("checkpointing"),
+            Column("ZeRO"),
+            Column(f"total ({unit})", align="right"),
+        ]
         if self.limit is not None:
-            header.append(f"fits {format_bytes(self.limit, unit, digits)}")
+            columns.append(Column(f"fits {format_bytes(self.limit, unit, digits)}"))
         body = []
         for s in self.scenarios:
             total = s.total
             if not total.is_number:
                 names = ", ".join(sorted(x.name for x in total.free_symbols))
-                raise ValueError(f"table() needs numbers: pass {names}=... to compare_scenarios().")
+                raise EvaluationError(
+                    f"table() needs numbers: pass {names}=... to compare_scenarios()."
+                )
             line = [
                 s.optimizer,
                 s.precision,
@@ -121,19 +130,13 @@ class ScenarioComparison:
             if self.limit is not None:
                 line.append("yes" if total <= self.limit else "no")
             body.append(line)
-        widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-        numeric = {4}
-
-        def render(row: list[str]) -> str:
-            return "  ".join(
-                c.rjust(widths[i]) if i in numeric else c.ljust(widths[i])
-                for i, c in enumerate(row)
-            ).rstrip()
-
-        return "\n".join([render(header), render(["-" * w for w in widths]), *map(render, body)])
+        return Table(columns, body)
 
     def __str__(self) -> str:
-        return self.table()
+        return self.table().text()
+
+    def _repr_html_(self) -> str:
+        return self.table().html()
 
 
 def compare_scenarios(

@@ -20,10 +20,11 @@ from typing import Literal
 import sympy as sp
 
 from memtheory.conventions import ConventionLike
-from memtheory.errors import EvaluationError
+from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import evaluate, symbols_by_name
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
+from memtheory.tables import Column, Table
 from memtheory.units import convert, round_half_up
 from memtheory.whatif.limits import By, Quantity, total_bytes
 
@@ -82,11 +83,18 @@ class Sensitivity:
         for row in self.rows:
             if row.symbol == symbol:
                 return row
-        raise KeyError(f"no size named {symbol!r}; sizes: {', '.join(r.symbol for r in self.rows)}")
+        raise UnknownNameError(
+            f"no size named {symbol!r}; sizes: {', '.join(r.symbol for r in self.rows)}"
+        )
 
-    def table(self, unit: str = "MiB", digits: int = 3) -> str:
-        """Render one line per size: value, elasticity, and what one more costs."""
-        header = ("size", "value", "elasticity", f"+1 costs ({unit})")
+    def table(self, unit: str = "MiB", digits: int = 3) -> Table:
+        """Tabulate one row per size: value, elasticity, and what one more costs."""
+        columns = [
+            Column("size"),
+            Column("value", align="right"),
+            Column("elasticity", align="right"),
+            Column(f"+1 costs ({unit})", align="right"),
+        ]
         body = [
             (
                 r.symbol,
@@ -96,18 +104,13 @@ class Sensitivity:
             )
             for r in self.rows
         ]
-        widths = [max(len(line[i]) for line in [header, *body]) for i in range(4)]
-        lines = [
-            "  ".join(
-                cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
-                for i, cell in enumerate(line)
-            )
-            for line in [header, tuple("-" * w for w in widths), *body]
-        ]
-        return "\n".join(lines)
+        return Table(columns, body)
 
     def __str__(self) -> str:
-        return self.table()
+        return self.table().text()
+
+    def _repr_html_(self) -> str:
+        return self.table().html()
 
 
 def _relaxed(expression: sp.Expr) -> sp.Expr:
