@@ -9,3 +9,13 @@ from hypothesis import settings
 
 settings.register_profile("memtheory", deadline=None)
 settings.load_profile("memtheory")
+
+
+def pytest_addoption(parser):
+    """Add --regen-golden: rewrite the golden table files instead of comparing with them."""
+    parser.addoption(
+        "--regen-golden",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/* from the current output (review the diff before committing)",
+    )
