@@ -265,7 +265,7 @@ class Table:
             )
 
         parts = ['<div class="memtheory-table" style="overflow-x:auto;max-width:100%">']
-        parts.append("<table>")
+        parts.append('<table class="table">')
         if self.title is not None:
             parts.append(f"<caption>{html.escape(self.title)}</caption>")
         parts.append(f"<thead><tr>{cells(self.titles, 'th')}</tr></thead>")
@@ -301,7 +301,8 @@ def _spans(row: Sequence[str]) -> int:
 
 
 def _md(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Escape what would break a pipe-table row; backslashes stay, for LaTeX in ``$...$``."""
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _md_row(cells: Iterable[str], *, bold: bool = False) -> str:

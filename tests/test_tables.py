@@ -48,8 +48,8 @@ def markdown_cells(table: Table) -> list[list[str]]:
     lines = [ln for ln in table.markdown().splitlines() if ln.startswith("|")]
     rows = []
     for line in lines[:1] + lines[2:]:
-        cells = re.split(r"(?<!\\) \| ", line[2:-2]) if line != "|  |" else [""]
-        rows.append([c.replace("\\|", "|").replace("\\\\", "\\").strip("*") for c in cells])
+        cells = re.split(r" (?<!\\)\| ", line[2:-2]) if line != "|  |" else [""]
+        rows.append([c.replace("\\|", "|").strip("*") for c in cells])
     return rows
 
 
