@@ -153,6 +153,19 @@ class Table:
             result.append(cells)
         return tuple(result)
 
+    def titled(self, title: str | None) -> Table:
+        """Return the same table with another title line (None: without one).
+
+        Examples
+        --------
+        >>> print(Table(["a"], [("1",)]).titled("fp32"))
+        fp32
+        a
+        -
+        1
+        """
+        return Table(self.columns, self.rows, footer=self.footer, title=title, notes=self.notes)
+
     @property
     def shape(self) -> tuple[int, int]:
         """Number of body rows and of columns."""

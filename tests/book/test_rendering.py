@@ -85,3 +85,50 @@ def test_no_cell_failed_or_printed_a_traceback(browser):
         browser.open(HTML / f"{page}.html")
         errors = "document.querySelectorAll('.output.error, .output.traceback').length"
         assert browser.evaluate(errors) == 0
+
+
+# A table wider than the text column must sit in something that scrolls sideways (the theme's
+# scrollable container or memtheory's table wrapper). A printed text table cannot: its <pre>
+# scrolls, but a reader sees it cut at the column's edge, so no cell output may be wider than
+# the column: wide tables are shown as HTML tables, not printed.
+_OVERFLOW = """
+(() => {
+  const article = document.querySelector('article') || document.querySelector('main');
+  const limit = article.getBoundingClientRect().right + 1;
+  const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  const shown = el => el.getClientRects().length > 0;  // not folded away
+  const bad = [];
+  for (const el of article.querySelectorAll('table')) {
+    if (!shown(el)) continue;
+    let scroller = null;
+    for (let a = el.parentElement; !scroller && a && a !== article; a = a.parentElement) {
+      if (scrolls(a)) scroller = a;
+    }
+    const text = el.textContent.trim().replace(/\\s+/g, ' ').slice(0, 60);
+    if ((scroller || el).getBoundingClientRect().right > limit) {
+      bad.push(`table sticks out of the page: ${text}`);
+    }
+    if (!scroller && el.scrollWidth > el.parentElement.clientWidth + 1) {
+      bad.push(`table wider than its column without a scroll wrapper: ${text}`);
+    }
+  }
+  for (const el of article.querySelectorAll('.cell_output pre, .output pre')) {
+    if (shown(el) && el.scrollWidth > el.clientWidth + 1) {
+      bad.push(`printed output cut at the column's edge: ${el.textContent.trim().slice(0, 60)}`);
+    }
+  }
+  return bad;
+})()
+"""
+
+
+def all_pages() -> list[str]:
+    """Return every page of the table of contents, as paths under book/_build/html."""
+    return ["intro"] + re.findall(r"^- file: (\S+)$", (BOOK / "_toc.yml").read_text(), re.M)
+
+
+@pytest.mark.parametrize("page", all_pages())
+def test_no_table_is_cut_off(browser, page):
+    """At 1280 px no table or printed output is wider than the page without a sideways scroll."""
+    browser.open(HTML / f"{page}.html")
+    assert browser.evaluate(_OVERFLOW) == []
