@@ -48,6 +48,7 @@ __all__ = [
     "optimizer_names",
     "pool_windows",
     "precisions",
+    "respellings",
 ]
 
 FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
@@ -301,3 +302,20 @@ def precisions() -> st.SearchStrategy[Precision]:
 def batch_sizes(largest: int = 512) -> st.SearchStrategy[int]:
     """Positive batch sizes."""
     return st.integers(1, largest)
+
+
+# -- names as people type them ------------------------------------------------------------
+@st.composite
+def respellings(draw: st.DrawFn, name: str, separators: bool = True) -> str:
+    """A spelling of ``name`` as a person might type it: any case, padded with spaces.
+
+    With ``separators``, spaces, ``_``, ``-`` and ``+`` are dropped, kept or swapped for
+    one another anywhere between the letters.
+    """
+    letters = [c.upper() if draw(st.booleans()) else c.lower() for c in name]
+    if separators:
+        letters = [c for c in letters if c not in " _-+"]
+        gaps = st.sampled_from(["", "", " ", "_", "-", "+"])
+        letters = [c + (draw(gaps) if i < len(letters) - 1 else "") for i, c in enumerate(letters)]
+    pad = st.sampled_from(["", " ", "  "])
+    return draw(pad) + "".join(letters) + draw(pad)
