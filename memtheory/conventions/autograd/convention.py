@@ -35,7 +35,7 @@ from memtheory.conventions.autograd.timeline import (
 )
 from memtheory.conventions.base import Convention, Model
 from memtheory.dtypes import dtype
-from memtheory.errors import UnknownOptimizerError, UnsupportedError
+from memtheory.errors import InvalidArgumentError, UnknownOptimizerError, UnsupportedError
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
 
@@ -128,7 +128,7 @@ class AutogradConvention(Convention):
 
     def __init__(self, implementation: Implementation = "for-loop") -> None:
         if implementation not in IMPLEMENTATIONS:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got "
                 f"{implementation!r}."
             )
