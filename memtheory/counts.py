@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
+from memtheory.errors import InvalidSizeError
 from memtheory.symbols import B
 
 __all__ = ["ModelCounts"]
@@ -90,6 +91,6 @@ class ModelCounts:
 def _as_count(value: SizeLike, name: str, minimum: int) -> sp.Expr:
     if isinstance(value, sp.Basic) and not value.is_number:
         if value.is_nonnegative is False:
-            raise ValueError(f"ModelCounts: {name} = {value} can be negative.")
+            raise InvalidSizeError(f"ModelCounts: {name} = {value} can be negative.")
         return sp.sympify(value)
     return as_size(value, name, "ModelCounts", minimum=minimum)

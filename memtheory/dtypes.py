@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memtheory.errors import UnknownDTypeError
+from memtheory.registry import Registry
 
-__all__ = ["DTYPES", "DType", "DTypeLike", "dtype"]
+__all__ = ["DTYPES", "DTYPE_REGISTRY", "DType", "DTypeLike", "dtype"]
 
 
 @dataclass(frozen=True, order=True)
@@ -72,23 +73,30 @@ DTYPES: dict[str, DType] = {
 }
 """Every element type memtheory knows, by canonical name."""
 
-_ALIASES = {
-    "float64": "fp64",
-    "double": "fp64",
-    "float32": "fp32",
-    "float": "fp32",
-    "single": "fp32",
-    "float16": "fp16",
-    "half": "fp16",
-    "bfloat16": "bf16",
-    "float8_e4m3fn": "fp8_e4m3",
-    "float8_e5m2": "fp8_e5m2",
-    "long": "int64",
-    "int": "int32",
-    "short": "int16",
-    "qint8": "int8",
-    "bool_": "bool",
-}
+DTYPE_REGISTRY: Registry[DType] = Registry(
+    "dtype",
+    DTYPES,
+    aliases={
+        "float64": "fp64",
+        "double": "fp64",
+        "float32": "fp32",
+        "float": "fp32",
+        "single": "fp32",
+        "float16": "fp16",
+        "half": "fp16",
+        "bfloat16": "bf16",
+        "float8_e4m3fn": "fp8_e4m3",
+        "float8_e5m2": "fp8_e5m2",
+        "long": "int64",
+        "int": "int32",
+        "short": "int16",
+        "qint8": "int8",
+    },
+    error=UnknownDTypeError,
+    hint="(or a NumPy/PyTorch spelling such as float16, half, torch.bfloat16)",
+    prefixes=("torch.", "numpy.", "np."),
+)
+"""The dtypes by any accepted spelling: NumPy's and PyTorch's names, any case."""
 
 DTypeLike = str | DType
 
@@ -118,21 +126,8 @@ def dtype(spec: DTypeLike) -> DType:
     >>> dtype("fp12")
     Traceback (most recent call last):
     ...
-    memtheory.errors.UnknownDTypeError: unknown dtype 'fp12'. Known dtypes: fp64, fp32, ...
+    memtheory.errors.UnknownDTypeError: unknown dtype 'fp12'. Did you mean 'fp16'? Known dtypes: ...
     """
     if isinstance(spec, DType):
         return spec
-    if not isinstance(spec, str):
-        raise UnknownDTypeError(
-            f"a dtype is given by name, got {spec!r} ({type(spec).__name__}). "
-            f"Known dtypes: {', '.join(DTYPES)}."
-        )
-    key = spec.strip().lower().removeprefix("torch.").removeprefix("numpy.").removeprefix("np.")
-    key = _ALIASES.get(key, key)
-    try:
-        return DTYPES[key]
-    except KeyError:
-        raise UnknownDTypeError(
-            f"unknown dtype {spec!r}. Known dtypes: {', '.join(DTYPES)} "
-            f"(and aliases such as {', '.join(sorted(_ALIASES)[:6])})."
-        ) from None
+    return DTYPE_REGISTRY[spec]

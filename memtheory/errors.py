@@ -3,7 +3,8 @@
 Each message names what is wrong (which layer, which value) and how to fix it.
 All derive from :class:`MemtheoryError`, and each also derives from the
 built-in exception a caller would expect (``ValueError`` for a bad value,
-``LookupError`` for an unknown name), so generic handlers keep working.
+``KeyError`` for an unknown name, ``AttributeError`` for an unknown
+attribute), so generic handlers keep working.
 
 Examples
 --------
@@ -17,10 +18,13 @@ Conv2d: kernel_size must be a positive integer, got 0. Pass a whole number >= 1.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "DoesNotFitError",
     "EvaluationError",
     "EvaluationOverflowError",
+    "InvalidArgumentError",
     "InvalidSizeError",
     "KernelTooLargeError",
     "MemtheoryError",
@@ -28,10 +32,12 @@ __all__ = [
     "ParseError",
     "RankError",
     "ShapeError",
+    "UnknownAttributeError",
     "UnknownConventionError",
     "UnknownDTypeError",
     "UnknownNameError",
     "UnknownOptimizerError",
+    "UnknownPrecisionError",
     "UnknownUnitError",
     "TableError",
     "UnsupportedError",
@@ -44,6 +50,14 @@ class MemtheoryError(Exception):
 
 class InvalidSizeError(MemtheoryError, ValueError):
     """A size or hyperparameter is not a positive whole number (or is out of range)."""
+
+
+class InvalidArgumentError(MemtheoryError, ValueError):
+    """An argument has an acceptable type but a value or state memtheory cannot use.
+
+    For example a PyTorch module left on the GPU, or in evaluation mode, for a
+    measurement of a CPU training step.
+    """
 
 
 class ParseError(MemtheoryError, ValueError):
@@ -62,8 +76,48 @@ class KernelTooLargeError(ShapeError):
     """A kernel (or pooling window) does not fit in its padded input."""
 
 
-class UnknownNameError(MemtheoryError, LookupError):
-    """A name (optimizer, dtype, unit, convention) is not one memtheory knows."""
+class UnknownNameError(MemtheoryError, KeyError):
+    """A name (optimizer, dtype, precision, unit, convention, ...) is not one memtheory knows.
+
+    It is a ``KeyError`` (and so a ``LookupError``), as a failed lookup in a
+    mapping is; unlike ``KeyError`` its text is the message itself, unquoted.
+
+    Parameters
+    ----------
+    message : str
+        What is unknown, what is known, and (where a known name is close) "did
+        you mean ...?".
+    name : object, optional
+        The name as it was given.
+    known : sequence of str, optional
+        The names that are known.
+    suggestions : sequence of str, optional
+        The known spellings closest to ``name``, best first.
+
+    Examples
+    --------
+    >>> from memtheory.optimizers import optimizer
+    >>> try:
+    ...     optimizer("adamm")
+    ... except KeyError as error:
+    ...     print(error.suggestions[0], "|", error)
+    adam | unknown optimizer 'adamm'. Did you mean 'adam'? Known optimizers: sgd, ...
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: object = None,
+        known: Iterable[str] = (),
+        suggestions: Iterable[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.name = name
+        self.known = tuple(known)
+        self.suggestions = tuple(suggestions)
+
+    __str__ = BaseException.__str__
 
 
 class UnknownOptimizerError(UnknownNameError):
@@ -72,6 +126,13 @@ class UnknownOptimizerError(UnknownNameError):
 
 class UnknownDTypeError(UnknownNameError):
     """The dtype name is not in :data:`memtheory.dtypes.DTYPES`."""
+
+
+class UnknownPrecisionError(UnknownDTypeError):
+    """The precision name is not in :data:`memtheory.precision.PRECISIONS`.
+
+    A precision name may be any dtype name, so this is an :class:`UnknownDTypeError` too.
+    """
 
 
 class UnknownUnitError(UnknownNameError):
@@ -93,6 +154,10 @@ class MissingArgumentError(MemtheoryError, TypeError):
     ...
     memtheory.errors.MissingArgumentError: training memory needs an optimizer: ...
     """
+
+
+class UnknownAttributeError(UnknownNameError, AttributeError):
+    """An attribute looked up by name does not exist (an exercise parameter, a lazy export)."""
 
 
 class UnsupportedError(MemtheoryError, TypeError):

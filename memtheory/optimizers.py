@@ -16,10 +16,12 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Real
 
-from memtheory.errors import UnknownOptimizerError
+from memtheory.errors import InvalidSizeError, UnknownOptimizerError
+from memtheory.registry import Registry
 
-__all__ = ["OPTIMIZERS", "Optimizer", "OptimizerLike", "optimizer"]
+__all__ = ["OPTIMIZERS", "OPTIMIZER_REGISTRY", "Optimizer", "OptimizerLike", "optimizer"]
 
 
 @dataclass(frozen=True)
@@ -148,49 +150,97 @@ OPTIMIZERS: dict[str, Optimizer] = {
 }
 """Every optimizer memtheory knows, by canonical name."""
 
-_ALIASES = {
-    "momentum": "sgd+momentum",
-    "sgd-momentum": "sgd+momentum",
-    "sgd_momentum": "sgd+momentum",
-    "sgdm": "sgd+momentum",
-    "sgd+nesterov": "nesterov",
-    "rms": "rmsprop",
-    "rmsprop-momentum": "rmsprop+momentum",
+OPTIMIZER_REGISTRY: Registry[Optimizer] = Registry(
+    "optimizer",
+    OPTIMIZERS,
+    aliases={
+        "momentum": "sgd+momentum",
+        "sgdm": "sgd+momentum",
+        "sgd+nesterov": "nesterov",
+        "rms": "rmsprop",
+        # Hugging Face Trainer's ``optim=`` names for torch.optim.AdamW: same state.
+        "adamw_torch": "adamw",
+        "adamw_torch_fused": "adamw",
+    },
+    error=UnknownOptimizerError,
+    hint="(or describe a new one with memtheory.Optimizer)",
+    prefixes=("torch.optim.",),
+)
+"""The optimizers by any accepted spelling: case, spaces, ``_``, ``-`` and ``+`` do not matter."""
+
+# torch.optim's switches (momentum > 0, nesterov, centered) and the optimizer each
+# combination is: torch.optim.SGD(momentum=0.9) keeps the state of "sgd+momentum".
+_SWITCHES: dict[str, tuple[str, bool, bool, bool]] = {
+    "sgd": ("SGD", False, False, False),
+    "sgd+momentum": ("SGD", True, False, False),
+    "nesterov": ("SGD", True, True, False),
+    "rmsprop": ("RMSprop", False, False, False),
+    "rmsprop+momentum": ("RMSprop", True, False, False),
+    "rmsprop-centered": ("RMSprop", False, False, True),
 }
+_BY_SWITCHES = {switches: name for name, switches in _SWITCHES.items()}
 
 OptimizerLike = str | Optimizer
 
 
-def optimizer(spec: OptimizerLike) -> Optimizer:
-    """Look up an optimizer by name (case-insensitive; ``"momentum"`` means SGD with momentum).
+def optimizer(
+    spec: OptimizerLike,
+    *,
+    momentum: float | None = None,
+    nesterov: bool | None = None,
+    centered: bool | None = None,
+) -> Optimizer:
+    """Look up an optimizer by name; case, spaces, ``_``, ``-`` and ``+`` do not matter.
+
+    Parameters
+    ----------
+    spec : str or Optimizer
+        A name (``"adam"``, ``"SGD momentum"``, ``"torch.optim.AdamW"``, Hugging
+        Face's ``"adamw_torch"``), or an :class:`Optimizer`, returned unchanged.
+    momentum, nesterov, centered : optional
+        torch.optim's switches for SGD and RMSprop, overriding what the name
+        says: ``optimizer("sgd", momentum=0.9)`` is ``"sgd+momentum"`` (only
+        whether momentum is non-zero changes the state).
 
     Raises
     ------
     UnknownOptimizerError
-        For a name memtheory does not know; the message lists the known names.
+        For a name memtheory does not know (the message lists the known names
+        and the closest), or switches no known optimizer has.
 
     Examples
     --------
     >>> optimizer("AdamW").title
     'AdamW'
+    >>> optimizer("sgd", momentum=0.9) is optimizer("sgd+momentum")
+    True
     >>> optimizer("adamm")
     Traceback (most recent call last):
     ...
-    memtheory.errors.UnknownOptimizerError: unknown optimizer 'adamm'. Known optimizers: sgd, ...
+    memtheory.errors.UnknownOptimizerError: unknown optimizer 'adamm'. Did you mean 'adam'? ...
     """
-    if isinstance(spec, Optimizer):
-        return spec
-    if not isinstance(spec, str):
+    found = spec if isinstance(spec, Optimizer) else OPTIMIZER_REGISTRY[spec]
+    if momentum is None and nesterov is None and centered is None:
+        return found
+    if momentum is not None and (
+        isinstance(momentum, bool) or not isinstance(momentum, Real) or not momentum >= 0
+    ):
+        raise InvalidSizeError(f"momentum must be a number >= 0, got {momentum!r}.")
+    given = {"momentum": momentum, "nesterov": nesterov, "centered": centered}
+    family, *switches = _SWITCHES.get(found.name, (found.title, False, False, False))
+    for i, value in enumerate(given.values()):
+        if value is not None:
+            switches[i] = bool(value)
+    name = _BY_SWITCHES.get((family, *switches))
+    if name is None:
+        options = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)
         raise UnknownOptimizerError(
-            f"an optimizer is given by name, got {spec!r}. "
-            f"Known optimizers: {', '.join(OPTIMIZERS)}."
+            f"no optimizer memtheory knows is {found.title} with {options}. "
+            "The switches describe torch.optim.SGD "
+            "(momentum > 0: 'sgd+momentum'; and nesterov=True: 'nesterov') and "
+            "torch.optim.RMSprop (momentum > 0: 'rmsprop+momentum'; centered=True: "
+            "'rmsprop-centered'); describe another with memtheory.Optimizer.",
+            name=spec,
+            known=tuple(OPTIMIZERS),
         )
-    key = spec.strip().lower().replace(" ", "")
-    key = _ALIASES.get(key, key)
-    try:
-        return OPTIMIZERS[key]
-    except KeyError:
-        raise UnknownOptimizerError(
-            f"unknown optimizer {spec!r}. Known optimizers: {', '.join(OPTIMIZERS)} "
-            "(or describe a new one with memtheory.Optimizer)."
-        ) from None
+    return OPTIMIZERS[name]

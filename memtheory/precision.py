@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from memtheory.dtypes import DType, DTypeLike, dtype
-from memtheory.errors import UnknownDTypeError
+from memtheory.dtypes import DTYPE_REGISTRY, DTYPES, DType, DTypeLike, dtype
+from memtheory.errors import UnknownPrecisionError
+from memtheory.registry import Registry
 
-__all__ = ["Precision", "PrecisionLike", "precision"]
+__all__ = ["PRECISIONS", "PRECISION_REGISTRY", "Precision", "PrecisionLike", "precision"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,21 @@ class Precision:
         """
         return cls(parameters=low, optimizer_state="fp32", input="fp32", master_weights="fp32")
 
+    @classmethod
+    def autocast(cls, low: DTypeLike = "fp16") -> Precision:
+        """Build ``torch.autocast`` training: fp32 weights, gradients, state; ``low`` activations.
+
+        What PyTorch Lightning calls ``"16-mixed"`` and ``"bf16-mixed"``. No master
+        copy: the fp32 weights are it.
+
+        Examples
+        --------
+        >>> a = Precision.autocast("bf16")
+        >>> a.parameters.name, a.gradients.name, a.activations.name, a.master_weights
+        ('fp32', 'fp32', 'bf16', None)
+        """
+        return cls(parameters="fp32", activations=low, input="fp32")
+
     def describe(self) -> str:
         """One line listing each component's dtype.
 
@@ -114,33 +130,76 @@ class Precision:
 
 PrecisionLike = str | DType | Precision
 
+PRECISIONS: dict[str, Precision] = {
+    **{name: Precision.uniform(d) for name, d in DTYPES.items()},
+    "mixed-fp16": Precision.mixed("fp16"),
+    "mixed-bf16": Precision.mixed("bf16"),
+    "autocast-fp16": Precision.autocast("fp16"),
+    "autocast-bf16": Precision.autocast("bf16"),
+}
+"""Every named precision: each dtype name (everything in that type), mixed and autocast."""
+
+PRECISION_REGISTRY: Registry[Precision] = Registry(
+    "precision",
+    PRECISIONS,
+    aliases={
+        **DTYPE_REGISTRY.aliases,
+        # PyTorch Lightning's Trainer(precision=...): "-mixed" is torch.autocast.
+        "16-mixed": "autocast-fp16",
+        "bf16-mixed": "autocast-bf16",
+        "16-true": "fp16",
+        "bf16-true": "bf16",
+        "32-true": "fp32",
+        "32": "fp32",
+        "64-true": "fp64",
+        "64": "fp64",
+    },
+    error=UnknownPrecisionError,
+    hint="(any dtype name means everything in that type; or pass a Precision)",
+    prefixes=DTYPE_REGISTRY.prefixes,
+)
+"""The precisions by any accepted spelling, PyTorch Lightning's included."""
+
+_FAMILIES = {"mixed": Precision.mixed, "autocast": Precision.autocast}
+
 
 def precision(spec: PrecisionLike) -> Precision:
     """Build a :class:`Precision` from a name.
 
     ``"fp32"``, ``"bf16"``, ... (any dtype name) mean everything in that type;
-    ``"mixed-fp16"`` and ``"mixed-bf16"`` mean :meth:`Precision.mixed`.
+    ``"mixed-fp16"`` and ``"mixed-bf16"`` mean :meth:`Precision.mixed` (16-bit
+    weights and an fp32 master copy), ``"autocast-fp16"`` and ``"autocast-bf16"``
+    :meth:`Precision.autocast` (fp32 weights, 16-bit activations). PyTorch
+    Lightning's names work too: ``"16-mixed"`` and ``"bf16-mixed"`` are autocast
+    (not memtheory's ``"mixed-..."``: same total per parameter, other components),
+    ``"32-true"`` is fp32 and ``"bf16-true"`` everything in bf16.
+
+    Raises
+    ------
+    UnknownPrecisionError
+        For an unknown name: the message lists the named precisions and the closest.
 
     Examples
     --------
     >>> precision("mixed-fp16").master_weights.name
     'fp32'
+    >>> precision("bf16-mixed") == Precision.autocast("bf16")
+    True
     >>> precision("fp13")
     Traceback (most recent call last):
     ...
-    memtheory.errors.UnknownDTypeError: unknown precision 'fp13': ...
+    memtheory.errors.UnknownPrecisionError: unknown precision 'fp13'. Did you mean 'fp16'? ...
     """
     if isinstance(spec, Precision):
         return spec
     if isinstance(spec, DType):
         return Precision.uniform(spec)
-    if isinstance(spec, str) and spec.lower().startswith("mixed"):
-        low = spec.lower().removeprefix("mixed").strip("-_ ") or "fp16"
-        return Precision.mixed(low)
     try:
-        return Precision.uniform(spec)
-    except UnknownDTypeError as error:
-        raise UnknownDTypeError(
-            f"unknown precision {spec!r}: use a dtype name (fp32, fp16, bf16, int8, ...), "
-            f"'mixed-fp16', 'mixed-bf16', or a Precision. ({error})"
-        ) from None
+        return PRECISION_REGISTRY[spec]
+    except UnknownPrecisionError:
+        key = PRECISION_REGISTRY.normalize(spec) if isinstance(spec, str) else ""
+        for family, build in _FAMILIES.items():
+            if key.startswith(family):  # "mixed", "mixed-float16", "autocast half"
+                low = key.removeprefix(family)
+                return build(low) if low else build()
+        raise

@@ -30,11 +30,13 @@ from sympy.physics import units as su
 from sympy.physics.units import Quantity
 
 from memtheory.errors import ParseError, UnknownUnitError, UnsupportedError
+from memtheory.registry import Registry
 
 __all__ = [
     "BINARY_UNITS",
     "DECIMAL_UNITS",
     "UNITS",
+    "UNIT_REGISTRY",
     "as_quantity",
     "convert",
     "format_bytes",
@@ -76,51 +78,35 @@ DECIMAL_UNITS = ("B", "kB", "MB", "GB", "TB")
 BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 """Units that step by 1024."""
 
-_UNIT_ALIASES = {
-    "b": "B",
-    "byte": "B",
-    "bytes": "B",
-    "kb": "kB",
-    "kilobyte": "kB",
-    "kilobytes": "kB",
-    "mb": "MB",
-    "megabyte": "MB",
-    "megabytes": "MB",
-    "gb": "GB",
-    "gigabyte": "GB",
-    "gigabytes": "GB",
-    "tb": "TB",
-    "terabyte": "TB",
-    "terabytes": "TB",
-    "kib": "KiB",
-    "kibibyte": "KiB",
-    "kibibytes": "KiB",
-    "mib": "MiB",
-    "mebibyte": "MiB",
-    "mebibytes": "MiB",
-    "gib": "GiB",
-    "gibibyte": "GiB",
-    "gibibytes": "GiB",
-    "tib": "TiB",
-    "tebibyte": "TiB",
-    "tebibytes": "TiB",
-}
-
-
-def _canonical_unit(unit: str) -> str:
-    if not isinstance(unit, str):
-        raise UnknownUnitError(
-            f"a unit is given by name, got {unit!r}. Known units: {', '.join(UNITS)}."
-        )
-    if unit in UNITS:
-        return unit
-    try:
-        return _UNIT_ALIASES[unit.strip().lower()]
-    except KeyError:
-        raise UnknownUnitError(
-            f"unknown unit {unit!r}. Known units: {', '.join(UNITS)} "
-            "(kB/MB/GB step by 1000, KiB/MiB/GiB by 1024)."
-        ) from None
+UNIT_REGISTRY: Registry[int] = Registry(
+    "unit",
+    UNITS,
+    aliases={
+        "byte": "B",
+        "bytes": "B",
+        "kilobyte": "kB",
+        "kilobytes": "kB",
+        "megabyte": "MB",
+        "megabytes": "MB",
+        "gigabyte": "GB",
+        "gigabytes": "GB",
+        "terabyte": "TB",
+        "terabytes": "TB",
+        "kibibyte": "KiB",
+        "kibibytes": "KiB",
+        "mebibyte": "MiB",
+        "mebibytes": "MiB",
+        "gibibyte": "GiB",
+        "gibibytes": "GiB",
+        "tebibyte": "TiB",
+        "tebibytes": "TiB",
+    },
+    error=UnknownUnitError,
+    hint="(kB/MB/GB step by 1000, KiB/MiB/GiB by 1024)",
+    separators=False,
+)
+"""Bytes per unit by any accepted spelling: the exact symbol, any case ("mb" is MB, "mib"
+MiB: the "i" always decides), or the word ("mebibytes")."""
 
 
 def unit_bytes(unit: str) -> int:
@@ -131,7 +117,7 @@ def unit_bytes(unit: str) -> int:
     >>> unit_bytes("MiB"), unit_bytes("MB")
     (1048576, 1000000)
     """
-    return UNITS[_canonical_unit(unit)]
+    return UNIT_REGISTRY[unit]
 
 
 def convert(nbytes: sp.Expr | int, unit: str) -> sp.Expr:
@@ -165,7 +151,7 @@ def as_quantity(nbytes: sp.Expr | int, unit: str = "B") -> sp.Expr:
     >>> as_quantity(2**21, "MiB")
     2*mebibyte
     """
-    canonical = _canonical_unit(unit)
+    canonical = UNIT_REGISTRY.canonical(unit)
     return convert(nbytes, canonical) * _QUANTITIES[canonical]
 
 
@@ -207,7 +193,7 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
     >>> format_bytes(2**30, "GB", 3)
     '1.074 GB'
     """
-    canonical = _canonical_unit(unit)
+    canonical = UNIT_REGISTRY.canonical(unit)
     value = convert(nbytes, canonical)
     if not value.is_number:
         raise UnsupportedError(

@@ -50,6 +50,7 @@ __all__ = [
     "optimizer_names",
     "pool_windows",
     "precisions",
+    "respellings",
 ]
 
 FLOAT_DTYPES = ("fp64", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
@@ -326,3 +327,20 @@ def tables(draw: st.DrawFn) -> Table:
     title = draw(st.none() | _CELL_TEXT.map(str.strip).filter(bool))
     notes = draw(st.lists(_CELL_TEXT.map(str.strip).filter(bool), max_size=2))
     return Table(columns, rows, footer=footer, title=title, notes=notes)
+
+
+# -- names as people type them ------------------------------------------------------------
+@st.composite
+def respellings(draw: st.DrawFn, name: str, separators: bool = True) -> str:
+    """A spelling of ``name`` as a person might type it: any case, padded with spaces.
+
+    With ``separators``, spaces, ``_``, ``-`` and ``+`` are dropped, kept or swapped for
+    one another anywhere between the letters.
+    """
+    letters = [c.upper() if draw(st.booleans()) else c.lower() for c in name]
+    if separators:
+        letters = [c for c in letters if c not in " _-+"]
+        gaps = st.sampled_from(["", "", " ", "_", "-", "+"])
+        letters = [c + (draw(gaps) if i < len(letters) - 1 else "") for i, c in enumerate(letters)]
+    pad = st.sampled_from(["", " ", "  "])
+    return draw(pad) + "".join(letters) + draw(pad)

@@ -25,9 +25,11 @@ from memtheory.conventions.base import Convention, Model, model_counts
 from memtheory.conventions.breakdown import BreakdownConvention
 from memtheory.conventions.rule_of_thumb import RuleOfThumbConvention
 from memtheory.errors import UnknownConventionError
+from memtheory.registry import Registry
 
 __all__ = [
     "CONVENTIONS",
+    "CONVENTION_REGISTRY",
     "AutogradConvention",
     "BreakdownConvention",
     "Convention",
@@ -43,6 +45,11 @@ CONVENTIONS: dict[str, Convention] = {
 }
 """Registered conventions, by name."""
 
+CONVENTION_REGISTRY: Registry[Convention] = Registry(
+    "convention", CONVENTIONS, error=UnknownConventionError
+)
+"""The conventions by any spelling: case, spaces, ``_`` and ``-`` do not matter."""
+
 ConventionLike = str | Convention
 
 
@@ -57,13 +64,11 @@ def convention(spec: ConventionLike) -> Convention:
     Traceback (most recent call last):
     ...
     memtheory.errors.UnknownConventionError: unknown convention 'exact'. Known conventions: ...
+    >>> convention("rule of thum")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnknownConventionError: ... Did you mean 'rule_of_thumb'? ...
     """
     if isinstance(spec, Convention):
         return spec
-    key = str(spec).strip().lower().replace(" ", "_").replace("-", "_")
-    try:
-        return CONVENTIONS[key]
-    except KeyError:
-        raise UnknownConventionError(
-            f"unknown convention {spec!r}. Known conventions: {', '.join(sorted(CONVENTIONS))}."
-        ) from None
+    return CONVENTION_REGISTRY[spec]

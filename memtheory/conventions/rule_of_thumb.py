@@ -5,6 +5,7 @@ from __future__ import annotations
 import sympy as sp
 
 from memtheory.conventions.base import Convention, Model, model_counts
+from memtheory.errors import InvalidSizeError
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -48,7 +49,7 @@ class RuleOfThumbConvention(Convention):
             or not isinstance(parameter_copies, int)
             or parameter_copies < 1
         ):
-            raise ValueError(
+            raise InvalidSizeError(
                 f"parameter_copies must be a whole number >= 1, got {parameter_copies!r}."
             )
         self.parameter_copies = parameter_copies

@@ -18,7 +18,7 @@ cannot read 'abc' as a number: write digits such as 4632902 or 4,632,902.
 
 from __future__ import annotations
 
-from memtheory.errors import MemtheoryError
+from memtheory.errors import MemtheoryError, UnknownNameError
 
 __all__ = [
     "AnswerFileError",
@@ -39,10 +39,10 @@ class AnswerFormatError(ExerciseError, ValueError):
 
 
 class AnswerFileError(ExerciseError, ValueError):
-    """An answer file cannot be read (not TOML, or keys of the wrong type)."""
+    """An answer file cannot be read (not TOML, keys of the wrong type), or would be overwritten."""
 
 
-class UnknownExerciseError(ExerciseError, LookupError):
+class UnknownExerciseError(ExerciseError, UnknownNameError):
     """No exercise (or exercise set) has this id."""
 
 

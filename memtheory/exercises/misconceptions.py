@@ -27,6 +27,7 @@ import sympy as sp
 
 from memtheory.conventions import Convention, ConventionLike, Model, RuleOfThumbConvention
 from memtheory.counts import ModelCounts
+from memtheory.errors import UnknownNameError
 from memtheory.exercises.reasoning import Reasoning
 from memtheory.layers import AvgPool2d, Conv2d, Dense, Layer, MaxPool2d
 from memtheory.layers.base import Shape
@@ -468,11 +469,11 @@ def misconception(name: str) -> Misconception:
     >>> misconception("typo")
     Traceback (most recent call last):
     ...
-    KeyError: "no misconception 'typo'; known: activations_per_image, ..."
+    memtheory.errors.UnknownNameError: no misconception 'typo'; known: activations_per_image, ...
     """
     try:
         return MISCONCEPTIONS[name]
     except KeyError:
-        raise KeyError(
+        raise UnknownNameError(
             f"no misconception {name!r}; known: {', '.join(sorted(MISCONCEPTIONS))}"
         ) from None

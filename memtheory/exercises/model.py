@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from memtheory.errors import UnknownAttributeError
 from memtheory.exercises.errors import ExerciseDefinitionError, UnknownExerciseError
 from memtheory.exercises.kinds import AnswerKind
 from memtheory.exercises.misconceptions import MISCONCEPTIONS
@@ -64,7 +65,9 @@ class Params(dict):
         try:
             return self[name]
         except KeyError:
-            raise AttributeError(f"no parameter {name!r}; parameters: {', '.join(self)}") from None
+            raise UnknownAttributeError(
+                f"no parameter {name!r}; parameters: {', '.join(self)}"
+            ) from None
 
 
 Solver = Callable[[Params, Reasoning], object]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import memtheory
+from memtheory.exercises.errors import AnswerFileError, UnknownExerciseError
 from memtheory.tables import Column, Table
 
 __all__ = [
@@ -168,7 +169,7 @@ class GradeReport:
         for result in self.results:
             if result.id == exercise_id:
                 return result
-        raise KeyError(f"no result for {exercise_id!r}")
+        raise UnknownExerciseError(f"no result for {exercise_id!r}")
 
     def to_dict(self) -> dict[str, object]:
         """Plain data for JSON: totals, then one entry per exercise."""
@@ -381,12 +382,12 @@ def write_atomic(
     >>> write_atomic(folder / "answers.toml", "", protect=[folder / "answers.toml"])
     Traceback (most recent call last):
     ...
-    ValueError: refusing to write the result over .../answers.toml, which is an answer file.
+    memtheory.exercises.errors.AnswerFileError: refusing to write the result over ...
     """
     target = Path(path)
     for protected in protect:
         if target.resolve() == Path(protected).resolve():
-            raise ValueError(
+            raise AnswerFileError(
                 f"refusing to write the result over {target}, which is an answer file."
             )
     handle, temporary = tempfile.mkstemp(

@@ -24,6 +24,7 @@ import hashlib
 import random
 from collections.abc import Callable, Mapping, Sequence
 
+from memtheory.errors import UnsupportedError
 from memtheory.exercises.errors import ExerciseDefinitionError
 
 __all__ = [
@@ -57,7 +58,7 @@ def normalize_seed(seed: SeedLike) -> str | None:
     if seed is None:
         return None
     if isinstance(seed, bool) or not isinstance(seed, str | int):
-        raise TypeError(f"a seed is a whole number or text, got {seed!r}.")
+        raise UnsupportedError(f"a seed is a whole number or text, got {seed!r}.")
     text = str(seed).strip()
     if not text or text.lower() == CANONICAL:
         return None

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 import sympy as sp
 
 from memtheory.counts import ModelCounts
-from memtheory.errors import ShapeError, UnsupportedError
+from memtheory.errors import ShapeError, UnknownNameError, UnsupportedError
 from memtheory.evaluation import symbols_by_name
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
 from memtheory.layers.core import Input
@@ -117,7 +117,7 @@ class Network:
             return self._by_name[name]
         except KeyError:
             names = ", ".join(r.name for r in self.rows)
-            raise KeyError(f"no layer named {name!r}; layers: {names}") from None
+            raise UnknownNameError(f"no layer named {name!r}; layers: {names}.") from None
 
     def __repr__(self) -> str:
         shape = describe_shape(self.input_shape)

@@ -120,13 +120,7 @@ def autocast(low: DTypeLike = "fp16") -> Precision:
     >>> p.parameters.name, p.gradients.name, p.activations.name, p.master_weights
     ('fp32', 'fp32', 'bf16', None)
     """
-    return Precision(
-        parameters="fp32",
-        gradients="fp32",
-        optimizer_state="fp32",
-        activations=low,
-        input="fp32",
-    )
+    return Precision.autocast(low)
 
 
 def autocast_weight_copy_bytes(parameters: sp.Expr | int, low: DTypeLike = "fp16") -> sp.Expr:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memtheory.errors import UnknownNameError
 from memtheory.memory_breakdown import MemoryBreakdown
 
 __all__ = ["OFFLOADED", "OffloadSplit", "cpu_offload"]
@@ -64,7 +65,7 @@ def cpu_offload(memory: MemoryBreakdown, components: tuple[str, ...] = OFFLOADED
     """
     unknown = set(components) - set(OFFLOADED) - set(memory.components)
     if unknown:
-        raise KeyError(
+        raise UnknownNameError(
             f"cannot offload {sorted(unknown)}: not components of this breakdown "
             f"({', '.join(memory.components)})."
         )

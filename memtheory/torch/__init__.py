@@ -25,6 +25,8 @@ Examples
 from importlib import import_module
 from typing import Any
 
+from memtheory.errors import UnknownAttributeError
+
 __all__ = [
     "SUPPORTED_MODULES",
     "ZOO",
@@ -57,7 +59,7 @@ _HOMES = {
 def __getattr__(name: str) -> Any:
     """Import the public names on first use, so that this package imports without PyTorch."""
     if name not in _HOMES:
-        raise AttributeError(f"module 'memtheory.torch' has no attribute {name!r}")
+        raise UnknownAttributeError(f"module 'memtheory.torch' has no attribute {name!r}")
     try:
         module = import_module(_HOMES[name])
     except ImportError as error:

@@ -36,6 +36,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from memtheory.errors import InvalidArgumentError
 from memtheory.footprint import COMPONENT_TITLES
 
 __all__ = ["Measurement", "StorageTracker", "measure", "optimizer_implementation"]
@@ -277,9 +278,11 @@ def measure(
     parameters = [p for p in module.parameters()]
     tensors = [*parameters, *module.buffers(), input]
     if any(t.device.type != "cpu" for t in tensors):
-        raise ValueError("measure() counts CPU storages: move the module and the input to CPU.")
+        raise InvalidArgumentError(
+            "measure() counts CPU storages: move the module and the input to CPU."
+        )
     if not module.training:
-        raise ValueError("measure() measures a training step: call module.train() first.")
+        raise InvalidArgumentError("measure() measures a training step: call module.train() first.")
     context = _autocast(autocast)
     for _ in range(warmup_steps):
         _step(module, input, loss, optimizer, target, context, None)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from memtheory.errors import UnknownNameError
 from memtheory.worked_examples.blog_formula import blog_formula
 from memtheory.worked_examples.fc_adam_forum import fc_adam_forum, fc_adam_network
 from memtheory.worked_examples.figures import Figure, WorkedExample
@@ -74,7 +75,7 @@ def worked_example(document: str) -> WorkedExample:
     try:
         build = WORKED_EXAMPLES[document]
     except KeyError:
-        raise KeyError(
+        raise UnknownNameError(
             f"no worked example for document {document!r}; documents: {', '.join(WORKED_EXAMPLES)}"
         ) from None
     return build()

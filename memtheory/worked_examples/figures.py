@@ -15,6 +15,7 @@ from decimal import Decimal
 
 import sympy as sp
 
+from memtheory.errors import UnknownNameError, UnknownUnitError
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.tables import Column, Table
@@ -45,7 +46,7 @@ def scale_of(unit: str) -> int:
     try:
         return COUNT_UNITS[unit]
     except KeyError:
-        raise ValueError(
+        raise UnknownUnitError(
             f"unknown figure unit {unit!r}; use a byte unit or one of {list(COUNT_UNITS)}"
         ) from None
 
@@ -221,7 +222,7 @@ class WorkedExample:
         for figure in self.figures:
             if figure.label == label:
                 return figure
-        raise KeyError(
+        raise UnknownNameError(
             f"no figure {label!r} in document {self.document}; "
             f"figures: {[f.label for f in self.figures]}"
         )

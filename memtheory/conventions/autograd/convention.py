@@ -34,7 +34,11 @@ from memtheory.conventions.autograd.timeline import (
 )
 from memtheory.conventions.base import Convention, Model
 from memtheory.dtypes import dtype
-from memtheory.errors import MissingArgumentError, UnsupportedError
+from memtheory.errors import (
+    InvalidArgumentError,
+    MissingArgumentError,
+    UnsupportedError,
+)
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -128,7 +132,7 @@ class AutogradConvention(Convention):
 
     def __init__(self, implementation: Implementation = "for-loop") -> None:
         if implementation not in IMPLEMENTATIONS:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got "
                 f"{implementation!r}."
             )

@@ -69,7 +69,7 @@ def autocast_precision(low: str = "bf16") -> Precision:
     >>> p.parameters.name, p.activations.name, p.input.name, p.master_weights
     ('fp32', 'bf16', 'fp32', None)
     """
-    return Precision(parameters="fp32", activations=low, input="fp32")
+    return Precision.autocast(low)
 
 
 @dataclass(frozen=True)
