@@ -31,6 +31,7 @@ from memtheory.exercises.reasoning import Reasoning
 from memtheory.layers import AvgPool2d, Conv2d, Dense, Layer, MaxPool2d
 from memtheory.layers.base import Shape
 from memtheory.layers.conv import check_window_fits
+from memtheory.layers.pooling import _Pool2d
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OPTIMIZERS, Optimizer, OptimizerLike
@@ -86,7 +87,7 @@ class _DepthlessConv2d(Conv2d):
     def weight_count(self, input_shape: Shape) -> sp.Expr:
         """``out_channels * kh * kw``: the mistake."""
         self.check_input(input_shape)
-        kh, kw = self.kernel_size
+        kh, kw = self._kernel_size()
         return self.out_channels * kh * kw
 
 
@@ -110,24 +111,24 @@ def rounded_window_count(
     return sp.floor(raw + sp.Rational(1, 2))
 
 
-class _RoundingPool:
+class _RoundingPool(_Pool2d):
     """Mixin: pooling output sizes rounded half up."""
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """``(batch, channels, h_out, w_out)`` with rounded sizes."""
-        self.check_input(input_shape)  # type: ignore[attr-defined]
+        self.check_input(input_shape)
         batch, channels, height, width = input_shape
         sizes = []
         for axis, size, k, s, p, d in zip(
             ("height", "width"),
             (height, width),
-            self.kernel_size,
-            self.stride,  # type: ignore[attr-defined]
-            self.padding,
+            self._kernel_size(),
+            self._stride(),
+            self._padding(),
             self._dilation(),
-            strict=True,  # type: ignore[attr-defined]
+            strict=True,
         ):
-            check_window_fits(self.label, axis, size, k, p, d, input_shape)  # type: ignore[attr-defined]
+            check_window_fits(self.label, axis, size, k, p, d, input_shape)
             sizes.append(rounded_window_count(size, k, s, p, d))
         return (batch, channels, *sizes)
 
