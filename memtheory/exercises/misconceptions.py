@@ -22,6 +22,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, cast
 
 import sympy as sp
 
@@ -38,6 +39,9 @@ from memtheory.optimizers import OPTIMIZERS, Optimizer, OptimizerLike
 from memtheory.precision import Precision, PrecisionLike
 from memtheory.shapes import effective_kernel
 from memtheory.units import unit_bytes
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["MISCONCEPTIONS", "Misconception", "misconception", "rounded_window_count"]
 
@@ -75,7 +79,8 @@ class Misconception:
 
 
 def _rebuilt(layer: Layer, cls: type[Layer], **changes: object) -> Layer:
-    values = {f.name: getattr(layer, f.name) for f in fields(layer)}  # type: ignore[arg-type]
+    concrete = cast("DataclassInstance", layer)  # every concrete layer is a dataclass
+    values = {f.name: getattr(layer, f.name) for f in fields(concrete)}
     values.update(changes)
     return cls(**values)
 

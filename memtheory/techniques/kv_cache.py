@@ -134,7 +134,7 @@ class GenerationMemory(Footprint):
         object.__setattr__(self, "kv_cache", sp.sympify(self.kv_cache))
 
     @property
-    def components(self) -> Mapping[str, sp.Expr]:  # type: ignore[override]
+    def components(self) -> Mapping[str, sp.Expr]:
         """``weights`` and ``kv_cache``, in bytes."""
         return {"weights": self.weights, "kv_cache": self.kv_cache}
 
