@@ -19,7 +19,7 @@ BOOK ?= 1
 
 help:
 	@echo "make venv       create .venv and install memtheory with the dev extra"
-	@echo "make test       ruff, book-check, pytest (tests, doctests, browser test); BOOK=0 skips the book"
+	@echo "make test       ruff, mypy, book-check, pytest (tests, doctests, browser test); BOOK=0 skips the book"
 	@echo "make book       install the book extra and build book/ (warnings are errors)"
 	@echo "make book-check make book, then check the HTML needs no CDN (MathJax served locally)"
 	@echo "make browser    install Debian's chromium for the browser test, if missing"
@@ -45,6 +45,7 @@ venv: $(STAMP_DEV)
 # pytest exits 5 when it collects no test; nothing here masks that, so `make test` fails.
 test: venv
 	$(BIN)/ruff check .
+	$(BIN)/mypy memtheory
 	$(BIN)/python -m pytest
 
 # With BOOK=1 (the default) the book is built and checked before pytest runs, so the browser
@@ -79,7 +80,7 @@ bench: venv
 	done
 
 clean:
-	rm -rf book/_build build dist .pytest_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf book/_build build dist .pytest_cache .ruff_cache .mypy_cache .hypothesis *.egg-info
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 
 distclean: clean

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import sympy as sp
 
 from memtheory.errors import InvalidSizeError
 
-__all__ = ["SizeLike", "as_pair", "as_size"]
+__all__ = ["Pair", "PairLike", "SizeLike", "as_pair", "as_size"]
 
-SizeLike = int | sp.Expr
+SizeLike: TypeAlias = int | sp.Expr
+PairLike: TypeAlias = SizeLike | tuple[SizeLike, SizeLike]
+"""One size for both axes, or a ``(height, width)`` pair: what a layer accepts."""
+Pair: TypeAlias = tuple[sp.Expr, sp.Expr]
+"""A ``(height, width)`` pair of sizes: what :func:`as_pair` returns."""
 
 
 def as_size(value: object, what: str, owner: str, *, minimum: int = 1) -> sp.Expr:
@@ -67,7 +72,7 @@ def as_size(value: object, what: str, owner: str, *, minimum: int = 1) -> sp.Exp
     return expr
 
 
-def as_pair(value: object, what: str, owner: str, *, minimum: int = 1) -> tuple[sp.Expr, sp.Expr]:
+def as_pair(value: object, what: str, owner: str, *, minimum: int = 1) -> Pair:
     """Return ``value`` (one size or a pair) as a ``(height, width)`` pair of sizes.
 
     Examples

@@ -156,7 +156,8 @@ class MissingArgumentError(MemtheoryError, TypeError):
     """
 
 
-class UnknownAttributeError(UnknownNameError, AttributeError):
+# AttributeError and UnknownNameError both declare ``name``; UnknownNameError.__init__ sets it.
+class UnknownAttributeError(UnknownNameError, AttributeError):  # type: ignore[misc]
     """An attribute looked up by name does not exist (an exercise parameter, a lazy export)."""
 
 

@@ -137,7 +137,7 @@ def evaluate(expression: sp.Expr | int, /, **values: object) -> sp.Expr:
     return expr.xreplace(substitution([expr], values))
 
 
-class _IntegerCode:
+class _IntegerCode(PythonCodePrinter):
     """Mixin for code printers that keep integer expressions in integer arithmetic."""
 
     def _integer_fraction(self, expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:

@@ -40,10 +40,10 @@ True
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from types import MappingProxyType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 import sympy as sp
@@ -83,8 +83,11 @@ class Footprint(ABC):
     defined here once.
     """
 
-    components: Mapping[str, sp.Expr]
-    """Bytes per component, in :data:`COMPONENT_TITLES` order (a subclass provides it)."""
+    if TYPE_CHECKING:  # a subclass provides it, as a field or a property: read-only here
+
+        @property
+        def components(self) -> Mapping[str, sp.Expr]:
+            """Bytes per component, in :data:`COMPONENT_TITLES` order."""
 
     timeline: Mapping[str, sp.Expr] = MappingProxyType({})
     """Live bytes at the labelled moments of a step, in order; empty when not followed."""
@@ -285,7 +288,7 @@ def _names(symbols: set[sp.Symbol]) -> str:
     return ", ".join(sorted(s.name for s in symbols))
 
 
-def _maximum(values: object) -> sp.Expr:
+def _maximum(values: Iterable[sp.Expr]) -> sp.Expr:
     """Return the maximum of byte counts, keeping only the candidates no other one dominates.
 
     Numbers give a number. Symbolic candidates are compared term by term: ``a``
@@ -295,7 +298,7 @@ def _maximum(values: object) -> sp.Expr:
     sympy's pairwise comparison of many floor-laden candidates is slow; it
     evaluates as soon as the symbols get values.
     """
-    expanded = [sp.expand(v) for v in values]  # type: ignore[attr-defined]
+    expanded = [sp.expand(v) for v in values]
     if all(v.is_number for v in expanded):
         return max(expanded)
     kept: list[Mapping[sp.Expr, sp.Expr]] = []

@@ -227,11 +227,12 @@ def optimizer(
     ):
         raise InvalidSizeError(f"momentum must be a number >= 0, got {momentum!r}.")
     given = {"momentum": momentum, "nesterov": nesterov, "centered": centered}
-    family, *switches = _SWITCHES.get(found.name, (found.title, False, False, False))
-    for i, value in enumerate(given.values()):
-        if value is not None:
-            switches[i] = bool(value)
-    name = _BY_SWITCHES.get((family, *switches))
+    family, *defaults = _SWITCHES.get(found.name, (found.title, False, False, False))
+    switches = [
+        bool(default if value is None else value)
+        for default, value in zip(defaults, given.values(), strict=True)
+    ]
+    name = _BY_SWITCHES.get((family, switches[0], switches[1], switches[2]))
     if name is None:
         options = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)
         raise UnknownOptimizerError(

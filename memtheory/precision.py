@@ -25,7 +25,7 @@ from memtheory.registry import Registry
 __all__ = ["PRECISIONS", "PRECISION_REGISTRY", "Precision", "PrecisionLike", "precision"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Precision:
     """Element types of each memory component.
 
@@ -51,27 +51,33 @@ class Precision:
     ('fp16', 'fp16', 'fp32')
     """
 
-    parameters: DTypeLike = "fp32"
-    gradients: DTypeLike | None = None
-    optimizer_state: DTypeLike | None = None
-    activations: DTypeLike | None = None
-    activation_gradients: DTypeLike | None = None
-    input: DTypeLike | None = None
-    master_weights: DTypeLike | None = None
+    # The fields hold DTypes; __init__ also takes names and fills in the defaults.
+    parameters: DType
+    gradients: DType
+    optimizer_state: DType
+    activations: DType
+    activation_gradients: DType
+    input: DType
+    master_weights: DType | None
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        parameters: DTypeLike = "fp32",
+        gradients: DTypeLike | None = None,
+        optimizer_state: DTypeLike | None = None,
+        activations: DTypeLike | None = None,
+        activation_gradients: DTypeLike | None = None,
+        input: DTypeLike | None = None,
+        master_weights: DTypeLike | None = None,
+    ) -> None:
         set_ = object.__setattr__
-        set_(self, "parameters", dtype(self.parameters))
-        for name, default in (
-            ("gradients", self.parameters),
-            ("optimizer_state", self.parameters),
-            ("activations", self.parameters),
-        ):
-            set_(self, name, dtype(getattr(self, name) or default))
-        set_(self, "activation_gradients", dtype(self.activation_gradients or self.activations))
-        set_(self, "input", dtype(self.input or self.activations))
-        if self.master_weights is not None:
-            set_(self, "master_weights", dtype(self.master_weights))
+        set_(self, "parameters", dtype(parameters))
+        set_(self, "gradients", dtype(gradients or self.parameters))
+        set_(self, "optimizer_state", dtype(optimizer_state or self.parameters))
+        set_(self, "activations", dtype(activations or self.parameters))
+        set_(self, "activation_gradients", dtype(activation_gradients or self.activations))
+        set_(self, "input", dtype(input or self.activations))
+        set_(self, "master_weights", None if master_weights is None else dtype(master_weights))
 
     @classmethod
     def uniform(cls, spec: DTypeLike) -> Precision:

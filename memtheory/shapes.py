@@ -26,11 +26,13 @@ floor(H/2 - 1/2) + 1
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import sympy as sp
 
 __all__ = ["conv_output_size", "effective_kernel", "pool_output_size"]
 
-Size = sp.Expr | int
+Size: TypeAlias = sp.Expr | int
 
 
 def effective_kernel(kernel: Size, dilation: Size = 1) -> sp.Expr:

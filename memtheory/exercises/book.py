@@ -146,7 +146,7 @@ def _answer(kind: AnswerKind, value: object, *, exact: bool = True) -> str:
         return f"{shown} (typed `{kind.display(expression)}`)" if exact else shown
     shown = f"**{escape(kind.display(value))}**"
     if exact and isinstance(kind, Quantity):
-        nbytes = sp.Rational(value) * unit_bytes(kind.unit)  # type: ignore[arg-type]
+        nbytes = sp.Rational(value) * unit_bytes(kind.unit)
         if nbytes.is_Integer:
             shown += f" ({int(nbytes):,} bytes)"
     return shown
@@ -155,7 +155,7 @@ def _answer(kind: AnswerKind, value: object, *, exact: bool = True) -> str:
 def _question(variant: Variant) -> str:
     parts = [escape(variant.text)]
     if isinstance(variant.kind, Choice):
-        options = variant.kind.options  # bound: a tuple of texts
+        options = variant.kind._options()  # bound: a tuple of texts
         parts.append(
             "\n".join(
                 f"- **{chr(ord('a') + i)})** {escape(str(o))}" for i, o in enumerate(options)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from memtheory.exercises.answers import read_answer_file
 from memtheory.exercises.errors import AnswerFileError, AnswerFormatError, UnknownExerciseError
@@ -29,6 +30,15 @@ from memtheory.exercises.report import ExerciseResult, FolderEntry, FolderSummar
 from memtheory.exercises.variants import SeedLike, normalize_seed, resolve_seed
 
 __all__ = ["grade_answers", "grade_file", "grade_folder", "grade_variant"]
+
+
+class _Answered(TypedDict):
+    """The fields of an :class:`ExerciseResult` known before grading."""
+
+    id: str
+    title: str
+    points: int
+    answer: str | None
 
 
 def _text(raw: object) -> str | None:
@@ -89,7 +99,12 @@ def grade_variant(
     """
     exercise, kind = variant.exercise, variant.kind
     title = exercise.title or exercise.id
-    base = {"id": variant.id, "title": title, "points": exercise.points, "answer": _text(raw)}
+    base: _Answered = {
+        "id": variant.id,
+        "title": title,
+        "points": exercise.points,
+        "answer": _text(raw),
+    }
     try:
         expected = variant.expected
     except Exception as error:  # the set's bug must not stop the grading of the others

@@ -384,7 +384,7 @@ class Choice(AnswerKind):
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(options):
             return value
         if value in options:
-            return options.index(value)  # type: ignore[arg-type]
+            return options.index(value)
         raise ExerciseDefinitionError(
             f"Choice: the solver returned {value!r}, not one of {options}."
         )

@@ -22,6 +22,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, cast
 
 import sympy as sp
 
@@ -32,12 +33,16 @@ from memtheory.exercises.reasoning import Reasoning
 from memtheory.layers import AvgPool2d, Conv2d, Dense, Layer, MaxPool2d
 from memtheory.layers.base import Shape
 from memtheory.layers.conv import check_window_fits
+from memtheory.layers.pooling import _Pool2d
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OPTIMIZERS, Optimizer, OptimizerLike
 from memtheory.precision import Precision, PrecisionLike
 from memtheory.shapes import effective_kernel
 from memtheory.units import unit_bytes
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["MISCONCEPTIONS", "Misconception", "misconception", "rounded_window_count"]
 
@@ -75,7 +80,8 @@ class Misconception:
 
 
 def _rebuilt(layer: Layer, cls: type[Layer], **changes: object) -> Layer:
-    values = {f.name: getattr(layer, f.name) for f in fields(layer)}  # type: ignore[arg-type]
+    concrete = cast("DataclassInstance", layer)  # every concrete layer is a dataclass
+    values = {f.name: getattr(layer, f.name) for f in fields(concrete)}
     values.update(changes)
     return cls(**values)
 
@@ -87,7 +93,7 @@ class _DepthlessConv2d(Conv2d):
     def weight_count(self, input_shape: Shape) -> sp.Expr:
         """``out_channels * kh * kw``: the mistake."""
         self.check_input(input_shape)
-        kh, kw = self.kernel_size
+        kh, kw = self._kernel_size()
         return self.out_channels * kh * kw
 
 
@@ -111,24 +117,24 @@ def rounded_window_count(
     return sp.floor(raw + sp.Rational(1, 2))
 
 
-class _RoundingPool:
+class _RoundingPool(_Pool2d):
     """Mixin: pooling output sizes rounded half up."""
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """``(batch, channels, h_out, w_out)`` with rounded sizes."""
-        self.check_input(input_shape)  # type: ignore[attr-defined]
+        self.check_input(input_shape)
         batch, channels, height, width = input_shape
         sizes = []
         for axis, size, k, s, p, d in zip(
             ("height", "width"),
             (height, width),
-            self.kernel_size,
-            self.stride,  # type: ignore[attr-defined]
-            self.padding,
+            self._kernel_size(),
+            self._stride(),
+            self._padding(),
             self._dilation(),
-            strict=True,  # type: ignore[attr-defined]
+            strict=True,
         ):
-            check_window_fits(self.label, axis, size, k, p, d, input_shape)  # type: ignore[attr-defined]
+            check_window_fits(self.label, axis, size, k, p, d, input_shape)
             sizes.append(rounded_window_count(size, k, s, p, d))
         return (batch, channels, *sizes)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
-from memtheory._validation import SizeLike, as_pair
+from memtheory._validation import Pair, PairLike, as_pair
 from memtheory.layers.base import Layer, Shape, TensorSpec
 
 __all__ = ["AdaptiveAvgPool2d"]
@@ -26,7 +27,7 @@ class AdaptiveAvgPool2d(Layer):
     (B, 2048, 1, 1)
     """
 
-    output_size: SizeLike | tuple[SizeLike, SizeLike] = 1
+    output_size: PairLike = 1
     name: str | None = None
     kind = "AdaptiveAvgPool2d"
     input_rank = 4
@@ -36,10 +37,14 @@ class AdaptiveAvgPool2d(Layer):
             self, "output_size", as_pair(self.output_size, "output_size", self.label)
         )
 
+    def _output_size(self) -> Pair:
+        # __post_init__ made output_size a pair: this says so to the type checker.
+        return cast(Pair, self.output_size)
+
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return ``(batch, channels, *output_size)``."""
         self.check_input(input_shape)
-        return (input_shape[0], input_shape[1], *self.output_size)  # type: ignore[misc]
+        return (input_shape[0], input_shape[1], *self._output_size())
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """PyTorch's autograd keeps the input (its backward reads the input's shape from it)."""
@@ -47,5 +52,5 @@ class AdaptiveAvgPool2d(Layer):
 
     def describe(self) -> str:
         """Describe the output size."""
-        height, width = self.output_size  # type: ignore[misc]
+        height, width = self._output_size()
         return f"{height}x{width}"

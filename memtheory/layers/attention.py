@@ -119,7 +119,7 @@ class MultiHeadAttention(Layer):
         64
         """
         if self.head_dim is not None:
-            return self.head_dim  # type: ignore[return-value]
+            return self.head_dim
         features = input_shape[-1]
         remainder = sp.Mod(features, self.heads)
         if remainder.is_number and remainder != 0:
@@ -130,7 +130,7 @@ class MultiHeadAttention(Layer):
         return features / self.heads
 
     def _key_heads(self) -> sp.Expr:
-        return self.heads if self.kv_heads is None else self.kv_heads  # type: ignore[return-value]
+        return self.heads if self.kv_heads is None else self.kv_heads
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return the input shape: one output vector per position."""

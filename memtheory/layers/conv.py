@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias, cast
 
 import sympy as sp
 
-from memtheory._validation import SizeLike, as_pair, as_size
+from memtheory._validation import Pair, PairLike, SizeLike, as_pair, as_size
 from memtheory.errors import InvalidSizeError, KernelTooLargeError, ShapeError
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
 from memtheory.shapes import conv_output_size, effective_kernel
 
 __all__ = ["Conv2d", "check_window_fits"]
 
-PaddingLike = SizeLike | tuple[SizeLike, SizeLike] | str
+PaddingLike: TypeAlias = PairLike | str
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,10 @@ class Conv2d(Layer):
     """
 
     out_channels: SizeLike
-    kernel_size: SizeLike | tuple[SizeLike, SizeLike]
-    stride: SizeLike | tuple[SizeLike, SizeLike] = 1
+    kernel_size: PairLike
+    stride: PairLike = 1
     padding: PaddingLike = 0
-    dilation: SizeLike | tuple[SizeLike, SizeLike] = 1
+    dilation: PairLike = 1
     groups: SizeLike = 1
     bias: bool = True
     name: str | None = None
@@ -80,7 +81,7 @@ class Conv2d(Layer):
                     f"{owner}: padding must be a size, a pair, 'same' or 'valid', got "
                     f"{self.padding!r}."
                 )
-            if mode == "same" and any(s != 1 for s in self.stride):
+            if mode == "same" and any(s != 1 for s in self._stride()):
                 raise InvalidSizeError(
                     f"{owner}: padding='same' needs stride 1 (as in PyTorch), got stride "
                     f"{self.stride}. Give the padding as a number for a strided convolution."
@@ -90,14 +91,22 @@ class Conv2d(Layer):
             set_(self, "padding", as_pair(self.padding, "padding", owner, minimum=0))
         _check_divides(self.groups, self.out_channels, "out_channels", owner)
 
-    def _padding(self) -> tuple[sp.Expr, sp.Expr]:
+    # __post_init__ made kernel_size, stride and dilation pairs: these say so to the type checker.
+    def _kernel_size(self) -> Pair:
+        return cast(Pair, self.kernel_size)
+
+    def _stride(self) -> Pair:
+        return cast(Pair, self.stride)
+
+    def _dilation(self) -> Pair:
+        return cast(Pair, self.dilation)
+
+    def _padding(self) -> Pair:
         if self.padding == "same":
             # PyTorch pads d*(k-1) in total, the extra one (if odd) on the far side.
-            return tuple(
-                effective_kernel(k, d) - 1
-                for k, d in zip(self.kernel_size, self.dilation, strict=True)
-            )  # type: ignore[return-value]
-        return self.padding  # type: ignore[return-value]
+            (kh, kw), (dh, dw) = self._kernel_size(), self._dilation()
+            return (effective_kernel(kh, dh) - 1, effective_kernel(kw, dw) - 1)
+        return cast(Pair, self.padding)
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return ``(batch, out_channels, h_out, w_out)``."""
@@ -110,10 +119,10 @@ class Conv2d(Layer):
         for axis, size, k, s, p, d in zip(
             ("height", "width"),
             (height, width),
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.dilation,
+            self._kernel_size(),
+            self._stride(),
+            self._padding(),
+            self._dilation(),
             strict=True,
         ):
             check_window_fits(self.label, axis, size, k, p, d, input_shape)
@@ -124,7 +133,7 @@ class Conv2d(Layer):
         """``out_channels * (in_channels / groups) * kh * kw``."""
         self.check_input(input_shape)
         in_channels = input_shape[1]
-        kh, kw = self.kernel_size
+        kh, kw = self._kernel_size()
         return self.out_channels * (in_channels / self.groups) * kh * kw
 
     def bias_count(self, input_shape: Shape) -> sp.Expr:
@@ -137,16 +146,16 @@ class Conv2d(Layer):
 
     def describe(self) -> str:
         """Describe filters, kernel, and any non-default stride, padding, dilation, groups."""
-        kh, kw = self.kernel_size
+        kh, kw = self._kernel_size()
         parts = [f"{self.out_channels}", f"{kh}x{kw}"]
         if self.stride != (1, 1):
-            parts.append(f"stride {_pair_text(self.stride)}")
+            parts.append(f"stride {_pair_text(self._stride())}")
         if self.padding == "same":
             parts.append("same")
         elif self.padding != (0, 0):
-            parts.append(f"pad {_pair_text(self.padding)}")
+            parts.append(f"pad {_pair_text(self._padding())}")
         if self.dilation != (1, 1):
-            parts.append(f"dil {_pair_text(self.dilation)}")
+            parts.append(f"dil {_pair_text(self._dilation())}")
         if self.groups != 1:
             parts.append(f"groups {self.groups}")
         if not self.bias:
@@ -154,7 +163,7 @@ class Conv2d(Layer):
         return ", ".join(parts)
 
 
-def _pair_text(pair: tuple[sp.Expr, sp.Expr]) -> str:
+def _pair_text(pair: Pair) -> str:
     return str(pair[0]) if pair[0] == pair[1] else f"{pair[0]}x{pair[1]}"
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import sympy as sp
 
-from memtheory._validation import SizeLike, as_pair
+from memtheory._validation import Pair, PairLike, as_pair
 from memtheory.dtypes import dtype
 from memtheory.errors import InvalidSizeError, KernelTooLargeError
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
@@ -15,14 +16,12 @@ from memtheory.shapes import effective_kernel, pool_output_size
 
 __all__ = ["AvgPool2d", "MaxPool2d"]
 
-Pair = SizeLike | tuple[SizeLike, SizeLike]
-
 
 @dataclass(frozen=True)
 class _Pool2d(Layer):
-    kernel_size: Pair
-    stride: Pair | None = None
-    padding: Pair = 0
+    kernel_size: PairLike
+    stride: PairLike | None = None
+    padding: PairLike = 0
     ceil_mode: bool = False
     name: str | None = None
     input_rank = 4
@@ -33,7 +32,7 @@ class _Pool2d(Layer):
         stride = self.kernel_size if self.stride is None else self.stride
         object.__setattr__(self, "stride", as_pair(stride, "stride", owner))
         object.__setattr__(self, "padding", as_pair(self.padding, "padding", owner, minimum=0))
-        for k, p, d in zip(self.kernel_size, self.padding, self._dilation(), strict=True):
+        for k, p, d in zip(self._kernel_size(), self._padding(), self._dilation(), strict=True):
             span = effective_kernel(k, d)
             if sp.sympify(2 * p > span) is sp.true:
                 raise InvalidSizeError(
@@ -41,7 +40,17 @@ class _Pool2d(Layer):
                     "PyTorch refuses that. Use padding <= kernel_size // 2."
                 )
 
-    def _dilation(self) -> tuple[sp.Expr, sp.Expr]:
+    # __post_init__ made kernel_size, stride and padding pairs: these say so to the type checker.
+    def _kernel_size(self) -> Pair:
+        return cast(Pair, self.kernel_size)
+
+    def _stride(self) -> Pair:
+        return cast(Pair, self.stride)
+
+    def _padding(self) -> Pair:
+        return cast(Pair, self.padding)
+
+    def _dilation(self) -> Pair:
         return (sp.Integer(1), sp.Integer(1))
 
     def output_shape(self, input_shape: Shape) -> Shape:
@@ -52,9 +61,9 @@ class _Pool2d(Layer):
         for axis, size, k, s, p, d in zip(
             ("height", "width"),
             (height, width),
-            self.kernel_size,
-            self.stride,
-            self.padding,
+            self._kernel_size(),
+            self._stride(),
+            self._padding(),
             self._dilation(),
             strict=True,
         ):
@@ -72,11 +81,11 @@ class _Pool2d(Layer):
 
     def describe(self) -> str:
         """Window, stride, padding and rounding."""
-        kh, kw = self.kernel_size
-        sh, sw = self.stride
+        kh, kw = self._kernel_size()
+        sh, sw = self._stride()
         text = f"{kh}x{kw}, stride {sh if sh == sw else f'{sh}x{sw}'}"
         if self.padding != (0, 0):
-            text += f", pad {self.padding[0]}"
+            text += f", pad {self._padding()[0]}"
         return text + (", ceil" if self.ceil_mode else "")
 
 
@@ -110,15 +119,15 @@ class MaxPool2d(_Pool2d):
     [('input', None), ('indices', 'int64')]
     """
 
-    dilation: Pair = 1
+    dilation: PairLike = 1
     kind = "MaxPool2d"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dilation", as_pair(self.dilation, "dilation", self.label))
         super().__post_init__()
 
-    def _dilation(self) -> tuple[sp.Expr, sp.Expr]:
-        return self.dilation  # type: ignore[return-value]
+    def _dilation(self) -> Pair:
+        return cast(Pair, self.dilation)
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Its input and int64 indices of the maxima, one per output element."""

@@ -109,7 +109,7 @@ class LSTM(_Recurrent):
 
     def _kept_per_step(self) -> tuple[sp.Expr, ...]:
         hidden = self.hidden_size
-        return (4 * hidden, hidden)  # type: ignore[operator]
+        return (4 * hidden, hidden)
 
 
 @dataclass(frozen=True)
@@ -137,4 +137,4 @@ class GRU(_Recurrent):
     gates = 3
 
     def _kept_per_step(self) -> tuple[sp.Expr, ...]:
-        return (5 * self.hidden_size,)  # type: ignore[operator]
+        return (5 * self.hidden_size,)

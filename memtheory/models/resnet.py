@@ -74,13 +74,13 @@ def bottleneck(
     ((B, 256, 56, 56), 75008)
     """
     items: list[Layer | Node] = [
-        Node(Conv2d(width, 1, bias=False, name=f"{prefix}.conv1"), inputs=source),
+        Node(Conv2d(width, 1, bias=False, name=f"{prefix}.conv1"), inputs=(source,)),
         BatchNorm2d(name=f"{prefix}.bn1"),
         ReLU(inplace=True, name=f"{prefix}.relu1"),
         Conv2d(width, 3, stride=stride, padding=1, bias=False, name=f"{prefix}.conv2"),
         BatchNorm2d(name=f"{prefix}.bn2"),
         ReLU(inplace=True, name=f"{prefix}.relu2"),
-        Conv2d(EXPANSION * width, 1, bias=False, name=f"{prefix}.conv3"),  # type: ignore[operator]
+        Conv2d(EXPANSION * width, 1, bias=False, name=f"{prefix}.conv3"),
         BatchNorm2d(name=f"{prefix}.bn3"),
     ]
     shortcut = source
@@ -88,13 +88,13 @@ def bottleneck(
         items += [
             Node(
                 Conv2d(
-                    EXPANSION * width,  # type: ignore[operator]
+                    EXPANSION * width,
                     1,
                     stride=stride,
                     bias=False,
                     name=f"{prefix}.downsample.0",
                 ),
-                inputs=source,
+                inputs=(source,),
             ),
             BatchNorm2d(name=f"{prefix}.downsample.1"),
         ]

@@ -100,7 +100,7 @@ def transformer_block(
     ]
     if norm == "pre":
         return [
-            Node(LayerNorm(name=name("ln_1")), inputs=source),
+            Node(LayerNorm(name=name("ln_1")), inputs=(source,)),
             attention,
             Dropout(dropout, name=name("attn_dropout")),
             Node(Add(name=name("add_1")), inputs=(source, name("attn_dropout"))),
@@ -109,7 +109,7 @@ def transformer_block(
             Node(Add(name=name("add_2")), inputs=(name("add_1"), name("mlp_dropout"))),
         ]
     return [
-        Node(attention, inputs=source),
+        Node(attention, inputs=(source,)),
         Dropout(dropout, name=name("attn_dropout")),
         Node(Add(name=name("add_1")), inputs=(source, name("attn_dropout"))),
         LayerNorm(name=name("ln_1")),

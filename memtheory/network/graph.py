@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from memtheory.errors import ShapeError, UnsupportedError
 from memtheory.layers.base import Layer
@@ -115,7 +116,7 @@ def name_layers(layers: Sequence[Layer]) -> Iterator[Layer]:
             counters[base] += 1
             candidate = f"{base}_{counters[base]}"
         taken.add(candidate)
-        yield replace(layer, name=candidate)
+        yield replace(cast(Any, layer), name=candidate)  # every Layer is a dataclass
 
 
 def resolve_inputs(

@@ -153,7 +153,7 @@ class Network:
     @property
     def batch(self) -> sp.Expr:
         """The batch size (a symbol unless the input fixed it)."""
-        return self.input.batch  # type: ignore[return-value]
+        return self.input.batch
 
     @property
     def free_symbols(self) -> set[sp.Symbol]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import cast
 
 import sympy as sp
 
@@ -97,7 +98,8 @@ def kv_cache_formula(
     4*B*L*S*a*d
     """
     attention = MultiHeadAttention(heads, head_dim=head_dim, kv_heads=kv_heads)
-    shape = (sp.sympify(batch), sp.sympify(sequence), attention.heads * attention.head_dim)
+    width = cast(sp.Expr, attention.head_dim)  # given, so not None
+    shape = (sp.sympify(batch), sp.sympify(sequence), attention.heads * width)
     one = sum(spec.nbytes(_dtype(dtype)) for spec in attention.cache_tensors(shape))
     return sp.expand(sp.sympify(layers) * one)
 
@@ -132,7 +134,7 @@ class GenerationMemory(Footprint):
         object.__setattr__(self, "kv_cache", sp.sympify(self.kv_cache))
 
     @property
-    def components(self) -> Mapping[str, sp.Expr]:  # type: ignore[override]
+    def components(self) -> Mapping[str, sp.Expr]:
         """``weights`` and ``kv_cache``, in bytes."""
         return {"weights": self.weights, "kv_cache": self.kv_cache}
 
@@ -191,9 +193,10 @@ def positions_limit(model: Network) -> int | None:
     >>> positions_limit(gpt2("small"))
     1024
     """
-    sizes = [
-        int(row.layer.num_embeddings)  # type: ignore[call-overload]
-        for row in model.rows
-        if isinstance(row.layer, PositionEmbedding) and row.layer.num_embeddings.is_number  # type: ignore[union-attr]
-    ]
+    sizes = []
+    for row in model.rows:
+        if isinstance(row.layer, PositionEmbedding):
+            positions = sp.sympify(row.layer.num_embeddings)  # a sympy size already
+            if positions.is_number:
+                sizes.append(int(positions))
     return min(sizes) if sizes else None

@@ -72,7 +72,7 @@ def cpu_offload(memory: MemoryBreakdown, components: tuple[str, ...] = OFFLOADED
 
     def part(names: dict[str, object], where: str) -> MemoryBreakdown:
         return MemoryBreakdown(
-            names,  # type: ignore[arg-type]
+            names,
             memory.mode,
             f"{memory.convention}, offload ({where})",
             memory.precision,

@@ -232,7 +232,7 @@ def compare_with_measurement(
     predictions = {}
     for name in conventions:
         chosen = (
-            AutogradConvention(measured.implementation)  # type: ignore[arg-type]
+            AutogradConvention(measured.implementation)
             if name == "autograd"
             else _convention(name)
         )

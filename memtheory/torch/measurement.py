@@ -36,6 +36,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from memtheory.conventions.autograd.convention import Implementation
 from memtheory.errors import InvalidArgumentError
 from memtheory.footprint import COMPONENT_TITLES
 
@@ -73,7 +74,7 @@ class Measurement:
     inference_peak : int
         Most bytes alive during a forward pass in eval mode under
         ``torch.no_grad()`` (parameters, buffers and input included).
-    implementation : str
+    implementation : {"for-loop", "foreach", "fused"}
         The optimizer implementation that ran: ``"for-loop"``, ``"foreach"``
         or ``"fused"``.
     autocast : str or None
@@ -95,7 +96,7 @@ class Measurement:
     peak_moment: str
     step_start: int
     inference_peak: int
-    implementation: str
+    implementation: Implementation
     autocast: str | None = None
     timeline: tuple[tuple[str, str, int], ...] = field(default=(), repr=False)
 
@@ -195,7 +196,7 @@ class StorageTracker(TorchDispatchMode):
         return out
 
 
-def optimizer_implementation(optimizer: torch.optim.Optimizer) -> str:
+def optimizer_implementation(optimizer: torch.optim.Optimizer) -> Implementation:
     """Return which implementation ``optimizer.step()`` runs: for-loop, foreach or fused.
 
     Examples

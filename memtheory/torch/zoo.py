@@ -39,6 +39,7 @@ from memtheory.layers import (
     Dropout,
     Flatten,
     Input,
+    Layer,
     MaxPool2d,
     ReLU,
 )
@@ -175,7 +176,7 @@ def _vgg_module() -> nn.Module:
 
 
 def _vgg_network() -> Network:
-    layers = [Input((3, 32, 32), batch=32)]
+    layers: list[Layer] = [Input((3, 32, 32), batch=32)]
     for channels in (16, 32):
         for _ in range(2):
             layers += [Conv2d(channels, 3, padding=1), ReLU(inplace=True)]

@@ -33,7 +33,7 @@ Examples
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import sympy as sp
 
@@ -49,10 +49,10 @@ from memtheory.units import parse_bytes
 
 __all__ = ["By", "LimitLike", "Quantity", "memory_limit", "total_bytes"]
 
-LimitLike = str | int | sp.Expr
+LimitLike: TypeAlias = str | int | sp.Expr
 """A memory limit: a number of bytes or a labelled size such as ``"24 GiB"``."""
 
-Quantity = Model | Footprint | sp.Expr | int
+Quantity: TypeAlias = Model | Footprint | sp.Expr | int
 """What the what-if functions take: a model, a memory result, or bytes."""
 
 By = Literal["peak", "total"]

@@ -231,7 +231,7 @@ def _interval(model: Model, choice: IntervalLike, values: dict[str, object]) -> 
         return best_uniform_interval(len(checkpoint_units(model)))
     if choice == "best":
         return best_network_interval(model, **values)
-    return choice  # type: ignore[return-value]
+    return choice
 
 
 def _plain_counts(model: Model, interval: int | None) -> Model:

@@ -24,7 +24,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import sympy as sp
 
@@ -326,7 +326,7 @@ def max_batch(
     total = total_bytes(
         model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by
     )
-    return max_value(total, symbol, limit, stop=stop, **values)
+    return max_value(total, symbol, limit, stop=stop, **_sizes(values))
 
 
 def max_sequence_length(
@@ -363,7 +363,7 @@ def max_sequence_length(
         model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by
     )
     cap = _positions(model)
-    return max_value(total, symbol, limit, stop=cap, **values)
+    return max_value(total, symbol, limit, stop=cap, **_sizes(values))
 
 
 def _positions(model: Quantity) -> int | None:
@@ -372,3 +372,8 @@ def _positions(model: Quantity) -> int | None:
     if isinstance(model, Network):
         return positions_limit(model)
     return None
+
+
+def _sizes(values: dict[str, object]) -> dict[str, Any]:
+    """Pass sizes on by name; ``total`` is already bytes, so they cannot mean ``stop`` or ``by``."""
+    return values

@@ -228,7 +228,7 @@ class AutogradConvention(Convention):
         memory = MemoryBreakdown(
             base, "inference", self.name, precision, notes=notes, timeline=timeline
         )
-        activations = sp.expand(memory.peak - sp.Add(*base.values()))  # type: ignore[operator]
+        activations = sp.expand(memory.peak - sp.Add(*base.values()))
         return replace(memory, components={**base, "activations": activations})
 
     # -- the training timeline ---------------------------------------------------------

@@ -88,9 +88,9 @@ def _backward(
     precision = plan.precision
     seed = plan.sizes[plan.loss.out_key] if plan.loss is not None else plan.sizes["loss"]
     timeline.alloc("seed gradient", seed)
-    incoming = "seed gradient"
+    incoming: str | None = "seed gradient"
     for entry in reversed(plan.rows):
-        if not entry.records:
+        if incoming is None or not entry.records:  # None: no gradient flows further back
             break
         name = entry.row.name
         if entry is plan.loss:
@@ -120,7 +120,7 @@ def _backward(
             holders[key].discard(name)
             if _unheld(key, plan, holders, timeline):
                 timeline.free(key)
-        incoming = grad_read  # type: ignore[assignment]
+        incoming = grad_read
         if grad_read is not None and entry.read_key != entry.in_key:
             incoming = f"grad {name}:input (cast back)"
             timeline.alloc(incoming, elements(entry.row.input_shape) * entry.in_dtype.bytes)
@@ -130,8 +130,6 @@ def _backward(
             timeline.alloc(f"grad {tensor}", tensors[tensor] * precision.gradients.bytes)
             timeline.mark(f"backward {tensor} cast")
             timeline.free(f"grad {tensor} (low)")
-        if incoming is None:
-            break
     if incoming is not None and incoming != "seed gradient":
         timeline.free(incoming)
     timeline.free("seed gradient")  # backward() holds it (ones_like(loss)) until it returns
