@@ -278,7 +278,7 @@ class Table:
             )
 
         parts = ['<div class="memtheory-table" style="overflow-x:auto;max-width:100%">']
-        parts.append('<table class="table">')
+        parts.append('<table class="table" style="font-size:0.85em;width:auto">')
         if self.title is not None:
             parts.append(f"<caption>{html.escape(self.title)}</caption>")
         parts.append(f"<thead><tr>{cells(self.titles, 'th')}</tr></thead>")
@@ -324,4 +324,8 @@ def _md_row(cells: Iterable[str], *, bold: bool = False) -> str:
 
 
 def _html_align(column: Column) -> str:
-    return ' style="text-align:right"' if column.align == "right" else ""
+    """Inline style of a cell: numbers right-aligned, and no wrapping unless the column wraps."""
+    styles = [] if column.wrap is not None else ["white-space:nowrap"]
+    if column.align == "right":
+        styles.append("text-align:right")
+    return f' style="{";".join(styles)}"' if styles else ""
