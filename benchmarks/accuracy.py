@@ -36,7 +36,7 @@ def main() -> int:
 
     start = time.perf_counter()
     comparisons = [
-        compare_with_measurement(model, precision, optimizer)
+        compare_with_measurement(model, precision=precision, optimizer=optimizer)
         for model, precision, optimizer in itertools.product(ZOO, PRECISIONS, OPTIMIZERS)
     ]
     elapsed = time.perf_counter() - start

@@ -171,7 +171,7 @@ class Comparison:
 
         Examples
         --------
-        >>> c = compare_with_measurement("MLP", "fp32", "sgd")
+        >>> c = compare_with_measurement("MLP", precision="fp32", optimizer="sgd")
         >>> c.error("autograd", "saved activations"), c.error("autograd", "peak")
         (0.0, 0.0)
         >>> round(c.error("rule_of_thumb", "saved activations"), 3)  # every output, no mask
@@ -186,9 +186,9 @@ class Comparison:
 
 def compare_with_measurement(
     model: str | ZooModel,
+    *,
     precision: str = "fp32",
     optimizer: str = "adam",
-    *,
     conventions: Sequence[str] = CONVENTION_NAMES,
     implementation: str | None = None,
     record: bool = False,
@@ -210,7 +210,7 @@ def compare_with_measurement(
 
     Examples
     --------
-    >>> c = compare_with_measurement("forum FC net / 100", "fp32", "adam")
+    >>> c = compare_with_measurement("forum FC net / 100", precision="fp32", optimizer="adam")
     >>> c.measured("peak") == c.predicted("autograd", "peak")
     True
     """
@@ -256,7 +256,7 @@ def accuracy_table(
 
     Examples
     --------
-    >>> mlp = compare_with_measurement("MLP", "fp32", "sgd")
+    >>> mlp = compare_with_measurement("MLP", precision="fp32", optimizer="sgd")
     >>> print(accuracy_table([mlp]))  # doctest: +ELLIPSIS
     model  precision  optimizer  convention     saved pred  saved meas  saved err ...
     -----  ...

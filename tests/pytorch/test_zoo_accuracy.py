@@ -24,7 +24,12 @@ CASES = list(itertools.product(sorted(ZOO), PRECISIONS, OPTIMIZERS))
 @pytest.fixture(scope="module")
 def comparisons():
     """Every zoo model x precision x optimizer, measured once for the module."""
-    return {case: compare_with_measurement(*case) for case in CASES}
+    return {
+        (model, precision, optimizer): compare_with_measurement(
+            model, precision=precision, optimizer=optimizer
+        )
+        for model, precision, optimizer in CASES
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "-".join(case))
@@ -51,7 +56,11 @@ def test_autograd_convention_is_exact_on_pytorch_2_13(comparisons, case):
 def test_adam_implementations_change_the_peak_as_predicted(name, implementation):
     """Adam's foreach and fused implementations: the predicted peak is the measured one."""
     c = compare_with_measurement(
-        name, "fp32", "adam", conventions=("autograd",), implementation=implementation
+        name,
+        precision="fp32",
+        optimizer="adam",
+        conventions=("autograd",),
+        implementation=implementation,
     )
     assert c.measurement.implementation == implementation
     assert c.predicted("autograd", "peak") == c.measured("peak")
