@@ -248,17 +248,19 @@ def test_unsupported_models_and_options_name_the_problem():
         AutogradConvention("vectorised")
 
 
-def test_branching_networks_are_refused_for_now():
-    """A residual network (Node) is refused with a message, not mis-counted."""
-    node = getattr(memtheory.network, "Node", None)
-    add = getattr(mt.layers, "Add", None)
-    if node is None or add is None:
-        pytest.skip("this memtheory has no branching networks")
+def test_a_shortcut_keeps_the_block_input_and_adds_no_saved_storage():
+    """A shortcut x -> fc -> x + fc: the sum saves nothing; fc keeps the (uncounted) batch.
+
+    Derived: the Dense keeps its input (the batch, counted as ``input``); the Add
+    keeps nothing; the output 2 x 4 fp32 (32 bytes) is held by the caller.
+    """
     net = mt.Network(
-        [mt.Input((4,), name="x"), mt.Dense(4, name="fc"), node(add(), inputs=("x", "fc"))]
+        [mt.Input((4,), batch=2, name="x"), mt.Dense(4, name="fc"),
+         mt.network.Node(mt.layers.Add(), inputs=("x", "fc"))]
     )
-    with pytest.raises(mt.UnsupportedError, match="sequential"):
-        autograd(net)
+    memory = autograd(net)
+    assert memory["saved_activations"] == 0
+    assert memory["input"] == 2 * 4 * 4
 
 
 def test_breakdown_table_prints_the_peak_and_where_it_is():

@@ -23,6 +23,7 @@ class _Elementwise(Layer):
     name: str | None = None
     saves: ClassVar[Literal["input", "output"]] = "input"
     supports_inplace: ClassVar[bool] = False
+    autograd_checked = True
 
     def __post_init__(self) -> None:
         if self.inplace and not self.supports_inplace:

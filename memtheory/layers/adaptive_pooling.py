@@ -30,6 +30,7 @@ class AdaptiveAvgPool2d(Layer):
     output_size: PairLike = 1
     name: str | None = None
     kind = "AdaptiveAvgPool2d"
+    autograd_checked = True
     input_rank = 4
 
     def __post_init__(self) -> None:

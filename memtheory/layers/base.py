@@ -11,7 +11,7 @@ import sympy as sp
 from memtheory.dtypes import DType
 from memtheory.errors import RankError
 
-__all__ = ["Layer", "Shape", "TensorSpec", "describe_shape", "elements"]
+__all__ = ["Autograd", "Layer", "Stage", "Shape", "TensorSpec", "describe_shape", "elements"]
 
 Shape = tuple[sp.Expr, ...]
 """A tensor shape, batch first: ``(B, C, H, W)`` for images, ``(B, F)`` for features."""
@@ -19,6 +19,8 @@ Shape = tuple[sp.Expr, ...]
 Role = Literal[
     "input", "output", "indices", "mask", "statistics", "target", "buffer", "intermediate"
 ]
+AutocastRule = Literal["follow", "low", "fp32"]
+WeightCopyRule = Literal["always", "if the input needs a gradient", "never"]
 
 
 def elements(shape: Shape) -> sp.Expr:
@@ -62,6 +64,10 @@ class TensorSpec:
     dtype : DType or None
         Its element type; ``None`` means "the activation dtype of the run"
         (or the parameter dtype, for buffers).
+    view_of : int or None
+        The position, in the same layer's saved tensors, of the tensor whose
+        storage this one is a view of (attention's V is a view of the packed
+        in-projection output): it adds no storage and keeps that one alive.
 
     Examples
     --------
@@ -75,6 +81,7 @@ class TensorSpec:
     role: Role
     shape: Shape
     dtype: DType | None = None
+    view_of: int | None = None
 
     @property
     def elements(self) -> sp.Expr:
@@ -86,6 +93,100 @@ class TensorSpec:
         return self.elements * (self.dtype or default).bytes
 
 
+@dataclass(frozen=True)
+class Autograd:
+    """How a layer behaves under PyTorch's autograd: what it saves, aliases, casts, recasts.
+
+    Every layer states this through :meth:`Layer.autograd`; the autograd
+    convention and :meth:`~memtheory.network.Network.saved_tensors` both read
+    it, so they agree by construction.
+
+    Attributes
+    ----------
+    saved : tuple of TensorSpec
+        The tensors its backward node keeps. ``"input"`` is its (first) input's
+        storage, ``"output"`` its output's; other roles are storages it
+        allocates (dtype ``None``: its compute dtype); ``"target"`` is the
+        caller's targets.
+    aliases_input : bool
+        Whether its output is its first input's storage (a view such as
+        Flatten, an in-place layer, an identity).
+    records : bool
+        Whether it creates a backward node at all; False for an identity
+        (dropout with ``p=0`` or in eval mode), whose gradient passes through.
+    gradient_is_view : bool
+        Whether its backward hands on the incoming gradient itself, or views
+        of it (a reshape, a sum, a concatenation), instead of new tensors.
+    autocast : {"follow", "low", "fp32"}
+        Under ``torch.autocast``: ``"low"`` casts its inputs, weight and bias to
+        the low-precision dtype and computes in it (convolutions, linear
+        layers); ``"fp32"`` casts its inputs to fp32 (losses); ``"follow"``
+        computes in its input's dtype.
+    weight_copy : {"always", "if the input needs a gradient", "never"}
+        Whether its backward keeps autocast's low-precision weight copy.
+    parameter_dtype : tuple of int
+        Positions, in ``saved``, of tensors whose unspecified dtype is the
+        parameters' (batch norm's statistics: bf16 in a bf16 model, fp32 under
+        autocast), not the compute dtype.
+    stages : tuple of Stage
+        Its backward nodes in creation order, when it runs as several (the
+        loss of a classifier); empty for one node keeping everything.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> from memtheory.layers import Flatten
+    >>> spec = Flatten().autograd(((B, 4, 2, 2),))
+    >>> spec.aliases_input, spec.gradient_is_view, spec.saved
+    (True, True, ())
+    """
+
+    saved: tuple[TensorSpec, ...] = ()
+    aliases_input: bool = False
+    records: bool = True
+    gradient_is_view: bool = False
+    autocast: AutocastRule = "follow"
+    weight_copy: WeightCopyRule = "never"
+    parameter_dtype: tuple[int, ...] = ()
+    stages: tuple[Stage, ...] = ()
+
+    def stage_list(self) -> tuple[Stage, ...]:
+        """Its backward nodes in creation order: :attr:`stages`, or one node keeping everything.
+
+        Examples
+        --------
+        >>> [s.saved for s in Autograd(saved=(TensorSpec("input", (4,)),)).stage_list()]
+        [(0,)]
+        """
+        if self.stages:
+            return self.stages
+        return (Stage("", tuple(range(len(self.saved))), self.gradient_is_view),)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One backward node of a layer that runs as several (cross-entropy: log-softmax, NLL).
+
+    Attributes
+    ----------
+    label : str
+        Shown in the timeline's moments (``"nll_loss"``).
+    saved : tuple of int
+        Positions, in the layer's saved tensors, of those this node keeps.
+    gradient_is_view : bool
+        Whether it hands on the incoming gradient (or a view of it).
+
+    Examples
+    --------
+    >>> Stage("nll_loss", (1, 2)).saved
+    (1, 2)
+    """
+
+    label: str
+    saved: tuple[int, ...] = ()
+    gradient_is_view: bool = False
+
+
 class Layer(ABC):
     """Base of every layer: a pure description that derives its formulas from an input shape.
 
@@ -95,6 +196,9 @@ class Layer(ABC):
     """
 
     kind: ClassVar[str] = "Layer"
+    #: Whether :meth:`autograd` was checked against PyTorch: the autograd convention refuses
+    #: a layer that does not say so, naming it, rather than guess.
+    autograd_checked: ClassVar[bool] = False
     #: Number of dimensions the input must have (batch included), or None for any.
     input_rank: ClassVar[int | None] = None
     name: str | None
@@ -162,6 +266,28 @@ class Layer(ABC):
     @abstractmethod
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Tensors the backward pass needs, as PyTorch's autograd keeps them."""
+
+    def autograd(
+        self, input_shapes: tuple[Shape, ...], *, training: bool = True
+    ) -> Autograd:
+        """Return how the layer behaves under autograd for inputs of these shapes.
+
+        The default: it saves :meth:`saved_for_backward`, its output aliases its
+        input unless :meth:`stores_output`, and it computes in its input's
+        dtype under autocast. Layers that differ override it, and set
+        ``autograd_checked = True`` once it was measured against PyTorch.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B
+        >>> from memtheory.layers import ReLU
+        >>> ReLU(inplace=True).autograd(((B, 8),)).aliases_input
+        True
+        """
+        shape = input_shapes[0] if input_shapes else ()
+        return Autograd(
+            saved=self.saved_for_backward(tuple(shape)), aliases_input=not self.stores_output()
+        )
 
     def describe(self) -> str:
         """Hyperparameters in a few characters, for tables."""

@@ -9,7 +9,7 @@ import sympy as sp
 
 from memtheory._validation import Pair, PairLike, SizeLike, as_pair, as_size
 from memtheory.errors import InvalidSizeError, KernelTooLargeError, ShapeError
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 from memtheory.shapes import conv_output_size, effective_kernel
 
 __all__ = ["Conv2d", "check_window_fits"]
@@ -64,6 +64,7 @@ class Conv2d(Layer):
     bias: bool = True
     name: str | None = None
     kind = "Conv2d"
+    autograd_checked = True
     input_rank = 4
 
     def __post_init__(self) -> None:
@@ -143,6 +144,14 @@ class Conv2d(Layer):
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Its input (for the weight gradient); the weight is a parameter."""
         return (TensorSpec("input", input_shape),)
+
+    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+        """Its input; under autocast it runs in low precision and always keeps the weight copy."""
+        return Autograd(
+            saved=self.saved_for_backward(tuple(input_shapes[0])),
+            autocast="low",
+            weight_copy="always",
+        )
 
     def describe(self) -> str:
         """Describe filters, kernel, and any non-default stride, padding, dilation, groups."""

@@ -9,7 +9,7 @@ import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
 from memtheory.errors import RankError, UnsupportedError
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape, elements
 from memtheory.symbols import B
 
 __all__ = ["Dense", "Flatten", "Input", "Linear"]
@@ -40,6 +40,7 @@ class Input(Layer):
     batch: SizeLike = field(default=B)
     name: str | None = None
     kind = "Input"
+    autograd_checked = True
 
     def __post_init__(self) -> None:
         if isinstance(self.shape, int | sp.Basic) or isinstance(self.shape, str):
@@ -80,6 +81,7 @@ class Flatten(Layer):
 
     name: str | None = None
     kind = "Flatten"
+    autograd_checked = True
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return ``(batch, product of the rest)``."""
@@ -92,6 +94,10 @@ class Flatten(Layer):
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Nothing: reshaping back needs only the shape."""
         return ()
+
+    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+        """Return a view: no storage, nothing saved, the gradient reshaped on the way back."""
+        return Autograd(aliases_input=True, gradient_is_view=True)
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,7 @@ class Dense(Layer):
     bias: bool = True
     name: str | None = None
     kind = "Dense"
+    autograd_checked = True
     input_rank = 2  # the usual rank; check_input also accepts a 3-D sequence
 
     def __post_init__(self) -> None:
@@ -165,6 +172,18 @@ class Dense(Layer):
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Its input (for the weight gradient); the weight itself is a parameter."""
         return (TensorSpec("input", input_shape),)
+
+    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+        """Its input; under autocast it runs in low precision and keeps the weight copy.
+
+        The copy is kept only when the input needs a gradient (``grad_input =
+        grad @ weight``).
+        """
+        return Autograd(
+            saved=self.saved_for_backward(tuple(input_shapes[0])),
+            autocast="low",
+            weight_copy="if the input needs a gradient",
+        )
 
     def describe(self) -> str:
         """Units, and whether the bias is off."""

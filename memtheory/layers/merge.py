@@ -15,7 +15,7 @@ import sympy as sp
 
 from memtheory._validation import as_size
 from memtheory.errors import ShapeError
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 
 __all__ = ["Add", "Concat", "Merge"]
 
@@ -30,6 +30,14 @@ class Merge(Layer):
     def merged_saved_for_backward(self, input_shapes: tuple[Shape, ...]) -> tuple[TensorSpec, ...]:
         """Return the tensors the backward pass keeps: none for a sum or a concatenation."""
         return ()
+
+    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+        """Nothing saved; the backward hands the incoming gradient (or slices of it) on."""
+        return Autograd(
+            saved=self.merged_saved_for_backward(tuple(tuple(s) for s in input_shapes)),
+            aliases_input=not self.stores_output(),
+            gradient_is_view=True,
+        )
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return the output shape of a merge of one tensor: its shape."""
@@ -76,6 +84,7 @@ class Add(Merge):
     inplace: bool = False
     name: str | None = None
     kind = "Add"
+    autograd_checked = True
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
         """Return the common shape of the inputs."""
@@ -120,6 +129,7 @@ class Concat(Merge):
     dim: int = 1
     name: str | None = None
     kind = "Concat"
+    autograd_checked = True
 
     def __post_init__(self) -> None:
         as_size(self.dim, "dim", self.label, minimum=1)

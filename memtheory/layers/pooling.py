@@ -25,6 +25,7 @@ class _Pool2d(Layer):
     ceil_mode: bool = False
     name: str | None = None
     input_rank = 4
+    autograd_checked = True
 
     def __post_init__(self) -> None:
         owner = self.label

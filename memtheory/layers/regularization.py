@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from memtheory.dtypes import DType, DTypeLike, dtype
 from memtheory.errors import InvalidSizeError
-from memtheory.layers.base import Layer, Shape, TensorSpec
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec
 
 __all__ = ["Dropout"]
 
@@ -58,6 +58,7 @@ class Dropout(Layer):
     name: str | None = None
     device: str | None = None
     kind = "Dropout"
+    autograd_checked = True
 
     def __post_init__(self) -> None:
         if isinstance(self.p, bool) or not isinstance(self.p, int | float) or not 0 <= self.p < 1:
@@ -91,6 +92,14 @@ class Dropout(Layer):
             return ()
         mask_dtype = self.mask_dtype if isinstance(self.mask_dtype, DType) else None
         return (TensorSpec("mask", tuple(input_shape), mask_dtype),)
+
+    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+        """Its mask; the identity (no node, no storage) when ``p`` is 0 or in eval mode."""
+        if self.p == 0 or not training:
+            return Autograd(aliases_input=True, records=False)
+        return Autograd(
+            saved=self.saved_for_backward(tuple(input_shapes[0])), aliases_input=self.inplace
+        )
 
     def describe(self) -> str:
         """Drop probability."""

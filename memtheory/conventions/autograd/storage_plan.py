@@ -23,35 +23,12 @@ from memtheory.conventions.base import Model
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
 from memtheory.errors import UnsupportedError
-from memtheory.layers.activations import _Elementwise
-from memtheory.layers.base import elements
-from memtheory.layers.conv import Conv2d
-from memtheory.layers.core import Dense, Flatten, Input
-from memtheory.layers.normalization import BatchNorm2d
-from memtheory.layers.pooling import AvgPool2d, MaxPool2d
-from memtheory.layers.regularization import Dropout
-from memtheory.layers.softmax import CrossEntropyLoss, Softmax
+from memtheory.layers.base import Autograd, TensorSpec, elements
 from memtheory.network import LayerRow, Network
 from memtheory.precision import Precision, PrecisionLike
 from memtheory.precision import precision as precision_of
 
 __all__ = ["ForwardStorage", "autocast_precision", "forward_storages"]
-
-_KNOWN_LAYERS = (
-    Input,
-    Conv2d,
-    Dense,
-    Flatten,
-    MaxPool2d,
-    AvgPool2d,
-    BatchNorm2d,
-    Dropout,
-    Softmax,
-    CrossEntropyLoss,
-    _Elementwise,
-)
-_LOW_PRECISION_OPS = (Conv2d, Dense)
-"""Layers that CPU autocast runs in the low-precision dtype (casting inputs and weights)."""
 
 
 def autocast_precision(low: str = "bf16") -> Precision:
@@ -145,7 +122,7 @@ def forward_storages(
     plan = _plan(_network(network), precision_of(precision), training=True)
     holders = _holders(plan)
     order = {entry.row.name: i for i, entry in enumerate(plan.rows)}
-    keys = list(dict.fromkeys(["input", *plan.data, *_forward_keys(plan)]))
+    keys = list(dict.fromkeys(["input", *sorted(plan.data), *_forward_keys(plan)]))
     storages = []
     for key in keys:
         if key == "loss":
@@ -158,7 +135,8 @@ def forward_storages(
             if suffix[-1:].isdigit()
             else suffix
         )
-        kept = tuple(sorted(holders.get(key, ()), key=order.__getitem__))
+        layers = {layer for layer, _ in holders.get(key, ())}
+        kept = tuple(sorted(layers, key=order.__getitem__))
         storages.append(ForwardStorage(layer, role, plan.sizes[key], kept, key in plan.held))
     return tuple(storages)
 
@@ -174,25 +152,39 @@ def _forward_keys(plan: _Plan) -> list[str]:
 class _Row:
     """What the simulation needs to know about one layer of the step.
 
-    ``in_key`` is the storage the layer receives (its predecessor's output);
-    ``read_key`` is the one it computes from: the same, or under autocast a
-    low-precision cast of it. ``allocs`` are the storages it allocates in the
-    forward besides its output (casts, pooling indices, dropout masks, batch
-    statistics, the loss's intermediates).
+    ``in_keys`` are the storages the layer receives (its inputs' outputs);
+    ``read_keys`` the ones it computes from: the same, or under autocast casts
+    of them. ``allocs`` are the storages it allocates in the forward besides
+    its output (casts, pooling indices, dropout masks, batch statistics, a
+    loss's intermediates); ``copies`` autocast's parameter casts.
+    ``stage_saved`` lists, per backward node of the layer (in creation order),
+    the storages that node keeps.
     """
 
     row: LayerRow
-    in_key: str
-    read_key: str
+    spec: Autograd
+    in_keys: tuple[str, ...]
+    read_keys: tuple[str, ...]
     out_key: str
     records: bool
-    input_requires_grad: bool
+    needs_grad: tuple[bool, ...]
     allocs: dict[str, sp.Expr]
-    saved: set[str]
-    in_dtype: DType
+    stage_saved: list[set[str]]
+    in_dtypes: tuple[DType, ...]
     read_dtype: DType
     out_dtype: DType
+    is_loss: bool = False
     copies: dict[str, sp.Expr] = field(default_factory=dict)
+
+    @property
+    def saved(self) -> set[str]:
+        """Every storage a backward node of this layer keeps."""
+        return set().union(*self.stage_saved) if self.stage_saved else set()
+
+    @property
+    def input_requires_grad(self) -> bool:
+        """Whether any input needs a gradient."""
+        return any(self.needs_grad)
 
 
 @dataclass
@@ -231,25 +223,26 @@ def _network(model: Model) -> Network:
             f"expected a memtheory Network, got {type(model).__name__}. A PyTorch module "
             "converts with memtheory.torch.from_module."
         )
-    if not getattr(network := model, "is_sequential", True):
-        raise UnsupportedError(
-            f"{network.name!r} has shortcuts or merges; the autograd convention follows "
-            "sequential networks only (for now)."
-        )
-    for row in network.rows:
-        if not isinstance(row.layer, _KNOWN_LAYERS):
+    for row in model.rows[1:]:
+        if not row.layer.autograd_checked:
             raise UnsupportedError(
                 f"the autograd convention does not model {row.layer.label} (layer "
-                f"{row.index} of {network.name!r}) yet; it knows Conv2d, Dense, Flatten, "
-                "MaxPool2d, AvgPool2d, BatchNorm2d, Dropout, the element-wise activations, "
-                "Softmax, LogSoftmax and CrossEntropyLoss."
+                f"{row.index} of {model.name!r}) yet: its autograd behaviour (saved tensors, "
+                "aliasing, autocast) has not been checked against PyTorch. Layers it models "
+                "say so with autograd_checked = True."
             )
-        if isinstance(row.layer, CrossEntropyLoss) and row is not network.rows[-1]:
+    for row in model.rows[1:-1]:
+        if _is_loss(row):
             raise UnsupportedError(
-                f"{row.layer.label} is layer {row.index} of {network.name!r}; a loss must be "
+                f"{row.layer.label} is layer {row.index} of {model.name!r}; a loss must be "
                 "the last layer."
             )
-    return network
+    return model
+
+
+def _is_loss(row: LayerRow) -> bool:
+    """Return whether the row is a loss: it ends the network with a scalar."""
+    return row.index > 0 and len(row.output_shape) == 0
 
 
 def _parameter_tensors(network: Network) -> dict[str, sp.Expr]:
@@ -305,168 +298,174 @@ def _check_precision(precision: Precision) -> bool:
     return True
 
 
-def _aliases(row: LayerRow, training: bool) -> bool:
-    """Whether the layer's output is its input's storage (a view, in place, or a no-op)."""
-    layer = row.layer
-    if isinstance(layer, Dropout) and (layer.p == 0 or not training):
-        return True
-    return not layer.stores_output()
+def _spec(row: LayerRow, training: bool) -> Autograd:
+    shapes = row.input_shapes or (row.input_shape,)
+    return row.layer.autograd(tuple(shapes), training=training)
 
 
 def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
     autocast = _check_precision(precision)
     sizes: dict[str, sp.Expr] = {"input": elements(network.input_shape) * precision.input.bytes}
     dtypes: dict[str, DType] = {"input": precision.input}
+    storage_of: dict[str, str] = {network.rows[0].name: "input"}
+    requires_grad: dict[str, bool] = {network.rows[0].name: False}
     rows: list[_Row] = []
     loss: _Row | None = None
-    requires_grad = False
-    key = "input"
     for row in network.rows[1:]:
-        if isinstance(row.layer, CrossEntropyLoss):
-            if training:
-                loss = _plan_loss(row, key, dtypes[key], requires_grad, autocast, sizes, dtypes)
-                rows.append(loss)
+        is_loss = _is_loss(row)
+        if is_loss and not training:
             break
         entry = _plan_layer(
             row,
-            key,
-            requires_grad,
-            autocast and isinstance(row.layer, _LOW_PRECISION_OPS),
+            tuple(storage_of[name] for name in row.inputs),
+            tuple(requires_grad[name] for name in row.inputs),
+            autocast,
             precision,
             training,
             sizes,
             dtypes,
         )
+        entry.is_loss = is_loss
         rows.append(entry)
-        requires_grad = requires_grad or row.parameters != 0
-        key = entry.out_key
+        storage_of[row.name] = entry.out_key
+        requires_grad[row.name] = entry.records or (
+            not entry.spec.records and entry.input_requires_grad
+        )
+        if is_loss:
+            loss = entry
+    last = rows[-1].out_key if rows else "input"
     held = {"input"}
     data = {"input"}
     if loss is not None:
-        held |= {"targets", loss.in_key, loss.out_key}
+        held |= {"targets", *loss.in_keys, loss.out_key}
         data.add("targets")
     elif training:
-        sizes["loss"] = sp.Integer(dtypes[key].bytes)
-        held |= {key, "loss"}
+        sizes["loss"] = sp.Integer(dtypes[last].bytes)
+        held |= {last, "loss"}
     else:
-        held.add(key)
+        held.add(last)
     return _Plan(precision, sizes, rows, loss, held, data)
 
 
 def _plan_layer(
     row: LayerRow,
-    in_key: str,
-    requires_grad: bool,
-    cast: bool,
+    in_keys: tuple[str, ...],
+    needs_grad: tuple[bool, ...],
+    autocast: bool,
     precision: Precision,
     training: bool,
     sizes: dict[str, sp.Expr],
     dtypes: dict[str, DType],
 ) -> _Row:
-    layer = row.layer
+    spec = _spec(row, training)
     name = row.name
-    records = training and (requires_grad or row.parameters != 0)
-    low = precision.activations
-    read_key, allocs, copies = in_key, {}, {}
-    if cast:
-        if dtypes[in_key] != low:
-            read_key = f"{name}:input cast"
-            allocs[read_key] = elements(row.input_shape) * low.bytes
-            sizes[read_key], dtypes[read_key] = allocs[read_key], low
+    records = training and spec.records and (any(needs_grad) or row.parameters != 0)
+    in_dtypes = tuple(dtypes[key] for key in in_keys)
+    compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(
+        spec.autocast, in_dtypes[0]
+    )
+    if not autocast:
+        compute = in_dtypes[0]
+    shapes = row.input_shapes or (row.input_shape,)
+    allocs: dict[str, sp.Expr] = {}
+    copies: dict[str, sp.Expr] = {}
+    read_keys = []
+    for index, (key, shape) in enumerate(zip(in_keys, shapes, strict=True)):
+        if dtypes[key] == compute:
+            read_keys.append(key)
+            continue
+        cast = f"{name}:input cast" + (f" {index}" if index else "")
+        if spec.autocast == "fp32" and row.output_shape == ():
+            cast = f"{name}:logits cast"
+        allocs[cast] = elements(shape) * compute.bytes
+        sizes[cast], dtypes[cast] = allocs[cast], compute
+        read_keys.append(cast)
+    if autocast and spec.autocast == "low":
         for part, count in (("weight", row.weights), ("bias", row.biases)):
             if count != 0:
-                copies[f"{name}:{part} copy"] = count * low.bytes
-    out_dtype = low if cast else dtypes[in_key]
-    if _aliases(row, training):
-        out_key = read_key
+                copies[f"{name}:{part} copy"] = count * compute.bytes
+    if spec.aliases_input:
+        out_key = read_keys[0]
     else:
         out_key = f"{name}:output"
-        sizes[out_key], dtypes[out_key] = elements(row.output_shape) * out_dtype.bytes, out_dtype
-    saved: set[str] = set()
-    for position, spec in enumerate(row.saved):
-        if spec.role == "input":
-            saved.add(read_key)
-        elif spec.role == "output":
-            saved.add(out_key)
-        elif spec.role == "target" or (spec.role == "statistics" and not training):
-            continue  # the caller's targets; eval-mode batch norm computes no statistics
-        elif not (isinstance(layer, Dropout) and out_key == read_key):
-            own = f"{name}:{spec.role} {position}"
-            allocs[own] = spec.nbytes(out_dtype)
-            sizes[own] = allocs[own]
-            saved.add(own)
-    # A convolution keeps its weight; a linear layer only when its input needs a gradient.
+        sizes[out_key] = elements(row.output_shape) * compute.bytes
+        dtypes[out_key] = compute
+    saved_keys: list[str | None] = []
+    for position, tensor in enumerate(spec.saved):
+        saved_keys.append(
+            _saved_key(row, spec, position, tensor, read_keys, out_key, compute, precision,
+                       allocs, saved_keys)
+        )
+    for key, nbytes in allocs.items():
+        sizes[key] = nbytes
+        dtypes.setdefault(key, compute)
+    if "targets" in saved_keys:
+        target = spec.saved[saved_keys.index("targets")]
+        sizes["targets"] = target.nbytes(precision.input)
+    stage_saved = [
+        {k for k in (saved_keys[i] for i in stage.saved) if k is not None}
+        for stage in spec.stage_list()
+    ]
     weight_copy = f"{name}:weight copy"
-    if weight_copy in copies and (isinstance(layer, Conv2d) or requires_grad):
-        saved.add(weight_copy)
+    if weight_copy in copies and (
+        spec.weight_copy == "always"
+        or (spec.weight_copy == "if the input needs a gradient" and any(needs_grad))
+    ):
+        stage_saved[-1].add(weight_copy)
     sizes.update(copies)
     return _Row(
         row=row,
-        in_key=in_key,
-        read_key=read_key,
+        spec=spec,
+        in_keys=in_keys,
+        read_keys=tuple(read_keys),
         out_key=out_key,
         records=records,
-        input_requires_grad=requires_grad,
+        needs_grad=needs_grad if records else tuple(False for _ in needs_grad),
         allocs=allocs,
-        saved=saved if records else set(),
-        in_dtype=dtypes[in_key],
-        read_dtype=dtypes[read_key],
-        out_dtype=out_dtype,
+        stage_saved=stage_saved if records else [set() for _ in stage_saved],
+        in_dtypes=in_dtypes,
+        read_dtype=compute,
+        out_dtype=compute,
         copies=copies,
     )
 
 
-def _plan_loss(
+def _saved_key(
     row: LayerRow,
-    in_key: str,
-    in_dtype: DType,
-    requires_grad: bool,
-    autocast: bool,
-    sizes: dict[str, sp.Expr],
-    dtypes: dict[str, DType],
-) -> _Row:
-    """Cross-entropy: log-softmax (kept), then NLL (keeps the targets and a scalar total weight).
-
-    Under CPU autocast cross-entropy runs in fp32: the logits are cast first, and
-    the cast lives until the loss is computed.
-    """
-    name = row.name
-    loss_dtype = dtype("fp32") if autocast else in_dtype
-    logits = elements(row.input_shape)
-    read_key = in_key
-    allocs: dict[str, sp.Expr] = {}
-    if loss_dtype != in_dtype:
-        read_key = f"{name}:logits cast"
-        allocs[read_key] = logits * loss_dtype.bytes
-    allocs[f"{name}:log-probabilities"] = logits * loss_dtype.bytes
-    allocs[f"{name}:total weight"] = sp.Integer(loss_dtype.bytes)
-    out_key = f"{name}:output"
-    sizes.update(allocs)
-    sizes[out_key] = sp.Integer(loss_dtype.bytes)
-    sizes["targets"] = row.input_shape[0] * dtype("int64").bytes
-    for key in (*allocs, out_key):
-        dtypes[key] = loss_dtype
-    return _Row(
-        row=row,
-        in_key=in_key,
-        read_key=read_key,
-        out_key=out_key,
-        records=requires_grad,
-        input_requires_grad=requires_grad,
-        allocs=allocs,
-        saved={f"{name}:log-probabilities", f"{name}:total weight", "targets"},
-        in_dtype=in_dtype,
-        read_dtype=loss_dtype,
-        out_dtype=loss_dtype,
-    )
+    spec: Autograd,
+    position: int,
+    tensor: TensorSpec,
+    read_keys: list[str],
+    out_key: str,
+    compute: DType,
+    precision: Precision,
+    allocs: dict[str, sp.Expr],
+    earlier: list[str | None],
+) -> str | None:
+    """Return the storage a saved tensor is: an input, the output, targets, a view, its own."""
+    if tensor.view_of is not None:
+        return earlier[tensor.view_of]
+    if tensor.role == "input":
+        return read_keys[0]
+    if tensor.role == "output":
+        return out_key
+    if tensor.role == "target":
+        return "targets"
+    if tensor.role == "buffer":
+        return None  # the layer's buffers are counted as buffers
+    own = f"{row.name}:{tensor.role} {position}"
+    default = precision.parameters if position in spec.parameter_dtype else compute
+    allocs[own] = tensor.nbytes(default)
+    return own
 
 
-def _holders(plan: _Plan) -> dict[str, set[str]]:
-    """Map each storage to the backward nodes (layer names) that keep it."""
-    holders: dict[str, set[str]] = {}
+def _holders(plan: _Plan) -> dict[str, set[tuple[str, int]]]:
+    """Map each storage to the backward nodes (layer name, stage) that keep it."""
+    holders: dict[str, set[tuple[str, int]]] = {}
     for entry in plan.rows:
-        for key in entry.saved:
-            holders.setdefault(key, set()).add(entry.row.name)
+        for stage, keys in enumerate(entry.stage_saved):
+            for key in keys:
+                holders.setdefault(key, set()).add((entry.row.name, stage))
     return holders
 
 

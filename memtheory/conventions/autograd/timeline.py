@@ -13,18 +13,21 @@ exists. The live total at each labelled moment is the timeline that
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import sympy as sp
 
-from memtheory.conventions.autograd.storage_plan import _Plan, _Row
+from memtheory.conventions.autograd.storage_plan import _Plan
 from memtheory.errors import UnsupportedError
 from memtheory.layers.base import elements
-from memtheory.layers.core import Flatten
 from memtheory.optimizers import Optimizer
 
 __all__: list[str] = []
+
+_Holders: TypeAlias = dict[str, set[tuple[str, int]]]
 
 _SGD_FAMILY = ("sgd", "sgd+momentum", "nesterov")
 _ADAM_FAMILY = ("adam", "adamw")
@@ -52,21 +55,34 @@ class _Timeline:
         self.moments[label] = self.total() + extra
 
 
-def _forward(plan: _Plan, timeline: _Timeline, holders: dict[str, set[str]]) -> None:
-    """Run the forward (and the loss): allocate, mark, free what nothing reads or keeps."""
+def _last_reads(plan: _Plan) -> dict[str, int]:
+    """Return the position of the last layer that reads each storage."""
+    last: dict[str, int] = {}
+    for position, entry in enumerate(plan.rows):
+        for key in (*entry.in_keys, *entry.read_keys):
+            last[key] = position
+    return last
+
+
+def _forward(plan: _Plan, timeline: _Timeline, holders: _Holders) -> None:
+    """Run the forward (and the loss) in topological order: allocate, mark, free what is done.
+
+    A storage is freed once the last layer that reads it has run, unless a
+    backward node keeps it or the caller holds it.
+    """
+    last = _last_reads(plan)
     cached: list[str] = []
-    for entry in plan.rows:
+    for position, entry in enumerate(plan.rows):
         for key, nbytes in (*entry.allocs.items(), *entry.copies.items()):
             timeline.alloc(key, nbytes)
         if entry.out_key not in timeline.live:
             timeline.alloc(entry.out_key, plan.sizes[entry.out_key])
         timeline.mark(f"forward {entry.row.name}")
-        for key in entry.allocs:
-            if _unheld(key, plan, holders, timeline):
-                timeline.free(key)
+        for key in dict.fromkeys((*entry.allocs, *entry.in_keys)):
+            if key != entry.out_key and last.get(key, -1) <= position:
+                if _unheld(key, plan, holders, timeline):
+                    timeline.free(key)
         cached += [key for key in entry.copies if not holders.get(key)]
-        if entry.in_key != entry.out_key and _unheld(entry.in_key, plan, holders, timeline):
-            timeline.free(entry.in_key)
     if plan.loss is None:  # the network alone is trained on output.sum()
         timeline.alloc("loss", plan.sizes["loss"])
         timeline.mark("forward output.sum()")
@@ -74,95 +90,202 @@ def _forward(plan: _Plan, timeline: _Timeline, holders: dict[str, set[str]]) -> 
         timeline.free(key)
 
 
-def _unheld(key: str, plan: _Plan, holders: dict[str, set[str]], timeline: _Timeline) -> bool:
+def _unheld(key: str, plan: _Plan, holders: _Holders, timeline: _Timeline) -> bool:
     return key in timeline.live and key not in plan.held and not holders.get(key)
+
+
+@dataclass
+class _Node:
+    """One backward node: what it keeps, where its gradients go, and how they are made.
+
+    ``edges`` are (next node or None, bytes or None for a view of the incoming
+    gradient, whether that view is dense); ``grads`` the parameter gradients it
+    makes: (tensor, bytes, the cast node they go through or None for ``.grad``).
+    """
+
+    seq: int
+    label: str
+    holder: tuple[str, int] | None
+    saved: set[str]
+    edges: list[tuple[int | None, sp.Expr | None, bool]] = field(default_factory=list)
+    grads: list[tuple[str, sp.Expr, int | None]] = field(default_factory=list)
+    accumulates: str = ""
+
+
+def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
+    """Return the backward graph, nodes in creation (sequence) order, and its root."""
+    nodes: list[_Node] = []
+    grad_fn: dict[str, int | None] = {plan.rows[0].in_keys[0] if plan.rows else "": None}
+    precision = plan.precision
+
+    def new(label: str, holder: tuple[str, int] | None = None, saved: set[str] | None = None):
+        nodes.append(_Node(len(nodes), label, holder, saved or set()))
+        return len(nodes) - 1
+
+    for entry in plan.rows:
+        row, name = entry.row, entry.row.name
+        sources = [grad_fn.get(reads) for reads in row.inputs]
+        if not entry.records:
+            grad_fn[name] = sources[0] if not entry.spec.records and sources else None
+            continue
+        param_casts: dict[str, int] = {}
+        for part in ("bias", "weight"):  # autocast casts its arguments right to left
+            tensor = f"{name}.{part}"
+            if f"{name}:{part} copy" in entry.copies:
+                param_casts[tensor] = new(f"{tensor} cast")
+                nodes[param_casts[tensor]].grads.append(
+                    (tensor, tensors[tensor] * precision.gradients.bytes, None)
+                )
+        shapes = row.input_shapes or (row.input_shape,)
+        targets: list[int | None] = []
+        for index, source in enumerate(sources):
+            if not entry.needs_grad[index] or entry.read_keys[index] == entry.in_keys[index]:
+                targets.append(source)
+                continue
+            cast = new(
+                f"{name} (cast to {entry.in_dtypes[index]})"
+                if entry.is_loss
+                else f"{name} input cast"
+            )
+            nodes[cast].edges.append(
+                (source, elements(shapes[index]) * entry.in_dtypes[index].bytes, True)
+            )
+            targets.append(cast)
+        stages = entry.spec.stage_list()
+        previous: int | None = None
+        for number, stage in enumerate(stages):
+            label = f"{name} ({stage.label})" if stage.label else name
+            node = new(label, (name, number), entry.stage_saved[number])
+            if number == 0:
+                for index, target in enumerate(targets):
+                    if entry.needs_grad[index]:
+                        size = elements(shapes[index]) * entry.read_dtype.bytes
+                        view = stage.gradient_is_view
+                        dense = not (view and len(targets) > 1 and not entry.spec.aliases_input)
+                        nodes[node].edges.append((target, None if view else size, dense))
+                for part in ("weight", "bias"):
+                    tensor = f"{name}.{part}"
+                    if tensor in tensors:
+                        cast_node = param_casts.get(tensor)
+                        dtype_bytes = (
+                            entry.read_dtype.bytes
+                            if cast_node is not None
+                            else precision.gradients.bytes
+                        )
+                        nodes[node].grads.append((tensor, tensors[tensor] * dtype_bytes, cast_node))
+            else:
+                size = elements(shapes[0]) * entry.read_dtype.bytes
+                nodes[node].edges.append((previous, size, True))
+            previous = node
+        grad_fn[name] = previous
+    if plan.loss is None:
+        last = plan.rows[-1].row.name
+        root = new("output.sum()")
+        nodes[root].edges.append((grad_fn.get(last), None, True))
+    else:
+        root = grad_fn[plan.loss.row.name]
+        if root is None:
+            raise UnsupportedError("nothing before the loss needs a gradient.")
+    return nodes, root
 
 
 def _backward(
     plan: _Plan,
     timeline: _Timeline,
-    holders: dict[str, set[str]],
+    holders: _Holders,
     tensors: dict[str, sp.Expr],
 ) -> None:
-    """Run the backward node by node; parameter gradients stay, everything else is freed."""
-    precision = plan.precision
+    """Run PyTorch's autograd engine over the backward graph.
+
+    The CPU engine keeps one ready queue and runs the ready node created last
+    (highest sequence number) first. A node allocates its outputs, then its
+    incoming gradient and the tensors it kept are released, and its outputs
+    are added to the input buffers of the nodes they go to: a second gradient
+    arriving at a buffer is added in place when the first is the only
+    reference to a dense storage, else into a new tensor. Parameter gradients
+    become ``.grad`` at once (AccumulateGrad runs first); ``backward()`` holds
+    the seed gradient, ``ones_like(loss)``, until it returns.
+    """
+    nodes, root = _graph(plan, tensors)
     seed = plan.sizes[plan.loss.out_key] if plan.loss is not None else plan.sizes["loss"]
-    timeline.alloc("seed gradient", seed)
-    incoming: str | None = "seed gradient"
-    for entry in reversed(plan.rows):
-        if incoming is None or not entry.records:  # None: no gradient flows further back
-            break
-        name = entry.row.name
-        if entry is plan.loss:
-            incoming = _loss_backward(entry, timeline, holders, plan, incoming)
-            continue
-        grad_read = None
-        if entry.input_requires_grad:
-            if isinstance(entry.row.layer, Flatten):
-                grad_read = incoming
+    refs: dict[str, int] = {}
+    dense: dict[str, bool] = {}
+    counter = iter(range(1, 1 << 30))
+
+    def alloc(label: str, nbytes: sp.Expr, is_dense: bool = True) -> str:
+        key = f"grad {label}"
+        while key in timeline.live:
+            key = f"grad {label} #{next(counter)}"
+        timeline.alloc(key, nbytes)
+        refs[key], dense[key] = 1, is_dense
+        return key
+
+    def drop(key: str) -> None:
+        refs[key] -= 1
+        if refs[key] == 0:
+            timeline.free(key)
+
+    pending: dict[int, int] = {}
+    stack, seen = [root], {root}
+    while stack:
+        for target, _, _ in nodes[stack.pop()].edges:
+            if target is not None:
+                pending[target] = pending.get(target, 0) + 1
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+    for node in nodes:  # parameter casts are reached through the nodes that feed them
+        for _, _, cast_node in node.grads:
+            if cast_node is not None:
+                pending[cast_node] = pending.get(cast_node, 0) + 1
+    seed_key = alloc("seed gradient", seed)
+    buffers: dict[int, str] = {root: seed_key}
+    refs[seed_key] += 1  # backward() holds it
+    ready = [(-root, root)]
+    while ready:
+        _, index = heapq.heappop(ready)
+        node = nodes[index]
+        incoming = buffers.pop(index)
+        outputs: list[tuple[int, str]] = []
+        for target, nbytes, is_dense in node.edges:
+            if nbytes is None:
+                refs[incoming] += 1
+                dense[incoming] = dense[incoming] and is_dense
+                key = incoming
             else:
-                grad_read = f"grad {name}:input"
-                timeline.alloc(grad_read, elements(entry.row.input_shape) * entry.read_dtype.bytes)
-        casts = []
-        for part in ("weight", "bias"):
-            tensor = f"{name}.{part}"
-            if tensor not in tensors:
-                continue
-            if entry.copies:  # autocast: a low-precision gradient, cast by its own node
-                timeline.alloc(f"grad {tensor} (low)", tensors[tensor] * entry.out_dtype.bytes)
-                casts.append(tensor)
+                key = alloc(f"{node.label}:input", nbytes)
+            if target is not None:
+                outputs.append((target, key))
             else:
-                timeline.alloc(f"grad {tensor}", tensors[tensor] * precision.gradients.bytes)
-        timeline.mark(f"backward {name}")
-        if grad_read != incoming and incoming != "seed gradient":
-            timeline.free(incoming)
-        for key in entry.saved:
-            holders[key].discard(name)
+                drop(key)
+        for tensor, nbytes, cast_node in node.grads:
+            if cast_node is None:
+                timeline.alloc(f"grad {tensor}", nbytes)
+            else:
+                outputs.append((cast_node, alloc(f"{tensor} (low)", nbytes)))
+        timeline.mark(f"backward {node.label}")
+        drop(incoming)
+        for key in node.saved:
+            holders[key].discard(node.holder)
             if _unheld(key, plan, holders, timeline):
                 timeline.free(key)
-        incoming = grad_read
-        if grad_read is not None and entry.read_key != entry.in_key:
-            incoming = f"grad {name}:input (cast back)"
-            timeline.alloc(incoming, elements(entry.row.input_shape) * entry.in_dtype.bytes)
-            timeline.mark(f"backward {name} input cast")
-            timeline.free(grad_read)
-        for tensor in casts:
-            timeline.alloc(f"grad {tensor}", tensors[tensor] * precision.gradients.bytes)
-            timeline.mark(f"backward {tensor} cast")
-            timeline.free(f"grad {tensor} (low)")
-    if incoming is not None and incoming != "seed gradient":
-        timeline.free(incoming)
-    timeline.free("seed gradient")  # backward() holds it (ones_like(loss)) until it returns
-
-
-def _loss_backward(
-    entry: _Row,
-    timeline: _Timeline,
-    holders: dict[str, set[str]],
-    plan: _Plan,
-    seed: str,
-) -> str:
-    """NllLossBackward, LogSoftmaxBackward, and under autocast the cast back to the logits."""
-    name = entry.row.name
-    logits = elements(entry.row.input_shape)
-    timeline.alloc(f"grad {name}:log-probabilities", logits * entry.out_dtype.bytes)
-    timeline.mark(f"backward {name} (nll_loss)")
-    for key in (f"{name}:total weight", "targets"):
-        holders[key].discard(name)
-        if _unheld(key, plan, holders, timeline):
-            timeline.free(key)
-    timeline.alloc(f"grad {name}:input", logits * entry.out_dtype.bytes)
-    timeline.mark(f"backward {name} (log_softmax)")
-    timeline.free(f"grad {name}:log-probabilities")
-    holders[f"{name}:log-probabilities"].discard(name)
-    timeline.free(f"{name}:log-probabilities")
-    grad = f"grad {name}:input"
-    if entry.read_key != entry.in_key:
-        timeline.alloc(f"grad {name}:logits", logits * entry.in_dtype.bytes)
-        timeline.mark(f"backward {name} (cast to {entry.in_dtype})")
-        timeline.free(grad)
-        grad = f"grad {name}:logits"
-    return grad
+        for target, key in outputs:
+            if target in buffers:
+                old = buffers[target]
+                if refs[old] == 1 and dense[old]:
+                    drop(key)  # old.add_(new)
+                else:
+                    total = alloc(f"{nodes[target].label}:input (sum)", timeline.live[old])
+                    timeline.mark(f"backward {nodes[target].label} accumulate")
+                    drop(old)
+                    drop(key)
+                    buffers[target] = total
+            else:
+                buffers[target] = key
+            pending[target] -= 1
+            if pending[target] == 0:
+                heapq.heappush(ready, (-target, target))
+    drop(seed_key)
 
 
 def _optimizer_temporaries(
@@ -199,7 +322,7 @@ def _temporaries_text(optimizer: Optimizer, implementation: str) -> str:
 
 
 def _inference_timeline(plan: _Plan, base: sp.Expr) -> dict[str, sp.Expr]:
-    """Eval mode under no_grad: each layer's input is freed once its output exists.
+    """Eval mode under no_grad: a storage is freed once the last layer that reads it has run.
 
     Autocast caches its casts of the parameters (leaves that require grad) even
     under no_grad, so under autocast every weight and bias copy made so far
@@ -207,15 +330,17 @@ def _inference_timeline(plan: _Plan, base: sp.Expr) -> dict[str, sp.Expr]:
     """
     timeline = _Timeline()
     timeline.alloc("weights, buffers and input", base)
-    for entry in plan.rows:
+    last = _last_reads(plan)
+    held = {plan.rows[-1].out_key} if plan.rows else set()
+    for position, entry in enumerate(plan.rows):
         for key, nbytes in (*entry.allocs.items(), *entry.copies.items()):
             timeline.alloc(key, nbytes)
         if entry.out_key not in timeline.live and entry.out_key != "input":
             timeline.alloc(entry.out_key, plan.sizes[entry.out_key])
         timeline.mark(f"forward {entry.row.name}")
-        for key in entry.allocs:  # autocast's cached weight and bias casts stay to the end
-            if key != entry.out_key:
+        for key in dict.fromkeys((*entry.allocs, *entry.in_keys)):
+            if key in (entry.out_key, "input") or key in held or key not in timeline.live:
+                continue
+            if last.get(key, -1) <= position:
                 timeline.free(key)
-        if entry.in_key not in (entry.out_key, "input"):
-            timeline.free(entry.in_key)
     return timeline.moments
