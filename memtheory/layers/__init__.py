@@ -11,7 +11,7 @@ Examples
 (B, 16, H - 2, H - 2)
 """
 
-from memtheory.layers.activations import ELU, GELU, LeakyReLU, ReLU, Sigmoid, SiLU, Tanh
+from memtheory.layers.activations import ELU, GELU, LeakyReLU, ReLU, ReLU6, Sigmoid, SiLU, Tanh
 from memtheory.layers.adaptive_pooling import AdaptiveAvgPool2d
 from memtheory.layers.attention import MultiHeadAttention
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
@@ -59,6 +59,7 @@ __all__ = [
     "MultiHeadAttention",
     "PositionEmbedding",
     "ReLU",
+    "ReLU6",
     "SelectToken",
     "Shape",
     "SiLU",

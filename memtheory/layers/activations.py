@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 from memtheory.errors import InvalidSizeError
 from memtheory.layers.base import Layer, Shape, TensorSpec
 
-__all__ = ["ELU", "GELU", "LeakyReLU", "ReLU", "SiLU", "Sigmoid", "Tanh"]
+__all__ = ["ELU", "GELU", "LeakyReLU", "ReLU", "ReLU6", "SiLU", "Sigmoid", "Tanh"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,20 @@ class ReLU(_Elementwise):
 
     kind = "ReLU"
     saves = "output"
+    supports_inplace = True
+
+
+@dataclass(frozen=True)
+class ReLU6(_Elementwise):
+    """``min(max(0, x), 6)`` (PyTorch's ``Hardtanh(0, 6)``); keeps its input (output in place).
+
+    Examples
+    --------
+    >>> ReLU6().saves
+    'input'
+    """
+
+    kind = "ReLU6"
     supports_inplace = True
 
 

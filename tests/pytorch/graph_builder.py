@@ -1,0 +1,200 @@
+"""Random small graph networks, built twice: as a memtheory Network and as a PyTorch module.
+
+A spec is a list of steps over named tensors. :func:`build` turns it into the
+memtheory layers (with :class:`~memtheory.network.Node` wiring) and into a
+``GraphModule`` whose ``forward()`` runs the same steps in order and drops
+each tensor after its last use, as a hand-written forward with ``del`` would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from hypothesis import strategies as st
+from torch import nn
+
+import memtheory as mt
+from memtheory.network import Node
+
+__all__ = ["GraphModule", "GraphSpec", "build", "graph_specs"]
+
+
+@dataclass
+class GraphSpec:
+    """Input shape, steps ``(name, kind, options, inputs)``, and the loss."""
+
+    batch: int
+    channels: int
+    side: int
+    steps: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = field(default_factory=list)
+    loss: str = "cross_entropy"
+    classes: int = 3
+
+
+class GraphModule(nn.Module):
+    """Runs the spec's steps; each tensor is dropped after its last reader."""
+
+    def __init__(self, spec: GraphSpec, modules: dict[str, nn.Module]) -> None:
+        super().__init__()
+        self.spec = spec
+        self.layers = nn.ModuleDict(modules)
+        uses: dict[str, int] = {}
+        for _, _, _, inputs in spec.steps:
+            for name in inputs:
+                uses[name] = uses.get(name, 0) + 1
+        self.uses = uses
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        env = {"x": x}
+        left = dict(self.uses)
+        out = x
+        for name, kind, options, inputs in self.spec.steps:
+            args = [env[i] for i in inputs]
+            for i in inputs:
+                left[i] -= 1
+                if left[i] == 0:
+                    del env[i]
+            if kind == "add":
+                out = args[0].add_(args[1]) if options["inplace"] else args[0] + args[1]
+            elif kind == "cat":
+                out = torch.cat(args, dim=1)
+            else:
+                out = self.layers[name](args[0])
+            del args
+            env[name] = out
+        return out
+
+
+def _layer(kind: str, options: dict[str, Any], name: str, channels: int):
+    """The memtheory layer and the PyTorch module of one step."""
+    if kind == "conv":
+        groups = channels if options["depthwise"] else 1
+        out = channels if options["depthwise"] else options["out"]
+        return (
+            mt.Conv2d(out, options["k"], stride=options["stride"], padding=options["k"] // 2,
+                      groups=groups, bias=options["bias"], name=name),
+            nn.Conv2d(channels, out, options["k"], stride=options["stride"],
+                      padding=options["k"] // 2, groups=groups, bias=options["bias"]),
+            out,
+        )
+    if kind == "bn":
+        return mt.BatchNorm2d(name=name), nn.BatchNorm2d(channels), channels
+    if kind == "relu":
+        return mt.ReLU(inplace=options["inplace"], name=name), nn.ReLU(options["inplace"]), channels
+    if kind in ("gelu", "silu", "relu6"):
+        layers = {"gelu": (mt.GELU, nn.GELU), "silu": (mt.SiLU, nn.SiLU)}
+        if kind == "relu6":
+            return mt.ReLU6(name=name), nn.ReLU6(), channels
+        ours, theirs = layers[kind]
+        return ours(name=name), theirs(), channels
+    if kind == "dropout":
+        return mt.Dropout(options["p"], device="cpu", name=name), nn.Dropout(options["p"]), channels
+    if kind == "maxpool":
+        return mt.MaxPool2d(2, name=name), nn.MaxPool2d(2), channels
+    if kind == "gap":
+        return mt.AdaptiveAvgPool2d(options["size"], name=name), nn.AdaptiveAvgPool2d(
+            options["size"]), channels
+    raise AssertionError(kind)
+
+
+def build(spec: GraphSpec) -> tuple[mt.Network, GraphModule]:
+    """Return the memtheory Network and the PyTorch module of ``spec``."""
+    layers: list[Any] = [mt.Input((spec.channels, spec.side, spec.side), batch=spec.batch,
+                                  name="x")]
+    modules: dict[str, nn.Module] = {}
+    channels = {"x": spec.channels}
+    side = {"x": spec.side}
+    for name, kind, options, inputs in spec.steps:
+        if kind == "add":
+            layers.append(Node(mt.Add(inplace=options["inplace"], name=name), inputs=inputs))
+            channels[name], side[name] = channels[inputs[0]], side[inputs[0]]
+            continue
+        if kind == "cat":
+            layers.append(Node(mt.Concat(name=name), inputs=inputs))
+            channels[name] = sum(channels[i] for i in inputs)
+            side[name] = side[inputs[0]]
+            continue
+        if kind == "head":
+            flat = channels[inputs[0]] * side[inputs[0]] ** 2
+            layers.append(Node(mt.Flatten(name=f"{name}.flatten"), inputs=inputs))
+            layers.append(mt.Dense(spec.classes, name=name))
+            modules[name] = nn.Sequential(nn.Flatten(), nn.Linear(flat, spec.classes))
+            channels[name], side[name] = spec.classes, 1
+            continue
+        ours, theirs, out = _layer(kind, options, name, channels[inputs[0]])
+        layers.append(Node(ours, inputs=inputs))
+        modules[name] = theirs
+        channels[name] = out
+        s = side[inputs[0]]
+        if kind == "conv":
+            s = (s + 2 * (options["k"] // 2) - options["k"]) // options["stride"] + 1
+        elif kind == "maxpool":
+            s = s // 2
+        elif kind == "gap":
+            s = options["size"]
+        side[name] = s
+    if spec.loss == "cross_entropy":
+        layers.append(mt.CrossEntropyLoss(name="loss"))
+    return mt.Network(layers, name="graph"), GraphModule(spec, modules)
+
+
+@st.composite
+def graph_specs(draw: st.DrawFn, max_blocks: int = 3) -> GraphSpec:
+    """Draw a small graph: a stem, residual / concat / two-consumer blocks, then a head."""
+    spec = GraphSpec(draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(4, 7)))
+    steps = spec.steps
+    count = iter(range(1000))
+    current = "x"
+    width = {"x": spec.channels}
+
+    def add(kind: str, options: dict[str, Any], inputs: tuple[str, ...], ch: int) -> str:
+        name = f"{kind}{next(count)}"
+        steps.append((name, kind, options, inputs))
+        width[name] = ch
+        return name
+
+    def conv(source: str, out: int, k: int = 3, stride: int = 1, depthwise: bool = False) -> str:
+        ch = width[source] if depthwise else out
+        return add("conv", {"out": out, "k": k, "stride": stride, "depthwise": depthwise,
+                            "bias": draw(st.booleans())}, (source,), ch)
+
+    current = conv(current, draw(st.integers(1, 4)))
+    for _ in range(draw(st.integers(1, max_blocks))):
+        block = draw(st.sampled_from(("residual", "concat", "shared", "plain")))
+        ch = width[current]
+        if block == "residual":
+            out = draw(st.sampled_from((ch, ch + 1)))
+            h = conv(current, out)
+            h = add("bn", {}, (h,), out)
+            h = add("relu", {"inplace": draw(st.booleans())}, (h,), out)
+            h = conv(h, out, depthwise=draw(st.booleans()))
+            h = add("bn", {}, (h,), out)
+            shortcut = current
+            if out != ch or draw(st.booleans()):
+                shortcut = conv(current, out, k=1)
+                shortcut = add("bn", {}, (shortcut,), out)
+            h = add("add", {"inplace": draw(st.booleans())}, (h, shortcut), out)
+            current = add("relu", {"inplace": True}, (h,), out)
+        elif block == "concat":
+            a = conv(current, draw(st.integers(1, 3)), k=1)
+            b = conv(current, draw(st.integers(1, 3)))
+            b = add(draw(st.sampled_from(("gelu", "silu", "relu6"))), {}, (b,), width[b])
+            current = add("cat", {}, (a, b), width[a] + width[b])
+        elif block == "shared":
+            a = conv(current, ch)
+            b = conv(current, ch, k=1)
+            current = add("add", {"inplace": False}, (a, b), ch)
+        else:
+            kind = draw(st.sampled_from(("dropout", "maxpool", "bn", "relu")))
+            options = {"p": 0.5, "inplace": False}
+            if kind == "maxpool" and spec.side < 6:
+                kind = "dropout"
+            current = add(kind, options, (current,), ch)
+    if draw(st.booleans()):
+        current = add("gap", {"size": draw(st.integers(1, 2))}, (current,), width[current])
+    if draw(st.booleans()):
+        current = add("dropout", {"p": 0.3}, (current,), width[current])
+    steps.append(("head", "head", {}, (current,)))
+    return spec

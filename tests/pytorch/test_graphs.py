@@ -1,0 +1,75 @@
+"""The autograd convention on random graph networks, byte for byte against measure().
+
+Each drawn spec is built twice (tests/pytorch/graph_builder.py): as a memtheory
+Network and as a PyTorch module whose forward() runs the same steps. Residual
+blocks with and without a 1x1-conv + BN projection, in-place and new sums,
+concatenations, a tensor read by two consumers, depthwise convolutions, BN,
+dropout, GELU/SiLU/ReLU6, adaptive pooling; cross-entropy at the end.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
+
+from graph_builder import build, graph_specs  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import memtheory as mt  # noqa: E402
+from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
+from memtheory.torch import measure  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+PRECISIONS = ("fp32", "bf16", "autocast")
+OPTIMIZERS = {
+    "sgd": lambda p, impl: torch.optim.SGD(p, lr=0.01, **impl),
+    "sgd+momentum": lambda p, impl: torch.optim.SGD(p, lr=0.01, momentum=0.9, **impl),
+    "adam": lambda p, impl: torch.optim.Adam(p, lr=0.001, **impl),
+}
+IMPLEMENTATIONS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {}}
+
+
+def compare(spec, precision, optimizer, implementation):
+    """Predicted and measured bytes by category, for one spec and setting."""
+    torch.manual_seed(0)
+    net, module = build(spec)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    module = module.to(dtype)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(spec.batch, spec.channels, spec.side, spec.side, generator=generator).to(dtype)
+    y = torch.randint(0, spec.classes, (spec.batch,), generator=generator)
+    options = dict(IMPLEMENTATIONS[implementation])
+    if implementation == "fused":
+        options = {"fused": True} if optimizer == "adam" else {"foreach": False}
+    opt = OPTIMIZERS[optimizer](module.parameters(), options)
+    measured = measure(
+        module, x, torch.nn.CrossEntropyLoss(), opt, target=y, warmup_steps=1,
+        autocast=torch.bfloat16 if precision == "autocast" else None,
+    )
+    ours = autocast_precision() if precision == "autocast" else precision
+    convention = AutogradConvention(measured.implementation)
+    predicted = mt.training_memory(net, optimizer=optimizer, precision=ours,
+                                   convention=convention)
+    inference = mt.inference_memory(net, precision=ours, convention=convention)
+    names = ("parameters", "gradients", "optimizer_state", "saved_activations")
+    got = {n: int(predicted[n]) if n in predicted.components else 0 for n in names}
+    got |= {"peak": int(predicted.peak), "inference": int(inference.peak)}
+    want = {n: getattr(measured, n) for n in names}
+    want |= {"peak": measured.peak, "inference": measured.inference_peak}
+    return got, want, measured
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    graph_specs(),
+    st.sampled_from(PRECISIONS),
+    st.sampled_from(sorted(OPTIMIZERS)),
+    st.sampled_from(sorted(IMPLEMENTATIONS)),
+)
+def test_random_graphs_are_predicted_byte_for_byte(spec, precision, optimizer, implementation):
+    """P, G, optimizer state, saved activations, training and inference peak: 0 bytes off."""
+    got, want, measured = compare(spec, precision, optimizer, implementation)
+    assert got == want, (spec, measured.peak_moment)
