@@ -162,22 +162,27 @@ def test_activations_without_inplace_variant_refuse_it(kind):
 
 
 def test_cross_entropy_keeps_log_probabilities_and_int64_targets():
-    """CrossEntropyLoss on (B, 10): B*10 log-probabilities + 1 loss; keeps them and B targets."""
+    """CrossEntropyLoss on (B, 10): B*10 log-probabilities + 1 loss; keeps them, the scalar
+    total weight and B targets (NLL's saved tensors, derivatives.yaml)."""
     loss = mt.CrossEntropyLoss()
     assert loss.output_shape((B, 10)) == ()
     assert loss.activation_count((B, 10)) == B * 10 + 1
     assert roles(loss.saved_for_backward((B, 10))) == [
         ("intermediate", None, (B, 10)),
+        ("intermediate", None, ()),
         ("target", "int64", (B,)),
     ]
+    stages = loss.autograd(((B, 10),)).stages
+    assert [(s.label, s.saved) for s in stages] == [("log_softmax", (0,)), ("nll_loss", (0, 1, 2))]
 
 
 # -- BatchNorm2d and Dropout --------------------------------------------------------------
 def test_batchnorm_parameters_buffers_and_saved_statistics():
-    """BatchNorm2d: 2C parameters, mean/var/counter buffers, saves input and 2 fp32 statistics.
+    """BatchNorm2d: 2C parameters, mean/var/counter buffers, saves input and 2 statistics.
 
     Over C channels: C scales and C shifts; running mean and variance (C each, parameter dtype)
-    and the int64 num_batches_tracked scalar; per-channel batch mean and inverse std in fp32.
+    and the int64 num_batches_tracked scalar; per-channel batch mean and inverse std in the
+    parameters' dtype (bf16 in a bf16 model; measured, tests/pytorch/test_graphs.py).
     """
     bn = mt.BatchNorm2d()
     shape = (B, 64, 56, 56)
@@ -189,9 +194,11 @@ def test_batchnorm_parameters_buffers_and_saved_statistics():
     ]
     assert roles(bn.saved_for_backward(shape)) == [
         ("input", None, shape),
-        ("statistics", "fp32", (64,)),
-        ("statistics", "fp32", (64,)),
+        ("statistics", None, (64,)),
+        ("statistics", None, (64,)),
     ]
+    assert bn.autograd((shape,)).parameter_dtype == (1, 2)
+    assert len(bn.autograd((shape,), training=False).saved) == 1
     assert bn.activation_count(shape) == B * 64 * 56 * 56
 
 

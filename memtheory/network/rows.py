@@ -46,7 +46,8 @@ class LayerRow:
         New activation elements the layer keeps (its output, or 0 for a view
         or an in-place layer), batch included.
     saved : tuple of TensorSpec
-        What the backward pass keeps, as PyTorch's autograd does.
+        What the backward pass keeps, as PyTorch's autograd does: the
+        layer's :meth:`~memtheory.layers.Layer.autograd` description in training.
     inputs : tuple of str
         Names of the layers it reads (the previous layer in a sequential
         network; none for the input).
@@ -126,10 +127,9 @@ def derive_rows(
         try:
             if isinstance(layer, Merge):
                 output = layer.merged_shape(input_shapes)
-                saved = layer.merged_saved_for_backward(input_shapes)
             else:
                 output = layer.output_shape(shape)
-                saved = layer.saved_for_backward(shape)
+            saved = layer.autograd(input_shapes or (shape,)).saved
             row = LayerRow(
                 index=index,
                 layer=layer,

@@ -1,9 +1,12 @@
 """Storage ownership: whose memory a layer's output is, and what the backward pass keeps.
 
-A layer that stores its output owns that storage; a view (Flatten) or an
-in-place layer (``ReLU(inplace=True)``) writes into its first input's, so the
-owner is found upstream. Two layers that save the same storage share one
-:class:`SavedTensor`, so it is counted once.
+A layer that stores its output owns that storage; a view (Flatten), an
+in-place layer (``ReLU(inplace=True)``) or an identity writes into its first
+input's, so the owner is found upstream. Two layers that save the same storage
+share one :class:`SavedTensor`, so it is counted once; a saved tensor that is a
+view of another (``TensorSpec.view_of``) adds none. Both read each layer's
+:meth:`~memtheory.layers.Layer.autograd` description, as the autograd
+convention does.
 
 Examples
 --------
@@ -67,9 +70,14 @@ def storage_owner(row: LayerRow, rows: Mapping[str, LayerRow]) -> str:
     rows : mapping of str to LayerRow
         Every row of its network, by layer name.
     """
-    while row.inputs and not row.layer.stores_output():
+    while row.inputs and _aliases(row):
         row = rows[row.inputs[0]]
     return row.name
+
+
+def _aliases(row: LayerRow) -> bool:
+    """Whether the row's output is its first input's storage (its autograd description)."""
+    return row.layer.autograd(row.input_shapes or (row.input_shape,)).aliases_input
 
 
 def saved_tensors(
@@ -88,6 +96,8 @@ def saved_tensors(
     seen: set[tuple[str, ...]] = set()
     for row in ordered:
         for position, spec in enumerate(row.saved):
+            if spec.view_of is not None:
+                continue  # a view of another saved tensor of this layer: no storage of its own
             if spec.role == "input" and row.inputs:
                 owner = storage_owner(rows[row.inputs[0]], rows)
                 key: tuple[str, ...] = (owner,)
