@@ -162,8 +162,10 @@ def test_activations_without_inplace_variant_refuse_it(kind):
 
 
 def test_cross_entropy_keeps_log_probabilities_and_int64_targets():
-    """CrossEntropyLoss on (B, 10): B*10 log-probabilities + 1 loss; keeps them, the scalar
-    total weight and B targets (NLL's saved tensors, derivatives.yaml)."""
+    """CrossEntropyLoss on (B, 10): B*10 log-probabilities + 1 loss, the total weight, targets.
+
+    NLL keeps the log-probabilities, a scalar total weight and the B int64 targets.
+    """
     loss = mt.CrossEntropyLoss()
     assert loss.output_shape((B, 10)) == ()
     assert loss.activation_count((B, 10)) == B * 10 + 1
