@@ -14,7 +14,15 @@ Examples
 from memtheory.layers.activations import ELU, GELU, LeakyReLU, ReLU, ReLU6, Sigmoid, SiLU, Tanh
 from memtheory.layers.adaptive_pooling import AdaptiveAvgPool2d
 from memtheory.layers.attention import MultiHeadAttention
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.base import (
+    Autograd,
+    Layer,
+    Shape,
+    Stage,
+    TensorSpec,
+    describe_shape,
+    elements,
+)
 from memtheory.layers.conv import Conv2d
 from memtheory.layers.core import Dense, Flatten, Input, Linear
 from memtheory.layers.embedding import (
@@ -24,6 +32,7 @@ from memtheory.layers.embedding import (
     Unembedding,
 )
 from memtheory.layers.layer_norm import LayerNorm
+from memtheory.layers.losses import BCEWithLogitsLoss, L1Loss, MSELoss
 from memtheory.layers.merge import Add, Concat, Merge
 from memtheory.layers.normalization import BatchNorm2d
 from memtheory.layers.pooling import AvgPool2d, MaxPool2d
@@ -39,7 +48,9 @@ __all__ = [
     "LSTM",
     "AdaptiveAvgPool2d",
     "Add",
+    "Autograd",
     "AvgPool2d",
+    "BCEWithLogitsLoss",
     "BatchNorm2d",
     "Concat",
     "Conv2d",
@@ -49,11 +60,13 @@ __all__ = [
     "Embedding",
     "Flatten",
     "Input",
+    "L1Loss",
     "Layer",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
     "LogSoftmax",
+    "MSELoss",
     "MaxPool2d",
     "Merge",
     "MultiHeadAttention",
@@ -65,6 +78,7 @@ __all__ = [
     "SiLU",
     "Sigmoid",
     "Softmax",
+    "Stage",
     "Tanh",
     "TensorSpec",
     "TokenTypeEmbedding",

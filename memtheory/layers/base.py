@@ -131,6 +131,15 @@ class Autograd:
     stages : tuple of Stage
         Its backward nodes in creation order, when it runs as several (the
         loss of a classifier); empty for one node keeping everything.
+    transients : tuple of TensorSpec
+        Storages its forward allocates that nothing keeps (freed once it has
+        run), such as L1's absolute values.
+    output_elements : sympy expression or None
+        Elements of the storage its output lives in, when larger than the
+        output (MSE's scalar lives in an input-sized buffer).
+    target : TensorSpec or None
+        For a loss, the targets the caller feeds (dtype ``None``: the input
+        batch's dtype), whether or not its backward keeps them.
 
     Examples
     --------
@@ -149,6 +158,9 @@ class Autograd:
     weight_copy: WeightCopyRule = "never"
     parameter_dtype: tuple[int, ...] = ()
     stages: tuple[Stage, ...] = ()
+    transients: tuple[TensorSpec, ...] = ()
+    output_elements: sp.Expr | None = None
+    target: TensorSpec | None = None
 
     def stage_list(self) -> tuple[Stage, ...]:
         """Its backward nodes in creation order: :attr:`stages`, or one node keeping everything.
@@ -175,6 +187,9 @@ class Stage:
         Positions, in the layer's saved tensors, of those this node keeps.
     gradient_is_view : bool
         Whether it hands on the incoming gradient (or a view of it).
+    temporaries : tuple of TensorSpec
+        Tensors its backward allocates and frees before it returns (alive with
+        its outputs; dtype ``None``: the layer's compute dtype).
 
     Examples
     --------
@@ -185,6 +200,7 @@ class Stage:
     label: str
     saved: tuple[int, ...] = ()
     gradient_is_view: bool = False
+    temporaries: tuple[TensorSpec, ...] = ()
 
 
 class Layer(ABC):

@@ -121,8 +121,10 @@ class CrossEntropyLoss(Layer):
 
     def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
         """Two nodes: log-softmax keeps its output; NLL keeps it, the total weight, the targets."""
+        saved = self.saved_for_backward(tuple(input_shapes[0]))
         return Autograd(
-            saved=self.saved_for_backward(tuple(input_shapes[0])),
+            saved=saved,
+            target=saved[2],
             autocast="fp32",
             stages=(Stage("log_softmax", (0,)), Stage("nll_loss", (0, 1, 2))),
         )

@@ -19,19 +19,24 @@ from memtheory.errors import ShapeError, UnsupportedError
 from memtheory.layers import (
     ELU,
     GELU,
+    AdaptiveAvgPool2d,
     AvgPool2d,
     BatchNorm2d,
+    BCEWithLogitsLoss,
     Conv2d,
     CrossEntropyLoss,
     Dense,
     Dropout,
     Flatten,
     Input,
+    L1Loss,
     Layer,
     LeakyReLU,
     LogSoftmax,
     MaxPool2d,
+    MSELoss,
     ReLU,
+    ReLU6,
     Sigmoid,
     SiLU,
     Softmax,
@@ -48,9 +53,11 @@ SUPPORTED_MODULES: tuple[str, ...] = (
     "Flatten",
     "MaxPool2d",
     "AvgPool2d",
+    "AdaptiveAvgPool2d",
     "BatchNorm2d",
     "Dropout",
     "ReLU",
+    "ReLU6",
     "LeakyReLU",
     "ELU",
     "GELU",
@@ -226,6 +233,15 @@ def _max_pool(path: str, m: nn.MaxPool2d, shape: tuple[sp.Expr, ...], device: st
     )
 
 
+def _adaptive_avg_pool(
+    path: str, m: nn.AdaptiveAvgPool2d, shape: tuple[sp.Expr, ...], device: str
+) -> Layer:
+    size = _pair(m.output_size)
+    if size is None or (isinstance(size, tuple) and None in size):
+        raise _unsupported(path, m, "output_size with None")
+    return AdaptiveAvgPool2d(size)
+
+
 def _avg_pool(path: str, m: nn.AvgPool2d, shape: tuple[sp.Expr, ...], device: str) -> Layer:
     return AvgPool2d(
         _pair(m.kernel_size),
@@ -274,11 +290,13 @@ _CONVERTERS: dict[type, Any] = {
     nn.Flatten: _flatten,
     nn.MaxPool2d: _max_pool,
     nn.AvgPool2d: _avg_pool,
+    nn.AdaptiveAvgPool2d: _adaptive_avg_pool,
     nn.BatchNorm2d: _batch_norm,
     nn.Dropout: _dropout,
     nn.Softmax: _softmax,
     nn.LogSoftmax: _softmax,
     nn.ReLU: _elementwise(ReLU, "inplace"),
+    nn.ReLU6: _elementwise(ReLU6, "inplace"),
     nn.LeakyReLU: _elementwise(LeakyReLU, "negative_slope", "inplace"),
     nn.ELU: _elementwise(ELU, "alpha", "inplace"),
     nn.GELU: _elementwise(GELU),
@@ -289,20 +307,43 @@ _CONVERTERS: dict[type, Any] = {
 }
 
 
+_LOSSES: dict[type[nn.Module], type[Layer]] = {
+    nn.MSELoss: MSELoss,
+    nn.L1Loss: L1Loss,
+    nn.BCEWithLogitsLoss: BCEWithLogitsLoss,
+}
+"""Regression and binary losses :func:`from_module` converts (mean reduction)."""
+
+
 def _convert_loss(loss: nn.Module, shape: tuple[sp.Expr, ...]) -> Layer:
+    if type(loss) in _LOSSES:
+        extra = [
+            name
+            for name in ("weight", "pos_weight")
+            if getattr(loss, name, None) is not None
+        ]
+        reduction = getattr(loss, "reduction", "mean")
+        if reduction != "mean" or extra:
+            options = ", ".join([f"reduction={reduction!r}", *extra])
+            raise UnsupportedError(
+                f"from_module: {type(loss).__name__} ({options}) keeps other tensors; memtheory "
+                "models the mean reduction without weights."
+            )
+        return _LOSSES[type(loss)]()
     if not isinstance(loss, nn.CrossEntropyLoss):
         raise UnsupportedError(
             f"from_module: the loss is {type(loss).__name__}; memtheory models "
-            "nn.CrossEntropyLoss (log-softmax then NLL). Leave loss=None to model the network "
-            "alone (trained on output.sum())."
+            "nn.CrossEntropyLoss, nn.MSELoss, nn.L1Loss and nn.BCEWithLogitsLoss. Leave "
+            "loss=None to model the network alone (trained on output.sum())."
         )
-    if loss.label_smoothing or loss.weight is not None or loss.reduction == "none":
+    if loss.label_smoothing or loss.weight is not None or loss.reduction != "mean":
         raise UnsupportedError(
-            "from_module: CrossEntropyLoss with label_smoothing, class weights or "
-            "reduction='none' keeps other tensors and is not modelled."
+            "from_module: CrossEntropyLoss with label_smoothing, class weights or a reduction "
+            "other than 'mean' keeps other tensors and is not modelled."
         )
-    if len(shape) != 2:
+    if len(shape) not in (2, 3):
         raise ShapeError(
-            f"from_module: CrossEntropyLoss here reads (batch, classes) logits; got {shape}."
+            "from_module: CrossEntropyLoss here reads (batch, classes) logits, or (batch, "
+            f"sequence, vocabulary) logits the caller flattens; got {shape}."
         )
-    return CrossEntropyLoss()
+    return CrossEntropyLoss(ignore_index=loss.ignore_index)

@@ -18,7 +18,15 @@ from torch import nn
 import memtheory as mt
 from memtheory.network import Node
 
-__all__ = ["GraphModule", "GraphSpec", "build", "graph_specs"]
+__all__ = ["LOSSES", "GraphModule", "GraphSpec", "build", "graph_specs"]
+
+LOSSES = {
+    "cross_entropy": (mt.CrossEntropyLoss, nn.CrossEntropyLoss),
+    "mse": (mt.MSELoss, nn.MSELoss),
+    "l1": (mt.L1Loss, nn.L1Loss),
+    "bce": (mt.BCEWithLogitsLoss, nn.BCEWithLogitsLoss),
+}
+"""The memtheory layer and the PyTorch module of each loss a spec can end with."""
 
 
 @dataclass
@@ -135,8 +143,7 @@ def build(spec: GraphSpec) -> tuple[mt.Network, GraphModule]:
         elif kind == "gap":
             s = options["size"]
         side[name] = s
-    if spec.loss == "cross_entropy":
-        layers.append(mt.CrossEntropyLoss(name="loss"))
+    layers.append(LOSSES[spec.loss][0](name="loss"))
     return mt.Network(layers, name="graph"), GraphModule(spec, modules)
 
 
@@ -162,7 +169,7 @@ def graph_specs(draw: st.DrawFn, max_blocks: int = 3) -> GraphSpec:
 
     current = conv(current, draw(st.integers(1, 4)))
     for _ in range(draw(st.integers(1, max_blocks))):
-        block = draw(st.sampled_from(("residual", "concat", "shared", "plain")))
+        block = draw(st.sampled_from(("residual", "concat", "dense", "shared", "plain")))
         ch = width[current]
         if block == "residual":
             out = draw(st.sampled_from((ch, ch + 1)))
@@ -182,6 +189,10 @@ def graph_specs(draw: st.DrawFn, max_blocks: int = 3) -> GraphSpec:
             b = conv(current, draw(st.integers(1, 3)))
             b = add(draw(st.sampled_from(("gelu", "silu", "relu6"))), {}, (b,), width[b])
             current = add("cat", {}, (a, b), width[a] + width[b])
+        elif block == "dense":  # DenseNet-style: the input itself is concatenated
+            b = conv(current, draw(st.integers(1, 3)))
+            inputs = (current, b) if draw(st.booleans()) else (b, current)
+            current = add("cat", {}, inputs, ch + width[b])
         elif block == "shared":
             a = conv(current, ch)
             b = conv(current, ch, k=1)
@@ -197,4 +208,5 @@ def graph_specs(draw: st.DrawFn, max_blocks: int = 3) -> GraphSpec:
     if draw(st.booleans()):
         current = add("dropout", {"p": 0.3}, (current,), width[current])
     steps.append(("head", "head", {}, (current,)))
+    spec.loss = draw(st.sampled_from(sorted(LOSSES)))
     return spec

@@ -4,7 +4,8 @@ Each drawn spec is built twice (tests/pytorch/graph_builder.py): as a memtheory
 Network and as a PyTorch module whose forward() runs the same steps. Residual
 blocks with and without a 1x1-conv + BN projection, in-place and new sums,
 concatenations, a tensor read by two consumers, depthwise convolutions, BN,
-dropout, GELU/SiLU/ReLU6, adaptive pooling; cross-entropy at the end.
+dropout, GELU/SiLU/ReLU6, adaptive pooling; cross-entropy, MSE, L1 or BCE with
+logits at the end.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
-from graph_builder import build, graph_specs  # noqa: E402
+from graph_builder import LOSSES, build, graph_specs  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -40,13 +41,16 @@ def compare(spec, precision, optimizer, implementation):
     module = module.to(dtype)
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(spec.batch, spec.channels, spec.side, spec.side, generator=generator).to(dtype)
-    y = torch.randint(0, spec.classes, (spec.batch,), generator=generator)
+    if spec.loss == "cross_entropy":
+        y = torch.randint(0, spec.classes, (spec.batch,), generator=generator)
+    else:  # the caller's targets: the input's dtype (fp32 under autocast)
+        y = torch.rand(spec.batch, spec.classes, generator=generator).to(dtype)
     options = dict(IMPLEMENTATIONS[implementation])
     if implementation == "fused":
         options = {"fused": True} if optimizer == "adam" else {"foreach": False}
     opt = OPTIMIZERS[optimizer](module.parameters(), options)
     measured = measure(
-        module, x, torch.nn.CrossEntropyLoss(), opt, target=y, warmup_steps=1,
+        module, x, LOSSES[spec.loss][1](), opt, target=y, warmup_steps=1,
         autocast=torch.bfloat16 if precision == "autocast" else None,
     )
     ours = autocast_precision() if precision == "autocast" else precision
@@ -59,9 +63,11 @@ def compare(spec, precision, optimizer, implementation):
     got |= {"peak": int(predicted.peak), "inference": int(inference.peak)}
     want = {n: getattr(measured, n) for n in names}
     want |= {"peak": measured.peak, "inference": measured.inference_peak}
+    got["targets"], want["targets"] = int(predicted["targets"]), measured.targets
     return got, want, measured
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     graph_specs(),

@@ -388,7 +388,10 @@ def _plan_layer(
         out_key = read_keys[0]
     else:
         out_key = f"{name}:output"
-        sizes[out_key] = elements(row.output_shape) * compute.bytes
+        count = spec.output_elements if spec.output_elements is not None else elements(
+            row.output_shape
+        )
+        sizes[out_key] = count * compute.bytes
         dtypes[out_key] = compute
     saved_keys: list[str | None] = []
     for position, tensor in enumerate(spec.saved):
@@ -396,12 +399,13 @@ def _plan_layer(
             _saved_key(row, spec, position, tensor, read_keys, out_key, compute, precision,
                        allocs, saved_keys)
         )
+    for position, tensor in enumerate(spec.transients):
+        allocs[f"{name}:transient {position}"] = tensor.nbytes(compute)
     for key, nbytes in allocs.items():
         sizes[key] = nbytes
         dtypes.setdefault(key, compute)
-    if "targets" in saved_keys:
-        target = spec.saved[saved_keys.index("targets")]
-        sizes["targets"] = target.nbytes(precision.input)
+    if spec.target is not None:
+        sizes["targets"] = spec.target.nbytes(precision.input)
     stage_saved = [
         {k for k in (saved_keys[i] for i in stage.saved) if k is not None}
         for stage in spec.stage_list()

@@ -98,18 +98,19 @@ def _unheld(key: str, plan: _Plan, holders: _Holders, timeline: _Timeline) -> bo
 class _Node:
     """One backward node: what it keeps, where its gradients go, and how they are made.
 
-    ``edges`` are (next node or None, bytes or None for a view of the incoming
-    gradient, whether that view is dense); ``grads`` the parameter gradients it
-    makes: (tensor, bytes, the cast node they go through or None for ``.grad``).
+    ``edges`` are (next node or None, the gradient's bytes, whether it is a view
+    of the incoming gradient, whether that view is dense); ``grads`` the
+    parameter gradients it makes: (tensor, bytes, the cast node they go through
+    or None for ``.grad``).
     """
 
     seq: int
     label: str
     holder: tuple[str, int] | None
     saved: set[str]
-    edges: list[tuple[int | None, sp.Expr | None, bool]] = field(default_factory=list)
+    edges: list[tuple[int | None, sp.Expr, bool, bool]] = field(default_factory=list)
     grads: list[tuple[str, sp.Expr, int | None]] = field(default_factory=list)
-    accumulates: str = ""
+    temporaries: list[sp.Expr] = field(default_factory=list)
 
 
 def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
@@ -148,7 +149,7 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                 else f"{name} input cast"
             )
             nodes[cast].edges.append(
-                (source, elements(shapes[index]) * entry.in_dtypes[index].bytes, True)
+                (source, elements(shapes[index]) * entry.in_dtypes[index].bytes, False, True)
             )
             targets.append(cast)
         stages = entry.spec.stage_list()
@@ -156,13 +157,14 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
         for number, stage in enumerate(stages):
             label = f"{name} ({stage.label})" if stage.label else name
             node = new(label, (name, number), entry.stage_saved[number])
+            nodes[node].temporaries = [t.nbytes(entry.read_dtype) for t in stage.temporaries]
             if number == 0:
                 for index, target in enumerate(targets):
                     if entry.needs_grad[index]:
                         size = elements(shapes[index]) * entry.read_dtype.bytes
                         view = stage.gradient_is_view
                         dense = not (view and len(targets) > 1 and not entry.spec.aliases_input)
-                        nodes[node].edges.append((target, None if view else size, dense))
+                        nodes[node].edges.append((target, size, view, dense))
                 for part in ("weight", "bias"):
                     tensor = f"{name}.{part}"
                     if tensor in tensors:
@@ -175,13 +177,13 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                         nodes[node].grads.append((tensor, tensors[tensor] * dtype_bytes, cast_node))
             else:
                 size = elements(shapes[0]) * entry.read_dtype.bytes
-                nodes[node].edges.append((previous, size, True))
+                nodes[node].edges.append((previous, size, False, True))
             previous = node
         grad_fn[name] = previous
     if plan.loss is None:
         last = plan.rows[-1].row.name
         root = new("output.sum()")
-        nodes[root].edges.append((grad_fn.get(last), None, True))
+        nodes[root].edges.append((grad_fn.get(last), plan.sizes["loss"], True, True))
     else:
         root = grad_fn[plan.loss.row.name]
         if root is None:
@@ -207,7 +209,7 @@ def _backward(
     the seed gradient, ``ones_like(loss)``, until it returns.
     """
     nodes, root = _graph(plan, tensors)
-    seed = plan.sizes[plan.loss.out_key] if plan.loss is not None else plan.sizes["loss"]
+    seed = sp.Integer(plan.loss.out_dtype.bytes) if plan.loss is not None else plan.sizes["loss"]
     refs: dict[str, int] = {}
     dense: dict[str, bool] = {}
     counter = iter(range(1, 1 << 30))
@@ -228,7 +230,7 @@ def _backward(
     pending: dict[int, int] = {}
     stack, seen = [root], {root}
     while stack:
-        for target, _, _ in nodes[stack.pop()].edges:
+        for target, _, _, _ in nodes[stack.pop()].edges:
             if target is not None:
                 pending[target] = pending.get(target, 0) + 1
                 if target not in seen:
@@ -246,36 +248,39 @@ def _backward(
         _, index = heapq.heappop(ready)
         node = nodes[index]
         incoming = buffers.pop(index)
-        outputs: list[tuple[int, str]] = []
-        for target, nbytes, is_dense in node.edges:
-            if nbytes is None:
+        outputs: list[tuple[int, str, sp.Expr]] = []
+        for target, nbytes, view, is_dense in node.edges:
+            if view:
                 refs[incoming] += 1
                 dense[incoming] = dense[incoming] and is_dense
                 key = incoming
             else:
                 key = alloc(f"{node.label}:input", nbytes)
             if target is not None:
-                outputs.append((target, key))
+                outputs.append((target, key, nbytes))
             else:
                 drop(key)
         for tensor, nbytes, cast_node in node.grads:
             if cast_node is None:
                 timeline.alloc(f"grad {tensor}", nbytes)
             else:
-                outputs.append((cast_node, alloc(f"{tensor} (low)", nbytes)))
+                outputs.append((cast_node, alloc(f"{tensor} (low)", nbytes), nbytes))
+        temporaries = [alloc(f"{node.label}:temporary", nbytes) for nbytes in node.temporaries]
         timeline.mark(f"backward {node.label}")
+        for key in temporaries:
+            drop(key)
         drop(incoming)
         for key in node.saved:
             holders[key].discard(node.holder)
             if _unheld(key, plan, holders, timeline):
                 timeline.free(key)
-        for target, key in outputs:
+        for target, key, nbytes in outputs:
             if target in buffers:
                 old = buffers[target]
                 if refs[old] == 1 and dense[old]:
                     drop(key)  # old.add_(new)
                 else:
-                    total = alloc(f"{nodes[target].label}:input (sum)", timeline.live[old])
+                    total = alloc(f"{nodes[target].label}:input (sum)", nbytes)
                     timeline.mark(f"backward {nodes[target].label} accumulate")
                     drop(old)
                     drop(key)
