@@ -3,7 +3,9 @@
 A spec is a list of steps over named tensors. :func:`build` turns it into the
 memtheory layers (with :class:`~memtheory.network.Node` wiring) and into a
 ``GraphModule`` whose ``forward()`` runs the same steps in order and drops
-each tensor after its last use, as a hand-written forward with ``del`` would.
+each tensor after its last use, as a hand-written forward with ``del`` would,
+except a block's input: as in a block written as a function (torchvision's
+``identity = x``), it stays alive until the merge that ends the block.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ class GraphModule(nn.Module):
         self.spec = spec
         self.layers = nn.ModuleDict(modules)
         uses: dict[str, int] = {}
-        for _, _, _, inputs in spec.steps:
-            for name in inputs:
+        for _, _, options, inputs in spec.steps:
+            for name in _reads(options, inputs):
                 uses[name] = uses.get(name, 0) + 1
         self.uses = uses
 
@@ -60,10 +62,6 @@ class GraphModule(nn.Module):
         out = x
         for name, kind, options, inputs in self.spec.steps:
             args = [env[i] for i in inputs]
-            for i in inputs:
-                left[i] -= 1
-                if left[i] == 0:
-                    del env[i]
             if kind == "add":
                 out = args[0].add_(args[1]) if options["inplace"] else args[0] + args[1]
             elif kind == "cat":
@@ -71,8 +69,18 @@ class GraphModule(nn.Module):
             else:
                 out = self.layers[name](args[0])
             del args
+            for i in _reads(options, inputs):  # the step has run: drop what nothing reads later
+                left[i] -= 1
+                if left[i] == 0:
+                    del env[i]
             env[name] = out
         return out
+
+
+def _reads(options: dict[str, Any], inputs: tuple[str, ...]) -> tuple[str, ...]:
+    """The step's inputs, and the input of the block it ends (held until then)."""
+    block = options.get("block_input")
+    return (*inputs, block) if block else inputs
 
 
 def _layer(kind: str, options: dict[str, Any], name: str, channels: int):
@@ -182,13 +190,14 @@ def graph_specs(draw: st.DrawFn, max_blocks: int = 3) -> GraphSpec:
             if out != ch or draw(st.booleans()):
                 shortcut = conv(current, out, k=1)
                 shortcut = add("bn", {}, (shortcut,), out)
-            h = add("add", {"inplace": draw(st.booleans())}, (h, shortcut), out)
+            h = add("add", {"inplace": draw(st.booleans()), "block_input": current},
+                    (h, shortcut), out)
             current = add("relu", {"inplace": True}, (h,), out)
         elif block == "concat":
             a = conv(current, draw(st.integers(1, 3)), k=1)
             b = conv(current, draw(st.integers(1, 3)))
             b = add(draw(st.sampled_from(("gelu", "silu", "relu6"))), {}, (b,), width[b])
-            current = add("cat", {}, (a, b), width[a] + width[b])
+            current = add("cat", {"block_input": current}, (a, b), width[a] + width[b])
         elif block == "dense":  # DenseNet-style: the input itself is concatenated
             b = conv(current, draw(st.integers(1, 3)))
             inputs = (current, b) if draw(st.booleans()) else (b, current)
@@ -196,7 +205,7 @@ def graph_specs(draw: st.DrawFn, max_blocks: int = 3) -> GraphSpec:
         elif block == "shared":
             a = conv(current, ch)
             b = conv(current, ch, k=1)
-            current = add("add", {"inplace": False}, (a, b), ch)
+            current = add("add", {"inplace": False, "block_input": current}, (a, b), ch)
         else:
             kind = draw(st.sampled_from(("dropout", "maxpool", "bn", "relu")))
             options = {"p": 0.5, "inplace": False}

@@ -56,12 +56,53 @@ class _Timeline:
 
 
 def _last_reads(plan: _Plan) -> dict[str, int]:
-    """Return the position of the last layer that reads each storage."""
+    """Return the position of the last layer that reads or holds each storage.
+
+    A block with branches is written as a function of its input (torchvision's
+    ``identity = x``, MobileNetV2's ``x + self.conv(x)``), so the input, where
+    the branches fork, stays alive until the merge that joins them has run.
+    """
     last: dict[str, int] = {}
+    storage = {entry.row.name: entry.out_key for entry in plan.rows}
+    inputs = {entry.row.name: entry.row.inputs for entry in plan.rows}
+    index = {entry.row.name: entry.row.index for entry in plan.rows}
     for position, entry in enumerate(plan.rows):
         for key in (*entry.in_keys, *entry.read_keys):
             last[key] = position
+        if len(entry.in_keys) > 1:
+            fork = _fork(entry.row.inputs, inputs, index)
+            if fork in storage:
+                last[storage[fork]] = position
     return last
+
+
+def _done(ends: dict[int, list[str]], position: int, reads: tuple[str, ...]) -> list[str]:
+    """Return the layer's inputs and the storages whose last reader or holder it is."""
+    return [*reads, *ends.get(position, ())]
+
+
+def _ends(last: dict[str, int]) -> dict[int, list[str]]:
+    ends: dict[int, list[str]] = {}
+    for key, position in last.items():
+        ends.setdefault(position, []).append(key)
+    return ends
+
+
+def _fork(
+    reads: tuple[str, ...], inputs: dict[str, tuple[str, ...]], index: dict[str, int]
+) -> str | None:
+    """Return the nearest layer every one of ``reads`` descends from (where branches fork)."""
+    common: set[str] | None = None
+    for name in reads:
+        seen, stack = {name}, [name]
+        while stack:
+            for source in inputs.get(stack.pop(), ()):
+                if source not in seen:
+                    seen.add(source)
+                    stack.append(source)
+        common = seen if common is None else common & seen
+    known = [name for name in common or () if name in index]
+    return max(known, key=index.__getitem__) if known else None
 
 
 def _forward(plan: _Plan, timeline: _Timeline, holders: _Holders) -> None:
@@ -71,6 +112,7 @@ def _forward(plan: _Plan, timeline: _Timeline, holders: _Holders) -> None:
     backward node keeps it or the caller holds it.
     """
     last = _last_reads(plan)
+    ends = _ends(last)
     cached: list[str] = []
     for position, entry in enumerate(plan.rows):
         for key, nbytes in (*entry.allocs.items(), *entry.copies.items()):
@@ -78,7 +120,7 @@ def _forward(plan: _Plan, timeline: _Timeline, holders: _Holders) -> None:
         if entry.out_key not in timeline.live:
             timeline.alloc(entry.out_key, plan.sizes[entry.out_key])
         timeline.mark(f"forward {entry.row.name}")
-        for key in dict.fromkeys((*entry.allocs, *entry.in_keys)):
+        for key in dict.fromkeys((*entry.allocs, *_done(ends, position, entry.in_keys))):
             if key != entry.out_key and last.get(key, -1) <= position:
                 if _unheld(key, plan, holders, timeline):
                     timeline.free(key)
@@ -98,8 +140,8 @@ def _unheld(key: str, plan: _Plan, holders: _Holders, timeline: _Timeline) -> bo
 class _Node:
     """One backward node: what it keeps, where its gradients go, and how they are made.
 
-    ``edges`` are (next node or None, the gradient's bytes, whether it is a view
-    of the incoming gradient, whether that view is dense); ``grads`` the
+    ``edges`` are (next node or None, the gradient's bytes, whether it is the
+    incoming gradient or a view of it); ``grads`` the
     parameter gradients it makes: (tensor, bytes, the cast node they go through
     or None for ``.grad``).
     """
@@ -108,7 +150,7 @@ class _Node:
     label: str
     holder: tuple[str, int] | None
     saved: set[str]
-    edges: list[tuple[int | None, sp.Expr, bool, bool]] = field(default_factory=list)
+    edges: list[tuple[int | None, sp.Expr, bool]] = field(default_factory=list)
     grads: list[tuple[str, sp.Expr, int | None]] = field(default_factory=list)
     temporaries: list[sp.Expr] = field(default_factory=list)
 
@@ -149,7 +191,7 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                 else f"{name} input cast"
             )
             nodes[cast].edges.append(
-                (source, elements(shapes[index]) * entry.in_dtypes[index].bytes, False, True)
+                (source, elements(shapes[index]) * entry.in_dtypes[index].bytes, False)
             )
             targets.append(cast)
         stages = entry.spec.stage_list()
@@ -162,9 +204,7 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                 for index, target in enumerate(targets):
                     if entry.needs_grad[index]:
                         size = elements(shapes[index]) * entry.read_dtype.bytes
-                        view = stage.gradient_is_view
-                        dense = not (view and len(targets) > 1 and not entry.spec.aliases_input)
-                        nodes[node].edges.append((target, size, view, dense))
+                        nodes[node].edges.append((target, size, stage.gradient_is_view))
                 for part in ("weight", "bias"):
                     tensor = f"{name}.{part}"
                     if tensor in tensors:
@@ -177,13 +217,13 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                         nodes[node].grads.append((tensor, tensors[tensor] * dtype_bytes, cast_node))
             else:
                 size = elements(shapes[0]) * entry.read_dtype.bytes
-                nodes[node].edges.append((previous, size, False, True))
+                nodes[node].edges.append((previous, size, False))
             previous = node
         grad_fn[name] = previous
     if plan.loss is None:
         last = plan.rows[-1].row.name
         root = new("output.sum()")
-        nodes[root].edges.append((grad_fn.get(last), plan.sizes["loss"], True, True))
+        nodes[root].edges.append((grad_fn.get(last), plan.sizes["loss"], True))
     else:
         root = grad_fn[plan.loss.row.name]
         if root is None:
@@ -202,24 +242,29 @@ def _backward(
     The CPU engine keeps one ready queue and runs the ready node created last
     (highest sequence number) first. A node allocates its outputs, then its
     incoming gradient and the tensors it kept are released, and its outputs
-    are added to the input buffers of the nodes they go to: a second gradient
-    arriving at a buffer is added in place when the first is the only
-    reference to a dense storage, else into a new tensor. Parameter gradients
-    become ``.grad`` at once (AccumulateGrad runs first); ``backward()`` holds
-    the seed gradient, ``ones_like(loss)``, until it returns.
+    are added to the input buffers of the nodes they go to. A second gradient
+    arriving at a buffer (a tensor read by two layers) is added into a new
+    tensor, ``old + new``: that is what PyTorch does while a
+    ``TorchDispatchMode`` is active, as in :func:`memtheory.torch.measure`
+    (``isTensorSubclassLike`` is then true for every tensor, so
+    ``InputBuffer::accumulate`` never adds in place). Without a mode it adds
+    in place when the first gradient is the only reference to a dense
+    storage, so the real peak can be lower by one gradient at such a moment.
+    Parameter gradients become ``.grad`` at once (AccumulateGrad runs first);
+    ``backward()`` holds the seed gradient, ``ones_like(loss)``, until it
+    returns.
     """
     nodes, root = _graph(plan, tensors)
     seed = sp.Integer(plan.loss.out_dtype.bytes) if plan.loss is not None else plan.sizes["loss"]
     refs: dict[str, int] = {}
-    dense: dict[str, bool] = {}
     counter = iter(range(1, 1 << 30))
 
-    def alloc(label: str, nbytes: sp.Expr, is_dense: bool = True) -> str:
+    def alloc(label: str, nbytes: sp.Expr) -> str:
         key = f"grad {label}"
         while key in timeline.live:
             key = f"grad {label} #{next(counter)}"
         timeline.alloc(key, nbytes)
-        refs[key], dense[key] = 1, is_dense
+        refs[key] = 1
         return key
 
     def drop(key: str) -> None:
@@ -230,7 +275,7 @@ def _backward(
     pending: dict[int, int] = {}
     stack, seen = [root], {root}
     while stack:
-        for target, _, _, _ in nodes[stack.pop()].edges:
+        for target, _, _ in nodes[stack.pop()].edges:
             if target is not None:
                 pending[target] = pending.get(target, 0) + 1
                 if target not in seen:
@@ -249,10 +294,9 @@ def _backward(
         node = nodes[index]
         incoming = buffers.pop(index)
         outputs: list[tuple[int, str, sp.Expr]] = []
-        for target, nbytes, view, is_dense in node.edges:
+        for target, nbytes, view in node.edges:
             if view:
                 refs[incoming] += 1
-                dense[incoming] = dense[incoming] and is_dense
                 key = incoming
             else:
                 key = alloc(f"{node.label}:input", nbytes)
@@ -275,16 +319,13 @@ def _backward(
             if _unheld(key, plan, holders, timeline):
                 timeline.free(key)
         for target, key, nbytes in outputs:
-            if target in buffers:
+            if target in buffers:  # old + new, into a new tensor (see the docstring)
                 old = buffers[target]
-                if refs[old] == 1 and dense[old]:
-                    drop(key)  # old.add_(new)
-                else:
-                    total = alloc(f"{nodes[target].label}:input (sum)", nbytes)
-                    timeline.mark(f"backward {nodes[target].label} accumulate")
-                    drop(old)
-                    drop(key)
-                    buffers[target] = total
+                total = alloc(f"{nodes[target].label}:input (sum)", nbytes)
+                timeline.mark(f"backward {nodes[target].label} accumulate")
+                drop(old)
+                drop(key)
+                buffers[target] = total
             else:
                 buffers[target] = key
             pending[target] -= 1
@@ -336,6 +377,7 @@ def _inference_timeline(plan: _Plan, base: sp.Expr) -> dict[str, sp.Expr]:
     timeline = _Timeline()
     timeline.alloc("weights, buffers and input", base)
     last = _last_reads(plan)
+    ends = _ends(last)
     held = {plan.rows[-1].out_key} if plan.rows else set()
     for position, entry in enumerate(plan.rows):
         for key, nbytes in (*entry.allocs.items(), *entry.copies.items()):
@@ -343,7 +385,7 @@ def _inference_timeline(plan: _Plan, base: sp.Expr) -> dict[str, sp.Expr]:
         if entry.out_key not in timeline.live and entry.out_key != "input":
             timeline.alloc(entry.out_key, plan.sizes[entry.out_key])
         timeline.mark(f"forward {entry.row.name}")
-        for key in dict.fromkeys((*entry.allocs, *entry.in_keys)):
+        for key in dict.fromkeys((*entry.allocs, *_done(ends, position, entry.in_keys))):
             if key in (entry.out_key, "input") or key in held or key not in timeline.live:
                 continue
             if last.get(key, -1) <= position:
