@@ -109,13 +109,15 @@ def test_declared_sizes_must_match_the_incoming_shape():
 
 
 def test_options_that_change_what_is_kept_are_refused():
-    """Reflect padding and return_indices change the saved tensors; they are refused."""
+    """Reflect padding, return_indices and a summed loss change the saved tensors: refused."""
     with pytest.raises(mt.UnsupportedError, match="padding_mode"):
         from_module(nn.Sequential(nn.Conv2d(3, 2, 3, padding_mode="reflect")), (1, 3, 8, 8))
     with pytest.raises(mt.UnsupportedError, match="return_indices"):
         from_module(nn.Sequential(nn.MaxPool2d(2, return_indices=True)), (1, 3, 8, 8))
+    with pytest.raises(mt.UnsupportedError, match="reduction"):
+        from_module(nn.Sequential(nn.Linear(4, 2)), (2, 4), loss=nn.MSELoss(reduction="sum"))
     with pytest.raises(mt.UnsupportedError, match="CrossEntropyLoss"):
-        from_module(nn.Sequential(nn.Linear(4, 2)), (2, 4), loss=nn.MSELoss())
+        from_module(nn.Sequential(nn.Linear(4, 2)), (2, 4), loss=nn.HuberLoss())
 
 
 def test_dropout_device_follows_the_parameters():

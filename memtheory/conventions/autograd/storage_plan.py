@@ -315,10 +315,11 @@ def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
         is_loss = _is_loss(row)
         if is_loss and not training:
             break
+        needs = tuple(requires_grad[name] for name in row.inputs)
         entry = _plan_layer(
             row,
             tuple(storage_of[name] for name in row.inputs),
-            tuple(requires_grad[name] for name in row.inputs),
+            needs,
             autocast,
             precision,
             training,
@@ -328,9 +329,8 @@ def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
         entry.is_loss = is_loss
         rows.append(entry)
         storage_of[row.name] = entry.out_key
-        requires_grad[row.name] = entry.records or (
-            not entry.spec.records and entry.input_requires_grad
-        )
+        # an identity (no node) hands its input on, and whether that needs a gradient
+        requires_grad[row.name] = entry.records or (not entry.spec.records and any(needs))
         if is_loss:
             loss = entry
     last = rows[-1].out_key if rows else "input"
