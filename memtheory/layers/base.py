@@ -68,6 +68,9 @@ class TensorSpec:
         The position, in the same layer's saved tensors, of the tensor whose
         storage this one is a view of (attention's V is a view of the packed
         in-projection output): it adds no storage and keeps that one alive.
+    label : str or None
+        A more specific name than the role, for listings
+        (``"log-probabilities"``).
 
     Examples
     --------
@@ -82,6 +85,7 @@ class TensorSpec:
     shape: Shape
     dtype: DType | None = None
     view_of: int | None = None
+    label: str | None = None
 
     @property
     def elements(self) -> sp.Expr:

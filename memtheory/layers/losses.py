@@ -95,7 +95,7 @@ class L1Loss(_Loss):
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the difference ``input - target``."""
-        return (TensorSpec("intermediate", tuple(input_shape)),)
+        return (TensorSpec("intermediate", tuple(input_shape), label="difference"),)
 
     def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
         """Return the difference kept by ``abs``, its result a transient; fp32 under autocast."""
@@ -104,7 +104,7 @@ class L1Loss(_Loss):
             saved=self.saved_for_backward(shape),
             autocast="fp32",
             target=TensorSpec("target", shape),
-            transients=(TensorSpec("intermediate", shape),),
+            transients=(TensorSpec("intermediate", shape, label="absolute values"),),
             stages=(
                 Stage("sub", (), gradient_is_view=True),
                 Stage("abs", (0,), temporaries=(TensorSpec("intermediate", shape),)),

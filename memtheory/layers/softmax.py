@@ -114,8 +114,8 @@ class CrossEntropyLoss(Layer):
         [('intermediate', (B, S, 50)), ('intermediate', ()), ('target', (B, S))]
         """
         return (
-            TensorSpec("intermediate", tuple(input_shape)),
-            TensorSpec("intermediate", ()),
+            TensorSpec("intermediate", tuple(input_shape), label="log-probabilities"),
+            TensorSpec("intermediate", (), label="total weight"),
             TensorSpec("target", tuple(input_shape[:-1]), dtype("int64")),
         )
 

@@ -8,8 +8,9 @@ temporaries and the activations' gradients come and go during the step. This
 convention follows a training step tensor by tensor:
 
 * **saved activations**: every layer's saved tensors
-  (:meth:`~memtheory.layers.Layer.saved_for_backward`), counted once per
-  storage. A layer's ``"input"`` is the storage of the layer before it (a view
+  (:meth:`~memtheory.layers.Layer.autograd`, which
+  :meth:`~memtheory.network.Network.saved_tensors` reads too), counted once
+  per storage. A layer's ``"input"`` is the storage of the layer before it (a view
   such as Flatten, and an in-place layer, share their input's storage), so a
   ReLU's output that the next Dense layer also keeps counts once. The input
   batch and the targets are the caller's, not the graph's, and are counted as

@@ -81,21 +81,28 @@ class AutogradConvention(Convention):
     1. **step start**: parameters, buffers, gradients, optimizer state and
        step counters, input batch and targets. ``zero_grad()`` frees the
        gradients (``set_to_none=True``, PyTorch's default).
-    2. **forward**, layer by layer: the layer allocates its output (not a view
-       or an in-place layer) and the tensors it saves for itself (pooling
-       indices, dropout masks, batch statistics); its input is freed when no
-       later layer reads it and no backward node keeps it. Layers before the
-       first one with parameters record nothing. The loss (cross-entropy:
-       log-softmax output, then the scalar loss and the scalar total weight)
-       ends the forward; the caller keeps the logits and the loss until the
-       step ends. A network without a loss layer is trained on
+    2. **forward**, layer by layer in the graph's order: the layer allocates
+       its output (not a view, an in-place layer or an identity) and the
+       tensors it saves for itself (pooling indices, dropout masks, batch
+       statistics), as its :meth:`~memtheory.layers.Layer.autograd` states; a
+       storage is freed once the last layer that reads it has run and no
+       backward node keeps it. Where branches fork (a residual block's
+       input), the fork stays alive until the merge that joins them, as in a
+       block written as a function. Layers before the first one with
+       parameters record nothing. The loss (cross-entropy, MSE, L1, BCE with
+       logits) ends the forward; the caller keeps the logits and the loss
+       until the step ends. A network without a loss layer is trained on
        ``output.sum()``, which saves nothing.
-    3. **backward**, node by node in reverse: a node allocates its input's
-       gradient (unless its input needs none, or it is a view: Flatten) and its
-       parameters' gradients (which become ``.grad`` without a copy), then
-       frees the incoming gradient and the saved tensors no other node keeps.
-       Cross-entropy is two nodes (NLL, then log-softmax); ``backward()``
-       holds the seed gradient, ``ones_like(loss)``, until it returns.
+    3. **backward**, as PyTorch's engine runs it: the ready node created last
+       goes first. A node allocates its inputs' gradients (new tensors, or
+       the incoming gradient itself for a view, a sum or a concatenation) and
+       its parameters' gradients (which become ``.grad`` without a copy), then
+       frees the incoming gradient and the saved tensors no other node
+       keeps. A gradient reaching a tensor read twice is added into a new
+       tensor, as PyTorch does under :func:`memtheory.torch.measure`.
+       Cross-entropy is two nodes (log-softmax, NLL), L1 three;
+       ``backward()`` holds the seed gradient, ``ones_like(loss)``, until it
+       returns.
     4. **optimizer step**: everything the step ends with, plus the
        implementation's temporaries.
 
@@ -111,9 +118,13 @@ class AutogradConvention(Convention):
     the biases live until the forward ends (autocast's cache), and the loss
     runs in fp32.
 
-    Limits: sequential networks of the layers listed in the error message;
-    SGD (plain, momentum, Nesterov) and Adam/AdamW without weight decay,
-    AMSGrad or ``maximize`` for the step's temporaries.
+    Limits: layers whose autograd behaviour was checked against PyTorch
+    (``Layer.autograd_checked``; any other is refused, naming it); SGD
+    (plain, momentum, Nesterov) and Adam/AdamW without weight decay, AMSGrad
+    or ``maximize`` for the step's temporaries. The inference peak assumes
+    each layer's input is released once it has run (or, at a fork, once the
+    merge has): a caller that keeps a tensor in a variable longer (a stage's
+    input while an ``nn.Sequential`` runs) holds it longer.
 
     Examples
     --------

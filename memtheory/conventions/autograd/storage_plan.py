@@ -1,8 +1,8 @@
 """The storage plan of a step: which tensors each layer allocates, aliases and saves.
 
 A layer's output is a new storage, or its input's storage again (a view such
-as Flatten, an in-place layer, an identity dropout). Each layer saves the
-tensors its derivative formula reads (:meth:`~memtheory.layers.Layer.saved_for_backward`);
+as Flatten, an in-place layer, an identity dropout). Each layer states what
+it saves, aliases and casts (:meth:`~memtheory.layers.Layer.autograd`);
 the plan names every storage once, records its size and dtype, and which
 backward nodes keep it, so that a tensor saved by two layers counts once.
 Under :func:`autocast_precision` it adds the low-precision casts of inputs,
@@ -400,7 +400,7 @@ def _plan_layer(
                        allocs, saved_keys)
         )
     for position, tensor in enumerate(spec.transients):
-        allocs[f"{name}:transient {position}"] = tensor.nbytes(compute)
+        allocs[f"{name}:{tensor.label or 'transient'} {position}"] = tensor.nbytes(compute)
     for key, nbytes in allocs.items():
         sizes[key] = nbytes
         dtypes.setdefault(key, compute)
@@ -457,7 +457,7 @@ def _saved_key(
         return "targets"
     if tensor.role == "buffer":
         return None  # the layer's buffers are counted as buffers
-    own = f"{row.name}:{tensor.role} {position}"
+    own = f"{row.name}:{tensor.label or tensor.role} {position}"
     default = precision.parameters if position in spec.parameter_dtype else compute
     allocs[own] = tensor.nbytes(default)
     return own
