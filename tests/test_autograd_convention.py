@@ -322,3 +322,51 @@ def test_symbolic_peak_is_the_timeline_maximum_at_every_size():
             for batch in (1, 2, 17):
                 values = memory.evaluate(B=batch, H=side)
                 assert values.peak == max(values.timeline.values())
+
+
+def test_saved_tensors_and_the_convention_agree_on_a_residual_network():
+    """Network.saved_tensors() and the convention read the same Layer.autograd descriptions.
+
+    On a two-stage bottleneck ResNet (shortcuts, in-place sums and ReLUs, BN, pooling): the
+    storages saved_tensors() lists, less the caller's batch and targets, sum to the convention's
+    saved activations.
+    """
+    from memtheory.models import resnet
+
+    built = resnet((1, 1), image_size=32, batch=2, classes=10)
+    net = mt.Network(
+        [mt.Node(row.layer, inputs=row.inputs) if row.inputs else row.layer for row in built.rows]
+        + [mt.CrossEntropyLoss()]
+    )
+    fp32 = mt.dtypes.dtype("fp32")
+    listed = sum(
+        t.nbytes(fp32)
+        for t in net.saved_tensors()
+        if t.owner != "input" and t.spec.role != "target"
+    )
+    assert listed == autograd(net)["saved_activations"]
+
+
+def test_a_saved_view_of_another_saved_tensor_adds_no_storage():
+    """A layer saving a tensor and a view of it (attention's V in its packed projection)."""
+
+    @dataclass(frozen=True)
+    class Packed(Layer):
+        name: str | None = None
+        kind = "Packed"
+        autograd_checked = True
+
+        def output_shape(self, input_shape: Shape) -> Shape:
+            return input_shape
+
+        def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+            batch, features = input_shape
+            return (
+                TensorSpec("intermediate", (batch, 3 * features), label="packed"),
+                TensorSpec("intermediate", (batch, features), view_of=0, label="v"),
+            )
+
+    net = mt.Network([mt.Input((4,), batch=2), mt.Dense(4), Packed()])
+    packed = 2 * 3 * 4 * 4  # (B, 3F) fp32; the view adds nothing
+    assert autograd(net)["saved_activations"] == packed
+    assert [t.spec.label for t in net.saved_tensors() if t.saver == "packed_1"] == ["packed"]
