@@ -11,7 +11,7 @@ Examples
 (B, 16, H - 2, H - 2)
 """
 
-from memtheory.layers.activations import ELU, GELU, LeakyReLU, ReLU, Sigmoid, SiLU, Tanh
+from memtheory.layers.activations import ELU, GELU, LeakyReLU, ReLU, ReLU6, Sigmoid, SiLU, Tanh
 from memtheory.layers.adaptive_pooling import AdaptiveAvgPool2d
 from memtheory.layers.attention import MultiHeadAttention
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
@@ -30,7 +30,8 @@ from memtheory.layers.pooling import AvgPool2d, MaxPool2d
 from memtheory.layers.recurrent import GRU, LSTM
 from memtheory.layers.regularization import Dropout
 from memtheory.layers.sequence import SelectToken
-from memtheory.layers.softmax import CrossEntropyLoss, LogSoftmax, Softmax
+from memtheory.layers.softmax import CrossEntropyLoss, LanguageModelLoss, LogSoftmax, Softmax
+from memtheory.layers.vision_transformer import ClassToken, LearnedPositions, PatchSequence
 
 __all__ = [
     "ELU",
@@ -41,6 +42,7 @@ __all__ = [
     "Add",
     "AvgPool2d",
     "BatchNorm2d",
+    "ClassToken",
     "Concat",
     "Conv2d",
     "CrossEntropyLoss",
@@ -50,15 +52,19 @@ __all__ = [
     "Flatten",
     "Input",
     "Layer",
+    "LanguageModelLoss",
     "LayerNorm",
+    "LearnedPositions",
     "LeakyReLU",
     "Linear",
     "LogSoftmax",
     "MaxPool2d",
     "Merge",
     "MultiHeadAttention",
+    "PatchSequence",
     "PositionEmbedding",
     "ReLU",
+    "ReLU6",
     "SelectToken",
     "Shape",
     "SiLU",

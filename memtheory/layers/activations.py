@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 from memtheory.errors import InvalidSizeError
 from memtheory.layers.base import Layer, Shape, TensorSpec
 
-__all__ = ["ELU", "GELU", "LeakyReLU", "ReLU", "SiLU", "Sigmoid", "Tanh"]
+__all__ = ["ELU", "GELU", "LeakyReLU", "ReLU", "ReLU6", "SiLU", "Sigmoid", "Tanh"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,27 @@ class ReLU(_Elementwise):
 
     kind = "ReLU"
     saves = "output"
+    supports_inplace = True
+
+
+@dataclass(frozen=True)
+class ReLU6(_Elementwise):
+    """``min(max(0, x), 6)`` (MobileNetV2); keeps its input (its output when in place).
+
+    PyTorch computes it as ``hardtanh(x, 0, 6)``, whose derivative formula
+    (``derivatives.yaml``) reads the input; the in-place ``hardtanh_`` reads
+    the result instead, which is the overwritten input.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> [t.role for t in ReLU6().saved_for_backward((B, 32, 8, 8))]
+    ['input']
+    >>> ReLU6(inplace=True).activation_count((B, 32, 8, 8))
+    0
+    """
+
+    kind = "ReLU6"
     supports_inplace = True
 
 

@@ -151,6 +151,29 @@ class MultiHeadAttention(Layer):
         width = self.width(input_shape)
         return self.heads * width + 2 * self._key_heads() * width + input_shape[-1]
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """Return the packed query/key/value projection, then the output projection.
+
+        Names and shapes as ``torch.nn.MultiheadAttention`` registers them.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> [shape for _, shape in MultiHeadAttention(12).parameter_shapes((B, S, 768))]
+        [(2304, 768), (2304,), (768, 768), (768,)]
+        """
+        self.check_input(input_shape)
+        features, width = input_shape[-1], self.width(input_shape)
+        inner = self.heads * width
+        packed = inner + 2 * self._key_heads() * width
+        shapes: list[tuple[str, Shape]] = [("in_proj_weight", (packed, features))]
+        if self.bias:
+            shapes.append(("in_proj_bias", (packed,)))
+        shapes.append(("out_proj.weight", (features, inner)))
+        if self.bias:
+            shapes.append(("out_proj.bias", (features,)))
+        return tuple(shapes)
+
     # -- memory ------------------------------------------------------------------------
     def _tensors(self, input_shape: Shape) -> dict[str, Shape]:
         batch, sequence, _ = input_shape

@@ -74,6 +74,10 @@ class Embedding(Layer):
         """``num_embeddings * embedding_dim``."""
         return self.num_embeddings * self.embedding_dim
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(num_embeddings, embedding_dim)``."""
+        return (("weight", (self.num_embeddings, self.embedding_dim)),)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the int64 token ids (its input)."""
         return (TensorSpec("input", tuple(input_shape), dtype("int64")),)
@@ -105,6 +109,11 @@ class _AddedEmbedding(Layer):
         """``num_embeddings * features``."""
         _check_sequence(self, input_shape)
         return self.num_embeddings * input_shape[-1]
+
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(num_embeddings, features)``."""
+        _check_sequence(self, input_shape)
+        return (("weight", (self.num_embeddings, input_shape[-1])),)
 
     def stores_output(self) -> bool:
         """Return False when the rows are added in place."""
@@ -186,13 +195,16 @@ class Unembedding(Layer):
     """The output projection of a language model: features to one logit per vocabulary entry.
 
     GPT-2's ``lm_head`` reuses the token embedding matrix (``tied=True``), so it
-    adds no parameters; untied, it has ``features * vocabulary`` weights.
+    adds no weights; untied, it has ``features * vocabulary`` weights. BERT's
+    masked-LM decoder is tied too but adds a bias of one value per vocabulary
+    entry (``bias=True``, Hugging Face's ``cls.predictions.bias``).
 
     Parameters
     ----------
     num_embeddings : size
         Vocabulary size.
     tied : bool, default True
+    bias : bool, default False
     name : str, optional
 
     Examples
@@ -203,10 +215,13 @@ class Unembedding(Layer):
     ((B, S, 50257), 0)
     >>> Unembedding(50257, tied=False).parameter_count((B, S, 768))
     38597376
+    >>> Unembedding(30522, bias=True).parameter_shapes((B, S, 768))
+    (('bias', (30522,)),)
     """
 
     num_embeddings: SizeLike
     tied: bool = True
+    bias: bool = False
     name: str | None = None
     kind = "Unembedding"
 
@@ -225,10 +240,28 @@ class Unembedding(Layer):
         _check_sequence(self, input_shape)
         return sp.Integer(0) if self.tied else input_shape[-1] * self.num_embeddings
 
+    def bias_count(self, input_shape: Shape) -> sp.Expr:
+        """``vocabulary`` with a bias."""
+        return self.num_embeddings if self.bias else sp.Integer(0)
+
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(vocabulary, features)`` unless tied, then ``bias`` if any."""
+        _check_sequence(self, input_shape)
+        shapes: list[tuple[str, Shape]] = []
+        if not self.tied:
+            shapes.append(("weight", (self.num_embeddings, input_shape[-1])))
+        if self.bias:
+            shapes.append(("bias", (self.num_embeddings,)))
+        return tuple(shapes)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Its input (for the weight gradient)."""
         return (TensorSpec("input", tuple(input_shape)),)
 
     def describe(self) -> str:
-        """Vocabulary, and whether the matrix is tied."""
-        return f"{self.num_embeddings}" + (", tied" if self.tied else "")
+        """Vocabulary, and whether the matrix is tied and has a bias."""
+        return (
+            f"{self.num_embeddings}"
+            + (", tied" if self.tied else "")
+            + (", bias" if self.bias else "")
+        )

@@ -67,6 +67,14 @@ class LayerNorm(Layer):
         """One shift per feature, if affine with a bias."""
         return input_shape[-1] if self.elementwise_affine and self.bias else sp.Integer(0)
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` and (with ``bias``) ``bias`` of ``(features,)``, if affine."""
+        self.check_input(input_shape)
+        if not self.elementwise_affine:
+            return ()
+        features = (input_shape[-1],)
+        return (("weight", features), ("bias", features)) if self.bias else (("weight", features),)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Its input, and the fp32 mean and inverse std of every position."""
         positions = tuple(input_shape[:-1])

@@ -58,6 +58,19 @@ class _Recurrent(Layer):
         """PyTorch's two bias vectors (``b_ih`` and ``b_hh``) of every gate."""
         return 2 * self.gates * self.hidden_size if self.bias else sp.Integer(0)
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """Return ``weight_ih_l0``, ``weight_hh_l0`` and the biases, as ``nn.LSTM`` / ``GRU``."""
+        self.check_input(input_shape)
+        hidden = self.hidden_size
+        rows = self.gates * hidden
+        shapes: list[tuple[str, Shape]] = [
+            ("weight_ih_l0", (rows, input_shape[-1])),
+            ("weight_hh_l0", (rows, hidden)),
+        ]
+        if self.bias:
+            shapes += [("bias_ih_l0", (rows,)), ("bias_hh_l0", (rows,))]
+        return tuple(shapes)
+
     def _kept_per_step(self) -> tuple[sp.Expr, ...]:
         raise NotImplementedError
 

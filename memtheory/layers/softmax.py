@@ -1,4 +1,4 @@
-"""Softmax, log-softmax, and the cross-entropy loss that ends a classifier."""
+"""Softmax, log-softmax, and the cross-entropy losses that end a classifier or a language model."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from dataclasses import dataclass
 import sympy as sp
 
 from memtheory.dtypes import dtype
-from memtheory.layers.base import Layer, Shape, TensorSpec, elements
+from memtheory.errors import RankError
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
 
-__all__ = ["CrossEntropyLoss", "LogSoftmax", "Softmax"]
+__all__ = ["CrossEntropyLoss", "LanguageModelLoss", "LogSoftmax", "Softmax"]
 
 
 @dataclass(frozen=True)
@@ -88,4 +89,55 @@ class CrossEntropyLoss(Layer):
         return (
             TensorSpec("intermediate", tuple(input_shape)),
             TensorSpec("target", (input_shape[0],), dtype("int64")),
+        )
+
+
+@dataclass(frozen=True)
+class LanguageModelLoss(CrossEntropyLoss):
+    """Next-token cross-entropy of ``(batch, sequence, vocabulary)`` logits, as Hugging Face's.
+
+    Hugging Face's causal-LM loss (``GPT2LMHeadModel(labels=...)``) upcasts
+    the logits to fp32 (a copy only when they are not fp32 already), shifts
+    the int64 labels one position left (padding the last with
+    ``ignore_index``, so every position has a target), and takes the
+    cross-entropy over the ``batch * sequence`` positions, skipping targets
+    equal to ``ignore_index``. The backward pass keeps the fp32
+    log-probabilities, one per logit, and the shifted int64 labels (and
+    PyTorch's one-element ``total_weight``, as for :class:`CrossEntropyLoss`).
+
+    Parameters
+    ----------
+    ignore_index : int, default -100
+        Label value that contributes nothing (memory does not depend on it).
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> loss = LanguageModelLoss()
+    >>> loss.output_shape((B, S, 50257))
+    ()
+    >>> [(t.role, t.shape, t.dtype.name) for t in loss.saved_for_backward((B, S, 50257))]
+    [('intermediate', (B, S, 50257), 'fp32'), ('target', (B, S), 'int64')]
+    """
+
+    ignore_index: int = -100
+    kind = "LanguageModelLoss"
+    input_rank = 3
+
+    def check_input(self, input_shape: Shape) -> None:
+        """Raise :class:`RankError` unless the logits are ``(batch, sequence, vocabulary)``."""
+        if len(input_shape) != 3:
+            raise RankError(
+                f"{self.label}: needs 3-D logits (batch, sequence, vocabulary), got "
+                f"{len(input_shape)}-D {describe_shape(tuple(input_shape))}. Use "
+                "CrossEntropyLoss for (batch, classes) logits."
+            )
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the fp32 log-probabilities and the shifted int64 labels."""
+        self.check_input(input_shape)
+        return (
+            TensorSpec("intermediate", tuple(input_shape), dtype("fp32")),
+            TensorSpec("target", tuple(input_shape[:2]), dtype("int64")),
         )
