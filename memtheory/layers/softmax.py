@@ -94,19 +94,28 @@ class CrossEntropyLoss(Layer):
 
 @dataclass(frozen=True)
 class LanguageModelLoss(CrossEntropyLoss):
-    """Next-token cross-entropy of ``(batch, sequence, vocabulary)`` logits, as Hugging Face's.
+    """Cross-entropy of ``(batch, sequence, vocabulary)`` logits, as Hugging Face computes it.
 
-    Hugging Face's causal-LM loss (``GPT2LMHeadModel(labels=...)``) upcasts
-    the logits to fp32 (a copy only when they are not fp32 already), shifts
-    the int64 labels one position left (padding the last with
-    ``ignore_index``, so every position has a target), and takes the
-    cross-entropy over the ``batch * sequence`` positions, skipping targets
-    equal to ``ignore_index``. The backward pass keeps the fp32
-    log-probabilities, one per logit, and the shifted int64 labels (and
-    PyTorch's one-element ``total_weight``, as for :class:`CrossEntropyLoss`).
+    With ``shift=True`` and ``upcast=True`` (the defaults) it is the causal-LM
+    loss of ``GPT2LMHeadModel(labels=...)``: the logits are upcast to fp32 (a
+    copy only when they are not fp32 already), the int64 labels are shifted
+    one position left into a new ``(batch, sequence)`` tensor (the last
+    position padded with ``ignore_index``), and the cross-entropy is taken over
+    the ``batch * sequence`` positions, skipping targets equal to
+    ``ignore_index``. The backward pass keeps the fp32 log-probabilities, one
+    per logit, and the shifted labels (and PyTorch's one-element
+    ``total_weight``, as for :class:`CrossEntropyLoss`).
+
+    With ``shift=False`` and ``upcast=False`` it is ``BertForMaskedLM``'s
+    loss: ``cross_entropy(logits.view(-1, V), labels.view(-1))``, which keeps
+    the log-probabilities in the logits' dtype and the labels themselves.
 
     Parameters
     ----------
+    shift : bool, default True
+        Predict the next token (a shifted copy of the labels is made and kept).
+    upcast : bool, default True
+        Compute in fp32 whatever the logits' dtype.
     ignore_index : int, default -100
         Label value that contributes nothing (memory does not depend on it).
     name : str, optional
@@ -118,9 +127,13 @@ class LanguageModelLoss(CrossEntropyLoss):
     >>> loss.output_shape((B, S, 50257))
     ()
     >>> [(t.role, t.shape, t.dtype.name) for t in loss.saved_for_backward((B, S, 50257))]
-    [('intermediate', (B, S, 50257), 'fp32'), ('target', (B, S), 'int64')]
+    [('intermediate', (B, S, 50257), 'fp32'), ('intermediate', (B, S), 'int64')]
+    >>> [t.role for t in LanguageModelLoss(shift=False).saved_for_backward((B, S, 30522))]
+    ['intermediate', 'target']
     """
 
+    shift: bool = True
+    upcast: bool = True
     ignore_index: int = -100
     kind = "LanguageModelLoss"
     input_rank = 3
@@ -135,9 +148,17 @@ class LanguageModelLoss(CrossEntropyLoss):
             )
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return the fp32 log-probabilities and the shifted int64 labels."""
+        """Return the log-probabilities and the (shifted copy of the) int64 labels."""
         self.check_input(input_shape)
         return (
-            TensorSpec("intermediate", tuple(input_shape), dtype("fp32")),
-            TensorSpec("target", tuple(input_shape[:2]), dtype("int64")),
+            TensorSpec("intermediate", tuple(input_shape), dtype("fp32") if self.upcast else None),
+            TensorSpec(
+                "intermediate" if self.shift else "target", tuple(input_shape[:2]), dtype("int64")
+            ),
+        )
+
+    def describe(self) -> str:
+        """Describe the shift and the upcast."""
+        return ", ".join(
+            part for part, on in (("next token", self.shift), ("fp32", self.upcast)) if on
         )

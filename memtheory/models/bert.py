@@ -27,6 +27,7 @@ from memtheory.layers import (
     Dropout,
     Embedding,
     Input,
+    LanguageModelLoss,
     Layer,
     LayerNorm,
     PositionEmbedding,
@@ -54,6 +55,7 @@ def bert(
     sequence: SizeLike = S,
     pooler: bool = True,
     mlm_head: bool = False,
+    loss: bool = False,
     flash: bool = False,
 ) -> Network:
     """Build a BERT encoder for ``batch`` sequences of ``sequence`` tokens.
@@ -72,6 +74,9 @@ def bert(
     mlm_head : bool, default False
         End with the masked-LM head instead, as ``BertForMaskedLM`` (which
         has no pooler: pass ``pooler=False``).
+    loss : bool, default False
+        After the masked-LM head, its loss (cross-entropy over every position,
+        as ``BertForMaskedLM(labels=...)``).
     flash : bool, default False
 
     Examples
@@ -82,6 +87,8 @@ def bert(
     ...      mlm_head=True).output_shape
     (B, S, 1000)
     """
+    if loss and not mlm_head:
+        raise InvalidSizeError("bert: loss=True is the masked-LM loss; pass mlm_head=True.")
     if pooler and mlm_head:
         raise InvalidSizeError(
             "bert: pooler=True and mlm_head=True would give the network two outputs; "
@@ -115,6 +122,8 @@ def bert(
             LayerNorm(name="cls.predictions.transform.LayerNorm"),
             Unembedding(vocabulary, tied=True, bias=True, name="cls.predictions.decoder"),
         ]
+    if loss:
+        items.append(LanguageModelLoss(shift=False, upcast=False, name="loss"))
     return Network(items, name="BERT")
 
 
@@ -146,7 +155,7 @@ def bert_base(
 
 
 def bert_base_mlm(
-    *, batch: SizeLike = B, sequence: SizeLike = S, flash: bool = False
+    *, batch: SizeLike = B, sequence: SizeLike = S, loss: bool = False, flash: bool = False
 ) -> Network:
     """Build BERT-base with its masked-LM head (``BertForMaskedLM``); 109,514,298 parameters.
 
@@ -158,6 +167,8 @@ def bert_base_mlm(
     --------
     >>> bert_base_mlm(sequence=128).output_shape
     (B, 128, 30522)
+    >>> bert_base_mlm(loss=True).output_shape
+    ()
     """
     network = bert(
         layers=12,
@@ -167,6 +178,7 @@ def bert_base_mlm(
         sequence=sequence,
         pooler=False,
         mlm_head=True,
+        loss=loss,
         flash=flash,
     )
     network.name = "BERT-base MLM"
