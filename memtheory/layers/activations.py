@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+import sympy as sp
+
 from memtheory.errors import InvalidSizeError
-from memtheory.layers.base import Layer, Shape, TensorSpec
+from memtheory.layers.base import Layer, Shape, TensorSpec, elements
 
 __all__ = ["ELU", "GELU", "LeakyReLU", "ReLU", "ReLU6", "SiLU", "Sigmoid", "Tanh"]
 
@@ -67,23 +69,37 @@ class ReLU(_Elementwise):
 
 @dataclass(frozen=True)
 class ReLU6(_Elementwise):
-    """``min(max(0, x), 6)`` (MobileNetV2); keeps its input (its output when in place).
+    """``min(max(0, x), 6)`` (MobileNetV2); keeps its input, a copy of it when in place.
 
-    PyTorch computes it as ``hardtanh(x, 0, 6)``, whose derivative formula
-    (``derivatives.yaml``) reads the input; the in-place ``hardtanh_`` reads
-    the result instead, which is the overwritten input.
+    PyTorch computes it as ``hardtanh(x, 0, 6)``, whose derivative reads the
+    input (``derivatives.yaml``). The in-place ``hardtanh_`` overwrites the
+    input, so autograd first saves a copy of it (``original_self``): in place,
+    the output costs nothing new but the saved copy is an input-sized tensor
+    of its own (checked on PyTorch 2.13 with ``saved_tensors_hooks``: the saved
+    tensor's storage is neither the input's nor the output's).
 
     Examples
     --------
     >>> from memtheory.symbols import B
     >>> [t.role for t in ReLU6().saved_for_backward((B, 32, 8, 8))]
     ['input']
-    >>> ReLU6(inplace=True).activation_count((B, 32, 8, 8))
-    0
+    >>> relu6 = ReLU6(inplace=True)
+    >>> relu6.stores_output(), [t.role for t in relu6.saved_for_backward((B, 32, 8, 8))]
+    (False, ['intermediate'])
+    >>> relu6.activation_count((B, 32, 8, 8))
+    2048*B
     """
 
     kind = "ReLU6"
     supports_inplace = True
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return its input, or (in place) the copy of its input autograd makes first."""
+        return (TensorSpec("intermediate" if self.inplace else "input", tuple(input_shape)),)
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Count the output, or (in place) the saved copy of the input: input-sized either way."""
+        return elements(tuple(input_shape))
 
 
 @dataclass(frozen=True)
