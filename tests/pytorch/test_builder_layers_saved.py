@@ -1,0 +1,103 @@
+"""What the builders' new layers say they save, against what PyTorch 2.13's autograd saves.
+
+Each check runs the PyTorch operations the layer stands for under
+``torch.autograd.graph.saved_tensors_hooks`` and sorts the saved storages into
+the input's, the output's and new ones, with their bytes and dtypes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
+
+from reference_models import causal_lm_loss, masked_lm_loss  # noqa: E402
+from torch import nn  # noqa: E402
+
+import memtheory as mt  # noqa: E402
+from memtheory.dtypes import dtype as mt_dtype  # noqa: E402
+
+TORCH_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64"}
+
+
+def _saved(run, inputs):
+    """Return the output and (role, bytes, dtype name) of every distinct saved storage."""
+    found: dict[int, torch.Tensor] = {}
+
+    def pack(tensor):
+        found.setdefault(tensor.untyped_storage().data_ptr(), tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        output = run(*inputs)
+    input_ptrs = {t.untyped_storage().data_ptr() for t in inputs}
+    output_ptr = output.untyped_storage().data_ptr()
+    saved = []
+    for ptr, tensor in found.items():
+        if tensor.numel() == 1 and tensor.dim() == 0:
+            continue  # nll_loss's total_weight, added by the autograd convention
+        role = "input" if ptr in input_ptrs else "output" if ptr == output_ptr else "new"
+        saved.append((role, tensor.untyped_storage().nbytes(), TORCH_NAMES[tensor.dtype]))
+    return output, sorted(saved)
+
+
+def _claimed(layer, shape, activation_dtype):
+    claims = []
+    for spec in layer.saved_for_backward(shape):
+        role = spec.role if spec.role in ("input", "output") else "new"
+        if spec.role == "target":
+            role = "input"
+        kind = spec.dtype or mt_dtype(activation_dtype)
+        claims.append((role, int(spec.nbytes(kind)), kind.name))
+    return sorted(claims)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_relu6(inplace, dtype):
+    """Out of place it keeps its input; in place, a copy of the input it overwrites."""
+    x = torch.randn(3, 5, 4, 4, dtype=dtype, requires_grad=True) * 1
+    output, saved = _saved(lambda t: nn.ReLU6(inplace=inplace)(t), (x,))
+    layer = mt.ReLU6(inplace=inplace)
+    assert saved == _claimed(layer, tuple(x.shape), TORCH_NAMES[dtype])
+    assert (output.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()) == inplace
+
+
+def test_patches_class_token_and_positions_keep_nothing():
+    """Reshape + permute is a view; cat and the broadcast sum keep nothing for backward."""
+    image = torch.randn(3, 8, 2, 3, requires_grad=True) * 1
+    token = nn.Parameter(torch.randn(1, 1, 8))
+    table = nn.Parameter(torch.randn(1, 7, 8))
+
+    def run(x):
+        sequence = x.reshape(3, 8, -1).permute(0, 2, 1)
+        with_token = torch.cat([token.expand(3, -1, -1), sequence], dim=1)
+        return with_token + table
+
+    output, saved = _saved(run, (image,))
+    assert saved == []
+    assert tuple(output.shape) == mt.LearnedPositions(7).output_shape(
+        mt.ClassToken().output_shape(mt.PatchSequence().output_shape((3, 8, 2, 3)))
+    )
+    sequence = image.reshape(3, 8, -1).permute(0, 2, 1)
+    assert sequence.untyped_storage().data_ptr() == image.untyped_storage().data_ptr()
+    assert not mt.PatchSequence().stores_output()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_causal_lm_loss(dtype):
+    """fp32 log-probabilities (whatever the logits' dtype) and a shifted int64 label copy."""
+    logits = torch.randn(2, 5, 13, dtype=dtype, requires_grad=True) * 1
+    labels = torch.randint(0, 13, (2, 5))
+    _, saved = _saved(lambda t, y: causal_lm_loss(t, y), (logits, labels))
+    assert saved == _claimed(mt.LanguageModelLoss(), (2, 5, 13), TORCH_NAMES[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_masked_lm_loss(dtype):
+    """Log-probabilities in the logits' dtype, and the labels themselves."""
+    logits = torch.randn(2, 5, 13, dtype=dtype, requires_grad=True) * 1
+    labels = torch.randint(0, 13, (2, 5))
+    _, saved = _saved(lambda t, y: masked_lm_loss(t, y), (logits, labels))
+    layer = mt.LanguageModelLoss(shift=False, upcast=False)
+    assert saved == _claimed(layer, (2, 5, 13), TORCH_NAMES[dtype])
