@@ -47,7 +47,8 @@ What each one does, operation for operation, follows the real model:
 >>> pair = PAIRS["ResNet-18-style"]
 >>> module = pair.build_module()
 >>> m = measure(module, pair.example_input(), pair.loss,
-...             torch.optim.SGD(module.parameters(), lr=0.1), target=pair.example_target())
+...             torch.optim.SGD(module.parameters(), lr=0.1), target=pair.example_target(),
+...             warmup_steps=0)
 >>> m.parameters == 4 * pair.build_network().parameter_count
 True
 """
@@ -55,13 +56,13 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F  # noqa: N812 (PyTorch's convention)
 from torch import nn
 
-from memtheory.layers import CrossEntropyLoss, Layer
+from memtheory.layers import CrossEntropyLoss, Dropout, Layer
 from memtheory.models import (
     MOBILENETV2_SETTING,
     bert,
@@ -531,11 +532,21 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 # -- pairs -----------------------------------------------------------------------------------
-def with_loss(network: Network, loss: Layer) -> Network:
-    """Return ``network`` with ``loss`` appended as its last layer (reading its output)."""
+def with_loss(network: Network, loss: Layer | None) -> Network:
+    """Return ``network`` as it runs on CPU, with ``loss`` appended as its last layer.
+
+    Its dropouts get PyTorch's CPU masks (the scaled noise in the activation
+    dtype, ``Dropout(device="cpu")``) instead of the one-byte masks of the
+    fused GPU kernel that the builders assume.
+    """
     items: list[Layer | Node] = [network.layers[0]]
-    items += [Node(row.layer, inputs=row.inputs) for row in network.rows[1:]]
-    items.append(loss)
+    for row in network.rows[1:]:
+        layer = row.layer
+        if isinstance(layer, Dropout):
+            layer = replace(layer, device="cpu")
+        items.append(Node(layer, inputs=row.inputs))
+    if loss is not None:
+        items.append(loss)
     return Network(items, name=network.name)
 
 
@@ -552,7 +563,7 @@ class ReferencePair:
     build_network : callable
         ``build_network()``: the builder's :class:`~memtheory.network.Network`
         at the same sizes and batch, ending with the loss layer that matches
-        :attr:`loss`.
+        :attr:`loss`, with CPU dropout masks (see :func:`with_loss`).
     example_input, example_target : callable
         ``example_input(seed=0)``: the batch; ``example_target(seed=0)``: its labels.
     loss : callable
@@ -679,8 +690,9 @@ def _bert_style() -> ReferencePair:
     return ReferencePair(
         "BERT-MLM-style",
         _module(lambda: BertMLMReference(**sizes)),
-        lambda: bert(
-            **sizes, batch=BATCH, sequence=sequence, pooler=False, mlm_head=True, loss=True
+        lambda: with_loss(
+            bert(**sizes, batch=BATCH, sequence=sequence, pooler=False, mlm_head=True, loss=True),
+            None,
         ),
         _randint(sizes["vocabulary"], (BATCH, sequence)),
         _randint(sizes["vocabulary"], (BATCH, sequence)),
@@ -702,7 +714,7 @@ def _gpt2_style() -> ReferencePair:
                 positions=config.positions,
             )
         ),
-        lambda: gpt2(config, batch=BATCH, sequence=sequence, loss=True),
+        lambda: with_loss(gpt2(config, batch=BATCH, sequence=sequence, loss=True), None),
         _randint(config.vocabulary, (BATCH, sequence)),
         _randint(config.vocabulary, (BATCH, sequence)),
         causal_lm_loss,

@@ -101,3 +101,11 @@ def test_masked_lm_loss(dtype):
     _, saved = _saved(lambda t, y: masked_lm_loss(t, y), (logits, labels))
     layer = mt.LanguageModelLoss(shift=False, upcast=False)
     assert saved == _claimed(layer, (2, 5, 13), TORCH_NAMES[dtype])
+
+
+@pytest.mark.parametrize("size", [1, 2, (3, 2)])
+def test_adaptive_average_pooling(size):
+    """A 1x1 output is a mean (keeps nothing); other sizes keep the input."""
+    x = torch.randn(3, 4, 6, 6, requires_grad=True) * 1
+    _, saved = _saved(lambda t: nn.AdaptiveAvgPool2d(size)(t), (x,))
+    assert saved == _claimed(mt.AdaptiveAvgPool2d(size), tuple(x.shape), "fp32")

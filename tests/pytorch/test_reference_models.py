@@ -151,3 +151,34 @@ def test_bert_mlm_head_shares_the_word_embedding_matrix():
     assert not any(n.startswith("cls.predictions.decoder.weight") for n in names)
     network = bert_base_mlm()
     assert sp.Integer(network["cls.predictions.decoder"].weights) == 0
+
+
+@pytest.mark.parametrize("name", ["ResNet-18-style", "ResNet-50-style", "MobileNetV2-style"])
+def test_cnn_pairs_save_exactly_what_memtheory_says(name):
+    """Network.saved_tensors() of the CNN builders is measure()'s saved activations, to the byte.
+
+    Measured with memtheory.torch.measure at fp32 (SGD); memtheory's side adds PyTorch's NLL
+    ``total_weight`` (one fp32 value), which the autograd convention adds to the loss.
+    (The transformer pairs wait on the attention layer's storage model: issue 10.)
+    """
+    from memtheory.dtypes import dtype
+    from memtheory.torch import measure
+
+    pair = PAIRS[name]
+    module, network = pair.build_module(), pair.build_network()
+    measured = measure(
+        module,
+        pair.example_input(),
+        pair.loss,
+        torch.optim.SGD(module.parameters(), lr=0.01),
+        target=pair.example_target(),
+        warmup_steps=0,
+    )
+    data = {network.rows[0].name}
+    predicted = sum(
+        int(t.spec.nbytes(dtype("fp32")))
+        for t in network.saved_tensors()
+        if t.owner not in data and t.spec.role != "target"
+    )
+    total_weight = 4
+    assert predicted + total_weight == measured.saved_activations
