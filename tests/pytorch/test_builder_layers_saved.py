@@ -109,3 +109,13 @@ def test_adaptive_average_pooling(size):
     x = torch.randn(3, 4, 6, 6, requires_grad=True) * 1
     _, saved = _saved(lambda t: nn.AdaptiveAvgPool2d(size)(t), (x,))
     assert saved == _claimed(mt.AdaptiveAvgPool2d(size), tuple(x.shape), "fp32")
+
+
+def test_from_module_converts_relu6():
+    """nn.ReLU6 (in place or not) becomes memtheory's ReLU6."""
+    from memtheory.torch import from_module
+
+    module = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU6(inplace=True), nn.Flatten(), nn.ReLU6())
+    net = from_module(module, (2, 3, 8, 8))
+    relus = [layer for layer in net.layers if layer.kind == "ReLU6"]
+    assert [layer.inplace for layer in relus] == [True, False]
