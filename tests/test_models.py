@@ -228,3 +228,13 @@ def test_gpt2_with_its_loss_keeps_the_fp32_log_probabilities():
     assert saved[0].shape == (B, S, 50257) and saved[0].dtype.name == "fp32"
     with pytest.raises(InvalidSizeError, match="lm_head"):
         gpt2("small", lm_head=False, loss=True)
+
+
+def test_vit_b_16_at_384_matches_the_swag_model_card():
+    """ViT_B_16_Weights.IMAGENET1K_SWAG_E2E_V1 (384 x 384): 86,859,496 parameters.
+
+    Only the position table grows: 24 x 24 patches + the class token = 577 positions.
+    """
+    net = vit_b_16(image_size=384, batch=1)
+    assert net.parameter_count == 86_859_496
+    assert net.parameter_count - vit_b_16(batch=1).parameter_count == (577 - 197) * 768
