@@ -19,6 +19,7 @@ from memtheory.errors import ShapeError, UnsupportedError
 from memtheory.layers import (
     ELU,
     GELU,
+    AdaptiveAvgPool2d,
     AvgPool2d,
     BatchNorm2d,
     Conv2d,
@@ -49,6 +50,7 @@ SUPPORTED_MODULES: tuple[str, ...] = (
     "Flatten",
     "MaxPool2d",
     "AvgPool2d",
+    "AdaptiveAvgPool2d",
     "BatchNorm2d",
     "Dropout",
     "ReLU",
@@ -237,6 +239,15 @@ def _avg_pool(path: str, m: nn.AvgPool2d, shape: tuple[sp.Expr, ...], device: st
     )
 
 
+def _adaptive_avg_pool(
+    path: str, m: nn.AdaptiveAvgPool2d, shape: tuple[sp.Expr, ...], device: str
+) -> Layer:
+    size = _pair(m.output_size)
+    if size is None or (isinstance(size, tuple) and None in size):
+        raise _unsupported(path, m, "output_size=None (keep the input size)")
+    return AdaptiveAvgPool2d(size)
+
+
 def _batch_norm(path: str, m: nn.BatchNorm2d, shape: tuple[sp.Expr, ...], device: str) -> Layer:
     _check_size(path, "num_features", m.num_features, shape[1])
     return BatchNorm2d(affine=m.affine, track_running_stats=m.track_running_stats)
@@ -276,6 +287,7 @@ _CONVERTERS: dict[type, Any] = {
     nn.Flatten: _flatten,
     nn.MaxPool2d: _max_pool,
     nn.AvgPool2d: _avg_pool,
+    nn.AdaptiveAvgPool2d: _adaptive_avg_pool,
     nn.BatchNorm2d: _batch_norm,
     nn.Dropout: _dropout,
     nn.Softmax: _softmax,

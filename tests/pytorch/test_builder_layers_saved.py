@@ -119,3 +119,57 @@ def test_from_module_converts_relu6():
     net = from_module(module, (2, 3, 8, 8))
     relus = [layer for layer in net.layers if layer.kind == "ReLU6"]
     assert [layer.inplace for layer in relus] == [True, False]
+
+
+def _relu6_stack() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, 2, 1),
+        nn.ReLU6(inplace=True),
+        nn.Conv2d(8, 8, 3, 1, 1, groups=8),
+        nn.ReLU6(),
+        nn.Conv2d(8, 16, 1),
+        nn.ReLU6(inplace=True),
+        nn.Flatten(),
+        nn.Linear(16 * 9 * 9, 7),
+    ).train()
+
+
+def _relu6_network() -> mt.Network:
+    return mt.Network(
+        [
+            mt.Input((3, 17, 17), batch=3),
+            mt.Conv2d(8, 3, stride=2, padding=1),
+            mt.ReLU6(inplace=True),
+            mt.Conv2d(8, 3, padding=1, groups=8),
+            mt.ReLU6(),
+            mt.Conv2d(16, 1),
+            mt.ReLU6(inplace=True),
+            mt.Flatten(),
+            mt.Dense(7),
+            mt.CrossEntropyLoss(),
+        ]
+    )
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "autocast-bf16"])
+def test_autograd_convention_is_exact_on_a_depthwise_relu6_stack(precision):
+    """In-place ReLU6's saved copy of its input is in the measured peak, byte for byte."""
+    from memtheory.torch.accuracy import compare_with_measurement
+    from memtheory.torch.zoo import ZooModel
+
+    entry = ZooModel("ReLU6 stack", "", _relu6_stack, (3, 3, 17, 17), 7, _relu6_network)
+    comparison = compare_with_measurement(
+        entry, precision=precision, optimizer="adam", conventions=("autograd",)
+    )
+    assert comparison.predicted("autograd", "peak") == comparison.measured("peak")
+
+
+def test_from_module_converts_adaptive_average_pooling():
+    """nn.AdaptiveAvgPool2d(1) becomes AdaptiveAvgPool2d((1, 1)); output_size None is refused."""
+    from memtheory.errors import UnsupportedError
+    from memtheory.torch import from_module
+
+    net = from_module(nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1)), (2, 3, 8, 8))
+    assert net.output_shape == (2, 4, 1, 1)
+    with pytest.raises(UnsupportedError, match="output_size=None"):
+        from_module(nn.Sequential(nn.AdaptiveAvgPool2d((None, 2))), (2, 3, 8, 8))
