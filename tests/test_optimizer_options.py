@@ -97,7 +97,7 @@ def test_sgd_momentum_weight_decay_and_maximize():
 
 
 def test_foreach_adam_counts_the_float32_one():
-    """foreach Adam with maximize: -grads of all tensors, and torch.tensor(1.0) (4 bytes) beside."""
+    """The foreach Adam with maximize: -grads of all tensors, and torch.tensor(1.0) beside."""
     assert _step_temporaries(optimizer("adam", maximize=True), "foreach", [a, b]) == (
         sp.Max(a + b + 4, a + b)
     )
