@@ -21,14 +21,13 @@ from torch import nn  # noqa: E402
 
 import memtheory as mt  # noqa: E402
 from memtheory.conventions.autograd import AutogradConvention  # noqa: E402
-from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.optimizers import OPTIMIZERS, optimizer  # noqa: E402
 from memtheory.torch import from_module, measure, torch_optimizer  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 FUSED = {"sgd", "sgd+momentum", "nesterov", "adam", "adamw", "adagrad"}
-TORCH_NAMES = sorted(n for n, o in OPTIMIZERS.items() if o.torch_name and n != "adafactor")
+TORCH_NAMES = sorted(n for n, o in OPTIMIZERS.items() if o.torch_name)
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -41,11 +40,20 @@ def _options(name):
 
 
 def _cases():
+    """Every option combination in fp32; in bf16 the defaults and everything on (kept short)."""
     for name in TORCH_NAMES:
         implementations = ["for-loop", "foreach", *(["fused"] if name in FUSED else [])]
         for implementation, options in itertools.product(implementations, _options(name)):
             label = ",".join(k for k, v in options.items() if v) or "defaults"
-            yield pytest.param(name, implementation, options, id=f"{name}-{implementation}-{label}")
+            every_or_none = len({bool(v) for v in options.values()}) == 1
+            for precision in sorted(PRECISIONS) if every_or_none else ["fp32"]:
+                yield pytest.param(
+                    name,
+                    implementation,
+                    options,
+                    precision,
+                    id=f"{name}-{implementation}-{label}-{precision}",
+                )
 
 
 def _mlp(dtype):
@@ -88,8 +96,7 @@ def _step_peak(measured):
     return max(live for phase, _, live in measured.timeline if phase == "optimizer step")
 
 
-@pytest.mark.parametrize(("name", "implementation", "options"), list(_cases()))
-@pytest.mark.parametrize("precision", sorted(PRECISIONS))
+@pytest.mark.parametrize(("name", "implementation", "options", "precision"), list(_cases()))
 def test_step_with_options_is_predicted_exactly(name, implementation, options, precision):
     """P, G, optimizer state and counters, the optimizer step's peak and the step's peak."""
     measured, predicted = _measure_and_predict(
@@ -115,6 +122,8 @@ def test_step_with_options_is_predicted_exactly(name, implementation, options, p
         ("rmsprop-centered", "foreach", {"weight_decay": 0.1}),
         ("adadelta", "for-loop", {"maximize": True}),
         ("nadam", "foreach", {}),
+        ("adafactor", "for-loop", {"maximize": True}),
+        ("adafactor", "foreach", {"weight_decay": 0.1}),
     ],
 )
 def test_step_on_a_small_cnn_is_predicted_exactly(name, implementation, options):
@@ -141,21 +150,13 @@ def test_weight_decay_temporary_was_the_known_bug():
     assert predicted.timeline["optimizer step"] - plain.timeline["optimizer step"] == largest
 
 
-def test_adafactor_state_is_factored_and_its_step_refused():
-    """Adafactor's state is counted as torch keeps it; its step's temporaries are not modelled."""
-    torch.manual_seed(0)
-    module = _mlp(torch.float32)
-    x, y = torch.randn(2, 9), torch.randint(0, 3, (2,))
-    loss = nn.CrossEntropyLoss()
-    step = torch_optimizer("adafactor", module.parameters())
-    measured = measure(module, x, loss, step, target=y, warmup_steps=1)
-    net = from_module(module, (2, 9), loss=loss)
-    with pytest.raises(UnsupportedError, match="Adafactor"):
-        mt.training_memory(net, optimizer="adafactor", convention="autograd")
-    state = mt.training_memory(net, optimizer="adafactor", convention="breakdown")
-    assert state["optimizer_state"] > measured.optimizer_state  # breakdown: one full copy
-    from memtheory.conventions.autograd.optimizer_step import _state_bytes
+def test_adafactor_state_is_factored():
+    """Adafactor keeps row and column factors of each weight matrix, a full variance per bias.
 
-    assert _state_bytes(optimizer("adafactor"), net, mt.precision("fp32")) == (
-        measured.optimizer_state
-    )
+    Derived: Linear(9, 13), Linear(13, 31), Linear(31, 5) weights keep 13 + 9, 31 + 13 and
+    5 + 31 values; the biases 13, 31 and 5; fp32, plus six float32 step counters.
+    """
+    measured, predicted = _measure_and_predict("adafactor", "for-loop", {}, "fp32", _mlp, (2, 9))
+    factored = (13 + 9) + (31 + 13) + (5 + 31) + 13 + 31 + 5
+    assert measured.optimizer_state == predicted["optimizer_state"] == factored * 4
+    assert measured.optimizer_step_counters == predicted["optimizer_step_counters"] == 6 * 4

@@ -15,7 +15,7 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory.conventions.autograd.optimizer_step import _state_bytes
+from memtheory.conventions.autograd.optimizer_step import _parameter_shapes, _state_bytes
 from memtheory.conventions.autograd.storage_plan import (
     _buffer_bytes,
     _holders,
@@ -40,6 +40,7 @@ from memtheory.errors import (
     MissingArgumentError,
     UnsupportedError,
 )
+from memtheory.layers.base import Shape
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -119,8 +120,9 @@ class AutogradConvention(Convention):
     Limits: sequential networks of the layers listed in the error message;
     for the step's temporaries, the optimizers of torch.optim that memtheory
     lists (SGD, momentum, Nesterov, Adagrad, RMSprop, Adadelta, Adam, AdamW,
-    Adamax, NAdam, with ``weight_decay``, ``amsgrad`` and ``maximize``);
-    Adafactor's factored state is counted, its step is refused.
+    Adamax, NAdam and Adafactor, with ``weight_decay``, ``amsgrad`` and
+    ``maximize``); Adafactor's factored state needs the weights' shapes, known
+    for Dense, Conv2d, BatchNorm2d and LayerNorm.
 
     Examples
     --------
@@ -155,8 +157,8 @@ class AutogradConvention(Convention):
         """Components of a training step and the timeline of its live bytes."""
         if optimizer is None:
             raise MissingArgumentError(
-                "training memory needs an optimizer: pass optimizer=\"adam\" (or \"sgd\", "
-                "\"sgd+momentum\", memtheory.optimizer(\"adamw\", amsgrad=True), ...); list "
+                'training memory needs an optimizer: pass optimizer="adam" (or "sgd", '
+                '"sgd+momentum", memtheory.optimizer("adamw", amsgrad=True), ...); list '
                 "the known ones with list(memtheory.OPTIMIZERS)."
             )
         network = _network(model)
@@ -189,7 +191,10 @@ class AutogradConvention(Convention):
             components["targets"] = plan.sizes["targets"]
         if not optimizer.scalar_states:
             del components["optimizer_step_counters"]
-        timeline = self._training_timeline(plan, tensors, optimizer, components)
+        shapes = (
+            list(_parameter_shapes(network).values()) if optimizer.factored_state_names else None
+        )
+        timeline = self._training_timeline(plan, tensors, optimizer, components, shapes)
         notes = (
             f"{optimizer}, {self.implementation} implementation: "
             f"{_temporaries_text(optimizer, self.implementation)}",
@@ -245,6 +250,7 @@ class AutogradConvention(Convention):
         tensors: dict[str, sp.Expr],
         optimizer: Optimizer,
         components: dict[str, sp.Expr],
+        shapes: list[Shape] | None,
     ) -> dict[str, sp.Expr]:
         precision = plan.precision
         timeline = _Timeline()
@@ -265,6 +271,7 @@ class AutogradConvention(Convention):
             optimizer,
             self.implementation,
             [count * precision.parameters.bytes for count in tensors.values()],
+            shapes,
         )
         timeline.mark("optimizer step", temporaries)
         return timeline.moments

@@ -44,8 +44,11 @@ from memtheory.precision import Precision
 
 __all__: list[str] = []
 
-_SCALAR = -4
+_SCALAR = "float32 scalar"
 """An allocation of ``torch.tensor(1.0)``: a float32 scalar (4 bytes), whatever the dtype."""
+
+_ITEM = "scalar"
+"""A 0-dimensional tensor of the parameters' dtype (a norm read with ``.item()``)."""
 
 _FUSED = ("sgd", "sgd+momentum", "nesterov", "adam", "adamw", "adagrad")
 """The optimizers with a ``fused=True`` implementation on CPU."""
@@ -58,59 +61,77 @@ _MODELLED = (
     "adadelta",
     "adamax",
     "nadam",
+    "adafactor",
 )
 """The optimizers whose for-loop and foreach temporaries are written down here."""
+
+Size = int | str
+"""A multiple of the tensor's bytes (1: parameter-sized), or a named size: :data:`_SCALAR`,
+:data:`_ITEM`, and for Adafactor ``"row"``, ``"col"`` (a row or column factor's bytes) and
+``"mean"`` (``shape[-1]`` and ``shape[-2]`` both reduced to 1)."""
 
 
 @dataclass(frozen=True)
 class _Statement:
     """``target = <expression>``: the expression allocates ``allocs`` in order.
 
-    Each entry is a multiple of the tensor's bytes (1: a parameter-sized
-    tensor), or :data:`_SCALAR`. The last allocation is the value bound to
-    ``target`` (none: ``target`` is bound to a tensor that already exists, such
-    as the gradient or a state buffer); the others die when the statement
-    ends, and so does the tensor ``target`` held before. ``target=None`` is an
-    expression statement; ``delete`` is ``del target``.
+    The last allocation is the value bound to ``target`` (none: ``target`` is
+    bound to a tensor that already exists, such as the gradient or a state
+    buffer); the others die when the statement ends, and so does the tensor
+    ``target`` held before unless another name still holds it.
+    ``target=None`` is an expression statement; ``delete`` is ``del target``;
+    ``alias`` binds ``target`` to the tensor another name holds.
     """
 
     target: str | None
-    allocs: tuple[int, ...] = ()
+    allocs: tuple[Size, ...] = ()
     what: str = ""
     delete: bool = False
+    alias: str | None = None
 
 
-def _let(target: str, *allocs: int, what: str = "") -> _Statement:
+def _let(target: str, *allocs: Size, what: str = "") -> _Statement:
     return _Statement(target, allocs, what)
 
 
-def _run(*allocs: int, what: str = "") -> _Statement:
+def _run(*allocs: Size, what: str = "") -> _Statement:
     return _Statement(None, allocs, what)
 
 
-def _program(optimizer: Optimizer, implementation: str) -> list[_Statement]:
-    """Return the allocating statements of one iteration (for-loop) or of a step (foreach)."""
-    name = optimizer.name
-    if name not in _MODELLED:
+def _refuse(optimizer: Optimizer, implementation: str) -> None:
+    if optimizer.name not in _MODELLED:
         raise UnsupportedError(
             f"the autograd convention models the optimizer step of torch.optim's "
             f"{', '.join(_MODELLED)}, not {optimizer.title}"
             + (" (not in torch.optim)" if optimizer.torch_name is None else "")
             + ". Use another convention (convention='breakdown') for its state alone."
         )
+    if implementation == "fused" and optimizer.name not in _FUSED:
+        raise UnsupportedError(
+            f"torch.optim.{optimizer.torch_name} has no fused implementation "
+            f"(fused=True exists for SGD, Adam, AdamW and Adagrad): use "
+            "implementation='for-loop' or 'foreach'."
+        )
+
+
+def _program(optimizer: Optimizer, implementation: str, matrix: bool = False) -> list[_Statement]:
+    """Return the allocating statements of one iteration (for-loop) or of a step (foreach).
+
+    ``matrix``: the parameter (for-loop) or group (foreach) has two or more
+    dimensions, which only Adafactor treats differently.
+    """
+    _refuse(optimizer, implementation)
+    name = optimizer.name
     if implementation == "fused":
-        if name not in _FUSED:
-            raise UnsupportedError(
-                f"torch.optim.{optimizer.torch_name} has no fused implementation "
-                f"(fused=True exists for SGD, Adam, AdamW and Adagrad): use "
-                "implementation='for-loop' or 'foreach'."
-            )
         return []
     maximize = optimizer.maximize
-    decay = optimizer.weight_decay != 0 and name != "adamw"  # AdamW decays the parameter
-    neg = (1,) if maximize else ()
+    # AdamW and Adafactor decay the parameter in place: no temporary.
+    decay = optimizer.weight_decay != 0 and name not in ("adamw", "adafactor")
+    if name == "adafactor":
+        return _adafactor_program(implementation, maximize, matrix)
     if implementation == "foreach":
         return _foreach_program(name, maximize, decay)
+    neg: tuple[Size, ...] = (1,) if maximize else ()
     body: list[_Statement] = []
     if name in ("sgd", "sgd+momentum", "nesterov", "adam", "adamw", "nadam"):
         body.append(_let("grad", *neg, what="-grad" if maximize else ""))  # one statement
@@ -161,41 +182,134 @@ def _foreach_program(name: str, maximize: bool, decay: bool) -> list[_Statement]
     return [*neg, one, *decayed, *absolute]  # adamax
 
 
+def _adafactor_program(implementation: str, maximize: bool, matrix: bool) -> list[_Statement]:
+    """torch/optim/_adafactor.py: norms read with .item(), factors' means, the variance estimate."""
+    norm = _run(_ITEM, what="")  # param.norm(2).item(), update.norm(2).item()
+    if implementation == "foreach":
+        start = [_let("grads"), *([_let("grads", 1, what="-grads")] if maximize else [])]
+        start += [_run(_SCALAR), norm]
+        if matrix:
+            middle = [
+                _let("row_means", "row"),
+                _Statement("row_means", delete=True),
+                _let("col_means", "col"),
+                _Statement("col_means", delete=True),
+                _let("var_estimates", 1, what="row_var @ col_var"),
+                _let("row_var_means", "mean"),
+                _Statement("row_var_means", delete=True),
+            ]
+        else:
+            middle = [
+                _let("grads_squared", 1, what="grads * grads"),
+                _Statement("grads_squared", delete=True),
+                _let("var_estimates", 1, what="variance.clone()"),
+            ]
+        return [*start, *middle, _Statement("updates", alias="var_estimates"), norm]
+    start = [_let("grad", *((1,) if maximize else ()), what="-grad" if maximize else ""), norm]
+    if matrix:
+        middle = [
+            _let("row_mean", "row"),
+            _let("col_mean", "col"),
+            _let("var_estimate", 1, what="row_var @ col_var"),
+            _run("mean"),
+        ]
+    else:
+        middle = [
+            _let("grad_squared", 1, what="grad * grad"),
+            _let("var_estimate", 1, what="variance.clone()"),
+        ]
+    return [*start, *middle, _Statement("update", alias="var_estimate"), norm]
+
+
+def _sizes(nbytes: sp.Expr, shape: Shape | None) -> dict[str, sp.Expr]:
+    """Return the named sizes of one parameter tensor of ``nbytes`` bytes and ``shape``."""
+    sizes = {"full": nbytes, _SCALAR: sp.Integer(4)}
+    if shape is not None:
+        sizes[_ITEM] = sp.simplify(nbytes / sp.Mul(*shape))
+        if len(shape) >= 2:
+            sizes["row"] = nbytes / shape[-1]
+            sizes["col"] = nbytes / shape[-2]
+            sizes["mean"] = nbytes / (shape[-1] * shape[-2])
+    return sizes
+
+
 def _step_temporaries(
-    optimizer: Optimizer, implementation: str, tensor_bytes: Sequence[sp.Expr | int]
+    optimizer: Optimizer,
+    implementation: str,
+    tensor_bytes: Sequence[sp.Expr | int],
+    shapes: Sequence[Shape] | None = None,
 ) -> sp.Expr:
     """Most bytes of temporaries alive at once during ``optimizer.step()``.
 
     ``tensor_bytes`` lists each parameter tensor's bytes in ``module.parameters()``
-    order (the temporaries have the parameters' dtype).
+    order (the temporaries have the parameters' dtype); Adafactor also needs
+    their ``shapes``.
     """
-    program = _program(optimizer, implementation)
-    if implementation == "foreach":
-        runs = [(sp.Add(*tensor_bytes), program)]
+    _refuse(optimizer, implementation)
+    if optimizer.name == "adafactor" and shapes is None:
+        raise UnsupportedError("Adafactor's step temporaries depend on the parameters' shapes.")
+    tensors = [
+        _sizes(sp.sympify(nbytes), None if shapes is None else shapes[i])
+        for i, nbytes in enumerate(tensor_bytes)
+    ]
+    kinds = [shapes is not None and len(shapes[i]) >= 2 for i in range(len(tensors))]
+    runs: list[tuple[dict[str, sp.Expr], list[_Statement]]] = []
+    if implementation == "foreach":  # one group per kind (Adafactor), in order of appearance
+        for matrix in dict.fromkeys(kinds):
+            group = [t for t, kind in zip(tensors, kinds, strict=True) if kind == matrix]
+            summed = {key: sp.Add(*(t[key] for t in group)) for key in group[0]}
+            summed[_SCALAR] = sp.Integer(4)
+            if _ITEM in group[0]:
+                summed[_ITEM] = group[0][_ITEM]
+            runs.append((summed, _program(optimizer, implementation, matrix)))
     else:
-        runs = [(sp.sympify(nbytes), program) for nbytes in tensor_bytes]
-    bound: dict[str, sp.Expr] = {}
+        runs = [
+            (sizes, _program(optimizer, implementation, matrix))
+            for sizes, matrix in zip(tensors, kinds, strict=True)
+        ]
+    return _run_programs(runs)
+
+
+def _run_programs(runs: Sequence[tuple[dict[str, sp.Expr], list[_Statement]]]) -> sp.Expr:
+    """Run the statements with Python's lifetimes; return the most temporary bytes at once."""
+    bound: dict[str, int] = {}  # name -> tensor
+    live: dict[int, sp.Expr] = {}  # tensor -> bytes
     moments: list[sp.Expr] = []
-    for nbytes, statements in runs:
+
+    def release(name: str) -> None:
+        tensor = bound.pop(name, None)
+        if tensor is not None and tensor not in bound.values():
+            del live[tensor]
+
+    for sizes, statements in runs:
         for statement in statements:
+            target = statement.target or ""
             if statement.delete:
-                bound.pop(statement.target or "", None)
+                release(target)
+                continue
+            if statement.alias is not None:
+                tensor = bound.get(statement.alias)
+                release(target)
+                if tensor is not None:
+                    bound[target] = tensor
                 continue
             made: list[sp.Expr] = []
             for size in statement.allocs:
-                made.append(sp.Integer(4) if size == _SCALAR else size * nbytes)
-                moments.append(sp.Add(*bound.values(), *made))
+                made.append(size * sizes["full"] if isinstance(size, int) else sizes[size])
+                moments.append(sp.Add(*live.values(), *made))
             if statement.target is not None:
-                bound.pop(statement.target, None)
+                release(target)
                 if made:
-                    bound[statement.target] = made[-1]
+                    tensor = len(moments)  # a fresh identity
+                    live[tensor] = made[-1]
+                    bound[target] = tensor
     unique = list(dict.fromkeys(moments))
     return sp.Max(*unique) if unique else sp.Integer(0)
 
 
 def _step_text(optimizer: Optimizer, implementation: str) -> str:
     """Say what the step's temporaries are, in words."""
-    program = _program(optimizer, implementation)
+    program = _program(optimizer, implementation, matrix=True)
     parts = [s.what for s in program if s.allocs and s.what]
     if not parts:
         return "no temporaries"

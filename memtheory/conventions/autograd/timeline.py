@@ -20,7 +20,7 @@ import sympy as sp
 
 from memtheory.conventions.autograd.optimizer_step import _step_temporaries, _step_text
 from memtheory.conventions.autograd.storage_plan import _Plan, _Row
-from memtheory.layers.base import elements
+from memtheory.layers.base import Shape, elements
 from memtheory.layers.core import Flatten
 from memtheory.optimizers import Optimizer
 
@@ -163,10 +163,13 @@ def _loss_backward(
 
 
 def _optimizer_temporaries(
-    optimizer: Optimizer, implementation: str, tensor_bytes: Sequence[sp.Expr]
+    optimizer: Optimizer,
+    implementation: str,
+    tensor_bytes: Sequence[sp.Expr],
+    shapes: Sequence[Shape] | None = None,
 ) -> sp.Expr:
     """Bytes of the temporaries alive at the optimizer step's own peak (its options included)."""
-    return _step_temporaries(optimizer, implementation, tensor_bytes)
+    return _step_temporaries(optimizer, implementation, tensor_bytes, shapes)
 
 
 def _temporaries_text(optimizer: Optimizer, implementation: str) -> str:
