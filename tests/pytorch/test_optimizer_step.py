@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' ext
 from torch import nn  # noqa: E402
 
 import memtheory as mt  # noqa: E402
-from memtheory.conventions.autograd import AutogradConvention  # noqa: E402
+from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
 from memtheory.optimizers import OPTIMIZERS, optimizer  # noqa: E402
 from memtheory.torch import from_module, measure, torch_optimizer  # noqa: E402
 
@@ -160,3 +160,33 @@ def test_adafactor_state_is_factored():
     factored = (13 + 9) + (31 + 13) + (5 + 31) + 13 + 31 + 5
     assert measured.optimizer_state == predicted["optimizer_state"] == factored * 4
     assert measured.optimizer_step_counters == predicted["optimizer_step_counters"] == 6 * 4
+
+
+@pytest.mark.parametrize(
+    ("name", "implementation", "options"),
+    [
+        ("adam", "for-loop", {"weight_decay": 0.1, "maximize": True}),
+        ("sgd+momentum", "foreach", {"weight_decay": 0.1}),
+        ("adafactor", "for-loop", {}),
+    ],
+)
+def test_step_under_autocast_is_predicted_exactly(name, implementation, options):
+    """Under CPU autocast (bf16) the parameters stay fp32, and so do the step's temporaries."""
+    torch.manual_seed(0)
+    module = _mlp(torch.float32)
+    x, y = torch.randn(2, 9), torch.randint(0, 3, (2,))
+    loss = nn.CrossEntropyLoss()
+    spec = optimizer(name, **options)
+    step = torch_optimizer(spec, module.parameters(), implementation=implementation)
+    measured = measure(
+        module, x, loss, step, target=y, autocast=torch.bfloat16, warmup_steps=1, record=True
+    )
+    net = from_module(module, (2, 9), loss=loss)
+    predicted = mt.training_memory(
+        net,
+        optimizer=spec,
+        precision=autocast_precision("bf16"),
+        convention=AutogradConvention(implementation),
+    )
+    assert predicted.timeline["optimizer step"] == _step_peak(measured)
+    assert predicted.peak == measured.peak
