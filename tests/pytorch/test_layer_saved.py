@@ -30,6 +30,7 @@ from layer_harness import (  # noqa: E402
 from torch import nn  # noqa: E402
 
 import memtheory.layers as ml  # noqa: E402
+from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.layers.saved_storages import saved_storages as memtheory_saved  # noqa: E402
 from memtheory.symbols import B, S  # noqa: E402
 
@@ -177,3 +178,47 @@ def test_embedding_saves_its_int64_ids(setting, training, batch, sequence, vocab
     layer = ml.Embedding(vocabulary, width)
     ids = torch.randint(0, vocabulary, (batch, sequence))
     _check(layer, module, ids, (B, S), setting, training)
+
+
+def _bytes_by_dtype(specs, sizes: dict[sp.Symbol, int]) -> Counter[str]:
+    counted: Counter[str] = Counter()
+    for spec in specs:
+        counted[spec.dtype.name] += int(sp.sympify(spec.nbytes(spec.dtype)).subs(sizes))
+    return counted
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("setting", SETTINGS, ids=IDS)
+@_settings
+@given(
+    batch=st.integers(2, 3),  # at batch 1 or one step the input copy is a view
+    sequence=st.integers(2, 5),
+    features=st.integers(1, 6),
+    hidden=st.integers(1, 6),
+    bias=st.booleans(),
+)
+def test_gru_saves_what_pytorch_keeps(setting, training, batch, sequence, features, hidden, bias):
+    """A CPU GRU keeps its input copy, h0, and per step its gates and cell tensors (by dtype)."""
+    precision, input_dtype, dtype, autocast = setting
+    torch.manual_seed(0)
+    module = nn.GRU(features, hidden, bias=bias, batch_first=True)
+    x = torch.randn(batch, sequence, features)
+    record = saved_storages(
+        module, x, precision=precision, training=training, input_dtype=input_dtype
+    )
+    specs = ml.GRU(hidden, bias=bias).saved_storages(
+        (B, S, features), dtype=dtype, training=training, autocast=autocast
+    )
+    measured: Counter[str] = Counter()
+    for s in record.saved:
+        if s.kind not in ("parameter", "parameter copy"):
+            measured[_NAMES[s.dtype]] += s.nbytes
+    assert _bytes_by_dtype(specs, {B: batch, S: sequence}) == measured
+
+
+def test_lstm_refuses_to_guess_its_onednn_workspace():
+    """On CPU an LSTM keeps a uint8 oneDNN workspace memtheory does not model: a clear error."""
+    record = saved_storages(nn.LSTM(4, 8, batch_first=True), torch.randn(2, 3, 4))
+    assert any(s.dtype == torch.uint8 for s in record.saved)
+    with pytest.raises(UnsupportedError, match="oneDNN"):
+        ml.LSTM(8).saved_storages((B, S, 4))
