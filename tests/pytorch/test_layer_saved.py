@@ -117,6 +117,7 @@ def test_attention_saves_what_pytorch_keeps(
         ["layer", "layer-no-bias", "layer-no-affine", "llama", "rms", "rms-no-affine"]
     ),
 )
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
 def test_norms_save_what_pytorch_keeps(setting, training, batch, sequence, width, kind):
     """LayerNorm, Llama's RMSNorm and torch.nn.RMSNorm: their statistics' dtypes included."""
     modules = {
@@ -222,3 +223,30 @@ def test_lstm_refuses_to_guess_its_onednn_workspace():
     assert any(s.dtype == torch.uint8 for s in record.saved)
     with pytest.raises(UnsupportedError, match="oneDNN"):
         ml.LSTM(8).saved_storages((B, S, 4))
+
+
+_NO_CAST = [SETTINGS[0], SETTINGS[1], SETTINGS[3]]
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("setting", _NO_CAST, ids=[IDS[0], IDS[1], IDS[3]])
+@_settings
+@given(
+    batch=st.integers(1, 3),
+    sequence=st.integers(1, 5),
+    features=st.integers(1, 6),
+    out=st.integers(1, 6),
+    bias=st.booleans(),
+)
+def test_linear_projection_keeps_its_input(
+    setting, training, batch, sequence, features, out, bias
+):
+    """A linear projection over a sequence keeps its input, in the dtype it arrives in.
+
+    (Under autocast with an fp32 input it keeps a bf16 cast instead: the storage plan's
+    input cast, not part of Dense's saved_for_backward.)
+    """
+    module = nn.Linear(features, out, bias=bias)
+    layer = ml.Dense(out, bias=bias)
+    x = torch.randn(batch, sequence, features)
+    _check(layer, module, x, (B, S, features), setting, training)
