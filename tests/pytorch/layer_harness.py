@@ -31,7 +31,9 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from memtheory.torch.measurement import StorageTracker
 
 __all__ = [
+    "BertAddedEmbeddings",
     "EagerSelfAttention",
+    "GPT2Positions",
     "LastToken",
     "LlamaRMSNorm",
     "MHA",
@@ -42,7 +44,7 @@ __all__ = [
     "saved_storages",
 ]
 
-Kind = Literal["input", "output", "parameter", "parameter copy", "intermediate"]
+Kind = Literal["input", "output", "parameter", "parameter copy", "buffer", "intermediate"]
 PRECISIONS = ("fp32", "bf16", "autocast")
 
 
@@ -65,8 +67,10 @@ class Record:
     saved: tuple[SavedStorage, ...]
 
     def activation_bytes(self) -> int:
-        """Bytes of saved storages that are not parameters or their casts."""
-        return sum(s.nbytes for s in self.saved if s.kind not in ("parameter", "parameter copy"))
+        """Bytes of saved storages that are not parameters, their casts or buffers."""
+        return sum(
+            s.nbytes for s in self.saved if s.kind not in ("parameter", "parameter copy", "buffer")
+        )
 
     def by_dtype(self, *kinds: Kind) -> dict[torch.dtype, int]:
         """Saved bytes per dtype, over the storages of the given kinds (all but parameters)."""
@@ -136,6 +140,7 @@ def saved_storages(
         x = x.detach().to(dtype).requires_grad_(True)
     parameters = list(module.parameters())
     param_ptrs = {_pointer(p) for p in parameters}
+    buffer_ptrs = {_pointer(b) for b in module.buffers()}
     context = (
         torch.autocast("cpu", dtype=torch.bfloat16) if precision == "autocast" else nullcontext()
     )
@@ -165,6 +170,8 @@ def saved_storages(
             kind = "parameter"
         elif pointer in tracker.copies_of:
             kind = "parameter copy"
+        elif pointer in buffer_ptrs:
+            kind = "buffer"
         elif pointer == in_ptr:
             kind = "input"
         elif pointer == out_ptr:
@@ -261,3 +268,34 @@ class LastToken(Select):
 
     def __init__(self) -> None:
         super().__init__(-1)
+
+
+class GPT2Positions(nn.Module):
+    """GPT-2's learned positions: ``arange`` ids made in every forward pass, added."""
+
+    def __init__(self, positions: int, width: int) -> None:
+        super().__init__()
+        self.wpe = nn.Embedding(positions, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        ids = torch.arange(x.shape[1]).unsqueeze(0)
+        return x + self.wpe(ids)
+
+
+class BertAddedEmbeddings(nn.Module):
+    """BERT's position and segment vectors, ids sliced from registered buffers (Hugging Face)."""
+
+    def __init__(self, positions: int, width: int, types: int = 2) -> None:
+        super().__init__()
+        self.position_embeddings = nn.Embedding(positions, width)
+        self.token_type_embeddings = nn.Embedding(types, width)
+        ids = torch.arange(positions).expand((1, -1))
+        self.register_buffer("position_ids", ids, persistent=False)
+        zeros = torch.zeros((1, positions), dtype=torch.long)
+        self.register_buffer("token_type_ids", zeros, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        b, s, _ = x.shape
+        segments = self.token_type_ids[:, :s].expand(b, s)
+        x = x + self.token_type_embeddings(segments)
+        return x + self.position_embeddings(self.position_ids[:, :s])

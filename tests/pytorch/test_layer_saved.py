@@ -21,7 +21,9 @@ torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' ext
 
 from layer_harness import (  # noqa: E402
     MHA,
+    BertAddedEmbeddings,
     EagerSelfAttention,
+    GPT2Positions,
     LlamaRMSNorm,
     Record,
     Select,
@@ -53,7 +55,7 @@ def _measured(record: Record) -> Counter[tuple[str, int, str]]:
     return Counter(
         ("input" if s.kind == "input" else "other", s.nbytes, _NAMES.get(s.dtype, str(s.dtype)))
         for s in record.saved
-        if s.kind not in ("parameter", "parameter copy")
+        if s.kind not in ("parameter", "parameter copy", "buffer")
     )
 
 
@@ -212,7 +214,7 @@ def test_gru_saves_what_pytorch_keeps(setting, training, batch, sequence, featur
     )
     measured: Counter[str] = Counter()
     for s in record.saved:
-        if s.kind not in ("parameter", "parameter copy"):
+        if s.kind not in ("parameter", "parameter copy", "buffer"):
             measured[_NAMES[s.dtype]] += s.nbytes
     assert _bytes_by_dtype(specs, {B: batch, S: sequence}) == measured
 
@@ -238,9 +240,7 @@ _NO_CAST = [SETTINGS[0], SETTINGS[1], SETTINGS[3]]
     out=st.integers(1, 6),
     bias=st.booleans(),
 )
-def test_linear_projection_keeps_its_input(
-    setting, training, batch, sequence, features, out, bias
-):
+def test_linear_projection_keeps_its_input(setting, training, batch, sequence, features, out, bias):
     """A linear projection over a sequence keeps its input, in the dtype it arrives in.
 
     (Under autocast with an fp32 input it keeps a bf16 cast instead: the storage plan's
@@ -250,3 +250,66 @@ def test_linear_projection_keeps_its_input(
     layer = ml.Dense(out, bias=bias)
     x = torch.randn(batch, sequence, features)
     _check(layer, module, x, (B, S, features), setting, training)
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@_settings
+@given(
+    batch=st.integers(2, 3),
+    sequence=st.integers(2, 4),
+    heads=st.integers(1, 3),
+    head_width=st.integers(1, 3),
+    bias=st.booleans(),
+    kind=st.sampled_from(["torch", "eager", "gru", "linear"]),
+)
+def test_autocast_saves_a_bf16_copy_of_every_weight_not_the_biases(
+    training, batch, sequence, heads, head_width, bias, kind
+):
+    """Under CPU autocast, projections keep bf16 copies of their weights: 2 bytes per weight."""
+    width = heads * head_width
+    layers = {
+        "torch": (MHA(width, heads, bias=bias), ml.MultiHeadAttention(heads, bias=bias)),
+        "eager": (
+            EagerSelfAttention(width, heads, bias=bias),
+            ml.MultiHeadAttention(heads, bias=bias),
+        ),
+        "gru": (nn.GRU(width, heads, bias=bias, batch_first=True), ml.GRU(heads, bias=bias)),
+        "linear": (nn.Linear(width, heads, bias=bias), ml.Dense(heads, bias=bias)),
+    }
+    module, layer = layers[kind]
+    x = torch.randn(batch, sequence, width)
+    record = saved_storages(module, x, precision="autocast", training=training)
+    copies = sum(s.nbytes for s in record.saved if s.kind == "parameter copy")
+    assert all(s.dtype == torch.bfloat16 for s in record.saved if s.kind == "parameter copy")
+    assert copies == 2 * layer.weight_count((batch, sequence, width))
+
+
+@pytest.mark.parametrize("setting", SETTINGS[:3], ids=IDS[:3])
+@_settings
+@given(
+    batch=st.integers(1, 3),
+    sequence=st.integers(1, 5),
+    positions=st.integers(5, 12),
+    width=st.integers(1, 6),
+)
+def test_added_embeddings_keep_their_ids_or_their_id_buffers(
+    setting, batch, sequence, positions, width
+):
+    """GPT-2 keeps S int64 position ids; BERT's ids are slices of buffers, which stay whole."""
+    precision, input_dtype, _, _ = setting
+    x = torch.randn(batch, sequence, width)
+    sizes = {B: batch, S: sequence}
+    gpt2 = saved_storages(GPT2Positions(positions, width), x, precision=precision)
+    specs = ml.PositionEmbedding(positions).saved_for_backward((B, S, width))
+    assert _predicted(specs, sizes) == _measured(gpt2)
+
+    bert = saved_storages(BertAddedEmbeddings(positions, width), x, precision=precision)
+    layers = [
+        ml.TokenTypeEmbedding(2, ids_buffer=positions),
+        ml.PositionEmbedding(positions, ids_buffer=positions),
+    ]
+    assert not _measured(bert)
+    assert not [s for layer in layers for s in layer.saved_for_backward((B, S, width))]
+    kept = sorted(s.nbytes for s in bert.saved if s.kind == "buffer")
+    buffers = [b for layer in layers for b in layer.buffers((B, S, width))]
+    assert kept == sorted(int(b.nbytes(b.dtype)) for b in buffers)
