@@ -281,7 +281,7 @@ _CONVERTERS: dict[type, Any] = {
     nn.ReLU: _elementwise(ReLU, "inplace"),
     nn.LeakyReLU: _elementwise(LeakyReLU, "negative_slope", "inplace"),
     nn.ELU: _elementwise(ELU, "alpha", "inplace"),
-    nn.GELU: _elementwise(GELU),
+    nn.GELU: _elementwise(GELU, "approximate"),
     nn.SiLU: _elementwise(SiLU),
     nn.Sigmoid: _elementwise(Sigmoid),
     nn.Tanh: _elementwise(Tanh),
