@@ -29,6 +29,7 @@ from memtheory.layers.normalization import BatchNorm2d
 from memtheory.layers.pooling import AvgPool2d, MaxPool2d
 from memtheory.layers.recurrent import GRU, LSTM
 from memtheory.layers.regularization import Dropout
+from memtheory.layers.rms_norm import RMSNorm
 from memtheory.layers.sequence import SelectToken
 from memtheory.layers.softmax import CrossEntropyLoss, LanguageModelLoss, LogSoftmax, Softmax
 from memtheory.layers.vision_transformer import ClassToken, LearnedPositions, PatchSequence
@@ -63,6 +64,7 @@ __all__ = [
     "MultiHeadAttention",
     "PatchSequence",
     "PositionEmbedding",
+    "RMSNorm",
     "ReLU",
     "ReLU6",
     "SelectToken",

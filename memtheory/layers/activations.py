@@ -136,15 +136,33 @@ class ELU(_Elementwise):
 class GELU(_Elementwise):
     """Gaussian error linear unit; keeps its input. No in-place variant.
 
+    Exact (``approximate="none"``) or with the tanh approximation (GPT-2's
+    ``gelu_new``, ``approximate="tanh"``): both keep their input, in its dtype
+    (measured on CPU, PyTorch 2.13).
+
     Examples
     --------
+    >>> GELU(approximate="tanh").describe()
+    'tanh'
     >>> GELU(inplace=True)
     Traceback (most recent call last):
     ...
     memtheory.errors.InvalidSizeError: GELU: has no in-place variant in PyTorch; drop inplace=True.
     """
 
+    approximate: Literal["none", "tanh"] = "none"
     kind = "GELU"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.approximate not in ("none", "tanh"):
+            raise InvalidSizeError(
+                f"{self.label}: approximate must be 'none' or 'tanh', got {self.approximate!r}."
+            )
+
+    def describe(self) -> str:
+        """``tanh`` for the tanh approximation."""
+        return "tanh" if self.approximate == "tanh" else ""
 
 
 @dataclass(frozen=True)

@@ -94,11 +94,28 @@ class _AddedEmbedding(Layer):
     num_embeddings: SizeLike
     inplace: bool = False
     name: str | None = None
+    ids_buffer: SizeLike | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "num_embeddings", as_size(self.num_embeddings, "num_embeddings", self.label)
         )
+        if self.ids_buffer is not None:
+            object.__setattr__(
+                self, "ids_buffer", as_size(self.ids_buffer, "ids_buffer", self.label)
+            )
+
+    def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the registered ``(1, ids_buffer)`` int64 id buffer, if the ids come from one."""
+        if self.ids_buffer is None:
+            return ()
+        return (TensorSpec("buffer", (sp.Integer(1), self.ids_buffer), dtype("int64")),)
+
+    def _ids(self, shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the ids it keeps: none of its own when they are a view of its id buffer."""
+        if self.ids_buffer is not None:
+            return ()
+        return (TensorSpec("indices", shape, dtype("int64")),)
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return the input shape unchanged."""
@@ -135,6 +152,12 @@ class PositionEmbedding(_AddedEmbedding):
     inplace : bool, default False
         BERT adds them in place (``embeddings += position_embeddings``).
     name : str, optional
+    ids_buffer : size, optional
+        Hugging Face's BERT reads the ids from a registered ``(1,
+        max_position_embeddings)`` int64 buffer (``position_ids``), and the
+        backward pass keeps that whole buffer rather than ids of its own
+        (measured on CPU, PyTorch 2.13). GPT-2 makes them with ``arange`` in
+        every forward pass: leave it unset.
 
     Examples
     --------
@@ -161,8 +184,12 @@ class PositionEmbedding(_AddedEmbedding):
         return shape
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return the int64 position ids, one per position (shared by the batch)."""
-        return (TensorSpec("indices", (input_shape[1],), dtype("int64")),)
+        """Return the int64 position ids, one per position (shared by the batch).
+
+        With ``ids_buffer`` the ids are a slice of the id buffer, which the
+        backward pass keeps whole (a buffer, not a saved activation).
+        """
+        return self._ids((input_shape[1],))
 
 
 @dataclass(frozen=True)
@@ -175,19 +202,26 @@ class TokenTypeEmbedding(_AddedEmbedding):
         Number of segment types (2 in BERT).
     inplace : bool, default False
     name : str, optional
+    ids_buffer : size, optional
+        Length of the registered int64 id buffer the ids are a view of
+        (Hugging Face's BERT: ``token_type_ids``, ``max_position_embeddings``
+        long, when no ids are passed); the backward pass keeps that buffer.
 
     Examples
     --------
     >>> from memtheory.symbols import B, S
     >>> TokenTypeEmbedding(2).parameter_count((B, S, 768))
     1536
+    >>> bert = TokenTypeEmbedding(2, ids_buffer=512)
+    >>> bert.saved_for_backward((B, S, 768)), [t.shape for t in bert.buffers((B, S, 768))]
+    ((), [(1, 512)])
     """
 
     kind = "TokenTypeEmbedding"
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return the int64 segment id of every token."""
-        return (TensorSpec("indices", tuple(input_shape[:2]), dtype("int64")),)
+        """Return the int64 segment id of every token (none of its own with ``ids_buffer``)."""
+        return self._ids(tuple(input_shape[:2]))
 
 
 @dataclass(frozen=True)

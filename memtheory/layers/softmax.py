@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from memtheory.dtypes import dtype
+from memtheory.dtypes import DTypeLike, dtype
+from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import RankError
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
 
@@ -156,6 +157,34 @@ class LanguageModelLoss(CrossEntropyLoss):
                 "intermediate" if self.shift else "target", tuple(input_shape[:2]), dtype("int64")
             ),
         )
+
+    def saved_storages(
+        self,
+        input_shape: Shape,
+        *,
+        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the logits)
+        training: bool = True,
+        autocast: DTypeLike | None = None,
+    ) -> tuple[TensorSpec, ...]:
+        """Return the saved storages with dtypes: fp32 log-probabilities if upcast or autocast.
+
+        CPU autocast runs the cross-entropy in fp32 (measured on PyTorch 2.13), so
+        even without ``upcast`` the log-probabilities are fp32 under autocast.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> masked = LanguageModelLoss(shift=False, upcast=False)
+        >>> [t.dtype.name for t in masked.saved_storages((B, S, 97), dtype="bf16")]
+        ['bf16', 'int64']
+        >>> [t.dtype.name for t in masked.saved_storages((B, S, 97), dtype="bf16",
+        ...                                               autocast="bf16")]
+        ['fp32', 'int64']
+        """
+        fp32 = self.upcast or autocast is not None
+        log_probabilities = as_dtype("fp32") if fp32 else as_dtype(dtype)
+        logits, labels = self.saved_for_backward(input_shape)
+        return (TensorSpec(logits.role, logits.shape, log_probabilities), labels)
 
     def describe(self) -> str:
         """Describe the shift and the upcast."""

@@ -296,7 +296,7 @@ _CONVERTERS: dict[type, Any] = {
     nn.ReLU6: _elementwise(ReLU6, "inplace"),
     nn.LeakyReLU: _elementwise(LeakyReLU, "negative_slope", "inplace"),
     nn.ELU: _elementwise(ELU, "alpha", "inplace"),
-    nn.GELU: _elementwise(GELU),
+    nn.GELU: _elementwise(GELU, "approximate"),
     nn.SiLU: _elementwise(SiLU),
     nn.Sigmoid: _elementwise(Sigmoid),
     nn.Tanh: _elementwise(Tanh),

@@ -173,3 +173,21 @@ def test_from_module_converts_adaptive_average_pooling():
     assert net.output_shape == (2, 4, 1, 1)
     with pytest.raises(UnsupportedError, match="output_size=None"):
         from_module(nn.Sequential(nn.AdaptiveAvgPool2d((None, 2))), (2, 3, 8, 8))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_lm_losses_under_cpu_autocast(causal):
+    """Under CPU autocast the cross-entropy runs in fp32: fp32 log-probabilities either way."""
+    from memtheory.layers.saved_storages import saved_storages
+
+    logits = (torch.randn(2, 5, 13, requires_grad=True) * 1).bfloat16()
+    labels = torch.randint(0, 13, (2, 5))
+    loss = causal_lm_loss if causal else masked_lm_loss
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, saved = _saved(lambda t, y: loss(t, y), (logits, labels))
+    layer = mt.LanguageModelLoss() if causal else mt.LanguageModelLoss(shift=False, upcast=False)
+    claimed = []
+    for spec in saved_storages(layer, (2, 5, 13), dtype="bf16", autocast="bf16"):
+        role = "input" if spec.role in ("input", "target") else "new"
+        claimed.append((role, int(spec.nbytes(spec.dtype)), spec.dtype.name))
+    assert saved == sorted(claimed)
