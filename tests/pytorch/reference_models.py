@@ -27,18 +27,22 @@ What each one does, operation for operation, follows the real model:
   ``LayerNorm(x + dropout(attn(x)))`` and ``LayerNorm(h + dropout(mlp(h)))``
   with exact GELU; the head ``dense -> GELU -> LayerNorm -> decoder`` whose
   matrix is the word embedding's and whose bias is its own. Differences from
-  Hugging Face, all inside one layer: the attention is
-  ``nn.MultiheadAttention`` (one packed query/key/value projection, as
-  memtheory's layer; Hugging Face has three), and the token-type and position
-  ids are made in ``forward`` (zeros of ``(batch, sequence)`` and
-  ``arange(sequence)``) rather than read from registered buffers.
+  Hugging Face: the attention is ``nn.MultiheadAttention`` (one packed
+  query/key/value projection, memtheory's ``implementation="torch"``; Hugging
+  Face has three projections and its own eager or SDPA attention), and the
+  token-type and position ids are made in ``forward`` (zeros of ``(batch,
+  sequence)`` and ``arange(sequence)``) rather than read from registered
+  buffers.
 * GPT-2 (Hugging Face ``GPT2LMHeadModel``): token + position embeddings
   (``arange(sequence)`` ids), dropout, pre-norm blocks with the tanh GELU as
   one operation (``nn.GELU(approximate="tanh")``; Hugging Face's ``gelu_new``
   is a Python composite), the final LayerNorm, the tied ``lm_head`` and
   Hugging Face's causal-LM loss (:func:`causal_lm_loss`). The attention is
   ``nn.MultiheadAttention`` without a causal mask (memtheory's layer models
-  none; a causal mask changes the values, not what is kept).
+  none).
+
+The memtheory side of each pair is the builder's network passed through
+:func:`as_measured` (CPU dropout masks, ``nn.MultiheadAttention`` attention).
 
 :data:`PAIRS` holds one :class:`ReferencePair` per builder at small sizes:
 
@@ -62,7 +66,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 (PyTorch's convention)
 from torch import nn
 
-from memtheory.layers import CrossEntropyLoss, Dropout, Layer
+from memtheory.layers import CrossEntropyLoss, Dropout, Layer, MultiHeadAttention
 from memtheory.models import (
     MOBILENETV2_SETTING,
     bert,
@@ -85,7 +89,7 @@ __all__ = [
     "ViTReference",
     "causal_lm_loss",
     "masked_lm_loss",
-    "with_loss",
+    "as_measured",
 ]
 
 
@@ -532,18 +536,22 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 # -- pairs -----------------------------------------------------------------------------------
-def with_loss(network: Network, loss: Layer | None) -> Network:
-    """Return ``network`` as it runs on CPU, with ``loss`` appended as its last layer.
+def as_measured(network: Network, loss: Layer | None) -> Network:
+    """Return ``network`` as the reference modules run it on CPU, ``loss`` appended last.
 
     Its dropouts get PyTorch's CPU masks (the scaled noise in the activation
     dtype, ``Dropout(device="cpu")``) instead of the one-byte masks of the
-    fused GPU kernel that the builders assume.
+    fused GPU kernel that the builders assume, and its attention layers are
+    ``torch.nn.MultiheadAttention`` on CPU (``implementation="torch"``,
+    ``device="cpu"``), which is what the reference modules call.
     """
     items: list[Layer | Node] = [network.layers[0]]
     for row in network.rows[1:]:
         layer = row.layer
         if isinstance(layer, Dropout):
             layer = replace(layer, device="cpu")
+        elif isinstance(layer, MultiHeadAttention):
+            layer = replace(layer, implementation="torch", device="cpu")
         items.append(Node(layer, inputs=row.inputs))
     if loss is not None:
         items.append(loss)
@@ -563,7 +571,8 @@ class ReferencePair:
     build_network : callable
         ``build_network()``: the builder's :class:`~memtheory.network.Network`
         at the same sizes and batch, ending with the loss layer that matches
-        :attr:`loss`, with CPU dropout masks (see :func:`with_loss`).
+        :attr:`loss`, with CPU dropout masks and ``nn.MultiheadAttention``
+        (see :func:`as_measured`).
     example_input, example_target : callable
         ``example_input(seed=0)``: the batch; ``example_target(seed=0)``: its labels.
     loss : callable
@@ -610,7 +619,7 @@ def _resnet18_style() -> ReferencePair:
     return ReferencePair(
         "ResNet-18-style",
         _module(lambda: ResNetReference("basic", blocks, width=width, classes=classes)),
-        lambda: with_loss(
+        lambda: as_measured(
             resnet(
                 blocks, block="basic", width=width, image_size=image, batch=BATCH, classes=classes
             ),
@@ -627,7 +636,7 @@ def _resnet50_style() -> ReferencePair:
     return ReferencePair(
         "ResNet-50-style",
         _module(lambda: ResNetReference("bottleneck", blocks, width=width, classes=classes)),
-        lambda: with_loss(
+        lambda: as_measured(
             resnet(
                 blocks,
                 block="bottleneck",
@@ -652,7 +661,7 @@ def _mobilenet_style() -> ReferencePair:
         _module(
             lambda: MobileNetV2Reference(width_mult=width_mult, setting=setting, classes=classes)
         ),
-        lambda: with_loss(
+        lambda: as_measured(
             mobilenet_v2(
                 width_mult=width_mult,
                 setting=setting,
@@ -674,7 +683,7 @@ def _vit_style() -> ReferencePair:
     return ReferencePair(
         "ViT-style",
         _module(lambda: ViTReference(image_size=image, **sizes)),
-        lambda: with_loss(
+        lambda: as_measured(
             vision_transformer(image_size=image, batch=BATCH, **sizes),
             CrossEntropyLoss(name="loss"),
         ),
@@ -690,7 +699,7 @@ def _bert_style() -> ReferencePair:
     return ReferencePair(
         "BERT-MLM-style",
         _module(lambda: BertMLMReference(**sizes)),
-        lambda: with_loss(
+        lambda: as_measured(
             bert(**sizes, batch=BATCH, sequence=sequence, pooler=False, mlm_head=True, loss=True),
             None,
         ),
@@ -714,7 +723,7 @@ def _gpt2_style() -> ReferencePair:
                 positions=config.positions,
             )
         ),
-        lambda: with_loss(gpt2(config, batch=BATCH, sequence=sequence, loss=True), None),
+        lambda: as_measured(gpt2(config, batch=BATCH, sequence=sequence, loss=True), None),
         _randint(config.vocabulary, (BATCH, sequence)),
         _randint(config.vocabulary, (BATCH, sequence)),
         causal_lm_loss,
