@@ -36,6 +36,7 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
 from memtheory.errors import EvaluationError, EvaluationOverflowError
+from memtheory.maximum import maximum
 
 __all__ = ["compile_exact", "evaluate", "evaluate_grid", "substitution", "symbols_by_name"]
 
@@ -134,7 +135,22 @@ def evaluate(expression: sp.Expr | int, /, **values: object) -> sp.Expr:
     2*H**2
     """
     expr = sp.sympify(expression)
-    return expr.xreplace(substitution([expr], values))
+    return _substituted(expr, substitution([expr], values))
+
+
+def _substituted(expr: sp.Expr, values: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
+    """``expr.xreplace(values)``, with every ``Max`` rebuilt by :func:`~memtheory.maximum.maximum`.
+
+    sympy re-evaluates a ``Max`` whose arguments change, comparing them pairwise
+    while symbols remain (slow on a peak of many candidates); ``maximum`` prunes
+    the candidates that another one dominates instead, and agrees with sympy
+    once every symbol has a value.
+    """
+    if isinstance(expr, sp.Max):
+        return maximum([_substituted(argument, values) for argument in expr.args])
+    if not expr.args or not expr.has(sp.Max):
+        return expr.xreplace(values)
+    return expr.func(*(_substituted(argument, values) for argument in expr.args))
 
 
 class _IntegerCode(PythonCodePrinter):
