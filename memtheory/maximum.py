@@ -34,14 +34,15 @@ Max(5*B*H**2, 4*B*H**2 + 100)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
+from functools import lru_cache
 from math import lcm
 
 import numpy as np
 import sympy as sp
 
-__all__ = ["maximum"]
+__all__ = ["maximum", "provably_nonnegative", "substituted_maximum"]
 
 _UNKNOWN, _NONNEGATIVE, _AT_LEAST_ONE = 0, 1, 2
 _INT64_SAFE = 2**56
@@ -81,6 +82,61 @@ def maximum(values: Iterable[object]) -> sp.Expr:
     if len(candidates) == 1:
         return candidates[0]
     return _unevaluated_max(candidates)
+
+
+def substituted_maximum(
+    candidates: Sequence[sp.Expr],
+    values: Mapping[sp.Expr, sp.Expr],
+    substitute: Callable[[sp.Expr], sp.Expr] | None = None,
+) -> sp.Expr:
+    """Return :func:`maximum` of the candidates with ``values`` substituted into each.
+
+    Equal to ``maximum([c.xreplace(values) for c in candidates])``, but each
+    distinct term is substituted once and the candidates are summed as
+    coefficient vectors: sympy builds only the survivors. ``substitute``, if
+    given, replaces ``xreplace(values)`` on each term (to treat nested
+    ``Max`` terms the same way).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> substituted_maximum([B * H**2 + 40, 2 * B * H**2, B + 1], {H: 3})
+    Max(18*B, 9*B + 40)
+    """
+    substituted: dict[sp.Expr, _Terms] = {}
+    polynomials = []
+    for candidate in candidates:
+        total: _Terms = {}
+        for monomial, coefficient in _terms(sp.sympify(candidate)).items():
+            if monomial not in substituted:
+                replaced = substitute(monomial) if substitute else monomial.xreplace(values)
+                substituted[monomial] = _terms(replaced)
+            _accumulate(total, {m: coefficient * c for m, c in substituted[monomial].items()})
+        polynomials.append(total)
+    if all(set(p) <= {sp.S.One} for p in polynomials):
+        return max(_expression(p) for p in polynomials)
+    unique, _ = _unique(polynomials, list(candidates))
+    survivors = [_expression(unique[i]) for i in _undominated(unique)]
+    return survivors[0] if len(survivors) == 1 else _unevaluated_max(survivors)
+
+
+def provably_nonnegative(expression: sp.Expr) -> bool:
+    """Return whether ``expression`` is >= 0 for all admissible values, by its terms alone.
+
+    True when, expanded at the top level, every coefficient is >= 0 and every
+    term a product of nonnegative atoms (sizes, floors of nonnegative
+    expressions); False means "not shown", not "negative". This costs one pass
+    over the terms, where sympy's ``is_nonnegative`` can walk every nested
+    floor of a deep network again.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> provably_nonnegative(3 * B * sp.floor(H / 2) ** 2 + 5), provably_nonnegative(H - 5)
+    (True, False)
+    """
+    terms = _terms(sp.sympify(expression))
+    return all(c >= 0 and _kind(m) != _UNKNOWN for m, c in terms.items())
 
 
 # -- polynomials in atoms, without looking inside the atoms ----------------------------
@@ -157,7 +213,12 @@ def _unique(
     return [polynomials[i] for i in kept], [expressions[i] for i in kept]
 
 
+def _expression(terms: _Terms) -> sp.Expr:
+    return sp.Add(*(sp.Rational(c.numerator, c.denominator) * m for m, c in terms.items()))
+
+
 # -- dominance ---------------------------------------------------------------------------
+@lru_cache(maxsize=65536)
 def _kind(monomial: sp.Expr) -> int:
     """How much is known about a monomial's sign over admissible values."""
     if monomial is sp.S.One:
@@ -165,9 +226,16 @@ def _kind(monomial: sp.Expr) -> int:
     factors = sp.Mul.make_args(monomial)
     if all(_is_size_power(f) for f in factors):
         return _AT_LEAST_ONE
-    if all(_is_size_power(f) or f.as_base_exp()[0].is_nonnegative for f in factors):
+    if all(_is_size_power(f) or _nonnegative_atom(f.as_base_exp()[0]) for f in factors):
         return _NONNEGATIVE
     return _UNKNOWN
+
+
+def _nonnegative_atom(atom: sp.Expr) -> bool:
+    """Return whether an atom is >= 0: a floor of what its terms show >= 0, or as sympy says."""
+    if isinstance(atom, sp.floor | sp.ceiling) and provably_nonnegative(atom.args[0]):
+        return True
+    return bool(atom.is_nonnegative)
 
 
 def _is_size_power(factor: sp.Expr) -> bool:

@@ -31,6 +31,8 @@ from typing import TypeAlias
 
 import sympy as sp
 
+from memtheory.maximum import provably_nonnegative
+
 __all__ = ["conv_output_size", "effective_kernel", "pool_output_size"]
 
 Size: TypeAlias = sp.Expr | int
@@ -142,10 +144,17 @@ def _rounded(rounding: type[sp.floor] | type[sp.ceiling], argument: sp.Expr) -> 
 
 @lru_cache(maxsize=4096)
 def _proxy(atom: sp.Expr) -> sp.Dummy:
-    """One dummy per atom, so that sympy's cache recognises the same rounding again."""
-    facts = ("integer", "positive", "nonnegative", "negative", "nonpositive", "zero")
-    known = {fact: getattr(atom, f"is_{fact}") for fact in facts}
-    return sp.Dummy(**{fact: value for fact, value in known.items() if value is not None})
+    """One dummy per atom, so that sympy's cache recognises the same rounding again.
+
+    It carries the atom's facts that sympy's rounding looks at: integer, and
+    nonnegative where the terms show it (asking sympy for the sign would walk
+    down every nested floor again).
+    """
+    rounded = isinstance(atom, sp.floor | sp.ceiling)
+    facts = {"integer": True if rounded else atom.is_integer}
+    if rounded and provably_nonnegative(atom.args[0]):
+        facts["nonnegative"] = True
+    return sp.Dummy(**{fact: value for fact, value in facts.items() if value is not None})
 
 
 def _rebuilt(expression: sp.Expr, atoms: dict[sp.Expr, sp.Expr]) -> sp.Expr:

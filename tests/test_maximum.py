@@ -139,3 +139,19 @@ def test_size_constraints_are_the_distinct_non_positive_sizes_in_order():
             if size.is_positive is not True and all(size != s for s in expected.values()):
                 expected[f"layer {row.index}, {row.layer.label}, output dimension {axis}"] = size
     assert net.size_constraints() == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(candidate, min_size=2, max_size=8),
+    h=st.integers(1, 70),
+    b=st.integers(1, 40),
+)
+def test_substituting_into_a_peak_prunes_again_and_keeps_every_value(values, h, b):
+    """evaluate(peak, H=h) drops candidates dominated once H is known, and agrees at every B."""
+    peak = maximum([v + B * H * S for v in values])  # every symbol present
+    in_batch = evaluate(peak, H=h)
+    expected = max(v.xreplace({B: b, H: h, S: 3}) for v in values) + b * h * 3
+    assert evaluate(in_batch, B=b, S=3) == expected == evaluate(peak, H=h, B=b, S=3)
+    if isinstance(in_batch, sp.Max):
+        assert len(in_batch.args) <= len(peak.args)
