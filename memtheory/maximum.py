@@ -78,10 +78,35 @@ def maximum(values: Iterable[object]) -> sp.Expr:
     if all(e.is_number for e in expressions):
         return max(sp.expand(e) for e in expressions)
     polynomials, originals = _unique([_terms(e) for e in expressions], expressions)
-    candidates = [originals[i] for i in _undominated(polynomials)]
-    if len(candidates) == 1:
-        return candidates[0]
-    return _unevaluated_max(candidates)
+    kept = _undominated(polynomials)
+    if len(kept) == 1:
+        return originals[kept[0]]
+    if len(kept) > FACTOR_ABOVE:
+        return _factored([polynomials[i] for i in kept])
+    return _unevaluated_max([originals[i] for i in kept])
+
+
+FACTOR_ABOVE = 8
+"""Beyond this many survivors, a peak shares the terms its candidates have in common."""
+
+
+def _factored(polynomials: Sequence[_Terms]) -> sp.Expr:
+    """Return the maximum of the polynomials, with shared terms written once.
+
+    ``Max(c + a, c + b)`` is ``c + Max(a, b)``: the candidates (in timeline
+    order) are halved recursively, and the terms every candidate of a half
+    shares move out of its ``Max``. Moments in a row share most of what is
+    alive, so a deep network's peak shrinks from one full sum per candidate to
+    about the number of candidates times the depth of the halving.
+    """
+    if len(polynomials) == 1:
+        return _expression(polynomials[0])
+    common = set(polynomials[0].items()).intersection(*(p.items() for p in polynomials[1:]))
+    shared = dict(common)
+    rest = [{m: c for m, c in p.items() if m not in shared} for p in polynomials]
+    half = len(rest) // 2
+    inner = _unevaluated_max([_factored(rest[:half]), _factored(rest[half:])])
+    return sp.Add(_expression(shared), inner) if shared else inner
 
 
 def substituted_maximum(
