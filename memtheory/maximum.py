@@ -42,7 +42,7 @@ from math import lcm
 import numpy as np
 import sympy as sp
 
-__all__ = ["maximum", "provably_nonnegative", "substituted_maximum"]
+__all__ = ["count_candidates", "maximum", "provably_nonnegative", "substituted_maximum"]
 
 _UNKNOWN, _NONNEGATIVE, _AT_LEAST_ONE = 0, 1, 2
 _INT64_SAFE = 2**56
@@ -107,6 +107,21 @@ def _factored(polynomials: Sequence[_Terms]) -> sp.Expr:
     half = len(rest) // 2
     inner = _unevaluated_max([_factored(rest[:half]), _factored(rest[half:])])
     return sp.Add(_expression(shared), inner) if shared else inner
+
+
+def count_candidates(peak: sp.Expr) -> int:
+    """Return how many candidates a peak from :func:`maximum` keeps, shared terms factored or not.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> count_candidates(maximum([B + 9, 2 * B])), count_candidates(3 * B)
+    (2, 1)
+    """
+    if isinstance(peak, sp.Max):
+        return sum(count_candidates(argument) for argument in peak.args)
+    inner = [argument for argument in sp.Add.make_args(peak) if isinstance(argument, sp.Max)]
+    return count_candidates(inner[0]) if len(inner) == 1 else 1
 
 
 def substituted_maximum(

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, Network, evaluate, training_memory
 from memtheory.maximum import _reference_maximum, maximum
+from memtheory.maximum import count_candidates as candidates
 from memtheory.shapes import conv_output_size, pool_output_size
 from memtheory.symbols import B, H, S
 
@@ -33,14 +34,6 @@ def pooled_cnn(convolutions: int, every: int = 5) -> Network:
         if (i + 1) % every == 0:
             layers.append(MaxPool2d(2))
     return Network([*layers, Flatten(), Dense(10)])
-
-
-def candidates(peak: sp.Expr) -> int:
-    """The number of candidates in a peak, shared terms factored out or not."""
-    if isinstance(peak, sp.Max):
-        return sum(candidates(argument) for argument in peak.args)
-    inner = [argument for argument in sp.Add.make_args(peak) if isinstance(argument, sp.Max)]
-    return candidates(inner[0]) if inner else 1
 
 
 candidate = st.lists(st.integers(-50, 400), min_size=len(MONOMIALS), max_size=len(MONOMIALS)).map(
