@@ -125,16 +125,16 @@ def _rounded(rounding: type[sp.floor] | type[sp.ceiling], argument: sp.Expr) -> 
     >>> _rounded(sp.floor, sp.floor(H / 2) / 2 - 1)
     floor(floor(H/2)/2) - 1
     """
-    inner = {
+    inner = dict.fromkeys(
         atom
         for term in sp.Add.make_args(argument)
         for factor in sp.Mul.make_args(term)
         for atom in (factor.as_base_exp()[0],)
         if atom.is_Function
-    }
+    )
     if not inner:
         return rounding(argument)
-    proxies = {atom: _proxy(atom) for atom in inner}
+    proxies = {atom: _proxy(position, _facts(atom)) for position, atom in enumerate(inner)}
     stand_in = argument.xreplace(proxies)
     if stand_in.is_integer:  # sympy returns an integer argument as it is
         return argument
@@ -142,19 +142,28 @@ def _rounded(rounding: type[sp.floor] | type[sp.ceiling], argument: sp.Expr) -> 
     return _rebuilt(result, {proxy: atom for atom, proxy in proxies.items()})
 
 
-@lru_cache(maxsize=4096)
-def _proxy(atom: sp.Expr) -> sp.Dummy:
-    """One dummy per atom, so that sympy's cache recognises the same rounding again.
+@lru_cache(maxsize=1024)
+def _facts(atom: sp.Expr) -> tuple[tuple[str, bool], ...]:
+    """Return the facts about an atom that sympy's rounding looks at: integer, nonnegative.
 
-    It carries the atom's facts that sympy's rounding looks at: integer, and
-    nonnegative where the terms show it (asking sympy for the sign would walk
-    down every nested floor again).
+    Nonnegative only where the terms show it: asking sympy for the sign would
+    walk down every nested floor again.
     """
     rounded = isinstance(atom, sp.floor | sp.ceiling)
     facts = {"integer": True if rounded else atom.is_integer}
     if rounded and provably_nonnegative(atom.args[0]):
         facts["nonnegative"] = True
-    return sp.Dummy(**{fact: value for fact, value in facts.items() if value is not None})
+    return tuple((fact, value) for fact, value in facts.items() if value is not None)
+
+
+@lru_cache(maxsize=256)
+def _proxy(position: int, facts: tuple[tuple[str, bool], ...]) -> sp.Dummy:
+    """Return the stand-in for the ``position``-th atom of an argument with these facts.
+
+    The same stand-ins serve every layer, so the rounding of, say, ``d/2 - 1``
+    is worked out once and then found in sympy's cache.
+    """
+    return sp.Dummy(f"atom{position}", **dict(facts))
 
 
 def _rebuilt(expression: sp.Expr, atoms: dict[sp.Expr, sp.Expr]) -> sp.Expr:
