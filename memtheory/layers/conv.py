@@ -216,8 +216,8 @@ def check_window_fits(
     """
     span = effective_kernel(kernel, dilation)
     room = size + 2 * padding
-    too_large = sp.sympify(span > room)
-    if too_large is sp.true:
+    excess = span - room  # a number when both are, or when the symbols cancel
+    if excess.is_Number and excess > 0:
         raise KernelTooLargeError(
             f"{owner}: the window spans {span} positions along the {axis}, but the input "
             f"{describe_shape(input_shape)} offers only {room} ({size} plus padding {padding} "
