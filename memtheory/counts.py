@@ -8,6 +8,7 @@ import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
 from memtheory.errors import InvalidSizeError
+from memtheory.maximum import provably_nonnegative
 from memtheory.symbols import B
 
 __all__ = ["ModelCounts"]
@@ -90,7 +91,7 @@ class ModelCounts:
 
 def _as_count(value: SizeLike, name: str, minimum: int) -> sp.Expr:
     if isinstance(value, sp.Basic) and not value.is_number:
-        if value.is_nonnegative is False:
+        if not provably_nonnegative(value) and value.is_nonnegative is False:
             raise InvalidSizeError(f"ModelCounts: {name} = {value} can be negative.")
         return sp.sympify(value)
     return as_size(value, name, "ModelCounts", minimum=minimum)

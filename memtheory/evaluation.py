@@ -26,6 +26,7 @@ array([  80000, 5120000])
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -36,6 +37,7 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
 from memtheory.errors import EvaluationError, EvaluationOverflowError
+from memtheory.maximum import substituted_maximum
 
 __all__ = ["compile_exact", "evaluate", "evaluate_grid", "substitution", "symbols_by_name"]
 
@@ -134,7 +136,22 @@ def evaluate(expression: sp.Expr | int, /, **values: object) -> sp.Expr:
     2*H**2
     """
     expr = sp.sympify(expression)
-    return expr.xreplace(substitution([expr], values))
+    return _substituted(expr, substitution([expr], values))
+
+
+def _substituted(expr: sp.Expr, values: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
+    """``expr.xreplace(values)``, each ``Max`` pruned again (:mod:`memtheory.maximum`).
+
+    sympy re-evaluates a ``Max`` whose arguments change, comparing them pairwise
+    while symbols remain (slow on a peak of many candidates); ``maximum`` prunes
+    the candidates that another one dominates instead, and agrees with sympy
+    once every symbol has a value.
+    """
+    if isinstance(expr, sp.Max):
+        return substituted_maximum(expr.args, values, lambda term: _substituted(term, values))
+    if not expr.args or not expr.has(sp.Max):
+        return expr.xreplace(values)
+    return expr.func(*(_substituted(argument, values) for argument in expr.args))
 
 
 class _IntegerCode(PythonCodePrinter):
@@ -296,6 +313,12 @@ def evaluate_grid(
     if np.dtype(dtype) != np.int64:
         raise EvaluationError(f"dtype must be 'int64' or object, got {dtype!r}.")
     values = [_as_array(arrays[name], np.int64, name) for name in names]
+    maxima = {
+        name: int(np.max(np.abs(v), initial=0)) for name, v in zip(names, values, strict=True)
+    }
+    if _magnitude_bound(expr, maxima) < INT64_SAFE_LIMIT:  # no step can overflow: one pass
+        result = np.asarray(function(*values))
+        return result if result.dtype == np.int64 else result.astype(np.int64)
     estimate = np.asarray(function(*[v.astype(np.float64) for v in values]), dtype=np.float64)
     largest = max(
         [np.max(np.abs(estimate), initial=0.0)]
@@ -315,6 +338,51 @@ def evaluate_grid(
             "an intermediate value overflowed int64; pass dtype=object for exact Python integers."
         )
     return result
+
+
+def _magnitude_bound(expr: sp.Expr, maxima: Mapping[str, int]) -> float:
+    """Bound every value the compiled code computes, given each symbol's largest magnitude.
+
+    The integer code evaluates each floor, ceiling and fractional sum as
+    ``numerator // denominator``, with the numerator the expression times an
+    integer that divides the least common multiple ``D`` of every denominator
+    in it. Bounding each node's magnitude by sums (``+``), products of
+    ``max(bound, 1)`` (``*`` and powers), ``bound + 1`` (rounding) and maxima
+    (``Min``, ``Max``) bounds all its children too, so ``D`` times the root's
+    bound bounds every intermediate. Anything else gives infinity (no bound).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> _magnitude_bound(3 * B * sp.floor(H / 2) ** 2 - 7, {"B": 10, "H": 9})
+    6014.0
+    """
+    bounds: dict[sp.Expr, float] = {}
+
+    def bound(node: sp.Expr) -> float:
+        if node in bounds:
+            return bounds[node]
+        if node.is_Symbol:
+            value = float(maxima.get(node.name, math.inf))
+        elif node.is_Rational:
+            value = float(abs(node))
+        elif node.is_Add:
+            value = math.fsum(bound(a) for a in node.args)
+        elif node.is_Mul:
+            value = math.prod(max(bound(a), 1.0) for a in node.args)
+        elif node.is_Pow and node.exp.is_Integer and node.exp >= 0:
+            value = max(bound(node.base), 1.0) ** int(node.exp)
+        elif isinstance(node, sp.floor | sp.ceiling):
+            value = bound(node.args[0]) + 1
+        elif isinstance(node, sp.Max | sp.Min):
+            value = max(bound(a) for a in node.args)
+        else:
+            value = math.inf
+        bounds[node] = value
+        return value
+
+    denominators = [r.q for r in expr.atoms(sp.Rational)]
+    return float(math.lcm(1, *denominators)) * bound(expr)
 
 
 _NUMPY_CACHE: dict[tuple[sp.Expr, tuple[str, ...]], Callable[..., Any]] = {}

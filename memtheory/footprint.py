@@ -40,7 +40,7 @@ True
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Self
@@ -50,6 +50,7 @@ import sympy as sp
 
 from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import evaluate_grid
+from memtheory.maximum import maximum as _maximum
 from memtheory.tables import Column, Table
 from memtheory.units import UNITS, convert, format_bytes, round_half_up
 
@@ -286,42 +287,3 @@ class Footprint(ABC):
 
 def _names(symbols: set[sp.Symbol]) -> str:
     return ", ".join(sorted(s.name for s in symbols))
-
-
-def _maximum(values: Iterable[sp.Expr]) -> sp.Expr:
-    """Return the maximum of byte counts, keeping only the candidates no other one dominates.
-
-    Numbers give a number. Symbolic candidates are compared term by term: ``a``
-    dominates ``b`` when, expanded, each coefficient of ``a`` is at least the
-    same coefficient of ``b`` and every term with a difference is nonnegative
-    (a product of sizes). The survivors form a ``Max`` left unevaluated, since
-    sympy's pairwise comparison of many floor-laden candidates is slow; it
-    evaluates as soon as the symbols get values.
-    """
-    expanded = [sp.expand(v) for v in values]
-    if all(v.is_number for v in expanded):
-        return max(expanded)
-    kept: list[Mapping[sp.Expr, sp.Expr]] = []
-    survivors: list[sp.Expr] = []
-    for value in expanded:
-        terms = value.as_coefficients_dict()
-        if any(_dominates(other, terms) for other in kept):
-            continue
-        keep = [i for i, other in enumerate(kept) if not _dominates(terms, other)]
-        kept = [kept[i] for i in keep] + [terms]
-        survivors = [survivors[i] for i in keep] + [value]
-    if len(survivors) == 1:
-        return survivors[0]
-    return sp.Max(*survivors, evaluate=False)
-
-
-def _dominates(a: Mapping[sp.Expr, sp.Expr], b: Mapping[sp.Expr, sp.Expr]) -> bool:
-    for term in set(a) | set(b):
-        difference = a.get(term, 0) - b.get(term, 0)
-        if difference < 0 or (difference > 0 and not _nonnegative(term)):
-            return False
-    return True
-
-
-def _nonnegative(term: sp.Expr) -> bool:
-    return bool(term.is_number or term.is_nonnegative)

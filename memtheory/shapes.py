@@ -26,9 +26,12 @@ floor(H/2 - 1/2) + 1
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TypeAlias
 
 import sympy as sp
+
+from memtheory.maximum import provably_nonnegative
 
 __all__ = ["conv_output_size", "effective_kernel", "pool_output_size"]
 
@@ -62,7 +65,8 @@ def conv_output_size(
     112
     """
     size, padding, stride = sp.sympify(size), sp.sympify(padding), sp.sympify(stride)
-    return sp.floor((size + 2 * padding - effective_kernel(kernel, dilation)) / stride) + 1
+    span = effective_kernel(kernel, dilation)
+    return _rounded(sp.floor, (size + 2 * padding - span) / stride) + 1
 
 
 def pool_output_size(
@@ -98,6 +102,76 @@ def pool_output_size(
     if not ceil_mode:
         return conv_output_size(size, kernel, stride, padding, dilation)
     size, padding, stride = sp.sympify(size), sp.sympify(padding), sp.sympify(stride)
-    rounded_up = sp.ceiling((size + 2 * padding - effective_kernel(kernel, dilation)) / stride) + 1
-    last_start_inside = sp.floor((size + padding - 1) / stride) + 1
-    return sp.Min(rounded_up, last_start_inside)
+    span = effective_kernel(kernel, dilation)
+    rounded_up = _rounded(sp.ceiling, (size + 2 * padding - span) / stride)
+    last_start_inside = _rounded(sp.floor, (size + padding - 1) / stride)
+    return sp.Min(rounded_up + 1, last_start_inside + 1)
+
+
+def _rounded(rounding: type[sp.floor] | type[sp.ceiling], argument: sp.Expr) -> sp.Expr:
+    """Return ``rounding(argument)`` as sympy gives it, without re-walking nested floors.
+
+    sympy's ``floor`` inspects its whole argument (sign, number-ness, free
+    symbols) every time it is built; in a deep network the argument holds the
+    previous layer's size, itself a floor of a floor ..., so a network's
+    shapes would cost time quadratic in its depth. The functions at the top of
+    the argument are replaced by dummies with the same assumptions (integer,
+    sign), sympy rounds that, and the result is rebuilt with each new floor
+    left as sympy returned it (not evaluated a second time).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> _rounded(sp.floor, sp.floor(H / 2) / 2 - 1)
+    floor(floor(H/2)/2) - 1
+    """
+    inner = dict.fromkeys(
+        atom
+        for term in sp.Add.make_args(argument)
+        for factor in sp.Mul.make_args(term)
+        for atom in (factor.as_base_exp()[0],)
+        if atom.is_Function
+    )
+    if not inner:
+        return rounding(argument)
+    proxies = {atom: _proxy(position, _facts(atom)) for position, atom in enumerate(inner)}
+    stand_in = argument.xreplace(proxies)
+    if stand_in.is_integer:  # sympy returns an integer argument as it is
+        return argument
+    result = rounding(stand_in)
+    return _rebuilt(result, {proxy: atom for atom, proxy in proxies.items()})
+
+
+@lru_cache(maxsize=1024)
+def _facts(atom: sp.Expr) -> tuple[tuple[str, bool], ...]:
+    """Return the facts about an atom that sympy's rounding looks at: integer, nonnegative.
+
+    Nonnegative only where the terms show it: asking sympy for the sign would
+    walk down every nested floor again.
+    """
+    rounded = isinstance(atom, sp.floor | sp.ceiling)
+    facts = {"integer": True if rounded else atom.is_integer}
+    if rounded and provably_nonnegative(atom.args[0]):
+        facts["nonnegative"] = True
+    return tuple((fact, value) for fact, value in facts.items() if value is not None)
+
+
+@lru_cache(maxsize=256)
+def _proxy(position: int, facts: tuple[tuple[str, bool], ...]) -> sp.Dummy:
+    """Return the stand-in for the ``position``-th atom of an argument with these facts.
+
+    The same stand-ins serve every layer, so the rounding of, say, ``d/2 - 1``
+    is worked out once and then found in sympy's cache.
+    """
+    return sp.Dummy(f"atom{position}", **dict(facts))
+
+
+def _rebuilt(expression: sp.Expr, atoms: dict[sp.Expr, sp.Expr]) -> sp.Expr:
+    if expression in atoms:
+        return atoms[expression]
+    if not expression.args:
+        return expression
+    arguments = [_rebuilt(argument, atoms) for argument in expression.args]
+    if isinstance(expression, (sp.floor, sp.ceiling)):  # already rounded by sympy: keep as is
+        return expression.func(*arguments, evaluate=False)
+    return expression.func(*arguments)

@@ -24,13 +24,16 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from fractions import Fraction
+from functools import cache
+from typing import TYPE_CHECKING
 
 import sympy as sp
-from sympy.physics import units as su
-from sympy.physics.units import Quantity
 
 from memtheory.errors import ParseError, UnknownUnitError, UnsupportedError
 from memtheory.registry import Registry
+
+if TYPE_CHECKING:
+    from sympy.physics.units import Quantity
 
 __all__ = [
     "BINARY_UNITS",
@@ -46,31 +49,21 @@ __all__ = [
 ]
 
 
-def _decimal_quantity(name: str, abbrev: str, power: int) -> Quantity:
-    quantity = Quantity(name, abbrev=abbrev)
-    quantity.set_global_relative_scale_factor(sp.Integer(10) ** (3 * power), su.byte)
-    return quantity
-
-
-_QUANTITIES: dict[str, Quantity] = {
-    "B": su.byte,
-    "kB": _decimal_quantity("kilobyte", "kB", 1),
-    "MB": _decimal_quantity("megabyte", "MB", 2),
-    "GB": _decimal_quantity("gigabyte", "GB", 3),
-    "TB": _decimal_quantity("terabyte", "TB", 4),
-    "KiB": su.kibibyte,
-    "MiB": su.mebibyte,
-    "GiB": su.gibibyte,
-    "TiB": su.tebibyte,
+_POWERS: dict[str, tuple[int, int]] = {
+    "B": (2, 0),
+    "kB": (10, 3),
+    "MB": (10, 6),
+    "GB": (10, 9),
+    "TB": (10, 12),
+    "KiB": (2, 10),
+    "MiB": (2, 20),
+    "GiB": (2, 30),
+    "TiB": (2, 40),
 }
+"""Each unit as base ** exponent bytes: the SI prefixes and the IEC binary prefixes."""
 
-
-def _bytes_in(quantity: Quantity) -> int:
-    return int(quantity.scale_factor / su.byte.scale_factor)
-
-
-UNITS: dict[str, int] = {name: _bytes_in(q) for name, q in _QUANTITIES.items()}
-"""Bytes in one of each unit, derived from :mod:`sympy.physics.units`."""
+UNITS: dict[str, int] = {name: base**exponent for name, (base, exponent) in _POWERS.items()}
+"""Bytes in one of each unit (a test checks them against :mod:`sympy.physics.units`)."""
 
 DECIMAL_UNITS = ("B", "kB", "MB", "GB", "TB")
 """Units that step by 1000."""
@@ -152,7 +145,31 @@ def as_quantity(nbytes: sp.Expr | int, unit: str = "B") -> sp.Expr:
     2*mebibyte
     """
     canonical = UNIT_REGISTRY.canonical(unit)
-    return convert(nbytes, canonical) * _QUANTITIES[canonical]
+    return convert(nbytes, canonical) * _quantities()[canonical]
+
+
+@cache
+def _quantities() -> dict[str, Quantity]:
+    """Each unit as a :mod:`sympy.physics.units` quantity (imported on first use: it is slow)."""
+    from sympy.physics import units as su
+    from sympy.physics.units import Quantity
+
+    def decimal(name: str, abbrev: str, power: int) -> Quantity:
+        quantity = Quantity(name, abbrev=abbrev)
+        quantity.set_global_relative_scale_factor(sp.Integer(10) ** (3 * power), su.byte)
+        return quantity
+
+    return {
+        "B": su.byte,
+        "kB": decimal("kilobyte", "kB", 1),
+        "MB": decimal("megabyte", "MB", 2),
+        "GB": decimal("gigabyte", "GB", 3),
+        "TB": decimal("terabyte", "TB", 4),
+        "KiB": su.kibibyte,
+        "MiB": su.mebibyte,
+        "GiB": su.gibibyte,
+        "TiB": su.tebibyte,
+    }
 
 
 def round_half_up(value: sp.Expr | int | Fraction, digits: int) -> Decimal:

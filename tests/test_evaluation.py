@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memtheory as mt
 from memtheory.evaluation import INT64_SAFE_LIMIT
@@ -205,3 +207,45 @@ def test_whole_floats_are_accepted_as_sizes():
     """B=4.0 is a whole number and evaluates like B=4, on the grid and in sympy."""
     assert mt.evaluate(3 * B, B=4.0) == 12
     assert mt.evaluate_grid(3 * B, B=np.array([4.0])).tolist() == [12]
+
+
+def test_evaluate_grid_runs_the_compiled_code_once_when_no_step_can_overflow(monkeypatch):
+    """A grid whose bound stays in int64 is computed once (no float64 pass); agreeing exactly."""
+    from memtheory import evaluation
+
+    calls = []
+    expression = 3 * B * sp.floor(H / 2) ** 2 + sp.Max(B * H, 7 * H) + 5
+    compiled = evaluation._numpy_function(sp.sympify(expression), ("B", "H"))
+
+    def counted(expr, names):
+        def function(*values):
+            calls.append(values[0].dtype)
+            return compiled(*values)
+
+        return function
+
+    monkeypatch.setattr(evaluation, "_numpy_function", counted)
+    batch, size = np.arange(1, 50).reshape(-1, 1), np.arange(1, 300).reshape(1, -1)
+    grid = mt.evaluate_grid(expression, B=batch, H=size)
+    assert calls == [np.dtype(np.int64)]
+    for b, h in [(1, 1), (7, 33), (49, 299)]:
+        assert grid[b - 1, h - 1] == mt.evaluate(expression, B=b, H=h)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    coefficients=st.lists(st.integers(-(10**6), 10**6), min_size=4, max_size=4),
+    b=st.integers(1, 10**4),
+    h=st.integers(1, 10**4),
+)
+def test_magnitude_bound_bounds_every_numerator_the_integer_code_computes(coefficients, b, h):
+    """The bound covers the expression and the scaled numerators inside its floors."""
+    from memtheory.evaluation import _magnitude_bound
+
+    c0, c1, c2, c3 = coefficients
+    inner = sp.Rational(c1, 3) * H + c2
+    expression = c0 * B * sp.floor(inner / 2) ** 2 + sp.ceiling(c3 * B / 7) + sp.Max(B, H)
+    bound = _magnitude_bound(expression, {"B": b, "H": h})
+    point = {B: b, H: h}
+    for node in (expression, 6 * inner, 7 * sp.ceiling(c3 * B / 7)):
+        assert abs(node.xreplace(point)) <= bound

@@ -347,3 +347,82 @@ def test_summary_totals_are_sums_of_row_formulas():
     assert summary.parameter_count == sum(r.weights + r.biases for r in summary.rows)
     assert sp.expand(summary.activation_count - sum(r.activations for r in summary.rows[1:])) == 0
     assert summary.input_elements == 3 * 8 * 8 * B
+
+
+# -- the layers the builders added --------------------------------------------------------------
+def test_relu6_keeps_its_input_and_in_place_a_copy_of_it():
+    """ReLU6 (hardtanh) reads its input; in place, autograd saves a copy of it first."""
+    shape = (B, 16, 7, 7)
+    assert roles(mt.ReLU6().saved_for_backward(shape)) == [("input", None, shape)]
+    in_place = mt.ReLU6(inplace=True)
+    assert roles(in_place.saved_for_backward(shape)) == [("intermediate", None, shape)]
+    assert not in_place.stores_output()
+    assert in_place.activation_count(shape) == mt.ReLU6().activation_count(shape) == 16 * 49 * B
+
+
+def test_vision_transformer_input_layers_chain_to_the_sequence_the_encoder_reads():
+    """Conv patches -> (B, 196, 768) view -> class token (B, 197, 768) -> positions added."""
+    patches = mt.PatchSequence().output_shape((B, 768, 14, 14))
+    assert patches == (B, 196, 768)
+    assert mt.PatchSequence().activation_count((B, 768, 14, 14)) == 0
+    with_token = mt.ClassToken().output_shape(patches)
+    assert with_token == (B, 197, 768)
+    assert mt.ClassToken().parameter_count(patches) == 768
+    assert mt.ClassToken().activation_count(patches) == 197 * 768 * B
+    positions = mt.LearnedPositions(197)
+    assert positions.output_shape(with_token) == with_token
+    assert positions.parameter_count(with_token) == 197 * 768
+    for layer in (mt.PatchSequence(), mt.ClassToken(), positions):
+        assert layer.saved_for_backward(with_token if layer is positions else patches) == ()
+
+
+def test_learned_positions_refuse_another_sequence_length():
+    """The table is added whole, so the sequence must have exactly its length."""
+    with pytest.raises(mt.ShapeError, match="197 positions"):
+        mt.LearnedPositions(197).output_shape((B, 50, 768))
+
+
+def test_language_model_loss_keeps_fp32_log_probabilities_and_labels():
+    """Causal: fp32 log-probs and a shifted int64 copy of the labels; masked: the labels."""
+    logits = (B, 11, 97)
+    causal = mt.LanguageModelLoss().saved_for_backward(logits)
+    assert [(t.role, t.dtype.name, t.shape) for t in causal] == [
+        ("intermediate", "fp32", logits),
+        ("intermediate", "int64", (B, 11)),
+    ]
+    masked = mt.LanguageModelLoss(shift=False, upcast=False).saved_for_backward(logits)
+    assert [(t.role, t.dtype, t.shape) for t in masked][0] == ("intermediate", None, logits)
+    assert masked[1].role == "target"
+    assert mt.LanguageModelLoss().output_shape(logits) == ()
+    with pytest.raises(mt.RankError, match="CrossEntropyLoss"):
+        mt.LanguageModelLoss().output_shape((B, 97))
+
+
+@pytest.mark.parametrize(
+    ("layer", "shape"),
+    [
+        (mt.Dense(10), (B, 20)),
+        (mt.Dense(10, bias=False), (B, 4, 20)),
+        (mt.Conv2d(12, 3, groups=3), (B, 6, 9, 9)),
+        (mt.BatchNorm2d(), (B, 6, 9, 9)),
+        (mt.LayerNorm(bias=False), (B, 4, 20)),
+        (mt.Embedding(50, 8), (B, 4)),
+        (mt.PositionEmbedding(16), (B, 4, 8)),
+        (mt.TokenTypeEmbedding(2), (B, 4, 8)),
+        (mt.Unembedding(50, tied=False, bias=True), (B, 4, 8)),
+        (mt.MultiHeadAttention(4, kv_heads=2), (B, 4, 16)),
+        (mt.MultiHeadAttention(4, bias=False), (B, 4, 16)),
+        (mt.LSTM(8), (B, 4, 5)),
+        (mt.GRU(8, bias=False), (B, 4, 5)),
+        (mt.ClassToken(), (B, 4, 8)),
+        (mt.LearnedPositions(4), (B, 4, 8)),
+        (mt.ReLU(), (B, 4)),
+    ],
+)
+def test_parameter_shapes_add_up_to_the_parameter_count(layer, shape):
+    """Every layer's parameter tensors hold exactly its weights and biases."""
+    shapes = layer.parameter_shapes(shape)
+    assert sp.expand(sum((sp.Mul(*s) for _, s in shapes), sp.Integer(0))) == sp.expand(
+        layer.parameter_count(shape)
+    )
+    assert len({name for name, _ in shapes}) == len(shapes)

@@ -79,12 +79,18 @@ def test_attention_mistakes_are_explained(make, error, words):
         assert word in str(caught.value)
 
 
-def test_layer_norm_has_a_scale_and_shift_per_feature_and_fp32_statistics():
-    """LayerNorm(h): 2h parameters; keeps its input and two fp32 values per position."""
+def test_layer_norm_has_a_scale_and_shift_per_feature_and_statistics_in_the_input_dtype():
+    """LayerNorm(h): 2h parameters; keeps its input and two values per position.
+
+    The statistics follow the input's dtype (bf16 for a bf16 model), but are fp32 under autocast,
+    where a 16-bit input meets fp32 parameters (measured: tests/pytorch/test_layer_saved.py).
+    """
     norm = ml.LayerNorm()
     assert norm.parameter_count((B, S, D)) == 2 * D
     stats = [t for t in norm.saved_for_backward((B, S, D)) if t.role == "statistics"]
-    assert [(t.shape, t.dtype.bytes) for t in stats] == [((B, S), 4), ((B, S), 4)]
+    assert [(t.shape, t.dtype) for t in stats] == [((B, S), None), ((B, S), None)]
+    mixed = norm.saved_storages((B, S, D), dtype="bf16", autocast="bf16")
+    assert [t.dtype.name for t in mixed] == ["bf16", "fp32", "fp32"]
     assert ml.LayerNorm(elementwise_affine=False).parameter_count((B, S, D)) == 0
 
 
@@ -195,10 +201,14 @@ def test_selective_recomputation_saves_70_percent_for_gpt3():
 
 
 def test_flash_attention_keeps_what_selective_recomputation_keeps():
-    """A flash kernel keeps Q, K, V and the output, like selective recomputation, plus its lse."""
+    """A flash kernel keeps Q, K, V and the output, like selective recomputation, plus its lse.
+
+    The fp32 log-sum-exp is one value per row and head; the two layer norms' mean and inverse
+    std follow the (fp16) activation dtype, as PyTorch's CPU kernel keeps them.
+    """
     with_stats = activation_bytes(recompute="selective", statistics=True)
     lse = 4 * B * a * S
-    layer_norm_stats = 2 * 2 * 4 * B * S
+    layer_norm_stats = 2 * 2 * 2 * B * S
     assert sp.expand(with_stats - 34 * S * B * D - lse - layer_norm_stats) == 0
 
 

@@ -185,3 +185,19 @@ def test_parse_refuses_commas_that_are_not_thousands_groups(text):
     """
     with pytest.raises(ValueError):
         mt.parse_bytes(text)
+
+
+def test_importing_memtheory_leaves_sympy_physics_units_unimported():
+    """sympy.physics.units (a quarter of the import time) loads only when a quantity is asked."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, memtheory; loaded = 'sympy.physics.units' in sys.modules; "
+        "memtheory.units.as_quantity(2**20, 'MiB'); "
+        "print(loaded, 'sympy.physics.units' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == ["False", "True"]

@@ -38,8 +38,10 @@ from memtheory.layers.normalization import BatchNorm2d
 from memtheory.layers.pooling import AvgPool2d, MaxPool2d
 from memtheory.layers.recurrent import GRU, LSTM
 from memtheory.layers.regularization import Dropout
+from memtheory.layers.rms_norm import RMSNorm
 from memtheory.layers.sequence import SelectToken
-from memtheory.layers.softmax import CrossEntropyLoss, LogSoftmax, Softmax
+from memtheory.layers.softmax import CrossEntropyLoss, LanguageModelLoss, LogSoftmax, Softmax
+from memtheory.layers.vision_transformer import ClassToken, LearnedPositions, PatchSequence
 
 __all__ = [
     "ELU",
@@ -52,6 +54,7 @@ __all__ = [
     "AvgPool2d",
     "BCEWithLogitsLoss",
     "BatchNorm2d",
+    "ClassToken",
     "Concat",
     "Conv2d",
     "CrossEntropyLoss",
@@ -62,7 +65,9 @@ __all__ = [
     "Input",
     "L1Loss",
     "Layer",
+    "LanguageModelLoss",
     "LayerNorm",
+    "LearnedPositions",
     "LeakyReLU",
     "Linear",
     "LogSoftmax",
@@ -70,7 +75,9 @@ __all__ = [
     "MaxPool2d",
     "Merge",
     "MultiHeadAttention",
+    "PatchSequence",
     "PositionEmbedding",
+    "RMSNorm",
     "ReLU",
     "ReLU6",
     "SelectToken",

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+import sympy as sp
+
 from memtheory.errors import InvalidSizeError
-from memtheory.layers.base import Layer, Shape, TensorSpec
+from memtheory.layers.base import Layer, Shape, TensorSpec, elements
 
 __all__ = ["ELU", "GELU", "LeakyReLU", "ReLU", "ReLU6", "SiLU", "Sigmoid", "Tanh"]
 
@@ -68,16 +70,37 @@ class ReLU(_Elementwise):
 
 @dataclass(frozen=True)
 class ReLU6(_Elementwise):
-    """``min(max(0, x), 6)`` (PyTorch's ``Hardtanh(0, 6)``); keeps its input (output in place).
+    """``min(max(0, x), 6)`` (MobileNetV2); keeps its input, a copy of it when in place.
+
+    PyTorch computes it as ``hardtanh(x, 0, 6)``, whose derivative reads the
+    input (``derivatives.yaml``). The in-place ``hardtanh_`` overwrites the
+    input, so autograd first saves a copy of it (``original_self``): in place,
+    the output costs nothing new but the saved copy is an input-sized tensor
+    of its own (checked on PyTorch 2.13 with ``saved_tensors_hooks``: the saved
+    tensor's storage is neither the input's nor the output's).
 
     Examples
     --------
-    >>> ReLU6().saves
-    'input'
+    >>> from memtheory.symbols import B
+    >>> [t.role for t in ReLU6().saved_for_backward((B, 32, 8, 8))]
+    ['input']
+    >>> relu6 = ReLU6(inplace=True)
+    >>> relu6.stores_output(), [t.role for t in relu6.saved_for_backward((B, 32, 8, 8))]
+    (False, ['intermediate'])
+    >>> relu6.activation_count((B, 32, 8, 8))
+    2048*B
     """
 
     kind = "ReLU6"
     supports_inplace = True
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return its input, or (in place) the copy of its input autograd makes first."""
+        return (TensorSpec("intermediate" if self.inplace else "input", tuple(input_shape)),)
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Count the output, or (in place) the saved copy of the input: input-sized either way."""
+        return elements(tuple(input_shape))
 
 
 @dataclass(frozen=True)
@@ -114,15 +137,33 @@ class ELU(_Elementwise):
 class GELU(_Elementwise):
     """Gaussian error linear unit; keeps its input. No in-place variant.
 
+    Exact (``approximate="none"``) or with the tanh approximation (GPT-2's
+    ``gelu_new``, ``approximate="tanh"``): both keep their input, in its dtype
+    (measured on CPU, PyTorch 2.13).
+
     Examples
     --------
+    >>> GELU(approximate="tanh").describe()
+    'tanh'
     >>> GELU(inplace=True)
     Traceback (most recent call last):
     ...
     memtheory.errors.InvalidSizeError: GELU: has no in-place variant in PyTorch; drop inplace=True.
     """
 
+    approximate: Literal["none", "tanh"] = "none"
     kind = "GELU"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.approximate not in ("none", "tanh"):
+            raise InvalidSizeError(
+                f"{self.label}: approximate must be 'none' or 'tanh', got {self.approximate!r}."
+            )
+
+    def describe(self) -> str:
+        """``tanh`` for the tanh approximation."""
+        return "tanh" if self.approximate == "tanh" else ""
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,23 @@ class AdaptiveAvgPool2d(Layer):
         return (input_shape[0], input_shape[1], *self._output_size())
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """PyTorch's autograd keeps the input (its backward reads the input's shape from it)."""
+        """Keep the input, or nothing for a 1x1 output (global pooling).
+
+        PyTorch's ``adaptive_avg_pool2d`` computes a 1x1 output as
+        ``input.mean((-1, -2), keepdim=True)``, whose backward needs only the
+        sizes (checked on PyTorch 2.13 with ``saved_tensors_hooks``); other
+        output sizes run ``_adaptive_avg_pool2d``, whose backward keeps the input.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B
+        >>> AdaptiveAvgPool2d(1).saved_for_backward((B, 2048, 7, 7))
+        ()
+        >>> [t.role for t in AdaptiveAvgPool2d(2).saved_for_backward((B, 2048, 7, 7))]
+        ['input']
+        """
+        if self._output_size() == (1, 1):
+            return ()
         return (TensorSpec("input", tuple(input_shape)),)
 
     def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:

@@ -12,13 +12,16 @@ Derived in the book's chapter "Transformers".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.dtypes import dtype
+from memtheory.dtypes import DType, DTypeLike
+from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import InvalidSizeError, RankError, ShapeError
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.base import Layer, Role, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.saved_storages import compute_dtype
 
 __all__ = ["MultiHeadAttention"]
 
@@ -31,14 +34,28 @@ class MultiHeadAttention(Layer):
     projection, :math:`4h^2` weights and :math:`4h` biases when the heads span
     the features (fewer key/value heads shrink the key and value projections).
 
-    What the backward pass keeps (Korthikanti et al. 2022, Section 4.1): the
-    input of the fused query/key/value projection; the queries and keys (for
-    :math:`QK^\top`); the softmax output :math:`P` (for the softmax); with
-    attention dropout, its one-byte mask and the dropped probabilities; the
-    values (for :math:`PV`); and the heads' output (the input of the output
-    projection). A flash kernel (``flash=True``, Dao et al. 2022) keeps the
-    input, queries, keys, values and output, plus one fp32 log-sum-exp per
-    row and head, and regenerates the dropout mask from the random seed.
+    What the backward pass keeps depends on the implementation, and is
+    measured on CPU (PyTorch 2.13; :meth:`saved_storages` lists it storage by
+    storage for any dtype, mode and autocast setting):
+
+    * ``implementation="eager"`` (default): attention written out with
+      ``matmul`` and ``softmax``, as Hugging Face's GPT-2 and BERT eager paths
+      do. It keeps the input of the fused query/key/value projection; copies of
+      the queries and keys (for :math:`QK^\top`); the softmax output :math:`P`;
+      with attention dropout, its mask (one ``bool`` byte per element from
+      CUDA's fused dropout, the default as for :class:`Dropout`; the activation
+      dtype on CPU, ``device="cpu"``) and the dropped probabilities; a copy of the values (for
+      :math:`PV`); and the heads' output (the input of the output projection).
+      These are the tensors of Korthikanti et al. 2022, Section 4.1.
+    * ``implementation="torch"``: ``torch.nn.MultiheadAttention`` (batch first,
+      ``need_weights=False``). On CPU, without active dropout, PyTorch runs its
+      CPU flash kernel (no :math:`s^2` tensor kept; Q, K and V are views of the
+      packed projection, which stays alive whole); with dropout in training its
+      math path, which keeps fp32 copies at 16 bits.
+    * ``flash=True``: a CUDA flash kernel (Dao et al. 2022), an assumption this
+      CPU-measured library cannot check: it keeps the input, queries, keys,
+      values and output, plus one fp32 log-sum-exp per row and head, and
+      regenerates the dropout mask from the random seed.
 
     Parameters
     ----------
@@ -53,7 +70,14 @@ class MultiHeadAttention(Layer):
     bias : bool, default True
         Whether the projections have biases.
     flash : bool, default False
-        Memory-efficient attention that does not keep the :math:`s^2` tensors.
+        A CUDA memory-efficient kernel that does not keep the :math:`s^2`
+        tensors (documented assumption, not measured).
+    implementation : {"eager", "torch"}, default "eager"
+        Hugging Face-style eager attention, or ``torch.nn.MultiheadAttention``
+        (which needs ``head_dim`` and ``kv_heads`` left unset).
+    device : {"cuda", "cpu"} or None, default None
+        Where the eager attention's dropout runs: its mask is ``bool`` on CUDA
+        (and by default), the activation dtype on CPU (measured).
     name : str, optional
 
     Examples
@@ -66,6 +90,9 @@ class MultiHeadAttention(Layer):
     [(B, 12, S, S)]
     >>> MultiHeadAttention(12, flash=True).activation_count((B, S, 768))
     3840*B*S
+    >>> torch_attn = MultiHeadAttention(12, implementation="torch")
+    >>> [t.shape for t in torch_attn.saved_for_backward((B, S, 768))][1]  # packed Q, K, V
+    (B, S, 2304)
     """
 
     heads: SizeLike
@@ -74,6 +101,8 @@ class MultiHeadAttention(Layer):
     dropout: float = 0.0
     bias: bool = True
     flash: bool = False
+    implementation: Literal["eager", "torch"] = "eager"
+    device: Literal["cuda", "cpu"] | None = None
     name: str | None = None
     kind = "MultiHeadAttention"
     input_rank = 3
@@ -98,6 +127,22 @@ class MultiHeadAttention(Layer):
             or not 0 <= self.dropout < 1
         ):
             raise InvalidSizeError(f"{owner}: dropout must be in [0, 1), got {self.dropout!r}.")
+        if self.implementation not in ("eager", "torch"):
+            raise InvalidSizeError(
+                f"{owner}: implementation must be 'eager' or 'torch', got {self.implementation!r}."
+            )
+        if self.device not in (None, "cuda", "cpu"):
+            raise InvalidSizeError(
+                f"{owner}: device must be 'cuda' or 'cpu', got {self.device!r}."
+            )
+        if self.implementation == "torch" and (
+            self.kv_heads is not None or self.head_dim is not None
+        ):
+            raise InvalidSizeError(
+                f"{owner}: torch.nn.MultiheadAttention splits the features evenly over its "
+                "heads and has no key/value heads; leave head_dim and kv_heads unset or use "
+                "implementation='eager'."
+            )
 
     # -- sizes -------------------------------------------------------------------------
     def check_input(self, input_shape: Shape) -> None:
@@ -151,9 +196,32 @@ class MultiHeadAttention(Layer):
         width = self.width(input_shape)
         return self.heads * width + 2 * self._key_heads() * width + input_shape[-1]
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """Return the packed query/key/value projection, then the output projection.
+
+        Names and shapes as ``torch.nn.MultiheadAttention`` registers them.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> [shape for _, shape in MultiHeadAttention(12).parameter_shapes((B, S, 768))]
+        [(2304, 768), (2304,), (768, 768), (768,)]
+        """
+        self.check_input(input_shape)
+        features, width = input_shape[-1], self.width(input_shape)
+        inner = self.heads * width
+        packed = inner + 2 * self._key_heads() * width
+        shapes: list[tuple[str, Shape]] = [("in_proj_weight", (packed, features))]
+        if self.bias:
+            shapes.append(("in_proj_bias", (packed,)))
+        shapes.append(("out_proj.weight", (features, inner)))
+        if self.bias:
+            shapes.append(("out_proj.bias", (features,)))
+        return tuple(shapes)
+
     # -- memory ------------------------------------------------------------------------
     def _tensors(self, input_shape: Shape) -> dict[str, Shape]:
-        batch, sequence, _ = input_shape
+        batch, sequence, features = input_shape
         width = self.width(input_shape)
         heads, key_heads = self.heads, self._key_heads()
         return {
@@ -162,6 +230,9 @@ class MultiHeadAttention(Layer):
             "values": (batch, key_heads, sequence, width),
             "probabilities": (batch, heads, sequence, sequence),
             "heads_output": (batch, sequence, heads * width),
+            "packed": (batch, sequence, (heads + 2 * key_heads) * width),
+            "row_statistics": (batch, heads, sequence),
+            "input": (batch, sequence, features),
         }
 
     def cache_tensors(self, input_shape: Shape) -> tuple[TensorSpec, TensorSpec]:
@@ -180,50 +251,180 @@ class MultiHeadAttention(Layer):
             TensorSpec("intermediate", shapes["values"]),
         )
 
-    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return what the backward pass keeps, in the order the forward pass makes it."""
+    def cpu_kernel(self, training: bool = True) -> str:
+        """Return the kernel PyTorch 2.13 runs on CPU: ``"flash"``, ``"math"`` or ``"eager"``.
+
+        ``implementation="torch"`` calls ``scaled_dot_product_attention``, which
+        on CPU runs its flash kernel unless dropout is active (training with
+        ``dropout > 0``): then it runs the math path. ``"eager"`` writes the
+        matmuls and softmax out. ``flash=True`` is reported as ``"flash"``.
+
+        Examples
+        --------
+        >>> attn = MultiHeadAttention(4, dropout=0.1, implementation="torch")
+        >>> attn.cpu_kernel(training=True), attn.cpu_kernel(training=False)
+        ('math', 'flash')
+        """
+        if self.flash:
+            return "flash"
+        if self.implementation == "eager":
+            return "eager"
+        return "math" if training and self.dropout else "flash"
+
+    def saved_storages(
+        self,
+        input_shape: Shape,
+        *,
+        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the input)
+        training: bool = True,
+        autocast: DTypeLike | None = None,
+    ) -> tuple[TensorSpec, ...]:
+        """Return every storage the backward pass keeps, once each, with its dtype.
+
+        Measured on CPU (PyTorch 2.13, ``tests/pytorch/layer_harness.py``);
+        the projection weights and their autocast copies are not listed.
+        ``dtype`` is the input's dtype; ``autocast`` the low dtype of CPU
+        autocast, if on (the projections then compute in it).
+
+        * ``"eager"``: the input (or its autocast cast), contiguous copies of
+          Q, K and V (``matmul`` on head-split views copies them; with one head
+          it reads them as views of the packed projection), the softmax
+          output, in training with dropout its mask (``bool``, or the compute
+          dtype with ``device="cpu"``) and the dropped probabilities, and the
+          merged heads (the input of the output projection), all in the
+          compute dtype.
+        * ``"torch"``, flash kernel (no active dropout): a contiguous copy of
+          the batch-first input, the packed Q/K/V projection (Q, K and V are
+          views of it, so all of it stays alive), one fp32 log-sum-exp per
+          row and head, and the kernel's output (the output projection's input).
+        * ``"torch"``, math path (training with dropout): the input copy,
+          scaled Q and K, softmax output, dropout mask and dropped
+          probabilities in fp32 (the CPU math path upcasts 16-bit inputs), V
+          (at fp32 a view of the packed projection, which it keeps whole; at
+          16 bits its fp32 copy), and the heads' output.
+        * ``flash=True`` (CUDA, an assumption, not measured here): the input,
+          Q, K, V, the heads' output and an fp32 log-sum-exp.
+
+        The formulas assume at least two sequences of at least two positions:
+        at batch 1 or sequence length 1 PyTorch's reshapes become views, and
+        the copies of the input (torch) or of Q, K and V (eager) are not made.
+        Grouped-query heads (``kv_heads``) are not measured.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> attn = MultiHeadAttention(12, dropout=0.1, implementation="torch")
+        >>> [(s.shape, s.dtype.name) for s in attn.saved_storages((B, S, 768), dtype="bf16")
+        ...  if s.role == "mask"]
+        [((B, 12, S, S), 'fp32')]
+        >>> eager = MultiHeadAttention(12, dropout=0.1, device="cpu")
+        >>> [s.dtype.name for s in eager.saved_storages((B, S, 768), dtype="bf16")
+        ...  if s.role == "mask"]
+        ['bf16']
+        >>> [s.shape for s in attn.saved_storages((B, S, 768), training=False)][:2]
+        [(B, S, 768), (B, S, 2304)]
+        """
         self.check_input(input_shape)
         shapes = self._tensors(input_shape)
-        saved = [
-            TensorSpec("input", tuple(input_shape)),
-            TensorSpec("intermediate", shapes["queries"]),
-            TensorSpec("intermediate", shapes["keys"]),
-        ]
+        given = as_dtype(dtype)
+        compute = compute_dtype(given, autocast)
+        fp32 = as_dtype("fp32")
+
+        def spec(role: Role, key: str, kind: DType = compute) -> TensorSpec:
+            return TensorSpec(role, shapes[key], kind)
+
+        kernel = self.cpu_kernel(training)
+        dropout = training and bool(self.dropout)
         if self.flash:
-            batch, heads, sequence, _ = shapes["queries"]
-            saved += [
-                TensorSpec("intermediate", shapes["values"]),
-                TensorSpec("intermediate", shapes["heads_output"]),
-                TensorSpec("statistics", (batch, heads, sequence), dtype("fp32")),
-            ]
-            return tuple(saved)
-        saved.append(TensorSpec("intermediate", shapes["probabilities"]))
-        if self.dropout:
-            saved += [
-                TensorSpec("mask", shapes["probabilities"], dtype("bool")),
-                TensorSpec("intermediate", shapes["probabilities"]),
-            ]
-        saved += [
-            TensorSpec("intermediate", shapes["values"]),
-            TensorSpec("intermediate", shapes["heads_output"]),
-        ]
-        return tuple(saved)
+            return (
+                spec("input", "input", given),
+                spec("intermediate", "queries"),
+                spec("intermediate", "keys"),
+                spec("intermediate", "values"),
+                spec("intermediate", "heads_output"),
+                spec("statistics", "row_statistics", fp32),
+            )
+        if kernel == "eager":
+            first = (
+                spec("input", "input", given)
+                if compute == given
+                else spec("intermediate", "input")
+            )
+            mask = compute if self.device == "cpu" else as_dtype("bool")
+            middle = (
+                (spec("mask", "probabilities", mask), spec("intermediate", "probabilities"))
+                if dropout
+                else ()
+            )
+            if self.heads == 1:
+                # One head: matmul reads Q, K and V as strided views of the packed projection.
+                return (
+                    first,
+                    spec("intermediate", "packed"),
+                    spec("intermediate", "probabilities"),
+                    *middle,
+                    spec("intermediate", "heads_output"),
+                )
+            return (
+                first,
+                spec("intermediate", "queries"),
+                spec("intermediate", "keys"),
+                spec("intermediate", "probabilities"),
+                *middle,
+                spec("intermediate", "values"),
+                spec("intermediate", "heads_output"),
+            )
+        head = spec("intermediate", "input")
+        if kernel == "flash":
+            return (
+                head,
+                spec("intermediate", "packed"),
+                spec("statistics", "row_statistics", fp32),
+                spec("intermediate", "heads_output"),
+            )
+        values = (
+            spec("intermediate", "packed")
+            if compute == fp32
+            else spec("intermediate", "values", fp32)
+        )
+        return (
+            head,
+            spec("intermediate", "queries", fp32),
+            spec("intermediate", "keys", fp32),
+            spec("intermediate", "probabilities", fp32),
+            spec("mask", "probabilities", fp32),
+            spec("intermediate", "probabilities", fp32),
+            values,
+            spec("intermediate", "heads_output"),
+        )
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return what a training step keeps, in the order the forward pass makes it.
+
+        The storages of :meth:`saved_storages` for an fp32 run, with the
+        activation dtype left unspecified (``None``) where it follows the run's
+        dtype. At 16 bits the torch implementation keeps a different set (its
+        CPU math path upcasts): ask :meth:`saved_storages` with the dtype.
+        """
+        fp32 = as_dtype("fp32")
+        return tuple(
+            TensorSpec(s.role, s.shape, None if s.dtype == fp32 else s.dtype)
+            if s.role != "statistics"
+            else s
+            for s in self.saved_storages(input_shape)
+        )
 
     def activation_count(self, input_shape: Shape) -> sp.Expr:
-        """Elements of the tensors it creates and keeps, its output included.
+        """Elements of the tensors a training step creates and keeps, its output included.
 
-        Queries, keys and values, the probabilities (twice with dropout:
-        before and after it) unless ``flash``, the heads' output and the
-        output. One-byte masks and fp32 statistics are not activation-dtype
-        elements and are left to the saved tensors.
+        Every storage of :meth:`saved_for_backward` in the activation dtype
+        except the input (it belongs to the layer before), plus the output.
+        fp32 statistics are left to the saved tensors.
         """
-        shapes = self._tensors(input_shape)
-        count = sum(
-            (elements(shapes[key]) for key in ("queries", "keys", "values", "heads_output")),
-            start=elements(self.output_shape(input_shape)),
-        )
-        if not self.flash:
-            count += elements(shapes["probabilities"]) * (2 if self.dropout else 1)
+        count = elements(self.output_shape(input_shape))
+        for spec in self.saved_for_backward(input_shape):
+            if spec.role != "input" and spec.dtype is None:
+                count += spec.elements
         return sp.expand(count)
 
     def describe(self) -> str:
@@ -235,4 +436,6 @@ class MultiHeadAttention(Layer):
             parts.append(f"dropout {self.dropout}")
         if self.flash:
             parts.append("flash")
+        if self.implementation != "eager":
+            parts.append(self.implementation)
         return ", ".join(parts)

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 import sympy as sp
 
 from memtheory.dtypes import DType
-from memtheory.errors import RankError
+from memtheory.errors import RankError, UnsupportedError
 
 __all__ = ["Autograd", "Layer", "Stage", "Shape", "TensorSpec", "describe_shape", "elements"]
 
@@ -264,6 +264,17 @@ class Layer(ABC):
     def parameter_count(self, input_shape: Shape) -> sp.Expr:
         """Weights plus biases."""
         return self.weight_count(input_shape) + self.bias_count(input_shape)
+
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """Return the trainable tensors as PyTorch registers them: ``(name, shape)``, in order.
+
+        Names are relative to the layer (``"weight"``, ``"bias"``,
+        ``"in_proj_weight"``, ...); their elements sum to
+        :meth:`parameter_count`. A layer without parameters has none.
+        """
+        if self.parameter_count(input_shape) == 0:
+            return ()
+        raise UnsupportedError(f"{self.label}: does not state the shapes of its parameters.")
 
     def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Non-trainable state saved with the model (e.g. BatchNorm's running statistics)."""

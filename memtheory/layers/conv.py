@@ -141,6 +141,23 @@ class Conv2d(Layer):
         """``out_channels`` if the layer has a bias."""
         return self.out_channels if self.bias else sp.Integer(0)
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(out, in / groups, kh, kw)``, then ``bias`` of ``(out,)``.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B
+        >>> Conv2d(96, 3, groups=96, bias=False).parameter_shapes((B, 96, 8, 8))
+        (('weight', (96, 1, 3, 3)),)
+        """
+        self.check_input(input_shape)
+        kh, kw = self._kernel_size()
+        weight: tuple[str, Shape] = (
+            "weight",
+            (self.out_channels, input_shape[1] / self.groups, kh, kw),
+        )
+        return (weight, ("bias", (self.out_channels,))) if self.bias else (weight,)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Its input (for the weight gradient); the weight is a parameter."""
         return (TensorSpec("input", input_shape),)
@@ -208,8 +225,8 @@ def check_window_fits(
     """
     span = effective_kernel(kernel, dilation)
     room = size + 2 * padding
-    too_large = sp.sympify(span > room)
-    if too_large is sp.true:
+    excess = span - room  # a number when both are, or when the symbols cancel
+    if excess.is_Number and excess > 0:
         raise KernelTooLargeError(
             f"{owner}: the window spans {span} positions along the {axis}, but the input "
             f"{describe_shape(input_shape)} offers only {room} ({size} plus padding {padding} "

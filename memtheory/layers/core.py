@@ -169,6 +169,19 @@ class Dense(Layer):
         """``units`` if the layer has a bias."""
         return self.units if self.bias else sp.Integer(0)
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(units, in_features)``, then ``bias`` of ``(units,)``.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B
+        >>> Dense(10).parameter_shapes((B, 500))
+        (('weight', (10, 500)), ('bias', (10,)))
+        """
+        self.check_input(input_shape)
+        weight: tuple[str, Shape] = ("weight", (self.units, input_shape[-1]))
+        return (weight, ("bias", (self.units,))) if self.bias else (weight,)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Its input (for the weight gradient); the weight itself is a parameter."""
         return (TensorSpec("input", input_shape),)

@@ -74,6 +74,10 @@ class Embedding(Layer):
         """``num_embeddings * embedding_dim``."""
         return self.num_embeddings * self.embedding_dim
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(num_embeddings, embedding_dim)``."""
+        return (("weight", (self.num_embeddings, self.embedding_dim)),)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the int64 token ids (its input)."""
         return (TensorSpec("input", tuple(input_shape), dtype("int64")),)
@@ -90,11 +94,28 @@ class _AddedEmbedding(Layer):
     num_embeddings: SizeLike
     inplace: bool = False
     name: str | None = None
+    ids_buffer: SizeLike | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "num_embeddings", as_size(self.num_embeddings, "num_embeddings", self.label)
         )
+        if self.ids_buffer is not None:
+            object.__setattr__(
+                self, "ids_buffer", as_size(self.ids_buffer, "ids_buffer", self.label)
+            )
+
+    def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the registered ``(1, ids_buffer)`` int64 id buffer, if the ids come from one."""
+        if self.ids_buffer is None:
+            return ()
+        return (TensorSpec("buffer", (sp.Integer(1), self.ids_buffer), dtype("int64")),)
+
+    def _ids(self, shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the ids it keeps: none of its own when they are a view of its id buffer."""
+        if self.ids_buffer is not None:
+            return ()
+        return (TensorSpec("indices", shape, dtype("int64")),)
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return the input shape unchanged."""
@@ -105,6 +126,11 @@ class _AddedEmbedding(Layer):
         """``num_embeddings * features``."""
         _check_sequence(self, input_shape)
         return self.num_embeddings * input_shape[-1]
+
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(num_embeddings, features)``."""
+        _check_sequence(self, input_shape)
+        return (("weight", (self.num_embeddings, input_shape[-1])),)
 
     def stores_output(self) -> bool:
         """Return False when the rows are added in place."""
@@ -126,6 +152,12 @@ class PositionEmbedding(_AddedEmbedding):
     inplace : bool, default False
         BERT adds them in place (``embeddings += position_embeddings``).
     name : str, optional
+    ids_buffer : size, optional
+        Hugging Face's BERT reads the ids from a registered ``(1,
+        max_position_embeddings)`` int64 buffer (``position_ids``), and the
+        backward pass keeps that whole buffer rather than ids of its own
+        (measured on CPU, PyTorch 2.13). GPT-2 makes them with ``arange`` in
+        every forward pass: leave it unset.
 
     Examples
     --------
@@ -152,8 +184,12 @@ class PositionEmbedding(_AddedEmbedding):
         return shape
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return the int64 position ids, one per position (shared by the batch)."""
-        return (TensorSpec("indices", (input_shape[1],), dtype("int64")),)
+        """Return the int64 position ids, one per position (shared by the batch).
+
+        With ``ids_buffer`` the ids are a slice of the id buffer, which the
+        backward pass keeps whole (a buffer, not a saved activation).
+        """
+        return self._ids((input_shape[1],))
 
 
 @dataclass(frozen=True)
@@ -166,19 +202,26 @@ class TokenTypeEmbedding(_AddedEmbedding):
         Number of segment types (2 in BERT).
     inplace : bool, default False
     name : str, optional
+    ids_buffer : size, optional
+        Length of the registered int64 id buffer the ids are a view of
+        (Hugging Face's BERT: ``token_type_ids``, ``max_position_embeddings``
+        long, when no ids are passed); the backward pass keeps that buffer.
 
     Examples
     --------
     >>> from memtheory.symbols import B, S
     >>> TokenTypeEmbedding(2).parameter_count((B, S, 768))
     1536
+    >>> bert = TokenTypeEmbedding(2, ids_buffer=512)
+    >>> bert.saved_for_backward((B, S, 768)), [t.shape for t in bert.buffers((B, S, 768))]
+    ((), [(1, 512)])
     """
 
     kind = "TokenTypeEmbedding"
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return the int64 segment id of every token."""
-        return (TensorSpec("indices", tuple(input_shape[:2]), dtype("int64")),)
+        """Return the int64 segment id of every token (none of its own with ``ids_buffer``)."""
+        return self._ids(tuple(input_shape[:2]))
 
 
 @dataclass(frozen=True)
@@ -186,13 +229,16 @@ class Unembedding(Layer):
     """The output projection of a language model: features to one logit per vocabulary entry.
 
     GPT-2's ``lm_head`` reuses the token embedding matrix (``tied=True``), so it
-    adds no parameters; untied, it has ``features * vocabulary`` weights.
+    adds no weights; untied, it has ``features * vocabulary`` weights. BERT's
+    masked-LM decoder is tied too but adds a bias of one value per vocabulary
+    entry (``bias=True``, Hugging Face's ``cls.predictions.bias``).
 
     Parameters
     ----------
     num_embeddings : size
         Vocabulary size.
     tied : bool, default True
+    bias : bool, default False
     name : str, optional
 
     Examples
@@ -203,10 +249,13 @@ class Unembedding(Layer):
     ((B, S, 50257), 0)
     >>> Unembedding(50257, tied=False).parameter_count((B, S, 768))
     38597376
+    >>> Unembedding(30522, bias=True).parameter_shapes((B, S, 768))
+    (('bias', (30522,)),)
     """
 
     num_embeddings: SizeLike
     tied: bool = True
+    bias: bool = False
     name: str | None = None
     kind = "Unembedding"
 
@@ -225,10 +274,28 @@ class Unembedding(Layer):
         _check_sequence(self, input_shape)
         return sp.Integer(0) if self.tied else input_shape[-1] * self.num_embeddings
 
+    def bias_count(self, input_shape: Shape) -> sp.Expr:
+        """``vocabulary`` with a bias."""
+        return self.num_embeddings if self.bias else sp.Integer(0)
+
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(vocabulary, features)`` unless tied, then ``bias`` if any."""
+        _check_sequence(self, input_shape)
+        shapes: list[tuple[str, Shape]] = []
+        if not self.tied:
+            shapes.append(("weight", (self.num_embeddings, input_shape[-1])))
+        if self.bias:
+            shapes.append(("bias", (self.num_embeddings,)))
+        return tuple(shapes)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Its input (for the weight gradient)."""
         return (TensorSpec("input", tuple(input_shape)),)
 
     def describe(self) -> str:
-        """Vocabulary, and whether the matrix is tied."""
-        return f"{self.num_embeddings}" + (", tied" if self.tied else "")
+        """Vocabulary, and whether the matrix is tied and has a bias."""
+        return (
+            f"{self.num_embeddings}"
+            + (", tied" if self.tied else "")
+            + (", bias" if self.bias else "")
+        )

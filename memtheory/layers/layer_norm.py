@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from memtheory.dtypes import dtype
+from memtheory.dtypes import DTypeLike
+from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import RankError
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
 
@@ -20,8 +21,9 @@ class LayerNorm(Layer):
     With ``elementwise_affine`` it learns a scale per feature and (with
     ``bias``) a shift per feature: :math:`2D` parameters for :math:`D`
     features. Training keeps its input and, per position, the mean and the
-    inverse standard deviation in fp32 (PyTorch computes them in fp32 even for
-    16-bit inputs).
+    inverse standard deviation. Measured on CPU (PyTorch 2.13): the statistics
+    are in the input's dtype (bf16 for a bf16 model), except under autocast,
+    where a 16-bit input meets fp32 parameters and they are fp32.
 
     Parameters
     ----------
@@ -37,6 +39,8 @@ class LayerNorm(Layer):
     ((B, S, 768), 1536)
     >>> [(t.role, t.shape) for t in ln.saved_for_backward((B, S, 768))]
     [('input', (B, S, 768)), ('statistics', (B, S)), ('statistics', (B, S))]
+    >>> [t.dtype.name for t in ln.saved_storages((B, S, 768), dtype="bf16")]
+    ['bf16', 'bf16', 'bf16']
     """
 
     elementwise_affine: bool = True
@@ -67,13 +71,47 @@ class LayerNorm(Layer):
         """One shift per feature, if affine with a bias."""
         return input_shape[-1] if self.elementwise_affine and self.bias else sp.Integer(0)
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` and (with ``bias``) ``bias`` of ``(features,)``, if affine."""
+        self.check_input(input_shape)
+        if not self.elementwise_affine:
+            return ()
+        features = (input_shape[-1],)
+        return (("weight", features), ("bias", features)) if self.bias else (("weight", features),)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Its input, and the fp32 mean and inverse std of every position."""
+        """Its input, and the mean and inverse std of every position, in the input's dtype."""
+        self.check_input(input_shape)
         positions = tuple(input_shape[:-1])
         return (
             TensorSpec("input", tuple(input_shape)),
-            TensorSpec("statistics", positions, dtype("fp32")),
-            TensorSpec("statistics", positions, dtype("fp32")),
+            TensorSpec("statistics", positions),
+            TensorSpec("statistics", positions),
+        )
+
+    def saved_storages(
+        self,
+        input_shape: Shape,
+        *,
+        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the input)
+        training: bool = True,
+        autocast: DTypeLike | None = None,
+    ) -> tuple[TensorSpec, ...]:
+        """Return the saved storages with dtypes: fp32 statistics under autocast when affine.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> saved = LayerNorm().saved_storages((B, S, 8), dtype="bf16", autocast="bf16")
+        >>> [t.dtype.name for t in saved]
+        ['bf16', 'fp32', 'fp32']
+        """
+        given = as_dtype(dtype)
+        mixed = autocast is not None and self.elementwise_affine and given != as_dtype("fp32")
+        statistics = as_dtype("fp32") if mixed else given
+        return tuple(
+            TensorSpec(s.role, s.shape, given if s.role == "input" else statistics)
+            for s in self.saved_for_backward(input_shape)
         )
 
     def describe(self) -> str:

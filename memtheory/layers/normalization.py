@@ -63,6 +63,12 @@ class BatchNorm2d(Layer):
         """One shift per channel, if affine."""
         return input_shape[1] if self.affine else sp.Integer(0)
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` and ``bias`` of ``(channels,)``, if affine."""
+        self.check_input(input_shape)
+        channels = (input_shape[1],)
+        return (("weight", channels), ("bias", channels)) if self.affine else ()
+
     def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the running mean and variance (parameter dtype) and the int64 batch count."""
         if not self.track_running_stats:

@@ -16,7 +16,9 @@ from typing import ClassVar
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.errors import RankError
+from memtheory.dtypes import DTypeLike
+from memtheory.dtypes import dtype as as_dtype
+from memtheory.errors import RankError, UnsupportedError
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
 
 __all__ = ["GRU", "LSTM"]
@@ -57,6 +59,19 @@ class _Recurrent(Layer):
     def bias_count(self, input_shape: Shape) -> sp.Expr:
         """PyTorch's two bias vectors (``b_ih`` and ``b_hh``) of every gate."""
         return 2 * self.gates * self.hidden_size if self.bias else sp.Integer(0)
+
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """Return ``weight_ih_l0``, ``weight_hh_l0`` and the biases, as ``nn.LSTM`` / ``GRU``."""
+        self.check_input(input_shape)
+        hidden = self.hidden_size
+        rows = self.gates * hidden
+        shapes: list[tuple[str, Shape]] = [
+            ("weight_ih_l0", (rows, input_shape[-1])),
+            ("weight_hh_l0", (rows, hidden)),
+        ]
+        if self.bias:
+            shapes += [("bias_ih_l0", (rows,)), ("bias_hh_l0", (rows,))]
+        return tuple(shapes)
 
     def _kept_per_step(self) -> tuple[sp.Expr, ...]:
         raise NotImplementedError
@@ -111,6 +126,36 @@ class LSTM(_Recurrent):
         hidden = self.hidden_size
         return (4 * hidden, hidden)
 
+    def saved_storages(
+        self,
+        input_shape: Shape,
+        *,
+        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the input)
+        training: bool = True,
+        autocast: DTypeLike | None = None,
+    ) -> tuple[TensorSpec, ...]:
+        """Refuse: on CPU, PyTorch's LSTM keeps a oneDNN workspace memtheory does not model.
+
+        Measured (PyTorch 2.13, CPU, ``mkldnn_rnn_layer``): besides a copy of the
+        batch-first input, the zero initial states, the output and the final
+        states, it keeps one ``uint8`` workspace whose size follows oneDNN's
+        internal, page-aligned layout (28,672 bytes for any tiny LSTM; 520,192
+        for batch 8, 16 steps, 64 units at fp32; 372,736 at bf16).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> LSTM(8).saved_storages((B, S, 4))
+        Traceback (most recent call last):
+        ...
+        memtheory.errors.UnsupportedError: LSTM: its CPU saved tensors include a oneDNN ...
+        """
+        raise UnsupportedError(
+            f"{self.label}: its CPU saved tensors include a oneDNN workspace whose size "
+            "memtheory does not model; saved_for_backward gives the fused-cell estimate "
+            "(4H gates and the cell state per step)."
+        )
+
 
 @dataclass(frozen=True)
 class GRU(_Recurrent):
@@ -138,3 +183,50 @@ class GRU(_Recurrent):
 
     def _kept_per_step(self) -> tuple[sp.Expr, ...]:
         return (5 * self.hidden_size,)
+
+    def saved_storages(
+        self,
+        input_shape: Shape,
+        *,
+        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the input)
+        training: bool = True,
+        autocast: DTypeLike | None = None,
+    ) -> tuple[TensorSpec, ...]:
+        """Return what PyTorch's CPU GRU keeps, measured (PyTorch 2.13), training or eval.
+
+        On CPU the GRU runs its cell step by step (no fused kernel): it keeps a
+        copy of the batch-first input, the zero initial state, and at every
+        step the hidden-to-hidden gates (:math:`3H`), two copies and one sum of
+        :math:`H` each, and the hidden state the next step reads. The specs
+        here each stand for one such storage per step (shape ``(B, S, ...)``),
+        so their bytes, not their count, match. Under autocast the gates and
+        the hidden states the linear layers read are 16-bit casts and one
+        :math:`H` per step stays in the input's dtype. Assumes at least two sequences of at
+        least two steps (otherwise the input copy is a view).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> sp.expand(sum(t.nbytes(t.dtype) for t in GRU(7).saved_storages((B, S, 12))))
+        244*B*S
+        """
+        self.check_input(input_shape)
+        batch, steps, features = input_shape
+        hidden = self.hidden_size
+        if autocast is None:
+            kind = as_dtype(dtype)
+            return (
+                TensorSpec("intermediate", (batch, steps, features), kind),
+                TensorSpec("intermediate", (batch, hidden), kind),
+                TensorSpec("intermediate", (batch, steps, 3 * hidden), kind),
+                TensorSpec("intermediate", (batch, steps, 3 * hidden), kind),
+                TensorSpec("intermediate", (batch, steps - 1, hidden), kind),
+            )
+        low = as_dtype(autocast)
+        return (
+            TensorSpec("intermediate", (batch, steps, features), low),
+            TensorSpec("intermediate", (batch, steps, hidden), low),
+            TensorSpec("intermediate", (batch, steps, 3 * hidden), low),
+            TensorSpec("intermediate", (batch, steps, 2 * hidden), low),
+            TensorSpec("intermediate", (batch, steps, hidden), as_dtype(dtype)),
+        )

@@ -1,4 +1,4 @@
-"""Softmax, log-softmax, and the cross-entropy loss that ends a classifier."""
+"""Softmax, log-softmax, and the cross-entropy losses that end a classifier or a language model."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from memtheory.dtypes import dtype
+from memtheory.dtypes import DTypeLike, dtype
+from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import RankError
 from memtheory.layers.base import (
     Autograd,
@@ -18,7 +19,7 @@ from memtheory.layers.base import (
     elements,
 )
 
-__all__ = ["CrossEntropyLoss", "LogSoftmax", "Softmax"]
+__all__ = ["CrossEntropyLoss", "LanguageModelLoss", "LogSoftmax", "Softmax"]
 
 
 @dataclass(frozen=True)
@@ -127,4 +128,135 @@ class CrossEntropyLoss(Layer):
             target=saved[2],
             autocast="fp32",
             stages=(Stage("log_softmax", (0,)), Stage("nll_loss", (0, 1, 2))),
+        )
+
+
+@dataclass(frozen=True)
+class LanguageModelLoss(CrossEntropyLoss):
+    """Cross-entropy of ``(batch, sequence, vocabulary)`` logits, as Hugging Face computes it.
+
+    With ``shift=True`` and ``upcast=True`` (the defaults) it is the causal-LM
+    loss of ``GPT2LMHeadModel(labels=...)``: the logits are upcast to fp32 (a
+    copy only when they are not fp32 already), the int64 labels are shifted
+    one position left into a new ``(batch, sequence)`` tensor (the last
+    position padded with ``ignore_index``), and the cross-entropy is taken over
+    the ``batch * sequence`` positions, skipping targets equal to
+    ``ignore_index``. The backward pass keeps the fp32 log-probabilities, one
+    per logit, and the shifted labels (and PyTorch's one-element
+    ``total_weight``, as for :class:`CrossEntropyLoss`).
+
+    With ``shift=False`` and ``upcast=False`` it is ``BertForMaskedLM``'s
+    loss: ``cross_entropy(logits.view(-1, V), labels.view(-1))``, which keeps
+    the log-probabilities in the logits' dtype and the labels themselves.
+
+    Parameters
+    ----------
+    shift : bool, default True
+        Predict the next token (a shifted copy of the labels is made and kept).
+    upcast : bool, default True
+        Compute in fp32 whatever the logits' dtype.
+    ignore_index : int, default -100
+        Label value that contributes nothing (memory does not depend on it).
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> loss = LanguageModelLoss()
+    >>> loss.output_shape((B, S, 50257))
+    ()
+    >>> [(t.role, t.shape, t.dtype.name) for t in loss.saved_for_backward((B, S, 50257))]
+    [('intermediate', (B, S, 50257), 'fp32'), ('intermediate', (B, S), 'int64')]
+    >>> [t.role for t in LanguageModelLoss(shift=False).saved_for_backward((B, S, 30522))]
+    ['intermediate', 'target']
+    """
+
+    shift: bool = True
+    upcast: bool = True
+    ignore_index: int = -100
+    kind = "LanguageModelLoss"
+    input_rank = 3
+    # Described below from the measured saved storages, but its step (the fp32 upcast, the
+    # shifted labels) is not yet checked against measure() in the autograd convention.
+    autograd_checked = False
+
+    def check_input(self, input_shape: Shape) -> None:
+        """Raise :class:`RankError` unless the logits are ``(batch, sequence, vocabulary)``."""
+        if len(input_shape) != 3:
+            raise RankError(
+                f"{self.label}: needs 3-D logits (batch, sequence, vocabulary), got "
+                f"{len(input_shape)}-D {describe_shape(tuple(input_shape))}. Use "
+                "CrossEntropyLoss for (batch, classes) logits."
+            )
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the log-probabilities and the (shifted copy of the) int64 labels."""
+        self.check_input(input_shape)
+        return (
+            TensorSpec("intermediate", tuple(input_shape), dtype("fp32") if self.upcast else None),
+            TensorSpec(
+                "intermediate" if self.shift else "target", tuple(input_shape[:2]), dtype("int64")
+            ),
+        )
+
+    def saved_storages(
+        self,
+        input_shape: Shape,
+        *,
+        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the logits)
+        training: bool = True,
+        autocast: DTypeLike | None = None,
+    ) -> tuple[TensorSpec, ...]:
+        """Return the saved storages with dtypes: fp32 log-probabilities if upcast or autocast.
+
+        CPU autocast runs the cross-entropy in fp32 (measured on PyTorch 2.13), so
+        even without ``upcast`` the log-probabilities are fp32 under autocast.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> masked = LanguageModelLoss(shift=False, upcast=False)
+        >>> [t.dtype.name for t in masked.saved_storages((B, S, 97), dtype="bf16")]
+        ['bf16', 'int64']
+        >>> [t.dtype.name for t in masked.saved_storages((B, S, 97), dtype="bf16",
+        ...                                               autocast="bf16")]
+        ['fp32', 'int64']
+        """
+        fp32 = self.upcast or autocast is not None
+        log_probabilities = as_dtype("fp32") if fp32 else as_dtype(dtype)
+        logits, labels = self.saved_for_backward(input_shape)
+        return (TensorSpec(logits.role, logits.shape, log_probabilities), labels)
+
+    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+        """Log-softmax and NLL as for :class:`CrossEntropyLoss`, fp32 when upcast; the labels.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> spec = LanguageModelLoss().autograd(((B, S, 97),))
+        >>> [(t.label or t.role, t.dtype.name) for t in spec.saved]
+        [('log-probabilities', 'fp32'), ('total weight', 'fp32'), ('shifted labels', 'int64')]
+        """
+        shape = tuple(input_shapes[0])
+        log_probabilities, labels = self.saved_for_backward(shape)
+        fp32 = dtype("fp32") if self.upcast else None
+        saved = (
+            TensorSpec("intermediate", shape, fp32, label="log-probabilities"),
+            TensorSpec("intermediate", (), fp32, label="total weight"),
+            TensorSpec(
+                labels.role, labels.shape, labels.dtype,
+                label="shifted labels" if self.shift else None,
+            ),
+        )
+        return Autograd(
+            saved=saved,
+            target=TensorSpec("target", shape[:2], dtype("int64")),
+            autocast="fp32",
+            stages=(Stage("log_softmax", (0,)), Stage("nll_loss", (0, 1, 2))),
+        )
+
+    def describe(self) -> str:
+        """Describe the shift and the upcast."""
+        return ", ".join(
+            part for part, on in (("next token", self.shift), ("fp32", self.upcast)) if on
         )

@@ -1,14 +1,20 @@
 """Builders for named architectures, from their hyperparameters.
 
-==============  ==========================================  ===================
-builder         architecture                                parameters
-==============  ==========================================  ===================
-``vgg16``       VGG-16 (torchvision)                        138,357,544
-``resnet50``    ResNet-50 (torchvision), a residual graph   25,557,032
-``bert_base``   BERT-base (Hugging Face ``BertModel``)      109,482,240
-``gpt2``        GPT-2 small, medium, large, xl (Hugging     124,439,808 to
-                Face ``GPT2LMHeadModel``)                   1,557,611,200
-==============  ==========================================  ===================
+=================  ==========================================  ===================
+builder            architecture                                parameters
+=================  ==========================================  ===================
+``vgg16``          VGG-16 (torchvision)                        138,357,544
+``resnet18``       ResNet-18 (torchvision), basic blocks       11,689,512
+``resnet34``       ResNet-34 (torchvision), basic blocks       21,797,672
+``resnet50``       ResNet-50 (torchvision), bottleneck blocks  25,557,032
+``mobilenet_v2``   MobileNetV2 (torchvision)                   3,504,872
+``vit_b_16``       ViT-B/16 (torchvision)                      86,567,656
+``bert_base``      BERT-base (Hugging Face ``BertModel``)      109,482,240
+``bert_base_mlm``  BERT-base with the masked-LM head (Hugging  109,514,298
+                   Face ``BertForMaskedLM``)
+``gpt2``           GPT-2 small, medium, large, xl (Hugging     124,439,808 to
+                   Face ``GPT2LMHeadModel``), loss optional    1,557,611,200
+=================  ==========================================  ===================
 
 Examples
 --------
@@ -17,24 +23,53 @@ Examples
 15095272
 """
 
-from memtheory.models.bert import bert, bert_base
+from memtheory.models.bert import bert, bert_base, bert_base_mlm
 from memtheory.models.gpt2 import GPT2_SIZES, GPT2Config, gpt2
-from memtheory.models.resnet import RESNET50_BLOCKS, bottleneck, resnet, resnet50
+from memtheory.models.mobilenet import (
+    MOBILENETV2_SETTING,
+    inverted_residual,
+    make_divisible,
+    mobilenet_v2,
+)
+from memtheory.models.resnet import (
+    RESNET18_BLOCKS,
+    RESNET34_BLOCKS,
+    RESNET50_BLOCKS,
+    basic_block,
+    bottleneck,
+    resnet,
+    resnet18,
+    resnet34,
+    resnet50,
+)
 from memtheory.models.transformer import transformer_block
 from memtheory.models.vgg import VGG16_CONFIG, vgg, vgg16
+from memtheory.models.vit import vision_transformer, vit_b_16
 
 __all__ = [
     "GPT2_SIZES",
+    "MOBILENETV2_SETTING",
+    "RESNET18_BLOCKS",
+    "RESNET34_BLOCKS",
     "RESNET50_BLOCKS",
     "VGG16_CONFIG",
     "GPT2Config",
+    "basic_block",
     "bert",
     "bert_base",
+    "bert_base_mlm",
     "bottleneck",
     "gpt2",
+    "inverted_residual",
+    "make_divisible",
+    "mobilenet_v2",
     "resnet",
+    "resnet18",
+    "resnet34",
     "resnet50",
     "transformer_block",
     "vgg",
     "vgg16",
+    "vision_transformer",
+    "vit_b_16",
 ]

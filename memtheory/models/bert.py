@@ -3,34 +3,44 @@
 Word, position and token-type embeddings summed, a layer norm and dropout;
 a stack of post-norm transformer blocks with GELU feed-forward networks; and
 the pooler (a dense layer with tanh on the first token). Dropout is 0.1
-everywhere.
+everywhere. Instead of the pooler, :func:`bert_base_mlm` ends with the
+masked-LM head of Hugging Face's ``BertForMaskedLM`` (``cls.predictions``): a
+dense layer, GELU and a layer norm (the "transform"), then a decoder to the
+vocabulary whose matrix is the word embedding's (tied) and which has a bias
+of its own.
 
 Examples
 --------
 >>> bert_base().parameter_count
 109482240
+>>> bert_base_mlm().parameter_count
+109514298
 """
 
 from __future__ import annotations
 
 from memtheory._validation import SizeLike
+from memtheory.errors import InvalidSizeError
 from memtheory.layers import (
+    GELU,
     Dense,
     Dropout,
     Embedding,
     Input,
+    LanguageModelLoss,
     Layer,
     LayerNorm,
     PositionEmbedding,
     SelectToken,
     Tanh,
     TokenTypeEmbedding,
+    Unembedding,
 )
 from memtheory.models.transformer import transformer_block
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
-__all__ = ["bert", "bert_base"]
+__all__ = ["bert", "bert_base", "bert_base_mlm"]
 
 
 def bert(
@@ -44,6 +54,8 @@ def bert(
     batch: SizeLike = B,
     sequence: SizeLike = S,
     pooler: bool = True,
+    mlm_head: bool = False,
+    loss: bool = False,
     flash: bool = False,
 ) -> Network:
     """Build a BERT encoder for ``batch`` sequences of ``sequence`` tokens.
@@ -59,13 +71,29 @@ def bert(
     sequence : size, default ``S``
     pooler : bool, default True
         End with the pooler (dense + tanh on the first token), as ``BertModel``.
+    mlm_head : bool, default False
+        End with the masked-LM head instead, as ``BertForMaskedLM`` (which
+        has no pooler: pass ``pooler=False``).
+    loss : bool, default False
+        After the masked-LM head, its loss (cross-entropy over every position,
+        as ``BertForMaskedLM(labels=...)``).
     flash : bool, default False
 
     Examples
     --------
     >>> bert(layers=2, hidden=128, heads=2, vocabulary=1000).parameter_count
     607104
+    >>> bert(layers=2, hidden=128, heads=2, vocabulary=1000, pooler=False,
+    ...      mlm_head=True).output_shape
+    (B, S, 1000)
     """
+    if loss and not mlm_head:
+        raise InvalidSizeError("bert: loss=True is the masked-LM loss; pass mlm_head=True.")
+    if pooler and mlm_head:
+        raise InvalidSizeError(
+            "bert: pooler=True and mlm_head=True would give the network two outputs; "
+            "BertForMaskedLM has no pooler, so pass pooler=False with mlm_head=True."
+        )
     items: list[Layer | Node] = [
         Input((sequence,), batch=batch, name="input_ids"),
         Embedding(vocabulary, hidden, name="embeddings.word_embeddings"),
@@ -87,6 +115,15 @@ def bert(
             Dense(hidden, name="pooler.dense"),
             Tanh(name="pooler.activation"),
         ]
+    if mlm_head:
+        items += [
+            Dense(hidden, name="cls.predictions.transform.dense"),
+            GELU(name="cls.predictions.transform.transform_act_fn"),
+            LayerNorm(name="cls.predictions.transform.LayerNorm"),
+            Unembedding(vocabulary, tied=True, bias=True, name="cls.predictions.decoder"),
+        ]
+    if loss:
+        items.append(LanguageModelLoss(shift=False, upcast=False, name="loss"))
     return Network(items, name="BERT")
 
 
@@ -114,4 +151,35 @@ def bert_base(
         flash=flash,
     )
     network.name = "BERT-base"
+    return network
+
+
+def bert_base_mlm(
+    *, batch: SizeLike = B, sequence: SizeLike = S, loss: bool = False, flash: bool = False
+) -> Network:
+    """Build BERT-base with its masked-LM head (``BertForMaskedLM``); 109,514,298 parameters.
+
+    The encoder without the pooler (108,891,648) plus the head's transform
+    (768 x 768 + 768, and a layer norm of 2 x 768) and the decoder's bias
+    (30,522); the decoder's matrix is the word embedding's.
+
+    Examples
+    --------
+    >>> bert_base_mlm(sequence=128).output_shape
+    (B, 128, 30522)
+    >>> bert_base_mlm(loss=True).output_shape
+    ()
+    """
+    network = bert(
+        layers=12,
+        hidden=768,
+        heads=12,
+        batch=batch,
+        sequence=sequence,
+        pooler=False,
+        mlm_head=True,
+        loss=loss,
+        flash=flash,
+    )
+    network.name = "BERT-base MLM"
     return network

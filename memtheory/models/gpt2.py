@@ -2,8 +2,9 @@
 
 Token and position embeddings (vocabulary 50,257, 1,024 positions), a stack
 of pre-norm transformer blocks, a final layer norm, and an output projection
-tied to the token embedding (so it adds no parameters). Dropout is 0.1
-everywhere. Layers carry Hugging Face's names (``wte``, ``h.0.attn``, ``ln_f``).
+tied to the token embedding (so it adds no parameters), optionally followed
+by the next-token loss (``loss=True``). Dropout is 0.1 everywhere. Layers
+carry Hugging Face's names (``wte``, ``h.0.attn``, ``ln_f``).
 
 Examples
 --------
@@ -16,11 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memtheory._validation import SizeLike
-from memtheory.errors import UnknownNameError
+from memtheory.errors import InvalidSizeError, UnknownNameError
 from memtheory.layers import (
     Dropout,
     Embedding,
     Input,
+    LanguageModelLoss,
     Layer,
     LayerNorm,
     PositionEmbedding,
@@ -78,6 +80,7 @@ def gpt2(
     sequence: SizeLike = S,
     flash: bool = False,
     lm_head: bool = True,
+    loss: bool = False,
 ) -> Network:
     """Build GPT-2 for ``batch`` sequences of ``sequence`` tokens.
 
@@ -91,13 +94,21 @@ def gpt2(
         Memory-efficient attention (no :math:`s^2` tensors kept).
     lm_head : bool, default True
         End with the tied output projection to vocabulary logits.
+    loss : bool, default False
+        End with the language-model loss over those logits
+        (:class:`~memtheory.layers.LanguageModelLoss`, as ``GPT2LMHeadModel``
+        computes it when given labels); needs ``lm_head``.
 
     Examples
     --------
     >>> net = gpt2("medium", sequence=1024)
     >>> net.parameter_count, net.output_shape
     (354823168, (B, 1024, 50257))
+    >>> gpt2(loss=True).output_shape
+    ()
     """
+    if loss and not lm_head:
+        raise InvalidSizeError("gpt2: loss=True needs the logits; keep lm_head=True.")
     config = _config(size)
     layers: list[Layer | Node] = [
         Input((sequence,), batch=batch, name="input_ids"),
@@ -115,6 +126,8 @@ def gpt2(
     layers.append(LayerNorm(name="ln_f"))
     if lm_head:
         layers.append(Unembedding(config.vocabulary, name="lm_head"))
+    if loss:
+        layers.append(LanguageModelLoss(name="loss"))
     name = size if isinstance(size, str) else "custom"
     return Network(layers, name=f"GPT-2 {name}")
 

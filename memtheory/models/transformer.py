@@ -47,12 +47,14 @@ def transformer_block(
     attention_dropout: float | None = None,
     norm: Literal["pre", "post"] = "pre",
     flash: bool = False,
+    activation_dropout: bool = False,
+    skip_zero_dropout: bool = False,
 ) -> list[Layer | Node]:
     """Build one transformer block that reads layer ``source``; its last item is its output.
 
     Layers are named ``{prefix}.ln_1``, ``.attn``, ``.attn_dropout``,
-    ``.add_1``, ``.ln_2``, ``.mlp_fc``, ``.mlp_act``, ``.mlp_proj``,
-    ``.mlp_dropout``, ``.add_2``.
+    ``.add_1``, ``.ln_2``, ``.mlp_fc``, ``.mlp_act``, (``.act_dropout``,)
+    ``.mlp_proj``, ``.mlp_dropout``, ``.add_2``.
 
     Parameters
     ----------
@@ -74,6 +76,12 @@ def transformer_block(
         Where the layer norms sit (see the module docstring).
     flash : bool, default False
         Use memory-efficient attention (no :math:`s^2` tensors kept).
+    activation_dropout : bool, default False
+        Also drop (with ``dropout``) after the activation of the feed-forward
+        network, as torchvision's ViT ``MLPBlock`` does.
+    skip_zero_dropout : bool, default False
+        Leave out the dropout layers whose probability is 0: PyTorch returns
+        their input itself (torchvision's ViT-B/16 has dropout 0 everywhere).
 
     Examples
     --------
@@ -91,29 +99,39 @@ def transformer_block(
     def name(part: str) -> str:
         return f"{prefix}.{part}"
 
+    def dropped(source: str, p: float, part: str) -> tuple[list[Layer | Node], str]:
+        """Return a dropout reading ``source``, and the name of what comes out."""
+        if skip_zero_dropout and p == 0:
+            return [], source
+        return [Dropout(p, name=name(part))], name(part)
+
     attention = MultiHeadAttention(heads, dropout=p_attn, flash=flash, name=name("attn"))
+    act_drop = dropped(name("mlp_act"), dropout, "act_dropout")[0] if activation_dropout else []
+    mlp_drop, mlp_out = dropped(name("mlp_proj"), dropout, "mlp_dropout")
+    attn_drop, attn_out = dropped(name("attn"), dropout, "attn_dropout")
     mlp: list[Layer | Node] = [
         Dense(ffn, name=name("mlp_fc")),
         GELU(name=name("mlp_act")),
+        *act_drop,
         Dense(hidden, name=name("mlp_proj")),
-        Dropout(dropout, name=name("mlp_dropout")),
+        *mlp_drop,
     ]
     if norm == "pre":
         return [
             Node(LayerNorm(name=name("ln_1")), inputs=(source,)),
             attention,
-            Dropout(dropout, name=name("attn_dropout")),
-            Node(Add(name=name("add_1")), inputs=(source, name("attn_dropout"))),
+            *attn_drop,
+            Node(Add(name=name("add_1")), inputs=(source, attn_out)),
             LayerNorm(name=name("ln_2")),
             *mlp,
-            Node(Add(name=name("add_2")), inputs=(name("add_1"), name("mlp_dropout"))),
+            Node(Add(name=name("add_2")), inputs=(name("add_1"), mlp_out)),
         ]
     return [
         Node(attention, inputs=(source,)),
-        Dropout(dropout, name=name("attn_dropout")),
-        Node(Add(name=name("add_1")), inputs=(source, name("attn_dropout"))),
+        *attn_drop,
+        Node(Add(name=name("add_1")), inputs=(source, attn_out)),
         LayerNorm(name=name("ln_1")),
         *mlp,
-        Node(Add(name=name("add_2")), inputs=(name("ln_1"), name("mlp_dropout"))),
+        Node(Add(name=name("add_2")), inputs=(name("ln_1"), mlp_out)),
         LayerNorm(name=name("ln_2")),
     ]

@@ -35,8 +35,9 @@ A residual block, ``relu(x + conv(x))``:
 
 from memtheory.network.graph import Node
 from memtheory.network.network import Network
+from memtheory.network.parameters import parameter_shapes
 from memtheory.network.rows import LayerRow
 from memtheory.network.storage import SavedTensor
 from memtheory.network.summary import NetworkSummary
 
-__all__ = ["LayerRow", "Network", "NetworkSummary", "Node", "SavedTensor"]
+__all__ = ["LayerRow", "Network", "NetworkSummary", "Node", "SavedTensor", "parameter_shapes"]

@@ -206,10 +206,14 @@ class Network:
         {"layer 1, Conv2d 'conv2d_1', output dimension 2": H - 4}
         """
         constraints: dict[str, sp.Expr] = {}
+        seen: set[sp.Expr] = set()  # hashed: deep floors compare in O(1) instead of walking
         for row in self.rows:
             for axis, size in enumerate(row.output_shape):
                 size = sp.sympify(size)
-                if size.is_positive is not True and size not in constraints.values():
+                if size in seen:
+                    continue
+                seen.add(size)
+                if size.is_positive is not True:
                     label = f"layer {row.index}, {row.layer.label}, output dimension {axis}"
                     constraints[label] = size
         return constraints

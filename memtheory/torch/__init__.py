@@ -6,7 +6,8 @@ when one of its functions is first used.
 
 * :func:`from_module` builds a memtheory Network from an ``nn.Sequential``.
 * :func:`measure` measures a training step on CPU, to the byte, in the
-  categories of memtheory's memory breakdowns.
+  categories of memtheory's memory breakdowns; :func:`torch_optimizer` builds
+  the ``torch.optim`` optimizer a memtheory optimizer describes, options included.
 * :data:`ZOO` holds the models the predictions are checked on, and
   :func:`compare_with_measurement` and :func:`accuracy_table` put each
   convention's predictions beside the measurements.
@@ -39,6 +40,7 @@ __all__ = [
     "from_module",
     "measure",
     "optimizer_implementation",
+    "torch_optimizer",
 ]
 
 _HOMES = {
@@ -48,6 +50,7 @@ _HOMES = {
     "StorageTracker": "memtheory.torch.measurement",
     "measure": "memtheory.torch.measurement",
     "optimizer_implementation": "memtheory.torch.measurement",
+    "torch_optimizer": "memtheory.torch.optimizers",
     "ZOO": "memtheory.torch.zoo",
     "ZooModel": "memtheory.torch.zoo",
     "Comparison": "memtheory.torch.accuracy",

@@ -36,10 +36,13 @@ from memtheory.conventions import convention as _convention
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision
 from memtheory.memory import inference_memory, training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.optimizers import OptimizerLike
+from memtheory.optimizers import optimizer as optimizer_of
 from memtheory.precision import PrecisionLike
 from memtheory.tables import Column, Table
 from memtheory.torch.convert import from_module
 from memtheory.torch.measurement import Measurement, measure
+from memtheory.torch.optimizers import torch_optimizer
 from memtheory.torch.zoo import ZOO, ZooModel
 from memtheory.units import unit_bytes
 
@@ -188,7 +191,7 @@ def compare_with_measurement(
     model: str | ZooModel,
     *,
     precision: str = "fp32",
-    optimizer: str = "adam",
+    optimizer: OptimizerLike = "adam",
     conventions: Sequence[str] = CONVENTION_NAMES,
     implementation: str | None = None,
     record: bool = False,
@@ -200,7 +203,10 @@ def compare_with_measurement(
     model : str or ZooModel
         A name in :data:`~memtheory.torch.zoo.ZOO`, or a zoo entry.
     precision : {"fp32", "bf16", "autocast-bf16"}
-    optimizer : {"sgd", "sgd+momentum", "adam"}
+    optimizer : str or Optimizer
+        Any torch.optim optimizer memtheory knows, with its options
+        (``memtheory.optimizer("adamw", amsgrad=True)``), built by
+        :func:`~memtheory.torch.torch_optimizer`.
     conventions : sequence of str
     implementation : {"for-loop", "foreach", "fused"}, optional
         Force the optimizer's implementation; by default PyTorch picks
@@ -219,28 +225,21 @@ def compare_with_measurement(
     module = entry.module(setting.dtype)
     x, y = entry.batch(setting.dtype)
     loss = torch.nn.CrossEntropyLoss()
-    options: dict[str, bool] = {}
-    if implementation == "foreach":
-        options["foreach"] = True
-    elif implementation == "fused":
-        options["fused"] = True
-    elif implementation == "for-loop":
-        options["foreach"] = False
-    optim = OPTIMIZERS[optimizer](module.parameters(), **options)
+    chosen = optimizer_of(optimizer)
+    optim = torch_optimizer(chosen, module.parameters(), implementation=implementation)
     measured = measure(module, x, loss, optim, target=y, autocast=setting.autocast, record=record)
     network = from_module(module, entry.input_shape, loss=loss, name=entry.name)
     predictions = {}
     for name in conventions:
-        chosen = (
-            AutogradConvention(measured.implementation)
-            if name == "autograd"
-            else _convention(name)
+        convention = (
+            AutogradConvention(measured.implementation) if name == "autograd" else _convention(name)
         )
         given: PrecisionLike = setting.autograd if name == "autograd" else setting.others
-        train = training_memory(network, optimizer=optimizer, precision=given, convention=chosen)
-        infer = inference_memory(network, precision=given, convention=chosen)
+        train = training_memory(network, optimizer=chosen, precision=given, convention=convention)
+        infer = inference_memory(network, precision=given, convention=convention)
         predictions[name] = (train, infer)
-    return Comparison(entry.name, precision, optimizer, measured, predictions)
+    label = optimizer if isinstance(optimizer, str) else str(chosen)
+    return Comparison(entry.name, precision, label, measured, predictions)
 
 
 def accuracy_table(

@@ -233,15 +233,6 @@ def _max_pool(path: str, m: nn.MaxPool2d, shape: tuple[sp.Expr, ...], device: st
     )
 
 
-def _adaptive_avg_pool(
-    path: str, m: nn.AdaptiveAvgPool2d, shape: tuple[sp.Expr, ...], device: str
-) -> Layer:
-    size = _pair(m.output_size)
-    if size is None or (isinstance(size, tuple) and None in size):
-        raise _unsupported(path, m, "output_size with None")
-    return AdaptiveAvgPool2d(size)
-
-
 def _avg_pool(path: str, m: nn.AvgPool2d, shape: tuple[sp.Expr, ...], device: str) -> Layer:
     return AvgPool2d(
         _pair(m.kernel_size),
@@ -249,6 +240,15 @@ def _avg_pool(path: str, m: nn.AvgPool2d, shape: tuple[sp.Expr, ...], device: st
         padding=_pair(m.padding),
         ceil_mode=m.ceil_mode,
     )
+
+
+def _adaptive_avg_pool(
+    path: str, m: nn.AdaptiveAvgPool2d, shape: tuple[sp.Expr, ...], device: str
+) -> Layer:
+    size = _pair(m.output_size)
+    if size is None or (isinstance(size, tuple) and None in size):
+        raise _unsupported(path, m, "output_size=None (keep the input size)")
+    return AdaptiveAvgPool2d(size)
 
 
 def _batch_norm(path: str, m: nn.BatchNorm2d, shape: tuple[sp.Expr, ...], device: str) -> Layer:
@@ -299,7 +299,7 @@ _CONVERTERS: dict[type, Any] = {
     nn.ReLU6: _elementwise(ReLU6, "inplace"),
     nn.LeakyReLU: _elementwise(LeakyReLU, "negative_slope", "inplace"),
     nn.ELU: _elementwise(ELU, "alpha", "inplace"),
-    nn.GELU: _elementwise(GELU),
+    nn.GELU: _elementwise(GELU, "approximate"),
     nn.SiLU: _elementwise(SiLU),
     nn.Sigmoid: _elementwise(Sigmoid),
     nn.Tanh: _elementwise(Tanh),

@@ -6,7 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
-from memtheory.optimizers import OPTIMIZERS  # noqa: E402
+from memtheory.optimizers import OPTIMIZERS, optimizer  # noqa: E402
+from memtheory.torch import torch_optimizer  # noqa: E402
 
 # How each of memtheory's optimizers is spelt in torch.optim (Lion is not in torch.optim).
 TORCH = {
@@ -22,6 +23,7 @@ TORCH = {
     "adamw": ("AdamW", {}),
     "adamax": ("Adamax", {}),
     "nadam": ("NAdam", {}),
+    "adafactor": ("Adafactor", {}),
 }
 
 
@@ -43,3 +45,41 @@ def test_state_names_match_torch(name):
     scalars = {key for key, value in state.items() if value.dim() == 0}
     assert shaped == set(OPTIMIZERS[name].state_names)
     assert scalars == set(OPTIMIZERS[name].scalar_states)
+
+
+def _state_after_a_step(spec, shape):
+    weight = torch.nn.Parameter(torch.zeros(shape))
+    step = torch_optimizer(spec, [weight])
+    weight.grad = torch.ones(shape)
+    step.step()
+    return step.state[weight]
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_amsgrad_adds_the_state_torch_adds(name):
+    """amsgrad=True: torch.optim keeps max_exp_avg_sq beside the two moments, as memtheory says."""
+    spec = optimizer(name, amsgrad=True, weight_decay=0.1)
+    state = _state_after_a_step(spec, (3, 4))
+    shaped = {key for key, value in state.items() if value.shape == (3, 4)}
+    assert shaped == set(spec.state_names) == {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
+
+
+@pytest.mark.parametrize("shape", [(7,), (5, 3), (6, 4, 3), (2, 3, 4, 5)])
+def test_adafactor_state_is_factored_as_torch_factors_it(shape):
+    """Adafactor: row and column factors for 2-D+ parameters, a full variance for 1-D ones."""
+    spec = optimizer("adafactor")
+    state = _state_after_a_step(spec, shape)
+    tensors = {key: value for key, value in state.items() if key != "step"}
+    expected = spec.factored_state_names if len(shape) >= 2 else spec.state_names
+    assert set(tensors) == set(expected)
+    assert sum(value.numel() for value in tensors.values()) == spec.state_elements(shape)
+
+
+@pytest.mark.parametrize("name", sorted(set(TORCH) - {"adafactor"}))
+@pytest.mark.parametrize("options", [{"weight_decay": 0.1}, {"maximize": True}])
+def test_options_do_not_change_the_state(name, options):
+    """weight_decay and maximize change the step, not what torch.optim keeps."""
+    spec = optimizer(name, **options)
+    state = _state_after_a_step(spec, (3, 4))
+    assert {k for k, v in state.items() if v.shape == (3, 4)} == set(spec.state_names)
+    assert {k for k, v in state.items() if v.dim() == 0} == set(spec.scalar_states)

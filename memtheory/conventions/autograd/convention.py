@@ -15,6 +15,7 @@ from typing import Literal
 
 import sympy as sp
 
+from memtheory.conventions.autograd.optimizer_step import _parameter_shapes, _state_bytes
 from memtheory.conventions.autograd.storage_plan import (
     _buffer_bytes,
     _holders,
@@ -39,6 +40,7 @@ from memtheory.errors import (
     MissingArgumentError,
     UnsupportedError,
 )
+from memtheory.layers.base import Shape
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -70,7 +72,11 @@ class AutogradConvention(Convention):
         so two temporaries of one parameter tensor are alive with the previous
         tensor's ``denom``; the foreach Adam takes the square root of every
         second moment at once (one temporary per parameter); fused kernels
-        and SGD (with or without momentum) allocate none. PyTorch picks
+        and plain SGD (with or without momentum) allocate none. ``maximize``
+        (``-grad``) and coupled ``weight_decay`` (``grad + wd * param``) add a
+        gradient-sized temporary per parameter (all at once in foreach).
+        Derived from ``torch/optim/*.py`` for every optimizer torch.optim has
+        (:mod:`memtheory.conventions.autograd.optimizer_step`). PyTorch picks
         for-loop on CPU and foreach on CUDA unless told.
 
     Notes
@@ -119,9 +125,12 @@ class AutogradConvention(Convention):
     runs in fp32.
 
     Limits: layers whose autograd behaviour was checked against PyTorch
-    (``Layer.autograd_checked``; any other is refused, naming it); SGD
-    (plain, momentum, Nesterov) and Adam/AdamW without weight decay, AMSGrad
-    or ``maximize`` for the step's temporaries. The inference peak assumes
+    (``Layer.autograd_checked``; any other is refused, naming it); for the
+    step's temporaries, the optimizers of torch.optim that memtheory lists
+    (SGD, momentum, Nesterov, Adagrad, RMSprop, Adadelta, Adam, AdamW,
+    Adamax, NAdam and Adafactor, with ``weight_decay``, ``amsgrad`` and
+    ``maximize``); Adafactor's factored state needs the weights' shapes, known
+    for Dense, Conv2d, BatchNorm2d and LayerNorm. The inference peak assumes
     each layer's input is released once it has run (or, at a fork, once the
     merge has): a caller that keeps a tensor in a variable longer (a stage's
     input while an ``nn.Sequential`` runs) holds it longer.
@@ -159,9 +168,9 @@ class AutogradConvention(Convention):
         """Components of a training step and the timeline of its live bytes."""
         if optimizer is None:
             raise MissingArgumentError(
-                "training memory needs an optimizer: pass optimizer=\"adam\" (or \"sgd\", "
-                "\"sgd+momentum\"; the autograd convention traces these three); list the "
-                "known ones with list(memtheory.OPTIMIZERS)."
+                'training memory needs an optimizer: pass optimizer="adam" (or "sgd", '
+                '"sgd+momentum", memtheory.optimizer("adamw", amsgrad=True), ...); list '
+                "the known ones with list(memtheory.OPTIMIZERS)."
             )
         network = _network(model)
         plan = _plan(network, precision, training=True)
@@ -173,7 +182,7 @@ class AutogradConvention(Convention):
         count = sp.Add(*tensors.values())
         parameters = count * precision.parameters.bytes
         gradients = count * precision.gradients.bytes
-        state = optimizer.states_per_parameter * count * precision.optimizer_state.bytes
+        state = _state_bytes(optimizer, network, precision)
         counters = sp.Integer(len(tensors) * len(optimizer.scalar_states) * _STEP_COUNTER.bytes)
         saved = _saved_bytes(plan)
         components = {
@@ -193,9 +202,12 @@ class AutogradConvention(Convention):
             components["targets"] = plan.sizes["targets"]
         if not optimizer.scalar_states:
             del components["optimizer_step_counters"]
-        timeline = self._training_timeline(plan, tensors, optimizer, components)
+        shapes = (
+            list(_parameter_shapes(network).values()) if optimizer.factored_state_names else None
+        )
+        timeline = self._training_timeline(plan, tensors, optimizer, components, shapes)
         notes = (
-            f"{optimizer.title}, {self.implementation} implementation: "
+            f"{optimizer}, {self.implementation} implementation: "
             f"{_temporaries_text(optimizer, self.implementation)}",
             "zero_grad(set_to_none=True); the caller keeps the input, targets, logits and loss",
             "saved activations: each storage once; the input batch and targets counted apart",
@@ -249,6 +261,7 @@ class AutogradConvention(Convention):
         tensors: dict[str, sp.Expr],
         optimizer: Optimizer,
         components: dict[str, sp.Expr],
+        shapes: list[Shape] | None,
     ) -> dict[str, sp.Expr]:
         precision = plan.precision
         timeline = _Timeline()
@@ -268,7 +281,8 @@ class AutogradConvention(Convention):
         temporaries = _optimizer_temporaries(
             optimizer,
             self.implementation,
-            [count * precision.optimizer_state.bytes for count in tensors.values()],
+            [count * precision.parameters.bytes for count in tensors.values()],
+            shapes,
         )
         timeline.mark("optimizer step", temporaries)
         return timeline.moments

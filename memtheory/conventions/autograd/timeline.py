@@ -20,17 +20,15 @@ from typing import TypeAlias
 
 import sympy as sp
 
+from memtheory.conventions.autograd.optimizer_step import _step_temporaries, _step_text
 from memtheory.conventions.autograd.storage_plan import _Plan
 from memtheory.errors import UnsupportedError
-from memtheory.layers.base import elements
+from memtheory.layers.base import Shape, elements
 from memtheory.optimizers import Optimizer
 
 __all__: list[str] = []
 
 _Holders: TypeAlias = dict[str, set[tuple[str, int]]]
-
-_SGD_FAMILY = ("sgd", "sgd+momentum", "nesterov")
-_ADAM_FAMILY = ("adam", "adamw")
 
 
 @dataclass
@@ -335,36 +333,17 @@ def _backward(
 
 
 def _optimizer_temporaries(
-    optimizer: Optimizer, implementation: str, tensor_bytes: Sequence[sp.Expr]
+    optimizer: Optimizer,
+    implementation: str,
+    tensor_bytes: Sequence[sp.Expr],
+    shapes: Sequence[Shape] | None = None,
 ) -> sp.Expr:
-    """Bytes of the temporaries alive at the optimizer step's own peak (weight decay 0)."""
-    if optimizer.name in _SGD_FAMILY:
-        if optimizer.name == "nesterov" and implementation == "for-loop":
-            return sp.Max(*tensor_bytes)  # grad.add(buf, alpha=momentum), one tensor at a time
-        return sp.Integer(0)
-    if optimizer.name in _ADAM_FAMILY:
-        if implementation == "fused":
-            return sp.Integer(0)
-        if implementation == "foreach":
-            return sp.Add(*tensor_bytes)  # _foreach_sqrt(exp_avg_sqs): all at once
-        # denom = (exp_avg_sq.sqrt() / c).add_(eps): sqrt and quotient of this tensor,
-        # while the previous tensor's denom is still bound to the name
-        previous = (sp.Integer(0), *tensor_bytes[:-1])
-        return sp.Max(*(2 * b + p for b, p in zip(tensor_bytes, previous, strict=True)))
-    raise UnsupportedError(
-        f"the autograd convention models the step temporaries of SGD (plain, momentum, "
-        f"Nesterov) and Adam/AdamW, not {optimizer.title}."
-    )
+    """Bytes of the temporaries alive at the optimizer step's own peak (its options included)."""
+    return _step_temporaries(optimizer, implementation, tensor_bytes, shapes)
 
 
 def _temporaries_text(optimizer: Optimizer, implementation: str) -> str:
-    if optimizer.name in _ADAM_FAMILY and implementation == "for-loop":
-        return "sqrt and quotient of one parameter tensor, plus the previous tensor's denom"
-    if optimizer.name in _ADAM_FAMILY and implementation == "foreach":
-        return "the square roots of all second moments at once"
-    if optimizer.name == "nesterov" and implementation == "for-loop":
-        return "one gradient-sized temporary at a time"
-    return "no temporaries"
+    return _step_text(optimizer, implementation)
 
 
 def _inference_timeline(plan: _Plan, base: sp.Expr) -> dict[str, sp.Expr]:

@@ -1,0 +1,137 @@
+"""RMS normalisation: each position divided by the root mean square of its features."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import sympy as sp
+
+from memtheory.dtypes import DTypeLike
+from memtheory.dtypes import dtype as as_dtype
+from memtheory.errors import InvalidSizeError, RankError
+from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
+
+__all__ = ["RMSNorm"]
+
+
+@dataclass(frozen=True)
+class RMSNorm(Layer):
+    r"""Root-mean-square normalisation over the last dimension (Zhang and Sennrich 2019).
+
+    :math:`y = w \odot x / \sqrt{\overline{x^2} + \epsilon}`: one learned scale
+    per feature (:math:`D` parameters), no shift and no mean. Both
+    implementations compute in fp32 whatever the input's dtype. Measured on
+    CPU (PyTorch 2.13), training keeps:
+
+    * ``implementation="llama"`` (default; Hugging Face's ``LlamaRMSNorm``):
+      the input in fp32 (the input itself at fp32, else an fp32 copy), the fp32
+      inverse RMS of every position, and the normalised input cast back to the
+      input's dtype (what the scale multiplies);
+    * ``implementation="torch"`` (``torch.nn.RMSNorm``): the fp32 input (or
+      copy), the fp32 inverse RMS, and, with a scale, the fp32 normalised input.
+
+    Parameters
+    ----------
+    elementwise_affine : bool, default True
+        Learn the scale (Llama always does).
+    implementation : {"llama", "torch"}, default "llama"
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> norm = RMSNorm()
+    >>> norm.output_shape((B, S, 4096)), norm.parameter_count((B, S, 4096))
+    ((B, S, 4096), 4096)
+    >>> [(t.role, t.dtype.name) for t in norm.saved_storages((B, S, 64), dtype="bf16")]
+    [('intermediate', 'fp32'), ('statistics', 'fp32'), ('intermediate', 'bf16')]
+    """
+
+    elementwise_affine: bool = True
+    implementation: Literal["llama", "torch"] = "llama"
+    name: str | None = None
+    kind = "RMSNorm"
+
+    def __post_init__(self) -> None:
+        if self.implementation not in ("llama", "torch"):
+            raise InvalidSizeError(
+                f"{self.label}: implementation must be 'llama' or 'torch', "
+                f"got {self.implementation!r}."
+            )
+        if self.implementation == "llama" and not self.elementwise_affine:
+            raise InvalidSizeError(
+                f"{self.label}: Llama's RMSNorm always learns its scale; "
+                "use implementation='torch' for elementwise_affine=False."
+            )
+
+    def check_input(self, input_shape: Shape) -> None:
+        """Raise :class:`RankError` for an input without features beside the batch."""
+        if len(input_shape) < 2:
+            raise RankError(
+                f"{self.label}: needs at least a 2-D input (batch, ..., features), got "
+                f"{len(input_shape)}-D {describe_shape(tuple(input_shape))}. "
+                "Check the layers before it."
+            )
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the input shape unchanged."""
+        self.check_input(input_shape)
+        return tuple(input_shape)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """One scale per feature, if affine."""
+        self.check_input(input_shape)
+        return input_shape[-1] if self.elementwise_affine else sp.Integer(0)
+
+    def saved_storages(
+        self,
+        input_shape: Shape,
+        *,
+        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the input)
+        training: bool = True,
+        autocast: DTypeLike | None = None,
+    ) -> tuple[TensorSpec, ...]:
+        """Return the saved storages with their dtypes (the same in training and eval).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> [t.role for t in RMSNorm(implementation="torch").saved_storages((B, S, 8))]
+        ['input', 'statistics', 'intermediate']
+        """
+        self.check_input(input_shape)
+        shape = tuple(input_shape)
+        given, fp32 = as_dtype(dtype), as_dtype("fp32")
+        saved = [
+            TensorSpec("input", shape, given)
+            if given == fp32
+            else TensorSpec("intermediate", shape, fp32),
+            TensorSpec("statistics", shape[:-1], fp32),
+        ]
+        if self.elementwise_affine:
+            normalised = given if self.implementation == "llama" else fp32
+            saved.append(TensorSpec("intermediate", shape, normalised))
+        return tuple(saved)
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return what an fp32 run keeps: its input, the inverse RMS, the normalised input."""
+        fp32 = as_dtype("fp32")
+        return tuple(
+            TensorSpec(s.role, s.shape, None if s.role != "statistics" else fp32)
+            for s in self.saved_storages(input_shape)
+        )
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Elements of its output and of the normalised input it keeps (at fp32)."""
+        kept = [s for s in self.saved_for_backward(input_shape) if s.role == "intermediate"]
+        return elements(self.output_shape(input_shape)) + sum(
+            (s.elements for s in kept), start=sp.Integer(0)
+        )
+
+    def describe(self) -> str:
+        """``no affine`` when off, and a non-default implementation."""
+        parts = [] if self.elementwise_affine else ["no affine"]
+        if self.implementation != "llama":
+            parts.append(self.implementation)
+        return ", ".join(parts)

@@ -1,0 +1,172 @@
+"""The exact peak stays small: dominated moments are pruned, and nothing else changes."""
+
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, Network, evaluate, training_memory
+from memtheory.maximum import _reference_maximum, maximum
+from memtheory.maximum import count_candidates as candidates
+from memtheory.shapes import conv_output_size, pool_output_size
+from memtheory.symbols import B, H, S
+
+HALF = sp.floor(H / 2)
+QUARTER = sp.floor(HALF / 2)
+MONOMIALS = [
+    sp.Integer(1),
+    B,
+    H,
+    B * H,
+    B * H**2,
+    HALF,
+    B * HALF**2,
+    QUARTER**2,
+    B * QUARTER,
+    S * B,
+]
+
+
+def pooled_cnn(convolutions: int, every: int = 5) -> Network:
+    """A CNN over symbolic H with a 2x2 max pooling after every ``every`` convolutions."""
+    layers: list = [Input((3, H, H))]
+    for i in range(convolutions):
+        layers.append(Conv2d(4, 3, padding=1))
+        if (i + 1) % every == 0:
+            layers.append(MaxPool2d(2))
+    return Network([*layers, Flatten(), Dense(10)])
+
+
+candidate = st.lists(st.integers(-50, 400), min_size=len(MONOMIALS), max_size=len(MONOMIALS)).map(
+    lambda coefficients: sp.Add(*(c * m for c, m in zip(coefficients, MONOMIALS, strict=True)))
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(candidate, min_size=1, max_size=20),
+    points=st.lists(
+        st.tuples(st.integers(1, 40), st.integers(1, 70), st.integers(1, 9)), min_size=3
+    ),
+)
+def test_pruned_maximum_is_the_maximum_at_every_admissible_point(values, points):
+    """Whatever is pruned, the Max equals the largest candidate at random positive sizes."""
+    peak = maximum(values)
+    assert candidates(peak) <= len(values)
+    for b, h, s in points:
+        point = {B: b, H: h, S: s}
+        assert peak.xreplace(point) == max(v.xreplace(point) for v in values)
+
+
+def test_dominated_candidates_are_dropped_and_kept_ones_are_not_comparable():
+    """A candidate another one beats everywhere goes; the constant makes up for size terms."""
+    bigger = 5 * B * H**2 + 10
+    assert maximum([4 * B * H**2 + 3, bigger, 5 * B * H**2 + 10]) == bigger
+    # B*H**2 >= 1, so 4*B*H**2 + 2*B >= 3*B*H**2 + B + 1 + B: the constant 1 is covered
+    assert maximum([3 * B * H**2 + B + 1, 4 * B * H**2 + 2 * B]) == 4 * B * H**2 + 2 * B
+    # floor(H/2) can be 0: a floor term cannot cover a constant, so both stay
+    both = maximum([B * HALF + 1, 2 * B * HALF])
+    assert isinstance(both, sp.Max) and len(both.args) == 2
+    # unknown sign (H - 5 < 0 for small H): coefficients must match exactly
+    assert len(maximum([(H - 5) * B, 2 * (H - 5) * B]).args) == 2
+    assert maximum([sp.Integer(3), sp.Integer(9)]) == 9
+
+
+def test_deep_cnn_peak_keeps_few_candidates_and_equals_the_previous_algorithm():
+    """On a pooled CNN the peak keeps far fewer candidates than moments, and the same numbers."""
+    memory = training_memory(pooled_cnn(30), optimizer="sgd", convention="autograd")
+    moments = list(memory.timeline.values())
+    peak = memory.peak
+    reference = _reference_maximum(moments)
+    assert candidates(peak) <= len(reference.args) < len(moments) / 2
+    # shared terms are written once: far smaller than one full sum per candidate
+    assert sp.count_ops(peak) < sp.count_ops(reference) / 3
+    for b, h in [(1, 2**6), (3, 2**6 + 1), (2, 100), (64, 224), (1, 1000)]:
+        exact = max(evaluate(m, B=b, H=h) for m in moments)
+        assert evaluate(peak, B=b, H=h) == exact == evaluate(reference, B=b, H=h)
+        assert memory.evaluate(B=b, H=h).peak == exact
+
+
+def test_partial_evaluation_of_a_peak_prunes_again_and_agrees():
+    """Giving H first leaves a Max in B alone (pruned), equal to giving both at once."""
+    memory = training_memory(pooled_cnn(10), optimizer="adam", convention="autograd")
+    in_batch = evaluate(memory.peak, H=96)
+    assert in_batch.free_symbols == {B}
+    assert candidates(in_batch) <= candidates(memory.peak)
+    for b in (1, 7, 256):
+        assert evaluate(in_batch, B=b) == evaluate(memory.peak, B=b, H=96)
+
+
+def _plain_network_shapes(network_layers):
+    import memtheory.shapes as shapes
+
+    def rounded(rounding, argument):
+        return rounding(argument)
+
+    original = shapes._rounded
+    shapes._rounded = rounded
+    try:
+        return [row.output_shape for row in Network(network_layers()).rows]
+    finally:
+        shapes._rounded = original
+
+
+def test_window_sizes_are_the_expressions_sympy_builds():
+    """The shortcut around sympy's floor gives the very same expressions (not only values)."""
+
+    def layers():
+        items: list = [Input((3, H, H + 3))]
+        for i in range(24):
+            items.append(
+                Conv2d(4, 3, padding=1, stride=1 if i % 3 else 2) if i % 2 else Conv2d(4, (3, 2))
+            )
+            if (i + 1) % 5 == 0:
+                items.append(MaxPool2d(2, ceil_mode=i % 10 == 4))
+        return items
+
+    fast = [row.output_shape for row in Network(layers()).rows]
+    assert fast == _plain_network_shapes(layers)
+    assert conv_output_size(HALF, 3, stride=2) == sp.floor((HALF - 3) / 2) + 1
+    assert pool_output_size(QUARTER + 1, 3, stride=2, ceil_mode=True) == sp.Min(
+        sp.ceiling((QUARTER + 1 - 3) / 2) + 1, sp.floor(QUARTER / 2) + 1
+    )
+
+
+def test_size_constraints_are_the_distinct_non_positive_sizes_in_order():
+    """The hashed check lists what a structural scan of every output size lists."""
+    net = pooled_cnn(12, every=3)
+    expected: dict = {}
+    for row in net.rows:
+        for axis, size in enumerate(row.output_shape):
+            size = sp.sympify(size)
+            if size.is_positive is not True and all(size != s for s in expected.values()):
+                expected[f"layer {row.index}, {row.layer.label}, output dimension {axis}"] = size
+    assert net.size_constraints() == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(candidate, min_size=2, max_size=20),
+    h=st.integers(1, 70),
+    b=st.integers(1, 40),
+)
+def test_substituting_into_a_peak_prunes_again_and_keeps_every_value(values, h, b):
+    """evaluate(peak, H=h) drops candidates dominated once H is known, and agrees at every B."""
+    peak = maximum([v + B * H * S for v in values])  # every symbol present
+    in_batch = evaluate(peak, H=h)
+    expected = max(v.xreplace({B: b, H: h, S: 3}) for v in values) + b * h * 3
+    assert evaluate(in_batch, B=b, S=3) == expected == evaluate(peak, H=h, B=b, S=3)
+    assert candidates(in_batch) <= candidates(peak)
+
+
+def test_many_survivors_share_their_common_terms_and_keep_every_value():
+    """Twelve incomparable candidates over a common part: the common part leaves the Max."""
+    common = 7 * B * H**2 + 3 * QUARTER**2 + 11
+    values = [common + (k + 1) * B * HALF + 100 * (12 - k) for k in range(12)]
+    peak = maximum(values)
+    assert candidates(peak) == 12
+    (inner,) = [argument for argument in sp.Add.make_args(peak) if isinstance(argument, sp.Max)]
+    assert not inner.has(H**2) and not inner.has(QUARTER)  # the common terms left the Max
+    for b, h in [(1, 1), (1, 9), (5, 40), (64, 224), (3, 2000)]:
+        point = {B: b, H: h}
+        assert peak.xreplace(point) == max(v.xreplace(point) for v in values)
+        assert evaluate(evaluate(peak, H=h), B=b) == evaluate(peak, B=b, H=h)
