@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from memtheory._validation import Pair, PairLike, as_pair
-from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec
+from memtheory.layers.base import Layer, Shape, TensorSpec
 
 __all__ = ["AdaptiveAvgPool2d"]
 
@@ -66,16 +66,6 @@ class AdaptiveAvgPool2d(Layer):
         if self._output_size() == (1, 1):
             return ()
         return (TensorSpec("input", tuple(input_shape)),)
-
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
-        """Its input; nothing for a 1x1 output, which PyTorch computes as a mean.
-
-        (``adaptive_avg_pool2d`` to 1x1 is ``input.mean((-1, -2), keepdim=True)``,
-        whose backward needs only the shape; measured on PyTorch 2.13 CPU.)
-        """
-        if tuple(self._output_size()) == (1, 1):
-            return Autograd()
-        return Autograd(saved=self.saved_for_backward(tuple(input_shapes[0])))
 
     def describe(self) -> str:
         """Describe the output size."""
