@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 import sympy as sp
 
-from memtheory.dtypes import DType
+from memtheory.dtypes import DType, DTypeLike
 from memtheory.errors import RankError, UnsupportedError
 
 __all__ = ["Autograd", "Layer", "Stage", "Shape", "TensorSpec", "describe_shape", "elements"]
@@ -299,9 +299,22 @@ class Layer(ABC):
         """Tensors the backward pass needs, as PyTorch's autograd keeps them."""
 
     def autograd(
-        self, input_shapes: tuple[Shape, ...], *, training: bool = True
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
     ) -> Autograd:
         """Return how the layer behaves under autograd for inputs of these shapes.
+
+        ``input_dtype`` is the dtype of the tensor the layer receives and
+        ``autocast`` the low dtype of ``torch.autocast`` when it is on; a layer
+        whose saved tensors depend on them (PyTorch's CPU attention upcasts
+        16-bit inputs, LayerNorm keeps fp32 statistics under autocast) states
+        concrete dtypes for them. Left ``None``, the description is that of an
+        fp32 run with the activation dtype unspecified. A saved tensor whose
+        dtype is ``None`` has the layer's compute dtype.
 
         The default: it saves :meth:`saved_for_backward`, its output aliases its
         input unless :meth:`stores_output`, and it computes in its input's

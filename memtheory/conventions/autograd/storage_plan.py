@@ -298,9 +298,13 @@ def _check_precision(precision: Precision) -> bool:
     return True
 
 
-def _spec(row: LayerRow, training: bool) -> Autograd:
+def _spec(
+    row: LayerRow, training: bool, input_dtype: DType, autocast: DType | None
+) -> Autograd:
     shapes = row.input_shapes or (row.input_shape,)
-    return row.layer.autograd(tuple(shapes), training=training)
+    return row.layer.autograd(
+        tuple(shapes), training=training, input_dtype=input_dtype, autocast=autocast
+    )
 
 
 def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
@@ -357,10 +361,10 @@ def _plan_layer(
     sizes: dict[str, sp.Expr],
     dtypes: dict[str, DType],
 ) -> _Row:
-    spec = _spec(row, training)
+    in_dtypes = tuple(dtypes[key] for key in in_keys)
+    spec = _spec(row, training, in_dtypes[0], precision.activations if autocast else None)
     name = row.name
     records = training and spec.records and (any(needs_grad) or row.parameters != 0)
-    in_dtypes = tuple(dtypes[key] for key in in_keys)
     compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(
         spec.autocast, in_dtypes[0]
     )
