@@ -19,7 +19,7 @@ Shape = tuple[sp.Expr, ...]
 Role = Literal[
     "input", "output", "indices", "mask", "statistics", "target", "buffer", "intermediate"
 ]
-AutocastRule = Literal["follow", "low", "fp32"]
+AutocastRule = Literal["follow", "low", "fp32", "parameters"]
 WeightCopyRule = Literal["always", "if the input needs a gradient", "never"]
 
 
@@ -121,11 +121,16 @@ class Autograd:
     gradient_is_view : bool
         Whether its backward hands on the incoming gradient itself, or views
         of it (a reshape, a sum, a concatenation), instead of new tensors.
-    autocast : {"follow", "low", "fp32"}
+    autocast : {"follow", "low", "fp32", "parameters"}
         Under ``torch.autocast``: ``"low"`` casts its inputs, weight and bias to
         the low-precision dtype and computes in it (convolutions, linear
         layers); ``"fp32"`` casts its inputs to fp32 (losses); ``"follow"``
-        computes in its input's dtype.
+        computes in its input's dtype. ``"parameters"``, with or without
+        autocast: its output has its parameters' dtype whatever its input's
+        (an embedding looks rows of its table up from int64 ids).
+    reads_ids : bool
+        Whether its input is int64 token ids (an embedding): a network whose
+        input batch it reads is fed int64 ids.
     weight_copy : {"always", "if the input needs a gradient", "never"}
         Whether its backward keeps autocast's low-precision weight copy.
     parameter_dtype : tuple of int
@@ -159,6 +164,7 @@ class Autograd:
     records: bool = True
     gradient_is_view: bool = False
     autocast: AutocastRule = "follow"
+    reads_ids: bool = False
     weight_copy: WeightCopyRule = "never"
     parameter_dtype: tuple[int, ...] = ()
     stages: tuple[Stage, ...] = ()

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.dtypes import dtype
+from memtheory.dtypes import DTypeLike, dtype
 from memtheory.errors import RankError, ShapeError
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 
 __all__ = ["Embedding", "PositionEmbedding", "TokenTypeEmbedding", "Unembedding"]
 
@@ -82,6 +82,29 @@ class Embedding(Layer):
         """Return the int64 token ids (its input)."""
         return (TensorSpec("input", tuple(input_shape), dtype("int64")),)
 
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Its int64 ids; its output rows have the table's dtype (autocast leaves it alone).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> spec = Embedding(100, 8).autograd(((B, S),))
+        >>> spec.reads_ids, spec.autocast
+        (True, 'parameters')
+        """
+        return Autograd(
+            saved=self.saved_for_backward(tuple(input_shapes[0])),
+            autocast="parameters",
+            reads_ids=True,
+        )
+
     def describe(self) -> str:
         """Vocabulary x width."""
         return f"{self.num_embeddings}x{self.embedding_dim}"
@@ -135,6 +158,30 @@ class _AddedEmbedding(Layer):
     def stores_output(self) -> bool:
         """Return False when the rows are added in place."""
         return not self.inplace
+
+    def _rows(self, input_shape: Shape) -> Shape:
+        """Shape of the rows it looks up (then adds): one per token, unless shared by position."""
+        return tuple(input_shape)
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Its ids (unless they are a view of its id buffer); the rows it adds, a transient.
+
+        The looked-up rows are freed once they are added (measured on CPU,
+        PyTorch 2.13); the sum is a new tensor, or the input again in place.
+        """
+        shape = tuple(input_shapes[0])
+        return Autograd(
+            saved=self.saved_for_backward(shape),
+            aliases_input=self.inplace,
+            transients=(TensorSpec("intermediate", self._rows(shape), label="rows"),),
+        )
 
     def describe(self) -> str:
         """Table size, and whether it adds in place."""
@@ -190,6 +237,9 @@ class PositionEmbedding(_AddedEmbedding):
         backward pass keeps whole (a buffer, not a saved activation).
         """
         return self._ids((input_shape[1],))
+
+    def _rows(self, input_shape: Shape) -> Shape:
+        return (input_shape[1], input_shape[2])
 
 
 @dataclass(frozen=True)
