@@ -128,6 +128,9 @@ class Autograd:
         computes in its input's dtype. ``"parameters"``, with or without
         autocast: its output has its parameters' dtype whatever its input's
         (an embedding looks rows of its table up from int64 ids).
+    compute_dtype : DType or None
+        The dtype it computes in whatever the precision, its inputs cast to it
+        (Hugging Face's causal-LM loss upcasts the logits with ``.float()``).
     reads_ids : bool
         Whether its input is int64 token ids (an embedding): a network whose
         input batch it reads is fed int64 ids.
@@ -164,6 +167,7 @@ class Autograd:
     records: bool = True
     gradient_is_view: bool = False
     autocast: AutocastRule = "follow"
+    compute_dtype: DType | None = None
     reads_ids: bool = False
     weight_copy: WeightCopyRule = "never"
     parameter_dtype: tuple[int, ...] = ()

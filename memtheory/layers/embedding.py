@@ -342,6 +342,26 @@ class Unembedding(Layer):
         """Its input (for the weight gradient)."""
         return (TensorSpec("input", tuple(input_shape)),)
 
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """A linear layer (``F.linear``): its input; under autocast, the weight's low copy.
+
+        Tied, the weight is the token embedding's matrix: autocast casts that
+        one, and its gradient is added to the embedding's (the autograd
+        convention follows the tie).
+        """
+        return Autograd(
+            saved=self.saved_for_backward(tuple(input_shapes[0])),
+            autocast="low",
+            weight_copy="if the input needs a gradient",
+        )
+
     def describe(self) -> str:
         """Vocabulary, and whether the matrix is tied and has a bias."""
         return (

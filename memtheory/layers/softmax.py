@@ -133,6 +133,7 @@ class CrossEntropyLoss(Layer):
             saved=saved,
             target=saved[2],
             autocast="fp32",
+            compute_dtype=fp32,
             stages=(Stage("log_softmax", (0,)), Stage("nll_loss", (0, 1, 2))),
         )
 
@@ -241,6 +242,7 @@ class LanguageModelLoss(CrossEntropyLoss):
             saved=saved,
             target=TensorSpec("target", shape[:2], dtype("int64")),
             autocast="fp32",
+            compute_dtype=fp32,
             stages=(Stage("log_softmax", (0,)), Stage("nll_loss", (0, 1, 2))),
         )
 

@@ -401,6 +401,8 @@ def _plan_layer(
         compute = in_dtypes[0]
     if spec.autocast == "parameters":
         compute = precision.parameters
+    if spec.compute_dtype is not None:
+        compute = spec.compute_dtype
     shapes = row.input_shapes or (row.input_shape,)
     allocs: dict[str, sp.Expr] = {}
     copies: dict[str, sp.Expr] = {}
@@ -410,7 +412,7 @@ def _plan_layer(
             read_keys.append(key)
             continue
         cast = f"{name}:input cast" + (f" {index}" if index else "")
-        if spec.autocast == "fp32" and row.output_shape == ():
+        if (spec.autocast == "fp32" or spec.compute_dtype is not None) and row.output_shape == ():
             cast = f"{name}:logits cast"
         allocs[cast] = elements(shape) * compute.bytes
         sizes[cast], dtypes[cast] = allocs[cast], compute
