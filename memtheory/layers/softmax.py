@@ -133,7 +133,6 @@ class CrossEntropyLoss(Layer):
             saved=saved,
             target=saved[2],
             autocast="fp32",
-            compute_dtype=fp32,
             stages=(Stage("log_softmax", (0,)), Stage("nll_loss", (0, 1, 2))),
         )
 
