@@ -105,6 +105,7 @@ class MultiHeadAttention(Layer):
     device: Literal["cuda", "cpu"] | None = None
     name: str | None = None
     kind = "MultiHeadAttention"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
     input_rank = 3
 
     def __post_init__(self) -> None:

@@ -19,7 +19,7 @@ Shape = tuple[sp.Expr, ...]
 Role = Literal[
     "input", "output", "indices", "mask", "statistics", "target", "buffer", "intermediate"
 ]
-AutocastRule = Literal["follow", "low", "fp32", "parameters"]
+AutocastRule = Literal["follow", "low", "fp32", "parameters", "promote"]
 WeightCopyRule = Literal["always", "if the input needs a gradient", "never"]
 
 
@@ -121,13 +121,15 @@ class Autograd:
     gradient_is_view : bool
         Whether its backward hands on the incoming gradient itself, or views
         of it (a reshape, a sum, a concatenation), instead of new tensors.
-    autocast : {"follow", "low", "fp32", "parameters"}
+    autocast : {"follow", "low", "fp32", "parameters", "promote"}
         Under ``torch.autocast``: ``"low"`` casts its inputs, weight and bias to
         the low-precision dtype and computes in it (convolutions, linear
         layers); ``"fp32"`` casts its inputs to fp32 (losses); ``"follow"``
         computes in its input's dtype. ``"parameters"``, with or without
         autocast: its output has its parameters' dtype whatever its input's
-        (an embedding looks rows of its table up from int64 ids).
+        (an embedding looks rows of its table up from int64 ids). ``"promote"``:
+        on autocast's promote list (``cat``), it casts its inputs to the wider
+        of theirs and its parameters' dtypes and computes in that.
     compute_dtype : DType or None
         The dtype it computes in whatever the precision, its inputs cast to it
         (Hugging Face's causal-LM loss upcasts the logits with ``.float()``).

@@ -54,6 +54,7 @@ class Embedding(Layer):
     embedding_dim: SizeLike
     name: str | None = None
     kind = "Embedding"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def __post_init__(self) -> None:
         owner = self.label
@@ -218,6 +219,7 @@ class PositionEmbedding(_AddedEmbedding):
     """
 
     kind = "PositionEmbedding"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return the input shape; refuse a sequence longer than the table."""
@@ -268,6 +270,7 @@ class TokenTypeEmbedding(_AddedEmbedding):
     """
 
     kind = "TokenTypeEmbedding"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the int64 segment id of every token (none of its own with ``ids_buffer``)."""
@@ -308,6 +311,7 @@ class Unembedding(Layer):
     bias: bool = False
     name: str | None = None
     kind = "Unembedding"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -350,7 +354,7 @@ class Unembedding(Layer):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """A linear layer (``F.linear``): its input; under autocast, the weight's low copy.
+        """Run as a linear layer (``F.linear``): keep its input, under autocast the low copy.
 
         Tied, the weight is the token embedding's matrix: autocast casts that
         one, and its gradient is added to the embedding's (the autograd

@@ -48,6 +48,7 @@ class LayerNorm(Layer):
     bias: bool = True
     name: str | None = None
     kind = "LayerNorm"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def check_input(self, input_shape: Shape) -> None:
         """Raise :class:`RankError` for an input without features beside the batch."""

@@ -401,6 +401,8 @@ def _plan_layer(
         compute = in_dtypes[0]
     if spec.autocast == "parameters":
         compute = precision.parameters
+    if autocast and spec.autocast == "promote":
+        compute = max((*in_dtypes, precision.parameters), key=lambda kind: kind.bytes)
     if spec.compute_dtype is not None:
         compute = spec.compute_dtype
     shapes = row.input_shapes or (row.input_shape,)

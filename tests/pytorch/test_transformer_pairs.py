@@ -1,0 +1,116 @@
+"""The transformer builders under the autograd convention against measure(): 0 bytes off.
+
+GPT-2-, BERT-MLM- and ViT-style networks from :mod:`memtheory.models` (with
+the CPU settings of :func:`reference_models.as_measured`) against the
+independently written PyTorch modules of ``reference_models.py``, at sizes
+nobody tuned for: parameters, gradients, optimizer state and step counters,
+autocast's weight copies, saved activations, input and targets, and the
+training-step peak, at fp32, bf16 and CPU autocast-bf16 with SGD, momentum,
+Adam and AdamW (a small representative matrix per model).
+
+Not covered here: the inference peak (``inference_memory``), and the
+transients inside the backward of ``nn.MultiheadAttention``'s CPU flash
+kernel (no dropout), which the single attention node does not model; ViT's
+SGD step peaks there (the xfail below records by how much).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
+
+from reference_models import PAIRS  # noqa: E402
+
+import memtheory as mt  # noqa: E402
+from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
+from memtheory.torch import measure  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+NAMES = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "optimizer_step_counters",
+    "weight_copies",
+    "saved_activations",
+    "buffers",
+    "input",
+    "targets",
+)
+
+
+def _optimizer(name: str, parameters) -> torch.optim.Optimizer:
+    if name == "sgd":
+        return torch.optim.SGD(parameters, lr=0.01)
+    if name == "sgd+momentum":
+        return torch.optim.SGD(parameters, lr=0.01, momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(parameters, lr=1e-3)
+    return torch.optim.AdamW(parameters, lr=1e-3)  # weight_decay=0.01, as memtheory's adamw
+
+
+def _compare(name: str, precision: str, optimizer: str) -> tuple[dict, dict]:
+    """Return (predicted, measured) components and training peak of one pair."""
+    pair = PAIRS[name]
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    module = pair.build_module(dtype=dtype)
+    x = pair.example_input()
+    if x.is_floating_point():
+        x = x.to(dtype)
+    measured = measure(
+        module,
+        x,
+        pair.loss,
+        _optimizer(optimizer, module.parameters()),
+        target=pair.example_target(),
+        warmup_steps=1,
+        autocast=torch.bfloat16 if precision == "autocast" else None,
+    )
+    ours = autocast_precision() if precision == "autocast" else precision
+    predicted = mt.training_memory(
+        pair.build_network(),
+        optimizer=optimizer,
+        precision=ours,
+        convention=AutogradConvention(measured.implementation),
+    )
+    got = {n: int(predicted.components.get(n, 0)) for n in NAMES}
+    want = {n: getattr(measured, n) for n in NAMES}
+    got["peak"], want["peak"] = int(predicted.peak), measured.peak
+    return got, want
+
+
+MATRIX = [
+    ("GPT-2-style", "fp32", "adamw"),
+    ("GPT-2-style", "bf16", "sgd+momentum"),
+    ("GPT-2-style", "autocast", "adam"),
+    ("BERT-MLM-style", "fp32", "sgd+momentum"),
+    ("BERT-MLM-style", "bf16", "adam"),
+    ("BERT-MLM-style", "autocast", "sgd"),
+    ("ViT-style", "fp32", "adam"),
+    ("ViT-style", "bf16", "adamw"),
+    ("ViT-style", "autocast", "adam"),
+]
+
+
+@pytest.mark.parametrize(("name", "precision", "optimizer"), MATRIX)
+def test_transformer_pair_is_exact(name, precision, optimizer):
+    """Every component and the training-step peak equal what PyTorch keeps, byte for byte."""
+    got, want = _compare(name, precision, optimizer)
+    assert got == want
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the backward of nn.MultiheadAttention's CPU flash kernel allocates transients "
+    "(the packed gradient, rebuilt three times by unbind's backward) that the one attention "
+    "node does not model: ViT's SGD peak lands there, 6,048 bytes under at this size",
+)
+def test_vit_sgd_peak_inside_flash_attention_backward():
+    """Known gap: the components agree, the peak (inside attention's backward) does not."""
+    got, want = _compare("ViT-style", "fp32", "sgd")
+    assert {k: v for k, v in got.items() if k != "peak"} == {
+        k: v for k, v in want.items() if k != "peak"
+    }
+    assert got["peak"] == want["peak"]
