@@ -25,6 +25,8 @@ from memtheory.layers.saved_storages import compute_dtype
 
 __all__ = ["MultiHeadAttention"]
 
+_BOOL = as_dtype("bool")
+
 
 @dataclass(frozen=True)
 class MultiHeadAttention(Layer):
@@ -78,6 +80,17 @@ class MultiHeadAttention(Layer):
     device : {"cuda", "cpu"} or None, default None
         Where the eager attention's dropout runs: its mask is ``bool`` on CUDA
         (and by default), the activation dtype on CPU (measured).
+    causal : bool, default False
+        Each position attends to itself and earlier ones (GPT-2): the eager
+        path masks the scores with ``torch.where(causal_mask, scores,
+        finfo.min)``, whose backward keeps the ``bool`` condition. Measured on
+        CPU for ``implementation="eager"`` only.
+    mask_buffer : size, optional
+        With ``causal``: the condition is a slice of a registered ``(1, 1, n,
+        n)`` ``bool`` buffer (Hugging Face's GPT-2 ``bias`` buffer, ``n`` =
+        ``n_positions``), which the backward keeps whole as a buffer. Unset,
+        the condition is built in every forward pass, ``(S, S)``, and kept as
+        a saved activation.
     name : str, optional
 
     Examples
@@ -103,6 +116,8 @@ class MultiHeadAttention(Layer):
     flash: bool = False
     implementation: Literal["eager", "torch"] = "eager"
     device: Literal["cuda", "cpu"] | None = None
+    causal: bool = False
+    mask_buffer: SizeLike | None = None
     name: str | None = None
     kind = "MultiHeadAttention"
     autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
@@ -135,6 +150,18 @@ class MultiHeadAttention(Layer):
         if self.device not in (None, "cuda", "cpu"):
             raise InvalidSizeError(
                 f"{owner}: device must be 'cuda' or 'cpu', got {self.device!r}."
+            )
+        if self.mask_buffer is not None:
+            set_(self, "mask_buffer", as_size(self.mask_buffer, "mask_buffer", owner))
+            if not self.causal:
+                raise InvalidSizeError(
+                    f"{owner}: mask_buffer holds a causal mask; set causal=True."
+                )
+        if self.causal and (self.implementation != "eager" or self.flash):
+            raise InvalidSizeError(
+                f"{owner}: a causal mask is measured for implementation='eager' (Hugging "
+                "Face's torch.where on the scores) only; the torch and flash kernels take "
+                "is_causal, which memtheory has not measured."
             )
         if self.implementation == "torch" and (
             self.kv_heads is not None or self.head_dim is not None
@@ -367,6 +394,7 @@ class MultiHeadAttention(Layer):
         if kernel == "eager":
             first = TensorSpec("input", shapes["input"])  # or, under autocast, its cast
             mask = compute if self.device == "cpu" else as_dtype("bool")
+            condition = self._causal_condition(input_shape)
             middle = (
                 (spec("mask", "probabilities", mask), spec("intermediate", "probabilities"))
                 if dropout
@@ -377,6 +405,7 @@ class MultiHeadAttention(Layer):
                 return (
                     first,
                     spec("intermediate", "packed"),
+                    *condition,
                     spec("intermediate", "probabilities"),
                     *middle,
                     spec("intermediate", "heads_output"),
@@ -385,6 +414,7 @@ class MultiHeadAttention(Layer):
                 first,
                 spec("intermediate", "queries"),
                 spec("intermediate", "keys"),
+                *condition,
                 spec("intermediate", "probabilities"),
                 *middle,
                 spec("intermediate", "values"),
@@ -436,6 +466,30 @@ class MultiHeadAttention(Layer):
                 count += spec.elements
         return sp.expand(count)
 
+    def _causal_condition(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the ``bool`` condition ``torch.where`` keeps: the buffer's view, or its own."""
+        if not self.causal:
+            return ()
+        sequence = input_shape[1]
+        if self.mask_buffer is not None:
+            return (TensorSpec("buffer", (1, 1, self.mask_buffer, self.mask_buffer), _BOOL),)
+        return (TensorSpec("mask", (sequence, sequence), _BOOL, label="causal mask"),)
+
+    def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the causal mask's ``bool`` buffer, with ``mask_buffer``.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> attn = MultiHeadAttention(12, causal=True, mask_buffer=1024)
+        >>> [(t.shape, t.dtype.name) for t in attn.buffers((B, S, 768))]
+        [((1, 1, 1024, 1024), 'bool')]
+        """
+        if self.causal and self.mask_buffer is not None:
+            side = self.mask_buffer
+            return (TensorSpec("buffer", (sp.Integer(1), sp.Integer(1), side, side), _BOOL),)
+        return ()
+
     def describe(self) -> str:
         """Heads, and any grouped keys, dropout or flash kernel."""
         parts = [f"{self.heads} heads"]
@@ -443,6 +497,8 @@ class MultiHeadAttention(Layer):
             parts.append(f"{self.kv_heads} kv heads")
         if self.dropout:
             parts.append(f"dropout {self.dropout}")
+        if self.causal:
+            parts.append("causal")
         if self.flash:
             parts.append("flash")
         if self.implementation != "eager":
