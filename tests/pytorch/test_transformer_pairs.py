@@ -166,3 +166,74 @@ def test_real_builder_with_adamw_is_exact(name):
     got = {n: int(predicted.components.get(n, 0)) for n in NAMES}
     want = {n: getattr(measured, n) for n in NAMES}
     assert (got, int(predicted.peak)) == (want, measured.peak)
+
+
+class _BufferedBertEmbeddings(nn.Module):
+    """Hugging Face's BertEmbeddings: ids sliced from int64 buffers, positions added in place.
+
+    Then a layer norm, CPU dropout and a decoder tied to the word embeddings, with a bias.
+    """
+
+    def __init__(self, vocabulary: int, width: int, positions: int) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocabulary, width)
+        self.token_type_embeddings = nn.Embedding(2, width)
+        self.position_embeddings = nn.Embedding(positions, width)
+        self.register_buffer(
+            "position_ids", torch.arange(positions).expand((1, -1)), persistent=False
+        )
+        self.register_buffer(
+            "token_type_ids", torch.zeros((1, positions), dtype=torch.long), persistent=False
+        )
+        self.norm = nn.LayerNorm(width)
+        self.dropout = nn.Dropout(0.1)
+        self.bias = nn.Parameter(torch.zeros(vocabulary))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        b, s = ids.shape
+        x = self.word_embeddings(ids)
+        x = x + self.token_type_embeddings(self.token_type_ids[:, :s].expand(b, s))
+        x += self.position_embeddings(self.position_ids[:, :s])
+        x = self.dropout(self.norm(x))
+        return nn.functional.linear(x, self.word_embeddings.weight, self.bias)
+
+
+@pytest.mark.parametrize(("precision", "optimizer"), [("fp32", "adam"), ("autocast", "sgd")])
+def test_bert_id_buffers_and_a_tied_decoder_are_exact(precision, optimizer):
+    """int64 id buffers are counted as buffers; the tied decoder's gradient joins the table's."""
+    from reference_models import masked_lm_loss
+
+    import memtheory.layers as ml
+
+    batch, sequence, vocabulary, width, positions = 3, 7, 41, 10, 12
+    torch.manual_seed(0)
+    module = _BufferedBertEmbeddings(vocabulary, width, positions).train()
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, vocabulary, (batch, sequence), generator=generator)
+    labels = torch.randint(0, vocabulary, (batch, sequence), generator=generator)
+    measured = measure(
+        module, ids, masked_lm_loss, _optimizer(optimizer, module.parameters()), target=labels,
+        warmup_steps=1, autocast=torch.bfloat16 if precision == "autocast" else None,
+    )
+    net = mt.Network(
+        [
+            mt.Input((sequence,), batch=batch),
+            ml.Embedding(vocabulary, width),
+            ml.TokenTypeEmbedding(2, ids_buffer=positions),
+            ml.PositionEmbedding(positions, inplace=True, ids_buffer=positions),
+            ml.LayerNorm(),
+            ml.Dropout(0.1, device="cpu"),
+            ml.Unembedding(vocabulary, bias=True),
+            ml.LanguageModelLoss(shift=False, upcast=False),
+        ]
+    )
+    predicted = mt.training_memory(
+        net,
+        optimizer=optimizer,
+        precision=autocast_precision() if precision == "autocast" else precision,
+        convention=AutogradConvention(measured.implementation),
+    )
+    got = {n: int(predicted.components.get(n, 0)) for n in NAMES}
+    want = {n: getattr(measured, n) for n in NAMES}
+    assert got["buffers"] == 2 * positions * 8
+    assert (got, int(predicted.peak)) == (want, measured.peak)
