@@ -85,6 +85,11 @@ class RMSNorm(Layer):
         self.check_input(input_shape)
         return input_shape[-1] if self.elementwise_affine else sp.Integer(0)
 
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(features,)``, if affine."""
+        self.check_input(input_shape)
+        return (("weight", (input_shape[-1],)),) if self.elementwise_affine else ()
+
     def autograd(
         self,
         input_shapes: tuple[Shape, ...],

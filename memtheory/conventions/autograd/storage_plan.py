@@ -25,7 +25,7 @@ from memtheory.dtypes import DType, dtype
 from memtheory.errors import UnsupportedError
 from memtheory.layers.base import Autograd, TensorSpec, elements
 from memtheory.layers.embedding import Embedding, Unembedding
-from memtheory.network import LayerRow, Network, parameter_shapes
+from memtheory.network import LayerRow, Network
 from memtheory.precision import Precision, PrecisionLike
 from memtheory.precision import precision as precision_of
 
@@ -268,13 +268,24 @@ def _tied(network: Network, row: LayerRow) -> tuple[str, sp.Expr] | None:
     )
 
 
-def _parameter_tensors(network: Network) -> dict[str, sp.Expr]:
-    """Elements of each parameter tensor, in ``module.parameters()`` order.
+def _row_parameters(row: LayerRow) -> list[tuple[str, sp.Expr]]:
+    """Return the row's parameter tensors, ``(name, elements)``, in registration order.
 
-    Named as :func:`~memtheory.network.parameter_shapes` names them
-    (``"dense_1.weight"``, ``"attn.in_proj_weight"``).
+    As the layer's :meth:`~memtheory.layers.Layer.parameter_shapes` names them
+    (``"attn.in_proj_weight"``), or ``weight`` and ``bias`` for a layer that
+    does not state its shapes.
     """
-    return {name: elements(shape) for name, shape in parameter_shapes(network)}
+    try:
+        shapes = row.layer.parameter_shapes(row.input_shape)
+    except UnsupportedError:
+        counts = (("weight", row.weights), ("bias", row.biases))
+        return [(f"{row.name}.{part}", count) for part, count in counts if count != 0]
+    return [(f"{row.name}.{part}", elements(shape)) for part, shape in shapes]
+
+
+def _parameter_tensors(network: Network) -> dict[str, sp.Expr]:
+    """Elements of each parameter tensor, in ``module.parameters()`` order."""
+    return {name: count for row in network.rows for name, count in _row_parameters(row)}
 
 
 def _buffer_bytes(network: Network, precision: Precision) -> sp.Expr:

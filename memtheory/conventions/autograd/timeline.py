@@ -21,7 +21,7 @@ from typing import TypeAlias
 import sympy as sp
 
 from memtheory.conventions.autograd.optimizer_step import _step_temporaries, _step_text
-from memtheory.conventions.autograd.storage_plan import _Plan
+from memtheory.conventions.autograd.storage_plan import _Plan, _row_parameters
 from memtheory.errors import UnsupportedError
 from memtheory.layers.base import Shape, elements
 from memtheory.optimizers import Optimizer
@@ -180,7 +180,7 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
         if not entry.records:
             grad_fn[name] = sources[0] if not entry.spec.records and sources else None
             continue
-        own = [f"{name}.{part}" for part, _ in row.layer.parameter_shapes(row.input_shape)]
+        own = [tensor for tensor, _ in _row_parameters(row)]
         if entry.tied is not None:
             own.insert(0, entry.tied[0])
         param_casts: dict[str, int] = {}
