@@ -8,6 +8,7 @@ import sympy as sp
 import memtheory.layers as ml
 from memtheory.errors import InvalidSizeError, RankError, ShapeError
 from memtheory.layers.base import elements
+from memtheory.layers.saved_storages import saved_storages
 from memtheory.network import Network
 from memtheory.symbols import B, D, S, size_symbol
 from memtheory.transformer_activations import (
@@ -89,7 +90,7 @@ def test_layer_norm_has_a_scale_and_shift_per_feature_and_statistics_in_the_inpu
     assert norm.parameter_count((B, S, D)) == 2 * D
     stats = [t for t in norm.saved_for_backward((B, S, D)) if t.role == "statistics"]
     assert [(t.shape, t.dtype) for t in stats] == [((B, S), None), ((B, S), None)]
-    mixed = norm.saved_storages((B, S, D), dtype="bf16", autocast="bf16")
+    mixed = saved_storages(norm, (B, S, D), dtype="bf16", autocast="bf16")
     assert [t.dtype.name for t in mixed] == ["bf16", "fp32", "fp32"]
     assert ml.LayerNorm(elementwise_affine=False).parameter_count((B, S, D)) == 0
 

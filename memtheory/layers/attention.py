@@ -11,7 +11,7 @@ Derived in the book's chapter "Transformers".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import sympy as sp
@@ -20,10 +20,12 @@ from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import InvalidSizeError, RankError, ShapeError
-from memtheory.layers.base import Layer, Role, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.base import Autograd, Layer, Role, Shape, TensorSpec, describe_shape, elements
 from memtheory.layers.saved_storages import compute_dtype
 
 __all__ = ["MultiHeadAttention"]
+
+_BOOL = as_dtype("bool")
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class MultiHeadAttention(Layer):
     the features (fewer key/value heads shrink the key and value projections).
 
     What the backward pass keeps depends on the implementation, and is
-    measured on CPU (PyTorch 2.13; :meth:`saved_storages` lists it storage by
+    measured on CPU (PyTorch 2.13; :meth:`autograd` lists it storage by
     storage for any dtype, mode and autocast setting):
 
     * ``implementation="eager"`` (default): attention written out with
@@ -78,6 +80,17 @@ class MultiHeadAttention(Layer):
     device : {"cuda", "cpu"} or None, default None
         Where the eager attention's dropout runs: its mask is ``bool`` on CUDA
         (and by default), the activation dtype on CPU (measured).
+    causal : bool, default False
+        Each position attends to itself and earlier ones (GPT-2): the eager
+        path masks the scores with ``torch.where(causal_mask, scores,
+        finfo.min)``, whose backward keeps the ``bool`` condition. Measured on
+        CPU for ``implementation="eager"`` only.
+    mask_buffer : size, optional
+        With ``causal``: the condition is a slice of a registered ``(1, 1, n,
+        n)`` ``bool`` buffer (Hugging Face's GPT-2 ``bias`` buffer, ``n`` =
+        ``n_positions``), which the backward keeps whole as a buffer. Unset,
+        the condition is built in every forward pass, ``(S, S)``, and kept as
+        a saved activation.
     name : str, optional
 
     Examples
@@ -103,8 +116,11 @@ class MultiHeadAttention(Layer):
     flash: bool = False
     implementation: Literal["eager", "torch"] = "eager"
     device: Literal["cuda", "cpu"] | None = None
+    causal: bool = False
+    mask_buffer: SizeLike | None = None
     name: str | None = None
     kind = "MultiHeadAttention"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
     input_rank = 3
 
     def __post_init__(self) -> None:
@@ -134,6 +150,18 @@ class MultiHeadAttention(Layer):
         if self.device not in (None, "cuda", "cpu"):
             raise InvalidSizeError(
                 f"{owner}: device must be 'cuda' or 'cpu', got {self.device!r}."
+            )
+        if self.mask_buffer is not None:
+            set_(self, "mask_buffer", as_size(self.mask_buffer, "mask_buffer", owner))
+            if not self.causal:
+                raise InvalidSizeError(
+                    f"{owner}: mask_buffer holds a causal mask; set causal=True."
+                )
+        if self.causal and (self.implementation != "eager" or self.flash):
+            raise InvalidSizeError(
+                f"{owner}: a causal mask is measured for implementation='eager' (Hugging "
+                "Face's torch.where on the scores) only; the torch and flash kernels take "
+                "is_causal, which memtheory has not measured."
             )
         if self.implementation == "torch" and (
             self.kv_heads is not None or self.head_dim is not None
@@ -271,20 +299,23 @@ class MultiHeadAttention(Layer):
             return "eager"
         return "math" if training and self.dropout else "flash"
 
-    def saved_storages(
+    def autograd(
         self,
-        input_shape: Shape,
+        input_shapes: tuple[Shape, ...],
         *,
-        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the input)
         training: bool = True,
+        input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
-    ) -> tuple[TensorSpec, ...]:
+    ) -> Autograd:
         """Return every storage the backward pass keeps, once each, with its dtype.
 
-        Measured on CPU (PyTorch 2.13, ``tests/pytorch/layer_harness.py``);
-        the projection weights and their autocast copies are not listed.
-        ``dtype`` is the input's dtype; ``autocast`` the low dtype of CPU
-        autocast, if on (the projections then compute in it).
+        Measured on CPU (PyTorch 2.13, ``tests/pytorch/layer_harness.py`` and
+        ``tests/pytorch/test_layer_saved.py``); the projection weights and
+        their autocast copies are not listed (the autograd convention adds
+        them, as for :class:`~memtheory.layers.Dense`). ``input_dtype`` is the
+        input's dtype; ``autocast`` the low dtype of CPU autocast, if on (the
+        projections then compute in it). Left unset, an fp32 run with the
+        activation dtype unspecified.
 
         * ``"eager"``: the input (or its autocast cast), contiguous copies of
           Q, K and V (``matmul`` on head-split views copies them; with one head
@@ -314,19 +345,35 @@ class MultiHeadAttention(Layer):
         --------
         >>> from memtheory.symbols import B, S
         >>> attn = MultiHeadAttention(12, dropout=0.1, implementation="torch")
-        >>> [(s.shape, s.dtype.name) for s in attn.saved_storages((B, S, 768), dtype="bf16")
-        ...  if s.role == "mask"]
+        >>> [(s.shape, s.dtype.name) for s in attn.autograd(((B, S, 768),), input_dtype="bf16")
+        ...  .saved if s.role == "mask"]
         [((B, 12, S, S), 'fp32')]
         >>> eager = MultiHeadAttention(12, dropout=0.1, device="cpu")
-        >>> [s.dtype.name for s in eager.saved_storages((B, S, 768), dtype="bf16")
+        >>> [s.dtype.name for s in eager.autograd(((B, S, 768),), input_dtype="bf16").saved
         ...  if s.role == "mask"]
         ['bf16']
-        >>> [s.shape for s in attn.saved_storages((B, S, 768), training=False)][:2]
+        >>> [s.shape for s in attn.autograd(((B, S, 768),), training=False).saved][:2]
         [(B, S, 768), (B, S, 2304)]
         """
+        saved = self._storages(tuple(input_shapes[0]), input_dtype, training, autocast)
+        if input_dtype is None:  # the activation dtype left open: what follows it says None
+            fp32 = as_dtype("fp32")
+            saved = tuple(
+                s if s.role == "statistics" or s.dtype != fp32 else replace(s, dtype=None)
+                for s in saved
+            )
+        return Autograd(saved=saved, autocast="low", weight_copy="if the input needs a gradient")
+
+    def _storages(
+        self,
+        input_shape: Shape,
+        input_dtype: DTypeLike | None,
+        training: bool,
+        autocast: DTypeLike | None,
+    ) -> tuple[TensorSpec, ...]:
         self.check_input(input_shape)
         shapes = self._tensors(input_shape)
-        given = as_dtype(dtype)
+        given = as_dtype(input_dtype or "fp32")
         compute = compute_dtype(given, autocast)
         fp32 = as_dtype("fp32")
 
@@ -345,12 +392,9 @@ class MultiHeadAttention(Layer):
                 spec("statistics", "row_statistics", fp32),
             )
         if kernel == "eager":
-            first = (
-                spec("input", "input", given)
-                if compute == given
-                else spec("intermediate", "input")
-            )
+            first = TensorSpec("input", shapes["input"])  # or, under autocast, its cast
             mask = compute if self.device == "cpu" else as_dtype("bool")
+            condition = self._causal_condition(input_shape)
             middle = (
                 (spec("mask", "probabilities", mask), spec("intermediate", "probabilities"))
                 if dropout
@@ -361,6 +405,7 @@ class MultiHeadAttention(Layer):
                 return (
                     first,
                     spec("intermediate", "packed"),
+                    *condition,
                     spec("intermediate", "probabilities"),
                     *middle,
                     spec("intermediate", "heads_output"),
@@ -369,6 +414,7 @@ class MultiHeadAttention(Layer):
                 first,
                 spec("intermediate", "queries"),
                 spec("intermediate", "keys"),
+                *condition,
                 spec("intermediate", "probabilities"),
                 *middle,
                 spec("intermediate", "values"),
@@ -401,19 +447,12 @@ class MultiHeadAttention(Layer):
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return what a training step keeps, in the order the forward pass makes it.
 
-        The storages of :meth:`saved_storages` for an fp32 run, with the
-        activation dtype left unspecified (``None``) where it follows the run's
-        dtype. At 16 bits the torch implementation keeps a different set (its
-        CPU math path upcasts): ask :meth:`saved_storages` with the dtype.
+        :meth:`autograd` for an fp32 run, with the activation dtype left
+        unspecified (``None``) where it follows the run's dtype. At 16 bits the
+        torch implementation keeps a different set (its CPU math path
+        upcasts): ask :meth:`autograd` with the input dtype.
         """
-        fp32 = as_dtype("fp32")
-        return tuple(
-            TensorSpec(s.role, s.shape, None if s.dtype == fp32 else s.dtype)
-            if s.role != "statistics"
-            else s
-            for s in self.saved_storages(input_shape)
-        )
-
+        return self.autograd((tuple(input_shape),)).saved
     def activation_count(self, input_shape: Shape) -> sp.Expr:
         """Elements of the tensors a training step creates and keeps, its output included.
 
@@ -427,6 +466,30 @@ class MultiHeadAttention(Layer):
                 count += spec.elements
         return sp.expand(count)
 
+    def _causal_condition(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the ``bool`` condition ``torch.where`` keeps: the buffer's view, or its own."""
+        if not self.causal:
+            return ()
+        sequence = input_shape[1]
+        if self.mask_buffer is not None:
+            return (TensorSpec("buffer", (1, 1, self.mask_buffer, self.mask_buffer), _BOOL),)
+        return (TensorSpec("mask", (sequence, sequence), _BOOL, label="causal mask"),)
+
+    def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the causal mask's ``bool`` buffer, with ``mask_buffer``.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> attn = MultiHeadAttention(12, causal=True, mask_buffer=1024)
+        >>> [(t.shape, t.dtype.name) for t in attn.buffers((B, S, 768))]
+        [((1, 1, 1024, 1024), 'bool')]
+        """
+        if self.causal and self.mask_buffer is not None:
+            side = self.mask_buffer
+            return (TensorSpec("buffer", (sp.Integer(1), sp.Integer(1), side, side), _BOOL),)
+        return ()
+
     def describe(self) -> str:
         """Heads, and any grouped keys, dropout or flash kernel."""
         parts = [f"{self.heads} heads"]
@@ -434,6 +497,8 @@ class MultiHeadAttention(Layer):
             parts.append(f"{self.kv_heads} kv heads")
         if self.dropout:
             parts.append(f"dropout {self.dropout}")
+        if self.causal:
+            parts.append("causal")
         if self.flash:
             parts.append("flash")
         if self.implementation != "eager":

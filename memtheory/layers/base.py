@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 import sympy as sp
 
-from memtheory.dtypes import DType
+from memtheory.dtypes import DType, DTypeLike
 from memtheory.errors import RankError, UnsupportedError
 
 __all__ = ["Autograd", "Layer", "Stage", "Shape", "TensorSpec", "describe_shape", "elements"]
@@ -19,7 +19,7 @@ Shape = tuple[sp.Expr, ...]
 Role = Literal[
     "input", "output", "indices", "mask", "statistics", "target", "buffer", "intermediate"
 ]
-AutocastRule = Literal["follow", "low", "fp32"]
+AutocastRule = Literal["follow", "low", "fp32", "parameters", "promote"]
 WeightCopyRule = Literal["always", "if the input needs a gradient", "never"]
 
 
@@ -121,11 +121,21 @@ class Autograd:
     gradient_is_view : bool
         Whether its backward hands on the incoming gradient itself, or views
         of it (a reshape, a sum, a concatenation), instead of new tensors.
-    autocast : {"follow", "low", "fp32"}
+    autocast : {"follow", "low", "fp32", "parameters", "promote"}
         Under ``torch.autocast``: ``"low"`` casts its inputs, weight and bias to
         the low-precision dtype and computes in it (convolutions, linear
         layers); ``"fp32"`` casts its inputs to fp32 (losses); ``"follow"``
-        computes in its input's dtype.
+        computes in its input's dtype. ``"parameters"``, with or without
+        autocast: its output has its parameters' dtype whatever its input's
+        (an embedding looks rows of its table up from int64 ids). ``"promote"``:
+        on autocast's promote list (``cat``), it casts its inputs to the wider
+        of theirs and its parameters' dtypes and computes in that.
+    compute_dtype : DType or None
+        The dtype it computes in whatever the precision, its inputs cast to it
+        (Hugging Face's causal-LM loss upcasts the logits with ``.float()``).
+    reads_ids : bool
+        Whether its input is int64 token ids (an embedding): a network whose
+        input batch it reads is fed int64 ids.
     weight_copy : {"always", "if the input needs a gradient", "never"}
         Whether its backward keeps autocast's low-precision weight copy.
     parameter_dtype : tuple of int
@@ -159,6 +169,8 @@ class Autograd:
     records: bool = True
     gradient_is_view: bool = False
     autocast: AutocastRule = "follow"
+    compute_dtype: DType | None = None
+    reads_ids: bool = False
     weight_copy: WeightCopyRule = "never"
     parameter_dtype: tuple[int, ...] = ()
     stages: tuple[Stage, ...] = ()
@@ -299,9 +311,22 @@ class Layer(ABC):
         """Tensors the backward pass needs, as PyTorch's autograd keeps them."""
 
     def autograd(
-        self, input_shapes: tuple[Shape, ...], *, training: bool = True
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
     ) -> Autograd:
         """Return how the layer behaves under autograd for inputs of these shapes.
+
+        ``input_dtype`` is the dtype of the tensor the layer receives and
+        ``autocast`` the low dtype of ``torch.autocast`` when it is on; a layer
+        whose saved tensors depend on them (PyTorch's CPU attention upcasts
+        16-bit inputs, LayerNorm keeps fp32 statistics under autocast) states
+        concrete dtypes for them. Left ``None``, the description is that of an
+        fp32 run with the activation dtype unspecified. A saved tensor whose
+        dtype is ``None`` has the layer's compute dtype.
 
         The default: it saves :meth:`saved_for_backward`, its output aliases its
         input unless :meth:`stores_output`, and it computes in its input's

@@ -8,6 +8,7 @@ from typing import TypeAlias, cast
 import sympy as sp
 
 from memtheory._validation import Pair, PairLike, SizeLike, as_pair, as_size
+from memtheory.dtypes import DTypeLike
 from memtheory.errors import InvalidSizeError, KernelTooLargeError, ShapeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 from memtheory.shapes import conv_output_size, effective_kernel
@@ -162,7 +163,14 @@ class Conv2d(Layer):
         """Its input (for the weight gradient); the weight is a parameter."""
         return (TensorSpec("input", input_shape),)
 
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
         """Its input; under autocast it runs in low precision and always keeps the weight copy."""
         return Autograd(
             saved=self.saved_for_backward(tuple(input_shapes[0])),

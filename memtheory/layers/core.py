@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
+from memtheory.dtypes import DTypeLike
 from memtheory.errors import RankError, UnsupportedError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape, elements
 from memtheory.symbols import B
@@ -95,7 +96,14 @@ class Flatten(Layer):
         """Nothing: reshaping back needs only the shape."""
         return ()
 
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
         """Return a view: no storage, nothing saved, the gradient reshaped on the way back."""
         return Autograd(aliases_input=True, gradient_is_view=True)
 
@@ -186,7 +194,14 @@ class Dense(Layer):
         """Its input (for the weight gradient); the weight itself is a parameter."""
         return (TensorSpec("input", input_shape),)
 
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
         """Its input; under autocast it runs in low precision and keeps the weight copy.
 
         The copy is kept only when the input needs a gradient (``grad_input =

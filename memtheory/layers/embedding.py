@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.dtypes import dtype
+from memtheory.dtypes import DTypeLike, dtype
 from memtheory.errors import RankError, ShapeError
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 
 __all__ = ["Embedding", "PositionEmbedding", "TokenTypeEmbedding", "Unembedding"]
 
@@ -54,6 +54,7 @@ class Embedding(Layer):
     embedding_dim: SizeLike
     name: str | None = None
     kind = "Embedding"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def __post_init__(self) -> None:
         owner = self.label
@@ -81,6 +82,29 @@ class Embedding(Layer):
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the int64 token ids (its input)."""
         return (TensorSpec("input", tuple(input_shape), dtype("int64")),)
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Its int64 ids; its output rows have the table's dtype (autocast leaves it alone).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> spec = Embedding(100, 8).autograd(((B, S),))
+        >>> spec.reads_ids, spec.autocast
+        (True, 'parameters')
+        """
+        return Autograd(
+            saved=self.saved_for_backward(tuple(input_shapes[0])),
+            autocast="parameters",
+            reads_ids=True,
+        )
 
     def describe(self) -> str:
         """Vocabulary x width."""
@@ -136,6 +160,30 @@ class _AddedEmbedding(Layer):
         """Return False when the rows are added in place."""
         return not self.inplace
 
+    def _rows(self, input_shape: Shape) -> Shape:
+        """Shape of the rows it looks up (then adds): one per token, unless shared by position."""
+        return tuple(input_shape)
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Its ids (unless they are a view of its id buffer); the rows it adds, a transient.
+
+        The looked-up rows are freed once they are added (measured on CPU,
+        PyTorch 2.13); the sum is a new tensor, or the input again in place.
+        """
+        shape = tuple(input_shapes[0])
+        return Autograd(
+            saved=self.saved_for_backward(shape),
+            aliases_input=self.inplace,
+            transients=(TensorSpec("intermediate", self._rows(shape), label="rows"),),
+        )
+
     def describe(self) -> str:
         """Table size, and whether it adds in place."""
         return f"{self.num_embeddings}" + (", in place" if self.inplace else "")
@@ -171,6 +219,7 @@ class PositionEmbedding(_AddedEmbedding):
     """
 
     kind = "PositionEmbedding"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return the input shape; refuse a sequence longer than the table."""
@@ -190,6 +239,9 @@ class PositionEmbedding(_AddedEmbedding):
         backward pass keeps whole (a buffer, not a saved activation).
         """
         return self._ids((input_shape[1],))
+
+    def _rows(self, input_shape: Shape) -> Shape:
+        return (input_shape[1], input_shape[2])
 
 
 @dataclass(frozen=True)
@@ -218,6 +270,7 @@ class TokenTypeEmbedding(_AddedEmbedding):
     """
 
     kind = "TokenTypeEmbedding"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the int64 segment id of every token (none of its own with ``ids_buffer``)."""
@@ -258,6 +311,7 @@ class Unembedding(Layer):
     bias: bool = False
     name: str | None = None
     kind = "Unembedding"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -291,6 +345,26 @@ class Unembedding(Layer):
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Its input (for the weight gradient)."""
         return (TensorSpec("input", tuple(input_shape)),)
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Run as a linear layer (``F.linear``): keep its input, under autocast the low copy.
+
+        Tied, the weight is the token embedding's matrix: autocast casts that
+        one, and its gradient is added to the embedding's (the autograd
+        convention follows the tie).
+        """
+        return Autograd(
+            saved=self.saved_for_backward(tuple(input_shapes[0])),
+            autocast="low",
+            weight_copy="if the input needs a gradient",
+        )
 
     def describe(self) -> str:
         """Vocabulary, and whether the matrix is tied and has a bias."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import RankError
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 
 __all__ = ["LayerNorm"]
 
@@ -39,7 +39,8 @@ class LayerNorm(Layer):
     ((B, S, 768), 1536)
     >>> [(t.role, t.shape) for t in ln.saved_for_backward((B, S, 768))]
     [('input', (B, S, 768)), ('statistics', (B, S)), ('statistics', (B, S))]
-    >>> [t.dtype.name for t in ln.saved_storages((B, S, 768), dtype="bf16")]
+    >>> from memtheory.layers.saved_storages import saved_storages
+    >>> [t.dtype.name for t in saved_storages(ln, (B, S, 768), dtype="bf16")]
     ['bf16', 'bf16', 'bf16']
     """
 
@@ -47,6 +48,7 @@ class LayerNorm(Layer):
     bias: bool = True
     name: str | None = None
     kind = "LayerNorm"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def check_input(self, input_shape: Shape) -> None:
         """Raise :class:`RankError` for an input without features beside the batch."""
@@ -89,29 +91,35 @@ class LayerNorm(Layer):
             TensorSpec("statistics", positions),
         )
 
-    def saved_storages(
+    def autograd(
         self,
-        input_shape: Shape,
+        input_shapes: tuple[Shape, ...],
         *,
-        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the input)
         training: bool = True,
+        input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
-    ) -> tuple[TensorSpec, ...]:
-        """Return the saved storages with dtypes: fp32 statistics under autocast when affine.
+    ) -> Autograd:
+        """Its input, mean and inverse std: fp32 statistics under autocast when affine.
+
+        Measured on CPU (PyTorch 2.13): the statistics follow the input's
+        dtype, except under autocast with an affine 16-bit input, where they
+        are fp32. It computes in its input's dtype (autocast leaves it alone).
 
         Examples
         --------
         >>> from memtheory.symbols import B, S
-        >>> saved = LayerNorm().saved_storages((B, S, 8), dtype="bf16", autocast="bf16")
-        >>> [t.dtype.name for t in saved]
-        ['bf16', 'fp32', 'fp32']
+        >>> spec = LayerNorm().autograd(((B, S, 8),), input_dtype="bf16", autocast="bf16")
+        >>> [(t.role, t.dtype and t.dtype.name) for t in spec.saved]
+        [('input', None), ('statistics', 'fp32'), ('statistics', 'fp32')]
         """
-        given = as_dtype(dtype)
+        given = as_dtype(input_dtype or "fp32")
         mixed = autocast is not None and self.elementwise_affine and given != as_dtype("fp32")
-        statistics = as_dtype("fp32") if mixed else given
-        return tuple(
-            TensorSpec(s.role, s.shape, given if s.role == "input" else statistics)
-            for s in self.saved_for_backward(input_shape)
+        statistics = as_dtype("fp32") if mixed else None
+        return Autograd(
+            saved=tuple(
+                s if s.role == "input" else replace(s, dtype=statistics)
+                for s in self.saved_for_backward(tuple(input_shapes[0]))
+            )
         )
 
     def describe(self) -> str:

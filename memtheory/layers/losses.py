@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from memtheory.dtypes import DTypeLike
 from memtheory.errors import RankError
 from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec, elements
 
@@ -64,7 +65,14 @@ class MSELoss(_Loss):
 
     kind = "MSELoss"
 
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
         """Input and targets; the output storage input-sized; fp32 under autocast."""
         shape = tuple(input_shapes[0])
         return Autograd(
@@ -97,7 +105,14 @@ class L1Loss(_Loss):
         """Return the difference ``input - target``."""
         return (TensorSpec("intermediate", tuple(input_shape), label="difference"),)
 
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
         """Return the difference kept by ``abs``, its result a transient; fp32 under autocast."""
         shape = tuple(input_shapes[0])
         return Autograd(
@@ -130,7 +145,14 @@ class BCEWithLogitsLoss(_Loss):
 
     kind = "BCEWithLogitsLoss"
 
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
         """Input and targets; one input-sized temporary in backward; fp32 under autocast."""
         shape = tuple(input_shapes[0])
         return Autograd(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from memtheory._validation import as_size
+from memtheory.dtypes import DTypeLike
 from memtheory.errors import ShapeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 
@@ -31,7 +32,14 @@ class Merge(Layer):
         """Return the tensors the backward pass keeps: none for a sum or a concatenation."""
         return ()
 
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
         """Nothing saved; the backward hands the incoming gradient (or slices of it) on."""
         return Autograd(
             saved=self.merged_saved_for_backward(tuple(tuple(s) for s in input_shapes)),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from memtheory.dtypes import dtype
+from memtheory.dtypes import DTypeLike, dtype
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec
 
 __all__ = ["BatchNorm2d"]
@@ -89,7 +89,14 @@ class BatchNorm2d(Layer):
             TensorSpec("statistics", (channels,)),
         )
 
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
         """Its input and, in training, the statistics in the parameters' dtype."""
         saved = self.saved_for_backward(tuple(input_shapes[0]))
         if not training:

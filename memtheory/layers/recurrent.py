@@ -19,7 +19,7 @@ from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import RankError, UnsupportedError
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape, elements
 
 __all__ = ["GRU", "LSTM"]
 
@@ -126,15 +126,20 @@ class LSTM(_Recurrent):
         hidden = self.hidden_size
         return (4 * hidden, hidden)
 
-    def saved_storages(
+    def autograd(
         self,
-        input_shape: Shape,
+        input_shapes: tuple[Shape, ...],
         *,
-        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the input)
         training: bool = True,
+        input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
-    ) -> tuple[TensorSpec, ...]:
-        """Refuse: on CPU, PyTorch's LSTM keeps a oneDNN workspace memtheory does not model.
+    ) -> Autograd:
+        """Return the fused-cell estimate; refuse a concrete dtype (CPU's oneDNN workspace).
+
+        Without ``input_dtype`` it describes :meth:`saved_for_backward` (4H
+        gates and the cell state per step), which is not checked against
+        PyTorch (the autograd convention refuses LSTM). Asked for the storages
+        of a run at a concrete dtype, it refuses.
 
         Measured (PyTorch 2.13, CPU, ``mkldnn_rnn_layer``): besides a copy of the
         batch-first input, the zero initial states, the output and the final
@@ -145,11 +150,13 @@ class LSTM(_Recurrent):
         Examples
         --------
         >>> from memtheory.symbols import B, S
-        >>> LSTM(8).saved_storages((B, S, 4))
+        >>> LSTM(8).autograd(((B, S, 4),), input_dtype="fp32")
         Traceback (most recent call last):
         ...
         memtheory.errors.UnsupportedError: LSTM: its CPU saved tensors include a oneDNN ...
         """
+        if input_dtype is None:
+            return super().autograd(input_shapes, training=training)
         raise UnsupportedError(
             f"{self.label}: its CPU saved tensors include a oneDNN workspace whose size "
             "memtheory does not model; saved_for_backward gives the fused-cell estimate "
@@ -184,14 +191,14 @@ class GRU(_Recurrent):
     def _kept_per_step(self) -> tuple[sp.Expr, ...]:
         return (5 * self.hidden_size,)
 
-    def saved_storages(
+    def autograd(
         self,
-        input_shape: Shape,
+        input_shapes: tuple[Shape, ...],
         *,
-        dtype: DTypeLike = "fp32",  # noqa: A002 (the dtype of the input)
         training: bool = True,
+        input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
-    ) -> tuple[TensorSpec, ...]:
+    ) -> Autograd:
         """Return what PyTorch's CPU GRU keeps, measured (PyTorch 2.13), training or eval.
 
         On CPU the GRU runs its cell step by step (no fused kernel): it keeps a
@@ -207,26 +214,36 @@ class GRU(_Recurrent):
         Examples
         --------
         >>> from memtheory.symbols import B, S
-        >>> sp.expand(sum(t.nbytes(t.dtype) for t in GRU(7).saved_storages((B, S, 12))))
+        >>> spec = GRU(7).autograd(((B, S, 12),), input_dtype="fp32")
+        >>> sp.expand(sum(t.nbytes(t.dtype) for t in spec.saved))
         244*B*S
+
+        Without ``input_dtype`` it describes :meth:`saved_for_backward`.
         """
+        if input_dtype is None:
+            return super().autograd(input_shapes, training=training)
+        input_shape = tuple(input_shapes[0])
         self.check_input(input_shape)
         batch, steps, features = input_shape
         hidden = self.hidden_size
         if autocast is None:
-            kind = as_dtype(dtype)
-            return (
-                TensorSpec("intermediate", (batch, steps, features), kind),
-                TensorSpec("intermediate", (batch, hidden), kind),
-                TensorSpec("intermediate", (batch, steps, 3 * hidden), kind),
-                TensorSpec("intermediate", (batch, steps, 3 * hidden), kind),
-                TensorSpec("intermediate", (batch, steps - 1, hidden), kind),
+            kind = as_dtype(input_dtype)
+            return Autograd(
+                saved=(
+                    TensorSpec("intermediate", (batch, steps, features), kind),
+                    TensorSpec("intermediate", (batch, hidden), kind),
+                    TensorSpec("intermediate", (batch, steps, 3 * hidden), kind),
+                    TensorSpec("intermediate", (batch, steps, 3 * hidden), kind),
+                    TensorSpec("intermediate", (batch, steps - 1, hidden), kind),
+                )
             )
         low = as_dtype(autocast)
-        return (
-            TensorSpec("intermediate", (batch, steps, features), low),
-            TensorSpec("intermediate", (batch, steps, hidden), low),
-            TensorSpec("intermediate", (batch, steps, 3 * hidden), low),
-            TensorSpec("intermediate", (batch, steps, 2 * hidden), low),
-            TensorSpec("intermediate", (batch, steps, hidden), as_dtype(dtype)),
+        return Autograd(
+            saved=(
+                TensorSpec("intermediate", (batch, steps, features), low),
+                TensorSpec("intermediate", (batch, steps, hidden), low),
+                TensorSpec("intermediate", (batch, steps, 3 * hidden), low),
+                TensorSpec("intermediate", (batch, steps, 2 * hidden), low),
+                TensorSpec("intermediate", (batch, steps, hidden), as_dtype(input_dtype)),
+            )
         )

@@ -93,7 +93,14 @@ class Dropout(Layer):
         mask_dtype = self.mask_dtype if isinstance(self.mask_dtype, DType) else None
         return (TensorSpec("mask", tuple(input_shape), mask_dtype),)
 
-    def autograd(self, input_shapes: tuple[Shape, ...], *, training: bool = True) -> Autograd:
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
         """Its mask; the identity (no node, no storage) when ``p`` is 0 or in eval mode."""
         if self.p == 0 or not training:
             return Autograd(aliases_input=True, records=False)

@@ -1,14 +1,14 @@
-"""Saved storages with their dtypes resolved, for one precision, mode and autocast setting.
+"""A view of :meth:`~memtheory.layers.Layer.autograd`, one layer at a time.
 
-:meth:`~memtheory.layers.Layer.saved_for_backward` describes what a layer keeps
-with ``dtype=None`` standing for "the activation dtype". Some layers keep a
-different set of storages at another precision (PyTorch's CPU attention
-upcasts 16-bit inputs to fp32 and keeps the upcast copies instead of the
-packed projection), or in eval mode (no dropout mask). Those layers also
-offer ``saved_storages(input_shape, dtype=..., training=..., autocast=...)``,
-which lists every storage autograd keeps, once each, with a concrete dtype;
-:func:`saved_storages` falls back to ``saved_for_backward`` for the others.
-Measured against PyTorch 2.13 on CPU (``tests/pytorch/layer_harness.py``).
+Every layer states what its backward node keeps in :meth:`Layer.autograd`,
+given its input's dtype and autocast (PyTorch's CPU attention upcasts 16-bit
+inputs to fp32 and keeps the upcast copies; LayerNorm keeps fp32 statistics
+under autocast; dropout keeps nothing in eval mode). The autograd convention
+and :meth:`~memtheory.network.Network.saved_tensors` read that description;
+:func:`saved_storages` reads the same one for a single layer and resolves it
+into storages with concrete dtypes, each once (a view of another saved tensor
+and the layer's buffers are left out), as ``tests/pytorch/layer_harness.py``
+measures them (PyTorch 2.13, CPU).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from memtheory.dtypes import DType, DTypeLike, dtype
-from memtheory.layers.base import Layer, Shape, TensorSpec
+from memtheory.dtypes import dtype as dtype_of
+from memtheory.layers.base import Layer, Role, Shape, TensorSpec
 
 __all__ = ["compute_dtype", "resolve_dtypes", "saved_storages"]
 
@@ -57,6 +58,11 @@ def saved_storages(
 ) -> tuple[TensorSpec, ...]:
     """Return the storages ``layer`` keeps for backward, each once, with concrete dtypes.
 
+    Its :meth:`~memtheory.layers.Layer.autograd` description resolved: a
+    saved tensor of unspecified dtype has the layer's compute dtype (under
+    autocast, the low dtype for layers that autocast casts, fp32 for losses);
+    its input, if autocast casts it, is kept as the cast (``"intermediate"``).
+
     Parameters
     ----------
     layer : Layer
@@ -80,10 +86,25 @@ def saved_storages(
     ...                                       autocast="bf16")]
     ['bf16', 'fp32', 'fp32']
     """
-    own = getattr(layer, "saved_storages", None)
-    if own is not None:
-        result: tuple[TensorSpec, ...] = own(
-            input_shape, dtype=dtype, training=training, autocast=autocast
-        )
-        return result
-    return resolve_dtypes(layer.saved_for_backward(input_shape), dtype)
+    given = dtype_of(dtype)
+    spec = layer.autograd(
+        (tuple(input_shape),), training=training, input_dtype=given, autocast=autocast
+    )
+    compute = given
+    if autocast is not None and spec.autocast == "low":
+        compute = dtype_of(autocast)
+    elif autocast is not None and spec.autocast == "fp32":
+        compute = dtype_of("fp32")
+    storages = []
+    parameters = dtype_of("fp32") if autocast is not None else given
+    for position, saved in enumerate(spec.saved):
+        if saved.view_of is not None or saved.role == "buffer":
+            continue
+        if saved.role == "input" and saved.dtype is None:
+            # read as it arrives, or (under autocast) as the cast autocast makes
+            role: Role = "input" if compute == given else "intermediate"
+            storages.append(TensorSpec(role, saved.shape, compute))
+        else:
+            default = parameters if position in spec.parameter_dtype else compute
+            storages.append(TensorSpec(saved.role, saved.shape, saved.dtype or default))
+    return tuple(storages)

@@ -30,6 +30,7 @@ class SelectToken(Layer):
     index: int = 0
     name: str | None = None
     kind = "SelectToken"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def __post_init__(self) -> None:
         if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
+from memtheory.dtypes import DTypeLike
 from memtheory.errors import RankError, ShapeError
-from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 
 __all__ = ["ClassToken", "LearnedPositions", "PatchSequence"]
 
@@ -51,6 +52,7 @@ class PatchSequence(Layer):
 
     name: str | None = None
     kind = "PatchSequence"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
     input_rank = 4
 
     def output_shape(self, input_shape: Shape) -> Shape:
@@ -90,6 +92,7 @@ class ClassToken(Layer):
 
     name: str | None = None
     kind = "ClassToken"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return ``(batch, sequence + 1, features)``."""
@@ -110,6 +113,17 @@ class ClassToken(Layer):
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Nothing: the backward pass of a concatenation needs only the sizes."""
         return ()
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Nothing saved, gradient slices; under autocast ``cat`` promotes to the token's dtype."""
+        return Autograd(autocast="promote", gradient_is_view=True)
 
 
 @dataclass(frozen=True)
@@ -141,6 +155,7 @@ class LearnedPositions(Layer):
     positions: SizeLike
     name: str | None = None
     kind = "LearnedPositions"
+    autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "positions", as_size(self.positions, "positions", self.label))

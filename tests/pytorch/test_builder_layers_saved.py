@@ -188,6 +188,8 @@ def test_lm_losses_under_cpu_autocast(causal):
     layer = mt.LanguageModelLoss() if causal else mt.LanguageModelLoss(shift=False, upcast=False)
     claimed = []
     for spec in saved_storages(layer, (2, 5, 13), dtype="bf16", autocast="bf16"):
+        if spec.shape == ():
+            continue  # nll_loss's total_weight, left out on the measured side too
         role = "input" if spec.role in ("input", "target") else "new"
         claimed.append((role, int(spec.nbytes(spec.dtype)), spec.dtype.name))
     assert saved == sorted(claimed)

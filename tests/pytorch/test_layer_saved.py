@@ -2,7 +2,8 @@
 
 For every layer, precision (fp32, a bf16 model, fp32 under CPU autocast-bf16
 fed an fp32 or a bf16 input) and mode (training, eval), memtheory's
-``saved_storages`` (each storage once, with its dtype) must equal the storages
+``saved_storages`` (each layer's ``autograd()`` description resolved: each
+storage once, with its dtype) must equal the storages
 :func:`layer_harness.saved_storages` records when the equivalent PyTorch module
 runs, at sizes drawn by hypothesis. Parameters and autocast's weight copies
 are left out on both sides (they are not activations).
@@ -209,8 +210,9 @@ def test_gru_saves_what_pytorch_keeps(setting, training, batch, sequence, featur
     record = saved_storages(
         module, x, precision=precision, training=training, input_dtype=input_dtype
     )
-    specs = ml.GRU(hidden, bias=bias).saved_storages(
-        (B, S, features), dtype=dtype, training=training, autocast=autocast
+    specs = memtheory_saved(
+        ml.GRU(hidden, bias=bias), (B, S, features), dtype=dtype, training=training,
+        autocast=autocast,
     )
     measured: Counter[str] = Counter()
     for s in record.saved:
@@ -224,7 +226,7 @@ def test_lstm_refuses_to_guess_its_onednn_workspace():
     record = saved_storages(nn.LSTM(4, 8, batch_first=True), torch.randn(2, 3, 4))
     assert any(s.dtype == torch.uint8 for s in record.saved)
     with pytest.raises(UnsupportedError, match="oneDNN"):
-        ml.LSTM(8).saved_storages((B, S, 4))
+        memtheory_saved(ml.LSTM(8), (B, S, 4))
 
 
 _NO_CAST = [SETTINGS[0], SETTINGS[1], SETTINGS[3]]

@@ -135,6 +135,17 @@ class AutogradConvention(Convention):
     merge has): a caller that keeps a tensor in a variable longer (a stage's
     input while an ``nn.Sequential`` runs) holds it longer.
 
+    Language models and vision transformers: a network whose first layer is
+    an :class:`~memtheory.layers.Embedding` is fed int64 token ids; a tied
+    :class:`~memtheory.layers.Unembedding` reads the embedding's matrix
+    (cast once under autocast), and its gradient waits in that parameter's
+    AccumulateGrad buffer until the embedding's backward adds its own.
+    Attention runs as one node: the transients inside its kernels (the
+    eager path's score tensors, the backward of ``nn.MultiheadAttention``'s
+    CPU flash kernel, which rebuilds the packed gradient) are not modelled,
+    so a peak that falls inside attention's backward is read low (ViT-style,
+    SGD: 6,048 of 219,252 bytes, ``tests/pytorch/test_transformer_pairs.py``).
+
     Examples
     --------
     >>> from memtheory import Dense, Dropout, Input, Network, ReLU, training_memory

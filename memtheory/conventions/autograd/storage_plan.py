@@ -24,6 +24,7 @@ from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
 from memtheory.errors import UnsupportedError
 from memtheory.layers.base import Autograd, TensorSpec, elements
+from memtheory.layers.embedding import Embedding, Unembedding
 from memtheory.network import LayerRow, Network
 from memtheory.precision import Precision, PrecisionLike
 from memtheory.precision import precision as precision_of
@@ -175,6 +176,7 @@ class _Row:
     out_dtype: DType
     is_loss: bool = False
     copies: dict[str, sp.Expr] = field(default_factory=dict)
+    tied: tuple[str, sp.Expr] | None = None
 
     @property
     def saved(self) -> set[str]:
@@ -245,15 +247,45 @@ def _is_loss(row: LayerRow) -> bool:
     return row.index > 0 and len(row.output_shape) == 0
 
 
+def _tied(network: Network, row: LayerRow) -> tuple[str, sp.Expr] | None:
+    """Return the parameter a tied output projection reads, and its elements, if it is tied.
+
+    A tied :class:`~memtheory.layers.Unembedding` (GPT-2's ``lm_head``, BERT's
+    decoder) reads the matrix of the network's token :class:`~memtheory.layers.Embedding`
+    with the same vocabulary: its gradient flows into that parameter's.
+    """
+    layer = row.layer
+    if not isinstance(layer, Unembedding) or not layer.tied:
+        return None
+    for other in network.rows:
+        if isinstance(other.layer, Embedding) and (
+            other.layer.num_embeddings == layer.num_embeddings
+        ):
+            return f"{other.name}.weight", other.weights
+    raise UnsupportedError(
+        f"{layer.label} is tied, but {network.name!r} has no Embedding of "
+        f"{layer.num_embeddings} rows whose matrix it could read; pass tied=False."
+    )
+
+
+def _row_parameters(row: LayerRow) -> list[tuple[str, sp.Expr]]:
+    """Return the row's parameter tensors, ``(name, elements)``, in registration order.
+
+    As the layer's :meth:`~memtheory.layers.Layer.parameter_shapes` names them
+    (``"attn.in_proj_weight"``), or ``weight`` and ``bias`` for a layer that
+    does not state its shapes.
+    """
+    try:
+        shapes = row.layer.parameter_shapes(row.input_shape)
+    except UnsupportedError:
+        counts = (("weight", row.weights), ("bias", row.biases))
+        return [(f"{row.name}.{part}", count) for part, count in counts if count != 0]
+    return [(f"{row.name}.{part}", elements(shape)) for part, shape in shapes]
+
+
 def _parameter_tensors(network: Network) -> dict[str, sp.Expr]:
-    """Elements of each parameter tensor, in ``module.parameters()`` order (weight, then bias)."""
-    tensors: dict[str, sp.Expr] = {}
-    for row in network.rows:
-        if row.weights != 0:
-            tensors[f"{row.name}.weight"] = row.weights
-        if row.biases != 0:
-            tensors[f"{row.name}.bias"] = row.biases
-    return tensors
+    """Elements of each parameter tensor, in ``module.parameters()`` order."""
+    return {name: count for row in network.rows for name, count in _row_parameters(row)}
 
 
 def _buffer_bytes(network: Network, precision: Precision) -> sp.Expr:
@@ -298,15 +330,25 @@ def _check_precision(precision: Precision) -> bool:
     return True
 
 
-def _spec(row: LayerRow, training: bool) -> Autograd:
+def _spec(
+    row: LayerRow, training: bool, input_dtype: DType, autocast: DType | None
+) -> Autograd:
     shapes = row.input_shapes or (row.input_shape,)
-    return row.layer.autograd(tuple(shapes), training=training)
+    return row.layer.autograd(
+        tuple(shapes), training=training, input_dtype=input_dtype, autocast=autocast
+    )
 
 
 def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
     autocast = _check_precision(precision)
-    sizes: dict[str, sp.Expr] = {"input": elements(network.input_shape) * precision.input.bytes}
-    dtypes: dict[str, DType] = {"input": precision.input}
+    first = network.rows[0].name
+    ids = any(
+        first in row.inputs and _spec(row, training, precision.input, None).reads_ids
+        for row in network.rows[1:]
+    )
+    fed = dtype("int64") if ids else precision.input  # token ids, or the input batch
+    sizes: dict[str, sp.Expr] = {"input": elements(network.input_shape) * fed.bytes}
+    dtypes: dict[str, DType] = {"input": fed}
     storage_of: dict[str, str] = {network.rows[0].name: "input"}
     requires_grad: dict[str, bool] = {network.rows[0].name: False}
     rows: list[_Row] = []
@@ -325,6 +367,7 @@ def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
             training,
             sizes,
             dtypes,
+            _tied(network, row),
         )
         entry.is_loss = is_loss
         rows.append(entry)
@@ -356,32 +399,40 @@ def _plan_layer(
     training: bool,
     sizes: dict[str, sp.Expr],
     dtypes: dict[str, DType],
+    tied: tuple[str, sp.Expr] | None = None,
 ) -> _Row:
-    spec = _spec(row, training)
+    in_dtypes = tuple(dtypes[key] for key in in_keys)
+    spec = _spec(row, training, in_dtypes[0], precision.activations if autocast else None)
     name = row.name
     records = training and spec.records and (any(needs_grad) or row.parameters != 0)
-    in_dtypes = tuple(dtypes[key] for key in in_keys)
     compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(
         spec.autocast, in_dtypes[0]
     )
     if not autocast:
         compute = in_dtypes[0]
+    if spec.autocast == "parameters":
+        compute = precision.parameters
+    if autocast and spec.autocast == "promote":
+        compute = max((*in_dtypes, precision.parameters), key=lambda kind: kind.bytes)
+    if spec.compute_dtype is not None:
+        compute = spec.compute_dtype
     shapes = row.input_shapes or (row.input_shape,)
     allocs: dict[str, sp.Expr] = {}
     copies: dict[str, sp.Expr] = {}
     read_keys = []
     for index, (key, shape) in enumerate(zip(in_keys, shapes, strict=True)):
-        if dtypes[key] == compute:
+        if dtypes[key] == compute or spec.reads_ids:
             read_keys.append(key)
             continue
         cast = f"{name}:input cast" + (f" {index}" if index else "")
-        if spec.autocast == "fp32" and row.output_shape == ():
+        if (spec.autocast == "fp32" or spec.compute_dtype is not None) and row.output_shape == ():
             cast = f"{name}:logits cast"
         allocs[cast] = elements(shape) * compute.bytes
         sizes[cast], dtypes[cast] = allocs[cast], compute
         read_keys.append(cast)
     if autocast and spec.autocast == "low":
-        for part, count in (("weight", row.weights), ("bias", row.biases)):
+        weights = tied[1] if tied is not None else row.weights
+        for part, count in (("weight", weights), ("bias", row.biases)):
             if count != 0:
                 copies[f"{name}:{part} copy"] = count * compute.bytes
     if spec.aliases_input:
@@ -431,6 +482,7 @@ def _plan_layer(
         read_dtype=compute,
         out_dtype=compute,
         copies=copies,
+        tied=tied,
     )
 
 

@@ -21,7 +21,7 @@ from typing import TypeAlias
 import sympy as sp
 
 from memtheory.conventions.autograd.optimizer_step import _step_temporaries, _step_text
-from memtheory.conventions.autograd.storage_plan import _Plan
+from memtheory.conventions.autograd.storage_plan import _Plan, _row_parameters
 from memtheory.errors import UnsupportedError
 from memtheory.layers.base import Shape, elements
 from memtheory.optimizers import Optimizer
@@ -151,6 +151,7 @@ class _Node:
     edges: list[tuple[int | None, sp.Expr, bool]] = field(default_factory=list)
     grads: list[tuple[str, sp.Expr, int | None]] = field(default_factory=list)
     temporaries: list[sp.Expr] = field(default_factory=list)
+    steals: bool = False
 
 
 def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
@@ -163,19 +164,32 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
         nodes.append(_Node(len(nodes), label, holder, saved or set()))
         return len(nodes) - 1
 
+    # A parameter read by two layers (a tied output projection): its gradients meet in the
+    # input buffer of its AccumulateGrad node, which turns their sum into .grad.
+    shared = {entry.tied[0] for entry in plan.rows if entry.tied is not None and entry.records}
+    accumulate: dict[str, int] = {}
+    for tensor in sorted(shared):
+        accumulate[tensor] = new(f"{tensor} (accumulate)")
+        nodes[accumulate[tensor]].grads.append(
+            (tensor, tensors[tensor] * precision.gradients.bytes, None)
+        )
+        nodes[accumulate[tensor]].steals = True
     for entry in plan.rows:
         row, name = entry.row, entry.row.name
         sources = [grad_fn.get(reads) for reads in row.inputs]
         if not entry.records:
             grad_fn[name] = sources[0] if not entry.spec.records and sources else None
             continue
+        own = [tensor for tensor, _ in _row_parameters(row)]
+        if entry.tied is not None:
+            own.insert(0, entry.tied[0])
         param_casts: dict[str, int] = {}
-        for part in ("bias", "weight"):  # autocast casts its arguments right to left
-            tensor = f"{name}.{part}"
+        for tensor in reversed(own):  # autocast casts its arguments right to left
+            part = "bias" if tensor.endswith("bias") else "weight"
             if f"{name}:{part} copy" in entry.copies:
                 param_casts[tensor] = new(f"{tensor} cast")
                 nodes[param_casts[tensor]].grads.append(
-                    (tensor, tensors[tensor] * precision.gradients.bytes, None)
+                    (tensor, tensors[tensor] * precision.gradients.bytes, accumulate.get(tensor))
                 )
         shapes = row.input_shapes or (row.input_shape,)
         targets: list[int | None] = []
@@ -203,13 +217,12 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                     if entry.needs_grad[index]:
                         size = elements(shapes[index]) * entry.read_dtype.bytes
                         nodes[node].edges.append((target, size, stage.gradient_is_view))
-                for part in ("weight", "bias"):
-                    tensor = f"{name}.{part}"
+                for tensor in own:
                     if tensor in tensors:
-                        cast_node = param_casts.get(tensor)
+                        cast_node = param_casts.get(tensor, accumulate.get(tensor))
                         dtype_bytes = (
                             entry.read_dtype.bytes
-                            if cast_node is not None
+                            if tensor in param_casts
                             else precision.gradients.bytes
                         )
                         nodes[node].grads.append((tensor, tensors[tensor] * dtype_bytes, cast_node))
@@ -287,10 +300,16 @@ def _backward(
     buffers: dict[int, str] = {root: seed_key}
     refs[seed_key] += 1  # backward() holds it
     ready = [(-root, root)]
+    first = -(1 << 62)  # AccumulateGrad nodes have the highest sequence number: they run first
     while ready:
         _, index = heapq.heappop(ready)
         node = nodes[index]
         incoming = buffers.pop(index)
+        if node.steals:  # AccumulateGrad: the summed gradient becomes .grad, no copy
+            tensor, nbytes, _ = node.grads[0]
+            timeline.alloc(f"grad {tensor}", nbytes)
+            drop(incoming)
+            continue
         outputs: list[tuple[int, str, sp.Expr]] = []
         for target, nbytes, view in node.edges:
             if view:
@@ -328,7 +347,7 @@ def _backward(
                 buffers[target] = key
             pending[target] -= 1
             if pending[target] == 0:
-                heapq.heappush(ready, (-target, target))
+                heapq.heappush(ready, (first if nodes[target].steals else -target, target))
     drop(seed_key)
 
 
