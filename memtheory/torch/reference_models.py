@@ -590,6 +590,24 @@ class ReferencePair:
     example_target: Callable[..., torch.Tensor]
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
+    def batch(
+        self, dtype: torch.dtype = torch.float32, seed: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return the input (images converted to ``dtype``; token ids stay int64) and targets.
+
+        Examples
+        --------
+        >>> x, y = PAIRS["ViT-style"].batch(torch.bfloat16)
+        >>> x.dtype, y.dtype
+        (torch.bfloat16, torch.int64)
+        >>> PAIRS["GPT-2-style"].batch(torch.bfloat16)[0].dtype
+        torch.int64
+        """
+        x = self.example_input(seed)
+        if x.is_floating_point():
+            x = x.to(dtype)
+        return x, self.example_target(seed)
+
 
 def _module(factory: Callable[[], nn.Module]) -> Callable[..., nn.Module]:
     def build(dtype: torch.dtype = torch.float32, seed: int = 0) -> nn.Module:
