@@ -33,9 +33,7 @@ def test_autograd_convention_is_exact_on_residual_graphs(name, precision, optimi
     """Every training category of a residual graph equals the measured bytes."""
     c = compare_with_measurement(name, precision=precision, optimizer=optimizer)
     assert not c.refused
-    assert {k: c.predicted("autograd", k) for k in TRAINING} == {
-        k: c.measured(k) for k in TRAINING
-    }
+    assert {k: c.predicted("autograd", k) for k in TRAINING} == {k: c.measured(k) for k in TRAINING}
 
 
 @pytest.mark.xfail(
