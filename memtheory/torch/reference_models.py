@@ -13,8 +13,9 @@ the same name.
 What each one does, operation for operation, follows the real model:
 
 * ResNet (torchvision ``BasicBlock`` / ``Bottleneck``, v1.5): in-place ReLUs,
-  the stride on the first 3x3 convolution, the projection computed after the
-  main branch, ``out += identity``.
+  one operation per statement (as torchvision, so that under ``no_grad`` each
+  tensor is freed when torchvision frees it), the stride on the first 3x3
+  convolution, the projection computed after the main branch, ``out += identity``.
 * MobileNetV2 (torchvision): conv + BN + in-place ReLU6 units, depthwise
   convolutions through ``groups``, ``x + conv(x)`` out of place, functional
   global pooling written as an ``AdaptiveAvgPool2d`` module.
@@ -127,15 +128,23 @@ class _Block(nn.Module):
         self.add_module("relu2" if kind == "basic" else "relu3", nn.ReLU(inplace=True))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.relu1(self.bn1(self.conv1(x)))
-        if self.kind == "basic":
-            out = self.bn2(self.conv2(out))
-        else:
-            out = self.relu2(self.bn2(self.conv2(out)))
-            out = self.bn3(self.conv3(out))
-        identity = x if self.downsample is None else self.downsample(x)
+        # One operation per statement, as torchvision writes it: under no_grad a tensor is
+        # freed when its last Python reference goes, so nested calls would change the peak.
+        identity = x
+        out = self.conv1(x)
+        out = self.bn1(out)
+        out = self.relu1(out)
+        out = self.conv2(out)
+        out = self.bn2(out)
+        if self.kind != "basic":
+            out = self.relu2(out)
+            out = self.conv3(out)
+            out = self.bn3(out)
+        if self.downsample is not None:
+            identity = self.downsample(x)
         out += identity
-        return self.get_submodule("relu2" if self.kind == "basic" else "relu3")(out)
+        out = self.get_submodule("relu2" if self.kind == "basic" else "relu3")(out)
+        return out
 
 
 class _Chain(nn.Module):
