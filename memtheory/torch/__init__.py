@@ -8,7 +8,9 @@ when one of its functions is first used.
 * :func:`measure` measures a training step on CPU, to the byte, in the
   categories of memtheory's memory breakdowns; :func:`torch_optimizer` builds
   the ``torch.optim`` optimizer a memtheory optimizer describes, options included.
-* :data:`ZOO` holds the models the predictions are checked on, and
+* :data:`ZOO` holds sequential models and :data:`PAIRS` residual and transformer
+  reference modules beside their builders' networks, the models the predictions are
+  checked on, and
   :func:`compare_with_measurement` and :func:`accuracy_table` put each
   convention's predictions beside the measurements.
 
@@ -29,10 +31,12 @@ from typing import Any
 from memtheory.errors import UnknownAttributeError
 
 __all__ = [
+    "PAIRS",
     "SUPPORTED_MODULES",
     "ZOO",
     "Comparison",
     "Measurement",
+    "ReferencePair",
     "StorageTracker",
     "ZooModel",
     "accuracy_table",
@@ -53,6 +57,8 @@ _HOMES = {
     "torch_optimizer": "memtheory.torch.optimizers",
     "ZOO": "memtheory.torch.zoo",
     "ZooModel": "memtheory.torch.zoo",
+    "PAIRS": "memtheory.torch.reference_models",
+    "ReferencePair": "memtheory.torch.reference_models",
     "Comparison": "memtheory.torch.accuracy",
     "accuracy_table": "memtheory.torch.accuracy",
     "compare_with_measurement": "memtheory.torch.accuracy",

@@ -1,9 +1,16 @@
 """Predictions beside measurements: each convention's bytes against a real PyTorch step.
 
-:func:`compare_with_measurement` measures one zoo model with one precision and
+:func:`compare_with_measurement` measures one model with one precision and
 optimizer (:func:`~memtheory.torch.measure`) and predicts the same categories
-with each accounting convention; :func:`accuracy_table` prints many comparisons. The
-categories line up as follows:
+with each accounting convention; :func:`accuracy_table` prints many comparisons.
+The models are the sequential stacks of :data:`~memtheory.torch.zoo.ZOO`,
+converted with :func:`~memtheory.torch.from_module`, and the reference pairs of
+:data:`~memtheory.torch.reference_models.PAIRS` (ResNet-18/50-, MobileNetV2-,
+ViT-, BERT-MLM- and GPT-2-style modules with their builders' networks). A
+convention that refuses a network (an :class:`~memtheory.errors.UnsupportedError`,
+such as the autograd convention on a layer whose autograd behaviour is not yet
+checked against PyTorch) is recorded in :attr:`Comparison.refused` with its
+reason, and the table says so instead of a number. The categories line up as follows:
 
 =====================  ============================================  ===========================
 category               predicted                                     measured
@@ -27,13 +34,14 @@ as ``"mixed-bf16"``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
 import torch
 
 from memtheory.conventions import convention as _convention
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision
+from memtheory.errors import UnknownNameError, UnsupportedError
 from memtheory.memory import inference_memory, training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import OptimizerLike
@@ -43,6 +51,7 @@ from memtheory.tables import Column, Table
 from memtheory.torch.convert import from_module
 from memtheory.torch.measurement import Measurement, measure
 from memtheory.torch.optimizers import torch_optimizer
+from memtheory.torch.reference_models import PAIRS, ReferencePair
 from memtheory.torch.zoo import ZOO, ZooModel
 from memtheory.units import unit_bytes
 
@@ -125,6 +134,9 @@ class Comparison:
     measurement : Measurement
     predictions : dict of str to (MemoryBreakdown, MemoryBreakdown)
         Training and inference breakdowns, by convention name, evaluated.
+    refused : dict of str to str
+        The conventions that refused the network, each with its reason (the
+        :class:`~memtheory.errors.UnsupportedError` message).
     """
 
     model: str
@@ -132,6 +144,12 @@ class Comparison:
     optimizer: str
     measurement: Measurement
     predictions: dict[str, tuple[MemoryBreakdown, MemoryBreakdown]]
+    refused: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def conventions(self) -> tuple[str, ...]:
+        """Every convention asked, predicted or refused, in the order asked."""
+        return tuple(self.predictions) + tuple(n for n in self.refused if n not in self.predictions)
 
     def measured(self, category: str) -> int:
         """Measured bytes of a category (or of ``"weights, gradients, state"`` together)."""
@@ -148,7 +166,15 @@ class Comparison:
         }[category]
 
     def predicted(self, convention: str, category: str) -> int:
-        """Predicted bytes of a category by a convention."""
+        """Predicted bytes of a category by a convention.
+
+        Raises
+        ------
+        UnsupportedError
+            If the convention refused the network (the reason is in :attr:`refused`).
+        """
+        if convention in self.refused:
+            raise UnsupportedError(f"{convention} refused {self.model}: {self.refused[convention]}")
         if category == _PARAMETER_SIDE:
             return sum(self.predicted(convention, c) for c in _PARAMETER_CATEGORIES)
         training, inference = self.predictions[convention]
@@ -188,7 +214,7 @@ class Comparison:
 
 
 def compare_with_measurement(
-    model: str | ZooModel,
+    model: str | ZooModel | ReferencePair,
     *,
     precision: str = "fp32",
     optimizer: OptimizerLike = "adam",
@@ -200,8 +226,11 @@ def compare_with_measurement(
 
     Parameters
     ----------
-    model : str or ZooModel
-        A name in :data:`~memtheory.torch.zoo.ZOO`, or a zoo entry.
+    model : str, ZooModel or ReferencePair
+        A name in :data:`~memtheory.torch.zoo.ZOO` or in
+        :data:`~memtheory.torch.reference_models.PAIRS`, or such an entry. A
+        zoo model's network is converted from its module
+        (:func:`~memtheory.torch.from_module`); a reference pair's is its builder's.
     precision : {"fp32", "bf16", "autocast-bf16"}
     optimizer : str or Optimizer
         Any torch.optim optimizer memtheory knows, with its options
@@ -214,32 +243,78 @@ def compare_with_measurement(
     record : bool, default False
         Keep the measured timeline (live bytes after every operation).
 
+    Raises
+    ------
+    UnknownNameError
+        If ``model`` names no zoo model or reference pair.
+
     Examples
     --------
     >>> c = compare_with_measurement("forum FC net / 100", precision="fp32", optimizer="adam")
     >>> c.measured("peak") == c.predicted("autograd", "peak")
     True
+
+    A residual network, measured against its builder's network:
+
+    >>> c = compare_with_measurement("ResNet-50-style", optimizer="adamw")
+    >>> c.predicted("autograd", "peak") - c.measured("peak")
+    0
     """
-    entry = ZOO[model] if isinstance(model, str) else model
+    entry = _entry(model) if isinstance(model, str) else model
     setting = PRECISIONS[precision]
-    module = entry.module(setting.dtype)
-    x, y = entry.batch(setting.dtype)
-    loss = torch.nn.CrossEntropyLoss()
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    if isinstance(entry, ReferencePair):
+        module = entry.build_module(setting.dtype)
+        x, y = entry.batch(setting.dtype)
+        loss = entry.loss
+    else:
+        module = entry.module(setting.dtype)
+        x, y = entry.batch(setting.dtype)
+        loss = torch.nn.CrossEntropyLoss()
     chosen = optimizer_of(optimizer)
     optim = torch_optimizer(chosen, module.parameters(), implementation=implementation)
     measured = measure(module, x, loss, optim, target=y, autocast=setting.autocast, record=record)
-    network = from_module(module, entry.input_shape, loss=loss, name=entry.name)
+    if isinstance(entry, ReferencePair):
+        network = entry.build_network()
+    else:
+        network = from_module(
+            module, entry.input_shape, loss=torch.nn.CrossEntropyLoss(), name=entry.name
+        )
     predictions = {}
+    refused = {}
     for name in conventions:
         convention = (
             AutogradConvention(measured.implementation) if name == "autograd" else _convention(name)
         )
         given: PrecisionLike = setting.autograd if name == "autograd" else setting.others
-        train = training_memory(network, optimizer=chosen, precision=given, convention=convention)
-        infer = inference_memory(network, precision=given, convention=convention)
+        try:
+            train = training_memory(
+                network, optimizer=chosen, precision=given, convention=convention
+            )
+            infer = inference_memory(network, precision=given, convention=convention)
+        except UnsupportedError as error:
+            refused[name] = str(error)
+            continue
         predictions[name] = (train, infer)
     label = optimizer if isinstance(optimizer, str) else str(chosen)
-    return Comparison(entry.name, precision, label, measured, predictions)
+    return Comparison(entry.name, precision, label, measured, predictions, refused)
+
+
+def _entry(name: str) -> ZooModel | ReferencePair:
+    if name in ZOO:
+        return ZOO[name]
+    if name in PAIRS:
+        return PAIRS[name]
+    known = [*ZOO, *PAIRS]
+    raise UnknownNameError(
+        f"unknown model {name!r}; known models: {', '.join(known)}", name=name, known=known
+    )
+
+
+def _short_reason(reason: str) -> str:
+    """Return the first clause of a refusal, without the convention's name."""
+    first = reason.split(": ", 1)[0]
+    return first.removeprefix("the autograd convention ")
 
 
 def accuracy_table(
@@ -251,7 +326,9 @@ def accuracy_table(
 
     Each category gets three columns: predicted and measured (in ``unit``, here
     MiB = 2^20 bytes) and the relative error. The last column is the relative
-    error on the weights, gradients and optimizer state together.
+    error on the weights, gradients and optimizer state together. A convention
+    that refused the network shows ``refused`` in its cells, and a ``note``
+    column (present only then) gives ``refused: <reason>``.
 
     Examples
     --------
@@ -271,16 +348,36 @@ def accuracy_table(
     header.append("weights+grads+state err")
     body = []
     scale = unit_bytes(unit)
-    for comparison in comparisons:
-        for name in comparison.predictions:
+    listed = list(comparisons)
+    notes = any(c.refused for c in listed)
+    for comparison in listed:
+        for name in comparison.conventions:
             line = [comparison.model, comparison.precision, comparison.optimizer, name]
+            refused = name in comparison.refused
             for category in categories:
+                measured = f"{comparison.measured(category) / scale:.2f}"
+                if refused:
+                    line += ["refused", measured, "refused"]
+                    continue
                 line += [
                     f"{comparison.predicted(name, category) / scale:.2f}",
-                    f"{comparison.measured(category) / scale:.2f}",
+                    measured,
                     f"{comparison.error(name, category):+.2%}",
                 ]
-            line.append(f"{comparison.error(name, 'weights, gradients, state'):+.2%}")
+            line.append(
+                "refused"
+                if refused
+                else f"{comparison.error(name, 'weights, gradients, state'):+.2%}"
+            )
+            if notes:
+                line.append(
+                    f"refused: {_short_reason(comparison.refused[name])}" if refused else ""
+                )
             body.append(line)
-    columns = [Column(title, align="left" if i < 4 else "right") for i, title in enumerate(header)]
+    if notes:
+        header.append("note")
+    columns = [
+        Column(title, align="left" if i < 4 or title == "note" else "right")
+        for i, title in enumerate(header)
+    ]
     return Table(columns, body)

@@ -317,11 +317,7 @@ _LOSSES: dict[type[nn.Module], type[Layer]] = {
 
 def _convert_loss(loss: nn.Module, shape: tuple[sp.Expr, ...]) -> Layer:
     if type(loss) in _LOSSES:
-        extra = [
-            name
-            for name in ("weight", "pos_weight")
-            if getattr(loss, name, None) is not None
-        ]
+        extra = [name for name in ("weight", "pos_weight") if getattr(loss, name, None) is not None]
         reduction = getattr(loss, "reduction", "mean")
         if reduction != "mean" or extra:
             options = ", ".join([f"reduction={reduction!r}", *extra])

@@ -11,11 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
-from reference_models import causal_lm_loss, masked_lm_loss  # noqa: E402
 from torch import nn  # noqa: E402
 
 import memtheory as mt  # noqa: E402
 from memtheory.dtypes import dtype as mt_dtype  # noqa: E402
+from memtheory.torch.reference_models import causal_lm_loss, masked_lm_loss  # noqa: E402
 
 TORCH_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64"}
 

@@ -15,15 +15,6 @@ import sympy as sp
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
-from reference_models import (  # noqa: E402
-    BATCH,
-    PAIRS,
-    BertMLMReference,
-    GPT2Reference,
-    MobileNetV2Reference,
-    ResNetReference,
-    ViTReference,
-)
 from torch import nn  # noqa: E402
 
 from memtheory.models import (  # noqa: E402
@@ -36,6 +27,15 @@ from memtheory.models import (  # noqa: E402
     vit_b_16,
 )
 from memtheory.network import Network, parameter_shapes  # noqa: E402
+from memtheory.torch.reference_models import (  # noqa: E402
+    BATCH,
+    PAIRS,
+    BertMLMReference,
+    GPT2Reference,
+    MobileNetV2Reference,
+    ResNetReference,
+    ViTReference,
+)
 
 
 def _memtheory_parameters(network: Network) -> list[tuple[str, tuple[int, ...]]]:

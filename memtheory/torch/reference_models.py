@@ -1,4 +1,4 @@
-"""PyTorch twins of memtheory's builders, written as ordinary modules, for exactness tests.
+"""PyTorch twins of memtheory's builders, written as ordinary modules, measured against them.
 
 Each reference module is an ``nn.Module`` with an explicit ``forward()`` (no
 ``nn.Sequential``, no torchvision or transformers, whose code or compiled
@@ -13,8 +13,9 @@ the same name.
 What each one does, operation for operation, follows the real model:
 
 * ResNet (torchvision ``BasicBlock`` / ``Bottleneck``, v1.5): in-place ReLUs,
-  the stride on the first 3x3 convolution, the projection computed after the
-  main branch, ``out += identity``.
+  one operation per statement (as torchvision, so that under ``no_grad`` each
+  tensor is freed when torchvision frees it), the stride on the first 3x3
+  convolution, the projection computed after the main branch, ``out += identity``.
 * MobileNetV2 (torchvision): conv + BN + in-place ReLU6 units, depthwise
   convolutions through ``groups``, ``x + conv(x)`` out of place, functional
   global pooling written as an ``AdaptiveAvgPool2d`` module.
@@ -61,6 +62,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F  # noqa: N812 (PyTorch's convention)
@@ -126,15 +128,23 @@ class _Block(nn.Module):
         self.add_module("relu2" if kind == "basic" else "relu3", nn.ReLU(inplace=True))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.relu1(self.bn1(self.conv1(x)))
-        if self.kind == "basic":
-            out = self.bn2(self.conv2(out))
-        else:
-            out = self.relu2(self.bn2(self.conv2(out)))
-            out = self.bn3(self.conv3(out))
-        identity = x if self.downsample is None else self.downsample(x)
+        # One operation per statement, as torchvision writes it: under no_grad a tensor is
+        # freed when its last Python reference goes, so nested calls would change the peak.
+        identity = x
+        out = self.conv1(x)
+        out = self.bn1(out)
+        out = self.relu1(out)
+        out = self.conv2(out)
+        out = self.bn2(out)
+        if self.kind != "basic":
+            out = self.relu2(out)
+            out = self.conv3(out)
+            out = self.bn3(out)
+        if self.downsample is not None:
+            identity = self.downsample(x)
         out += identity
-        return (self.relu2 if self.kind == "basic" else self.relu3)(out)
+        out = self.get_submodule("relu2" if self.kind == "basic" else "relu3")(out)
+        return out
 
 
 class _Chain(nn.Module):
@@ -383,13 +393,13 @@ class ViTReference(nn.Module):
         x = self.conv_proj(x)
         n, hidden = x.shape[0], x.shape[1]
         x = x.reshape(n, hidden, -1).permute(0, 2, 1)
-        x = self.encoder.pos_embedding(self.class_token(x))
+        x = self.get_submodule("encoder.pos_embedding")(self.class_token(x))
         if hasattr(self.encoder, "dropout"):
-            x = self.encoder.dropout(x)
-        for block in self.encoder.layers.values():
+            x = self.get_submodule("encoder.dropout")(x)
+        for block in self.get_submodule("encoder.layers").children():
             x = block(x)
-        x = self.encoder.ln(x)
-        return self.heads.head(x[:, 0])
+        x = self.get_submodule("encoder.ln")(x)
+        return self.get_submodule("heads.head")(x[:, 0])
 
 
 class _AddedEmbedding(nn.Embedding):
@@ -402,7 +412,7 @@ class _AddedEmbedding(nn.Embedding):
         super().__init__(rows, hidden)
         self.ids, self.inplace = ids, inplace
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, sequence = x.shape[:2]
         if self.ids == "positions":
             ids = torch.arange(sequence)
@@ -471,14 +481,17 @@ class BertMLMReference(nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Run the model on a batch."""
-        e = self.embeddings
-        x = e.position_embeddings(e.token_type_embeddings(e.word_embeddings(input_ids)))
-        x = e.dropout(e.LayerNorm(x))
-        for block in self.encoder.layer:
+        e = self.get_submodule("embeddings")
+        x = e.get_submodule("word_embeddings")(input_ids)
+        x = e.get_submodule("token_type_embeddings")(x)
+        x = e.get_submodule("position_embeddings")(x)
+        x = e.get_submodule("dropout")(e.get_submodule("LayerNorm")(x))
+        for block in self.get_submodule("encoder.layer").children():
             x = block(x)
-        t = self.cls.predictions.transform
-        x = t.LayerNorm(t.transform_act_fn(t.dense(x)))
-        return self.cls.predictions.decoder(x)
+        t = self.get_submodule("cls.predictions.transform")
+        x = t.get_submodule("dense")(x)
+        x = t.get_submodule("LayerNorm")(t.get_submodule("transform_act_fn")(x))
+        return self.get_submodule("cls.predictions.decoder")(x)
 
 
 class GPT2Reference(nn.Module):
@@ -585,6 +598,24 @@ class ReferencePair:
     example_input: Callable[..., torch.Tensor]
     example_target: Callable[..., torch.Tensor]
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+    def batch(
+        self, dtype: torch.dtype = torch.float32, seed: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return the input (images converted to ``dtype``; token ids stay int64) and targets.
+
+        Examples
+        --------
+        >>> x, y = PAIRS["ViT-style"].batch(torch.bfloat16)
+        >>> x.dtype, y.dtype
+        (torch.bfloat16, torch.int64)
+        >>> PAIRS["GPT-2-style"].batch(torch.bfloat16)[0].dtype
+        torch.int64
+        """
+        x = self.example_input(seed)
+        if x.is_floating_point():
+            x = x.to(dtype)
+        return x, self.example_target(seed)
 
 
 def _module(factory: Callable[[], nn.Module]) -> Callable[..., nn.Module]:
@@ -694,7 +725,13 @@ def _vit_style() -> ReferencePair:
 
 
 def _bert_style() -> ReferencePair:
-    sizes = {"layers": 2, "hidden": 32, "heads": 4, "vocabulary": 101, "positions": 40}
+    sizes: dict[str, Any] = {
+        "layers": 2,
+        "hidden": 32,
+        "heads": 4,
+        "vocabulary": 101,
+        "positions": 40,
+    }
     sequence = 13
     return ReferencePair(
         "BERT-MLM-style",
