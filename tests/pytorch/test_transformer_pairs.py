@@ -20,12 +20,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
-from reference_models import PAIRS  # noqa: E402
 from torch import nn  # noqa: E402
 
 import memtheory as mt  # noqa: E402
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
+from memtheory.torch.reference_models import PAIRS  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -119,7 +119,8 @@ def test_vit_sgd_peak_inside_flash_attention_backward():
 
 def _real(name: str):
     """The named builder at full width (small batch and sequence), its module, data and loss."""
-    from reference_models import (
+    from memtheory.models import bert_base_mlm, gpt2, vit_b_16
+    from memtheory.torch.reference_models import (
         BertMLMReference,
         GPT2Reference,
         ViTReference,
@@ -127,8 +128,6 @@ def _real(name: str):
         causal_lm_loss,
         masked_lm_loss,
     )
-
-    from memtheory.models import bert_base_mlm, gpt2, vit_b_16
 
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(1)
@@ -201,9 +200,8 @@ class _BufferedBertEmbeddings(nn.Module):
 @pytest.mark.parametrize(("precision", "optimizer"), [("fp32", "adam"), ("autocast", "sgd")])
 def test_bert_id_buffers_and_a_tied_decoder_are_exact(precision, optimizer):
     """int64 id buffers are counted as buffers; the tied decoder's gradient joins the table's."""
-    from reference_models import masked_lm_loss
-
     import memtheory.layers as ml
+    from memtheory.torch.reference_models import masked_lm_loss
 
     batch, sequence, vocabulary, width, positions = 3, 7, 41, 10, 12
     torch.manual_seed(0)
