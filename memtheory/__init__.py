@@ -17,6 +17,9 @@ Examples
 '53.73 MiB'
 """
 
+from importlib import import_module
+from typing import Any
+
 from memtheory.conventions import (
     CONVENTIONS,
     AutogradConvention,
@@ -28,6 +31,7 @@ from memtheory.conventions import (
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DTYPES, DType, dtype
 from memtheory.errors import (
+    DoesNotFitError,
     EvaluationError,
     EvaluationOverflowError,
     InvalidArgumentError,
@@ -99,15 +103,6 @@ from memtheory.optimizers import OPTIMIZERS, Optimizer, optimizer
 from memtheory.precision import Precision, precision
 from memtheory.tables import Column, Table
 from memtheory.units import convert, format_bytes, parse_bytes
-from memtheory.whatif import (
-    DoesNotFitError,
-    compare_scenarios,
-    max_batch,
-    max_sequence_length,
-    max_value,
-    max_value_formula,
-    sensitivity,
-)
 
 __version__ = "0.1.0"
 
@@ -212,3 +207,32 @@ __all__ = [
     "sensitivity",
     "training_memory",
 ]
+
+_LAZY = {
+    "compare_scenarios": "memtheory.whatif",
+    "max_batch": "memtheory.whatif",
+    "max_sequence_length": "memtheory.whatif",
+    "max_value": "memtheory.whatif",
+    "max_value_formula": "memtheory.whatif",
+    "sensitivity": "memtheory.whatif",
+}
+"""Public names imported on first use (what-if analysis pulls in the techniques)."""
+
+_SUBPACKAGES = ("exercises", "models", "techniques", "whatif", "worked_examples")
+"""Subpackages reachable as attributes (``memtheory.models``), imported on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import a lazily loaded public name or subpackage on first use, then keep it here."""
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+    elif name in _SUBPACKAGES:
+        value = import_module(f"memtheory.{name}")
+    else:
+        raise UnknownAttributeError(f"module 'memtheory' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBPACKAGES})
