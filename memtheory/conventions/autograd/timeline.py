@@ -18,6 +18,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cmp_to_key
+from operator import itemgetter
 from typing import TypeAlias
 
 import sympy as sp
@@ -101,12 +102,15 @@ class _Sum:
         self._rank: dict[sp.Expr, int] = {}
         self._built: dict[tuple[sp.Expr, sp.Number], sp.Expr] = {}
         self._compared: dict[tuple[sp.Basic, sp.Basic], int] = {}
+        self._split: dict[sp.Expr, _Split | None] = {}
 
     def add(self, value: sp.Expr, sign: int) -> None:
         """Add ``sign`` (1 or -1) times ``value``'s terms."""
         if not self.exact:
             return
-        parts = _parts(value)
+        if value not in self._split:
+            self._split[value] = _parts(value)
+        parts = self._split[value]
         if parts is None:
             self.exact = False
             return
@@ -123,8 +127,19 @@ class _Sum:
 
     def expression(self) -> sp.Expr:
         """Return the sum as ``sp.Add`` would build it from the same values."""
-        arguments = [self._term(term, coefficient) for term, coefficient in self.terms.items()]
-        arguments.sort(key=self._key)
+        built, rank = self._built, self._rank
+        ranked = []
+        for term, coefficient in self.terms.items():
+            argument = term if coefficient is sp.S.One else built.get((term, coefficient))
+            if argument is None:
+                argument = self._term(term, coefficient)
+            place = rank.get(argument)
+            if place is None:
+                place = self._key(argument)
+                rank = self._rank  # a new term may have renumbered every place
+            ranked.append((place, argument))
+        ranked.sort(key=itemgetter(0))  # places are distinct: the arguments are never compared
+        arguments = [argument for _, argument in ranked]
         if self.constant is not sp.S.Zero:
             arguments.insert(0, self.constant)
         return sp.Add._exec_constructor_postprocessors(sp.Add._from_args(arguments, True))
@@ -191,7 +206,10 @@ class _Sum:
         return result
 
 
-def _parts(value: sp.Expr) -> tuple[sp.Number, list[tuple[sp.Expr, sp.Number]]] | None:
+_Split: TypeAlias = tuple[sp.Number, list[tuple[sp.Expr, sp.Number]]]
+
+
+def _parts(value: sp.Expr) -> _Split | None:
     """Split ``value`` as ``Add.flatten`` does: a rational constant and (term, coefficient) pairs.
 
     None when something is not a plain rational-coefficient sum.
