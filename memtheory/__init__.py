@@ -18,7 +18,7 @@ Examples
 """
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtheory.conventions import (
     CONVENTIONS,
@@ -54,48 +54,17 @@ from memtheory.errors import (
 from memtheory.evaluation import compile_exact, evaluate, evaluate_grid
 from memtheory.footprint import Footprint
 from memtheory.layers import (
-    ELU,
-    GELU,
-    GRU,
-    LSTM,
-    AdaptiveAvgPool2d,
     Add,
-    AvgPool2d,
     BatchNorm2d,
-    BCEWithLogitsLoss,
-    ClassToken,
     Concat,
     Conv2d,
-    CrossEntropyLoss,
     Dense,
-    Dropout,
-    Embedding,
     Flatten,
     Input,
-    L1Loss,
-    LanguageModelLoss,
     Layer,
     LayerNorm,
-    LeakyReLU,
-    LearnedPositions,
     Linear,
-    LogSoftmax,
-    MaxPool2d,
-    MSELoss,
-    MultiHeadAttention,
-    PatchSequence,
-    PositionEmbedding,
-    ReLU,
-    ReLU6,
-    RMSNorm,
-    SelectToken,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Tanh,
     TensorSpec,
-    TokenTypeEmbedding,
-    Unembedding,
 )
 from memtheory.memory import MemoryBreakdown, inference_memory, training_memory
 from memtheory.network import LayerRow, Network, NetworkSummary, Node
@@ -103,6 +72,49 @@ from memtheory.optimizers import OPTIMIZERS, Optimizer, optimizer
 from memtheory.precision import Precision, precision
 from memtheory.tables import Column, Table
 from memtheory.units import convert, format_bytes, parse_bytes
+
+if TYPE_CHECKING:
+    from memtheory.layers import (
+        ELU,
+        GELU,
+        GRU,
+        LSTM,
+        AdaptiveAvgPool2d,
+        AvgPool2d,
+        BCEWithLogitsLoss,
+        ClassToken,
+        CrossEntropyLoss,
+        Dropout,
+        Embedding,
+        L1Loss,
+        LanguageModelLoss,
+        LeakyReLU,
+        LearnedPositions,
+        LogSoftmax,
+        MaxPool2d,
+        MSELoss,
+        MultiHeadAttention,
+        PatchSequence,
+        PositionEmbedding,
+        ReLU,
+        ReLU6,
+        RMSNorm,
+        SelectToken,
+        Sigmoid,
+        SiLU,
+        Softmax,
+        Tanh,
+        TokenTypeEmbedding,
+        Unembedding,
+    )
+    from memtheory.whatif import (
+        compare_scenarios,
+        max_batch,
+        max_sequence_length,
+        max_value,
+        max_value_formula,
+        sensitivity,
+    )
 
 __version__ = "0.1.0"
 
@@ -209,6 +221,37 @@ __all__ = [
 ]
 
 _LAZY = {
+    "AdaptiveAvgPool2d": "memtheory.layers",
+    "AvgPool2d": "memtheory.layers",
+    "BCEWithLogitsLoss": "memtheory.layers",
+    "ClassToken": "memtheory.layers",
+    "CrossEntropyLoss": "memtheory.layers",
+    "Dropout": "memtheory.layers",
+    "ELU": "memtheory.layers",
+    "Embedding": "memtheory.layers",
+    "GELU": "memtheory.layers",
+    "GRU": "memtheory.layers",
+    "L1Loss": "memtheory.layers",
+    "LSTM": "memtheory.layers",
+    "LanguageModelLoss": "memtheory.layers",
+    "LeakyReLU": "memtheory.layers",
+    "LearnedPositions": "memtheory.layers",
+    "LogSoftmax": "memtheory.layers",
+    "MSELoss": "memtheory.layers",
+    "MaxPool2d": "memtheory.layers",
+    "MultiHeadAttention": "memtheory.layers",
+    "PatchSequence": "memtheory.layers",
+    "PositionEmbedding": "memtheory.layers",
+    "RMSNorm": "memtheory.layers",
+    "ReLU": "memtheory.layers",
+    "ReLU6": "memtheory.layers",
+    "SelectToken": "memtheory.layers",
+    "SiLU": "memtheory.layers",
+    "Sigmoid": "memtheory.layers",
+    "Softmax": "memtheory.layers",
+    "Tanh": "memtheory.layers",
+    "TokenTypeEmbedding": "memtheory.layers",
+    "Unembedding": "memtheory.layers",
     "compare_scenarios": "memtheory.whatif",
     "max_batch": "memtheory.whatif",
     "max_sequence_length": "memtheory.whatif",
@@ -216,7 +259,7 @@ _LAZY = {
     "max_value_formula": "memtheory.whatif",
     "sensitivity": "memtheory.whatif",
 }
-"""Public names imported on first use (what-if analysis pulls in the techniques)."""
+"""Public names imported on first use: most layers, and what-if analysis (with the techniques)."""
 
 _SUBPACKAGES = ("exercises", "models", "techniques", "whatif", "worked_examples")
 """Subpackages reachable as attributes (``memtheory.models``), imported on first use."""

@@ -11,15 +11,18 @@ import sys
 import pytest
 
 import memtheory
+import memtheory.layers
 
 
 def test_import_leaves_the_heavy_subpackages_unloaded():
-    """A fresh interpreter importing memtheory has not imported whatif, techniques or models."""
+    """A fresh interpreter importing memtheory has not imported whatif, models or rarer layers."""
     code = (
         "import sys, memtheory; "
         "print(sorted(m for m in sys.modules if m.split('.')[:2] in "
         "(['memtheory', 'whatif'], ['memtheory', 'techniques'], ['memtheory', 'models'], "
-        "['memtheory', 'exercises'])))"
+        "['memtheory', 'exercises'])) + "
+        "[m for m in ('attention', 'recurrent', 'embedding', 'vision_transformer') "
+        "if 'memtheory.layers.' + m in sys.modules])"
     )
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
@@ -51,3 +54,14 @@ def test_unknown_attribute_is_a_memtheory_attribute_error():
     with pytest.raises(memtheory.UnknownAttributeError):
         memtheory.no_such_name  # noqa: B018
     assert not hasattr(memtheory, "no_such_name")
+
+
+@pytest.mark.parametrize("name", memtheory.layers.__all__)
+def test_every_layer_name_is_importable_and_listed(name):
+    """``from memtheory.layers import name`` works for all of its __all__, which dir() lists."""
+    namespace: dict[str, object] = {}
+    exec(f"from memtheory.layers import {name}", namespace)
+    assert namespace[name] is getattr(memtheory.layers, name)
+    assert name in dir(memtheory.layers)
+    if name in memtheory.__all__:
+        assert getattr(memtheory, name) is namespace[name]
