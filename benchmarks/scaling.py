@@ -15,6 +15,8 @@ target:
   convolutions, with the growth exponent between 200 and 400 (1 is linear);
 * ``max_batch`` on VGG-16's exact peak with H given, against the previous
   path (sympy re-evaluating the ``Max`` as H is substituted);
+* ``evaluate`` on the 400-layer CNN's autograd result (every moment of its
+  timeline), against substituting into each moment on its own;
 * ``import memtheory`` against ``import sympy, numpy``, each in a fresh
   interpreter with byte code cached (the minimum of several runs, to see past
   other load on the machine); the baseline also imports
@@ -173,6 +175,19 @@ def max_batch_rows() -> list[tuple[str, str, str, str, str]]:
     ]
 
 
+def evaluate_rows() -> list[tuple[str, str, str, str, str]]:
+    """evaluate() on the 400-layer pooled CNN's autograd result, beside one xreplace per moment."""
+    memory = training_memory(pooled_cnn(400), optimizer="sgd", convention="autograd")
+    values = {"B": 2, "H": 2**81 + 7}
+    mapping = {symbol: values[symbol.name] for symbol in memory.free_symbols}
+    before, old = cold(lambda: [v.xreplace(mapping) for v in memory.timeline.values()])
+    now, new = cold(lambda: memory.evaluate(**values))
+    if list(new.timeline.values()) != old:  # pragma: no cover - a regression, not a timing
+        raise SystemExit("evaluate changed the timeline")
+    what = f"evaluate(B=2, H=2**81+7) on the CNN, 400 conv, autograd ({len(old)} moments)"
+    return [row(what, f"{seconds(before)} (xreplace per moment)", now, None)]
+
+
 def import_rows() -> list[tuple[str, str, str, str, str]]:
     """Fresh-interpreter import times (minimum of several runs), byte code cached."""
     with tempfile.TemporaryDirectory() as cache:
@@ -208,7 +223,13 @@ def import_rows() -> list[tuple[str, str, str, str, str]]:
 def main() -> None:
     """Measure everything and print the table."""
     full = "--full" in sys.argv
-    rows = [*peak_rows(full), *pipeline_rows(), *max_batch_rows(), *import_rows()]
+    rows = [
+        *peak_rows(full),
+        *pipeline_rows(),
+        *max_batch_rows(),
+        *evaluate_rows(),
+        *import_rows(),
+    ]
     columns = [
         Column("measurement"),
         Column("baseline", align="right"),

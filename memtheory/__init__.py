@@ -17,6 +17,9 @@ Examples
 '53.73 MiB'
 """
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from memtheory.conventions import (
     CONVENTIONS,
     AutogradConvention,
@@ -28,6 +31,7 @@ from memtheory.conventions import (
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DTYPES, DType, dtype
 from memtheory.errors import (
+    DoesNotFitError,
     EvaluationError,
     EvaluationOverflowError,
     InvalidArgumentError,
@@ -50,48 +54,17 @@ from memtheory.errors import (
 from memtheory.evaluation import compile_exact, evaluate, evaluate_grid
 from memtheory.footprint import Footprint
 from memtheory.layers import (
-    ELU,
-    GELU,
-    GRU,
-    LSTM,
-    AdaptiveAvgPool2d,
     Add,
-    AvgPool2d,
     BatchNorm2d,
-    BCEWithLogitsLoss,
-    ClassToken,
     Concat,
     Conv2d,
-    CrossEntropyLoss,
     Dense,
-    Dropout,
-    Embedding,
     Flatten,
     Input,
-    L1Loss,
-    LanguageModelLoss,
     Layer,
     LayerNorm,
-    LeakyReLU,
-    LearnedPositions,
     Linear,
-    LogSoftmax,
-    MaxPool2d,
-    MSELoss,
-    MultiHeadAttention,
-    PatchSequence,
-    PositionEmbedding,
-    ReLU,
-    ReLU6,
-    RMSNorm,
-    SelectToken,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Tanh,
     TensorSpec,
-    TokenTypeEmbedding,
-    Unembedding,
 )
 from memtheory.memory import MemoryBreakdown, inference_memory, training_memory
 from memtheory.network import LayerRow, Network, NetworkSummary, Node
@@ -99,15 +72,49 @@ from memtheory.optimizers import OPTIMIZERS, Optimizer, optimizer
 from memtheory.precision import Precision, precision
 from memtheory.tables import Column, Table
 from memtheory.units import convert, format_bytes, parse_bytes
-from memtheory.whatif import (
-    DoesNotFitError,
-    compare_scenarios,
-    max_batch,
-    max_sequence_length,
-    max_value,
-    max_value_formula,
-    sensitivity,
-)
+
+if TYPE_CHECKING:
+    from memtheory.layers import (
+        ELU,
+        GELU,
+        GRU,
+        LSTM,
+        AdaptiveAvgPool2d,
+        AvgPool2d,
+        BCEWithLogitsLoss,
+        ClassToken,
+        CrossEntropyLoss,
+        Dropout,
+        Embedding,
+        L1Loss,
+        LanguageModelLoss,
+        LeakyReLU,
+        LearnedPositions,
+        LogSoftmax,
+        MaxPool2d,
+        MSELoss,
+        MultiHeadAttention,
+        PatchSequence,
+        PositionEmbedding,
+        ReLU,
+        ReLU6,
+        RMSNorm,
+        SelectToken,
+        Sigmoid,
+        SiLU,
+        Softmax,
+        Tanh,
+        TokenTypeEmbedding,
+        Unembedding,
+    )
+    from memtheory.whatif import (
+        compare_scenarios,
+        max_batch,
+        max_sequence_length,
+        max_value,
+        max_value_formula,
+        sensitivity,
+    )
 
 __version__ = "0.1.0"
 
@@ -212,3 +219,63 @@ __all__ = [
     "sensitivity",
     "training_memory",
 ]
+
+_LAZY = {
+    "AdaptiveAvgPool2d": "memtheory.layers",
+    "AvgPool2d": "memtheory.layers",
+    "BCEWithLogitsLoss": "memtheory.layers",
+    "ClassToken": "memtheory.layers",
+    "CrossEntropyLoss": "memtheory.layers",
+    "Dropout": "memtheory.layers",
+    "ELU": "memtheory.layers",
+    "Embedding": "memtheory.layers",
+    "GELU": "memtheory.layers",
+    "GRU": "memtheory.layers",
+    "L1Loss": "memtheory.layers",
+    "LSTM": "memtheory.layers",
+    "LanguageModelLoss": "memtheory.layers",
+    "LeakyReLU": "memtheory.layers",
+    "LearnedPositions": "memtheory.layers",
+    "LogSoftmax": "memtheory.layers",
+    "MSELoss": "memtheory.layers",
+    "MaxPool2d": "memtheory.layers",
+    "MultiHeadAttention": "memtheory.layers",
+    "PatchSequence": "memtheory.layers",
+    "PositionEmbedding": "memtheory.layers",
+    "RMSNorm": "memtheory.layers",
+    "ReLU": "memtheory.layers",
+    "ReLU6": "memtheory.layers",
+    "SelectToken": "memtheory.layers",
+    "SiLU": "memtheory.layers",
+    "Sigmoid": "memtheory.layers",
+    "Softmax": "memtheory.layers",
+    "Tanh": "memtheory.layers",
+    "TokenTypeEmbedding": "memtheory.layers",
+    "Unembedding": "memtheory.layers",
+    "compare_scenarios": "memtheory.whatif",
+    "max_batch": "memtheory.whatif",
+    "max_sequence_length": "memtheory.whatif",
+    "max_value": "memtheory.whatif",
+    "max_value_formula": "memtheory.whatif",
+    "sensitivity": "memtheory.whatif",
+}
+"""Public names imported on first use: most layers, and what-if analysis (with the techniques)."""
+
+_SUBPACKAGES = ("exercises", "models", "techniques", "whatif", "worked_examples")
+"""Subpackages reachable as attributes (``memtheory.models``), imported on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import a lazily loaded public name or subpackage on first use, then keep it here."""
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+    elif name in _SUBPACKAGES:
+        value = import_module(f"memtheory.{name}")
+    else:
+        raise UnknownAttributeError(f"module 'memtheory' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBPACKAGES})

@@ -39,7 +39,14 @@ from sympy.printing.pycode import PythonCodePrinter
 from memtheory.errors import EvaluationError, EvaluationOverflowError
 from memtheory.maximum import substituted_maximum
 
-__all__ = ["compile_exact", "evaluate", "evaluate_grid", "substitution", "symbols_by_name"]
+__all__ = [
+    "compile_exact",
+    "evaluate",
+    "evaluate_grid",
+    "replaced",
+    "substitution",
+    "symbols_by_name",
+]
 
 INT64_SAFE_LIMIT = 2**62
 """Largest magnitude an int64 grid result may reach: half of int64's range, as margin."""
@@ -55,10 +62,52 @@ def symbols_by_name(expressions: Iterable[sp.Expr]) -> dict[str, sp.Symbol]:
     ['B', 'H']
     """
     found: dict[str, sp.Symbol] = {}
+    seen: set[sp.Basic] = set()  # a subexpression shared by many expressions is walked once
+    walked = sp.Basic.free_symbols
     for expression in expressions:
-        for symbol in sp.sympify(expression).free_symbols:
-            found.setdefault(symbol.name, symbol)
+        stack = [sp.sympify(expression)]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            if type(node).free_symbols is walked:  # the union over its arguments
+                stack.extend(node.args)
+                continue
+            for symbol in node.free_symbols:
+                found.setdefault(symbol.name, symbol)
     return found
+
+
+def replaced(expressions: Iterable[sp.Expr], mapping: Mapping[sp.Basic, sp.Basic]) -> list[sp.Expr]:
+    """Return ``[e.xreplace(mapping) for e in expressions]``, each shared subexpression once.
+
+    The moments of a deep network's timeline share most of their terms, each
+    a floor nested as deep as the network; ``xreplace`` alone would rebuild
+    every one of them again for every moment.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> replaced([B * sp.floor(H / 2), sp.floor(H / 2) + 1], {H: 9})
+    [4*B, 5]
+    """
+    done: dict[sp.Basic, tuple[sp.Basic, bool]] = {}
+
+    def walk(node: sp.Basic) -> tuple[sp.Basic, bool]:  # Basic._xreplace, remembered
+        known = done.get(node)
+        if known is not None:
+            return known
+        if node in mapping:
+            result = (mapping[node], True)
+        else:
+            arguments = [walk(a) if isinstance(a, sp.Basic) else (a, False) for a in node.args]
+            changed = any(change for _, change in arguments)
+            result = (node.func(*(a for a, _ in arguments)), True) if changed else (node, False)
+        done[node] = result
+        return result
+
+    return [walk(sp.sympify(e))[0] if mapping else sp.sympify(e) for e in expressions]
 
 
 def substitution(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from memtheory._recursion import nesting_guard
 from memtheory.conventions import ConventionLike, Model
 from memtheory.conventions import convention as _convention
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -57,7 +58,8 @@ def training_memory(
     """
     chosen = _convention(convention)
     spec = None if optimizer is None else _optimizer(optimizer)
-    return _checked_sizes(chosen.training(model, spec, _precision(precision)), model)
+    with nesting_guard(f"training memory ({chosen.name} convention)"):
+        return _checked_sizes(chosen.training(model, spec, _precision(precision)), model)
 
 
 def inference_memory(
@@ -72,7 +74,9 @@ def inference_memory(
     ...                  precision="fp16").total
     222
     """
-    return _checked_sizes(_convention(convention).inference(model, _precision(precision)), model)
+    chosen = _convention(convention)
+    with nesting_guard(f"inference memory ({chosen.name} convention)"):
+        return _checked_sizes(chosen.inference(model, _precision(precision)), model)
 
 
 def _checked_sizes(memory: MemoryBreakdown, model: Model) -> MemoryBreakdown:

@@ -9,7 +9,7 @@ from typing import Literal
 import sympy as sp
 
 from memtheory.errors import KernelTooLargeError, UnknownNameError
-from memtheory.evaluation import substitution
+from memtheory.evaluation import replaced, substitution
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -109,7 +109,10 @@ class MemoryBreakdown(Footprint):
             [*self.components.values(), *self.timeline.values(), *self.constraints.values()],
             values,
         )
-        constraints = {k: v.xreplace(mapping) for k, v in self.constraints.items()}
+        parts = (self.constraints, self.components, self.timeline)
+        values_in_order = replaced([v for part in parts for v in part.values()], mapping)
+        substituted = iter(values_in_order)
+        constraints, components, timeline = ({k: next(substituted) for k in p} for p in parts)
         for label, size in constraints.items():
             if size.is_number and size < 1:
                 shown = ", ".join(f"{k}={v}" for k, v in values.items())
@@ -119,8 +122,8 @@ class MemoryBreakdown(Footprint):
                 )
         return replace(
             self,
-            components={k: v.xreplace(mapping) for k, v in self.components.items()},
-            timeline={k: v.xreplace(mapping) for k, v in self.timeline.items()},
+            components=components,
+            timeline=timeline,
             constraints={k: v for k, v in constraints.items() if not v.is_number},
         )
 

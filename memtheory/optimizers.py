@@ -127,7 +127,7 @@ class Optimizer:
         count = sp.Mul(*(sp.sympify(size) for size in shape))
         if self.factored_state_names and len(shape) >= 2:
             return sp.expand(count / shape[-1] + count / shape[-2])
-        return self.states_per_parameter * count
+        return self.states_per_parameter * count if self.states_per_parameter else sp.S.Zero
 
     def __str__(self) -> str:
         options = [

@@ -21,7 +21,6 @@ memtheory.errors.UnknownNameError: unknown colour 'dark blu'. Did you mean 'dark
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -172,6 +171,8 @@ class Registry(Mapping[str, T]):
         >>> Registry("size", {"small": 1, "smaller": 2, "large": 3}).suggestions("smal")
         ('small', 'smaller')
         """
+        import difflib  # here, not at import: only a misspelt name needs it
+
         if not isinstance(name, str):
             return ()
         key = self.normalize(name)

@@ -39,7 +39,6 @@ total       4.06
 
 from __future__ import annotations
 
-import html
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -270,17 +269,18 @@ class Table:
     # -- html --------------------------------------------------------------------------
     def html(self) -> str:
         """Render as an HTML table in a wrapper that scrolls sideways when the table is wide."""
+        from html import escape  # here, not at import: html.entities is a large table
 
         def cells(row: Sequence[str], tag: str) -> str:
             return "".join(
-                f"<{tag}{_html_align(c)}>{html.escape(cell)}</{tag}>"
+                f"<{tag}{_html_align(c)}>{escape(cell)}</{tag}>"
                 for c, cell in zip(self.columns, row, strict=True)
             )
 
         parts = ['<div class="memtheory-table" style="overflow-x:auto;max-width:100%">']
         parts.append('<table class="table" style="font-size:0.85em;width:auto">')
         if self.title is not None:
-            parts.append(f"<caption>{html.escape(self.title)}</caption>")
+            parts.append(f"<caption>{escape(self.title)}</caption>")
         parts.append(f"<thead><tr>{cells(self.titles, 'th')}</tr></thead>")
         parts.append("<tbody>")
         parts += [f"<tr>{cells(row, 'td')}</tr>" for row in self.rows]
@@ -290,7 +290,7 @@ class Table:
             parts += [f"<tr>{cells(row, 'th')}</tr>" for row in self.footer]
             parts.append("</tfoot>")
         parts.append("</table>")
-        parts += [f"<p>{html.escape(note)}</p>" for note in self.notes]
+        parts += [f"<p>{escape(note)}</p>" for note in self.notes]
         parts.append("</div>")
         return "\n".join(parts)
 

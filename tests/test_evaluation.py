@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memtheory as mt
-from memtheory.evaluation import INT64_SAFE_LIMIT
+from memtheory.evaluation import INT64_SAFE_LIMIT, replaced, symbols_by_name
 from memtheory.shapes import pool_output_size
 from memtheory.symbols import B, H, W
 
@@ -249,3 +249,50 @@ def test_magnitude_bound_bounds_every_numerator_the_integer_code_computes(coeffi
     point = {B: b, H: h}
     for node in (expression, 6 * inner, 7 * sp.ceiling(c3 * B / 7)):
         assert abs(node.xreplace(point)) <= bound
+
+
+_SHARED = sp.floor(sp.floor(H / 2) / 2)
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                B * _SHARED**2 + 40,
+                3 * B * sp.floor(H / 2) + _SHARED,
+                sp.Max(B * H, _SHARED + 7),
+                B + 1,
+                sp.Integer(12),
+            ]
+        ),
+        max_size=6,
+    ),
+    st.dictionaries(st.sampled_from([B, H]), st.integers(1, 10**6), max_size=2),
+)
+def test_replaced_is_xreplace_with_shared_work(expressions, mapping):
+    """replaced() gives exactly what xreplace gives, expression by expression."""
+    rule = {symbol: sp.Integer(value) for symbol, value in mapping.items()}
+    got = replaced(expressions, rule)
+    expected = [e.xreplace(rule) for e in expressions]
+    assert got == expected
+    assert [type(g) for g in got] == [type(e) for e in expected]
+
+
+def test_evaluate_deep_timeline_matches_xreplace_moment_by_moment():
+    """A deep pooled CNN's autograd moments, evaluated, are each moment's own xreplace."""
+    layers: list[object] = [mt.Input((3, H, H))]
+    for i in range(40):
+        layers.append(mt.Conv2d(2, 3, padding=1))
+        if (i + 1) % 5 == 0:
+            layers.append(mt.MaxPool2d(2))
+    memory = mt.training_memory(
+        mt.Network([*layers, mt.Flatten(), mt.Dense(3)]), optimizer="adam", convention="autograd"
+    )
+    evaluated = memory.evaluate(H=2**9 + 3)
+    assert list(evaluated.timeline.values()) == [
+        v.xreplace({H: 2**9 + 3}) for v in memory.timeline.values()
+    ]
+    assert evaluated.evaluate(B=3).peak == max(
+        v.xreplace({H: 2**9 + 3, B: 3}) for v in memory.timeline.values()
+    )
+    assert symbols_by_name(memory.timeline.values()) == {"B": B, "H": H}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sympy as sp
+
 from memtheory.conventions.base import Convention, Model, model_counts
 from memtheory.errors import MissingArgumentError
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -50,8 +52,10 @@ class BreakdownConvention(Convention):
         components = {
             "parameters": parameters * precision.parameters.bytes,
             "gradients": parameters * precision.gradients.bytes,
-            "optimizer_state": (
+            "optimizer_state": (  # sympy's 0 * x asks whether x is finite, walking every floor
                 optimizer.states_per_parameter * parameters * precision.optimizer_state.bytes
+                if optimizer.states_per_parameter
+                else sp.S.Zero
             ),
             "activations": counts.activations * precision.activations.bytes,
             "activation_gradients": counts.activations * precision.activation_gradients.bytes,

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 
 import sympy as sp
 
+from memtheory._recursion import nesting_guard
 from memtheory.counts import ModelCounts
 from memtheory.errors import ShapeError, UnknownNameError, UnsupportedError
 from memtheory.evaluation import symbols_by_name
@@ -101,7 +102,10 @@ class Network:
         self._inputs: tuple[tuple[str, ...], ...] = tuple(
             resolve_inputs(name, self.layers, wiring)
         )
-        self.rows: tuple[LayerRow, ...] = tuple(derive_rows(name, self.layers, self._inputs))
+        with nesting_guard(f"Network {name!r}"):
+            self.rows: tuple[LayerRow, ...] = tuple(
+                derive_rows(name, self.layers, self._inputs)
+            )
         self._by_name: dict[str, LayerRow] = {row.name: row for row in self.rows}
 
     # -- structure ---------------------------------------------------------------------

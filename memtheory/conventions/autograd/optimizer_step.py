@@ -360,6 +360,8 @@ def _state_bytes(optimizer: Optimizer, network: Network, precision: Precision) -
     if optimizer.factored_state_names:
         shapes = _parameter_shapes(network).values()
         count = sp.Add(*(optimizer.state_elements(shape) for shape in shapes))
+    elif optimizer.states_per_parameter == 0:  # sympy's 0 * x asks whether x is finite
+        count = sp.S.Zero
     else:
         rows = network.rows
         count = optimizer.states_per_parameter * sp.Add(*(r.weights + r.biases for r in rows))

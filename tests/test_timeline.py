@@ -1,0 +1,109 @@
+"""The autograd timeline keeps its live total incrementally, and each moment is sympy's own sum.
+
+The reference is what the timeline did before: ``sp.Add(*live.values())`` at
+every moment (plus the optimizer step's temporaries). The incremental total
+must give the same expression, argument for argument, not just an equal value:
+peaks, tables and the book print these expressions.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+import memtheory as mt
+from memtheory.conventions.autograd import timeline as timeline_module
+from memtheory.conventions.autograd.timeline import _Timeline
+from memtheory.models import resnet18
+from memtheory.symbols import B, H, S
+
+_FLOOR = sp.floor(sp.floor(H / 2) / 2)
+_VALUES = [
+    sp.Integer(0),
+    sp.Integer(7),
+    sp.Rational(3, 2),
+    4 * B * H**2,
+    12 * B * H**2,
+    B * _FLOOR**2,
+    3 * B * _FLOOR**2 + 40,
+    2 * B * sp.floor(H / 2) ** 2,
+    B * S + S,
+    sp.Max(B, S),
+    5 * sp.Max(B, S),
+    B * (H + 1),
+    -4 * B * H**2,
+]
+
+
+def _same(got: sp.Expr, expected: sp.Expr) -> bool:
+    return type(got) is type(expected) and got == expected and got.args == expected.args
+
+
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, len(_VALUES) - 1), st.integers(0, 5)),
+        max_size=40,
+    )
+)
+def test_total_is_sympys_sum_argument_for_argument(steps):
+    """After any allocations and frees, total() and mark() equal sympy's Add of what is live."""
+    timeline = _Timeline()
+    count = 0
+    for number, (allocate, which, extra) in enumerate(steps):
+        if allocate or not timeline.live:
+            timeline.alloc(f"t{count}", _VALUES[which])
+            count += 1
+        else:
+            keys = list(timeline.live)
+            timeline.free(keys[which % len(keys)])
+        expected = sp.Add(*timeline.live.values())
+        assert _same(timeline.total(), expected)
+        added = _VALUES[extra]
+        timeline.mark(f"m{number}", added)
+        assert _same(timeline.moments[f"m{number}"], expected + added)
+
+
+def test_float_bytes_fall_back_to_sympy():
+    """A float coefficient is added by sympy itself (no rational bookkeeping), from then on."""
+    timeline = _Timeline()
+    timeline.alloc("a", 4 * B)
+    timeline.alloc("b", sp.Float(0.5) * B)
+    timeline.alloc("c", 3 * H)
+    timeline.mark("m")
+    assert _same(timeline.moments["m"], sp.Add(4 * B, sp.Float(0.5) * B, 3 * H))
+
+
+def _pooled_cnn(convolutions: int) -> mt.Network:
+    layers: list[object] = [mt.Input((3, H, H))]
+    for i in range(convolutions):
+        layers.append(mt.Conv2d(4, 3, padding=1))
+        if (i + 1) % 5 == 0:
+            layers.append(mt.MaxPool2d(2))
+    return mt.Network([*layers, mt.Flatten(), mt.Dense(10)])
+
+
+@pytest.mark.parametrize(
+    "net",
+    [
+        _pooled_cnn(23),
+        resnet18(image_size=H),
+    ],
+    ids=["pooled CNN", "ResNet-18"],
+)
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_every_moment_of_real_timelines_is_sympys_sum(monkeypatch, net, optimizer):
+    """On a deep pooled CNN and a residual network, training and inference moments are unchanged."""
+    mark = _Timeline.mark
+    checked: list[bool] = []
+
+    def checking(self, label, extra=0):
+        mark(self, label, extra)
+        checked.append(_same(self.moments[label], sp.Add(*self.live.values()) + extra))
+
+    monkeypatch.setattr(timeline_module._Timeline, "mark", checking)
+    mt.training_memory(net, optimizer=optimizer, convention="autograd")
+    mt.inference_memory(net, convention="autograd")
+    assert len(checked) > 2 * len(net.rows)
+    assert all(checked)
