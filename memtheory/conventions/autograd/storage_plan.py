@@ -24,7 +24,6 @@ from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
 from memtheory.errors import UnsupportedError
 from memtheory.layers.base import Autograd, TensorSpec, elements
-from memtheory.layers.embedding import Embedding, Unembedding
 from memtheory.network import LayerRow, Network
 from memtheory.precision import Precision, PrecisionLike
 from memtheory.precision import precision as precision_of
@@ -254,6 +253,8 @@ def _tied(network: Network, row: LayerRow) -> tuple[str, sp.Expr] | None:
     decoder) reads the matrix of the network's token :class:`~memtheory.layers.Embedding`
     with the same vocabulary: its gradient flows into that parameter's.
     """
+    from memtheory.layers.embedding import Embedding, Unembedding  # loaded on first use
+
     layer = row.layer
     if not isinstance(layer, Unembedding) or not layer.tied:
         return None
