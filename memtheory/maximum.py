@@ -338,8 +338,11 @@ def _unevaluated_max(candidates: list[sp.Expr]) -> sp.Expr:
     candidates here are distinct and their order is deterministic, so the sort
     adds nothing.
     """
-    result = sp.Expr.__new__(sp.Max, *candidates)
-    result._argset = frozenset(candidates)  # what Max's own constructor sets
+    try:
+        result = sp.Expr.__new__(sp.Max, *candidates)
+        result._argset = frozenset(candidates)  # what Max's own constructor sets
+    except (AttributeError, TypeError):  # a sympy whose Max is built otherwise: the slow way
+        return sp.Max(*candidates, evaluate=False)
     return result
 
 
