@@ -556,7 +556,12 @@ def _backward(
             if target in buffers:  # old + new, into a new tensor (see the docstring)
                 old = buffers[target]
                 total = alloc(f"{nodes[target].label}:input (sum)", nbytes)
-                timeline.mark(f"backward {nodes[target].label} accumulate")
+                moment = f"backward {nodes[target].label} accumulate"
+                sums = 1
+                while moment in timeline.moments:  # a third gradient into the same buffer
+                    sums += 1
+                    moment = f"backward {nodes[target].label} accumulate {sums}"
+                timeline.mark(moment)
                 drop(old)
                 drop(key)
                 buffers[target] = total
