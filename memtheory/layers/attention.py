@@ -20,7 +20,16 @@ from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import InvalidSizeError, RankError, ShapeError
-from memtheory.layers.base import Autograd, Layer, Role, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.base import (
+    Autograd,
+    Layer,
+    Role,
+    Shape,
+    Stage,
+    TensorSpec,
+    describe_shape,
+    elements,
+)
 from memtheory.layers.saved_storages import compute_dtype
 
 __all__ = ["MultiHeadAttention"]
@@ -362,7 +371,47 @@ class MultiHeadAttention(Layer):
                 s if s.role == "statistics" or s.dtype != fp32 else replace(s, dtype=None)
                 for s in saved
             )
-        return Autograd(saved=saved, autocast="low", weight_copy="if the input needs a gradient")
+        stages: tuple[Stage, ...] = ()
+        if self.cpu_kernel(training) == "flash" and not self.flash and autocast is None:
+            stages = self._flash_stages(tuple(input_shapes[0]), as_dtype(input_dtype or "fp32"))
+        return Autograd(
+            saved=saved,
+            autocast="low",
+            weight_copy="if the input needs a gradient",
+            stages=stages,
+        )
+
+    def _flash_stages(self, input_shape: Shape, compute: DType) -> tuple[Stage, ...]:
+        """Return nn.MultiheadAttention's backward nodes on the CPU flash path, in creation order.
+
+        Measured on CPU (PyTorch 2.13): the output projection hands the flash
+        kernel's backward the heads' gradient, which makes the gradients of Q,
+        K and V; each is copied twice by the backward of the reshapes that
+        split the heads, and ``unbind``'s backward (one ``select`` per tensor)
+        rebuilds the packed gradient from each, zero-filled, adding the three
+        as autograd adds them; the backward of the packed projection's reshape
+        copies the sum, which the input projection's backward reads.
+        """
+        shapes = self._tensors(input_shape)
+        one = TensorSpec("intermediate", shapes["input"], compute)
+        packed = TensorSpec("intermediate", shapes["packed"], compute)
+        stages = [
+            Stage(
+                "in_proj", (0,), edges=((-1, one),), parameters=("in_proj_weight", "in_proj_bias")
+            ),
+            Stage("reshape packed", edges=((0, packed),)),
+        ]
+        stages += [Stage(f"select {t}", edges=((1, packed),)) for t in "qkv"]
+        stages += [Stage(f"merge heads {t}", edges=((2 + i, one),)) for i, t in enumerate("qkv")]
+        stages += [Stage(f"split heads {t}", edges=((5 + i, one),)) for i, t in enumerate("qkv")]
+        stages.append(Stage("flash", (1, 2, 3), edges=tuple((8 + i, one) for i in range(3))))
+        stages.append(
+            Stage(
+                "out_proj", (3,), edges=((11, one),),
+                parameters=("out_proj.weight", "out_proj.bias"),
+            )
+        )
+        return tuple(stages)
 
     def _storages(
         self,

@@ -190,6 +190,30 @@ class Autograd:
             return self.stages
         return (Stage("", tuple(range(len(self.saved))), self.gradient_is_view),)
 
+    def recorded_stages(self, input_needs_grad: bool) -> tuple[bool, ...]:
+        """Return, per stage, whether autograd records it when its first input does (not) need grad.
+
+        A stage with :attr:`Stage.edges` exists only if a gradient it makes is
+        wanted: one of its parameters', or one going to a recorded stage or to
+        an input that needs it (RMSNorm on the network's input records only
+        its scale). Every other stage is recorded.
+
+        Examples
+        --------
+        >>> x = TensorSpec("input", (4,))
+        >>> spec = Autograd(stages=(Stage("a", edges=((-1, x),)), Stage("b", edges=((0, x),))))
+        >>> spec.recorded_stages(False), spec.recorded_stages(True)
+        ((False, False), (True, True))
+        """
+        recorded: list[bool] = []
+        for stage in self.stage_list():
+            recorded.append(
+                not stage.edges
+                or bool(stage.parameters)
+                or any(input_needs_grad if p < 0 else recorded[p] for p, _ in stage.edges)
+            )
+        return tuple(recorded)
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -206,17 +230,30 @@ class Stage:
     temporaries : tuple of TensorSpec
         Tensors its backward allocates and frees before it returns (alive with
         its outputs; dtype ``None``: the layer's compute dtype).
+    edges : tuple of (int, TensorSpec)
+        Where its gradients go, when not by default (the first stage to the
+        layer's inputs, every later one to the stage before it, input-sized):
+        the position of an earlier stage, or ``-1`` for the layer's first
+        input, and the gradient's storage (dtype ``None``: the compute dtype).
+        Gradients that meet at one stage are added as autograd adds them.
+    parameters : tuple of str or None
+        The parameters (names relative to the layer, ``"weight"``) whose
+        gradients it makes; ``None``: the first stage makes those no stage names.
 
     Examples
     --------
     >>> Stage("nll_loss", (1, 2)).saved
     (1, 2)
+    >>> Stage("mul", (2,), edges=((1, TensorSpec("intermediate", (4,))),)).edges[0][0]
+    1
     """
 
     label: str
     saved: tuple[int, ...] = ()
     gradient_is_view: bool = False
     temporaries: tuple[TensorSpec, ...] = ()
+    edges: tuple[tuple[int, TensorSpec], ...] = ()
+    parameters: tuple[str, ...] | None = None
 
 
 class Layer(ABC):
@@ -231,6 +268,9 @@ class Layer(ABC):
     #: Whether :meth:`autograd` was checked against PyTorch: the autograd convention refuses
     #: a layer that does not say so, naming it, rather than guess.
     autograd_checked: ClassVar[bool] = False
+    #: Whether its inference (eval mode, no_grad) peak was checked too, when autograd_checked:
+    #: the autograd convention's ``inference`` refuses a layer that says False.
+    autograd_inference_checked: ClassVar[bool] = True
     #: Number of dimensions the input must have (batch included), or None for any.
     input_rank: ClassVar[int | None] = None
     name: str | None

@@ -7,10 +7,18 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory.dtypes import DTypeLike
+from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import InvalidSizeError, RankError
-from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.base import (
+    Autograd,
+    Layer,
+    Shape,
+    Stage,
+    TensorSpec,
+    describe_shape,
+    elements,
+)
 
 __all__ = ["RMSNorm"]
 
@@ -53,6 +61,10 @@ class RMSNorm(Layer):
     implementation: Literal["llama", "torch"] = "llama"
     name: str | None = None
     kind = "RMSNorm"
+    autograd_checked = True
+    #: Its forward holds the variance and fp32 intermediates that the one forward moment of the
+    #: autograd convention does not show: inference under it is refused (see ``autograd``).
+    autograd_inference_checked = False
 
     def __post_init__(self) -> None:
         if self.implementation not in ("llama", "torch"):
@@ -102,13 +114,22 @@ class RMSNorm(Layer):
 
         Measured on CPU (PyTorch 2.13): a 16-bit input is upcast to fp32 and
         the upcast copy is kept; the inverse RMS is fp32; the normalised input
-        is in the input's dtype (``"llama"``) or fp32 (``"torch"``).
+        is in the input's dtype (``"llama"``) or fp32 (``"torch"``). Both run
+        their backward as the same nodes (``torch.rms_norm`` decomposes on
+        CPU): the upcast (16 bits), ``pow``, ``mean``, ``rsqrt``, the
+        normalising ``mul`` and the scale, each with the gradients and
+        temporaries it allocates (``pow``'s two fp32 products; the unsummed
+        products behind the inverse RMS's and the scale's gradients); the two
+        fp32 gradients of the input meet and are added, as autograd adds them.
+        Without a gradient for the input only the scale's node is recorded.
 
         Examples
         --------
         >>> from memtheory.symbols import B, S
         >>> [t.role for t in RMSNorm(implementation="torch").autograd(((B, S, 8),)).saved]
         ['input', 'statistics', 'intermediate']
+        >>> [s.label for s in RMSNorm().autograd(((B, S, 8),), input_dtype="bf16").stages]
+        ['to fp32', 'pow', 'mean', 'rsqrt', 'mul', 'scale']
         """
         shape = tuple(input_shapes[0])
         self.check_input(shape)
@@ -123,7 +144,43 @@ class RMSNorm(Layer):
         if self.elementwise_affine:
             normalised = given if self.implementation == "llama" else fp32
             saved.append(TensorSpec("intermediate", shape, normalised))
-        return Autograd(saved=tuple(saved))
+        return Autograd(
+            saved=tuple(saved),
+            stages=self._stages(shape, given),
+        )
+
+    def _stages(self, shape: Shape, given: DType | None) -> tuple[Stage, ...]:
+        """Its backward nodes in creation order, with the gradients and temporaries they make."""
+        fp32 = as_dtype("fp32")
+        full, rows = (
+            TensorSpec("intermediate", shape, fp32),
+            TensorSpec("statistics", shape[:-1], fp32),
+        )
+        stages: list[Stage] = []
+        upcast = given not in (None, fp32)
+        if upcast:  # x.to(fp32)
+            stages.append(Stage("to fp32", edges=((-1, TensorSpec("input", shape, given)),)))
+        into = len(stages) - 1  # where the gradient of the fp32 input goes (-1: the input)
+        stages.append(Stage("pow", (0,), edges=((into, full),), temporaries=(full, full)))
+        stages.append(Stage("mean", edges=((len(stages) - 1, full),)))
+        stages.append(
+            Stage("rsqrt", (1,), edges=((len(stages) - 1, rows),), temporaries=(rows, rows))
+        )
+        stages.append(
+            Stage("mul", (0, 1), edges=((into, full), (len(stages) - 1, rows)), temporaries=(full,))
+        )
+        if self.elementwise_affine:
+            out = TensorSpec("output", shape, given)
+            stages.append(
+                Stage(
+                    "scale",
+                    (2,),
+                    edges=((len(stages) - 1, out),),
+                    temporaries=(out,),
+                    parameters=("weight",),
+                )
+            )
+        return tuple(stages)
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return what an fp32 run keeps: its input, the inverse RMS, the normalised input."""

@@ -247,6 +247,13 @@ class AutogradConvention(Convention):
         (68096, True)
         """
         network = _network(model)
+        for row in network.rows[1:]:
+            if not row.layer.autograd_inference_checked:
+                raise UnsupportedError(
+                    f"the autograd convention does not model the inference peak of "
+                    f"{row.layer.label} (layer {row.index} of {network.name!r}) yet: its "
+                    "forward's transients were checked against PyTorch in training only."
+                )
         plan = _plan(network, precision, training=False)
         tensors = _parameter_tensors(network)
         parameters = sp.Add(*tensors.values()) * precision.parameters.bytes

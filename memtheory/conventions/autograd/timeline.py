@@ -398,26 +398,51 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                 (source, elements(shapes[index]) * entry.in_dtypes[index].bytes, False)
             )
             targets.append(cast)
+
+        gradient_of = {  # a parameter's gradient: into .grad, or low-precision into its cast
+            tensor: (
+                tensor,
+                tensors[tensor]
+                * (entry.read_dtype if tensor in param_casts else precision.gradients).bytes,
+                param_casts.get(tensor, accumulate.get(tensor)),
+            )
+            for tensor in own
+            if tensor in tensors
+        }
         stages = entry.spec.stage_list()
+        claimed = {
+            f"{name}.{part}" for stage in stages if stage.parameters for part in stage.parameters
+        }
+        recorded = entry.spec.recorded_stages(bool(entry.needs_grad) and entry.needs_grad[0])
         previous: int | None = None
+        made: list[int] = []
         for number, stage in enumerate(stages):
             label = f"{name} ({stage.label})" if stage.label else name
             node = new(label, (name, number), entry.stage_saved[number])
+            made.append(node)
             nodes[node].temporaries = [t.nbytes(entry.read_dtype) for t in stage.temporaries]
+            for position, gradient in stage.edges:
+                size = gradient.nbytes(entry.read_dtype)
+                if position >= 0:
+                    if recorded[position]:
+                        nodes[node].edges.append((made[position], size, False))
+                elif entry.needs_grad[0]:
+                    nodes[node].edges.append((targets[0], size, False))
+            if stage.parameters is not None:
+                for tensor in own:
+                    if tensor in claimed and tensor[len(name) + 1 :] in stage.parameters:
+                        nodes[node].grads.append(gradient_of[tensor])
+            if stage.edges:
+                previous = node
+                continue
             if number == 0:
                 for index, target in enumerate(targets):
                     if entry.needs_grad[index]:
                         size = elements(shapes[index]) * entry.read_dtype.bytes
                         nodes[node].edges.append((target, size, stage.gradient_is_view))
                 for tensor in own:
-                    if tensor in tensors:
-                        cast_node = param_casts.get(tensor, accumulate.get(tensor))
-                        dtype_bytes = (
-                            entry.read_dtype.bytes
-                            if tensor in param_casts
-                            else precision.gradients.bytes
-                        )
-                        nodes[node].grads.append((tensor, tensors[tensor] * dtype_bytes, cast_node))
+                    if tensor in tensors and tensor not in claimed:
+                        nodes[node].grads.append(gradient_of[tensor])
             else:
                 size = elements(shapes[0]) * entry.read_dtype.bytes
                 nodes[node].edges.append((previous, size, False))
@@ -531,7 +556,12 @@ def _backward(
             if target in buffers:  # old + new, into a new tensor (see the docstring)
                 old = buffers[target]
                 total = alloc(f"{nodes[target].label}:input (sum)", nbytes)
-                timeline.mark(f"backward {nodes[target].label} accumulate")
+                moment = f"backward {nodes[target].label} accumulate"
+                sums = 1
+                while moment in timeline.moments:  # a third gradient into the same buffer
+                    sums += 1
+                    moment = f"backward {nodes[target].label} accumulate {sums}"
+                timeline.mark(moment)
                 drop(old)
                 drop(key)
                 buffers[target] = total
