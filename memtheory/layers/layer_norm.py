@@ -14,8 +14,36 @@ from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_s
 __all__ = ["LayerNorm"]
 
 
+class FeatureNorm(Layer):
+    """What LayerNorm and RMSNorm share: they normalise the last axis and learn a scale per feature.
+
+    A base class without fields of its own; subclasses declare ``elementwise_affine``.
+    """
+
+    elementwise_affine: bool
+
+    def check_input(self, input_shape: Shape) -> None:
+        """Raise :class:`RankError` for an input without features beside the batch."""
+        if len(input_shape) < 2:
+            raise RankError(
+                f"{self.label}: needs at least a 2-D input (batch, ..., features), got "
+                f"{len(input_shape)}-D {describe_shape(tuple(input_shape))}. "
+                "Check the layers before it."
+            )
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the input shape unchanged."""
+        self.check_input(input_shape)
+        return tuple(input_shape)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """One scale per feature, if affine."""
+        self.check_input(input_shape)
+        return input_shape[-1] if self.elementwise_affine else sp.Integer(0)
+
+
 @dataclass(frozen=True)
-class LayerNorm(Layer):
+class LayerNorm(FeatureNorm):
     """Layer normalisation over the last dimension, as ``torch.nn.LayerNorm(features)``.
 
     With ``elementwise_affine`` it learns a scale per feature and (with
@@ -49,25 +77,6 @@ class LayerNorm(Layer):
     name: str | None = None
     kind = "LayerNorm"
     autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
-
-    def check_input(self, input_shape: Shape) -> None:
-        """Raise :class:`RankError` for an input without features beside the batch."""
-        if len(input_shape) < 2:
-            raise RankError(
-                f"{self.label}: needs at least a 2-D input (batch, ..., features), got "
-                f"{len(input_shape)}-D {describe_shape(tuple(input_shape))}. "
-                "Check the layers before it."
-            )
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        """Return the input shape unchanged."""
-        self.check_input(input_shape)
-        return tuple(input_shape)
-
-    def weight_count(self, input_shape: Shape) -> sp.Expr:
-        """One scale per feature, if affine."""
-        self.check_input(input_shape)
-        return input_shape[-1] if self.elementwise_affine else sp.Integer(0)
 
     def bias_count(self, input_shape: Shape) -> sp.Expr:
         """One shift per feature, if affine with a bias."""

@@ -9,22 +9,21 @@ import sympy as sp
 
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
-from memtheory.errors import InvalidSizeError, RankError
+from memtheory.errors import InvalidSizeError
 from memtheory.layers.base import (
     Autograd,
-    Layer,
     Shape,
     Stage,
     TensorSpec,
-    describe_shape,
     elements,
 )
+from memtheory.layers.layer_norm import FeatureNorm
 
 __all__ = ["RMSNorm"]
 
 
 @dataclass(frozen=True)
-class RMSNorm(Layer):
+class RMSNorm(FeatureNorm):
     r"""Root-mean-square normalisation over the last dimension (Zhang and Sennrich 2019).
 
     :math:`y = w \odot x / \sqrt{\overline{x^2} + \epsilon}`: one learned scale
@@ -77,25 +76,6 @@ class RMSNorm(Layer):
                 f"{self.label}: Llama's RMSNorm always learns its scale; "
                 "use implementation='torch' for elementwise_affine=False."
             )
-
-    def check_input(self, input_shape: Shape) -> None:
-        """Raise :class:`RankError` for an input without features beside the batch."""
-        if len(input_shape) < 2:
-            raise RankError(
-                f"{self.label}: needs at least a 2-D input (batch, ..., features), got "
-                f"{len(input_shape)}-D {describe_shape(tuple(input_shape))}. "
-                "Check the layers before it."
-            )
-
-    def output_shape(self, input_shape: Shape) -> Shape:
-        """Return the input shape unchanged."""
-        self.check_input(input_shape)
-        return tuple(input_shape)
-
-    def weight_count(self, input_shape: Shape) -> sp.Expr:
-        """One scale per feature, if affine."""
-        self.check_input(input_shape)
-        return input_shape[-1] if self.elementwise_affine else sp.Integer(0)
 
     def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
         """``weight`` of ``(features,)``, if affine."""
