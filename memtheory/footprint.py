@@ -263,7 +263,7 @@ class Footprint(ABC):
                 )
             )
         columns = [Column("component"), Column(unit, align="right"), Column("share", "right")]
-        return Table(columns, rows, footer=footer, title=self._title())
+        return Table(columns, rows, footer=footer)
 
     def _symbolic_table(self, unit: str) -> Table:
         rows = [(COMPONENT_TITLES.get(n, n), str(v)) for n, v in self.components.items()]
@@ -272,11 +272,7 @@ class Footprint(ABC):
             footer.append(("peak live", str(self.peak)))
         note = f"evaluate({_names(self.free_symbols)}=...) to see sizes in {unit}."
         columns = [Column("component"), Column("bytes", align="right")]
-        return Table(columns, rows, footer=footer, title=self._title(), notes=[note])
-
-    def _title(self) -> str | None:
-        """Return a line to print above the table (None: no line); subclasses may say what."""
-        return None
+        return Table(columns, rows, footer=footer, notes=[note])
 
     def _repr_html_(self) -> str:
         return self.table().html()
