@@ -63,19 +63,28 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from memtheory.exercises.kinds import AnswerKind, Choice, Expression, Quantity
+from memtheory.exercises.kinds import (
+    AnswerKind,
+    Choice,
+    Expression,
+    Integer,
+    Number,
+    Quantity,
+)
 from memtheory.exercises.loader import PathLike, get_set
 from memtheory.exercises.model import MistakenAnswer, Variant
 from memtheory.units import unit_bytes
 
 __all__ = [
     "BookExercise",
+    "answer_rules",
     "book_exercises",
     "escape",
     "glue_exercises",
     "grading_key",
     "grading_text",
     "label",
+    "short_instructions",
 ]
 
 KINDS = ("title", "question", "solution")
@@ -135,6 +144,69 @@ def grading_text(set_id: str) -> str:
     )
 
 
+def _percent(rtol: float) -> str:
+    return f"{rtol * 100:g}%"
+
+
+def short_instructions(kind: AnswerKind) -> str:
+    """Return how to answer one exercise in a few words; :func:`answer_rules` says the rest once.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.kinds import Quantity
+    >>> short_instructions(Quantity("MiB", rtol=0.005))
+    'In MiB, within 0.5%.'
+    """
+    if isinstance(kind, Quantity):
+        return f"In {kind.unit}, within {_percent(kind.rtol)}."
+    if isinstance(kind, Integer):
+        return "A whole number."
+    if isinstance(kind, Number):
+        what = "a percentage" if kind.percent else kind.what
+        close = "exactly" if kind.rtol == 0 else f"within {_percent(kind.rtol)}"
+        return f"{what[0].upper()}{what[1:]}, {close}."
+    if isinstance(kind, Expression):
+        return f"A formula in {', '.join(s.name for s in kind.symbols)}."
+    if isinstance(kind, Choice):
+        return "One option."
+    return kind.instructions()
+
+
+_RULES: tuple[tuple[type[AnswerKind], str], ...] = (
+    (
+        Quantity,
+        "A size is answered in the unit its question names: a number alone is read in that "
+        "unit, and a number with a unit (B, kB, MB, GB, KiB, MiB, GiB) is converted. MB means "
+        "10^6 bytes and MiB means 2^20 bytes.",
+    ),
+    (Integer, "A whole number may group its thousands with commas (4,632,902)."),
+    (Number, "Decimals are written with a point; a percentage may end in %."),
+    (
+        Expression,
+        "A formula uses * for products, ** or ^ for powers and floor(...) to round down; it is "
+        "graded by symbolic equivalence, not by how it is written.",
+    ),
+    (Choice, "A choice is answered with the letter of one option, or with its text."),
+)
+
+
+def answer_rules(kinds: Iterable[AnswerKind]) -> str:
+    """Return the rules for writing answers of these kinds, said once for a chapter's exercises.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.kinds import Choice, Integer
+    >>> print(answer_rules([Integer(), Choice(("yes", "no"))]))
+    How to answer: a whole number may group ... with its text.
+    """
+    present = [kind for kind in kinds]
+    rules = [text for cls, text in _RULES if any(isinstance(k, cls) for k in present)]
+    if not rules:
+        return ""
+    first, *rest = rules
+    return " ".join(["How to answer: " + first[0].lower() + first[1:], *rest])
+
+
 def _answer(kind: AnswerKind, value: object, *, exact: bool = True) -> str:
     """Markdown for an answer: a formula typeset, anything else in bold; ``exact`` adds detail.
 
@@ -161,7 +233,7 @@ def _question(variant: Variant) -> str:
                 f"- **{chr(ord('a') + i)})** {escape(str(o))}" for i, o in enumerate(options)
             )
         )
-    parts.append(f"*{escape(variant.kind.instructions())}*")
+    parts.append(f"*{escape(short_instructions(variant.kind))}*")
     return "\n\n".join(parts)
 
 
@@ -250,8 +322,10 @@ def glue_exercises(
     """Glue the questions, solutions and grading note of a chapter's exercises (``myst_nb.glue``).
 
     Each text of :meth:`BookExercise.texts` is glued under its key (the title
-    as plain text, the rest as Markdown), and :func:`grading_text` under
-    :func:`grading_key`. Call it from a hidden code cell of the chapter; it
+    as plain text, the rest as Markdown), and under :func:`grading_key` the
+    chapter's note said once: :func:`answer_rules` for the kinds of answer
+    shown, then :func:`grading_text`. Each question ends with
+    :func:`short_instructions` only. Call it from a hidden code cell of the chapter; it
     needs ``myst_nb`` (the ``book`` extra).
 
     Returns
@@ -263,9 +337,12 @@ def glue_exercises(
     from myst_nb import glue
 
     exercises = book_exercises(set_id, exercise_ids, sets_dir=sets_dir)
+    chosen = get_set(set_id, sets_dir)
+    rules = answer_rules(chosen.variant(exercise.id).kind for exercise in exercises)
     for exercise in exercises:
         glue(f"{exercise.label}-title", exercise.title, display=False)
         glue(f"{exercise.label}-question", Markdown(exercise.question), display=False)
         glue(f"{exercise.label}-solution", Markdown(exercise.solution), display=False)
-    glue(grading_key(set_id), Markdown(grading_text(set_id)), display=False)
+    note = escape(rules) + "\n\n" + grading_text(set_id) if rules else grading_text(set_id)
+    glue(grading_key(set_id), Markdown(note), display=False)
     return exercises

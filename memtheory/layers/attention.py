@@ -36,6 +36,20 @@ __all__ = ["MultiHeadAttention"]
 
 _BOOL = as_dtype("bool")
 
+_LABELS = {
+    "queries": "queries Q",
+    "keys": "keys K",
+    "values": "values V",
+    "probabilities": "softmax P",
+    "heads_output": "context PV (heads merged)",
+    "packed": "packed Q, K, V projection",
+    "row_statistics": "softmax row statistics",
+    "input": "input",
+}
+"""What each saved tensor of attention is, for listings (``TensorSpec.label``)."""
+
+_DROPPED = "dropped P (input of PV)"
+
 
 @dataclass(frozen=True)
 class MultiHeadAttention(Layer):
@@ -426,8 +440,10 @@ class MultiHeadAttention(Layer):
         compute = compute_dtype(given, autocast)
         fp32 = as_dtype("fp32")
 
-        def spec(role: Role, key: str, kind: DType = compute) -> TensorSpec:
-            return TensorSpec(role, shapes[key], kind)
+        def spec(
+            role: Role, key: str, kind: DType = compute, label: str | None = None
+        ) -> TensorSpec:
+            return TensorSpec(role, shapes[key], kind, label=label or _LABELS[key])
 
         kernel = self.cpu_kernel(training)
         dropout = training and bool(self.dropout)
@@ -445,7 +461,10 @@ class MultiHeadAttention(Layer):
             mask = compute if self.device == "cpu" else as_dtype("bool")
             condition = self._causal_condition(input_shape)
             middle = (
-                (spec("mask", "probabilities", mask), spec("intermediate", "probabilities"))
+                (
+                    spec("mask", "probabilities", mask, "dropout mask on P"),
+                    spec("intermediate", "probabilities", label=_DROPPED),
+                )
                 if dropout
                 else ()
             )
@@ -487,8 +506,8 @@ class MultiHeadAttention(Layer):
             spec("intermediate", "queries", fp32),
             spec("intermediate", "keys", fp32),
             spec("intermediate", "probabilities", fp32),
-            spec("mask", "probabilities", fp32),
-            spec("intermediate", "probabilities", fp32),
+            spec("mask", "probabilities", fp32, "dropout mask on P"),
+            spec("intermediate", "probabilities", fp32, _DROPPED),
             values,
             spec("intermediate", "heads_output"),
         )

@@ -15,6 +15,7 @@ import pytest
 
 from memtheory.exercises import Choice, Expression, find_variant, load_sets
 from memtheory.exercises.book import (
+    answer_rules,
     book_exercises,
     escape,
     glue_exercises,
@@ -105,7 +106,8 @@ def test_glue_exercises_glues_every_text_under_its_key(monkeypatch):
             assert value == text
         else:
             assert isinstance(value, display.Markdown) and value.data == text
-    assert glued[grading_key("ch06")].data == grading_text("ch06")
+    note = glued[grading_key("ch06")].data
+    assert note.startswith("How to answer: ") and note.endswith(grading_text("ch06"))
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])
@@ -143,3 +145,16 @@ def test_chapters_one_to_ten_end_with_exercises_from_the_sets():
     """Chapters 1 to 10 each show exercises of a set."""
     with_sets = {c.stem[:2] for c in CHAPTERS if glued_by(c.read_text(encoding="utf-8"))[1]}
     assert {f"{n:02}" for n in range(1, 11)} <= with_sets
+
+
+def test_answer_rules_are_said_once_and_only_for_kinds_shown():
+    """A chapter's note names the rules of its kinds of answer; questions keep a short form."""
+    (size,) = book_exercises("ch01", ["q1"])
+    (choice,) = book_exercises("ch01", ["q5"])
+    assert size.question.endswith("*In MiB, within 0.5%.*")
+    assert "converted" not in size.question and "letter" not in choice.question
+    kinds = [find_variant(i).kind for i in ("ch01.q1", "ch01.q5")]
+    rules = answer_rules(kinds)
+    assert "converted" in rules and "letter of one option" in rules
+    assert "symbolic equivalence" not in rules and "commas" not in rules
+    assert answer_rules([]) == ""
