@@ -42,7 +42,32 @@ from memtheory.whatif import (
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
-__all__ = ["plot_checkpointing_tradeoff", "plot_memory"]
+__all__ = ["component_colour", "plot_checkpointing_tradeoff", "plot_memory"]
+
+# matplotlib's "tab20", written out so that no component shares a colour with another (the
+# ten-colour default cycle repeats after ten components, and a Footprint names fourteen).
+_PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+)
+
+
+def component_colour(name: str) -> str:
+    """Return the colour of a memory component in every figure: one colour per component.
+
+    Examples
+    --------
+    >>> component_colour("parameters") != component_colour("input")
+    True
+    >>> from memtheory.footprint import COMPONENT_TITLES
+    >>> len({component_colour(n) for n in COMPONENT_TITLES}) == len(COMPONENT_TITLES)
+    True
+    """
+    from memtheory.footprint import COMPONENT_TITLES
+
+    names = list(COMPONENT_TITLES)
+    index = names.index(name) if name in names else len(names) + sum(map(ord, name))
+    return _PALETTE[index % len(_PALETTE)]
 
 
 def _axes(ax: Axes | None) -> Axes:

@@ -94,7 +94,10 @@ def fc_adam_forum() -> WorkedExample:
             written_unit="G",
             explanation="Weights, gradients and Adam's two moments (16 bytes per parameter) are "
             "5.91 GB; forward activations, their gradients and the input add 0.37 GB: 6.28 GB, "
-            "i.e. 5.85 GiB, which is the 'about 6G' the asker saw.",
+            "i.e. 5.85 GiB. That is the size of the 'about 6G' the asker saw, not a prediction "
+            "of it: the observation was MXNet 0.11 on a GPU, with the CUDA context, workspaces "
+            "and the allocator's caching on top, and the estimate leaves out the batch's "
+            "240k-wide targets (0.12 GB).",
         ),
     )
     return WorkedExample(
@@ -112,7 +115,8 @@ def fc_adam_forum() -> WorkedExample:
         summary=(
             "The two 240k-wide weight matrices hold 99.9% of the 369 million parameters. Adam "
             "needs 16 bytes per parameter (weight, gradient, two moments), 5.91 GB, and the "
-            "activations of the batch add little: the observed ~6 GB is the parameters, four times."
+            "activations of the batch add little: the parameters, four times, account for the "
+            "size of the observed ~6 GB, which also held what a GPU framework adds."
         ),
         breakdowns={
             "breakdown, Adam, batch 128": adam,
