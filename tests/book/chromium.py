@@ -157,6 +157,14 @@ class Browser:
             " new Promise(done => { i.onload = i.onerror = done; })))"
         )
 
+    def set_viewport(self, width: int, height: int, *, mobile: bool = False) -> None:
+        """Lay pages out for a screen of ``width`` x ``height`` CSS pixels (a phone: ``mobile``)."""
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+            session=True,
+        )
+
     def screenshot(self, destination: Path) -> Path:
         """Save a PNG of the page as it is shown."""
         data = self.call("Page.captureScreenshot", {"format": "png"}, session=True)["data"]

@@ -1,8 +1,13 @@
-"""The built book as a browser shows it: math typeset, figures loaded, every chapter listed.
+"""The built book as a browser shows it, page by page, at 1280 px and at a phone's 390 px.
 
 Runs against ``book/_build/html`` (``make book`` builds it; ``make test`` does so
 first) in headless Chromium, which ``make test`` installs when it is missing.
 Screenshots land in ``book/_build/screenshots`` for a person to look at.
+
+Every page of the table of contents is checked: math typeset offline without
+errors, every figure loaded and numbered with a caption, no executed cell left
+an error, no table or printed output cut off, and, at 390 px, nothing wider
+than the screen.
 """
 
 import re
@@ -16,32 +21,62 @@ ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 HTML = BOOK / "_build" / "html"
 SCREENSHOTS = BOOK / "_build" / "screenshots"
-PAGES = ("intro", "chapters/03_shapes_and_activations", "chapters/08_worked_examples")
+TOC_FILE = re.compile(r"^\s*- file: (\S+)$", re.M)
+
+
+def all_pages() -> list[str]:
+    """Return every page of the table of contents, as paths under book/_build/html."""
+    return ["intro"] + TOC_FILE.findall((BOOK / "_toc.yml").read_text())
+
+
+PAGES = all_pages()
+CHAPTERS = [page for page in PAGES if page.startswith("chapters/")]
+NOTEBOOK_PAGES = [page for page in PAGES if page != "genindex"]  # Sphinx writes the index
 
 
 def toc_titles() -> list[str]:
-    """Return the first heading of every page in the book's table of contents."""
-    files = ["intro"] + re.findall(r"^- file: (\S+)$", (BOOK / "_toc.yml").read_text(), re.M)
+    """Return the first heading of every page in the table of contents, in order."""
     titles = []
-    for name in files:
+    for name in PAGES:
         text = (BOOK / f"{name}.md").read_text(encoding="utf-8")
         titles.append(re.search(r"^# (.+)$", text, re.M).group(1).strip())
     return titles
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """Return a headless Chromium, skipping when there is none or the book is not built."""
+def _browser(width: int, height: int, *, mobile: bool = False):
     binary = find_chromium()
     if binary is None:
         pytest.skip("Chromium not found: install Debian's 'chromium' (make test does) to run this")
     if not (HTML / "intro.html").exists():
         pytest.skip("book/_build/html is missing: run 'make book' first (make test does)")
-    with Browser(binary) as chromium:
+    chromium = Browser(binary, width=width, height=height)
+    chromium.set_viewport(width, height, mobile=mobile)
+    return chromium
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Return a headless Chromium at 1280 px, skipping when there is none or no built book."""
+    with _browser(1280, 900) as chromium:
         yield chromium
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.fixture(scope="module")
+def phone():
+    """Return a headless Chromium laid out as a 390 px wide phone screen."""
+    with _browser(390, 844, mobile=True) as chromium:
+        yield chromium
+
+
+def test_every_page_was_built():
+    """Each page of the table of contents has its HTML (a missing page fails, not skips)."""
+    if not (HTML / "intro.html").exists():
+        pytest.skip("book/_build/html is missing: run 'make book' first (make test does)")
+    missing = [page for page in PAGES if not (HTML / f"{page}.html").exists()]
+    assert missing == []
+
+
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES)
 def test_math_is_typeset_offline(browser, page):
     """MathJax, served from the book itself, typesets every formula without an error."""
     browser.open(HTML / f"{page}.html")
@@ -50,41 +85,92 @@ def test_math_is_typeset_offline(browser, page):
         "[...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s))"
     )
     assert scripts and all(src.startswith("file://") for src in scripts), scripts
-    assert browser.evaluate("document.querySelectorAll('mjx-container').length") > 0
     assert browser.evaluate("document.querySelectorAll('mjx-merror').length") == 0
     browser.screenshot(SCREENSHOTS / f"{page.replace('/', '_')}.png")
 
 
-@pytest.mark.parametrize("page", PAGES[1:])
-def test_figures_load(browser, page):
-    """Every image on a chapter page loads and has a width (matplotlib plots were executed)."""
+_FIGURES = """
+(() => [...document.querySelectorAll('main img')].map(i => {
+  const figure = i.closest('figure');
+  const caption = figure && figure.querySelector('figcaption');
+  const number = caption && caption.querySelector('.caption-number');
+  return {src: i.src.split('/').pop(), complete: i.complete, width: i.naturalWidth,
+          caption: caption ? caption.textContent.trim() : '',
+          number: number ? number.textContent.trim() : ''};
+}))()
+"""
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_figures_load_and_are_numbered_with_a_caption(browser, page):
+    """Every image loads, sits in a figure numbered per chapter ("Fig. 5.1") with a caption."""
     browser.open(HTML / f"{page}.html")
-    images = browser.evaluate(
-        "[...document.querySelectorAll('main img')].map(i => [i.src, i.complete, i.naturalWidth])"
-    )
-    assert images, f"{page} shows no figure"
-    for source, complete, width in images:
-        assert complete and width > 0, source
+    chapter = int(re.search(r"chapters/(\d+)_", page).group(1))
+    for image in browser.evaluate(_FIGURES):
+        assert image["complete"] and image["width"] > 0, image["src"]
+        assert image["number"].startswith(f"Fig. {chapter}."), image
+        assert len(image["caption"]) > len(image["number"]) + 20, f"no caption: {image}"
 
 
-def test_sidebar_lists_every_chapter(browser):
+def test_the_book_has_figures(browser):
+    """The chapters that plot something do show their figures (the plots were executed)."""
+    counts = {}
+    for page in ("chapters/01_why_memory_runs_out", "chapters/08_worked_examples"):
+        browser.open(HTML / f"{page}.html")
+        counts[page] = browser.evaluate("document.querySelectorAll('main img').length")
+    assert all(counts.values()), counts
+
+
+def test_sidebar_lists_every_page(browser):
     """The navigation sidebar links every page of the table of contents, in order."""
     browser.open(HTML / "intro.html")
     links = browser.evaluate(
         "[...document.querySelectorAll('nav.bd-links a, .bd-sidenav a')]"
-        ".map(a => a.textContent.trim())"
+        ".map(a => a.textContent.trim().replace(/^\\d+\\.\\s*/, ''))"
     )
     titles = toc_titles()
     listed = [title for title in titles if title in links]
     assert listed == titles, sorted(set(titles) - set(links))
 
 
-def test_no_cell_failed_or_printed_a_traceback(browser):
+@pytest.mark.parametrize("page", PAGES)
+def test_no_cell_failed_or_printed_a_traceback(browser, page):
     """No executed cell left an error output on a page (the build also fails on these)."""
-    for page in PAGES:
-        browser.open(HTML / f"{page}.html")
-        errors = "document.querySelectorAll('.output.error, .output.traceback').length"
-        assert browser.evaluate(errors) == 0
+    browser.open(HTML / f"{page}.html")
+    errors = "document.querySelectorAll('.output.error, .output.traceback').length"
+    assert browser.evaluate(errors) == 0
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_exercises_are_numbered_per_chapter(browser, page):
+    """Exercises read "Exercise 5.1", "Exercise 5.2", ...: numbered within their chapter."""
+    browser.open(HTML / f"{page}.html")
+    chapter = int(re.search(r"chapters/(\d+)_", page).group(1))
+    numbers = browser.evaluate(
+        "[...document.querySelectorAll('.exercise > .admonition-title .caption-number')]"
+        ".map(n => n.textContent.trim())"
+    )
+    assert numbers == [f"Exercise {chapter}.{i}" for i in range(1, len(numbers) + 1)]
+
+
+def test_bibliography_glossary_and_index_are_filled(browser):
+    """The references list real entries, the glossary defines terms, and the index is not empty."""
+    browser.open(HTML / "references.html")
+    assert browser.evaluate("document.querySelectorAll('main .citation, main dt').length") >= 20
+    browser.open(HTML / "glossary.html")
+    assert browser.evaluate("document.querySelectorAll('main dl.glossary dt').length") >= 15
+    browser.open(HTML / "genindex.html")
+    assert browser.evaluate("document.querySelectorAll('main table.indextable a').length") >= 20
+
+
+def test_citations_link_to_the_bibliography(browser):
+    """A chapter's citations are links to entries on the references page."""
+    browser.open(HTML / "chapters/07_precision.html")
+    targets = browser.evaluate(
+        "[...document.querySelectorAll('main a')].map(a => a.getAttribute('href') || '')"
+        ".filter(h => h.includes('references.html#'))"
+    )
+    assert targets
 
 
 # A table wider than the text column must sit in something that scrolls sideways (the theme's
@@ -92,7 +178,7 @@ def test_no_cell_failed_or_printed_a_traceback(browser):
 # scrolls, but a reader sees it cut at the column's edge, so no cell output may be wider than
 # the column: wide tables are shown as HTML tables, not printed.
 _OVERFLOW = """
-(() => {
+((printed) => {
   const article = document.querySelector('article') || document.querySelector('main');
   const limit = article.getBoundingClientRect().right + 1;
   const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
@@ -112,23 +198,41 @@ _OVERFLOW = """
       bad.push(`table wider than its column without a scroll wrapper: ${text}`);
     }
   }
-  for (const el of article.querySelectorAll('.cell_output pre, .output pre')) {
-    if (shown(el) && el.scrollWidth > el.clientWidth + 1) {
-      bad.push(`printed output cut at the column's edge: ${el.textContent.trim().slice(0, 60)}`);
+  for (const el of article.querySelectorAll('img')) {
+    if (shown(el) && el.getBoundingClientRect().right > limit) {
+      bad.push(`figure wider than the page: ${el.src.split('/').pop()}`);
     }
   }
+  if (printed) {
+    for (const el of article.querySelectorAll('.cell_output pre, .output pre')) {
+      if (shown(el) && el.scrollWidth > el.clientWidth + 1) {
+        bad.push(`printed output cut at the column's edge: ${el.textContent.trim().slice(0, 60)}`);
+      }
+    }
+  }
+  const page = document.scrollingElement;
+  if (page.scrollWidth > window.innerWidth + 1) {
+    bad.push(`the page scrolls sideways: ${page.scrollWidth} px, window ${window.innerWidth} px`);
+  }
   return bad;
-})()
+})
 """
 
 
-def all_pages() -> list[str]:
-    """Return every page of the table of contents, as paths under book/_build/html."""
-    return ["intro"] + re.findall(r"^- file: (\S+)$", (BOOK / "_toc.yml").read_text(), re.M)
-
-
-@pytest.mark.parametrize("page", all_pages())
+@pytest.mark.parametrize("page", PAGES)
 def test_no_table_is_cut_off(browser, page):
-    """At 1280 px no table or printed output is wider than the page without a sideways scroll."""
+    """At 1280 px no table, figure or printed output is wider than the page without a scroll."""
     browser.open(HTML / f"{page}.html")
-    assert browser.evaluate(_OVERFLOW) == []
+    assert browser.evaluate(_OVERFLOW + "(true)") == []
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_phone_width(phone, page):
+    """At 390 px the page never scrolls sideways and wide tables scroll inside their wrapper.
+
+    Code and printed output scroll inside their own boxes on a phone, as in any book; tables
+    and figures must fit or scroll in a wrapper.
+    """
+    phone.open(HTML / f"{page}.html")
+    assert phone.evaluate(_OVERFLOW + "(false)") == []
+    phone.screenshot(SCREENSHOTS / "390px" / f"{page.replace('/', '_')}.png")
