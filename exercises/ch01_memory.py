@@ -179,8 +179,8 @@ SET = ExerciseSet(
             id="q8",
             title="bytes of an input batch",
             question="A batch of {batch} images, each {height} pixels high, {width} pixels wide "
-            "and {channels} channel(s) deep, is fed to a network as fp32. How many bytes does the "
-            "input batch take?",
+            "and of depth {channels} (values per pixel), is fed to a network as fp32. How many "
+            "bytes does the input batch take?",
             params={
                 "batch": (128, 64, 32, 256),
                 "height": (50, 224, 32, 28),

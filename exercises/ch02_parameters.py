@@ -107,7 +107,7 @@ SET = ExerciseSet(
             id="q2",
             title="convolution",
             question="A convolution with {filters} filters of {kernel}x{kernel}, with a bias, is "
-            "applied to an input of {channels} channel(s) and 50x50 pixels, at batch {batch}. How "
+            "applied to an input of depth {channels} and 50x50 pixels, at batch {batch}. How "
             "many trainable parameters does it have?",
             params={
                 "filters": (32, 64, 16, 128, 96),

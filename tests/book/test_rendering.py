@@ -84,7 +84,10 @@ def test_math_is_typeset_offline(browser, page):
     scripts = browser.evaluate(
         "[...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s))"
     )
-    assert scripts and all(src.startswith("file://") for src in scripts), scripts
+    assert all(src.startswith("file://") for src in scripts), scripts
+    if browser.evaluate("document.querySelectorAll('main .math').length"):
+        assert scripts, "a page with math loads no MathJax"
+        assert browser.evaluate("document.querySelectorAll('mjx-container').length") > 0
     assert browser.evaluate("document.querySelectorAll('mjx-merror').length") == 0
     browser.screenshot(SCREENSHOTS / f"{page.replace('/', '_')}.png")
 
