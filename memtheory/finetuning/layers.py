@@ -89,8 +89,8 @@ class Frozen(Layer):
         elif self.layer.name is None:
             object.__setattr__(self, "layer", replace(self.layer, name=self.name))  # type: ignore[type-var]
 
-    @property  # type: ignore[misc]
-    def autograd_checked(self) -> bool:
+    @property
+    def autograd_checked(self) -> bool:  # type: ignore[override]
         """Checked for a frozen Dense (measured); not for other layers."""
         return isinstance(self.layer, Dense)
 
