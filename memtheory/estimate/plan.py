@@ -11,7 +11,7 @@ Examples
 --------
 >>> answer = estimate("gpt2", batch=4, sequence=512, lora=8, gpu="T4")
 >>> answer.fits, answer.max_batch, answer.max_sequence
-(True, 15, 1024)
+(True, 16, 1024)
 """
 
 from __future__ import annotations

@@ -18,7 +18,13 @@ Examples
 '0.56 MiB'
 """
 
-from memtheory.finetuning.layers import ATTENTION_PROJECTIONS, Frozen, LoRAAttention, Scale
+from memtheory.finetuning.layers import (
+    ATTENTION_PROJECTIONS,
+    Frozen,
+    LoRAAttention,
+    LoRAUp,
+    Scale,
+)
 from memtheory.finetuning.lora import LoRA, apply_lora, freeze, linear_maps, match_targets
 from memtheory.finetuning.memory import (
     EIGHT_BIT_OPTIMIZERS,
@@ -52,6 +58,7 @@ __all__ = [
     "Frozen",
     "LoRA",
     "LoRAAttention",
+    "LoRAUp",
     "Scale",
     "adam8bit_state_bytes",
     "apply_lora",

@@ -31,7 +31,14 @@ from memtheory.layers.attention import MultiHeadAttention
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, elements
 from memtheory.layers.core import Dense
 
-__all__ = ["ATTENTION_PROJECTIONS", "Frozen", "LoRAAttention", "Scale", "frozen_tensors"]
+__all__ = [
+    "ATTENTION_PROJECTIONS",
+    "Frozen",
+    "LoRAAttention",
+    "LoRAUp",
+    "Scale",
+    "frozen_tensors",
+]
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 """The linear maps inside a :class:`~memtheory.layers.MultiHeadAttention`, by Hugging Face names."""
@@ -75,10 +82,16 @@ class Frozen(Layer):
         The layer to freeze.
     name : str, optional
         Defaults to the layer's name.
+    transient : bool, default False
+        Its output is freed during the forward pass (a LoRA ``base_layer``,
+        whose output only feeds the sum): the breakdown convention, which
+        counts every kept output, does not count it. The autograd convention
+        follows the storage either way.
     """
 
     layer: Layer
     name: str | None = None
+    transient: bool = False
     kind = "Frozen"
 
     def __post_init__(self) -> None:
@@ -115,7 +128,9 @@ class Frozen(Layer):
         return self.layer.stores_output()
 
     def activation_count(self, input_shape: Shape) -> sp.Expr:
-        """As the wrapped layer."""
+        """As the wrapped layer, or none when its output is transient."""
+        if self.transient:
+            return sp.Integer(0)
         return self.layer.activation_count(input_shape)
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
@@ -152,8 +167,32 @@ class Frozen(Layer):
 
 
 @dataclass(frozen=True)
+class LoRAUp(Dense):
+    """LoRA's ``lora_B``: a Dense layer whose output is scaled and summed at once, then freed.
+
+    The breakdown convention, which counts every kept output, does not count
+    its output; everything else is :class:`~memtheory.layers.Dense`'s.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> LoRAUp(64, bias=False).activation_count((B, 8)), Dense(64).activation_count((B, 8))
+    (0, 64*B)
+    """
+
+    kind = "Dense"
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Return none: the output is transient."""
+        return sp.Integer(0)
+
+
+@dataclass(frozen=True)
 class Scale(Layer):
     """Multiply by a constant (LoRA's ``alpha / rank``): a new tensor, nothing kept for backward.
+
+    In LoRA its output feeds the sum at once and is freed: the breakdown
+    convention does not count it (the autograd convention follows it).
 
     Examples
     --------
@@ -170,6 +209,10 @@ class Scale(Layer):
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return the input's shape."""
         return tuple(input_shape)
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Return none: the output is transient."""
+        return sp.Integer(0)
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Nothing: the gradient is the incoming one times the constant."""
@@ -188,10 +231,11 @@ class LoRAAttention(Layer):
     :math:`n_\text{in}` inputs and :math:`n_\text{out}` outputs gets a trainable
     ``lora_A`` (``rank x n_in``) and ``lora_B`` (``n_out x rank``). Its forward
     keeps, per adapter and position, ``rank`` values (the output of ``A``,
-    which ``B``'s weight gradient needs) and, as every layer's output in the
-    breakdown convention, ``B``'s output, its scaled copy and the sum into
-    the projection (:math:`3 n_\text{out}`). The autograd convention does not
-    follow it (not checked against PyTorch): it refuses it.
+    which ``B``'s weight gradient needs) and the projection's output with the
+    update added (:math:`n_\text{out}`, a new tensor beside the fused
+    projection's); ``B``'s output and its scaled copy are freed at once. The
+    autograd convention does not follow it (not checked against PyTorch): it
+    refuses it.
 
     Parameters
     ----------
@@ -267,10 +311,10 @@ class LoRAAttention(Layer):
         return Frozen(self.layer).buffers(input_shape)
 
     def activation_count(self, input_shape: Shape) -> sp.Expr:
-        """Count the attention output plus, per adapter, A's output and three n_out tensors."""
+        """Count the attention output plus, per adapter, A's output and the summed projection."""
         positions = elements(tuple(input_shape[:-1]))
         extra = sp.Add(
-            *(positions * (self.rank + 3 * n_out)
+            *(positions * (self.rank + n_out)
               for _, n_out in self.projection_shapes(input_shape).values())
         )
         return self.layer.activation_count(input_shape) + extra

@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from memtheory.errors import InvalidArgumentError, UnknownNameError
-from memtheory.finetuning.layers import ATTENTION_PROJECTIONS, Frozen, LoRAAttention, Scale
+from memtheory.finetuning.layers import (
+    ATTENTION_PROJECTIONS,
+    Frozen,
+    LoRAAttention,
+    LoRAUp,
+    Scale,
+)
 from memtheory.layers import Add, Dense, Dropout, Layer, MultiHeadAttention
 from memtheory.network import Network, Node
 
@@ -220,14 +226,17 @@ def _adapted_dense(
     """Peft's ``lora.Linear``: ``base_layer(x) + lora_B(lora_A(dropout(x))) * scaling``."""
     source = inputs[0]
     items: list[Layer | Node] = [
-        Node(Frozen(Dense(layer.units, bias=layer.bias, name=f"{name}.base_layer")), inputs=inputs)
+        Node(
+            Frozen(Dense(layer.units, bias=layer.bias, name=f"{name}.base_layer"), transient=True),
+            inputs=inputs,
+        )
     ]
     if lora.dropout:
         items.append(Node(Dropout(lora.dropout, name=f"{name}.lora_dropout"), inputs=(source,)))
         source = f"{name}.lora_dropout"
     items += [
         Node(Dense(lora.rank, bias=False, name=f"{name}.lora_A"), inputs=(source,)),
-        Dense(layer.units, bias=False, name=f"{name}.lora_B"),
+        LoRAUp(layer.units, bias=False, name=f"{name}.lora_B"),
         Scale(lora.scaling, name=f"{name}.scaling"),
         Node(Add(name=name), inputs=(f"{name}.base_layer", f"{name}.scaling")),
     ]
