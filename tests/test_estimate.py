@@ -157,3 +157,41 @@ def test_checkpointing_reduces_activations():
     assert kept.memory["activations"] < plain.memory["activations"]
     assert kept.memory["parameters"] == plain.memory["parameters"]
     assert sp.sympify(kept.memory.total).is_number
+
+
+def test_configs_go_through_from_config_when_it_exists(monkeypatch, tmp_path):
+    """A config.json path reaches memtheory.models.from_config(path, batch=, sequence=)."""
+    import memtheory.models as models
+
+    seen = {}
+
+    def from_config(spec, *, batch, sequence):
+        seen["spec"] = spec
+        return gpt2("small", batch=batch, sequence=sequence, loss=True)
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"n_positions": 1024}))
+    monkeypatch.setattr(models, "from_config", from_config, raising=False)
+    answer = estimate(str(config), batch=2, sequence=128, gpu="L4")
+    assert seen["spec"] == str(config)
+    assert answer.model.source == "config" and answer.model.positions == 1024
+    assert answer.memory.total == estimate("gpt2", batch=2, sequence=128).memory.total
+
+
+def test_python_factories_go_through_trace_when_it_exists(monkeypatch, tmp_path):
+    """file.py:factory imports the file, calls the factory and hands the result to trace."""
+    pytest.importorskip("torch", reason="tracing needs the torch extra")
+    import memtheory.torch as torch_support
+
+    factory = tmp_path / "my_model.py"
+    factory.write_text("def build():\n    return 'a module', 'an input'\n")
+    calls = []
+
+    def trace(module, example):
+        calls.append((module, example))
+        return gpt2("small", sequence=64, loss=True)
+
+    monkeypatch.setattr(torch_support, "trace", trace, raising=False)
+    answer = estimate(f"{factory}:build", batch=1, sequence=64)
+    assert calls == [("a module", "an input")]
+    assert answer.model.source == "trace"

@@ -72,9 +72,13 @@ class Frozen(Layer):
     Its parameters become frozen weights (listed by :meth:`buffers` with the
     label ``"frozen ..."``): no gradient, no optimizer state. Under autograd
     it behaves as the layer does, except that a frozen :class:`~memtheory.layers.Dense`
-    keeps nothing (measured on CPU, PyTorch 2.13). Other frozen layers are
-    described as the layer itself and are not marked as checked against
-    PyTorch, so the autograd convention refuses them rather than guess.
+    keeps nothing (measured on CPU, PyTorch 2.13). A frozen
+    :class:`~memtheory.layers.LayerNorm` keeps what it keeps when trained (its
+    input's gradient needs the same tensors), and a frozen
+    :class:`~memtheory.layers.Embedding` fed token ids records nothing: both
+    measured. Other frozen layers are described as the layer itself and are
+    not marked as checked, so the autograd convention refuses them rather
+    than guess.
 
     Parameters
     ----------
@@ -104,8 +108,10 @@ class Frozen(Layer):
 
     @property
     def autograd_checked(self) -> bool:  # type: ignore[override]
-        """Checked for a frozen Dense (measured); not for other layers."""
-        return isinstance(self.layer, Dense)
+        """Checked (measured) for a frozen Dense, LayerNorm and Embedding; not for others."""
+        from memtheory.layers import Embedding, LayerNorm
+
+        return type(self.layer) in (Dense, LayerNorm, Embedding)
 
     def check_input(self, input_shape: Shape) -> None:
         """Check the input as the wrapped layer does."""

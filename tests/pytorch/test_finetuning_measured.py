@@ -109,3 +109,49 @@ def test_autograd_convention_refuses_frozen_attention():
     with pytest.raises(UnsupportedError, match="breakdown|autograd"):
         finetune_memory(gpt2("small", batch=1, sequence=8), lora=LoRA(4), optimizer="adam",
                         precision="fp32", convention="autograd")
+
+
+def test_frozen_layer_norm_keeps_what_a_trained_one_keeps():
+    """A frozen LayerNorm between trainable Linears still saves its input and statistics."""
+    from memtheory.layers import LayerNorm
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 8))
+    module[1].requires_grad_(False)
+    measured = _measured(module, 5, 16, 8)
+    net = Network([Input((16,), batch=5), Dense(32, name="a"), LayerNorm(name="ln"),
+                   Dense(8, name="b"), CrossEntropyLoss()])
+    memory = finetune_memory(net, frozen="ln", optimizer="adam", precision="fp32",
+                             convention="autograd")
+    _compare(memory, measured)
+
+
+def test_frozen_embedding_on_token_ids_records_nothing():
+    """A frozen embedding and norm at the start: no node until the trainable head."""
+    from memtheory.layers import Embedding, Flatten, LayerNorm
+
+    class Model(nn.Module):
+        """Embedding, LayerNorm, a flattening Linear head."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb, self.ln, self.fc = nn.Embedding(50, 16), nn.LayerNorm(16), nn.Linear(96, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            """Head over the normalised embeddings."""
+            return self.fc(self.ln(self.emb(x)).flatten(1))
+
+    torch.manual_seed(0)
+    module = Model()
+    module.emb.requires_grad_(False)
+    module.ln.requires_grad_(False)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 50, (5, 6), generator=generator)
+    y = torch.randint(0, 8, (5,), generator=generator)
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    measured = measure(module, x, nn.CrossEntropyLoss(), torch.optim.Adam(trainable), target=y)
+    net = Network([Input((6,), batch=5), Embedding(50, 16, name="emb"), LayerNorm(name="ln"),
+                   Flatten(), Dense(8, name="fc"), CrossEntropyLoss()])
+    memory = finetune_memory(net, frozen=("emb", "ln"), optimizer="adam", precision="fp32",
+                             convention="autograd")
+    _compare(memory, measured)
