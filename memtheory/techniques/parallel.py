@@ -267,6 +267,11 @@ def parallel_memory(
     chosen = pipeline if micro_batches is None else _positive(micro_batches, "micro_batches")
     in_flight = min(pipeline, chosen)
     notes = list(memory.notes)
+    if memory.timeline:
+        notes.append(
+            "per device, the peak is the sum of the components: the one-device timeline of the "
+            "autograd convention is not split across devices"
+        )
     base = dict(memory.components)
     activation_ratio: sp.Expr = sp.S.One
     if tensor > 1 or sequence_parallel:
@@ -303,6 +308,10 @@ def parallel_memory(
         replica = replace(memory, components=components, timeline={})
         partitioned = zero_partition(replica, data, zero) if data > 1 or zero else replica
         parts = dict(partitioned.components)
+        if zero == 3:  # stage 3 shards every parameter, a fine-tuned model's frozen base too
+            for name in ("frozen_parameters", "quantization_constants"):
+                if name in parts:
+                    parts[name] = parts[name] / data
         if data > 1 and zero == 0 and not bucket_view and "gradients" in parts:
             parts["gradient_buckets"] = parts["gradients"]
         if zero in (1, 2) and data > 1 and "gradients" in base and "parameters" in base:

@@ -50,13 +50,9 @@ ZERO_STAGES: dict[int, tuple[str, ...]] = {
         "master_weights",
         "gradients",
         "parameters",
-        "frozen_parameters",
-        "quantization_constants",
     ),
 }
-"""Components each stage partitions (stage 1 is the paper's P_os, 2 P_os+g, 3 P_os+g+p).
-
-Stage 3 partitions every parameter, frozen ones (a fine-tuned base) included."""
+"""Components each stage partitions (stage 1 is the paper's P_os, 2 P_os+g, 3 P_os+g+p)."""
 
 MODEL_STATES = (
     "parameters",
