@@ -137,10 +137,14 @@ def test_lora_frozen_base_has_no_gradients_or_state():
 
 
 def test_qlora_base_is_4_bit_linear_weights_and_16_bit_rest():
-    """QLoRA on GPT-2 small: attention and MLP matrices NF4, embeddings/norms/biases bf16."""
+    """QLoRA on GPT-2 small: attention and MLP matrices NF4, embeddings/norms/biases bf16.
+
+    The packed query/key/value matrix counts as three 768 x 768 layers, as
+    bitsandbytes quantizes q_proj, k_proj and v_proj one by one.
+    """
     net = gpt2("small", batch=1, sequence=32)
     memory = finetune_memory(net, lora=LoRA(16), quantization="nf4").evaluate()
-    matrices = [(2304, 768), (768, 768), (3072, 768), (768, 3072)]
+    matrices = [(768, 768)] * 4 + [(3072, 768), (768, 3072)]
     codes = 12 * sum(math.ceil(a * b / 2) for a, b in matrices)
     rest = net.parameter_count - 12 * sum(a * b for a, b in matrices)
     assert memory["frozen_parameters"] == codes + 2 * rest
@@ -178,3 +182,18 @@ def test_bad_fine_tuning_input_names_the_fix():
         LoRA(0)
     with pytest.raises(UnsupportedError, match="breakdown"):
         finetune_memory(net, lora=LoRA(4), quantization="nf4", convention="autograd")
+
+
+def test_qlora_splits_a_grouped_query_projection_into_q_k_v():
+    """Grouped-query attention (8 heads, 2 key/value heads): q is 256x256, k and v 64x256."""
+    from memtheory.layers import MultiHeadAttention
+    from memtheory.symbols import S
+
+    net = Network([Input((S, 256), batch=1), MultiHeadAttention(8, kv_heads=2, bias=False,
+                                                                 name="attn")])
+    memory = finetune_memory(net, lora=LoRA(4, targets="all-linear"), quantization="nf4")
+    matrices = [256 * 256, 64 * 256, 64 * 256, 256 * 256]  # q, k, v, o
+    assert memory["frozen_parameters"] == sum(n // 2 for n in matrices)
+    assert memory["quantization_constants"] == sum(nf4_bytes(n) - n // 2 for n in matrices)
+    assert memory["dequantized_copy"] == 2 * 256 * 256
+    assert memory["parameters"] == 2 * 4 * ((256 + 256) + 2 * (256 + 64) + (256 + 256))

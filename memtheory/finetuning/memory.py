@@ -46,8 +46,9 @@ from memtheory.errors import UnsupportedError
 from memtheory.finetuning.layers import Frozen, LoRAAttention, frozen_tensors
 from memtheory.finetuning.lora import LoRA, apply_lora, freeze
 from memtheory.finetuning.optimizer8bit import adam8bit_state_bytes
-from memtheory.finetuning.quantization import dequantized_copy_bytes, nf4_constant_bytes
+from memtheory.finetuning.quantization import nf4_constant_bytes
 from memtheory.layers import Dense, MultiHeadAttention
+from memtheory.layers.base import elements
 from memtheory.memory import training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
@@ -101,6 +102,24 @@ def _quantized(layer: object) -> bool:
     return isinstance(inner, Dense | MultiHeadAttention)
 
 
+def _matrices(
+    layer: object, input_shape: tuple[sp.Expr, ...], label: str, shape: tuple[sp.Expr, ...]
+) -> list[sp.Expr]:
+    """Element counts of the matrices bitsandbytes would quantize for one frozen tensor.
+
+    A packed query/key/value projection is three ``Linear4bit`` layers in the
+    models bitsandbytes quantizes (``q_proj``, ``k_proj``, ``v_proj``): each
+    is quantized, rounded and dequantized on its own.
+    """
+    inner = getattr(layer, "layer", None)
+    if isinstance(inner, MultiHeadAttention) and label == "frozen in_proj_weight":
+        width = inner.width(input_shape)
+        features = input_shape[-1]
+        kv = (inner.kv_heads or inner.heads) * width
+        return [inner.heads * width * features, kv * features, kv * features]
+    return [elements(tuple(shape))]
+
+
 def _frozen_parts(
     network: Network, base_bytes: int, quantization: str | None, double_quant: bool,
     compute_bytes: int,
@@ -116,9 +135,10 @@ def _frozen_parts(
             n = spec.elements
             plain += n * base_bytes
             if quantize and len(spec.shape) == 2:
-                stored += sp.ceiling(n / 2)
-                constants += nf4_constant_bytes(n, double_quant=double_quant)
-                largest.append(dequantized_copy_bytes(n) / 2 * compute_bytes)
+                for count in _matrices(row.layer, row.input_shape, spec.label or "", spec.shape):
+                    stored += sp.ceiling(count / 2)
+                    constants += nf4_constant_bytes(count, double_quant=double_quant)
+                    largest.append(count * compute_bytes)
             else:
                 stored += n * (compute_bytes if quantization else base_bytes)
     copy = sp.Max(*largest) if largest else sp.S.Zero
