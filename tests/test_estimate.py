@@ -195,3 +195,32 @@ def test_python_factories_go_through_trace_when_it_exists(monkeypatch, tmp_path)
     answer = estimate(f"{factory}:build", batch=1, sequence=64)
     assert calls == [("a module", "an input")]
     assert answer.model.source == "trace"
+
+
+def test_notebooks_show_the_table_and_the_verdict():
+    """The answer renders as HTML: the component table, then the budget and the limits."""
+    html = estimate("gpt2", batch=2, sequence=128, gpu="T4")._repr_html_()
+    assert "<table" in html and "fits" in html and "largest batch" in html
+
+
+LLAMA_3_8B = 8_030_261_248
+"""Meta's Llama-3-8B model card and its config.json (the issue's table of published counts)."""
+
+
+def test_llama_3_8b_questions_once_presets_exist():
+    """The issue's two questions, answered in under a second each once from_config lands.
+
+    LoRA on a 24 GB card at sequence 4096, and full fine-tuning with ZeRO-3 over 8 GPUs.
+    Skipped until memtheory.models.from_config (another engineer's part) provides the preset.
+    """
+    import memtheory.models as models
+
+    if not hasattr(models, "from_config"):
+        pytest.skip("memtheory.models.from_config (Llama presets) is not in this version yet")
+    start = time.perf_counter()
+    lora = estimate("llama-3-8b", sequence=4096, lora=16, flash=True, checkpointing=True,
+                    gpu="RTX 4090")
+    assert lora.settings["parameters"] == LLAMA_3_8B
+    zero3 = estimate("llama-3-8b", sequence=4096, gpus=8, zero=3, flash=True, gpu="A100-80GB")
+    assert zero3.memory["parameters"] * 8 == lora.memory["frozen_parameters"]
+    assert time.perf_counter() - start < 2.0

@@ -151,6 +151,20 @@ class Estimate:
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
+    def _repr_html_(self) -> str:
+        """Show the table in a notebook, with the verdict and the limits under it."""
+        from html import escape
+
+        lines = [f"total {format_bytes(self.memory.total, 'GiB')}, "
+                 f"peak {format_bytes(self.peak, 'GiB')}"]
+        if self.budget is not None:
+            lines.append(f"{self.budget.describe()}: {'fits' if self.fits else 'does NOT fit'}")
+            lines.append(f"largest batch {_limit(self.max_batch)}"
+                         + (f", largest sequence {_limit(self.max_sequence)}"
+                            if self.max_sequence is not None else ""))
+        notes = "".join(f"<br>{escape(line)}" for line in lines)
+        return f"{self.table().html()}<p>{escape(self.model.name)}{notes}</p>"
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready summary: bytes as integers, sizes, limits, formula, convention."""
         memory = self.memory
