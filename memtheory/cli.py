@@ -9,6 +9,7 @@ Usage::
     memtheory template --set ch02 --learner ada -o answers.toml
     memtheory sets
     memtheory misconceptions
+    memtheory estimate gpt2 --batch 8 --seq 1024 --gpu "RTX 4090"   # memory per GPU, fits?
 
 Exit status: 0 when grading ran (whatever the score), 2 when it could not
 (no such file, an unreadable answer file, an unknown set, no exercise sets).
@@ -256,7 +257,15 @@ def build_parser() -> argparse.ArgumentParser:
         "misconceptions", help="list the misconceptions the grader recognises"
     )
     misconceptions.set_defaults(run=_misconceptions)
+    _add_estimate(commands)
     return parser
+
+
+def _add_estimate(commands: argparse._SubParsersAction) -> None:
+    """Add ``memtheory estimate`` (its own module: memtheory.estimate.command)."""
+    from memtheory.estimate.command import add_estimate_parser
+
+    add_estimate_parser(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

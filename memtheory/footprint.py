@@ -59,6 +59,9 @@ __all__ = ["COMPONENT_TITLES", "Footprint"]
 COMPONENT_TITLES: dict[str, str] = {
     "weights": "weights",
     "parameters": "parameters (weights and biases)",
+    "frozen_parameters": "frozen base weights (no gradient)",
+    "quantization_constants": "quantization constants (4-bit blocks)",
+    "dequantized_copy": "dequantized compute copy (largest layer)",
     "buffers": "buffers (running statistics)",
     "gradients": "parameter gradients",
     "optimizer_state": "optimizer state",
@@ -68,6 +71,8 @@ COMPONENT_TITLES: dict[str, str] = {
     "activations": "forward activations",
     "saved_activations": "activations saved for backward",
     "activation_gradients": "activation gradients",
+    "gradient_buckets": "gradient buckets (all-reduce / reduce-scatter)",
+    "gathered_parameters": "parameters gathered for one layer (ZeRO-3 / FSDP)",
     "kv_cache": "key/value cache",
     "input": "input batch",
     "targets": "targets (class labels)",

@@ -8,6 +8,7 @@ checkpointing       keep every k-th layer's output, recompute the rest (Chen et 
 accumulation        gradient accumulation: micro-batch memory, effective-batch update
 zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
 offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
+parallel            per device: DDP buckets, ZeRO/FSDP, offload, tensor, sequence, pipeline
 kv_cache            inference: weights plus the key/value cache
 ==================  ====================================================================
 
@@ -50,16 +51,26 @@ from memtheory.techniques.mixed_precision import (
     parameter_bytes,
 )
 from memtheory.techniques.offload import OFFLOADED, OffloadSplit, cpu_offload
+from memtheory.techniques.parallel import (
+    DDP_BUCKET_CAP_MB,
+    REDUCE_BUCKET_SIZE,
+    ParallelMemory,
+    parallel_memory,
+    tensor_parallel_activation_ratio,
+)
 from memtheory.techniques.zero import ZERO_STAGES, zero_model_states, zero_partition
 
 __all__ = [
+    "DDP_BUCKET_CAP_MB",
     "LOSS_SCALER_BYTES",
     "OFFLOADED",
+    "REDUCE_BUCKET_SIZE",
     "ZERO_STAGES",
     "Accumulation",
     "CheckpointPlan",
     "GenerationMemory",
     "OffloadSplit",
+    "ParallelMemory",
     "Unit",
     "autocast",
     "autocast_weight_copy_bytes",
@@ -75,9 +86,11 @@ __all__ = [
     "kv_cache_bytes",
     "kv_cache_formula",
     "minimal_memory",
+    "parallel_memory",
     "parameter_bytes",
     "positions_limit",
     "relaxed_optimal_interval",
+    "tensor_parallel_activation_ratio",
     "tradeoff",
     "uniform_memory",
     "uniform_recompute",

@@ -1,0 +1,35 @@
+"""The practitioner's front door: ``memtheory estimate`` and the Python API behind it.
+
+==========  ================================================================
+module      what it does
+==========  ================================================================
+resolve     a model name, config or ``file.py:factory`` to a Network
+plan        :func:`estimate`: footprint per device, budget, largest batch/sequence
+command     the ``memtheory estimate`` subcommand
+==========  ================================================================
+
+Examples
+--------
+>>> answer = estimate("gpt2", batch=8, sequence=1024, gpu="RTX 4090")
+>>> answer.fits
+True
+"""
+
+from memtheory.estimate.plan import Estimate, estimate
+from memtheory.estimate.resolve import (
+    BUILDER_REGISTRY,
+    BUILDERS,
+    Builder,
+    ResolvedModel,
+    resolve_model,
+)
+
+__all__ = [
+    "BUILDERS",
+    "BUILDER_REGISTRY",
+    "Builder",
+    "Estimate",
+    "ResolvedModel",
+    "estimate",
+    "resolve_model",
+]

@@ -1,0 +1,178 @@
+"""The ``memtheory estimate`` subcommand: will this model train on that card.
+
+Examples
+--------
+>>> main_estimate(["gpt2", "--batch", "8", "--seq", "1024", "--gpu", "RTX 4090", "--json"])
+... # doctest: +ELLIPSIS
+{
+  "model": "GPT-2 small",
+...
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from memtheory.errors import MemtheoryError
+
+__all__ = ["add_estimate_parser", "build_estimate_parser", "main_estimate", "run_estimate"]
+
+_EPILOG = """\
+examples:
+  memtheory estimate gpt2 --batch 8 --seq 1024 --gpu "RTX 4090"
+  memtheory estimate gpt2-xl --lora 16 --seq 1024 --gpu T4 --checkpointing
+  memtheory estimate gpt2-large --qlora --optimizer paged-adamw-8bit --limit "12 GB"
+  memtheory estimate gpt2-xl --gpus 8 --zero 3 --gpu A100-40GB --json
+  memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"   (with from_config)
+  memtheory estimate my_model.py:build --gpu L4                       (with torch and trace)
+
+Sizes are in GiB (2^30 bytes) with GB (10^9 bytes) beside them. Every answer
+subtracts a reserve (default 1.5 GiB) for the CUDA context and the allocator
+from the card's memory; change it with --reserve.
+"""
+
+
+def add_estimate_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add the ``estimate`` subcommand to the ``memtheory`` command's subparsers."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "estimate",
+        help="memory of a training step per GPU, and whether it fits a card",
+        description=(
+            "Estimate one training step's GPU memory, per component and per device: full "
+            "training, LoRA or QLoRA fine-tuning, data/ZeRO/tensor/pipeline parallel. Prints "
+            "the table, total and peak, the card's usable memory, the largest batch and "
+            "sequence that fit, and the formula in the batch B and sequence S."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _arguments(parser)
+    parser.set_defaults(run=run_estimate)
+    return parser
+
+
+def build_estimate_parser() -> argparse.ArgumentParser:
+    """Return a stand-alone parser of the ``estimate`` arguments (for ``main_estimate``)."""
+    parser = argparse.ArgumentParser(
+        prog="memtheory estimate", epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _arguments(parser)
+    return parser
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    from memtheory.estimate.resolve import BUILDERS
+
+    parser.add_argument(
+        "model",
+        metavar="MODEL_OR_CONFIG",
+        help=f"a built-in model ({', '.join(BUILDERS)}), a Hugging Face config.json or preset "
+        "(needs memtheory.models.from_config), or file.py:factory (needs torch)",
+    )
+    size = parser.add_argument_group("sizes")
+    size.add_argument("--batch", type=int, default=1, help="micro-batch per GPU (default 1)")
+    size.add_argument(
+        "--seq", type=int, help="tokens per sequence (default 512, or the model's limit)"
+    )
+    size.add_argument("--image", type=int, default=224, help="image side for vision models (224)")
+    training = parser.add_argument_group("training")
+    training.add_argument(
+        "--optimizer", default="adamw",
+        help="adamw (default), adam, sgd, sgd+momentum, adafactor, adamw-8bit, "
+        "paged-adamw-8bit, ...",
+    )
+    training.add_argument(
+        "--precision",
+        help="mixed-bf16 (default for full training: bf16 weights, fp32 master and state), "
+        "bf16 (default with LoRA/QLoRA), fp32, fp16, mixed-fp16",
+    )
+    training.add_argument("--lora", type=int, metavar="RANK", help="LoRA adapters of this rank")
+    training.add_argument("--lora-alpha", type=float, metavar="ALPHA", help="default 2 x rank")
+    training.add_argument(
+        "--lora-targets", metavar="NAMES",
+        help="comma-separated linear maps (default q_proj,v_proj; all-linear with --qlora)",
+    )
+    training.add_argument(
+        "--qlora", action="store_true", help="4-bit NF4 base with double quantization (rank 64 "
+        "unless --lora)"
+    )
+    training.add_argument(
+        "--checkpointing", action="store_true", help="activation checkpointing (best interval)"
+    )
+    training.add_argument(
+        "--flash", action="store_true", help="memory-efficient attention (no S^2 tensors)"
+    )
+    training.add_argument(
+        "--convention", default="breakdown",
+        help="breakdown (default: every activation and its gradient) or autograd (PyTorch's "
+        "saved tensors, CPU-measured layers only)",
+    )
+    devices = parser.add_argument_group("devices")
+    devices.add_argument("--gpus", type=int, default=1, help="GPUs in all (default 1)")
+    devices.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
+                         help="ZeRO stage / FSDP (3 = FULL_SHARD)")
+    devices.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    devices.add_argument("--pp", type=int, default=1, help="pipeline stages (1F1B)")
+    devices.add_argument(
+        "--offload", default="none", choices=("none", "optimizer", "optimizer+parameters"),
+        help="ZeRO CPU offload",
+    )
+    card = devices.add_mutually_exclusive_group()
+    card.add_argument("--gpu", metavar="CARD", help='a card: "RTX 4090", A100-80GB, H100, L4, T4')
+    card.add_argument("--limit", metavar="SIZE", help='device memory instead: "24 GB", "16 GiB"')
+    devices.add_argument(
+        "--reserve", default=None, metavar="SIZE",
+        help="set aside for the CUDA context and allocator (default 1.5 GiB)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def run_estimate(args: argparse.Namespace) -> int:
+    """Run ``memtheory estimate`` with parsed arguments; return the exit status."""
+    from memtheory.estimate.plan import estimate
+    from memtheory.gpus import DEFAULT_RESERVE
+
+    targets = tuple(t.strip() for t in args.lora_targets.split(",")) if args.lora_targets else None
+    try:
+        answer = estimate(
+            args.model,
+            batch=args.batch,
+            sequence=args.seq,
+            image=args.image,
+            flash=args.flash,
+            optimizer=args.optimizer,
+            precision=args.precision,
+            lora=args.lora,
+            lora_alpha=args.lora_alpha,
+            lora_targets=targets,
+            qlora=args.qlora,
+            gpus=args.gpus,
+            zero=args.zero,
+            tensor=args.tp,
+            pipeline=args.pp,
+            offload=args.offload,
+            checkpointing=args.checkpointing,
+            gpu=args.gpu,
+            limit=args.limit,
+            reserve=DEFAULT_RESERVE if args.reserve is None else args.reserve,
+            convention=args.convention,
+        )
+    except MemtheoryError as error:
+        print(f"memtheory estimate: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(answer.to_dict(), indent=2))
+    else:
+        print(answer.report())
+    return 0
+
+
+def main_estimate(argv: Sequence[str] | None = None) -> int:
+    """Run ``memtheory estimate`` on its own (``argv`` without the word ``estimate``)."""
+    return run_estimate(build_estimate_parser().parse_args(argv))

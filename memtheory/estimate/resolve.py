@@ -1,0 +1,262 @@
+"""Turn what a user names (a builder, a config.json, a preset, ``file.py:factory``) into a Network.
+
+:func:`resolve_model` is the one place that does it, so that other sources
+(``memtheory.models.from_config`` and its presets, ``memtheory.torch.trace``)
+plug in here and nowhere else. Both are looked up by name when needed, so
+this module works without them and says what is missing.
+
+Examples
+--------
+>>> resolved = resolve_model("gpt2-medium", sequence=128)
+>>> resolved.name, resolved.network.parameter_count, resolved.kind
+('GPT-2 medium', 354823168, 'sequence')
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from memtheory._validation import SizeLike
+from memtheory.errors import UnsupportedError
+from memtheory.network import Network
+from memtheory.registry import Registry
+from memtheory.symbols import B, S
+
+__all__ = ["BUILDERS", "BUILDER_REGISTRY", "Builder", "ResolvedModel", "resolve_model"]
+
+Kind = Literal["sequence", "image"]
+
+
+@dataclass(frozen=True)
+class Builder:
+    """A named model memtheory builds itself: how to build it, and what its input is.
+
+    Attributes
+    ----------
+    build : callable
+        ``build(batch=..., sequence=...)`` or ``build(batch=..., image_size=...)``.
+    kind : {"sequence", "image"}
+    positions : int or None
+        Longest sequence the model takes (GPT-2: 1024).
+    """
+
+    build: Callable[..., Network]
+    kind: Kind
+    positions: int | None = None
+
+
+def _gpt2(size: str) -> Callable[..., Network]:
+    def build(**sizes: Any) -> Network:
+        from memtheory.models import gpt2
+
+        return gpt2(size, loss=True, **sizes)
+
+    return build
+
+
+def _lazy(name: str, **fixed: Any) -> Callable[..., Network]:
+    def build(**sizes: Any) -> Network:
+        import memtheory.models as models
+
+        return getattr(models, name)(**fixed, **sizes)
+
+    return build
+
+
+BUILDERS: dict[str, Builder] = {
+    "gpt2": Builder(_gpt2("small"), "sequence", 1024),
+    "gpt2-medium": Builder(_gpt2("medium"), "sequence", 1024),
+    "gpt2-large": Builder(_gpt2("large"), "sequence", 1024),
+    "gpt2-xl": Builder(_gpt2("xl"), "sequence", 1024),
+    "bert-base": Builder(_lazy("bert_base"), "sequence", 512),
+    "bert-base-mlm": Builder(_lazy("bert_base_mlm", loss=True), "sequence", 512),
+    "resnet18": Builder(_lazy("resnet18"), "image"),
+    "resnet34": Builder(_lazy("resnet34"), "image"),
+    "resnet50": Builder(_lazy("resnet50"), "image"),
+    "vgg16": Builder(_lazy("vgg16"), "image"),
+    "vit-b-16": Builder(_lazy("vit_b_16"), "image"),
+    "mobilenet-v2": Builder(_lazy("mobilenet_v2"), "image"),
+}
+"""The models memtheory builds from its own builders, by name (Hugging Face / torchvision names)."""
+
+BUILDER_REGISTRY: Registry[Builder] = Registry(
+    "model",
+    BUILDERS,
+    aliases={
+        "gpt2-small": "gpt2",
+        "gpt-2": "gpt2",
+        "openai-community/gpt2": "gpt2",
+        "bert-base-uncased": "bert-base-mlm",
+        "google-bert/bert-base-uncased": "bert-base-mlm",
+        "vit_b_16": "vit-b-16",
+        "mobilenet_v2": "mobilenet-v2",
+    },
+    hint="(or a config.json path, or file.py:factory)",
+)
+"""The builders by any spelling."""
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model ready for memory formulas.
+
+    Attributes
+    ----------
+    network : Network
+        Built for ``batch`` and ``sequence`` (or image size), symbols where not given.
+    name : str
+    kind : {"sequence", "image"}
+    positions : int or None
+        Longest sequence, where known.
+    source : str
+        How it was found: ``"builder"``, ``"config"``, ``"trace"``.
+    """
+
+    network: Network
+    name: str
+    kind: Kind
+    positions: int | None
+    source: str
+
+
+def resolve_model(
+    spec: str | Mapping[str, Any],
+    *,
+    batch: SizeLike = B,
+    sequence: SizeLike = S,
+    image: SizeLike = 224,
+    flash: bool = False,
+) -> ResolvedModel:
+    """Build the Network that ``spec`` names.
+
+    Parameters
+    ----------
+    spec : str or mapping
+        A builder name (:data:`BUILDERS`: ``"gpt2"``, ``"bert-base"``,
+        ``"resnet50"``, ...); a Hugging Face ``config.json`` path, a config
+        dict or a preset name (``"llama-3-8b"``), through
+        ``memtheory.models.from_config``; or ``"file.py:factory"``, a Python
+        file whose ``factory()`` returns a PyTorch module (or ``(module,
+        example_input)``), through ``memtheory.torch.trace``.
+    batch, sequence : size
+        Symbols by default (``B``, ``S``).
+    image : size, default 224
+        Image side for vision models.
+    flash : bool, default False
+        Memory-efficient (flash) attention in the transformers memtheory
+        builds: no :math:`s^2` attention tensors kept.
+
+    Raises
+    ------
+    UnknownNameError
+        For a name that is none of these (the closest builder is suggested).
+    UnsupportedError
+        When the route it needs is not available here (no torch, no
+        ``from_config``), saying what to install or use instead.
+
+    Examples
+    --------
+    >>> resolve_model("resnet50", batch=8).network.output_shape
+    (8, 1000)
+    """
+    if isinstance(spec, Mapping):
+        return _from_config(spec, batch, sequence)
+    text = str(spec).strip()
+    if ".py:" in text:
+        return _from_trace(text, batch, sequence, image)
+    if text in BUILDERS or (text and BUILDER_REGISTRY.get(text) is not None):
+        name = BUILDER_REGISTRY.canonical(text)
+        builder = BUILDERS[name]
+        if builder.kind == "sequence":
+            network = builder.build(batch=batch, sequence=sequence, flash=flash)
+        else:
+            network = builder.build(batch=batch, image_size=image)
+        return ResolvedModel(network, network.name, builder.kind, builder.positions, "builder")
+    if text.endswith(".json") or Path(text).is_file() or _has_from_config():
+        return _from_config(text, batch, sequence)
+    error = BUILDER_REGISTRY.unknown(text)
+    error.args = (
+        f"{error.args[0]} Hugging Face config.json files and presets (such as 'llama-3-8b') "
+        "need memtheory.models.from_config, which this version of memtheory does not have.",
+    )
+    raise error
+
+
+def _has_from_config() -> bool:
+    import memtheory.models as models
+
+    return hasattr(models, "from_config")
+
+
+def _from_config(
+    spec: str | Mapping[str, Any], batch: SizeLike, sequence: SizeLike
+) -> ResolvedModel:
+    import memtheory.models as models
+
+    from_config = getattr(models, "from_config", None)
+    if from_config is None:
+        known = ", ".join(BUILDERS)
+        raise UnsupportedError(
+            f"{spec!r}: reading a Hugging Face config.json or a preset needs "
+            "memtheory.models.from_config, which this version of memtheory does not have. "
+            f"Use one of the built-in models ({known}) or file.py:factory."
+        )
+    if isinstance(spec, str) and spec.endswith(".json") and not Path(spec).is_file():
+        raise UnsupportedError(f"no such config file: {spec!r}.")
+    network = from_config(spec, batch=batch, sequence=sequence)
+    positions = _positions(spec)
+    name = network.name if isinstance(network, Network) else str(spec)
+    return ResolvedModel(network, name, "sequence", positions, "config")
+
+
+def _positions(spec: str | Mapping[str, Any]) -> int | None:
+    """Return the config's ``max_position_embeddings`` (or GPT-2's ``n_positions``), if readable."""
+    import json
+
+    config: Any = spec
+    if isinstance(spec, str):
+        if not Path(spec).is_file():
+            return None
+        config = json.loads(Path(spec).read_text())
+    if isinstance(config, Mapping):
+        for key in ("max_position_embeddings", "n_positions"):
+            if isinstance(config.get(key), int):
+                return int(config[key])
+    return None
+
+
+def _from_trace(text: str, batch: SizeLike, sequence: SizeLike, image: SizeLike) -> ResolvedModel:
+    path_text, _, factory_name = text.rpartition(":")
+    path = Path(path_text)
+    if not path.is_file():
+        raise UnsupportedError(f"{text!r}: no such file {path_text!r}.")
+    if importlib.util.find_spec("torch") is None:
+        raise UnsupportedError(
+            f"{text!r}: tracing a PyTorch module needs PyTorch: pip install 'memtheory[torch]'."
+        )
+    torch_support = importlib.import_module("memtheory.torch")
+    trace = getattr(torch_support, "trace", None)
+    if trace is None:
+        raise UnsupportedError(
+            f"{text!r}: this version of memtheory has no memtheory.torch.trace; convert the "
+            "module with memtheory.torch.from_module and pass the Network to the Python API."
+        )
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    if module_spec is None or module_spec.loader is None:
+        raise UnsupportedError(f"{text!r}: cannot import {path_text!r} as Python.")
+    loaded = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(loaded)
+    factory = getattr(loaded, factory_name, None)
+    if not callable(factory):
+        raise UnsupportedError(f"{text!r}: {path_text} has no function {factory_name!r}.")
+    made = factory()
+    network = trace(*made) if isinstance(made, tuple) else trace(made)
+    if not isinstance(network, Network):
+        network = getattr(network, "network", network)
+    kind: Kind = "image" if len(network.input_shape) == 4 else "sequence"
+    return ResolvedModel(network, f"{path.stem}.{factory_name}", kind, None, "trace")

@@ -1,0 +1,75 @@
+"""Fine-tuning: frozen layers, LoRA and QLoRA adapters, 4-bit weights, 8-bit optimizer state.
+
+==================  ==================================================================
+module              what it models
+==================  ==================================================================
+layers              :class:`Frozen`, :class:`Scale`, :class:`LoRAAttention`
+lora                :class:`LoRA`, :func:`apply_lora`, :func:`freeze`, target matching
+quantization        NF4 codes and double-quantized constants (QLoRA Section 3)
+optimizer8bit       bitsandbytes' block-wise 8-bit Adam state
+memory              :func:`finetune_memory`: the step's footprint by component
+==================  ==================================================================
+
+Examples
+--------
+>>> from memtheory.models import gpt2
+>>> memory = finetune_memory(gpt2("small", batch=4, sequence=256), lora=LoRA(8))
+>>> memory.format("MiB", name="parameters")
+'0.56 MiB'
+"""
+
+from memtheory.finetuning.layers import (
+    ATTENTION_PROJECTIONS,
+    Frozen,
+    LoRAAttention,
+    LoRAUp,
+    Scale,
+)
+from memtheory.finetuning.lora import LoRA, apply_lora, freeze, linear_maps, match_targets
+from memtheory.finetuning.memory import (
+    EIGHT_BIT_OPTIMIZERS,
+    QUANTIZATIONS,
+    finetune_memory,
+    trainable_shapes,
+)
+from memtheory.finetuning.optimizer8bit import (
+    EIGHT_BIT_BLOCK,
+    MIN_8BIT_SIZE,
+    adam8bit_state_bytes,
+)
+from memtheory.finetuning.quantization import (
+    NF4_BLOCK,
+    NF4_SECOND_BLOCK,
+    constant_bits_per_parameter,
+    dequantized_copy_bytes,
+    nf4_bits_per_parameter,
+    nf4_bytes,
+    nf4_constant_bytes,
+)
+
+__all__ = [
+    "ATTENTION_PROJECTIONS",
+    "EIGHT_BIT_BLOCK",
+    "EIGHT_BIT_OPTIMIZERS",
+    "MIN_8BIT_SIZE",
+    "NF4_BLOCK",
+    "NF4_SECOND_BLOCK",
+    "QUANTIZATIONS",
+    "Frozen",
+    "LoRA",
+    "LoRAAttention",
+    "LoRAUp",
+    "Scale",
+    "adam8bit_state_bytes",
+    "apply_lora",
+    "constant_bits_per_parameter",
+    "dequantized_copy_bytes",
+    "finetune_memory",
+    "freeze",
+    "linear_maps",
+    "match_targets",
+    "nf4_bits_per_parameter",
+    "nf4_bytes",
+    "nf4_constant_bytes",
+    "trainable_shapes",
+]

@@ -1,0 +1,341 @@
+"""The layers fine-tuning adds to a network: a frozen wrapper, a scaling, LoRA on attention.
+
+:class:`Frozen` keeps a layer's parameters but trains none of them: they count
+as frozen weights, with no gradient and no optimizer state. What autograd
+still keeps for a frozen layer was measured on CPU (PyTorch 2.13, see
+``tests/pytorch/test_finetuning_measured.py``): a frozen ``Linear`` whose
+input needs no gradient records no backward node at all; one whose input
+does need a gradient records a node that keeps only its weight (a parameter,
+no new memory), *not* its input, which only the weight's gradient would need.
+A LoRA adapter beside it keeps that same input storage through its ``A``
+matrix, so the input stays alive all the same.
+
+Examples
+--------
+>>> from memtheory.layers import Dense
+>>> from memtheory.symbols import B
+>>> frozen = Frozen(Dense(10, name="fc"))
+>>> frozen.parameter_count((B, 500)), [s.elements for s in frozen.buffers((B, 500))]
+(0, [5000, 10])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import sympy as sp
+
+from memtheory.dtypes import DTypeLike
+from memtheory.errors import UnsupportedError
+from memtheory.layers.attention import MultiHeadAttention
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, elements
+from memtheory.layers.core import Dense
+
+__all__ = [
+    "ATTENTION_PROJECTIONS",
+    "Frozen",
+    "LoRAAttention",
+    "LoRAUp",
+    "Scale",
+    "frozen_tensors",
+]
+
+ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+"""The linear maps inside a :class:`~memtheory.layers.MultiHeadAttention`, by Hugging Face names."""
+
+
+def frozen_tensors(layer: Layer, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+    """Return a layer's parameter tensors ``(name, shape)``, as it registers them.
+
+    A layer that does not state its shapes gives ``weight`` and ``bias`` as flat tensors.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> frozen_tensors(Dense(3), (B, 4))
+    (('weight', (3, 4)), ('bias', (3,)))
+    """
+    try:
+        return layer.parameter_shapes(input_shape)
+    except UnsupportedError:
+        parts = (
+            ("weight", layer.weight_count(input_shape)),
+            ("bias", layer.bias_count(input_shape)),
+        )
+        return tuple((name, (count,)) for name, count in parts if count != 0)
+
+
+@dataclass(frozen=True)
+class Frozen(Layer):
+    """A layer whose parameters are kept but not trained (``requires_grad_(False)``).
+
+    Its parameters become frozen weights (listed by :meth:`buffers` with the
+    label ``"frozen ..."``): no gradient, no optimizer state. Under autograd
+    it behaves as the layer does, except that a frozen :class:`~memtheory.layers.Dense`
+    keeps nothing (measured on CPU, PyTorch 2.13). A frozen
+    :class:`~memtheory.layers.LayerNorm` keeps what it keeps when trained (its
+    input's gradient needs the same tensors), and a frozen
+    :class:`~memtheory.layers.Embedding` fed token ids records nothing: both
+    measured. Other frozen layers are described as the layer itself and are
+    not marked as checked, so the autograd convention refuses them rather
+    than guess.
+
+    Parameters
+    ----------
+    layer : Layer
+        The layer to freeze.
+    name : str, optional
+        Defaults to the layer's name.
+    transient : bool, default False
+        Its output is freed during the forward pass (a LoRA ``base_layer``,
+        whose output only feeds the sum): the breakdown convention, which
+        counts every kept output, does not count it. The autograd convention
+        follows the storage either way.
+    """
+
+    layer: Layer
+    name: str | None = None
+    transient: bool = False
+    kind = "Frozen"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.layer, Frozen):
+            raise UnsupportedError(f"{self.layer.label} is frozen already.")
+        if self.name is None:
+            object.__setattr__(self, "name", self.layer.name)
+        elif self.layer.name is None:
+            object.__setattr__(self, "layer", replace(self.layer, name=self.name))  # type: ignore[type-var]
+
+    @property
+    def autograd_checked(self) -> bool:  # type: ignore[override]
+        """Checked (measured) for a frozen Dense, LayerNorm and Embedding; not for others."""
+        from memtheory.layers import Embedding, LayerNorm
+
+        return type(self.layer) in (Dense, LayerNorm, Embedding)
+
+    def check_input(self, input_shape: Shape) -> None:
+        """Check the input as the wrapped layer does."""
+        self.layer.check_input(input_shape)
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the wrapped layer's output shape."""
+        return self.layer.output_shape(input_shape)
+
+    def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the wrapped layer's buffers, then its parameters, frozen."""
+        frozen = tuple(
+            TensorSpec("buffer", shape, label=f"frozen {name}")
+            for name, shape in frozen_tensors(self.layer, input_shape)
+        )
+        return (*self.layer.buffers(input_shape), *frozen)
+
+    def stores_output(self) -> bool:
+        """As the wrapped layer."""
+        return self.layer.stores_output()
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """As the wrapped layer, or none when its output is transient."""
+        if self.transient:
+            return sp.Integer(0)
+        return self.layer.activation_count(input_shape)
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Nothing for a frozen Dense; otherwise what the wrapped layer keeps."""
+        if isinstance(self.layer, Dense):
+            return ()
+        return self.layer.saved_for_backward(input_shape)
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """As the wrapped layer, but a frozen Dense keeps nothing (its weight is a parameter)."""
+        if autocast is not None:
+            raise UnsupportedError(
+                f"{self.label}: frozen layers under torch.autocast are not modelled (their "
+                "low-precision weight copies); use one dtype (precision='bf16') for fine-tuning."
+            )
+        spec = self.layer.autograd(
+            input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        )
+        if isinstance(self.layer, Dense):
+            return replace(spec, saved=(), weight_copy="never")
+        return spec
+
+    def describe(self) -> str:
+        """``frozen`` and the wrapped layer's description."""
+        inner = self.layer.describe()
+        return f"frozen {self.layer.kind}" + (f" {inner}" if inner else "")
+
+
+@dataclass(frozen=True)
+class LoRAUp(Dense):
+    """LoRA's ``lora_B``: a Dense layer whose output is scaled and summed at once, then freed.
+
+    The breakdown convention, which counts every kept output, does not count
+    its output; everything else is :class:`~memtheory.layers.Dense`'s.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> LoRAUp(64, bias=False).activation_count((B, 8)), Dense(64).activation_count((B, 8))
+    (0, 64*B)
+    """
+
+    kind = "Dense"
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Return none: the output is transient."""
+        return sp.Integer(0)
+
+
+@dataclass(frozen=True)
+class Scale(Layer):
+    """Multiply by a constant (LoRA's ``alpha / rank``): a new tensor, nothing kept for backward.
+
+    In LoRA its output feeds the sum at once and is freed: the breakdown
+    convention does not count it (the autograd convention follows it).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> Scale(2.0).autograd(((B, 4),)).saved
+    ()
+    """
+
+    factor: float
+    name: str | None = None
+    kind = "Scale"
+    autograd_checked = True
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the input's shape."""
+        return tuple(input_shape)
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Return none: the output is transient."""
+        return sp.Integer(0)
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Nothing: the gradient is the incoming one times the constant."""
+        return ()
+
+    def describe(self) -> str:
+        """Show the factor."""
+        return f"x{self.factor:g}"
+
+
+@dataclass(frozen=True)
+class LoRAAttention(Layer):
+    r"""A frozen :class:`~memtheory.layers.MultiHeadAttention` with LoRA adapters on projections.
+
+    Each adapted projection (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``) of
+    :math:`n_\text{in}` inputs and :math:`n_\text{out}` outputs gets a trainable
+    ``lora_A`` (``rank x n_in``) and ``lora_B`` (``n_out x rank``). Its forward
+    keeps, per adapter and position, ``rank`` values (the output of ``A``,
+    which ``B``'s weight gradient needs) and the projection's output with the
+    update added (:math:`n_\text{out}`, a new tensor beside the fused
+    projection's); ``B``'s output and its scaled copy are freed at once. The
+    autograd convention does not follow it (not checked against PyTorch): it
+    refuses it.
+
+    Parameters
+    ----------
+    layer : MultiHeadAttention
+    projections : tuple of str
+        Which of :data:`ATTENTION_PROJECTIONS` carry adapters.
+    rank : int
+    alpha : float
+    """
+
+    layer: MultiHeadAttention
+    projections: tuple[str, ...]
+    rank: int
+    alpha: float
+    name: str | None = None
+    kind = "LoRAAttention"
+
+    def __post_init__(self) -> None:
+        unknown = set(self.projections) - set(ATTENTION_PROJECTIONS)
+        if unknown:
+            raise UnsupportedError(
+                f"LoRAAttention: unknown projections {sorted(unknown)}; "
+                f"known: {', '.join(ATTENTION_PROJECTIONS)}."
+            )
+        if self.name is None:
+            object.__setattr__(self, "name", self.layer.name)
+
+    def projection_shapes(self, input_shape: Shape) -> dict[str, tuple[sp.Expr, sp.Expr]]:
+        """Return ``(inputs, outputs)`` of each adapted projection.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> attention = MultiHeadAttention(32, kv_heads=8)
+        >>> LoRAAttention(attention, ("q_proj", "v_proj"), 8, 16).projection_shapes((B, S, 4096))
+        {'q_proj': (4096, 4096), 'v_proj': (4096, 1024)}
+        """
+        features = input_shape[-1]
+        width = self.layer.width(input_shape)
+        inner = self.layer.heads * width
+        kv = (self.layer.kv_heads or self.layer.heads) * width
+        sizes = {
+            "q_proj": (features, inner),
+            "k_proj": (features, kv),
+            "v_proj": (features, kv),
+            "o_proj": (inner, features),
+        }
+        return {p: sizes[p] for p in ATTENTION_PROJECTIONS if p in self.projections}
+
+    def check_input(self, input_shape: Shape) -> None:
+        """Check the input as the attention layer does."""
+        self.layer.check_input(input_shape)
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the attention layer's output shape."""
+        return self.layer.output_shape(input_shape)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """Adapter weights: ``rank * (n_in + n_out)`` per adapted projection."""
+        sizes = self.projection_shapes(input_shape).values()
+        return sp.Add(*(self.rank * (n_in + n_out) for n_in, n_out in sizes))
+
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``{projection}.lora_A.weight`` and ``{projection}.lora_B.weight``, per projection."""
+        shapes: list[tuple[str, Shape]] = []
+        for projection, (n_in, n_out) in self.projection_shapes(input_shape).items():
+            shapes.append((f"{projection}.lora_A.weight", (sp.Integer(self.rank), n_in)))
+            shapes.append((f"{projection}.lora_B.weight", (n_out, sp.Integer(self.rank))))
+        return tuple(shapes)
+
+    def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the attention layer's parameters, frozen."""
+        return Frozen(self.layer).buffers(input_shape)
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Count the attention output plus, per adapter, A's output and the summed projection."""
+        positions = elements(tuple(input_shape[:-1]))
+        extra = sp.Add(
+            *(positions * (self.rank + n_out)
+              for _, n_out in self.projection_shapes(input_shape).values())
+        )
+        return self.layer.activation_count(input_shape) + extra
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return what the attention keeps, plus each adapter's ``A`` output."""
+        batch_dims = tuple(input_shape[:-1])
+        extra = tuple(
+            TensorSpec(
+                "intermediate", (*batch_dims, sp.Integer(self.rank)), label=f"{p} lora_A output"
+            )
+            for p in self.projection_shapes(input_shape)
+        )
+        return (*self.layer.saved_for_backward(input_shape), *extra)
+
+    def describe(self) -> str:
+        """Rank and adapted projections."""
+        return f"LoRA r={self.rank} on {', '.join(self.projections)}"

@@ -1,0 +1,243 @@
+r"""LoRA: low-rank adapters beside frozen linear maps (Hu et al. 2021).
+
+Hu et al., "LoRA: Low-Rank Adaptation of Large Language Models" (ICLR 2022,
+arXiv:2106.09685), Section 4: a frozen weight :math:`W_0` of
+:math:`n_\text{out} \times n_\text{in}` gets a trainable update :math:`BA`, with
+:math:`A` of ``rank x n_in`` and :math:`B` of ``n_out x rank``, scaled by
+:math:`\alpha / r`: :math:`h = W_0 x + \frac{\alpha}{r} B A x`. Only :math:`A`
+and :math:`B` have gradients and optimizer state: :math:`r(n_\text{in} +
+n_\text{out})` parameters per adapted map.
+
+:func:`apply_lora` rewrites a :class:`~memtheory.network.Network` as Hugging
+Face's ``peft`` runs it: every layer with parameters is frozen
+(:class:`~memtheory.finetuning.layers.Frozen`); each targeted
+:class:`~memtheory.layers.Dense` becomes its frozen ``base_layer``, ``lora_A``,
+``lora_B``, the scaling and the sum (named as the original layer, so what read
+it reads the sum); a targeted projection inside a
+:class:`~memtheory.layers.MultiHeadAttention` (``q_proj``, ``k_proj``,
+``v_proj``, ``o_proj``) adapts that layer
+(:class:`~memtheory.finetuning.layers.LoRAAttention`).
+
+Examples
+--------
+>>> from memtheory.models import gpt2
+>>> tuned = apply_lora(gpt2("medium"), LoRA(rank=4, targets=("q_proj", "v_proj")))
+>>> tuned.parameter_count  # 24 layers x 2 maps x 4 x (1024 + 1024)
+393216
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from memtheory.errors import InvalidArgumentError, UnknownNameError
+from memtheory.finetuning.layers import (
+    ATTENTION_PROJECTIONS,
+    Frozen,
+    LoRAAttention,
+    LoRAUp,
+    Scale,
+)
+from memtheory.layers import Add, Dense, Dropout, Layer, MultiHeadAttention
+from memtheory.network import Network, Node
+
+__all__ = ["LoRA", "apply_lora", "freeze", "linear_maps", "match_targets"]
+
+
+@dataclass(frozen=True)
+class LoRA:
+    r"""What to adapt and how: rank, scaling, target linear maps, dropout.
+
+    Parameters
+    ----------
+    rank : int
+        :math:`r`.
+    alpha : float, optional
+        :math:`\alpha`; defaults to ``2 * rank`` (scaling 2).
+    targets : str or sequence of str, default ("q_proj", "v_proj")
+        Names of linear maps to adapt (see :func:`linear_maps`): a layer name,
+        the end of one after a dot (``"mlp_fc"`` matches ``"h.3.mlp_fc"``), a
+        shell pattern (``"h.*.attn.q_proj"``), or ``"all-linear"`` for every
+        Dense layer and attention projection. The default is the LoRA paper's
+        choice (Section 7.1: adapt the query and value projections).
+    dropout : float, default 0.0
+        ``lora_dropout`` on the adapters' input (peft's default is 0: no layer).
+
+    Examples
+    --------
+    >>> LoRA(8).alpha, LoRA(8, 32).scaling
+    (16, 4.0)
+    """
+
+    rank: int
+    alpha: float | None = None
+    targets: str | Sequence[str] = ("q_proj", "v_proj")
+    dropout: float = 0.0
+    patterns: tuple[str, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
+            raise InvalidArgumentError(f"LoRA rank must be a positive integer, got {self.rank!r}.")
+        if self.alpha is None:
+            object.__setattr__(self, "alpha", 2 * self.rank)
+        if not 0 <= self.dropout < 1:
+            raise InvalidArgumentError(f"LoRA dropout must be in [0, 1), got {self.dropout!r}.")
+        targets = (self.targets,) if isinstance(self.targets, str) else tuple(self.targets)
+        if not targets:
+            raise InvalidArgumentError("LoRA needs at least one target, e.g. targets=('q_proj',).")
+        object.__setattr__(self, "patterns", targets)
+
+    @property
+    def scaling(self) -> float:
+        r""":math:`\alpha / r`."""
+        return float(self.alpha or 0) / self.rank
+
+
+def linear_maps(network: Network) -> dict[str, tuple[sp.Expr, sp.Expr]]:
+    """Every linear map LoRA can adapt, by name: ``(inputs, outputs)``.
+
+    Dense layers by their name; the projections of an attention layer as
+    ``{layer}.q_proj``, ``.k_proj``, ``.v_proj``, ``.o_proj``.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> maps = linear_maps(gpt2("small"))
+    >>> maps["h.0.attn.q_proj"], maps["h.0.mlp_fc"], len(maps)
+    ((768, 768), (768, 3072), 72)
+    """
+    found: dict[str, tuple[sp.Expr, sp.Expr]] = {}
+    for row in network.rows[1:]:
+        layer = row.layer
+        if isinstance(layer, Dense):
+            found[row.name] = (row.input_shape[-1], layer.units)
+        elif isinstance(layer, MultiHeadAttention):
+            every = LoRAAttention(layer, ATTENTION_PROJECTIONS, 1, 1.0)
+            for projection, sizes in every.projection_shapes(row.input_shape).items():
+                found[f"{row.name}.{projection}"] = sizes
+    return found
+
+
+def _matches(name: str, pattern: str) -> bool:
+    return (
+        pattern == "all-linear"
+        or name == pattern
+        or name.endswith("." + pattern)
+        or fnmatch.fnmatchcase(name, pattern)
+    )
+
+
+def match_targets(network: Network, patterns: str | Sequence[str]) -> tuple[str, ...]:
+    """Return the linear maps of ``network`` that ``patterns`` name, in network order.
+
+    Raises
+    ------
+    UnknownNameError
+        When a pattern matches nothing: the message lists some names it could match.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> match_targets(gpt2("small"), "h.1*.mlp_proj")
+    ('h.1.mlp_proj', 'h.10.mlp_proj', 'h.11.mlp_proj')
+    """
+    names = list(linear_maps(network))
+    patterns = (patterns,) if isinstance(patterns, str) else tuple(patterns)
+    for pattern in patterns:
+        if not any(_matches(name, pattern) for name in names):
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            raise UnknownNameError(
+                f"LoRA target {pattern!r} matches no linear map of {network.name!r}. Its linear "
+                f"maps are named {shown} (end of a name, a shell pattern such as 'h.*.mlp_fc', "
+                "or 'all-linear')."
+            )
+    return tuple(n for n in names if any(_matches(n, p) for p in patterns))
+
+
+def freeze(network: Network, patterns: str | Sequence[str] = "*") -> Network:
+    """Return ``network`` with the parameters of the layers named by ``patterns`` frozen.
+
+    Patterns match layer names as in :func:`match_targets` (``"*"`` freezes
+    every layer, ``"h.0.*"`` the first block).
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network
+    >>> net = Network([Input((8,)), Dense(4, name="body"), Dense(2, name="head")])
+    >>> freeze(net, "body").parameter_count  # only the head trains
+    10
+    """
+    patterns = (patterns,) if isinstance(patterns, str) else tuple(patterns)
+    chosen = {
+        row.name
+        for row in network.rows[1:]
+        if row.parameters != 0 and any(_matches(row.name, p) for p in patterns)
+    }
+    if not chosen:
+        raise UnknownNameError(
+            f"freeze: {list(patterns)} names no layer with parameters in {network.name!r}."
+        )
+    items: list[Layer | Node] = [network.rows[0].layer]
+    for row in network.rows[1:]:
+        layer = Frozen(row.layer) if row.name in chosen else row.layer
+        items.append(Node(layer, inputs=row.inputs))
+    return Network(items, name=f"{network.name} (frozen: {', '.join(patterns)})")
+
+
+def apply_lora(network: Network, lora: LoRA) -> Network:
+    """Return ``network`` as LoRA fine-tunes it: every weight frozen, adapters on the targets.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network
+    >>> net = Network([Input((16,)), Dense(32, name="fc1"), Dense(8, name="fc2")])
+    >>> tuned = apply_lora(net, LoRA(rank=4, targets="fc1"))
+    >>> [row.name for row in tuned.rows]
+    ['input', 'fc1.base_layer', 'fc1.lora_A', 'fc1.lora_B', 'fc1.scaling', 'fc1', 'fc2']
+    >>> tuned.parameter_count  # 4 x (16 + 32); fc2 is frozen
+    192
+    """
+    targets = set(match_targets(network, lora.patterns))
+    items: list[Layer | Node] = [network.rows[0].layer]
+    for row in network.rows[1:]:
+        layer, name = row.layer, row.name
+        if isinstance(layer, Dense) and name in targets:
+            items += _adapted_dense(layer, name, row.inputs, lora)
+        elif isinstance(layer, MultiHeadAttention) and any(
+            f"{name}.{p}" in targets for p in ATTENTION_PROJECTIONS
+        ):
+            projections = tuple(p for p in ATTENTION_PROJECTIONS if f"{name}.{p}" in targets)
+            adapted = LoRAAttention(layer, projections, lora.rank, float(lora.alpha or 0))
+            items.append(Node(adapted, inputs=row.inputs))
+        elif row.parameters != 0:
+            items.append(Node(Frozen(layer), inputs=row.inputs))
+        else:
+            items.append(Node(layer, inputs=row.inputs))
+    return Network(items, name=f"{network.name} (LoRA r={lora.rank})")
+
+
+def _adapted_dense(
+    layer: Dense, name: str, inputs: tuple[str, ...], lora: LoRA
+) -> list[Layer | Node]:
+    """Peft's ``lora.Linear``: ``base_layer(x) + lora_B(lora_A(dropout(x))) * scaling``."""
+    source = inputs[0]
+    items: list[Layer | Node] = [
+        Node(
+            Frozen(Dense(layer.units, bias=layer.bias, name=f"{name}.base_layer"), transient=True),
+            inputs=inputs,
+        )
+    ]
+    if lora.dropout:
+        items.append(Node(Dropout(lora.dropout, name=f"{name}.lora_dropout"), inputs=(source,)))
+        source = f"{name}.lora_dropout"
+    items += [
+        Node(Dense(lora.rank, bias=False, name=f"{name}.lora_A"), inputs=(source,)),
+        LoRAUp(layer.units, bias=False, name=f"{name}.lora_B"),
+        Scale(lora.scaling, name=f"{name}.scaling"),
+        Node(Add(name=name), inputs=(f"{name}.base_layer", f"{name}.scaling")),
+    ]
+    return items

@@ -1,0 +1,272 @@
+r"""Memory of a fine-tuning step: frozen base, LoRA/QLoRA adapters, 8-bit optimizer state.
+
+:func:`finetune_memory` turns a :class:`~memtheory.network.Network` into what
+it is while fine-tuned (every weight frozen and adapters added for LoRA;
+some layers frozen for partial fine-tuning), runs a memory convention on it,
+and then states the parts a convention of plain PyTorch does not know:
+
+* ``frozen_parameters``: the frozen weights, in their dtype, or as 4-bit NF4
+  codes for QLoRA (``quantization="nf4"``), with their
+  ``quantization_constants`` (double-quantized by default) and the transient
+  ``dequantized_copy`` of the largest quantized layer in the compute dtype;
+  bitsandbytes quantizes linear layers only: embeddings, norms and biases
+  stay in the compute dtype.
+* ``optimizer_state`` of an 8-bit optimizer (``"adamw-8bit"``, ``"paged-adamw-8bit"``):
+  :func:`~memtheory.finetuning.optimizer8bit.adam8bit_state_bytes`.
+
+Gradients, optimizer state and master weights are those of the trainable
+parameters only. The activations are what the chosen convention derives for
+the rewritten network: ``"autograd"`` follows PyTorch's saved tensors exactly
+for networks of Dense layers (a frozen Linear keeps nothing; measured), and
+refuses layers it has not checked frozen; ``"breakdown"`` counts every output
+and its gradient (an upper bound). QLoRA and 8-bit state use CUDA kernels that
+cannot run on the CPU where memtheory measures: they are modelled in the
+breakdown convention only, from the formats' definitions.
+
+Examples
+--------
+>>> from memtheory import Dense, Input, Network
+>>> from memtheory.finetuning import LoRA
+>>> net = Network([Input((1024,), batch=8), Dense(1024, name="fc1"), Dense(10, name="fc2")])
+>>> memory = finetune_memory(net, lora=LoRA(8, targets="fc1"), optimizer="adam")
+>>> memory["frozen_parameters"], memory["parameters"], memory["optimizer_state"]
+(2119700, 32768, 65536)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import sympy as sp
+
+from memtheory.conventions import ConventionLike
+from memtheory.conventions import convention as _convention
+from memtheory.errors import UnsupportedError
+from memtheory.finetuning.layers import Frozen, LoRAAttention, frozen_tensors
+from memtheory.finetuning.lora import LoRA, apply_lora, freeze
+from memtheory.finetuning.optimizer8bit import adam8bit_state_bytes
+from memtheory.finetuning.quantization import nf4_constant_bytes
+from memtheory.layers import Dense, MultiHeadAttention
+from memtheory.layers.base import elements
+from memtheory.memory import training_memory
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.network import Network
+from memtheory.optimizers import OptimizerLike
+from memtheory.precision import PrecisionLike
+from memtheory.precision import precision as _precision
+from memtheory.registry import normalize_name
+
+__all__ = ["EIGHT_BIT_OPTIMIZERS", "QUANTIZATIONS", "finetune_memory", "trainable_shapes"]
+
+EIGHT_BIT_OPTIMIZERS: dict[str, tuple[str, bool]] = {
+    "adam8bit": ("adam", False),
+    "adamw8bit": ("adamw", False),
+    "pagedadam8bit": ("adam", True),
+    "pagedadamw8bit": ("adamw", True),
+}
+"""bitsandbytes' 8-bit Adam variants (folded names, as Hugging Face's ``optim=`` spells them):
+the torch optimizer they stand for, and whether they are paged."""
+
+QUANTIZATIONS = ("nf4", "fp4")
+"""4-bit formats of bitsandbytes' ``Linear4bit`` (same storage: 4-bit codes, block constants)."""
+
+
+def _eight_bit(spec: OptimizerLike) -> tuple[str, bool] | None:
+    if not isinstance(spec, str):
+        return None
+    key = normalize_name(spec, prefixes=("bnb.optim.", "bitsandbytes.optim."))
+    return EIGHT_BIT_OPTIMIZERS.get(key)
+
+
+def trainable_shapes(network: Network) -> list[tuple[sp.Expr, ...]]:
+    """Shapes of every trainable parameter tensor of ``network``.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network
+    >>> trainable_shapes(Network([Input((4,)), Dense(3)]))
+    [(3, 4), (3,)]
+    """
+    return [
+        tuple(shape)
+        for row in network.rows[1:]
+        if row.parameters != 0
+        for _, shape in frozen_tensors(row.layer, row.input_shape)
+    ]
+
+
+def _quantized(layer: object) -> bool:
+    """Whether bitsandbytes would store this frozen layer's matrices in 4 bits."""
+    inner = layer.layer if isinstance(layer, Frozen | LoRAAttention) else None
+    return isinstance(inner, Dense | MultiHeadAttention)
+
+
+def _matrices(
+    layer: object, input_shape: tuple[sp.Expr, ...], label: str, shape: tuple[sp.Expr, ...]
+) -> list[sp.Expr]:
+    """Element counts of the matrices bitsandbytes would quantize for one frozen tensor.
+
+    A packed query/key/value projection is three ``Linear4bit`` layers in the
+    models bitsandbytes quantizes (``q_proj``, ``k_proj``, ``v_proj``): each
+    is quantized, rounded and dequantized on its own.
+    """
+    inner = getattr(layer, "layer", None)
+    if isinstance(inner, MultiHeadAttention) and label == "frozen in_proj_weight":
+        width = inner.width(input_shape)
+        features = input_shape[-1]
+        kv = (inner.kv_heads or inner.heads) * width
+        return [inner.heads * width * features, kv * features, kv * features]
+    return [elements(tuple(shape))]
+
+
+def _frozen_parts(
+    network: Network, base_bytes: int, quantization: str | None, double_quant: bool,
+    compute_bytes: int,
+) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+    """Return (frozen bytes as plain PyTorch holds them, frozen bytes, constants, largest copy)."""
+    plain = stored = constants = sp.S.Zero
+    largest: list[sp.Expr] = []
+    for row in network.rows[1:]:
+        quantize = quantization is not None and _quantized(row.layer)
+        for spec in row.buffers:
+            if not (spec.label or "").startswith("frozen "):
+                continue
+            n = spec.elements
+            plain += n * base_bytes
+            if quantize and len(spec.shape) == 2:
+                for count in _matrices(row.layer, row.input_shape, spec.label or "", spec.shape):
+                    stored += sp.ceiling(count / 2)
+                    constants += nf4_constant_bytes(count, double_quant=double_quant)
+                    largest.append(count * compute_bytes)
+            else:
+                stored += n * (compute_bytes if quantization else base_bytes)
+    copy = sp.Max(*largest) if largest else sp.S.Zero
+    return plain, stored, constants, copy
+
+
+def finetune_memory(
+    network: Network,
+    *,
+    lora: LoRA | None = None,
+    frozen: str | Sequence[str] = (),
+    quantization: str | None = None,
+    double_quant: bool = True,
+    optimizer: OptimizerLike = "adamw",
+    precision: PrecisionLike = "bf16",
+    base_dtype: str | None = None,
+    convention: ConventionLike = "breakdown",
+) -> MemoryBreakdown:
+    """Memory of one fine-tuning step, by component, in bytes.
+
+    Parameters
+    ----------
+    network : Network
+        The model, as built for full training (``memtheory.models.gpt2()``, ...).
+    lora : LoRA, optional
+        Adapters to train; every weight of ``network`` is frozen.
+    frozen : str or sequence of str, optional
+        Without ``lora``: layer-name patterns to freeze (``"h.0.*"``), as
+        :func:`~memtheory.finetuning.freeze`.
+    quantization : {"nf4", "fp4"}, optional
+        QLoRA: frozen linear layers stored in 4 bits (needs ``lora``).
+    double_quant : bool, default True
+        Quantize the 4-bit blocks' constants too (QLoRA Section 3).
+    optimizer : str, default "adamw"
+        Any torch optimizer name, or an 8-bit one: ``"adamw-8bit"``,
+        ``"paged-adamw-8bit"`` (also ``"adam-8bit"``, ``"paged-adam-8bit"``).
+    precision : str or Precision, default "bf16"
+        Of the trainable parameters, their gradients and state, and the
+        activations (``"mixed-bf16"`` adds an fp32 master copy of the adapters).
+    base_dtype : str, optional
+        dtype of the frozen weights when not quantized; defaults to the
+        precision's parameter dtype.
+    convention : {"breakdown", "autograd"}, default "breakdown"
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> from memtheory.finetuning import LoRA
+    >>> qlora = finetune_memory(gpt2("small", batch=1, sequence=128), lora=LoRA(16),
+    ...                         quantization="nf4", optimizer="paged-adamw-8bit")
+    >>> qlora.format("MB", name="frozen_parameters"), qlora.format("MB", name="parameters")
+    ('121.48 MB', '1.18 MB')
+    """
+    chosen = _convention(convention)
+    eight = _eight_bit(optimizer)
+    torch_optimizer: OptimizerLike = eight[0] if eight else optimizer
+    if quantization is not None:
+        if lora is None:
+            raise UnsupportedError(
+                "quantization='nf4' is QLoRA: pass lora=LoRA(rank) too (a 4-bit base cannot be "
+                "trained itself)."
+            )
+        if quantization not in QUANTIZATIONS:
+            raise UnsupportedError(
+                f"unknown quantization {quantization!r}; known: {', '.join(QUANTIZATIONS)}."
+            )
+    if chosen.name != "breakdown" and (quantization or eight):
+        raise UnsupportedError(
+            "4-bit weights and 8-bit optimizer state run bitsandbytes' CUDA kernels, which "
+            "memtheory cannot measure on CPU: use convention='breakdown' for them."
+        )
+    if lora is not None and frozen:
+        raise UnsupportedError("LoRA freezes every weight already; pass lora or frozen, not both.")
+    if lora is not None:
+        tuned = apply_lora(network, lora)
+    elif frozen:
+        tuned = freeze(network, frozen)
+    else:
+        tuned = network
+    p = _precision(precision)
+    base = _precision(base_dtype).parameters.bytes if base_dtype else p.parameters.bytes
+    memory = training_memory(tuned, optimizer=torch_optimizer, precision=p, convention=chosen)
+    components = dict(memory.components)
+    plain, stored, constants, copy = _frozen_parts(
+        tuned, base, quantization, double_quant, p.activations.bytes
+    )
+    held = components.pop("buffers", sp.S.Zero)
+    if base != p.parameters.bytes and chosen.name != "breakdown":
+        raise UnsupportedError(
+            "the autograd convention runs the model in one dtype: leave base_dtype unset."
+        )
+    own_buffers = sp.expand(held - plain * p.parameters.bytes / base)
+    if own_buffers != 0:
+        components["buffers"] = own_buffers
+    if stored != 0:
+        components["frozen_parameters"] = stored
+    if quantization:
+        components["quantization_constants"] = constants
+        components["dequantized_copy"] = copy
+    notes = list(memory.notes)
+    if eight:
+        components["optimizer_state"] = adam8bit_state_bytes(trainable_shapes(tuned))
+        components.pop("optimizer_step_counters", None)
+        notes.append(
+            "8-bit Adam (bitsandbytes, block-wise): 2 bytes per parameter plus an fp32 constant "
+            "per 256; tensors under 4096 elements keep fp32 state"
+            + ("; paged: the driver may move it to host RAM under pressure, counted on the GPU"
+               if eight[1] else "")
+        )
+    if lora is not None:
+        targets = ", ".join(lora.patterns)
+        notes.append(
+            f"LoRA rank {lora.rank}, alpha {lora.alpha} on {targets}: "
+            f"{tuned.parameter_count} trainable parameters of "
+            f"{network.parameter_count} (base frozen: no gradients, no optimizer state)"
+        )
+    if quantization:
+        notes.append(
+            f"{quantization.upper()} base: 4-bit codes, one constant per 64 weights"
+            + (" (8-bit, with an fp32 constant per 256 of them)" if double_quant else " (fp32)")
+            + "; embeddings, norms and biases in the compute dtype"
+        )
+    timeline = memory.timeline
+    if timeline and stored != plain * p.parameters.bytes / base:
+        raise UnsupportedError("the autograd timeline holds the frozen weights in one dtype.")
+    return replace(
+        memory,
+        components=components,
+        convention=f"{memory.convention}, fine-tuning",
+        notes=tuple(notes),
+    )

@@ -1,0 +1,351 @@
+r"""Memory per device when training runs on several GPUs: data, ZeRO/FSDP, tensor, pipeline.
+
+:func:`parallel_memory` takes the memory of one training step of the whole
+model for one micro-batch (any :class:`~memtheory.memory_breakdown.MemoryBreakdown`,
+from any convention, fine-tuning included) and returns what one device holds:
+
+* **Data parallel** over :math:`N_d` devices: each keeps a full replica and its
+  own micro-batch. PyTorch's ``DistributedDataParallel`` also allocates
+  gradient buckets for the all-reduce, as large as all the gradients together
+  (``bucket_cap_mb``, default 25 MB, only sets how they are split); with
+  ``gradient_as_bucket_view=True`` the gradients live in the buckets and that
+  copy disappears ("the saved memory size will be equal to the total gradients
+  size", torch.nn.parallel.DistributedDataParallel documentation).
+* **ZeRO stage 1, 2, 3** (DeepSpeed; FSDP's ``SHARD_GRAD_OP`` is stage 2 and
+  ``FULL_SHARD`` stage 3) divide the optimizer state, then the gradients, then
+  the parameters by :math:`N_d` (:func:`~memtheory.techniques.zero.zero_partition`).
+  Stages 1 and 2 reduce gradients through a bucket of ``reduce_bucket_size``
+  elements (DeepSpeed's default :math:`5 \cdot 10^8`); stage 3 gathers each
+  layer's full parameters while it runs: the largest layer's, once.
+* **CPU offload** (ZeRO-Offload, :func:`~memtheory.techniques.offload.cpu_offload`)
+  moves gradients, master weights and optimizer state to host RAM
+  (``offload="optimizer"``), and with ZeRO-3 the parameters too
+  (``"optimizer+parameters"``); :attr:`ParallelMemory.host` is what each
+  device's process keeps in host RAM, :meth:`ParallelMemory.host_per_node` the
+  node's total.
+* **Tensor parallel** over :math:`t` devices (Megatron-LM) splits every
+  weight matrix, and the activations as Korthikanti et al. 2022 derive per
+  transformer layer, with or without **sequence parallelism**
+  (:func:`~memtheory.transformer_activations.activation_bytes`); the whole
+  network's activations are scaled by that layer's ratio (embeddings and
+  logits included, an approximation).
+* **Pipeline parallel** over :math:`p` stages: each stage holds :math:`1/p` of
+  the layers' model states (even split assumed) and, under the 1F1B schedule
+  (Narayanan et al. 2021), stage :math:`i` (from 0) keeps the activations of
+  up to :math:`p - i` micro-batches in flight: stage 0 holds the most, as much
+  as the whole model for one micro-batch (Korthikanti et al. 2022, Section 4.2.3).
+
+Examples
+--------
+>>> from memtheory import ModelCounts, training_memory
+>>> counts = ModelCounts(parameters=7_500_000_000, activations=0, input_elements=0)
+>>> memory = training_memory(counts, optimizer="adam", precision="mixed-fp16")
+>>> zero1 = parallel_memory(memory, data=64, zero=1)
+>>> zero1.format("GB", name="gradient_buckets"), zero1.format("GB", digits=1)
+('1.00 GB', '32.4 GB')
+>>> # the ZeRO paper's Figure 1 counts model states alone: 31.4 GB
+>>> parallel_memory(memory, data=64, zero=1, reduce_bucket_size=0).format("GB", digits=1)
+'31.4 GB'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import sympy as sp
+
+from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.footprint import Footprint
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.network import Network
+from memtheory.techniques.offload import OFFLOADED, cpu_offload
+from memtheory.techniques.zero import zero_partition
+
+__all__ = [
+    "DDP_BUCKET_CAP_MB",
+    "REDUCE_BUCKET_SIZE",
+    "Offload",
+    "ParallelMemory",
+    "parallel_memory",
+    "tensor_parallel_activation_ratio",
+]
+
+DDP_BUCKET_CAP_MB = 25
+"""``DistributedDataParallel(bucket_cap_mb=25)``: PyTorch's default bucket size, in MB."""
+
+REDUCE_BUCKET_SIZE = 500_000_000
+"""DeepSpeed's ``zero_optimization.reduce_bucket_size`` default, in elements."""
+
+Offload = Literal["none", "optimizer", "optimizer+parameters"]
+
+_MODEL_STATES = (
+    "parameters",
+    "frozen_parameters",
+    "quantization_constants",
+    "dequantized_copy",
+    "buffers",
+    "gradients",
+    "optimizer_state",
+    "optimizer_step_counters",
+    "master_weights",
+)
+_ACTIVATIONS = ("activations", "activation_gradients", "saved_activations", "weight_copies")
+
+
+def _attention_shape(network: Network) -> tuple[sp.Expr, sp.Expr, sp.Expr, bool]:
+    """Return ``(sequence, hidden, heads, flash)`` of the network's first attention layer."""
+    from memtheory.layers import MultiHeadAttention
+
+    for row in network.rows:
+        layer = getattr(row.layer, "layer", row.layer)  # a frozen or adapted attention
+        if isinstance(layer, MultiHeadAttention):
+            return row.input_shape[-2], row.input_shape[-1], sp.sympify(layer.heads), layer.flash
+    raise UnsupportedError(
+        f"tensor and sequence parallelism are modelled for transformers (Korthikanti et al. "
+        f"2022); {network.name!r} has no MultiHeadAttention layer."
+    )
+
+
+def tensor_parallel_activation_ratio(
+    network: Network, tensor: int, *, sequence_parallel: bool = False
+) -> sp.Expr:
+    """Fraction of one transformer layer's activations a device keeps under tensor parallelism.
+
+    Derived from the layer's saved tensors
+    (:func:`~memtheory.transformer_activations.activation_bytes`) at the
+    network's sequence length, width and heads.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> tensor_parallel_activation_ratio(gpt2("small", sequence=1024), 2)
+    31/57
+    >>> tensor_parallel_activation_ratio(gpt2("small", sequence=1024), 4, sequence_parallel=True)
+    1/4
+    """
+    from memtheory.transformer_activations import activation_bytes
+
+    sequence, hidden, heads, flash = _attention_shape(network)
+    recompute: Literal["none", "selective"] = "selective" if flash else "none"
+    shape = {"sequence": sequence, "batch": 1, "hidden": hidden, "heads": heads}
+    whole = activation_bytes(**shape, recompute=recompute)
+    split = activation_bytes(
+        **shape, tensor_parallel=tensor, sequence_parallel=sequence_parallel, recompute=recompute
+    )
+    return sp.simplify(split / whole)
+
+
+@dataclass(frozen=True)
+class ParallelMemory(Footprint):
+    """What one device holds (the busiest pipeline stage), every stage, and host RAM.
+
+    Attributes
+    ----------
+    stages : tuple of MemoryBreakdown
+        Per pipeline stage, per device; one entry without pipeline parallelism.
+    host : MemoryBreakdown or None
+        Host RAM each device's process keeps for CPU offload; None without offload.
+    devices : int
+        Devices in all (data x tensor x pipeline).
+    gpus_per_node : int
+    notes : tuple of str
+    """
+
+    stages: tuple[MemoryBreakdown, ...]
+    host: MemoryBreakdown | None
+    devices: int
+    gpus_per_node: int
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def device(self) -> MemoryBreakdown:
+        """The first stage: under 1F1B it holds the most activations."""
+        return self.stages[0]
+
+    @property
+    def components(self) -> Mapping[str, sp.Expr]:
+        """Bytes per component on the busiest device."""
+        return self.device.components
+
+    @property
+    def timeline(self) -> Mapping[str, sp.Expr]:  # type: ignore[override]
+        """None followed across devices: the peak per device is its total."""
+        return {}
+
+    def host_per_node(self) -> sp.Expr:
+        """Host RAM of one node: each of its devices' offloaded state (pinned)."""
+        return 0 if self.host is None else self.host.total * self.gpus_per_node
+
+    def evaluate(self, **values: object) -> ParallelMemory:
+        """Substitute values by symbol name into every stage and the host part."""
+        stages = tuple(stage.evaluate(**_known(stage, values)) for stage in self.stages)
+        host = None if self.host is None else self.host.evaluate(**_known(self.host, values))
+        return replace(self, stages=stages, host=host)
+
+
+def _known(memory: MemoryBreakdown, values: Mapping[str, object]) -> dict[str, object]:
+    names = {s.name for s in memory.free_symbols} | {
+        s.name for c in memory.constraints.values() for s in sp.sympify(c).free_symbols
+    }
+    return {k: v for k, v in values.items() if k in names}
+
+
+def _positive(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{name} must be a positive whole number, got {value!r}.")
+    return value
+
+
+def parallel_memory(
+    memory: MemoryBreakdown,
+    *,
+    data: int = 1,
+    zero: int = 0,
+    tensor: int = 1,
+    pipeline: int = 1,
+    micro_batches: int | None = None,
+    sequence_parallel: bool = False,
+    offload: Offload = "none",
+    network: Network | None = None,
+    bucket_view: bool = False,
+    reduce_bucket_size: int = REDUCE_BUCKET_SIZE,
+    gpus_per_node: int | None = None,
+) -> ParallelMemory:
+    """Return the memory of one device when ``memory`` (one replica) is split across devices.
+
+    Parameters
+    ----------
+    memory : MemoryBreakdown
+        One training step of the whole model for one micro-batch.
+    data : int, default 1
+        Data-parallel devices :math:`N_d`.
+    zero : {0, 1, 2, 3}, default 0
+        ZeRO stage (0: plain DDP).
+    tensor : int, default 1
+        Tensor-parallel devices :math:`t` (needs ``network``, a transformer).
+    pipeline : int, default 1
+        Pipeline stages :math:`p`.
+    micro_batches : int, optional
+        Micro-batches per step; the in-flight count is at most this (default :math:`p`).
+    sequence_parallel : bool, default False
+        Megatron's sequence parallelism over the tensor-parallel devices.
+    offload : {"none", "optimizer", "optimizer+parameters"}, default "none"
+    network : Network, optional
+        The model: for tensor parallelism's activation split and ZeRO-3's gathered layer.
+    bucket_view : bool, default False
+        DDP's ``gradient_as_bucket_view``: no separate bucket copy.
+    reduce_bucket_size : int, default :data:`REDUCE_BUCKET_SIZE`
+        ZeRO-1/2's gradient reduction bucket, in elements.
+    gpus_per_node : int, optional
+        For :meth:`ParallelMemory.host_per_node`; defaults to the devices, at most 8.
+
+    Examples
+    --------
+    >>> from memtheory import ModelCounts, training_memory
+    >>> counts = ModelCounts.per_sample(parameters=10**9, activations=10**8, input_elements=10)
+    >>> memory = training_memory(counts, optimizer="adam", precision="mixed-bf16")
+    >>> ddp = parallel_memory(memory, data=8).evaluate(B=1)
+    >>> ddp.format("GB", name="gradient_buckets"), ddp.format("GB")
+    ('2.00 GB', '18.40 GB')
+    >>> z3 = parallel_memory(memory, data=8, zero=3, offload="optimizer+parameters")
+    >>> z3.evaluate(B=1).format("GB"), z3.host.format("GB")
+    ('0.40 GB', '2.00 GB')
+    """
+    for value, name in ((data, "data"), (tensor, "tensor"), (pipeline, "pipeline")):
+        _positive(value, name)
+    if offload not in ("none", "optimizer", "optimizer+parameters"):
+        raise InvalidArgumentError(
+            f"offload must be 'none', 'optimizer' or 'optimizer+parameters', got {offload!r}."
+        )
+    if offload == "optimizer+parameters" and zero != 3:
+        raise InvalidArgumentError(
+            "offloading the parameters needs ZeRO stage 3 (zero=3): stages 0-2 keep every "
+            "parameter on each device."
+        )
+    chosen = pipeline if micro_batches is None else _positive(micro_batches, "micro_batches")
+    in_flight = min(pipeline, chosen)
+    notes = list(memory.notes)
+    if memory.timeline:
+        notes.append(
+            "per device, the peak is the sum of the components: the one-device timeline of the "
+            "autograd convention is not split across devices"
+        )
+    base = dict(memory.components)
+    activation_ratio: sp.Expr = sp.S.One
+    if tensor > 1 or sequence_parallel:
+        if network is None:
+            raise InvalidArgumentError(
+                "tensor/sequence parallelism splits activations as the transformer's shape "
+                "says: pass network=... (the Network the memory was computed for)."
+            )
+        activation_ratio = tensor_parallel_activation_ratio(
+            network, tensor, sequence_parallel=sequence_parallel
+        )
+        notes.append(
+            f"tensor parallel over {tensor}"
+            + (" with sequence parallelism" if sequence_parallel else "")
+            + f": weights / {tensor}, activations x {activation_ratio} (Korthikanti et al. 2022)"
+        )
+    shards = tensor * pipeline
+    stages: list[MemoryBreakdown] = []
+    host: MemoryBreakdown | None = None
+    for stage in range(pipeline):
+        held = min(pipeline - stage, in_flight)
+        components: dict[str, sp.Expr] = {}
+        for name, value in base.items():
+            if name in _MODEL_STATES and name != "dequantized_copy":
+                components[name] = value / shards
+            elif name in _ACTIVATIONS:
+                components[name] = value * activation_ratio * sp.Rational(held, pipeline)
+            elif name == "input":
+                components[name] = value if stage == 0 else sp.S.Zero
+            elif name == "targets":
+                components[name] = value if stage == pipeline - 1 else sp.S.Zero
+            else:
+                components[name] = value
+        replica = replace(memory, components=components, timeline={})
+        partitioned = zero_partition(replica, data, zero) if data > 1 or zero else replica
+        parts = dict(partitioned.components)
+        if zero == 3:  # stage 3 shards every parameter, a fine-tuned model's frozen base too
+            for name in ("frozen_parameters", "quantization_constants"):
+                if name in parts:
+                    parts[name] = parts[name] / data
+        if data > 1 and zero == 0 and not bucket_view and "gradients" in parts:
+            parts["gradient_buckets"] = parts["gradients"]
+        if zero in (1, 2) and data > 1 and "gradients" in base and "parameters" in base:
+            trainable = base["parameters"] / shards / memory.precision.parameters.bytes
+            parts["gradient_buckets"] = (
+                sp.Min(reduce_bucket_size, trainable) * memory.precision.gradients.bytes
+            )
+        if zero == 3 and network is not None:
+            largest = max((row.parameters for row in network.rows if row.parameters.is_number),
+                          default=sp.S.Zero)
+            parts["gathered_parameters"] = largest * memory.precision.parameters.bytes / tensor
+        device = replace(partitioned, components=parts)
+        if offload != "none":
+            moved = OFFLOADED + (
+                ("parameters", "frozen_parameters", "quantization_constants")
+                if offload == "optimizer+parameters" else ()
+            )
+            split = cpu_offload(device, tuple(n for n in moved if n in device.components))
+            device = split.gpu
+            if stage == 0:
+                host = split.cpu
+        stages.append(device)
+    if pipeline > 1:
+        notes.append(
+            f"pipeline of {pipeline} stages (1F1B), {in_flight} micro-batch(es) in flight: stage i "
+            f"keeps min({pipeline} - i, {in_flight}) micro-batches of activations"
+        )
+    if data > 1 and zero == 0:
+        notes.append(
+            "DDP: gradient buckets "
+            + ("are the gradients (gradient_as_bucket_view=True)" if bucket_view else
+               f"copy every gradient (bucket_cap_mb={DDP_BUCKET_CAP_MB} only splits them)")
+        )
+    total = data * tensor * pipeline
+    return ParallelMemory(
+        tuple(stages), host, total, gpus_per_node or min(total, 8), tuple(notes)
+    )
