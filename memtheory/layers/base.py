@@ -71,6 +71,9 @@ class TensorSpec:
     label : str or None
         A more specific name than the role, for listings
         (``"log-probabilities"``).
+    operand : int, default 0
+        For ``role="input"``: which of the layer's inputs it is (a merge that
+        multiplies two tensors keeps both, ``operand=0`` and ``operand=1``).
 
     Examples
     --------
@@ -86,6 +89,7 @@ class TensorSpec:
     dtype: DType | None = None
     view_of: int | None = None
     label: str | None = None
+    operand: int = 0
 
     @property
     def elements(self) -> sp.Expr:

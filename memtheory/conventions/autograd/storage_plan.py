@@ -504,7 +504,7 @@ def _saved_key(
     if tensor.view_of is not None:
         return earlier[tensor.view_of]
     if tensor.role == "input":
-        return read_keys[0]
+        return read_keys[tensor.operand]
     if tensor.role == "output":
         return out_key
     if tensor.role == "target":
