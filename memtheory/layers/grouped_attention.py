@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.dtypes import DTypeLike
+from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import InvalidSizeError, ShapeError
-from memtheory.layers.base import Autograd, Shape, TensorSpec, describe_shape
+from memtheory.layers.base import Autograd, Shape, Stage, TensorSpec, describe_shape
 from memtheory.layers.merge import Merge
 
 __all__ = ["GroupedQueryAttention"]
@@ -167,9 +167,20 @@ class GroupedQueryAttention(Merge):
     ) -> Autograd:
         """Return the storages its backward keeps (see the class docstring), with their dtypes.
 
-        Under autocast the queries, keys and values arrive in the low dtype
-        (the projections made them), which is the compute dtype. The formulas
-        assume at least two sequences of at least two positions (at batch 1 or
+        Its forward runs as one moment of the autograd convention, with its
+        saved tensors, its output and one fp32 score tensor alive together: an
+        upper bound of the forward's real peak inside it (at the softmax, before
+        the values' copy and the output exist), high by exactly those two
+        ``(B, H, S, d)`` tensors (measured). Not modelled: the eager causal mask
+        ``(B, 1, S, S)`` and the positions that ``LlamaModel.forward`` keeps
+        for its whole duration (they matter only where the step peaks in the
+        forward pass; the backward peak is exact).
+
+        Under autocast the rotated queries and keys arrive in fp32 (see
+        :class:`~memtheory.layers.Rotary`) and ``matmul`` casts them to the low
+        dtype, its compute dtype, as it does the fp32 probabilities. The
+        formulas assume at least two sequences of at least two positions (at
+        batch 1 or
         sequence 1 PyTorch's reshapes become views and the copies are not made).
         """
         query, key, value = (tuple(s) for s in input_shapes)
@@ -177,6 +188,8 @@ class GroupedQueryAttention(Merge):
         heads, width = self.heads, self.head_dim
         fp32 = as_dtype("fp32")
         given = as_dtype(input_dtype) if input_dtype is not None else None
+        if autocast is not None:  # matmul is on autocast's low-precision list
+            given = as_dtype(autocast)
         per_head = (batch, heads, sequence, width)
         scores = (batch, heads, sequence, sequence)
         if self.flash:
@@ -207,12 +220,73 @@ class GroupedQueryAttention(Merge):
             ]
         return Autograd(
             saved=tuple(saved),
-            transients=(
-                TensorSpec("intermediate", scores, given, label="scores"),
-                TensorSpec("intermediate", scores, given, label="scaled scores"),
-                TensorSpec("intermediate", scores, given, label="masked scores"),
-            ),
+            autocast="low",
+            stages=self._stages(tuple(saved), key, value, given),
+            transients=(TensorSpec("intermediate", scores, fp32, label="fp32 scores"),),
         )
+
+    def _stages(
+        self, saved: tuple[TensorSpec, ...], key: Shape, value: Shape, given: DType | None
+    ) -> tuple[Stage, ...]:
+        r"""Its backward nodes in creation order (eager path), with what each allocates.
+
+        Measured on CPU (PyTorch 2.13): :math:`QK^\top` (its ``bmm`` makes
+        the queries' and the keys' gradients; with groups, the keys' is summed
+        over each group into a new key-sized tensor), the scale, the cast of
+        the scores to fp32 inside ``softmax(dtype=float32)`` (16 bits), the
+        softmax, the cast back (16 bits), dropout, :math:`PV` (the values' and
+        the probabilities' gradients), and the reshape of the incoming
+        gradient into heads (a contiguous copy). The mask's ``add`` hands its
+        gradient on and is not listed.
+        """
+        fp32 = as_dtype("fp32")
+        per_head, scores = saved[0].shape, saved[2].shape
+        label = {spec.label: position for position, spec in enumerate(saved)}
+        low = given not in (None, fp32)
+        grouped = sp.sympify(self.kv_heads) != sp.sympify(self.heads)
+
+        def grad(shape: Shape, kind: DType | None = given) -> TensorSpec:
+            return TensorSpec("intermediate", shape, kind)
+
+        stages: list[Stage] = []
+        k_to, v_to = -2, -3  # where the keys' and values' gradients go: the inputs, or repeat_kv
+        if grouped:  # repeat_kv's expand sums each group's gradients into a key/value-sized one
+            stages = [
+                Stage("repeat keys", edges=((-2, grad(key)),)),
+                Stage("repeat values", edges=((-3, grad(value)),)),
+            ]
+            k_to, v_to = 0, 1
+        stages.append(
+            Stage(
+                "q @ k^T",
+                (label["queries"], label["keys"]),
+                edges=((-1, grad(per_head)), (k_to, grad(per_head))),
+            )
+        )
+        stages.append(Stage("scale", edges=((len(stages) - 1, grad(scores)),)))
+        if low:
+            stages.append(
+                Stage("softmax input to fp32", edges=((len(stages) - 1, grad(scores)),))
+            )
+        stages.append(
+            Stage("softmax", (label["softmax"],), edges=((len(stages) - 1, grad(scores, fp32)),))
+        )
+        if low:
+            stages.append(Stage("to low", edges=((len(stages) - 1, grad(scores, fp32)),)))
+        if "dropout mask" in label:
+            stages.append(
+                Stage("dropout", (label["dropout mask"],), edges=((len(stages) - 1, grad(scores)),))
+            )
+        probabilities = label.get("dropped", label.get("probabilities", label["softmax"]))
+        stages.append(
+            Stage(
+                "p @ v",
+                (probabilities, label["values"]),
+                edges=((len(stages) - 1, grad(scores)), (v_to, grad(per_head))),
+            )
+        )
+        stages.append(Stage("merge heads", edges=((len(stages) - 1, grad(per_head)),)))
+        return tuple(stages)
 
     def describe(self) -> str:
         """Heads, key/value heads, window, dropout, flash."""

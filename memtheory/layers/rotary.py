@@ -209,16 +209,22 @@ class Rotary(Merge):
         """Keep the cosine and sine tables (its second input); compute in its input's dtype.
 
         Its forward's temporaries (``x * cos``, the negated half, the ``cat``,
-        ``rotate_half(x) * sin``) are freed once it has run.
+        ``rotate_half(x) * sin``) are freed once it has run. Under autocast the
+        queries arrive in the low dtype and the tables in fp32: ``mul`` is on no
+        autocast list, so it promotes to fp32 as it reads them (no cast is
+        made), and the rotated queries come out in fp32.
         """
         first, table = (tuple(s) for s in input_shapes)
         half = (*first[:-1], first[-1] / 2)
+        given = as_dtype(input_dtype) if input_dtype is not None else None
         return Autograd(
             saved=(TensorSpec("input", table, operand=1, label="cos and sin"),),
+            autocast="promote",
+            casts_inputs=False,
             transients=(
                 TensorSpec("intermediate", first, label="x * cos"),
-                TensorSpec("intermediate", half, label="-x2"),
-                TensorSpec("intermediate", first, label="rotate_half"),
+                TensorSpec("intermediate", half, given, label="-x2"),
+                TensorSpec("intermediate", first, given, label="rotate_half"),
                 TensorSpec("intermediate", first, label="rotate_half * sin"),
             ),
         )

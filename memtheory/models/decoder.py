@@ -13,6 +13,15 @@ projection to the vocabulary, tied to the embedding or not. Layers carry
 Hugging Face's names (``model.layers.0.self_attn.q_proj``), so a parameter
 listing lines up with ``model.named_parameters()``.
 
+Under the autograd convention a training step is exact, component by
+component and at its peak, against ``memtheory.torch.measure`` on
+transformers 5.23's eager models (``tests/pytorch/test_llama_autograd.py``),
+run with ``use_cache=False``: with transformers' default ``use_cache=True``
+the training forward also fills a ``DynamicCache`` with a copy of every
+layer's keys and values until the forward returns, which is not modelled.
+Gemma's scaled embedding and ``(1 + w)`` norms and Mixtral's experts are not
+measured: the autograd convention refuses them.
+
 Most users start from a ``config.json``
 (:func:`memtheory.models.from_config`) or a preset
 (:func:`memtheory.models.preset`).
