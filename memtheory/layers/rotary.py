@@ -55,6 +55,10 @@ class RotaryTable(Layer):
     ----------
     head_dim : size
         Width :math:`d` of one attention head (even).
+    positions : int, optional
+        The longest context the model was trained for
+        (``max_position_embeddings``): rotary tables have no fixed size, so it
+        only bounds what-if answers.
     name : str, optional
 
     Examples
@@ -66,6 +70,7 @@ class RotaryTable(Layer):
     """
 
     head_dim: SizeLike
+    positions: int | None = None
     name: str | None = None
     kind = "RotaryTable"
     autograd_checked = True  # tests/pytorch/test_llama_autograd.py

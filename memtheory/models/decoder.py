@@ -226,7 +226,8 @@ def decoder(
     if c.gemma:
         items.append(Scale(float(c.hidden) ** 0.5, name="model.embed_scale"))
         source = "model.embed_scale"
-    items.append(Node(RotaryTable(c.head_width, name="model.rotary_emb"), inputs=("input_ids",)))
+    table = RotaryTable(c.head_width, positions=c.positions, name="model.rotary_emb")
+    items.append(Node(table, inputs=("input_ids",)))
     for index in range(c.layers):
         block = _layer(c, index, source, flash=flash)
         items += block

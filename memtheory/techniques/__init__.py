@@ -8,7 +8,9 @@ checkpointing       keep every k-th layer's output, recompute the rest (Chen et 
 accumulation        gradient accumulation: micro-batch memory, effective-batch update
 zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
 offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
-kv_cache            inference: weights plus the key/value cache
+kv_cache            inference: weights plus the key/value cache (grouped, windowed, paged)
+working_memory      inference: the prefill's and a decoding step's working memory
+quantization        inference: int8 and int4 weights with their scales
 ==================  ====================================================================
 
 Examples
@@ -36,11 +38,14 @@ from memtheory.techniques.checkpointing import (
     uniform_recompute,
 )
 from memtheory.techniques.kv_cache import (
+    CacheLayer,
     GenerationMemory,
+    cache_layers,
     generation_memory,
     kv_cache_bytes,
     kv_cache_formula,
     positions_limit,
+    weight_bytes,
 )
 from memtheory.techniques.mixed_precision import (
     LOSS_SCALER_BYTES,
@@ -50,22 +55,29 @@ from memtheory.techniques.mixed_precision import (
     parameter_bytes,
 )
 from memtheory.techniques.offload import OFFLOADED, OffloadSplit, cpu_offload
+from memtheory.techniques.quantization import QUANTIZATIONS, WeightQuantization, quantization
+from memtheory.techniques.working_memory import WorkingMemory, working_memory
 from memtheory.techniques.zero import ZERO_STAGES, zero_model_states, zero_partition
 
 __all__ = [
     "LOSS_SCALER_BYTES",
     "OFFLOADED",
+    "QUANTIZATIONS",
     "ZERO_STAGES",
     "Accumulation",
+    "CacheLayer",
     "CheckpointPlan",
     "GenerationMemory",
     "OffloadSplit",
     "Unit",
+    "WeightQuantization",
+    "WorkingMemory",
     "autocast",
     "autocast_weight_copy_bytes",
     "best_network_interval",
     "best_uniform_interval",
     "bytes_per_parameter",
+    "cache_layers",
     "checkpoint_units",
     "checkpointed_activations",
     "checkpointed_counts",
@@ -77,10 +89,13 @@ __all__ = [
     "minimal_memory",
     "parameter_bytes",
     "positions_limit",
+    "quantization",
     "relaxed_optimal_interval",
     "tradeoff",
     "uniform_memory",
     "uniform_recompute",
+    "weight_bytes",
+    "working_memory",
     "zero_model_states",
     "zero_partition",
 ]
