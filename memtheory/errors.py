@@ -38,6 +38,7 @@ __all__ = [
     "UnknownNameError",
     "UnknownOptimizerError",
     "UnknownPrecisionError",
+    "UnknownPresetError",
     "UnknownUnitError",
     "TableError",
     "UnsupportedError",
@@ -141,6 +142,10 @@ class UnknownUnitError(UnknownNameError):
 
 class UnknownConventionError(UnknownNameError):
     """The accounting convention is not registered."""
+
+
+class UnknownPresetError(UnknownNameError):
+    """The model name is not one of :data:`memtheory.models.PRESETS`."""
 
 
 class MissingArgumentError(MemtheoryError, TypeError):

@@ -27,7 +27,7 @@ from memtheory.layers.base import (
 from memtheory.layers.conv import Conv2d
 from memtheory.layers.core import Dense, Flatten, Input, Linear
 from memtheory.layers.layer_norm import LayerNorm
-from memtheory.layers.merge import Add, Concat, Merge
+from memtheory.layers.merge import Add, Concat, Merge, Multiply
 from memtheory.layers.normalization import BatchNorm2d
 
 if TYPE_CHECKING:
@@ -40,11 +40,15 @@ if TYPE_CHECKING:
         TokenTypeEmbedding,
         Unembedding,
     )
+    from memtheory.layers.grouped_attention import GroupedQueryAttention
     from memtheory.layers.losses import BCEWithLogitsLoss, L1Loss, MSELoss
+    from memtheory.layers.moe import MixtureOfExperts
     from memtheory.layers.pooling import AvgPool2d, MaxPool2d
     from memtheory.layers.recurrent import GRU, LSTM
     from memtheory.layers.regularization import Dropout
-    from memtheory.layers.rms_norm import RMSNorm
+    from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
+    from memtheory.layers.rotary import Rotary, RotaryTable
+    from memtheory.layers.scale import Scale
     from memtheory.layers.sequence import SelectToken
     from memtheory.layers.softmax import CrossEntropyLoss, LanguageModelLoss, LogSoftmax, Softmax
     from memtheory.layers.vision_transformer import ClassToken, LearnedPositions, PatchSequence
@@ -53,6 +57,8 @@ __all__ = [
     "ELU",
     "GELU",
     "GRU",
+    "GemmaRMSNorm",
+    "GroupedQueryAttention",
     "LSTM",
     "AdaptiveAvgPool2d",
     "Add",
@@ -80,12 +86,17 @@ __all__ = [
     "MSELoss",
     "MaxPool2d",
     "Merge",
+    "MixtureOfExperts",
+    "Multiply",
     "MultiHeadAttention",
     "PatchSequence",
     "PositionEmbedding",
     "RMSNorm",
     "ReLU",
     "ReLU6",
+    "Rotary",
+    "RotaryTable",
+    "Scale",
     "SelectToken",
     "Shape",
     "SiLU",
@@ -110,6 +121,8 @@ _HOMES = {
     "ELU": "memtheory.layers.activations",
     "Embedding": "memtheory.layers.embedding",
     "GELU": "memtheory.layers.activations",
+    "GemmaRMSNorm": "memtheory.layers.rms_norm",
+    "GroupedQueryAttention": "memtheory.layers.grouped_attention",
     "GRU": "memtheory.layers.recurrent",
     "L1Loss": "memtheory.layers.losses",
     "LSTM": "memtheory.layers.recurrent",
@@ -119,12 +132,16 @@ _HOMES = {
     "LogSoftmax": "memtheory.layers.softmax",
     "MSELoss": "memtheory.layers.losses",
     "MaxPool2d": "memtheory.layers.pooling",
+    "MixtureOfExperts": "memtheory.layers.moe",
     "MultiHeadAttention": "memtheory.layers.attention",
     "PatchSequence": "memtheory.layers.vision_transformer",
     "PositionEmbedding": "memtheory.layers.embedding",
     "RMSNorm": "memtheory.layers.rms_norm",
     "ReLU": "memtheory.layers.activations",
     "ReLU6": "memtheory.layers.activations",
+    "Rotary": "memtheory.layers.rotary",
+    "RotaryTable": "memtheory.layers.rotary",
+    "Scale": "memtheory.layers.scale",
     "SelectToken": "memtheory.layers.sequence",
     "SiLU": "memtheory.layers.activations",
     "Sigmoid": "memtheory.layers.activations",

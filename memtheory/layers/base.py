@@ -71,6 +71,9 @@ class TensorSpec:
     label : str or None
         A more specific name than the role, for listings
         (``"log-probabilities"``).
+    operand : int, default 0
+        For ``role="input"``: which of the layer's inputs it is (a merge that
+        multiplies two tensors keeps both, ``operand=0`` and ``operand=1``).
 
     Examples
     --------
@@ -86,6 +89,7 @@ class TensorSpec:
     dtype: DType | None = None
     view_of: int | None = None
     label: str | None = None
+    operand: int = 0
 
     @property
     def elements(self) -> sp.Expr:
@@ -154,6 +158,11 @@ class Autograd:
     target : TensorSpec or None
         For a loss, the targets the caller feeds (dtype ``None``: the input
         batch's dtype), whether or not its backward keeps them.
+    casts_inputs : bool
+        Whether an input of another dtype than its compute dtype is cast into
+        a new tensor first (autocast's casts); False when the kernel promotes
+        it as it reads it (``x_bf16 * cos_fp32`` under autocast, which no
+        autocast rule covers, computes in fp32 without a cast of ``x``).
 
     Examples
     --------
@@ -177,6 +186,7 @@ class Autograd:
     transients: tuple[TensorSpec, ...] = ()
     output_elements: sp.Expr | None = None
     target: TensorSpec | None = None
+    casts_inputs: bool = True
 
     def stage_list(self) -> tuple[Stage, ...]:
         """Its backward nodes in creation order: :attr:`stages`, or one node keeping everything.
@@ -234,7 +244,8 @@ class Stage:
         Where its gradients go, when not by default (the first stage to the
         layer's inputs, every later one to the stage before it, input-sized):
         the position of an earlier stage, or ``-1`` for the layer's first
-        input, and the gradient's storage (dtype ``None``: the compute dtype).
+        input (``-2`` its second, ...), and the gradient's storage (dtype
+        ``None``: the compute dtype).
         Gradients that meet at one stage are added as autograd adds them.
     parameters : tuple of str or None
         The parameters (names relative to the layer, ``"weight"``) whose

@@ -19,7 +19,7 @@ from memtheory.layers.base import (
 )
 from memtheory.layers.layer_norm import FeatureNorm
 
-__all__ = ["RMSNorm"]
+__all__ = ["GemmaRMSNorm", "RMSNorm"]
 
 
 @dataclass(frozen=True)
@@ -182,3 +182,23 @@ class RMSNorm(FeatureNorm):
         if self.implementation != "llama":
             parts.append(self.implementation)
         return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class GemmaRMSNorm(RMSNorm):
+    r"""Gemma's RMS norm: :math:`y = (1 + w) \odot x / \sqrt{\overline{x^2} + \epsilon}`.
+
+    The same :math:`D` parameters as :class:`RMSNorm` (the scale is stored as
+    an offset from one, initialised to zero), computed in fp32 and cast back
+    at the end. Its autograd behaviour has not been measured: the autograd
+    convention refuses it.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> GemmaRMSNorm().parameter_count((B, S, 2048))
+    2048
+    """
+
+    kind = "GemmaRMSNorm"
+    autograd_checked = False

@@ -14,7 +14,13 @@ builder            architecture                                parameters
                    Face ``BertForMaskedLM``)
 ``gpt2``           GPT-2 small, medium, large, xl (Hugging     124,439,808 to
                    Face ``GPT2LMHeadModel``), loss optional    1,557,611,200
+``decoder``        Llama, Mistral, Qwen2, Gemma, Mixtral       Llama-2-7B:
+                   (``LlamaForCausalLM`` and relatives)        6,738,415,616
 =================  ==========================================  ===================
+
+:func:`from_config` builds any of these from a Hugging Face ``config.json`` (a
+path or a dict, never a download) or a preset name (:data:`PRESETS`:
+``"llama-3-8b"``, ``"mixtral-8x7b"``, ...).
 
 Examples
 --------
@@ -24,13 +30,16 @@ Examples
 """
 
 from memtheory.models.bert import bert, bert_base, bert_base_mlm
+from memtheory.models.decoder import DecoderConfig, active_parameter_count, decoder
 from memtheory.models.gpt2 import GPT2_SIZES, GPT2Config, gpt2
+from memtheory.models.hf_config import MODEL_TYPES, decoder_config, from_config, load_config
 from memtheory.models.mobilenet import (
     MOBILENETV2_SETTING,
     inverted_residual,
     make_divisible,
     mobilenet_v2,
 )
+from memtheory.models.presets import PRESETS, Preset, preset
 from memtheory.models.resnet import (
     RESNET18_BLOCKS,
     RESNET34_BLOCKS,
@@ -49,20 +58,30 @@ from memtheory.models.vit import vision_transformer, vit_b_16
 __all__ = [
     "GPT2_SIZES",
     "MOBILENETV2_SETTING",
+    "MODEL_TYPES",
+    "PRESETS",
     "RESNET18_BLOCKS",
     "RESNET34_BLOCKS",
     "RESNET50_BLOCKS",
     "VGG16_CONFIG",
+    "DecoderConfig",
     "GPT2Config",
+    "Preset",
+    "active_parameter_count",
     "basic_block",
     "bert",
     "bert_base",
     "bert_base_mlm",
     "bottleneck",
+    "decoder",
+    "decoder_config",
+    "from_config",
     "gpt2",
     "inverted_residual",
+    "load_config",
     "make_divisible",
     "mobilenet_v2",
+    "preset",
     "resnet",
     "resnet18",
     "resnet34",

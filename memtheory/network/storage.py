@@ -99,7 +99,7 @@ def saved_tensors(
             if spec.view_of is not None:
                 continue  # a view of another saved tensor of this layer: no storage of its own
             if spec.role == "input" and row.inputs:
-                owner = storage_owner(rows[row.inputs[0]], rows)
+                owner = storage_owner(rows[row.inputs[spec.operand]], rows)
                 key: tuple[str, ...] = (owner,)
             elif spec.role == "output":
                 owner = storage_owner(row, rows)

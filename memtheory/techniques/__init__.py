@@ -9,7 +9,9 @@ accumulation        gradient accumulation: micro-batch memory, effective-batch u
 zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
 offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
 parallel            per device: DDP buckets, ZeRO/FSDP, offload, tensor, sequence, pipeline
-kv_cache            inference: weights plus the key/value cache
+kv_cache            inference: weights plus the key/value cache (grouped, windowed, paged)
+working_memory      inference: the prefill's and a decoding step's working memory
+quantization        inference: int8 and int4 weights with their scales
 ==================  ====================================================================
 
 Examples
@@ -37,11 +39,14 @@ from memtheory.techniques.checkpointing import (
     uniform_recompute,
 )
 from memtheory.techniques.kv_cache import (
+    CacheLayer,
     GenerationMemory,
+    cache_layers,
     generation_memory,
     kv_cache_bytes,
     kv_cache_formula,
     positions_limit,
+    weight_bytes,
 )
 from memtheory.techniques.mixed_precision import (
     LOSS_SCALER_BYTES,
@@ -58,25 +63,32 @@ from memtheory.techniques.parallel import (
     parallel_memory,
     tensor_parallel_activation_ratio,
 )
+from memtheory.techniques.quantization import QUANTIZATIONS, WeightQuantization, quantization
+from memtheory.techniques.working_memory import WorkingMemory, working_memory
 from memtheory.techniques.zero import ZERO_STAGES, zero_model_states, zero_partition
 
 __all__ = [
     "DDP_BUCKET_CAP_MB",
     "LOSS_SCALER_BYTES",
     "OFFLOADED",
+    "QUANTIZATIONS",
     "REDUCE_BUCKET_SIZE",
     "ZERO_STAGES",
     "Accumulation",
+    "CacheLayer",
     "CheckpointPlan",
     "GenerationMemory",
     "OffloadSplit",
     "ParallelMemory",
     "Unit",
+    "WeightQuantization",
+    "WorkingMemory",
     "autocast",
     "autocast_weight_copy_bytes",
     "best_network_interval",
     "best_uniform_interval",
     "bytes_per_parameter",
+    "cache_layers",
     "checkpoint_units",
     "checkpointed_activations",
     "checkpointed_counts",
@@ -89,11 +101,14 @@ __all__ = [
     "parallel_memory",
     "parameter_bytes",
     "positions_limit",
+    "quantization",
     "relaxed_optimal_interval",
     "tensor_parallel_activation_ratio",
     "tradeoff",
     "uniform_memory",
     "uniform_recompute",
+    "weight_bytes",
+    "working_memory",
     "zero_model_states",
     "zero_partition",
 ]

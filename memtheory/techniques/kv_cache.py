@@ -8,10 +8,21 @@ and a batch of :math:`B`, the cache holds
 
 .. math:: 2 \cdot L \cdot a_{kv} \cdot d \cdot S \cdot B
 
-elements (the 2: keys and values). :func:`kv_cache_bytes` derives it from a
-network's attention layers (:meth:`~memtheory.layers.MultiHeadAttention.cache_tensors`),
-and :func:`generation_memory` adds the weights. Batch and sequence limits
-follow from :func:`memtheory.whatif.max_value`. Derived in the book's chapter
+elements (the 2: keys and values). Grouped-query attention caches only its
+:math:`a_{kv}` key/value heads (multi-query: one), and a sliding window of
+:math:`w` positions caps :math:`S` at :math:`\min(S, w)` in its layers.
+A paged cache (vLLM's PagedAttention, Kwon et al. 2023) allocates each
+sequence's positions in blocks of ``block_size``, so the cached positions
+round up to a whole number of blocks.
+
+:func:`kv_cache_bytes` derives the cache from a network's attention layers
+(:class:`~memtheory.layers.MultiHeadAttention`,
+:class:`~memtheory.layers.GroupedQueryAttention`), and
+:func:`generation_memory` adds the weights (optionally quantised, see
+:mod:`memtheory.techniques.quantization`) and, given a prompt length, the
+working memory of the prefill (the whole prompt in one forward pass) and of
+each decoding step. Batch and context limits follow from
+:func:`memtheory.whatif.max_value`. Derived in the book's chapter
 "Inference and the KV cache".
 
 Examples
@@ -32,49 +43,139 @@ import sympy as sp
 from memtheory._validation import SizeLike
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as _dtype
+from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.evaluation import substitution
 from memtheory.footprint import Footprint
 from memtheory.layers import MultiHeadAttention, PositionEmbedding
+from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.network import Network
 from memtheory.symbols import B, S
+from memtheory.techniques.quantization import WeightQuantization
+from memtheory.techniques.quantization import quantization as _scheme
 
 __all__ = [
+    "CacheLayer",
     "GenerationMemory",
+    "cache_layers",
     "generation_memory",
     "kv_cache_bytes",
     "kv_cache_formula",
     "positions_limit",
+    "weight_bytes",
 ]
 
 
-def kv_cache_bytes(model: Network, *, dtype: DTypeLike = "fp16") -> sp.Expr:
+@dataclass(frozen=True)
+class CacheLayer:
+    """What one attention layer caches per sequence: its key/value heads and positions.
+
+    Attributes
+    ----------
+    name : str
+        The attention layer's name.
+    batch : sympy expression
+        Sequences cached.
+    kv_heads, head_dim : sympy expression
+        Key/value heads and their width.
+    positions : sympy expression
+        Positions cached per sequence: the network's sequence, or at most its window.
+    window : sympy expression or None
+        Its sliding window, if any.
+
+    Examples
+    --------
+    >>> from memtheory.models import preset
+    >>> layer = cache_layers(preset("mistral-7b-v0.1"))[0]
+    >>> layer.kv_heads, layer.head_dim, layer.positions
+    (8, 128, Min(4096, S))
+    """
+
+    name: str
+    batch: sp.Expr
+    kv_heads: sp.Expr
+    head_dim: sp.Expr
+    positions: sp.Expr
+    window: sp.Expr | None = None
+
+    def nbytes(self, dtype: DTypeLike = "fp16", block_size: SizeLike | None = None) -> sp.Expr:
+        """Keys plus values, in bytes, with positions rounded up to blocks if paged.
+
+        Examples
+        --------
+        >>> layer = CacheLayer("attn", B, sp.Integer(8), sp.Integer(128), S)
+        >>> layer.nbytes(), layer.nbytes(block_size=16)
+        (4096*B*S, 65536*B*ceiling(S/16))
+        """
+        positions = self.positions
+        if block_size is not None:
+            block = sp.sympify(block_size)
+            if not (block.is_integer and block.is_positive):
+                raise InvalidArgumentError(
+                    f"block_size must be a positive whole number of positions, got {block_size!r}."
+                )
+            positions = block * sp.ceiling(positions / block)
+        return 2 * self.batch * self.kv_heads * self.head_dim * positions * _dtype(dtype).bytes
+
+
+def cache_layers(model: Network) -> tuple[CacheLayer, ...]:
+    """Return every attention layer's cache: key/value heads, width and cached positions.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> [(c.kv_heads, c.head_dim) for c in cache_layers(gpt2("small"))][:1]
+    [(12, 64)]
+    """
+    found = []
+    for row in model.rows:
+        layer = row.layer
+        if isinstance(layer, MultiHeadAttention):
+            keys = layer.cache_tensors(row.input_shape)[0].shape  # (B, heads, S, d)
+            found.append(CacheLayer(row.name, keys[0], keys[1], keys[3], keys[2]))
+        elif isinstance(layer, GroupedQueryAttention):
+            batch, sequence = row.input_shapes[0][:2]
+            window = None if layer.window is None else sp.sympify(layer.window)
+            found.append(
+                CacheLayer(
+                    row.name,
+                    batch,
+                    sp.sympify(layer.kv_heads),
+                    sp.sympify(layer.head_dim),
+                    layer.attended(sequence),
+                    window,
+                )
+            )
+    return tuple(found)
+
+
+def kv_cache_bytes(
+    model: Network, *, dtype: DTypeLike = "fp16", block_size: SizeLike | None = None
+) -> sp.Expr:
     """Bytes of the key/value cache of every attention layer of ``model``.
 
     The cache covers the positions of the network's input (its sequence
-    length ``S``) for its batch.
+    length ``S``, at most each layer's sliding window) for its batch.
 
     Parameters
     ----------
     model : Network
     dtype : dtype, default "fp16"
         Element type of the cache.
+    block_size : size, optional
+        A paged cache's block: each sequence's positions round up to whole
+        blocks (vLLM's default is 16). None: exactly the positions.
 
     Examples
     --------
     >>> from memtheory.models import gpt2
     >>> kv_cache_bytes(gpt2("xl", batch=1, sequence=1024))
     314572800
+    >>> from memtheory.models import preset
+    >>> kv_cache_bytes(preset("llama-3-8b", batch=1, sequence=8000), block_size=16)
+    1048576000
     """
-    element = _dtype(dtype)
     return sp.expand(
-        sp.Add(
-            *(
-                spec.nbytes(element)
-                for row in model.rows
-                if isinstance(row.layer, MultiHeadAttention)
-                for spec in row.layer.cache_tensors(row.input_shape)
-            )
-        )
+        sp.Add(*(layer.nbytes(dtype, block_size) for layer in cache_layers(model)))
     )
 
 
@@ -106,17 +207,28 @@ def kv_cache_formula(
 
 @dataclass(frozen=True)
 class GenerationMemory(Footprint):
-    """Weights and key/value cache of a model generating text, in bytes.
+    """Weights, key/value cache and (given a prompt) working memory of a model generating text.
 
-    A :class:`~memtheory.footprint.Footprint` with two components,
-    ``weights`` and ``kv_cache``; its peak is their total (activations of the
-    one new token per step are not counted).
+    A :class:`~memtheory.footprint.Footprint` with components ``weights`` and
+    ``kv_cache`` (the cache at the network's full sequence ``S``), and, when
+    the prefill and decode working memory are counted, ``activations`` (the
+    larger of the two). Its timeline then has two moments, the prefill's peak
+    (weights, the prompt's cache, the prefill's working set) and a decoding
+    step's (weights, the full cache, the step's working set); without them
+    the peak is the total.
 
     Attributes
     ----------
     weights, kv_cache : sympy expression
     positions : int or None
         The longest sequence the model takes (its position-embedding rows), if limited.
+    prompt_cache : sympy expression or None
+        The cache after the prefill (the prompt's positions).
+    prefill, decode : sympy expression or None
+        Working memory of the prefill and of one decoding step, beyond the
+        weights and the cache.
+    assumptions : tuple of str
+        What the figures assume (attention kernel, logits kept, cache layout).
 
     Examples
     --------
@@ -128,15 +240,34 @@ class GenerationMemory(Footprint):
     weights: sp.Expr
     kv_cache: sp.Expr
     positions: int | None = None
+    prompt_cache: sp.Expr | None = None
+    prefill: sp.Expr | None = None
+    decode: sp.Expr | None = None
+    assumptions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "weights", sp.sympify(self.weights))
-        object.__setattr__(self, "kv_cache", sp.sympify(self.kv_cache))
+        for name in ("weights", "kv_cache", "prompt_cache", "prefill", "decode"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, sp.sympify(value))
 
     @property
     def components(self) -> Mapping[str, sp.Expr]:
-        """``weights`` and ``kv_cache``, in bytes."""
-        return {"weights": self.weights, "kv_cache": self.kv_cache}
+        """``weights``, ``kv_cache`` and, when counted, ``activations``, in bytes."""
+        parts = {"weights": self.weights, "kv_cache": self.kv_cache}
+        if self.prefill is not None and self.decode is not None:
+            parts["activations"] = sp.Max(self.prefill, self.decode)
+        return parts
+
+    @property
+    def timeline(self) -> Mapping[str, sp.Expr]:  # type: ignore[override]
+        """The prefill's and a decoding step's peaks, when the working memory is counted."""
+        if self.prefill is None or self.decode is None or self.prompt_cache is None:
+            return {}
+        return {
+            "prefill": self.weights + self.prompt_cache + self.prefill,
+            "decode": self.weights + self.kv_cache + self.decode,
+        }
 
     def evaluate(self, **values: object) -> GenerationMemory:
         """Substitute values by symbol name (``B=8, S=1024``).
@@ -146,28 +277,119 @@ class GenerationMemory(Footprint):
         >>> GenerationMemory(sp.Integer(10), 4 * B).evaluate(B=2).total
         18
         """
-        mapping = substitution([self.weights, self.kv_cache], values)
-        return replace(
-            self, weights=self.weights.xreplace(mapping), kv_cache=self.kv_cache.xreplace(mapping)
-        )
+        fields = {
+            name: getattr(self, name)
+            for name in ("weights", "kv_cache", "prompt_cache", "prefill", "decode")
+            if getattr(self, name) is not None
+        }
+        mapping = substitution(list(fields.values()), values)
+        return replace(self, **{name: e.xreplace(mapping) for name, e in fields.items()})
+
+
+def weight_bytes(
+    model: Network,
+    *,
+    dtype: DTypeLike = "fp16",
+    quantization: str | WeightQuantization | None = None,
+) -> sp.Expr:
+    """Bytes of the model's parameters in ``dtype``, linear weights quantised if asked.
+
+    With a scheme (:func:`memtheory.techniques.quantization.quantization`),
+    every :class:`~memtheory.layers.Dense` weight matrix and every expert
+    matrix of a :class:`~memtheory.layers.MixtureOfExperts` is stored as that
+    scheme stores it; embeddings, norms, biases, routers and the layers the
+    scheme skips (``lm_head``) stay in ``dtype``.
+
+    Examples
+    --------
+    >>> from memtheory.models import preset
+    >>> llama = preset("llama-2-7b")
+    >>> weight_bytes(llama) == 2 * llama.parameter_count
+    True
+    >>> weight_bytes(llama, quantization="int8")   # int8 matrices, fp32 row scales
+    7006265344
+    """
+    from memtheory.layers.core import Dense
+    from memtheory.layers.moe import MixtureOfExperts
+
+    element = _dtype(dtype)
+    scheme = None if quantization is None else _scheme(quantization)
+    total = sp.Integer(0)
+    for row in model.rows:
+        layer, name = row.layer, row.name
+        for part, shape in _shapes(row):
+            count = sp.Mul(*shape)
+            skipped = scheme is None or any(
+                name == s or name.startswith(f"{s}.") for s in scheme.skip
+            )
+            if not skipped and isinstance(layer, Dense) and part == "weight":
+                total += scheme.matrix_bytes(shape[0], shape[1])  # type: ignore[union-attr]
+            elif not skipped and isinstance(layer, MixtureOfExperts) and part.startswith(
+                "experts."
+            ):
+                experts, rows, columns = shape
+                if part == "experts.gate_up_proj":  # two matrices, gate and up, per expert
+                    total += 2 * experts * scheme.matrix_bytes(rows / 2, columns)  # type: ignore[union-attr]
+                else:
+                    total += experts * scheme.matrix_bytes(rows, columns)  # type: ignore[union-attr]
+            else:
+                total += count * element.bytes
+    return sp.expand(total)
+
+
+def _shapes(row: object) -> tuple[tuple[str, tuple[sp.Expr, ...]], ...]:
+    """Return a row's parameter tensors, ``(name, shape)``, or one count if it states none."""
+    layer = row.layer  # type: ignore[attr-defined]
+    try:
+        return tuple(layer.parameter_shapes(row.input_shape))  # type: ignore[attr-defined]
+    except UnsupportedError:
+        count = row.weights + row.biases  # type: ignore[attr-defined]
+        return (("parameters", (count,)),) if count != 0 else ()
 
 
 def generation_memory(
-    model: Network, *, weights: DTypeLike = "fp16", cache: DTypeLike | None = None
+    model: Network,
+    *,
+    weights: DTypeLike = "fp16",
+    cache: DTypeLike | None = None,
+    prompt: SizeLike | None = None,
+    flash: bool = False,
+    logits: str = "last",
+    block_size: SizeLike | None = None,
+    quantization: str | WeightQuantization | None = None,
 ) -> GenerationMemory:
     """Weights plus key/value cache for generating ``S`` positions of ``B`` sequences.
 
-    Activations of the one new token per step are small beside these and not
-    counted.
+    Without ``prompt`` only those two are counted (the cache dominates a long
+    generation). With ``prompt``, the working memory of the prefill (the
+    whole prompt in one forward pass) and of a decoding step is added, with
+    the assumptions of :func:`working_memory` (Hugging Face's eager attention
+    unless ``flash``).
 
     Parameters
     ----------
     model : Network
-        A decoder (e.g. :func:`memtheory.models.gpt2`), built over the sequence
-        length to cache.
+        A decoder (e.g. :func:`memtheory.models.from_config`), built over the
+        sequence length to cache (prompt plus generated tokens).
     weights : dtype, default "fp16"
+        The weights' dtype, and the compute dtype.
     cache : dtype, optional
         Defaults to ``weights``.
+    prompt : size, optional
+        Prompt length processed by the prefill (at most the network's sequence).
+    flash : bool, default False
+        A memory-efficient attention kernel (FlashAttention-2, or PyTorch's
+        SDPA memory-efficient path): no :math:`S^2` tensor and no mask.
+        False: Hugging Face's eager attention.
+    logits : {"last", "all"}, default "last"
+        ``"last"``: ``generate()``'s prefill, which computes the last
+        position's logits only (``logits_to_keep=1``) and copies them to fp32;
+        ``"all"``: a plain forward over the prompt, ``(B, prompt, V)`` logits.
+    block_size : size, optional
+        Paged cache: positions round up to whole blocks per sequence.
+    quantization : str or WeightQuantization, optional
+        ``"int8"``, ``"int4"`` (GPTQ, groups of 128), ``"awq"``, or a scheme
+        with its group size (:func:`memtheory.techniques.quantization.quantization`).
 
     Examples
     --------
@@ -175,17 +397,39 @@ def generation_memory(
     >>> memory = generation_memory(gpt2("small"))
     >>> memory.total
     36864*B*S + 248879616
+    >>> from memtheory.models import preset
+    >>> llama = generation_memory(preset("llama-3-8b", batch=1, sequence=8192), prompt=8192)
+    >>> llama.evaluate().format("GiB", name="peak"), llama.evaluate().peak_moment
+    ('36.46 GiB', 'prefill')
     """
     low = _dtype(weights)
+    stored = weight_bytes(model, dtype=low, quantization=quantization)
+    kv = kv_cache_bytes(model, dtype=cache or low, block_size=block_size)
+    positions = positions_limit(model)
+    if prompt is None:
+        return GenerationMemory(weights=sp.sympify(stored), kv_cache=kv, positions=positions)
+    from memtheory.techniques.working_memory import working_memory
+
+    work = working_memory(
+        model, prompt=prompt, dtype=low, cache=_dtype(cache or low), flash=flash,
+        logits=logits, block_size=block_size,
+    )
     return GenerationMemory(
-        weights=sp.sympify(model.parameter_count * low.bytes),
-        kv_cache=kv_cache_bytes(model, dtype=cache or low),
-        positions=positions_limit(model),
+        weights=sp.sympify(stored),
+        kv_cache=kv,
+        positions=positions,
+        prompt_cache=work.prompt_cache,
+        prefill=work.prefill,
+        decode=work.decode,
+        assumptions=work.assumptions,
     )
 
 
 def positions_limit(model: Network) -> int | None:
     """Return the longest sequence ``model``'s position embeddings allow, or None.
+
+    Learned position embeddings (GPT-2) have that many rows; a rotary model
+    states the context it was trained for (``max_position_embeddings``).
 
     Examples
     --------
@@ -193,10 +437,14 @@ def positions_limit(model: Network) -> int | None:
     >>> positions_limit(gpt2("small"))
     1024
     """
+    from memtheory.layers.rotary import RotaryTable
+
     sizes = []
     for row in model.rows:
         if isinstance(row.layer, PositionEmbedding):
             positions = sp.sympify(row.layer.num_embeddings)  # a sympy size already
             if positions.is_number:
                 sizes.append(int(positions))
+        elif isinstance(row.layer, RotaryTable) and row.layer.positions is not None:
+            sizes.append(int(row.layer.positions))
     return min(sizes) if sizes else None

@@ -422,7 +422,7 @@ def _plan_layer(
     copies: dict[str, sp.Expr] = {}
     read_keys = []
     for index, (key, shape) in enumerate(zip(in_keys, shapes, strict=True)):
-        if dtypes[key] == compute or spec.reads_ids:
+        if dtypes[key] == compute or spec.reads_ids or not spec.casts_inputs:
             read_keys.append(key)
             continue
         cast = f"{name}:input cast" + (f" {index}" if index else "")
@@ -504,7 +504,7 @@ def _saved_key(
     if tensor.view_of is not None:
         return earlier[tensor.view_of]
     if tensor.role == "input":
-        return read_keys[0]
+        return read_keys[tensor.operand]
     if tensor.role == "output":
         return out_key
     if tensor.role == "target":

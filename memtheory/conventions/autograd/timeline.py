@@ -426,8 +426,8 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                 if position >= 0:
                     if recorded[position]:
                         nodes[node].edges.append((made[position], size, False))
-                elif entry.needs_grad[0]:
-                    nodes[node].edges.append((targets[0], size, False))
+                elif entry.needs_grad[-1 - position]:  # -1: the first input, -2 the second, ...
+                    nodes[node].edges.append((targets[-1 - position], size, False))
             if stage.parameters is not None:
                 for tensor in own:
                     if tensor in claimed and tensor[len(name) + 1 :] in stage.parameters:

@@ -1,0 +1,179 @@
+r"""A sparse mixture-of-experts feed-forward block (Mixtral), with a top-k router.
+
+Each position's features go through a router (a bias-free linear map to one
+logit per expert); the :math:`k` experts with the largest softmax weights
+each apply a SwiGLU MLP, and their outputs are summed with those weights
+(renormalised over the :math:`k`). Every expert's weights are held, so the
+*total* parameters are :math:`E` experts' worth, while each token goes
+through only :math:`k` of them: the *active* parameters per token. Derived
+in the book's chapter "Transformers".
+
+Examples
+--------
+>>> from memtheory.symbols import B, S
+>>> moe = MixtureOfExperts(8, top_k=2, ffn_hidden=14336)
+>>> moe.parameter_count((B, S, 4096)), moe.active_parameter_count((B, S, 4096))
+(1409318912, 352354304)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from memtheory._validation import SizeLike, as_size
+from memtheory.dtypes import DTypeLike
+from memtheory.dtypes import dtype as as_dtype
+from memtheory.errors import InvalidSizeError, RankError
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape, elements
+
+__all__ = ["MixtureOfExperts"]
+
+
+@dataclass(frozen=True)
+class MixtureOfExperts(Layer):
+    r"""Router plus ``experts`` SwiGLU MLPs, each token sent to ``top_k`` of them.
+
+    Parameters, as Hugging Face's ``MixtralSparseMoeBlock`` registers them:
+    the router ``gate.weight`` :math:`(E, h)`, and the experts' weights fused
+    into ``experts.gate_up_proj`` :math:`(E, 2f, h)` and ``experts.down_proj``
+    :math:`(E, h, f)`: :math:`E h + 3 E h f` in all, of which a token uses
+    :math:`E h + 3 k h f`.
+
+    What a training step keeps depends on the routing, which depends on the
+    data. :meth:`autograd` describes the balanced case (every expert gets
+    :math:`B S k / E` positions, so the experts together process :math:`B S k`
+    rows), an assumption that has not been measured: the autograd convention
+    refuses this layer (``autograd_checked = False``) rather than present it
+    as exact.
+
+    Parameters
+    ----------
+    experts : size
+        Experts :math:`E` (``num_local_experts``).
+    top_k : size
+        Experts per token :math:`k` (``num_experts_per_tok``).
+    ffn_hidden : size
+        Width :math:`f` of each expert's MLP (``intermediate_size``).
+    name : str, optional
+    """
+
+    experts: SizeLike
+    top_k: SizeLike
+    ffn_hidden: SizeLike
+    name: str | None = None
+    kind = "MixtureOfExperts"
+    input_rank = 3
+
+    def __post_init__(self) -> None:
+        owner = self.label
+        for field_name in ("experts", "top_k", "ffn_hidden"):
+            object.__setattr__(
+                self, field_name, as_size(getattr(self, field_name), field_name, owner)
+            )
+        gap = sp.sympify(self.experts) - sp.sympify(self.top_k)
+        if gap.is_number and gap < 0:
+            raise InvalidSizeError(
+                f"{owner}: top_k ({self.top_k}) cannot exceed the number of experts "
+                f"({self.experts})."
+            )
+
+    def check_input(self, input_shape: Shape) -> None:
+        """Raise :class:`RankError` unless the input is ``(batch, sequence, features)``."""
+        if len(input_shape) != 3:
+            raise RankError(
+                f"{self.label}: needs (batch, sequence, features), got "
+                f"{describe_shape(tuple(input_shape))}."
+            )
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the input's shape."""
+        self.check_input(input_shape)
+        return tuple(input_shape)
+
+    def weight_count(self, input_shape: Shape) -> sp.Expr:
+        """Router :math:`E h` plus experts :math:`3 E h f`."""
+        self.check_input(input_shape)
+        hidden = input_shape[-1]
+        return self.experts * hidden + 3 * self.experts * hidden * self.ffn_hidden
+
+    def active_parameter_count(self, input_shape: Shape) -> sp.Expr:
+        """Parameters one token goes through: the router and ``top_k`` experts.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> MixtureOfExperts(4, top_k=1, ffn_hidden=8).active_parameter_count((B, S, 2))
+        56
+        """
+        self.check_input(input_shape)
+        hidden = input_shape[-1]
+        return self.experts * hidden + 3 * self.top_k * hidden * self.ffn_hidden
+
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``gate.weight``, ``experts.gate_up_proj``, ``experts.down_proj``."""
+        self.check_input(input_shape)
+        hidden = input_shape[-1]
+        return (
+            ("gate.weight", (self.experts, hidden)),
+            ("experts.gate_up_proj", (self.experts, 2 * self.ffn_hidden, hidden)),
+            ("experts.down_proj", (self.experts, hidden, self.ffn_hidden)),
+        )
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return what :meth:`autograd` lists for an fp32 run under balanced routing."""
+        return self.autograd((tuple(input_shape),)).saved
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Return the router's and experts' saved tensors under balanced routing (unmeasured).
+
+        Router: its input, the fp32 softmax over the experts, the ``top_k``
+        indices (int64) and the renormalised weights. Experts, over the
+        :math:`B S k` routed rows: the gathered inputs, the gate and up halves,
+        the activated gate, their product, the down projection's output (which
+        the routing weight multiplies) and the rows' positions (int64).
+        """
+        shape = tuple(input_shapes[0])
+        self.check_input(shape)
+        batch, sequence, hidden = shape
+        rows = batch * sequence
+        routed = rows * self.top_k
+        fp32, int64 = as_dtype("fp32"), as_dtype("int64")
+        given = as_dtype(input_dtype) if input_dtype is not None else None
+        return Autograd(
+            saved=(
+                TensorSpec("input", shape),
+                TensorSpec("intermediate", (rows, self.experts), fp32, label="router softmax"),
+                TensorSpec("indices", (rows, self.top_k), int64, label="top-k experts"),
+                TensorSpec("intermediate", (rows, self.top_k), fp32, label="routing weights"),
+                TensorSpec("intermediate", (routed, hidden), given, label="gathered rows"),
+                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="gate"),
+                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="up"),
+                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="act(gate)"),
+                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="product"),
+                TensorSpec("intermediate", (routed, hidden), given, label="expert output"),
+                TensorSpec("indices", (routed,), int64, label="row positions"),
+            ),
+            autocast="low",
+        )
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Elements of the output and of the activation-dtype tensors it keeps (balanced)."""
+        kept = [
+            s for s in self.saved_for_backward(input_shape)
+            if s.role == "intermediate" and s.dtype is None
+        ]
+        kept_elements = sum((s.elements for s in kept), sp.Integer(0))
+        return sp.expand(elements(self.output_shape(input_shape)) + kept_elements)
+
+    def describe(self) -> str:
+        """Experts, top-k and expert width."""
+        return f"{self.experts} experts, top {self.top_k}, ffn {self.ffn_hidden}"

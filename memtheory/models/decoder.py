@@ -1,0 +1,328 @@
+r"""Decoder-only language models of the Llama family: Llama, Mistral, Qwen2, Gemma, Mixtral.
+
+One builder, :func:`decoder`, for the architecture these share, as Hugging
+Face's ``LlamaForCausalLM`` and its relatives lay it out: token embeddings
+(Gemma scales them by :math:`\sqrt{h}`); rotary position tables computed once
+(:class:`~memtheory.layers.RotaryTable`); per layer, an RMS norm, separate
+query, key and value projections (Qwen2 gives them biases), rotary embedding
+of queries and keys, grouped-query causal attention (optionally with a
+sliding window) and an output projection, a residual sum, a second RMS norm
+and a gated MLP (SwiGLU: ``down(act(gate(x)) * up(x))``), or for Mixtral a
+mixture of experts, and a second residual sum; a final RMS norm and the output
+projection to the vocabulary, tied to the embedding or not. Layers carry
+Hugging Face's names (``model.layers.0.self_attn.q_proj``), so a parameter
+listing lines up with ``model.named_parameters()``.
+
+Under the autograd convention a training step is exact, component by
+component and at its peak, against ``memtheory.torch.measure`` on
+transformers 5.23's eager models (``tests/pytorch/test_llama_autograd.py``),
+run with ``use_cache=False``: with transformers' default ``use_cache=True``
+the training forward also fills a ``DynamicCache`` with a copy of every
+layer's keys and values until the forward returns, which is not modelled.
+Gemma's scaled embedding and ``(1 + w)`` norms and Mixtral's experts are not
+measured: the autograd convention refuses them.
+
+Most users start from a ``config.json``
+(:func:`memtheory.models.from_config`) or a preset
+(:func:`memtheory.models.preset`).
+
+Examples
+--------
+>>> config = DecoderConfig(vocabulary=32000, hidden=4096, layers=32, heads=32,
+...                        ffn_hidden=11008)
+>>> decoder(config).parameter_count   # Llama-2-7B
+6738415616
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import sympy as sp
+
+from memtheory._validation import SizeLike
+from memtheory.errors import InvalidSizeError
+from memtheory.layers import (
+    GELU,
+    Add,
+    Dense,
+    Embedding,
+    Input,
+    LanguageModelLoss,
+    Layer,
+    Multiply,
+    SiLU,
+    Unembedding,
+)
+from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.moe import MixtureOfExperts
+from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
+from memtheory.layers.rotary import Rotary, RotaryTable
+from memtheory.layers.scale import Scale
+from memtheory.network import Network, Node
+from memtheory.symbols import B, S
+
+__all__ = ["DecoderConfig", "active_parameter_count", "decoder"]
+
+Activation = Literal["silu", "gelu", "gelu_tanh"]
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    r"""Hyperparameters of a Llama-family decoder, named after what they are.
+
+    Parameters
+    ----------
+    vocabulary : int
+        ``vocab_size``.
+    hidden : int
+        Model width :math:`h` (``hidden_size``).
+    layers : int
+        Decoder layers (``num_hidden_layers``).
+    heads : int
+        Query heads (``num_attention_heads``).
+    ffn_hidden : int
+        Width of the gated MLP, or of each expert (``intermediate_size``).
+    kv_heads : int, optional
+        Key/value heads (``num_key_value_heads``); default ``heads``.
+    head_dim : int, optional
+        Width of one head (``head_dim``); default ``hidden // heads``.
+    positions : int or None
+        Longest context the model was trained for (``max_position_embeddings``);
+        rotary models have no table of that size, so it only bounds what-if answers.
+    tied : bool, default False
+        Output projection tied to the token embedding (``tie_word_embeddings``).
+    qkv_bias, output_bias, mlp_bias : bool, default False
+        Biases of the query/key/value projections (Qwen2: True; Llama's
+        ``attention_bias`` sets both attention ones), of the output projection
+        and of the MLP (``mlp_bias``).
+    activation : {"silu", "gelu", "gelu_tanh"}, default "silu"
+        The gate's activation (``hidden_act``; Gemma: ``gelu_pytorch_tanh``).
+    windows : tuple of (int or None), optional
+        Sliding window of each layer (None: full attention); default all None.
+    experts, top_k : int, optional
+        Mixture of experts (Mixtral's ``num_local_experts`` and
+        ``num_experts_per_tok``): every layer's MLP is one.
+    gemma : bool, default False
+        Gemma's embedding scale by :math:`\sqrt{h}` and ``(1 + w)`` RMS norms.
+    attention_dropout : float, default 0.0
+    family : str, default "llama"
+        For names and messages (``model_type``).
+
+    Examples
+    --------
+    >>> DecoderConfig(vocabulary=8, hidden=16, layers=1, heads=4, ffn_hidden=32).head_width
+    4
+    """
+
+    vocabulary: int
+    hidden: int
+    layers: int
+    heads: int
+    ffn_hidden: int
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    positions: int | None = None
+    tied: bool = False
+    qkv_bias: bool = False
+    output_bias: bool = False
+    mlp_bias: bool = False
+    activation: Activation = "silu"
+    windows: tuple[int | None, ...] = field(default=())
+    experts: int | None = None
+    top_k: int | None = None
+    gemma: bool = False
+    attention_dropout: float = 0.0
+    family: str = "llama"
+
+    def __post_init__(self) -> None:
+        for name in ("vocabulary", "hidden", "layers", "heads", "ffn_hidden"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidSizeError(
+                    f"DecoderConfig: {name} must be a positive whole number, got {value!r}."
+                )
+        if self.windows and len(self.windows) != self.layers:
+            raise InvalidSizeError(
+                f"DecoderConfig: windows lists {len(self.windows)} layers, the model has "
+                f"{self.layers}; give one window (or None) per layer."
+            )
+        if (self.experts is None) != (self.top_k is None):
+            raise InvalidSizeError(
+                "DecoderConfig: a mixture of experts needs both experts and top_k "
+                "(num_local_experts and num_experts_per_tok)."
+            )
+        if self.activation not in ("silu", "gelu", "gelu_tanh"):
+            raise InvalidSizeError(
+                f"DecoderConfig: activation must be 'silu', 'gelu' or 'gelu_tanh', "
+                f"got {self.activation!r}."
+            )
+        if self.head_dim is None and self.hidden % self.heads:
+            raise InvalidSizeError(
+                f"DecoderConfig: hidden ({self.hidden}) does not split into {self.heads} heads; "
+                "give head_dim."
+            )
+
+    @property
+    def key_value_heads(self) -> int:
+        """Key/value heads: ``kv_heads``, or ``heads``."""
+        return self.kv_heads or self.heads
+
+    @property
+    def head_width(self) -> int:
+        """Width of one head: ``head_dim``, or ``hidden // heads``."""
+        return self.head_dim or self.hidden // self.heads
+
+    def window(self, layer: int) -> int | None:
+        """Return the sliding window of layer ``layer`` (None: full attention)."""
+        return self.windows[layer] if self.windows else None
+
+
+def decoder(
+    config: DecoderConfig,
+    *,
+    batch: SizeLike = B,
+    sequence: SizeLike = S,
+    flash: bool = False,
+    lm_head: bool = True,
+    loss: bool = False,
+    name: str | None = None,
+) -> Network:
+    """Build the decoder for ``batch`` sequences of ``sequence`` tokens.
+
+    Parameters
+    ----------
+    config : DecoderConfig
+    batch, sequence : size, default ``B`` and ``S``
+    flash : bool, default False
+        Memory-efficient attention (no :math:`S^2` tensors kept; a CUDA
+        assumption, see :class:`~memtheory.layers.GroupedQueryAttention`).
+        False: Hugging Face's eager attention, as measured on CPU.
+    lm_head : bool, default True
+        End with the output projection to ``(B, S, vocabulary)`` logits.
+    loss : bool, default False
+        End with the causal-LM loss over the logits (Hugging Face upcasts
+        them to fp32 first); needs ``lm_head``.
+    name : str, optional
+        The network's name; default from the family.
+
+    Examples
+    --------
+    >>> config = DecoderConfig(vocabulary=100, hidden=32, layers=2, heads=4, kv_heads=2,
+    ...                        ffn_hidden=64)
+    >>> net = decoder(config, batch=2, sequence=8)
+    >>> net.output_shape, net.parameter_count
+    ((2, 8, 100), 24992)
+    """
+    if loss and not lm_head:
+        raise InvalidSizeError("decoder: loss=True needs the logits; keep lm_head=True.")
+    c = config
+    items: list[Layer | Node] = [
+        Input((sequence,), batch=batch, name="input_ids"),
+        Embedding(c.vocabulary, c.hidden, name="model.embed_tokens"),
+    ]
+    source = "model.embed_tokens"
+    if c.gemma:
+        items.append(Scale(float(c.hidden) ** 0.5, name="model.embed_scale"))
+        source = "model.embed_scale"
+    table = RotaryTable(c.head_width, positions=c.positions, name="model.rotary_emb")
+    items.append(Node(table, inputs=("input_ids",)))
+    for index in range(c.layers):
+        block = _layer(c, index, source, flash=flash)
+        items += block
+        source = block[-1].name or ""
+    norm = GemmaRMSNorm if c.gemma else RMSNorm
+    items.append(Node(norm(name="model.norm"), inputs=(source,)))
+    if lm_head:
+        items.append(Unembedding(c.vocabulary, tied=c.tied, name="lm_head"))
+    if loss:
+        items.append(LanguageModelLoss(name="loss"))
+    return Network(items, name=name or c.family)
+
+
+def _layer(c: DecoderConfig, index: int, source: str, *, flash: bool) -> list[Layer | Node]:
+    """One decoder layer reading ``source``; its last item is its output."""
+    prefix = f"model.layers.{index}"
+    attn = f"{prefix}.self_attn"
+    norm = GemmaRMSNorm if c.gemma else RMSNorm
+    width, kv = c.head_width, c.key_value_heads
+    ln_1 = f"{prefix}.input_layernorm"
+    items: list[Layer | Node] = [
+        Node(norm(name=ln_1), inputs=(source,)),
+        Dense(c.heads * width, bias=c.qkv_bias, name=f"{attn}.q_proj"),
+        Node(Dense(kv * width, bias=c.qkv_bias, name=f"{attn}.k_proj"), inputs=(ln_1,)),
+        Node(Dense(kv * width, bias=c.qkv_bias, name=f"{attn}.v_proj"), inputs=(ln_1,)),
+        Node(
+            Rotary(width, name=f"{attn}.q_rotary"), inputs=(f"{attn}.q_proj", "model.rotary_emb")
+        ),
+        Node(
+            Rotary(width, name=f"{attn}.k_rotary"), inputs=(f"{attn}.k_proj", "model.rotary_emb")
+        ),
+        Node(
+            GroupedQueryAttention(
+                c.heads,
+                kv_heads=kv,
+                head_dim=width,
+                window=c.window(index),
+                dropout=c.attention_dropout,
+                flash=flash,
+                name=f"{attn}.attention",
+            ),
+            inputs=(f"{attn}.q_rotary", f"{attn}.k_rotary", f"{attn}.v_proj"),
+        ),
+        Dense(c.hidden, bias=c.output_bias, name=f"{attn}.o_proj"),
+        Node(Add(name=f"{prefix}.add_1"), inputs=(source, f"{attn}.o_proj")),
+        norm(name=f"{prefix}.post_attention_layernorm"),
+    ]
+    if c.experts is not None and c.top_k is not None:
+        items.append(
+            MixtureOfExperts(c.experts, c.top_k, c.ffn_hidden, name=f"{prefix}.mlp")
+        )
+        mlp_out = f"{prefix}.mlp"
+    else:
+        mlp = f"{prefix}.mlp"
+        activation: Layer = (
+            SiLU(name=f"{mlp}.act_fn")
+            if c.activation == "silu"
+            else GELU(
+                approximate="tanh" if c.activation == "gelu_tanh" else "none",
+                name=f"{mlp}.act_fn",
+            )
+        )
+        items += [
+            Dense(c.ffn_hidden, bias=c.mlp_bias, name=f"{mlp}.gate_proj"),
+            activation,
+            Node(
+                Dense(c.ffn_hidden, bias=c.mlp_bias, name=f"{mlp}.up_proj"),
+                inputs=(f"{prefix}.post_attention_layernorm",),
+            ),
+            Node(Multiply(name=f"{mlp}.mul"), inputs=(f"{mlp}.act_fn", f"{mlp}.up_proj")),
+            Dense(c.hidden, bias=c.mlp_bias, name=f"{mlp}.down_proj"),
+        ]
+        mlp_out = f"{mlp}.down_proj"
+    items.append(Node(Add(name=f"{prefix}.add_2"), inputs=(f"{prefix}.add_1", mlp_out)))
+    return items
+
+
+def active_parameter_count(network: Network) -> sp.Expr:
+    """Return the parameters one token goes through: all of them, less unrouted experts.
+
+    For a dense model it is the parameter count; for a mixture of experts,
+    each :class:`~memtheory.layers.MixtureOfExperts` counts its router and
+    ``top_k`` experts only.
+
+    Examples
+    --------
+    >>> config = DecoderConfig(vocabulary=10, hidden=4, layers=1, heads=1, ffn_hidden=8,
+    ...                        experts=4, top_k=1)
+    >>> net = decoder(config)
+    >>> net.parameter_count - active_parameter_count(net)   # 3 experts of 3 * 4 * 8
+    288
+    """
+    total = sp.sympify(network.parameter_count)
+    for row in network.rows:
+        if isinstance(row.layer, MixtureOfExperts):
+            total -= row.layer.parameter_count(row.input_shape)
+            total += row.layer.active_parameter_count(row.input_shape)
+    return sp.expand(total)

@@ -1,0 +1,440 @@
+"""Networks from a Hugging Face ``config.json``: a file, a folder holding one, a dict, a preset.
+
+Nothing is downloaded. :func:`from_config` reads the configuration's
+``model_type`` and builds the matching memtheory network:
+
+=================================  ===========================================================
+``model_type``                     builder
+=================================  ===========================================================
+``llama``, ``mistral``, ``qwen2``  :func:`~memtheory.models.decoder` (RMSNorm, SwiGLU, rotary,
+``gemma``, ``mixtral``             grouped-query attention, sliding windows, experts)
+``gpt2``                           :func:`~memtheory.models.gpt2`
+``bert``                           :func:`~memtheory.models.bert` (masked-LM head when
+                                   ``architectures`` names ``BertForMaskedLM``)
+``vit``                            :func:`~memtheory.models.vision_transformer`
+=================================  ===========================================================
+
+A key the architecture cannot do without (``hidden_size``, ...) that is
+missing raises :class:`~memtheory.errors.InvalidArgumentError` naming it; a
+value memtheory does not model (an unknown ``hidden_act``, a BERT whose
+``intermediate_size`` is not four times its width) raises
+:class:`~memtheory.errors.UnsupportedError` naming the key and what to do.
+Keys that change no memory (``rope_theta``, ``rope_scaling``,
+``rms_norm_eps``, token ids, ...) are read by nobody. Where Hugging Face's
+configuration class has a default for an optional key, the same default is
+used here (written beside each key below).
+
+Examples
+--------
+>>> config = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096,
+...           "intermediate_size": 11008, "num_hidden_layers": 32,
+...           "num_attention_heads": 32}
+>>> from_config(config).parameter_count
+6738415616
+>>> from_config("llama-3-8b", batch=1, sequence=8192).output_shape
+(1, 8192, 128256)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from memtheory._validation import SizeLike
+from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.models.bert import bert
+from memtheory.models.decoder import DecoderConfig, decoder
+from memtheory.models.gpt2 import GPT2Config, gpt2
+from memtheory.models.vit import vision_transformer
+from memtheory.network import Network
+from memtheory.registry import Registry
+from memtheory.symbols import B, S
+
+__all__ = ["MODEL_TYPES", "decoder_config", "from_config", "load_config"]
+
+ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
+
+_ACTIVATIONS = {
+    "silu": "silu",
+    "swish": "silu",
+    "gelu": "gelu",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_new": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+}
+
+
+def load_config(source: ConfigLike) -> dict[str, Any]:
+    """Return the configuration as a dict: from a dict, a ``config.json``, a folder, a preset.
+
+    A string that is neither an existing file nor folder is looked up as a
+    preset name (:data:`memtheory.models.PRESETS`), with "did you mean".
+
+    Examples
+    --------
+    >>> load_config("mistral-7b-v0.1")["sliding_window"]
+    4096
+    """
+    if isinstance(source, Mapping):
+        return dict(source)
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if path.is_dir():
+            path = path / "config.json"
+            if not path.is_file():
+                raise InvalidArgumentError(
+                    f"from_config: the folder {str(source)!r} has no config.json; pass the path "
+                    "of the configuration file itself, or a dict."
+                )
+        if path.is_file():
+            try:
+                loaded = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise InvalidArgumentError(
+                    f"from_config: cannot read {str(path)!r} as JSON ({error}). Pass a "
+                    "Hugging Face config.json."
+                ) from None
+            if not isinstance(loaded, dict):
+                raise InvalidArgumentError(
+                    f"from_config: {str(path)!r} holds a JSON {type(loaded).__name__}, not the "
+                    "object a config.json holds."
+                )
+            return loaded
+        from memtheory.models.presets import PRESETS  # here: presets import this module
+
+        if isinstance(source, str) and source in PRESETS:
+            return dict(PRESETS[source].config)
+        looks_like_path = isinstance(source, os.PathLike) or any(
+            mark in str(source) for mark in ("/", "\\", ".json")
+        )
+        if looks_like_path:
+            raise InvalidArgumentError(
+                f"from_config: no file or folder {str(source)!r}. memtheory downloads nothing: "
+                "save the model's config.json locally and pass its path, or pass a preset "
+                f"name ({', '.join(PRESETS)})."
+            )
+        return dict(PRESETS[str(source)].config)
+    raise InvalidArgumentError(
+        "from_config: pass a config.json path, a folder holding one, a dict or a preset name, "
+        f"got {type(source).__name__}."
+    )
+
+
+def _need(config: Mapping[str, Any], key: str, kind: type = int) -> Any:
+    """Return ``config[key]``, or raise naming the missing or mistyped key."""
+    family = config.get("model_type", "?")
+    if key not in config or config[key] is None:
+        raise InvalidArgumentError(
+            f"from_config: the {family} configuration has no {key!r}, which its architecture "
+            f"needs. Add \"{key}\" to the config (it is in the model's config.json on the Hub)."
+        )
+    value = config[key]
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidArgumentError(
+            f"from_config: {key!r} must be a positive whole number, got {value!r}."
+        )
+    return value
+
+
+def _optional_int(config: Mapping[str, Any], key: str, default: int | None) -> int | None:
+    value = config.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(
+            f"from_config: {key!r} must be a positive whole number or null, got {value!r}."
+        )
+    return value
+
+
+def _activation(config: Mapping[str, Any], default: str) -> str:
+    key = "hidden_activation" if config.get("hidden_activation") else "hidden_act"
+    name = config.get(key) or default
+    if name not in _ACTIVATIONS:
+        raise UnsupportedError(
+            f"from_config: {key}={name!r} is not an activation memtheory models. Known: "
+            f"{', '.join(_ACTIVATIONS)}. Its memory is that of the closest one; set \"{key}\" "
+            "to it to get an estimate."
+        )
+    return _ACTIVATIONS[name]
+
+
+def _windows(config: Mapping[str, Any], layers: int) -> tuple[int | None, ...]:
+    """Each layer's sliding window: ``layer_types`` when given, else the family's rule."""
+    family = config.get("model_type")
+    window = _optional_int(config, "sliding_window", None)
+    if family == "qwen2" and not config.get("use_sliding_window", False):
+        window = None
+    types = config.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise InvalidArgumentError(
+                f"from_config: layer_types must list one entry per layer ({layers}), "
+                f"got {types!r}."
+            )
+        unknown = sorted({t for t in types if t not in ("full_attention", "sliding_attention")})
+        if unknown:
+            raise UnsupportedError(
+                f"from_config: layer_types {unknown} are not modelled; memtheory knows "
+                "'full_attention' and 'sliding_attention'."
+            )
+        if "sliding_attention" in types and window is None:
+            raise InvalidArgumentError(
+                "from_config: layer_types has sliding_attention layers but sliding_window is "
+                "null; give sliding_window."
+            )
+        return tuple(window if t == "sliding_attention" else None for t in types)
+    if family == "qwen2" and window is not None:
+        first = _optional_int(config, "max_window_layers", 28) or 0
+        return tuple(window if index >= first else None for index in range(layers))
+    return tuple(window for _ in range(layers)) if window is not None else ()
+
+
+def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
+    """Read a Llama-family configuration (llama, mistral, qwen2, gemma, mixtral).
+
+    Optional keys and the defaults of Hugging Face's configuration classes:
+    ``num_key_value_heads`` (the heads), ``head_dim`` (``hidden_size //
+    num_attention_heads``; Gemma 256), ``tie_word_embeddings`` (False; Gemma
+    True), ``attention_bias`` and ``mlp_bias`` (False), ``hidden_act``
+    (``silu``; Gemma ``gelu_pytorch_tanh``), ``sliding_window`` (Mistral: used
+    when set; Qwen2: only with ``use_sliding_window``, from layer
+    ``max_window_layers`` on), ``layer_types``, ``attention_dropout`` (0).
+
+    Examples
+    --------
+    >>> c = decoder_config({"model_type": "qwen2", "vocab_size": 151646, "hidden_size": 3584,
+    ...     "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
+    ...     "num_key_value_heads": 4})
+    >>> c.qkv_bias, c.output_bias, c.key_value_heads, c.head_width
+    (True, False, 4, 128)
+    """
+    family = str(config.get("model_type", ""))
+    if family not in _DECODERS:
+        raise UnsupportedError(
+            f"decoder_config: model_type {family!r} is not a Llama-family decoder; use "
+            "from_config, which dispatches every known model_type."
+        )
+    gemma = family == "gemma"
+    layers = _need(config, "num_hidden_layers")
+    heads = _need(config, "num_attention_heads")
+    attention_bias = bool(config.get("attention_bias", False))
+    qwen = family == "qwen2"
+    experts = _optional_int(config, "num_local_experts", 8 if family == "mixtral" else None)
+    top_k = _optional_int(config, "num_experts_per_tok", 2 if family == "mixtral" else None)
+    if family != "mixtral":
+        experts = top_k = None
+    dropout = config.get("attention_dropout", 0.0) or 0.0
+    if not isinstance(dropout, int | float) or not 0 <= dropout < 1:
+        raise InvalidArgumentError(
+            f"from_config: attention_dropout must be in [0, 1), got {dropout!r}."
+        )
+    return DecoderConfig(
+        vocabulary=_need(config, "vocab_size"),
+        hidden=_need(config, "hidden_size"),
+        layers=layers,
+        heads=heads,
+        ffn_hidden=_need(config, "intermediate_size"),
+        kv_heads=_optional_int(config, "num_key_value_heads", heads),
+        head_dim=_optional_int(config, "head_dim", 256 if gemma else None),
+        positions=_optional_int(config, "max_position_embeddings", None),
+        tied=bool(config.get("tie_word_embeddings", gemma)),
+        qkv_bias=attention_bias or qwen,
+        output_bias=attention_bias and not qwen,
+        mlp_bias=bool(config.get("mlp_bias", False)),
+        activation=_activation(config, "gelu_pytorch_tanh" if gemma else "silu"),  # type: ignore[arg-type]
+        windows=_windows(config, layers),
+        experts=experts,
+        top_k=top_k,
+        gemma=gemma,
+        attention_dropout=float(dropout),
+        family=family,
+    )
+
+
+def _decoder(
+    config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
+) -> Network:
+    return decoder(decoder_config(config), batch=batch, sequence=sequence, **options)
+
+
+def _gpt2(
+    config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
+) -> Network:
+    hidden = _need(config, "n_embd")
+    inner = config.get("n_inner")
+    if inner not in (None, 4 * hidden):
+        raise UnsupportedError(
+            f"from_config: GPT-2 with n_inner={inner} (not 4 * n_embd = {4 * hidden}) is not "
+            "modelled; memtheory's GPT-2 blocks have a 4x MLP."
+        )
+    size = GPT2Config(
+        layers=_need(config, "n_layer"),
+        hidden=hidden,
+        heads=_need(config, "n_head"),
+        vocabulary=_need(config, "vocab_size"),
+        positions=_need(config, "n_positions"),
+    )
+    kept = _only(options, "gpt2", "flash", "lm_head", "loss")
+    return gpt2(size, batch=batch, sequence=sequence, **kept)
+
+
+def _bert(
+    config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
+) -> Network:
+    hidden = _need(config, "hidden_size")
+    inner = _need(config, "intermediate_size")
+    if inner != 4 * hidden:
+        raise UnsupportedError(
+            f"from_config: BERT with intermediate_size={inner} (not 4 * hidden_size = "
+            f"{4 * hidden}) is not modelled; memtheory's BERT blocks have a 4x MLP."
+        )
+    act = config.get("hidden_act", "gelu")
+    if act != "gelu":
+        raise UnsupportedError(
+            f"from_config: BERT with hidden_act={act!r} is not modelled (only 'gelu')."
+        )
+    mlm = "BertForMaskedLM" in (config.get("architectures") or [])
+    kept = _only(options, "bert", "flash", "loss")
+    return bert(
+        layers=_need(config, "num_hidden_layers"),
+        hidden=hidden,
+        heads=_need(config, "num_attention_heads"),
+        vocabulary=_need(config, "vocab_size"),
+        positions=_need(config, "max_position_embeddings"),
+        token_types=_optional_int(config, "type_vocab_size", 2) or 2,
+        batch=batch,
+        sequence=sequence,
+        pooler=not mlm,
+        mlm_head=mlm,
+        **kept,
+    )
+
+
+def _vit(
+    config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
+) -> Network:
+    if sequence is not S:
+        raise InvalidArgumentError(
+            "from_config: a ViT's sequence is its patches plus the class token, fixed by "
+            "image_size and patch_size; leave sequence unset."
+        )
+    if not config.get("qkv_bias", True):
+        raise UnsupportedError("from_config: a ViT with qkv_bias=false is not modelled.")
+    if config.get("num_channels", 3) != 3:
+        raise UnsupportedError("from_config: memtheory's ViT takes RGB images (num_channels 3).")
+    labels = config.get("id2label")
+    classes = len(labels) if isinstance(labels, Mapping) and labels else 1000
+    _only(options, "vit")
+    return vision_transformer(
+        image_size=_need(config, "image_size"),
+        patch_size=_need(config, "patch_size"),
+        layers=_need(config, "num_hidden_layers"),
+        hidden=_need(config, "hidden_size"),
+        heads=_need(config, "num_attention_heads"),
+        mlp_dim=_need(config, "intermediate_size"),
+        classes=classes,
+        batch=batch,
+    )
+
+
+def _only(options: Mapping[str, Any], family: str, *allowed: str) -> dict[str, Any]:
+    """Return ``options`` after refusing any this family's builder does not take."""
+    extra = sorted(set(options) - set(allowed))
+    if extra:
+        raise UnsupportedError(
+            f"from_config: option(s) {', '.join(extra)} do not apply to {family} models"
+            + (f" (they take {', '.join(allowed)})." if allowed else ".")
+        )
+    return dict(options)
+
+
+_DECODERS = ("llama", "mistral", "qwen2", "gemma", "mixtral")
+
+_Builder = Callable[..., Network]
+_BUILDERS: dict[str, _Builder] = {
+    **{family: _decoder for family in _DECODERS},
+    "gpt2": _gpt2,
+    "bert": _bert,
+    "vit": _vit,
+}
+
+MODEL_TYPES: Registry[_Builder] = Registry(
+    "model_type",
+    _BUILDERS,
+    hint="(a config.json's \"model_type\"; other architectures are not modelled yet)",
+)
+"""The ``model_type`` values :func:`from_config` builds."""
+
+
+def from_config(
+    config: ConfigLike,
+    *,
+    batch: SizeLike = B,
+    sequence: SizeLike = S,
+    flash: bool = False,
+    lm_head: bool = True,
+    loss: bool = False,
+) -> Network:
+    """Build the memtheory network of a Hugging Face configuration; nothing is downloaded.
+
+    Parameters
+    ----------
+    config : dict, path or str
+        A ``config.json``'s contents, the path of one (or of the folder
+        holding it), or a preset name (:data:`memtheory.models.PRESETS`:
+        ``"llama-3-8b"``, ``"mixtral-8x7b"``, ...).
+    batch, sequence : size, default ``B`` and ``S``
+        Sequences per step and tokens per sequence (symbols unless given).
+        A ViT's sequence follows from its image and patch sizes: leave it.
+    flash : bool, default False
+        Memory-efficient attention (no :math:`S^2` tensors kept): a CUDA
+        assumption. False: Hugging Face's eager attention.
+    lm_head : bool, default True
+        Decoders and GPT-2: end with the logits ``(B, S, vocab_size)``.
+    loss : bool, default False
+        Decoders, GPT-2 and masked-LM BERT: end with the training loss.
+
+    Returns
+    -------
+    Network
+
+    Raises
+    ------
+    UnknownNameError
+        An unknown ``model_type`` or preset name (with the known ones, and the closest).
+    InvalidArgumentError
+        A missing or malformed key, or a path that does not exist.
+    UnsupportedError
+        A value or option memtheory does not model, with what to do.
+
+    Examples
+    --------
+    >>> from_config("mixtral-8x7b").parameter_count
+    46702792704
+    >>> from_config({"model_type": "llama"})
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: from_config: the llama configuration has no 'num_hidden_layers', ...
+    """  # noqa: E501 - a doctest's expected output is one line
+    values = load_config(config)
+    family = values.get("model_type")
+    if not isinstance(family, str) or not family:
+        raise InvalidArgumentError(
+            "from_config: the configuration has no \"model_type\" (every Hugging Face "
+            f"config.json has one). Add it; memtheory builds: {', '.join(MODEL_TYPES)}."
+        )
+    builder = MODEL_TYPES[family]
+    options: dict[str, Any] = {}
+    if flash:
+        options["flash"] = True
+    if family in _DECODERS or family == "gpt2":
+        options["lm_head"] = lm_head
+    elif not lm_head:
+        raise UnsupportedError(f"from_config: lm_head applies to decoders and GPT-2, not {family}.")
+    if loss:
+        options["loss"] = True
+    return builder(values, batch, sequence, **options)

@@ -1,0 +1,227 @@
+"""Named configurations of well-known models, written out from their published ``config.json``.
+
+Each :class:`Preset` holds the keys of the model's configuration that
+memtheory reads, copied from the ``config.json`` of the Hugging Face Hub
+repository named in its ``source`` (the keys that change no memory, such as
+``rope_theta`` or token ids, are left out, except the dtype the weights were
+published in). :data:`PRESETS` looks them up by name, with aliases and "did
+you mean"; :func:`preset` builds one; :func:`memtheory.models.from_config`
+accepts a preset name wherever it accepts a configuration.
+
+Examples
+--------
+>>> PRESETS["Llama 3 8B"].name, PRESETS["llama3-8b"].config["num_key_value_heads"]
+('llama-3-8b', 8)
+>>> preset("gpt2").parameter_count
+124439808
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from memtheory._validation import SizeLike
+from memtheory.errors import UnknownPresetError
+from memtheory.network import Network
+from memtheory.registry import Registry
+from memtheory.symbols import B, S
+
+__all__ = ["PRESETS", "Preset", "preset"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A well-known model's configuration and where it was published.
+
+    Attributes
+    ----------
+    name : str
+        Canonical name (``"llama-3-8b"``).
+    config : mapping
+        The ``config.json`` keys memtheory reads.
+    source : str
+        The Hugging Face Hub repository whose ``config.json`` the numbers come from.
+    dtype : str
+        The dtype its weights were published in (``torch_dtype``).
+    """
+
+    name: str
+    config: Mapping[str, Any]
+    source: str
+    dtype: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "config", MappingProxyType(dict(self.config)))
+
+
+def _hub(repository: str) -> str:
+    return f"https://huggingface.co/{repository}/blob/main/config.json"
+
+
+def _llama(**keys: Any) -> dict[str, Any]:
+    return {"model_type": "llama", "tie_word_embeddings": False, **keys}
+
+
+_ENTRIES: tuple[Preset, ...] = (
+    Preset(
+        "llama-2-7b",
+        _llama(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
+               num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32,
+               max_position_embeddings=4096),
+        _hub("meta-llama/Llama-2-7b-hf"), "fp16",
+    ),
+    Preset(
+        "llama-2-13b",
+        _llama(vocab_size=32000, hidden_size=5120, intermediate_size=13824,
+               num_hidden_layers=40, num_attention_heads=40, num_key_value_heads=40,
+               max_position_embeddings=4096),
+        _hub("meta-llama/Llama-2-13b-hf"), "fp16",
+    ),
+    Preset(
+        "llama-2-70b",
+        _llama(vocab_size=32000, hidden_size=8192, intermediate_size=28672,
+               num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8,
+               max_position_embeddings=4096),
+        _hub("meta-llama/Llama-2-70b-hf"), "fp16",
+    ),
+    Preset(
+        "llama-3-8b",
+        _llama(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+               num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+               max_position_embeddings=8192),
+        _hub("meta-llama/Meta-Llama-3-8B"), "bf16",
+    ),
+    Preset(
+        "llama-3.1-8b",
+        _llama(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+               num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+               max_position_embeddings=131072),
+        _hub("meta-llama/Llama-3.1-8B"), "bf16",
+    ),
+    Preset(
+        "llama-3.1-70b",
+        _llama(vocab_size=128256, hidden_size=8192, intermediate_size=28672,
+               num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8,
+               max_position_embeddings=131072),
+        _hub("meta-llama/Llama-3.1-70B"), "bf16",
+    ),
+    Preset(
+        "mistral-7b-v0.1",
+        {"model_type": "mistral", "vocab_size": 32000, "hidden_size": 4096,
+         "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "max_position_embeddings": 32768, "sliding_window": 4096,
+         "tie_word_embeddings": False},
+        _hub("mistralai/Mistral-7B-v0.1"), "bf16",
+    ),
+    Preset(
+        "mixtral-8x7b",
+        {"model_type": "mixtral", "vocab_size": 32000, "hidden_size": 4096,
+         "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "max_position_embeddings": 32768, "sliding_window": None,
+         "num_local_experts": 8, "num_experts_per_tok": 2, "tie_word_embeddings": False},
+        _hub("mistralai/Mixtral-8x7B-v0.1"), "bf16",
+    ),
+    Preset(
+        "qwen2-7b",
+        {"model_type": "qwen2", "vocab_size": 152064, "hidden_size": 3584,
+         "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
+         "num_key_value_heads": 4, "max_position_embeddings": 131072,
+         "use_sliding_window": False, "sliding_window": 131072, "max_window_layers": 28,
+         "tie_word_embeddings": False},
+        _hub("Qwen/Qwen2-7B"), "bf16",
+    ),
+    Preset(
+        "gemma-2b",
+        {"model_type": "gemma", "vocab_size": 256000, "hidden_size": 2048,
+         "intermediate_size": 16384, "num_hidden_layers": 18, "num_attention_heads": 8,
+         "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 8192,
+         "hidden_activation": "gelu_pytorch_tanh"},
+        _hub("google/gemma-2b"), "bf16",
+    ),
+    Preset(
+        "gemma-7b",
+        {"model_type": "gemma", "vocab_size": 256000, "hidden_size": 3072,
+         "intermediate_size": 24576, "num_hidden_layers": 28, "num_attention_heads": 16,
+         "num_key_value_heads": 16, "head_dim": 256, "max_position_embeddings": 8192,
+         "hidden_activation": "gelu_pytorch_tanh"},
+        _hub("google/gemma-7b"), "bf16",
+    ),
+    Preset(
+        "gpt2",
+        {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12,
+         "n_head": 12, "n_positions": 1024},
+        _hub("openai-community/gpt2"), "fp32",
+    ),
+    Preset(
+        "bert-base-uncased",
+        {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768,
+         "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+         "max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu",
+         "architectures": ["BertForMaskedLM"]},
+        _hub("google-bert/bert-base-uncased"), "fp32",
+    ),
+)
+
+PRESETS: Registry[Preset] = Registry(
+    "model preset",
+    {entry.name: entry for entry in _ENTRIES},
+    aliases={
+        "llama2-7b": "llama-2-7b",
+        "meta-llama/Llama-2-7b-hf": "llama-2-7b",
+        "meta-llama/Llama-2-13b-hf": "llama-2-13b",
+        "meta-llama/Llama-2-70b-hf": "llama-2-70b",
+        "meta-llama/Meta-Llama-3-8B": "llama-3-8b",
+        "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
+        "meta-llama/Meta-Llama-3.1-8B": "llama-3.1-8b",
+        "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+        "mistral-7b": "mistral-7b-v0.1",
+        "mistralai/Mistral-7B-v0.1": "mistral-7b-v0.1",
+        "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
+        "Qwen/Qwen2-7B": "qwen2-7b",
+        "google/gemma-2b": "gemma-2b",
+        "google/gemma-7b": "gemma-7b",
+        "gpt2-small": "gpt2",
+        "openai-community/gpt2": "gpt2",
+        "bert-base": "bert-base-uncased",
+        "google-bert/bert-base-uncased": "bert-base-uncased",
+    },
+    error=UnknownPresetError,
+    hint="(or pass a config.json path or dict to memtheory.models.from_config)",
+    prefixes=("hf:",),
+)
+"""Well-known models by name: ``PRESETS["llama-3-8b"].config`` is its configuration."""
+
+
+def preset(
+    name: str,
+    *,
+    batch: SizeLike = B,
+    sequence: SizeLike = S,
+    flash: bool = False,
+    lm_head: bool = True,
+    loss: bool = False,
+) -> Network:
+    """Build a preset's network: :func:`~memtheory.models.from_config` of its configuration.
+
+    Examples
+    --------
+    >>> preset("mistral-7b-v0.1").parameter_count
+    7241732096
+    >>> preset("lama-3-8b")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnknownPresetError: unknown model preset 'lama-3-8b'. Did you mean 'llama-3-8b'? ...
+    """  # noqa: E501 - a doctest's expected output is one line
+    from memtheory.models.hf_config import from_config  # hf_config reads PRESETS
+
+    return from_config(
+        PRESETS[name].config,
+        batch=batch,
+        sequence=sequence,
+        flash=flash,
+        lm_head=lm_head,
+        loss=loss,
+    )

@@ -1,0 +1,259 @@
+r"""Working memory of a language model's prefill and decoding steps, beyond weights and cache.
+
+Generation runs in two phases. The *prefill* pushes the whole prompt of
+:math:`P` tokens through the model in one forward pass (under
+``torch.no_grad``: each tensor is freed as soon as nothing reads it); a
+*decoding step* pushes one token per sequence through it, reading the cache.
+What the prefill holds on top of the weights and the prompt's cache is the
+largest of three moments, plus what the model keeps for the whole pass:
+
+* **attention** (Hugging Face's eager path, ``flash=False``): at the
+  softmax, the masked scores :math:`b a P^2` in the compute dtype, their fp32
+  copy (``softmax(..., dtype=float32)`` of a 16-bit input; Llama family only)
+  and the fp32 probabilities, beside the residual stream and its normalised
+  copy (:math:`2 b P h`), the rotated queries (:math:`b P a d`) and, with
+  grouped heads (neither one nor all), ``repeat_kv``'s copies of the keys and
+  values (:math:`2 b a P d`); for the
+  whole pass, the :math:`(b, 1, P, P)` causal mask in the model's dtype and
+  the rotary tables (:math:`2 P d`), and the embeddings and int64 positions,
+  which ``LlamaModel.forward`` keeps referenced. With ``flash=True`` (FlashAttention-2 or
+  PyTorch's SDPA memory-efficient kernel: an assumption, CUDA only) there is
+  no :math:`P^2` tensor and no mask: the queries, keys, values and output;
+* **MLP**: the residual stream and its normalised copy, and the gated MLP's
+  activated gate, up projection and their product (:math:`3 b P f`; GPT-2's
+  MLP: its two :math:`b P f` tensors);
+* **logits**: the final hidden states and the logits: :math:`b P V` for a
+  plain forward (``logits="all"``), or ``generate()``'s :math:`b V` for the
+  last position plus their fp32 copy (``logits="last"``).
+
+After the prefill, Hugging Face's sliding-window cache still holds the
+whole prompt's keys and values (its window is a view of them) until the
+first decoding step; a paged cache holds the window only. A decoding step
+holds the next token's logits (and their fp32 copy), and,
+with Hugging Face's ``DynamicCache`` (``block_size=None``), one layer's keys
+twice while ``torch.cat`` grows them (the old tensor lives until the new one
+is made); a paged or static cache is written in place. The other per-token
+tensors of a step (:math:`b h`, :math:`b a S` scores) are small beside these
+and not counted.
+
+These are derived from the code paths named, not measured on a GPU;
+``tests/pytorch/test_generation_memory.py`` compares the prefill with the
+forward pass of transformers' ``LlamaForCausalLM`` measured on CPU.
+
+Examples
+--------
+>>> from memtheory.models import preset
+>>> work = working_memory(preset("llama-2-7b", batch=1, sequence=4096), prompt=4096)
+>>> work.prompt_cache   # 2 x 32 layers x 32 heads x 128 x 4096 positions x 2 bytes
+2147483648
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import sympy as sp
+
+from memtheory._validation import SizeLike
+from memtheory.dtypes import DType, DTypeLike
+from memtheory.dtypes import dtype as as_dtype
+from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.layers import GELU, Dense, MultiHeadAttention, Multiply, Unembedding
+from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.moe import MixtureOfExperts
+from memtheory.network import Network
+
+__all__ = ["WorkingMemory", "working_memory"]
+
+
+@dataclass(frozen=True)
+class WorkingMemory:
+    """The prompt's cache and the working memory of the prefill and of a decoding step, in bytes.
+
+    Attributes
+    ----------
+    prompt_cache : sympy expression
+        The cache once the prompt is in it.
+    prefill, decode : sympy expression
+        Bytes beyond the weights and the cache at each phase's peak.
+    assumptions : tuple of str
+    """
+
+    prompt_cache: sp.Expr
+    prefill: sp.Expr
+    decode: sp.Expr
+    assumptions: tuple[str, ...]
+
+
+def working_memory(
+    model: Network,
+    *,
+    prompt: SizeLike,
+    dtype: DTypeLike = "fp16",
+    cache: DTypeLike | None = None,
+    flash: bool = False,
+    logits: str = "last",
+    block_size: SizeLike | None = None,
+) -> WorkingMemory:
+    """Derive the prefill's and a decoding step's working memory (see the module docstring).
+
+    Parameters
+    ----------
+    model : Network
+        A decoder built over the context to generate (its sequence ``S``).
+    prompt : size
+        Tokens per sequence the prefill processes.
+    dtype : dtype, default "fp16"
+        Compute dtype.
+    cache : dtype, optional
+        The cache's dtype; default ``dtype``.
+    flash : bool, default False
+    logits : {"last", "all"}, default "last"
+    block_size : size, optional
+        Paged cache block (no ``torch.cat`` growth; positions round up).
+
+    Examples
+    --------
+    >>> from memtheory.models import preset
+    >>> net = preset("llama-3-8b", batch=1, sequence=8192)
+    >>> eager = working_memory(net, prompt=8192).prefill
+    >>> flash = working_memory(net, prompt=8192, flash=True).prefill
+    >>> eager > 10 * flash
+    True
+    """
+    from memtheory.techniques.kv_cache import cache_layers
+
+    if logits not in ("last", "all"):
+        raise InvalidArgumentError(f"logits must be 'last' or 'all', got {logits!r}.")
+    c = as_dtype(dtype)
+    kv_dtype = as_dtype(cache) if cache is not None else c
+    tokens = sp.sympify(prompt)
+    batch, sequence = model.input_shape[0], model.input_shape[1]
+    gap = sp.sympify(sequence) - tokens
+    if gap.is_number and gap < 0:
+        raise InvalidArgumentError(
+            f"prompt ({tokens}) is longer than the network's sequence ({sequence}); build the "
+            "network over the whole context (prompt plus generated tokens)."
+        )
+    hidden = model.rows[1].output_shape[-1]
+    layers = cache_layers(model)
+    if not layers:
+        raise UnsupportedError(
+            f"{model.name!r} has no attention layer: working_memory describes decoders."
+        )
+    prompt_cache = sp.Integer(0)
+    for cached in layers:
+        # Hugging Face's DynamicSlidingWindowLayer keeps a view of the last window - 1
+        # positions of the prompt's keys, whose storage is the whole prompt's, and an int64
+        # tensor holding the window; a paged cache holds the window's blocks only.
+        positions = tokens
+        if cached.window is not None and block_size is not None:
+            positions = sp.Min(tokens, cached.window)
+        elif cached.window is not None:
+            prompt_cache += 8
+        shrunk = replace(cached, positions=positions)
+        prompt_cache += shrunk.nbytes(kv_dtype, block_size)
+
+    attention = sp.Integer(0)
+    whole_pass = batch * tokens * hidden * c.bytes + 8 * tokens  # the embeddings, int64 positions
+    if not flash:
+        whole_pass += batch * tokens * tokens * c.bytes  # the (b, 1, P, P) causal mask
+    rotary = sp.Integer(0)
+    for row in model.rows:
+        layer = row.layer
+        if isinstance(layer, GroupedQueryAttention):
+            attention = sp.Max(attention, _attention(layer, batch, tokens, hidden, c, flash, True))
+            rotary = 2 * tokens * sp.sympify(layer.head_dim) * c.bytes  # cos and sin, shared
+        elif isinstance(layer, MultiHeadAttention):
+            width = layer.width(row.input_shape)
+            attention = sp.Max(
+                attention,
+                _attention(
+                    GroupedQueryAttention(layer.heads, head_dim=width), batch, tokens, hidden, c,
+                    flash, False,
+                ),
+            )
+    whole_pass = sp.sympify(whole_pass + rotary)
+    mlp = 2 * batch * tokens * hidden * c.bytes + _mlp(model, batch * tokens, c)
+    vocabulary = next(
+        (row.layer.num_embeddings for row in model.rows if isinstance(row.layer, Unembedding)),
+        None,
+    )
+    if vocabulary is None:
+        raise UnsupportedError(f"{model.name!r} has no output projection (lm_head).")
+    fp32 = as_dtype("fp32")
+    if logits == "all":
+        head = batch * tokens * hidden * c.bytes + batch * tokens * vocabulary * c.bytes
+    else:
+        head = batch * tokens * hidden * c.bytes + batch * vocabulary * (c.bytes + fp32.bytes)
+    prefill = whole_pass + sp.Max(attention, mlp, head)
+    step_logits = batch * vocabulary * (c.bytes + fp32.bytes)
+    growth = sp.Integer(0)
+    if block_size is None:
+        growth = sp.Max(*(cached.nbytes(kv_dtype) / 2 for cached in layers))
+    repeats = sp.Integer(0)
+    for row in model.rows:
+        layer = row.layer
+        if isinstance(layer, GroupedQueryAttention):
+            heads, kv = sp.sympify(layer.heads), sp.sympify(layer.kv_heads)
+            if kv != heads and kv != 1:  # repeat_kv's copies over the cached positions
+                cached = layer.attended(sequence)
+                repeats = sp.Max(
+                    repeats, 2 * batch * heads * cached * sp.sympify(layer.head_dim) * c.bytes
+                )
+    decode = sp.Max(growth, repeats, step_logits)
+    assumptions = (
+        "attention: "
+        + ("memory-efficient kernel (no S^2 tensor, no mask; CUDA assumption)" if flash
+           else "Hugging Face eager (S^2 scores, fp32 softmax, (B,1,S,S) mask)"),
+        "prefill logits: " + ("all positions (B x P x V)" if logits == "all"
+                              else "last position and its fp32 copy (generate)"),
+        "cache: " + ("DynamicCache grown by torch.cat" if block_size is None
+                     else f"paged, blocks of {block_size} positions"),
+    )
+    return WorkingMemory(
+        sp.expand(prompt_cache), prefill, sp.sympify(decode), assumptions
+    )
+
+
+def _attention(
+    layer: GroupedQueryAttention,
+    batch: sp.Expr,
+    prompt: sp.Expr,
+    hidden: sp.Expr,
+    c: DType,
+    flash: bool,
+    upcast: bool,
+) -> sp.Expr:
+    """Bytes alive at the attention's peak of the prefill, beside the weights and cache."""
+    heads, kv, width = (sp.sympify(v) for v in (layer.heads, layer.kv_heads, layer.head_dim))
+    residual = 2 * batch * prompt * hidden * c.bytes
+    if flash:
+        return residual + batch * prompt * (2 * heads + 2 * kv) * width * c.bytes
+    fp32 = as_dtype("fp32")
+    scores = batch * heads * prompt * prompt
+    if upcast:
+        per_score = c.bytes + fp32.bytes + (fp32.bytes if c != fp32 else 0)
+    else:
+        per_score = 2 * c.bytes
+    # repeat_kv copies the keys and values to every query head; with one key/value head its
+    # reshape is a view (and with as many as the queries it returns them as they are)
+    grouped = kv != heads and kv != 1
+    repeated = 2 * batch * heads * prompt * width * c.bytes if grouped else 0
+    return residual + batch * prompt * heads * width * c.bytes + repeated + scores * per_score
+
+
+def _mlp(model: Network, tokens: sp.Expr, c: DType) -> sp.Expr:
+    """Return the feed-forward network's largest moment: a gated MLP's three tensors, or two."""
+    best = sp.Integer(0)
+    for index, row in enumerate(model.rows):
+        layer = row.layer
+        if isinstance(layer, Multiply):
+            best = sp.Max(best, 3 * tokens * row.output_shape[-1] * c.bytes)
+        elif isinstance(layer, MixtureOfExperts):  # every token through one expert: the bound
+            best = sp.Max(best, 3 * tokens * sp.sympify(layer.ffn_hidden) * c.bytes)
+        elif isinstance(layer, GELU) and index > 0 and isinstance(
+            model.rows[index - 1].layer, Dense
+        ):
+            best = sp.Max(best, 2 * tokens * row.output_shape[-1] * c.bytes)
+    return best

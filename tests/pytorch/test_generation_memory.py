@@ -1,0 +1,109 @@
+"""The prefill's peak against transformers' LlamaForCausalLM measured on CPU, to the byte.
+
+transformers 5.23 runs a tiny Llama/Mistral/Qwen2 configuration
+(``attn_implementation="eager"``) forward over a prompt in eval mode under
+``torch.no_grad`` with its default ``DynamicCache``, as ``generate()``'s
+prefill does (``logits="last"``: ``logits_to_keep=1`` and the fp32 copy of
+the next-token logits) or as a plain forward does (``logits="all"``).
+``StorageTracker`` follows every tensor storage; memtheory's prefill moment
+(weights, the prompt's cache, the working memory) plus the model's buffers
+and the token ids must equal the measured peak.
+
+A decoding step is not exact: memtheory leaves out the per-token tensors of
+a step (hidden states of one position, its scores over the cache, the mask
+row); the last test checks that it never reads more than was measured.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
+transformers = pytest.importorskip("transformers", reason="needs Hugging Face transformers")
+
+from memtheory.models import from_config  # noqa: E402
+from memtheory.techniques import generation_memory  # noqa: E402
+from memtheory.torch.measurement import StorageTracker  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+TINY = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "max_position_embeddings": 512, "tie_word_embeddings": False}
+
+
+def _model(config: dict, precision: str):
+    values = {k: v for k, v in config.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model(config["model_type"], attn_implementation="eager",
+                                           **values)
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    return transformers.AutoModelForCausalLM.from_config(hf).to(dtype).eval()
+
+
+def _tracker(model, *tensors) -> StorageTracker:
+    tracker = StorageTracker()
+    tracker.track(*model.parameters(), *model.buffers(), *tensors)
+    tracker.start()
+    return tracker
+
+
+def _resident(model) -> int:
+    """Parameters and buffers, as measured: memtheory counts the buffers apart from weights."""
+    return sum(b.untyped_storage().nbytes() for b in model.buffers())
+
+
+MATRIX = [
+    ({"model_type": "llama", "num_key_value_heads": 2}, "fp32", "all", 2, 64),
+    ({"model_type": "llama", "num_key_value_heads": 2}, "bf16", "all", 2, 64),
+    ({"model_type": "llama", "num_key_value_heads": 4}, "bf16", "last", 2, 64),
+    ({"model_type": "llama", "num_key_value_heads": 1}, "fp32", "last", 3, 48),
+    ({"model_type": "llama", "num_key_value_heads": 4}, "fp32", "all", 2, 96),
+    ({"model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 16},
+     "fp32", "last", 2, 64),
+    ({"model_type": "qwen2", "num_key_value_heads": 2}, "bf16", "all", 2, 64),
+]
+
+
+@pytest.mark.parametrize(("extra", "precision", "logits", "batch", "prompt"), MATRIX)
+def test_prefill_peak_is_exact(extra, precision, logits, batch, prompt):
+    """Weights + prompt cache + prefill working memory = the measured forward peak."""
+    config = {**TINY, **extra}
+    model = _model(config, precision)
+    ids = torch.randint(0, config["vocab_size"], (batch, prompt))
+    tracker = _tracker(model, ids)
+    with torch.no_grad(), tracker:
+        if logits == "last":
+            out = model(input_ids=ids, logits_to_keep=1)
+            next_logits = out.logits[:, -1, :].to(copy=True, dtype=torch.float32)
+            del next_logits
+        else:
+            out = model(input_ids=ids)
+        del out
+    network = from_config(config, batch=batch, sequence=prompt)
+    memory = generation_memory(network, weights=precision, prompt=prompt, logits=logits)
+    predicted = int(memory.timeline["prefill"]) + _resident(model) + ids.numel() * 8
+    assert predicted == tracker.peak
+
+
+@pytest.mark.parametrize(("kv_heads", "precision"), [(2, "fp32"), (4, "bf16"), (1, "bf16")])
+def test_decode_step_is_a_lower_bound(kv_heads, precision):
+    """One decoding step after a 64-token prompt: memtheory never reads more than measured."""
+    config = {**TINY, "model_type": "llama", "num_key_value_heads": kv_heads}
+    model = _model(config, precision)
+    batch, prompt = 2, 64
+    ids = torch.randint(0, config["vocab_size"], (batch, prompt))
+    with torch.no_grad():
+        out = model(input_ids=ids, logits_to_keep=1)
+    cache = out.past_key_values
+    del out
+    token = torch.randint(0, config["vocab_size"], (batch, 1))
+    tracker = _tracker(model, token, *[t for layer in cache.layers for t in
+                                       (layer.keys, layer.values)])
+    with torch.no_grad(), tracker:
+        out = model(input_ids=token, past_key_values=cache, logits_to_keep=1)
+        next_logits = out.logits[:, -1, :].to(copy=True, dtype=torch.float32)
+        del out, next_logits
+    network = from_config(config, batch=batch, sequence=prompt + 1)
+    memory = generation_memory(network, weights=precision, prompt=prompt)
+    predicted = int(memory.timeline["decode"]) + _resident(model) + token.numel() * 8
+    assert predicted <= tracker.peak
