@@ -28,7 +28,9 @@ examples:
   memtheory estimate gpt2-xl --lora 16 --seq 1024 --gpu T4 --checkpointing
   memtheory estimate gpt2-large --qlora --optimizer paged-adamw-8bit --limit "12 GB"
   memtheory estimate gpt2-xl --gpus 8 --zero 3 --gpu A100-40GB --json
-  memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"   (with from_config)
+  memtheory estimate llama-3-8b --lora 16 --seq 4096 --gpu "RTX 4090"
+  memtheory estimate llama-3-8b --seq 4096 --flash --gpus auto --zero 3 --gpu H100-80GB
+  memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"
   memtheory estimate my_model.py:build --gpu L4                       (with torch and trace)
 
 Sizes are in GiB (2^30 bytes) with GB (10^9 bytes) beside them. Every answer
@@ -89,8 +91,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     training.add_argument(
         "--precision",
-        help="mixed-bf16 (default for full training: bf16 weights, fp32 master and state), "
-        "bf16 (default with LoRA/QLoRA), fp32, fp16, mixed-fp16",
+        help="autocast-bf16 (default for full training: torch.autocast, fp32 weights and "
+        "state, bf16 activations), bf16 (default with LoRA/QLoRA: the model cast to bf16), "
+        "fp32, fp16, autocast-fp16, mixed-bf16 (Apex O2-style fp32 master copy)",
     )
     training.add_argument("--lora", type=int, metavar="RANK", help="LoRA adapters of this rank")
     training.add_argument("--lora-alpha", type=float, metavar="ALPHA", help="default 2 x rank")
@@ -103,18 +106,30 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "unless --lora)"
     )
     training.add_argument(
-        "--checkpointing", action="store_true", help="activation checkpointing (best interval)"
+        "--checkpointing", action="store_true",
+        help="activation checkpointing at the best interval (chapter 13's model, in the "
+        "breakdown convention)",
     )
     training.add_argument(
-        "--flash", action="store_true", help="memory-efficient attention (no S^2 tensors)"
+        "--flash", action="store_true",
+        help="flash/memory-efficient attention (no S x S scores; default: eager attention)",
     )
     training.add_argument(
-        "--convention", default="breakdown",
-        help="breakdown (default: every activation and its gradient) or autograd (PyTorch's "
-        "saved tensors, CPU-measured layers only)",
+        "--convention", default="auto", choices=("auto", "autograd", "breakdown"),
+        help="auto (default: autograd, exact to the byte on CPU, wherever the layers and options "
+        "are checked, else breakdown, saying why), autograd, or breakdown (every activation and "
+        "its gradient, an upper bound)",
     )
     devices = parser.add_argument_group("devices")
-    devices.add_argument("--gpus", type=int, default=1, help="GPUs in all (default 1)")
+    devices.add_argument(
+        "--gpus", type=_gpus, default=1, metavar="N|auto",
+        help="GPUs in all (default 1); auto: the fewest that fit the card (needs --gpu or "
+        "--limit; usually with --zero 3)",
+    )
+    devices.add_argument(
+        "--gpu-counts", choices=("pow2", "any"), default="pow2",
+        help="counts --gpus auto tries: pow2 (1, 2, 4, 8, ...; default) or any (1, 2, 3, ...)",
+    )
     devices.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                          help="ZeRO stage / FSDP (3 = FULL_SHARD)")
     devices.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
@@ -153,6 +168,7 @@ def run_estimate(args: argparse.Namespace) -> int:
             lora_targets=targets,
             qlora=args.qlora,
             gpus=args.gpus,
+            counts="any" if args.gpu_counts == "any" else "powers of two",
             zero=args.zero,
             tensor=args.tp,
             pipeline=args.pp,
@@ -171,6 +187,18 @@ def run_estimate(args: argparse.Namespace) -> int:
     else:
         print(answer.report())
     return 0
+
+
+def _gpus(text: str) -> int | str:
+    """Parse ``--gpus``: a positive whole number or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a number of GPUs nor 'auto'"
+        ) from None
 
 
 def main_estimate(argv: Sequence[str] | None = None) -> int:

@@ -17,23 +17,22 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy as sp
 
 from memtheory.conventions import convention as _convention
-from memtheory.errors import DoesNotFitError, InvalidArgumentError, UnsupportedError
+from memtheory.errors import DoesNotFitError, InvalidArgumentError
+from memtheory.estimate.devices import Counts, DeviceSearch, fewest_gpus
 from memtheory.estimate.resolve import ResolvedModel, resolve_model
-from memtheory.finetuning import LoRA, apply_lora, finetune_memory
+from memtheory.estimate.step import Step, step_memory
+from memtheory.finetuning import LoRA
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.gpus import DEFAULT_RESERVE, Budget, ReserveLike, usable_memory
-from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
-from memtheory.precision import precision as _precision
 from memtheory.symbols import B, S
 from memtheory.tables import Table
-from memtheory.techniques.checkpointing import best_network_interval, checkpointed_activations
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
 from memtheory.units import format_bytes
 from memtheory.whatif import max_value
@@ -77,6 +76,10 @@ class Estimate:
     convention: str
     notes: tuple[str, ...] = field(default=())
     host: sp.Expr | None = None
+    convention_name: str = "breakdown"
+    why: str = ""
+    assumptions: tuple[str, ...] = field(default=())
+    search: DeviceSearch | None = None
 
     @property
     def peak(self) -> sp.Expr:
@@ -92,6 +95,13 @@ class Estimate:
     def formula(self) -> sp.Expr:
         """The peak per device in bytes, in the symbols still free (``B``, ``S``)."""
         return self.symbolic.peak
+
+    @property
+    def formula_at_peak(self) -> sp.Expr:
+        """The formula of the moment that peaks at the sizes asked for (each ``Max`` resolved)."""
+        values = {x: self.settings[_SIZES[x.name]] for x in self.formula.free_symbols
+                  if x.name in _SIZES}
+        return _branch(self.formula, values)
 
     @property
     def unit(self) -> str:
@@ -141,15 +151,47 @@ class Estimate:
                 lines.append(
                     f"largest sequence at batch {s['batch']}: {_limit(self.max_sequence)}{cap}"
                 )
+        if self.search is not None:
+            lines.append(self.search_line())
         symbols = ", ".join(sorted(x.name for x in self.symbolic.free_symbols))
+        branch = self.formula_at_peak
         lines += [
             "",
             f"peak per device in bytes ({symbols or 'no symbols'}; B = batch, S = sequence):",
-            f"  {self.formula}",
-            f"convention: {self.convention}",
+            f"  {branch}",
         ]
+        if branch != self.formula:
+            lines.append(
+                "  (the moment of the step that peaks at these sizes; the peak is the largest of "
+                "several moments, all in --json's formula)"
+            )
+        lines += [
+            f"convention: {self.why or self.convention}",
+        ]
+        lines += [f"assumed: {line}" for line in self.assumptions]
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
+
+    def search_line(self) -> str:
+        """Return the answer of ``gpus="auto"`` in words: the fewest GPUs, each count tried."""
+        found = self.search
+        if found is None:
+            return ""
+        s = self.settings
+        where = f"batch {s['batch']} per GPU" + (
+            f", sequence {s['sequence']}" if self.model.kind == "sequence" else ""
+        )
+        tried = "; ".join(
+            f"{n}: {format_bytes(peak, 'GiB')}" for n, peak in found.tried
+        )
+        answer = (
+            str(found.gpus) if found.gpus is not None
+            else f"none up to {found.tried[-1][0] if found.tried else 1}"
+        )
+        return (
+            f"fewest GPUs ({found.counts}, ZeRO-{s['zero']}, {where}): {answer} "
+            f"(peak per GPU at each count tried: {tried})"
+        )
 
     def _repr_html_(self) -> str:
         """Show the table in a notebook, with the verdict and the limits under it."""
@@ -189,9 +231,41 @@ class Estimate:
             "max_batch": self.max_batch,
             "max_sequence": self.max_sequence,
             "formula": str(self.formula),
-            "convention": self.convention,
+            "formula_at_peak": str(self.formula_at_peak),
+            "convention": self.convention_name,
+            "convention_title": self.convention,
+            "convention_why": self.why,
+            "assumptions": list(self.assumptions),
             "notes": list(self.notes),
+            "unit": self.unit,
+            "component_shares": {
+                name: float(value / memory.total) if memory.total else 0.0
+                for name, value in memory.components.items()
+            },
+            "usable_share": None if self.budget is None else float(self.peak / self.budget.usable),
+            "gpu_search": None
+            if self.search is None
+            else {
+                "gpus": self.search.gpus,
+                "counts": self.search.counts,
+                "tried": [
+                    {"gpus": n, "peak_bytes": int(peak)} for n, peak in self.search.tried
+                ],
+            },
         }
+
+
+_SIZES = {"B": "batch", "S": "sequence", "H": "image"}
+
+
+def _branch(expression: sp.Expr, values: Mapping[sp.Symbol, int]) -> sp.Expr:
+    """Replace each ``Max`` by its argument that is largest at ``values``."""
+    if isinstance(expression, sp.Max):
+        best = max(expression.args, key=lambda arg: sp.sympify(arg).xreplace(values))
+        return _branch(best, values)
+    if expression.args:
+        return expression.func(*(_branch(arg, values) for arg in expression.args))
+    return expression
 
 
 def _limit(value: int | None) -> str:
@@ -201,26 +275,6 @@ def _limit(value: int | None) -> str:
 def _positive(value: int | None, name: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InvalidArgumentError(f"{name} must be a positive whole number, got {value!r}.")
-
-
-def _checkpointed(
-    memory: MemoryBreakdown, network: Network, values: Mapping[str, int]
-) -> tuple[MemoryBreakdown, str]:
-    """Replace the activations with those of the best checkpoint interval (breakdown convention)."""
-    others = {k: v for k, v in values.items() if k != "B"}
-    interval = best_network_interval(network, **others)
-    kept = checkpointed_activations(network, interval)
-    components = dict(memory.components)
-    components["activations"] = kept * memory.precision.activations.bytes
-    components["activation_gradients"] = kept * memory.precision.activation_gradients.bytes
-    note = (
-        f"activation checkpointing every {interval} unit(s): the kept unit outputs plus the "
-        "largest segment recomputed in the backward pass"
-    )
-    return MemoryBreakdown(
-        components, memory.mode, memory.convention, memory.precision, memory.optimizer,
-        (*memory.notes, note), constraints=memory.constraints,
-    ), note
 
 
 def estimate(
@@ -236,7 +290,8 @@ def estimate(
     lora_alpha: float | None = None,
     lora_targets: str | tuple[str, ...] | None = None,
     qlora: bool = False,
-    gpus: int = 1,
+    gpus: int | str = 1,
+    counts: Counts = "powers of two",
     zero: int = 0,
     tensor: int = 1,
     pipeline: int = 1,
@@ -245,7 +300,7 @@ def estimate(
     gpu: str | None = None,
     limit: ReserveLike | None = None,
     reserve: ReserveLike = DEFAULT_RESERVE,
-    convention: str = "breakdown",
+    convention: str = "auto",
 ) -> Estimate:
     """Estimate one training step's memory per device, and what fits a card.
 
@@ -264,9 +319,9 @@ def estimate(
     optimizer : str, default "adamw"
         Any torch optimizer, or ``"adamw-8bit"``, ``"paged-adamw-8bit"``.
     precision : str, optional
-        Default ``"mixed-bf16"`` for full training (bf16 weights, fp32 master
-        and Adam state), ``"bf16"`` with LoRA/QLoRA or the autograd convention
-        (which runs a model in one dtype, as ``model.to(torch.bfloat16)``).
+        Default ``"autocast-bf16"`` for full training (``torch.autocast``:
+        fp32 weights, gradients and Adam state, bf16 activations), ``"bf16"``
+        with LoRA/QLoRA (the base loaded in bf16, ``model.to(torch.bfloat16)``).
     lora : int, optional
         LoRA rank; QLoRA defaults to 64.
     lora_alpha : float, optional
@@ -276,39 +331,58 @@ def estimate(
         ``"all-linear"`` for QLoRA (the QLoRA paper).
     qlora : bool, default False
         NF4 base with double quantization.
-    gpus : int, default 1
-        Devices in all: data x tensor x pipeline.
+    gpus : int or "auto", default 1
+        Devices in all: data x tensor x pipeline. ``"auto"``: the fewest
+        that fit the card (:func:`~memtheory.estimate.devices.fewest_gpus`;
+        needs ``gpu`` or ``limit``), growing the data-parallel size.
+    counts : {"powers of two", "any"}, default "powers of two"
+        The device counts ``gpus="auto"`` tries.
     zero : {0, 1, 2, 3}, default 0
     tensor, pipeline : int, default 1
     offload : {"none", "optimizer", "optimizer+parameters"}
     checkpointing : bool, default False
-        Activation checkpointing at the best interval (breakdown convention).
+        Activation checkpointing at the best interval (chapter 13's model, in
+        the breakdown convention: the autograd convention does not follow
+        recomputation).
     gpu : str, optional
         A card from :data:`memtheory.gpus.GPUS`.
     limit : bytes or str, optional
         The device memory instead of a card (``"24 GB"``).
     reserve : bytes or str, default 1.5 GiB
-    convention : {"breakdown", "autograd"}, default "breakdown"
+    convention : {"auto", "autograd", "breakdown"}, default "auto"
+        ``"auto"``: the exact autograd convention wherever the network and
+        options are checked, else the breakdown convention, with the reason
+        (:func:`~memtheory.estimate.step.step_memory`).
 
     Examples
     --------
     >>> answer = estimate("resnet50", batch=32, gpu="RTX 3090")
     >>> answer.memory.format("GiB"), answer.max_batch
-    ('3.07 GiB', 262)
+    ('1.75 GiB', 531)
     """
-    for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
-                        (gpus, "gpus"), (tensor, "tensor"), (pipeline, "pipeline"), (lora, "lora")):
-        _positive(value, name)
-    if gpus % (tensor * pipeline):
+    if isinstance(gpus, str) and gpus != "auto":
         raise InvalidArgumentError(
-            f"--gpus {gpus} is not a multiple of tensor x pipeline = {tensor * pipeline}: "
+            f"gpus must be a positive whole number or 'auto', got {gpus!r}."
+        )
+    auto = gpus == "auto"
+    count = 1 if auto else gpus
+    for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
+                        (count, "gpus"), (tensor, "tensor"), (pipeline, "pipeline"),
+                        (lora, "lora")):
+        _positive(value, name)  # type: ignore[arg-type]
+    assert isinstance(count, int)
+    group = tensor * pipeline
+    if auto:
+        count = group
+    if count % group:
+        raise InvalidArgumentError(
+            f"--gpus {gpus} is not a multiple of tensor x pipeline = {group}: "
             "data parallelism takes what is left, so it must divide evenly."
         )
-    data = gpus // (tensor * pipeline)
-    chosen = _convention(convention)
-    if checkpointing and chosen.name != "breakdown":
-        raise UnsupportedError(
-            "--checkpointing is modelled in the breakdown convention; drop --convention."
+    if auto and not (gpu or limit):
+        raise InvalidArgumentError(
+            "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
+            '(e.g. --gpu H100-80GB) or --limit "80 GB".'
         )
     resolved = resolve_model(model, batch=B, sequence=S, image=image, flash=flash)
     network = resolved.network
@@ -326,28 +400,27 @@ def estimate(
         rank = lora or 64
         targets = lora_targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
         adapters = LoRA(rank, lora_alpha, targets=targets)
-    uniform = adapters is not None or chosen.name != "breakdown"
-    chosen_precision = precision or ("bf16" if uniform else "mixed-bf16")
-    _precision(chosen_precision)
-    memory = finetune_memory(
-        network,
-        lora=adapters,
-        quantization="nf4" if qlora else None,
-        optimizer=optimizer,
-        precision=chosen_precision,
-        convention=chosen,
+    step = step_memory(
+        network, lora=adapters, qlora=qlora, optimizer=optimizer, precision=precision,
+        convention=convention, checkpointing=checkpointing, values=values,
     )
-    tuned = apply_lora(network, adapters) if adapters else network
-    described = f"precision {chosen_precision}: {_precision(chosen_precision).describe()}"
-    memory = replace(memory, notes=(described, *memory.notes))
+    memory, tuned = step.memory, step.network
     notes = list(memory.notes)
-    if checkpointing:
-        memory, _ = _checkpointed(memory, tuned, values)
-        notes = list(memory.notes)
+    assumptions = _assumptions(resolved, step, flash, adapters is not None, precision is None)
+    budget = usable_memory(gpu, limit=limit, reserve=reserve) if gpu or limit else None
+    search = None
+    if auto:
+        assert budget is not None
+        search = fewest_gpus(
+            memory, usable=budget.usable, values=values, zero=zero, tensor=tensor,
+            pipeline=pipeline, offload=offload, network=tuned, counts=counts,
+        )
+        count = search.gpus or count
+    data = count // group
     footprint: Footprint = memory
     host = None
     parallel = ""
-    if gpus > 1 or zero or offload != "none":
+    if count > 1 or zero or offload != "none" or auto:
         split: ParallelMemory = parallel_memory(
             memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
             network=tuned,
@@ -355,16 +428,13 @@ def estimate(
         footprint = split
         notes += [n for n in split.notes if n not in notes]
         host = split.host_per_node() if split.host is not None else None
-        parallel = f"{gpus} GPUs (data {data}, tensor {tensor}, pipeline {pipeline}), ZeRO-{zero}"
+        parallel = f"{count} GPUs (data {data}, tensor {tensor}, pipeline {pipeline}), ZeRO-{zero}"
         if offload != "none":
             parallel += f", offload {offload}"
     evaluated = footprint.evaluate(**values)
     if host is not None:
-        host = sp.sympify(host).xreplace({sp.Symbol(k, integer=True, positive=True): v
-                                          for k, v in values.items()})
         host = sp.sympify(host).subs({s: values[s.name] for s in sp.sympify(host).free_symbols
                                       if s.name in values})
-    budget = usable_memory(gpu, limit=limit, reserve=reserve) if gpu or limit else None
     max_batch = max_sequence = None
     if budget is not None:
         peak = footprint.peak
@@ -381,10 +451,11 @@ def estimate(
         "image": image if resolved.kind == "image" else None,
         "flash": flash,
         "optimizer": optimizer,
-        "precision": chosen_precision,
+        "precision": step.precision,
         "method": method,
         "checkpointing": checkpointing,
-        "gpus": gpus,
+        "gpus": count,
+        "gpus_asked": gpus,
         "data": data,
         "zero": zero,
         "tensor": tensor,
@@ -395,10 +466,39 @@ def estimate(
         "trainable": int(tuned.parameter_count) if tuned.parameter_count.is_number else None,
         "reserve_bytes": int(budget.reserve) if budget else None,
     }
+    title = _convention(step.convention).title
+    why = step.why
+    if flash and step.convention == "autograd":
+        why += "; the flash attention kernel assumed (see below)"
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
-        chosen.title, tuple(notes), host,
+        title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
     )
+
+
+def _assumptions(
+    resolved: ResolvedModel, step: Step, flash: bool, adapters: bool, default: bool
+) -> list[str]:
+    """Return what the answer assumes, in words, with the book chapter behind each."""
+    said = []
+    if default:
+        said.append(
+            "precision bf16 (default with LoRA): base and adapters in bf16, as LoRA recipes load "
+            "the model (torch_dtype=bfloat16); frozen layers under torch.autocast are not modelled"
+            if adapters
+            else "precision autocast-bf16 (default): torch.autocast(bfloat16) with fp32 weights, "
+            "gradients and optimizer state, bf16 activations and weight copies (chapter 7, "
+            "Precision); --precision bf16 for a model cast to bf16"
+        )
+    if resolved.kind == "sequence":
+        said.append(
+            "attention: memory-efficient kernel (--flash: no S x S scores kept, as SDPA's "
+            "flash/memory-efficient kernels on a GPU; assumed, not measurable on CPU; chapter 12)"
+            if flash
+            else "attention: eager (S x S scores kept, as attn_implementation='eager'; chapter "
+            "12); --flash for SDPA's flash/memory-efficient kernels"
+        )
+    return said
 
 
 def _free(network: Network) -> set[sp.Symbol]:

@@ -165,7 +165,7 @@ def resolve_model(
     (8, 1000)
     """
     if isinstance(spec, Mapping):
-        return _from_config(spec, batch, sequence)
+        return _from_config(spec, batch, sequence, flash)
     text = str(spec).strip()
     if ".py:" in text:
         return _from_trace(text, batch, sequence, image)
@@ -178,7 +178,7 @@ def resolve_model(
             network = builder.build(batch=batch, image_size=image)
         return ResolvedModel(network, network.name, builder.kind, builder.positions, "builder")
     if text.endswith(".json") or Path(text).is_file() or _has_from_config():
-        return _from_config(text, batch, sequence)
+        return _from_config(text, batch, sequence, flash)
     error = BUILDER_REGISTRY.unknown(text)
     error.args = (
         f"{error.args[0]} Hugging Face config.json files and presets (such as 'llama-3-8b') "
@@ -194,7 +194,7 @@ def _has_from_config() -> bool:
 
 
 def _from_config(
-    spec: str | Mapping[str, Any], batch: SizeLike, sequence: SizeLike
+    spec: str | Mapping[str, Any], batch: SizeLike, sequence: SizeLike, flash: bool = False
 ) -> ResolvedModel:
     import memtheory.models as models
 
@@ -208,7 +208,7 @@ def _from_config(
         )
     if isinstance(spec, str) and spec.endswith(".json") and not Path(spec).is_file():
         raise UnsupportedError(f"no such config file: {spec!r}.")
-    network = from_config(spec, batch=batch, sequence=sequence)
+    network = from_config(spec, batch=batch, sequence=sequence, flash=flash)
     positions = _positions(spec)
     name = network.name if isinstance(network, Network) else str(spec)
     return ResolvedModel(network, name, "sequence", positions, "config")

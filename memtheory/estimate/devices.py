@@ -1,0 +1,142 @@
+"""How many GPUs: the fewest devices on which a sharded step fits a card.
+
+With ZeRO / FSDP the model states (weights, gradients, optimizer state) are
+split over the data-parallel devices (chapter 13, "Checkpointing, sharding and
+offload"), so a device's memory falls as devices are added, while what each
+device keeps for its own micro-batch (activations, the input, a gathered
+layer under ZeRO-3) does not. :func:`fewest_gpus` tries device counts in
+increasing order, powers of two (the counts nodes come in: 1, 2, 4, 8, ...)
+or every count, and returns the first whose per-device peak fits.
+
+Examples
+--------
+>>> from memtheory.finetuning import finetune_memory
+>>> from memtheory.models import gpt2
+>>> memory = finetune_memory(gpt2("xl", batch=1, sequence=256), precision="autocast-bf16")
+>>> found = fewest_gpus(memory, usable=12 * 2**30, zero=3)
+>>> found.gpus, found.counts
+(4, 'powers of two')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import sympy as sp
+
+from memtheory.errors import InvalidArgumentError
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.network import Network
+from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
+
+__all__ = ["MOST_GPUS", "DeviceSearch", "fewest_gpus"]
+
+MOST_GPUS = 4096
+"""The largest device count :func:`fewest_gpus` tries."""
+
+Counts = Literal["powers of two", "any"]
+
+
+@dataclass(frozen=True)
+class DeviceSearch:
+    """What :func:`fewest_gpus` found.
+
+    Attributes
+    ----------
+    gpus : int or None
+        The fewest devices that fit; None when none up to :data:`MOST_GPUS` does.
+    counts : {"powers of two", "any"}
+    tried : tuple of (int, sympy.Rational)
+        Each device count tried, with its per-device peak in bytes.
+    memory : ParallelMemory or None
+        The split at ``gpus`` (symbolic), None when nothing fits.
+    """
+
+    gpus: int | None
+    counts: Counts
+    tried: tuple[tuple[int, sp.Expr], ...]
+    memory: ParallelMemory | None
+
+
+def fewest_gpus(
+    memory: MemoryBreakdown,
+    *,
+    usable: sp.Expr | int,
+    values: dict[str, int] | None = None,
+    zero: int = 3,
+    tensor: int = 1,
+    pipeline: int = 1,
+    offload: Offload = "none",
+    network: Network | None = None,
+    counts: Counts = "powers of two",
+) -> DeviceSearch:
+    """Return the fewest devices on which ``memory`` (one replica's step) fits ``usable`` bytes.
+
+    Parameters
+    ----------
+    memory : MemoryBreakdown
+        One replica's step for one micro-batch per device.
+    usable : bytes
+        What a device can use (:func:`memtheory.gpus.usable_memory`).
+    values : dict, optional
+        Sizes for the free symbols (``{"B": 1, "S": 4096}``).
+    zero : {0, 1, 2, 3}, default 3
+        ZeRO stage; 0 (plain data parallelism) never shrinks a replica.
+    tensor, pipeline : int, default 1
+        Kept fixed: the count grows in data-parallel devices, so every count
+        tried is a multiple of ``tensor * pipeline``.
+    offload, network
+        As :func:`~memtheory.techniques.parallel.parallel_memory`.
+    counts : {"powers of two", "any"}, default "powers of two"
+        Data-parallel sizes 1, 2, 4, ... or 1, 2, 3, ...
+
+    Examples
+    --------
+    >>> from memtheory.finetuning import finetune_memory
+    >>> from memtheory.models import gpt2
+    >>> memory = finetune_memory(gpt2("xl", batch=1, sequence=256), precision="autocast-bf16")
+    >>> fewest_gpus(memory, usable=12 * 2**30, zero=3, counts="any").gpus
+    3
+    """
+    if counts not in ("powers of two", "any"):
+        raise InvalidArgumentError(f"counts must be 'powers of two' or 'any', got {counts!r}.")
+    values = values or {}
+    group = tensor * pipeline
+    tried: list[tuple[int, sp.Expr]] = []
+
+    def split(data: int) -> ParallelMemory:
+        return parallel_memory(
+            memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
+            network=network,
+        )
+
+    def peak(data: int) -> sp.Expr:
+        value = sp.nsimplify(split(data).evaluate(**values).peak)
+        tried.append((data * group, value))
+        return value
+
+    limit = sp.sympify(usable)
+    most = MOST_GPUS // group
+    if counts == "powers of two":
+        data = 1
+        while data <= most:
+            if peak(data) <= limit:
+                return DeviceSearch(data * group, counts, tuple(tried), split(data))
+            if zero == 0 and offload == "none":
+                break  # a whole replica per device: more devices do not help
+            data *= 2
+        return DeviceSearch(None, counts, tuple(tried), None)
+    if peak(1) <= limit:
+        return DeviceSearch(group, counts, tuple(tried), split(1))
+    if (zero == 0 and offload == "none") or peak(most) > limit:
+        return DeviceSearch(None, counts, tuple(tried), None)
+    low, high = 1, most  # low does not fit, high does; the peak falls as devices are added
+    while high - low > 1:
+        middle = (low + high) // 2
+        if peak(middle) <= limit:
+            high = middle
+        else:
+            low = middle
+    tried.sort(key=lambda pair: pair[0])
+    return DeviceSearch(high * group, counts, tuple(tried), split(high))

@@ -1,0 +1,227 @@
+"""One replica's training step, in the exact convention wherever it has been checked.
+
+:func:`step_memory` is what :func:`~memtheory.estimate.estimate` asks for one
+model replica (before any multi-GPU split). It prefers the **autograd**
+convention (chapter 11, "Theory vs measurement": PyTorch's saved tensors,
+gradients and optimizer temporaries followed to the step's peak, 0 bytes off
+``memtheory.torch.measure`` on CPU for every layer marked checked). It falls
+back to the **breakdown** convention (chapter 4, "Backpropagation and the x2":
+every kept output and its gradient, an upper bound) only where the exact one
+cannot follow the step, and says why:
+
+* QLoRA's 4-bit base and 8-bit optimizer state run bitsandbytes' CUDA kernels,
+  which cannot be measured on CPU;
+* ``mixed-*`` precision keeps an fp32 master copy that ``torch.optim`` does not
+  have (chapter 7, "Precision");
+* activation checkpointing recomputes segments in the backward pass, which
+  the autograd convention does not follow; the breakdown convention's
+  checkpointing model (chapter 13, "Checkpointing, sharding and offload":
+  the kept unit outputs plus the largest recomputed segment, at the best
+  interval) is used instead;
+* a layer the autograd convention has not been checked on (it refuses it).
+
+Defaults: ``torch.autocast`` bf16 for full training (fp32 weights, gradients
+and Adam state; bf16 activations and autocast's weight copies; chapter 7), and
+one dtype, bf16, for LoRA (the base loaded in bf16, as LoRA recipes do;
+frozen layers under autocast are not modelled).
+
+Examples
+--------
+>>> from memtheory.models import gpt2
+>>> step = step_memory(gpt2("small", batch=1, sequence=128))
+>>> step.convention, step.precision
+('autograd', 'autocast-bf16')
+>>> step_memory(gpt2("small", batch=1, sequence=128), checkpointing=True).convention
+'breakdown'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.finetuning import LoRA, apply_lora, finetune_memory
+from memtheory.finetuning.memory import EIGHT_BIT_OPTIMIZERS
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.network import Network
+from memtheory.precision import precision as _precision
+from memtheory.registry import normalize_name
+from memtheory.techniques.checkpointing import best_network_interval, checkpointed_activations
+
+__all__ = ["CONVENTIONS", "Step", "default_precision", "step_memory"]
+
+CONVENTIONS = ("auto", "autograd", "breakdown")
+"""What ``convention=`` takes: ``"auto"`` (exact where checked, else breakdown), or one of them."""
+
+EXACT = (
+    "autograd: exact, every layer checked byte for byte against PyTorch on CPU "
+    "(chapter 11, Theory vs measurement)"
+)
+BOUND = "breakdown: every kept output and its gradient, an upper bound (chapter 4, the x2 rule)"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One replica's step memory and how it was derived.
+
+    Attributes
+    ----------
+    memory : MemoryBreakdown
+        In the symbols the network was built with.
+    convention : {"autograd", "breakdown"}
+    why : str
+        The convention in words, and the reason for a fallback.
+    precision : str
+        The precision name used.
+    network : Network
+        The network as trained (LoRA adapters applied).
+    """
+
+    memory: MemoryBreakdown
+    convention: str
+    why: str
+    precision: str
+    network: Network
+
+
+def default_precision(adapters: bool) -> str:
+    """Return the precision used when none is asked for.
+
+    Examples
+    --------
+    >>> default_precision(False), default_precision(True)
+    ('autocast-bf16', 'bf16')
+    """
+    return "bf16" if adapters else "autocast-bf16"
+
+
+def _blockers(
+    qlora: bool, optimizer: str, precision: str, checkpointing: bool
+) -> list[str]:
+    """Why the autograd convention cannot follow these options (empty when it can)."""
+    found = []
+    if qlora:
+        found.append("QLoRA's 4-bit base runs bitsandbytes' CUDA kernels, not measurable on CPU")
+    key = normalize_name(optimizer, prefixes=("bnb.optim.", "bitsandbytes.optim."))
+    if key in EIGHT_BIT_OPTIMIZERS:
+        found.append(f"{optimizer}'s 8-bit state runs bitsandbytes' CUDA kernels")
+    if _precision(precision).master_weights is not None:
+        found.append(
+            f"precision {precision} keeps an fp32 master copy that torch.optim does not have "
+            "(use autocast-bf16 or bf16)"
+        )
+    if checkpointing:
+        found.append(
+            "the autograd convention does not follow activation checkpointing's recomputation"
+        )
+    return found
+
+
+def step_memory(
+    network: Network,
+    *,
+    lora: LoRA | None = None,
+    qlora: bool = False,
+    optimizer: str = "adamw",
+    precision: str | None = None,
+    convention: str = "auto",
+    checkpointing: bool = False,
+    values: Mapping[str, int] | None = None,
+) -> Step:
+    """Return one replica's training-step memory, exactly where the network is checked.
+
+    Parameters
+    ----------
+    network : Network
+        As built for full training.
+    lora : LoRA, optional
+        Adapters (every weight frozen).
+    qlora : bool, default False
+        NF4 base (needs ``lora``).
+    optimizer : str, default "adamw"
+    precision : str, optional
+        Defaults to :func:`default_precision`.
+    convention : {"auto", "autograd", "breakdown"}, default "auto"
+        ``"auto"``: autograd where it is checked, else breakdown with the
+        reason in :attr:`Step.why`; ``"autograd"`` raises instead.
+    checkpointing : bool, default False
+        Activation checkpointing at the best interval (breakdown convention).
+    values : mapping, optional
+        Sizes other than the batch (``{"S": 4096}``) to pick the interval at.
+
+    Raises
+    ------
+    UnsupportedError
+        For ``convention="autograd"`` with options or layers it cannot follow.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> step = step_memory(gpt2("small", batch=1, sequence=64), optimizer="adamw-8bit")
+    >>> step.convention, step.why.split(": ")[0]
+    ('breakdown', 'breakdown')
+    """
+    if convention not in CONVENTIONS:
+        raise InvalidArgumentError(
+            f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}."
+        )
+    chosen = precision or default_precision(lora is not None)
+    _precision(chosen)
+    blockers = _blockers(qlora, optimizer, chosen, checkpointing)
+    if convention == "autograd" and blockers:
+        raise UnsupportedError(
+            f"the autograd convention cannot follow this step: {blockers[0]}. Use "
+            "--convention auto (or breakdown)."
+        )
+    tuned = apply_lora(network, lora) if lora else network
+    common = dict(lora=lora, quantization="nf4" if qlora else None, optimizer=optimizer,
+                  precision=chosen)
+    if convention != "breakdown" and not blockers:
+        try:
+            memory = finetune_memory(network, convention="autograd", **common)  # type: ignore[arg-type]
+            return Step(_described(memory, chosen), "autograd", EXACT, chosen, tuned)
+        except UnsupportedError as error:
+            if convention == "autograd":
+                raise
+            blockers.append(str(error).rstrip("."))
+    memory = _described(
+        finetune_memory(network, convention="breakdown", **common),  # type: ignore[arg-type]
+        chosen,
+    )
+    why = BOUND if convention == "breakdown" else f"{BOUND}; not exact because {blockers[0]}"
+    if checkpointing:
+        memory = _checkpointed(memory, tuned, values or {})
+    return Step(memory, "breakdown", why, chosen, tuned)
+
+
+def _described(memory: MemoryBreakdown, name: str) -> MemoryBreakdown:
+    described = f"precision {name}: {_precision(name).describe()}"
+    return replace(memory, notes=(described, *memory.notes))
+
+
+def _checkpointed(
+    memory: MemoryBreakdown, network: Network, values: Mapping[str, int]
+) -> MemoryBreakdown:
+    """Replace the activations with those of the best checkpoint interval (breakdown convention).
+
+    Chapter 13's model: the network is cut into its checkpoint units (a
+    transformer's blocks); every ``interval``-th unit's output is kept, and
+    the backward pass recomputes one segment at a time, so the largest
+    segment's activations are alive on top of the kept outputs.
+    """
+    others = {k: v for k, v in values.items() if k != "B"}
+    interval = best_network_interval(network, **others)
+    kept = checkpointed_activations(network, interval)
+    components = dict(memory.components)
+    components["activations"] = kept * memory.precision.activations.bytes
+    components["activation_gradients"] = kept * memory.precision.activation_gradients.bytes
+    note = (
+        f"activation checkpointing every {interval} unit(s) (chapter 13): the kept unit outputs "
+        "plus the largest segment recomputed in the backward pass, each with its gradient "
+        "(breakdown convention; recomputation's extra forward time not counted)"
+    )
+    return MemoryBreakdown(
+        components, memory.mode, memory.convention, memory.precision, memory.optimizer,
+        (*memory.notes, note), constraints=memory.constraints,
+    )
