@@ -172,7 +172,7 @@ def test_configs_go_through_from_config_when_it_exists(monkeypatch, tmp_path):
 
     seen = {}
 
-    def from_config(spec, *, batch, sequence, flash=False):
+    def from_config(spec, *, batch, sequence, flash=False, loss=False):
         seen["spec"] = spec
         return gpt2("small", batch=batch, sequence=sequence, loss=True)
 

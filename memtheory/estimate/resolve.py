@@ -208,7 +208,7 @@ def _from_config(
         )
     if isinstance(spec, str) and spec.endswith(".json") and not Path(spec).is_file():
         raise UnsupportedError(f"no such config file: {spec!r}.")
-    network = from_config(spec, batch=batch, sequence=sequence, flash=flash)
+    network = from_config(spec, batch=batch, sequence=sequence, flash=flash, loss=True)
     positions = _positions(spec)
     name = network.name if isinstance(network, Network) else str(spec)
     return ResolvedModel(network, name, "sequence", positions, "config")

@@ -30,6 +30,8 @@ from memtheory.errors import UnsupportedError
 from memtheory.layers.attention import MultiHeadAttention
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, elements
 from memtheory.layers.core import Dense
+from memtheory.layers.embedding import Unembedding
+from memtheory.layers.rms_norm import RMSNorm
 
 __all__ = [
     "ATTENTION_PROJECTIONS",
@@ -108,9 +110,19 @@ class Frozen(Layer):
 
     @property
     def autograd_checked(self) -> bool:  # type: ignore[override]
-        """Checked (measured) for a frozen Dense, LayerNorm and Embedding; not for others."""
-        from memtheory.layers import Embedding, LayerNorm
+        """Checked (measured) for a frozen Dense, LayerNorm, Embedding, Llama RMSNorm, lm_head.
 
+        The RMSNorm (Hugging Face's ``LlamaRMSNorm``) and the untied
+        :class:`~memtheory.layers.Unembedding` were measured inside LoRA-tuned
+        Llama, Qwen2 and Mistral decoders
+        (``tests/pytorch/test_lora_decoder_measured.py``).
+        """
+        from memtheory.layers import Embedding, LayerNorm, RMSNorm, Unembedding
+
+        if type(self.layer) is RMSNorm:
+            return self.layer.implementation == "llama"
+        if type(self.layer) is Unembedding:
+            return not self.layer.tied
         return type(self.layer) in (Dense, LayerNorm, Embedding)
 
     def check_input(self, input_shape: Shape) -> None:
@@ -162,14 +174,30 @@ class Frozen(Layer):
         spec = self.layer.autograd(
             input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
-        if isinstance(self.layer, Dense):
+        if isinstance(self.layer, Dense | Unembedding):
             return replace(spec, saved=(), weight_copy="never")
+        if type(self.layer) is RMSNorm and self.layer.elementwise_affine:
+            return _frozen_scale(spec)
         return spec
 
     def describe(self) -> str:
         """``frozen`` and the wrapped layer's description."""
         inner = self.layer.describe()
         return f"frozen {self.layer.kind}" + (f" {inner}" if inner else "")
+
+
+def _frozen_scale(spec: Autograd) -> Autograd:
+    """Return the autograd of an RMSNorm whose scale is frozen: the weight alone is kept.
+
+    PyTorch's ``mul`` saves a factor only for the other factor's gradient: with
+    the weight frozen, the normalised input (the last saved tensor) is not
+    kept, and the scale's node makes no weight gradient (nor the unsummed
+    product behind it). Measured on CPU (PyTorch 2.13) in LoRA-tuned decoders.
+    """
+    stages = list(spec.stage_list())
+    last = stages[-1]
+    stages[-1] = replace(last, saved=(), temporaries=(), parameters=())
+    return replace(spec, saved=spec.saved[:-1], stages=tuple(stages))
 
 
 @dataclass(frozen=True)

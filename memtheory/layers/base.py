@@ -200,13 +200,15 @@ class Autograd:
             return self.stages
         return (Stage("", tuple(range(len(self.saved))), self.gradient_is_view),)
 
-    def recorded_stages(self, input_needs_grad: bool) -> tuple[bool, ...]:
+    def recorded_stages(self, input_needs_grad: bool | tuple[bool, ...]) -> tuple[bool, ...]:
         """Return, per stage, whether autograd records it when its first input does (not) need grad.
 
         A stage with :attr:`Stage.edges` exists only if a gradient it makes is
         wanted: one of its parameters', or one going to a recorded stage or to
         an input that needs it (RMSNorm on the network's input records only
-        its scale). Every other stage is recorded.
+        its scale). Every other stage is recorded. ``input_needs_grad`` is one
+        flag for every input, or one per input (an edge ``-1`` reads the
+        first, ``-2`` the second, ...).
 
         Examples
         --------
@@ -220,9 +222,46 @@ class Autograd:
             recorded.append(
                 not stage.edges
                 or bool(stage.parameters)
-                or any(input_needs_grad if p < 0 else recorded[p] for p, _ in stage.edges)
+                or any(_wanted(p, input_needs_grad, recorded) for p, _ in stage.edges)
             )
         return tuple(recorded)
+
+    def kept(
+        self, input_needs_grad: bool | tuple[bool, ...]
+    ) -> tuple[tuple[int, ...], ...]:
+        """Return, per stage, the saved positions it keeps (none when it is not recorded).
+
+        A position a stage lists in :attr:`Stage.kept_for` is kept only when
+        the gradient it serves is wanted.
+
+        Examples
+        --------
+        >>> x = TensorSpec("input", (4,))
+        >>> mm = Stage("a @ b", (0, 1), edges=((-1, x), (-2, x)), kept_for=((0, -2), (1, -1)))
+        >>> Autograd(saved=(x, x), stages=(mm,)).kept((True, False))
+        ((1,),)
+        """
+        recorded = self.recorded_stages(input_needs_grad)
+        kept: list[tuple[int, ...]] = []
+        for stage, on in zip(self.stage_list(), recorded, strict=True):
+            serves = dict(stage.kept_for)
+            kept.append(
+                tuple(
+                    i for i in stage.saved
+                    if i not in serves or _wanted(serves[i], input_needs_grad, recorded)
+                ) if on else ()
+            )
+        return tuple(kept)
+
+
+def _wanted(edge: int, needs: bool | tuple[bool, ...], recorded: list[bool] | tuple[bool, ...]
+            ) -> bool:
+    """Whether a gradient sent along ``edge`` is wanted (an input's flag, or a recorded stage)."""
+    if edge >= 0:
+        return recorded[edge]
+    if isinstance(needs, bool):
+        return needs
+    return needs[-1 - edge] if -1 - edge < len(needs) else any(needs)
 
 
 @dataclass(frozen=True)
@@ -250,6 +289,10 @@ class Stage:
     parameters : tuple of str or None
         The parameters (names relative to the layer, ``"weight"``) whose
         gradients it makes; ``None``: the first stage makes those no stage names.
+    kept_for : tuple of (int, int)
+        ``(saved position, edge)``: that saved tensor is kept only if the
+        gradient sent along that edge is wanted (``a @ b`` keeps ``a`` only for
+        ``b``'s gradient: measured on CPU, PyTorch 2.13).
 
     Examples
     --------
@@ -265,6 +308,7 @@ class Stage:
     temporaries: tuple[TensorSpec, ...] = ()
     edges: tuple[tuple[int, TensorSpec], ...] = ()
     parameters: tuple[str, ...] | None = None
+    kept_for: tuple[tuple[int, int], ...] = ()
 
 
 class Layer(ABC):

@@ -261,6 +261,7 @@ class GroupedQueryAttention(Merge):
                 "q @ k^T",
                 (label["queries"], label["keys"]),
                 edges=((-1, grad(per_head)), (k_to, grad(per_head))),
+                kept_for=((label["queries"], k_to), (label["keys"], -1)),
             )
         )
         stages.append(Stage("scale", edges=((len(stages) - 1, grad(scores)),)))
@@ -283,6 +284,7 @@ class GroupedQueryAttention(Merge):
                 "p @ v",
                 (probabilities, label["values"]),
                 edges=((len(stages) - 1, grad(scores)), (v_to, grad(per_head))),
+                kept_for=((probabilities, v_to), (label["values"], len(stages) - 1)),
             )
         )
         stages.append(Stage("merge heads", edges=((len(stages) - 1, grad(per_head)),)))

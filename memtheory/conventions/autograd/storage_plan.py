@@ -458,10 +458,9 @@ def _plan_layer(
         dtypes.setdefault(key, compute)
     if spec.target is not None:
         sizes["targets"] = spec.target.nbytes(precision.input)
-    recorded = spec.recorded_stages(bool(needs_grad) and needs_grad[0])
     stage_saved = [
-        {k for k in (saved_keys[i] for i in stage.saved) if k is not None} if kept else set()
-        for stage, kept in zip(spec.stage_list(), recorded, strict=True)
+        {k for k in (saved_keys[i] for i in kept) if k is not None}
+        for kept in spec.kept(tuple(needs_grad) if needs_grad else False)
     ]
     weight_copy = f"{name}:weight copy"
     if weight_copy in copies and (

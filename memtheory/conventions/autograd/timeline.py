@@ -413,7 +413,9 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
         claimed = {
             f"{name}.{part}" for stage in stages if stage.parameters for part in stage.parameters
         }
-        recorded = entry.spec.recorded_stages(bool(entry.needs_grad) and entry.needs_grad[0])
+        recorded = entry.spec.recorded_stages(
+            tuple(entry.needs_grad) if entry.needs_grad else False
+        )
         previous: int | None = None
         made: list[int] = []
         for number, stage in enumerate(stages):
