@@ -213,7 +213,11 @@ def checkpoint_units(network: Network) -> tuple[Unit, ...]:
     """Split ``network`` (after its input) into units that end where a checkpoint can go.
 
     A layer is a cut point when no connection jumps over it: every later
-    layer reads only it or layers after it.
+    layer reads only it or layers after it. A rotary table
+    (:class:`~memtheory.layers.RotaryTable`) is no jump: Hugging Face
+    computes the cosines and sines once and hands them to every decoder
+    layer as an argument, so each checkpointed layer receives them as it
+    receives its input.
 
     Examples
     --------
@@ -225,8 +229,13 @@ def checkpoint_units(network: Network) -> tuple[Unit, ...]:
     rows = network.rows
     position = {row.name: row.index for row in rows}
     jumped = [0] * (len(rows) + 1)
+    from memtheory.layers.rotary import RotaryTable
+
+    shared = {row.name for row in rows if isinstance(row.layer, RotaryTable)}
     for row in rows:
         for name in row.inputs:
+            if name in shared:
+                continue
             start, end = position[name] + 1, row.index
             if start < end:
                 jumped[start] += 1
