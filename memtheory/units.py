@@ -132,8 +132,13 @@ def convert(nbytes: sp.Expr | int, unit: str) -> sp.Expr:
     >>> from memtheory.symbols import B
     >>> convert(4 * B, "KiB")
     B/256
+    >>> convert(sp.Rational(1164, 5), "B")
+    1164/5
     """
-    return sp.nsimplify(sp.sympify(nbytes)) / unit_bytes(unit)
+    value = sp.sympify(nbytes)
+    if value.has(sp.Float):  # exact numbers stay as they are: nsimplify(1164/5) is no 1164/5
+        value = sp.nsimplify(value)
+    return value / unit_bytes(unit)
 
 
 def as_quantity(nbytes: sp.Expr | int, unit: str = "B") -> sp.Expr:

@@ -112,7 +112,7 @@ def fewest_gpus(
         )
 
     def peak(data: int) -> sp.Expr:
-        value = sp.nsimplify(split(data).evaluate(**values).peak)
+        value = sp.sympify(split(data).evaluate(**values).peak)
         tried.append((data * group, value))
         return value
 

@@ -181,9 +181,9 @@ class Estimate:
         where = f"batch {s['batch']} per GPU" + (
             f", sequence {s['sequence']}" if self.model.kind == "sequence" else ""
         )
-        tried = "; ".join(
-            f"{n}: {format_bytes(peak, 'GiB')}" for n, peak in found.tried
-        )
+        shown = [(n, peak) for n, peak in found.tried
+                 if found.gpus is None or n <= 2 * found.gpus]
+        tried = "; ".join(f"{n}: {format_bytes(peak, 'GiB')}" for n, peak in shown)
         answer = (
             str(found.gpus) if found.gpus is not None
             else f"none up to {found.tried[-1][0] if found.tried else 1}"
