@@ -4,6 +4,8 @@
 module      what it does
 ==========  ================================================================
 resolve     a model name, config or ``file.py:factory`` to a Network
+step        one replica's step: exact (autograd) where checked, else breakdown, and why
+devices     :func:`fewest_gpus`: the fewest devices a sharded step fits on
 plan        :func:`estimate`: footprint per device, budget, largest batch/sequence
 command     the ``memtheory estimate`` subcommand
 ==========  ================================================================
@@ -15,6 +17,7 @@ Examples
 True
 """
 
+from memtheory.estimate.devices import DeviceSearch, fewest_gpus
 from memtheory.estimate.plan import Estimate, estimate
 from memtheory.estimate.resolve import (
     BUILDER_REGISTRY,
@@ -23,13 +26,18 @@ from memtheory.estimate.resolve import (
     ResolvedModel,
     resolve_model,
 )
+from memtheory.estimate.step import Step, step_memory
 
 __all__ = [
     "BUILDERS",
     "BUILDER_REGISTRY",
     "Builder",
+    "DeviceSearch",
     "Estimate",
     "ResolvedModel",
+    "Step",
     "estimate",
+    "fewest_gpus",
     "resolve_model",
+    "step_memory",
 ]

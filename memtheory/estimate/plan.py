@@ -470,6 +470,11 @@ def estimate(
     why = step.why
     if flash and step.convention == "autograd":
         why += "; the flash attention kernel assumed (see below)"
+    if parallel:
+        why += (
+            "; the split across GPUs is modelled (ZeRO / FSDP, chapter 13), not measured: per "
+            "device the sum of the components, an upper bound of one device's step peak"
+        )
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
         title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
