@@ -175,7 +175,11 @@ def gpu_rows() -> list[tuple[str, ...]]:
     p = int(network.parameter_count)
     largest = max(int(row.parameters) for row in network.rows)
     for model, label, options in settings:
-        answer = estimate(model, batch=1, sequence=1024, flash=True, **options)  # type: ignore[arg-type]
+        # DeepSpeed's and accelerate's formulas assume mixed precision with an fp32 master copy
+        # (16 bytes a parameter): the same precision here, not estimate's autocast default
+        precision = None if "lora" in options or "qlora" in options else "mixed-bf16"
+        answer = estimate(model, batch=1, sequence=1024, flash=True, precision=precision,
+                          **options)  # type: ignore[arg-type]
         gpus = int(options.get("gpus", 1))
         zero = int(options.get("zero", 0))
         offload = options.get("offload", "none") != "none"
