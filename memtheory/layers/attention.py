@@ -372,8 +372,10 @@ class MultiHeadAttention(Layer):
                 for s in saved
             )
         stages: tuple[Stage, ...] = ()
-        if self.cpu_kernel(training) == "flash" and not self.flash and autocast is None:
-            stages = self._flash_stages(tuple(input_shapes[0]), as_dtype(input_dtype or "fp32"))
+        if self.cpu_kernel(training) == "flash" and not self.flash:
+            stages = self._flash_stages(
+                tuple(input_shapes[0]), compute_dtype(input_dtype or "fp32", autocast)
+            )
         return Autograd(
             saved=saved,
             autocast="low",

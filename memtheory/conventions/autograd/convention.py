@@ -140,11 +140,11 @@ class AutogradConvention(Convention):
     :class:`~memtheory.layers.Unembedding` reads the embedding's matrix
     (cast once under autocast), and its gradient waits in that parameter's
     AccumulateGrad buffer until the embedding's backward adds its own.
-    Attention runs as one node: the transients inside its kernels (the
-    eager path's score tensors, the backward of ``nn.MultiheadAttention``'s
-    CPU flash kernel, which rebuilds the packed gradient) are not modelled,
-    so a peak that falls inside attention's backward is read low (ViT-style,
-    SGD: 6,048 of 219,252 bytes, ``tests/pytorch/test_transformer_pairs.py``).
+    ``nn.MultiheadAttention``'s CPU flash path runs as PyTorch's nodes
+    (:attr:`~memtheory.layers.base.Autograd.stages`), at every precision:
+    under autocast each projection's weight copy is released by the node that
+    reads it, and a parameter's cast node is created just before the stage
+    that makes its gradient (``tests/pytorch/test_transformer_pairs.py``).
 
     Examples
     --------

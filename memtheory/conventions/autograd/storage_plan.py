@@ -176,6 +176,7 @@ class _Row:
     is_loss: bool = False
     copies: dict[str, sp.Expr] = field(default_factory=dict)
     tied: tuple[str, sp.Expr] | None = None
+    copy_keys: dict[str, str] = field(default_factory=dict)
 
     @property
     def saved(self) -> set[str]:
@@ -431,11 +432,11 @@ def _plan_layer(
         allocs[cast] = elements(shape) * compute.bytes
         sizes[cast], dtypes[cast] = allocs[cast], compute
         read_keys.append(cast)
+    copy_keys: dict[str, str] = {}
     if autocast and spec.autocast == "low":
-        weights = tied[1] if tied is not None else row.weights
-        for part, count in (("weight", weights), ("bias", row.biases)):
-            if count != 0:
-                copies[f"{name}:{part} copy"] = count * compute.bytes
+        copy_keys = _copy_keys(row, spec, tied)
+        for tensor, count in _cast_tensors(row, tied):
+            copies[copy_keys[tensor]] = count * compute.bytes
     if spec.aliases_input:
         out_key = read_keys[0]
     else:
@@ -463,12 +464,10 @@ def _plan_layer(
         {k for k in (saved_keys[i] for i in stage.saved) if k is not None} if kept else set()
         for stage, kept in zip(spec.stage_list(), recorded, strict=True)
     ]
-    weight_copy = f"{name}:weight copy"
-    if weight_copy in copies and (
-        spec.weight_copy == "always"
-        or (spec.weight_copy == "if the input needs a gradient" and any(needs_grad))
+    if spec.weight_copy == "always" or (
+        spec.weight_copy == "if the input needs a gradient" and any(needs_grad)
     ):
-        stage_saved[-1].add(weight_copy)
+        _keep_weight_copies(spec, name, copy_keys, stage_saved)
     sizes.update(copies)
     return _Row(
         row=row,
@@ -485,7 +484,54 @@ def _plan_layer(
         out_dtype=compute,
         copies=copies,
         tied=tied,
+        copy_keys=copy_keys,
     )
+
+
+def _cast_tensors(row: LayerRow, tied: tuple[str, sp.Expr] | None) -> list[tuple[str, sp.Expr]]:
+    """Return the parameter tensors autocast casts for the row, the tied matrix first."""
+    tensors = [(tensor, count) for tensor, count in _row_parameters(row) if count != 0]
+    return [tied, *tensors] if tied is not None else tensors
+
+
+def _copy_keys(row: LayerRow, spec: Autograd, tied: tuple[str, sp.Expr] | None) -> dict[str, str]:
+    """Name the storage of autocast's cast of each parameter tensor of the row.
+
+    One weight and one bias: ``"dense_1:weight copy"`` and ``"dense_1:bias
+    copy"``; a layer with more (attention's two projections) names each after
+    its tensor (``"attn:in_proj_weight copy"``), since its backward nodes
+    release them at different moments.
+    """
+    tensors = [tensor for tensor, _ in _cast_tensors(row, tied)]
+    parts = [_part(tensor) for tensor in tensors]
+    single = len(parts) == len(set(parts))
+    return {
+        tensor: f"{row.name}:{part if single else tensor.removeprefix(row.name + '.')} copy"
+        for tensor, part in zip(tensors, parts, strict=True)
+    }
+
+
+def _part(tensor: str) -> str:
+    """``"bias"`` for a bias tensor, else ``"weight"``."""
+    return "bias" if tensor.endswith("bias") else "weight"
+
+
+def _keep_weight_copies(
+    spec: Autograd, name: str, copy_keys: dict[str, str], stage_saved: list[set[str]]
+) -> None:
+    """Add autocast's weight copies (not the biases') to the stages that keep them.
+
+    A stage that makes a parameter's gradient keeps that parameter's copy; the
+    copies of parameters no stage claims are kept by the layer's last stage.
+    """
+    stages = spec.stage_list()
+    claimed: dict[str, int] = {}
+    for number, stage in enumerate(stages):
+        for part in stage.parameters or ():
+            claimed[f"{name}.{part}"] = number
+    for tensor, key in copy_keys.items():
+        if _part(tensor) == "weight":
+            stage_saved[claimed.get(tensor, len(stages) - 1)].add(key)
 
 
 def _saved_key(
