@@ -154,6 +154,12 @@ class Autograd:
     target : TensorSpec or None
         For a loss, the targets the caller feeds (dtype ``None``: the input
         batch's dtype), whether or not its backward keeps them.
+    no_grad : tuple of TensorSpec or None
+        In eval mode under ``torch.no_grad()``, the storages its forward
+        allocates besides its output and frees once it has run, when they
+        differ from what it would save (``nn.MultiheadAttention``'s fast path
+        allocates no tensor another operation sees). ``None``: the same
+        storages as :attr:`saved` and :attr:`transients`, made and freed.
 
     Examples
     --------
@@ -177,6 +183,7 @@ class Autograd:
     transients: tuple[TensorSpec, ...] = ()
     output_elements: sp.Expr | None = None
     target: TensorSpec | None = None
+    no_grad: tuple[TensorSpec, ...] | None = None
 
     def stage_list(self) -> tuple[Stage, ...]:
         """Its backward nodes in creation order: :attr:`stages`, or one node keeping everything.

@@ -568,7 +568,7 @@ def as_measured(network: Network, loss: Layer | None) -> Network:
         items.append(Node(layer, inputs=row.inputs))
     if loss is not None:
         items.append(loss)
-    return Network(items, name=network.name)
+    return Network(items, name=network.name, calls=network.calls)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ weights and biases that ``torch.autocast`` makes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
@@ -199,6 +199,7 @@ class _Plan:
     loss: _Row | None
     held: set[str]
     data: set[str]
+    calls: tuple[tuple[str, str], ...] = ()
 
     @property
     def weight_copies(self) -> dict[str, sp.Expr]:
@@ -389,7 +390,7 @@ def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
         held |= {last, "loss"}
     else:
         held.add(last)
-    return _Plan(precision, sizes, rows, loss, held, data)
+    return _Plan(precision, sizes, rows, loss, held, data, network.calls)
 
 
 def _plan_layer(
@@ -405,6 +406,8 @@ def _plan_layer(
 ) -> _Row:
     in_dtypes = tuple(dtypes[key] for key in in_keys)
     spec = _spec(row, training, in_dtypes[0], precision.activations if autocast else None)
+    if not training and spec.no_grad is not None:  # what eval under no_grad allocates instead
+        spec = replace(spec, saved=(), stages=(), transients=spec.no_grad)
     name = row.name
     records = training and spec.records and (any(needs_grad) or row.parameters != 0)
     compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(

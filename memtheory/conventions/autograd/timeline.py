@@ -263,7 +263,29 @@ def _last_reads(plan: _Plan) -> dict[str, int]:
             fork = _fork(entry.row.inputs, inputs, index)
             if fork in storage:
                 last[storage[fork]] = position
+    _hold_call_arguments(plan, last)
     return last
+
+
+def _hold_call_arguments(plan: _Plan, last: dict[str, int]) -> None:
+    """Keep what a module call reads from before it alive until the call returns.
+
+    ``nn.Module.__call__`` holds its arguments, and the caller its variables,
+    until ``forward`` returns (:attr:`~memtheory.network.Network.calls`).
+    """
+    position = {entry.row.name: number for number, entry in enumerate(plan.rows)}
+    made: dict[str, int] = {}
+    for number, entry in enumerate(plan.rows):
+        for key in (*entry.allocs, entry.out_key):
+            made.setdefault(key, number)
+    for first, end in plan.calls:
+        if first not in position:  # a call around the loss, in inference
+            continue
+        start, stop = position[first], position.get(end, len(plan.rows) - 1)
+        for entry in plan.rows[start : stop + 1]:
+            for key in entry.in_keys:
+                if made.get(key, -1) < start and last.get(key, -1) < stop:
+                    last[key] = stop
 
 
 def _done(ends: dict[int, list[str]], position: int, reads: tuple[str, ...]) -> list[str]:
