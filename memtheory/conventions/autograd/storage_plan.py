@@ -438,8 +438,8 @@ def _plan_layer(
     copy_keys: dict[str, str] = {}
     if autocast and spec.autocast == "low":
         copy_keys = _copy_keys(row, spec, tied)
-        for tensor, count in _cast_tensors(row, tied):
-            copies[copy_keys[tensor]] = count * compute.bytes
+        for parameter, count in _cast_tensors(row, tied):
+            copies[copy_keys[parameter]] = count * compute.bytes
     if spec.aliases_input:
         out_key = read_keys[0]
     else:
