@@ -154,6 +154,11 @@ class Autograd:
     target : TensorSpec or None
         For a loss, the targets the caller feeds (dtype ``None``: the input
         batch's dtype), whether or not its backward keeps them.
+    promotes : bool
+        Whether it reads inputs of different dtypes as they are and computes
+        in the widest (PyTorch's type promotion inside ``add``: no cast
+        tensor in the forward; the backward casts the gradient of a narrower
+        input to its dtype), rather than casting them to its compute dtype.
     no_grad : tuple of TensorSpec or None
         In eval mode under ``torch.no_grad()``, the storages its forward
         allocates besides its output and frees once it has run, when they
@@ -183,6 +188,7 @@ class Autograd:
     transients: tuple[TensorSpec, ...] = ()
     output_elements: sp.Expr | None = None
     target: TensorSpec | None = None
+    promotes: bool = False
     no_grad: tuple[TensorSpec, ...] | None = None
 
     def stage_list(self) -> tuple[Stage, ...]:

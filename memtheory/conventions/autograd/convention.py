@@ -130,10 +130,12 @@ class AutogradConvention(Convention):
     (SGD, momentum, Nesterov, Adagrad, RMSprop, Adadelta, Adam, AdamW,
     Adamax, NAdam and Adafactor, with ``weight_decay``, ``amsgrad`` and
     ``maximize``); Adafactor's factored state needs the weights' shapes, known
-    for Dense, Conv2d, BatchNorm2d and LayerNorm. The inference peak assumes
-    each layer's input is released once it has run (or, at a fork, once the
-    merge has): a caller that keeps a tensor in a variable longer (a stage's
-    input while an ``nn.Sequential`` runs) holds it longer.
+    for Dense, Conv2d, BatchNorm2d and LayerNorm. Each layer's input is
+    released once it has run (or, at a fork, once the merge has), unless
+    :attr:`~memtheory.network.Network.calls` says Python keeps it longer (a
+    stage's input while an ``nn.Sequential`` runs, a variable a block's
+    ``forward`` keeps): the builders declare torchvision's and Hugging Face's,
+    and with them the inference peaks of the reference pairs are exact.
 
     Language models and vision transformers: a network whose first layer is
     an :class:`~memtheory.layers.Embedding` is fed int64 token ids; a tied

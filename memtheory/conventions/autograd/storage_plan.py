@@ -421,12 +421,14 @@ def _plan_layer(
         compute = max((*in_dtypes, precision.parameters), key=lambda kind: kind.bytes)
     if spec.compute_dtype is not None:
         compute = spec.compute_dtype
+    if spec.promotes:  # type promotion inside the kernel: the widest input, no casts
+        compute = max(in_dtypes, key=lambda kind: kind.bytes)
     shapes = row.input_shapes or (row.input_shape,)
     allocs: dict[str, sp.Expr] = {}
     copies: dict[str, sp.Expr] = {}
     read_keys = []
     for index, (key, shape) in enumerate(zip(in_keys, shapes, strict=True)):
-        if dtypes[key] == compute or spec.reads_ids:
+        if dtypes[key] == compute or spec.reads_ids or spec.promotes:
             read_keys.append(key)
             continue
         cast = f"{name}:input cast" + (f" {index}" if index else "")

@@ -470,8 +470,11 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
             if number == 0:
                 for index, target in enumerate(targets):
                     if entry.needs_grad[index]:
-                        size = elements(shapes[index]) * entry.read_dtype.bytes
-                        nodes[node].edges.append((target, size, stage.gradient_is_view))
+                        # a promoted narrower input: the engine casts its gradient to its dtype
+                        kind = entry.in_dtypes[index] if entry.spec.promotes else entry.read_dtype
+                        view = stage.gradient_is_view and kind == entry.read_dtype
+                        size = elements(shapes[index]) * kind.bytes
+                        nodes[node].edges.append((target, size, view))
                 for tensor in own:
                     if tensor in tensors and tensor not in claimed:
                         nodes[node].grads.append(gradient_of(tensor))
