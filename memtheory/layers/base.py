@@ -154,6 +154,12 @@ class Autograd:
     target : TensorSpec or None
         For a loss, the targets the caller feeds (dtype ``None``: the input
         batch's dtype), whether or not its backward keeps them.
+    without_input_gradient : str or None
+        Why the autograd convention refuses the layer when no gradient is
+        wanted for its input (it reads the network's input): then none of its
+        intermediates is saved, and its forward's own transients, which were
+        not checked against PyTorch in that case, can set the peak. ``None``:
+        checked.
     promotes : bool
         Whether it reads inputs of different dtypes as they are and computes
         in the widest (PyTorch's type promotion inside ``add``: no cast
@@ -188,6 +194,7 @@ class Autograd:
     transients: tuple[TensorSpec, ...] = ()
     output_elements: sp.Expr | None = None
     target: TensorSpec | None = None
+    without_input_gradient: str | None = None
     promotes: bool = False
     no_grad: tuple[TensorSpec, ...] | None = None
 

@@ -410,6 +410,11 @@ def _plan_layer(
         spec = replace(spec, saved=(), stages=(), transients=spec.no_grad)
     name = row.name
     records = training and spec.records and (any(needs_grad) or row.parameters != 0)
+    if records and spec.without_input_gradient and not any(needs_grad):
+        raise UnsupportedError(
+            f"the autograd convention does not model {row.layer.label} (layer {row.index}) "
+            f"here: {spec.without_input_gradient}"
+        )
     compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(
         spec.autocast, in_dtypes[0]
     )
