@@ -288,6 +288,8 @@ class Layer(ABC):
     #: Whether :meth:`autograd` was checked against PyTorch: the autograd convention refuses
     #: a layer that does not say so, naming it, rather than guess.
     autograd_checked: ClassVar[bool] = False
+    #: Why the autograd convention does not model it, when that is known (said in the refusal).
+    autograd_refusal: ClassVar[str | None] = None
     #: Whether its inference (eval mode, no_grad) peak was checked too, when autograd_checked:
     #: the autograd convention's ``inference`` refuses a layer that says False.
     autograd_inference_checked: ClassVar[bool] = True

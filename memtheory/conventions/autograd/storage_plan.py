@@ -228,11 +228,13 @@ def _network(model: Model) -> Network:
         )
     for row in model.rows[1:]:
         if not row.layer.autograd_checked:
+            reason = row.layer.autograd_refusal or (
+                "its autograd behaviour (saved tensors, aliasing, autocast) has not been "
+                "checked against PyTorch. Layers it models say so with autograd_checked = True."
+            )
             raise UnsupportedError(
                 f"the autograd convention does not model {row.layer.label} (layer "
-                f"{row.index} of {model.name!r}) yet: its autograd behaviour (saved tensors, "
-                "aliasing, autocast) has not been checked against PyTorch. Layers it models "
-                "say so with autograd_checked = True."
+                f"{row.index} of {model.name!r}) yet: {reason}"
             )
     for row in model.rows[1:-1]:
         if _is_loss(row):
