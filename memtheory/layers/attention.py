@@ -100,6 +100,21 @@ class MultiHeadAttention(Layer):
         ``n_positions``), which the backward keeps whole as a buffer. Unset,
         the condition is built in every forward pass, ``(S, S)``, and kept as
         a saved activation.
+    packed : bool, default True
+        One fused query/key/value projection (``nn.MultiheadAttention``'s
+        ``in_proj``, GPT-2's ``c_attn``); ``False``: three (Hugging Face's
+        BERT ``query``, ``key``, ``value``), each a parameter tensor of its
+        own, and under autocast each casting the input again (autocast caches
+        only its casts of parameters). Eager only.
+    additive_mask : bool, default False
+        The eager path adds a float mask to the scores, as Hugging Face 5's
+        eager attention does with the fp32 mask of ``create_causal_mask``
+        (GPT-2's causal mask). The sum saves nothing, but under autocast it
+        is fp32: the softmax keeps fp32 probabilities, which are cast back to
+        the values' dtype (``attn_weights.type(value.dtype)``) before the
+        dropout. Measured on CPU against ``GPT2LMHeadModel``
+        (``tests/pytorch/test_hugging_face.py``). Mutually exclusive with
+        ``causal`` (``torch.where``, Hugging Face 4).
     name : str, optional
 
     Examples
@@ -127,6 +142,8 @@ class MultiHeadAttention(Layer):
     device: Literal["cuda", "cpu"] | None = None
     causal: bool = False
     mask_buffer: SizeLike | None = None
+    additive_mask: bool = False
+    packed: bool = True
     name: str | None = None
     kind = "MultiHeadAttention"
     autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
@@ -166,6 +183,17 @@ class MultiHeadAttention(Layer):
                 raise InvalidSizeError(
                     f"{owner}: mask_buffer holds a causal mask; set causal=True."
                 )
+        if self.additive_mask and (self.causal or self.implementation != "eager" or self.flash):
+            raise InvalidSizeError(
+                f"{owner}: additive_mask is Hugging Face 5's eager attention (a float mask "
+                "added to the scores); it needs implementation='eager', and replaces causal "
+                "(torch.where) rather than joining it."
+            )
+        if not self.packed and (self.implementation != "eager" or self.flash):
+            raise InvalidSizeError(
+                f"{owner}: separate query/key/value projections (packed=False) are measured "
+                "for implementation='eager' only."
+            )
         if self.causal and (self.implementation != "eager" or self.flash):
             raise InvalidSizeError(
                 f"{owner}: a causal mask is measured for implementation='eager' (Hugging "
@@ -248,9 +276,17 @@ class MultiHeadAttention(Layer):
         features, width = input_shape[-1], self.width(input_shape)
         inner = self.heads * width
         packed = inner + 2 * self._key_heads() * width
-        shapes: list[tuple[str, Shape]] = [("in_proj_weight", (packed, features))]
-        if self.bias:
-            shapes.append(("in_proj_bias", (packed,)))
+        shapes: list[tuple[str, Shape]] = []
+        if self.packed:
+            shapes.append(("in_proj_weight", (packed, features)))
+            if self.bias:
+                shapes.append(("in_proj_bias", (packed,)))
+        kv_inner = self._key_heads() * width
+        separate = (("query", inner), ("key", kv_inner), ("value", kv_inner))
+        for part, rows in separate if not self.packed else ():
+            shapes.append((f"{part}.weight", (rows, features)))
+            if self.bias:
+                shapes.append((f"{part}.bias", (rows,)))
         shapes.append(("out_proj.weight", (features, inner)))
         if self.bias:
             shapes.append(("out_proj.bias", (features,)))
@@ -471,30 +507,42 @@ class MultiHeadAttention(Layer):
                 spec("statistics", "row_statistics", fp32),
             )
         if kernel == "eager":
-            first = TensorSpec("input", shapes["input"])  # or, under autocast, its cast
+            # the input (or, under autocast, its cast); with separate projections under
+            # autocast, the key and value projections cast it again (autocast caches no
+            # activation casts)
+            first: tuple[TensorSpec, ...] = (TensorSpec("input", shapes["input"]),)
+            if not self.packed and autocast is not None and given != compute:
+                again = TensorSpec("intermediate", shapes["input"], compute, label="input cast")
+                first += (again, again)
             mask = compute if self.device == "cpu" else as_dtype("bool")
             condition = self._causal_condition(input_shape)
-            middle = (
+            middle: tuple[TensorSpec, ...] = (
                 (spec("mask", "probabilities", mask), spec("intermediate", "probabilities"))
                 if dropout
                 else ()
             )
+            softmax = spec("intermediate", "probabilities")
+            if self.additive_mask and compute != fp32 and autocast is not None:
+                # scores + fp32 mask is fp32: fp32 probabilities, cast back to V's dtype
+                softmax = spec("intermediate", "probabilities", fp32)
+                if not dropout:
+                    middle = (spec("intermediate", "probabilities"),)
             if self.heads == 1:
                 # One head: matmul reads Q, K and V as strided views of the packed projection.
                 return (
-                    first,
+                    *first,
                     spec("intermediate", "packed"),
                     *condition,
-                    spec("intermediate", "probabilities"),
+                    softmax,
                     *middle,
                     spec("intermediate", "heads_output"),
                 )
             return (
-                first,
+                *first,
                 spec("intermediate", "queries"),
                 spec("intermediate", "keys"),
                 *condition,
-                spec("intermediate", "probabilities"),
+                softmax,
                 *middle,
                 spec("intermediate", "values"),
                 spec("intermediate", "heads_output"),
@@ -578,6 +626,8 @@ class MultiHeadAttention(Layer):
             parts.append(f"dropout {self.dropout}")
         if self.causal:
             parts.append("causal")
+        if self.additive_mask:
+            parts.append("additive mask")
         if self.flash:
             parts.append("flash")
         if self.implementation != "eager":
