@@ -11,7 +11,16 @@ import sympy as sp
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.errors import RankError, UnsupportedError
 
-__all__ = ["Autograd", "Layer", "Stage", "Shape", "TensorSpec", "describe_shape", "elements"]
+__all__ = [
+    "Autograd",
+    "Layer",
+    "ReadParameter",
+    "Shape",
+    "Stage",
+    "TensorSpec",
+    "describe_shape",
+    "elements",
+]
 
 Shape = tuple[sp.Expr, ...]
 """A tensor shape, batch first: ``(B, C, H, W)`` for images, ``(B, F)`` for features."""
@@ -154,6 +163,10 @@ class Autograd:
     target : TensorSpec or None
         For a loss, the targets the caller feeds (dtype ``None``: the input
         batch's dtype), whether or not its backward keeps them.
+    reads_parameter : ReadParameter or None
+        A parameter of another layer that it reads as its weight (a tied
+        output projection reads the token embedding's matrix): autocast casts
+        that one, and its gradient joins that parameter's.
     without_input_gradient : str or None
         Why the autograd convention refuses the layer when no gradient is
         wanted for its input (it reads the network's input): then none of its
@@ -194,6 +207,7 @@ class Autograd:
     transients: tuple[TensorSpec, ...] = ()
     output_elements: sp.Expr | None = None
     target: TensorSpec | None = None
+    reads_parameter: ReadParameter | None = None
     without_input_gradient: str | None = None
     promotes: bool = False
     no_grad: tuple[TensorSpec, ...] | None = None
@@ -233,6 +247,31 @@ class Autograd:
                 or any(input_needs_grad if p < 0 else recorded[p] for p, _ in stage.edges)
             )
         return tuple(recorded)
+
+
+@dataclass(frozen=True)
+class ReadParameter:
+    """A parameter of another layer that a layer reads (a tied projection's matrix).
+
+    Attributes
+    ----------
+    kind : str
+        The :attr:`Layer.kind` of the layer that owns it (``"Embedding"``).
+    parameter : str
+        Its name in that layer (``"weight"``).
+    rows : sympy expression
+        Its first dimension, which tells the owner apart from other layers of
+        that kind (a vocabulary size).
+
+    Examples
+    --------
+    >>> ReadParameter("Embedding", "weight", 50257).rows
+    50257
+    """
+
+    kind: str
+    parameter: str
+    rows: sp.Expr
 
 
 @dataclass(frozen=True)

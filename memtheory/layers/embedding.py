@@ -14,7 +14,14 @@ import sympy as sp
 from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike, dtype
 from memtheory.errors import InvalidSizeError, RankError, ShapeError
-from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
+from memtheory.layers.base import (
+    Autograd,
+    Layer,
+    ReadParameter,
+    Shape,
+    TensorSpec,
+    describe_shape,
+)
 
 __all__ = ["Embedding", "PositionEmbedding", "TokenTypeEmbedding", "Unembedding"]
 
@@ -371,14 +378,24 @@ class Unembedding(Layer):
     ) -> Autograd:
         """Run as a linear layer (``F.linear``): keep its input, under autocast the low copy.
 
-        Tied, the weight is the token embedding's matrix: autocast casts that
-        one, and its gradient is added to the embedding's (the autograd
-        convention follows the tie).
+        Tied, the weight is the token embedding's matrix
+        (:attr:`~memtheory.layers.base.Autograd.reads_parameter`): autocast
+        casts that one, and its gradient is added to the embedding's (the
+        autograd convention follows the tie).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> Unembedding(50257).autograd(((B, S, 768),)).reads_parameter
+        ReadParameter(kind='Embedding', parameter='weight', rows=50257)
         """
         return Autograd(
             saved=self.saved_for_backward(tuple(input_shapes[0])),
             autocast="low",
             weight_copy="if the input needs a gradient",
+            reads_parameter=(
+                ReadParameter("Embedding", "weight", self.num_embeddings) if self.tied else None
+            ),
         )
 
     def describe(self) -> str:

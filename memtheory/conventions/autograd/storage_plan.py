@@ -250,26 +250,26 @@ def _is_loss(row: LayerRow) -> bool:
     return row.index > 0 and len(row.output_shape) == 0
 
 
-def _tied(network: Network, row: LayerRow) -> tuple[str, sp.Expr] | None:
-    """Return the parameter a tied output projection reads, and its elements, if it is tied.
+def _tied(network: Network, row: LayerRow, spec: Autograd) -> tuple[str, sp.Expr] | None:
+    """Return the parameter a layer reads from another (a tied projection), and its elements.
 
-    A tied :class:`~memtheory.layers.Unembedding` (GPT-2's ``lm_head``, BERT's
-    decoder) reads the matrix of the network's token :class:`~memtheory.layers.Embedding`
-    with the same vocabulary: its gradient flows into that parameter's.
+    The layer names it in :attr:`~memtheory.layers.base.Autograd.reads_parameter`
+    (GPT-2's ``lm_head`` and BERT's decoder read the token embedding's matrix):
+    the owner is the layer of that kind whose parameter has that many rows.
     """
-    from memtheory.layers.embedding import Embedding, Unembedding  # loaded on first use
-
-    layer = row.layer
-    if not isinstance(layer, Unembedding) or not layer.tied:
+    wanted = spec.reads_parameter
+    if wanted is None:
         return None
     for other in network.rows:
-        if isinstance(other.layer, Embedding) and (
-            other.layer.num_embeddings == layer.num_embeddings
-        ):
-            return f"{other.name}.weight", other.weights
+        if other.layer.kind != wanted.kind or other is row:
+            continue
+        for part, shape in other.layer.parameter_shapes(other.input_shape):
+            if part == wanted.parameter and shape and shape[0] == wanted.rows:
+                return f"{other.name}.{part}", elements(shape)
     raise UnsupportedError(
-        f"{layer.label} is tied, but {network.name!r} has no Embedding of "
-        f"{layer.num_embeddings} rows whose matrix it could read; pass tied=False."
+        f"{row.layer.label} reads the {wanted.parameter} of a {wanted.kind} with "
+        f"{wanted.rows} rows (it is tied), but {network.name!r} has none; add that layer or "
+        "untie it (tied=False)."
     )
 
 
@@ -372,7 +372,7 @@ def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
             training,
             sizes,
             dtypes,
-            _tied(network, row),
+            network,
         )
         entry.is_loss = is_loss
         rows.append(entry)
@@ -404,10 +404,11 @@ def _plan_layer(
     training: bool,
     sizes: dict[str, sp.Expr],
     dtypes: dict[str, DType],
-    tied: tuple[str, sp.Expr] | None = None,
+    network: Network,
 ) -> _Row:
     in_dtypes = tuple(dtypes[key] for key in in_keys)
     spec = _spec(row, training, in_dtypes[0], precision.activations if autocast else None)
+    tied = _tied(network, row, spec)
     if not training and spec.no_grad is not None:  # what eval under no_grad allocates instead
         spec = replace(spec, saved=(), stages=(), transients=spec.no_grad)
     name = row.name
