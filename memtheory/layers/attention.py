@@ -383,7 +383,10 @@ class MultiHeadAttention(Layer):
         * eval mode under ``no_grad`` (``training=False``, :attr:`Autograd.no_grad`)
           with ``"torch"``: ``nn.MultiheadAttention``'s fast path, one
           operation (``_native_multi_head_attention``) that keeps nothing;
-          under autocast it casts the query, key and value separately.
+          under autocast it casts the query, key and value separately. With
+          an odd number of heads or without biases PyTorch skips the fast
+          path, and the convention refuses the inference peak
+          (:attr:`Autograd.inference_refusal`).
 
         The formulas assume at least two sequences of at least two positions:
         at batch 1 or sequence length 1 PyTorch's reshapes become views, and
@@ -419,15 +422,25 @@ class MultiHeadAttention(Layer):
             stages = self._flash_stages(
                 tuple(input_shapes[0]), compute_dtype(input_dtype or "fp32", autocast)
             )
-        no_grad = None
+        no_grad, refusal = None, None
         if not training and self.implementation == "torch" and not self.flash:
-            no_grad = self._fast_path(tuple(input_shapes[0]), autocast)
+            odd = sp.Mod(self.heads, 2)
+            if odd != 0 or not self.bias:
+                refusal = (
+                    "with an odd number of heads or without biases nn.MultiheadAttention "
+                    "skips its eval fast path, and the transients of the path it runs "
+                    "instead (two packed projections alive at once, then the kernel's "
+                    "output) are not modelled. Use an even number of heads with biases."
+                )
+            else:
+                no_grad = self._fast_path(tuple(input_shapes[0]), autocast)
         return Autograd(
             saved=saved,
             autocast="low",
             weight_copy="if the input needs a gradient",
             stages=stages,
             no_grad=no_grad,
+            inference_refusal=refusal,
         )
 
     def _fast_path(

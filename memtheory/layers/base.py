@@ -173,6 +173,9 @@ class Autograd:
         intermediates is saved, and its forward's own transients, which were
         not checked against PyTorch in that case, can set the peak. ``None``:
         checked.
+    inference_refusal : str or None
+        Why the autograd convention cannot give the inference peak (eval mode
+        under ``no_grad``) of the layer in this configuration, or ``None``.
     promotes : bool
         Whether it reads inputs of different dtypes as they are and computes
         in the widest (PyTorch's type promotion inside ``add``: no cast
@@ -209,6 +212,7 @@ class Autograd:
     target: TensorSpec | None = None
     reads_parameter: ReadParameter | None = None
     without_input_gradient: str | None = None
+    inference_refusal: str | None = None
     promotes: bool = False
     no_grad: tuple[TensorSpec, ...] | None = None
 

@@ -409,6 +409,11 @@ def _plan_layer(
     in_dtypes = tuple(dtypes[key] for key in in_keys)
     spec = _spec(row, training, in_dtypes[0], precision.activations if autocast else None)
     tied = _tied(network, row, spec)
+    if not training and spec.inference_refusal:
+        raise UnsupportedError(
+            f"the autograd convention does not model the inference peak of {row.layer.label} "
+            f"(layer {row.index}) here: {spec.inference_refusal}"
+        )
     if not training and spec.no_grad is not None:  # what eval under no_grad allocates instead
         spec = replace(spec, saved=(), stages=(), transients=spec.no_grad)
     name = row.name
