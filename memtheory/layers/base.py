@@ -11,7 +11,16 @@ import sympy as sp
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.errors import RankError, UnsupportedError
 
-__all__ = ["Autograd", "Layer", "Stage", "Shape", "TensorSpec", "describe_shape", "elements"]
+__all__ = [
+    "Autograd",
+    "Layer",
+    "ReadParameter",
+    "Shape",
+    "Stage",
+    "TensorSpec",
+    "describe_shape",
+    "elements",
+]
 
 Shape = tuple[sp.Expr, ...]
 """A tensor shape, batch first: ``(B, C, H, W)`` for images, ``(B, F)`` for features."""
@@ -163,6 +172,30 @@ class Autograd:
         a new tensor first (autocast's casts); False when the kernel promotes
         it as it reads it (``x_bf16 * cos_fp32`` under autocast, which no
         autocast rule covers, computes in fp32 without a cast of ``x``).
+    reads_parameter : ReadParameter or None
+        A parameter of another layer that it reads as its weight (a tied
+        output projection reads the token embedding's matrix): autocast casts
+        that one, and its gradient joins that parameter's.
+    without_input_gradient : str or None
+        Why the autograd convention refuses the layer when no gradient is
+        wanted for its input (it reads the network's input): then none of its
+        intermediates is saved, and its forward's own transients, which were
+        not checked against PyTorch in that case, can set the peak. ``None``:
+        checked.
+    inference_refusal : str or None
+        Why the autograd convention cannot give the inference peak (eval mode
+        under ``no_grad``) of the layer in this configuration, or ``None``.
+    promotes : bool
+        Whether it reads inputs of different dtypes as they are and computes
+        in the widest (PyTorch's type promotion inside ``add``: no cast
+        tensor in the forward; the backward casts the gradient of a narrower
+        input to its dtype), rather than casting them to its compute dtype.
+    no_grad : tuple of TensorSpec or None
+        In eval mode under ``torch.no_grad()``, the storages its forward
+        allocates besides its output and frees once it has run, when they
+        differ from what it would save (``nn.MultiheadAttention``'s fast path
+        allocates no tensor another operation sees). ``None``: the same
+        storages as :attr:`saved` and :attr:`transients`, made and freed.
 
     Examples
     --------
@@ -187,6 +220,11 @@ class Autograd:
     output_elements: sp.Expr | None = None
     target: TensorSpec | None = None
     casts_inputs: bool = True
+    reads_parameter: ReadParameter | None = None
+    without_input_gradient: str | None = None
+    inference_refusal: str | None = None
+    promotes: bool = False
+    no_grad: tuple[TensorSpec, ...] | None = None
 
     def stage_list(self) -> tuple[Stage, ...]:
         """Its backward nodes in creation order: :attr:`stages`, or one node keeping everything.
@@ -223,6 +261,31 @@ class Autograd:
                 or any(input_needs_grad if p < 0 else recorded[p] for p, _ in stage.edges)
             )
         return tuple(recorded)
+
+
+@dataclass(frozen=True)
+class ReadParameter:
+    """A parameter of another layer that a layer reads (a tied projection's matrix).
+
+    Attributes
+    ----------
+    kind : str
+        The :attr:`Layer.kind` of the layer that owns it (``"Embedding"``).
+    parameter : str
+        Its name in that layer (``"weight"``).
+    rows : sympy expression
+        Its first dimension, which tells the owner apart from other layers of
+        that kind (a vocabulary size).
+
+    Examples
+    --------
+    >>> ReadParameter("Embedding", "weight", 50257).rows
+    50257
+    """
+
+    kind: str
+    parameter: str
+    rows: sp.Expr
 
 
 @dataclass(frozen=True)
@@ -279,6 +342,8 @@ class Layer(ABC):
     #: Whether :meth:`autograd` was checked against PyTorch: the autograd convention refuses
     #: a layer that does not say so, naming it, rather than guess.
     autograd_checked: ClassVar[bool] = False
+    #: Why the autograd convention does not model it, when that is known (said in the refusal).
+    autograd_refusal: ClassVar[str | None] = None
     #: Whether its inference (eval mode, no_grad) peak was checked too, when autograd_checked:
     #: the autograd convention's ``inference`` refuses a layer that says False.
     autograd_inference_checked: ClassVar[bool] = True

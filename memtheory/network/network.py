@@ -49,6 +49,15 @@ class Network:
         earlier layers it names (residual shortcuts, merges). Unnamed layers
         are named after their kind and position (``conv2d_1``, ``maxpool2d_1``, ...).
     name : str, default "network"
+    calls : sequence of (str, str), optional
+        Module calls, as ``(first, last)`` layer names: the layers from
+        ``first`` to ``last`` run inside one Python call (an ``nn.Module``'s
+        ``forward``, such as an ``nn.Sequential`` stage or a transformer
+        block). The call's arguments and its caller's variables keep every
+        tensor those layers read from before ``first`` alive until ``last``
+        has run; the autograd convention's forward and inference timelines
+        follow that. Unset, each layer's inputs are freed after their last
+        reader, as in a forward written one operation per statement.
 
     Raises
     ------
@@ -56,6 +65,8 @@ class Network:
         If a layer cannot take the shape that reaches it (the message names the
         layer and its position), or a node names a layer that does not come
         before it.
+    UnknownNameError
+        If a call names a layer the network does not have, or ends before it starts.
 
     Examples
     --------
@@ -76,7 +87,12 @@ class Network:
     (B, 10)
     """
 
-    def __init__(self, layers: Sequence[Layer | Node], name: str = "network") -> None:
+    def __init__(
+        self,
+        layers: Sequence[Layer | Node],
+        name: str = "network",
+        calls: Sequence[tuple[str, str]] = (),
+    ) -> None:
         items = list(layers)
         if not items or not isinstance(items[0], Input):
             raise ShapeError(
@@ -107,6 +123,24 @@ class Network:
                 derive_rows(name, self.layers, self._inputs)
             )
         self._by_name: dict[str, LayerRow] = {row.name: row for row in self.rows}
+        self.calls: tuple[tuple[str, str], ...] = self._check_calls(calls)
+
+    def _check_calls(self, calls: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        checked = []
+        for call in calls:
+            if isinstance(call, str) or len(call) != 2:
+                raise UnsupportedError(
+                    f"Network {self.name!r}: a call is a (first, last) pair of layer names, got "
+                    f"{call!r}."
+                )
+            first, last = (self[name] for name in call)
+            if first.index > last.index:
+                raise UnknownNameError(
+                    f"Network {self.name!r}: call {call!r} ends before it starts; give the "
+                    "first layer it runs, then the last."
+                )
+            checked.append((first.name, last.name))
+        return tuple(checked)
 
     # -- structure ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[Layer]:
