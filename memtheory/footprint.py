@@ -48,8 +48,9 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 import sympy as sp
 
+from memtheory.constraints import SizeConstraint, as_constraints, carry, check, constraints_in
 from memtheory.errors import EvaluationError, UnknownNameError
-from memtheory.evaluation import evaluate_grid
+from memtheory.evaluation import evaluate_grid, substitution
 from memtheory.maximum import maximum as _maximum
 from memtheory.tables import Column, Table
 from memtheory.units import UNITS, convert, format_bytes, round_half_up
@@ -94,7 +95,12 @@ class Footprint(ABC):
     """Live bytes at the labelled moments of a step, in order; empty when not followed."""
 
     constraints: Mapping[str, sp.Expr] = MappingProxyType({})
-    """Symbolic sizes, labelled, that must stay at least 1 for the result to hold."""
+    """Symbolic sizes, labelled, that must stay at least 1 for the result to hold.
+
+    Every way of putting numbers in checks them (:meth:`evaluate`, :meth:`grid`,
+    and :func:`~memtheory.evaluation.evaluate` of :attr:`total` or :attr:`peak`):
+    see :mod:`memtheory.constraints`.
+    """
 
     @abstractmethod
     def evaluate(self, **values: object) -> Self:
@@ -120,14 +126,31 @@ class Footprint(ABC):
     @property
     def total(self) -> sp.Expr:
         """Sum of all components, in bytes."""
-        return sp.Add(*self.components.values())
+        return carry(sp.Add(*self.components.values()), self.size_checks())
 
     @cached_property
     def peak(self) -> sp.Expr:
         """Most bytes alive at once: the timeline's maximum, or the total without a timeline."""
         if not self.timeline:
             return self.total
-        return _maximum(self.timeline.values())
+        return carry(_maximum(self.timeline.values()), self.size_checks())
+
+    def size_checks(self) -> tuple[SizeConstraint, ...]:
+        """Return :attr:`constraints` as :class:`~memtheory.constraints.SizeConstraint` objects."""
+        return as_constraints(self.constraints)
+
+    def checked_substitution(
+        self, values: Mapping[str, object]
+    ) -> tuple[dict[sp.Symbol, sp.Expr], tuple[SizeConstraint, ...]]:
+        """Check ``values`` for :meth:`evaluate`: the substitution, and the constraints left.
+
+        Raises what :func:`~memtheory.evaluation.evaluate` raises: an unknown
+        name, a value that is not a size, or values too small for a layer.
+        """
+        expressions = [*self.components.values(), *self.timeline.values()]
+        own = self.size_checks()
+        mapping = substitution([*expressions, *(c.size for c in own)], values)
+        return mapping, check(constraints_in(expressions, within=own), mapping)
 
     @property
     def peak_moment(self) -> str | None:
@@ -215,7 +238,7 @@ class Footprint(ABC):
         >>> training_memory(counts, optimizer="sgd").grid(B=np.array([1, 2, 4]))
         array([108, 136, 192])
         """
-        return evaluate_grid(self[name], dtype=dtype, **arrays)
+        return evaluate_grid(self[name], dtype=dtype, within=self, **arrays)
 
     # -- tables ----------------------------------------------------------------------
     def table(self, unit: str = "MiB", digits: int = 2) -> Table:

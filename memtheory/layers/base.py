@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
+import numpy as np
 import sympy as sp
 
 from memtheory.dtypes import DType, DTypeLike
-from memtheory.errors import RankError, UnsupportedError
+from memtheory.errors import InvalidArgumentError, RankError, UnsupportedError
 
 __all__ = ["Autograd", "Layer", "Stage", "Shape", "TensorSpec", "describe_shape", "elements"]
 
@@ -275,6 +279,16 @@ class Layer(ABC):
     input_rank: ClassVar[int | None] = None
     name: str | None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Make each layer check its on/off options before its own ``__post_init__`` runs."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__post_init__")
+        if own is not None and not getattr(own, "checks_flags", False):
+            setattr(cls, "__post_init__", _checking_flags(own))  # noqa: B010 (a method)
+
+    def __post_init__(self) -> None:
+        check_flags(self)
+
     @property
     def label(self) -> str:
         """``Kind 'name'`` for messages and tables (just ``Kind`` while unnamed)."""
@@ -388,3 +402,42 @@ class Layer(ABC):
     def describe(self) -> str:
         """Hyperparameters in a few characters, for tables."""
         return ""
+
+
+def check_flags(layer: object) -> None:
+    """Refuse a layer option declared ``bool`` unless it is True or False (NumPy's too).
+
+    ``Conv2d(8, 3, bias="no")`` would otherwise count a bias, since ``"no"`` is true.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Conv2d
+    >>> Conv2d(8, 3, bias="no")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: Conv2d: bias must be True or False, got 'no' (str).
+    """
+    if not dataclasses.is_dataclass(layer):
+        return
+    for field in dataclasses.fields(layer):
+        if field.type not in ("bool", bool):
+            continue
+        value = getattr(layer, field.name)
+        if isinstance(value, np.bool_):
+            object.__setattr__(layer, field.name, bool(value))
+        elif not isinstance(value, bool):
+            owner = getattr(layer, "kind", type(layer).__name__)
+            raise InvalidArgumentError(
+                f"{owner}: {field.name} must be True or False, got {value!r} "
+                f"({type(value).__name__})."
+            )
+
+
+def _checking_flags(post_init: Callable[[Any], None]) -> Callable[[Any], None]:
+    @functools.wraps(post_init)
+    def checked(self: Any) -> None:
+        check_flags(self)
+        post_init(self)
+
+    checked.checks_flags = True  # type: ignore[attr-defined]
+    return checked

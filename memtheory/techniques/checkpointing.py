@@ -339,4 +339,5 @@ def checkpointed_counts(network: Network, interval: int | None) -> ModelCounts:
         input_elements=counts.input_elements,
         buffers=counts.buffers,
         batch=counts.batch,
+        constraints=counts.constraints,
     )

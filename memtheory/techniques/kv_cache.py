@@ -32,7 +32,6 @@ import sympy as sp
 from memtheory._validation import SizeLike
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as _dtype
-from memtheory.evaluation import substitution
 from memtheory.footprint import Footprint
 from memtheory.layers import MultiHeadAttention, PositionEmbedding
 from memtheory.network import Network
@@ -146,7 +145,7 @@ class GenerationMemory(Footprint):
         >>> GenerationMemory(sp.Integer(10), 4 * B).evaluate(B=2).total
         18
         """
-        mapping = substitution([self.weights, self.kv_cache], values)
+        mapping, _ = self.checked_substitution(values)
         return replace(
             self, weights=self.weights.xreplace(mapping), kv_cache=self.kv_cache.xreplace(mapping)
         )

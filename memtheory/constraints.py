@@ -1,0 +1,307 @@
+"""The sizes a network cannot go below, carried with the expressions it hands out.
+
+A layer's output size is an expression such as ``H - 4`` (a 5x5 kernel) or
+``floor(H/2) - 2`` (then a 2x2 pooling). For ``H = 2`` it is negative, and a
+formula that squares it (``64*B*(H - 4)**2``) would turn an impossible network
+into a plausible number of bytes. So every output size that is not positive for
+every admissible value of its symbols becomes a :class:`SizeConstraint`: it must
+be at least 1, and every evaluation path of memtheory checks it.
+
+How a constraint travels
+------------------------
+The expressions stay plain sympy expressions: they print, compare, simplify
+and grade exactly as before. The constraints travel beside them:
+
+* **with the expressions memtheory hands out.** A network's totals
+  (``parameter_count``, ``activation_count``, ...), the counts it gives a
+  convention, and every component, ``total`` and ``peak`` of a memory result
+  built from it are registered with its constraints (:func:`carry`); so is
+  what :func:`~memtheory.evaluation.evaluate` returns while symbols stay free,
+  with the constraints still open. :func:`~memtheory.evaluation.evaluate`,
+  :func:`~memtheory.evaluation.evaluate_grid` and
+  :func:`~memtheory.evaluation.compile_exact` look them up.
+* **with the results.** A memory result keeps its network's constraints
+  (:attr:`~memtheory.footprint.Footprint.constraints`) and checks them in its
+  ``evaluate`` and ``grid``; the what-if solvers start their search at the
+  smallest size every layer takes.
+* **explicitly.** Every evaluation function takes ``within=`` (a network, a
+  memory result, or constraints). An expression *you* build from others
+  (``adam.total - sgd.total``, ``4 * net.activation_count``) is a new
+  expression, and carries nothing (beyond a rational factor: ``total / 2**20``
+  carries what ``total`` carries): pass ``within=net``, or evaluate the memory
+  results and subtract the numbers.
+
+The input batch does not depend on the layers, so it carries nothing. Two
+networks can hand out the same expression: it then carries only the
+constraints both share. The lookup is by equality, so a sympy expression you
+type that equals one a network handed out is taken to be that network's.
+
+Examples
+--------
+>>> from memtheory import Conv2d, Input, Network
+>>> from memtheory.evaluation import evaluate
+>>> from memtheory.symbols import B, H
+>>> net = Network([Input((1, H, H)), Conv2d(8, 5)])
+>>> [c.condition for c in constraints_in(net.activation_count)]
+['H - 4 >= 1']
+>>> evaluate(net.activation_count, B=1, H=2)
+Traceback (most recent call last):
+...
+memtheory.errors.KernelTooLargeError: H=2 is too small for layer 1 of 'network', Conv2d ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import sympy as sp
+
+from memtheory.errors import InvalidArgumentError, KernelTooLargeError
+
+__all__ = [
+    "SizeConstraint",
+    "carry",
+    "check",
+    "constraints_in",
+    "smallest_valid",
+    "as_constraints",
+    "too_small",
+]
+
+REGISTRY_LIMIT = 200_000
+"""Most entries each registry keeps; the oldest go first (a long session builds many networks)."""
+
+
+@dataclass(frozen=True)
+class SizeConstraint:
+    """A size that must be at least 1: a layer's output dimension, with where it comes from.
+
+    Attributes
+    ----------
+    size : sympy expression
+        The output size (``H - 4``).
+    where : str
+        The layer and the dimension, for messages
+        (``"layer 1 of 'cnn', Conv2d 'conv2d_1', output dimension 2"``).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> SizeConstraint(H - 4, "layer 1").condition
+    'H - 4 >= 1'
+    """
+
+    size: sp.Expr
+    where: str
+
+    @property
+    def condition(self) -> str:
+        """The condition as text: ``'H - 4 >= 1'``."""
+        return f"{self.size} >= 1"
+
+
+@runtime_checkable
+class _HasConstraints(Protocol):
+    def size_checks(self) -> tuple[SizeConstraint, ...]: ...
+
+
+_WHOLE: dict[sp.Basic, frozenset[SizeConstraint]] = {}
+
+
+def _store(registry: dict[Any, Any], key: sp.Basic, value: object) -> None:
+    if key not in registry and len(registry) >= REGISTRY_LIMIT:
+        del registry[next(iter(registry))]
+    registry[key] = value
+
+
+def carry(expression: sp.Expr, constraints: Iterable[SizeConstraint]) -> sp.Expr:
+    """Register ``expression`` as a whole with ``constraints``; return it unchanged.
+
+    When two networks register the same expression, it keeps only the
+    constraints they share: it is checked only against what both require.
+    Registering no constraints changes nothing.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> total = carry(2 * H**3 + 7, [SizeConstraint(H - 9, "layer 3 of 'doc'")])
+    >>> [c.condition for c in constraints_in(total)]
+    ['H - 9 >= 1']
+    """
+    expression = sp.sympify(expression)
+    new = frozenset(c for c in constraints if c.size.free_symbols)
+    if not new or not expression.free_symbols:
+        return expression
+    key = _key(expression)
+    known = _WHOLE.get(key)
+    if known is None:
+        _store(_WHOLE, key, new)
+    elif known != new:
+        _store(_WHOLE, key, known & new)
+    return expression
+
+
+def _key(expression: sp.Basic) -> sp.Basic:
+    """Return the expression without a rational factor: a total in MiB carries what bytes do."""
+    if expression.is_Add:
+        return expression.primitive()[1]
+    if expression.is_Mul:
+        return expression.as_coeff_Mul()[1]
+    return expression
+
+
+def as_constraints(within: object) -> tuple[SizeConstraint, ...]:
+    """Return the constraints of a network, a memory result, a mapping, or constraints.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> as_constraints({"layer 1": H - 2})
+    (SizeConstraint(size=H - 2, where='layer 1'),)
+    """
+    if within is None:
+        return ()
+    if isinstance(within, _HasConstraints):
+        return within.size_checks()
+    if isinstance(within, Mapping):
+        return tuple(SizeConstraint(sp.sympify(v), str(k)) for k, v in within.items())
+    if isinstance(within, Iterable) and not isinstance(within, str | bytes):
+        items = tuple(within)
+        if all(isinstance(item, SizeConstraint) for item in items):
+            return items
+    raise InvalidArgumentError(
+        f"within= takes a Network, a memory result, a mapping of label to size or "
+        f"SizeConstraints, got {within!r} ({type(within).__name__})."
+    )
+
+
+def constraints_in(expression: object, within: object = None) -> tuple[SizeConstraint, ...]:
+    """Return every size constraint ``expression`` carries (and those of ``within``).
+
+    Those of ``within`` come first, then those registered for the expression
+    as a whole, then the sizes found inside it: :func:`check` reports the
+    first that fails.
+
+    Parameters
+    ----------
+    expression : sympy expression, or a list of them
+    within : Network, memory result, mapping of label to size, or SizeConstraints, optional
+
+    Examples
+    --------
+    >>> from memtheory import Conv2d, Input, MaxPool2d, Network
+    >>> from memtheory.symbols import size_symbol
+    >>> side = size_symbol("side")
+    >>> net = Network([Input((1, side, side)), Conv2d(8, 5), MaxPool2d(2)])
+    >>> sorted(c.condition for c in constraints_in(net.activation_count))
+    ['floor(side/2) - 2 >= 1', 'side - 4 >= 1']
+    >>> constraints_in(side - 3)
+    ()
+    """
+    found: dict[SizeConstraint, None] = dict.fromkeys(as_constraints(within))
+    if _WHOLE:
+        roots = expression if isinstance(expression, list | tuple) else [expression]
+        for root in roots:
+            if isinstance(root, sp.Basic):
+                found.update(dict.fromkeys(sorted(_WHOLE.get(_key(root), ()), key=_order)))
+    return tuple(found)
+
+
+def _order(constraint: SizeConstraint) -> tuple[str, str]:
+    return (constraint.where, str(constraint.size))
+
+
+def check(
+    constraints: Iterable[SizeConstraint],
+    values: Mapping[sp.Symbol, sp.Expr],
+) -> tuple[SizeConstraint, ...]:
+    """Refuse ``values`` that make a size below 1; return the constraints still symbolic.
+
+    Raises
+    ------
+    KernelTooLargeError
+        Naming the values, the layer, the size and the condition.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> rule = SizeConstraint(H - 4, "layer 1 of 'net', Conv2d 'conv2d_1', output dimension 2")
+    >>> check([rule], {B: sp.Integer(3)})
+    (SizeConstraint(size=H - 4, where="layer 1 of 'net', Conv2d 'conv2d_1', output dimension 2"),)
+    >>> check([rule], {H: sp.Integer(3)})
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.KernelTooLargeError: H=3 is too small for layer 1 of 'net', Conv2d ...
+    """
+    remaining: list[SizeConstraint] = []
+    for constraint in constraints:
+        size = constraint.size.xreplace(dict(values)) if values else constraint.size
+        if not size.free_symbols:
+            if size < 1:
+                shown = ", ".join(
+                    f"{symbol}={value}"
+                    for symbol, value in values.items()
+                    if symbol in constraint.size.free_symbols
+                )
+                raise too_small(constraint, shown, size)
+        else:
+            remaining.append(
+                constraint if size == constraint.size else SizeConstraint(size, constraint.where)
+            )
+    return tuple(remaining)
+
+
+def too_small(constraint: SizeConstraint, shown: str, size: object) -> KernelTooLargeError:
+    """Return the error for values (``shown``, as ``"H=2"``) that make ``constraint`` fail."""
+    hint = ""
+    symbols = constraint.size.free_symbols
+    if len(symbols) == 1:
+        (symbol,) = symbols
+        try:
+            hint = f" (so {symbol} >= {smallest_valid([constraint], symbol)})"
+        except KernelTooLargeError:
+            hint = ""
+    return KernelTooLargeError(
+        f"{shown} is too small for {constraint.where}: it would be {size}, and "
+        f"{constraint.condition} must hold{hint}. Use a larger input, more padding, or a "
+        "smaller kernel or stride."
+    )
+
+
+def smallest_valid(constraints: Iterable[SizeConstraint], symbol: sp.Symbol, start: int = 1) -> int:
+    """Return the smallest value of ``symbol`` from ``start`` on that every constraint allows.
+
+    Constraints in other symbols too are ignored. Sizes are taken to grow
+    with the input (a window slides over more positions), so the first valid
+    value is found by doubling and then bisection, and checked.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> smallest_valid([SizeConstraint(sp.floor(H / 2) - 2, "pool")], H)
+    6
+    """
+    own = [c for c in constraints if c.size.free_symbols == {symbol}]
+    if not own:
+        return start
+
+    def valid(value: int) -> bool:
+        return all(c.size.xreplace({symbol: sp.Integer(value)}) >= 1 for c in own)
+
+    if valid(start):
+        return start
+    low, high = start, max(2 * start, 2)
+    while not valid(high):
+        low, high = high, 2 * high
+        if high > 2**64:
+            names = "; ".join(c.condition for c in own)
+            raise KernelTooLargeError(f"no value of {symbol} satisfies {names}.")
+    while high - low > 1:
+        middle = (low + high) // 2
+        if valid(middle):
+            high = middle
+        else:
+            low = middle
+    return high
