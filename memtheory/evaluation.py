@@ -717,7 +717,13 @@ def _numpy_function(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., Any]
 
 
 def _as_array(value: object, dtype: type, name: str) -> np.ndarray:
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:
+        raise EvaluationError(
+            f"{name} must be a whole number or an array of them; NumPy cannot read "
+            f"{value!r} ({error})."
+        ) from None
     if array.dtype == object:
         items = array.ravel().tolist()
     else:
@@ -733,7 +739,7 @@ def _as_array(value: object, dtype: type, name: str) -> np.ndarray:
         raise EvaluationError(f"{name} must hold whole numbers.")
     if dtype is object:
         return np.array([int(i) for i in array.ravel().tolist()], dtype=object).reshape(array.shape)
-    if array.dtype.kind == "u" and array.size and array.max() >= 2**63:
+    if array.dtype.kind in "uf" and array.size and np.max(np.abs(array)) >= 2**63:
         raise EvaluationOverflowError(f"{name} does not fit in int64; pass dtype=object.")
     if items is not None and any(abs(i) >= 2**63 for i in items):
         raise EvaluationOverflowError(f"{name} does not fit in int64; pass dtype=object.")

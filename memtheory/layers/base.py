@@ -280,14 +280,14 @@ class Layer(ABC):
     name: str | None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Make each layer check its on/off options before its own ``__post_init__`` runs."""
+        """Make each layer check its options' kinds before its own ``__post_init__`` runs."""
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("__post_init__")
-        if own is not None and not getattr(own, "checks_flags", False):
-            setattr(cls, "__post_init__", _checking_flags(own))  # noqa: B010 (a method)
+        if own is not None and not getattr(own, "checks_options", False):
+            setattr(cls, "__post_init__", _checking_options(own))  # noqa: B010 (a method)
 
     def __post_init__(self) -> None:
-        check_flags(self)
+        check_options(self)
 
     @property
     def label(self) -> str:
@@ -404,10 +404,13 @@ class Layer(ABC):
         return ""
 
 
-def check_flags(layer: object) -> None:
-    """Refuse a layer option declared ``bool`` unless it is True or False (NumPy's too).
+def check_options(layer: object) -> None:
+    """Refuse a layer option of the wrong kind: on/off options, names and named choices.
 
-    ``Conv2d(8, 3, bias="no")`` would otherwise count a bias, since ``"no"`` is true.
+    An option declared ``bool`` takes True or False (NumPy's too):
+    ``Conv2d(8, 3, bias="no")`` would otherwise count a bias, since ``"no"`` is
+    true. A name is text (or None), and a choice among names (``approximate``,
+    ``implementation``, ...) is text; the layer then checks which.
 
     Examples
     --------
@@ -419,25 +422,33 @@ def check_flags(layer: object) -> None:
     """
     if not dataclasses.is_dataclass(layer):
         return
+    owner = getattr(layer, "kind", type(layer).__name__)
     for field in dataclasses.fields(layer):
-        if field.type not in ("bool", bool):
-            continue
+        declared = str(field.type)
         value = getattr(layer, field.name)
-        if isinstance(value, np.bool_):
-            object.__setattr__(layer, field.name, bool(value))
-        elif not isinstance(value, bool):
-            owner = getattr(layer, "kind", type(layer).__name__)
-            raise InvalidArgumentError(
-                f"{owner}: {field.name} must be True or False, got {value!r} "
-                f"({type(value).__name__})."
-            )
+        if declared == "bool":
+            if isinstance(value, np.bool_):
+                object.__setattr__(layer, field.name, bool(value))
+            elif not isinstance(value, bool):
+                raise InvalidArgumentError(
+                    f"{owner}: {field.name} must be True or False, got {value!r} "
+                    f"({type(value).__name__})."
+                )
+        elif declared in ("str", "str | None") or declared.startswith("Literal["):
+            optional = declared.endswith("| None")
+            if not (isinstance(value, str) or (optional and value is None)):
+                words = "text" + (" or None" if optional else "")
+                raise InvalidArgumentError(
+                    f"{owner}: {field.name} must be {words}, got {value!r} "
+                    f"({type(value).__name__})."
+                )
 
 
-def _checking_flags(post_init: Callable[[Any], None]) -> Callable[[Any], None]:
+def _checking_options(post_init: Callable[[Any], None]) -> Callable[[Any], None]:
     @functools.wraps(post_init)
     def checked(self: Any) -> None:
-        check_flags(self)
+        check_options(self)
         post_init(self)
 
-    checked.checks_flags = True  # type: ignore[attr-defined]
+    checked.checks_options = True  # type: ignore[attr-defined]
     return checked

@@ -84,7 +84,14 @@ def _total_in(
     total = total_bytes(expression, by=by)
     if values:
         total = evaluate(total, **values)
-    name = symbol if isinstance(symbol, str) else symbol.name
+    if isinstance(symbol, str):
+        name = symbol
+    elif isinstance(symbol, sp.Symbol):
+        name = symbol.name
+    else:
+        raise EvaluationError(
+            f"the size to solve for is a symbol or its name (such as 'B'), got {symbol!r}."
+        )
     free = symbols_by_name([total])
     if name not in free:
         raise EvaluationError(
