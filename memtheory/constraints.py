@@ -52,12 +52,15 @@ memtheory.errors.KernelTooLargeError: H=2 is too small for layer 1 of 'network',
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
 import sympy as sp
 
+from memtheory._replace import replaced
 from memtheory.errors import InvalidArgumentError, KernelTooLargeError
 
 __all__ = [
@@ -107,10 +110,10 @@ class _HasConstraints(Protocol):
     def size_checks(self) -> tuple[SizeConstraint, ...]: ...
 
 
-_WHOLE: dict[sp.Basic, frozenset[SizeConstraint]] = {}
+_WHOLE: dict[object, frozenset[SizeConstraint]] = {}
 
 
-def _store(registry: dict[Any, Any], key: sp.Basic, value: object) -> None:
+def _store(registry: dict[Any, Any], key: object, value: object) -> None:
     if key not in registry and len(registry) >= REGISTRY_LIMIT:
         del registry[next(iter(registry))]
     registry[key] = value
@@ -143,13 +146,23 @@ def carry(expression: sp.Expr, constraints: Iterable[SizeConstraint]) -> sp.Expr
     return expression
 
 
-def _key(expression: sp.Basic) -> sp.Basic:
-    """Return the expression without a rational factor: a total in MiB carries what bytes do."""
-    if expression.is_Add:
-        return expression.primitive()[1]
+def _key(expression: sp.Basic) -> object:
+    """Return the expression without a rational factor: a total in MiB carries what bytes do.
+
+    A sum becomes its terms with their coefficients divided by their common
+    factor (built from Python integers: no sympy sum is rebuilt or sorted).
+    """
     if expression.is_Mul:
         return expression.as_coeff_Mul()[1]
-    return expression
+    if not expression.is_Add:
+        return expression
+    pairs = [term.as_coeff_Mul() for term in expression.args]
+    if not all(coefficient.is_Rational for coefficient, _ in pairs):
+        return expression
+    numerator = math.gcd(*(int(c.p) for c, _ in pairs))
+    denominator = math.lcm(*(int(c.q) for c, _ in pairs))
+    content = Fraction(numerator, denominator)
+    return frozenset((term, Fraction(int(c.p), int(c.q)) / content) for c, term in pairs)
 
 
 def as_constraints(within: object) -> tuple[SizeConstraint, ...]:
@@ -209,15 +222,20 @@ def constraints_in(expression: object, within: object = None) -> tuple[SizeConst
     return tuple(found)
 
 
-def _order(constraint: SizeConstraint) -> tuple[str, str]:
-    return (constraint.where, str(constraint.size))
+def _order(constraint: SizeConstraint) -> str:
+    return constraint.where
 
 
 def check(
     constraints: Iterable[SizeConstraint],
     values: Mapping[sp.Symbol, sp.Expr],
+    sizes: Iterable[sp.Expr] | None = None,
 ) -> tuple[SizeConstraint, ...]:
     """Refuse ``values`` that make a size below 1; return the constraints still symbolic.
+
+    ``sizes``, when given, are the constraints' sizes with ``values`` already
+    substituted (by a caller that substitutes them with other expressions, sharing
+    the work).
 
     Raises
     ------
@@ -236,8 +254,13 @@ def check(
     memtheory.errors.KernelTooLargeError: H=3 is too small for layer 1 of 'net', Conv2d ...
     """
     remaining: list[SizeConstraint] = []
-    for constraint in constraints:
-        size = constraint.size.xreplace(dict(values)) if values else constraint.size
+    constraints = tuple(constraints)
+    # One pass over every size: a deep network's sizes are floors nested in one another.
+    if sizes is None:
+        sizes = replaced([c.size for c in constraints], values) if values else None
+    substituted = None if sizes is None else list(sizes)
+    for index, constraint in enumerate(constraints):
+        size = constraint.size if substituted is None else substituted[index]
         if not size.free_symbols:
             if size < 1:
                 shown = ", ".join(

@@ -36,6 +36,7 @@ import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
+from memtheory._replace import replaced
 from memtheory.constraints import (
     SizeConstraint,
     carry,
@@ -84,37 +85,6 @@ def symbols_by_name(expressions: Iterable[sp.Expr]) -> dict[str, sp.Symbol]:
             for symbol in node.free_symbols:
                 found.setdefault(symbol.name, symbol)
     return found
-
-
-def replaced(expressions: Iterable[sp.Expr], mapping: Mapping[sp.Basic, sp.Basic]) -> list[sp.Expr]:
-    """Return ``[e.xreplace(mapping) for e in expressions]``, each shared subexpression once.
-
-    The moments of a deep network's timeline share most of their terms, each
-    a floor nested as deep as the network; ``xreplace`` alone would rebuild
-    every one of them again for every moment.
-
-    Examples
-    --------
-    >>> from memtheory.symbols import B, H
-    >>> replaced([B * sp.floor(H / 2), sp.floor(H / 2) + 1], {H: 9})
-    [4*B, 5]
-    """
-    done: dict[sp.Basic, tuple[sp.Basic, bool]] = {}
-
-    def walk(node: sp.Basic) -> tuple[sp.Basic, bool]:  # Basic._xreplace, remembered
-        known = done.get(node)
-        if known is not None:
-            return known
-        if node in mapping:
-            result = (mapping[node], True)
-        else:
-            arguments = [walk(a) if isinstance(a, sp.Basic) else (a, False) for a in node.args]
-            changed = any(change for _, change in arguments)
-            result = (node.func(*(a for a, _ in arguments)), True) if changed else (node, False)
-        done[node] = result
-        return result
-
-    return [walk(sp.sympify(e))[0] if mapping else sp.sympify(e) for e in expressions]
 
 
 def substitution(
@@ -183,9 +153,7 @@ def _checked_value(symbol: sp.Symbol, value: object) -> sp.Expr:
     return number
 
 
-def evaluate(
-    expression: sp.Expr | int, /, *, within: object = None, **values: object
-) -> sp.Expr:
+def evaluate(expression: sp.Expr | int, /, *, within: object = None, **values: object) -> sp.Expr:
     """Substitute ``values`` (by symbol name) into ``expression``, exactly.
 
     Every size symbol must get a positive whole number, and no output size of

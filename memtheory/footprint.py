@@ -40,7 +40,7 @@ True
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Self
@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 import sympy as sp
 
+from memtheory._replace import replaced
 from memtheory.constraints import SizeConstraint, as_constraints, carry, check, constraints_in
 from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import evaluate_grid, substitution
@@ -139,18 +140,24 @@ class Footprint(ABC):
         """Return :attr:`constraints` as :class:`~memtheory.constraints.SizeConstraint` objects."""
         return as_constraints(self.constraints)
 
-    def checked_substitution(
-        self, values: Mapping[str, object]
-    ) -> tuple[dict[sp.Symbol, sp.Expr], tuple[SizeConstraint, ...]]:
-        """Check ``values`` for :meth:`evaluate`: the substitution, and the constraints left.
+    def substituted(
+        self, values: Mapping[str, object], expressions: Sequence[sp.Expr]
+    ) -> tuple[list[sp.Expr], tuple[SizeConstraint, ...]]:
+        """Substitute ``values`` into ``expressions`` for :meth:`evaluate`, checking them first.
 
-        Raises what :func:`~memtheory.evaluation.evaluate` raises: an unknown
-        name, a value that is not a size, or values too small for a layer.
+        Returns the substituted expressions and the size constraints still
+        symbolic. Raises what :func:`~memtheory.evaluation.evaluate` raises: an
+        unknown name, a value that is not a size, or values too small for a layer.
         """
-        expressions = [*self.components.values(), *self.timeline.values()]
-        own = self.size_checks()
-        mapping = substitution([*expressions, *(c.size for c in own)], values)
-        return mapping, check(constraints_in(expressions, within=own), mapping)
+        # A result's own constraints are those its expressions were registered with.
+        found = self.size_checks() or constraints_in(list(self.components.values()))
+        every = [*self.components.values(), *self.timeline.values()]
+        mapping = substitution([*every, *(c.size for c in found)], values)
+        if not mapping:
+            return list(expressions), found
+        done = replaced([*(c.size for c in found), *expressions], mapping)
+        remaining = check(found, mapping, done[: len(found)])
+        return done[len(found) :], remaining
 
     @property
     def peak_moment(self) -> str | None:

@@ -10,7 +10,6 @@ import sympy as sp
 
 from memtheory.constraints import carry
 from memtheory.errors import UnknownNameError
-from memtheory.evaluation import replaced
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
@@ -112,9 +111,10 @@ class MemoryBreakdown(Footprint):
         >>> memory.evaluate(B=2).total
         136
         """
-        mapping, remaining = self.checked_substitution(values)
         parts = (self.components, self.timeline)
-        values_in_order = replaced([v for part in parts for v in part.values()], mapping)
+        values_in_order, remaining = self.substituted(
+            values, [v for part in parts for v in part.values()]
+        )
         substituted = iter(values_in_order)
         components, timeline = ({k: next(substituted) for k in p} for p in parts)
         return replace(

@@ -145,10 +145,8 @@ class GenerationMemory(Footprint):
         >>> GenerationMemory(sp.Integer(10), 4 * B).evaluate(B=2).total
         18
         """
-        mapping, _ = self.checked_substitution(values)
-        return replace(
-            self, weights=self.weights.xreplace(mapping), kv_cache=self.kv_cache.xreplace(mapping)
-        )
+        (weights, kv_cache), _ = self.substituted(values, [self.weights, self.kv_cache])
+        return replace(self, weights=weights, kv_cache=kv_cache)
 
 
 def generation_memory(
