@@ -53,6 +53,7 @@ memtheory.errors.KernelTooLargeError: H=2 is too small for layer 1 of 'network',
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -98,6 +99,13 @@ class SizeConstraint:
 
     size: sp.Expr
     where: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", _as_size(self.size, self.where))
+        if not isinstance(self.where, str):
+            raise InvalidArgumentError(
+                f"a size constraint's where is text naming the layer, got {self.where!r}."
+            )
 
     @property
     def condition(self) -> str:
@@ -179,7 +187,7 @@ def as_constraints(within: object) -> tuple[SizeConstraint, ...]:
     if isinstance(within, _HasConstraints):
         return within.size_checks()
     if isinstance(within, Mapping):
-        return tuple(SizeConstraint(sp.sympify(v), str(k)) for k, v in within.items())
+        return tuple(SizeConstraint(v, str(k)) for k, v in within.items())
     if isinstance(within, Iterable) and not isinstance(within, str | bytes):
         items = tuple(within)
         if all(isinstance(item, SizeConstraint) for item in items):
@@ -220,6 +228,19 @@ def constraints_in(expression: object, within: object = None) -> tuple[SizeConst
             if isinstance(root, sp.Basic):
                 found.update(dict.fromkeys(sorted(_WHOLE.get(_key(root), ()), key=_order)))
     return tuple(found)
+
+
+def _as_size(value: object, where: object) -> sp.Expr:
+    """``value`` as a size expression: a whole number, or a sympy expression that can be one."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return sp.Integer(int(value))
+    if isinstance(value, sp.Expr) and value.is_finite is not False:
+        if not value.is_number or value.is_integer:
+            return value
+    raise InvalidArgumentError(
+        f"a size constraint ({where!r}) needs a size: a whole number or a sympy expression in "
+        f"size symbols, got {value!r} ({type(value).__name__})."
+    )
 
 
 def _order(constraint: SizeConstraint) -> str:

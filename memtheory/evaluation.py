@@ -9,7 +9,14 @@
   refuses, rather than wraps around, when a value would not fit; ``dtype=object``
   gives exact Python integers at any size.
 
-All three agree exactly on every integer-valued expression memtheory builds.
+All three agree exactly on every integer-valued expression memtheory builds,
+and all three check what they are given the same way: a size symbol (a
+positive integer, :mod:`memtheory.symbols`) takes positive whole numbers only
+(NumPy's integers too; never ``True``, ``2.5``, ``0`` or ``NaN``), and no output
+size of the network an expression comes from may fall below 1 (a 5x5 kernel on
+a side of 2): :mod:`memtheory.constraints` says how those constraints travel
+with the expressions, and ``within=`` names a network for an expression built
+by hand.
 
 Examples
 --------

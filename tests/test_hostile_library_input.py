@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import memtheory as mt
 import memtheory.layers as layers
+from memtheory.constraints import SizeConstraint
 from memtheory.symbols import B, H
 from tests.strategies import hostile_values
 
@@ -149,6 +150,31 @@ def test_evaluate(expression, b, h, name):
     if value is not None and value.is_number:  # accepted: then a valid size, checked exactly
         assert int(h) >= 5 and value == MEMORY.evaluate(B=int(b), H=int(h)).total
     outcome("evaluate", lambda: mt.evaluate(MEMORY.total, **{name: 3}))
+
+
+WITHIN = (
+    HOSTILE
+    | st.dictionaries(st.text(max_size=3) | SCALARS, SCALARS, min_size=1, max_size=2)
+    | st.lists(st.builds(SizeConstraint, SCALARS, SCALARS), min_size=1, max_size=2)
+)
+"""What within= may get: anything, mappings of junk, and constraints built from junk."""
+
+
+@FUZZ
+@given(within=st.data(), b=SCALARS, name=SCALARS, unit=SCALARS)
+def test_within_and_memory_results(within, b, name, unit):
+    """within= with anything; a memory result's evaluate, grid, format and table too."""
+    within = outcome("SizeConstraint", lambda: within.draw(WITHIN))
+    outcome("evaluate", lambda: mt.evaluate(MEMORY.total, within=within, B=2, H=9))
+    outcome("evaluate_grid", lambda: mt.evaluate_grid(B * H, within=within, B=2, H=9))
+    outcome("compile_exact", lambda: mt.compile_exact(B * H, within=within))
+    evaluated = outcome("Footprint.evaluate", lambda: MEMORY.evaluate(B=b, H=b))
+    outcome("Footprint.grid", lambda: MEMORY.grid(name, B=np.array([1, 2]), H=9))
+    outcome("Footprint.grid", lambda: MEMORY.grid("total", B=b, H=9))
+    outcome("Footprint.format", lambda: MEMORY.evaluate(B=2, H=9).format(unit, "total"))
+    outcome("Footprint.format", lambda: MEMORY.evaluate(B=2, H=9).format("MiB", name))
+    if isinstance(evaluated, mt.MemoryBreakdown):
+        outcome("Footprint.table", lambda: str(evaluated.table()))
 
 
 @FUZZ
