@@ -159,6 +159,30 @@ def test_constraints_survive_checkpointing_and_scenarios():
     refused(lambda: mt.compare_scenarios(net, intervals=(None, 2), B=1, H=2))
 
 
+def test_other_what_if_paths_refuse_too_small_sides(memory):
+    """sensitivity, the best checkpoint interval and plot_memory check the sizes too."""
+    from memtheory.techniques import best_network_interval
+
+    net = issue_network()
+    refused(lambda: mt.sensitivity(memory, B=2, H=5), "maxpool2d_1")
+    refused(lambda: best_network_interval(net, H=3), "conv2d_1")
+    refused(lambda: mt.compare_scenarios(net, intervals=("best",), B=1, H=4), "conv2d_1")
+    assert best_network_interval(net, H=SMALLEST) >= 1
+
+
+def test_plot_memory_refuses_a_range_with_too_small_sides(memory):
+    """plot_memory over H = 1..20 would draw sizes no layer takes: it is refused."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from memtheory.plotting import plot_memory
+
+    refused(lambda: plot_memory(memory, "H", range(1, 21), B=2), "conv2d_1")
+    axes = plot_memory(memory, "H", range(SMALLEST, 21), B=2)
+    assert len(axes.lines[0].get_xdata()) == 21 - SMALLEST
+
+
 def test_solvers_refuse_too_small_sides_and_start_at_the_smallest(memory):
     """max_batch at H=2 is refused; max_value over H starts at the smallest side that fits."""
     net = issue_network()
