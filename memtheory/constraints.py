@@ -25,11 +25,17 @@ and grade exactly as before. The constraints travel beside them:
   ``evaluate`` and ``grid``; the what-if solvers start their search at the
   smallest size every layer takes.
 * **explicitly.** Every evaluation function takes ``within=`` (a network, a
-  memory result, or constraints). An expression *you* build from others
-  (``adam.total - sgd.total``, ``4 * net.activation_count``) is a new
-  expression, and carries nothing (beyond a rational factor: ``total / 2**20``
-  carries what ``total`` carries): pass ``within=net``, or evaluate the memory
-  results and subtract the numbers.
+  memory result, or constraints).
+* **as a warning.** An expression *you* build from others
+  (``4 * net.activation_count + 1``) is new, and carries nothing (beyond a
+  rational factor: ``total / 2**20`` carries what ``total`` carries). If it
+  still contains one of a network's output sizes (:func:`register_sizes`), and
+  the values make that size less than 1, evaluating it gives a
+  :class:`~memtheory.errors.SizeWarning` naming the layer, not silence: it may
+  be a formula of your own, so it is not refused. Pass ``within=net`` to refuse,
+  or evaluate the memory results and combine the numbers. (A size that sympy
+  has merged into other terms, as with a fixed batch and one symbolic side, is
+  beyond finding in a new expression: there only ``within=`` checks it.)
 
 The input batch does not depend on the layers, so it carries nothing. Two
 networks can hand out the same expression: it then carries only the
@@ -54,6 +60,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -62,14 +69,17 @@ from typing import Any, Protocol, runtime_checkable
 import sympy as sp
 
 from memtheory._replace import replaced
-from memtheory.errors import InvalidArgumentError, KernelTooLargeError
+from memtheory.errors import InvalidArgumentError, KernelTooLargeError, SizeWarning
 
 __all__ = [
     "SizeConstraint",
     "carry",
     "check",
     "constraints_in",
+    "register_sizes",
+    "sizes_inside",
     "smallest_valid",
+    "warn_outside",
     "as_constraints",
     "too_small",
 ]
@@ -119,6 +129,8 @@ class _HasConstraints(Protocol):
 
 
 _WHOLE: dict[object, frozenset[SizeConstraint]] = {}
+_NODES: dict[object, tuple[SizeConstraint, ...]] = {}
+_RANK: dict[SizeConstraint, int] = {}  # registration order: a network's layers in running order
 
 
 def _store(registry: dict[Any, Any], key: object, value: object) -> None:
@@ -171,6 +183,93 @@ def _key(expression: sp.Basic) -> object:
     denominator = math.lcm(*(int(c.q) for c, _ in pairs))
     content = Fraction(numerator, denominator)
     return frozenset((term, Fraction(int(c.p), int(c.q)) / content) for c, term in pairs)
+
+
+def register_sizes(constraints: Iterable[SizeConstraint]) -> None:
+    """Remember a network's output sizes, to warn about them where they are not checked.
+
+    See :func:`sizes_inside`: an expression that is not the network's but
+    contains one of these sizes is evaluated with a :class:`SizeWarning` when the
+    size would be less than 1.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import size_symbol
+    >>> side = size_symbol("side")
+    >>> register_sizes([SizeConstraint(side - 6, "layer 1 of 'doc', a 7x7 window")])
+    >>> [c.where for c in sizes_inside(3 * (side - 6) ** 2 + side)]
+    ["layer 1 of 'doc', a 7x7 window"]
+    """
+    for constraint in constraints:
+        if constraint.size.free_symbols:
+            key = _key(constraint.size)
+            known = _NODES.get(key, ())
+            if constraint not in known:
+                _store(_NODES, key, (*known, constraint))
+                _RANK.setdefault(constraint, len(_RANK))
+
+
+def sizes_inside(expression: sp.Basic) -> tuple[SizeConstraint, ...]:
+    """Return the registered output sizes that occur in ``expression`` (up to a rational factor).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import size_symbol
+    >>> sizes_inside(size_symbol("unseen") - 2)
+    ()
+    """
+    if not _NODES or not isinstance(expression, sp.Basic):
+        return ()
+    found: dict[SizeConstraint, None] = {}
+    seen: set[sp.Basic] = set()
+    stack = [expression]
+    while stack:
+        node = stack.pop()
+        if node in seen or not node.args:
+            continue
+        seen.add(node)
+        if node.is_Add:
+            found.update(dict.fromkeys(_NODES.get(_key(node), ())))
+        stack.extend(node.args)
+    return tuple(sorted(found, key=lambda c: _RANK.get(c, 0)))  # in the order layers run
+
+
+def warn_outside(
+    constraints: Iterable[SizeConstraint],
+    values: Mapping[sp.Symbol, sp.Expr],
+    sizes: Iterable[sp.Expr] | None = None,
+    stacklevel: int = 3,
+) -> bool:
+    """Warn (:class:`SizeWarning`) about the first size that ``values`` make less than 1.
+
+    Returns whether it warned. ``stacklevel`` points the warning at the caller's caller.
+
+    For the sizes :func:`sizes_inside` finds in an expression that carries no
+    constraint of its own: the expression may be built from a network's, and
+    these values outside the network's range. ``sizes``: as for :func:`check`.
+    """
+    constraints = tuple(constraints)
+    if not constraints or not values:
+        return False
+    substituted = (
+        list(sizes) if sizes is not None else replaced([c.size for c in constraints], values)
+    )
+    for constraint, size in zip(constraints, substituted, strict=True):
+        if not size.free_symbols and size < 1:
+            shown = ", ".join(
+                f"{s}={v}" for s, v in values.items() if s in constraint.size.free_symbols
+            )
+            warnings.warn(
+                SizeWarning(
+                    f"{shown} makes {constraint.size} = {size} in this expression: that is the "
+                    f"output size of {constraint.where}, which needs {constraint.condition}. If "
+                    "the expression is built from that network's, these sizes are out of its "
+                    "range: pass within=the network to refuse them."
+                ),
+                stacklevel=stacklevel,
+            )
+            return True
+    return False
 
 
 def as_constraints(within: object) -> tuple[SizeConstraint, ...]:

@@ -49,7 +49,9 @@ from memtheory.constraints import (
     carry,
     check,
     constraints_in,
+    sizes_inside,
     too_small,
+    warn_outside,
 )
 from memtheory.errors import EvaluationError, EvaluationOverflowError
 from memtheory.maximum import substituted_maximum
@@ -201,7 +203,10 @@ def evaluate(expression: sp.Expr | int, /, *, within: object = None, **values: o
     """
     expr = as_expression(expression, "evaluate")
     mapping = substitution([expr], values)
-    remaining = check(constraints_in(expr, within), mapping)
+    found = constraints_in(expr, within)
+    remaining = check(found, mapping)
+    if not found:  # built by hand, perhaps from a network's expressions: warn, never refuse
+        warn_outside(sizes_inside(expr), mapping)
     result = _substituted(expr, mapping)
     return carry(result, remaining) if remaining else result
 
@@ -375,6 +380,8 @@ def compile_exact(
     arguments = _arguments(expr, _names_argument(names))
     raw = sp.lambdify(arguments, expr, modules=[{}, "math"], printer=_ExactPythonPrinter)
     given = set(arguments)
+    found = constraints_in(expr, within)
+    warn_only = not found  # built by hand: its network's sizes are warned about, not refused
     checks = [
         (
             constraint,
@@ -382,7 +389,7 @@ def compile_exact(
                 arguments, constraint.size, modules=[{}, "math"], printer=_ExactPythonPrinter
             ),
         )
-        for constraint in constraints_in(expr, within)
+        for constraint in (sizes_inside(expr) if warn_only else found)
         if constraint.size.free_symbols <= given
     ]
     converters = [_argument_check(symbol) for symbol in arguments]
@@ -400,6 +407,10 @@ def compile_exact(
         for constraint, size in checks:
             value = size(*values)
             if value < 1:
+                if warn_only:
+                    given_values = dict(zip(arguments, map(sp.sympify, values), strict=True))
+                    warn_outside([constraint], given_values, [sp.sympify(value)])
+                    break
                 shown = ", ".join(
                     f"{s}={v}"
                     for s, v in zip(arguments, values, strict=True)
@@ -551,8 +562,10 @@ def evaluate_grid(
             f"the arrays do not broadcast together: {shapes}. Give them shapes NumPy can "
             "broadcast (e.g. B=np.arange(1, 9)[:, None] beside H=np.arange(1, 5))."
         ) from None
-    for constraint in constraints_in(expr, within):
-        _check_grid_constraint(constraint, values, exact)
+    found = constraints_in(expr, within)
+    for constraint in found or sizes_inside(expr):
+        if _check_grid_constraint(constraint, values, exact, warn=not found):
+            break  # warned once: enough
     return _grid(expr, tuple(names), [values[name] for name in names], exact)
 
 
@@ -581,11 +594,15 @@ def _check_signs(symbol: sp.Symbol, array: np.ndarray) -> None:
 
 
 def _check_grid_constraint(
-    constraint: SizeConstraint, values: Mapping[str, np.ndarray], exact: bool
-) -> None:
+    constraint: SizeConstraint, values: Mapping[str, np.ndarray], exact: bool, warn: bool
+) -> bool:
+    """Refuse (or with ``warn``, warn about) a grid point that makes the size less than 1.
+
+    Returns whether it warned.
+    """
     involved = sorted(symbols_by_name([constraint.size]))
     if not set(involved) <= set(values):
-        return  # the expression does not depend on those sizes
+        return False  # the expression does not depend on those sizes
     if len(involved) == 1:  # one size: its distinct values are enough
         inputs = [np.unique(values[involved[0]])]
     else:
@@ -595,8 +612,15 @@ def _check_grid_constraint(
     if np.any(bad):
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         at = np.broadcast_arrays(*inputs)
+        if warn:
+            symbols = symbols_by_name([constraint.size])
+            point = {
+                symbols[n]: sp.Integer(int(a[where])) for n, a in zip(involved, at, strict=True)
+            }
+            return warn_outside([constraint], point, stacklevel=4)
         shown = ", ".join(f"{name}={a[where]}" for name, a in zip(involved, at, strict=True))
         raise too_small(constraint, shown, np.asarray(sizes)[where])
+    return False
 
 
 def _grid(

@@ -13,7 +13,7 @@ import sympy as sp
 
 import memtheory as mt
 from memtheory.constraints import SizeConstraint, constraints_in
-from memtheory.symbols import B, H
+from memtheory.symbols import B, H, size_symbol
 
 
 def issue_network() -> mt.Network:
@@ -118,12 +118,28 @@ def test_new_expressions_are_checked_within_the_network(memory):
     )
 
 
-def test_an_unrelated_expression_carries_nothing():
-    """A plain formula in H is not some network's: evaluating it at H=1 is no error."""
+def test_a_hand_built_expression_warns_and_within_refuses():
+    """4 * activations + 1 is new: evaluating it at H=2 warns, naming the layer; within= refuses."""
+    net = issue_network()
+    built = 4 * net.activation_count + 1
+    assert constraints_in(built) == ()  # nothing carried: it is not the network's
+    with pytest.warns(mt.SizeWarning, match="conv2d_1") as caught:
+        value = mt.evaluate(built, B=1, H=2)
+    assert value == built.xreplace({B: 1, H: 2}) and "within=" in str(caught[0].message)
+    with pytest.warns(mt.SizeWarning, match="maxpool2d_1"):
+        mt.evaluate_grid(built, B=1, H=np.array([9, 5]))
+    with pytest.warns(mt.SizeWarning, match="conv2d_1"):
+        mt.compile_exact(built)(1, 3)
+    refused(lambda: mt.evaluate(built, within=net, B=1, H=2), "conv2d_1")
+
+
+def test_an_unrelated_expression_neither_warns_nor_is_refused(recwarn):
+    """A formula in a size no network uses evaluates quietly, even to a negative number."""
+    side = size_symbol("unused_side")
     issue_network()
-    assert mt.evaluate(sp.floor(H / 2) - 2, H=1) == -2
-    assert mt.evaluate((H - 4) ** 2, H=2) == 4
-    assert constraints_in(H - 4) == ()
+    assert mt.evaluate((side - 4) ** 2 + side - 4, unused_side=2) == 2
+    assert mt.evaluate_grid(side - 4, unused_side=np.array([1, 9])).tolist() == [-3, 5]
+    assert not [w for w in recwarn if issubclass(w.category, mt.SizeWarning)]
 
 
 def test_a_fixed_batch_with_one_symbolic_side_is_checked():

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import sympy as sp
 
 from memtheory._recursion import nesting_guard
-from memtheory.constraints import SizeConstraint, carry
+from memtheory.constraints import SizeConstraint, carry, register_sizes
 from memtheory.counts import ModelCounts
 from memtheory.errors import ShapeError, UnknownNameError, UnsupportedError
 from memtheory.evaluation import symbols_by_name
@@ -115,6 +115,7 @@ class Network:
             SizeConstraint(size, f"layer {row.index} of {name!r}, {row.layer.label}, {axis}")
             for row, axis, size in self._constrained_sizes()
         )
+        register_sizes(self._checks)
 
     # -- structure ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[Layer]:
