@@ -472,24 +472,16 @@ def _argument_check(symbol: sp.Symbol) -> Callable[[object], Any]:
     lowest = 1 if symbol.is_positive else 0 if symbol.is_nonnegative else None
 
     def whole(value: object) -> int:
-        if type(value) is int:
-            number = value
-        else:
-            number = (
-                int(_checked_value(symbol, value))
-                if not isinstance(value, sp.Basic) or value.is_number
-                else _not_a_number(symbol, value)
-            )
-        if lowest is not None and number < lowest:
-            word = "positive" if lowest else "non-negative"
-            raise EvaluationError(f"{symbol} must be {word}, got {value!r}.")
-        return number
+        if type(value) is int:  # the common case, checked without sympy
+            if lowest is not None and value < lowest:
+                word = "positive" if lowest else "non-negative"
+                raise EvaluationError(f"{symbol} must be {word}, got {value!r}.")
+            return value
+        if isinstance(value, sp.Basic) and not value.is_number:
+            raise EvaluationError(f"{symbol} needs a number here, got the expression {value!r}.")
+        return int(_checked_value(symbol, value))  # whole, and positive where the symbol is
 
     return whole
-
-
-def _not_a_number(symbol: sp.Symbol, value: object) -> int:
-    raise EvaluationError(f"{symbol} needs a number here, got the expression {value!r}.")
 
 
 def evaluate_grid(
