@@ -199,11 +199,13 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
     Parameters
     ----------
     nbytes : sympy expression or int
-        Size in bytes; must evaluate to a number.
+        Size in bytes; must evaluate to a finite number. It may be negative (a
+        difference of two sizes, such as what a technique saves); text, booleans,
+        NaN and infinities are refused.
     unit : str
         Unit to print in; the label is always printed.
     digits : int
-        Decimals to keep.
+        Decimals to keep, 0 to 100.
 
     Examples
     --------

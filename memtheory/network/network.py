@@ -107,9 +107,13 @@ class Network:
             name_layers([item.layer if isinstance(item, Node) else item for item in items])
         )
         wiring = [item.inputs if isinstance(item, Node) else None for item in items]
-        self._inputs: tuple[tuple[str, ...], ...] = tuple(resolve_inputs(name, self.layers, wiring))
+        self._inputs: tuple[tuple[str, ...], ...] = tuple(
+            resolve_inputs(name, self.layers, wiring)
+        )
         with nesting_guard(f"Network {name!r}"):
-            self.rows: tuple[LayerRow, ...] = tuple(derive_rows(name, self.layers, self._inputs))
+            self.rows: tuple[LayerRow, ...] = tuple(
+                derive_rows(name, self.layers, self._inputs)
+            )
         self._by_name: dict[str, LayerRow] = {row.name: row for row in self.rows}
         self._checks = tuple(
             SizeConstraint(size, f"layer {row.index} of {name!r}, {row.layer.label}, {axis}")
