@@ -135,7 +135,7 @@ def convert(nbytes: sp.Expr | int, unit: str) -> sp.Expr:
     >>> convert(4 * B, "KiB")
     B/256
     """
-    return sp.nsimplify(sp.sympify(nbytes)) / unit_bytes(unit)
+    return sp.nsimplify(_byte_count(nbytes, "convert")) / unit_bytes(unit)
 
 
 def as_quantity(nbytes: sp.Expr | int, unit: str = "B") -> sp.Expr:
@@ -223,7 +223,7 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
         raise InvalidArgumentError(
             f"format_bytes: digits must be a whole number from 0 to 100, got {digits!r}."
         )
-    value = convert(_byte_count(nbytes), canonical)
+    value = convert(_byte_count(nbytes, "format_bytes"), canonical)
     if not value.is_number:
         raise UnsupportedError(
             f"format_bytes needs a number, got the expression {nbytes}; evaluate it first."
@@ -233,7 +233,7 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
     return f"{round_half_up(value, int(digits)):f} {canonical}"
 
 
-def _byte_count(nbytes: object) -> sp.Expr:
+def _byte_count(nbytes: object, caller: str) -> sp.Expr:
     """``nbytes`` as a sympy expression; refuses text, booleans, NaN and infinities.
 
     A byte count may be negative: a difference of two sizes (what a technique saves) is one.
@@ -248,9 +248,9 @@ def _byte_count(nbytes: object) -> sp.Expr:
         real = float(nbytes)
         if math.isfinite(real):
             return sp.Float(real)
-        raise InvalidArgumentError(f"format_bytes needs a finite number of bytes, got {nbytes!r}.")
+        raise InvalidArgumentError(f"{caller} needs a finite number of bytes, got {nbytes!r}.")
     raise InvalidArgumentError(
-        f"format_bytes needs a number of bytes (or a sympy expression), got {nbytes!r} "
+        f"{caller} needs a number of bytes (or a sympy expression), got {nbytes!r} "
         f"({type(nbytes).__name__}); read a size written as text with parse_bytes first."
     )
 

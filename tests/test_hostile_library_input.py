@@ -220,6 +220,21 @@ def test_format_bytes(nbytes, unit, digits):
     outcome("format_bytes", lambda: mt.format_bytes(2**20, "MiB", digits))
 
 
+@FUZZ
+@given(first=HOSTILE, second=HOSTILE, third=SCALARS)
+def test_more_entry_points(first, second, third):
+    """inference_memory, sensitivity, convert, summaries and ModelCounts with hostile values."""
+    outcome("inference_memory", lambda: mt.inference_memory(NET, precision=first))
+    outcome("inference_memory", lambda: mt.inference_memory(first, convention=third))
+    outcome("sensitivity", lambda: mt.sensitivity(MEMORY, B=first, H=second))
+    outcome("convert", lambda: mt.convert(first, third))
+    outcome("Network.summary", lambda: NET.summary(B=first, H=second))
+    outcome(
+        "ModelCounts",
+        lambda: mt.ModelCounts(parameters=first, activations=second, input_elements=third),
+    )
+
+
 @pytest.mark.parametrize("value", [np.int64(7), np.int32(7), np.uint16(7)])
 def test_numpy_integers_are_accepted_everywhere(value):
     """NumPy integers are integers: layers, inputs, evaluation and solvers take them."""
@@ -236,15 +251,15 @@ def test_numpy_integers_are_accepted_everywhere(value):
     assert mt.format_bytes(value, "B", 0) == "7 B"
 
 
-def test_zz_report(request):
+def test_zz_report(capsys):
     """Report how many hostile calls were made; none hung or raised a raw error."""
     total = sum(TRIED.values())
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and total:
-        reporter.write_line(
-            f"\nhostile library input: {total} calls over {len(TRIED)} entry points, none hung "
-            f"(> {TIME_BOUND:.0f} s) or raised a raw Python error."
-        )
+    if total:
+        with capsys.disabled():  # printed in every run, not only when something fails
+            print(
+                f"\nhostile library input: {total} calls over {len(TRIED)} entry points, none "
+                f"hung (> {TIME_BOUND:.0f} s) or raised a raw Python error."
+            )
     entries = {"Network", "evaluate", "evaluate_grid", "compile_exact", "max_value", "format_bytes"}
     for entry in entries & set(TRIED):  # those whose fuzz ran: each really was exercised
         assert TRIED[entry] >= 100, f"{entry}: only {TRIED[entry]} calls"
