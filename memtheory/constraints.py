@@ -155,7 +155,7 @@ def carry(expression: sp.Expr, constraints: Iterable[SizeConstraint]) -> sp.Expr
     """
     expression = sp.sympify(expression)
     new = frozenset(c for c in constraints if c.size.free_symbols)
-    if not new or not expression.free_symbols:
+    if not new or isinstance(expression, sp.Number):
         return expression
     key = _key(expression)
     known = _WHOLE.get(key)
