@@ -32,6 +32,7 @@ __all__ = [
     "ParseError",
     "RankError",
     "ShapeError",
+    "SizeWarning",
     "UnknownAttributeError",
     "UnknownConventionError",
     "UnknownDTypeError",
@@ -184,3 +185,14 @@ class EvaluationError(MemtheoryError, ValueError):
 
 class EvaluationOverflowError(EvaluationError, OverflowError):
     """An int64 grid evaluation would overflow; use ``dtype=object`` for exact integers."""
+
+
+class SizeWarning(UserWarning):
+    """Values make a network's output size less than 1 inside an expression that is not its.
+
+    An expression built by arithmetic on a network's expressions
+    (``adam.total - sgd.total``) is new and carries none of its size
+    constraints; when it still contains one of the network's output sizes and
+    the values make that size less than 1, memtheory says so instead of staying
+    silent. Pass ``within=`` the network to refuse such values instead.
+    """

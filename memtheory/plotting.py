@@ -165,9 +165,8 @@ def plot_memory(
 def _exact_values(total: sp.Expr, variable: str, xs: list[int]) -> list[sp.Expr | int]:
     try:
         function = compile_exact(total, [variable])
-    except EvaluationError:
-        symbol = symbols_by_name([total])[variable]
-        return [total.xreplace({symbol: sp.Integer(x)}) for x in xs]
+    except EvaluationError:  # not integer code: evaluate checks the sizes the same way
+        return [evaluate(total, **{variable: x}) for x in xs]
     return [function(x) for x in xs]
 
 

@@ -21,6 +21,8 @@ Examples
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from decimal import Decimal
 from fractions import Fraction
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
-from memtheory.errors import ParseError, UnknownUnitError, UnsupportedError
+from memtheory.errors import InvalidArgumentError, ParseError, UnknownUnitError, UnsupportedError
 from memtheory.registry import Registry
 
 if TYPE_CHECKING:
@@ -133,7 +135,7 @@ def convert(nbytes: sp.Expr | int, unit: str) -> sp.Expr:
     >>> convert(4 * B, "KiB")
     B/256
     """
-    return sp.nsimplify(sp.sympify(nbytes)) / unit_bytes(unit)
+    return sp.nsimplify(_byte_count(nbytes, "convert")) / unit_bytes(unit)
 
 
 def as_quantity(nbytes: sp.Expr | int, unit: str = "B") -> sp.Expr:
@@ -197,11 +199,13 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
     Parameters
     ----------
     nbytes : sympy expression or int
-        Size in bytes; must evaluate to a number.
+        Size in bytes; must evaluate to a finite number. It may be negative (a
+        difference of two sizes, such as what a technique saves); text, booleans,
+        NaN and infinities are refused.
     unit : str
         Unit to print in; the label is always printed.
     digits : int
-        Decimals to keep.
+        Decimals to keep, 0 to 100.
 
     Examples
     --------
@@ -211,12 +215,44 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
     '1.074 GB'
     """
     canonical = UNIT_REGISTRY.canonical(unit)
-    value = convert(nbytes, canonical)
+    if (
+        isinstance(digits, bool)
+        or not isinstance(digits, numbers.Integral)
+        or not (0 <= digits <= 100)
+    ):
+        raise InvalidArgumentError(
+            f"format_bytes: digits must be a whole number from 0 to 100, got {digits!r}."
+        )
+    value = convert(_byte_count(nbytes, "format_bytes"), canonical)
     if not value.is_number:
         raise UnsupportedError(
             f"format_bytes needs a number, got the expression {nbytes}; evaluate it first."
         )
-    return f"{round_half_up(value, digits):f} {canonical}"
+    if not value.is_extended_real or not value.is_finite:
+        raise InvalidArgumentError(f"format_bytes needs a finite number of bytes, got {nbytes}.")
+    return f"{round_half_up(value, int(digits)):f} {canonical}"
+
+
+def _byte_count(nbytes: object, caller: str) -> sp.Expr:
+    """``nbytes`` as a sympy expression; refuses text, booleans, NaN and infinities.
+
+    A byte count may be negative: a difference of two sizes (what a technique saves) is one.
+    """
+    if isinstance(nbytes, sp.Expr):
+        return nbytes
+    if isinstance(nbytes, numbers.Real) and not isinstance(nbytes, bool):
+        if isinstance(nbytes, numbers.Integral):
+            return sp.Integer(int(nbytes))
+        if isinstance(nbytes, numbers.Rational):
+            return sp.Rational(int(nbytes.numerator), int(nbytes.denominator))
+        real = float(nbytes)
+        if math.isfinite(real):
+            return sp.Float(real)
+        raise InvalidArgumentError(f"{caller} needs a finite number of bytes, got {nbytes!r}.")
+    raise InvalidArgumentError(
+        f"{caller} needs a number of bytes (or a sympy expression), got {nbytes!r} "
+        f"({type(nbytes).__name__}); read a size written as text with parse_bytes first."
+    )
 
 
 _SIZE = re.compile(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
 
@@ -45,6 +46,7 @@ __all__ = [
     "batch_sizes",
     "conv_windows",
     "explicit_precisions",
+    "hostile_values",
     "image_networks",
     "mlps",
     "optimizer_names",
@@ -344,3 +346,60 @@ def respellings(draw: st.DrawFn, name: str, separators: bool = True) -> str:
         letters = [c + (draw(gaps) if i < len(letters) - 1 else "") for i, c in enumerate(letters)]
     pad = st.sampled_from(["", " ", "  "])
     return draw(pad) + "".join(letters) + draw(pad)
+
+
+# -- what a careless or hostile caller passes ---------------------------------------------
+_ODD_SYMPY = (
+    sp.Symbol("x"),
+    sp.Symbol("n", negative=True),
+    sp.Symbol("B"),  # a B without memtheory's assumptions
+    sp.Rational(1, 2),
+    sp.Float(2.5),
+    sp.oo,
+    -sp.oo,
+    sp.nan,
+    sp.zoo,
+    sp.I,
+    sp.Integer(0),
+    sp.Integer(-3),
+    sp.Integer(7),
+    sp.Eq(sp.Symbol("x"), 1),
+    sp.true,
+)
+
+
+def hostile_values(*, containers: bool = True) -> st.SearchStrategy[object]:
+    """Values a careless or hostile caller passes where a size, name or number belongs.
+
+    None, booleans (Python's and NumPy's), text, negative, zero and huge integers,
+    floats (NaN, infinities, fractions), NumPy scalars, sympy numbers and
+    expressions in symbols memtheory does not use (or its own, with the wrong
+    assumptions), and with ``containers`` lists, tuples, dicts and bare objects.
+    """
+    from memtheory.symbols import B, H
+
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.sampled_from([np.True_, np.False_]),
+        st.text(max_size=6),
+        st.sampled_from(["", "no", "3", "nan", "1e999", "B*H", "adam", "MiB", "__import__('os')"]),
+        st.integers(-3, 12),
+        st.integers(2**62, 2**70) | st.integers(-(2**70), -(2**62)),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.sampled_from([0.5, 2.5, -1.0, 3.0, 1e300]),
+        st.integers(-3, 60).map(np.int64),
+        st.sampled_from([np.int32(3), np.uint8(4), np.float64(2.0), np.float32(np.nan)]),
+        st.sampled_from(_ODD_SYMPY),
+        st.sampled_from([H - 10, B * H, -B, B / 2, H**0.5]),
+    )
+    if not containers:
+        return scalars
+    return st.one_of(
+        scalars,
+        st.lists(scalars, max_size=3),
+        st.tuples(scalars, scalars),
+        st.dictionaries(st.text(max_size=3), scalars, max_size=2),
+        st.just(object()),
+        st.just(np.array([1, 2])),
+    )

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
+import numpy as np
 import sympy as sp
 
 from memtheory.dtypes import DType, DTypeLike
-from memtheory.errors import RankError, UnsupportedError
+from memtheory.errors import InvalidArgumentError, RankError, UnsupportedError
 
 __all__ = [
     "Autograd",
@@ -351,6 +355,16 @@ class Layer(ABC):
     input_rank: ClassVar[int | None] = None
     name: str | None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Make each layer check its options' kinds before its own ``__post_init__`` runs."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__post_init__")
+        if own is not None and not getattr(own, "checks_options", False):
+            setattr(cls, "__post_init__", _checking_options(own))  # noqa: B010 (a method)
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
     @property
     def label(self) -> str:
         """``Kind 'name'`` for messages and tables (just ``Kind`` while unnamed)."""
@@ -464,3 +478,53 @@ class Layer(ABC):
     def describe(self) -> str:
         """Hyperparameters in a few characters, for tables."""
         return ""
+
+
+def check_options(layer: object) -> None:
+    """Refuse a layer option of the wrong kind: on/off options, names and named choices.
+
+    An option declared ``bool`` takes True or False (NumPy's too):
+    ``Conv2d(8, 3, bias="no")`` would otherwise count a bias, since ``"no"`` is
+    true. A name is text (or None), and a choice among names (``approximate``,
+    ``implementation``, ...) is text; the layer then checks which.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Conv2d
+    >>> Conv2d(8, 3, bias="no")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: Conv2d: bias must be True or False, got 'no' (str).
+    """
+    if not dataclasses.is_dataclass(layer):
+        return
+    owner = getattr(layer, "kind", type(layer).__name__)
+    for field in dataclasses.fields(layer):
+        declared = str(field.type)
+        value = getattr(layer, field.name)
+        if declared == "bool":
+            if isinstance(value, np.bool_):
+                object.__setattr__(layer, field.name, bool(value))
+            elif not isinstance(value, bool):
+                raise InvalidArgumentError(
+                    f"{owner}: {field.name} must be True or False, got {value!r} "
+                    f"({type(value).__name__})."
+                )
+        elif declared in ("str", "str | None") or declared.startswith("Literal["):
+            optional = declared.endswith("| None")
+            if not (isinstance(value, str) or (optional and value is None)):
+                words = "text" + (" or None" if optional else "")
+                raise InvalidArgumentError(
+                    f"{owner}: {field.name} must be {words}, got {value!r} "
+                    f"({type(value).__name__})."
+                )
+
+
+def _checking_options(post_init: Callable[[Any], None]) -> Callable[[Any], None]:
+    @functools.wraps(post_init)
+    def checked(self: Any) -> None:
+        check_options(self)
+        post_init(self)
+
+    checked.checks_options = True  # type: ignore[attr-defined]
+    return checked

@@ -19,11 +19,12 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import sympy as sp
 
 from memtheory._recursion import nesting_guard
+from memtheory.constraints import SizeConstraint, carry, register_sizes
 from memtheory.counts import ModelCounts
 from memtheory.errors import ShapeError, UnknownNameError, UnsupportedError
 from memtheory.evaluation import symbols_by_name
@@ -93,6 +94,13 @@ class Network:
         name: str = "network",
         calls: Sequence[tuple[str, str]] = (),
     ) -> None:
+        if not isinstance(name, str):
+            raise UnsupportedError(f"Network: name must be text, got {name!r}.")
+        if isinstance(layers, str | bytes) or not isinstance(layers, Iterable):
+            raise UnsupportedError(
+                f"Network {name!r}: layers must be a list of layers, got {layers!r} "
+                f"({type(layers).__name__}). Write Network([Input((3, 32, 32)), Conv2d(8, 3)])."
+            )
         items = list(layers)
         if not items or not isinstance(items[0], Input):
             raise ShapeError(
@@ -123,6 +131,11 @@ class Network:
                 derive_rows(name, self.layers, self._inputs)
             )
         self._by_name: dict[str, LayerRow] = {row.name: row for row in self.rows}
+        self._checks = tuple(
+            SizeConstraint(size, f"layer {row.index} of {name!r}, {row.layer.label}, {axis}")
+            for row, axis, size in self._constrained_sizes()
+        )
+        register_sizes(self._checks)
         self.calls: tuple[tuple[str, str], ...] = self._check_calls(calls)
 
     def _check_calls(self, calls: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -202,22 +215,22 @@ class Network:
     @property
     def weight_count(self) -> sp.Expr:
         """Trainable weights, all layers."""
-        return sp.Add(*(r.weights for r in self.rows))
+        return carry(sp.Add(*(r.weights for r in self.rows)), self._checks)
 
     @property
     def bias_count(self) -> sp.Expr:
         """Trainable biases, all layers."""
-        return sp.Add(*(r.biases for r in self.rows))
+        return carry(sp.Add(*(r.biases for r in self.rows)), self._checks)
 
     @property
     def parameter_count(self) -> sp.Expr:
         """Trainable parameters (weights and biases), all layers."""
-        return self.weight_count + self.bias_count
+        return carry(self.weight_count + self.bias_count, self._checks)
 
     @property
     def activation_count(self) -> sp.Expr:
         """Activation elements the forward pass keeps, batch included, the input excluded."""
-        return sp.Add(*(r.activations for r in self.rows[1:]))
+        return carry(sp.Add(*(r.activations for r in self.rows[1:])), self._checks)
 
     @property
     def input_elements(self) -> sp.Expr:
@@ -243,7 +256,13 @@ class Network:
         >>> Network([Input((1, H, H)), Conv2d(8, 5)]).size_constraints()
         {"layer 1, Conv2d 'conv2d_1', output dimension 2": H - 4}
         """
-        constraints: dict[str, sp.Expr] = {}
+        return {
+            f"layer {row.index}, {row.layer.label}, {axis}": size
+            for row, axis, size in self._constrained_sizes()
+        }
+
+    def _constrained_sizes(self) -> Iterator[tuple[LayerRow, str, sp.Expr]]:
+        """Yield each distinct output size not known to be positive: row, axis words, size."""
         seen: set[sp.Expr] = set()  # hashed: deep floors compare in O(1) instead of walking
         for row in self.rows:
             for axis, size in enumerate(row.output_shape):
@@ -252,9 +271,22 @@ class Network:
                     continue
                 seen.add(size)
                 if size.is_positive is not True:
-                    label = f"layer {row.index}, {row.layer.label}, output dimension {axis}"
-                    constraints[label] = size
-        return constraints
+                    yield row, f"output dimension {axis}", size
+
+    def size_checks(self) -> tuple[SizeConstraint, ...]:
+        """Return the size constraints as :class:`~memtheory.constraints.SizeConstraint` objects.
+
+        The same sizes as :meth:`size_constraints`, each naming the network
+        too; what ``within=net`` checks in :func:`~memtheory.evaluation.evaluate`.
+
+        Examples
+        --------
+        >>> from memtheory.layers import Conv2d, Input
+        >>> from memtheory.symbols import H
+        >>> [c.where for c in Network([Input((1, H, H)), Conv2d(8, 5)], "cnn").size_checks()]
+        ["layer 1 of 'cnn', Conv2d 'conv2d_1', output dimension 2"]
+        """
+        return self._checks
 
     def counts(self) -> ModelCounts:
         """Return the counts an accounting convention needs.
@@ -271,6 +303,7 @@ class Network:
             input_elements=self.input_elements,
             buffers=sp.Add(*(spec.elements for spec in self.buffer_specs if spec.dtype is None)),
             batch=self.batch,
+            constraints={c.where: c.size for c in self._checks},
         )
 
     def storage_owner(self, name: str) -> str:
