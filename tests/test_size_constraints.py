@@ -289,6 +289,7 @@ MINIMAL_ARGS = {
     "MaxPool2d": (2,),
     "AvgPool2d": (2,),
     "MultiHeadAttention": (2,),
+    "GroupedQueryAttention": (2,),
     "Embedding": (10, 4),
     "PositionEmbedding": (10,),
     "TokenTypeEmbedding": (2,),
