@@ -25,7 +25,7 @@ from memtheory.exercises.answers import read_answer_file
 from memtheory.exercises.errors import AnswerFileError, AnswerFormatError, UnknownExerciseError
 from memtheory.exercises.kinds import Number, Quantity
 from memtheory.exercises.loader import PathLike, find_variant, get_set, load_sets, normalize_id
-from memtheory.exercises.model import Variant
+from memtheory.exercises.model import MistakenAnswer, Variant
 from memtheory.exercises.report import ExerciseResult, FolderEntry, FolderSummary, GradeReport
 from memtheory.exercises.variants import SeedLike, normalize_seed, resolve_seed
 
@@ -58,22 +58,28 @@ def _failed(exercise_id: str, title: str, raw: object, error: Exception) -> Exer
     )
 
 
-def _misconception_feedback(variant: Variant, given: object) -> tuple[str, tuple[str, ...]]:
-    matched = variant.diagnose(given)
-    if not matched:
+def _mistakes(explanation: tuple[MistakenAnswer, ...]) -> str:
+    return " and ".join(f"{m.title} [{m.name}]" for m in explanation)
+
+
+def _misconception_feedback(
+    variant: Variant, given: object, raw: object = None
+) -> tuple[str, tuple[str, ...]]:
+    explanations = variant.explain(given, raw)
+    if not explanations:
         hint = variant.exercise.hint
         if not hint and isinstance(variant.kind, Quantity | Number) and variant.kind.rtol:
             hint = f"It is not within {variant.kind.rtol * 100:g}% of the exact value."
         return " ".join(part for part in ("Not correct.", hint) if part), ()
-    first, *others = matched
-    text = (
-        f"Not correct. This is the answer you get if you {first.title} [{first.name}]: "
-        f"{first.detail}. {first.hint}"
-    )
+    first, *others = explanations
+    details = "; and ".join(m.detail for m in first)
+    hints = " ".join(dict.fromkeys(m.hint for m in first))
+    text = f"Not correct. This is the answer you get if you {_mistakes(first)}: {details}. {hints}"
     if others:
-        alternatives = "; or if you ".join(f"{m.title} [{m.name}]" for m in others)
+        alternatives = "; or if you ".join(_mistakes(e) for e in others)
         text += f" (It is also what you get if you {alternatives}.)"
-    return text, tuple(m.name for m in matched)
+    names = tuple(dict.fromkeys(m.name for e in explanations for m in e))
+    return text, names
 
 
 def grade_variant(
@@ -132,7 +138,7 @@ def grade_variant(
         return ExerciseResult(
             **base, status="correct", score=exercise.points, feedback=feedback, expected=shown
         )
-    feedback, names = _misconception_feedback(variant, given)
+    feedback, names = _misconception_feedback(variant, given, raw)
     return ExerciseResult(
         **base, status="incorrect", score=0, feedback=feedback, misconceptions=names, expected=shown
     )
