@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TypedDict
 
+from memtheory.errors import MemtheoryError
 from memtheory.exercises.answers import read_answer_file
 from memtheory.exercises.errors import AnswerFileError, AnswerFormatError, UnknownExerciseError
 from memtheory.exercises.kinds import Number, Quantity
@@ -243,6 +245,23 @@ def grade_answers(
     )
 
 
+def _file_sets(
+    named: Sequence[str] | None, sets_dir: PathLike | None, where: str
+) -> tuple[list[str] | None, list[str]]:
+    """Return the sets an answer file names that exist, and a note for each that does not."""
+    if not named:
+        return None, []
+    known, notes = [], []
+    for set_id in named:
+        try:
+            known.append(get_set(set_id, sets_dir).id)
+        except UnknownExerciseError as error:
+            notes.append(f"the file's sets name {set_id!r}, which is not graded: {error}")
+    if not known:
+        raise AnswerFileError(f"{where}: none of the sets it names exists ({'; '.join(notes)}).")
+    return known, notes
+
+
 def grade_file(
     path: str | os.PathLike[str],
     *,
@@ -250,16 +269,24 @@ def grade_file(
     sets: Sequence[str] | None = None,
     sets_dir: PathLike | None = None,
     show_expected: bool = False,
+    within: str | os.PathLike[str] | None = None,
 ) -> GradeReport:
     r"""Grade an answer file (TOML); the file is only read.
 
     The seed is ``seed`` if given, else the file's ``seed``, else derived
-    from its ``learner``, else none (the book's numbers).
+    from its ``learner``, else none (the book's numbers). A set the file's
+    ``sets`` names that does not exist is noted in the report and the others
+    are graded.
+
+    Parameters
+    ----------
+    within : path, optional
+        The folder being graded: a symbolic link out of it is not followed.
 
     Raises
     ------
     AnswerFileError
-        If the file cannot be read as an answer file.
+        If the file cannot be read as an answer file, or names only sets that do not exist.
 
     Examples
     --------
@@ -269,21 +296,62 @@ def grade_file(
     >>> grade_file(file).result("ch02.q1").status
     'correct'
     """
-    document = read_answer_file(path)
+    document = read_answer_file(path, within=within)
     chosen_seed, seed_source = resolve_seed(
         option=seed, file_seed=document.seed, learner=document.learner
     )
+    notes = list(document.notes)
+    chosen = list(sets) if sets else None
+    if not chosen:
+        chosen, unknown = _file_sets(document.sets, sets_dir, str(path))
+        notes += unknown
     return grade_answers(
         document.answers,
         seed=chosen_seed,
-        sets=sets if sets else document.sets,
+        sets=chosen,
         sets_dir=sets_dir,
         show_expected=show_expected,
         learner=document.learner,
         seed_source=seed_source,
         source=str(path),
-        notes=document.notes,
+        notes=notes,
     )
+
+
+def _answer_files(directory: Path) -> tuple[list[Path], list[str]]:
+    """Return the ``*.toml`` entries of a folder (of any kind), and the names of the others."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(directory))
+    except OSError as error:
+        raise AnswerFileError(
+            f"cannot list the folder {directory}: {error.strerror or error}."
+        ) from None
+    answers = [directory / n for n in names if n.lower().endswith(".toml")]
+    others = [n for n in names if not n.lower().endswith(".toml") and not n.startswith(".")]
+    return answers, others
+
+
+def _duplicate_learners(entries: Sequence[FolderEntry]) -> tuple[dict[str, str], list[str]]:
+    """Warn on each file whose learner id another file has too, and once per such id."""
+    files: dict[str, list[str]] = {}
+    shown: dict[str, str] = {}
+    for entry in entries:
+        learner = entry.report.learner if entry.report is not None else None
+        if learner and learner.strip():
+            key = learner.strip().casefold()
+            files.setdefault(key, []).append(entry.file)
+            shown.setdefault(key, learner.strip())
+    per_file, summary = {}, []
+    for key, names in files.items():
+        if len(names) > 1:
+            summary.append(
+                f"learner {shown[key]!r} is in {len(names)} files ({', '.join(names)}); "
+                "each is graded"
+            )
+            for name in names:
+                others = ", ".join(n for n in names if n != name)
+                per_file[name] = f"the same learner id is in {others}"
+    return per_file, summary
 
 
 def grade_folder(
@@ -294,9 +362,18 @@ def grade_folder(
     sets_dir: PathLike | None = None,
     show_expected: bool = False,
 ) -> FolderSummary:
-    r"""Grade every ``*.toml`` answer file of a folder.
+    r"""Grade every ``*.toml`` answer file of a folder; a file that cannot be graded is reported.
 
-    A file that cannot be read is reported, not fatal.
+    Every file is graded on its own: one that cannot be read (not a regular
+    file, a symbolic link out of the folder, too large, not TOML, sets that
+    do not exist), or on which the grader fails, becomes an entry with the
+    reason and the others are graded. Files are only read. Two files with
+    the same learner id are graded both, with a warning on each.
+
+    Raises
+    ------
+    AnswerFileError
+        Only if the folder itself cannot be listed.
 
     Examples
     --------
@@ -308,14 +385,35 @@ def grade_folder(
     [('ada.toml', True), ('broken.toml', False)]
     """
     directory = Path(folder)
+    files, others = _answer_files(directory)
     entries = []
-    for file in sorted(directory.glob("*.toml")):
+    for file in files:
         try:
             report = grade_file(
-                file, seed=seed, sets=sets, sets_dir=sets_dir, show_expected=show_expected
+                file,
+                seed=seed,
+                sets=sets,
+                sets_dir=sets_dir,
+                show_expected=show_expected,
+                within=directory,
             )
-        except AnswerFileError as error:
+        except MemtheoryError as error:
             entries.append(FolderEntry(file.name, error=str(error)))
+        except Exception as error:  # one file must not stop the others
+            entries.append(
+                FolderEntry(
+                    file.name,
+                    error=f"the grader failed on this file ({type(error).__name__}: {error}); "
+                    "please report it.",
+                )
+            )
         else:
             entries.append(FolderEntry(file.name, report=report))
-    return FolderSummary(str(directory), tuple(entries))
+    per_file, warnings = _duplicate_learners(entries)
+    entries = [replace(e, warning=per_file.get(e.file)) for e in entries]
+    if others:
+        listed = ", ".join(others[:10]) + (
+            f" and {len(others) - 10} more" if len(others) > 10 else ""
+        )
+        warnings.append(f"{len(others)} file(s) not named *.toml were not graded: {listed}")
+    return FolderSummary(str(directory), tuple(entries), tuple(warnings))

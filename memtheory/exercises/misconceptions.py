@@ -532,8 +532,10 @@ def combine_ways(first: Reasoning, second: Reasoning) -> Reasoning | None:
     'every convolution and dense layer built with bias=False; and every parameter (and its ...'
     """
     classes = (type(first), type(second))
-    if classes[0] is classes[1] or issubclass(classes[0], classes[1]) or issubclass(
-        classes[1], classes[0]
+    if (
+        classes[0] is classes[1]
+        or issubclass(classes[0], classes[1])
+        or issubclass(classes[1], classes[0])
     ):
         return None
     try:
