@@ -197,8 +197,8 @@ def read_regular_file(
     except OSError as error:
         reason = error.strerror or error
         raise AnswerFileError(f"cannot read the answer file {name}: {reason}.") from None
-    with os.fdopen(descriptor, "rb") as stream:
-        info = os.fstat(stream.fileno())
+    try:
+        info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
             raise AnswerFileError(
                 f"{name} is not a regular file (a folder, a pipe or a device); not read."
@@ -208,7 +208,12 @@ def read_regular_file(
                 f"{name} is {info.st_size} bytes; an answer file may have at most "
                 f"{MAX_FILE_BYTES} bytes."
             )
-        raw = stream.read(MAX_FILE_BYTES + 1)
+        raw = os.read(descriptor, MAX_FILE_BYTES + 1)
+    except OSError as error:
+        reason = error.strerror or error
+        raise AnswerFileError(f"cannot read the answer file {name}: {reason}.") from None
+    finally:
+        os.close(descriptor)
     if len(raw) > MAX_FILE_BYTES:
         raise AnswerFileError(f"{name} has more than {MAX_FILE_BYTES} bytes; not read.")
     return raw
