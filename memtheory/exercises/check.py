@@ -96,7 +96,8 @@ def check(
         A learner id, as in an answer file's ``learner``: the seed is derived
         from it, so the numbers are those the grader uses for that learner.
     sets_dir : path, optional
-        Folder of the exercise sets.
+        Folder of the exercise sets. They are Python modules: every ``*.py``
+        of the folder is imported, which runs its code (see Notes).
     show_expected : bool
         Put the expected answer in the result.
 
@@ -104,6 +105,20 @@ def check(
     -------
     CheckResult
         Shown in a notebook as one line: pass or fail, points, feedback.
+
+    Raises
+    ------
+    UnsupportedError
+        If ``learner`` is not text, or ``seed`` is neither a whole number nor text.
+
+    Notes
+    -----
+    Trust boundary: an exercise set is code, not data. ``sets_dir`` (like
+    ``--sets`` and ``$MEMTHEORY_EXERCISES``) runs every ``*.py`` of the folder
+    with your permissions, as ``python file.py`` would: give it only a folder
+    you trust. The answer, on the other hand, is never run: it is read by
+    :mod:`memtheory.bounded_parser` within limits (see
+    :mod:`memtheory.exercises.parsing` for what it may look like).
 
     Examples
     --------
