@@ -135,7 +135,7 @@ def answer_text(raw: object) -> str:
     if isinstance(raw, float | Decimal):
         if not math.isfinite(raw):
             raise AnswerFormatError(f"{raw} is not a finite number: give a number such as 12.5.")
-        text = repr(raw) if isinstance(raw, float) else str(raw)
+        text = repr(float(raw)) if isinstance(raw, float) else str(raw)
     elif isinstance(raw, int):
         if raw.bit_length() > 3 * MAX_ANSWER_LENGTH:  # str() of it would pass the limit anyway
             raise AnswerFormatError(
