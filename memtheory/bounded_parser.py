@@ -28,8 +28,11 @@ limit           refuses
 ``exponent``    e-notation beyond ``10**exponent`` (``1e99999999``)
 ``power``       a power ``a^n`` with ``n`` not a whole number up to this
 ``bits``        any exact number (an intermediate one too) of more bits
-``degree``      a formula (or part of one) of a higher total degree
-``terms``       a formula whose expanded form could have more terms
+``degree``      a formula (or part of one) whose numerator and denominator, over
+                one common denominator, have a higher total degree together
+``terms``       a formula whose expanded numerator or denominator could have
+                more terms
+``arguments``   more arguments to ``Min`` or ``Max``
 ==============  ==========================================================
 
 So ``(((9^64)^64)^64)^64`` and ``((B+1)^64)^64`` are refused at once, with
@@ -91,9 +94,10 @@ class Limits:
     exponent: int = 100
     power: int = 64
     bits: int = 1100
-    degree: int = 32
-    terms: int = 5000
+    degree: int = 24
+    terms: int = 2000
     nodes: int = 2000
+    arguments: int = 8
 
 
 DEFAULT_LIMITS = Limits()
@@ -283,13 +287,76 @@ def _tokens(
 
 
 # -- values ------------------------------------------------------------------------------------
+def _monomials(terms: int, n: int, degree: int, atoms: int) -> int:
+    """Bound the terms of ``(t terms)**n`` expanded: the multinomial count or the monomials."""
+    multinomial = math.comb(terms + n - 1, n) if n else 1
+    return min(multinomial, math.comb(degree + atoms, atoms)) if atoms else multinomial
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """Bounds on a formula put over one common denominator: degree and terms of each part."""
+
+    degree: int = 0
+    terms: int = 1
+    den_degree: int = 0
+    den_terms: int = 1
+
+    @property
+    def total(self) -> int:
+        return self.degree + self.den_degree
+
+    def plus(self, other: _Shape) -> _Shape:
+        if self.den_degree == 0 and other.den_degree == 0:
+            return _Shape(max(self.degree, other.degree), self.terms + other.terms)
+        return _Shape(
+            max(self.degree + other.den_degree, other.degree + self.den_degree),
+            self.terms * other.den_terms + other.terms * self.den_terms,
+            self.den_degree + other.den_degree,
+            self.den_terms * other.den_terms,
+        )
+
+    def times(self, other: _Shape) -> _Shape:
+        return _Shape(
+            self.degree + other.degree,
+            self.terms * other.terms,
+            self.den_degree + other.den_degree,
+            self.den_terms * other.den_terms,
+        )
+
+    def inverse(self) -> _Shape:
+        return _Shape(self.den_degree, self.den_terms, self.degree, self.terms)
+
+    def power(self, n: int, atoms: int) -> _Shape:
+        base = self.inverse() if n < 0 else self
+        n = abs(n)
+        return _Shape(
+            base.degree * n,
+            _monomials(base.terms, n, base.degree * n, atoms),
+            base.den_degree * n,
+            _monomials(base.den_terms, n, base.den_degree * n, atoms),
+        )
+
+    def refusal(self, limits: Limits) -> str | None:
+        """Say which limit the shape breaks, if one."""
+        if self.total > limits.degree:
+            return f"its degree reaches {self.total}; the limit is {limits.degree}"
+        if max(self.terms, self.den_terms) > limits.terms:
+            terms = max(self.terms, self.den_terms)
+            return f"expanded it could have {terms} terms; the limit is {limits.terms}"
+        return None
+
+
+_CONSTANT = _Shape()
+_ATOM = _Shape(1, 1)
+
+
 @dataclass(frozen=True)
 class _Formula:
     """A non-constant part of a formula, with bounds on what expanding it would cost."""
 
     expr: sp.Expr
-    degree: int
-    terms: int
+    shape: _Shape
 
 
 _Value = Fraction | _Formula
@@ -459,7 +526,7 @@ class _Reader:
             self.expect(")")
             self.depth -= 1
             return self.call(name, arguments)
-        return _Formula(self.symbols[name], 1, 1)
+        return _Formula(self.symbols[name], _ATOM)
 
     # .. arithmetic, each bounded before it is computed
     def checked(self, value: Fraction) -> Fraction:
@@ -469,28 +536,25 @@ class _Reader:
 
     def formula(self, value: _Value) -> _Formula:
         if isinstance(value, Fraction):
-            return _Formula(sp.Rational(value.numerator, value.denominator), 0, 1)
+            return _Formula(sp.Rational(value.numerator, value.denominator), _CONSTANT)
         return value
 
-    def bounded(self, expr: sp.Expr, degree: int, terms: int) -> _Formula:
-        if degree > self.limits.degree:
-            raise self.too_large(f"its degree reaches {degree}; the limit is {self.limits.degree}")
-        if terms > self.limits.terms:
-            raise self.too_large(
-                f"expanded it could have {terms} terms; the limit is {self.limits.terms}"
-            )
-        return _Formula(expr, degree, terms)
+    def bounded(self, expr: sp.Expr, shape: _Shape) -> _Formula:
+        refusal = shape.refusal(self.limits)
+        if refusal:
+            raise self.too_large(refusal)
+        return _Formula(expr, shape)
 
     def negate(self, value: _Value) -> _Value:
         if isinstance(value, Fraction):
             return -value
-        return _Formula(-value.expr, value.degree, value.terms)
+        return _Formula(-value.expr, value.shape)
 
     def add(self, left: _Value, right: _Value) -> _Value:
         if isinstance(left, Fraction) and isinstance(right, Fraction):
             return self.checked(left + right)
         a, b = self.formula(left), self.formula(right)
-        return self.bounded(a.expr + b.expr, max(a.degree, b.degree), a.terms + b.terms)
+        return self.bounded(a.expr + b.expr, a.shape.plus(b.shape))
 
     def multiply(self, left: _Value, right: _Value) -> _Value:
         if isinstance(left, Fraction) and isinstance(right, Fraction):
@@ -498,7 +562,7 @@ class _Reader:
                 raise self.too_large(f"a product in it exceeds {self.limits.bits} bits")
             return self.checked(left * right)
         a, b = self.formula(left), self.formula(right)
-        return self.bounded(a.expr * b.expr, a.degree + b.degree, a.terms * b.terms)
+        return self.bounded(a.expr * b.expr, a.shape.times(b.shape))
 
     def divide(self, left: _Value, right: _Value) -> _Value:
         if isinstance(right, Fraction):
@@ -508,7 +572,7 @@ class _Reader:
                 return self.checked(left / right)
             return self.multiply(left, 1 / right)
         a, b = self.formula(left), self.formula(right)
-        return self.bounded(a.expr / b.expr, a.degree + b.degree, a.terms * b.terms)
+        return self.bounded(a.expr / b.expr, a.shape.times(b.shape.inverse()))
 
     def raise_to(self, base: _Value, exponent: _Value) -> _Value:
         limit = self.limits.power
@@ -526,21 +590,25 @@ class _Reader:
             if _bits(base) * abs(n) > self.limits.bits + abs(n):
                 raise self.too_large(f"a power in it exceeds {self.limits.bits} bits")
             return self.checked(base**n)
-        degree = base.degree * abs(n)
-        terms = math.comb(base.terms + abs(n) - 1, abs(n)) if n else 1
-        monomials = math.comb(degree + self.atoms, self.atoms) if self.atoms else 1
-        return self.bounded(base.expr**n, degree, min(terms, monomials))
+        return self.bounded(base.expr**n, base.shape.power(n, self.atoms))
 
     def call(self, name: str, arguments: list[_Value]) -> _Value:
         function = self.functions[name]
         if function in _ROUNDING and len(arguments) != 1:
             raise ParseError(f"cannot read {self.text!r}: {name}() takes one argument.")
+        if len(arguments) > self.limits.arguments:
+            raise ParseError(
+                f"cannot read {self.text!r}: {name}() takes at most {self.limits.arguments} "
+                "arguments here."
+            )
         parts = [self.formula(a) for a in arguments]
         self.atoms += 1
         expr = function(*(p.expr for p in parts))
         if expr.is_Number:
             return self.checked(Fraction(int(expr.p), int(expr.q)))
-        return self.bounded(expr, max(p.degree for p in parts), 1)
+        for part in parts:  # each argument is expanded on its own when compared
+            self.bounded(part.expr, part.shape)
+        return self.bounded(expr, _ATOM)
 
 
 def _prepare(text: object, limits: Limits, what: str) -> str:
@@ -631,42 +699,35 @@ def parse_formula(
     return value.expr
 
 
-def _size(expr: sp.Basic, limits: Limits, atoms: int) -> tuple[int, int]:
-    """Degree and expanded-term bound of a sympy expression, refusing what breaks the limits."""
+def _size(expr: sp.Basic, limits: Limits, atoms: int) -> _Shape:
+    """Bound a sympy expression's shape, refusing what breaks the limits."""
     if expr.is_Number:
         if expr.is_Rational:
             if max(abs(int(expr.p)).bit_length(), int(expr.q).bit_length()) > limits.bits:
                 raise ParseError(f"a number in the formula exceeds {limits.bits} bits.")
-            return 0, 1
-        return 0, 1
-    if expr.is_Symbol or isinstance(expr, sp.core.numbers.NumberSymbol):
-        return (1 if expr.is_Symbol else 0), 1
+        return _CONSTANT
+    if expr.is_Symbol:
+        return _ATOM
     if isinstance(expr, sp.Pow):
-        degree, terms = _size(expr.base, limits, atoms)
         exponent = expr.exp
         if not exponent.is_Integer or abs(int(exponent)) > limits.power:
             raise ParseError(
                 f"powers must be whole numbers up to {limits.power}; the formula has {exponent}."
             )
-        n = abs(int(exponent))
-        degree *= n
-        terms = min(math.comb(terms + n - 1, n) if n else 1, math.comb(degree + atoms, atoms) or 1)
+        shape = _size(expr.base, limits, atoms).power(int(exponent), atoms)
     elif isinstance(expr, sp.Add | sp.Mul):
-        sizes = [_size(arg, limits, atoms) for arg in expr.args]
-        if isinstance(expr, sp.Add):
-            degree, terms = max(d for d, _ in sizes), sum(t for _, t in sizes)
-        else:
-            degree, terms = sum(d for d, _ in sizes), math.prod(t for _, t in sizes)
+        shapes = [_size(arg, limits, atoms) for arg in expr.args]
+        shape = shapes[0]
+        for other in shapes[1:]:
+            shape = shape.plus(other) if isinstance(expr, sp.Add) else shape.times(other)
     else:
-        sizes = [_size(arg, limits, atoms) for arg in expr.args]
-        degree, terms = max((d for d, _ in sizes), default=0), 1
-    if degree > limits.degree:
-        raise ParseError(f"the formula's degree reaches {degree}; the limit is {limits.degree}.")
-    if terms > limits.terms:
-        raise ParseError(
-            f"expanded, the formula could have {terms} terms; the limit is {limits.terms}."
-        )
-    return degree, terms
+        for arg in expr.args:
+            _size(arg, limits, atoms)
+        shape = _ATOM if expr.args else _CONSTANT
+    refusal = shape.refusal(limits)
+    if refusal:
+        raise ParseError(f"the formula is too large to compute: {refusal}.")
+    return shape
 
 
 def check_formula_size(expr: sp.Basic, limits: Limits = DEFAULT_LIMITS) -> None:

@@ -10,12 +10,14 @@ before anything is computed, so ``((B+1)^64)^64`` is refused at once.
 
 Two formulas are equivalent when they are the same function of positive
 integer sizes. Without floor, ceiling, Min or Max, sympy proves it or
-disproves it exactly (``cancel(given - expected) == 0``). With them, a proof
-is tried first (sympy reduces ``floor(H/2 - 1) + 1`` to ``floor(H/2)``); when
-none is found the formulas must agree at sample points chosen where a
-difference would show: small sizes, random ones up to 10^12, the question's
-own sizes, and around every constant of both formulas and its multiples
-(so ``... + floor(M/10**13)`` is caught at ``M = 10**13``).
+disproves it exactly (the numerator of ``given - expected`` over one common
+denominator expands to zero, or it does not). With them, a proof is tried
+first (each rounded part stands for itself, and sympy has already reduced
+``floor(H/2 - 1) + 1`` to ``floor(H/2)``); when none is found the formulas
+must agree at sample points chosen where a difference would show: small
+sizes, random ones up to 10^12, the question's own sizes, and around every
+constant of both formulas and its multiples (so ``... + floor(M/10**13)`` is
+caught at ``M = 10**13``).
 
 Examples
 --------
@@ -174,6 +176,14 @@ def _differs(given: sp.Expr, expected: sp.Expr, point: dict[sp.Symbol, int]) -> 
     return bool(sp.nsimplify(a - b) != 0)
 
 
+def _proved_equal(difference: sp.Expr) -> bool:
+    """Whether the difference is zero as a polynomial in its symbols and rounded parts."""
+    atoms = sorted(difference.atoms(*_ROUNDING), key=sp.default_sort_key)
+    stand_ins = {atom: sp.Dummy(f"r{i}") for i, atom in enumerate(atoms)}
+    numerator, _ = sp.fraction(sp.together(difference.xreplace(stand_ins)))
+    return bool(sp.expand(numerator) == 0)
+
+
 def equivalent(
     given: sp.Expr,
     expected: sp.Expr,
@@ -184,8 +194,9 @@ def equivalent(
 ) -> bool:
     """Whether two formulas in positive-integer sizes are the same function.
 
-    Without floor, ceiling, Min or Max the answer is exact: sympy cancels
-    ``given - expected`` to zero or it does not. With them, a proof is tried
+    Without floor, ceiling, Min or Max the answer is exact: ``given -
+    expected`` over one common denominator has a numerator that expands to
+    zero, or it does not. With them, a proof is tried
     first; otherwise the formulas must agree at every sample point (see the
     module's docstring): small sizes, ``points`` random ones, ``sizes`` (the
     question's own numbers), and around each constant of either formula.
@@ -215,8 +226,9 @@ def equivalent(
     given, expected = sp.sympify(given), sp.sympify(expected)
     difference = given - expected
     if not difference.has(*_ROUNDING):
-        return bool(sp.cancel(sp.together(difference)) == 0)
-    if sp.expand(difference) == 0:
+        numerator, _ = sp.fraction(sp.together(difference))
+        return bool(sp.expand(numerator) == 0)
+    if _proved_equal(difference):
         return True
     symbols = sorted(given.free_symbols | expected.free_symbols, key=lambda s: s.name)
     marks = [*(int(s) for s in sizes if int(s) > 0), *_constants(given, expected)]
