@@ -41,7 +41,8 @@ Sizes (:class:`~memtheory.exercises.kinds.Quantity`)
 Formulas (:class:`~memtheory.exercises.kinds.Expression`)
     See :mod:`memtheory.exercises.expressions`: the question's symbols,
     numbers, ``+ - * / ^ **``, juxtaposition (``2B H^2``), parentheses and
-    ``floor``, ``ceiling`` (``ceil``), ``Min``, ``Max``; degree at most 32.
+    ``floor``, ``ceiling`` (``ceil``), ``Min``, ``Max`` (up to 8 arguments); degree at most
+    24 counting numerator and denominator.
 Choices (:class:`~memtheory.exercises.kinds.Choice`)
     A letter (``b``, ``(b)``, ``b)``, ``B.``) or the option's text.
 
