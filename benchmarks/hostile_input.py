@@ -53,8 +53,24 @@ ISSUE_TEXTS = [
     '=HYPERLINK("http://example.invalid")',
     "ada\x1b[2J\n",
 ]
-ATOMS = ["0", "1", "7", "1,048,576", "1 048 576", ".5", "1e100", "1e-100", "9" * 90, "B", "H", "x",
-         "B", "H", "2", "3"]
+ATOMS = [
+    "0",
+    "1",
+    "7",
+    "1,048,576",
+    "1 048 576",
+    ".5",
+    "1e100",
+    "1e-100",
+    "9" * 90,
+    "B",
+    "H",
+    "x",
+    "B",
+    "H",
+    "2",
+    "3",
+]
 OPERATORS = ["+", "-", "*", "/", "**", "^", " x ", "×", "", ",", "//"]
 WELL_FORMED = ["+", "-", "*", "/", " "]
 FUNCTIONS = ["floor", "ceil", "Min", "Max", "exec", "__import__"]
@@ -165,8 +181,14 @@ def campaign(inputs: int, folders: int, seed: int) -> Tally:
     """Run the whole campaign and return the tally."""
     rng = random.Random(seed)
     tally = Tally()
-    kinds = [Integer(), Number(), Number(percent=True), Quantity("MiB"), Expression((B, H)),
-             Choice(("SGD", "Adam"))]
+    kinds = [
+        Integer(),
+        Number(),
+        Number(percent=True),
+        Quantity("MiB"),
+        Expression((B, H)),
+        Choice(("SGD", "Adam")),
+    ]
     variants = [find_variant(i) for i in ("ch02.q1", "ch01.q1", "ch02.q9", "ch04.q5", "ch06.q7")]
     texts = ISSUE_TEXTS + [random_text(rng) for _ in range(inputs)]
     for text in texts:
@@ -184,8 +206,9 @@ def campaign(inputs: int, folders: int, seed: int) -> Tally:
             outside.write_text('learner = "secret"\n')
             random_folder(rng, folder, outside)
             before = fingerprint(folder)
-            quiet = contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(
-                io.StringIO()
+            quiet = (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
             )
             with quiet[0], quiet[1]:
                 code = tally.run("folder graded", lambda f=folder: main(["grade", str(f)]))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
@@ -436,6 +438,12 @@ hostile_answers = st.one_of(
     st.builds(lambda n: np.int64(n), st.integers(-(2**63), 2**63 - 1)),
     st.builds(lambda x: np.float64(x), st.floats()),
     st.builds(lambda n: (sp.Symbol("B") + 1) ** n, st.integers(0, 5000)),
+    st.builds(sp.Integer, st.integers(-(10**6000), 10**6000)),
+    st.builds(Fraction, st.integers(-(10**6000), 10**6000), st.integers(1, 10**6000)),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.sampled_from([Decimal("sNaN"), Decimal("1e999999"), Decimal("9" * 6000), 3 + 4j]),
+    st.builds(lambda x: np.float32(x), st.floats(width=32)),
+    st.builds(np.bool_, st.booleans()),
 )
 """Anything a notebook or an answer file could pass as an answer."""
 

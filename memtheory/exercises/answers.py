@@ -41,6 +41,7 @@ from memtheory.exercises.errors import AnswerFileError
 
 __all__ = [
     "MAX_ANSWERS",
+    "MAX_ID_LENGTH",
     "MAX_FILE_BYTES",
     "AnswerFile",
     "parse_answer_document",
@@ -53,6 +54,9 @@ MAX_FILE_BYTES = 1 << 20
 
 MAX_ANSWERS = 1000
 """Most answers one file may hold (every exercise set together has far fewer exercises)."""
+
+MAX_ID_LENGTH = 200
+"""Longest learner id or seed, in characters."""
 
 _SET_TABLE = re.compile(r"^ch\d+$", re.IGNORECASE)
 _KNOWN_KEYS = {"learner", "seed", "sets", "answers"}
@@ -116,11 +120,18 @@ def parse_answer_document(data: Mapping[str, object], path: str | None = None) -
     learner = data.get("learner")
     if learner is not None and not isinstance(learner, str):
         raise AnswerFileError(
-            f'{where}: learner must be text, e.g. learner = "ada"; got {learner!r}.'
+            f'{where}: learner must be text, e.g. learner = "ada"; got {learner!r:.60}.'
+        )
+    if isinstance(learner, str) and len(learner) > MAX_ID_LENGTH:
+        raise AnswerFileError(
+            f"{where}: the learner id has {len(learner)} characters; the limit is "
+            f"{MAX_ID_LENGTH}."
         )
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | str)):
-        raise AnswerFileError(f"{where}: seed must be a whole number or text, got {seed!r}.")
+        raise AnswerFileError(f"{where}: seed must be a whole number or text, got {seed!r:.60}.")
+    if seed is not None and len(str(seed)) > MAX_ID_LENGTH:
+        raise AnswerFileError(f"{where}: the seed is longer than {MAX_ID_LENGTH} characters.")
     sets = data.get("sets")
     if sets is not None:
         if isinstance(sets, str):

@@ -94,6 +94,8 @@ def parse_expression(raw: object, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
         return _from_sympy(raw, symbols)
     if isinstance(raw, bool) or not isinstance(raw, str | int):
         raise AnswerFormatError(f"a formula is text such as '2*B + 5', got a {type(raw).__name__}.")
+    if isinstance(raw, int) and raw.bit_length() > 4 * MAX_ANSWER_LENGTH:
+        raise AnswerFormatError(f"the number has more than {MAX_ANSWER_LENGTH} digits.")
     text = str(raw).strip() if isinstance(raw, str) else str(raw)
     if not text:
         raise AnswerFormatError("the answer is empty: write a formula such as '2*B + 5'.")

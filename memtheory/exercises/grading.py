@@ -43,8 +43,18 @@ class _Answered(TypedDict):
     answer: str | None
 
 
+_MAX_SHOWN = 1000
+
+
 def _text(raw: object) -> str | None:
-    return None if raw is None else str(raw)
+    """Return what the learner wrote as text for the report (cut short if very long)."""
+    if raw is None:
+        return None
+    try:
+        text = str(raw)
+    except ValueError:  # an integer with more digits than Python prints
+        return f"<a {type(raw).__name__} too large to show>"
+    return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + f"... ({len(text)} characters)"
 
 
 def _failed(exercise_id: str, title: str, raw: object, error: Exception) -> ExerciseResult:

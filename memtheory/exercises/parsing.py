@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -134,28 +135,31 @@ def answer_text(raw: object) -> str:
     elif isinstance(raw, numbers.Real) and not isinstance(raw, float | int | Fraction | sp.Basic):
         raw = float(raw)  # a NumPy float
     if isinstance(raw, float | Decimal):
-        if not math.isfinite(raw):
+        finite = raw.is_finite() if isinstance(raw, Decimal) else math.isfinite(raw)
+        if not finite:
             raise AnswerFormatError(f"{raw} is not a finite number: give a number such as 12.5.")
         text = repr(float(raw)) if isinstance(raw, float) else str(raw)
     elif isinstance(raw, int):
-        if raw.bit_length() > 3 * MAX_ANSWER_LENGTH:  # str() of it would pass the limit anyway
-            raise AnswerFormatError(
-                f"the answer has about {int(raw.bit_length() * 0.30103)} digits; the limit is "
-                f"{MAX_ANSWER_LENGTH} characters."
-            )
+        _check_bits(raw)
         text = str(raw)
     elif isinstance(raw, Fraction):
+        _check_bits(raw.numerator, raw.denominator)
         text = f"{raw.numerator}/{raw.denominator}"
     elif isinstance(raw, sp.Basic):
-        if raw.is_number and raw.is_finite is False or raw.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
-            raise AnswerFormatError(f"{raw} is not a finite number: give a number such as 12.5.")
-        text = str(raw)
+        if raw.is_Rational:
+            _check_bits(int(raw.p), int(raw.q))
+        if raw.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or raw.is_number and raw.is_finite is False:
+            raise AnswerFormatError("the answer is not finite: give a number such as 12.5.")
+        try:
+            text = str(raw)
+        except ValueError:  # an integer inside has more digits than Python will print
+            raise AnswerFormatError("the answer has too many digits to read.") from None
     elif isinstance(raw, str):
         text = raw.strip()
     else:
         raise AnswerFormatError(
             f"an answer is text or a number, got a {type(raw).__name__} "
-            f"({quote_text(repr(raw), 40)}): "
+            f"({quote_text(reprlib.repr(raw), 40)}): "
             'write it as a string, e.g. "4,632,902" or "22.9 MiB".'
         )
     if not text:
@@ -169,6 +173,16 @@ def answer_text(raw: object) -> str:
     if text.lower().lstrip("+-") in _NON_FINITE:
         raise AnswerFormatError(f"{text} is not a finite number: give a number such as 12.5.")
     return text
+
+
+def _check_bits(*parts: int) -> None:
+    """Refuse a number whose digits alone would pass the length limit (before printing it)."""
+    bits = max(abs(part).bit_length() for part in parts)
+    if bits > 3 * MAX_ANSWER_LENGTH:
+        raise AnswerFormatError(
+            f"the answer has about {int(bits * 0.30103)} digits; the limit is "
+            f"{MAX_ANSWER_LENGTH} characters."
+        )
 
 
 def _without_period(text: str) -> str:

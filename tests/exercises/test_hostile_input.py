@@ -9,6 +9,7 @@ import json
 import os
 import threading
 import time
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -425,3 +426,32 @@ def test_every_refusal_is_a_memtheory_error():
     ):
         with pytest.raises(MemtheoryError):
             call()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        sp.Integer(10) ** 5000,
+        Fraction(10**5000, 3),
+        10**5000,
+        sp.Rational(1, 10**5000),
+        B + 10**5000,
+        Decimal("sNaN"),
+        Decimal("9" * 6000),
+        Decimal("1e999999"),
+    ],
+    ids=["sympy-int", "fraction", "int", "tiny-rational", "formula", "snan", "long", "exp"],
+)
+def test_numbers_too_large_to_print_are_refused(raw):
+    """Numbers with more digits than Python prints (4300) are refused, not a raw ValueError."""
+    for exercise in ("ch02.q2", "ch04.q5", "ch01.q1"):
+        result = check(exercise, raw).result
+        assert result.status == "invalid", result.feedback
+        assert len(result.feedback) < 400 and len(result.answer or "") < 1100
+
+
+def test_learner_ids_and_seeds_have_a_length_limit(tmp_path):
+    """A learner id of a million characters is refused with the limit, not printed."""
+    path = write(tmp_path, "a.toml", f'learner = "{"x" * 10_000}"\n[answers]\n')
+    with pytest.raises(mt.exercises.AnswerFileError, match="limit is 200"):
+        mt.exercises.grade_file(path)
