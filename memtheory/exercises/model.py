@@ -254,6 +254,26 @@ class MistakenAnswer:
     value: Any
 
 
+_SHARED_LIMIT = 4096
+_SHARED: dict[tuple[int, str], tuple[Exercise, dict[str, Any]]] = {}
+
+
+def _shared_answers(exercise: Exercise, params: Mapping[str, object]) -> dict[str, Any]:
+    """Return the answers computed for one exercise and one set of parameters, whatever the seed.
+
+    Learners whose seeds draw the same parameters share the expected answer and the answers
+    of the misconceptions, so a folder of submissions computes each once.
+    """
+    key = (id(exercise), repr(sorted(params.items())))
+    found = _SHARED.get(key)
+    if found is None or found[0] is not exercise:
+        if len(_SHARED) >= _SHARED_LIMIT:
+            _SHARED.pop(next(iter(_SHARED)))
+        found = (exercise, {})
+        _SHARED[key] = found
+    return found[1]
+
+
 def _paragraphs(text: str) -> str:
     blocks = re.split(r"\n\s*\n", textwrap.dedent(text).strip())
     return "\n\n".join(" ".join(block.split()) for block in blocks)
@@ -326,9 +346,19 @@ class Variant:
         return self.kind.finalize(self.exercise.solve(self.params, how), how)
 
     @cached_property
+    def _memo(self) -> dict[str, Any]:
+        """Answers shared by every variant of this exercise with these parameters."""
+        return _shared_answers(self.exercise, self.params)
+
+    def _remembered(self, name: str, compute: Callable[[], Any]) -> Any:
+        if name not in self._memo:
+            self._memo[name] = compute()
+        return self._memo[name]
+
+    @cached_property
     def expected(self) -> Any:
         """The correct answer."""
-        return self.solve_with(CORRECT)
+        return self._remembered("expected", lambda: self.solve_with(CORRECT))
 
     def mistaken_answers(self) -> list[MistakenAnswer]:
         """Compute each listed misconception's answers (each way) that differ from the correct one.
@@ -339,6 +369,9 @@ class Variant:
 
     @cached_property
     def _mistaken(self) -> tuple[MistakenAnswer, ...]:
+        return self._remembered("mistaken", self._compute_mistaken)
+
+    def _compute_mistaken(self) -> tuple[MistakenAnswer, ...]:
         found = []
         for name in self.exercise.misconceptions:
             entry = MISCONCEPTIONS[name]
@@ -363,6 +396,9 @@ class Variant:
     @cached_property
     def _pairs(self) -> tuple[tuple[MistakenAnswer, ...], ...]:
         """Answers of two listed misconceptions made together (each pair of their ways)."""
+        return self._remembered("pairs", self._compute_pairs)
+
+    def _compute_pairs(self) -> tuple[tuple[MistakenAnswer, ...], ...]:
         ways = [
             (MISCONCEPTIONS[name], way)
             for name in dict.fromkeys(self.exercise.misconceptions)

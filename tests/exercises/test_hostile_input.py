@@ -455,3 +455,10 @@ def test_learner_ids_and_seeds_have_a_length_limit(tmp_path):
     path = write(tmp_path, "a.toml", f'learner = "{"x" * 10_000}"\n[answers]\n')
     with pytest.raises(mt.exercises.AnswerFileError, match="limit is 200"):
         mt.exercises.grade_file(path)
+
+
+def test_variants_with_the_same_parameters_share_their_computed_answers():
+    """A folder of learners computes each misconception's answer once per set of parameters."""
+    first, second = find_variant("ch02.q1"), find_variant("ch02.q1")
+    assert first is not second
+    assert first.mistaken_answers()[0] is second.mistaken_answers()[0]
