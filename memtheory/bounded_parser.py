@@ -276,12 +276,9 @@ def _tokens(
             tokens.append(_Token("op", char))
             position += 1
             continue
-        shown = char if char.isprintable() else repr(char)
         raise ParseError(
-            f"{shown!r} is not allowed in {text!r}: use numbers, + - * / ^ and parentheses."
+            f"{char!r} is not allowed in {text!r}: use numbers, + - * / ^ and parentheses."
         )
-        if len(tokens) > limits.nodes:  # pragma: no cover - the length limit comes first
-            break
     tokens.append(_Token("end", ""))
     return tokens
 

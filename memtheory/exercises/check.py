@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from memtheory.exercises.grading import grade_variant
 from memtheory.exercises.loader import PathLike, find_variant
-from memtheory.exercises.report import ExerciseResult
+from memtheory.exercises.report import ExerciseResult, printable
 from memtheory.exercises.variants import SeedLike, resolve_seed
 
 __all__ = ["CheckResult", "check", "question"]
@@ -64,7 +64,8 @@ class CheckResult:
 
     def __str__(self) -> str:
         verdict = "passed" if self.passed else "not passed"
-        return f"{self.result.id}: {verdict} ({self.score}/{self.points}). {self.feedback}"
+        points = f"({self.score}/{self.points})"
+        return printable(f"{self.result.id}: {verdict} {points}. {self.feedback}")
 
     __repr__ = __str__
 

@@ -384,6 +384,8 @@ def grade_folder(
     ------
     AnswerFileError
         Only if the folder itself cannot be listed.
+    ExerciseSetsNotFoundError, ExerciseDefinitionError
+        If the exercise sets cannot be loaded (checked before any file is graded).
 
     Examples
     --------
@@ -395,6 +397,7 @@ def grade_folder(
     [('ada.toml', True), ('broken.toml', False)]
     """
     directory = Path(folder)
+    load_sets(sets_dir)  # a missing or broken folder of sets is the teacher's to fix: stop here
     files, others = _answer_files(directory)
     entries = []
     for file in files:

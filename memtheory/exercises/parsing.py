@@ -95,7 +95,7 @@ _NON_FINITE = {"nan", "inf", "infinity", "∞", "nan%"}
 _APPROXIMATE = re.compile(r"^(?:~|≈|about\s|approx\.?\s|approximately\s)\s*", re.IGNORECASE)
 _PERCENT = re.compile(r"\s*(?:%|percent|per\s*cent|pct)$", re.IGNORECASE)
 _SUFFIX = re.compile(r"^(?P<number>[\d.,_ ]*\d\.?)\s*(?P<suffix>[kKmMgGtT])$")
-_FRACTION = re.compile(r"^([+-]?\d+)/(\d+)$")
+_POWERS_OF_1000 = {"k": 3, "m": 6, "g": 9, "t": 12}
 
 
 def answer_text(raw: object) -> str:
@@ -201,9 +201,11 @@ def _arithmetic(text: str, original: str) -> Fraction:
     suffix = _SUFFIX.match(text)
     if suffix:
         letter = suffix.group("suffix")
+        power = _POWERS_OF_1000[letter.lower()]
         raise AnswerFormatError(
-            f"cannot read {quote_text(original)}: {letter!r} could mean 1000 or 1024; write the "
-            f"number in digits or e-notation ({suffix.group('number').strip()}e3 for thousands)."
+            f"cannot read {quote_text(original)}: {letter!r} could mean 1000 or 1024 (or their "
+            f"powers); write the number in digits or e-notation "
+            f"({suffix.group('number').strip()}e{power} for 10^{power})."
         )
     try:
         return parse_arithmetic(text)
@@ -224,9 +226,6 @@ def _number(raw: object, *, approximate_ok: bool) -> tuple[Fraction, bool]:
     percent = _PERCENT.search(text)
     if percent:
         text = text[: percent.start()]
-    fraction = _FRACTION.match(text.replace(" ", ""))
-    if fraction and int(fraction.group(2)) == 0:
-        raise AnswerFormatError(f"{quote_text(original)} divides by zero.")
     return _arithmetic(text, original), bool(percent)
 
 
