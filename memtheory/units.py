@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
-from memtheory.bounded_parser import parse_arithmetic, quote_text
+from memtheory.bounded_parser import DEFAULT_LIMITS, parse_arithmetic, quote_text
 from memtheory.errors import ParseError, UnknownUnitError, UnsupportedError
 from memtheory.registry import Registry
 
@@ -269,6 +269,10 @@ def parse_size(text: str, default_unit: str = "B") -> tuple[sp.Rational, str]:
     >>> parse_size("2 x 1024", default_unit="KiB")
     (2048, 'KiB')
     """
+    if isinstance(text, str) and len(text) > DEFAULT_LIMITS.length:
+        raise _unreadable(
+            text, f"the text is {len(text)} characters long; the limit is {DEFAULT_LIMITS.length}"
+        )
     match = _SIZE.match(text.strip()) if isinstance(text, str) else None
     if match is None:
         raise _unreadable(text)
