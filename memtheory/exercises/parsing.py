@@ -19,30 +19,34 @@ Numbers (counts, ratios, percentages, and the number of a size)
     ``224.69``); decimals with a point; e-notation ``2.5e3``; fractions
     ``3/8``; and plain arithmetic: ``4096*128 + 128``, ``3 x 10^6``,
     ``3 × 10⁶``, ``2**30 / 10**9``. One trailing period (the end of a
-    sentence) is ignored. Powers are whole numbers up to 64, exponents up to
-    10^100, 80 digits in one literal, 500 characters in all.
+    sentence) is ignored. A suffix such as ``524k`` or ``5M`` is refused
+    everywhere: k means 1000 to some and 1024 to others (write ``524000``,
+    ``524e3`` or ``512*1024``). Powers are whole numbers up to 64, exponents
+    up to 10^100, 80 digits in one literal, 500 characters in all. From a
+    notebook, Python, NumPy, ``Fraction``, ``Decimal`` and sympy numbers are
+    read as the numbers they are (``True`` and NaN are refused).
 Counts (:class:`~memtheory.exercises.kinds.Integer`)
     Graded exactly, so the result must be a whole number, and ``~`` or
-    ``about`` is refused, as is a suffix such as ``524k``: k means 1000 to some
-    and 1024 to others (write ``524000``, ``524e3`` or ``512*1024``).
+    ``about`` is refused (write the exact count), as is a percent sign.
 Numbers graded within a tolerance (:class:`~memtheory.exercises.kinds.Number`)
-    May start with ``~`` or ``≈`` (the tolerance already allows for
-    rounding). A percentage may end with ``%`` or ``percent``: on a question
-    that asks for a percentage ``99.68%`` is 99.68; on one that asks for a
-    ratio it is 0.9968. A fraction given where a percentage is asked
-    (``0.9968`` for 99.68%) is named in the feedback, not accepted.
+    May start with ``~``, ``≈`` or ``about`` (the tolerance already allows
+    for rounding). A percentage may end with ``%`` or ``percent``: on a
+    question that asks for a percentage ``99.68%`` is 99.68; on one that asks
+    for a ratio it is 0.9968. A fraction given where a percentage is asked
+    (``0.9968`` for 99.68%), or a percentage without its sign where a ratio is
+    asked (``99.68`` for 0.9968), is named in the feedback, not accepted.
 Sizes (:class:`~memtheory.exercises.kinds.Quantity`)
-    A number as above, then a byte unit: ``22.9 MiB``, ``24MB``,
-    ``1,048,576 bytes``, ``~14741 MiB``, ``0.5 gib`` (case does not matter; the
-    ``i`` decides between steps of 1024 and 1000). A number alone is read in
-    the question's unit. ``k`` alone is refused: write ``kB`` or ``KiB``.
+    A number as above (``~`` allowed, arithmetic too: ``4 * 1024 MiB``), then
+    a byte unit: ``22.9 MiB``, ``24MB``, ``1,048,576 bytes``, ``~14741 MiB``,
+    ``0.5 gib`` (case does not matter; the ``i`` decides between steps of 1024
+    and 1000). A number alone is read in the question's unit. ``k`` alone is refused: write ``kB`` or ``KiB``.
     The feedback names a figure in the right unit with the wrong label
     (``14741.48 MB`` for 14741.48 MiB) and bytes written without a unit.
 Formulas (:class:`~memtheory.exercises.kinds.Expression`)
     See :mod:`memtheory.exercises.expressions`: the question's symbols,
     numbers, ``+ - * / ^ **``, juxtaposition (``2B H^2``), parentheses and
-    ``floor``, ``ceiling`` (``ceil``), ``Min``, ``Max`` (up to 8 arguments); degree at most
-    24 counting numerator and denominator.
+    ``floor``, ``ceiling`` (``ceil``), ``Min``, ``Max`` (up to 8 arguments);
+    degree at most 24 counting numerator and denominator.
 Choices (:class:`~memtheory.exercises.kinds.Choice`)
     A letter (``b``, ``(b)``, ``b)``, ``B.``) or the option's text.
 
