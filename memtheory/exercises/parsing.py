@@ -39,9 +39,10 @@ Sizes (:class:`~memtheory.exercises.kinds.Quantity`)
     A number as above (``~`` allowed, arithmetic too: ``4 * 1024 MiB``), then
     a byte unit: ``22.9 MiB``, ``24MB``, ``1,048,576 bytes``, ``~14741 MiB``,
     ``0.5 gib`` (case does not matter; the ``i`` decides between steps of 1024
-    and 1000). A number alone is read in the question's unit. ``k`` alone is refused: write ``kB`` or ``KiB``.
-    The feedback names a figure in the right unit with the wrong label
-    (``14741.48 MB`` for 14741.48 MiB) and bytes written without a unit.
+    and 1000). A number alone is read in the question's unit. ``k`` alone is
+    refused: write ``kB`` or ``KiB``. The feedback names a figure in the right
+    unit with the wrong label (``14741.48 MB`` for 14741.48 MiB) and bytes
+    written without a unit.
 Formulas (:class:`~memtheory.exercises.kinds.Expression`)
     See :mod:`memtheory.exercises.expressions`: the question's symbols,
     numbers, ``+ - * / ^ **``, juxtaposition (``2B H^2``), parentheses and

@@ -462,3 +462,12 @@ def test_variants_with_the_same_parameters_share_their_computed_answers():
     first, second = find_variant("ch02.q1"), find_variant("ch02.q1")
     assert first is not second
     assert first.mistaken_answers()[0] is second.mistaken_answers()[0]
+
+
+@pytest.mark.parametrize("opening", ["{a = ", "["])
+def test_deeply_nested_toml_is_an_answer_file_error(tmp_path, opening):
+    """TOML nested thousands deep is refused as an answer file, not a RecursionError."""
+    closing = "}" if opening.startswith("{") else "]"
+    path = write(tmp_path, "deep.toml", f"[answers]\nx = {opening * 5000}1{closing * 5000}\n")
+    with pytest.raises(mt.exercises.AnswerFileError, match="nested too deeply"):
+        mt.exercises.grade_file(path)
