@@ -9,8 +9,11 @@ written here independently of :mod:`memtheory.shapes`.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
@@ -38,6 +41,12 @@ from memtheory import (
 from memtheory.tables import Column, Table
 
 __all__ = [
+    "HOSTILE_TEXTS",
+    "answer_file_texts",
+    "answer_folders",
+    "arithmetic_texts",
+    "hostile_answers",
+    "hostile_texts",
     "tables",
     "FLOAT_DTYPES",
     "ImageNetSpec",
@@ -403,3 +412,150 @@ def hostile_values(*, containers: bool = True) -> st.SearchStrategy[object]:
         st.just(object()),
         st.just(np.array([1, 2])),
     )
+
+
+# -- hostile input for the grader and the byte parser ------------------------------------
+HOSTILE_TEXTS = (
+    "((((9**64)**64)**64)**64)",
+    "(((((9**64)**64)**64)**64)**64)",
+    "1014080*B + ((B+1)**64)**64 - ((B**2+2*B+1)**32)**64",
+    "1e99999999 GB",
+    "9" * 5000 + " B",
+    "9**9**9**9",
+    "2^2^2^2^2^2",
+    "(" * 200 + "1" + ")" * 200,
+    "-" * 400 + "1",
+    "floor(" * 60 + "H" + ")" * 60,
+    "Min(" + ",".join(["B"] * 150) + ")",
+    "(B+H+1)**32 * (B+H+1)**32",
+    "__import__('os').system('true')",
+    "1/0",
+    "0**-1",
+    "524k",
+    "3 x 10^6",
+    "~14741 MiB",
+    "99.68 percent",
+    "\x1b[2J",
+    "=HYPERLINK(\"http://example.invalid\")",
+    "1,5 MB",
+    "nan",
+    "-inf MB",
+    "1e-999999 B",
+    "0x1F",
+    "4096*128+128",
+)
+"""Texts from issue 12 and their neighbours: towers, deep nesting, huge literals, code."""
+
+_SYMBOL_NAMES = ("B", "H", "M", "C", "x", "e", "__class__", "lambda")
+_LITERALS = st.one_of(
+    st.integers(0, 10**6).map(str),
+    st.integers(0, 10**200).map(str),
+    st.builds(lambda m, e: f"{m}e{e}", st.integers(1, 99), st.integers(-10**9, 10**9)),
+    st.sampled_from(["1,048,576", "1 048 576", "1_000", ".5", "1.", "224,69", "0", "00"]),
+)
+_OPERATORS = st.sampled_from(["+", "-", "*", "/", "**", "^", " x ", "×", "", " ", "//", ","])
+_FUNCTIONS = st.sampled_from(["floor", "ceil", "ceiling", "Min", "Max", "max", "exec", "abs"])
+
+
+def _compose(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.builds(lambda a, op, b: f"{a}{op}{b}", children, _OPERATORS, children),
+        st.builds(lambda a: f"({a})", children),
+        st.builds(lambda f, a: f"{f}({a})", _FUNCTIONS, children),
+        st.builds(lambda a, n: f"({a})**{n}", children, st.integers(-100, 5000)),
+        st.builds(lambda a: f"-{a}", children),
+    )
+
+
+arithmetic_texts = st.recursive(
+    st.one_of(_LITERALS, st.sampled_from(_SYMBOL_NAMES)), _compose, max_leaves=24
+)
+"""Formulas and arithmetic, well-formed or not, with towers of powers and deep nesting."""
+
+hostile_texts = st.one_of(
+    st.sampled_from(HOSTILE_TEXTS),
+    arithmetic_texts,
+    st.builds(
+        lambda n, u: f"{n} {u}",
+        arithmetic_texts,
+        st.sampled_from(["B", "MiB", "MB", "GiB", "k", "parsecs", "", "%", "percent", "MB."]),
+    ),
+    st.text(max_size=80),
+    st.text(alphabet="0123456789.,e+-*/^() xBHM%~", max_size=120),
+)
+"""Text a careless or adversarial learner could write as an answer or a size."""
+
+hostile_answers = st.one_of(
+    hostile_texts,
+    st.integers(-(10**700), 10**700),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.builds(lambda n: np.int64(n), st.integers(-(2**63), 2**63 - 1)),
+    st.builds(lambda x: np.float64(x), st.floats()),
+    st.builds(lambda n: (sp.Symbol("B") + 1) ** n, st.integers(0, 5000)),
+    st.builds(sp.Integer, st.integers(-(10**6000), 10**6000)),
+    st.builds(Fraction, st.integers(-(10**6000), 10**6000), st.integers(1, 10**6000)),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.sampled_from([Decimal("sNaN"), Decimal("1e999999"), Decimal("9" * 6000), 3 + 4j]),
+    st.builds(lambda x: np.float32(x), st.floats(width=32)),
+    st.builds(np.bool_, st.booleans()),
+)
+"""Anything a notebook or an answer file could pass as an answer."""
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)  # JSON string escapes are TOML basic-string escapes
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else repr(value)
+    return str(value)
+
+
+@st.composite
+def answer_file_texts(draw: st.DrawFn) -> bytes:
+    """The bytes of an answer file: valid TOML with hostile values, broken TOML, or noise."""
+    kind = draw(st.sampled_from(["toml", "toml", "toml", "broken", "bytes"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=300))
+    if kind == "broken":
+        return draw(st.text(max_size=200)).encode("utf-8", "surrogatepass")
+    lines = []
+    if draw(st.booleans()):
+        learner = draw(
+            st.sampled_from(["ada", "ADA ", '=HYPERLINK("x")', "+1", "-cmd", "@sum"])
+            | st.sampled_from(["eve\x1b[2J\n", "bob\u202e"])
+            | st.text(max_size=20)
+        )
+        lines.append(f"learner = {_toml_value(learner)}")
+    if draw(st.booleans()):
+        seed = draw(st.integers(-(10**30), 10**30) | st.text(max_size=8))
+        lines.append(f"seed = {_toml_value(seed)}")
+    if draw(st.booleans()):
+        sets = draw(st.lists(st.sampled_from(["ch02", "ch03", "ch99", "CH2", ""]), max_size=3))
+        lines.append(f"sets = [{', '.join(json.dumps(s) for s in sets)}]")
+    lines.append("[answers]")
+    ids = st.sampled_from(["ch02.q1", "ch02.q2", "ch02.q9", "ch03.q1", "ch03.q6", "ch99.q1", "x"])
+    for exercise_id in draw(st.lists(ids, max_size=4, unique=True)):
+        value = draw(hostile_texts | st.integers(-(10**30), 10**30) | st.floats())
+        lines.append(f"{json.dumps(exercise_id)} = {_toml_value(value)}")
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+
+
+answer_folders = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "=d", "e\x1b", "f\n", "g.h"]).map(lambda n: n + ".toml")
+        | st.sampled_from(["notes.txt", "grades.csv", "A.TOML"]),
+        st.one_of(
+            answer_file_texts(),
+            st.sampled_from(["<fifo>", "<dev-zero>", "<link-out>", "<folder>", "<huge>"]),
+        ),
+    ),
+    max_size=5,
+    unique_by=lambda entry: entry[0],
+)
+"""A folder of submissions as (file name, bytes or a special entry) pairs."""

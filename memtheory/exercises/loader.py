@@ -8,6 +8,11 @@ The sets are Python modules in a folder (one per book chapter, e.g.
 2. the environment variable ``MEMTHEORY_EXERCISES``;
 3. ``exercises/`` in the repository checkout next to the package.
 
+Trust boundary: loading a folder imports every ``*.py`` in it (not starting
+with ``_``), which runs that code with the caller's permissions. A folder of
+sets is code to trust as much as any script you run; answer files, by
+contrast, are data that the grader only reads.
+
 Examples
 --------
 >>> sets = load_sets()
