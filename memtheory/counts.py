@@ -105,6 +105,11 @@ class ModelCounts:
 
 
 def _as_count(value: SizeLike, name: str, minimum: int) -> sp.Expr:
+    if isinstance(value, sp.Basic) and not isinstance(value, sp.Expr):
+        raise InvalidSizeError(
+            f"ModelCounts: {name} must be a count (a number or a sympy expression), "
+            f"got {value} ({type(value).__name__})."
+        )
     if isinstance(value, sp.Basic) and not value.is_number:
         if not provably_nonnegative(value) and value.is_nonnegative is False:
             raise InvalidSizeError(f"ModelCounts: {name} = {value} can be negative.")
