@@ -96,8 +96,7 @@ SET = ExerciseSet(
             id="q2",
             title="the measured peak",
             question=_CNN + ", batch {batch}, trained with {optimizer_title} in fp32. What is the "
-            "peak of live tensors in a training step, by the autograd convention (which a CPU "
-            "measurement matches)?",
+            "peak of live tensors during a training step, by the autograd convention?",
             params={"image": (50, 64, 46), "batch": (64, 32, 128), "optimizer": ("adam", "sgd")},
             derive=_titles,
             answer=Quantity("MiB"),
