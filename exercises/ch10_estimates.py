@@ -2,7 +2,7 @@
 
 from memtheory import Conv2d, Input, MaxPool2d, ReLU
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity, at
-from memtheory.exercises.shared import MODELS, model_values
+from memtheory.exercises.shared import MODELS, model_names, model_values
 from memtheory.exercises.technique_steps import index_dtype, usable_bytes
 from memtheory.layers.base import elements
 from memtheory.symbols import B
@@ -61,7 +61,7 @@ SET = ExerciseSet(
             "input batch, and keeping the book's budget (1 GiB for the context, then 10% of the "
             "rest), what is the largest batch that fits?",
             params={
-                "model": tuple(MODELS)[2:] + tuple(MODELS)[:2],
+                "model": model_names(2, 0, 1),
                 "optimizer": ("adam", "sgd+momentum", "sgd"),
                 "card": (16, 8, 12, 24),
             },
@@ -137,7 +137,7 @@ SET = ExerciseSet(
             "{inputs:,} input values per image) is trained with {optimizer_title} in fp32 at "
             "batch {batch}. Which single component of the training memory is the largest?",
             params={
-                "model": tuple(MODELS),
+                "model": model_names(),
                 "optimizer": ("adam", "sgd+momentum"),
                 "batch": (64, 1, 8, 256),
             },

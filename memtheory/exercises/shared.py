@@ -11,8 +11,6 @@ Examples
 >>> values = model_values({"model": model_names()[1], "optimizer": "adam"})
 >>> values["parameters"], values["optimizer_title"]
 (4632902, 'Adam')
->>> model_names(1)[0] == model_names()[1]
-True
 """
 
 from __future__ import annotations
@@ -40,16 +38,18 @@ MODELS: dict[str, ModelCounts] = {
 """Models by description: per-sample counts, all derived by memtheory."""
 
 
-def model_names(first: int = 0) -> tuple[str, ...]:
-    """Return the descriptions of :data:`MODELS`, starting at the ``first``-th (the book's).
+def model_names(*order: int) -> tuple[str, ...]:
+    """Return the descriptions of :data:`MODELS` in ``order`` (indices; the first is the book's).
 
     Examples
     --------
-    >>> len(model_names(2))
-    3
+    >>> model_names(2, 0, 1)[0]
+    'VGG-16 on 224x224x3 images'
+    >>> model_names() == tuple(MODELS)
+    True
     """
     names = tuple(MODELS)
-    return names[first:] + names[:first]
+    return tuple(names[i] for i in order) if order else names
 
 
 def model_values(p: Mapping[str, Any]) -> dict[str, object]:
@@ -83,7 +83,7 @@ def parameters_only(parameters: sp.Expr | int) -> ModelCounts:
 
 
 def parameter_side(memory: MemoryBreakdown) -> sp.Expr:
-    """Weights, their gradients and the optimizer state of ``memory``.
+    """Weights, their gradients, the optimizer state and any master weights of ``memory``.
 
     Examples
     --------
@@ -91,4 +91,5 @@ def parameter_side(memory: MemoryBreakdown) -> sp.Expr:
     >>> parameter_side(training_memory(parameters_only(10), optimizer="adam"))
     160
     """
-    return memory["parameters"] + memory["gradients"] + memory["optimizer_state"]
+    names = ("parameters", "gradients", "optimizer_state", "master_weights")
+    return sp.sympify(sum(memory.components.get(name, 0) for name in names))

@@ -95,7 +95,7 @@ def layer_activations(how: Reasoning, **shape: Any) -> sp.Expr:
     --------
     >>> from memtheory.exercises.reasoning import CORRECT
     >>> layer_activations(CORRECT, hidden=768, heads=12, batch=1, sequence=1024)
-    86507520
+    89653248
     """
     own = _own(how, "activation_bytes")
     return (own or activation_bytes)(**shape)
