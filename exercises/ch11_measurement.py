@@ -94,7 +94,7 @@ SET = ExerciseSet(
         ),
         Exercise(
             id="q2",
-            title="the measured peak",
+            title="the peak of a step",
             question=_CNN + ", batch {batch}, trained with {optimizer_title} in fp32. What is the "
             "peak of live tensors during a training step, by the autograd convention?",
             params={"image": (50, 64, 46), "batch": (64, 32, 128), "optimizer": ("adam", "sgd")},
@@ -106,7 +106,7 @@ SET = ExerciseSet(
         ),
         Exercise(
             id="q3",
-            title="the breakdown against the measurement",
+            title="the breakdown against autograd",
             question=_CNN + ", batch {batch}, trained with {optimizer_title} in fp32. By how "
             "much does the breakdown convention's total (every activation and its gradient, "
             "held at once) exceed the autograd convention's peak?",

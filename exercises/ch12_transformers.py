@@ -5,6 +5,7 @@ import sympy as sp
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
 from memtheory.exercises.technique_steps import layer_activations
 from memtheory.models import GPT2_SIZES, gpt2
+from memtheory.optimizers import optimizer
 from memtheory.symbols import B, D, S
 from memtheory.transformer_activations import HEADS
 
@@ -108,11 +109,12 @@ SET = ExerciseSet(
         Exercise(
             id="q5",
             title="training GPT-2 small",
-            question="GPT-2 small is trained with {optimizer} in fp32 on batches of {batch} "
+            question="GPT-2 small is trained with {optimizer_title} in fp32 on batches of {batch} "
             "sequences of {sequence} tokens. Counting weights, gradients, optimizer state, every "
             "layer's output with its gradient, and the token ids, how much memory does a step "
             "take?",
             params={"optimizer": ("adam", "sgd"), "batch": (8, 4, 2), "sequence": (1024, 512)},
+            derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
             answer=Quantity("GiB"),
             solve=lambda p, how: at(
                 how.training_memory(gpt2("small"), optimizer=p.optimizer).total,

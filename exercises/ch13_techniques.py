@@ -39,6 +39,13 @@ def _mixed_adam(p, how):
     )
 
 
+_PRECISIONS = {
+    "mixed-fp16": "mixed precision (fp16 weights and gradients, fp32 master weights and state)",
+    "fp32": "fp32",
+    "mixed-bf16": "mixed precision (bf16 weights and gradients, fp32 master weights and state)",
+}
+
+
 def _per_parameter(p, how):
     memory = zero_states(how, P, 1, 0, optimizer=p.optimizer, precision=p.precision)
     return sp.expand(memory.total).coeff(P)
@@ -155,14 +162,17 @@ SET = ExerciseSet(
         Exercise(
             id="q7",
             title="bytes per parameter",
-            question="A model is trained with {optimizer_title} in {precision}. How many bytes "
-            "of model states (weights, gradients, optimizer state, and master weights where "
+            question="A model is trained with {optimizer_title} in {precision_title}. How many "
+            "bytes of model states (weights, gradients, optimizer state, and master weights where "
             "there are some) does each parameter cost?",
             params={
                 "optimizer": ("adam", "sgd+momentum", "sgd", "rmsprop"),
                 "precision": ("mixed-fp16", "fp32", "mixed-bf16"),
             },
-            derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
+            derive=lambda p: {
+                "optimizer_title": optimizer(p.optimizer).title,
+                "precision_title": _PRECISIONS[p.precision],
+            },
             answer=Integer(),
             solve=_per_parameter,
             misconceptions=(
