@@ -41,6 +41,7 @@ __all__ = [
     "UnknownUnitError",
     "TableError",
     "UnsupportedError",
+    "UntraceableError",
 ]
 
 
@@ -163,6 +164,13 @@ class UnknownAttributeError(UnknownNameError, AttributeError):  # type: ignore[m
 
 class UnsupportedError(MemtheoryError, TypeError):
     """A model or request uses something memtheory does not model (yet)."""
+
+
+class UntraceableError(UnsupportedError):
+    """A model cannot be traced symbolically: an operation reads tensor values or has no fake kernel.
+
+    The message names the operation and the module that ran it.
+    """
 
 
 class DoesNotFitError(MemtheoryError, ValueError):
