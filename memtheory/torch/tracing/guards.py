@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import sympy as sp
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from memtheory.maximum import provably_nonnegative
 from memtheory.torch.tracing.sizes import SymbolMap
 
 __all__ = ["Conditions", "Specialisation", "conditions", "specialised"]
@@ -112,6 +113,8 @@ def _margin(relation: sp.Basic) -> sp.Expr | None:
 
 def _holds_for_positive(margin: sp.Expr) -> bool:
     """Whether ``margin >= 1`` for every positive integer value of its symbols."""
+    if provably_nonnegative(margin - 1):
+        return True
     shifted = margin.xreplace({s: s + 1 for s in margin.free_symbols}) - 1
     expanded = sp.expand(shifted)
     if not expanded.is_polynomial(*margin.free_symbols):

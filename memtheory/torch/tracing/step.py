@@ -83,13 +83,13 @@ def record_step(
     optimizer = make_optimizer(parameters)
     context = (lambda: torch.autocast("cpu", dtype=autocast)) if autocast else nullcontext
     with watch.watching():
-        _step(module, call, loss, optimizer, context, watch, None)  # warm-up
+        _warm_up(parameters, optimizer)
 
         tracker = SymbolicStorageTracker(symbols, watch.label)
         tracker.watch_parameters(parameters)
-        tracker.track(*parameters, *module.buffers(), *data, *targets)
+        tracker.keep(*parameters, *module.buffers(), *data, *targets)
         tracker.track(*(p.grad for p in parameters))
-        tracker.track(*_state_tensors(optimizer))
+        tracker.keep(*_state_tensors(optimizer))
         start = tracker.start("step start")
         saved: dict[int, Polynomial] = {}
         watch.recording = True
@@ -123,6 +123,20 @@ def record_step(
         components, moments, start, inference, watch, tracker.operations,
         excluded | tracker.copies_of,
     )
+
+
+def _warm_up(parameters: list[torch.Tensor], optimizer: torch.optim.Optimizer) -> None:
+    """Bring the optimizer to its steady state: gradients allocated, state created.
+
+    ``measure`` runs whole warm-up steps for this. On fake tensors the values
+    do not matter, so each gradient is allocated as backward allocates it (a
+    tensor like its parameter) and one optimizer step creates the state; the
+    forward and backward, which leave nothing behind, are not run twice.
+    """
+    for p in parameters:
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
+    optimizer.step()
 
 
 def _step(
@@ -203,7 +217,7 @@ def _inference_peak(
     module.eval()
     watch.phase = "inference"
     tracker = SymbolicStorageTracker(symbols, watch.label)
-    tracker.track(*parameters, *module.buffers(), *data)
+    tracker.keep(*parameters, *module.buffers(), *data)
     tracker.start("inference start")
     try:
         with torch.no_grad(), tracker, context():

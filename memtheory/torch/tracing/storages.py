@@ -64,6 +64,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self.symbols = symbols
         self.label = label
         self._live: dict[int, tuple[StorageWeakRef, Polynomial]] = {}
+        self._permanent: set[int] = set()
         self.total: Polynomial = {}
         self.moments: list[tuple[str, Polynomial]] = []
         self.copies_of: set[int] = set()
@@ -89,13 +90,30 @@ class SymbolicStorageTracker(TorchDispatchMode):
             self._live[key] = (StorageWeakRef(tensor.untyped_storage()), size)
             add_into(self.total, size)
 
+    def keep(self, *tensors: Any) -> None:
+        """Register storages that outlive the step (parameters, optimizer state, the data).
+
+        They are counted like any other, but never checked for being freed:
+        the module, the optimizer and the caller hold them throughout.
+        """
+        self.track(*tensors)
+        self._permanent |= {
+            storage_key(t) for t in tensors if isinstance(t, torch.Tensor)
+        }
+
     def watch_parameters(self, parameters: list[torch.Tensor]) -> None:
         """Remember parameter storages, to recognise casts of them (autocast's weight copies)."""
         self._parameter_keys |= {storage_key(p) for p in parameters}
 
     def refresh(self) -> Polynomial:
         """Forget freed storages; return the live total."""
-        dead = [key for key, (ref, _) in self._live.items() if ref.expired()]
+        expired = torch.Storage._expired  # type: ignore[attr-defined]
+        permanent = self._permanent
+        dead = [
+            key
+            for key, (ref, _) in self._live.items()
+            if key not in permanent and expired(ref.cdata)
+        ]
         for key in dead:
             add_into(self.total, self._live.pop(key)[1], -1)
         return self.total
