@@ -11,11 +11,12 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 
 from memtheory.errors import InvalidArgumentError, MissingArgumentError, UnsupportedError
-from memtheory.maximum import undominated
+from memtheory.maximum import maximum, undominated
 from memtheory.optimizers import OptimizerLike
 from memtheory.torch.tracing.fakes import fake_inputs, fake_parameters
 from memtheory.torch.tracing.guards import conditions, specialised
 from memtheory.torch.tracing.modules import LOSS
+from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
 from memtheory.torch.tracing.step import StepRecord, record_step
@@ -157,7 +158,7 @@ def _symbolic(
     with fake_parameters(model, mode, dtype):
         (inputs, fake_target), found = fake_inputs((example_inputs, target), mode, sizes, dtype)
         symbols = SymbolMap(found)
-        with mode:
+        with mode, SizeGenericFunctions():
             record = _record(model, inputs, fake_target, loss, optimizer, symbols, autocast)
     return record, symbols, env
 
@@ -181,7 +182,9 @@ def _concrete(
     with fake_parameters(model, mode, dtype):
         (inputs, fake_target), _ = fake_inputs(resized, mode, {}, dtype)
         with mode:
-            return _record(model, inputs, fake_target, loss, optimizer, SymbolMap({}), autocast)
+            return _record(
+                model, inputs, fake_target, loss, optimizer, SymbolMap({}), autocast, keep_all=True
+            )
 
 
 def _resized(value: Any, sizes: Mapping[int, int]) -> Any:
@@ -204,6 +207,7 @@ def _record(
     optimizer: OptimizerChoice,
     symbols: SymbolMap,
     autocast: torch.dtype | None,
+    keep_all: bool = False,
 ) -> StepRecord:
     if isinstance(inputs, Mapping):
         call: Callable[[], Any] = lambda: model(**inputs)  # noqa: E731
@@ -214,7 +218,15 @@ def _record(
     data = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
     targets = [target] if target is not None else []
     return record_step(
-        model, call, _loss(loss, target), _optimizer(optimizer), data, targets, symbols, autocast
+        model,
+        call,
+        _loss(loss, target),
+        _optimizer(optimizer),
+        data,
+        targets,
+        symbols,
+        autocast,
+        keep_all,
     )
 
 
@@ -288,7 +300,7 @@ def _result(
     return TracedMemory(
         components=components,
         timeline=timeline,
-        inference_peak=record.inference_peak,
+        inference_peak=maximum([from_polynomial(m) for _, m in record.inference]),
         step_start=from_polynomial(record.step_start),
         constraints=constraints,
         conditions=words,

@@ -99,7 +99,7 @@ def conditions(env: ShapeEnv, symbols: SymbolMap) -> Conditions:
 
 
 def _margin(relation: sp.Basic) -> sp.Expr | None:
-    """The expression that is >= 1 exactly when an integer inequality holds; None otherwise."""
+    """The expression that is >= 1 exactly when an integer (in)equality holds; None otherwise."""
     if isinstance(relation, sp.StrictLessThan):
         return sp.expand(relation.rhs - relation.lhs)
     if isinstance(relation, sp.LessThan):
@@ -108,6 +108,10 @@ def _margin(relation: sp.Basic) -> sp.Expr | None:
         return sp.expand(relation.lhs - relation.rhs)
     if isinstance(relation, sp.GreaterThan):
         return sp.expand(relation.lhs - relation.rhs + 1)
+    if isinstance(relation, sp.Eq):  # integers: a = b exactly when 1 - (a - b)**2 >= 1
+        return 1 - (relation.lhs - relation.rhs) ** 2
+    if isinstance(relation, sp.Ne):  # integers: a != b exactly when (a - b)**2 >= 1
+        return (relation.lhs - relation.rhs) ** 2
     return None
 
 

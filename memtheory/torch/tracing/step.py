@@ -23,15 +23,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-import sympy as sp
 import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-from memtheory.maximum import maximum
 from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.modules import ModuleWatch
-from memtheory.torch.tracing.sizes import Polynomial, SymbolMap, add_into, from_polynomial
+from memtheory.torch.tracing.sizes import Polynomial, SymbolMap, add_into
 from memtheory.torch.tracing.storages import SymbolicStorageTracker, storage_key, storage_size
 
 __all__ = ["StepRecord", "record_step"]
@@ -44,7 +42,7 @@ class StepRecord:
     components: dict[str, Polynomial]
     moments: list[tuple[str, Polynomial]]
     step_start: Polynomial
-    inference_peak: sp.Expr
+    inference: list[tuple[str, Polynomial]]
     watch: ModuleWatch
     operations: int = 0
     not_activations: set[int] = field(default_factory=set)
@@ -59,6 +57,7 @@ def record_step(
     targets: list[torch.Tensor],
     symbols: SymbolMap,
     autocast: torch.dtype | None = None,
+    keep_all: bool = False,
 ) -> StepRecord:
     """Trace one steady-state training step and an inference pass of ``module``.
 
@@ -77,6 +76,8 @@ def record_step(
         reads (counted as input and targets).
     symbols : SymbolMap
     autocast : torch.dtype, optional
+    keep_all : bool, default False
+        Keep one moment per operation (see :class:`SymbolicStorageTracker`).
     """
     parameters = list(module.parameters())
     watch = ModuleWatch(module)
@@ -85,7 +86,7 @@ def record_step(
     with watch.watching():
         _warm_up(parameters, optimizer)
 
-        tracker = SymbolicStorageTracker(symbols, watch.label)
+        tracker = SymbolicStorageTracker(symbols, watch.label, keep_all)
         tracker.watch_parameters(parameters)
         tracker.keep(*parameters, *module.buffers(), *data, *targets)
         tracker.track(*(p.grad for p in parameters))
@@ -118,7 +119,7 @@ def record_step(
             "input": _bytes(data, symbols),
             "targets": _bytes(targets, symbols),
         }
-        inference = _inference_peak(module, call, data, context, symbols, watch)
+        inference = _inference(module, call, data, context, symbols, watch, keep_all)
     return StepRecord(
         components, moments, start, inference, watch, tracker.operations,
         excluded | tracker.copies_of,
@@ -201,22 +202,23 @@ def _saving(
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
 
 
-def _inference_peak(
+def _inference(
     module: nn.Module,
     call: Callable[[], Any],
     data: list[torch.Tensor],
     context: Callable[[], Any],
     symbols: SymbolMap,
     watch: ModuleWatch,
-) -> sp.Expr:
-    """Peak of ``call()`` in eval mode under no_grad; gradients set aside meanwhile."""
+    keep_all: bool,
+) -> list[tuple[str, Polynomial]]:
+    """Moments of ``call()`` in eval mode under no_grad; gradients set aside meanwhile."""
     parameters = list(module.parameters())
     grads = [p.grad for p in parameters]
     for p in parameters:
         p.grad = None
     module.eval()
     watch.phase = "inference"
-    tracker = SymbolicStorageTracker(symbols, watch.label)
+    tracker = SymbolicStorageTracker(symbols, watch.label, keep_all)
     tracker.keep(*parameters, *module.buffers(), *data)
     tracker.start("inference start")
     try:
@@ -227,7 +229,7 @@ def _inference_peak(
         module.train()
         for p, grad in zip(parameters, grads, strict=True):
             p.grad = grad
-    return maximum([from_polynomial(m) for _, m in tracker.moments])
+    return tracker.moments
 
 
 def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:

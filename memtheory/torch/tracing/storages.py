@@ -57,10 +57,16 @@ class SymbolicStorageTracker(TorchDispatchMode):
         Translates PyTorch's sizes into the user's symbols.
     label : callable
         ``label(op)``: the text of the moment after ``op`` (phase, module, op).
+    keep_all : bool, default False
+        Keep every moment, one per operation (to line up traces of the same
+        step at different sizes), instead of only those that may be the peak.
     """
 
-    def __init__(self, symbols: SymbolMap, label: Callable[[str], str]) -> None:
+    def __init__(
+        self, symbols: SymbolMap, label: Callable[[str], str], keep_all: bool = False
+    ) -> None:
         super().__init__()
+        self.keep_all = keep_all
         self.symbols = symbols
         self.label = label
         self._live: dict[int, tuple[StorageWeakRef, Polynomial]] = {}
@@ -128,6 +134,9 @@ class SymbolicStorageTracker(TorchDispatchMode):
     def record(self, label: str) -> None:
         """Keep the live total as a moment, unless it equals the previous one."""
         now = self.refresh()
+        if self.keep_all:
+            self.moments.append((label, dict(now)))
+            return
         if now == self._last:
             return
         snapshot = dict(now)
