@@ -167,7 +167,7 @@ class UnsupportedError(MemtheoryError, TypeError):
 
 
 class UntraceableError(UnsupportedError):
-    """A model cannot be traced symbolically: an operation reads tensor values or has no fake kernel.
+    """A model cannot be traced: an operation reads tensor values or has no fake kernel.
 
     The message names the operation and the module that ran it.
     """

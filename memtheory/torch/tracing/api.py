@@ -16,8 +16,8 @@ from memtheory.optimizers import OptimizerLike
 from memtheory.torch.tracing.fakes import fake_inputs, fake_parameters
 from memtheory.torch.tracing.guards import conditions, specialised
 from memtheory.torch.tracing.modules import LOSS
-from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
+from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
 from memtheory.torch.tracing.step import StepRecord, record_step
 
@@ -260,10 +260,10 @@ def _loss(
 
 def _optimizer(choice: OptimizerChoice) -> Callable[[list[torch.Tensor]], torch.optim.Optimizer]:
     if callable(choice) and not isinstance(choice, str):
-        return choice  # type: ignore[return-value]
+        return choice
     from memtheory.torch.optimizers import torch_optimizer
 
-    return lambda parameters: torch_optimizer(choice, parameters)  # type: ignore[arg-type]
+    return lambda parameters: torch_optimizer(choice, parameters)
 
 
 def _result(
@@ -290,7 +290,9 @@ def _result(
             r.path,
             r.kind,
             r.depth,
-            None if r.output_shape is None else tuple(symbols.expression(s) for s in r.output_shape),
+            None
+            if r.output_shape is None
+            else tuple(symbols.expression(s) for s in r.output_shape),
             r.parameters,
             from_polynomial(r.saved_bytes(record.not_activations)),
         )

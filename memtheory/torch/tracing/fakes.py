@@ -35,7 +35,10 @@ def fake_tensor(
     dynamic: list[bool] | None = None,
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """A fake CPU tensor like ``tensor`` (real or meta), the sizes flagged in ``dynamic`` symbolic."""
+    """Return a fake CPU tensor like ``tensor`` (real or meta), with symbolic sizes where flagged.
+
+    ``dtype`` casts a floating tensor first.
+    """
     if dtype is not None and tensor.is_floating_point():
         tensor = tensor.detach().to(device="meta" if tensor.is_meta else None, dtype=dtype)
     if dynamic is None or not any(dynamic):
@@ -44,7 +47,7 @@ def fake_tensor(
         return mode.from_tensor(tensor, static_shapes=True)
     if tensor.is_meta:  # a meta example input: the sizes matter, not the values
         tensor = torch.empty(tensor.shape, dtype=tensor.dtype)
-    context = StatelessSymbolicContext(
+    context: StatelessSymbolicContext[Any, Any] = StatelessSymbolicContext(
         dynamic_sizes=[DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dynamic]
     )
     return mode.from_tensor(tensor, symbolic_context=context)
@@ -54,7 +57,7 @@ def fake_tensor(
 def fake_parameters(
     module: nn.Module, mode: FakeTensorMode, dtype: torch.dtype | None = None
 ) -> Iterator[None]:
-    """Swap the module's parameters and buffers for fake ones inside the block, then restore them."""
+    """Swap the module's parameters and buffers for fake ones in the block, then restore them."""
     swapped: list[tuple[nn.Module, str, str, Any]] = []
     fakes: dict[int, torch.Tensor] = {}
     try:

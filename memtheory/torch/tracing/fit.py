@@ -87,7 +87,9 @@ def fitted_trace(
     layout = _Layout(reference)
     last_error = ""
     for degree in range(MIN_DEGREE, MAX_DEGREE + 1):
-        exponents = [e for e in product(range(degree + 1), repeat=len(symbols)) if sum(e) <= degree]
+        exponents = [
+            e for e in product(range(degree + 1), repeat=len(symbols)) if sum(e) <= degree
+        ]
         confirm = _confirming(len(symbols), degree)
         records = [traced(e) for e in exponents]
         checks = [traced(c) for c in confirm]
@@ -108,7 +110,9 @@ def fitted_trace(
             coefficients = [
                 [Fraction(int(c), denominator) for c in column] for column in scaled.T
             ]
-            monomials = [sp.Mul(*(s**e for s, e in zip(symbols, m, strict=True))) for m in exponents]
+            monomials = [
+                sp.Mul(*(s**e for s, e in zip(symbols, m, strict=True))) for m in exponents
+            ]
             words = _conditions(fixed, symbols, points, len(exponents), degree)
             return layout.result(coefficients, monomials, words)
         last_error = f"degree {degree}: {layout.name(wrong[0])} is {wrong[1]} at {wrong[2]}"
@@ -144,7 +148,7 @@ def _first_mismatch(
     points: list[Point],
     vectors: list[list[int]],
 ) -> tuple[int, int, Point] | None:
-    """The first quantity whose fit misses a confirming trace: (index, traced value, point)."""
+    """Return the first quantity a fit misses at a confirming trace: (index, value, point)."""
     for point, vector in zip(points, vectors, strict=True):
         row = np.array([_monomial_value(point, m) for m in exponents], dtype=object)
         predicted = row.dot(scaled)
@@ -195,13 +199,17 @@ class _Layout:
         ]
 
     def names(self) -> list[str]:
-        """What each position of a vector is."""
+        """Name what each position of a vector holds."""
         return [
             *(f"component {c}" for c in self.components),
             *(f"moment '{m}'" for m in self.moments),
             *(f"inference moment '{m}'" for m in self.inference),
             *(f"saved bytes of {r.path}" for r in self.modules),
-            *(f"output size {i} of {r.path}" for r, n in zip(self.modules, self.shapes) for i in range(n)),
+            *(
+                f"output size {i} of {r.path}"
+                for r, n in zip(self.modules, self.shapes, strict=True)
+                for i in range(n)
+            ),
         ]
 
     def name(self, index: int) -> str:
@@ -214,7 +222,8 @@ class _Layout:
                 lb for lb, _ in record.inference
             ]
             first = next(
-                (i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs))
+                (i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
+                min(len(ours), len(theirs)),
             )
             shown = theirs[first] if first < len(theirs) else "the end of the step"
             expected = ours[first] if first < len(ours) else "the end of the step"

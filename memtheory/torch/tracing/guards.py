@@ -99,7 +99,7 @@ def conditions(env: ShapeEnv, symbols: SymbolMap) -> Conditions:
 
 
 def _margin(relation: sp.Basic) -> sp.Expr | None:
-    """The expression that is >= 1 exactly when an integer (in)equality holds; None otherwise."""
+    """Return what is >= 1 exactly when an integer (in)equality holds; None otherwise."""
     if isinstance(relation, sp.StrictLessThan):
         return sp.expand(relation.rhs - relation.lhs)
     if isinstance(relation, sp.LessThan):

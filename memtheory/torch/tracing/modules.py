@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -86,18 +86,18 @@ class ModuleWatch:
 
     # -- where are we ------------------------------------------------------------------------
     def current(self) -> str:
-        """The innermost running module's path (the model's class name for its own code)."""
+        """Return the innermost running module's path (the model's class name for its own code)."""
         if self.phase == "backward":
             node = torch._C._current_autograd_node()
             if node is None:
                 return ""
-            return self._shown(str(node.metadata.get(_KEY, "")))
+            return self._shown(str(_metadata(node).get(_KEY, "")))
         if self.stack:
             return self._shown(self.stack[-1])
         return LOSS if self.phase == "loss" else ""
 
     def _shown(self, path: str) -> str:
-        """A path as labels show it: the model's name for its own code and before indices."""
+        """Show a path as labels do: the model's name for its own code and before indices."""
         if not path:
             return self.root_name
         return f"{self.root_name}.{path}" if path[0].isdigit() else path
@@ -150,9 +150,9 @@ class ModuleWatch:
         pending = [t.grad_fn for t in tensors if t.grad_fn is not None]
         while pending:
             node = pending.pop()
-            if node is None or _KEY in node.metadata:
+            if node is None or _KEY in _metadata(node):
                 continue
-            node.metadata[_KEY] = path
+            _metadata(node)[_KEY] = path
             pending.extend(child for child, _ in node.next_functions if child is not None)
 
     def saved(self, key: int, size: Polynomial) -> None:
@@ -164,3 +164,8 @@ class ModuleWatch:
         if record is None:
             record = self.records.setdefault(LOSS, ModuleRecord(LOSS, "loss function", 0, 0))
         record.saved[key] = size
+
+
+def _metadata(node: Any) -> dict[str, Any]:
+    """Return an autograd node's metadata dict (kept by the node for its lifetime)."""
+    return cast(dict[str, Any], node.metadata)

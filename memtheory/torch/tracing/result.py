@@ -1,4 +1,4 @@
-"""The result of a trace: a Footprint with the moments of the step, where it holds, and its modules."""
+"""The result of a trace: a Footprint with the step's moments, where it holds, its modules."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ class TracedMemory(Footprint):
         for row in self.modules:
             if depth is not None and row.depth > depth:
                 continue
-            shape = "" if row.output_shape is None else "(" + ", ".join(map(str, row.output_shape)) + ")"
+            shape = "" if row.output_shape is None else f"({', '.join(map(str, row.output_shape))})"
             saved = _size(row.saved, unit, symbolic)
             name = "  " * row.depth + row.path
             rows.append((name, row.kind, shape, str(row.parameters), saved))

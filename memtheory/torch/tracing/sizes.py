@@ -113,7 +113,7 @@ class SymbolMap:
         self._cache: dict[sp.Expr, Polynomial] = {}
 
     def expression(self, expr: Any) -> sp.Expr:
-        """A PyTorch size (int, SymInt or sympy expression) in plain sympy and user symbols."""
+        """Return a PyTorch size (int, SymInt or sympy expression) in plain sympy, user symbols."""
         if hasattr(expr, "node"):
             expr = expr.node.expr
         if isinstance(expr, int):
@@ -121,7 +121,7 @@ class SymbolMap:
         return plain_sympy(sp.sympify(expr)).xreplace(self.to_user)
 
     def polynomial(self, size: Any) -> Polynomial:
-        """A PyTorch size as a :data:`Polynomial` in the user's symbols (cached)."""
+        """Return a PyTorch size as a :data:`Polynomial` in the user's symbols (cached)."""
         if isinstance(size, int):
             return {sp.S.One: size} if size else {}
         expr = size.node.expr if hasattr(size, "node") else size
@@ -214,5 +214,5 @@ def add_into(total: Polynomial, terms: Polynomial, sign: int = 1) -> None:
 
 
 def from_polynomial(terms: Mapping[sp.Expr, int]) -> sp.Expr:
-    """The sympy expression of a :data:`Polynomial`."""
+    """Return the sympy expression of a :data:`Polynomial`."""
     return sp.Add(*(coefficient * monomial for monomial, coefficient in terms.items()))

@@ -18,9 +18,10 @@ autocast's weight copies and the data are not saved activations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -79,7 +80,7 @@ def record_step(
     keep_all : bool, default False
         Keep one moment per operation (see :class:`SymbolicStorageTracker`).
     """
-    parameters = list(module.parameters())
+    parameters: list[torch.Tensor] = list(module.parameters())
     watch = ModuleWatch(module)
     optimizer = make_optimizer(parameters)
     context = (lambda: torch.autocast("cpu", dtype=autocast)) if autocast else nullcontext
@@ -126,7 +127,7 @@ def record_step(
     )
 
 
-def _warm_up(parameters: list[torch.Tensor], optimizer: torch.optim.Optimizer) -> None:
+def _warm_up(parameters: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer) -> None:
     """Bring the optimizer to its steady state: gradients allocated, state created.
 
     ``measure`` runs whole warm-up steps for this. On fake tensors the values
@@ -155,7 +156,7 @@ def _step(
     with _phase(watch, "forward"), _saving(tracking, watch), context():
         output = _guarded(call, watch)
         watch.phase = "loss"
-        value = _guarded(lambda: loss(output), watch)
+        value = _guarded(partial(loss, output), watch)
         if isinstance(value, torch.Tensor) and value.grad_fn is not None:
             watch.name_nodes([value], "loss")
     with _phase(watch, "backward"):

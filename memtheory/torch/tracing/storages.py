@@ -21,7 +21,7 @@ in the timeline only while no later moment is provably at least as large
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -107,7 +107,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
             storage_key(t) for t in tensors if isinstance(t, torch.Tensor)
         }
 
-    def watch_parameters(self, parameters: list[torch.Tensor]) -> None:
+    def watch_parameters(self, parameters: Sequence[torch.Tensor]) -> None:
         """Remember parameter storages, to recognise casts of them (autocast's weight copies)."""
         self._parameter_keys |= {storage_key(p) for p in parameters}
 
