@@ -50,6 +50,7 @@ from memtheory.errors import (
     UnknownPrecisionError,
     UnknownUnitError,
     UnsupportedError,
+    UntraceableError,
 )
 from memtheory.evaluation import compile_exact, evaluate, evaluate_grid
 from memtheory.footprint import Footprint
@@ -199,6 +200,7 @@ __all__ = [
     "UnknownPrecisionError",
     "UnknownUnitError",
     "UnsupportedError",
+    "UntraceableError",
     "__version__",
     "compare_scenarios",
     "compile_exact",

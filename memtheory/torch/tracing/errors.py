@@ -49,9 +49,11 @@ at a fixed size with memtheory.torch.measure instead.
     )
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+    from memtheory.torch.tracing.sizes import DataDependentSize
+
     named = getattr(error, "func", None)
-    op = op or (str(named) if named is not None else "an operation")
-    if isinstance(error, DynamicOutputShapeException):
+    op = op or (str(named) if named is not None else "code")
+    if isinstance(error, DynamicOutputShapeException | DataDependentSize):
         reason = (
             "returns a shape that depends on the tensor's values (data-dependent), which fake "
             "tensors do not have: rewrite the model so that shapes follow the input sizes only "

@@ -27,6 +27,7 @@ from memtheory.errors import InvalidArgumentError, InvalidSizeError
 from memtheory.symbols import size_symbol
 
 __all__ = [
+    "DataDependentSize",
     "Polynomial",
     "SymbolMap",
     "add_into",
@@ -129,9 +130,17 @@ class SymbolMap:
             return {sp.S.One: int(expr)} if expr else {}
         found = self._cache.get(expr)
         if found is None:
-            found = as_polynomial(self.expression(expr))
+            expression = self.expression(expr)
+            unknown = expression.free_symbols - set(self.to_user.values())
+            if unknown:
+                raise DataDependentSize(sorted(map(str, unknown)))
+            found = as_polynomial(expression)
             self._cache[expr] = found
         return found
+
+
+class DataDependentSize(Exception):  # noqa: N818 (caught and translated, never shown)
+    """A size depends on tensor values (PyTorch's unbacked symbols ``u0``, ...)."""
 
 
 def plain_sympy(expr: sp.Expr) -> sp.Expr:

@@ -33,7 +33,8 @@ from torch.utils._pytree import tree_flatten
 
 from memtheory.maximum import provably_nonnegative
 from memtheory.torch.tracing.errors import untraceable
-from memtheory.torch.tracing.sizes import Polynomial, SymbolMap, add_into
+from memtheory.torch.tracing.kernels import real_storage_bytes
+from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
 
 __all__ = ["SymbolicStorageTracker", "storage_key", "storage_size"]
 
@@ -79,12 +80,19 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self.operations = 0
 
     # -- registering -------------------------------------------------------------------
-    def track(self, *tensors: Any) -> None:
-        """Register the storages of ``tensors`` (None and non-tensors are ignored)."""
+    def track(self, *tensors: Any, nbytes: Any = None) -> None:
+        """Register the storages of ``tensors`` (None and non-tensors are ignored).
+
+        ``nbytes``, if given, is the storage size to count instead of the fake one.
+        """
         for tensor in tensors:
             if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
                 continue
-            size = storage_size(tensor, self.symbols)
+            size = (
+                storage_size(tensor, self.symbols)
+                if nbytes is None
+                else self.symbols.polynomial(nbytes)
+            )
             if not size:
                 continue
             key = storage_key(tensor)
@@ -155,7 +163,10 @@ class SymbolicStorageTracker(TorchDispatchMode):
             raise untraceable(error, str(func), self.label("")) from error
         self.operations += 1
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        self.track(*outputs)
+        try:
+            self.track(*outputs, nbytes=real_storage_bytes(func, args, kwargs or {}))
+        except DataDependentSize as error:
+            raise untraceable(error, str(func), self.label("")) from None
         if func is torch.ops.aten._to_copy.default and args and isinstance(args[0], torch.Tensor):
             if storage_key(args[0]) in self._parameter_keys:
                 self.copies_of |= {storage_key(t) for t in outputs}
