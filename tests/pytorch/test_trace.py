@@ -11,14 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import sympy as sp  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch.nn.functional as F  # noqa: E402, N812 (PyTorch's convention)
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
 from torch_strategies import sequence_models  # noqa: E402
 
 import memtheory as mt  # noqa: E402
-from memtheory.symbols import B, H, S  # noqa: E402
+from memtheory.symbols import B, H  # noqa: E402
 from memtheory.torch import TracedMemory, measure, torch_optimizer, trace  # noqa: E402
 from memtheory.whatif import max_batch  # noqa: E402
 
@@ -49,6 +49,7 @@ class ResidualCNN(nn.Module):
         self.fc = nn.Linear(16, 10)
 
     def forward(self, x):
+        """Stem, one residual convolution, a strided one, pooling and the classifier."""
         x = F.relu(self.bn(self.stem(x)))
         x = x + F.relu(self.conv(x))
         x = self.pool(F.relu(self.down(x)))
@@ -64,6 +65,7 @@ def _images(batch, side, seed=0):
 
 @pytest.fixture(scope="module")
 def cnn_trace():
+    """The residual CNN and its trace at B=5, H=20 (Adam)."""
     module = ResidualCNN().train()
     x, y = _images(5, 20)
     memory = trace(module, x, {"B": 5, "H": 20}, loss=nn.CrossEntropyLoss(), target=y,
@@ -240,7 +242,8 @@ class _Nonzero(nn.Module):
 
 def test_data_dependent_shape_names_the_op_and_the_module():
     """Boolean-mask indexing has a data-dependent shape: the error names operator and module."""
-    with pytest.raises(mt.UntraceableError, match=r"aten\.index\.Tensor in forward _Nonzero .*data-dependent"):
+    expected = r"aten\.index\.Tensor in forward _Nonzero .*data-dependent"
+    with pytest.raises(mt.UntraceableError, match=expected):
         trace(_Nonzero(), torch.randn(5, 4), {"B": 5}, loss=lambda out: out.sum())
 
 
@@ -261,7 +264,7 @@ def test_branch_on_values_names_the_module():
 
 
 def test_bad_dims_are_refused_with_the_fix():
-    """dims must name distinct example sizes of at least 2 that the inputs have."""
+    """The dims must name distinct example sizes of at least 2 that the inputs have."""
     module, x = nn.Linear(4, 2), torch.randn(5, 4)
     with pytest.raises(mt.InvalidSizeError, match="at least 2"):
         trace(module, x, {"B": 1}, loss=lambda out: out.sum())

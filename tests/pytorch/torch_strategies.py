@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: N812 (PyTorch's convention)
 from hypothesis import strategies as st
 from torch import nn
 
