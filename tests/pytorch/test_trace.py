@@ -89,6 +89,8 @@ def test_guards_become_conditions_in_words(cnn_trace):
     assert any(c.startswith("B >= 2") for c in memory.conditions)
     with pytest.raises(mt.EvaluationError, match="B < 16"):
         memory.evaluate(B=16, H=20)
+    with pytest.raises(mt.EvaluationError, match="B >= 2"):  # size 1 runs other code
+        memory.evaluate(B=1, H=20)
 
 
 def test_module_table_adds_up_to_the_saved_activations(cnn_trace):

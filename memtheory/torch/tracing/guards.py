@@ -76,10 +76,12 @@ def conditions(env: ShapeEnv, symbols: SymbolMap) -> Conditions:
         if bounds is not None and bounds.lower >= 2 and not any(
             w.startswith(f"{user.name} >= ") for w in words
         ):
+            label = f"{user.name} >= {bounds.lower}"
             words.append(
-                f"{user.name} >= {bounds.lower} (traced for sizes of at least 2: PyTorch fixes "
-                f"sizes 0 and 1, so a size of 1 may run other code; measure it to be sure)"
+                f"{label} (traced for sizes of at least 2: PyTorch treats a size of 1 apart, "
+                "so at 1 other code may run; measure that size)"
             )
+            constraints[label] = user - int(bounds.lower) + 1
     for guard in env.guards:
         relation = symbols.expression(guard.expr)
         if relation is sp.true or not relation.free_symbols:
