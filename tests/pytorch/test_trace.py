@@ -276,3 +276,24 @@ def test_bad_dims_are_refused_with_the_fix():
         trace(module, x, {"B": 6}, loss=lambda out: out.sum())
     with pytest.raises(mt.MissingArgumentError, match="not a loss"):
         trace(module, x, {"B": 5})
+
+
+def test_autocast_and_a_cast_model_are_exact():
+    """Autocast's bf16 weight copies and a model cast to bf16 trace as measure sees them."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(12, 24), nn.GELU(), nn.Linear(24, 3)).train()
+    x, y = torch.randn(5, 12), torch.randint(0, 3, (5,))
+    xs, ys = torch.randn(9, 12), torch.randint(0, 3, (9,))
+    options = dict(loss=nn.CrossEntropyLoss(), target=y, optimizer="adam")
+    mixed = trace(module, x, {"B": 5}, autocast=torch.bfloat16, **options)
+    # saved bf16 copies: the second weight only (the first is needed for no input gradient)
+    assert mixed["weight_copies"] == 2 * module[2].weight.numel()
+    measured = measure(module, xs, nn.CrossEntropyLoss(),
+                       torch_optimizer("adam", module.parameters()), target=ys,
+                       autocast=torch.bfloat16)
+    assert_agrees(mixed, measured, B=9)
+    halved = trace(module, x, {"B": 5}, dtype=torch.bfloat16, **options)
+    cast = nn.Sequential(nn.Linear(12, 24), nn.GELU(), nn.Linear(24, 3)).to(torch.bfloat16)
+    measured = _measured(cast.train(), xs.to(torch.bfloat16), ys, nn.CrossEntropyLoss())
+    assert_agrees(halved, measured, B=9)
+    assert next(module.parameters()).dtype == torch.float32  # the model itself is untouched

@@ -103,10 +103,14 @@ def trace(
     >>> model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
     >>> memory = trace(model, torch.randn(8, 16), {"B": 8}, loss=nn.CrossEntropyLoss(),
     ...                target=torch.randint(0, 4, (8,)), optimizer="adam")
-    >>> memory["saved_activations"]
-    276*B + 4
-    >>> memory.evaluate(B=64).peak
-    46180
+    >>> memory["saved_activations"]  # ReLU output, log-probabilities, the loss's total weight
+    144*B + 4
+    >>> from memtheory.torch import measure
+    >>> x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+    >>> measured = measure(model, x, nn.CrossEntropyLoss(), torch.optim.Adam(model.parameters()),
+    ...                    target=y)
+    >>> memory.evaluate(B=64).peak == measured.peak
+    True
     """
     if not isinstance(model, nn.Module):
         raise InvalidArgumentError(

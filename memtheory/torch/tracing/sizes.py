@@ -195,8 +195,8 @@ def as_polynomial(expr: sp.Expr) -> Polynomial:
     Examples
     --------
     >>> from memtheory.symbols import B, S
-    >>> as_polynomial(4 * B * (S + 2))
-    {B*S: 4, B: 8}
+    >>> as_polynomial(4 * B * (S + 2)) == {B * S: 4, B: 8}
+    True
     """
     terms: Polynomial = {}
     for term in sp.Add.make_args(sp.expand(expr)):
