@@ -8,8 +8,9 @@ sequence ``S``; for the image builders in ``B`` (the image size is fixed by
 the ViT's position table, and kept fixed for all image models alike). Each
 component must be the same expression; the peaks (a ``Max`` of many
 candidates each side, written differently) must agree at every batch from 2
-to 15 (for the language models at 2, 5 and 15, each with three lengths), the range where the trace holds (CPU convolutions choose their kernel
-by batch: ``B < 16``).
+to 15 (for the language models at 2, 5 and 15, each with three lengths), the
+range where the trace holds (CPU convolutions choose their kernel by batch:
+``B < 16``).
 
 First difference, shown and explained: for the two language models (GPT-2 and
 BERT-MLM) every component agrees, but the convention's peak exceeds the traced
