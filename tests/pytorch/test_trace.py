@@ -128,7 +128,7 @@ def test_peak_moment_names_phase_module_and_operator():
 
 @pytest.mark.slow
 @settings(
-    max_examples=4,
+    max_examples=3,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     phases=[Phase.explicit, Phase.reuse, Phase.generate],  # shrinking retraces: minutes
