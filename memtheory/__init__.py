@@ -51,6 +51,7 @@ from memtheory.errors import (
     UnknownPrecisionError,
     UnknownUnitError,
     UnsupportedError,
+    UntraceableError,
 )
 from memtheory.evaluation import compile_exact, evaluate, evaluate_grid
 from memtheory.footprint import Footprint
@@ -201,6 +202,7 @@ __all__ = [
     "UnknownPrecisionError",
     "UnknownUnitError",
     "UnsupportedError",
+    "UntraceableError",
     "__version__",
     "compare_scenarios",
     "compile_exact",

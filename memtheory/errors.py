@@ -43,6 +43,7 @@ __all__ = [
     "UnknownUnitError",
     "TableError",
     "UnsupportedError",
+    "UntraceableError",
 ]
 
 
@@ -169,6 +170,13 @@ class UnknownAttributeError(UnknownNameError, AttributeError):  # type: ignore[m
 
 class UnsupportedError(MemtheoryError, TypeError):
     """A model or request uses something memtheory does not model (yet)."""
+
+
+class UntraceableError(UnsupportedError):
+    """A model cannot be traced: an operation reads tensor values or has no fake kernel.
+
+    The message names the operation and the module that ran it.
+    """
 
 
 class DoesNotFitError(MemtheoryError, ValueError):
