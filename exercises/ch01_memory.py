@@ -5,37 +5,20 @@ those of the book (a StackExchange question on training memory, and the
 small CNN of another).
 """
 
-from memtheory import Input, ModelCounts, Network
+from memtheory import Input, Network
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
-from memtheory.footprint import COMPONENT_TITLES
-from memtheory.models import vgg16
-from memtheory.optimizers import optimizer
-from memtheory.symbols import B
-from memtheory.worked_examples import small_cnn_network
-from memtheory.worked_examples.training_memory_question import (
-    question_counts,
+from memtheory.exercises.shared import (
+    MODELS,
+    model_names,
+    model_values,
+    parameter_side,
+    parameters_only,
 )
-
-MODELS = {
-    "the network of a StackExchange question on training memory": question_counts(),
-    "the small CNN of a StackExchange question (50x50x3 images)": small_cnn_network().counts(),
-    "VGG-16 on 224x224x3 images": vgg16().counts(),
-}
-"""Models by description: per-sample counts, batch ``B``, all derived by memtheory."""
-
-
-def _model_values(p):
-    counts = MODELS[p.model]
-    return {
-        "parameters": int(counts.parameters),
-        "activations": int(counts.activations / B),
-        "inputs": int(counts.input_elements / B),
-        "optimizer_title": optimizer(p.optimizer).title if "optimizer" in p else "",
-    }
+from memtheory.footprint import COMPONENT_TITLES
 
 
 def _weights(p, how):
-    counts = ModelCounts(parameters=p.parameters, activations=0, input_elements=0)
+    counts = parameters_only(p.parameters)
     return how.inference_memory(counts)["parameters"]
 
 
@@ -55,9 +38,8 @@ _SIDES = (
 
 def _larger_side(p, how):
     memory = how.training_memory(MODELS[p.model], optimizer=p.optimizer)
-    parameter_side = memory["parameters"] + memory["gradients"] + memory["optimizer_state"]
     activation_side = memory["activations"] + memory["activation_gradients"]
-    return _SIDES[0] if at(parameter_side - activation_side, B=p.batch) > 0 else _SIDES[1]
+    return _SIDES[0] if at(parameter_side(memory) - activation_side, B=p.batch) > 0 else _SIDES[1]
 
 
 def _total(p, how):
@@ -69,7 +51,7 @@ def _input_bytes(p, how):
     return how.inference_memory(batch)["input"]
 
 
-_MODEL_NAMES = tuple(MODELS)
+_MODEL_NAMES = model_names()
 
 SET = ExerciseSet(
     id="ch01",
@@ -139,7 +121,7 @@ SET = ExerciseSet(
                 "optimizer": ("adam", "sgd+momentum", "sgd"),
                 "batch": (128, 64, 32, 8),
             },
-            derive=lambda p: {**_model_values(p), "model_title": p.model[0].upper() + p.model[1:]},
+            derive=model_values,
             answer=Choice(_SIDES),
             solve=_larger_side,
             misconceptions=("activations_per_image", "forgot_x2", "parameters_times_batch"),
@@ -158,7 +140,7 @@ SET = ExerciseSet(
                 "optimizer": ("sgd+momentum", "adam", "rmsprop"),
                 "batch": (128, 64, 32, 16),
             },
-            derive=lambda p: {**_model_values(p), "model_title": p.model[0].upper() + p.model[1:]},
+            derive=model_values,
             answer=Quantity("MiB"),
             solve=_total,
             misconceptions=(

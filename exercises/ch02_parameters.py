@@ -3,9 +3,10 @@
 Dense and convolutional layers (input depth, bias, groups); pooling has no parameters.
 """
 
-from memtheory import BatchNorm2d, Conv2d, Dense, Flatten, Input, MaxPool2d, ReLU, Softmax
+from memtheory import BatchNorm2d, Conv2d, Dense, Flatten, Input, MaxPool2d, ReLU
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Number
 from memtheory.symbols import C
+from memtheory.worked_examples import small_cnn_layers
 
 
 def _dense(p, how):
@@ -37,21 +38,6 @@ def lenet_layers(image, classes, c1=6, c2=16):
     ]
 
 
-def cnn_layers(image, filters1, filters2, hidden, classes):
-    """Build the small CNN of a StackExchange question, with its sizes as parameters."""
-    return [
-        Input((3, image, image)),
-        Conv2d(filters1, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Conv2d(filters2, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Flatten(),
-        Dense(hidden),
-        Dense(classes),
-        Softmax(),
-    ]
-
-
 def _grouped(p, how):
     net = how.network(
         [Input((p.channels, 28, 28)), Conv2d(p.channels * p.multiplier, 3, groups=p.groups)]
@@ -75,7 +61,7 @@ def _no_parameters(p, how):
 
 
 def _first_dense_share(p, how):
-    net = how.network(cnn_layers(50, 32, 64, p.hidden, 10))
+    net = how.network(small_cnn_layers(hidden=p.hidden))
     return 100 * net["dense_1"].parameters / how.parameter_count(net)
 
 

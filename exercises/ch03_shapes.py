@@ -3,28 +3,14 @@
 Output sizes with the floor, stride, padding and dilation (25 -> 12); activations per image.
 """
 
-from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, Softmax
+from memtheory import Conv2d, Input, MaxPool2d
 from memtheory.exercises import Exercise, ExerciseSet, Expression, Integer, at
 from memtheory.symbols import H
+from memtheory.worked_examples import small_cnn_layers
 
 
 def _height(how, layers):
     return how.network(layers).output_shape[2]
-
-
-def cnn_layers(image, filters1, filters2, hidden):
-    """Build the small CNN of a StackExchange question, with its sizes as parameters."""
-    return [
-        Input((3, image, image)),
-        Conv2d(filters1, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Conv2d(filters2, 3, padding=1),
-        MaxPool2d(2, stride=2),
-        Flatten(),
-        Dense(hidden),
-        Dense(10),
-        Softmax(),
-    ]
 
 
 def _conv_batch_outputs(p, how):
@@ -146,7 +132,11 @@ SET = ExerciseSet(
             answer=Integer(),
             solve=lambda p, how: at(
                 how.activation_count(
-                    how.network(cnn_layers(p.image, p.filters1, p.filters2, p.hidden))
+                    how.network(
+                        small_cnn_layers(
+                            image_size=p.image, filters=(p.filters1, p.filters2), hidden=p.hidden
+                        )
+                    )
                 ),
                 B=1,
             ),

@@ -71,10 +71,6 @@ def _mlp_total(p, how):
     return at(how.training_memory(net, optimizer="sgd").total, B=p.batch)
 
 
-def _cnn(image, hidden):
-    return small_cnn_layers(image_size=image, hidden=hidden)
-
-
 def _cnn_gradient_values(p, how):
     memory = how.training_memory(how.network(small_cnn_network().layers), optimizer="sgd")
     return at(memory["activation_gradients"], B=p.batch) / FP32
@@ -160,7 +156,10 @@ SET = ExerciseSet(
             params={"image": (50, 54, 46, 58), "hidden": (500, 256, 1_000)},
             answer=Expression((B,)),
             solve=lambda p, how: _activation_side(
-                how.training_memory(how.network(_cnn(p.image, p.hidden)), optimizer="sgd")
+                how.training_memory(
+                    how.network(small_cnn_layers(image_size=p.image, hidden=p.hidden)),
+                    optimizer="sgd",
+                )
             ),
             misconceptions=("forgot_x2", "input_as_activations", "round_in_pooling"),
             points=2,

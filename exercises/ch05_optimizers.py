@@ -3,63 +3,38 @@
 The state SGD, momentum, RMSprop and Adam keep; the x3 rule versus x2 and x4.
 """
 
-from memtheory import ModelCounts
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity, at
-from memtheory.models import vgg16
-from memtheory.optimizers import optimizer
-from memtheory.symbols import B, P
-from memtheory.worked_examples import small_cnn_network
-from memtheory.worked_examples.training_memory_question import (
-    question_counts,
+from memtheory.exercises.shared import (
+    MODELS,
+    model_names,
+    model_values,
+    parameter_side,
+    parameters_only,
 )
-
-MODELS = {
-    "the small CNN of a StackExchange question (50x50x3 images)": small_cnn_network().counts(),
-    "the network of a StackExchange question on training memory": question_counts(),
-    "VGG-16 on 224x224x3 images": vgg16().counts(),
-}
-"""Per-sample counts derived by memtheory (the second model's are the question's own figures)."""
-
-
-def _parameter_side(memory):
-    return memory["parameters"] + memory["gradients"] + memory["optimizer_state"]
-
-
-def _parameters_only(parameters):
-    return ModelCounts(parameters=parameters, activations=0, input_elements=0)
+from memtheory.optimizers import optimizer
+from memtheory.symbols import P
 
 
 def _title(name):
     return optimizer(name).title
 
 
-def _model_values(p):
-    counts = MODELS[p.model]
-    return {
-        "parameters": int(counts.parameters),
-        "activations": int(counts.activations / B),
-        "inputs": int(counts.input_elements / B),
-        "optimizer_title": _title(p.optimizer),
-        "model_title": p.model[0].upper() + p.model[1:],
-    }
-
-
 _RULE_OPTIONS = ("sgd", "sgd+momentum", "adam", "adadelta")
 
 
 def _fits_rule(p, how):
-    counts = _parameters_only(1_000)
-    rule = _parameter_side(how.training_memory(counts, convention="rule_of_thumb"))
+    counts = parameters_only(1_000)
+    rule = parameter_side(how.training_memory(counts, convention="rule_of_thumb"))
     for name in _RULE_OPTIONS:
-        if _parameter_side(how.training_memory(counts, optimizer=name)) == rule:
+        if parameter_side(how.training_memory(counts, optimizer=name)) == rule:
             return _title(name)
     raise AssertionError("no optimizer fits the rule of thumb")
 
 
 def _rule_gap(p, how):
-    counts = _parameters_only(p.parameters)
-    adam = _parameter_side(how.training_memory(counts, optimizer="adam"))
-    return adam - _parameter_side(how.training_memory(counts, convention="rule_of_thumb"))
+    counts = parameters_only(p.parameters)
+    adam = parameter_side(how.training_memory(counts, optimizer="adam"))
+    return adam - parameter_side(how.training_memory(counts, convention="rule_of_thumb"))
 
 
 SET = ExerciseSet(
@@ -89,7 +64,7 @@ SET = ExerciseSet(
             derive=lambda p: {"optimizer_title": _title(p.optimizer)},
             answer=Quantity("MiB"),
             solve=lambda p, how: how.training_memory(
-                _parameters_only(p.parameters), optimizer=p.optimizer
+                parameters_only(p.parameters), optimizer=p.optimizer
             )["optimizer_state"],
             misconceptions=("forgot_optimizer_state", "wrong_optimizer_factor", "mib_vs_mb"),
         ),
@@ -110,8 +85,8 @@ SET = ExerciseSet(
             },
             derive=lambda p: {"optimizer_title": _title(p.optimizer)},
             answer=Integer(),
-            solve=lambda p, how: _parameter_side(
-                how.training_memory(_parameters_only(1), optimizer=p.optimizer)
+            solve=lambda p, how: parameter_side(
+                how.training_memory(parameters_only(1), optimizer=p.optimizer)
             ),
             misconceptions=("forgot_optimizer_state", "wrong_optimizer_factor", "forgot_gradients"),
         ),
@@ -134,11 +109,11 @@ SET = ExerciseSet(
             "state, activations with their gradients, and the input batch, how much memory does a "
             "training step need?",
             params={
-                "model": tuple(MODELS),
+                "model": model_names(1, 0, 2),
                 "optimizer": ("adam", "sgd+momentum", "rmsprop"),
                 "batch": (64, 32, 128),
             },
-            derive=_model_values,
+            derive=model_values,
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
                 how.training_memory(MODELS[p.model], optimizer=p.optimizer).total, B=p.batch
@@ -163,10 +138,8 @@ SET = ExerciseSet(
             params={"parameters": (110_000_000, 25_557_032, 4_632_902, 138_357_544)},
             answer=Quantity("MiB"),
             solve=lambda p, how: (
-                how.training_memory(_parameters_only(p.parameters), optimizer="adam").total
-                - how.training_memory(
-                    _parameters_only(p.parameters), optimizer="sgd+momentum"
-                ).total
+                how.training_memory(parameters_only(p.parameters), optimizer="adam").total
+                - how.training_memory(parameters_only(p.parameters), optimizer="sgd+momentum").total
             ),
             misconceptions=("mib_vs_mb",),
         ),
@@ -179,8 +152,8 @@ SET = ExerciseSet(
             params={"optimizer": ("adam", "sgd+momentum", "rmsprop", "adadelta", "sgd")},
             derive=lambda p: {"optimizer_title": _title(p.optimizer)},
             answer=Expression((P,)),
-            solve=lambda p, how: _parameter_side(
-                how.training_memory(_parameters_only(P), optimizer=p.optimizer)
+            solve=lambda p, how: parameter_side(
+                how.training_memory(parameters_only(P), optimizer=p.optimizer)
             ),
             misconceptions=("forgot_optimizer_state", "wrong_optimizer_factor", "forgot_gradients"),
         ),

@@ -2,40 +2,15 @@
 
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity, at
 from memtheory.exercises.reasoning import CORRECT
-from memtheory.models import vgg16
+from memtheory.exercises.shared import MODELS, model_names, model_values
 from memtheory.optimizers import optimizer
 from memtheory.symbols import B, size_symbol
 from memtheory.units import format_bytes
 from memtheory.whatif import max_value, max_value_formula
-from memtheory.worked_examples import small_cnn_layers, small_cnn_network
-from memtheory.worked_examples.training_memory_question import question_counts
+from memtheory.worked_examples import small_cnn_layers
 
 M = size_symbol("M")
 """GPU memory in bytes, for formulas."""
-
-
-MODELS = {
-    "the network of a StackExchange question on training memory": question_counts(),
-    "the small CNN of a StackExchange question (50x50x3 images)": small_cnn_network().counts(),
-    "VGG-16 on 224x224x3 images": vgg16().counts(),
-}
-"""Per-sample counts derived by memtheory (the first model's are the question's own figures)."""
-
-
-def cnn_layers(image):
-    """Build the small CNN of a StackExchange question on images of ``image`` x ``image`` x 3."""
-    return small_cnn_layers(image_size=image)
-
-
-def _model_values(p):
-    counts = MODELS[p.model]
-    return {
-        "parameters": int(counts.parameters),
-        "activations": int(counts.activations / B),
-        "inputs": int(counts.input_elements / B),
-        "optimizer_title": optimizer(p.optimizer).title,
-        "model_title": p.model[0].upper() + p.model[1:],
-    }
 
 
 def _total(p, how):
@@ -45,7 +20,7 @@ def _total(p, how):
 def _measured(p):
     total = CORRECT.training_memory(MODELS[p.model], optimizer=p.optimizer).total
     return {
-        **_model_values(p),
+        **model_values(p),
         "first": format_bytes(at(total, B=32), "MiB"),
         "second": format_bytes(at(total, B=64), "MiB"),
     }
@@ -90,7 +65,9 @@ SET = ExerciseSet(
             derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
             answer=Expression((B,)),
             solve=lambda p, how: (
-                how.training_memory(how.network(cnn_layers(p.image)), optimizer=p.optimizer).total
+                how.training_memory(
+                    how.network(small_cnn_layers(image_size=p.image)), optimizer=p.optimizer
+                ).total
             ),
             misconceptions=(
                 "forgot_x2",
@@ -114,11 +91,11 @@ SET = ExerciseSet(
             "(and "
             "nothing else), what is the largest batch size that fits?",
             params={
-                "model": tuple(MODELS),
+                "model": model_names(),
                 "optimizer": ("adam", "sgd+momentum", "sgd"),
                 "gpu": (4, 8, 12, 16, 24),
             },
-            derive=_model_values,
+            derive=model_values,
             answer=Integer(),
             solve=lambda p, how: max_value(_total(p, how), B, how.to_bytes(p.gpu, "GiB")),
             misconceptions=(
@@ -139,7 +116,7 @@ SET = ExerciseSet(
             question="A training step of {model} with {optimizer_title} in fp32 needs {first} at "
             "batch 32 and {second} at batch 64. How much does it need at batch {batch}?",
             params={
-                "model": tuple(MODELS),
+                "model": model_names(),
                 "optimizer": ("adam", "sgd+momentum"),
                 "batch": (256, 128, 512, 96),
             },
@@ -157,10 +134,10 @@ SET = ExerciseSet(
             "{optimizer_title} in fp32. How much memory does each additional image of the batch "
             "add?",
             params={
-                "model": tuple(MODELS)[1:] + tuple(MODELS)[:1],
+                "model": model_names(1, 2, 0),
                 "optimizer": ("adam", "sgd+momentum", "rmsprop"),
             },
-            derive=_model_values,
+            derive=model_values,
             answer=Quantity("MiB"),
             solve=lambda p, how: _total(p, how).diff(B),
             misconceptions=(
@@ -181,10 +158,10 @@ SET = ExerciseSet(
             "{optimizer_title} in fp32. How much of its training memory does not depend on the "
             "batch size?",
             params={
-                "model": tuple(MODELS)[2:] + tuple(MODELS)[:2],
+                "model": model_names(2, 0, 1),
                 "optimizer": ("adam", "sgd+momentum", "rmsprop"),
             },
-            derive=_model_values,
+            derive=model_values,
             answer=Quantity("MiB"),
             solve=lambda p, how: at(_total(p, how), B=0),
             misconceptions=(
@@ -215,7 +192,9 @@ SET = ExerciseSet(
             derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
             answer=Integer(),
             solve=lambda p, how: max_value(
-                how.training_memory(how.network(cnn_layers(p.image)), optimizer=p.optimizer).total,
+                how.training_memory(
+                    how.network(small_cnn_layers(image_size=p.image)), optimizer=p.optimizer
+                ).total,
                 B,
                 how.to_bytes(p.gpu, "GB"),
             ),
@@ -230,8 +209,8 @@ SET = ExerciseSet(
             "per image and reads {inputs:,} input values per image; it is trained with "
             "{optimizer_title} in fp32. Write the largest batch that fits in M bytes of GPU memory "
             "as a formula in M (assume at least one image fits; use floor()).",
-            params={"model": tuple(MODELS), "optimizer": ("adam", "sgd+momentum", "rmsprop")},
-            derive=_model_values,
+            params={"model": model_names(), "optimizer": ("adam", "sgd+momentum", "rmsprop")},
+            derive=model_values,
             answer=Expression((M,)),
             solve=lambda p, how: max_value_formula(_total(p, how), B, M),
             misconceptions=(
@@ -247,11 +226,11 @@ SET = ExerciseSet(
             question="{model_title} is trained with {optimizer_title} in fp32 at batch {batch}. If "
             "the batch is doubled, what happens to the training memory?",
             params={
-                "model": tuple(MODELS),
+                "model": model_names(),
                 "optimizer": ("adam", "sgd+momentum", "sgd"),
                 "batch": (32, 64, 16),
             },
-            derive=_model_values,
+            derive=model_values,
             answer=Choice(_DOUBLING),
             solve=_doubling,
             misconceptions=("parameters_times_batch",),

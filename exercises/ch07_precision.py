@@ -5,23 +5,9 @@ fp32, fp16, bf16 and int8; mixed precision with fp32 master weights and Adam sta
 
 from memtheory import ModelCounts, Precision
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity, at
+from memtheory.exercises.shared import parameter_side, parameters_only
 from memtheory.optimizers import optimizer
 from memtheory.worked_examples import small_cnn_layers
-
-
-def cnn_layers():
-    """Build the small CNN of a StackExchange question (50x50x3 images)."""
-    return small_cnn_layers()
-
-
-def _parameters_only(parameters):
-    return ModelCounts(parameters=parameters, activations=0, input_elements=0)
-
-
-def _parameter_side(memory):
-    names = ("parameters", "gradients", "optimizer_state", "master_weights")
-    return sum(memory.components.get(name, 0) for name in names)
-
 
 _DTYPE_TITLES = {
     "fp16": "fp16 (half precision)",
@@ -40,11 +26,11 @@ _CHEAPER = (
 
 
 def _cheaper(p, how):
-    fp32 = _parameter_side(
-        how.training_memory(_parameters_only(1), optimizer=p.optimizer, precision="fp32")
+    fp32 = parameter_side(
+        how.training_memory(parameters_only(1), optimizer=p.optimizer, precision="fp32")
     )
-    mixed = _parameter_side(
-        how.training_memory(_parameters_only(1), optimizer=p.optimizer, precision="mixed-fp16")
+    mixed = parameter_side(
+        how.training_memory(parameters_only(1), optimizer=p.optimizer, precision="mixed-fp16")
     )
     if fp32 == mixed:
         return _CHEAPER[2]
@@ -79,7 +65,7 @@ SET = ExerciseSet(
             },
             derive=lambda p: {"dtype_title": _DTYPE_TITLES[p.dtype]},
             answer=Integer(),
-            solve=lambda p, how: how.inference_memory(_parameters_only(p.count), precision=p.dtype)[
+            solve=lambda p, how: how.inference_memory(parameters_only(p.count), precision=p.dtype)[
                 "parameters"
             ],
         ),
@@ -96,7 +82,7 @@ SET = ExerciseSet(
             derive=lambda p: {"dtype_title": _DTYPE_TITLES[p.dtype]},
             answer=Quantity("GB"),
             solve=lambda p, how: how.inference_memory(
-                _parameters_only(p.parameters), precision=p.dtype
+                parameters_only(p.parameters), precision=p.dtype
             )["parameters"],
             misconceptions=("mib_vs_mb",),
         ),
@@ -112,9 +98,9 @@ SET = ExerciseSet(
             "take together?",
             params={"parameters": (7_000_000_000, 1_300_000_000, 350_000_000, 110_000_000)},
             answer=Quantity("GiB"),
-            solve=lambda p, how: _parameter_side(
+            solve=lambda p, how: parameter_side(
                 how.training_memory(
-                    _parameters_only(p.parameters), optimizer="adam", precision="mixed-fp16"
+                    parameters_only(p.parameters), optimizer="adam", precision="mixed-fp16"
                 )
             ),
             misconceptions=(
@@ -137,9 +123,9 @@ SET = ExerciseSet(
             params={"optimizer": ("adam", "sgd+momentum", "rmsprop", "sgd")},
             derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
             answer=Integer(),
-            solve=lambda p, how: _parameter_side(
+            solve=lambda p, how: parameter_side(
                 how.training_memory(
-                    _parameters_only(1), optimizer=p.optimizer, precision="mixed-fp16"
+                    parameters_only(1), optimizer=p.optimizer, precision="mixed-fp16"
                 )
             ),
             misconceptions=(
@@ -172,7 +158,7 @@ SET = ExerciseSet(
             solve=lambda p, how: at(
                 sum(
                     how.training_memory(
-                        how.network(cnn_layers()), optimizer="sgd", precision="bf16"
+                        how.network(small_cnn_layers()), optimizer="sgd", precision="bf16"
                     )[name]
                     for name in ("activations", "activation_gradients")
                 ),
@@ -191,7 +177,7 @@ SET = ExerciseSet(
             answer=Quantity("MiB"),
             solve=lambda p, how: at(
                 how.training_memory(
-                    how.network(cnn_layers()), optimizer="adam", precision="mixed-bf16"
+                    how.network(small_cnn_layers()), optimizer="adam", precision="mixed-bf16"
                 ).total,
                 B=p.batch,
             ),

@@ -6,7 +6,12 @@ The source documents' examples, rebuilt with memtheory.worked_examples, and vari
 from memtheory import Conv2d, Input, ModelCounts
 from memtheory.dtypes import dtype
 from memtheory.exercises import Exercise, ExerciseSet, Integer, Number, Quantity, at
-from memtheory.worked_examples import calculator_estimate, fc_adam_network, small_cnn_network
+from memtheory.worked_examples import (
+    calculator_estimate,
+    fc_adam_network,
+    small_cnn_layers,
+    small_cnn_network,
+)
 from memtheory.worked_examples.blog_formula import INPUT_ELEMENTS
 from memtheory.worked_examples.training_memory_question import (
     ACTIVATIONS_PER_IMAGE,
@@ -15,11 +20,6 @@ from memtheory.worked_examples.training_memory_question import (
 )
 
 FP32 = dtype("fp32").bytes
-
-
-def _cnn(image):
-    """Return the small CNN's layers (memtheory.worked_examples) on ``image`` x ``image`` x 3."""
-    return [Input((3, image, image)), *small_cnn_network().layers[1:]]
 
 
 def _listed_tensors(p, how):
@@ -91,7 +91,9 @@ SET = ExerciseSet(
             "images. How many values per image does the second pooling output?",
             params={"image": (50, 54, 46, 58, 42)},
             answer=Integer(),
-            solve=lambda p, how: at(how.network(_cnn(p.image))["maxpool2d_2"].activations, B=1),
+            solve=lambda p, how: at(
+                how.network(small_cnn_layers(image_size=p.image))["maxpool2d_2"].activations, B=1
+            ),
             misconceptions=("round_in_pooling",),
         ),
         Exercise(
@@ -103,7 +105,9 @@ SET = ExerciseSet(
             "How many trainable parameters does it have?",
             params={"image": (50, 54, 46, 58, 42)},
             answer=Integer(),
-            solve=lambda p, how: how.parameter_count(how.network(_cnn(p.image))),
+            solve=lambda p, how: how.parameter_count(
+                how.network(small_cnn_layers(image_size=p.image))
+            ),
             misconceptions=("forgot_bias", "forgot_input_depth", "round_in_pooling"),
             points=2,
         ),

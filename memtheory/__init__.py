@@ -42,6 +42,7 @@ from memtheory.errors import (
     ParseError,
     RankError,
     ShapeError,
+    SizeWarning,
     UnknownAttributeError,
     UnknownConventionError,
     UnknownDTypeError,
@@ -50,6 +51,7 @@ from memtheory.errors import (
     UnknownPrecisionError,
     UnknownUnitError,
     UnsupportedError,
+    UntraceableError,
 )
 from memtheory.evaluation import compile_exact, evaluate, evaluate_grid
 from memtheory.footprint import Footprint
@@ -183,6 +185,7 @@ __all__ = [
     "RuleOfThumbConvention",
     "SelectToken",
     "ShapeError",
+    "SizeWarning",
     "SiLU",
     "Sigmoid",
     "Softmax",
@@ -199,6 +202,7 @@ __all__ = [
     "UnknownPrecisionError",
     "UnknownUnitError",
     "UnsupportedError",
+    "UntraceableError",
     "__version__",
     "compare_scenarios",
     "compile_exact",

@@ -3,7 +3,8 @@
 Usage::
 
     memtheory grade answers.toml            # table on stdout, answers.result.json beside it
-    memtheory grade submissions/            # every *.toml: grades.json and grades.csv
+    memtheory grade submissions/            # every *.toml: submissions.grades.json and .csv
+                                            # beside the folder (never inside it)
     memtheory grade answers.toml --set ch02 --seed 17 --json result.json --show-expected
     memtheory questions --set ch02 --learner ada
     memtheory template --set ch02 --learner ada -o answers.toml
@@ -12,7 +13,15 @@ Usage::
     memtheory estimate gpt2 --batch 8 --seq 1024 --gpu "RTX 4090"   # memory per GPU, fits?
 
 Exit status: 0 when grading ran (whatever the score), 2 when it could not
-(no such file, an unreadable answer file, an unknown set, no exercise sets).
+(no such file, an unreadable answer file, an unknown set, no exercise sets, a
+result file that exists and is not replaced without ``--force``). Grading a
+folder grades every file it can; a file it cannot grade is a row of the results
+with the reason, so the results are written whenever grading ran.
+
+Exercise sets are Python modules: ``--sets DIR`` (and ``$MEMTHEORY_EXERCISES``)
+imports and runs every ``*.py`` of DIR. Point it only at folders you trust,
+as you would ``python DIR/file.py``. Answer files are data (TOML) and are only
+read.
 
 Examples
 --------
@@ -30,14 +39,22 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from memtheory.exercises.errors import ExerciseError
+from memtheory.errors import MemtheoryError
+from memtheory.exercises.answers import read_regular_file
+from memtheory.exercises.errors import AnswerFileError, ExerciseError
 from memtheory.exercises.grading import grade_file, grade_folder
 from memtheory.exercises.loader import get_set, load_sets
-from memtheory.exercises.misconceptions import MISCONCEPTIONS
-from memtheory.exercises.report import write_atomic
+from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS
+from memtheory.exercises.report import FORMAT, printable, write_atomic
 from memtheory.exercises.variants import resolve_seed
 
-__all__ = ["build_parser", "default_result_path", "main"]
+__all__ = ["build_parser", "default_folder_paths", "default_result_path", "main"]
+
+TRUST_NOTE = (
+    "Exercise sets are Python: loading a folder of sets runs its code, so use only folders you "
+    "trust. Answer files are only read."
+)
+"""The trust boundary of exercise sets, as the command's help states it."""
 
 
 def default_result_path(answers: Path) -> Path:
@@ -49,6 +66,44 @@ def default_result_path(answers: Path) -> Path:
     'work/answers.result.json'
     """
     return answers.with_name(f"{answers.stem}.result.json")
+
+
+def default_folder_paths(folder: Path) -> tuple[Path, Path]:
+    """Where a folder's results go by default: ``NAME.grades.json`` and ``.csv`` beside it.
+
+    Never inside the folder, where a learner's file could stand.
+
+    Examples
+    --------
+    >>> [p.name for p in default_folder_paths(Path("/course/submissions"))]
+    ['submissions.grades.json', 'submissions.grades.csv']
+    """
+    absolute = folder.resolve()
+    name = absolute.name or "submissions"
+    return absolute.parent / f"{name}.grades.json", absolute.parent / f"{name}.grades.csv"
+
+
+def _is_own_result(path: Path) -> bool:
+    """Whether ``path`` holds a memtheory result for one answer file (which may be replaced)."""
+    try:
+        data = json.loads(read_regular_file(path).decode("utf-8"))
+    except (AnswerFileError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+def _refuse_overwrite(paths: Sequence[Path], force: bool, *, own_ok: bool = False) -> None:
+    if len({p.resolve() for p in paths}) < len(paths):
+        raise AnswerFileError("the JSON and CSV results must go to two different files.")
+    for path in paths:
+        if force or not (path.exists() or path.is_symlink()):
+            continue
+        if own_ok and _is_own_result(path):
+            continue
+        raise AnswerFileError(
+            f"{path} exists and is not replaced: pass --force to replace it, or choose another "
+            "file with --json/--csv."
+        )
 
 
 def _set_ids(values: Sequence[str] | None) -> list[str] | None:
@@ -64,29 +119,45 @@ def _chosen_sets(args: argparse.Namespace) -> list:
     return list(load_sets(args.sets).values())
 
 
+def _grade_folder(args: argparse.Namespace, target: Path, sets: list[str] | None) -> int:
+    for set_id in sets or ():
+        get_set(set_id, args.sets)  # an unknown --set is the teacher's: stop before grading
+    default_json, default_csv = default_folder_paths(target)
+    json_path = Path(args.json) if args.json else default_json
+    csv_path = Path(args.csv) if args.csv else default_csv
+    _refuse_overwrite([json_path, csv_path], args.force)
+    protected = [p for p in target.iterdir() if p.name.lower().endswith(".toml")]
+    summary = grade_folder(
+        target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
+    )
+    write_atomic(json_path, summary.to_json(), protect=protected)
+    write_atomic(csv_path, summary.csv_text(), protect=protected)
+    if not args.quiet:
+        print(summary.table())
+    failed = sum(1 for e in summary.entries if e.report is None)
+    if failed:
+        print(
+            f"memtheory grade: {failed} file(s) could not be graded; the reasons are in the "
+            "results.",
+            file=sys.stderr,
+        )
+    print(printable(f"summary written to {json_path} and {csv_path}"))
+    return 0
+
+
 def _grade(args: argparse.Namespace) -> int:
     target = Path(args.answers)
     sets = _set_ids(args.set)
     if target.is_dir():
-        summary = grade_folder(
-            target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
-        )
-        json_path = Path(args.json) if args.json else target / "grades.json"
-        csv_path = Path(args.csv) if args.csv else target / "grades.csv"
-        protected = [target / e.file for e in summary.entries]
-        write_atomic(json_path, summary.to_json(), protect=protected)
-        write_atomic(csv_path, summary.csv_text(), protect=protected)
-        if not args.quiet:
-            print(summary.table())
-        print(f"summary written to {json_path} and {csv_path}")
-        return 0
-    if not target.is_file():
-        print(f"memtheory grade: no such file or folder: {target}", file=sys.stderr)
+        return _grade_folder(args, target, sets)
+    if not target.exists():
+        print(printable(f"memtheory grade: no such file or folder: {target}"), file=sys.stderr)
         return 2
+    json_path = Path(args.json) if args.json else default_result_path(target)
+    _refuse_overwrite([json_path], args.force, own_ok=True)
     report = grade_file(
         target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
     )
-    json_path = Path(args.json) if args.json else default_result_path(target)
     write_atomic(json_path, report.to_json(), protect=[target])
     if args.csv:
         print(
@@ -94,7 +165,7 @@ def _grade(args: argparse.Namespace) -> int:
         )
     if not args.quiet:
         print(report.table())
-    print(f"result written to {json_path}")
+    print(printable(f"result written to {json_path}"))
     return 0
 
 
@@ -178,7 +249,7 @@ def _sets(args: argparse.Namespace) -> int:
 
 
 def _misconceptions(args: argparse.Namespace) -> int:
-    for entry in MISCONCEPTIONS.values():
+    for entry in (*MISCONCEPTIONS.values(), *SLIPS.values()):
         print(f"{entry.name}: {entry.title}")
         print(textwrap.fill(entry.hint, 88, initial_indent="    ", subsequent_indent="    "))
     return 0
@@ -193,7 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     ['ch02']
     """
     parser = argparse.ArgumentParser(
-        prog="memtheory", description="Graded exercises on the memory of neural networks."
+        prog="memtheory",
+        description="Graded exercises on the memory of neural networks.",
+        epilog=TRUST_NOTE,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -202,13 +275,22 @@ def build_parser() -> argparse.ArgumentParser:
             "--sets",
             metavar="DIR",
             help="folder of exercise sets (default: $MEMTHEORY_EXERCISES, "
-            "else exercises/ of the checkout)",
+            "else exercises/ of the checkout). The sets are Python: every *.py of DIR is "
+            "imported and run, so use only a folder you trust",
         )
         sub.add_argument(
             "--set", action="append", metavar="ID", help="only this set (repeat, or ch01,ch02)"
         )
 
-    grade = commands.add_parser("grade", help="grade an answer file, or a folder of them")
+    grade = commands.add_parser(
+        "grade",
+        help="grade an answer file, or a folder of them",
+        description="Grade an answer file, or every *.toml of a folder. Answer files are only "
+        "read: a regular file of at most 1 MiB, never a link out of the folder. A folder's "
+        "results go beside it (NAME.grades.json, NAME.grades.csv); an existing result file is "
+        "replaced only with --force (an answer file's own NAME.result.json is replaced).",
+        epilog=TRUST_NOTE,
+    )
     grade.add_argument(
         "answers", metavar="ANSWERS", help="an answer file (TOML) or a folder of *.toml"
     )
@@ -220,10 +302,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         metavar="FILE",
         help="where to write the JSON result "
-        "(default: ANSWERS.result.json; grades.json for a folder)",
+        "(default: ANSWERS.result.json; FOLDER.grades.json beside a folder)",
     )
     grade.add_argument(
-        "--csv", metavar="FILE", help="for a folder: where to write the CSV (default: grades.csv)"
+        "--csv",
+        metavar="FILE",
+        help="for a folder: where to write the CSV (default: FOLDER.grades.csv beside it)",
+    )
+    grade.add_argument(
+        "--force", action="store_true", help="replace result files that exist already"
     )
     grade.add_argument("--show-expected", action="store_true", help="show the expected answers")
     grade.add_argument(
@@ -279,8 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ExerciseError, ValueError, OSError) as error:
-        print(f"memtheory {args.command}: {error}", file=sys.stderr)
+    except (ExerciseError, MemtheoryError, ValueError, OSError) as error:
+        print(printable(f"memtheory {args.command}: {error}"), file=sys.stderr)
         return 2
 
 

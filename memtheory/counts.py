@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
+from memtheory.constraints import SizeConstraint, as_constraints, carry
 from memtheory.errors import InvalidSizeError
 from memtheory.maximum import provably_nonnegative
 from memtheory.symbols import B
@@ -35,6 +37,10 @@ class ModelCounts:
         Non-trainable state elements stored with the model (running statistics).
     batch : size, default ``B``
         The batch size the counts were made for.
+    constraints : mapping of str to size, optional
+        Labelled sizes that must stay at least 1 (a network's output sizes,
+        :meth:`~memtheory.network.Network.size_constraints`): a memory result
+        built from these counts refuses values that break one.
 
     Examples
     --------
@@ -49,6 +55,7 @@ class ModelCounts:
     input_elements: SizeLike
     buffers: SizeLike = 0
     batch: SizeLike = field(default=B)
+    constraints: Mapping[str, sp.Expr] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name, minimum in (
@@ -59,6 +66,14 @@ class ModelCounts:
             ("batch", 1),
         ):
             object.__setattr__(self, name, _as_count(getattr(self, name), name, minimum))
+        checks = as_constraints(self.constraints)
+        object.__setattr__(self, "constraints", {c.where: c.size for c in checks})
+        for name in ("parameters", "activations"):
+            carry(getattr(self, name), checks)
+
+    def size_checks(self) -> tuple[SizeConstraint, ...]:
+        """Return :attr:`constraints` as :class:`~memtheory.constraints.SizeConstraint` objects."""
+        return as_constraints(self.constraints)
 
     @classmethod
     def per_sample(
@@ -90,6 +105,11 @@ class ModelCounts:
 
 
 def _as_count(value: SizeLike, name: str, minimum: int) -> sp.Expr:
+    if isinstance(value, sp.Basic) and not isinstance(value, sp.Expr):
+        raise InvalidSizeError(
+            f"ModelCounts: {name} must be a count (a number or a sympy expression), "
+            f"got {value} ({type(value).__name__})."
+        )
     if isinstance(value, sp.Basic) and not value.is_number:
         if not provably_nonnegative(value) and value.is_nonnegative is False:
             raise InvalidSizeError(f"ModelCounts: {name} = {value} can be negative.")

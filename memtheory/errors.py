@@ -32,6 +32,7 @@ __all__ = [
     "ParseError",
     "RankError",
     "ShapeError",
+    "SizeWarning",
     "UnknownAttributeError",
     "UnknownConventionError",
     "UnknownDTypeError",
@@ -42,6 +43,7 @@ __all__ = [
     "UnknownUnitError",
     "TableError",
     "UnsupportedError",
+    "UntraceableError",
 ]
 
 
@@ -170,6 +172,13 @@ class UnsupportedError(MemtheoryError, TypeError):
     """A model or request uses something memtheory does not model (yet)."""
 
 
+class UntraceableError(UnsupportedError):
+    """A model cannot be traced: an operation reads tensor values or has no fake kernel.
+
+    The message names the operation and the module that ran it.
+    """
+
+
 class DoesNotFitError(MemtheoryError, ValueError):
     """Even the smallest value of a size (a batch of one) does not fit the memory limit."""
 
@@ -184,3 +193,14 @@ class EvaluationError(MemtheoryError, ValueError):
 
 class EvaluationOverflowError(EvaluationError, OverflowError):
     """An int64 grid evaluation would overflow; use ``dtype=object`` for exact integers."""
+
+
+class SizeWarning(UserWarning):
+    """Values make a network's output size less than 1 inside an expression that is not its.
+
+    An expression built by arithmetic on a network's expressions
+    (``adam.total - sgd.total``) is new and carries none of its size
+    constraints; when it still contains one of the network's output sizes and
+    the values make that size less than 1, memtheory says so instead of staying
+    silent. Pass ``within=`` the network to refuse such values instead.
+    """

@@ -9,7 +9,14 @@
   refuses, rather than wraps around, when a value would not fit; ``dtype=object``
   gives exact Python integers at any size.
 
-All three agree exactly on every integer-valued expression memtheory builds.
+All three agree exactly on every integer-valued expression memtheory builds,
+and all three check what they are given the same way: a size symbol (a
+positive integer, :mod:`memtheory.symbols`) takes positive whole numbers only
+(NumPy's integers too; never ``True``, ``2.5``, ``0`` or ``NaN``), and no output
+size of the network an expression comes from may fall below 1 (a 5x5 kernel on
+a side of 2): :mod:`memtheory.constraints` says how those constraints travel
+with the expressions, and ``within=`` names a network for an expression built
+by hand.
 
 Examples
 --------
@@ -36,6 +43,16 @@ import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
+from memtheory._replace import replaced
+from memtheory.constraints import (
+    SizeConstraint,
+    carry,
+    check,
+    constraints_in,
+    sizes_inside,
+    too_small,
+    warn_outside,
+)
 from memtheory.errors import EvaluationError, EvaluationOverflowError
 from memtheory.maximum import substituted_maximum
 
@@ -79,37 +96,6 @@ def symbols_by_name(expressions: Iterable[sp.Expr]) -> dict[str, sp.Symbol]:
     return found
 
 
-def replaced(expressions: Iterable[sp.Expr], mapping: Mapping[sp.Basic, sp.Basic]) -> list[sp.Expr]:
-    """Return ``[e.xreplace(mapping) for e in expressions]``, each shared subexpression once.
-
-    The moments of a deep network's timeline share most of their terms, each
-    a floor nested as deep as the network; ``xreplace`` alone would rebuild
-    every one of them again for every moment.
-
-    Examples
-    --------
-    >>> from memtheory.symbols import B, H
-    >>> replaced([B * sp.floor(H / 2), sp.floor(H / 2) + 1], {H: 9})
-    [4*B, 5]
-    """
-    done: dict[sp.Basic, tuple[sp.Basic, bool]] = {}
-
-    def walk(node: sp.Basic) -> tuple[sp.Basic, bool]:  # Basic._xreplace, remembered
-        known = done.get(node)
-        if known is not None:
-            return known
-        if node in mapping:
-            result = (mapping[node], True)
-        else:
-            arguments = [walk(a) if isinstance(a, sp.Basic) else (a, False) for a in node.args]
-            changed = any(change for _, change in arguments)
-            result = (node.func(*(a for a, _ in arguments)), True) if changed else (node, False)
-        done[node] = result
-        return result
-
-    return [walk(sp.sympify(e))[0] if mapping else sp.sympify(e) for e in expressions]
-
-
 def substitution(
     expressions: Iterable[sp.Expr], values: Mapping[str, object]
 ) -> dict[sp.Symbol, sp.Integer]:
@@ -147,26 +133,49 @@ def substitution(
 
 
 def _checked_value(symbol: sp.Symbol, value: object) -> sp.Expr:
-    if isinstance(value, bool) or not isinstance(value, numbers.Number | sp.Basic):
+    if isinstance(value, bool | np.bool_):
         raise EvaluationError(f"{symbol} must be a number, got {value!r} ({type(value).__name__}).")
-    number = sp.nsimplify(value) if isinstance(value, float) else sp.sympify(value)
-    if isinstance(value, float) and not value.is_integer() and symbol.is_integer:
-        raise EvaluationError(f"{symbol} is a whole number (a size), got {value!r}.")
+    if isinstance(value, numbers.Integral):
+        number: sp.Expr = sp.Integer(int(value))
+    elif isinstance(value, sp.Expr):
+        number = value
+    elif isinstance(value, numbers.Real):
+        real = float(value)
+        if not math.isfinite(real):
+            raise EvaluationError(f"{symbol} must be a finite number, got {value!r}.")
+        if symbol.is_integer and not real.is_integer():
+            raise EvaluationError(f"{symbol} is a whole number (a size), got {value!r}.")
+        number = sp.Integer(int(real)) if real.is_integer() else sp.nsimplify(real)
+    else:
+        raise EvaluationError(
+            f"{symbol} must be a real number, got {value!r} ({type(value).__name__})."
+        )
     if number.is_number:
+        if number.is_extended_real is not True or not number.is_finite:
+            raise EvaluationError(f"{symbol} must be a finite real number, got {value!r}.")
         if symbol.is_integer and not number.is_integer:
             raise EvaluationError(f"{symbol} is a whole number (a size), got {value!r}.")
         if symbol.is_positive and not number.is_positive:
             raise EvaluationError(f"{symbol} must be positive, got {value!r}.")
+        if symbol.is_nonnegative and not number.is_nonnegative:
+            raise EvaluationError(f"{symbol} must not be negative, got {value!r}.")
     return number
 
 
-def evaluate(expression: sp.Expr | int, /, **values: object) -> sp.Expr:
+def evaluate(expression: sp.Expr | int, /, *, within: object = None, **values: object) -> sp.Expr:
     """Substitute ``values`` (by symbol name) into ``expression``, exactly.
+
+    Every size symbol must get a positive whole number, and no output size of
+    the network the expression comes from may drop below 1 (see
+    :mod:`memtheory.constraints`): a kernel that does not fit is an error, not a
+    number.
 
     Parameters
     ----------
     expression : sympy expression
         Any memtheory quantity.
+    within : Network, memory result or constraints, optional
+        Size constraints to check besides those the expression carries.
     **values
         Numbers for some or all of its free symbols, by name (``B=64``).
 
@@ -174,7 +183,15 @@ def evaluate(expression: sp.Expr | int, /, **values: object) -> sp.Expr:
     -------
     sympy expression
         An exact sympy number when every symbol got a value; otherwise the
-        expression with the given values substituted.
+        expression with the given values substituted (it carries the
+        constraints that still apply).
+
+    Raises
+    ------
+    EvaluationError
+        For an unknown name or a value that is not a size.
+    KernelTooLargeError
+        For values that make a layer's output size less than 1.
 
     Examples
     --------
@@ -184,8 +201,45 @@ def evaluate(expression: sp.Expr | int, /, **values: object) -> sp.Expr:
     >>> evaluate(B * H**2, B=2)
     2*H**2
     """
-    expr = sp.sympify(expression)
-    return _substituted(expr, substitution([expr], values))
+    expr = as_expression(expression, "evaluate")
+    mapping = substitution([expr], values)
+    found = constraints_in(expr, within)
+    remaining = check(found, mapping)
+    if not found:  # built by hand, perhaps from a network's expressions: warn, never refuse
+        warn_outside(sizes_inside(expr), mapping)
+    result = _substituted(expr, mapping)
+    return carry(result, remaining) if remaining else result
+
+
+def as_expression(expression: object, caller: str) -> sp.Expr:
+    """Return ``expression`` as a sympy expression, or raise :class:`EvaluationError`.
+
+    Integers (NumPy's too) and sympy expressions are accepted; text is not
+    parsed (use :func:`memtheory.units.parse_bytes` for sizes).
+
+    Examples
+    --------
+    >>> as_expression(np.int64(4), "evaluate")
+    4
+    >>> as_expression("B*H", "evaluate")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.EvaluationError: evaluate takes a sympy expression or a number, got 'B*H' ...
+    """
+    if isinstance(expression, sp.Expr):
+        return expression
+    if isinstance(expression, numbers.Integral) and not isinstance(expression, bool):
+        return sp.Integer(int(expression))
+    if isinstance(expression, numbers.Rational):
+        return sp.Rational(int(expression.numerator), int(expression.denominator))
+    if isinstance(expression, sp.Basic):
+        kind = f"a {type(expression).__name__}, not an expression"
+    else:
+        kind = f"{type(expression).__name__}"
+    raise EvaluationError(
+        f"{caller} takes a sympy expression or a number, got {expression!r} ({kind}). Build "
+        "it from memtheory's symbols (memtheory.symbols) or a memory result's total."
+    )
 
 
 def _substituted(expr: sp.Expr, values: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
@@ -288,11 +342,19 @@ def _arguments(expression: sp.Expr, names: Sequence[str] | None) -> list[sp.Symb
     return [available.get(name, sp.Symbol(name)) for name in names]
 
 
-def compile_exact(expression: sp.Expr, names: Sequence[str] | None = None) -> Callable[..., int]:
+def compile_exact(
+    expression: sp.Expr,
+    names: Sequence[str] | None = None,
+    *,
+    within: object = None,
+) -> Callable[..., int]:
     """Compile an integer-valued expression into a function of Python integers.
 
     Floors and ceilings become floor division, so the function is exact for
-    integers of any size (Python integers do not overflow).
+    integers of any size (Python integers do not overflow). The function checks
+    its arguments as :func:`evaluate` does: a size symbol takes a positive whole
+    number (NumPy integers too), and no output size of the network the
+    expression comes from may drop below 1.
 
     Parameters
     ----------
@@ -300,6 +362,8 @@ def compile_exact(expression: sp.Expr, names: Sequence[str] | None = None) -> Ca
         Integer-valued for integer arguments (element counts, bytes).
     names : sequence of str, optional
         Argument order; by default the free symbols' names, sorted.
+    within : Network, memory result or constraints, optional
+        Size constraints to check besides those the expression carries.
 
     Examples
     --------
@@ -307,16 +371,132 @@ def compile_exact(expression: sp.Expr, names: Sequence[str] | None = None) -> Ca
     >>> f = compile_exact(sp.floor((H - 3) / 2) + 1)
     >>> f(25), f(10**30 + 1)
     (12, 500000000000000000000000000000)
+    >>> f(2.5)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.EvaluationError: H is a whole number (a size), got 2.5.
     """
-    expr = sp.sympify(expression)
-    arguments = _arguments(expr, names)
-    return sp.lambdify(arguments, expr, modules=[{}, "math"], printer=_ExactPythonPrinter)
+    expr = as_expression(expression, "compile_exact")
+    arguments = _arguments(expr, _names_argument(names))
+    raw = sp.lambdify(arguments, expr, modules=[{}, "math"], printer=_ExactPythonPrinter)
+    given = set(arguments)
+    found = constraints_in(expr, within)
+    warn_only = not found  # built by hand: its network's sizes are warned about, not refused
+    checks = [
+        (
+            constraint,
+            sp.lambdify(
+                arguments, constraint.size, modules=[{}, "math"], printer=_ExactPythonPrinter
+            ),
+        )
+        for constraint in (sizes_inside(expr) if warn_only else found)
+        if constraint.size.free_symbols <= given
+    ]
+    converters = [_argument_check(symbol) for symbol in arguments]
+    count = len(arguments)
+
+    def compiled(*args: object, **kwargs: object) -> int:
+        if kwargs:
+            args = _by_name(arguments, args, kwargs)
+        if len(args) != count:
+            raise EvaluationError(
+                f"this function takes {count} value(s), for "
+                f"{', '.join(s.name for s in arguments) or 'nothing'}; got {len(args)}."
+            )
+        values = [convert(value) for convert, value in zip(converters, args, strict=True)]
+        for constraint, size in checks:
+            value = size(*values)
+            if value < 1:
+                if warn_only:
+                    given_values = dict(zip(arguments, map(sp.sympify, values), strict=True))
+                    warn_outside([constraint], given_values, [sp.sympify(value)])
+                    break
+                shown = ", ".join(
+                    f"{s}={v}"
+                    for s, v in zip(arguments, values, strict=True)
+                    if s in constraint.size.free_symbols
+                )
+                raise too_small(constraint, shown, value)
+        return raw(*values)
+
+    compiled.__doc__ = f"Exact value of {expr} for ({', '.join(map(str, arguments))})."
+    return compiled
+
+
+def _names_argument(names: object) -> Sequence[str] | None:
+    if names is None:
+        return None
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise EvaluationError(
+            f"names must be a list of symbol names such as ['B', 'H'], got {names!r}."
+        )
+    if not all(isinstance(name, str) for name in names):
+        raise EvaluationError(f"names must be symbol names (text), got {list(names)!r}.")
+    if len(set(names)) != len(names):
+        raise EvaluationError(f"names must not repeat, got {list(names)!r}.")
+    return names
+
+
+def _by_name(
+    arguments: Sequence[sp.Symbol], args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> tuple[object, ...]:
+    order = [s.name for s in arguments]
+    unknown = sorted(set(kwargs) - set(order))
+    if unknown:
+        raise EvaluationError(
+            f"no argument named {', '.join(unknown)}; the arguments are {', '.join(order)}."
+        )
+    merged = dict(zip(order, args, strict=False))
+    twice = sorted(set(merged) & set(kwargs))
+    if twice:
+        raise EvaluationError(f"{', '.join(twice)} given twice.")
+    merged.update(kwargs)
+    missing = [name for name in order if name not in merged]
+    if missing:
+        raise EvaluationError(f"missing a value for {', '.join(missing)}.")
+    return tuple(merged[name] for name in order)
+
+
+def _argument_check(symbol: sp.Symbol) -> Callable[[object], Any]:
+    """Return a function that checks one argument against the symbol's assumptions."""
+    if not symbol.is_integer:
+
+        def plain(value: object) -> Any:
+            if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Number):
+                raise EvaluationError(
+                    f"{symbol} must be a number, got {value!r} ({type(value).__name__})."
+                )
+            return value
+
+        return plain
+    lowest = 1 if symbol.is_positive else 0 if symbol.is_nonnegative else None
+
+    def whole(value: object) -> int:
+        if type(value) is int:  # the common case, checked without sympy
+            if lowest is not None and value < lowest:
+                word = "positive" if lowest else "non-negative"
+                raise EvaluationError(f"{symbol} must be {word}, got {value!r}.")
+            return value
+        if isinstance(value, sp.Basic) and not value.is_number:
+            raise EvaluationError(f"{symbol} needs a number here, got the expression {value!r}.")
+        return int(_checked_value(symbol, value))  # whole, and positive where the symbol is
+
+    return whole
 
 
 def evaluate_grid(
-    expression: sp.Expr, /, *, dtype: type | str = "int64", **arrays: object
+    expression: sp.Expr,
+    /,
+    *,
+    dtype: type | str = "int64",
+    within: object = None,
+    **arrays: object,
 ) -> np.ndarray:
     """Evaluate an integer-valued expression over NumPy arrays (broadcast together).
+
+    Every value is checked as :func:`evaluate` checks one: a size symbol takes
+    positive whole numbers only, and no output size of the network the
+    expression comes from may drop below 1 anywhere on the grid.
 
     Parameters
     ----------
@@ -328,6 +508,8 @@ def evaluate_grid(
         :class:`~memtheory.errors.EvaluationOverflowError` is raised instead of
         returning wrapped-around numbers. ``object`` computes with Python
         integers: exact at any size, and slower.
+    within : Network, memory result or constraints, optional
+        Size constraints to check besides those the expression carries.
     **arrays
         A value or array for every free symbol, by name.
 
@@ -342,8 +524,13 @@ def evaluate_grid(
     Traceback (most recent call last):
     ...
     memtheory.errors.EvaluationOverflowError: ... pass dtype=object for exact Python integers.
+    >>> evaluate_grid(B * H, B=np.array([4, 0]), H=3)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.EvaluationError: B must be positive; got 0 (at index (1,)).
     """
-    expr = sp.sympify(expression)
+    expr = as_expression(expression, "evaluate_grid")
+    exact = _grid_dtype(dtype)
     names = sorted(symbols_by_name([expr]))
     missing = sorted(set(names) - set(arrays))
     if missing:
@@ -354,14 +541,87 @@ def evaluate_grid(
             f"no symbol named {', '.join(map(repr, extra))} here; the free symbols are: "
             f"{', '.join(names) or 'none'}."
         )
-    function = _numpy_function(expr, tuple(names))
-    if dtype is object or dtype == "object":
-        values = [_as_array(arrays[name], object, name) for name in names]
-        result = function(*values)
-        return np.asarray(result, dtype=object)
-    if np.dtype(dtype) != np.int64:
+    symbols = symbols_by_name([expr])
+    kind = object if exact else np.int64
+    values = {name: _as_array(arrays[name], kind, name) for name in names}
+    for name in names:
+        _check_signs(symbols[name], values[name])
+    try:
+        np.broadcast_shapes(*(v.shape for v in values.values()))
+    except ValueError:
+        shapes = ", ".join(f"{name} {values[name].shape}" for name in names)
+        raise EvaluationError(
+            f"the arrays do not broadcast together: {shapes}. Give them shapes NumPy can "
+            "broadcast (e.g. B=np.arange(1, 9)[:, None] beside H=np.arange(1, 5))."
+        ) from None
+    found = constraints_in(expr, within)
+    for constraint in found or sizes_inside(expr):
+        if _check_grid_constraint(constraint, values, exact, warn=not found):
+            break  # warned once: enough
+    return _grid(expr, tuple(names), [values[name] for name in names], exact)
+
+
+def _grid_dtype(dtype: object) -> bool:
+    """Whether ``dtype`` asks for exact Python integers (object) rather than int64."""
+    if dtype is object or (isinstance(dtype, str) and dtype == "object"):
+        return True
+    try:
+        chosen = np.dtype(dtype)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        chosen = None
+    if chosen is None or chosen != np.int64:
         raise EvaluationError(f"dtype must be 'int64' or object, got {dtype!r}.")
-    values = [_as_array(arrays[name], np.int64, name) for name in names]
+    return False
+
+
+def _check_signs(symbol: sp.Symbol, array: np.ndarray) -> None:
+    lowest = 1 if symbol.is_positive else 0 if symbol.is_nonnegative else None
+    if lowest is None or not array.size:
+        return
+    bad = array < lowest
+    if np.any(bad):
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        word = "positive" if lowest else "non-negative"
+        raise EvaluationError(f"{symbol} must be {word}; got {array[where]} (at index {where}).")
+
+
+def _check_grid_constraint(
+    constraint: SizeConstraint, values: Mapping[str, np.ndarray], exact: bool, warn: bool
+) -> bool:
+    """Refuse (or with ``warn``, warn about) a grid point that makes the size less than 1.
+
+    Returns whether it warned.
+    """
+    involved = sorted(symbols_by_name([constraint.size]))
+    if not set(involved) <= set(values):
+        return False  # the expression does not depend on those sizes
+    if len(involved) == 1:  # one size: its distinct values are enough
+        inputs = [np.unique(values[involved[0]])]
+    else:
+        inputs = [values[name] for name in involved]
+    sizes = _grid(constraint.size, tuple(involved), inputs, exact)
+    bad = np.asarray(sizes < 1)
+    if np.any(bad):
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        at = np.broadcast_arrays(*inputs)
+        if warn:
+            symbols = symbols_by_name([constraint.size])
+            point = {
+                symbols[n]: sp.Integer(int(a[where])) for n, a in zip(involved, at, strict=True)
+            }
+            return warn_outside([constraint], point, stacklevel=4)
+        shown = ", ".join(f"{name}={a[where]}" for name, a in zip(involved, at, strict=True))
+        raise too_small(constraint, shown, np.asarray(sizes)[where])
+    return False
+
+
+def _grid(
+    expr: sp.Expr, names: tuple[str, ...], values: list[np.ndarray], exact: bool
+) -> np.ndarray:
+    """Evaluate ``expr`` over checked arrays (``values`` in the order of ``names``)."""
+    function = _numpy_function(expr, names)
+    if exact:
+        return np.asarray(function(*values), dtype=object)
     maxima = {
         name: int(np.max(np.abs(v), initial=0)) for name, v in zip(names, values, strict=True)
     }
@@ -448,7 +708,13 @@ def _numpy_function(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., Any]
 
 
 def _as_array(value: object, dtype: type, name: str) -> np.ndarray:
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:
+        raise EvaluationError(
+            f"{name} must be a whole number or an array of them; NumPy cannot read "
+            f"{value!r} ({error})."
+        ) from None
     if array.dtype == object:
         items = array.ravel().tolist()
     else:
@@ -464,7 +730,7 @@ def _as_array(value: object, dtype: type, name: str) -> np.ndarray:
         raise EvaluationError(f"{name} must hold whole numbers.")
     if dtype is object:
         return np.array([int(i) for i in array.ravel().tolist()], dtype=object).reshape(array.shape)
-    if array.dtype.kind == "u" and array.size and array.max() >= 2**63:
+    if array.dtype.kind in "uf" and array.size and np.max(np.abs(array)) >= 2**63:
         raise EvaluationOverflowError(f"{name} does not fit in int64; pass dtype=object.")
     if items is not None and any(abs(i) >= 2**63 for i in items):
         raise EvaluationOverflowError(f"{name} does not fit in int64; pass dtype=object.")

@@ -40,7 +40,7 @@ True
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Self
@@ -48,8 +48,10 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 import sympy as sp
 
+from memtheory._replace import replaced
+from memtheory.constraints import SizeConstraint, as_constraints, carry, check, constraints_in
 from memtheory.errors import EvaluationError, UnknownNameError
-from memtheory.evaluation import evaluate_grid
+from memtheory.evaluation import evaluate_grid, substitution
 from memtheory.maximum import maximum as _maximum
 from memtheory.tables import Column, Table
 from memtheory.units import UNITS, convert, format_bytes, round_half_up
@@ -99,7 +101,12 @@ class Footprint(ABC):
     """Live bytes at the labelled moments of a step, in order; empty when not followed."""
 
     constraints: Mapping[str, sp.Expr] = MappingProxyType({})
-    """Symbolic sizes, labelled, that must stay at least 1 for the result to hold."""
+    """Symbolic sizes, labelled, that must stay at least 1 for the result to hold.
+
+    Every way of putting numbers in checks them (:meth:`evaluate`, :meth:`grid`,
+    and :func:`~memtheory.evaluation.evaluate` of :attr:`total` or :attr:`peak`):
+    see :mod:`memtheory.constraints`.
+    """
 
     @abstractmethod
     def evaluate(self, **values: object) -> Self:
@@ -125,14 +132,37 @@ class Footprint(ABC):
     @property
     def total(self) -> sp.Expr:
         """Sum of all components, in bytes."""
-        return sp.Add(*self.components.values())
+        return carry(sp.Add(*self.components.values()), self.size_checks())
 
     @cached_property
     def peak(self) -> sp.Expr:
         """Most bytes alive at once: the timeline's maximum, or the total without a timeline."""
         if not self.timeline:
             return self.total
-        return _maximum(self.timeline.values())
+        return carry(_maximum(self.timeline.values()), self.size_checks())
+
+    def size_checks(self) -> tuple[SizeConstraint, ...]:
+        """Return :attr:`constraints` as :class:`~memtheory.constraints.SizeConstraint` objects."""
+        return as_constraints(self.constraints)
+
+    def substituted(
+        self, values: Mapping[str, object], expressions: Sequence[sp.Expr]
+    ) -> tuple[list[sp.Expr], tuple[SizeConstraint, ...]]:
+        """Substitute ``values`` into ``expressions`` for :meth:`evaluate`, checking them first.
+
+        Returns the substituted expressions and the size constraints still
+        symbolic. Raises what :func:`~memtheory.evaluation.evaluate` raises: an
+        unknown name, a value that is not a size, or values too small for a layer.
+        """
+        # A result's own constraints are those its expressions were registered with.
+        found = self.size_checks() or constraints_in(list(self.components.values()))
+        every = [*self.components.values(), *self.timeline.values()]
+        mapping = substitution([*every, *(c.size for c in found)], values)
+        if not mapping:
+            return list(expressions), found
+        done = replaced([*(c.size for c in found), *expressions], mapping)
+        remaining = check(found, mapping, done[: len(found)])
+        return done[len(found) :], remaining
 
     @property
     def peak_moment(self) -> str | None:
@@ -220,7 +250,7 @@ class Footprint(ABC):
         >>> training_memory(counts, optimizer="sgd").grid(B=np.array([1, 2, 4]))
         array([108, 136, 192])
         """
-        return evaluate_grid(self[name], dtype=dtype, **arrays)
+        return evaluate_grid(self[name], dtype=dtype, within=self, **arrays)
 
     # -- tables ----------------------------------------------------------------------
     def table(self, unit: str = "MiB", digits: int = 2) -> Table:

@@ -42,7 +42,13 @@ from math import lcm
 import numpy as np
 import sympy as sp
 
-__all__ = ["count_candidates", "maximum", "provably_nonnegative", "substituted_maximum"]
+__all__ = [
+    "count_candidates",
+    "maximum",
+    "provably_nonnegative",
+    "substituted_maximum",
+    "undominated",
+]
 
 _UNKNOWN, _NONNEGATIVE, _AT_LEAST_ONE = 0, 1, 2
 _INT64_SAFE = 2**56
@@ -84,6 +90,34 @@ def maximum(values: Iterable[object]) -> sp.Expr:
     if len(kept) > FACTOR_ABOVE:
         return _factored([polynomials[i] for i in kept])
     return _unevaluated_max([originals[i] for i in kept])
+
+
+def undominated(values: Sequence[object]) -> list[int]:
+    """Return the positions of the values :func:`maximum` keeps as candidates, in order.
+
+    Of equal values the first is kept; a value that another one dominates for
+    every admissible value of the symbols is dropped.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> undominated([2 * B + 8, 3 * B + 8, B, 100, 3 * B + 8])
+    [1, 3]
+    """
+    expressions = [sp.sympify(v) for v in values]
+    first: dict[frozenset[tuple[sp.Expr, Fraction]], int] = {}
+    polynomials: list[_Terms] = []
+    positions: list[int] = []
+    for index, expression in enumerate(expressions):
+        terms = _terms(expression)
+        key = frozenset(terms.items())
+        if key not in first:
+            first[key] = index
+            polynomials.append(terms)
+            positions.append(index)
+    if not polynomials:
+        return []
+    return [positions[i] for i in _undominated(polynomials)]
 
 
 FACTOR_ABOVE = 8

@@ -17,6 +17,7 @@ from dataclasses import replace
 from memtheory._recursion import nesting_guard
 from memtheory.conventions import ConventionLike, Model
 from memtheory.conventions import convention as _convention
+from memtheory.counts import ModelCounts
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
@@ -80,7 +81,12 @@ def inference_memory(
 
 
 def _checked_sizes(memory: MemoryBreakdown, model: Model) -> MemoryBreakdown:
-    """Attach the network's symbolic output sizes, which ``evaluate`` checks stay >= 1."""
-    if isinstance(model, Network):
-        return replace(memory, constraints={**model.size_constraints(), **memory.constraints})
-    return memory
+    """Attach the network's symbolic output sizes, which every evaluation checks stay >= 1."""
+    own = (
+        {c.where: c.size for c in model.size_checks()}
+        if isinstance(model, Network | ModelCounts)
+        else {}
+    )
+    if not own:
+        return memory
+    return replace(memory, constraints={**own, **memory.constraints})

@@ -8,13 +8,16 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory.errors import KernelTooLargeError, UnknownNameError
-from memtheory.evaluation import replaced, substitution
+from memtheory.constraints import carry
+from memtheory.errors import UnknownNameError
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
 
 __all__ = ["MemoryBreakdown"]
+
+_LAYER_FREE = frozenset({"input", "targets"})
+"""Components that do not depend on the layers: valid for any input size, so never checked."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,9 @@ class MemoryBreakdown(Footprint):
     constraints : mapping of str to sympy expression
         Symbolic output sizes of the network, labelled, that must stay at least
         1; :meth:`evaluate` raises :class:`~memtheory.errors.KernelTooLargeError`
-        for values that break one (set by :func:`~memtheory.memory.training_memory`).
+        for values that break one (set by :func:`~memtheory.memory.training_memory`),
+        and so does every evaluation of a component, the total or the peak
+        (:mod:`memtheory.constraints`).
 
     Examples
     --------
@@ -83,8 +88,9 @@ class MemoryBreakdown(Footprint):
             raise UnknownNameError(
                 f"unknown memory components {sorted(unknown)}; known: {list(COMPONENT_TITLES)}"
             )
+        checks = self.size_checks()
         ordered = {
-            name: sp.sympify(self.components[name])
+            name: carry(sp.sympify(self.components[name]), () if name in _LAYER_FREE else checks)
             for name in COMPONENT_TITLES
             if name in self.components
         }
@@ -105,26 +111,17 @@ class MemoryBreakdown(Footprint):
         >>> memory.evaluate(B=2).total
         136
         """
-        mapping = substitution(
-            [*self.components.values(), *self.timeline.values(), *self.constraints.values()],
-            values,
+        parts = (self.components, self.timeline)
+        values_in_order, remaining = self.substituted(
+            values, [v for part in parts for v in part.values()]
         )
-        parts = (self.constraints, self.components, self.timeline)
-        values_in_order = replaced([v for part in parts for v in part.values()], mapping)
         substituted = iter(values_in_order)
-        constraints, components, timeline = ({k: next(substituted) for k in p} for p in parts)
-        for label, size in constraints.items():
-            if size.is_number and size < 1:
-                shown = ", ".join(f"{k}={v}" for k, v in values.items())
-                raise KernelTooLargeError(
-                    f"{label} would be {size} for {shown}: the input is too small for a "
-                    "window of this network. Use a larger input, more padding, or a smaller kernel."
-                )
+        components, timeline = ({k: next(substituted) for k in p} for p in parts)
         return replace(
             self,
             components=components,
             timeline=timeline,
-            constraints={k: v for k, v in constraints.items() if not v.is_number},
+            constraints={c.where: c.size for c in remaining},
         )
 
     def __str__(self) -> str:
@@ -134,4 +131,3 @@ class MemoryBreakdown(Footprint):
         if self.timeline:
             lines.append(f"  peak: {self.peak}")
         return "\n".join(lines)
-

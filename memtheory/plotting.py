@@ -49,6 +49,7 @@ __all__ = ["component_colour", "plot_checkpointing_tradeoff", "plot_memory"]
 _PALETTE = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+    "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5", "#393b79", "#637939", "#8c6d31", "#843c39",
 )
 
 
@@ -164,9 +165,8 @@ def plot_memory(
 def _exact_values(total: sp.Expr, variable: str, xs: list[int]) -> list[sp.Expr | int]:
     try:
         function = compile_exact(total, [variable])
-    except EvaluationError:
-        symbol = symbols_by_name([total])[variable]
-        return [total.xreplace({symbol: sp.Integer(x)}) for x in xs]
+    except EvaluationError:  # not integer code: evaluate checks the sizes the same way
+        return [evaluate(total, **{variable: x}) for x in xs]
     return [function(x) for x in xs]
 
 

@@ -21,6 +21,8 @@ Examples
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from decimal import Decimal
 from fractions import Fraction
@@ -29,7 +31,8 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
-from memtheory.errors import ParseError, UnknownUnitError, UnsupportedError
+from memtheory.bounded_parser import DEFAULT_LIMITS, parse_arithmetic, quote_text
+from memtheory.errors import InvalidArgumentError, ParseError, UnknownUnitError, UnsupportedError
 from memtheory.registry import Registry
 
 if TYPE_CHECKING:
@@ -44,6 +47,7 @@ __all__ = [
     "convert",
     "format_bytes",
     "parse_bytes",
+    "parse_size",
     "round_half_up",
     "unit_bytes",
 ]
@@ -135,7 +139,7 @@ def convert(nbytes: sp.Expr | int, unit: str) -> sp.Expr:
     >>> convert(sp.Rational(1164, 5), "B")
     1164/5
     """
-    value = sp.sympify(nbytes)
+    value = _byte_count(nbytes, "convert")
     if value.has(sp.Float):  # exact numbers stay as they are: nsimplify(1164/5) is no 1164/5
         value = sp.nsimplify(value)
     return value / unit_bytes(unit)
@@ -202,11 +206,13 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
     Parameters
     ----------
     nbytes : sympy expression or int
-        Size in bytes; must evaluate to a number.
+        Size in bytes; must evaluate to a finite number. It may be negative (a
+        difference of two sizes, such as what a technique saves); text, booleans,
+        NaN and infinities are refused.
     unit : str
         Unit to print in; the label is always printed.
     digits : int
-        Decimals to keep.
+        Decimals to keep, 0 to 100.
 
     Examples
     --------
@@ -216,18 +222,110 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
     '1.074 GB'
     """
     canonical = UNIT_REGISTRY.canonical(unit)
-    value = convert(nbytes, canonical)
+    if (
+        isinstance(digits, bool)
+        or not isinstance(digits, numbers.Integral)
+        or not (0 <= digits <= 100)
+    ):
+        raise InvalidArgumentError(
+            f"format_bytes: digits must be a whole number from 0 to 100, got {digits!r}."
+        )
+    value = convert(_byte_count(nbytes, "format_bytes"), canonical)
     if not value.is_number:
         raise UnsupportedError(
             f"format_bytes needs a number, got the expression {nbytes}; evaluate it first."
         )
-    return f"{round_half_up(value, digits):f} {canonical}"
+    if not value.is_extended_real or not value.is_finite:
+        raise InvalidArgumentError(f"format_bytes needs a finite number of bytes, got {nbytes}.")
+    return f"{round_half_up(value, int(digits)):f} {canonical}"
 
 
-_SIZE = re.compile(
-    r"^\s*([+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
-    r"\s*([A-Za-z]*)\s*$"
-)
+def _byte_count(nbytes: object, caller: str) -> sp.Expr:
+    """``nbytes`` as a sympy expression; refuses text, booleans, NaN and infinities.
+
+    A byte count may be negative: a difference of two sizes (what a technique saves) is one.
+    """
+    if isinstance(nbytes, sp.Expr):
+        return nbytes
+    if isinstance(nbytes, numbers.Real) and not isinstance(nbytes, bool):
+        if isinstance(nbytes, numbers.Integral):
+            return sp.Integer(int(nbytes))
+        if isinstance(nbytes, numbers.Rational):
+            return sp.Rational(int(nbytes.numerator), int(nbytes.denominator))
+        real = float(nbytes)
+        if math.isfinite(real):
+            return sp.Float(real)
+        raise InvalidArgumentError(f"{caller} needs a finite number of bytes, got {nbytes!r}.")
+    raise InvalidArgumentError(
+        f"{caller} needs a number of bytes (or a sympy expression), got {nbytes!r} "
+        f"({type(nbytes).__name__}); read a size written as text with parse_bytes first."
+    )
+
+
+_SIZE = re.compile(r"^(?P<number>.*?[\d.)⁰¹²³⁴⁵⁶⁷⁸⁹])\s*(?P<unit>[A-Za-z]+)?$", re.DOTALL)
+
+
+def _unreadable(text: object, reason: str = "") -> ParseError:
+    why = f" ({reason.rstrip('.')})" if reason else ""
+    return ParseError(
+        f"cannot read {quote_text(text)} as a size{why}: write a number and a unit, e.g. "
+        "'22.9 MiB' (commas only between groups of three digits, a point for decimals)."
+    )
+
+
+def parse_size(text: str, default_unit: str = "B") -> tuple[sp.Rational, str]:
+    """Split a size such as ``"22.9 MiB"`` into its exact number and its unit's symbol.
+
+    The number is read by :func:`memtheory.bounded_parser.parse_arithmetic`:
+    digits grouped by commas, spaces or underscores, e-notation, and plain
+    arithmetic (``"4 * 1024 MiB"``, ``"3 x 10^6 B"``), within its limits, so
+    that no text (``"1e99999999 GB"``, five thousand nines) takes long to read.
+
+    Parameters
+    ----------
+    text : str
+        A number with an optional unit.
+    default_unit : str
+        Unit assumed when the text has none.
+
+    Returns
+    -------
+    number : sympy.Rational
+        The number as written, in ``unit``.
+    unit : str
+        The canonical symbol of the unit (``"mib"`` gives ``"MiB"``).
+
+    Raises
+    ------
+    ParseError
+        If the text is not a non-negative number with an optional unit, or
+        breaks a limit of the reader.
+    UnknownUnitError
+        If the unit is not a byte unit.
+
+    Examples
+    --------
+    >>> parse_size("22.9 mib")
+    (229/10, 'MiB')
+    >>> parse_size("2 x 1024", default_unit="KiB")
+    (2048, 'KiB')
+    """
+    if isinstance(text, str) and len(text) > DEFAULT_LIMITS.length:
+        raise _unreadable(
+            text, f"the text is {len(text)} characters long; the limit is {DEFAULT_LIMITS.length}"
+        )
+    match = _SIZE.match(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        raise _unreadable(text)
+    number_text, unit = match.group("number"), match.group("unit")
+    try:
+        number = parse_arithmetic(number_text)
+    except ParseError as error:
+        raise _unreadable(text, str(error)) from None
+    if number < 0:
+        raise ParseError(f"a size cannot be negative, got {quote_text(text)}.")
+    canonical = UNIT_REGISTRY.canonical(unit or default_unit)
+    return sp.Rational(number.numerator, number.denominator), canonical
 
 
 def parse_bytes(text: str, default_unit: str = "B") -> sp.Rational:
@@ -236,7 +334,8 @@ def parse_bytes(text: str, default_unit: str = "B") -> sp.Rational:
     Parameters
     ----------
     text : str
-        A number with an optional unit; commas and underscores group digits.
+        A number with an optional unit; commas, spaces and underscores group
+        digits, and the number may be plain arithmetic (see :func:`parse_size`).
     default_unit : str
         Unit assumed when the text has none.
 
@@ -249,7 +348,8 @@ def parse_bytes(text: str, default_unit: str = "B") -> sp.Rational:
     ------
     ParseError
         If the text is not a non-negative number with an optional unit (commas
-        must group thousands: ``"1,5 MB"`` is refused, not read as 15 MB).
+        must group thousands: ``"1,5 MB"`` is refused, not read as 15 MB), or is
+        too long or too large to read (``"1e99999999 GB"``).
     UnknownUnitError
         If the unit is not a byte unit.
 
@@ -262,15 +362,5 @@ def parse_bytes(text: str, default_unit: str = "B") -> sp.Rational:
     ...
     memtheory.errors.UnknownUnitError: unknown unit 'parsecs'. Known units: B, kB, MB, ...
     """
-    match = _SIZE.match(text) if isinstance(text, str) else None
-    if match is None:
-        raise ParseError(
-            f"cannot read {text!r} as a size: write a number and a unit, e.g. '22.9 MiB' "
-            "(commas only between groups of three digits, a point for decimals)."
-        )
-    number, unit = match.groups()
-    factor = unit_bytes(unit or default_unit)
-    value = sp.Rational(number.replace(",", "").replace("_", ""))
-    if value < 0:
-        raise ParseError(f"a size cannot be negative, got {text!r}.")
-    return value * factor
+    number, unit = parse_size(text, default_unit)
+    return number * unit_bytes(unit)

@@ -9,9 +9,13 @@ written here independently of :mod:`memtheory.shapes`.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy as np
 import sympy as sp
 from hypothesis import strategies as st
 
@@ -37,6 +41,12 @@ from memtheory import (
 from memtheory.tables import Column, Table
 
 __all__ = [
+    "HOSTILE_TEXTS",
+    "answer_file_texts",
+    "answer_folders",
+    "arithmetic_texts",
+    "hostile_answers",
+    "hostile_texts",
     "tables",
     "FLOAT_DTYPES",
     "ImageNetSpec",
@@ -45,6 +55,7 @@ __all__ = [
     "batch_sizes",
     "conv_windows",
     "explicit_precisions",
+    "hostile_values",
     "image_networks",
     "mlps",
     "optimizer_names",
@@ -344,3 +355,207 @@ def respellings(draw: st.DrawFn, name: str, separators: bool = True) -> str:
         letters = [c + (draw(gaps) if i < len(letters) - 1 else "") for i, c in enumerate(letters)]
     pad = st.sampled_from(["", " ", "  "])
     return draw(pad) + "".join(letters) + draw(pad)
+
+
+# -- what a careless or hostile caller passes ---------------------------------------------
+_ODD_SYMPY = (
+    sp.Symbol("x"),
+    sp.Symbol("n", negative=True),
+    sp.Symbol("B"),  # a B without memtheory's assumptions
+    sp.Rational(1, 2),
+    sp.Float(2.5),
+    sp.oo,
+    -sp.oo,
+    sp.nan,
+    sp.zoo,
+    sp.I,
+    sp.Integer(0),
+    sp.Integer(-3),
+    sp.Integer(7),
+    sp.Eq(sp.Symbol("x"), 1),
+    sp.true,
+)
+
+
+def hostile_values(*, containers: bool = True) -> st.SearchStrategy[object]:
+    """Values a careless or hostile caller passes where a size, name or number belongs.
+
+    None, booleans (Python's and NumPy's), text, negative, zero and huge integers,
+    floats (NaN, infinities, fractions), NumPy scalars, sympy numbers and
+    expressions in symbols memtheory does not use (or its own, with the wrong
+    assumptions), and with ``containers`` lists, tuples, dicts and bare objects.
+    """
+    from memtheory.symbols import B, H
+
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.sampled_from([np.True_, np.False_]),
+        st.text(max_size=6),
+        st.sampled_from(["", "no", "3", "nan", "1e999", "B*H", "adam", "MiB", "__import__('os')"]),
+        st.integers(-3, 12),
+        st.integers(2**62, 2**70) | st.integers(-(2**70), -(2**62)),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.sampled_from([0.5, 2.5, -1.0, 3.0, 1e300]),
+        st.integers(-3, 60).map(np.int64),
+        st.sampled_from([np.int32(3), np.uint8(4), np.float64(2.0), np.float32(np.nan)]),
+        st.sampled_from(_ODD_SYMPY),
+        st.sampled_from([H - 10, B * H, -B, B / 2, H**0.5]),
+    )
+    if not containers:
+        return scalars
+    return st.one_of(
+        scalars,
+        st.lists(scalars, max_size=3),
+        st.tuples(scalars, scalars),
+        st.dictionaries(st.text(max_size=3), scalars, max_size=2),
+        st.just(object()),
+        st.just(np.array([1, 2])),
+    )
+
+
+# -- hostile input for the grader and the byte parser ------------------------------------
+HOSTILE_TEXTS = (
+    "((((9**64)**64)**64)**64)",
+    "(((((9**64)**64)**64)**64)**64)",
+    "1014080*B + ((B+1)**64)**64 - ((B**2+2*B+1)**32)**64",
+    "1e99999999 GB",
+    "9" * 5000 + " B",
+    "9**9**9**9",
+    "2^2^2^2^2^2",
+    "(" * 200 + "1" + ")" * 200,
+    "-" * 400 + "1",
+    "floor(" * 60 + "H" + ")" * 60,
+    "Min(" + ",".join(["B"] * 150) + ")",
+    "(B+H+1)**32 * (B+H+1)**32",
+    "__import__('os').system('true')",
+    "1/0",
+    "0**-1",
+    "524k",
+    "3 x 10^6",
+    "~14741 MiB",
+    "99.68 percent",
+    "\x1b[2J",
+    "=HYPERLINK(\"http://example.invalid\")",
+    "1,5 MB",
+    "nan",
+    "-inf MB",
+    "1e-999999 B",
+    "0x1F",
+    "4096*128+128",
+)
+"""Texts from issue 12 and their neighbours: towers, deep nesting, huge literals, code."""
+
+_SYMBOL_NAMES = ("B", "H", "M", "C", "x", "e", "__class__", "lambda")
+_LITERALS = st.one_of(
+    st.integers(0, 10**6).map(str),
+    st.integers(0, 10**200).map(str),
+    st.builds(lambda m, e: f"{m}e{e}", st.integers(1, 99), st.integers(-10**9, 10**9)),
+    st.sampled_from(["1,048,576", "1 048 576", "1_000", ".5", "1.", "224,69", "0", "00"]),
+)
+_OPERATORS = st.sampled_from(["+", "-", "*", "/", "**", "^", " x ", "×", "", " ", "//", ","])
+_FUNCTIONS = st.sampled_from(["floor", "ceil", "ceiling", "Min", "Max", "max", "exec", "abs"])
+
+
+def _compose(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.builds(lambda a, op, b: f"{a}{op}{b}", children, _OPERATORS, children),
+        st.builds(lambda a: f"({a})", children),
+        st.builds(lambda f, a: f"{f}({a})", _FUNCTIONS, children),
+        st.builds(lambda a, n: f"({a})**{n}", children, st.integers(-100, 5000)),
+        st.builds(lambda a: f"-{a}", children),
+    )
+
+
+arithmetic_texts = st.recursive(
+    st.one_of(_LITERALS, st.sampled_from(_SYMBOL_NAMES)), _compose, max_leaves=24
+)
+"""Formulas and arithmetic, well-formed or not, with towers of powers and deep nesting."""
+
+hostile_texts = st.one_of(
+    st.sampled_from(HOSTILE_TEXTS),
+    arithmetic_texts,
+    st.builds(
+        lambda n, u: f"{n} {u}",
+        arithmetic_texts,
+        st.sampled_from(["B", "MiB", "MB", "GiB", "k", "parsecs", "", "%", "percent", "MB."]),
+    ),
+    st.text(max_size=80),
+    st.text(alphabet="0123456789.,e+-*/^() xBHM%~", max_size=120),
+)
+"""Text a careless or adversarial learner could write as an answer or a size."""
+
+hostile_answers = st.one_of(
+    hostile_texts,
+    st.integers(-(10**700), 10**700),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.builds(lambda n: np.int64(n), st.integers(-(2**63), 2**63 - 1)),
+    st.builds(lambda x: np.float64(x), st.floats()),
+    st.builds(lambda n: (sp.Symbol("B") + 1) ** n, st.integers(0, 5000)),
+    st.builds(sp.Integer, st.integers(-(10**6000), 10**6000)),
+    st.builds(Fraction, st.integers(-(10**6000), 10**6000), st.integers(1, 10**6000)),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.sampled_from([Decimal("sNaN"), Decimal("1e999999"), Decimal("9" * 6000), 3 + 4j]),
+    st.builds(lambda x: np.float32(x), st.floats(width=32)),
+    st.builds(np.bool_, st.booleans()),
+)
+"""Anything a notebook or an answer file could pass as an answer."""
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)  # JSON string escapes are TOML basic-string escapes
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else repr(value)
+    return str(value)
+
+
+@st.composite
+def answer_file_texts(draw: st.DrawFn) -> bytes:
+    """The bytes of an answer file: valid TOML with hostile values, broken TOML, or noise."""
+    kind = draw(st.sampled_from(["toml", "toml", "toml", "broken", "bytes"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=300))
+    if kind == "broken":
+        return draw(st.text(max_size=200)).encode("utf-8", "surrogatepass")
+    lines = []
+    if draw(st.booleans()):
+        learner = draw(
+            st.sampled_from(["ada", "ADA ", '=HYPERLINK("x")', "+1", "-cmd", "@sum"])
+            | st.sampled_from(["eve\x1b[2J\n", "bob\u202e"])
+            | st.text(max_size=20)
+        )
+        lines.append(f"learner = {_toml_value(learner)}")
+    if draw(st.booleans()):
+        seed = draw(st.integers(-(10**30), 10**30) | st.text(max_size=8))
+        lines.append(f"seed = {_toml_value(seed)}")
+    if draw(st.booleans()):
+        sets = draw(st.lists(st.sampled_from(["ch02", "ch03", "ch99", "CH2", ""]), max_size=3))
+        lines.append(f"sets = [{', '.join(json.dumps(s) for s in sets)}]")
+    lines.append("[answers]")
+    ids = st.sampled_from(["ch02.q1", "ch02.q2", "ch02.q9", "ch03.q1", "ch03.q6", "ch99.q1", "x"])
+    for exercise_id in draw(st.lists(ids, max_size=4, unique=True)):
+        value = draw(hostile_texts | st.integers(-(10**30), 10**30) | st.floats())
+        lines.append(f"{json.dumps(exercise_id)} = {_toml_value(value)}")
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+
+
+answer_folders = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "=d", "e\x1b", "f\n", "g.h"]).map(lambda n: n + ".toml")
+        | st.sampled_from(["notes.txt", "grades.csv", "A.TOML"]),
+        st.one_of(
+            answer_file_texts(),
+            st.sampled_from(["<fifo>", "<dev-zero>", "<link-out>", "<folder>", "<huge>"]),
+        ),
+    ),
+    max_size=5,
+    unique_by=lambda entry: entry[0],
+)
+"""A folder of submissions as (file name, bytes or a special entry) pairs."""

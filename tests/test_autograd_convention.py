@@ -370,3 +370,23 @@ def test_a_saved_view_of_another_saved_tensor_adds_no_storage():
     packed = 2 * 3 * 4 * 4  # (B, 3F) fp32; the view adds nothing
     assert autograd(net)["saved_activations"] == packed
     assert [t.spec.label for t in net.saved_tensors() if t.saver == "packed_1"] == ["packed"]
+
+
+def test_a_tied_projection_names_the_parameter_it_reads():
+    """Unembedding states the matrix it reads; without that Embedding the convention says so."""
+    from memtheory.layers import Embedding, LayerNorm, Unembedding
+    from memtheory.layers.base import ReadParameter
+
+    head = Unembedding(11, name="lm_head")
+    assert head.autograd(((2, 5, 8),)).reads_parameter == ReadParameter("Embedding", "weight", 11)
+    alone = mt.Network([mt.Input((5, 8), batch=2), LayerNorm(), head])
+    with pytest.raises(mt.errors.UnsupportedError, match="weight of a Embedding with 11 rows"):
+        mt.training_memory(alone, optimizer="sgd", convention="autograd")
+    tied = mt.Network([mt.Input((5,), batch=2), Embedding(11, 8, name="wte"), LayerNorm(), head])
+    untied = mt.Network([mt.Input((5,), batch=2), Embedding(11, 8, name="wte"), LayerNorm(),
+                      Unembedding(11, tied=False, name="lm_head")])
+    sgd = {"optimizer": "sgd", "convention": "autograd"}
+    # the tie adds no parameter: the head's gradient joins the embedding's
+    assert mt.training_memory(tied, **sgd)["gradients"] + 11 * 8 * 4 == mt.training_memory(
+        untied, **sgd
+    )["gradients"]

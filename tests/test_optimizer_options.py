@@ -137,3 +137,25 @@ def test_amsgrad_state_in_every_convention():
     for convention in ("breakdown", "autograd"):
         memory = mt.training_memory(net, optimizer=ams, convention=convention)
         assert memory["optimizer_state"] == 3 * (8 * 4 + 4) * 4
+
+
+def test_breakdown_counts_adafactor_factored_state_and_typed_buffers():
+    """Adafactor: a row and a column per matrix, as the autograd convention; int64 buffers too.
+
+    Dense(256) on 784 features: Adafactor keeps 256 + 784 values for the matrix
+    and 256 for the bias (``optimizer.state_elements``); an id buffer of 16
+    positions is 16 int64 values whatever the precision.
+    """
+    import memtheory.layers as ml
+
+    net = mt.Network([mt.Input((784,), batch=64), ml.Dense(256)])
+    breakdown = mt.training_memory(net, optimizer="adafactor", convention="breakdown")
+    autograd = mt.training_memory(net, optimizer="adafactor", convention="autograd")
+    assert breakdown["optimizer_state"] == autograd["optimizer_state"] == (256 + 784 + 256) * 4
+    with pytest.raises(UnsupportedError, match="Pass a Network"):
+        mt.training_memory(net.counts(), optimizer="adafactor", convention="breakdown")
+    ids = mt.Network([mt.Input((4, 8), batch=2), ml.TokenTypeEmbedding(2, ids_buffer=16)])
+    for precision in ("fp32", "bf16"):
+        memory = mt.training_memory(ids, optimizer="sgd", precision=precision,
+                                    convention="breakdown")
+        assert memory["buffers"] == 16 * 8

@@ -222,3 +222,21 @@ def test_unknown_recompute_mode_is_refused():
     """An unknown recompute mode is refused: it must be none, selective or full."""
     with pytest.raises(InvalidSizeError, match="selective"):
         activation_bytes(recompute="some")  # type: ignore[arg-type]
+
+
+def test_torch_attention_off_its_eval_fast_path_refuses_inference():
+    """Odd heads (or no biases): nn.MultiheadAttention skips its fast path; inference says so."""
+    import memtheory as mt
+    from memtheory.errors import UnsupportedError
+
+    def net(heads: int, bias: bool = True) -> Network:
+        return Network([
+            mt.Input((5, 8), batch=2), ml.Dense(8),
+            ml.MultiHeadAttention(heads, bias=bias, implementation="torch", device="cpu"),
+        ])
+
+    for refused in (net(1), net(2, bias=False)):
+        with pytest.raises(UnsupportedError, match="odd number of heads or without biases"):
+            mt.inference_memory(refused, convention="autograd")
+    fast = mt.inference_memory(net(2), convention="autograd")
+    assert fast.peak > 0

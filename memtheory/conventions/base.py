@@ -5,6 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+import sympy as sp
+
 from memtheory.counts import ModelCounts
 from memtheory.errors import UnsupportedError
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -12,7 +14,7 @@ from memtheory.network import Network
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
 
-__all__ = ["Convention", "Model", "model_counts"]
+__all__ = ["Convention", "Model", "buffer_bytes", "model_counts", "optimizer_state_bytes"]
 
 Model = Network | ModelCounts
 
@@ -34,6 +36,56 @@ def model_counts(model: Model) -> ModelCounts:
         "Build a Network from layers, or ModelCounts.per_sample(...) from known totals "
         "(a PyTorch module converts with memtheory.torch.from_module)."
     )
+
+
+def buffer_bytes(model: Model, precision: Precision) -> sp.Expr:
+    """Return the bytes of the model's buffers: each in its own dtype, else the parameters'.
+
+    A network states each buffer's dtype (BatchNorm's statistics follow the
+    parameters; BERT's int64 id buffers and GPT-2's ``bool`` mask do not);
+    ``ModelCounts`` only counts buffers in the parameter dtype.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Input, TokenTypeEmbedding
+    >>> from memtheory.precision import precision
+    >>> net = Network([Input((4, 8), batch=2), TokenTypeEmbedding(2, ids_buffer=16)])
+    >>> buffer_bytes(net, precision("bf16"))  # 16 int64 ids
+    128
+    """
+    if isinstance(model, Network):
+        return sp.Add(*(spec.nbytes(precision.parameters) for spec in model.buffer_specs))
+    return model_counts(model).buffers * precision.parameters.bytes
+
+
+def optimizer_state_bytes(model: Model, optimizer: Optimizer, precision: Precision) -> sp.Expr:
+    """Return the bytes of the optimizer's state: parameter-sized copies, or Adafactor's factors.
+
+    Adafactor keeps a row and a column factor per matrix (its state depends on
+    each parameter's shape), so it needs a network; ``ModelCounts`` is refused.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Dense, Input
+    >>> from memtheory.optimizers import optimizer
+    >>> from memtheory.precision import precision
+    >>> net = Network([Input((784,), batch=64), Dense(256)])
+    >>> optimizer_state_bytes(net, optimizer("adafactor"), precision("fp32"))  # (256+784+256) x 4
+    5184
+    """
+    if optimizer.factored_state_names:
+        if not isinstance(model, Network):
+            raise UnsupportedError(
+                f"{optimizer.title} keeps factored state whose size depends on each "
+                "parameter's shape; ModelCounts has only the total. Pass a Network."
+            )
+        from memtheory.conventions.autograd.optimizer_step import _state_bytes
+
+        return _state_bytes(optimizer, model, precision)
+    if not optimizer.states_per_parameter:  # sympy's 0 * x asks whether x is finite
+        return sp.S.Zero
+    parameters = model_counts(model).parameters
+    return optimizer.states_per_parameter * parameters * precision.optimizer_state.bytes
 
 
 class Convention(ABC):

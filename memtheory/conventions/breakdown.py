@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import sympy as sp
-
-from memtheory.conventions.base import Convention, Model, model_counts
+from memtheory.conventions.base import (
+    Convention,
+    Model,
+    buffer_bytes,
+    model_counts,
+    optimizer_state_bytes,
+)
 from memtheory.errors import MissingArgumentError
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
@@ -20,8 +24,9 @@ class BreakdownConvention(Convention):
     and the optimizer state is as many parameter-sized buffers as the optimizer
     keeps (SGD none, momentum one, Adam two). Every forward activation is
     counted as kept until the backward pass, and each gets a gradient of the
-    same size: the "x2" rule. Buffers (BatchNorm running statistics) count in
-    the parameter dtype.
+    same size: the "x2" rule. Buffers count in their own dtype (BatchNorm's
+    running statistics in the parameters', BERT's id buffers int64); Adafactor's
+    factored state is counted from each parameter's shape (a network is needed).
 
     Examples
     --------
@@ -52,21 +57,23 @@ class BreakdownConvention(Convention):
         components = {
             "parameters": parameters * precision.parameters.bytes,
             "gradients": parameters * precision.gradients.bytes,
-            "optimizer_state": (  # sympy's 0 * x asks whether x is finite, walking every floor
-                optimizer.states_per_parameter * parameters * precision.optimizer_state.bytes
-                if optimizer.states_per_parameter
-                else sp.S.Zero
-            ),
+            "optimizer_state": optimizer_state_bytes(model, optimizer, precision),
             "activations": counts.activations * precision.activations.bytes,
             "activation_gradients": counts.activations * precision.activation_gradients.bytes,
             "input": counts.input_elements * precision.input.bytes,
         }
-        if counts.buffers != 0:
-            components["buffers"] = counts.buffers * precision.parameters.bytes
+        buffers = buffer_bytes(model, precision)
+        if buffers != 0:
+            components["buffers"] = buffers
         if precision.master_weights is not None:
             components["master_weights"] = parameters * precision.master_weights.bytes
         notes = (
-            f"{optimizer.title}: {optimizer.states_per_parameter} state value(s) per parameter",
+            f"{optimizer.title}: "
+            + (
+                "factored state (a row and a column factor per matrix)"
+                if optimizer.factored_state_names
+                else f"{optimizer.states_per_parameter} state value(s) per parameter"
+            ),
         )
         return MemoryBreakdown(components, "training", self.name, precision, optimizer, notes)
 
@@ -78,7 +85,8 @@ class BreakdownConvention(Convention):
             "activations": counts.activations * precision.activations.bytes,
             "input": counts.input_elements * precision.input.bytes,
         }
-        if counts.buffers != 0:
-            components["buffers"] = counts.buffers * precision.parameters.bytes
+        buffers = buffer_bytes(model, precision)
+        if buffers != 0:
+            components["buffers"] = buffers
         notes = ("every forward activation counted as kept: an upper bound on the inference peak",)
         return MemoryBreakdown(components, "inference", self.name, precision, notes=notes)

@@ -61,7 +61,12 @@ class RuleOfThumbConvention(Convention):
         counts = model_counts(model)
         parameters = counts.parameters
         notes = [f"parameters counted {self.parameter_copies} times, whatever the optimizer"]
-        if optimizer is not None and optimizer.states_per_parameter != self.parameter_copies - 2:
+        if optimizer is not None and optimizer.factored_state_names:
+            notes.append(
+                f"{optimizer.title} keeps factored state (a row and a column factor per "
+                "matrix), far less than a copy; the breakdown convention counts it exactly"
+            )
+        elif optimizer is not None and optimizer.states_per_parameter != self.parameter_copies - 2:
             notes.append(
                 f"{optimizer.title} keeps {optimizer.states_per_parameter} state copies; "
                 "the breakdown convention counts them exactly"

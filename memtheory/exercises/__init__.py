@@ -51,6 +51,9 @@ from memtheory.exercises.reasoning import CORRECT, Reasoning
 from memtheory.exercises.report import ExerciseResult, FolderSummary, GradeReport
 from memtheory.exercises.variants import seed_from_learner
 
+# registers the misconceptions of chapters 10-14 (key/value cache, checkpointing, ZeRO...)
+import memtheory.exercises.technique_steps  # noqa: E402, F401  isort: skip
+
 __all__ = [
     "CORRECT",
     "MISCONCEPTIONS",

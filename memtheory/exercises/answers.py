@@ -13,7 +13,12 @@ An answer file is TOML::
 
 Ids should be quoted (``"ch02.q1"``); unquoted dotted keys (``ch02.q1 = 5``)
 and tables (``[answers.ch02]`` with ``q1 = 5``) are read too. The file is
-only ever read: grading never changes it.
+only ever read: grading never changes it. Only a regular file of at most
+:data:`MAX_FILE_BYTES` with at most :data:`MAX_ANSWERS` answers is read (a
+pipe, a device or a huge file is refused without blocking), and when the file
+is graded as part of a folder a symbolic link that leads out of the folder is
+not followed. What each answer may look like is stated in
+:mod:`memtheory.exercises.parsing`.
 
 Examples
 --------
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,7 +39,24 @@ from pathlib import Path
 
 from memtheory.exercises.errors import AnswerFileError
 
-__all__ = ["AnswerFile", "parse_answer_document", "read_answer_file"]
+__all__ = [
+    "MAX_ANSWERS",
+    "MAX_ID_LENGTH",
+    "MAX_FILE_BYTES",
+    "AnswerFile",
+    "parse_answer_document",
+    "read_answer_file",
+    "read_regular_file",
+]
+
+MAX_FILE_BYTES = 1 << 20
+"""Largest answer file read, in bytes (1 MiB: a full set of answers takes a few KiB)."""
+
+MAX_ANSWERS = 1000
+"""Most answers one file may hold (every exercise set together has far fewer exercises)."""
+
+MAX_ID_LENGTH = 200
+"""Longest learner id or seed, in characters."""
 
 _SET_TABLE = re.compile(r"^ch\d+$", re.IGNORECASE)
 _KNOWN_KEYS = {"learner", "seed", "sets", "answers"}
@@ -97,11 +120,18 @@ def parse_answer_document(data: Mapping[str, object], path: str | None = None) -
     learner = data.get("learner")
     if learner is not None and not isinstance(learner, str):
         raise AnswerFileError(
-            f'{where}: learner must be text, e.g. learner = "ada"; got {learner!r}.'
+            f'{where}: learner must be text, e.g. learner = "ada"; got {learner!r:.60}.'
+        )
+    if isinstance(learner, str) and len(learner) > MAX_ID_LENGTH:
+        raise AnswerFileError(
+            f"{where}: the learner id has {len(learner)} characters; the limit is "
+            f"{MAX_ID_LENGTH}."
         )
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | str)):
-        raise AnswerFileError(f"{where}: seed must be a whole number or text, got {seed!r}.")
+        raise AnswerFileError(f"{where}: seed must be a whole number or text, got {seed!r:.60}.")
+    if seed is not None and len(str(seed)) > MAX_ID_LENGTH:
+        raise AnswerFileError(f"{where}: the seed is longer than {MAX_ID_LENGTH} characters.")
     sets = data.get("sets")
     if sets is not None:
         if isinstance(sets, str):
@@ -117,6 +147,10 @@ def parse_answer_document(data: Mapping[str, object], path: str | None = None) -
         )
     _flatten("", table, answers)
     notes = []
+    if len(answers) > MAX_ANSWERS:
+        raise AnswerFileError(
+            f"{where}: {len(answers)} answers; an answer file holds at most {MAX_ANSWERS}."
+        )
     for key, value in data.items():
         if key in _KNOWN_KEYS:
             continue
@@ -127,13 +161,91 @@ def parse_answer_document(data: Mapping[str, object], path: str | None = None) -
     return AnswerFile(path, learner, seed, sets, answers, tuple(notes))
 
 
-def read_answer_file(path: str | os.PathLike[str]) -> AnswerFile:
-    r"""Read an answer file (TOML), without ever changing it.
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def read_regular_file(
+    path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None
+) -> bytes:
+    r"""Read a regular file of at most :data:`MAX_FILE_BYTES`, never blocking on a pipe or device.
+
+    Parameters
+    ----------
+    path : path
+    within : path, optional
+        A folder the file must be in once symbolic links are followed (a link
+        that leads out of it is refused).
 
     Raises
     ------
     AnswerFileError
-        If the file cannot be read, is not UTF-8, or is not valid TOML.
+        If the file is missing, not a regular file, a link out of ``within``, or too large.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.toml").write_text("x = 1")
+    >>> read_regular_file(folder / "a.toml", within=folder)
+    b'x = 1'
+    >>> (folder / "zero.toml").symlink_to("/dev/zero")
+    >>> read_regular_file(folder / "zero.toml", within=folder)
+    Traceback (most recent call last):
+    ...
+    memtheory.exercises.errors.AnswerFileError: zero.toml is a symbolic link to /dev/zero, ...
+    """
+    file = Path(path)
+    name = file.name if within is not None else str(file)
+    try:
+        target = Path(os.path.realpath(file))
+        if within is not None and not _inside(target, Path(os.path.realpath(within))):
+            raise AnswerFileError(
+                f"{name} is a symbolic link to {target}, outside the folder graded; not read."
+            )
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+        descriptor = os.open(target, flags)
+    except OSError as error:
+        reason = error.strerror or error
+        raise AnswerFileError(f"cannot read the answer file {name}: {reason}.") from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise AnswerFileError(
+                f"{name} is not a regular file (a folder, a pipe or a device); not read."
+            )
+        if info.st_size > MAX_FILE_BYTES:
+            raise AnswerFileError(
+                f"{name} is {info.st_size} bytes; an answer file may have at most "
+                f"{MAX_FILE_BYTES} bytes."
+            )
+        raw = os.read(descriptor, MAX_FILE_BYTES + 1)
+    except OSError as error:
+        reason = error.strerror or error
+        raise AnswerFileError(f"cannot read the answer file {name}: {reason}.") from None
+    finally:
+        os.close(descriptor)
+    if len(raw) > MAX_FILE_BYTES:
+        raise AnswerFileError(f"{name} has more than {MAX_FILE_BYTES} bytes; not read.")
+    return raw
+
+
+def read_answer_file(
+    path: str | os.PathLike[str], *, within: str | os.PathLike[str] | None = None
+) -> AnswerFile:
+    r"""Read an answer file (TOML), without ever changing it.
+
+    Parameters
+    ----------
+    path : path
+    within : path, optional
+        The folder being graded: a symbolic link out of it is not followed.
+
+    Raises
+    ------
+    AnswerFileError
+        If the file cannot be read (see :func:`read_regular_file`), is not
+        UTF-8, is not valid TOML, or has keys of the wrong type.
 
     Examples
     --------
@@ -144,12 +256,7 @@ def read_answer_file(path: str | os.PathLike[str]) -> AnswerFile:
     {'ch02.q1': '78,500'}
     """
     file = Path(path)
-    try:
-        raw = file.read_bytes()
-    except OSError as error:
-        raise AnswerFileError(
-            f"cannot read the answer file {file}: {error.strerror or error}."
-        ) from None
+    raw = read_regular_file(file, within=within)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -161,4 +268,6 @@ def read_answer_file(path: str | os.PathLike[str]) -> AnswerFile:
             f"{file}: not valid TOML ({error}). "
             'Write one answer per line, e.g. "ch02.q1" = "78,500".'
         ) from None
+    except RecursionError:
+        raise AnswerFileError(f"{file}: its tables or lists are nested too deeply.") from None
     return parse_answer_document(data, str(file))

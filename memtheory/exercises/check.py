@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from memtheory.exercises.grading import grade_variant
 from memtheory.exercises.loader import PathLike, find_variant
-from memtheory.exercises.report import ExerciseResult
+from memtheory.exercises.report import ExerciseResult, printable
 from memtheory.exercises.variants import SeedLike, resolve_seed
 
 __all__ = ["CheckResult", "check", "question"]
@@ -64,7 +64,8 @@ class CheckResult:
 
     def __str__(self) -> str:
         verdict = "passed" if self.passed else "not passed"
-        return f"{self.result.id}: {verdict} ({self.score}/{self.points}). {self.feedback}"
+        points = f"({self.score}/{self.points})"
+        return printable(f"{self.result.id}: {verdict} {points}. {self.feedback}")
 
     __repr__ = __str__
 
@@ -96,7 +97,8 @@ def check(
         A learner id, as in an answer file's ``learner``: the seed is derived
         from it, so the numbers are those the grader uses for that learner.
     sets_dir : path, optional
-        Folder of the exercise sets.
+        Folder of the exercise sets. They are Python modules: every ``*.py``
+        of the folder is imported, which runs its code (see Notes).
     show_expected : bool
         Put the expected answer in the result.
 
@@ -104,6 +106,20 @@ def check(
     -------
     CheckResult
         Shown in a notebook as one line: pass or fail, points, feedback.
+
+    Raises
+    ------
+    UnsupportedError
+        If ``learner`` is not text, or ``seed`` is neither a whole number nor text.
+
+    Notes
+    -----
+    Trust boundary: an exercise set is code, not data. ``sets_dir`` (like
+    ``--sets`` and ``$MEMTHEORY_EXERCISES``) runs every ``*.py`` of the folder
+    with your permissions, as ``python file.py`` would: give it only a folder
+    you trust. The answer, on the other hand, is never run: it is read by
+    :mod:`memtheory.bounded_parser` within limits (see
+    :mod:`memtheory.exercises.parsing` for what it may look like).
 
     Examples
     --------

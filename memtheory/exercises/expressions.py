@@ -1,16 +1,23 @@
 """Reading and comparing a learner's formula, safely.
 
 A learner writes a formula such as ``"2*B*H**2 + 5"`` or ``"floor(H/2)"``.
-It is checked token by token before sympy sees it: only numbers, the
-question's symbols, ``floor``/``ceiling``/``Min``/``Max``, arithmetic
-operators and parentheses are allowed, so text such as ``__import__('os')``
-is refused, never run. It is then parsed by
-:func:`sympy.parsing.sympy_parser.parse_expr` with a namespace that holds
-nothing else.
+It is read by :func:`memtheory.bounded_parser.parse_formula`, never by
+Python or sympy's parser: only numbers, the question's symbols,
+``floor``/``ceiling``/``Min``/``Max``, arithmetic operators and parentheses
+are allowed, so text such as ``__import__('os')`` is refused, never run; and
+limits on length, nesting, powers, degree and expanded size are checked
+before anything is computed, so ``((B+1)^64)^64`` is refused at once.
 
-Two formulas are equivalent when they agree at many positive integer points
-(sizes are positive integers) and, unless they contain a floor or ceiling,
-``simplify(a - b) == 0`` proves it.
+Two formulas are equivalent when they are the same function of positive
+integer sizes. Without floor, ceiling, Min or Max, sympy proves it or
+disproves it exactly (the numerator of ``given - expected`` over one common
+denominator expands to zero, or it does not). With them, a proof is tried
+first (each rounded part stands for itself, and sympy has already reduced
+``floor(H/2 - 1) + 1`` to ``floor(H/2)``); when none is found the formulas
+must agree at sample points chosen where a difference would show: small
+sizes, random ones up to 10^12, the question's own sizes, and around every
+constant of both formulas and its multiples (so ``... + floor(M/10**13)`` is
+caught at ``M = 10**13``).
 
 Examples
 --------
@@ -26,108 +33,28 @@ memtheory.exercises.errors.AnswerFormatError: '__import__' is not allowed in a f
 
 from __future__ import annotations
 
-import io
 import random
-import tokenize
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import sympy as sp
-from sympy.parsing.sympy_parser import (
-    convert_xor,
-    implicit_multiplication,
-    parse_expr,
-    rationalize,
-    standard_transformations,
-)
 
+from memtheory.bounded_parser import (
+    FORMULA_FUNCTIONS,
+    check_formula_size,
+    parse_formula,
+    quote_text,
+)
+from memtheory.errors import ParseError
 from memtheory.exercises.errors import AnswerFormatError
 from memtheory.exercises.parsing import MAX_ANSWER_LENGTH
 
 __all__ = ["FUNCTIONS", "equivalent", "parse_expression"]
 
-FUNCTIONS: dict[str, type[sp.Basic]] = {
-    "floor": sp.floor,
-    "ceiling": sp.ceiling,
-    "ceil": sp.ceiling,
-    "Min": sp.Min,
-    "min": sp.Min,
-    "Max": sp.Max,
-    "max": sp.Max,
-}
+FUNCTIONS = FORMULA_FUNCTIONS
 """Functions a formula may call, by the names a learner may write."""
 
-_OPERATORS = {"+", "-", "*", "/", "**", "^", "(", ")", ","}
-_TRANSFORMATIONS = (*standard_transformations, implicit_multiplication, convert_xor, rationalize)
-_PARSER_NAMES = ("Integer", "Float", "Rational", "Symbol", "Add", "Mul", "Pow")
-_MAX_POWER = 64
-_MAX_NUMBER_DIGITS = 40
-
-
-def _check_tokens(text: str, names: Mapping[str, object]) -> None:
-    allowed = ", ".join(sorted(names)) or "none"
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        raise AnswerFormatError(
-            f"cannot read {text!r} as a formula: check that every '(' has its ')'."
-        ) from None
-    for token in tokens:
-        kind, string = token.type, token.string
-        if kind in (
-            tokenize.NEWLINE,
-            tokenize.NL,
-            tokenize.ENDMARKER,
-            tokenize.INDENT,
-            tokenize.DEDENT,
-        ):
-            continue
-        if kind == tokenize.NUMBER:
-            if (
-                not string.replace(".", "")
-                .replace("e", "")
-                .replace("E", "")
-                .replace("-", "")
-                .replace("+", "")
-                .isdigit()
-                or len(string) > _MAX_NUMBER_DIGITS
-            ):
-                raise AnswerFormatError(f"{string!r} is not a plain decimal number (in {text!r}).")
-            continue
-        if kind == tokenize.NAME:
-            if string in names or string in FUNCTIONS:
-                continue
-            raise AnswerFormatError(
-                f"{string!r} is not allowed in a formula: use the symbols {allowed}, numbers, "
-                "+ - * / ** and floor(), ceiling(), Min(), Max()."
-            )
-        if kind == tokenize.OP and string in _OPERATORS:
-            continue
-        if kind == tokenize.STRING:
-            raise AnswerFormatError(f"quoted text is not allowed in a formula (in {text!r}).")
-        if string == "//":
-            raise AnswerFormatError(f"write floor(a/b) instead of a//b (in {text!r}).")
-        raise AnswerFormatError(
-            f"{string!r} is not allowed in a formula: use numbers, the symbols {allowed}, "
-            "+ - * / ** ( ) and floor(), ceiling(), Min(), Max()."
-        )
-
-
-def _check_tree(expr: sp.Basic, text: str) -> None:
-    for node in sp.preorder_traversal(expr):
-        if isinstance(node, sp.Pow):
-            exponent = node.exp
-            if not exponent.is_Number or abs(exponent) > _MAX_POWER:
-                raise AnswerFormatError(
-                    f"in {text!r}: powers must be plain numbers up to {_MAX_POWER}, such as H**2."
-                )
-
-
-def _namespace(names: Mapping[str, sp.Symbol]) -> tuple[dict[str, object], dict[str, object]]:
-    local: dict[str, object] = dict(FUNCTIONS)
-    local.update(names)
-    global_: dict[str, object] = {"__builtins__": {}}
-    global_.update({name: getattr(sp, name) for name in _PARSER_NAMES})
-    return local, global_
+_ROUNDING = (sp.floor, sp.ceiling, sp.Min, sp.Max)
+_MAX_CONSTANTS = 24
 
 
 def parse_expression(raw: object, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
@@ -138,7 +65,8 @@ def parse_expression(raw: object, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
     raw : str or sympy expression
         The learner's formula. ``^`` means a power; ``2B`` means ``2*B``;
         decimals are read exactly (``0.5`` is one half). A sympy expression
-        (from a notebook) has its symbols matched to ``symbols`` by name.
+        (from a notebook) has its symbols matched to ``symbols`` by name, and
+        is held to the same limits.
     symbols : mapping of str to sympy.Symbol
         The symbols the question uses, by the names a learner writes.
 
@@ -150,7 +78,7 @@ def parse_expression(raw: object, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
     ------
     AnswerFormatError
         For text that is not a formula in these symbols, does not parse, or
-        has a power too large to compute.
+        breaks a limit of :mod:`memtheory.bounded_parser`.
 
     Examples
     --------
@@ -160,50 +88,35 @@ def parse_expression(raw: object, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
     >>> parse_expression("B**", {"B": B})
     Traceback (most recent call last):
     ...
-    memtheory.exercises.errors.AnswerFormatError: cannot read 'B**' as a formula: ...
+    memtheory.exercises.errors.AnswerFormatError: cannot read 'B**': it is incomplete ...
     """
     if isinstance(raw, sp.Basic):
         return _from_sympy(raw, symbols)
     if isinstance(raw, bool) or not isinstance(raw, str | int):
         raise AnswerFormatError(f"a formula is text such as '2*B + 5', got a {type(raw).__name__}.")
-    text = str(raw).strip()
+    if isinstance(raw, int) and raw.bit_length() > 4 * MAX_ANSWER_LENGTH:
+        raise AnswerFormatError(f"the number has more than {MAX_ANSWER_LENGTH} digits.")
+    text = str(raw).strip() if isinstance(raw, str) else str(raw)
     if not text:
         raise AnswerFormatError("the answer is empty: write a formula such as '2*B + 5'.")
     if len(text) > MAX_ANSWER_LENGTH:
         raise AnswerFormatError(
             f"the formula is {len(text)} characters long; the limit is {MAX_ANSWER_LENGTH}."
         )
-    _check_tokens(text, symbols)
-    local, global_ = _namespace(symbols)
+    if text.endswith(".") and not text.endswith(".."):
+        text = text[:-1].rstrip()  # the end of a sentence
     try:
-        unevaluated = parse_expr(
-            text,
-            local_dict=dict(local),
-            global_dict=dict(global_),
-            transformations=_TRANSFORMATIONS,
-            evaluate=False,
-        )
-        _check_tree(unevaluated, text)
-        expr = parse_expr(
-            text,
-            local_dict=dict(local),
-            global_dict=dict(global_),
-            transformations=_TRANSFORMATIONS,
-        )
-    except AnswerFormatError:
-        raise
-    except SyntaxError:
-        raise AnswerFormatError(
-            f"cannot read {text!r} as a formula: it is incomplete or misspelt "
-            "(is an operand or a parenthesis missing?)."
-        ) from None
-    except (TypeError, ValueError, AttributeError, ZeroDivisionError, NameError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise AnswerFormatError(f"cannot read {text!r} as a formula: {reason}.") from None
+        expr = parse_formula(text, symbols)
+    except ParseError as error:
+        raise AnswerFormatError(str(error)) from None
     return _checked_result(expr, text)
 
 
 def _from_sympy(raw: sp.Basic, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
+    try:
+        check_formula_size(raw)
+    except ParseError as error:
+        raise AnswerFormatError(str(error)) from None
     unknown = sorted(s.name for s in raw.free_symbols if s.name not in symbols)
     if unknown:
         raise AnswerFormatError(
@@ -215,35 +128,90 @@ def _from_sympy(raw: sp.Basic, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
 
 
 def _checked_result(expr: object, text: str) -> sp.Expr:
+    shown = quote_text(text)
     if not isinstance(expr, sp.Expr) or isinstance(expr, sp.logic.boolalg.Boolean):
-        raise AnswerFormatError(f"{text!r} is not a formula with a value.")
+        raise AnswerFormatError(f"{shown} is not a formula with a value.")
     if expr.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
-        raise AnswerFormatError(f"{text!r} is not finite (does it divide by zero?).")
-    allowed = (sp.Add, sp.Mul, sp.Pow, sp.Symbol, sp.Number, sp.floor, sp.ceiling, sp.Min, sp.Max)
+        raise AnswerFormatError(f"{shown} is not finite (does it divide by zero?).")
+    allowed = (sp.Add, sp.Mul, sp.Pow, sp.Symbol, sp.Number, *_ROUNDING)
     for node in sp.preorder_traversal(expr):
-        if not isinstance(node, allowed) and not isinstance(node, sp.core.numbers.NumberSymbol):
-            raise AnswerFormatError(
-                f"{text!r} contains {type(node).__name__}, which is not allowed."
-            )
+        if not isinstance(node, allowed):
+            name = type(node).__name__
+            raise AnswerFormatError(f"{shown} contains {name}, which is not allowed.")
     return expr
 
 
-def _points(symbols: list[sp.Symbol], count: int, seed: int) -> list[dict[sp.Symbol, int]]:
+def _constants(*exprs: sp.Expr) -> list[int]:
+    """Whole numbers that may mark where two formulas part: each constant's parts, above 1."""
+    found: set[int] = set()
+    for expr in exprs:
+        for number in expr.atoms(sp.Rational):
+            for part in (abs(int(number.p)), int(number.q)):
+                if 1 < part < 10**30:
+                    found.add(part)
+    return sorted(found)[:_MAX_CONSTANTS]
+
+
+def _points(
+    symbols: list[sp.Symbol], count: int, seed: int, marks: Iterable[int]
+) -> list[dict[sp.Symbol, int]]:
     rng = random.Random(seed)
-    points = [{s: value for s in symbols} for value in (1, 2, 3, 7, 50)]
+    points = [{s: value for s in symbols} for value in (1, 2, 3, 4, 5, 7, 8, 50)]
     for _ in range(count):
         scale = rng.choice((10, 1000, 10**6, 10**12))
         points.append({s: rng.randint(1, scale) for s in symbols})
+    for mark in dict.fromkeys(marks):
+        for value in (mark - 1, mark, mark + 1, 2 * mark, mark * rng.randint(3, 1000)):
+            if value < 1:
+                continue
+            points.append({s: value for s in symbols})
+            for chosen in symbols if len(symbols) > 1 else ():
+                points.append({s: value if s == chosen else rng.randint(1, 64) for s in symbols})
     return points
 
 
-def equivalent(given: sp.Expr, expected: sp.Expr, *, points: int = 40, seed: int = 0) -> bool:
+def _differs(given: sp.Expr, expected: sp.Expr, point: dict[sp.Symbol, int]) -> bool:
+    exact = {s: sp.Integer(v) for s, v in point.items()}
+    a, b = sp.sympify(given.xreplace(exact)), sp.sympify(expected.xreplace(exact))
+    if not (a.is_number and b.is_number) or a.has(sp.nan, sp.zoo) or b.has(sp.nan, sp.zoo):
+        return True
+    return bool(sp.nsimplify(a - b) != 0)
+
+
+def _proved_equal(difference: sp.Expr) -> bool:
+    """Whether the difference is zero as a polynomial in its symbols and rounded parts."""
+    atoms = sorted(difference.atoms(*_ROUNDING), key=sp.default_sort_key)
+    stand_ins = {atom: sp.Dummy(f"r{i}") for i, atom in enumerate(atoms)}
+    numerator, _ = sp.fraction(sp.together(difference.xreplace(stand_ins)))
+    return bool(sp.expand(numerator) == 0)
+
+
+def equivalent(
+    given: sp.Expr,
+    expected: sp.Expr,
+    *,
+    points: int = 40,
+    seed: int = 0,
+    sizes: Iterable[int] = (),
+) -> bool:
     """Whether two formulas in positive-integer sizes are the same function.
 
-    They must agree exactly at ``points`` random positive integer points
-    (plus a few small ones); then ``simplify(given - expected) == 0`` must
-    hold, unless a floor, ceiling, Min or Max is involved, where simplify
-    cannot decide and agreement at the points is taken as equivalence.
+    Without floor, ceiling, Min or Max the answer is exact: ``given -
+    expected`` over one common denominator has a numerator that expands to
+    zero, or it does not. With them, a proof is tried
+    first; otherwise the formulas must agree at every sample point (see the
+    module's docstring): small sizes, ``points`` random ones, ``sizes`` (the
+    question's own numbers), and around each constant of either formula.
+
+    Parameters
+    ----------
+    given, expected : sympy expressions
+    points : int
+        Random sample points.
+    seed : int
+        Seed of the random points.
+    sizes : iterable of int
+        Sizes the question uses (a GPU's bytes, an image side), tried for every symbol.
 
     Examples
     --------
@@ -254,16 +222,16 @@ def equivalent(given: sp.Expr, expected: sp.Expr, *, points: int = 40, seed: int
     True
     >>> equivalent(sp.floor(H / 2), sp.floor((H + 1) / 2))
     False
+    >>> equivalent(H + sp.floor(H / 10**13), H)
+    False
     """
     given, expected = sp.sympify(given), sp.sympify(expected)
-    symbols = sorted(given.free_symbols | expected.free_symbols, key=lambda s: s.name)
-    for point in _points(symbols, points, seed):
-        a, b = given.xreplace(point), expected.xreplace(point)
-        if not (a.is_number and b.is_number) or a.has(sp.nan, sp.zoo) or b.has(sp.nan, sp.zoo):
-            return False
-        if sp.nsimplify(a - b) != 0:
-            return False
-    rounding = (sp.floor, sp.ceiling, sp.Min, sp.Max)
-    if given.has(*rounding) or expected.has(*rounding):
+    difference = given - expected
+    if not difference.has(*_ROUNDING):
+        numerator, _ = sp.fraction(sp.together(difference))
+        return bool(sp.expand(numerator) == 0)
+    if _proved_equal(difference):
         return True
-    return sp.simplify(given - expected) == 0
+    symbols = sorted(given.free_symbols | expected.free_symbols, key=lambda s: s.name)
+    marks = [*(int(s) for s in sizes if int(s) > 0), *_constants(given, expected)]
+    return not any(_differs(given, expected, p) for p in _points(symbols, points, seed, marks))

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TypedDict
 
+from memtheory.errors import MemtheoryError
 from memtheory.exercises.answers import read_answer_file
 from memtheory.exercises.errors import AnswerFileError, AnswerFormatError, UnknownExerciseError
 from memtheory.exercises.kinds import Number, Quantity
 from memtheory.exercises.loader import PathLike, find_variant, get_set, load_sets, normalize_id
-from memtheory.exercises.model import Variant
+from memtheory.exercises.model import MistakenAnswer, Variant
 from memtheory.exercises.report import ExerciseResult, FolderEntry, FolderSummary, GradeReport
 from memtheory.exercises.variants import SeedLike, normalize_seed, resolve_seed
 
@@ -41,8 +43,18 @@ class _Answered(TypedDict):
     answer: str | None
 
 
+_MAX_SHOWN = 1000
+
+
 def _text(raw: object) -> str | None:
-    return None if raw is None else str(raw)
+    """Return what the learner wrote as text for the report (cut short if very long)."""
+    if raw is None:
+        return None
+    try:
+        text = str(raw)
+    except ValueError:  # an integer with more digits than Python prints
+        return f"<a {type(raw).__name__} too large to show>"
+    return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + f"... ({len(text)} characters)"
 
 
 def _failed(exercise_id: str, title: str, raw: object, error: Exception) -> ExerciseResult:
@@ -58,22 +70,28 @@ def _failed(exercise_id: str, title: str, raw: object, error: Exception) -> Exer
     )
 
 
-def _misconception_feedback(variant: Variant, given: object) -> tuple[str, tuple[str, ...]]:
-    matched = variant.diagnose(given)
-    if not matched:
+def _mistakes(explanation: tuple[MistakenAnswer, ...]) -> str:
+    return " and ".join(f"{m.title} [{m.name}]" for m in explanation)
+
+
+def _misconception_feedback(
+    variant: Variant, given: object, raw: object = None
+) -> tuple[str, tuple[str, ...]]:
+    explanations = variant.explain(given, raw)
+    if not explanations:
         hint = variant.exercise.hint
         if not hint and isinstance(variant.kind, Quantity | Number) and variant.kind.rtol:
             hint = f"It is not within {variant.kind.rtol * 100:g}% of the exact value."
         return " ".join(part for part in ("Not correct.", hint) if part), ()
-    first, *others = matched
-    text = (
-        f"Not correct. This is the answer you get if you {first.title} [{first.name}]: "
-        f"{first.detail}. {first.hint}"
-    )
+    first, *others = explanations
+    details = "; and ".join(m.detail for m in first)
+    hints = " ".join(dict.fromkeys(m.hint for m in first))
+    text = f"Not correct. This is the answer you get if you {_mistakes(first)}: {details}. {hints}"
     if others:
-        alternatives = "; or if you ".join(f"{m.title} [{m.name}]" for m in others)
+        alternatives = "; or if you ".join(_mistakes(e) for e in others)
         text += f" (It is also what you get if you {alternatives}.)"
-    return text, tuple(m.name for m in matched)
+    names = tuple(dict.fromkeys(m.name for e in explanations for m in e))
+    return text, names
 
 
 def grade_variant(
@@ -132,7 +150,7 @@ def grade_variant(
         return ExerciseResult(
             **base, status="correct", score=exercise.points, feedback=feedback, expected=shown
         )
-    feedback, names = _misconception_feedback(variant, given)
+    feedback, names = _misconception_feedback(variant, given, raw)
     return ExerciseResult(
         **base, status="incorrect", score=0, feedback=feedback, misconceptions=names, expected=shown
     )
@@ -237,6 +255,23 @@ def grade_answers(
     )
 
 
+def _file_sets(
+    named: Sequence[str] | None, sets_dir: PathLike | None, where: str
+) -> tuple[list[str] | None, list[str]]:
+    """Return the sets an answer file names that exist, and a note for each that does not."""
+    if not named:
+        return None, []
+    known, notes = [], []
+    for set_id in named:
+        try:
+            known.append(get_set(set_id, sets_dir).id)
+        except UnknownExerciseError as error:
+            notes.append(f"the file's sets name {set_id!r}, which is not graded: {error}")
+    if not known:
+        raise AnswerFileError(f"{where}: none of the sets it names exists ({'; '.join(notes)}).")
+    return known, notes
+
+
 def grade_file(
     path: str | os.PathLike[str],
     *,
@@ -244,16 +279,24 @@ def grade_file(
     sets: Sequence[str] | None = None,
     sets_dir: PathLike | None = None,
     show_expected: bool = False,
+    within: str | os.PathLike[str] | None = None,
 ) -> GradeReport:
     r"""Grade an answer file (TOML); the file is only read.
 
     The seed is ``seed`` if given, else the file's ``seed``, else derived
-    from its ``learner``, else none (the book's numbers).
+    from its ``learner``, else none (the book's numbers). A set the file's
+    ``sets`` names that does not exist is noted in the report and the others
+    are graded.
+
+    Parameters
+    ----------
+    within : path, optional
+        The folder being graded: a symbolic link out of it is not followed.
 
     Raises
     ------
     AnswerFileError
-        If the file cannot be read as an answer file.
+        If the file cannot be read as an answer file, or names only sets that do not exist.
 
     Examples
     --------
@@ -263,21 +306,62 @@ def grade_file(
     >>> grade_file(file).result("ch02.q1").status
     'correct'
     """
-    document = read_answer_file(path)
+    document = read_answer_file(path, within=within)
     chosen_seed, seed_source = resolve_seed(
         option=seed, file_seed=document.seed, learner=document.learner
     )
+    notes = list(document.notes)
+    chosen = list(sets) if sets else None
+    if not chosen:
+        chosen, unknown = _file_sets(document.sets, sets_dir, str(path))
+        notes += unknown
     return grade_answers(
         document.answers,
         seed=chosen_seed,
-        sets=sets if sets else document.sets,
+        sets=chosen,
         sets_dir=sets_dir,
         show_expected=show_expected,
         learner=document.learner,
         seed_source=seed_source,
         source=str(path),
-        notes=document.notes,
+        notes=notes,
     )
+
+
+def _answer_files(directory: Path) -> tuple[list[Path], list[str]]:
+    """Return the ``*.toml`` entries of a folder (of any kind), and the names of the others."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(directory))
+    except OSError as error:
+        raise AnswerFileError(
+            f"cannot list the folder {directory}: {error.strerror or error}."
+        ) from None
+    answers = [directory / n for n in names if n.lower().endswith(".toml")]
+    others = [n for n in names if not n.lower().endswith(".toml") and not n.startswith(".")]
+    return answers, others
+
+
+def _duplicate_learners(entries: Sequence[FolderEntry]) -> tuple[dict[str, str], list[str]]:
+    """Warn on each file whose learner id another file has too, and once per such id."""
+    files: dict[str, list[str]] = {}
+    shown: dict[str, str] = {}
+    for entry in entries:
+        learner = entry.report.learner if entry.report is not None else None
+        if learner and learner.strip():
+            key = learner.strip().casefold()
+            files.setdefault(key, []).append(entry.file)
+            shown.setdefault(key, learner.strip())
+    per_file, summary = {}, []
+    for key, names in files.items():
+        if len(names) > 1:
+            summary.append(
+                f"learner {shown[key]!r} is in {len(names)} files ({', '.join(names)}); "
+                "each is graded"
+            )
+            for name in names:
+                others = ", ".join(n for n in names if n != name)
+                per_file[name] = f"the same learner id is in {others}"
+    return per_file, summary
 
 
 def grade_folder(
@@ -288,9 +372,20 @@ def grade_folder(
     sets_dir: PathLike | None = None,
     show_expected: bool = False,
 ) -> FolderSummary:
-    r"""Grade every ``*.toml`` answer file of a folder.
+    r"""Grade every ``*.toml`` answer file of a folder; a file that cannot be graded is reported.
 
-    A file that cannot be read is reported, not fatal.
+    Every file is graded on its own: one that cannot be read (not a regular
+    file, a symbolic link out of the folder, too large, not TOML, sets that
+    do not exist), or on which the grader fails, becomes an entry with the
+    reason and the others are graded. Files are only read. Two files with
+    the same learner id are graded both, with a warning on each.
+
+    Raises
+    ------
+    AnswerFileError
+        Only if the folder itself cannot be listed.
+    ExerciseSetsNotFoundError, ExerciseDefinitionError
+        If the exercise sets cannot be loaded (checked before any file is graded).
 
     Examples
     --------
@@ -302,14 +397,36 @@ def grade_folder(
     [('ada.toml', True), ('broken.toml', False)]
     """
     directory = Path(folder)
+    load_sets(sets_dir)  # a missing or broken folder of sets is the teacher's to fix: stop here
+    files, others = _answer_files(directory)
     entries = []
-    for file in sorted(directory.glob("*.toml")):
+    for file in files:
         try:
             report = grade_file(
-                file, seed=seed, sets=sets, sets_dir=sets_dir, show_expected=show_expected
+                file,
+                seed=seed,
+                sets=sets,
+                sets_dir=sets_dir,
+                show_expected=show_expected,
+                within=directory,
             )
-        except AnswerFileError as error:
+        except MemtheoryError as error:
             entries.append(FolderEntry(file.name, error=str(error)))
+        except Exception as error:  # one file must not stop the others
+            entries.append(
+                FolderEntry(
+                    file.name,
+                    error=f"the grader failed on this file ({type(error).__name__}: {error}); "
+                    "please report it.",
+                )
+            )
         else:
             entries.append(FolderEntry(file.name, report=report))
-    return FolderSummary(str(directory), tuple(entries))
+    per_file, warnings = _duplicate_learners(entries)
+    entries = [replace(e, warning=per_file.get(e.file)) for e in entries]
+    if others:
+        listed = ", ".join(others[:10]) + (
+            f" and {len(others) - 10} more" if len(others) > 10 else ""
+        )
+        warnings.append(f"{len(others)} file(s) not named *.toml were not graded: {listed}")
+    return FolderSummary(str(directory), tuple(entries), tuple(warnings))

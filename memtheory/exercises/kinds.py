@@ -35,14 +35,21 @@ from typing import Any, ClassVar
 
 import sympy as sp
 
-from memtheory.exercises.errors import ExerciseDefinitionError
+from memtheory.exercises.errors import AnswerFormatError, ExerciseDefinitionError
 from memtheory.exercises.expressions import equivalent, parse_expression
 from memtheory.exercises.numeric import decimal_text
-from memtheory.exercises.parsing import parse_choice, parse_integer, parse_number, parse_quantity
+from memtheory.exercises.parsing import (
+    parse_choice,
+    parse_integer,
+    parse_number,
+    parse_percent,
+    parse_quantity,
+    read_size,
+)
 from memtheory.exercises.reasoning import Reasoning
 from memtheory.units import UNITS, unit_bytes
 
-__all__ = ["AnswerKind", "Choice", "Expression", "Integer", "Number", "Quantity"]
+__all__ = ["AnswerKind", "Choice", "Expression", "Integer", "Number", "Quantity", "Reading"]
 
 _UNIT_MEANING = {
     "B": "bytes",
@@ -55,6 +62,31 @@ _UNIT_MEANING = {
     "GiB": "1 GiB = 2^30 bytes",
     "TiB": "1 TiB = 2^40 bytes",
 }
+
+
+_TWINS = {"kB": "KiB", "MB": "MiB", "GB": "GiB", "TB": "TiB"}
+_TWINS.update({binary: decimal for decimal, binary in list(_TWINS.items())})
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Another way to read what a learner wrote, and the slip it would mean.
+
+    Attributes
+    ----------
+    slip : str
+        A name in :data:`~memtheory.exercises.misconceptions.SLIPS`.
+    value : object
+        The answer under that reading, in the kind's form.
+
+    Examples
+    --------
+    >>> Quantity("MiB").readings("14741.48 MB")
+    (Reading(slip='unit_label_swapped', value=368537/25),)
+    """
+
+    slip: str
+    value: Any
 
 
 def _percent(rtol: float) -> str:
@@ -111,6 +143,14 @@ class AnswerKind(ABC):
     def solution_text(self, value: Any) -> str:
         """``value`` as a learner would write it, so that it parses back (reference solutions)."""
         return self.display(value)
+
+    def readings(self, raw: object) -> tuple[Reading, ...]:
+        """Other readings of ``raw``, each the answer a slip in writing it would give (none here).
+
+        The grader tries them when ``raw`` is wrong: a reading that matches the
+        expected answer, or a listed misconception's, names the slip.
+        """
+        return ()
 
     @abstractmethod
     def instructions(self) -> str:
@@ -213,6 +253,21 @@ class Quantity(AnswerKind):
         """Seven significant digits, and the unit."""
         return f"{decimal_text(value, 7)} {self.unit}"
 
+    def readings(self, raw: object) -> tuple[Reading, ...]:
+        """Read the number under the twin of the unit written (MB for MiB), or as bytes if bare."""
+        try:
+            size = read_size(raw, self.unit)
+        except AnswerFormatError:
+            return ()
+        if size.unit is None:
+            if self.unit == "B":
+                return ()
+            return (Reading("bare_bytes", size.number / unit_bytes(self.unit)),)
+        if size.unit in _TWINS:
+            twin = unit_bytes(_TWINS[size.unit])
+            return (Reading("unit_label_swapped", size.number * twin / unit_bytes(self.unit)),)
+        return ()
+
     def bytes_text(self, value: sp.Rational) -> str:
         """Write the value in bytes, for reports."""
         return f"{decimal_text(value * unit_bytes(self.unit), 12)} bytes"
@@ -258,10 +313,25 @@ class Number(AnswerKind):
         return _number(value, "Number answer")
 
     def parse(self, raw: object) -> sp.Rational:
-        """Read a number (a trailing % is dropped for a percentage)."""
-        if self.percent and isinstance(raw, str) and raw.strip().endswith("%"):
-            raw = raw.strip()[:-1]
+        """Read a number; for a percentage a trailing % (or ``percent``) is dropped.
+
+        On a question that asks for a plain number, ``"99.68%"`` is 0.9968.
+        """
+        if self.percent:
+            return parse_percent(raw)[0]
         return parse_number(raw)
+
+    def readings(self, raw: object) -> tuple[Reading, ...]:
+        """Read a fraction as a percentage, or a percentage as a fraction (when no % is written)."""
+        try:
+            value, sign = parse_percent(raw)
+        except AnswerFormatError:
+            return ()
+        if sign:
+            return ()
+        if self.percent:
+            return (Reading("fraction_for_percent", value * 100),)
+        return (Reading("percent_for_fraction", value / 100),)
 
     def matches(self, given: sp.Rational, expected: sp.Rational) -> bool:
         """Within :attr:`rtol` (exact if 0)."""
@@ -302,10 +372,22 @@ class Expression(AnswerKind):
     """
 
     symbols: tuple[sp.Symbol, ...] = field(default=())
+    sizes: tuple[int, ...] = field(default=())
     name: ClassVar[str] = "expression"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "symbols", tuple(self.symbols))
+
+    def bind(self, params: Mapping[str, Any]) -> Expression:
+        """Keep the variant's whole-number parameters: equivalence is also sampled at them."""
+        sizes = tuple(
+            dict.fromkeys(
+                int(v)
+                for v in params.values()
+                if isinstance(v, int) and not isinstance(v, bool) and v > 1
+            )
+        )
+        return Expression(self.symbols, sizes)
 
     @property
     def symbol_map(self) -> dict[str, sp.Symbol]:
@@ -327,8 +409,8 @@ class Expression(AnswerKind):
         return parse_expression(raw, self.symbol_map)
 
     def matches(self, given: sp.Expr, expected: sp.Expr) -> bool:
-        """Equivalent as functions of positive integers."""
-        return equivalent(given, expected)
+        """Equivalent as functions of positive integers (see :func:`equivalent`)."""
+        return equivalent(given, expected, sizes=self.sizes)
 
     def display(self, value: sp.Expr) -> str:
         """Sympy's text form."""

@@ -6,7 +6,13 @@ The sets are Python modules in a folder (one per book chapter, e.g.
 
 1. the path given explicitly (``--sets DIR`` on the command line);
 2. the environment variable ``MEMTHEORY_EXERCISES``;
-3. ``exercises/`` in the repository checkout next to the package.
+3. the sets installed with the package (``memtheory/exercise_sets``, from the wheel);
+4. ``exercises/`` in the repository checkout next to the package.
+
+Trust boundary: loading a folder imports every ``*.py`` in it (not starting
+with ``_``), which runs that code with the caller's permissions. A folder of
+sets is code to trust as much as any script you run; answer files, by
+contrast, are data that the grader only reads.
 
 Examples
 --------
@@ -49,6 +55,10 @@ def _checkout_dir() -> Path:
     return Path(memtheory.__file__).resolve().parents[1] / "exercises"
 
 
+def _installed_dir() -> Path:
+    return Path(memtheory.__file__).resolve().parent / "exercise_sets"
+
+
 def find_sets_dir(path: PathLike | None = None) -> Path:
     """Find the folder of sets: ``path``, else ``$MEMTHEORY_EXERCISES``, else the checkout's.
 
@@ -70,12 +80,15 @@ def find_sets_dir(path: PathLike | None = None) -> Path:
                     f"{origin} {str(folder)!r} is not a folder of exercise sets."
                 )
             return folder.resolve()
+    if _installed_dir().is_dir():
+        return _installed_dir()
     default = _checkout_dir()
     if default.is_dir():
         return default
     raise ExerciseSetsNotFoundError(
         "no exercise sets found: pass --sets DIR (or sets_dir=...), set the environment variable "
-        f"{ENV_VAR}, or run from a memtheory checkout (looked in {default})."
+        f"{ENV_VAR}, or install memtheory with its sets "
+        f"(looked in {_installed_dir()} and {default})."
     )
 
 

@@ -15,8 +15,8 @@ Examples
 >>> way = MISCONCEPTIONS["forgot_bias"].ways[0]
 >>> way.parameter_count(way.network(layers))
 78400
->>> sorted(MISCONCEPTIONS)[:3]
-['activations_per_image', 'forgot_bias', 'forgot_gradients']
+>>> {"activations_per_image", "forgot_bias", "forgot_gradients"} <= set(MISCONCEPTIONS)
+True
 """
 
 from __future__ import annotations
@@ -44,7 +44,14 @@ from memtheory.units import unit_bytes
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = ["MISCONCEPTIONS", "Misconception", "misconception", "rounded_window_count"]
+__all__ = [
+    "MISCONCEPTIONS",
+    "SLIPS",
+    "Misconception",
+    "combine_ways",
+    "misconception",
+    "rounded_window_count",
+]
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,7 @@ class _ForgotBias(Reasoning):
     detail = "every convolution and dense layer built with bias=False"
 
     def layer(self, layer: Layer) -> Layer:
+        layer = super().layer(layer)
         if isinstance(layer, Conv2d | Dense) and layer.bias:
             return replace(layer, bias=False)
         return layer
@@ -165,6 +173,7 @@ class _ForgotInputDepth(Reasoning):
         )
 
     def layer(self, layer: Layer) -> Layer:
+        layer = super().layer(layer)
         if type(layer) is Conv2d:
             return _rebuilt(layer, _DepthlessConv2d, bias=layer.bias and not self.also_bias)
         return layer
@@ -174,6 +183,7 @@ class _IgnoredGroups(Reasoning):
     detail = "every convolution counted as if groups were 1"
 
     def layer(self, layer: Layer) -> Layer:
+        layer = super().layer(layer)
         if isinstance(layer, Conv2d) and layer.groups != 1:
             return replace(layer, groups=1)
         return layer
@@ -183,6 +193,7 @@ class _RoundedPooling(Reasoning):
     detail = "pooled sizes rounded (12.5 -> 13) instead of floored (12.5 -> 12)"
 
     def layer(self, layer: Layer) -> Layer:
+        layer = super().layer(layer)
         if type(layer) is MaxPool2d:
             return _rebuilt(layer, _RoundingMaxPool2d)
         if type(layer) is AvgPool2d:
@@ -217,7 +228,7 @@ class _UnitMixup(Reasoning):
     def unit_bytes(self, unit: str, *, reading: bool) -> int:
         if (reading and self.reading) or (not reading and self.writing):
             return unit_bytes(_TWINS.get(unit, unit))
-        return unit_bytes(unit)
+        return super().unit_bytes(unit, reading=reading)
 
 
 class _ParametersTimesBatch(Reasoning):
@@ -230,7 +241,7 @@ class _ParametersTimesBatch(Reasoning):
         )
 
     def parameter_count(self, network: Network) -> sp.Expr:
-        return network.parameter_count * network.batch
+        return super().parameter_count(network) * network.batch
 
     def counts(self, model: Model) -> ModelCounts:
         counts = super().counts(model)
@@ -239,6 +250,7 @@ class _ParametersTimesBatch(Reasoning):
         return replace(counts, parameters=counts.parameters * counts.batch)
 
     def adjust(self, memory: MemoryBreakdown, counts: ModelCounts) -> MemoryBreakdown:
+        memory = super().adjust(memory, counts)
         if not self.weights_only:
             return memory
         return _with(memory, parameters=memory["parameters"] * counts.batch)
@@ -256,21 +268,21 @@ class _PerImageGradients(Reasoning):
     detail = "a parameter gradient kept for every sample of the batch"
 
     def adjust(self, memory: MemoryBreakdown, counts: ModelCounts) -> MemoryBreakdown:
-        return _with(memory, gradients=memory["gradients"] * counts.batch)
+        return _with(super().adjust(memory, counts), gradients=memory["gradients"] * counts.batch)
 
 
 class _ForgotX2(Reasoning):
     detail = "activations counted once (no activation gradients)"
 
     def adjust(self, memory: MemoryBreakdown, counts: ModelCounts) -> MemoryBreakdown:
-        return _with(memory, activation_gradients=sp.Integer(0))
+        return _with(super().adjust(memory, counts), activation_gradients=sp.Integer(0))
 
 
 class _ActivationsPerImage(Reasoning):
     detail = "the activations of one sample, not multiplied by the batch"
 
     def activation_count(self, network: Network) -> sp.Expr:
-        return network.activation_count / network.batch
+        return super().activation_count(network) / network.batch
 
     def counts(self, model: Model) -> ModelCounts:
         counts = super().counts(model)
@@ -284,7 +296,7 @@ class _ForgotOptimizerState(Reasoning):
         return OPTIMIZERS["sgd"]
 
     def adjust(self, memory: MemoryBreakdown, counts: ModelCounts) -> MemoryBreakdown:
-        return _with(memory, optimizer_state=sp.Integer(0))
+        return _with(super().adjust(memory, counts), optimizer_state=sp.Integer(0))
 
 
 class _WrongOptimizerFactor(Reasoning):
@@ -311,7 +323,7 @@ class _ForgotGradients(Reasoning):
     detail = "no parameter gradients counted"
 
     def adjust(self, memory: MemoryBreakdown, counts: ModelCounts) -> MemoryBreakdown:
-        return _with(memory, gradients=sp.Integer(0))
+        return _with(super().adjust(memory, counts), gradients=sp.Integer(0))
 
 
 class _ForgotMasterWeights(Reasoning):
@@ -325,7 +337,7 @@ class _InputAsActivations(Reasoning):
     detail = "the input counted among the activations (so it also gets a gradient)"
 
     def activation_count(self, network: Network) -> sp.Expr:
-        return network.activation_count + network.input_elements
+        return super().activation_count(network) + network.input_elements
 
     def counts(self, model: Model) -> ModelCounts:
         counts = super().counts(model)
@@ -339,7 +351,7 @@ class _InputLeftOut(Reasoning):
         return sp.Integer(0)
 
     def adjust(self, memory: MemoryBreakdown, counts: ModelCounts) -> MemoryBreakdown:
-        return _with(memory, input=sp.Integer(0))
+        return _with(super().adjust(memory, counts), input=sp.Integer(0))
 
 
 MISCONCEPTIONS: dict[str, Misconception] = {
@@ -465,21 +477,94 @@ MISCONCEPTIONS: dict[str, Misconception] = {
 """Every misconception the grader can recognise, by name."""
 
 
+SLIPS: dict[str, Misconception] = {
+    m.name: m
+    for m in (
+        Misconception(
+            "unit_label_swapped",
+            "wrote the right figure under the wrong unit's label",
+            "MB is 10^6 bytes and MiB is 2^20: a figure divided by 2^20 is in MiB, one divided "
+            "by 10^6 is in MB. Label the number with the unit you divided by.",
+            (),
+            source="the training-memory StackExchange answer (divides by 1024^2 and writes MB)",
+        ),
+        Misconception(
+            "bare_bytes",
+            "gave bytes without a unit",
+            "A number alone is read in the question's unit: divide the bytes by the unit "
+            "(2^20 for MiB, 10^6 for MB), or write B after them.",
+            (),
+        ),
+        Misconception(
+            "fraction_for_percent",
+            "gave a fraction where a percentage was asked",
+            "A percentage is the fraction times 100: 0.9968 is 99.68%.",
+            (),
+        ),
+        Misconception(
+            "percent_for_fraction",
+            "gave a percentage where a plain number was asked",
+            "This question asks for the number itself: 99.68% is 0.9968 (or write the % sign).",
+            (),
+        ),
+    )
+}
+"""Slips in how an answer is written rather than computed, recognised on every exercise of the
+kind they concern (sizes, percentages) without being listed: each is a second reading of what
+the learner wrote (see :meth:`memtheory.exercises.kinds.AnswerKind.readings`)."""
+
+
+def combine_ways(first: Reasoning, second: Reasoning) -> Reasoning | None:
+    """One reasoning that makes both mistakes, or ``None`` where they cannot be combined.
+
+    Every way overrides its steps cooperatively (it calls ``super()`` and then
+    changes the result), so a class deriving from both applies both changes.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input
+    >>> bias, batch = MISCONCEPTIONS["forgot_bias"].ways[0], MISCONCEPTIONS[
+    ...     "parameters_times_batch"].ways[0]
+    >>> both = combine_ways(bias, batch)
+    >>> both.parameter_count(both.network([Input((784,)), Dense(100)]))
+    78400*B
+    >>> both.detail
+    'every convolution and dense layer built with bias=False; and every parameter (and its ...'
+    """
+    classes = (type(first), type(second))
+    if (
+        classes[0] is classes[1]
+        or issubclass(classes[0], classes[1])
+        or issubclass(classes[1], classes[0])
+    ):
+        return None
+    try:
+        cls: type[Reasoning] = type(f"{classes[0].__name__}With{classes[1].__name__}", classes, {})
+    except TypeError:  # pragma: no cover - no two ways have conflicting layouts
+        return None
+    combined = object.__new__(cls)
+    combined.__dict__.update(second.__dict__)
+    combined.__dict__.update(first.__dict__)
+    combined.detail = f"{first.detail}; and {second.detail}"
+    return combined
+
+
 def misconception(name: str) -> Misconception:
-    """Look up a misconception by name.
+    """Look up a misconception (or a slip of :data:`SLIPS`) by name.
 
     Examples
     --------
     >>> misconception("per_image_gradients").title
     'kept a parameter gradient for every image'
+    >>> misconception("bare_bytes").title
+    'gave bytes without a unit'
     >>> misconception("typo")
     Traceback (most recent call last):
     ...
     memtheory.errors.UnknownNameError: no misconception 'typo'; known: activations_per_image, ...
     """
-    try:
-        return MISCONCEPTIONS[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"no misconception {name!r}; known: {', '.join(sorted(MISCONCEPTIONS))}"
-        ) from None
+    found = MISCONCEPTIONS.get(name) or SLIPS.get(name)
+    if found is None:
+        known = sorted({*MISCONCEPTIONS, *SLIPS})
+        raise UnknownNameError(f"no misconception {name!r}; known: {', '.join(known)}")
+    return found

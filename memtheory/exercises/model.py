@@ -43,7 +43,7 @@ from typing import Any
 from memtheory.errors import UnknownAttributeError
 from memtheory.exercises.errors import ExerciseDefinitionError, UnknownExerciseError
 from memtheory.exercises.kinds import AnswerKind
-from memtheory.exercises.misconceptions import MISCONCEPTIONS
+from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS, combine_ways
 from memtheory.exercises.reasoning import CORRECT, Reasoning
 from memtheory.exercises.variants import SeedLike, draw_params, normalize_seed
 
@@ -254,6 +254,26 @@ class MistakenAnswer:
     value: Any
 
 
+_SHARED_LIMIT = 4096
+_SHARED: dict[tuple[int, str], tuple[Exercise, dict[str, Any]]] = {}
+
+
+def _shared_answers(exercise: Exercise, params: Mapping[str, object]) -> dict[str, Any]:
+    """Return the answers computed for one exercise and one set of parameters, whatever the seed.
+
+    Learners whose seeds draw the same parameters share the expected answer and the answers
+    of the misconceptions, so a folder of submissions computes each once.
+    """
+    key = (id(exercise), repr(sorted(params.items())))
+    found = _SHARED.get(key)
+    if found is None or found[0] is not exercise:
+        if len(_SHARED) >= _SHARED_LIMIT:
+            _SHARED.pop(next(iter(_SHARED)))
+        found = (exercise, {})
+        _SHARED[key] = found
+    return found[1]
+
+
 def _paragraphs(text: str) -> str:
     blocks = re.split(r"\n\s*\n", textwrap.dedent(text).strip())
     return "\n\n".join(" ".join(block.split()) for block in blocks)
@@ -326,9 +346,19 @@ class Variant:
         return self.kind.finalize(self.exercise.solve(self.params, how), how)
 
     @cached_property
+    def _memo(self) -> dict[str, Any]:
+        """Answers shared by every variant of this exercise with these parameters."""
+        return _shared_answers(self.exercise, self.params)
+
+    def _remembered(self, name: str, compute: Callable[[], Any]) -> Any:
+        if name not in self._memo:
+            self._memo[name] = compute()
+        return self._memo[name]
+
+    @cached_property
     def expected(self) -> Any:
         """The correct answer."""
-        return self.solve_with(CORRECT)
+        return self._remembered("expected", lambda: self.solve_with(CORRECT))
 
     def mistaken_answers(self) -> list[MistakenAnswer]:
         """Compute each listed misconception's answers (each way) that differ from the correct one.
@@ -339,6 +369,9 @@ class Variant:
 
     @cached_property
     def _mistaken(self) -> tuple[MistakenAnswer, ...]:
+        return self._remembered("mistaken", self._compute_mistaken)
+
+    def _compute_mistaken(self) -> tuple[MistakenAnswer, ...]:
         found = []
         for name in self.exercise.misconceptions:
             entry = MISCONCEPTIONS[name]
@@ -359,3 +392,88 @@ class Variant:
             if mistaken.name not in matched and self.kind.matches(given, mistaken.value):
                 matched[mistaken.name] = mistaken
         return list(matched.values())
+
+    @cached_property
+    def _pairs(self) -> tuple[tuple[MistakenAnswer, ...], ...]:
+        """Answers of two listed misconceptions made together (each pair of their ways)."""
+        return self._remembered("pairs", self._compute_pairs)
+
+    def _compute_pairs(self) -> tuple[tuple[MistakenAnswer, ...], ...]:
+        ways = [
+            (MISCONCEPTIONS[name], way)
+            for name in dict.fromkeys(self.exercise.misconceptions)
+            for way in MISCONCEPTIONS[name].ways
+        ]
+        singles = [m.value for m in self.mistaken_answers()]
+        found = []
+        for index, (first, first_way) in enumerate(ways):
+            for second, second_way in ways[index + 1 :]:
+                if first.name == second.name:
+                    continue
+                both = combine_ways(first_way, second_way)
+                if both is None:
+                    continue
+                try:
+                    value = self.solve_with(both)
+                except Exception:  # a pair of mistakes may make the computation impossible
+                    continue
+                if self.kind.matches(value, self.expected) or any(
+                    self.kind.matches(value, single) for single in singles
+                ):
+                    continue
+                found.append(
+                    tuple(
+                        MistakenAnswer(entry.name, entry.title, entry.hint, way.detail, value)
+                        for entry, way in ((first, first_way), (second, second_way))
+                    )
+                )
+        return tuple(found)
+
+    def _slips(self, raw: object) -> list[tuple[MistakenAnswer, ...]]:
+        found: list[tuple[MistakenAnswer, ...]] = []
+        for reading in self.kind.readings(raw):
+            slip = SLIPS[reading.slip]
+            detail = f"{str(raw).strip()} read as {self.kind.display(reading.value)}"
+            answer = MistakenAnswer(slip.name, slip.title, slip.hint, detail, reading.value)
+            if self.kind.matches(reading.value, self.expected):
+                found.append((answer,))
+                continue
+            found += [
+                (answer, mistaken)
+                for mistaken in self.mistaken_answers()
+                if self.kind.matches(reading.value, mistaken.value)
+            ]
+        return found
+
+    def explain(self, given: Any, raw: object = None) -> list[tuple[MistakenAnswer, ...]]:
+        """Explain a wrong answer: each explanation is the mistakes that, made together, give it.
+
+        In order of preference: one listed misconception
+        (:meth:`diagnose`); a slip in writing the answer
+        (:data:`~memtheory.exercises.misconceptions.SLIPS`, read from ``raw``),
+        alone or with one listed misconception; two listed misconceptions at once.
+
+        Parameters
+        ----------
+        given : object
+            The parsed answer.
+        raw : object, optional
+            What the learner wrote (needed for the slips).
+
+        Examples
+        --------
+        >>> from memtheory.exercises.loader import find_variant
+        >>> variant = find_variant("ch02.q1")
+        >>> [[m.name for m in e] for e in variant.explain(78_400 * 64)]
+        [['forgot_bias', 'parameters_times_batch']]
+        """
+        singles: list[tuple[MistakenAnswer, ...]] = [(m,) for m in self.diagnose(given)]
+        if singles:
+            return singles
+        found: list[tuple[MistakenAnswer, ...]] = self._slips(raw) if raw is not None else []
+        if not found:
+            found = [pair for pair in self._pairs if self.kind.matches(given, pair[0].value)]
+        unique: dict[tuple[str, ...], tuple[MistakenAnswer, ...]] = {}
+        for explanation in found:
+            unique.setdefault(tuple(sorted(m.name for m in explanation)), explanation)
+        return list(unique.values())

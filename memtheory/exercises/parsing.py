@@ -1,18 +1,64 @@
 """Reading a learner's answer: whole numbers, numbers, sizes with units, choices.
 
 Each parser takes what the learner wrote (text, or a number from a TOML file
-or a notebook) and returns an exact value, or raises
+or a notebook, NumPy scalars included) and returns an exact value, or raises
 :class:`~memtheory.exercises.errors.AnswerFormatError` with a message that
-says what is wrong and how to write it. Nothing is evaluated: numbers are
-matched by regular expressions and converted with :class:`sympy.Rational`.
+says what is wrong and how to write it. Nothing is evaluated by Python or
+sympy: numbers are read by :mod:`memtheory.bounded_parser`, which refuses
+text that is too long, too deeply nested or too large before computing it.
 Expressions are read by :mod:`memtheory.exercises.expressions`.
+
+The answer grammar
+------------------
+This is the one place that states what a learner may write; the exercises'
+README points here.
+
+Numbers (counts, ratios, percentages, and the number of a size)
+    Digits, grouped or not: ``4632902``, ``4,632,902``, ``4 632 902``,
+    ``4_632_902`` (a comma only groups thousands: ``224,69`` is refused, write
+    ``224.69``); decimals with a point; e-notation ``2.5e3``; fractions
+    ``3/8``; and plain arithmetic: ``4096*128 + 128``, ``3 x 10^6``,
+    ``3 × 10⁶``, ``2**30 / 10**9``. One trailing period (the end of a
+    sentence) is ignored. A suffix such as ``524k`` or ``5M`` is refused
+    everywhere: k means 1000 to some and 1024 to others (write ``524000``,
+    ``524e3`` or ``512*1024``). Powers are whole numbers up to 64, exponents
+    up to 10^100, 80 digits in one literal, 500 characters in all. From a
+    notebook, Python, NumPy, ``Fraction``, ``Decimal`` and sympy numbers are
+    read as the numbers they are (``True`` and NaN are refused).
+Counts (:class:`~memtheory.exercises.kinds.Integer`)
+    Graded exactly, so the result must be a whole number, and ``~`` or
+    ``about`` is refused (write the exact count), as is a percent sign.
+Numbers graded within a tolerance (:class:`~memtheory.exercises.kinds.Number`)
+    May start with ``~``, ``≈`` or ``about`` (the tolerance already allows
+    for rounding). A percentage may end with ``%`` or ``percent``: on a
+    question that asks for a percentage ``99.68%`` is 99.68; on one that asks
+    for a ratio it is 0.9968. A fraction given where a percentage is asked
+    (``0.9968`` for 99.68%), or a percentage without its sign where a ratio is
+    asked (``99.68`` for 0.9968), is named in the feedback, not accepted.
+Sizes (:class:`~memtheory.exercises.kinds.Quantity`)
+    A number as above (``~`` allowed, arithmetic too: ``4 * 1024 MiB``), then
+    a byte unit: ``22.9 MiB``, ``24MB``, ``1,048,576 bytes``, ``~14741 MiB``,
+    ``0.5 gib`` (case does not matter; the ``i`` decides between steps of 1024
+    and 1000). A number alone is read in the question's unit. ``k`` alone is
+    refused: write ``kB`` or ``KiB``. The feedback names a figure in the right
+    unit with the wrong label (``14741.48 MB`` for 14741.48 MiB) and bytes
+    written without a unit.
+Formulas (:class:`~memtheory.exercises.kinds.Expression`)
+    See :mod:`memtheory.exercises.expressions`: the question's symbols,
+    numbers, ``+ - * / ^ **``, juxtaposition (``2B H^2``), parentheses and
+    ``floor``, ``ceiling`` (``ceil``), ``Min``, ``Max`` (up to 8 arguments);
+    degree at most 24 counting numerator and denominator.
+Choices (:class:`~memtheory.exercises.kinds.Choice`)
+    A letter (``b``, ``(b)``, ``b)``, ``B.``) or the option's text.
 
 Examples
 --------
->>> parse_integer("4,632,902")
-4632902
+>>> parse_integer("4,632,902"), parse_integer("4096*128+128"), parse_integer("3 x 10^6")
+(4632902, 524416, 3000000)
 >>> parse_quantity("24 MB", "MiB")
 46875/2048
+>>> parse_number("99.68 percent")
+623/625
 >>> parse_choice("b", ("SGD", "Adam"))
 1
 """
@@ -20,37 +66,41 @@ Examples
 from __future__ import annotations
 
 import math
+import numbers
 import re
+import reprlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 
 import sympy as sp
 
-from memtheory.errors import UnknownUnitError
+from memtheory.bounded_parser import DEFAULT_LIMITS, parse_arithmetic, quote_text
+from memtheory.errors import ParseError, UnknownUnitError
 from memtheory.exercises.errors import AnswerFormatError
-from memtheory.units import UNITS, parse_bytes, unit_bytes
+from memtheory.units import UNITS, parse_size, unit_bytes
 
 __all__ = [
     "MAX_ANSWER_LENGTH",
+    "SizeAnswer",
     "answer_text",
     "parse_choice",
     "parse_integer",
     "parse_number",
+    "parse_percent",
     "parse_quantity",
+    "read_size",
 ]
 
-MAX_ANSWER_LENGTH = 500
+MAX_ANSWER_LENGTH = DEFAULT_LIMITS.length
 """Longest answer text read, in characters."""
 
-_MAX_EXPONENT = 100
-_MAX_DIGITS = 80
 _NON_FINITE = {"nan", "inf", "infinity", "∞", "nan%"}
-_GROUPED = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?(?:[eE][+-]?\d+)?$")
-_PLAIN = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
-_FRACTION = re.compile(r"^([+-]?\d+)/(\d+)$")
-_SPACE_GROUPS = re.compile(r"(?<=\d)[ \u00a0\u202f_](?=\d)")
-_SIZE = re.compile(r"^(?P<number>.*?[\d.])\s*(?P<unit>[A-Za-z]+)?$")
+_APPROXIMATE = re.compile(r"^(?:~|≈|about\s|approx\.?\s|approximately\s)\s*", re.IGNORECASE)
+_PERCENT = re.compile(r"\s*(?:%|percent|per\s*cent|pct)$", re.IGNORECASE)
+_SUFFIX = re.compile(r"^(?P<number>[\d.,_ ]*\d\.?)\s*(?P<suffix>[kKmMgGtT])$")
+_POWERS_OF_1000 = {"k": 3, "m": 6, "g": 9, "t": 12}
 
 
 def answer_text(raw: object) -> str:
@@ -58,7 +108,7 @@ def answer_text(raw: object) -> str:
 
     Parameters
     ----------
-    raw : str, int, float, Decimal, Fraction or sympy number
+    raw : str, int, float, Decimal, Fraction, sympy number or NumPy scalar
         What the learner wrote.
 
     Raises
@@ -71,6 +121,9 @@ def answer_text(raw: object) -> str:
     --------
     >>> answer_text("  22.9 MiB ")
     '22.9 MiB'
+    >>> import numpy as np
+    >>> answer_text(np.int64(896)), answer_text(np.float32(0.5))
+    ('896', '0.5')
     >>> answer_text(float("nan"))
     Traceback (most recent call last):
     ...
@@ -78,27 +131,40 @@ def answer_text(raw: object) -> str:
     """
     if raw is None:
         raise AnswerFormatError("no answer given.")
-    if isinstance(raw, bool):
+    if isinstance(raw, bool) or type(raw).__name__ in ("bool_", "bool"):
         raise AnswerFormatError(
             f"{str(raw).lower()} is a yes/no value, not an answer here: write a number or text."
         )
+    if isinstance(raw, numbers.Integral) and not isinstance(raw, int):
+        raw = int(raw)  # a NumPy integer
+    elif isinstance(raw, numbers.Real) and not isinstance(raw, float | int | Fraction | sp.Basic):
+        raw = float(raw)  # a NumPy float
     if isinstance(raw, float | Decimal):
-        if not math.isfinite(raw):
+        finite = raw.is_finite() if isinstance(raw, Decimal) else math.isfinite(raw)
+        if not finite:
             raise AnswerFormatError(f"{raw} is not a finite number: give a number such as 12.5.")
-        text = repr(raw) if isinstance(raw, float) else str(raw)
+        text = repr(float(raw)) if isinstance(raw, float) else str(raw)
     elif isinstance(raw, int):
+        _check_bits(raw)
         text = str(raw)
     elif isinstance(raw, Fraction):
+        _check_bits(raw.numerator, raw.denominator)
         text = f"{raw.numerator}/{raw.denominator}"
     elif isinstance(raw, sp.Basic):
-        if raw.is_number and raw.is_finite is False or raw.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
-            raise AnswerFormatError(f"{raw} is not a finite number: give a number such as 12.5.")
-        text = str(raw)
+        if raw.is_Rational:
+            _check_bits(int(raw.p), int(raw.q))
+        if raw.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or raw.is_number and raw.is_finite is False:
+            raise AnswerFormatError("the answer is not finite: give a number such as 12.5.")
+        try:
+            text = str(raw)
+        except ValueError:  # an integer inside has more digits than Python will print
+            raise AnswerFormatError("the answer has too many digits to read.") from None
     elif isinstance(raw, str):
         text = raw.strip()
     else:
         raise AnswerFormatError(
-            f"an answer is text or a number, got a {type(raw).__name__} ({raw!r:.40}): "
+            f"an answer is text or a number, got a {type(raw).__name__} "
+            f"({quote_text(reprlib.repr(raw), 40)}): "
             'write it as a string, e.g. "4,632,902" or "22.9 MiB".'
         )
     if not text:
@@ -114,30 +180,69 @@ def answer_text(raw: object) -> str:
     return text
 
 
-def _number_text(text: str) -> str:
-    """Check that ``text`` is one decimal number and return it without separators."""
-    compact = _SPACE_GROUPS.sub("", text.strip())
-    if "," in compact:
-        if not _GROUPED.match(compact):
-            raise AnswerFormatError(
-                f"cannot read {text!r} as a number: a comma may only group thousands (1,048,576); "
-                "write decimals with a point (224.69, not 224,69)."
-            )
-        compact = compact.replace(",", "")
-    if not _PLAIN.match(compact):
+def _check_bits(*parts: int) -> None:
+    """Refuse a number whose digits alone would pass the length limit (before printing it)."""
+    bits = max(abs(part).bit_length() for part in parts)
+    if bits > 3 * MAX_ANSWER_LENGTH:
         raise AnswerFormatError(
-            f"cannot read {text!r} as a number: write digits such as 4632902 or 4,632,902."
+            f"the answer has about {int(bits * 0.30103)} digits; the limit is "
+            f"{MAX_ANSWER_LENGTH} characters."
         )
-    mantissa, _, exponent = compact.lower().partition("e")
-    if exponent and abs(int(exponent)) > _MAX_EXPONENT:
-        raise AnswerFormatError(f"{text!r}: exponents beyond 10^{_MAX_EXPONENT} are not accepted.")
-    if len(mantissa) > _MAX_DIGITS:
-        raise AnswerFormatError(f"{text!r} has more than {_MAX_DIGITS} digits.")
-    return compact
+
+
+def _without_period(text: str) -> str:
+    """Drop one period that ends a sentence ("896.", "22.9 MiB.")."""
+    if text.endswith(".") and len(text) > 1 and not text.endswith(".."):
+        return text[:-1].rstrip()
+    return text
+
+
+def _approximate(text: str) -> tuple[str, bool]:
+    match = _APPROXIMATE.match(text)
+    return (text[match.end() :], True) if match else (text, False)
+
+
+def _arithmetic(text: str, original: str) -> Fraction:
+    suffix = _SUFFIX.match(text)
+    if suffix:
+        letter = suffix.group("suffix")
+        power = _POWERS_OF_1000[letter.lower()]
+        raise AnswerFormatError(
+            f"cannot read {quote_text(original)}: {letter!r} could mean 1000 or 1024 (or their "
+            f"powers); write the number in digits or e-notation "
+            f"({suffix.group('number').strip()}e{power} for 10^{power})."
+        )
+    try:
+        return parse_arithmetic(text)
+    except ParseError as error:
+        raise AnswerFormatError(str(error)) from None
+
+
+def _number(raw: object, *, approximate_ok: bool) -> tuple[Fraction, bool]:
+    """Read a number; return it and whether a percent sign followed it."""
+    original = answer_text(raw)
+    text = _without_period(original)
+    text, approximate = _approximate(text)
+    if approximate and not approximate_ok:
+        raise AnswerFormatError(
+            f"{quote_text(original)}: a count is graded exactly; write the exact number "
+            "without '~' or 'about'."
+        )
+    percent = _PERCENT.search(text)
+    if percent:
+        text = text[: percent.start()]
+    return _arithmetic(text, original), bool(percent)
+
+
+def _rational(value: Fraction) -> sp.Rational:
+    return sp.Rational(value.numerator, value.denominator)
 
 
 def parse_number(raw: object) -> sp.Rational:
-    """Read a number exactly: ``"12.5"``, ``"1,048,576"``, ``"1e6"``, ``"3/8"``.
+    """Read a number exactly: ``"12.5"``, ``"1,048,576"``, ``"1e6"``, ``"3/8"``, ``"2^30/10^9"``.
+
+    A trailing ``%`` (or ``percent``) divides by 100; a leading ``~`` is allowed
+    (see the module's grammar).
 
     Parameters
     ----------
@@ -155,25 +260,31 @@ def parse_number(raw: object) -> sp.Rational:
 
     Examples
     --------
-    >>> parse_number("1 048 576"), parse_number("2.5e3"), parse_number("3/8")
-    (1048576, 2500, 3/8)
+    >>> parse_number("1 048 576"), parse_number("2.5e3"), parse_number("3/8"), parse_number("50%")
+    (1048576, 2500, 3/8, 1/2)
     >>> parse_number("224,69")
     Traceback (most recent call last):
     ...
     memtheory.exercises.errors.AnswerFormatError: cannot read '224,69' as a number: ...
     """
-    text = answer_text(raw)
-    fraction = _FRACTION.match(text.replace(" ", ""))
-    if fraction:
-        numerator, denominator = (int(g) for g in fraction.groups())
-        if denominator == 0:
-            raise AnswerFormatError(f"{text!r} divides by zero.")
-        return sp.Rational(numerator, denominator)
-    return sp.Rational(_number_text(text))
+    value, percent = _number(raw, approximate_ok=True)
+    return _rational(value / 100 if percent else value)
+
+
+def parse_percent(raw: object) -> tuple[sp.Rational, bool]:
+    """Read a percentage: the number (``"99.5%"`` is 99.5), and whether a % sign was written.
+
+    Examples
+    --------
+    >>> parse_percent("99.68 percent"), parse_percent("0.9968")
+    ((2492/25, True), (623/625, False))
+    """
+    value, percent = _number(raw, approximate_ok=True)
+    return _rational(value), percent
 
 
 def parse_integer(raw: object) -> int:
-    """Read a whole number: ``"4,632,902"``, ``"4632902"``, ``896``.
+    """Read a whole number: ``"4,632,902"``, ``"4632902"``, ``896``, ``"512*1024"``.
 
     Examples
     --------
@@ -184,19 +295,79 @@ def parse_integer(raw: object) -> int:
     ...
     memtheory.exercises.errors.AnswerFormatError: 12.5 is not a whole number: ...
     """
-    value = parse_number(raw)
-    if not value.is_Integer:
-        raise AnswerFormatError(
-            f"{answer_text(raw)} is not a whole number: this answer is a count."
-        )
+    value, percent = _number(raw, approximate_ok=False)
+    text = answer_text(raw)
+    if percent:
+        raise AnswerFormatError(f"{quote_text(text)}: this answer is a count, not a percentage.")
+    if value.denominator != 1:
+        raise AnswerFormatError(f"{text} is not a whole number: this answer is a count.")
     return int(value)
+
+
+@dataclass(frozen=True)
+class SizeAnswer:
+    """A size as the learner wrote it: the number, the unit written (if any), and its value.
+
+    Attributes
+    ----------
+    number : sympy.Rational
+        The number as written.
+    unit : str or None
+        The unit written, canonical (``"MiB"``); ``None`` when there was none.
+    value : sympy.Rational
+        The size in the question's unit.
+
+    Examples
+    --------
+    >>> read_size("14741.48 MB", "MiB").unit
+    'MB'
+    """
+
+    number: sp.Rational
+    unit: str | None
+    value: sp.Rational
+
+
+def read_size(raw: object, unit: str) -> SizeAnswer:
+    """Read a size and keep what was written: see :func:`parse_quantity`.
+
+    Examples
+    --------
+    >>> read_size("~2 KiB.", "B")
+    SizeAnswer(number=2, unit='KiB', value=2048)
+    """
+    original = answer_text(raw)
+    text, _ = _approximate(_without_period(original))
+    try:
+        number, written = parse_size(text, unit)
+    except UnknownUnitError as error:
+        written_unit = str(error.name)
+        extra = " (k alone could mean kB or KiB)" if written_unit.lower() == "k" else ""
+        raise AnswerFormatError(
+            f"unknown unit {written_unit!r} in {quote_text(original)}{extra}: use B, kB, MB, GB "
+            f"(steps of 1000) or KiB, MiB, GiB (steps of 1024); known: {', '.join(UNITS)}."
+        ) from None
+    except ParseError as error:
+        message = str(error)
+        if "comma may only group" in message:
+            raise AnswerFormatError(
+                f"cannot read {quote_text(original)}: a comma may only group thousands "
+                "(1,048,576); write decimals with a point (224.69, not 224,69)."
+            ) from None
+        raise AnswerFormatError(message.replace(repr(text), quote_text(original))) from None
+    value = number * unit_bytes(written) / unit_bytes(unit)
+    return SizeAnswer(number, written if _has_unit(text) else None, value)
+
+
+def _has_unit(text: str) -> bool:
+    return bool(re.search(r"[A-Za-z]\s*$", text))
 
 
 def parse_quantity(raw: object, unit: str) -> sp.Rational:
     """Read a size such as ``"22.9 MiB"`` or ``"24 MB"`` and return it in ``unit``, exactly.
 
     A number without a unit is read in ``unit`` (the unit the question asks
-    for). The conversion to bytes is :func:`memtheory.units.parse_bytes`.
+    for). The number and unit are split by :func:`memtheory.units.parse_size`.
 
     Parameters
     ----------
@@ -218,32 +389,14 @@ def parse_quantity(raw: object, unit: str) -> sp.Rational:
     --------
     >>> parse_quantity("1,048,576 B", "MiB")
     1
-    >>> parse_quantity(512, "KiB")
-    512
+    >>> parse_quantity(512, "KiB"), parse_quantity("~14741 MiB.", "MiB")
+    (512, 14741)
     >>> parse_quantity("3 parsecs", "MiB")
     Traceback (most recent call last):
     ...
     memtheory.exercises.errors.AnswerFormatError: unknown unit 'parsecs' in '3 parsecs': ...
     """
-    text = answer_text(raw)
-    match = _SIZE.match(text)
-    if match is None:
-        raise AnswerFormatError(
-            f"cannot read {text!r} as a size: write a number and a unit, e.g. '22.9 MiB' or '24 "
-            f"MB'."
-        )
-    number = _number_text(match.group("number"))
-    written_unit = match.group("unit") or unit
-    try:
-        nbytes = parse_bytes(f"{number} {written_unit}")
-    except UnknownUnitError:
-        raise AnswerFormatError(
-            f"unknown unit {written_unit!r} in {text!r}: use B, kB, MB, GB (steps of 1000) or "
-            f"KiB, MiB, GiB (steps of 1024); known: {', '.join(UNITS)}."
-        ) from None
-    except ValueError as error:
-        raise AnswerFormatError(f"cannot read {text!r} as a size: {error}") from None
-    return nbytes / unit_bytes(unit)
+    return read_size(raw, unit).value
 
 
 def _normal(text: str) -> str:

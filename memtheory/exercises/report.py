@@ -1,4 +1,13 @@
-"""Grading results and how they are reported: text tables, JSON, CSV, atomic writes.
+r"""Grading results and how they are reported: text tables, JSON, CSV, atomic writes.
+
+What learners wrote reaches a teacher's terminal and spreadsheet, so it is
+made harmless on the way: every text printed (tables, notes) has its
+control characters (a newline, an ANSI escape such as ``\x1b[2J``, a
+right-to-left override) shown as escapes by :func:`printable`, and every CSV
+cell that a spreadsheet would run as a formula (starting with ``=``, ``+``,
+``-``, ``@``, a tab or a carriage return) is prefixed with ``'`` by
+:func:`csv_cell`. JSON keeps the data as written (JSON escapes control
+characters itself).
 
 Examples
 --------
@@ -24,6 +33,7 @@ import io
 import json
 import os
 import tempfile
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +49,8 @@ __all__ = [
     "FolderEntry",
     "FolderSummary",
     "GradeReport",
+    "csv_cell",
+    "printable",
     "write_atomic",
 ]
 
@@ -56,6 +68,45 @@ STATUSES = {
 """Every status an exercise result can have, and what it means."""
 
 _FEEDBACK_WIDTH = 72
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def printable(text: object) -> str:
+    r"""Return ``text`` with every control or bidirectional-format character written as an escape.
+
+    Examples
+    --------
+    >>> printable("ada\x1b[2J\nbob")
+    'ada\\x1b[2J\\nbob'
+    >>> printable("Zoë")
+    'Zoë'
+    """
+    shown = str(text)
+    if shown.isprintable():
+        return shown
+    return "".join(c if c.isprintable() or c == " " else _escape(c) for c in shown)
+
+
+def _escape(char: str) -> str:
+    if unicodedata.category(char) in ("Zs",):
+        return " "
+    return repr(char)[1:-1] if char.isascii() else f"\\u{ord(char):04x}"
+
+
+def csv_cell(value: object) -> object:
+    r"""Return a CSV cell that a spreadsheet shows as text: no formula, no control characters.
+
+    Numbers are kept as they are.
+
+    Examples
+    --------
+    >>> csv_cell('=HYPERLINK("http://x")'), csv_cell("ada"), csv_cell(3)
+    ('\'=HYPERLINK("http://x")', 'ada', 3)
+    """
+    if not isinstance(value, str):
+        return value
+    text = printable(value)
+    return f"'{text}" if text.startswith(_FORMULA_START) else text
 
 
 @dataclass(frozen=True)
@@ -213,15 +264,15 @@ class GradeReport:
         columns += [Column("expected")] if show_expected else []
         columns.append(Column("feedback", wrap=width))
         rows = [
-            [r.id, f"{r.score}/{r.points}", r.status]
-            + ([r.expected or "-"] if show_expected else [])
-            + [r.feedback]
+            [printable(r.id), f"{r.score}/{r.points}", r.status]
+            + ([printable(r.expected or "-")] if show_expected else [])
+            + [printable(r.feedback)]
             for r in self.results
         ]
         total = ["total", f"{self.score}/{self.max_score}", f"{self.percent}%"]
         total += [""] * (len(columns) - len(total))
-        notes = [f"note: {note}" for note in self.notes]
-        return Table(columns, rows, footer=[total], title=self.heading(), notes=notes)
+        notes = [f"note: {printable(note)}" for note in self.notes]
+        return Table(columns, rows, footer=[total], title=printable(self.heading()), notes=notes)
 
     def __str__(self) -> str:
         return self.table().text()
@@ -229,7 +280,7 @@ class GradeReport:
 
 @dataclass(frozen=True)
 class FolderEntry:
-    """One answer file of a folder: its report, or why it could not be graded.
+    """One answer file of a folder: its report, or why it could not be graded, and any warning.
 
     Examples
     --------
@@ -240,6 +291,7 @@ class FolderEntry:
     file: str
     report: GradeReport | None = None
     error: str | None = None
+    warning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -250,11 +302,12 @@ class FolderSummary:
     --------
     >>> summary = FolderSummary("answers", (FolderEntry("bad.toml", error="not TOML"),))
     >>> summary.csv_text().splitlines()[0]
-    'file,learner,seed,score,max_score,percent,error'
+    'file,learner,seed,score,max_score,percent,error,warning'
     """
 
     folder: str
     entries: tuple[FolderEntry, ...]
+    warnings: tuple[str, ...] = ()
 
     @property
     def exercise_ids(self) -> list[str]:
@@ -275,10 +328,12 @@ class FolderSummary:
                 {
                     "file": e.file,
                     "error": e.error,
+                    "warning": e.warning,
                     "result": e.report.to_dict() if e.report else None,
                 }
                 for e in self.entries
             ],
+            "warnings": list(self.warnings),
         }
 
     def to_json(self) -> str:
@@ -297,12 +352,15 @@ class FolderSummary:
             "percent",
             *ids,
             "error",
+            "warning",
         ]
         rows = [header]
         for entry in self.entries:
             report = entry.report
+            warning = entry.warning or ""
             if report is None:
-                rows.append([entry.file, "", "", "", "", "", *([""] * len(ids)), entry.error or ""])
+                blank = [""] * (5 + len(ids))
+                rows.append([entry.file, *blank, entry.error or "", warning])
                 continue
             scores = {r.id: r.score for r in report.results}
             rows.append(
@@ -315,14 +373,16 @@ class FolderSummary:
                     report.percent,
                     *(scores.get(i, "") for i in ids),
                     "",
+                    warning,
                 ]
             )
         return rows
 
     def csv_text(self) -> str:
-        """Return the rows as CSV."""
+        """Return the rows as CSV, every text cell made safe by :func:`csv_cell`."""
         buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerows(self.rows())
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerows([csv_cell(cell) for cell in row] for row in self.rows())
         return buffer.getvalue()
 
     def table(self) -> Table:
@@ -330,13 +390,15 @@ class FolderSummary:
         rows = []
         for entry in self.entries:
             if entry.report is None:
-                rows.append((str(entry.file), f"not graded: {entry.error}", "", ""))
+                rows.append(
+                    (printable(entry.file), printable(f"not graded: {entry.error}"), "", "")
+                )
             else:
                 r = entry.report
                 rows.append(
                     (
-                        str(entry.file),
-                        r.learner or "(no learner)",
+                        printable(entry.file),
+                        printable(r.learner or "(no learner)"),
                         f"{r.score}/{r.max_score}",
                         f"{r.percent}%",
                     )
@@ -347,8 +409,9 @@ class FolderSummary:
             Column("score", "right"),
             Column("percent", "right"),
         ]
-        title = f"{len(self.entries)} answer file(s) in {self.folder}"
-        return Table(columns, rows, title=title)
+        title = printable(f"{len(self.entries)} answer file(s) in {self.folder}")
+        notes = [f"warning: {printable(w)}" for w in self.warnings]
+        return Table(columns, rows, title=title, notes=notes)
 
 
 def write_atomic(

@@ -21,6 +21,7 @@ True
 from __future__ import annotations
 
 import hashlib
+import numbers
 import random
 from collections.abc import Callable, Mapping, Sequence
 
@@ -57,6 +58,8 @@ def normalize_seed(seed: SeedLike) -> str | None:
     """
     if seed is None:
         return None
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool | int):
+        seed = int(seed)  # a NumPy integer
     if isinstance(seed, bool) or not isinstance(seed, str | int):
         raise UnsupportedError(f"a seed is a whole number or text, got {seed!r}.")
     text = str(seed).strip()
@@ -100,6 +103,11 @@ def resolve_seed(
     >>> resolve_seed()
     (None, 'canonical')
     """
+    if learner is not None and not isinstance(learner, str):
+        raise UnsupportedError(
+            f"a learner id is text, as in an answer file's learner = \"ada\"; got {learner!r} "
+            f"({type(learner).__name__}): write learner={str(learner)!r}."
+        )
     for value, source in ((option, "option"), (file_seed, "file")):
         if value is not None:
             seed = normalize_seed(value)

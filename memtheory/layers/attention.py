@@ -114,6 +114,21 @@ class MultiHeadAttention(Layer):
         ``n_positions``), which the backward keeps whole as a buffer. Unset,
         the condition is built in every forward pass, ``(S, S)``, and kept as
         a saved activation.
+    packed : bool, default True
+        One fused query/key/value projection (``nn.MultiheadAttention``'s
+        ``in_proj``, GPT-2's ``c_attn``); ``False``: three (Hugging Face's
+        BERT ``query``, ``key``, ``value``), each a parameter tensor of its
+        own, and under autocast each casting the input again (autocast caches
+        only its casts of parameters). Eager only.
+    additive_mask : bool, default False
+        The eager path adds a float mask to the scores, as Hugging Face 5's
+        eager attention does with the fp32 mask of ``create_causal_mask``
+        (GPT-2's causal mask). The sum saves nothing, but under autocast it
+        is fp32: the softmax keeps fp32 probabilities, which are cast back to
+        the values' dtype (``attn_weights.type(value.dtype)``) before the
+        dropout. Measured on CPU against ``GPT2LMHeadModel``
+        (``tests/pytorch/test_hugging_face.py``). Mutually exclusive with
+        ``causal`` (``torch.where``, Hugging Face 4).
     name : str, optional
 
     Examples
@@ -141,6 +156,8 @@ class MultiHeadAttention(Layer):
     device: Literal["cuda", "cpu"] | None = None
     causal: bool = False
     mask_buffer: SizeLike | None = None
+    additive_mask: bool = False
+    packed: bool = True
     name: str | None = None
     kind = "MultiHeadAttention"
     autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
@@ -180,6 +197,17 @@ class MultiHeadAttention(Layer):
                 raise InvalidSizeError(
                     f"{owner}: mask_buffer holds a causal mask; set causal=True."
                 )
+        if self.additive_mask and (self.causal or self.implementation != "eager" or self.flash):
+            raise InvalidSizeError(
+                f"{owner}: additive_mask is Hugging Face 5's eager attention (a float mask "
+                "added to the scores); it needs implementation='eager', and replaces causal "
+                "(torch.where) rather than joining it."
+            )
+        if not self.packed and (self.implementation != "eager" or self.flash):
+            raise InvalidSizeError(
+                f"{owner}: separate query/key/value projections (packed=False) are measured "
+                "for implementation='eager' only."
+            )
         if self.causal and (self.implementation != "eager" or self.flash):
             raise InvalidSizeError(
                 f"{owner}: a causal mask is measured for implementation='eager' (Hugging "
@@ -262,9 +290,17 @@ class MultiHeadAttention(Layer):
         features, width = input_shape[-1], self.width(input_shape)
         inner = self.heads * width
         packed = inner + 2 * self._key_heads() * width
-        shapes: list[tuple[str, Shape]] = [("in_proj_weight", (packed, features))]
-        if self.bias:
-            shapes.append(("in_proj_bias", (packed,)))
+        shapes: list[tuple[str, Shape]] = []
+        if self.packed:
+            shapes.append(("in_proj_weight", (packed, features)))
+            if self.bias:
+                shapes.append(("in_proj_bias", (packed,)))
+        kv_inner = self._key_heads() * width
+        separate = (("query", inner), ("key", kv_inner), ("value", kv_inner))
+        for part, rows in separate if not self.packed else ():
+            shapes.append((f"{part}.weight", (rows, features)))
+            if self.bias:
+                shapes.append((f"{part}.bias", (rows,)))
         shapes.append(("out_proj.weight", (features, inner)))
         if self.bias:
             shapes.append(("out_proj.bias", (features,)))
@@ -358,6 +394,13 @@ class MultiHeadAttention(Layer):
           16 bits its fp32 copy), and the heads' output.
         * ``flash=True`` (CUDA, an assumption, not measured here): the input,
           Q, K, V, the heads' output and an fp32 log-sum-exp.
+        * eval mode under ``no_grad`` (``training=False``, :attr:`Autograd.no_grad`)
+          with ``"torch"``: ``nn.MultiheadAttention``'s fast path, one
+          operation (``_native_multi_head_attention``) that keeps nothing;
+          under autocast it casts the query, key and value separately. With
+          an odd number of heads or without biases PyTorch skips the fast
+          path, and the convention refuses the inference peak
+          (:attr:`Autograd.inference_refusal`).
 
         The formulas assume at least two sequences of at least two positions:
         at batch 1 or sequence length 1 PyTorch's reshapes become views, and
@@ -375,8 +418,11 @@ class MultiHeadAttention(Layer):
         >>> [s.dtype.name for s in eager.autograd(((B, S, 768),), input_dtype="bf16").saved
         ...  if s.role == "mask"]
         ['bf16']
-        >>> [s.shape for s in attn.autograd(((B, S, 768),), training=False).saved][:2]
+        >>> flash = MultiHeadAttention(12, implementation="torch")  # no dropout: the flash path
+        >>> [s.shape for s in flash.autograd(((B, S, 768),)).saved][:2]
         [(B, S, 768), (B, S, 2304)]
+        >>> attn.autograd(((B, S, 768),), training=False).no_grad  # eval, no_grad: the fast path
+        ()
         """
         saved = self._storages(tuple(input_shapes[0]), input_dtype, training, autocast)
         if input_dtype is None:  # the activation dtype left open: what follows it says None
@@ -386,14 +432,47 @@ class MultiHeadAttention(Layer):
                 for s in saved
             )
         stages: tuple[Stage, ...] = ()
-        if self.cpu_kernel(training) == "flash" and not self.flash and autocast is None:
-            stages = self._flash_stages(tuple(input_shapes[0]), as_dtype(input_dtype or "fp32"))
+        if self.cpu_kernel(training) == "flash" and not self.flash:
+            stages = self._flash_stages(
+                tuple(input_shapes[0]), compute_dtype(input_dtype or "fp32", autocast)
+            )
+        no_grad, refusal = None, None
+        if not training and self.implementation == "torch" and not self.flash:
+            odd = sp.Mod(self.heads, 2)
+            if odd != 0 or not self.bias:
+                refusal = (
+                    "with an odd number of heads or without biases nn.MultiheadAttention "
+                    "skips its eval fast path, and the transients of the path it runs "
+                    "instead (two packed projections alive at once, then the kernel's "
+                    "output) are not modelled. Use an even number of heads with biases."
+                )
+            else:
+                no_grad = self._fast_path(tuple(input_shapes[0]), autocast)
         return Autograd(
             saved=saved,
             autocast="low",
             weight_copy="if the input needs a gradient",
             stages=stages,
+            no_grad=no_grad,
+            inference_refusal=refusal,
         )
+
+    def _fast_path(
+        self, input_shape: Shape, autocast: DTypeLike | None
+    ) -> tuple[TensorSpec, ...]:
+        """Return what eval mode under ``no_grad`` allocates besides the output: the fast path.
+
+        Measured on CPU (PyTorch 2.13): ``nn.MultiheadAttention`` then calls
+        ``_native_multi_head_attention``, one dispatcher operation: what it
+        allocates inside is no tensor any other operation sees, and around it
+        only its output is new. Under autocast its query, key and value
+        arguments are cast one by one: three casts of the input, the first of
+        which is the layer's input cast, so two more.
+        """
+        if autocast is None:
+            return ()
+        cast = TensorSpec("intermediate", input_shape, as_dtype(autocast), label="input cast")
+        return (cast, cast)
 
     def _flash_stages(self, input_shape: Shape, compute: DType) -> tuple[Stage, ...]:
         """Return nn.MultiheadAttention's backward nodes on the CPU flash path, in creation order.
@@ -457,10 +536,16 @@ class MultiHeadAttention(Layer):
                 spec("statistics", "row_statistics", fp32),
             )
         if kernel == "eager":
-            first = TensorSpec("input", shapes["input"])  # or, under autocast, its cast
+            # the input (or, under autocast, its cast); with separate projections under
+            # autocast, the key and value projections cast it again (autocast caches no
+            # activation casts)
+            first: tuple[TensorSpec, ...] = (TensorSpec("input", shapes["input"]),)
+            if not self.packed and autocast is not None and given != compute:
+                again = TensorSpec("intermediate", shapes["input"], compute, label="input cast")
+                first += (again, again)
             mask = compute if self.device == "cpu" else as_dtype("bool")
             condition = self._causal_condition(input_shape)
-            middle = (
+            middle: tuple[TensorSpec, ...] = (
                 (
                     spec("mask", "probabilities", mask, "dropout mask on P"),
                     spec("intermediate", "probabilities", label=_DROPPED),
@@ -468,22 +553,28 @@ class MultiHeadAttention(Layer):
                 if dropout
                 else ()
             )
+            softmax = spec("intermediate", "probabilities")
+            if self.additive_mask and compute != fp32 and autocast is not None:
+                # scores + fp32 mask is fp32: fp32 probabilities, cast back to V's dtype
+                softmax = spec("intermediate", "probabilities", fp32)
+                if not dropout:
+                    middle = (spec("intermediate", "probabilities"),)
             if self.heads == 1:
                 # One head: matmul reads Q, K and V as strided views of the packed projection.
                 return (
-                    first,
+                    *first,
                     spec("intermediate", "packed"),
                     *condition,
-                    spec("intermediate", "probabilities"),
+                    softmax,
                     *middle,
                     spec("intermediate", "heads_output"),
                 )
             return (
-                first,
+                *first,
                 spec("intermediate", "queries"),
                 spec("intermediate", "keys"),
                 *condition,
-                spec("intermediate", "probabilities"),
+                softmax,
                 *middle,
                 spec("intermediate", "values"),
                 spec("intermediate", "heads_output"),
@@ -567,6 +658,8 @@ class MultiHeadAttention(Layer):
             parts.append(f"dropout {self.dropout}")
         if self.causal:
             parts.append("causal")
+        if self.additive_mask:
+            parts.append("additive mask")
         if self.flash:
             parts.append("flash")
         if self.implementation != "eager":

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
+import numpy as np
 import sympy as sp
 
 from memtheory.dtypes import DType, DTypeLike
-from memtheory.errors import RankError, UnsupportedError
+from memtheory.errors import InvalidArgumentError, RankError, UnsupportedError
 
-__all__ = ["Autograd", "Layer", "Stage", "Shape", "TensorSpec", "describe_shape", "elements"]
+__all__ = [
+    "Autograd",
+    "Layer",
+    "ReadParameter",
+    "Shape",
+    "Stage",
+    "TensorSpec",
+    "describe_shape",
+    "elements",
+]
 
 Shape = tuple[sp.Expr, ...]
 """A tensor shape, batch first: ``(B, C, H, W)`` for images, ``(B, F)`` for features."""
@@ -163,6 +176,30 @@ class Autograd:
         a new tensor first (autocast's casts); False when the kernel promotes
         it as it reads it (``x_bf16 * cos_fp32`` under autocast, which no
         autocast rule covers, computes in fp32 without a cast of ``x``).
+    reads_parameter : ReadParameter or None
+        A parameter of another layer that it reads as its weight (a tied
+        output projection reads the token embedding's matrix): autocast casts
+        that one, and its gradient joins that parameter's.
+    without_input_gradient : str or None
+        Why the autograd convention refuses the layer when no gradient is
+        wanted for its input (it reads the network's input): then none of its
+        intermediates is saved, and its forward's own transients, which were
+        not checked against PyTorch in that case, can set the peak. ``None``:
+        checked.
+    inference_refusal : str or None
+        Why the autograd convention cannot give the inference peak (eval mode
+        under ``no_grad``) of the layer in this configuration, or ``None``.
+    promotes : bool
+        Whether it reads inputs of different dtypes as they are and computes
+        in the widest (PyTorch's type promotion inside ``add``: no cast
+        tensor in the forward; the backward casts the gradient of a narrower
+        input to its dtype), rather than casting them to its compute dtype.
+    no_grad : tuple of TensorSpec or None
+        In eval mode under ``torch.no_grad()``, the storages its forward
+        allocates besides its output and frees once it has run, when they
+        differ from what it would save (``nn.MultiheadAttention``'s fast path
+        allocates no tensor another operation sees). ``None``: the same
+        storages as :attr:`saved` and :attr:`transients`, made and freed.
 
     Examples
     --------
@@ -187,6 +224,11 @@ class Autograd:
     output_elements: sp.Expr | None = None
     target: TensorSpec | None = None
     casts_inputs: bool = True
+    reads_parameter: ReadParameter | None = None
+    without_input_gradient: str | None = None
+    inference_refusal: str | None = None
+    promotes: bool = False
+    no_grad: tuple[TensorSpec, ...] | None = None
 
     def stage_list(self) -> tuple[Stage, ...]:
         """Its backward nodes in creation order: :attr:`stages`, or one node keeping everything.
@@ -265,6 +307,31 @@ def _wanted(edge: int, needs: bool | tuple[bool, ...], recorded: list[bool] | tu
 
 
 @dataclass(frozen=True)
+class ReadParameter:
+    """A parameter of another layer that a layer reads (a tied projection's matrix).
+
+    Attributes
+    ----------
+    kind : str
+        The :attr:`Layer.kind` of the layer that owns it (``"Embedding"``).
+    parameter : str
+        Its name in that layer (``"weight"``).
+    rows : sympy expression
+        Its first dimension, which tells the owner apart from other layers of
+        that kind (a vocabulary size).
+
+    Examples
+    --------
+    >>> ReadParameter("Embedding", "weight", 50257).rows
+    50257
+    """
+
+    kind: str
+    parameter: str
+    rows: sp.Expr
+
+
+@dataclass(frozen=True)
 class Stage:
     """One backward node of a layer that runs as several (cross-entropy: log-softmax, NLL).
 
@@ -323,12 +390,24 @@ class Layer(ABC):
     #: Whether :meth:`autograd` was checked against PyTorch: the autograd convention refuses
     #: a layer that does not say so, naming it, rather than guess.
     autograd_checked: ClassVar[bool] = False
+    #: Why the autograd convention does not model it, when that is known (said in the refusal).
+    autograd_refusal: ClassVar[str | None] = None
     #: Whether its inference (eval mode, no_grad) peak was checked too, when autograd_checked:
     #: the autograd convention's ``inference`` refuses a layer that says False.
     autograd_inference_checked: ClassVar[bool] = True
     #: Number of dimensions the input must have (batch included), or None for any.
     input_rank: ClassVar[int | None] = None
     name: str | None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Make each layer check its options' kinds before its own ``__post_init__`` runs."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__post_init__")
+        if own is not None and not getattr(own, "checks_options", False):
+            setattr(cls, "__post_init__", _checking_options(own))  # noqa: B010 (a method)
+
+    def __post_init__(self) -> None:
+        check_options(self)
 
     @property
     def label(self) -> str:
@@ -443,3 +522,53 @@ class Layer(ABC):
     def describe(self) -> str:
         """Hyperparameters in a few characters, for tables."""
         return ""
+
+
+def check_options(layer: object) -> None:
+    """Refuse a layer option of the wrong kind: on/off options, names and named choices.
+
+    An option declared ``bool`` takes True or False (NumPy's too):
+    ``Conv2d(8, 3, bias="no")`` would otherwise count a bias, since ``"no"`` is
+    true. A name is text (or None), and a choice among names (``approximate``,
+    ``implementation``, ...) is text; the layer then checks which.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Conv2d
+    >>> Conv2d(8, 3, bias="no")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: Conv2d: bias must be True or False, got 'no' (str).
+    """
+    if not dataclasses.is_dataclass(layer):
+        return
+    owner = getattr(layer, "kind", type(layer).__name__)
+    for field in dataclasses.fields(layer):
+        declared = str(field.type)
+        value = getattr(layer, field.name)
+        if declared == "bool":
+            if isinstance(value, np.bool_):
+                object.__setattr__(layer, field.name, bool(value))
+            elif not isinstance(value, bool):
+                raise InvalidArgumentError(
+                    f"{owner}: {field.name} must be True or False, got {value!r} "
+                    f"({type(value).__name__})."
+                )
+        elif declared in ("str", "str | None") or declared.startswith("Literal["):
+            optional = declared.endswith("| None")
+            if not (isinstance(value, str) or (optional and value is None)):
+                words = "text" + (" or None" if optional else "")
+                raise InvalidArgumentError(
+                    f"{owner}: {field.name} must be {words}, got {value!r} "
+                    f"({type(value).__name__})."
+                )
+
+
+def _checking_options(post_init: Callable[[Any], None]) -> Callable[[Any], None]:
+    @functools.wraps(post_init)
+    def checked(self: Any) -> None:
+        check_options(self)
+        post_init(self)
+
+    checked.checks_options = True  # type: ignore[attr-defined]
+    return checked

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
@@ -44,7 +45,11 @@ class Input(Layer):
     autograd_checked = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.shape, int | sp.Basic) or isinstance(self.shape, str):
+        if (
+            isinstance(self.shape, int | sp.Basic | str | bytes | Mapping)
+            or not isinstance(self.shape, Sequence | np.ndarray)
+            or (isinstance(self.shape, np.ndarray) and self.shape.ndim != 1)
+        ):
             raise UnsupportedError(
                 f"Input: shape must be a sequence of sizes such as (3, 50, 50), got {self.shape!r}."
             )

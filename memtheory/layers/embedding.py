@@ -13,8 +13,15 @@ import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike, dtype
-from memtheory.errors import RankError, ShapeError
-from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
+from memtheory.errors import InvalidSizeError, RankError, ShapeError
+from memtheory.layers.base import (
+    Autograd,
+    Layer,
+    ReadParameter,
+    Shape,
+    TensorSpec,
+    describe_shape,
+)
 
 __all__ = ["Embedding", "PositionEmbedding", "TokenTypeEmbedding", "Unembedding"]
 
@@ -258,6 +265,11 @@ class TokenTypeEmbedding(_AddedEmbedding):
         Length of the registered int64 id buffer the ids are a view of
         (Hugging Face's BERT: ``token_type_ids``, ``max_position_embeddings``
         long, when no ids are passed); the backward pass keeps that buffer.
+    gathered : bool, default False
+        With ``ids_buffer``: the ids are gathered from the buffer at the
+        position ids (Hugging Face 5's ``BertEmbeddings``: ``torch.gather``,
+        then ``expand`` over the batch), a new ``(1, S)`` int64 tensor that the
+        backward pass keeps (measured on CPU against ``BertForMaskedLM``).
 
     Examples
     --------
@@ -269,11 +281,21 @@ class TokenTypeEmbedding(_AddedEmbedding):
     ((), [(1, 512)])
     """
 
+    gathered: bool = False
     kind = "TokenTypeEmbedding"
     autograd_checked = True  # tests/pytorch/test_transformer_pairs.py
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.gathered and self.ids_buffer is None:
+            raise InvalidSizeError(
+                f"{self.label}: gathered ids come from an id buffer; pass ids_buffer too."
+            )
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the int64 segment id of every token (none of its own with ``ids_buffer``)."""
+        if self.gathered:
+            return (TensorSpec("indices", (sp.Integer(1), input_shape[1]), dtype("int64")),)
         return self._ids(tuple(input_shape[:2]))
 
 
@@ -356,14 +378,24 @@ class Unembedding(Layer):
     ) -> Autograd:
         """Run as a linear layer (``F.linear``): keep its input, under autocast the low copy.
 
-        Tied, the weight is the token embedding's matrix: autocast casts that
-        one, and its gradient is added to the embedding's (the autograd
-        convention follows the tie).
+        Tied, the weight is the token embedding's matrix
+        (:attr:`~memtheory.layers.base.Autograd.reads_parameter`): autocast
+        casts that one, and its gradient is added to the embedding's (the
+        autograd convention follows the tie).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> Unembedding(50257).autograd(((B, S, 768),)).reads_parameter
+        ReadParameter(kind='Embedding', parameter='weight', rows=50257)
         """
         return Autograd(
             saved=self.saved_for_backward(tuple(input_shapes[0])),
             autocast="low",
             weight_copy="if the input needs a gradient",
+            reads_parameter=(
+                ReadParameter("Embedding", "weight", self.num_embeddings) if self.tied else None
+            ),
         )
 
     def describe(self) -> str:

@@ -10,6 +10,7 @@ shape as a merge of one tensor (which changes nothing).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import sympy as sp
 
@@ -45,7 +46,11 @@ class Merge(Layer):
             saved=self.merged_saved_for_backward(tuple(tuple(s) for s in input_shapes)),
             aliases_input=not self.stores_output(),
             gradient_is_view=True,
+            promotes=self.promotes_inputs,
         )
+
+    #: Whether inputs of different dtypes are promoted inside the kernel (``add``), not cast.
+    promotes_inputs: ClassVar[bool] = False
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return the output shape of a merge of one tensor: its shape."""
@@ -93,6 +98,7 @@ class Add(Merge):
     name: str | None = None
     kind = "Add"
     autograd_checked = True
+    promotes_inputs = True
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
         """Return the common shape of the inputs."""

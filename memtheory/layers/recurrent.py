@@ -121,6 +121,12 @@ class LSTM(_Recurrent):
 
     kind = "LSTM"
     gates = 4
+    autograd_refusal = (
+        "on CPU nn.LSTM runs oneDNN's mkldnn_rnn_layer, which saves a uint8 workspace whose "
+        "size follows oneDNN's internal, page-aligned layout (28,672 bytes for any tiny "
+        "LSTM), not a formula of the sizes; Network.saved_tensors() gives the fused-cell "
+        "estimate (4H gates and the cell state per step)."
+    )
 
     def _kept_per_step(self) -> tuple[sp.Expr, ...]:
         hidden = self.hidden_size
@@ -187,6 +193,12 @@ class GRU(_Recurrent):
 
     kind = "GRU"
     gates = 3
+    autograd_refusal = (
+        "on CPU nn.GRU runs its cell step by step, so its backward is a chain of nodes per "
+        "step, with their own gradients and temporaries, which memtheory does not follow: its "
+        "saved tensors are measured (GRU.autograd, exact) but a training-step peak through "
+        "it is not (measured 80 to 170 bytes off on tiny GRUs)."
+    )
 
     def _kept_per_step(self) -> tuple[sp.Expr, ...]:
         return (5 * self.hidden_size,)

@@ -124,9 +124,19 @@ class RMSNorm(FeatureNorm):
         if self.elementwise_affine:
             normalised = given if self.implementation == "llama" else fp32
             saved.append(TensorSpec("intermediate", shape, normalised))
+        refused = None
+        if given is not None and given != fp32:
+            refused = (
+                f"reading a {given.name} tensor that needs no gradient (the network's input), "
+                "none of its fp32 intermediates is saved and its forward's own transients "
+                "(the fp32 copy, x.pow(2), the product before the cast back) set the peak; "
+                "that case is not measured. Put a layer with parameters before it, or feed "
+                "fp32 (autocast)."
+            )
         return Autograd(
             saved=tuple(saved),
             stages=self._stages(shape, given),
+            without_input_gradient=refused,
         )
 
     def _stages(self, shape: Shape, given: DType | None) -> tuple[Stage, ...]:

@@ -36,8 +36,8 @@ from memtheory.layers import (
     TokenTypeEmbedding,
     Unembedding,
 )
-from memtheory.models.transformer import transformer_block
-from memtheory.network import Network, Node
+from memtheory.models.transformer import block_calls, transformer_block
+from memtheory.network import Network, Node, module_calls
 from memtheory.symbols import B, S
 
 __all__ = ["bert", "bert_base", "bert_base_mlm"]
@@ -94,6 +94,7 @@ def bert(
             "bert: pooler=True and mlm_head=True would give the network two outputs; "
             "BertForMaskedLM has no pooler, so pass pooler=False with mlm_head=True."
         )
+    calls: list[tuple[str, str]] = []
     items: list[Layer | Node] = [
         Input((sequence,), batch=batch, name="input_ids"),
         Embedding(vocabulary, hidden, name="embeddings.word_embeddings"),
@@ -108,6 +109,7 @@ def bert(
             f"encoder.layer.{index}", source, hidden=hidden, heads=heads, norm="post", flash=flash
         )
         items += block
+        calls += block_calls(block, "bert")
         source = block[-1].name or ""
     if pooler:
         items += [
@@ -124,7 +126,13 @@ def bert(
         ]
     if loss:
         items.append(LanguageModelLoss(shift=False, upcast=False, name="loss"))
-    return Network(items, name="BERT")
+    # Hugging Face: embeddings, encoder, pooler and cls are called as modules (module_calls);
+    # the encoder's layers are an nn.ModuleList it iterates; BertEmbeddings keeps
+    # inputs_embeds until it returns.
+    names = [item.name or "" for item in items[1:]]
+    calls += module_calls(names, not_called=["encoder.layer"])
+    calls.append(("embeddings.token_type_embeddings", "embeddings.dropout"))
+    return Network(items, name="BERT", calls=calls)
 
 
 def bert_base(

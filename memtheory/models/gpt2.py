@@ -28,7 +28,7 @@ from memtheory.layers import (
     PositionEmbedding,
     Unembedding,
 )
-from memtheory.models.transformer import transformer_block
+from memtheory.models.transformer import block_calls, transformer_block
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
@@ -117,11 +117,14 @@ def gpt2(
         Dropout(0.1, name="drop"),
     ]
     source = "drop"
+    # Hugging Face's GPT2Model.forward keeps inputs_embeds (wte's output) until it returns.
+    calls = [("wpe", "ln_f")]
     for index in range(config.layers):
         block = transformer_block(
             f"h.{index}", source, hidden=config.hidden, heads=config.heads, flash=flash
         )
         layers += block
+        calls += block_calls(block, "gpt2")
         source = block[-1].name or ""
     layers.append(LayerNorm(name="ln_f"))
     if lm_head:
@@ -129,7 +132,7 @@ def gpt2(
     if loss:
         layers.append(LanguageModelLoss(name="loss"))
     name = size if isinstance(size, str) else "custom"
-    return Network(layers, name=f"GPT-2 {name}")
+    return Network(layers, name=f"GPT-2 {name}", calls=calls)
 
 
 def _config(size: str | GPT2Config) -> GPT2Config:

@@ -36,7 +36,7 @@ from memtheory.layers import (
     Layer,
     ReLU6,
 )
-from memtheory.network import Network, Node
+from memtheory.network import Network, Node, module_calls
 from memtheory.symbols import B
 
 __all__ = ["MOBILENETV2_SETTING", "inverted_residual", "make_divisible", "mobilenet_v2"]
@@ -203,5 +203,7 @@ def mobilenet_v2(
         Dropout(dropout, name="classifier.0"),
         Dense(classes, name="classifier.1"),
     ]
-    network = Network(layers, name="MobileNetV2")
-    return network
+    names = [item.name or "" for item in layers]
+    # torchvision: features and classifier are nn.Sequential, each features.i a module, each
+    # Conv2dNormActivation a Sequential; each holds its input until it returns.
+    return Network(layers, name="MobileNetV2", calls=module_calls(names[1:]))

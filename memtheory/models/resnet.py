@@ -39,7 +39,7 @@ from memtheory.layers import (
     MaxPool2d,
     ReLU,
 )
-from memtheory.network import Network, Node
+from memtheory.network import Network, Node, module_calls
 from memtheory.symbols import B
 
 __all__ = [
@@ -256,7 +256,10 @@ def resnet(
         Flatten(name="flatten"),
         Dense(classes, name="fc"),
     ]
-    return Network(layers, name="ResNet")
+    names = [item.name or "" for item in layers]
+    # torchvision: each stage an nn.Sequential of blocks, each block (and its downsample) a
+    # module; each holds its input until it returns.
+    return Network(layers, name="ResNet", calls=module_calls(names[1:]))
 
 
 def resnet18(

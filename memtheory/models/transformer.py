@@ -33,7 +33,9 @@ from memtheory.errors import InvalidSizeError
 from memtheory.layers import GELU, Add, Dense, Dropout, Layer, LayerNorm, MultiHeadAttention
 from memtheory.network import Node
 
-__all__ = ["transformer_block"]
+__all__ = ["block_calls", "transformer_block"]
+
+Style = Literal["torchvision", "gpt2", "bert"]
 
 
 def transformer_block(
@@ -135,3 +137,56 @@ def transformer_block(
         Node(Add(name=name("add_2")), inputs=(name("ln_1"), mlp_out)),
         LayerNorm(name=name("ln_2")),
     ]
+
+
+def block_calls(block: list[Layer | Node], style: Style) -> list[tuple[str, str]]:
+    """Return the spans of a block's layers during which Python keeps what they read alive.
+
+    For :class:`~memtheory.network.Network`'s ``calls``, as the real code is
+    written (each a ``(first, last)`` pair of layer names). In every style the
+    caller holds the block's input until the block returns. Then:
+
+    * ``"torchvision"`` (``EncoderBlock``, pre-norm): the MLP is an
+      ``nn.Sequential`` called on ``ln_2``'s output, which it holds until it returns;
+    * ``"gpt2"`` (Hugging Face ``GPT2Block``): ``hidden_states = ln_1(x)``
+      lives until ``add_1`` reassigns it, ``attn_output`` until the block
+      returns, and ``ln_2``'s output until ``add_2``;
+    * ``"bert"`` (Hugging Face ``BertLayer``, post-norm): the dropped
+      projections live until their layer norm has run (``BertSelfOutput``,
+      ``BertOutput``), ``attention_output`` and ``intermediate_output`` until
+      the layer returns.
+
+    Examples
+    --------
+    >>> block = transformer_block("h.0", "x", hidden=64, heads=4)
+    >>> block_calls(block, "gpt2")[:2]
+    [('h.0.ln_1', 'h.0.add_2'), ('h.0.attn', 'h.0.add_1')]
+    """
+    names = [item.name or "" for item in block]
+    prefix = names[0].rsplit(".", 1)[0]
+
+    def named(part: str) -> str:
+        return f"{prefix}.{part}"
+
+    mlp_last = names[names.index(named("add_2")) - 1]
+    calls = [(names[0], names[-1])]
+    if style == "torchvision":
+        calls.append((named("mlp_fc"), mlp_last))
+    elif style == "gpt2":
+        calls += [
+            (named("attn"), named("add_1")),
+            (named("add_1"), named("add_2")),
+            (named("mlp_fc"), named("add_2")),
+        ]
+    elif style == "bert":
+        calls += [
+            (named("add_1"), named("ln_1")),
+            (named("mlp_fc"), named("ln_2")),
+            (named("mlp_proj"), named("ln_2")),
+            (named("add_2"), named("ln_2")),
+        ]
+    else:
+        raise InvalidSizeError(
+            f"block_calls: style must be 'torchvision', 'gpt2' or 'bert', got {style!r}."
+        )
+    return calls

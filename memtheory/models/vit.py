@@ -31,8 +31,8 @@ from memtheory.layers import (
     PatchSequence,
     SelectToken,
 )
-from memtheory.models.transformer import transformer_block
-from memtheory.network import Network, Node
+from memtheory.models.transformer import block_calls, transformer_block
+from memtheory.network import Network, Node, module_calls
 from memtheory.shapes import conv_output_size
 from memtheory.symbols import B
 
@@ -84,6 +84,7 @@ def vision_transformer(
     if not patches_per_side.is_number:
         patches_per_side = conv_output_size(image_size, patch_size, patch_size)
     sequence = patches_per_side**2 + 1
+    calls: list[tuple[str, str]] = []
     items: list[Layer | Node] = [
         Input((3, image_size, image_size), batch=batch),
         Conv2d(hidden, patch_size, stride=patch_size, name="conv_proj"),
@@ -109,13 +110,16 @@ def vision_transformer(
             skip_zero_dropout=True,
         )
         items += block
+        calls += block_calls(block, "torchvision")
         source = block[-1].name or ""
     items += [
         LayerNorm(name="encoder.ln"),
         SelectToken(0, name="class_output"),
         Dense(classes, name="heads.head"),
     ]
-    return Network(items, name="ViT")
+    # torchvision: encoder, encoder.layers and heads are called as modules (module_calls).
+    calls += module_calls([item.name or "" for item in items[1:]])
+    return Network(items, name="ViT", calls=calls)
 
 
 def vit_b_16(

@@ -11,6 +11,7 @@ see the exact (possibly symbolic) shape that reaches it.
 One module per job:
 
 - :mod:`~memtheory.network.graph`: :class:`Node`, layer names, who reads whom;
+- :mod:`~memtheory.network.calls`: which layers run inside one module call;
 - :mod:`~memtheory.network.rows`: shape inference, one :class:`LayerRow` per layer;
 - :mod:`~memtheory.network.storage`: whose storage each :class:`SavedTensor` is;
 - :mod:`~memtheory.network.summary`: the :class:`NetworkSummary` and its table;
@@ -33,6 +34,7 @@ A residual block, ``relu(x + conv(x))``:
 584
 """
 
+from memtheory.network.calls import module_calls
 from memtheory.network.graph import Node
 from memtheory.network.network import Network
 from memtheory.network.parameters import parameter_shapes
@@ -40,4 +42,12 @@ from memtheory.network.rows import LayerRow
 from memtheory.network.storage import SavedTensor
 from memtheory.network.summary import NetworkSummary
 
-__all__ = ["LayerRow", "Network", "NetworkSummary", "Node", "SavedTensor", "parameter_shapes"]
+__all__ = [
+    "LayerRow",
+    "Network",
+    "NetworkSummary",
+    "Node",
+    "SavedTensor",
+    "module_calls",
+    "parameter_shapes",
+]

@@ -19,11 +19,12 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import sympy as sp
 
 from memtheory._recursion import nesting_guard
+from memtheory.constraints import SizeConstraint, carry, register_sizes
 from memtheory.counts import ModelCounts
 from memtheory.errors import ShapeError, UnknownNameError, UnsupportedError
 from memtheory.evaluation import symbols_by_name
@@ -49,6 +50,15 @@ class Network:
         earlier layers it names (residual shortcuts, merges). Unnamed layers
         are named after their kind and position (``conv2d_1``, ``maxpool2d_1``, ...).
     name : str, default "network"
+    calls : sequence of (str, str), optional
+        Module calls, as ``(first, last)`` layer names: the layers from
+        ``first`` to ``last`` run inside one Python call (an ``nn.Module``'s
+        ``forward``, such as an ``nn.Sequential`` stage or a transformer
+        block). The call's arguments and its caller's variables keep every
+        tensor those layers read from before ``first`` alive until ``last``
+        has run; the autograd convention's forward and inference timelines
+        follow that. Unset, each layer's inputs are freed after their last
+        reader, as in a forward written one operation per statement.
 
     Raises
     ------
@@ -56,6 +66,8 @@ class Network:
         If a layer cannot take the shape that reaches it (the message names the
         layer and its position), or a node names a layer that does not come
         before it.
+    UnknownNameError
+        If a call names a layer the network does not have, or ends before it starts.
 
     Examples
     --------
@@ -76,7 +88,19 @@ class Network:
     (B, 10)
     """
 
-    def __init__(self, layers: Sequence[Layer | Node], name: str = "network") -> None:
+    def __init__(
+        self,
+        layers: Sequence[Layer | Node],
+        name: str = "network",
+        calls: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        if not isinstance(name, str):
+            raise UnsupportedError(f"Network: name must be text, got {name!r}.")
+        if isinstance(layers, str | bytes) or not isinstance(layers, Iterable):
+            raise UnsupportedError(
+                f"Network {name!r}: layers must be a list of layers, got {layers!r} "
+                f"({type(layers).__name__}). Write Network([Input((3, 32, 32)), Conv2d(8, 3)])."
+            )
         items = list(layers)
         if not items or not isinstance(items[0], Input):
             raise ShapeError(
@@ -107,6 +131,29 @@ class Network:
                 derive_rows(name, self.layers, self._inputs)
             )
         self._by_name: dict[str, LayerRow] = {row.name: row for row in self.rows}
+        self._checks = tuple(
+            SizeConstraint(size, f"layer {row.index} of {name!r}, {row.layer.label}, {axis}")
+            for row, axis, size in self._constrained_sizes()
+        )
+        register_sizes(self._checks)
+        self.calls: tuple[tuple[str, str], ...] = self._check_calls(calls)
+
+    def _check_calls(self, calls: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        checked = []
+        for call in calls:
+            if isinstance(call, str) or len(call) != 2:
+                raise UnsupportedError(
+                    f"Network {self.name!r}: a call is a (first, last) pair of layer names, got "
+                    f"{call!r}."
+                )
+            first, last = (self[name] for name in call)
+            if first.index > last.index:
+                raise UnknownNameError(
+                    f"Network {self.name!r}: call {call!r} ends before it starts; give the "
+                    "first layer it runs, then the last."
+                )
+            checked.append((first.name, last.name))
+        return tuple(checked)
 
     # -- structure ---------------------------------------------------------------------
     def __iter__(self) -> Iterator[Layer]:
@@ -168,22 +215,22 @@ class Network:
     @property
     def weight_count(self) -> sp.Expr:
         """Trainable weights, all layers."""
-        return sp.Add(*(r.weights for r in self.rows))
+        return carry(sp.Add(*(r.weights for r in self.rows)), self._checks)
 
     @property
     def bias_count(self) -> sp.Expr:
         """Trainable biases, all layers."""
-        return sp.Add(*(r.biases for r in self.rows))
+        return carry(sp.Add(*(r.biases for r in self.rows)), self._checks)
 
     @property
     def parameter_count(self) -> sp.Expr:
         """Trainable parameters (weights and biases), all layers."""
-        return self.weight_count + self.bias_count
+        return carry(self.weight_count + self.bias_count, self._checks)
 
     @property
     def activation_count(self) -> sp.Expr:
         """Activation elements the forward pass keeps, batch included, the input excluded."""
-        return sp.Add(*(r.activations for r in self.rows[1:]))
+        return carry(sp.Add(*(r.activations for r in self.rows[1:])), self._checks)
 
     @property
     def input_elements(self) -> sp.Expr:
@@ -209,7 +256,13 @@ class Network:
         >>> Network([Input((1, H, H)), Conv2d(8, 5)]).size_constraints()
         {"layer 1, Conv2d 'conv2d_1', output dimension 2": H - 4}
         """
-        constraints: dict[str, sp.Expr] = {}
+        return {
+            f"layer {row.index}, {row.layer.label}, {axis}": size
+            for row, axis, size in self._constrained_sizes()
+        }
+
+    def _constrained_sizes(self) -> Iterator[tuple[LayerRow, str, sp.Expr]]:
+        """Yield each distinct output size not known to be positive: row, axis words, size."""
         seen: set[sp.Expr] = set()  # hashed: deep floors compare in O(1) instead of walking
         for row in self.rows:
             for axis, size in enumerate(row.output_shape):
@@ -218,9 +271,22 @@ class Network:
                     continue
                 seen.add(size)
                 if size.is_positive is not True:
-                    label = f"layer {row.index}, {row.layer.label}, output dimension {axis}"
-                    constraints[label] = size
-        return constraints
+                    yield row, f"output dimension {axis}", size
+
+    def size_checks(self) -> tuple[SizeConstraint, ...]:
+        """Return the size constraints as :class:`~memtheory.constraints.SizeConstraint` objects.
+
+        The same sizes as :meth:`size_constraints`, each naming the network
+        too; what ``within=net`` checks in :func:`~memtheory.evaluation.evaluate`.
+
+        Examples
+        --------
+        >>> from memtheory.layers import Conv2d, Input
+        >>> from memtheory.symbols import H
+        >>> [c.where for c in Network([Input((1, H, H)), Conv2d(8, 5)], "cnn").size_checks()]
+        ["layer 1 of 'cnn', Conv2d 'conv2d_1', output dimension 2"]
+        """
+        return self._checks
 
     def counts(self) -> ModelCounts:
         """Return the counts an accounting convention needs.
@@ -237,6 +303,7 @@ class Network:
             input_elements=self.input_elements,
             buffers=sp.Add(*(spec.elements for spec in self.buffer_specs if spec.dtype is None)),
             batch=self.batch,
+            constraints={c.where: c.size for c in self._checks},
         )
 
     def storage_owner(self, name: str) -> str:

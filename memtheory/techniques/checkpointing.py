@@ -43,8 +43,10 @@ from fractions import Fraction
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
+from memtheory.constraints import check
 from memtheory.counts import ModelCounts
 from memtheory.errors import InvalidSizeError
+from memtheory.evaluation import substitution
 from memtheory.layers.base import elements
 from memtheory.network import Network
 from memtheory.symbols import size_symbol
@@ -305,12 +307,15 @@ def best_network_interval(network: Network, **values: object) -> int:
     """
     units = checkpoint_units(network)
     batch = network.batch
+    given = substitution(sorted(network.free_symbols, key=str), values)  # sizes, checked
+    check(network.size_checks(), given)  # and sizes every layer takes
+    by_name = {symbol.name: value for symbol, value in given.items()}
 
     def peak(interval: int) -> sp.Expr:
         expression = checkpointed_activations(network, interval)
         names = {s.name for s in expression.free_symbols}
         expression = expression.xreplace(
-            {s: sp.sympify(values[s.name]) for s in expression.free_symbols if s.name in values}
+            {s: by_name[s.name] for s in expression.free_symbols if s.name in by_name}
         )
         if batch.free_symbols:
             expression = expression.xreplace({b: 1 for b in batch.free_symbols})
@@ -348,4 +353,5 @@ def checkpointed_counts(network: Network, interval: int | None) -> ModelCounts:
         input_elements=counts.input_elements,
         buffers=counts.buffers,
         batch=counts.batch,
+        constraints=counts.constraints,
     )

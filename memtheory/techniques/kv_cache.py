@@ -44,7 +44,6 @@ from memtheory._validation import SizeLike
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as _dtype
 from memtheory.errors import InvalidArgumentError, UnsupportedError
-from memtheory.evaluation import substitution
 from memtheory.footprint import Footprint
 from memtheory.layers import MultiHeadAttention, PositionEmbedding
 from memtheory.layers.grouped_attention import GroupedQueryAttention
@@ -282,8 +281,8 @@ class GenerationMemory(Footprint):
             for name in ("weights", "kv_cache", "prompt_cache", "prefill", "decode")
             if getattr(self, name) is not None
         }
-        mapping = substitution(list(fields.values()), values)
-        return replace(self, **{name: e.xreplace(mapping) for name, e in fields.items()})
+        done, _ = self.substituted(values, list(fields.values()))
+        return replace(self, **dict(zip(fields, done, strict=True)))
 
 
 def weight_bytes(

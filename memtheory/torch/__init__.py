@@ -4,7 +4,10 @@ Needs PyTorch (the ``torch`` extra: ``pip install "memtheory[torch]"``);
 ``import memtheory`` itself never imports it, and this package imports it only
 when one of its functions is first used.
 
-* :func:`from_module` builds a memtheory Network from an ``nn.Sequential``.
+* :func:`trace` traces a training step of any module on fake tensors into
+  exact formulas in its sizes (:class:`TracedMemory`), without running it or
+  allocating its weights; :func:`from_module` builds a memtheory Network from
+  an ``nn.Sequential`` and traces any other module.
 * :func:`measure` measures a training step on CPU, to the byte, in the
   categories of memtheory's memory breakdowns; :func:`torch_optimizer` builds
   the ``torch.optim`` optimizer a memtheory optimizer describes, options included.
@@ -38,6 +41,7 @@ __all__ = [
     "Measurement",
     "ReferencePair",
     "StorageTracker",
+    "TracedMemory",
     "ZooModel",
     "accuracy_table",
     "compare_with_measurement",
@@ -45,6 +49,7 @@ __all__ = [
     "measure",
     "optimizer_implementation",
     "torch_optimizer",
+    "trace",
 ]
 
 _HOMES = {
@@ -55,6 +60,8 @@ _HOMES = {
     "measure": "memtheory.torch.measurement",
     "optimizer_implementation": "memtheory.torch.measurement",
     "torch_optimizer": "memtheory.torch.optimizers",
+    "trace": "memtheory.torch.tracing",
+    "TracedMemory": "memtheory.torch.tracing",
     "ZOO": "memtheory.torch.zoo",
     "ZooModel": "memtheory.torch.zoo",
     "PAIRS": "memtheory.torch.reference_models",

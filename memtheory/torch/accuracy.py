@@ -44,6 +44,7 @@ from memtheory.conventions.autograd import AutogradConvention, autocast_precisio
 from memtheory.errors import UnknownNameError, UnsupportedError
 from memtheory.memory import inference_memory, training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.optimizers import optimizer as optimizer_of
 from memtheory.precision import PrecisionLike
@@ -277,9 +278,12 @@ def compare_with_measurement(
     if isinstance(entry, ReferencePair):
         network = entry.build_network()
     else:
-        network = from_module(
+        converted = from_module(
             module, entry.input_shape, loss=torch.nn.CrossEntropyLoss(), name=entry.name
         )
+        if not isinstance(converted, Network):  # a zoo model is a stack of layers
+            raise UnsupportedError(f"{entry.name} is not a stack of layers: trace it instead.")
+        network = converted
     predictions = {}
     refused = {}
     for name in conventions:

@@ -43,6 +43,7 @@ from memtheory.layers import (
     Tanh,
 )
 from memtheory.network import Network
+from memtheory.torch.tracing.result import TracedMemory
 
 __all__ = ["SUPPORTED_MODULES", "from_module"]
 
@@ -78,8 +79,17 @@ def from_module(
     loss: nn.Module | None = None,
     device: str | None = None,
     name: str | None = None,
-) -> Network:
-    """Build the memtheory Network of a PyTorch stack of layers.
+    **trace_options: Any,
+) -> Network | TracedMemory:
+    """Build the memtheory Network of a PyTorch stack of layers, or trace any other module.
+
+    An ``nn.Sequential`` stack (or one supported layer) becomes a memtheory
+    :class:`~memtheory.network.Network`, whose memory every convention
+    derives. Any other module, with its own ``forward()``, is traced instead
+    (:func:`memtheory.torch.tracing.shapes.trace_shapes`): the result is the
+    :class:`~memtheory.torch.tracing.TracedMemory` of a training step, exact
+    and symbolic in the symbols of ``input_shape``; ``trace_options``
+    (``optimizer=``, ``target_shape=``, ``input_dtype=``, ``sizes=``) go there.
 
     Parameters
     ----------
@@ -99,14 +109,16 @@ def from_module(
 
     Returns
     -------
-    Network
+    Network or TracedMemory
+        A Network for a stack of layers; a TracedMemory for any other module.
 
     Raises
     ------
     UnsupportedError
-        For a module memtheory does not model (its path and type are named), a
-        module with a custom ``forward``, or an option that changes what is
-        kept (``padding_mode="reflect"``, ``return_indices=True``, ...).
+        In a stack: for a module memtheory does not model (its path and type
+        are named), a module with a custom ``forward`` inside the stack, or an
+        option that changes what is kept (``padding_mode="reflect"``,
+        ``return_indices=True``, ...).
     ShapeError
         If a layer's declared sizes (``in_features``, ``in_channels``,
         ``num_features``) do not match the shape that reaches it.
@@ -126,6 +138,15 @@ def from_module(
     ...
     memtheory.errors.UnsupportedError: from_module: module '1' is nn.LSTM, which memtheory ...
     """
+    if not isinstance(module, nn.Sequential) and type(module) not in _CONVERTERS:
+        from memtheory.torch.tracing.shapes import trace_shapes
+
+        return trace_shapes(module, input_shape, loss=loss, **trace_options)
+    if trace_options:
+        raise UnsupportedError(
+            f"from_module: {', '.join(trace_options)} only apply to a module that is traced "
+            "(one with its own forward()); a stack of layers becomes a Network."
+        )
     shape = tuple(input_shape)
     if len(shape) < 2:
         raise ShapeError(
@@ -162,11 +183,15 @@ def _convert(path: str, module: nn.Module, shape: tuple[sp.Expr, ...], device: s
     converter = _CONVERTERS.get(type(module))
     if converter is None:
         if list(module.children()) or kind not in dir(nn):
-            why = f"{kind}, a module with its own forward(); only nn.Sequential stacks are read"
+            why = (
+                f"{kind}, a module with its own forward(); inside an nn.Sequential only layers "
+                "are read (memtheory.torch.trace traces the whole model instead)"
+            )
         else:
             why = f"nn.{kind}, which memtheory does not model"
         raise UnsupportedError(
-            f"from_module: module '{path}' is {why}. Supported: {', '.join(SUPPORTED_MODULES)}."
+            f"from_module: module '{path}' is {why}. Supported: {', '.join(SUPPORTED_MODULES)}; "
+            "memtheory.torch.trace(module, example_input, dims) traces any model."
         )
     return converter(path, module, shape, device)
 

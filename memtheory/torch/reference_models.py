@@ -10,7 +10,12 @@ lines up, name for name and shape for shape, with
 forward hook on a submodule sees the output shape of the memtheory layer of
 the same name.
 
-What each one does, operation for operation, follows the real model:
+What each one does, operation for operation, follows the real model, and so
+does how long Python keeps each tensor: the containers torchvision and Hugging
+Face call as modules are modules here, and the variables their ``forward``
+methods keep are kept here, so that under ``no_grad`` (where a tensor lives as
+long as something refers to it) the inference peak is the real code's. The
+builders declare the same lifetimes as :attr:`~memtheory.network.Network.calls`.
 
 * ResNet (torchvision ``BasicBlock`` / ``Bottleneck``, v1.5): in-place ReLUs,
   one operation per statement (as torchvision, so that under ``no_grad`` each
@@ -20,7 +25,8 @@ What each one does, operation for operation, follows the real model:
   convolutions through ``groups``, ``x + conv(x)`` out of place, functional
   global pooling written as an ``AdaptiveAvgPool2d`` module.
 * ViT (torchvision ``VisionTransformer``): ``conv_proj``, reshape + permute,
-  class token by ``cat``, ``x + pos_embedding``, pre-norm blocks around
+  class token by ``cat``, the ``Encoder`` module (``x + pos_embedding``, its
+  layers, ``ln``), pre-norm ``EncoderBlock`` s around
   ``nn.MultiheadAttention(..., need_weights=False)``; dropouts of probability
   0 left out (PyTorch passes their input through).
 * BERT-MLM (Hugging Face ``BertForMaskedLM``): word + token-type embeddings,
@@ -30,17 +36,21 @@ What each one does, operation for operation, follows the real model:
   matrix is the word embedding's and whose bias is its own. Differences from
   Hugging Face: the attention is ``nn.MultiheadAttention`` (one packed
   query/key/value projection, memtheory's ``implementation="torch"``; Hugging
-  Face has three projections and its own eager or SDPA attention), and the
+  Face has three projections and its own eager or SDPA attention), the
   token-type and position ids are made in ``forward`` (zeros of ``(batch,
   sequence)`` and ``arange(sequence)``) rather than read from registered
-  buffers.
+  buffers, and the looked-up rows are added inside the embedding modules
+  (Hugging Face keeps them in variables until ``BertEmbeddings`` returns).
+  ``BertEmbeddings``, ``BertEncoder`` and ``BertOnlyMLMHead`` are modules,
+  and each block keeps its variables as ``BertLayer`` does.
 * GPT-2 (Hugging Face ``GPT2LMHeadModel``): token + position embeddings
   (``arange(sequence)`` ids), dropout, pre-norm blocks with the tanh GELU as
   one operation (``nn.GELU(approximate="tanh")``; Hugging Face's ``gelu_new``
   is a Python composite), the final LayerNorm, the tied ``lm_head`` and
   Hugging Face's causal-LM loss (:func:`causal_lm_loss`). The attention is
   ``nn.MultiheadAttention`` without a causal mask (memtheory's layer models
-  none).
+  none). ``GPT2Model.forward`` keeps ``inputs_embeds`` until it returns, and
+  each block its variables as ``GPT2Block`` does.
 
 The memtheory side of each pair is the builder's network passed through
 :func:`as_measured` (CPU dropout masks, ``nn.MultiheadAttention`` attention).
@@ -62,13 +72,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F  # noqa: N812 (PyTorch's convention)
 from torch import nn
 
-from memtheory.layers import CrossEntropyLoss, Dropout, Layer, MultiHeadAttention
+from memtheory.errors import InvalidArgumentError
+from memtheory.layers import (
+    CrossEntropyLoss,
+    Dropout,
+    Layer,
+    MultiHeadAttention,
+    PositionEmbedding,
+    TokenTypeEmbedding,
+)
 from memtheory.models import (
     MOBILENETV2_SETTING,
     bert,
@@ -89,9 +107,10 @@ __all__ = [
     "ReferencePair",
     "ResNetReference",
     "ViTReference",
+    "as_hugging_face",
+    "as_measured",
     "causal_lm_loss",
     "masked_lm_loss",
-    "as_measured",
 ]
 
 
@@ -150,10 +169,10 @@ class _Block(nn.Module):
 class _Chain(nn.Module):
     """Children named ``0``, ``1``, ... run one after the other (an explicit forward)."""
 
-    def __init__(self, *modules: nn.Module) -> None:
+    def __init__(self, *modules: nn.Module, names: Sequence[str] | None = None) -> None:
         super().__init__()
         for index, module in enumerate(modules):
-            self.add_module(str(index), module)
+            self.add_module(names[index] if names else str(index), module)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for module in self.children():
@@ -285,9 +304,11 @@ class _TransformerBlock(nn.Module):
         dropout: float,
         activation: nn.Module,
         activation_dropout: bool = False,
+        style: str = "gpt2",
     ) -> None:
         super().__init__()
         self.norm = norm
+        self.style = style if norm == "pre" else "bert"
         drop = (lambda: nn.Dropout(dropout)) if dropout else (lambda: nn.Identity())
         if norm == "pre":
             self.ln_1 = nn.LayerNorm(hidden)
@@ -317,11 +338,40 @@ class _TransformerBlock(nn.Module):
         return self._drop("mlp_dropout", self.mlp_proj(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.norm == "pre":
-            x = x + self._drop("attn_dropout", self.attn(self.ln_1(x)))
-            return x + self._mlp(self.ln_2(x))
-        x = self.ln_1(x + self._drop("attn_dropout", self.attn(x)))
-        return self.ln_2(x + self._mlp(x))
+        # Variables live as in the real code (memtheory.models.transformer.block_calls).
+        if self.style == "torchvision":  # torchvision's EncoderBlock
+            input = x  # noqa: A001
+            x = self.ln_1(input)
+            x = self.attn(x)
+            x = self._drop("attn_dropout", x)
+            x = x + input
+            y = self.ln_2(x)
+            y = self._mlp(y)
+            return x + y
+        if self.style == "gpt2":  # Hugging Face's GPT2Block
+            residual = x
+            hidden_states = self.ln_1(x)
+            attn_output = self._drop("attn_dropout", self.attn(hidden_states))
+            hidden_states = attn_output + residual
+            residual = hidden_states
+            hidden_states = self.ln_2(hidden_states)
+            feed_forward_hidden_states = self._mlp(hidden_states)
+            hidden_states = residual + feed_forward_hidden_states
+            return hidden_states
+        # Hugging Face's BertLayer: BertAttention (BertSelfOutput), BertIntermediate, BertOutput
+        attention_output = self._self_output(self.attn(x), x, "attn_dropout", "ln_1")
+        intermediate_output = self.mlp_act(self.mlp_fc(attention_output))
+        return self._self_output(
+            self.mlp_proj(intermediate_output), attention_output, "mlp_dropout", "ln_2"
+        )
+
+    def _self_output(
+        self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, drop: str, norm: str
+    ) -> torch.Tensor:
+        """Hugging Face's ``BertSelfOutput`` / ``BertOutput`` after the projection."""
+        hidden_states = self._drop(drop, hidden_states)
+        hidden_states = self.get_submodule(norm)(hidden_states + input_tensor)
+        return hidden_states
 
 
 class _ClassToken(nn.Module):
@@ -365,14 +415,41 @@ class ViTReference(nn.Module):
         self.patch_size = patch_size
         self.conv_proj = nn.Conv2d(3, hidden, patch_size, patch_size)
         self.class_token = _ClassToken(hidden)
-        self.encoder = nn.Module()
         sequence = (image_size // patch_size) ** 2 + 1
-        self.encoder.pos_embedding = _LearnedPositions(sequence, hidden)
+        self.encoder = _ViTEncoder(sequence, layers, hidden, heads, mlp_dim, dropout)
+        self.heads = _Chain()
+        self.heads.add_module("head", nn.Linear(hidden, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Run the model on a batch, as torchvision's ``VisionTransformer.forward``."""
+        x = self._process_input(x)
+        x = self.class_token(x)
+        x = self.encoder(x)
+        x = x[:, 0]
+        x = self.heads(x)
+        return x
+
+    def _process_input(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv_proj(x)
+        n, hidden = x.shape[0], x.shape[1]
+        x = x.reshape(n, hidden, -1)
+        x = x.permute(0, 2, 1)
+        return x
+
+
+class _ViTEncoder(nn.Module):
+    """torchvision's ViT ``Encoder``: ``ln(layers(dropout(input + pos_embedding)))``."""
+
+    def __init__(
+        self, sequence: int, layers: int, hidden: int, heads: int, mlp_dim: int, dropout: float
+    ) -> None:
+        super().__init__()
+        self.pos_embedding = _LearnedPositions(sequence, hidden)
         if dropout:
-            self.encoder.dropout = nn.Dropout(dropout)
-        self.encoder.layers = nn.ModuleDict(
-            {
-                f"encoder_layer_{i}": _TransformerBlock(
+            self.dropout = nn.Dropout(dropout)
+        self.layers = _Chain(
+            *(
+                _TransformerBlock(
                     hidden,
                     heads,
                     mlp_dim,
@@ -380,26 +457,19 @@ class ViTReference(nn.Module):
                     dropout=dropout,
                     activation=nn.GELU(),
                     activation_dropout=True,
+                    style="torchvision",
                 )
-                for i in range(layers)
-            }
+                for _ in range(layers)
+            ),
+            names=[f"encoder_layer_{i}" for i in range(layers)],
         )
-        self.encoder.ln = nn.LayerNorm(hidden, eps=1e-6)
-        self.heads = nn.Module()
-        self.heads.head = nn.Linear(hidden, classes)
+        self.ln = nn.LayerNorm(hidden, eps=1e-6)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Run the model on a batch."""
-        x = self.conv_proj(x)
-        n, hidden = x.shape[0], x.shape[1]
-        x = x.reshape(n, hidden, -1).permute(0, 2, 1)
-        x = self.get_submodule("encoder.pos_embedding")(self.class_token(x))
-        if hasattr(self.encoder, "dropout"):
-            x = self.get_submodule("encoder.dropout")(x)
-        for block in self.get_submodule("encoder.layers").children():
-            x = block(x)
-        x = self.get_submodule("encoder.ln")(x)
-        return self.get_submodule("heads.head")(x[:, 0])
+    def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 (torchvision's name)
+        input = self.pos_embedding(input)  # noqa: A001
+        if hasattr(self, "dropout"):
+            input = self.dropout(input)  # noqa: A001
+        return self.ln(self.layers(input))
 
 
 class _AddedEmbedding(nn.Embedding):
@@ -455,43 +525,78 @@ class BertMLMReference(nn.Module):
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
-        self.embeddings = nn.Module()
-        self.embeddings.word_embeddings = nn.Embedding(vocabulary, hidden)
-        self.embeddings.token_type_embeddings = _AddedEmbedding(token_types, hidden, ids="zeros")
-        self.embeddings.position_embeddings = _AddedEmbedding(
+        self.embeddings = _BertEmbeddings(vocabulary, hidden, positions, token_types, dropout)
+        self.encoder = _BertEncoder(layers, hidden, heads, dropout)
+        self.cls = _BertOnlyMLMHead(hidden, self.embeddings.word_embeddings)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Run the model on a batch: ``BertModel.forward``, then the head."""
+        return self.cls(self._bert(input_ids))
+
+    def _bert(self, input_ids: torch.Tensor) -> torch.Tensor:
+        embedding_output = self.embeddings(input_ids)
+        sequence_output = self.encoder(embedding_output)
+        return sequence_output
+
+
+class _BertEmbeddings(nn.Module):
+    """``BertEmbeddings``: inputs_embeds lives until it returns (rows added in the layers)."""
+
+    def __init__(
+        self, vocabulary: int, hidden: int, positions: int, token_types: int, dropout: float
+    ) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocabulary, hidden)
+        self.token_type_embeddings = _AddedEmbedding(token_types, hidden, ids="zeros")
+        self.position_embeddings = _AddedEmbedding(
             positions, hidden, ids="positions", inplace=True
         )
-        self.embeddings.LayerNorm = nn.LayerNorm(hidden, eps=1e-12)
-        self.embeddings.dropout = nn.Dropout(dropout)
-        self.encoder = nn.Module()
-        self.encoder.layer = nn.ModuleList(
+        self.LayerNorm = nn.LayerNorm(hidden, eps=1e-12)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        inputs_embeds = self.word_embeddings(input_ids)
+        embeddings = self.token_type_embeddings(inputs_embeds)
+        embeddings = self.position_embeddings(embeddings)
+        embeddings = self.LayerNorm(embeddings)
+        embeddings = self.dropout(embeddings)
+        return embeddings
+
+
+class _BertEncoder(nn.Module):
+    """``BertEncoder``: its ``layer`` list run in turn."""
+
+    def __init__(self, layers: int, hidden: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(
             _TransformerBlock(
                 hidden, heads, 4 * hidden, norm="post", dropout=dropout, activation=nn.GELU()
             )
             for _ in range(layers)
         )
-        self.cls = nn.Module()
-        self.cls.predictions = nn.Module()
-        transform = nn.Module()
-        transform.dense = nn.Linear(hidden, hidden)
-        transform.transform_act_fn = nn.GELU()
-        transform.LayerNorm = nn.LayerNorm(hidden, eps=1e-12)
-        self.cls.predictions.transform = transform
-        self.cls.predictions.decoder = _TiedDecoder(self.embeddings.word_embeddings, bias=True)
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Run the model on a batch."""
-        e = self.get_submodule("embeddings")
-        x = e.get_submodule("word_embeddings")(input_ids)
-        x = e.get_submodule("token_type_embeddings")(x)
-        x = e.get_submodule("position_embeddings")(x)
-        x = e.get_submodule("dropout")(e.get_submodule("LayerNorm")(x))
-        for block in self.get_submodule("encoder.layer").children():
-            x = block(x)
-        t = self.get_submodule("cls.predictions.transform")
-        x = t.get_submodule("dense")(x)
-        x = t.get_submodule("LayerNorm")(t.get_submodule("transform_act_fn")(x))
-        return self.get_submodule("cls.predictions.decoder")(x)
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states)
+        return hidden_states
+
+
+class _BertOnlyMLMHead(nn.Module):
+    """``BertOnlyMLMHead``: ``predictions`` = transform (dense, GELU, LayerNorm), tied decoder."""
+
+    def __init__(self, hidden: int, embedding: nn.Embedding) -> None:
+        super().__init__()
+        self.predictions = _Chain()
+        transform = _Chain()
+        transform.add_module("dense", nn.Linear(hidden, hidden))
+        transform.add_module("transform_act_fn", nn.GELU())
+        transform.add_module("LayerNorm", nn.LayerNorm(hidden, eps=1e-12))
+        self.predictions.add_module("transform", transform)
+        self.predictions.add_module("decoder", _TiedDecoder(embedding, bias=True))
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        prediction_scores = self.predictions(sequence_output)
+        return prediction_scores
 
 
 class GPT2Reference(nn.Module):
@@ -526,11 +631,18 @@ class GPT2Reference(nn.Module):
         self.lm_head = _TiedDecoder(self.wte, bias=False)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Run the model on a batch."""
-        x = self.drop(self.wpe(self.wte(input_ids)))
+        """Run the model on a batch: ``GPT2Model.forward``, then the head."""
+        return self.lm_head(self._transformer(input_ids))
+
+    def _transformer(self, input_ids: torch.Tensor) -> torch.Tensor:
+        # As GPT2Model.forward: inputs_embeds lives until it returns.
+        inputs_embeds = self.wte(input_ids)
+        hidden_states = self.wpe(inputs_embeds)
+        hidden_states = self.drop(hidden_states)
         for block in self.h:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
+            hidden_states = block(hidden_states)
+        hidden_states = self.ln_f(hidden_states)
+        return hidden_states
 
 
 def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -568,7 +680,59 @@ def as_measured(network: Network, loss: Layer | None) -> Network:
         items.append(Node(layer, inputs=row.inputs))
     if loss is not None:
         items.append(loss)
-    return Network(items, name=network.name)
+    return Network(items, name=network.name, calls=network.calls)
+
+
+def as_hugging_face(network: Network, model: Literal["gpt2", "bert"]) -> Network:
+    """Return a GPT-2 or BERT builder's network as Hugging Face 5 runs it (CPU, eager).
+
+    ``network`` comes from :func:`~memtheory.models.gpt2` or
+    :func:`~memtheory.models.bert`; ``transformers`` 5 runs it on CPU with
+    ``attn_implementation="eager"``. Checked byte for byte against
+    ``GPT2LMHeadModel`` and ``BertForMaskedLM`` built from small configs
+    (``tests/pytorch/test_hugging_face.py``). In both,
+    dropout masks are CPU's and attention is Hugging Face's eager path
+    (``device="cpu"``). GPT-2 adds its fp32 causal mask to the scores
+    (``additive_mask``). BERT has three query/key/value projections
+    (``packed=False``), reads its position ids from the registered
+    ``position_ids`` buffer and its token types by gathering from the
+    ``token_type_ids`` buffer (``gathered``), and adds the position rows out
+    of place. The builders' own defaults differ from this only in these
+    settings.
+
+    Examples
+    --------
+    >>> from memtheory.models import bert
+    >>> net = as_hugging_face(bert(layers=1, hidden=8, heads=2, vocabulary=11, positions=6,
+    ...                            batch=2, sequence=5, pooler=False, mlm_head=True), "bert")
+    >>> [p for p, _ in net["encoder.layer.0.attn"].layer.parameter_shapes((2, 5, 8))][:2]
+    ['query.weight', 'query.bias']
+    """
+    if model not in ("gpt2", "bert"):
+        raise InvalidArgumentError(f"model must be 'gpt2' or 'bert', got {model!r}.")
+    positions = next(
+        (r.layer.num_embeddings for r in network.rows if isinstance(r.layer, PositionEmbedding)),
+        None,
+    )
+    items: list[Layer | Node] = [network.layers[0]]
+    for row in network.rows[1:]:
+        layer = row.layer
+        if isinstance(layer, Dropout):
+            layer = replace(layer, device="cpu")
+        elif isinstance(layer, MultiHeadAttention):
+            layer = replace(
+                layer,
+                device="cpu",
+                implementation="eager",
+                additive_mask=model == "gpt2",
+                packed=model == "gpt2",
+            )
+        elif model == "bert" and isinstance(layer, TokenTypeEmbedding):
+            layer = replace(layer, ids_buffer=positions, gathered=True)
+        elif model == "bert" and isinstance(layer, PositionEmbedding):
+            layer = replace(layer, ids_buffer=positions, inplace=False)
+        items.append(Node(layer, inputs=row.inputs))
+    return Network(items, name=network.name, calls=network.calls)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ Examples
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Literal, TypeAlias
 
 import sympy as sp
@@ -69,13 +71,27 @@ def memory_limit(limit: LimitLike) -> sp.Rational:
     >>> memory_limit("80 GB"), memory_limit("24 GiB"), memory_limit(1000)
     (80000000000, 25769803776, 1000)
     """
-    value = parse_bytes(limit) if isinstance(limit, str) else sp.sympify(limit)
-    if not value.is_number or not value.is_positive:
+    if isinstance(limit, str):
+        value = parse_bytes(limit)
+    elif isinstance(limit, numbers.Rational | sp.Expr) and not isinstance(limit, bool):
+        value = (
+            sp.Rational(int(limit)) if isinstance(limit, numbers.Integral) else sp.sympify(limit)
+        )
+    elif isinstance(limit, numbers.Real) and not isinstance(limit, bool) and math.isfinite(limit):
+        value = sp.nsimplify(float(limit))
+    else:
+        raise EvaluationError(
+            f"a memory limit must be a positive number of bytes or a size such as '24 GiB', "
+            f"got {limit!r} ({type(limit).__name__})."
+        )
+    if not value.is_number or not value.is_positive or not value.is_finite or not value.is_real:
         raise EvaluationError(
             f"a memory limit must be a positive number of bytes or a size such as '24 GiB', "
             f"got {limit!r}."
         )
-    return sp.Rational(value)
+    return (
+        sp.Rational(value) if value.is_Rational or value.is_Float else sp.Rational(sp.floor(value))
+    )
 
 
 def total_bytes(

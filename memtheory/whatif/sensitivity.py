@@ -21,7 +21,7 @@ import sympy as sp
 
 from memtheory.conventions import ConventionLike
 from memtheory.errors import EvaluationError, UnknownNameError
-from memtheory.evaluation import evaluate, symbols_by_name
+from memtheory.evaluation import evaluate, substitution, symbols_by_name
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
 from memtheory.tables import Column, Table
@@ -151,8 +151,11 @@ def sensitivity(
     missing = sorted(set(free) - set(values))
     if missing:
         raise EvaluationError(f"sensitivity needs a value for {', '.join(missing)}.")
-    point = {free[name]: sp.sympify(value) for name, value in values.items() if name in free}
-    at_point = evaluate(total, **{k: v for k, v in values.items() if k in free})
+    given = {k: v for k, v in values.items() if k in free}
+    at_point = evaluate(total, **given)  # checks every value, and the network's sizes
+    if not at_point.is_number:
+        raise EvaluationError(f"sensitivity needs numbers for its sizes, got {given}.")
+    point = substitution([total], given)
     relaxed = _relaxed(total)
     relaxed_at_point = sp.nsimplify(relaxed.xreplace(point))
     rows = []

@@ -23,11 +23,13 @@ Examples
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import Any, Literal
 
 import sympy as sp
 
+from memtheory.constraints import constraints_in, smallest_valid
 from memtheory.conventions import ConventionLike
 from memtheory.errors import DoesNotFitError, EvaluationError, UnsupportedError
 from memtheory.evaluation import compile_exact, evaluate, symbols_by_name
@@ -45,10 +47,11 @@ SEARCH_CEILING = 2**80
 
 
 def _exact(expression: sp.Expr, symbol: sp.Symbol) -> Callable[[int], sp.Expr | int]:
+    """Return the bytes as a function of one size; both ways check its size constraints."""
     try:
         compiled = compile_exact(expression, [symbol.name])
     except (EvaluationError, TypeError):
-        return lambda value: expression.xreplace({symbol: sp.Integer(value)})
+        return lambda value: evaluate(expression, **{symbol.name: value})
     return compiled
 
 
@@ -81,7 +84,14 @@ def _total_in(
     total = total_bytes(expression, by=by)
     if values:
         total = evaluate(total, **values)
-    name = symbol if isinstance(symbol, str) else symbol.name
+    if isinstance(symbol, str):
+        name = symbol
+    elif isinstance(symbol, sp.Symbol):
+        name = symbol.name
+    else:
+        raise EvaluationError(
+            f"the size to solve for is a symbol or its name (such as 'B'), got {symbol!r}."
+        )
     free = symbols_by_name([total])
     if name not in free:
         raise EvaluationError(
@@ -112,7 +122,8 @@ def max_value(
     limit : bytes or str
         ``"24 GiB"``, ``"80 GB"``, or a number of bytes.
     start : int, default 1
-        The smallest value worth trying.
+        The smallest value worth trying; raised to the smallest value every
+        layer of the network takes (a 5x5 kernel needs a side of at least 5).
     stop : int, optional
         The largest value allowed (a model's longest sequence, say): the
         answer is at most ``stop`` even when memory would allow more.
@@ -131,6 +142,8 @@ def max_value(
     ------
     DoesNotFitError
         If even ``start`` does not fit.
+    KernelTooLargeError
+        If ``values`` are too small for a layer of the network.
 
     Examples
     --------
@@ -148,6 +161,10 @@ def max_value(
             f"give values for {', '.join(others)} (e.g. {others[0]}=...) to solve for {name}."
         )
     cap = memory_limit(limit)
+    start = _first(start, "start")
+    if stop is not None:
+        stop = _first(stop, "stop")
+    start = smallest_valid(constraints_in(total), size, start)  # the smallest size that fits
     f = _exact(total, size)
     if f(start) > cap:
         raise DoesNotFitError(
@@ -167,6 +184,12 @@ def max_value(
             f"could not find the largest {name}: the memory is not nondecreasing in {name}."
         )
     return value
+
+
+def _first(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise EvaluationError(f"{what} must be a positive whole number, got {value!r}.")
+    return int(value)
 
 
 def max_value_formula(

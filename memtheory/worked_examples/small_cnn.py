@@ -38,10 +38,13 @@ def small_cnn_layers(
     image_size: int | sp.Expr = 50,
     hidden: int | sp.Expr = 500,
     batch: int | sp.Expr | None = None,
+    filters: tuple[int, int] = (32, 64),
+    classes: int = 10,
 ) -> list[Layer]:
     """Return the question's CNN as a list of layers, for callers that rebuild or alter it.
 
-    Takes the same keyword arguments as :func:`small_cnn_network`.
+    Takes the keyword arguments of :func:`small_cnn_network`, and the
+    filters and classes, for exercises that vary them.
 
     Parameters
     ----------
@@ -51,6 +54,10 @@ def small_cnn_layers(
         Units of the dense layer before the 10-way output.
     batch : size, optional
         Defaults to the symbol ``B``.
+    filters : (int, int), default (32, 64)
+        Filters of the two convolutions; the question's are 32 and 64.
+    classes : int, default 10
+        Units of the output layer.
 
     Examples
     --------
@@ -58,18 +65,21 @@ def small_cnn_layers(
     ['Input', 'Conv2d', 'MaxPool2d']
     >>> small_cnn_layers(image_size=32, hidden=100)[-3].units
     100
+    >>> small_cnn_layers(filters=(16, 8), classes=100)[3].out_channels
+    8
     """
+    first, second = filters
     shape = (3, image_size, image_size)
     image = Input(shape) if batch is None else Input(shape, batch=batch)
     return [
         image,
-        Conv2d(32, 3, padding=1),
+        Conv2d(first, 3, padding=1),
         MaxPool2d(2, stride=2),
-        Conv2d(64, 3, padding=1),
+        Conv2d(second, 3, padding=1),
         MaxPool2d(2, stride=2),
         Flatten(),
         Dense(hidden),
-        Dense(10),
+        Dense(classes),
         Softmax(),
     ]
 

@@ -141,10 +141,14 @@ def test_exercise_labels_are_unique_across_the_book():
     assert labels and len(labels) == len(set(labels))
 
 
-def test_chapters_one_to_ten_end_with_exercises_from_the_sets():
-    """Chapters 1 to 10 each show exercises of a set."""
+def test_every_chapter_ends_with_exercises_from_its_set():
+    """Chapters 1 to 14 each show exercises of a set, their own chapter's from chapter 10 on."""
     with_sets = {c.stem[:2] for c in CHAPTERS if glued_by(c.read_text(encoding="utf-8"))[1]}
-    assert {f"{n:02}" for n in range(1, 11)} <= with_sets
+    assert {f"{n:02}" for n in range(1, 15)} <= with_sets
+    for chapter in CHAPTERS:
+        if int(chapter.stem[:2]) >= 10:
+            sets = {set_id for set_id, _ in CALL.findall(chapter.read_text(encoding="utf-8"))}
+            assert sets == {f"ch{chapter.stem[:2]}"}, chapter.stem
 
 
 def test_answer_rules_are_said_once_and_only_for_kinds_shown():

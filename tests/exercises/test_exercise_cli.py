@@ -51,29 +51,38 @@ def test_grade_options_set_seed_json_and_expected(answer_file, tmp_path, capsys)
     assert "expected" in capsys.readouterr().out
 
 
-def test_grade_folder_writes_json_and_csv_summary(tmp_path, capsys):
-    """Grading a folder writes grades.json and grades.csv; an unreadable file is a row."""
-    (tmp_path / "ada.toml").write_text('learner = "ada"\n[answers]\n"ch03.q9" = "1"\n')
-    (tmp_path / "bob.toml").write_text('learner = "bob"\n[answers]\n"ch03.q9" = "oops"\n')
-    (tmp_path / "eve.toml").write_text("not = valid = toml\n")
-    assert main(["grade", str(tmp_path)]) == 0
-    summary = json.loads((tmp_path / "grades.json").read_text())
+def test_grade_folder_writes_json_and_csv_summary_beside_it(tmp_path, capsys):
+    """Grading a folder writes NAME.grades.json and .csv beside it; an unreadable file is a row."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (folder / "ada.toml").write_text('learner = "ada"\n[answers]\n"ch03.q9" = "1"\n')
+    (folder / "bob.toml").write_text('learner = "bob"\n[answers]\n"ch03.q9" = "oops"\n')
+    (folder / "eve.toml").write_text("not = valid = toml\n")
+    assert main(["grade", str(folder)]) == 0
+    summary = json.loads((tmp_path / "submissions.grades.json").read_text())
     assert [f["file"] for f in summary["files"]] == ["ada.toml", "bob.toml", "eve.toml"]
     assert summary["files"][2]["error"] and summary["files"][0]["result"]["learner"] == "ada"
-    rows = list(csv.DictReader((tmp_path / "grades.csv").open()))
+    rows = list(csv.DictReader((tmp_path / "submissions.grades.csv").open()))
     assert [r["learner"] for r in rows] == ["ada", "bob", ""]
     assert rows[0]["ch03.q1"] == "0" and rows[2]["error"]
     assert "3 answer file(s)" in capsys.readouterr().out
 
 
 def test_grading_a_folder_leaves_the_answer_files_alone(tmp_path):
-    """Folder grading writes only the summary files."""
-    path = tmp_path / "ada.toml"
+    """Folder grading writes nothing into the folder and leaves every answer file as it was."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    path = folder / "ada.toml"
     path.write_text('learner = "ada"\n[answers]\n"ch03.q1" = "12"\n')
     before = path.read_bytes()
-    main(["grade", str(tmp_path)])
+    main(["grade", str(folder)])
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ada.toml", "grades.csv", "grades.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["ada.toml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "submissions",
+        "submissions.grades.csv",
+        "submissions.grades.json",
+    ]
 
 
 def test_missing_or_broken_answer_file_exits_2(tmp_path, capsys):

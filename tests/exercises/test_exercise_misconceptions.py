@@ -65,6 +65,31 @@ HAND_WRITTEN = {
     "input_as_activations": ("ch03.q7", A001 + I001),
     # document 001's batch total without the 64 x 7,500 input values.
     "input_left_out": ("ch08.q5", size((A001 - 10) * 64 * 4, "MB", MB)),
+    # Chapters 10-14 (memtheory.exercises.technique_steps), on each question's stated numbers.
+    # 16 GiB card: 10% off the whole card, then the 1 GiB context: 14.4 - 1 GiB.
+    "budget_reserve_order": ("ch10.q1", size(16 * GIB * 9 // 10 - GIB, "GiB", GIB)),
+    # 3x3 conv to 16 channels on 32x32, then an in-place ReLU given its own 16x32x32 output.
+    "inplace_not_shared": ("ch10.q3", 2 * 16 * 32 * 32),
+    # document 001, batch 64: pooled outputs 25x25x32 and 12x12x64, indices at 4 bytes.
+    "indices_as_floats": ("ch10.q4", size((25 * 25 * 32 + 12 * 12 * 64) * 64 * 4, "MiB", MIB)),
+    # width 768, 12 heads: 34*D*S = 5*S^2 with a = 1 instead of 12.
+    "attention_one_head": ("ch12.q3", f"{34 * 768 / 5}"),
+    # 64 layers, a checkpoint every 8: the 8 kept inputs, without the recomputed segment.
+    "checkpoint_inputs_only": ("ch13.q1", 64 // 8),
+    # 64 layers, every 8: all 8 segments of 8 layers rerun, the last one too.
+    "recompute_every_segment": ("ch13.q2", 8 * 8),
+    # ZeRO paper, Figure 1 (7.5B parameters, 64 GPUs): stage 1's (2 + 2 + 12/64) x 7.5 GB, 31.4.
+    "zero_wrong_stage": ("ch13.q3", size(int((4 + Fraction(12, 64)) * 7_500_000_000), "GB", 10**9)),
+    # 1.5B parameters: only the Adam state moved; fp16 weights, fp16 gradients, fp32 master stay.
+    "offload_wrong_components": ("ch13.q5", size(1_500_000_000 * (2 + 2 + 4), "GB", 10**9)),
+    # Llama 2 7B (32 layers, 32 heads of 128), batch 8 of 4,096 tokens, fp16: keys only.
+    "kv_forgot_values": ("ch14.q1", size(32 * 32 * 128 * 4096 * 8 * 2, "GiB", GIB)),
+    # the same cache for one layer instead of 32.
+    "kv_one_layer": ("ch14.q1", size(2 * 32 * 128 * 4096 * 8 * 2, "GiB", GIB)),
+    # the same cache at 4 bytes per value.
+    "kv_fp32": ("ch14.q1", size(2 * 32 * 32 * 128 * 4096 * 8 * 4, "GiB", GIB)),
+    # 40 query heads sharing 8 key/value heads, counted as 40: no shrinking at all.
+    "kv_ignored_shared_heads": ("ch14.q3", 1),
 }
 
 

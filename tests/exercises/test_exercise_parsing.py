@@ -125,7 +125,7 @@ def test_formulas_parse_to_sympy(text, expected):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("B**", "incomplete or misspelt"),
+        ("B**", "incomplete"),
         ("(B", "every '\\(' has its '\\)'"),
         ("__import__('os')", "'__import__' is not allowed"),
         ("B.__class__", "not allowed"),
@@ -137,10 +137,10 @@ def test_formulas_parse_to_sympy(text, expected):
         ("B//2", "floor\\(a/b\\)"),
         ("B = 2", "not allowed"),
         ("exec('1')", "'exec' is not allowed"),
-        ("2**1000", "powers must be plain numbers"),
-        ("9**9**9**9", "powers must be plain numbers"),
+        ("2**1000", "power 1000 is beyond 64"),
+        ("9**9**9**9", "is beyond 64"),
         ("B > 2", "not allowed"),
-        ("1/0", "not finite"),
+        ("1/0", "divides by zero"),
         ("", "empty"),
     ],
 )

@@ -1,5 +1,10 @@
 """Random small graph networks, built twice: as a memtheory Network and as a PyTorch module.
 
+Two kinds: image graphs (:func:`graph_specs`: convolutions, residual and
+concatenation blocks) and sequence graphs (:func:`sequence_specs`: pre-norm
+residual blocks of ``nn.MultiheadAttention`` or an MLP, LayerNorm or
+``nn.RMSNorm``, dropout, a class-token head), each ending with one of the losses.
+
 A spec is a list of steps over named tensors. :func:`build` turns it into the
 memtheory layers (with :class:`~memtheory.network.Node` wiring) and into a
 ``GraphModule`` whose ``forward()`` runs the same steps in order and drops
@@ -20,7 +25,7 @@ from torch import nn
 import memtheory as mt
 from memtheory.network import Node
 
-__all__ = ["LOSSES", "GraphModule", "GraphSpec", "build", "graph_specs"]
+__all__ = ["LOSSES", "GraphModule", "GraphSpec", "build", "graph_specs", "sequence_specs"]
 
 LOSSES = {
     "cross_entropy": (mt.CrossEntropyLoss, nn.CrossEntropyLoss),
@@ -41,6 +46,14 @@ class GraphSpec:
     steps: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = field(default_factory=list)
     loss: str = "cross_entropy"
     classes: int = 3
+    sequence: bool = False
+    """The input is ``(batch, side, channels)``: ``side`` positions of ``channels`` features."""
+
+    def input_shape(self) -> tuple[int, ...]:
+        """The input batch's shape."""
+        if self.sequence:
+            return (self.batch, self.side, self.channels)
+        return (self.batch, self.channels, self.side, self.side)
 
 
 class GraphModule(nn.Module):
@@ -107,6 +120,20 @@ def _layer(kind: str, options: dict[str, Any], name: str, channels: int):
         return ours(name=name), theirs(), channels
     if kind == "dropout":
         return mt.Dropout(options["p"], device="cpu", name=name), nn.Dropout(options["p"]), channels
+    if kind == "linear":
+        return (mt.Dense(options["out"], name=name), nn.Linear(channels, options["out"]),
+                options["out"])
+    if kind == "ln":
+        return mt.LayerNorm(name=name), nn.LayerNorm(channels), channels
+    if kind == "rms":
+        return mt.RMSNorm(implementation="torch", name=name), nn.RMSNorm(channels), channels
+    if kind == "attn":
+        return (
+            mt.MultiHeadAttention(options["heads"], dropout=options["p"], implementation="torch",
+                                  device="cpu", name=name),
+            _SelfAttention(channels, options["heads"], options["p"]),
+            channels,
+        )
     if kind == "maxpool":
         return mt.MaxPool2d(2, name=name), nn.MaxPool2d(2), channels
     if kind == "gap":
@@ -115,10 +142,30 @@ def _layer(kind: str, options: dict[str, Any], name: str, channels: int):
     raise AssertionError(kind)
 
 
+class _SelfAttention(nn.MultiheadAttention):
+    """``nn.MultiheadAttention`` (batch first) as self-attention, returning its output."""
+
+    def __init__(self, width: int, heads: int, p: float) -> None:
+        super().__init__(width, heads, dropout=p, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]  # noqa: D102
+        return super().forward(x, x, x, need_weights=False)[0]
+
+
+class _ClassTokenHead(nn.Module):
+    """``linear(x[:, 0])``: the first position's features to the classes."""
+
+    def __init__(self, width: int, classes: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.linear(x[:, 0])
+
+
 def build(spec: GraphSpec) -> tuple[mt.Network, GraphModule]:
     """Return the memtheory Network and the PyTorch module of ``spec``."""
-    layers: list[Any] = [mt.Input((spec.channels, spec.side, spec.side), batch=spec.batch,
-                                  name="x")]
+    layers: list[Any] = [mt.Input(spec.input_shape()[1:], batch=spec.batch, name="x")]
     modules: dict[str, nn.Module] = {}
     channels = {"x": spec.channels}
     side = {"x": spec.side}
@@ -131,6 +178,12 @@ def build(spec: GraphSpec) -> tuple[mt.Network, GraphModule]:
             layers.append(Node(mt.Concat(name=name), inputs=inputs))
             channels[name] = sum(channels[i] for i in inputs)
             side[name] = side[inputs[0]]
+            continue
+        if kind == "head" and spec.sequence:
+            layers.append(Node(mt.SelectToken(0, name=f"{name}.select"), inputs=inputs))
+            layers.append(mt.Dense(spec.classes, name=name))
+            modules[name] = _ClassTokenHead(channels[inputs[0]], spec.classes)
+            channels[name], side[name] = spec.classes, 1
             continue
         if kind == "head":
             flat = channels[inputs[0]] * side[inputs[0]] ** 2
@@ -216,6 +269,53 @@ def graph_specs(draw: st.DrawFn, max_blocks: int = 3) -> GraphSpec:
         current = add("gap", {"size": draw(st.integers(1, 2))}, (current,), width[current])
     if draw(st.booleans()):
         current = add("dropout", {"p": 0.3}, (current,), width[current])
+    steps.append(("head", "head", {}, (current,)))
+    spec.loss = draw(st.sampled_from(sorted(LOSSES)))
+    return spec
+
+
+@st.composite
+def sequence_specs(draw: st.DrawFn, max_blocks: int = 2) -> GraphSpec:
+    """Draw a small sequence graph: a projection, pre-norm residual blocks, a token head.
+
+    Blocks: ``x + drop(attn(norm(x)))`` (``nn.MultiheadAttention`` without
+    attention dropout: the CPU flash path, whose backward the convention follows
+    node by node; its math path, with attention dropout, runs as one node whose
+    transients are a known gap, ``test_graphs.py``), ``x + fc2(gelu(fc1(norm(x))))``,
+    or a lone dropout or norm; the norms are LayerNorm or ``nn.RMSNorm``. At
+    least two sequences of at least two positions (the attention formulas'
+    stated range).
+    """
+    heads = draw(st.sampled_from((1, 2)))
+    width = heads * draw(st.sampled_from((2, 4)))
+    spec = GraphSpec(draw(st.integers(2, 3)), width, draw(st.integers(2, 5)), sequence=True)
+    steps = spec.steps
+    count = iter(range(1000))
+
+    def add(kind: str, options: dict[str, Any], inputs: tuple[str, ...]) -> str:
+        name = f"{kind}{next(count)}"
+        steps.append((name, kind, options, inputs))
+        return name
+
+    def norm(source: str) -> str:
+        return add(draw(st.sampled_from(("ln", "rms"))), {}, (source,))
+
+    current = add("linear", {"out": width}, ("x",))  # the norms then read a tensor with a grad
+    for _ in range(draw(st.integers(1, max_blocks))):
+        block = draw(st.sampled_from(("attention", "mlp", "plain")))
+        if block == "attention":
+            h = add("attn", {"heads": heads, "p": 0.0}, (norm(current),))
+            if draw(st.booleans()):
+                h = add("dropout", {"p": 0.25}, (h,))
+            current = add("add", {"inplace": False, "block_input": current}, (h, current))
+        elif block == "mlp":
+            h = add("linear", {"out": 2 * width}, (norm(current),))
+            h = add("gelu", {}, (h,))
+            h = add("linear", {"out": width}, (h,))
+            current = add("add", {"inplace": False, "block_input": current}, (current, h))
+        else:
+            kind = draw(st.sampled_from(("dropout", "ln", "rms")))
+            current = add(kind, {"p": 0.25}, (current,))
     steps.append(("head", "head", {}, (current,)))
     spec.loss = draw(st.sampled_from(sorted(LOSSES)))
     return spec

@@ -85,19 +85,28 @@ def test_unsupported_module_is_named_with_its_path():
         from_module(module, (2, 4))
 
 
-def test_custom_forward_is_refused():
-    """A module with its own forward() cannot be read as a stack."""
+class _Twice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
 
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x) * 2
 
-        def forward(self, x):
-            return self.fc(x) * 2
 
-    with pytest.raises(mt.UnsupportedError, match="its own forward"):
-        from_module(Net(), (2, 4))
+def test_custom_forward_is_traced():
+    """A module with its own forward() is traced: a TracedMemory symbolic in the shape's symbols."""
+    from memtheory.torch.tracing import TracedMemory
+
+    memory = from_module(_Twice(), (B, 4), loss=nn.CrossEntropyLoss(), optimizer="sgd")
+    assert isinstance(memory, TracedMemory) and memory.free_symbols == {B}
+    assert memory["parameters"] == 4 * sum(p.numel() for p in _Twice().parameters())
+
+
+def test_custom_forward_inside_a_stack_is_refused():
+    """Inside an nn.Sequential a module with its own forward() is named, and trace suggested."""
+    with pytest.raises(mt.UnsupportedError, match="its own forward.*memtheory.torch.trace"):
+        from_module(nn.Sequential(_Twice()), (2, 4))
 
 
 def test_declared_sizes_must_match_the_incoming_shape():

@@ -4,8 +4,9 @@ Each drawn spec is built twice (tests/pytorch/graph_builder.py): as a memtheory
 Network and as a PyTorch module whose forward() runs the same steps. Residual
 blocks with and without a 1x1-conv + BN projection, in-place and new sums,
 concatenations, a tensor read by two consumers, depthwise convolutions, BN,
-dropout, GELU/SiLU/ReLU6, adaptive pooling; cross-entropy, MSE, L1 or BCE with
-logits at the end.
+dropout, GELU/SiLU/ReLU6, adaptive pooling; and sequence graphs: pre-norm
+residual blocks of nn.MultiheadAttention or an MLP, LayerNorm or nn.RMSNorm,
+dropout, a class-token head; cross-entropy, MSE, L1 or BCE with logits at the end.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
-from graph_builder import LOSSES, build, graph_specs  # noqa: E402
+from graph_builder import LOSSES, GraphSpec, build, graph_specs, sequence_specs  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -40,7 +41,7 @@ def compare(spec, precision, optimizer, implementation):
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     module = module.to(dtype)
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(spec.batch, spec.channels, spec.side, spec.side, generator=generator).to(dtype)
+    x = torch.randn(*spec.input_shape(), generator=generator).to(dtype)
     if spec.loss == "cross_entropy":
         y = torch.randint(0, spec.classes, (spec.batch,), generator=generator)
     else:  # the caller's targets: the input's dtype (fp32 under autocast)
@@ -57,12 +58,18 @@ def compare(spec, precision, optimizer, implementation):
     convention = AutogradConvention(measured.implementation)
     predicted = mt.training_memory(net, optimizer=optimizer, precision=ours,
                                    convention=convention)
-    inference = mt.inference_memory(net, precision=ours, convention=convention)
     names = ("parameters", "gradients", "optimizer_state", "saved_activations")
     got = {n: int(predicted[n]) if n in predicted.components else 0 for n in names}
-    got |= {"peak": int(predicted.peak), "inference": int(inference.peak)}
+    got |= {"peak": int(predicted.peak)}
     want = {n: getattr(measured, n) for n in names}
-    want |= {"peak": measured.peak, "inference": measured.inference_peak}
+    want |= {"peak": measured.peak}
+    refused = any(  # inference refused: RMSNorm; attention off its eval fast path (odd heads)
+        kind == "rms" or (kind == "attn" and options["heads"] % 2)
+        for _, kind, options, _ in spec.steps
+    )
+    if not refused:
+        inference = mt.inference_memory(net, precision=ours, convention=convention)
+        got["inference"], want["inference"] = int(inference.peak), measured.inference_peak
     got["targets"], want["targets"] = int(predicted["targets"]), measured.targets
     return got, want, measured
 
@@ -79,3 +86,40 @@ def test_random_graphs_are_predicted_byte_for_byte(spec, precision, optimizer, i
     """P, G, optimizer state, saved activations, training and inference peak: 0 bytes off."""
     got, want, measured = compare(spec, precision, optimizer, implementation)
     assert got == want, (spec, measured.peak_moment)
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sequence_specs(),
+    st.sampled_from(PRECISIONS),
+    st.sampled_from(sorted(OPTIMIZERS)),
+    st.sampled_from(sorted(IMPLEMENTATIONS)),
+)
+def test_random_sequence_graphs_are_predicted_byte_for_byte(
+    spec, precision, optimizer, implementation
+):
+    """Attention, LayerNorm/RMSNorm, dropout, every loss: 0 bytes off (inference where modelled)."""
+    got, want, measured = compare(spec, precision, optimizer, implementation)
+    assert got == want, (spec, measured.peak_moment)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="with attention dropout in training, nn.MultiheadAttention runs its CPU math path "
+    "as one node: at 16 bits its forward's fp32 upcasts (and its backward's temporaries) are "
+    "not modelled, and a step whose peak falls inside it is read low (found by "
+    "test_random_sequence_graphs with dropout drawn on attention)",
+)
+def test_attention_math_path_transients_are_a_known_gap():
+    """Known gap: a bf16 step peaking inside the math path's forward."""
+    spec = GraphSpec(3, 8, 4, sequence=True, loss="bce")
+    spec.steps += [
+        ("linear0", "linear", {"out": 8}, ("x",)),
+        ("ln1", "ln", {}, ("linear0",)),
+        ("attn2", "attn", {"heads": 2, "p": 0.25}, ("ln1",)),
+        ("add3", "add", {"inplace": False, "block_input": "linear0"}, ("attn2", "linear0")),
+        ("head", "head", {}, ("add3",)),
+    ]
+    got, want, _ = compare(spec, "bf16", "sgd", "for-loop")
+    assert got == want

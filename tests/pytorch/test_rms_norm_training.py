@@ -78,6 +78,17 @@ def test_rms_norm_on_the_input_records_only_its_scale(precision):
     assert got == want
 
 
+def test_rms_norm_on_a_16_bit_network_input_is_refused():
+    """Reading a bf16 input that needs no gradient, its forward's transients set the peak.
+
+    That case is not modelled, so the convention refuses it and says why (fp32 and autocast
+    on the input are exact: test_rms_norm_on_the_input_records_only_its_scale).
+    """
+    net = mt.Network([mt.Input((5, 16), batch=3), ml.RMSNorm(), ml.Dense(3)])
+    with pytest.raises(UnsupportedError, match="RMSNorm .* needs no gradient"):
+        mt.training_memory(net, optimizer="sgd", precision="bf16", convention="autograd")
+
+
 def test_rms_norm_inference_is_refused():
     """Its forward's transients are not modelled: inference says so instead of guessing."""
     net = mt.Network([mt.Input((5, 16), batch=2), ml.RMSNorm(), ml.Dense(3)])

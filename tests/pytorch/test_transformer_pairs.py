@@ -10,8 +10,7 @@ Adam and AdamW (a small representative matrix per model).
 
 Not covered here: the inference peak (``inference_memory``). ViT's SGD step
 peaks inside the backward of ``nn.MultiheadAttention``'s CPU flash path,
-which the attention layer describes node by node (its autocast peak there is
-a known gap, the xfail below).
+which the attention layer describes node by node, at every precision.
 """
 
 from __future__ import annotations
@@ -114,20 +113,16 @@ def test_vit_sgd_peak_inside_flash_attention_backward(precision):
     assert got == want
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="under autocast attention is still one backward node (its flash-path stages are "
-    "not checked with autocast's weight and bias copies, one storage each for both "
-    "projections, which PyTorch releases at different nodes): ViT's autocast SGD peak is "
-    "240 bytes under (cause not yet traced)",
-)
 def test_vit_autocast_sgd_peak():
-    """Known gap: the components agree, the autocast peak does not."""
+    """Under autocast the flash-path stages are exact too: each projection's weight copy.
+
+    autocast makes one bf16 copy per projection weight and bias; the output
+    projection's copy is released by its own backward node, the input
+    projection's by the last node of the attention's backward, and each copy's
+    cast node runs just after the node that uses it.
+    """
     got, want = _compare("ViT-style", "autocast", "sgd")
-    assert {k: v for k, v in got.items() if k != "peak"} == {
-        k: v for k, v in want.items() if k != "peak"
-    }
-    assert got["peak"] == want["peak"]
+    assert got == want
 
 
 def _real(name: str):

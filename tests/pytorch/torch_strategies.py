@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
+import torch.nn.functional as F  # noqa: N812 (PyTorch's convention)
 from hypothesis import strategies as st
 from torch import nn
 
-__all__ = ["Stack", "stacks"]
+__all__ = ["SequenceModel", "Stack", "sequence_models", "stacks"]
 
 
 @dataclass(frozen=True)
@@ -126,3 +128,107 @@ def stacks(draw: st.DrawFn, max_layers: int = 6) -> Stack:
             layers.append(draw(_activation(layers[-1])))
     classes = features
     return Stack(nn.Sequential(*layers), (batch, channels, side, side), classes)
+
+
+# -- models with their own forward(): residuals, attention, norms, several losses -------------
+@dataclass(frozen=True)
+class SequenceModel:
+    """A random module over ``(batch, sequence, width)`` inputs, its loss and how to feed it."""
+
+    module: nn.Module
+    width: int
+    loss: str
+    classes: int
+
+    def batch(self, batch: int, sequence: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return an input and a target of the given sizes."""
+        generator = torch.Generator().manual_seed(seed)
+        x = torch.randn(batch, sequence, self.width, generator=generator)
+        if self.loss == "cross_entropy":
+            return x, torch.randint(0, self.classes, (batch, sequence), generator=generator)
+        return x, torch.randn(batch, sequence, self.classes, generator=generator)
+
+    def loss_function(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The drawn loss of ``output`` against ``target``."""
+        if self.loss == "cross_entropy":
+            return F.cross_entropy(output.flatten(0, 1), target.flatten())
+        if self.loss == "mse":
+            return F.mse_loss(output, target)
+        return F.smooth_l1_loss(output, target)
+
+
+class _Attention(nn.Module):
+    def __init__(self, width: int, heads: int, causal: bool, fused: bool) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+        self.heads, self.causal, self.fused = heads, causal, fused
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, sequence, width = x.shape
+        q, k, v = (
+            t.view(batch, sequence, self.heads, width // self.heads).transpose(1, 2)
+            for t in self.qkv(x).split(width, -1)
+        )
+        if self.fused:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        else:
+            scores = q @ k.transpose(-2, -1) / (width // self.heads) ** 0.5
+            if self.causal:
+                mask = torch.ones(sequence, sequence, dtype=torch.bool).triu(1)
+                scores = scores.masked_fill(mask, float("-inf"))
+            a = scores.softmax(-1) @ v
+        return self.out(a.transpose(1, 2).reshape(batch, sequence, width))
+
+
+class _Block(nn.Module):
+    def __init__(self, inner: nn.Module, norm: nn.Module, residual: bool) -> None:
+        super().__init__()
+        self.norm, self.inner, self.residual = norm, inner, residual
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.inner(self.norm(x))
+        return x + y if self.residual else y
+
+
+class _Model(nn.Module):
+    def __init__(self, blocks: list[nn.Module], head: nn.Module) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+        self.head = head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+@st.composite
+def sequence_models(draw: st.DrawFn) -> SequenceModel:
+    """Draw a module with residual attention and MLP blocks, norms, and a loss.
+
+    No fixed size is 5 or 7, so that examples of batch 5 and sequence 7 tell
+    the symbolic sizes apart from the fixed ones.
+    """
+    heads = draw(st.sampled_from((1, 2, 4)))
+    width = heads * draw(st.integers(2, 4)) * 2
+    blocks: list[nn.Module] = []
+    for _ in range(draw(st.integers(1, 3))):
+        norm_kind = draw(st.sampled_from(("layer", "rms", "none")))
+        norm: nn.Module = {
+            "layer": lambda: nn.LayerNorm(width),
+            "rms": lambda: nn.RMSNorm(width),
+            "none": nn.Identity,
+        }[norm_kind]()
+        if draw(st.booleans()):
+            inner: nn.Module = _Attention(width, heads, draw(st.booleans()), draw(st.booleans()))
+        else:
+            hidden = width * draw(st.integers(1, 3))
+            activation = draw(st.sampled_from((nn.GELU, nn.ReLU, nn.SiLU, nn.Tanh)))
+            inner = nn.Sequential(nn.Linear(width, hidden), activation(), nn.Linear(hidden, width))
+        blocks.append(_Block(inner, norm, draw(st.booleans())))
+    loss = draw(st.sampled_from(("cross_entropy", "mse", "smooth_l1")))
+    classes = draw(st.sampled_from((2, 3, 4, 8, 9)))  # not the example sizes 5 and 7
+    torch.manual_seed(draw(st.integers(0, 1000)))
+    model = _Model(blocks, nn.Linear(width, classes)).train()
+    return SequenceModel(model, width, loss, classes)

@@ -130,21 +130,28 @@ class AutogradConvention(Convention):
     (SGD, momentum, Nesterov, Adagrad, RMSprop, Adadelta, Adam, AdamW,
     Adamax, NAdam and Adafactor, with ``weight_decay``, ``amsgrad`` and
     ``maximize``); Adafactor's factored state needs the weights' shapes, known
-    for Dense, Conv2d, BatchNorm2d and LayerNorm. The inference peak assumes
-    each layer's input is released once it has run (or, at a fork, once the
-    merge has): a caller that keeps a tensor in a variable longer (a stage's
-    input while an ``nn.Sequential`` runs) holds it longer.
+    for Dense, Conv2d, BatchNorm2d and LayerNorm. Each layer's input is
+    released once it has run (or, at a fork, once the merge has), unless
+    :attr:`~memtheory.network.Network.calls` says Python keeps it longer (a
+    stage's input while an ``nn.Sequential`` runs, a variable a block's
+    ``forward`` keeps): the builders declare torchvision's and Hugging Face's,
+    and with them the inference peaks of the reference pairs are exact.
 
     Language models and vision transformers: a network whose first layer is
     an :class:`~memtheory.layers.Embedding` is fed int64 token ids; a tied
     :class:`~memtheory.layers.Unembedding` reads the embedding's matrix
     (cast once under autocast), and its gradient waits in that parameter's
     AccumulateGrad buffer until the embedding's backward adds its own.
-    Attention runs as one node: the transients inside its kernels (the
-    eager path's score tensors, the backward of ``nn.MultiheadAttention``'s
-    CPU flash kernel, which rebuilds the packed gradient) are not modelled,
-    so a peak that falls inside attention's backward is read low (ViT-style,
-    SGD: 6,048 of 219,252 bytes, ``tests/pytorch/test_transformer_pairs.py``).
+    ``nn.MultiheadAttention``'s CPU flash path runs as PyTorch's nodes
+    (:attr:`~memtheory.layers.base.Autograd.stages`), at every precision:
+    under autocast each projection's weight copy is released by the node that
+    reads it, and a parameter's cast node is created just before the stage
+    that makes its gradient (``tests/pytorch/test_transformer_pairs.py``).
+    Its math path (attention dropout in training) runs as one node: the fp32
+    upcasts of its forward at 16 bits and its backward's temporaries are not
+    modelled, so a peak that falls inside it is read low (a known gap,
+    ``tests/pytorch/test_graphs.py``); where the peak lies elsewhere, as in
+    the GPT-2, BERT and Hugging Face pairs, it is exact.
 
     Examples
     --------

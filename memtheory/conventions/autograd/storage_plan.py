@@ -15,7 +15,7 @@ weights and biases that ``torch.autocast`` makes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
@@ -176,6 +176,7 @@ class _Row:
     is_loss: bool = False
     copies: dict[str, sp.Expr] = field(default_factory=dict)
     tied: tuple[str, sp.Expr] | None = None
+    copy_keys: dict[str, str] = field(default_factory=dict)
 
     @property
     def saved(self) -> set[str]:
@@ -198,6 +199,7 @@ class _Plan:
     loss: _Row | None
     held: set[str]
     data: set[str]
+    calls: tuple[tuple[str, str], ...] = ()
 
     @property
     def weight_copies(self) -> dict[str, sp.Expr]:
@@ -226,11 +228,13 @@ def _network(model: Model) -> Network:
         )
     for row in model.rows[1:]:
         if not row.layer.autograd_checked:
+            reason = row.layer.autograd_refusal or (
+                "its autograd behaviour (saved tensors, aliasing, autocast) has not been "
+                "checked against PyTorch. Layers it models say so with autograd_checked = True."
+            )
             raise UnsupportedError(
                 f"the autograd convention does not model {row.layer.label} (layer "
-                f"{row.index} of {model.name!r}) yet: its autograd behaviour (saved tensors, "
-                "aliasing, autocast) has not been checked against PyTorch. Layers it models "
-                "say so with autograd_checked = True."
+                f"{row.index} of {model.name!r}) yet: {reason}"
             )
     for row in model.rows[1:-1]:
         if _is_loss(row):
@@ -246,26 +250,26 @@ def _is_loss(row: LayerRow) -> bool:
     return row.index > 0 and len(row.output_shape) == 0
 
 
-def _tied(network: Network, row: LayerRow) -> tuple[str, sp.Expr] | None:
-    """Return the parameter a tied output projection reads, and its elements, if it is tied.
+def _tied(network: Network, row: LayerRow, spec: Autograd) -> tuple[str, sp.Expr] | None:
+    """Return the parameter a layer reads from another (a tied projection), and its elements.
 
-    A tied :class:`~memtheory.layers.Unembedding` (GPT-2's ``lm_head``, BERT's
-    decoder) reads the matrix of the network's token :class:`~memtheory.layers.Embedding`
-    with the same vocabulary: its gradient flows into that parameter's.
+    The layer names it in :attr:`~memtheory.layers.base.Autograd.reads_parameter`
+    (GPT-2's ``lm_head`` and BERT's decoder read the token embedding's matrix):
+    the owner is the layer of that kind whose parameter has that many rows.
     """
-    from memtheory.layers.embedding import Embedding, Unembedding  # loaded on first use
-
-    layer = row.layer
-    if not isinstance(layer, Unembedding) or not layer.tied:
+    wanted = spec.reads_parameter
+    if wanted is None:
         return None
     for other in network.rows:
-        if isinstance(other.layer, Embedding) and (
-            other.layer.num_embeddings == layer.num_embeddings
-        ):
-            return f"{other.name}.weight", other.weights
+        if other.layer.kind != wanted.kind or other is row:
+            continue
+        for part, shape in other.layer.parameter_shapes(other.input_shape):
+            if part == wanted.parameter and shape and shape[0] == wanted.rows:
+                return f"{other.name}.{part}", elements(shape)
     raise UnsupportedError(
-        f"{layer.label} is tied, but {network.name!r} has no Embedding of "
-        f"{layer.num_embeddings} rows whose matrix it could read; pass tied=False."
+        f"{row.layer.label} reads the {wanted.parameter} of a {wanted.kind} with "
+        f"{wanted.rows} rows (it is tied), but {network.name!r} has none; add that layer or "
+        "untie it (tied=False)."
     )
 
 
@@ -368,7 +372,7 @@ def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
             training,
             sizes,
             dtypes,
-            _tied(network, row),
+            network,
         )
         entry.is_loss = is_loss
         rows.append(entry)
@@ -388,7 +392,7 @@ def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
         held |= {last, "loss"}
     else:
         held.add(last)
-    return _Plan(precision, sizes, rows, loss, held, data)
+    return _Plan(precision, sizes, rows, loss, held, data, network.calls)
 
 
 def _plan_layer(
@@ -400,12 +404,25 @@ def _plan_layer(
     training: bool,
     sizes: dict[str, sp.Expr],
     dtypes: dict[str, DType],
-    tied: tuple[str, sp.Expr] | None = None,
+    network: Network,
 ) -> _Row:
     in_dtypes = tuple(dtypes[key] for key in in_keys)
     spec = _spec(row, training, in_dtypes[0], precision.activations if autocast else None)
+    tied = _tied(network, row, spec)
+    if not training and spec.inference_refusal:
+        raise UnsupportedError(
+            f"the autograd convention does not model the inference peak of {row.layer.label} "
+            f"(layer {row.index}) here: {spec.inference_refusal}"
+        )
+    if not training and spec.no_grad is not None:  # what eval under no_grad allocates instead
+        spec = replace(spec, saved=(), stages=(), transients=spec.no_grad)
     name = row.name
     records = training and spec.records and (any(needs_grad) or row.parameters != 0)
+    if records and spec.without_input_gradient and not any(needs_grad):
+        raise UnsupportedError(
+            f"the autograd convention does not model {row.layer.label} (layer {row.index}) "
+            f"here: {spec.without_input_gradient}"
+        )
     compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(
         spec.autocast, in_dtypes[0]
     )
@@ -417,12 +434,14 @@ def _plan_layer(
         compute = max((*in_dtypes, precision.parameters), key=lambda kind: kind.bytes)
     if spec.compute_dtype is not None:
         compute = spec.compute_dtype
+    if spec.promotes:  # type promotion inside the kernel: the widest input, no casts
+        compute = max(in_dtypes, key=lambda kind: kind.bytes)
     shapes = row.input_shapes or (row.input_shape,)
     allocs: dict[str, sp.Expr] = {}
     copies: dict[str, sp.Expr] = {}
     read_keys = []
     for index, (key, shape) in enumerate(zip(in_keys, shapes, strict=True)):
-        if dtypes[key] == compute or spec.reads_ids or not spec.casts_inputs:
+        if dtypes[key] == compute or spec.reads_ids or not spec.casts_inputs or spec.promotes:
             read_keys.append(key)
             continue
         cast = f"{name}:input cast" + (f" {index}" if index else "")
@@ -431,11 +450,11 @@ def _plan_layer(
         allocs[cast] = elements(shape) * compute.bytes
         sizes[cast], dtypes[cast] = allocs[cast], compute
         read_keys.append(cast)
+    copy_keys: dict[str, str] = {}
     if autocast and spec.autocast == "low":
-        weights = tied[1] if tied is not None else row.weights
-        for part, count in (("weight", weights), ("bias", row.biases)):
-            if count != 0:
-                copies[f"{name}:{part} copy"] = count * compute.bytes
+        copy_keys = _copy_keys(row, spec, tied)
+        for parameter, count in _cast_tensors(row, tied):
+            copies[copy_keys[parameter]] = count * compute.bytes
     if spec.aliases_input:
         out_key = read_keys[0]
     else:
@@ -462,12 +481,10 @@ def _plan_layer(
         {k for k in (saved_keys[i] for i in kept) if k is not None}
         for kept in spec.kept(tuple(needs_grad) if needs_grad else False)
     ]
-    weight_copy = f"{name}:weight copy"
-    if weight_copy in copies and (
-        spec.weight_copy == "always"
-        or (spec.weight_copy == "if the input needs a gradient" and any(needs_grad))
+    if spec.weight_copy == "always" or (
+        spec.weight_copy == "if the input needs a gradient" and any(needs_grad)
     ):
-        stage_saved[-1].add(weight_copy)
+        _keep_weight_copies(spec, name, copy_keys, stage_saved)
     sizes.update(copies)
     return _Row(
         row=row,
@@ -484,7 +501,54 @@ def _plan_layer(
         out_dtype=compute,
         copies=copies,
         tied=tied,
+        copy_keys=copy_keys,
     )
+
+
+def _cast_tensors(row: LayerRow, tied: tuple[str, sp.Expr] | None) -> list[tuple[str, sp.Expr]]:
+    """Return the parameter tensors autocast casts for the row, the tied matrix first."""
+    tensors = [(tensor, count) for tensor, count in _row_parameters(row) if count != 0]
+    return [tied, *tensors] if tied is not None else tensors
+
+
+def _copy_keys(row: LayerRow, spec: Autograd, tied: tuple[str, sp.Expr] | None) -> dict[str, str]:
+    """Name the storage of autocast's cast of each parameter tensor of the row.
+
+    One weight and one bias: ``"dense_1:weight copy"`` and ``"dense_1:bias
+    copy"``; a layer with more (attention's two projections) names each after
+    its tensor (``"attn:in_proj_weight copy"``), since its backward nodes
+    release them at different moments.
+    """
+    tensors = [tensor for tensor, _ in _cast_tensors(row, tied)]
+    parts = [_part(tensor) for tensor in tensors]
+    single = len(parts) == len(set(parts))
+    return {
+        tensor: f"{row.name}:{part if single else tensor.removeprefix(row.name + '.')} copy"
+        for tensor, part in zip(tensors, parts, strict=True)
+    }
+
+
+def _part(tensor: str) -> str:
+    """``"bias"`` for a bias tensor, else ``"weight"``."""
+    return "bias" if tensor.endswith("bias") else "weight"
+
+
+def _keep_weight_copies(
+    spec: Autograd, name: str, copy_keys: dict[str, str], stage_saved: list[set[str]]
+) -> None:
+    """Add autocast's weight copies (not the biases') to the stages that keep them.
+
+    A stage that makes a parameter's gradient keeps that parameter's copy; the
+    copies of parameters no stage claims are kept by the layer's last stage.
+    """
+    stages = spec.stage_list()
+    claimed: dict[str, int] = {}
+    for number, stage in enumerate(stages):
+        for part in stage.parameters or ():
+            claimed[f"{name}.{part}"] = number
+    for tensor, key in copy_keys.items():
+        if _part(tensor) == "weight":
+            stage_saved[claimed.get(tensor, len(stages) - 1)].add(key)
 
 
 def _saved_key(

@@ -25,7 +25,7 @@ import sympy as sp
 from sympy.core.basic import _cmp_name
 
 from memtheory.conventions.autograd.optimizer_step import _step_temporaries, _step_text
-from memtheory.conventions.autograd.storage_plan import _Plan, _row_parameters
+from memtheory.conventions.autograd.storage_plan import _Plan, _Row, _row_parameters
 from memtheory.errors import UnsupportedError
 from memtheory.layers.base import Shape, elements
 from memtheory.optimizers import Optimizer
@@ -263,7 +263,29 @@ def _last_reads(plan: _Plan) -> dict[str, int]:
             fork = _fork(entry.row.inputs, inputs, index)
             if fork in storage:
                 last[storage[fork]] = position
+    _hold_call_arguments(plan, last)
     return last
+
+
+def _hold_call_arguments(plan: _Plan, last: dict[str, int]) -> None:
+    """Keep what a module call reads from before it alive until the call returns.
+
+    ``nn.Module.__call__`` holds its arguments, and the caller its variables,
+    until ``forward`` returns (:attr:`~memtheory.network.Network.calls`).
+    """
+    position = {entry.row.name: number for number, entry in enumerate(plan.rows)}
+    made: dict[str, int] = {}
+    for number, entry in enumerate(plan.rows):
+        for key in (*entry.allocs, entry.out_key):
+            made.setdefault(key, number)
+    for first, end in plan.calls:
+        if first not in position:  # a call around the loss, in inference
+            continue
+        start, stop = position[first], position.get(end, len(plan.rows) - 1)
+        for entry in plan.rows[start : stop + 1]:
+            for key in entry.in_keys:
+                if made.get(key, -1) < start and last.get(key, -1) < stop:
+                    last[key] = stop
 
 
 def _done(ends: dict[int, list[str]], position: int, reads: tuple[str, ...]) -> list[str]:
@@ -375,44 +397,52 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
         own = [tensor for tensor, _ in _row_parameters(row)]
         if entry.tied is not None:
             own.insert(0, entry.tied[0])
+        stages = entry.spec.stage_list()
+        claimed = {
+            f"{name}.{part}" for stage in stages if stage.parameters for part in stage.parameters
+        }
         param_casts: dict[str, int] = {}
-        for tensor in reversed(own):  # autocast casts its arguments right to left
-            part = "bias" if tensor.endswith("bias") else "weight"
-            if f"{name}:{part} copy" in entry.copies:
-                param_casts[tensor] = new(f"{tensor} cast")
-                nodes[param_casts[tensor]].grads.append(
-                    (tensor, tensors[tensor] * precision.gradients.bytes, accumulate.get(tensor))
-                )
+
+        def cast(
+            parameters: list[str], entry: _Row = entry, param_casts: dict[str, int] = param_casts
+        ) -> None:
+            for tensor in reversed(parameters):  # autocast casts its arguments right to left
+                if tensor in entry.copy_keys:
+                    param_casts[tensor] = new(f"{tensor} cast")
+                    nbytes = tensors[tensor] * precision.gradients.bytes
+                    nodes[param_casts[tensor]].grads.append(
+                        (tensor, nbytes, accumulate.get(tensor))
+                    )
+
+        # A later stage that makes a parameter's gradient casts that parameter just before it
+        # runs; the first stage's and unclaimed parameters are cast before the layer's input.
+        local = {tensor: tensor[len(name) + 1 :] for tensor in own}
+        first = set(stages[0].parameters or ())
+        cast([tensor for tensor in own if tensor not in claimed or local[tensor] in first])
         shapes = row.input_shapes or (row.input_shape,)
         targets: list[int | None] = []
         for index, source in enumerate(sources):
             if not entry.needs_grad[index] or entry.read_keys[index] == entry.in_keys[index]:
                 targets.append(source)
                 continue
-            cast = new(
+            input_cast = new(
                 f"{name} (cast to {entry.in_dtypes[index]})"
                 if entry.is_loss
                 else f"{name} input cast"
             )
-            nodes[cast].edges.append(
+            nodes[input_cast].edges.append(
                 (source, elements(shapes[index]) * entry.in_dtypes[index].bytes, False)
             )
-            targets.append(cast)
+            targets.append(input_cast)
 
-        gradient_of = {  # a parameter's gradient: into .grad, or low-precision into its cast
-            tensor: (
-                tensor,
-                tensors[tensor]
-                * (entry.read_dtype if tensor in param_casts else precision.gradients).bytes,
-                param_casts.get(tensor, accumulate.get(tensor)),
-            )
-            for tensor in own
-            if tensor in tensors
-        }
-        stages = entry.spec.stage_list()
-        claimed = {
-            f"{name}.{part}" for stage in stages if stage.parameters for part in stage.parameters
-        }
+        def gradient_of(
+            tensor: str, entry: _Row = entry, param_casts: dict[str, int] = param_casts
+        ) -> tuple[str, sp.Expr, int | None]:
+            """Return a parameter's gradient: into .grad, or low-precision into its cast."""
+            low = tensor in param_casts
+            nbytes = tensors[tensor] * (entry.read_dtype if low else precision.gradients).bytes
+            return tensor, nbytes, param_casts.get(tensor, accumulate.get(tensor))
+
         recorded = entry.spec.recorded_stages(
             tuple(entry.needs_grad) if entry.needs_grad else False
         )
@@ -420,6 +450,8 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
         made: list[int] = []
         for number, stage in enumerate(stages):
             label = f"{name} ({stage.label})" if stage.label else name
+            if number:
+                cast([tensor for tensor in own if local[tensor] in (stage.parameters or ())])
             node = new(label, (name, number), entry.stage_saved[number])
             made.append(node)
             nodes[node].temporaries = [t.nbytes(entry.read_dtype) for t in stage.temporaries]
@@ -432,19 +464,22 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                     nodes[node].edges.append((targets[-1 - position], size, False))
             if stage.parameters is not None:
                 for tensor in own:
-                    if tensor in claimed and tensor[len(name) + 1 :] in stage.parameters:
-                        nodes[node].grads.append(gradient_of[tensor])
+                    if tensor in claimed and local[tensor] in stage.parameters:
+                        nodes[node].grads.append(gradient_of(tensor))
             if stage.edges:
                 previous = node
                 continue
             if number == 0:
                 for index, target in enumerate(targets):
                     if entry.needs_grad[index]:
-                        size = elements(shapes[index]) * entry.read_dtype.bytes
-                        nodes[node].edges.append((target, size, stage.gradient_is_view))
+                        # a promoted narrower input: the engine casts its gradient to its dtype
+                        kind = entry.in_dtypes[index] if entry.spec.promotes else entry.read_dtype
+                        view = stage.gradient_is_view and kind == entry.read_dtype
+                        size = elements(shapes[index]) * kind.bytes
+                        nodes[node].edges.append((target, size, view))
                 for tensor in own:
                     if tensor in tensors and tensor not in claimed:
-                        nodes[node].grads.append(gradient_of[tensor])
+                        nodes[node].grads.append(gradient_of(tensor))
             else:
                 size = elements(shapes[0]) * entry.read_dtype.bytes
                 nodes[node].edges.append((previous, size, False))

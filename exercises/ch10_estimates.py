@@ -1,0 +1,150 @@
+"""Chapter 10, what an estimate misses: the card's budget, in-place layers, indices, copies."""
+
+from memtheory import Conv2d, Input, MaxPool2d, ReLU
+from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity, at
+from memtheory.exercises.shared import MODELS, model_names, model_values
+from memtheory.exercises.technique_steps import index_dtype, usable_bytes
+from memtheory.layers.base import elements
+from memtheory.symbols import B
+from memtheory.techniques import autocast_weight_copy_bytes
+from memtheory.whatif import max_value
+from memtheory.worked_examples import small_cnn_layers
+
+_LARGEST = {
+    "parameters": "the weights",
+    "gradients": "the parameter gradients",
+    "optimizer_state": "the optimizer state",
+    "activations": "the activations",
+    "activation_gradients": "the activation gradients",
+    "input": "the input batch",
+}
+
+
+def _largest(p, how):
+    memory = how.training_memory(MODELS[p.model], optimizer=p.optimizer)
+    sizes = {name: at(value, B=p.batch) for name, value in memory.components.items()}
+    return _LARGEST[max((name for name in sizes if name in _LARGEST), key=sizes.__getitem__)]
+
+
+def _indices(p, how):
+    net = how.network(small_cnn_layers(image_size=p.image))
+    kept = sum(elements(row.output_shape) for row in net.rows if isinstance(row.layer, MaxPool2d))
+    return at(kept, B=p.batch) * index_dtype(how).bytes
+
+
+SET = ExerciseSet(
+    id="ch10",
+    title="What an estimate misses",
+    intro="A card holds more than the model's tensors: the CUDA context, workspaces and the "
+    "allocator's cache. The book budgets a card as its memory less 1 GiB for the context, less "
+    "10% of the rest; in-place layers and shared tensors make counts too high, indices and "
+    "autocast's copies too low.",
+    exercises=(
+        Exercise(
+            id="q1",
+            title="the usable memory of a card",
+            question="With the book's budget (1 GiB for the CUDA context, then 10% of what is "
+            "left kept for workspaces and fragmentation), how much of a card with {card} GiB of "
+            "memory is left for the estimate?",
+            params={"card": (16, 8, 12, 24, 40, 80)},
+            answer=Quantity("GiB"),
+            solve=lambda p, how: usable_bytes(how, p.card, "GiB"),
+            misconceptions=("budget_reserve_order", "mib_vs_mb"),
+        ),
+        Exercise(
+            id="q2",
+            title="the largest batch within the budget",
+            question="{model_title} has {parameters:,} parameters, keeps {activations:,} "
+            "activations per image and reads {inputs:,} input values per image. It is trained "
+            "with {optimizer_title} in fp32 on a card with {card} GiB of memory. Counting "
+            "weights, gradients, optimizer state, activations with their gradients, and the "
+            "input batch, and keeping the book's budget (1 GiB for the context, then 10% of the "
+            "rest), what is the largest batch that fits?",
+            params={
+                "model": model_names(2, 0, 1),
+                "optimizer": ("adam", "sgd+momentum", "sgd"),
+                "card": (16, 8, 12, 24),
+            },
+            derive=model_values,
+            answer=Integer(),
+            solve=lambda p, how: max_value(
+                how.training_memory(MODELS[p.model], optimizer=p.optimizer).total,
+                B,
+                usable_bytes(how, p.card, "GiB"),
+            ),
+            misconceptions=(
+                "budget_reserve_order",
+                "forgot_x2",
+                "forgot_optimizer_state",
+                "mib_vs_mb",
+            ),
+            points=2,
+        ),
+        Exercise(
+            id="q3",
+            title="an in-place ReLU",
+            question="A 3x3 convolution with padding 1 takes {size}x{size}x3 images to {filters} "
+            "channels and is followed by ReLU(inplace=True). Counting each layer's output "
+            "activation, how many activation elements does the pair keep per image?",
+            params={"size": (32, 28, 64, 48), "filters": (16, 32, 64)},
+            answer=Integer(),
+            solve=lambda p, how: at(
+                how.activation_count(
+                    how.network(
+                        [
+                            Input((3, p.size, p.size)),
+                            Conv2d(p.filters, 3, padding=1),
+                            ReLU(inplace=True),
+                        ]
+                    )
+                ),
+                B=1,
+            ),
+            misconceptions=("inplace_not_shared",),
+        ),
+        Exercise(
+            id="q4",
+            title="the indices of max pooling",
+            question="The small CNN of a StackExchange question (two 3x3 padded convolutions "
+            "with 32 and 64 filters, each followed by 2x2 max pooling with stride 2, dense "
+            "layers of 500 and 10 units) is fed a batch of {batch} images of {image}x{image}x3. "
+            "Autograd keeps one index per output element of each max pooling, as PyTorch does. "
+            "How much memory do these indices take?",
+            params={"image": (50, 64, 46, 58), "batch": (64, 32, 128)},
+            answer=Quantity("MiB"),
+            solve=_indices,
+            misconceptions=("indices_as_floats", "round_in_pooling", "mib_vs_mb"),
+        ),
+        Exercise(
+            id="q5",
+            title="autocast's weight copies",
+            question="The small CNN of a StackExchange question (two 3x3 padded convolutions "
+            "with 32 and 64 filters, each followed by 2x2 max pooling with stride 2, dense "
+            "layers of 500 and 10 units) on {image}x{image}x3 images is trained under "
+            "torch.autocast with {low}. How much memory do autocast's 16-bit copies of all its "
+            "weights (and biases) hold during the forward pass?",
+            params={"image": (50, 64, 46, 58), "low": ("fp16", "bf16")},
+            answer=Quantity("MiB"),
+            solve=lambda p, how: autocast_weight_copy_bytes(
+                how.parameter_count(how.network(small_cnn_layers(image_size=p.image))), p.low
+            ),
+            misconceptions=("round_in_pooling", "mib_vs_mb"),
+        ),
+        Exercise(
+            id="q6",
+            title="which tensor dominates",
+            question="{model_title} ({parameters:,} parameters, {activations:,} activations and "
+            "{inputs:,} input values per image) is trained with {optimizer_title} in fp32 at "
+            "batch {batch}. Which single component of the training memory is the largest?",
+            params={
+                "model": model_names(),
+                "optimizer": ("adam", "sgd+momentum"),
+                "batch": (64, 1, 8, 256),
+            },
+            derive=model_values,
+            answer=Choice(tuple(_LARGEST.values())),
+            solve=_largest,
+            misconceptions=("parameters_times_batch", "wrong_optimizer_factor"),
+        ),
+    ),
+)

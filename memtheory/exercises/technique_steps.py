@@ -1,0 +1,416 @@
+"""Steps of the later chapters' calculations, and the misconceptions that do one of them wrong.
+
+Chapters 10-14 compute with memtheory's techniques (the key/value cache,
+gradient checkpointing, ZeRO, CPU offload, the memory left on a card). An
+exercise's solver calls these steps with its ``how``
+(:class:`~memtheory.exercises.reasoning.Reasoning`): the correct reasoning
+has no step of its own and gets the library's function; a misconception
+defined here overrides one step, so the same solver recomputes the answer
+with that one step wrong. Importing this module registers those
+misconceptions in :data:`~memtheory.exercises.misconceptions.MISCONCEPTIONS`
+(by name, once), so exercise sets can list them.
+
+Examples
+--------
+>>> from memtheory.exercises.reasoning import CORRECT
+>>> kv_cache(CORRECT, layers=2, heads=4, head_dim=8, sequence=16, batch=1)
+4096
+>>> way = MISCONCEPTIONS["kv_forgot_values"].ways[0]
+>>> kv_cache(way, layers=2, heads=4, head_dim=8, sequence=16, batch=1)
+2048
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+
+from memtheory._validation import SizeLike
+from memtheory.counts import ModelCounts
+from memtheory.dtypes import DType, dtype
+from memtheory.exercises.errors import ExerciseDefinitionError
+from memtheory.exercises.misconceptions import MISCONCEPTIONS, Misconception
+from memtheory.exercises.reasoning import Reasoning
+from memtheory.layers import Layer, ReLU
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.optimizers import OptimizerLike
+from memtheory.precision import PrecisionLike
+from memtheory.techniques import (
+    cpu_offload,
+    kv_cache_formula,
+    uniform_memory,
+    uniform_recompute,
+    zero_partition,
+)
+from memtheory.techniques.offload import OFFLOADED, OffloadSplit
+from memtheory.techniques.zero import MODEL_STATES
+from memtheory.transformer_activations import activation_bytes
+
+__all__ = [
+    "CONTEXT",
+    "RESERVE",
+    "checkpoint_peak",
+    "checkpoint_recompute",
+    "index_dtype",
+    "kv_cache",
+    "layer_activations",
+    "offloaded",
+    "usable_bytes",
+    "zero_states",
+]
+
+CONTEXT = "1 GiB"
+"""The CUDA context the book budgets for (chapters 6 and 10)."""
+
+RESERVE = sp.Rational(1, 10)
+"""The share of what the context leaves that the book keeps for workspaces and fragmentation."""
+
+
+def _own(how: Reasoning, step: str) -> Any:
+    return getattr(how, step, None)
+
+
+# -- the steps ---------------------------------------------------------------------------------
+def kv_cache(how: Reasoning, **shape: Any) -> sp.Expr:
+    """Key/value cache bytes: :func:`memtheory.techniques.kv_cache_formula` (arguments as there).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> kv_cache(CORRECT, layers=1, heads=1, head_dim=1, sequence=1, batch=1)
+    4
+    """
+    own = _own(how, "kv_cache_formula")
+    return (own or kv_cache_formula)(**shape)
+
+
+def layer_activations(how: Reasoning, **shape: Any) -> sp.Expr:
+    """Bytes one transformer layer keeps for its backward pass.
+
+    The correct step is :func:`memtheory.transformer_activations.activation_bytes`
+    (arguments as there).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> layer_activations(CORRECT, hidden=768, heads=12, batch=1, sequence=1024)
+    89653248
+    """
+    own = _own(how, "activation_bytes")
+    return (own or activation_bytes)(**shape)
+
+
+def checkpoint_peak(how: Reasoning, layers: SizeLike, interval: SizeLike) -> sp.Expr:
+    """Peak activations, in layers' worth: :func:`memtheory.techniques.uniform_memory`.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> checkpoint_peak(CORRECT, 12, 4)
+    6
+    """
+    own = _own(how, "uniform_memory")
+    return (own or uniform_memory)(layers, interval)
+
+
+def checkpoint_recompute(how: Reasoning, layers: SizeLike, interval: SizeLike) -> sp.Expr:
+    """Layers rerun: :func:`memtheory.techniques.uniform_recompute`.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> checkpoint_recompute(CORRECT, 12, 4)
+    8
+    """
+    own = _own(how, "uniform_recompute")
+    return (own or uniform_recompute)(layers, interval)
+
+
+def zero_states(
+    how: Reasoning,
+    parameters: SizeLike,
+    devices: SizeLike,
+    stage: int,
+    *,
+    optimizer: OptimizerLike = "adam",
+    precision: PrecisionLike = "mixed-fp16",
+) -> MemoryBreakdown:
+    """Model states per device under ZeRO ``stage``, accounted through ``how``.
+
+    The same as :func:`memtheory.techniques.zero_model_states`, with the
+    accounting (optimizer, precision) and the stage read by ``how``.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.techniques import zero_model_states
+    >>> zero_states(CORRECT, 10**9, 8, 2).total == zero_model_states(10**9, 8, 2).total
+    True
+    """
+    counts = ModelCounts(parameters=parameters, activations=0, input_elements=0)
+    memory = how.training_memory(counts, optimizer=optimizer, precision=precision)
+    states = MemoryBreakdown(
+        {k: v for k, v in memory.components.items() if k in MODEL_STATES},
+        "training",
+        memory.convention,
+        memory.precision,
+        memory.optimizer,
+        memory.notes,
+    )
+    own = _own(how, "zero_stage")
+    return zero_partition(states, devices, own(stage) if own else stage)
+
+
+def offloaded(how: Reasoning, memory: MemoryBreakdown) -> OffloadSplit:
+    """Split ``memory`` between the GPU and the CPU: :func:`memtheory.techniques.cpu_offload`.
+
+    Examples
+    --------
+    >>> from memtheory import ModelCounts, training_memory
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> counts = ModelCounts(parameters=10, activations=0, input_elements=0)
+    >>> offloaded(CORRECT, training_memory(counts, optimizer="adam")).gpu.total
+    40
+    """
+    own = _own(how, "offloaded_components")
+    return cpu_offload(memory, own() if own else OFFLOADED)
+
+
+def usable_bytes(how: Reasoning, card: SizeLike, unit: str) -> sp.Expr:
+    """Bytes left for the estimate on a card of ``card`` ``unit``: the book's budget.
+
+    The CUDA context (:data:`CONTEXT`) comes off first, then :data:`RESERVE`
+    of the rest, as chapter 6 budgets a card.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> usable_bytes(CORRECT, 11, "GiB") / 2**30
+    9
+    """
+    own = _own(how, "usable_bytes")
+    total = how.to_bytes(card, unit)
+    context = how.to_bytes(*CONTEXT.split())
+    if own:
+        return own(total, context)
+    return (total - context) * (1 - RESERVE)
+
+
+def index_dtype(how: Reasoning) -> DType:
+    """Return the element type of max pooling's saved indices (int64, as PyTorch keeps them).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> index_dtype(CORRECT).bytes
+    8
+    """
+    own = _own(how, "index_dtype")
+    return dtype(own() if own else "int64")
+
+
+# -- the mistakes ------------------------------------------------------------------------------
+class _KVForgotValues(Reasoning):
+    detail = "only the keys cached (half of the key/value cache)"
+
+    def kv_cache_formula(self, **shape: Any) -> sp.Expr:
+        return kv_cache_formula(**shape) / 2
+
+
+class _KVIgnoredSharedHeads(Reasoning):
+    detail = "one key/value head per query head, although the heads share them"
+
+    def kv_cache_formula(self, **shape: Any) -> sp.Expr:
+        return kv_cache_formula(**{**shape, "kv_heads": None})
+
+
+class _KVOneLayer(Reasoning):
+    detail = "the cache of one attention layer, not of every layer"
+
+    def kv_cache_formula(self, **shape: Any) -> sp.Expr:
+        return kv_cache_formula(**{**shape, "layers": 1})
+
+
+class _KVFp32(Reasoning):
+    detail = "the cache counted in fp32 (4 bytes per value)"
+
+    def kv_cache_formula(self, **shape: Any) -> sp.Expr:
+        return kv_cache_formula(**{**shape, "dtype": "fp32"})
+
+
+class _AttentionOneHead(Reasoning):
+    detail = "the S x S attention tensors counted for one head, not for each"
+
+    def activation_bytes(self, **shape: Any) -> sp.Expr:
+        return activation_bytes(**{**shape, "heads": 1})
+
+
+class _CheckpointInputsOnly(Reasoning):
+    def __init__(self, *, minus_one: bool) -> None:
+        self.minus_one = minus_one
+        self.detail = "only the kept segment inputs counted" + (
+            " (the first is the input itself)" if minus_one else ""
+        )
+
+    def uniform_memory(self, layers: SizeLike, interval: SizeLike) -> sp.Expr:
+        n, k = sp.sympify(layers), sp.sympify(interval)
+        return uniform_memory(n, k) - sp.Min(k, n) + (0 if self.minus_one else 1)
+
+
+class _RecomputeEverySegment(Reasoning):
+    detail = "every segment rerun (k layers each), the last one too"
+
+    def uniform_recompute(self, layers: SizeLike, interval: SizeLike) -> sp.Expr:
+        n, k = sp.sympify(layers), sp.sympify(interval)
+        return k * sp.ceiling(n / k)
+
+
+class _ZeroStage(Reasoning):
+    def __init__(self, shift: int) -> None:
+        self.shift = shift
+        self.detail = f"the partitioning of the stage {'after' if shift > 0 else 'before'} it"
+
+    def zero_stage(self, stage: int) -> int:
+        return min(max(stage + self.shift, 0), 3)
+
+
+class _OffloadedWeights(Reasoning):
+    detail = "the 16-bit weights moved to the CPU as well"
+
+    def offloaded_components(self) -> tuple[str, ...]:
+        return (*OFFLOADED, "parameters")
+
+
+class _OffloadedStatesOnly(Reasoning):
+    detail = "only the optimizer state moved to the CPU"
+
+    def offloaded_components(self) -> tuple[str, ...]:
+        return ("optimizer_state", "optimizer_step_counters")
+
+
+class _ReserveFirst(Reasoning):
+    detail = "10% taken off the whole card, then the context"
+
+    def usable_bytes(self, total: sp.Expr, context: sp.Expr) -> sp.Expr:
+        return total * (1 - RESERVE) - context
+
+
+class _ForgotContext(Reasoning):
+    detail = "no CUDA context taken off"
+
+    def usable_bytes(self, total: sp.Expr, context: sp.Expr) -> sp.Expr:
+        return total * (1 - RESERVE)
+
+
+class _IndicesAsFloats(Reasoning):
+    detail = "the indices counted at 4 bytes each, like fp32 activations"
+
+    def index_dtype(self) -> str:
+        return "int32"
+
+
+class _InplaceNotShared(Reasoning):
+    detail = "the in-place ReLU given a new output tensor"
+
+    def layer(self, layer: Layer) -> Layer:
+        if isinstance(layer, ReLU) and layer.inplace:
+            return ReLU()
+        return layer
+
+
+LATER_MISCONCEPTIONS = (
+    Misconception(
+        "kv_forgot_values",
+        "cached the keys but not the values",
+        "Every attention layer caches a key and a value per position and key/value head: "
+        "2 x layers x kv_heads x head_dim x S x B values.",
+        (_KVForgotValues(),),
+    ),
+    Misconception(
+        "kv_ignored_shared_heads",
+        "gave every query head its own keys and values",
+        "With grouped-query attention only the kv_heads key/value heads are cached; the query "
+        "heads share them.",
+        (_KVIgnoredSharedHeads(),),
+    ),
+    Misconception(
+        "kv_one_layer",
+        "cached one layer instead of all of them",
+        "Each attention layer has its own keys and values: multiply by the number of layers.",
+        (_KVOneLayer(),),
+    ),
+    Misconception(
+        "kv_fp32",
+        "counted the cache in fp32",
+        "The cache is kept in the model's dtype: 2 bytes per value in fp16 or bf16.",
+        (_KVFp32(),),
+    ),
+    Misconception(
+        "attention_one_head",
+        "counted the attention scores once instead of once per head",
+        "Every head computes its own S x S scores, softmax and dropout mask: the S^2 terms "
+        "grow with the number of heads a.",
+        (_AttentionOneHead(),),
+    ),
+    Misconception(
+        "checkpoint_inputs_only",
+        "counted only the kept checkpoints",
+        "During the backward pass one segment is recomputed and its k layers' activations are "
+        "live with the kept inputs: ceil(n/k) - 1 + k layers' worth.",
+        (_CheckpointInputsOnly(minus_one=False), _CheckpointInputsOnly(minus_one=True)),
+    ),
+    Misconception(
+        "recompute_every_segment",
+        "recomputed the last segment too",
+        "The last segment's activations are still there when the backward pass starts: only "
+        "the other segments are rerun.",
+        (_RecomputeEverySegment(),),
+    ),
+    Misconception(
+        "zero_wrong_stage",
+        "partitioned what another ZeRO stage partitions",
+        "Stage 1 splits the optimizer state (and master weights), stage 2 the gradients too, "
+        "stage 3 the 16-bit weights as well.",
+        (_ZeroStage(-1), _ZeroStage(+1)),
+    ),
+    Misconception(
+        "offload_wrong_components",
+        "moved the wrong tensors to the CPU",
+        "ZeRO-Offload moves what the optimizer step reads and writes (gradients, optimizer "
+        "state, fp32 master weights); the 16-bit weights stay for the forward and backward.",
+        (_OffloadedWeights(), _OffloadedStatesOnly()),
+    ),
+    Misconception(
+        "budget_reserve_order",
+        "budgeted the card in the wrong order, or without the context",
+        "Take the CUDA context off first, then keep 10% of what is left as a reserve.",
+        (_ReserveFirst(), _ForgotContext()),
+    ),
+    Misconception(
+        "indices_as_floats",
+        "counted the pooling indices at 4 bytes",
+        "PyTorch keeps max pooling's indices as int64: 8 bytes per output element.",
+        (_IndicesAsFloats(),),
+    ),
+    Misconception(
+        "inplace_not_shared",
+        "gave an in-place operation its own output",
+        "An in-place ReLU writes over its input: it keeps no new activation tensor.",
+        (_InplaceNotShared(),),
+    ),
+)
+"""The misconceptions of chapters 10-14, registered on import."""
+
+
+def _register(entries: tuple[Misconception, ...]) -> None:
+    for entry in entries:
+        known = MISCONCEPTIONS.get(entry.name)
+        if known is not None and known.title != entry.title:
+            raise ExerciseDefinitionError(
+                f"misconception {entry.name!r} is already defined differently; rename one."
+            )
+        MISCONCEPTIONS[entry.name] = entry
+
+
+_register(LATER_MISCONCEPTIONS)

@@ -1,0 +1,22 @@
+"""Trace a PyTorch training step on fake tensors into exact memory formulas.
+
+==========  ====================================================================
+module      job
+==========  ====================================================================
+api         :func:`trace`: the entry point
+sizes       the user's size symbols, PyTorch's shape expressions in plain sympy
+fakes       a model's parameters and its example inputs as fake tensors
+storages    following storages op by op, bytes as polynomials
+modules     which module runs: moment labels, per-module records
+step        the training step and inference pass, as ``measure`` runs them
+guards      where the formulas hold (PyTorch's guards), and sizes the code fixed
+fit         exact polynomials from traces at several fixed sizes, when code fixes sizes
+result      :class:`TracedMemory`, the Footprint a trace returns
+errors      what cannot be traced, said with the operator and the module
+==========  ====================================================================
+"""
+
+from memtheory.torch.tracing.api import trace
+from memtheory.torch.tracing.result import ModuleRow, TracedMemory
+
+__all__ = ["ModuleRow", "TracedMemory", "trace"]

@@ -1,0 +1,316 @@
+"""``trace``: the exact memory of a PyTorch training step, as formulas, without running it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import sympy as sp
+import torch
+from torch import nn
+from torch.utils._pytree import tree_flatten
+
+from memtheory.errors import InvalidArgumentError, MissingArgumentError, UnsupportedError
+from memtheory.maximum import maximum, undominated
+from memtheory.optimizers import OptimizerLike
+from memtheory.torch.tracing.fakes import fake_inputs, fake_parameters
+from memtheory.torch.tracing.guards import conditions, specialised
+from memtheory.torch.tracing.modules import LOSS
+from memtheory.torch.tracing.result import ModuleRow, TracedMemory
+from memtheory.torch.tracing.rewrites import SizeGenericFunctions
+from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
+from memtheory.torch.tracing.step import StepRecord, record_step
+
+__all__ = ["trace"]
+
+OptimizerChoice = OptimizerLike | Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+
+
+def trace(
+    model: nn.Module,
+    example_inputs: Any,
+    dims: Mapping[Any, int],
+    *,
+    loss: Callable[..., torch.Tensor] | None = None,
+    target: torch.Tensor | None = None,
+    optimizer: OptimizerChoice = "adamw",
+    dtype: torch.dtype | None = None,
+    autocast: torch.dtype | None = None,
+    fit: bool = True,
+) -> TracedMemory:
+    """Trace a training step of ``model`` on fake tensors into exact formulas in its sizes.
+
+    Nothing is computed and no weight is allocated: the step (forward, loss,
+    backward, optimizer step) runs on PyTorch's fake tensors, whose sizes are
+    symbols, and every storage it creates and frees is followed as
+    :func:`memtheory.torch.measure` follows them, so that the formulas,
+    evaluated at any sizes, are what ``measure`` would report there (CPU
+    tensor storages, to the byte).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Any module, on the CPU or built on the meta device (``with
+        torch.device("meta"):``), whose weights are then never allocated.
+    example_inputs : tensor, tuple or dict
+        What the model is called with: ``model(x)``, ``model(*inputs)`` or
+        ``model(**inputs)``. Only shapes and dtypes are read (meta tensors are fine).
+    dims : mapping
+        A name (``"B"``, or a sympy Symbol) for each example size to keep
+        symbolic, mapped to that size: ``{"B": 4, "S": 128}`` makes every
+        input dimension of size 4 the batch ``B`` and of size 128 ``S``.
+        Sizes must be at least 2 and distinct, and should differ from the
+        model's fixed sizes.
+    loss : callable, optional
+        ``loss(output, target)`` (or ``loss(output)`` without ``target``),
+        e.g. ``torch.nn.CrossEntropyLoss()``. By default the model's output
+        is the loss: its ``.loss`` (a Hugging Face output given ``labels``)
+        or the output itself when it is a scalar.
+    target : torch.Tensor, optional
+        Labels for ``loss``; its sizes are matched against ``dims`` too.
+    optimizer : str, memtheory Optimizer or callable, default "adamw"
+        A memtheory optimizer (``"adam"``, ``"sgd+momentum"``, ...) built with
+        :func:`memtheory.torch.torch_optimizer`, or ``factory(parameters)``
+        returning any ``torch.optim`` optimizer.
+    dtype : torch.dtype, optional
+        Cast floating parameters, buffers and inputs to this dtype first
+        (``torch.bfloat16``).
+    autocast : torch.dtype, optional
+        Run the forward and the loss under ``torch.autocast("cpu", dtype=autocast)``.
+    fit : bool, default True
+        If the model's code fixes a size to its example value (e.g. Hugging
+        Face mask code), trace at several concrete sizes and fit each moment
+        exactly (see :func:`memtheory.torch.tracing.fit.fitted_trace`);
+        False raises instead, naming the size and the line.
+
+    Returns
+    -------
+    TracedMemory
+        A Footprint: components, total, the step's peak with its moments, the
+        inference peak, where the formulas hold, and a per-module table.
+
+    Raises
+    ------
+    UntraceableError
+        For an operation whose output shape depends on values (``nonzero``),
+        code that reads values, or an operator without a fake kernel: the
+        operator and the module are named.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    >>> memory = trace(model, torch.randn(8, 16), {"B": 8}, loss=nn.CrossEntropyLoss(),
+    ...                target=torch.randint(0, 4, (8,)), optimizer="adam")
+    >>> memory["saved_activations"]  # ReLU output, log-probabilities, the loss's total weight
+    144*B + 4
+    >>> from memtheory.torch import measure
+    >>> x, y = torch.randn(64, 16), torch.randint(0, 4, (64,))
+    >>> measured = measure(model, x, nn.CrossEntropyLoss(), torch.optim.Adam(model.parameters()),
+    ...                    target=y)
+    >>> memory.evaluate(B=64).peak == measured.peak
+    True
+    """
+    if not isinstance(model, nn.Module):
+        raise InvalidArgumentError(
+            f"trace() takes a torch.nn.Module, got {type(model).__name__}."
+        )
+    sizes = dimension_symbols(dims)
+    was_training = model.training
+    model.train()
+    try:
+        record, symbols, env = _symbolic(model, example_inputs, sizes, loss, target, optimizer,
+                                         dtype, autocast)
+        fixed = specialised(env, symbols)
+        if fixed:
+            if not fit:
+                raise UnsupportedError(
+                    "the model's code fixed a size, so no formula can be traced: "
+                    + "; ".join(map(str, fixed))
+                    + ". Pass fit=True to recover the formula from traces at several sizes."
+                )
+            from memtheory.torch.tracing.fit import fitted_trace
+
+            return fitted_trace(
+                lambda values: _concrete(model, example_inputs, sizes, values, loss, target,
+                                         optimizer, dtype, autocast),
+                sizes,
+                fixed,
+            )
+        where = conditions(env, symbols)
+        return _result(record, symbols, where.words, where.constraints)
+    finally:
+        model.train(was_training)
+
+
+def _symbolic(
+    model: nn.Module,
+    example_inputs: Any,
+    sizes: dict[int, sp.Symbol],
+    loss: Callable[..., torch.Tensor] | None,
+    target: torch.Tensor | None,
+    optimizer: OptimizerChoice,
+    dtype: torch.dtype | None,
+    autocast: torch.dtype | None,
+) -> tuple[StepRecord, SymbolMap, Any]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+    with fake_parameters(model, mode, dtype):
+        (inputs, fake_target), found = fake_inputs((example_inputs, target), mode, sizes, dtype)
+        symbols = SymbolMap(found)
+        with mode, SizeGenericFunctions():
+            record = _record(model, inputs, fake_target, loss, optimizer, symbols, autocast)
+    return record, symbols, env
+
+
+def _concrete(
+    model: nn.Module,
+    example_inputs: Any,
+    sizes: dict[int, sp.Symbol],
+    values: Mapping[sp.Symbol, int],
+    loss: Callable[..., torch.Tensor] | None,
+    target: torch.Tensor | None,
+    optimizer: OptimizerChoice,
+    dtype: torch.dtype | None,
+    autocast: torch.dtype | None,
+) -> StepRecord:
+    """Trace the step on fake tensors of fixed sizes: each size in ``sizes`` set to ``values``."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    resized = _resized((example_inputs, target), {k: values[s] for k, s in sizes.items()})
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with fake_parameters(model, mode, dtype):
+        (inputs, fake_target), _ = fake_inputs(resized, mode, {}, dtype)
+        with mode:
+            return _record(
+                model, inputs, fake_target, loss, optimizer, SymbolMap({}), autocast, keep_all=True
+            )
+
+
+def _resized(value: Any, sizes: Mapping[int, int]) -> Any:
+    from torch.utils._pytree import tree_map
+
+    def resize(tensor: Any) -> Any:
+        if not isinstance(tensor, torch.Tensor):
+            return tensor
+        shape = [sizes.get(int(n), int(n)) for n in tensor.shape]
+        return torch.empty(shape, dtype=tensor.dtype, device="meta")
+
+    return tree_map(resize, value)
+
+
+def _record(
+    model: nn.Module,
+    inputs: Any,
+    target: torch.Tensor | None,
+    loss: Callable[..., torch.Tensor] | None,
+    optimizer: OptimizerChoice,
+    symbols: SymbolMap,
+    autocast: torch.dtype | None,
+    keep_all: bool = False,
+) -> StepRecord:
+    if isinstance(inputs, Mapping):
+        call: Callable[[], Any] = lambda: model(**inputs)  # noqa: E731
+    elif isinstance(inputs, tuple | list):
+        call = lambda: model(*inputs)  # noqa: E731
+    else:
+        call = lambda: model(inputs)  # noqa: E731
+    data = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
+    targets = [target] if target is not None else []
+    return record_step(
+        model,
+        call,
+        _loss(loss, target),
+        _optimizer(optimizer),
+        data,
+        targets,
+        symbols,
+        autocast,
+        keep_all,
+    )
+
+
+def _loss(
+    loss: Callable[..., torch.Tensor] | None, target: torch.Tensor | None
+) -> Callable[[Any], torch.Tensor]:
+    if loss is not None:
+        if target is None:
+            return loss
+        return lambda output: loss(output, target)
+    if target is not None:
+        raise MissingArgumentError(
+            "a target was given without a loss: pass loss=, e.g. torch.nn.CrossEntropyLoss()."
+        )
+
+    def own(output: Any) -> torch.Tensor:
+        value = getattr(output, "loss", None)
+        if value is None and isinstance(output, Mapping):
+            value = output.get("loss")
+        if value is None and isinstance(output, torch.Tensor) and output.dim() == 0:
+            value = output
+        if not isinstance(value, torch.Tensor):
+            raise MissingArgumentError(
+                "the model's output is not a loss: pass loss= (e.g. loss=torch.nn."
+                "CrossEntropyLoss() with target=labels), or labels to a model that returns .loss."
+            )
+        return value
+
+    return own
+
+
+def _optimizer(choice: OptimizerChoice) -> Callable[[list[torch.Tensor]], torch.optim.Optimizer]:
+    if callable(choice) and not isinstance(choice, str):
+        return choice
+    from memtheory.torch.optimizers import torch_optimizer
+
+    return lambda parameters: torch_optimizer(choice, parameters)
+
+
+def _result(
+    record: StepRecord,
+    symbols: SymbolMap,
+    words: tuple[str, ...],
+    constraints: dict[str, sp.Expr],
+    method: str = "symbolic",
+    notes: tuple[str, ...] = (),
+) -> TracedMemory:
+    components = {
+        name: from_polynomial(value) for name, value in record.components.items() if value
+    }
+    values = [from_polynomial(m) for _, m in record.moments]
+    labels = [label for label, _ in record.moments]
+    timeline: dict[str, sp.Expr] = {}
+    for index in undominated(values):
+        label = labels[index]
+        while label in timeline:
+            label += "'"
+        timeline[label] = values[index]
+    modules = tuple(
+        ModuleRow(
+            r.path,
+            r.kind,
+            r.depth,
+            None
+            if r.output_shape is None
+            else tuple(symbols.expression(s) for s in r.output_shape),
+            r.parameters,
+            from_polynomial(r.saved_bytes(record.not_activations)),
+        )
+        for r in record.watch.records.values()
+        if r.calls or r.saved or r.path == LOSS
+    )
+    return TracedMemory(
+        components=components,
+        timeline=timeline,
+        inference_peak=maximum([from_polynomial(m) for _, m in record.inference]),
+        step_start=from_polynomial(record.step_start),
+        constraints=constraints,
+        conditions=words,
+        modules=modules,
+        method=method,  # type: ignore[arg-type]
+        notes=notes,
+    )

@@ -1,0 +1,323 @@
+"""Exact formulas when the model's code fixes a size: fit traces at several sizes, then confirm.
+
+Some code turns a symbolic size into a number (``int(x.size(0))`` inside a
+kernel wrapper, ``torch.nn.functional.pad`` on the CPU, mask builders): the
+symbolic trace then comes out as numbers, not formulas. The bytes are still
+polynomials in the sizes wherever the step runs the same operations, so they
+can be recovered exactly another way:
+
+1. trace the step on fake tensors with every size fixed, at the sizes of a
+   lattice around the example (``B0 + i``, ``S0 + j`` with ``i + j <= d``),
+   keeping one moment per operation;
+2. check that every trace ran the same operations in the same order (else
+   there is no single formula to find, and the first difference is named);
+3. solve, exactly (integer arithmetic), for the polynomial of total degree at
+   most ``d`` through each quantity: every component, every moment of the step
+   and of the inference pass, every module's saved bytes and output sizes;
+4. trace at two further sizes not used in the fit, and require every quantity
+   to equal its polynomial there, to the byte; otherwise raise the degree
+   (up to :data:`MAX_DEGREE`) and try again.
+
+The result says which sizes it was fitted and confirmed at; what it claims
+beyond them is what any formula claims: the same code runs there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from itertools import product
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from memtheory.errors import UnsupportedError
+from memtheory.maximum import maximum, undominated
+from memtheory.torch.tracing.guards import Specialisation
+from memtheory.torch.tracing.modules import LOSS
+from memtheory.torch.tracing.result import ModuleRow, TracedMemory
+from memtheory.torch.tracing.step import StepRecord
+
+__all__ = ["MAX_DEGREE", "fitted_trace"]
+
+MIN_DEGREE = 2
+"""Total degree tried first (attention makes bytes quadratic in the sequence length)."""
+
+MAX_DEGREE = 4
+"""Highest total degree tried before giving up."""
+
+Point = tuple[int, ...]
+
+
+def fitted_trace(
+    run: Callable[[dict[sp.Symbol, int]], StepRecord],
+    sizes: dict[int, sp.Symbol],
+    fixed: Sequence[Specialisation],
+) -> TracedMemory:
+    """Recover the exact formulas of a step whose code fixed a size, from concrete traces.
+
+    Parameters
+    ----------
+    run : callable
+        ``run({B: 5, S: 12})``: the step traced on fake tensors of those fixed
+        sizes, one moment per operation.
+    sizes : dict
+        Example size to symbol, as :func:`~memtheory.torch.tracing.sizes.dimension_symbols` gives.
+    fixed : sequence of Specialisation
+        What the symbolic trace found fixed (said in the result's conditions).
+
+    Raises
+    ------
+    UnsupportedError
+        If the traces run different operations at different sizes, or no
+        polynomial of degree up to :data:`MAX_DEGREE` matches at the confirming sizes.
+    """
+    symbols = list(sizes.values())
+    base = tuple(sizes)
+    cache: dict[Point, StepRecord] = {}
+
+    def traced(offsets: Point) -> StepRecord:
+        point = tuple(b + o for b, o in zip(base, offsets, strict=True))
+        if point not in cache:
+            cache[point] = run(dict(zip(symbols, point, strict=True)))
+        return cache[point]
+
+    reference = traced((0,) * len(symbols))
+    layout = _Layout(reference)
+    last_error = ""
+    for degree in range(MIN_DEGREE, MAX_DEGREE + 1):
+        exponents = [
+            e for e in product(range(degree + 1), repeat=len(symbols)) if sum(e) <= degree
+        ]
+        confirm = _confirming(len(symbols), degree)
+        records = [traced(e) for e in exponents]
+        checks = [traced(c) for c in confirm]
+        vectors = [layout.vector(r) for r in records + checks]
+        points = [tuple(b + o for b, o in zip(base, e, strict=True)) for e in exponents + confirm]
+        matrix = [[_monomial_value(p, m) for m in exponents] for p in points[: len(exponents)]]
+        inverse = sp.Matrix(matrix).inv()
+        denominator = int(sp.ilcm(*[sp.fraction(v)[1] for v in inverse]))
+        adjugate = np.array(
+            [[int(v * denominator) for v in inverse.row(i)] for i in range(inverse.rows)],
+            dtype=object,
+        )
+        values = np.array(vectors[: len(exponents)], dtype=object)
+        scaled = adjugate.dot(values)  # coefficients times the denominator
+        wrong = _first_mismatch(scaled, denominator, exponents, points[len(exponents) :],
+                                vectors[len(exponents) :])
+        if wrong is None:
+            coefficients = [
+                [Fraction(int(c), denominator) for c in column] for column in scaled.T
+            ]
+            monomials = [
+                sp.Mul(*(s**e for s, e in zip(symbols, m, strict=True))) for m in exponents
+            ]
+            words = _conditions(fixed, symbols, points, len(exponents), degree)
+            return layout.result(coefficients, monomials, words)
+        last_error = f"degree {degree}: {layout.name(wrong[0])} is {wrong[1]} at {wrong[2]}"
+    raise UnsupportedError(
+        "the model's code fixed a size ("
+        + "; ".join(map(str, fixed))
+        + "), and its bytes are no polynomial of degree up to "
+        f"{MAX_DEGREE} in {', '.join(s.name for s in symbols)} ({last_error}, not what the fit "
+        "predicts). Measure it at the sizes you need with memtheory.torch.measure."
+    )
+
+
+def _confirming(count: int, degree: int) -> list[Point]:
+    """Two offsets outside the lattice of total degree ``degree``."""
+    if count == 1:
+        return [(degree + 1,), (degree + 3,)]
+    first = (degree + 1,) + (1,) * (count - 1)
+    second = (1,) * (count - 1) + (degree + 2,)
+    return [first, second]
+
+
+def _monomial_value(point: Point, exponents: Point) -> int:
+    value = 1
+    for size, exponent in zip(point, exponents, strict=True):
+        value *= size**exponent
+    return value
+
+
+def _first_mismatch(
+    scaled: np.ndarray,
+    denominator: int,
+    exponents: list[Point],
+    points: list[Point],
+    vectors: list[list[int]],
+) -> tuple[int, int, Point] | None:
+    """Return the first quantity a fit misses at a confirming trace: (index, value, point)."""
+    for point, vector in zip(points, vectors, strict=True):
+        row = np.array([_monomial_value(point, m) for m in exponents], dtype=object)
+        predicted = row.dot(scaled)
+        for index, (guess, actual) in enumerate(zip(predicted, vector, strict=True)):
+            if guess != actual * denominator:
+                return index, actual, point
+    return None
+
+
+def _conditions(
+    fixed: Sequence[Specialisation],
+    symbols: list[sp.Symbol],
+    points: list[Point],
+    fitted: int,
+    degree: int,
+) -> tuple[str, ...]:
+    names = ", ".join(s.name for s in symbols)
+    ranges = ", ".join(
+        f"{s.name} in {min(p[i] for p in points[:fitted])}..{max(p[i] for p in points[:fitted])}"
+        for i, s in enumerate(symbols)
+    )
+    confirmed = "; ".join(
+        ", ".join(f"{s.name}={v}" for s, v in zip(symbols, p, strict=True))
+        for p in points[fitted:]
+    )
+    return (
+        *(f"{f} (so the formulas were fitted rather than traced)" for f in fixed),
+        f"fitted exactly as polynomials of total degree <= {degree} in {names} to {fitted} "
+        f"traces ({ranges}) and confirmed to the byte at sizes not used to fit ({confirmed}); "
+        "they hold wherever the step runs the same operations",
+    )
+
+
+class _Layout:
+    """Every number a concrete trace yields, in one fixed order, and how to rebuild the result."""
+
+    def __init__(self, reference: StepRecord) -> None:
+        self.components = list(reference.components)
+        self.moments = [label for label, _ in reference.moments]
+        self.inference = [label for label, _ in reference.inference]
+        self.modules = [
+            r
+            for r in reference.watch.records.values()
+            if r.calls or r.saved or r.path == LOSS
+        ]
+        self.shapes = [
+            len(r.output_shape) if r.output_shape is not None else 0 for r in self.modules
+        ]
+
+    def names(self) -> list[str]:
+        """Name what each position of a vector holds."""
+        return [
+            *(f"component {c}" for c in self.components),
+            *(f"moment '{m}'" for m in self.moments),
+            *(f"inference moment '{m}'" for m in self.inference),
+            *(f"saved bytes of {r.path}" for r in self.modules),
+            *(
+                f"output size {i} of {r.path}"
+                for r, n in zip(self.modules, self.shapes, strict=True)
+                for i in range(n)
+            ),
+        ]
+
+    def name(self, index: int) -> str:
+        return self.names()[index]
+
+    def vector(self, record: StepRecord) -> list[int]:
+        labels = [label for label, _ in record.moments]
+        if labels != self.moments or [lb for lb, _ in record.inference] != self.inference:
+            ours, theirs = (self.moments + self.inference), labels + [
+                lb for lb, _ in record.inference
+            ]
+            first = next(
+                (i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
+                min(len(ours), len(theirs)),
+            )
+            shown = theirs[first] if first < len(theirs) else "the end of the step"
+            expected = ours[first] if first < len(ours) else "the end of the step"
+            raise UnsupportedError(
+                "the model's code fixed a size, and at another size the step runs other "
+                f"operations (operation {first}: {shown!r} instead of {expected!r}), so no single "
+                "formula describes it. Measure it at the sizes you need with "
+                "memtheory.torch.measure."
+            )
+        records = {r.path: r for r in record.watch.records.values()}
+        excluded = record.not_activations
+        return [
+            *(_number(record.components.get(c, {})) for c in self.components),
+            *(_number(m) for _, m in record.moments),
+            *(_number(m) for _, m in record.inference),
+            *(_number(records[r.path].saved_bytes(excluded)) for r in self.modules),
+            *(
+                int(size)
+                for r in self.modules
+                for size in (records[r.path].output_shape or ())
+            ),
+        ]
+
+    def result(
+        self, coefficients: list[list[Fraction]], monomials: list[sp.Expr], words: tuple[str, ...]
+    ) -> TracedMemory:
+        expressions = iter(coefficients)
+
+        def take(count: int) -> list[list[Fraction]]:
+            return [next(expressions) for _ in range(count)]
+
+        components = take(len(self.components))
+        moments = take(len(self.moments))
+        inference = take(len(self.inference))
+        saved = take(len(self.modules))
+        shapes = [take(n) for n in self.shapes]
+        kept = _candidates(moments)
+        build = lambda c: _expression(c, monomials)  # noqa: E731
+        values = [build(moments[i]) for i in kept]
+        timeline: dict[str, sp.Expr] = {}
+        for position in undominated(values):
+            label = self.moments[kept[position]]
+            while label in timeline:
+                label += "'"
+            timeline[label] = values[position]
+        inference_values = [build(inference[i]) for i in _candidates(inference)]
+        rows = tuple(
+            ModuleRow(
+                r.path,
+                r.kind,
+                r.depth,
+                tuple(build(c) for c in shape) if r.output_shape is not None else None,
+                r.parameters,
+                build(s),
+            )
+            for r, s, shape in zip(self.modules, saved, shapes, strict=True)
+        )
+        return TracedMemory(
+            components={
+                name: build(c)
+                for name, c in zip(self.components, components, strict=True)
+                if any(c)
+            },
+            timeline=timeline,
+            inference_peak=maximum(inference_values),
+            step_start=build(moments[0]),
+            conditions=words,
+            modules=rows,
+            method="fitted",
+        )
+
+
+def _number(terms: dict[Any, int]) -> int:
+    return int(sum(terms.values()))
+
+
+def _expression(coefficients: list[Fraction], monomials: list[sp.Expr]) -> sp.Expr:
+    return sp.Add(
+        *(
+            sp.Rational(c.numerator, c.denominator) * m
+            for c, m in zip(coefficients, monomials, strict=True)
+            if c
+        )
+    )
+
+
+def _candidates(moments: list[list[Fraction]]) -> list[int]:
+    """Moments no later one provably exceeds (every coefficient at least as large)."""
+    kept: list[int] = []
+    for index, coefficients in enumerate(moments):
+        while kept and all(a >= b for a, b in zip(coefficients, moments[kept[-1]], strict=True)):
+            if coefficients == moments[kept[-1]]:
+                break
+            kept.pop()
+        else:
+            kept.append(index)
+    return kept

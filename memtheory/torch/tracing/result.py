@@ -1,0 +1,211 @@
+"""The result of a trace: a Footprint with the step's moments, where it holds, its modules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import sympy as sp
+
+from memtheory.errors import EvaluationError, UnknownNameError
+from memtheory.evaluation import replaced, substitution
+from memtheory.footprint import COMPONENT_TITLES, Footprint
+from memtheory.tables import Column, Table
+from memtheory.units import convert, round_half_up
+
+__all__ = ["ModuleRow", "TracedMemory"]
+
+
+@dataclass(frozen=True)
+class ModuleRow:
+    """One module of a traced model: what torchinfo shows, exact and symbolic.
+
+    Attributes
+    ----------
+    path : str
+        Its name in ``named_modules()`` (the model's class name for the model
+        itself, ``"loss"`` for what the loss function computes).
+    kind : str
+        Its class name.
+    depth : int
+        Nesting depth (0 for the model).
+    output_shape : tuple of sympy expressions, or None
+        Shape of its first output tensor, in the user's symbols.
+    parameters : int
+        Parameters it owns itself (not its children's; a shared tensor counts once).
+    saved : sympy expression
+        Bytes autograd saved for backward while it was the innermost running
+        module, storages counted once, parameters, buffers and the data excluded.
+    """
+
+    path: str
+    kind: str
+    depth: int
+    output_shape: tuple[sp.Expr, ...] | None
+    parameters: int
+    saved: sp.Expr
+
+
+@dataclass(frozen=True)
+class TracedMemory(Footprint):
+    """Memory of a PyTorch training step traced on fake tensors: exact, in the user's symbols.
+
+    The components are those of :class:`memtheory.torch.Measurement`, counted
+    the same way; :attr:`timeline` holds the moments of the step where the
+    live total may be largest (each labelled with phase, module and operator),
+    so :attr:`peak` is the step's peak and :attr:`peak_moment` says where it
+    happens.
+
+    Attributes
+    ----------
+    components : mapping of str to sympy expression
+        Bytes per component, in :data:`~memtheory.footprint.COMPONENT_TITLES` order.
+    timeline : mapping of str to sympy expression
+        Live bytes at each candidate peak moment, in step order.
+    inference_peak : sympy expression
+        Most bytes alive during a forward pass in eval mode under ``no_grad``.
+    step_start : sympy expression
+        Live bytes when the step starts.
+    constraints : mapping of str to sympy expression
+        Where the formulas hold, from the guards PyTorch recorded: each
+        labelled expression must stay at least 1 (``"S <= 1024"`` is ``1025 - S``).
+    conditions : tuple of str
+        Every condition in words, those of :attr:`constraints` included.
+    modules : tuple of ModuleRow
+        One row per module, in ``named_modules()`` order.
+    method : {"symbolic", "fitted"}
+        ``"symbolic"``: sizes stayed symbols through the step. ``"fitted"``:
+        the model's code fixed a size, so the step was traced at several
+        concrete sizes and each moment's bytes fitted exactly by a polynomial,
+        confirmed at sizes not used to fit it.
+    notes : tuple of str
+        What was assumed or found, in words.
+    """
+
+    components: Mapping[str, sp.Expr]
+    timeline: Mapping[str, sp.Expr] = field(default_factory=dict)
+    inference_peak: sp.Expr = sp.S.Zero
+    step_start: sp.Expr = sp.S.Zero
+    constraints: Mapping[str, sp.Expr] = field(default_factory=dict)
+    conditions: tuple[str, ...] = ()
+    modules: tuple[ModuleRow, ...] = ()
+    method: Literal["symbolic", "fitted"] = "symbolic"
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = set(self.components) - set(COMPONENT_TITLES)
+        if unknown:
+            raise UnknownNameError(f"unknown memory components {sorted(unknown)}")
+
+    def evaluate(self, **values: object) -> TracedMemory:
+        """Substitute values by symbol name (``B=8, S=128``) into every expression, exactly.
+
+        Raises
+        ------
+        EvaluationError
+            For a name that is not a symbol of the result, or values outside
+            where the traced formulas hold (see :attr:`conditions`).
+        """
+        expressions = [
+            *self.components.values(),
+            *self.timeline.values(),
+            *self.constraints.values(),
+            self.inference_peak,
+            self.step_start,
+            *(row.saved for row in self.modules),
+            *(size for row in self.modules for size in row.output_shape or ()),
+        ]
+        mapping = substitution(expressions, values)
+        done = iter(replaced(expressions, mapping))
+        components = {k: next(done) for k in self.components}
+        timeline = {k: next(done) for k in self.timeline}
+        constraints = {k: next(done) for k in self.constraints}
+        inference_peak, step_start = next(done), next(done)
+        saved = [next(done) for _ in self.modules]
+        shapes = [
+            None if row.output_shape is None else tuple(next(done) for _ in row.output_shape)
+            for row in self.modules
+        ]
+        for label, value in constraints.items():
+            if value.is_number and value < 1:
+                shown = ", ".join(f"{k}={v}" for k, v in values.items())
+                raise EvaluationError(
+                    f"the traced formulas hold where {label}; {shown} is outside that. Trace "
+                    "again with example sizes in that range, or measure at this size."
+                )
+        modules = tuple(
+            replace(row, saved=s, output_shape=shape)
+            for row, s, shape in zip(self.modules, saved, shapes, strict=True)
+        )
+        return replace(
+            self,
+            components=components,
+            timeline=timeline,
+            constraints={k: v for k, v in constraints.items() if not v.is_number},
+            inference_peak=inference_peak,
+            step_start=step_start,
+            modules=modules,
+        )
+
+    @property
+    def free_symbols(self) -> set[sp.Symbol]:
+        """Symbols the result still depends on."""
+        found = super().free_symbols
+        return found.union(sp.sympify(self.inference_peak).free_symbols)
+
+    def module_table(self, unit: str = "bytes", *, depth: int | None = None) -> Table:
+        """Tabulate the modules: path, type, output shape, own parameters, saved bytes.
+
+        Parameters
+        ----------
+        unit : str, default "bytes"
+            Unit of the saved column once the result is evaluated (``"MiB"``);
+            symbolic results show exact byte formulas.
+        depth : int, optional
+            Show modules nested at most this deep (0: the model alone).
+        """
+        rows = []
+        symbolic = any(not sp.sympify(r.saved).is_number for r in self.modules)
+        for row in self.modules:
+            if depth is not None and row.depth > depth:
+                continue
+            shape = "" if row.output_shape is None else f"({', '.join(map(str, row.output_shape))})"
+            saved = _size(row.saved, unit, symbolic)
+            name = "  " * row.depth + row.path
+            rows.append((name, row.kind, shape, str(row.parameters), saved))
+        total_saved = sp.Add(*(row.saved for row in self.modules))
+        footer = [
+            (
+                "total",
+                "",
+                "",
+                str(sum(row.parameters for row in self.modules)),
+                _size(total_saved, unit, symbolic),
+            )
+        ]
+        title = "saved (bytes)" if symbolic or unit == "bytes" else f"saved ({unit})"
+        columns = [
+            Column("module"),
+            Column("type"),
+            Column("output shape"),
+            Column("parameters", align="right"),
+            Column(title, align="right"),
+        ]
+        return Table(columns, rows, footer=footer)
+
+    def __str__(self) -> str:
+        lines = [f"training step traced ({self.method}), in bytes:"]
+        lines += [f"  {name}: {value}" for name, value in self.components.items()]
+        lines.append(f"  total: {self.total}")
+        lines.append(f"  peak: {self.peak}")
+        lines.append(f"  inference peak: {self.inference_peak}")
+        lines += [f"  holds for {condition}" for condition in self.conditions]
+        return "\n".join(lines)
+
+
+def _size(value: sp.Expr, unit: str, symbolic: bool) -> str:
+    value = sp.sympify(value)
+    if symbolic or unit == "bytes" or not value.is_number:
+        return str(value)
+    return str(round_half_up(convert(value, unit), 2))

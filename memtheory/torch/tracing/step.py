@@ -1,0 +1,275 @@
+"""Run one steady-state training step and one inference pass on fake tensors, and record them.
+
+The protocol is :func:`memtheory.torch.measure`'s, so that a trace and a
+measurement count the same storages at the same moments:
+
+1. a warm-up step (untracked), so the optimizer state exists and the previous
+   step's gradients are allocated, as in the middle of training;
+2. the tracked step: ``optimizer.zero_grad(set_to_none=True)``, the forward
+   and the loss under ``saved_tensors_hooks`` (and autocast, if asked), the
+   backward, ``optimizer.step()``; the output and the loss stay alive until
+   the step ends, as in ``measure``;
+3. an inference pass: eval mode, ``torch.no_grad()``, gradients set aside,
+   counting the parameters, buffers and input.
+
+What autograd saves is sorted as ``measure`` sorts it: parameters, buffers,
+autocast's weight copies and the data are not saved activations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_flatten
+
+from memtheory.torch.tracing.errors import untraceable
+from memtheory.torch.tracing.modules import ModuleWatch
+from memtheory.torch.tracing.sizes import Polynomial, SymbolMap, add_into
+from memtheory.torch.tracing.storages import SymbolicStorageTracker, storage_key, storage_size
+
+__all__ = ["StepRecord", "record_step"]
+
+
+@dataclass
+class StepRecord:
+    """Bytes of one traced step, by category, as polynomials; and its candidate moments."""
+
+    components: dict[str, Polynomial]
+    moments: list[tuple[str, Polynomial]]
+    step_start: Polynomial
+    inference: list[tuple[str, Polynomial]]
+    watch: ModuleWatch
+    operations: int = 0
+    not_activations: set[int] = field(default_factory=set)
+
+
+def record_step(
+    module: nn.Module,
+    call: Callable[[], Any],
+    loss: Callable[[Any], torch.Tensor],
+    make_optimizer: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
+    data: list[torch.Tensor],
+    targets: list[torch.Tensor],
+    symbols: SymbolMap,
+    autocast: torch.dtype | None = None,
+    keep_all: bool = False,
+) -> StepRecord:
+    """Trace one steady-state training step and an inference pass of ``module``.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        Its parameters and buffers already fake.
+    call : callable
+        ``call()`` runs the module on the fake example inputs.
+    loss : callable
+        ``loss(output)``: the scalar to differentiate.
+    make_optimizer : callable
+        Builds the optimizer over the (fake) parameters.
+    data, targets : list of tensors
+        The fake inputs the model is called with, and the targets the loss
+        reads (counted as input and targets).
+    symbols : SymbolMap
+    autocast : torch.dtype, optional
+    keep_all : bool, default False
+        Keep one moment per operation (see :class:`SymbolicStorageTracker`).
+    """
+    parameters: list[torch.Tensor] = list(module.parameters())
+    watch = ModuleWatch(module)
+    optimizer = make_optimizer(parameters)
+    context = (lambda: torch.autocast("cpu", dtype=autocast)) if autocast else nullcontext
+    with watch.watching():
+        _warm_up(parameters, optimizer)
+
+        tracker = SymbolicStorageTracker(symbols, watch.label, keep_all)
+        tracker.watch_parameters(parameters)
+        tracker.keep(*parameters, *module.buffers(), *data, *targets)
+        tracker.track(*(p.grad for p in parameters))
+        tracker.keep(*_state_tensors(optimizer))
+        start = tracker.start("step start")
+        saved: dict[int, Polynomial] = {}
+        watch.recording = True
+        with tracker:
+            _step(module, call, loss, optimizer, context, watch, (tracker, saved))
+        watch.recording = False
+        moments = tracker.moments
+
+        excluded = _keys([*parameters, *module.buffers(), *data, *targets])
+        activations: Polynomial = {}
+        copies: Polynomial = {}
+        for key, size in saved.items():
+            if key in tracker.copies_of:
+                add_into(copies, size)
+            elif key not in excluded:
+                add_into(activations, size)
+        state, counters = _state_bytes(optimizer, symbols)
+        components = {
+            "parameters": _bytes(parameters, symbols),
+            "buffers": _bytes(module.buffers(), symbols),
+            "gradients": _bytes([p.grad for p in parameters], symbols),
+            "optimizer_state": state,
+            "optimizer_step_counters": counters,
+            "weight_copies": copies,
+            "saved_activations": activations,
+            "input": _bytes(data, symbols),
+            "targets": _bytes(targets, symbols),
+        }
+        inference = _inference(module, call, data, context, symbols, watch, keep_all)
+    return StepRecord(
+        components, moments, start, inference, watch, tracker.operations,
+        excluded | tracker.copies_of,
+    )
+
+
+def _warm_up(parameters: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer) -> None:
+    """Bring the optimizer to its steady state: gradients allocated, state created.
+
+    ``measure`` runs whole warm-up steps for this. On fake tensors the values
+    do not matter, so each gradient is allocated as backward allocates it (a
+    tensor like its parameter) and one optimizer step creates the state; the
+    forward and backward, which leave nothing behind, are not run twice.
+    """
+    for p in parameters:
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
+    optimizer.step()
+
+
+def _step(
+    module: nn.Module,
+    call: Callable[[], Any],
+    loss: Callable[[Any], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    context: Callable[[], Any],
+    watch: ModuleWatch,
+    tracking: tuple[SymbolicStorageTracker, dict[int, Polynomial]] | None,
+) -> None:
+    """One training step, as ``measure`` runs it; its output and loss die when it returns."""
+    with _phase(watch, "zero_grad"):
+        optimizer.zero_grad(set_to_none=True)
+    with _phase(watch, "forward"), _saving(tracking, watch), context():
+        output = _guarded(call, watch)
+        watch.phase = "loss"
+        value = _guarded(partial(loss, output), watch)
+        if isinstance(value, torch.Tensor) and value.grad_fn is not None:
+            watch.name_nodes([value], "loss")
+    with _phase(watch, "backward"):
+        _guarded(value.backward, watch)
+    with _phase(watch, "optimizer step"):
+        _guarded(optimizer.step, watch)
+    del output, value
+
+
+def _guarded(function: Callable[[], Any], watch: ModuleWatch) -> Any:
+    """Run ``function``, turning PyTorch's data-dependent errors into memtheory's (op, module)."""
+    try:
+        return function()
+    except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
+        translated = untraceable(error, "", watch.label(""))
+        if translated is error:
+            raise
+        raise translated from error
+
+
+@contextmanager
+def _phase(watch: ModuleWatch, phase: str) -> Iterator[None]:
+    watch.phase = phase
+    yield
+
+
+def _saving(
+    tracking: tuple[SymbolicStorageTracker, dict[int, Polynomial]] | None, watch: ModuleWatch
+) -> Any:
+    """Record the storage of every tensor autograd saves (without keeping the tensor)."""
+    if tracking is None:
+        return nullcontext()
+    tracker, saved = tracking
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        size = storage_size(tensor, tracker.symbols)
+        if size:
+            key = storage_key(tensor)
+            if key not in saved:
+                watch.saved(key, size)
+            saved[key] = size
+        return tensor
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
+
+
+def _inference(
+    module: nn.Module,
+    call: Callable[[], Any],
+    data: list[torch.Tensor],
+    context: Callable[[], Any],
+    symbols: SymbolMap,
+    watch: ModuleWatch,
+    keep_all: bool,
+) -> list[tuple[str, Polynomial]]:
+    """Moments of ``call()`` in eval mode under no_grad; gradients set aside meanwhile."""
+    parameters = list(module.parameters())
+    grads = [p.grad for p in parameters]
+    for p in parameters:
+        p.grad = None
+    module.eval()
+    watch.phase = "inference"
+    tracker = SymbolicStorageTracker(symbols, watch.label, keep_all)
+    tracker.keep(*parameters, *module.buffers(), *data)
+    tracker.start("inference start")
+    try:
+        with torch.no_grad(), tracker, context():
+            output = _guarded(call, watch)
+            del output
+    finally:
+        module.train()
+        for p, grad in zip(parameters, grads, strict=True):
+            p.grad = grad
+    return tracker.moments
+
+
+def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [
+        value
+        for state in optimizer.state.values()
+        for value in state.values()
+        if isinstance(value, torch.Tensor)
+    ]
+
+
+def _state_bytes(
+    optimizer: torch.optim.Optimizer, symbols: SymbolMap
+) -> tuple[Polynomial, Polynomial]:
+    state: dict[int, Polynomial] = {}
+    counters: dict[int, Polynomial] = {}
+    for per_parameter in optimizer.state.values():
+        for name, value in per_parameter.items():
+            if isinstance(value, torch.Tensor):
+                target = counters if name == "step" else state
+                target[storage_key(value)] = storage_size(value, symbols)
+    return _sum(state.values()), _sum(counters.values())
+
+
+def _keys(tensors: list[Any]) -> set[int]:
+    return {storage_key(t) for t in tensors if isinstance(t, torch.Tensor)}
+
+
+def _bytes(tensors: Any, symbols: SymbolMap) -> Polynomial:
+    storages = {
+        storage_key(t): storage_size(t, symbols)
+        for t in tree_flatten(list(tensors))[0]
+        if isinstance(t, torch.Tensor)
+    }
+    return _sum(storages.values())
+
+
+def _sum(sizes: Any) -> Polynomial:
+    total: Polynomial = {}
+    for size in sizes:
+        add_into(total, size)
+    return total

@@ -1,0 +1,188 @@
+"""Follow fake tensor storages op by op, with sizes as polynomials in the user's symbols.
+
+:class:`SymbolicStorageTracker` does what :class:`memtheory.torch.StorageTracker`
+does for :func:`memtheory.torch.measure`, on fake tensors whose sizes are
+symbolic:
+
+* every storage an operation returns is registered once (views and in-place
+  results share their storage), with a weak reference that says when it is
+  freed; storages that exist before the step count only if :meth:`track`
+  registers them (parameters, gradients, optimizer state, the data);
+* the live total is read after every operation, when its inputs and outputs
+  are both alive, exactly when ``measure`` reads it.
+
+A storage is identified by its ``StorageImpl`` (``untyped_storage()._cdata``):
+fake storages have no data pointer. Bytes are kept as polynomials
+(:data:`~memtheory.torch.tracing.sizes.Polynomial`), so the running total is
+updated term by term instead of re-adding sympy expressions; a moment is kept
+in the timeline only while no later moment is provably at least as large
+(the later one then holds everything it held, and more).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any
+
+import sympy as sp
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from memtheory.maximum import provably_nonnegative
+from memtheory.torch.tracing.errors import untraceable
+from memtheory.torch.tracing.kernels import real_storage_bytes
+from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
+
+__all__ = ["SymbolicStorageTracker", "storage_key", "storage_size"]
+
+
+def storage_key(tensor: torch.Tensor) -> int:
+    """Identity of a tensor's storage (shared by its views), valid while the storage lives."""
+    return int(tensor.untyped_storage()._cdata)
+
+
+def storage_size(tensor: torch.Tensor, symbols: SymbolMap) -> Polynomial:
+    """Bytes of a tensor's whole storage, as a polynomial in the user's symbols."""
+    return symbols.polynomial(tensor.untyped_storage().nbytes())
+
+
+class SymbolicStorageTracker(TorchDispatchMode):
+    """Register storages op by op and keep the moments where the live total may peak.
+
+    Parameters
+    ----------
+    symbols : SymbolMap
+        Translates PyTorch's sizes into the user's symbols.
+    label : callable
+        ``label(op)``: the text of the moment after ``op`` (phase, module, op).
+    keep_all : bool, default False
+        Keep every moment, one per operation (to line up traces of the same
+        step at different sizes), instead of only those that may be the peak.
+    """
+
+    def __init__(
+        self, symbols: SymbolMap, label: Callable[[str], str], keep_all: bool = False
+    ) -> None:
+        super().__init__()
+        self.keep_all = keep_all
+        self.symbols = symbols
+        self.label = label
+        self._live: dict[int, tuple[StorageWeakRef, Polynomial]] = {}
+        self._permanent: set[int] = set()
+        self.total: Polynomial = {}
+        self.moments: list[tuple[str, Polynomial]] = []
+        self.copies_of: set[int] = set()
+        self._parameter_keys: set[int] = set()
+        self._last: Polynomial | None = None
+        self.operations = 0
+
+    # -- registering -------------------------------------------------------------------
+    def track(self, *tensors: Any, nbytes: Any = None) -> None:
+        """Register the storages of ``tensors`` (None and non-tensors are ignored).
+
+        ``nbytes``, if given, is the storage size to count instead of the fake one.
+        """
+        for tensor in tensors:
+            if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
+                continue
+            size = (
+                storage_size(tensor, self.symbols)
+                if nbytes is None
+                else self.symbols.polynomial(nbytes)
+            )
+            if not size:
+                continue
+            key = storage_key(tensor)
+            known = self._live.get(key)
+            if known is not None and not known[0].expired():
+                continue
+            if known is not None:
+                add_into(self.total, known[1], -1)
+            self._live[key] = (StorageWeakRef(tensor.untyped_storage()), size)
+            add_into(self.total, size)
+
+    def keep(self, *tensors: Any) -> None:
+        """Register storages that outlive the step (parameters, optimizer state, the data).
+
+        They are counted like any other, but never checked for being freed:
+        the module, the optimizer and the caller hold them throughout.
+        """
+        self.track(*tensors)
+        self._permanent |= {
+            storage_key(t) for t in tensors if isinstance(t, torch.Tensor)
+        }
+
+    def watch_parameters(self, parameters: Sequence[torch.Tensor]) -> None:
+        """Remember parameter storages, to recognise casts of them (autocast's weight copies)."""
+        self._parameter_keys |= {storage_key(p) for p in parameters}
+
+    def refresh(self) -> Polynomial:
+        """Forget freed storages; return the live total."""
+        expired = torch.Storage._expired  # type: ignore[attr-defined]
+        permanent = self._permanent
+        dead = [
+            key
+            for key, (ref, _) in self._live.items()
+            if key not in permanent and expired(ref.cdata)
+        ]
+        for key in dead:
+            add_into(self.total, self._live.pop(key)[1], -1)
+        return self.total
+
+    def start(self, label: str) -> Polynomial:
+        """Read the live total now and make it the first moment."""
+        self.moments = []
+        self._last = None
+        self.record(label)
+        return dict(self.total)
+
+    def record(self, label: str) -> None:
+        """Keep the live total as a moment, unless it equals the previous one."""
+        now = self.refresh()
+        if self.keep_all:
+            self.moments.append((label, dict(now)))
+            return
+        if now == self._last:
+            return
+        snapshot = dict(now)
+        while self.moments and _at_least(snapshot, self.moments[-1][1]):
+            if snapshot == self.moments[-1][1]:
+                return
+            self.moments.pop()
+        self.moments.append((label, snapshot))
+        self._last = snapshot
+
+    # -- the dispatch mode -----------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105
+        try:
+            out = func(*args, **(kwargs or {}))
+        except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
+            raise untraceable(error, str(func), self.label("")) from error
+        self.operations += 1
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        try:
+            self.track(*outputs, nbytes=real_storage_bytes(func, args, kwargs or {}))
+        except DataDependentSize as error:
+            raise untraceable(error, str(func), self.label("")) from None
+        if func is torch.ops.aten._to_copy.default and args and isinstance(args[0], torch.Tensor):
+            if storage_key(args[0]) in self._parameter_keys:
+                self.copies_of |= {storage_key(t) for t in outputs}
+        self.record(self.label(str(func)))
+        return out
+
+
+def _at_least(later: Polynomial, earlier: Polynomial) -> bool:
+    """Whether ``later - earlier`` is provably >= 0 (every differing term nonnegative)."""
+    for monomial in later.keys() | earlier.keys():
+        difference = later.get(monomial, 0) - earlier.get(monomial, 0)
+        if difference < 0 or (difference > 0 and not _nonnegative(monomial)):
+            return False
+    return True
+
+
+@lru_cache(maxsize=4096)
+def _nonnegative(monomial: sp.Expr) -> bool:
+    return provably_nonnegative(monomial)

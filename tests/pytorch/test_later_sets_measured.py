@@ -1,0 +1,53 @@
+"""Book answers of the sets ch11 and ch12 against PyTorch: a CPU measurement and a built model.
+
+ch11 asks for the autograd convention's figures of the small CNN (softmax as its
+last layer, no loss); the measured PyTorch step ends in the cross-entropy loss
+instead, so it also holds the int64 targets and the loss's saved scalar, which
+the test adds by hand.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
+
+from torch import nn  # noqa: E402
+
+from memtheory.exercises import find_variant  # noqa: E402
+from memtheory.torch import ZOO, measure  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+MIB = 2**20
+
+
+@pytest.mark.slow
+def test_ch11_book_answers_are_the_measured_step():
+    """Batch 64, Adam, fp32: peak and saved tensors as measured, less the loss's own tensors."""
+    entry = ZOO["StackExchange CNN"]
+    module = entry.module()
+    x, y = entry.batch()
+    assert tuple(x.shape) == (64, 3, 50, 50)
+    step = measure(
+        module, x, nn.CrossEntropyLoss(), torch.optim.Adam(module.parameters()), target=y
+    )
+    targets = 64 * 8  # int64 class indices, one per image
+    loss_output = 4  # the fp32 scalar the loss saves
+    assert find_variant("ch11.q2").expected * MIB == step.peak - targets
+    assert find_variant("ch11.q1").expected * MIB == step.components["saved_activations"] - (
+        loss_output
+    )
+
+
+def test_ch12_gpt2_parameters_are_hugging_faces():
+    """GPT-2 small and medium, built by transformers from their configs (no weights loaded)."""
+    transformers = pytest.importorskip("transformers")
+    for size, (layers, width, heads) in {"small": (12, 768, 12), "medium": (24, 1024, 16)}.items():
+        config = transformers.GPT2Config(n_layer=layers, n_embd=width, n_head=heads)
+        with torch.device("meta"):
+            model = transformers.GPT2LMHeadModel(config)
+        counted = sum(p.numel() for p in model.parameters())  # the tied head counted once
+        variant = find_variant("ch12.q1")
+        exercise = variant.exercise
+        params = type(variant.params)(size=size)
+        assert type(variant)("ch12", exercise, None, params).expected == counted, size
