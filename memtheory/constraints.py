@@ -81,6 +81,7 @@ __all__ = [
     "smallest_valid",
     "warn_outside",
     "as_constraints",
+    "largest_valid",
     "too_small",
 ]
 
@@ -402,6 +403,13 @@ def too_small(constraint: SizeConstraint, shown: str, size: object) -> KernelToo
     symbols = constraint.size.free_symbols
     if len(symbols) == 1:
         (symbol,) = symbols
+        if _shrinks(constraint.size, symbol):
+            # An upper bound (a traced formula's "B < 16"), not a window that must fit.
+            return KernelTooLargeError(
+                f"{shown} is outside {constraint.where}: it would be {size}, and "
+                f"{constraint.condition} must hold. Use a smaller {symbol}, or derive the "
+                f"formula again for this range of {symbol}."
+            )
         try:
             hint = f" (so {symbol} >= {smallest_valid([constraint], symbol)})"
         except KernelTooLargeError:
@@ -411,6 +419,53 @@ def too_small(constraint: SizeConstraint, shown: str, size: object) -> KernelToo
         f"{constraint.condition} must hold{hint}. Use a larger input, more padding, or a "
         "smaller kernel or stride."
     )
+
+
+def _shrinks(size: sp.Expr, symbol: sp.Symbol) -> bool:
+    """Whether ``size`` falls as ``symbol`` grows large (an upper bound on ``symbol``).
+
+    Compared far out, where a layer's size (even a square such as a flattened
+    ``(H // 2 - 2)**2``) grows and a bound such as ``16 - B`` falls.
+    """
+    near, far = (size.xreplace({symbol: sp.Integer(2**v)}) for v in (40, 41))
+    return bool(near.is_number and far.is_number and far < near)
+
+
+def largest_valid(constraints: Iterable[SizeConstraint], symbol: sp.Symbol) -> int | None:
+    """Return the largest value of ``symbol`` that the constraints bounding it from above allow.
+
+    ``None`` when no constraint in ``symbol`` alone shrinks as it grows (no upper
+    bound: the usual case for a layer's output size).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> largest_valid([SizeConstraint(16 - B, "the traced formulas' B < 16")], B)
+    15
+    """
+    bounds = [
+        c for c in constraints if c.size.free_symbols == {symbol} and _shrinks(c.size, symbol)
+    ]
+    if not bounds:
+        return None
+
+    def valid(value: int) -> bool:
+        return all(c.size.xreplace({symbol: sp.Integer(value)}) >= 1 for c in bounds)
+
+    if not valid(1):
+        return 0
+    low, high = 1, 2
+    while valid(high):
+        low, high = high, 2 * high
+        if high > 2**64:
+            return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if valid(middle):
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def smallest_valid(constraints: Iterable[SizeConstraint], symbol: sp.Symbol, start: int = 1) -> int:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import sympy as sp
 
-from memtheory.constraints import constraints_in, smallest_valid
+from memtheory.constraints import constraints_in, largest_valid, smallest_valid
 from memtheory.conventions import ConventionLike
 from memtheory.errors import DoesNotFitError, EvaluationError, UnsupportedError
 from memtheory.evaluation import compile_exact, evaluate, symbols_by_name
@@ -164,7 +164,14 @@ def max_value(
     start = _first(start, "start")
     if stop is not None:
         stop = _first(stop, "stop")
-    start = smallest_valid(constraints_in(total), size, start)  # the smallest size that fits
+    found = constraints_in(total)
+    start = smallest_valid(found, size, start)  # the smallest size that fits
+    ceiling = largest_valid(found, size)  # where a formula stops holding (a traced guard)
+    if ceiling is not None and (stop is None or stop > ceiling):
+        stop = ceiling
+        beyond = True
+    else:
+        beyond = False
     f = _exact(total, size)
     if f(start) > cap:
         raise DoesNotFitError(
@@ -174,7 +181,20 @@ def max_value(
             "memory (precision, checkpointing, sharding) or use a larger device."
         )
     if stop is not None and f(stop) <= cap:
+        if beyond:
+            raise EvaluationError(
+                f"the memory still fits at {name}={stop}, the largest {name} where the formula "
+                f"holds ({'; '.join(c.where for c in found)}): the largest {name} that fits is "
+                f"beyond it. Derive the formula again (trace at a larger {name}) to find it."
+            )
         return stop
+    if stop is not None:
+        top = stop
+
+        def f_capped(value: int, _f: Callable[[int], sp.Expr | int] = f) -> sp.Expr | int:
+            return _f(value) if value <= top else cap + 1
+
+        f = f_capped
     guess = _solved(total, size, cap)
     value = _refined(f, cap, guess, start) if guess is not None else None
     if value is None:

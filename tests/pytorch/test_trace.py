@@ -112,6 +112,15 @@ def test_traced_result_works_with_max_batch(cnn_trace):
     assert max_batch(memory, limit, H=12) == 11
 
 
+def test_max_batch_stops_where_the_traced_formula_stops_holding(cnn_trace):
+    """A limit that still fits at the last B where the formula holds is refused, not capped."""
+    _, memory = cnn_trace
+    # PyTorch 2.13's CPU convolution picks its kernel by batch: the trace records B < 16.
+    assert any("B < 16" in condition for condition in memory.conditions)
+    with pytest.raises(mt.EvaluationError, match="where the formula holds"):
+        max_batch(memory, "1 TiB", H=12)
+
+
 def test_peak_moment_names_phase_module_and_operator():
     """The peak's moment names where it happens: phase, module path and aten operator."""
     module = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).train()
