@@ -14,7 +14,12 @@ convention follows a training step tensor by tensor:
   such as Flatten, and an in-place layer, share their input's storage), so a
   ReLU's output that the next Dense layer also keeps counts once. The input
   batch and the targets are the caller's, not the graph's, and are counted as
-  ``input`` and ``targets``; parameters a layer saves are not counted again.
+  ``input`` and ``targets``, two storages of their own; parameters a layer
+  saves are not counted again. A loop that passes the input tensor itself as
+  the targets (``loss(model(ids), ids)``, a causal LM's ``labels=input_ids``)
+  holds one storage, and PyTorch's peak is lower by the targets' size (one
+  int64 per token); pass a separate tensor (``ids.clone()``, as Hugging
+  Face's collators do) to match this convention.
 * **the peak**: a timeline of live bytes through one steady-state step,
   ``zero_grad(set_to_none=True)``, forward, loss, backward, ``optimizer.step()``
   (see :class:`AutogradConvention` for the rules), carried by the
