@@ -452,12 +452,15 @@ def bundle(models: Iterable[str] | None = None) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``models`` (per model: title, kind, sizes, parameter count, and per
-        ``"optimizer|precision|convention"`` the components, total and
-        peak candidates as indices into ``code``, and the formulas as text
-        indices into ``text``), ``code`` (JavaScript over :data:`RUNTIME`),
-        ``text``, ``optimizers``, ``precisions``, ``conventions``, ``gpus``
-        (name, bytes, as stated), ``reserve`` (bytes) and ``examples``
+        ``models`` (per model: title, kind, size symbol and range, default
+        batch, parameter count, ``atoms`` (its floors and ceilings, compiled),
+        and per ``"optimizer|precision|convention"``: ``components`` as
+        ``[name, code index]``, ``total`` and ``peak`` (``[code index, moment
+        label's text index]`` per candidate) and the formulas as ``text``
+        indices), ``code`` (JavaScript over :data:`RUNTIME`), ``text``,
+        ``titles`` (component titles), ``optimizers``, ``precisions``,
+        ``conventions``, ``gpus`` (name, bytes, as stated), ``reserve`` (bytes)
+        and ``examples``
         (:func:`source_examples`).
 
     Examples

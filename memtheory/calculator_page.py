@@ -300,7 +300,8 @@ _MARKUP = """
 <p><strong id="mt-slips-title"></strong></p>
 <p class="mt-note" id="mt-slips-source"></p>
 <div class="mt-scroll"><table>
-<thead><tr><th>figure</th><th class="mt-num">the page printed</th><th class="mt-num">memtheory, rounded alike</th>
+<thead><tr><th>figure</th><th class="mt-num">the page printed</th>
+<th class="mt-num">memtheory, rounded alike</th>
 <th>what happened</th></tr></thead>
 <tbody id="mt-slips-body"></tbody></table></div>
 </div>

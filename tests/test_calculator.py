@@ -37,6 +37,7 @@ def run_node(program: str) -> object:
 
 
 def rational(pair: list[str]) -> sp.Rational:
+    """Return a [numerator, denominator] pair of strings as a sympy Rational."""
     return sp.Rational(int(pair[0]), int(pair[1]))
 
 
@@ -69,6 +70,7 @@ def test_printer_floor_ceiling_max_and_negative_rationals_are_exact():
 
 
 def test_printer_refuses_what_it_cannot_compute_exactly():
+    """A square root or a modulo is refused, not printed as inexact JavaScript."""
     with pytest.raises(UnsupportedError, match="sqrt|Pow|whole positive powers"):
         exact_js(sp.sqrt(B))
     with pytest.raises(UnsupportedError, match="Mod"):
@@ -76,6 +78,7 @@ def test_printer_refuses_what_it_cannot_compute_exactly():
 
 
 def test_unknown_choices_and_mixed_precision_under_autograd_are_refused():
+    """A name the page does not offer, and mixed precision under autograd, are errors."""
     with pytest.raises(UnsupportedError, match="no model 'gpt5'"):
         footprint("gpt5", "adamw", "fp32", "breakdown")
     with pytest.raises(UnsupportedError, match="autograd convention does not model"):

@@ -73,7 +73,7 @@ def page():
 
 
 def shown_bytes(cell: dict) -> sp.Rational:
-    """The bytes a cell shows: its text (thousands separators dropped) must equal its exact value."""
+    """Return the bytes a cell shows; its text (no separators) must equal its exact value."""
     numerator, denominator = cell["exact"].split("/")
     value = sp.Rational(int(numerator), int(denominator))
     assert sp.Rational(cell["text"].replace(",", "")) == value, cell
@@ -81,7 +81,7 @@ def shown_bytes(cell: dict) -> sp.Rational:
 
 
 def expected(model, opt, prec, conv, batch, size):
-    """memtheory's own evaluation of the step at those values."""
+    """Return memtheory's own footprint of the step, and the values to evaluate it at."""
     spec = CALCULATOR_MODELS[model]
     memory = training_memory(
         spec.build(), optimizer=optimizer(opt), precision=precision(prec),
@@ -106,6 +106,7 @@ CASES = [
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[3]}" for c in CASES])
 def test_numbers_shown_equal_memtheory(page, case):
+    """Components, total, peak (and its moment), fit and largest batch are memtheory's."""
     model, opt, prec, conv, batch, size, card = case
     page.evaluate(_SET + "(" + __import__("json").dumps({
         "model": model, "optimizer": opt, "precision": prec, "convention": conv,
@@ -129,7 +130,7 @@ def test_numbers_shown_equal_memtheory(page, case):
     except DoesNotFitError:
         largest = 0
     assert int(shown["largest"]) == largest
-    assert (largest == 0) == (not fits or largest == 0)
+    assert (largest >= batch) == fits  # the peak grows with the batch
     if largest:
         assert f"{largest:,}" in shown["largestText"]
     else:
@@ -149,6 +150,7 @@ def test_a_size_outside_the_model_is_refused(page):
 
 @pytest.mark.parametrize("name", ["bert", "resnet"])
 def test_source_examples_are_one_click_away_with_their_slips(page, name):
+    """A button loads the example's settings and shows chapter 8's figures for it."""
     from memtheory.calculator import source_examples
 
     example = source_examples()[name]
