@@ -112,7 +112,7 @@ function setModel(keep) {
     ? "image side H (pixels)" : "sequence length S (tokens)";
   $("mt-size").min = m.min_size; $("mt-size").max = m.max_size;
   if (!keep) { $("mt-size").value = m.default_size; $("mt-batch").value = m.default_batch; }
-  $("mt-model-note").textContent = m.note + "; " + T[m.parameters] + " parameters; "
+  $("mt-model-note").textContent = m.note + "; " + group(T[m.parameters]) + " parameters; "
     + m.symbol + " from " + m.min_size + " to " + m.max_size + ".";
 }
 
