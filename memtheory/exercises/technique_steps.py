@@ -56,6 +56,7 @@ __all__ = [
     "kv_cache",
     "layer_activations",
     "offloaded",
+    "register",
     "usable_bytes",
     "zero_states",
 ]
@@ -403,7 +404,8 @@ LATER_MISCONCEPTIONS = (
 """The misconceptions of chapters 10-14, registered on import."""
 
 
-def _register(entries: tuple[Misconception, ...]) -> None:
+def register(entries: tuple[Misconception, ...]) -> None:
+    """Add ``entries`` to :data:`MISCONCEPTIONS`, refusing a name already defined differently."""
     for entry in entries:
         known = MISCONCEPTIONS.get(entry.name)
         if known is not None and known.title != entry.title:
@@ -413,4 +415,4 @@ def _register(entries: tuple[Misconception, ...]) -> None:
         MISCONCEPTIONS[entry.name] = entry
 
 
-_register(LATER_MISCONCEPTIONS)
+register(LATER_MISCONCEPTIONS)

@@ -151,6 +151,15 @@ def test_every_chapter_ends_with_exercises_from_its_set():
             assert sets == {f"ch{chapter.stem[:2]}"}, chapter.stem
 
 
+def test_fine_tuning_and_distributed_chapters_show_their_sets():
+    """Chapters 17 and 18 show every exercise of their sets (ch17, ch18)."""
+    for stem, set_id in (("17_fine_tuning", "ch17"), ("18_distributed_training", "ch18")):
+        text = (ROOT / "book" / "chapters" / f"{stem}.md").read_text(encoding="utf-8")
+        _, labels = glued_by(text)
+        expected = [label(full) for full in load_sets()[set_id].ids]
+        assert labels == expected, stem
+
+
 def test_answer_rules_are_said_once_and_only_for_kinds_shown():
     """A chapter's note names the rules of its kinds of answer; questions keep a short form."""
     (size,) = book_exercises("ch01", ["q1"])

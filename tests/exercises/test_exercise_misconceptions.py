@@ -90,6 +90,28 @@ HAND_WRITTEN = {
     "kv_fp32": ("ch14.q1", size(2 * 32 * 32 * 128 * 4096 * 8 * 4, "GiB", GIB)),
     # 40 query heads sharing 8 key/value heads, counted as 40: no shrinking at all.
     "kv_ignored_shared_heads": ("ch14.q3", 1),
+    # Chapters 17-18 (memtheory.exercises.steps_scaling), on each question's stated numbers.
+    # LoRA paper, GPT-3 175B, r=4 on q and v of 96 layers: A counted (4 x 12288), B forgotten.
+    "lora_one_matrix": ("ch17.q1", 96 * 2 * 4 * 12288),
+    # 16-32-32-8 Linears with biases all trained in fp32 with Adam: weight gradient + 2 moments.
+    "frozen_keeps_state": ("ch17.q6", 3 * 4 * ((16 * 32 + 32) + (32 * 32 + 32) + (32 * 8 + 8))),
+    # QLoRA Section 3: 4 bits of code only, no constants.
+    "nf4_forgot_constants": ("ch17.q4", 4096 * 4096 // 2),
+    # QLoRA Section 3: fp32 constants, 4 + 32/64 bits per weight.
+    "nf4_constants_fp32": ("ch17.q3", "4.5"),
+    # 1024 x 4096 weight at 2 bytes per value, no absmax; the 1024 bias in fp32 Adam.
+    "adam8bit_forgot_constants": ("ch17.q5", 2 * 4096 * 1024 + 8 * 1024),
+    # the 1024 bias quantized too: 2 bytes + 8 per 256 values, like the weight.
+    "adam8bit_small_tensors": ("ch17.q5", 2 * 4096 * 1024 + 8 * 4096 * 1024 // 256
+                               + 2 * 1024 + 8 * 1024 // 256),
+    # 1.5B parameters under DDP: 16 bytes of states, the bucket copy of the gradients forgotten.
+    "ddp_forgot_buckets": ("ch18.q3", size(1_500_000_000 * 16, "GB", 10**9)),
+    # pipeline of 8 stages, 32 micro-batches, stage 0: GPipe's 32 instead of 1F1B's 8.
+    "pipeline_wrong_in_flight": ("ch18.q5", 32),
+    # 8B on 16 GPUs, optimizer offloaded: one GPU's 14 x 8B / 16 bytes, not the 8 of a node.
+    "host_ram_one_device": ("ch18.q6", size(14 * 8 * 10**9 // 16, "GB", 10**9)),
+    # Korthikanti Table 2, s=2048, h=12288, a=96, t=8: sbh(34 + 5as/h)/t, as if sequence parallel.
+    "tensor_parallel_wrong_split": ("ch18.q4", size(2048 * 12288 * (34 + 80) // 8, "MiB", MIB)),
 }
 
 
