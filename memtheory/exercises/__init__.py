@@ -54,6 +54,9 @@ from memtheory.exercises.variants import seed_from_learner
 # registers the misconceptions of chapters 10-14 (key/value cache, checkpointing, ZeRO...)
 import memtheory.exercises.technique_steps  # noqa: E402, F401  isort: skip
 
+# registers chapter 19's misconceptions (tracing your own model)
+import memtheory.exercises.steps_trace  # noqa: E402, F401  isort: skip
+
 __all__ = [
     "CORRECT",
     "MISCONCEPTIONS",
