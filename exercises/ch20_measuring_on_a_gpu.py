@@ -50,7 +50,8 @@ SET = ExerciseSet(
             id="q4",
             title="what the first tensor reserves",
             question="On a fresh process, the first tensor created on the GPU is fp32 with "
-            "{elements:,} elements. How much does torch.cuda.memory_reserved() show? Answer in MiB.",
+            "{elements:,} elements. How much does torch.cuda.memory_reserved() show? Answer in "
+            "MiB.",
             params={"elements": (1_000_000, 1000, 3_000_000, 50_000_000, 200_000)},
             answer=Quantity("MiB"),
             solve=lambda p, how: reserved_segment(how, 4 * p.elements),

@@ -27,21 +27,21 @@ __all__ = ["allocated_block", "reserved_segment", "small_segments"]
 
 
 def allocated_block(how: Reasoning, nbytes: int) -> int:
-    """Bytes ``torch.cuda.memory_allocated`` counts for a request: :func:`block_size`."""
+    """Return the bytes ``torch.cuda.memory_allocated`` counts for a request (its block)."""
     if getattr(how, "unrounded", False):
         return nbytes
     return block_size(nbytes)
 
 
 def reserved_segment(how: Reasoning, nbytes: int) -> int:
-    """Bytes reserved from the driver when the request opens a segment: :func:`segment_size`."""
+    """Return the bytes reserved from the driver when the request opens a segment."""
     if getattr(how, "segment_is_block", False):
         return allocated_block(how, nbytes)
     return segment_size(nbytes)
 
 
 def small_segments(how: Reasoning, count: int, nbytes: int) -> int:
-    """2 MiB small-pool segments needed for ``count`` requests of ``nbytes``, packed without gaps.
+    """Return the 2 MiB segments ``count`` small requests of ``nbytes`` fill, packed without gaps.
 
     Examples
     --------

@@ -97,7 +97,7 @@ def block_parameters(how: Reasoning, channels: int) -> sp.Expr:
 
 
 def card_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str) -> int:
-    """The largest batch whose traced peak ``per * B + fixed`` (in ``unit``) fits ``card``.
+    """Return the largest batch whose traced peak ``per * B + fixed`` (in ``unit``) fits ``card``.
 
     The card's usable memory is :func:`memtheory.gpus.usable_memory` (the
     vendor's figure read as GiB, less the 1.5 GiB reserve).
@@ -116,7 +116,7 @@ def card_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str) ->
 
 
 def traced_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str, below: int) -> int:
-    """The largest batch the trace vouches for: it fits ``card`` and keeps ``B < below``.
+    """Return the largest batch the trace vouches for: it fits ``card`` and keeps ``B < below``.
 
     Examples
     --------
@@ -131,7 +131,7 @@ def traced_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str, 
 
 
 def quadratic_takes_over(how: Reasoning, quadratic: int, linear: int) -> int:
-    """The smallest whole S at which ``quadratic*B*S**2`` is at least ``linear*B*S``.
+    """Return the smallest whole S at which ``quadratic*B*S**2`` is at least ``linear*B*S``.
 
     Examples
     --------
@@ -145,7 +145,7 @@ def quadratic_takes_over(how: Reasoning, quadratic: int, linear: int) -> int:
 
 
 def untraceable(options: tuple[str, ...]) -> str:
-    """The one option of ``options`` that :data:`UNTRACEABLE` lists.
+    """Return the one option of ``options`` that :data:`UNTRACEABLE` lists.
 
     Examples
     --------

@@ -15,12 +15,14 @@ RESERVE = Fraction(3, 2) * GIB  # memtheory.gpus.DEFAULT_RESERVE, stated in its 
 
 
 def test_set_has_six_or_more_exercises_of_several_kinds():
+    """Six or more exercises, three kinds of answer at least."""
     exercises = load_sets()["ch19"].exercises
     assert len(exercises) >= 6
     assert len({type(e.answer).__name__ for e in exercises}) >= 3
 
 
 def test_misconceptions_are_registered_and_used():
+    """Every chapter-19 misconception is listed by some exercise."""
     used = {m for e in load_sets()["ch19"].exercises for m in e.misconceptions}
     assert {m.name for m in TRACE_MISCONCEPTIONS} <= used
 
@@ -49,10 +51,12 @@ def test_q5_crossover_by_hand():
 
 
 def test_q7_budget_of_a_24_gib_card():
+    """24 GiB less the 1.5 GiB reserve."""
     assert find_variant("ch19.q7").expected == Fraction(24 * GIB - RESERVE, GIB)
 
 
 def test_variants_differ_between_learners():
+    """Two learners get different answers for most exercises."""
     ids = [i for i in load_sets()["ch19"].ids if i != "ch19.q6"]
     differ = sum(
         not find_variant(i, "ada").kind.matches(

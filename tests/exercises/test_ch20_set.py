@@ -14,6 +14,7 @@ MIB = 2**20
 
 
 def test_set_has_six_or_more_exercises_of_several_kinds():
+    """Six or more exercises of three kinds; every chapter-20 misconception is used."""
     exercises = load_sets()["ch20"].exercises
     assert len(exercises) >= 6
     assert len({type(e.answer).__name__ for e in exercises}) >= 3
@@ -22,6 +23,7 @@ def test_set_has_six_or_more_exercises_of_several_kinds():
 
 
 def test_book_answers_by_hand():
+    """Each book answer from the rules, worked out by hand."""
     assert find_variant("ch20.q1").expected == 4096  # 4,000 bytes -> 8 blocks of 512
     assert find_variant("ch20.q2").expected == 2048 - 2000  # fp16 x 1,000 -> 4 blocks
     assert find_variant("ch20.q3").expected == 0  # 512 x 512 x 4 = 1 MiB: still small
