@@ -56,6 +56,12 @@ import memtheory.exercises.technique_steps  # noqa: E402, F401  isort: skip
 # and those of chapters 17-18 (fine-tuning, distributed training)
 import memtheory.exercises.steps_scaling  # noqa: E402, F401  isort: skip
 
+# registers chapter 19's misconceptions (tracing your own model)
+import memtheory.exercises.steps_trace  # noqa: E402, F401  isort: skip
+
+# registers chapter 20's misconceptions (the CUDA caching allocator)
+import memtheory.exercises.steps_gpu  # noqa: E402, F401  isort: skip
+
 __all__ = [
     "CORRECT",
     "MISCONCEPTIONS",

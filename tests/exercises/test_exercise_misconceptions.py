@@ -112,6 +112,20 @@ HAND_WRITTEN = {
     "host_ram_one_device": ("ch18.q6", size(14 * 8 * 10**9 // 16, "GB", 10**9)),
     # Korthikanti Table 2, s=2048, h=12288, a=96, t=8: sbh(34 + 5as/h)/t, as if sequence parallel.
     "tensor_parallel_wrong_split": ("ch18.q4", size(2048 * 12288 * (34 + 80) // 8, "MiB", MIB)),
+    # ch19: BatchNorm on (8, 16, 32, 32) fp32 without its 2 x 16 statistics.
+    "batchnorm_input_only": ("ch19.q1", 8 * 16 * 32 * 32 * 4),
+    # ch19: a 16-channel block with the running mean and variance counted: 2 x 2304 + 2 x 64.
+    "buffers_as_parameters": ("ch19.q2", 2 * 2304 + 2 * 64),
+    # ch19: 48 MiB per image plus 500 MiB on all 24 GiB of an RTX 4090.
+    "no_card_reserve": ("ch19.q3", (24 * 1024 - 500) // 48),
+    # ch19: the 4090's 24 GB read as 24 x 10^9 bytes, less 1.5 GiB: 434.4 images.
+    "card_gb_as_decimal": ("ch19.q3", 434),
+    # ch19: 22.5 GiB = 23,040 MiB fits (23040 - 500) // 48 = 469, beyond the trace's B < 16.
+    "ignored_trace_conditions": ("ch19.q4", (23040 - 500) // 48),
+    # ch20: 1,000 fp32 numbers counted as their 4,000 bytes.
+    "no_block_rounding": ("ch20.q1", 4000),
+    # ch20: 4 MB reserved as its 7,813 blocks of 512 bytes instead of a 20 MiB segment.
+    "reserved_is_allocated": ("ch20.q4", size(7813 * 512, "MiB", MIB)),
 }
 
 

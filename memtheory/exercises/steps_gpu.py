@@ -1,0 +1,93 @@
+"""Steps of chapter 20 (measuring on a GPU), and the misconceptions that do one of them wrong.
+
+The steps apply the caching allocator's documented rules
+(:mod:`memtheory.cuda_allocator`); a misconception overrides one step, as in
+:mod:`memtheory.exercises.technique_steps`. Importing this module registers
+them in :data:`~memtheory.exercises.misconceptions.MISCONCEPTIONS`.
+
+Examples
+--------
+>>> from memtheory.exercises.reasoning import CORRECT
+>>> allocated_block(CORRECT, 4000), reserved_segment(CORRECT, 4000)
+(4096, 2097152)
+>>> allocated_block(MISCONCEPTIONS["no_block_rounding"].ways[0], 4000)
+4000
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from memtheory.cuda_allocator import SMALL_SEGMENT, block_size, segment_size
+from memtheory.exercises.errors import ExerciseDefinitionError
+from memtheory.exercises.misconceptions import MISCONCEPTIONS, Misconception
+from memtheory.exercises.reasoning import Reasoning
+
+__all__ = ["allocated_block", "reserved_segment", "small_segments"]
+
+
+def allocated_block(how: Reasoning, nbytes: int) -> int:
+    """Return the bytes ``torch.cuda.memory_allocated`` counts for a request (its block)."""
+    if getattr(how, "unrounded", False):
+        return nbytes
+    return block_size(nbytes)
+
+
+def reserved_segment(how: Reasoning, nbytes: int) -> int:
+    """Return the bytes reserved from the driver when the request opens a segment."""
+    if getattr(how, "segment_is_block", False):
+        return allocated_block(how, nbytes)
+    return segment_size(nbytes)
+
+
+def small_segments(how: Reasoning, count: int, nbytes: int) -> int:
+    """Return the 2 MiB segments ``count`` small requests of ``nbytes`` fill, packed without gaps.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> small_segments(CORRECT, 1000, 4000)
+    2
+    """
+    return int(sp.ceiling(sp.Rational(count * allocated_block(how, nbytes), SMALL_SEGMENT)))
+
+
+class _Unrounded(Reasoning):
+    detail = "the request's own bytes counted, not the 512-byte blocks"
+    unrounded = True
+
+
+class _SegmentIsBlock(Reasoning):
+    detail = "the reserved memory taken to be the block itself"
+    segment_is_block = True
+
+
+GPU_MISCONCEPTIONS = (
+    Misconception(
+        "no_block_rounding",
+        "forgot the allocator's 512-byte rounding",
+        "PyTorch's CUDA caching allocator hands out blocks in multiples of 512 bytes: round every "
+        "request up to the next multiple of 512.",
+        (_Unrounded(),),
+    ),
+    Misconception(
+        "reserved_is_allocated",
+        "took the reserved memory to be the allocated block",
+        "The allocator reserves whole segments from the driver (2 MiB for requests up to 1 MiB, "
+        "20 MiB up to 10 MiB, the request rounded to 2 MiB beyond) and keeps them cached.",
+        (_SegmentIsBlock(),),
+    ),
+)
+
+
+def _register(entries: tuple[Misconception, ...]) -> None:
+    for entry in entries:
+        known = MISCONCEPTIONS.get(entry.name)
+        if known is not None and known.title != entry.title:
+            raise ExerciseDefinitionError(
+                f"misconception {entry.name!r} is already defined differently; rename one."
+            )
+        MISCONCEPTIONS[entry.name] = entry
+
+
+_register(GPU_MISCONCEPTIONS)

@@ -1,0 +1,243 @@
+"""Steps of chapter 19 (tracing your own model), and the misconceptions that do one of them wrong.
+
+Chapter 19 reads what :func:`memtheory.torch.trace` returns: a module's saved
+bytes, a block's parameters, the largest batch for a card and where the
+traced formulas hold. These steps compute each with memtheory's layers,
+:func:`memtheory.whatif.max_batch` and :func:`memtheory.gpus.usable_memory`,
+without PyTorch, so the set grades where torch is not installed. As in
+:mod:`memtheory.exercises.technique_steps`, a misconception overrides one
+step; importing this module registers them in
+:data:`~memtheory.exercises.misconceptions.MISCONCEPTIONS`.
+
+Examples
+--------
+>>> from memtheory.exercises.reasoning import CORRECT
+>>> batchnorm_saved(CORRECT, batch=8, channels=16, side=32)
+524416
+>>> way = MISCONCEPTIONS["batchnorm_input_only"].ways[0]
+>>> batchnorm_saved(way, batch=8, channels=16, side=32)
+524288
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+
+from memtheory.dtypes import dtype
+from memtheory.exercises.errors import ExerciseDefinitionError
+from memtheory.exercises.misconceptions import MISCONCEPTIONS, Misconception
+from memtheory.exercises.reasoning import Reasoning
+from memtheory.gpus import usable_memory
+from memtheory.layers import BatchNorm2d, Conv2d
+from memtheory.symbols import B
+from memtheory.whatif import max_batch
+
+__all__ = [
+    "UNTRACEABLE",
+    "batchnorm_saved",
+    "block_parameters",
+    "card_batch",
+    "quadratic_takes_over",
+    "traced_batch",
+    "untraceable",
+]
+
+UNTRACEABLE = (
+    "boolean-mask indexing (x[x > 0])",
+    "torch.nonzero(x)",
+    "torch.unique(x)",
+    "an if on a value (if x.sum() > 0:)",
+    "x.item()",
+)
+"""Operations a trace cannot follow: their output shapes or the branch taken depend on values,
+which fake tensors do not have (see :mod:`memtheory.torch.tracing.errors`)."""
+
+
+def _own(how: Reasoning, step: str) -> Any:
+    return getattr(how, step, None)
+
+
+def batchnorm_saved(how: Reasoning, *, batch: int, channels: int, side: int) -> sp.Expr:
+    """Bytes a training BatchNorm2d keeps for backward on a fp32 ``(batch, channels, side, side)``.
+
+    Its input and two per-channel statistics (the batch mean and inverse
+    standard deviation), as :meth:`memtheory.layers.BatchNorm2d.saved_for_backward`
+    lists them.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> batchnorm_saved(CORRECT, batch=2, channels=4, side=3)
+    320
+    """
+    specs = BatchNorm2d().saved_for_backward((batch, channels, side, side))
+    own = _own(how, "saved_specs")
+    if own:
+        specs = own(specs)
+    return sp.Add(*(spec.nbytes(dtype("fp32")) for spec in specs))
+
+
+def block_parameters(how: Reasoning, channels: int) -> sp.Expr:
+    """Parameters of a residual block: two bias-free 3x3 convolutions, each followed by BatchNorm.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> block_parameters(CORRECT, 16)
+    4672
+    """
+    shape = (B, channels, 8, 8)
+    conv = Conv2d(channels, 3, padding=1, bias=False)
+    norm = BatchNorm2d()
+    own = _own(how, "norm_count")
+    per_norm = own(norm, shape) if own else norm.parameter_count(shape)
+    return 2 * conv.parameter_count(shape) + 2 * per_norm
+
+
+def card_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str) -> int:
+    """Return the largest batch whose traced peak ``per * B + fixed`` (in ``unit``) fits ``card``.
+
+    The card's usable memory is :func:`memtheory.gpus.usable_memory` (the
+    vendor's figure read as GiB, less the 1.5 GiB reserve).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> card_batch(CORRECT, per=100, fixed=500, unit="MiB", card="RTX 4090")
+    225
+    """
+    peak = how.to_bytes(per, unit) * B + how.to_bytes(fixed, unit)
+    budget = usable_memory(card)
+    own = _own(how, "card_bytes")
+    limit = own(budget) if own else budget.usable
+    return max_batch(peak, limit)
+
+
+def traced_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str, below: int) -> int:
+    """Return the largest batch the trace vouches for: it fits ``card`` and keeps ``B < below``.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> traced_batch(CORRECT, per=100, fixed=500, unit="MiB", card="RTX 4090", below=16)
+    15
+    """
+    fits = card_batch(how, per=per, fixed=fixed, unit=unit, card=card)
+    if _own(how, "ignores_conditions"):
+        return fits
+    return min(fits, below - 1)
+
+
+def quadratic_takes_over(how: Reasoning, quadratic: int, linear: int) -> int:
+    """Return the smallest whole S at which ``quadratic*B*S**2`` is at least ``linear*B*S``.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> quadratic_takes_over(CORRECT, 96, 20176)
+    211
+    """
+    s = sp.Symbol("S", positive=True)
+    (crossing,) = sp.solve(sp.Eq(quadratic * s**2, linear * s), s)
+    return int(sp.ceiling(crossing))
+
+
+def untraceable(options: tuple[str, ...]) -> str:
+    """Return the one option of ``options`` that :data:`UNTRACEABLE` lists.
+
+    Examples
+    --------
+    >>> untraceable(("x.mean((2, 3))", "torch.nonzero(x)"))
+    'torch.nonzero(x)'
+    """
+    found = [o for o in options if o in UNTRACEABLE]
+    if len(found) != 1:
+        raise ExerciseDefinitionError(f"expected one untraceable option among {options}.")
+    return found[0]
+
+
+# -- the mistakes ------------------------------------------------------------------------------
+class _InputOnly(Reasoning):
+    detail = "only BatchNorm's input counted, not its per-channel mean and inverse std"
+
+    def saved_specs(self, specs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return specs[:1]
+
+
+class _BuffersAsParameters(Reasoning):
+    detail = "the running mean and variance counted as parameters"
+
+    def norm_count(self, norm: BatchNorm2d, shape: tuple[Any, ...]) -> sp.Expr:
+        return norm.parameter_count(shape) + 2 * shape[1]
+
+
+class _WholeCard(Reasoning):
+    detail = "the whole card used, nothing kept for the CUDA context and allocator"
+
+    def card_bytes(self, budget: Any) -> sp.Expr:
+        return budget.memory
+
+
+class _CardInGB(Reasoning):
+    detail = "the card's 'GB' read as 10^9 bytes"
+
+    def card_bytes(self, budget: Any) -> sp.Expr:
+        return budget.memory * sp.Rational(10**9, 2**30) - budget.reserve
+
+
+class _IgnoresConditions(Reasoning):
+    detail = "the formula used beyond the sizes where PyTorch's guards say it holds"
+    ignores_conditions = True
+
+
+TRACE_MISCONCEPTIONS = (
+    Misconception(
+        "batchnorm_input_only",
+        "counted BatchNorm's saved input but not its statistics",
+        "In training, BatchNorm keeps its input and, per channel, the batch mean and inverse "
+        "standard deviation (2 x C values) for the backward pass.",
+        (_InputOnly(),),
+    ),
+    Misconception(
+        "buffers_as_parameters",
+        "counted BatchNorm's running statistics as parameters",
+        "The running mean and variance are buffers: state that is saved with the model but "
+        "not trained, so they have no gradient and no optimizer state.",
+        (_BuffersAsParameters(),),
+    ),
+    Misconception(
+        "no_card_reserve",
+        "used the card's whole memory",
+        "The CUDA context, the driver and the allocator take memory before any tensor: keep a "
+        "reserve (memtheory sets aside 1.5 GiB) and fit the step in what is left.",
+        (_WholeCard(),),
+    ),
+    Misconception(
+        "card_gb_as_decimal",
+        "read the card's 'GB' as 10^9 bytes",
+        "GPU memory is built from binary-sized chips: a card sold as 24 GB holds 24 GiB.",
+        (_CardInGB(),),
+    ),
+    Misconception(
+        "ignored_trace_conditions",
+        "used the traced formula outside where it holds",
+        "A trace is exact only where the guards PyTorch recorded hold (e.g. B < 16, where the "
+        "CPU convolution keeps its kernel): trace again at a size in the range you need.",
+        (_IgnoresConditions(),),
+    ),
+)
+
+
+def _register(entries: tuple[Misconception, ...]) -> None:
+    for entry in entries:
+        known = MISCONCEPTIONS.get(entry.name)
+        if known is not None and known.title != entry.title:
+            raise ExerciseDefinitionError(
+                f"misconception {entry.name!r} is already defined differently; rename one."
+            )
+        MISCONCEPTIONS[entry.name] = entry
+
+
+_register(TRACE_MISCONCEPTIONS)
