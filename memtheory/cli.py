@@ -7,6 +7,7 @@ Usage::
                                             # beside the folder (never inside it)
     memtheory grade answers.toml --set ch02 --seed 17 --json result.json --show-expected
     memtheory questions --set ch02 --learner ada
+    memtheory questions --set ch02 --solutions
     memtheory template --set ch02 --learner ada -o answers.toml
     memtheory sets
     memtheory misconceptions
@@ -41,6 +42,7 @@ from pathlib import Path
 
 from memtheory.errors import MemtheoryError
 from memtheory.exercises.answers import read_regular_file
+from memtheory.exercises.derivation import derive
 from memtheory.exercises.errors import AnswerFileError, ExerciseError
 from memtheory.exercises.grading import grade_file, grade_folder
 from memtheory.exercises.loader import get_set, load_sets
@@ -190,6 +192,10 @@ def _questions(args: argparse.Namespace) -> int:
                         line, 88, subsequent_indent="    " if line.startswith("  ") else ""
                     )
                 )
+            if args.solutions:
+                print("Worked solution:")
+                for line in derive(variant).lines:
+                    print(printable("    " + line))
     return 0
 
 
@@ -322,6 +328,11 @@ def build_parser() -> argparse.ArgumentParser:
     common(questions)
     questions.add_argument("--seed", help="seed of the variants")
     questions.add_argument("--learner", help="learner id; the seed is derived from it")
+    questions.add_argument(
+        "--solutions",
+        action="store_true",
+        help="show each worked solution, step by step, and its answer (for teachers)",
+    )
     questions.set_defaults(run=_questions)
 
     template = commands.add_parser("template", help="write an answer file to fill in")

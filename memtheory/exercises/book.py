@@ -38,7 +38,8 @@ pastes them into ``exercise`` and ``solution`` directives:
 :func:`book_exercises` returns the texts (it needs only memtheory);
 :func:`glue_exercises` glues them with ``myst_nb.glue``, which comes with the
 ``book`` extra. A question lists the options of a choice and says how to
-answer; a solution gives the answer (a formula typeset, a size with its
+answer; a solution shows the working step by step (recorded from the
+computation that grades it), the answer (a formula typeset, a size with its
 bytes) and the answer each likely mistake leads to, with its hint.
 
 Examples
@@ -47,6 +48,17 @@ Examples
 >>> q1.label, sorted(q1.texts())
 ('ex-ch02-q1', ['ex-ch02-q1-question', 'ex-ch02-q1-solution', 'ex-ch02-q1-title'])
 >>> print(q1.solution)
+Working, step by step (the computation that grades the answer):
+<BLANKLINE>
+```text
+Output shapes, layer by layer:
+  input: (64, 784)
+  dense_1: (64, 100)
+Parameters, layer by layer (weights + biases):
+  dense_1: 78,400 + 100 = 78,500
+  total: 78,500
+```
+<BLANKLINE>
 Answer: **78,500**
 <BLANKLINE>
 Answers that common mistakes lead to:
@@ -63,6 +75,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from memtheory.exercises.derivation import derive
 from memtheory.exercises.kinds import (
     AnswerKind,
     Choice,
@@ -237,8 +250,19 @@ def _question(variant: Variant) -> str:
     return "\n\n".join(parts)
 
 
+def _working(variant: Variant) -> str:
+    """Return the worked solution (:func:`~memtheory.exercises.derivation.derive`), a code block."""
+    steps = derive(variant).steps
+    return "Working, step by step (the computation that grades the answer):\n\n```text\n" + (
+        "\n".join(steps) + "\n```"
+    )
+
+
 def _solution(variant: Variant) -> str:
-    parts = [f"Answer: {_answer(variant.kind, variant.expected)}"]
+    parts = [
+        _working(variant),
+        f"Answer: {_answer(variant.kind, variant.expected)}",
+    ]
     found: dict[str, tuple[MistakenAnswer, list[str]]] = {}
     for mistaken in variant.mistaken_answers():
         shown = _answer(variant.kind, mistaken.value, exact=False)

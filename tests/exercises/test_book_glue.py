@@ -23,6 +23,7 @@ from memtheory.exercises.book import (
     grading_text,
     label,
 )
+from memtheory.exercises.derivation import derive
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "book" / "chapters").glob("*.md"))
@@ -55,7 +56,10 @@ def test_every_exercise_has_a_question_and_a_solution(exercise_id):
     variant = find_variant(exercise_id)
     assert exercise.id == exercise_id and exercise.label == label(exercise_id)
     assert exercise.title.strip()
-    assert exercise.question.strip() and exercise.solution.startswith("Answer: ")
+    assert exercise.question.strip() and exercise.solution.startswith("Working, step by step")
+    working = "\n".join(derive(variant).steps)  # the worked solution, in a code block
+    assert f"```text\n{working}\n```" in exercise.solution
+    assert "\n\nAnswer: " in exercise.solution
     assert "{" not in exercise.question and "}" not in exercise.question, "a placeholder left"
     if isinstance(variant.kind, Choice):
         for option in variant.kind.options:
