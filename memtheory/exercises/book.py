@@ -86,9 +86,11 @@ from memtheory.exercises.kinds import (
 )
 from memtheory.exercises.loader import PathLike, get_set
 from memtheory.exercises.model import MistakenAnswer, Variant
+from memtheory.exercises.selfcheck import selfcheck_html, selfcheck_script
 from memtheory.units import unit_bytes
 
 __all__ = [
+    "SELF_CHECK_TEXT",
     "BookExercise",
     "answer_rules",
     "book_exercises",
@@ -99,6 +101,14 @@ __all__ = [
     "label",
     "short_instructions",
 ]
+
+SELF_CHECK_TEXT = (
+    "The box under each exercise checks your answer in this page (offline, nothing is sent), "
+    "with the grader's tolerance and its feedback on likely mistakes, for the book's numbers. "
+    "It reads the grader's ways of writing an answer; formulas are compared at sample points, "
+    "and `memtheory grade` remains the reference."
+)
+"""Said once per chapter, with the grading note: what the answer boxes do and where they stop."""
 
 KINDS = ("title", "question", "solution")
 """What is glued per exercise: ``<label>-title``, ``-question`` and ``-solution``."""
@@ -242,9 +252,7 @@ def _question(variant: Variant) -> str:
     if isinstance(variant.kind, Choice):
         options = variant.kind._options()  # bound: a tuple of texts
         parts.append(
-            "\n".join(
-                f"- **{chr(ord('a') + i)})** {escape(str(o))}" for i, o in enumerate(options)
-            )
+            "\n".join(f"- **{chr(ord('a') + i)})** {escape(str(o))}" for i, o in enumerate(options))
         )
     parts.append(f"*{escape(short_instructions(variant.kind))}*")
     return "\n\n".join(parts)
@@ -291,14 +299,18 @@ class BookExercise:
     question : str
         The question in MyST Markdown: the text, a choice's options, how to answer.
     solution : str
-        The answer computed by memtheory, and the answer of each mistake the
-        exercise lists, with its hint.
+        The worked solution, the answer computed by memtheory, and the answer
+        of each mistake the exercise lists, with its hint.
+    check : str
+        The self-check answer box (:func:`~memtheory.exercises.selfcheck.selfcheck_html`):
+        one line of HTML, glued after the question.
     """
 
     id: str
     title: str
     question: str
     solution: str
+    check: str = ""
 
     @property
     def label(self) -> str:
@@ -336,7 +348,15 @@ def book_exercises(
     for exercise_id in ids:
         variant = chosen.variant(exercise_id)  # no seed: the book's numbers
         title = variant.exercise.title or variant.exercise.id
-        found.append(BookExercise(variant.id, title, _question(variant), _solution(variant)))
+        found.append(
+            BookExercise(
+                variant.id,
+                title,
+                _question(variant),
+                _solution(variant),
+                selfcheck_html(variant),
+            )
+        )
     return found
 
 
@@ -349,8 +369,9 @@ def glue_exercises(
     as plain text, the rest as Markdown), and under :func:`grading_key` the
     chapter's note said once: :func:`answer_rules` for the kinds of answer
     shown, then :func:`grading_text`. Each question ends with
-    :func:`short_instructions` only. Call it from a hidden code cell of the chapter; it
-    needs ``myst_nb`` (the ``book`` extra).
+    :func:`short_instructions` only, then its answer box (:attr:`BookExercise.check`); the
+    note ends with :data:`SELF_CHECK_TEXT` and the checker's script. Call it from a hidden
+    code cell of the chapter; it needs ``myst_nb`` (the ``book`` extra).
 
     Returns
     -------
@@ -365,8 +386,10 @@ def glue_exercises(
     rules = answer_rules(chosen.variant(exercise.id).kind for exercise in exercises)
     for exercise in exercises:
         glue(f"{exercise.label}-title", exercise.title, display=False)
-        glue(f"{exercise.label}-question", Markdown(exercise.question), display=False)
+        question = f"{exercise.question}\n\n{exercise.check}"  # the answer box under it
+        glue(f"{exercise.label}-question", Markdown(question), display=False)
         glue(f"{exercise.label}-solution", Markdown(exercise.solution), display=False)
     note = escape(rules) + "\n\n" + grading_text(set_id) if rules else grading_text(set_id)
+    note += "\n\n" + SELF_CHECK_TEXT + "\n\n" + selfcheck_script()
     glue(grading_key(set_id), Markdown(note), display=False)
     return exercises
