@@ -222,10 +222,10 @@ class Recorder(Reasoning):
     # -- how each step is written ----------------------------------------------------------
     def _record_network(self, result: Network, layers: object, **options: Any) -> list[str]:
         lines = ["Output shapes, layer by layer:"]
-        lines += [
-            f"  {row.layer.name}: ({', '.join(sp.sstr(d) for d in row.output_shape)})"
-            for row in result.rows
-        ]
+        for row in result.rows:
+            shape = f"  {row.layer.name}: ({', '.join(sp.sstr(d) for d in row.output_shape)})"
+            window = _window_text(row.layer, row.input_shape, row.output_shape)
+            lines.append(f"{shape}; height {window}" if window else shape)
         return lines
 
     def _record_parameter_count(self, result: sp.Expr, network: Network) -> list[str]:
@@ -313,6 +313,37 @@ class Recorder(Reasoning):
             f"In {unit}: {quantity_text(nbytes)} bytes / {unit_bytes(unit):,} bytes per {unit} "
             f"= {quantity_text(result)} {unit}"
         ]
+
+
+def _window_text(layer: Layer, before: tuple, after: tuple) -> str:
+    """How a sliding window's output height follows from the input's, with the numbers in.
+
+    Written only for a convolution or pooling with whole-number settings, and
+    only when the formula gives the height the library computed.
+    """
+    settings = [getattr(layer, name, None) for name in ("kernel_size", "stride", "padding")]
+    dilation = getattr(layer, "dilation", (1, 1))
+    if (
+        len(before) != 4
+        or len(after) != 4
+        or not all(
+            isinstance(v, tuple) and all(isinstance(x, int | sp.Integer) for x in v)
+            for v in (*settings, dilation)
+        )
+    ):
+        return ""
+    (k, _), (stride, _), (pad, _) = (tuple(int(x) for x in v) for v in settings)  # type: ignore[union-attr]
+    d = int(dilation[0])
+    height = sp.sympify(before[2])
+    span = sp.Integer(k) if d == 1 else d * (k - 1) + 1
+    ceil = bool(getattr(layer, "ceil_mode", False))
+    rounding = sp.ceiling if ceil else sp.floor
+    value = rounding((height + 2 * pad - span) / stride) + 1
+    if sp.simplify(value - sp.sympify(after[2])) != 0:
+        return ""
+    window = str(k) if d == 1 else f"({d}*({k} - 1) + 1)"
+    name = "ceil" if ceil else "floor"
+    return f"{name}(({sp.sstr(height)} + 2*{pad} - {window}) / {stride}) + 1 = {sp.sstr(after[2])}"
 
 
 @dataclass(frozen=True)

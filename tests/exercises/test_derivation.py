@@ -91,3 +91,11 @@ def test_questions_solutions_prints_each_worked_solution(capsys):
     assert "bytes per GB" in out
     assert main(["questions", "--set", "ch07"]) == 0
     assert "Worked solution" not in capsys.readouterr().out
+
+
+def test_a_pooled_size_is_derived_with_its_floor(sets):
+    """A pooling's output height is written as the floor formula with the question's numbers."""
+    variant = sets["ch03"].variant("q1")
+    size = variant.params["size"]
+    text = "\n".join(derive(variant).lines)
+    assert f"floor(({size} + 2*0 - 2) / 2) + 1 = {(size - 2) // 2 + 1}" in text
