@@ -122,7 +122,11 @@ def _step(method: F) -> F:
             self._depth -= 1
         if not self._depth:
             writer = getattr(self, f"_record_{name}")
-            self.steps.extend(writer(result, *args, **kwargs))
+            lines = tuple(writer(result, *args, **kwargs))
+            if len(lines) > 2 and lines in self._written:  # the same block again: say so
+                lines = (f"{lines[0]} as above", lines[-1])
+            self._written.add(lines)
+            self.steps.extend(lines)
         return result
 
     return recorded  # type: ignore[return-value]
@@ -149,6 +153,7 @@ class Recorder(Reasoning):
     def __init__(self) -> None:
         self.steps: list[str] = []
         self._depth = 0
+        self._written: set[tuple[str, ...]] = set()
 
     # -- the steps, run as the correct reasoning runs them ---------------------------------
     @_step
