@@ -99,8 +99,8 @@ def test_summary_cells_are_safe_in_a_spreadsheet_and_a_terminal():
     result = ExerciseResult(
         "s.q1", "=HYPERLINK(1)", "incorrect", 0, 1, "x", "...", ("forgot_bias",)
     )
-    report = GradeReport("ada", None, "canonical", ("s",), (result,))
     other = ExerciseResult("s.q2\x1b[2J", "t", "unknown", 0, 0, "x", "...")
+    report = GradeReport("ada", None, "canonical", ("s",), (result, other))
     summary = exercise_summary(
         FolderSummary(
             "f\x1b[31m", (FolderEntry("a.toml", report), FolderEntry("b.toml", None, "bad"))
@@ -111,4 +111,3 @@ def test_summary_cells_are_safe_in_a_spreadsheet_and_a_terminal():
     assert "'=HYPERLINK(1)" in text and "\n=" not in text and ",=" not in text
     table = str(summary.table())
     assert "\x1b" not in table and "\\x1b" in table
-    del other
