@@ -2,11 +2,16 @@
 
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity, at
 from memtheory.exercises.reasoning import CORRECT
-from memtheory.exercises.shared import MODELS, model_names, model_values
+from memtheory.exercises.shared import (
+    MODELS,
+    max_value,
+    max_value_formula,
+    model_names,
+    model_values,
+)
 from memtheory.optimizers import optimizer
 from memtheory.symbols import B, size_symbol
 from memtheory.units import format_bytes
-from memtheory.whatif import max_value, max_value_formula
 from memtheory.worked_examples import small_cnn_layers
 
 M = size_symbol("M")

@@ -2,9 +2,9 @@
 
 from memtheory import MaxPool2d
 from memtheory.exercises import Exercise, ExerciseSet, Expression, Integer, Quantity, at
+from memtheory.exercises.shared import max_value
 from memtheory.models import vgg16
 from memtheory.symbols import B, H
-from memtheory.whatif import max_value
 
 
 def _vgg(how, **options):

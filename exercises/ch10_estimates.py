@@ -2,12 +2,11 @@
 
 from memtheory import Conv2d, Input, MaxPool2d, ReLU
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity, at
-from memtheory.exercises.shared import MODELS, model_names, model_values
+from memtheory.exercises.shared import MODELS, max_value, model_names, model_values
 from memtheory.exercises.technique_steps import index_dtype, usable_bytes
 from memtheory.layers.base import elements
 from memtheory.symbols import B
 from memtheory.techniques import autocast_weight_copy_bytes
-from memtheory.whatif import max_value
 from memtheory.worked_examples import small_cnn_layers
 
 _LARGEST = {

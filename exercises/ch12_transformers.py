@@ -3,6 +3,7 @@
 import sympy as sp
 
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
+from memtheory.exercises.derivation import note
 from memtheory.exercises.technique_steps import layer_activations
 from memtheory.models import GPT2_SIZES, gpt2
 from memtheory.optimizers import optimizer
@@ -19,13 +20,19 @@ def _split(how):
     """Split a layer's activation bytes (symbols B, S, D, a) into its S^2 part and the rest."""
     per_layer = sp.expand(layer_activations(how))
     quadratic = per_layer.coeff(S, 2) * S**2
-    return quadratic, sp.expand(per_layer - quadratic)
+    linear = sp.expand(per_layer - quadratic)
+    note("The S^2 part", quadratic)
+    note("The part linear in S", linear)
+    return quadratic, linear
 
 
 def _crossover(p, how):
     quadratic, linear = _split(how)  # solved over the symbols: S is a whole number
     (crossover,) = sp.solve(sp.Eq(quadratic, linear), S)
-    return crossover.subs({D: p.hidden, HEADS: p.heads})
+    note("They are equal at S", crossover)
+    value = crossover.subs({D: p.hidden, HEADS: p.heads})
+    note(f"With D = {p.hidden} and a = {p.heads}, S", value)
+    return value
 
 
 _TERMS = ("the S^2 attention terms", "the terms linear in S")
@@ -35,6 +42,11 @@ def _dominant(p, how):
     quadratic, linear = _split(how)
     config = GPT2_SIZES[p.size]
     point = {S: p.sequence, B: 1, D: config.hidden, HEADS: config.heads}
+    note(
+        f"At S = {p.sequence}, B = 1, D = {config.hidden}, a = {config.heads}: the S^2 part",
+        quadratic.subs(point),
+    )
+    note("and the linear part", linear.subs(point))
     return _TERMS[0] if quadratic.subs(point) > linear.subs(point) else _TERMS[1]
 
 

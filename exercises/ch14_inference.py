@@ -2,10 +2,10 @@
 
 from memtheory.dtypes import dtype
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity
+from memtheory.exercises.shared import max_value
 from memtheory.exercises.technique_steps import kv_cache, usable_bytes
 from memtheory.models import GPT2_SIZES, gpt2
 from memtheory.symbols import B, S
-from memtheory.whatif import max_value
 
 LLAMA_2_7B = {"layers": 32, "heads": 32, "head_dim": 128}
 """Llama 2 7B's attention (Touvron et al. 2023, table of hyperparameters): 32 layers of 32 heads

@@ -3,10 +3,12 @@
 Usage::
 
     memtheory grade answers.toml            # table on stdout, answers.result.json beside it
-    memtheory grade submissions/            # every *.toml: submissions.grades.json and .csv
-                                            # beside the folder (never inside it)
+    memtheory grade submissions/            # every *.toml: submissions.grades.json and .csv,
+                                            # submissions.exercises.csv (per exercise: how many
+                                            # right, most common mistakes) beside the folder
     memtheory grade answers.toml --set ch02 --seed 17 --json result.json --show-expected
     memtheory questions --set ch02 --learner ada
+    memtheory questions --set ch02 --solutions
     memtheory template --set ch02 --learner ada -o answers.toml
     memtheory sets
     memtheory misconceptions
@@ -41,6 +43,7 @@ from pathlib import Path
 
 from memtheory.errors import MemtheoryError
 from memtheory.exercises.answers import read_regular_file
+from memtheory.exercises.derivation import derive
 from memtheory.exercises.errors import AnswerFileError, ExerciseError
 from memtheory.exercises.grading import grade_file, grade_folder
 from memtheory.exercises.loader import get_set, load_sets
@@ -48,7 +51,13 @@ from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS
 from memtheory.exercises.report import FORMAT, printable, write_atomic
 from memtheory.exercises.variants import resolve_seed
 
-__all__ = ["build_parser", "default_folder_paths", "default_result_path", "main"]
+__all__ = [
+    "build_parser",
+    "default_exercises_path",
+    "default_folder_paths",
+    "default_result_path",
+    "main",
+]
 
 TRUST_NOTE = (
     "Exercise sets are Python: loading a folder of sets runs its code, so use only folders you "
@@ -83,6 +92,18 @@ def default_folder_paths(folder: Path) -> tuple[Path, Path]:
     return absolute.parent / f"{name}.grades.json", absolute.parent / f"{name}.grades.csv"
 
 
+def default_exercises_path(folder: Path) -> Path:
+    """Where a folder's per-exercise summary goes by default: ``NAME.exercises.csv`` beside it.
+
+    Examples
+    --------
+    >>> default_exercises_path(Path("/course/submissions")).name
+    'submissions.exercises.csv'
+    """
+    absolute = folder.resolve()
+    return absolute.parent / f"{absolute.name or 'submissions'}.exercises.csv"
+
+
 def _is_own_result(path: Path) -> bool:
     """Whether ``path`` holds a memtheory result for one answer file (which may be replaced)."""
     try:
@@ -94,7 +115,7 @@ def _is_own_result(path: Path) -> bool:
 
 def _refuse_overwrite(paths: Sequence[Path], force: bool, *, own_ok: bool = False) -> None:
     if len({p.resolve() for p in paths}) < len(paths):
-        raise AnswerFileError("the JSON and CSV results must go to two different files.")
+        raise AnswerFileError("the JSON, CSV and per-exercise results must go to different files.")
     for path in paths:
         if force or not (path.exists() or path.is_symlink()):
             continue
@@ -125,15 +146,20 @@ def _grade_folder(args: argparse.Namespace, target: Path, sets: list[str] | None
     default_json, default_csv = default_folder_paths(target)
     json_path = Path(args.json) if args.json else default_json
     csv_path = Path(args.csv) if args.csv else default_csv
-    _refuse_overwrite([json_path, csv_path], args.force)
+    exercises_path = Path(args.exercises) if args.exercises else default_exercises_path(target)
+    _refuse_overwrite([json_path, csv_path, exercises_path], args.force)
     protected = [p for p in target.iterdir() if p.name.lower().endswith(".toml")]
     summary = grade_folder(
         target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
     )
     write_atomic(json_path, summary.to_json(), protect=protected)
     write_atomic(csv_path, summary.csv_text(), protect=protected)
+    by_exercise = summary.by_exercise()
+    write_atomic(exercises_path, by_exercise.csv_text(), protect=protected)
     if not args.quiet:
         print(summary.table())
+        print()
+        print(by_exercise.table())
     failed = sum(1 for e in summary.entries if e.report is None)
     if failed:
         print(
@@ -141,7 +167,9 @@ def _grade_folder(args: argparse.Namespace, target: Path, sets: list[str] | None
             "results.",
             file=sys.stderr,
         )
-    print(printable(f"summary written to {json_path} and {csv_path}"))
+    print(
+        printable(f"summary written to {json_path} and {csv_path}; by exercise to {exercises_path}")
+    )
     return 0
 
 
@@ -159,10 +187,12 @@ def _grade(args: argparse.Namespace) -> int:
         target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
     )
     write_atomic(json_path, report.to_json(), protect=[target])
-    if args.csv:
-        print(
-            "memtheory grade: --csv applies to a folder of answer files; ignored.", file=sys.stderr
-        )
+    for option in ("csv", "exercises"):
+        if getattr(args, option):
+            print(
+                f"memtheory grade: --{option} applies to a folder of answer files; ignored.",
+                file=sys.stderr,
+            )
     if not args.quiet:
         print(report.table())
     print(printable(f"result written to {json_path}"))
@@ -190,6 +220,10 @@ def _questions(args: argparse.Namespace) -> int:
                         line, 88, subsequent_indent="    " if line.startswith("  ") else ""
                     )
                 )
+            if args.solutions:
+                print("Worked solution:")
+                for line in derive(variant).lines:
+                    print(printable("    " + line))
     return 0
 
 
@@ -287,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="grade an answer file, or a folder of them",
         description="Grade an answer file, or every *.toml of a folder. Answer files are only "
         "read: a regular file of at most 1 MiB, never a link out of the folder. A folder's "
-        "results go beside it (NAME.grades.json, NAME.grades.csv); an existing result file is "
+        "results go beside it (NAME.grades.json, NAME.grades.csv, and NAME.exercises.csv: how "
+        "many got each exercise right and the most common mistakes); an existing result file is "
         "replaced only with --force (an answer file's own NAME.result.json is replaced).",
         epilog=TRUST_NOTE,
     )
@@ -310,6 +345,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="for a folder: where to write the CSV (default: FOLDER.grades.csv beside it)",
     )
     grade.add_argument(
+        "--exercises",
+        metavar="FILE",
+        help="for a folder: where to write the per-exercise summary, CSV (how many got each "
+        "exercise right, the most common mistakes; default: FOLDER.exercises.csv beside it)",
+    )
+    grade.add_argument(
         "--force", action="store_true", help="replace result files that exist already"
     )
     grade.add_argument("--show-expected", action="store_true", help="show the expected answers")
@@ -322,6 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
     common(questions)
     questions.add_argument("--seed", help="seed of the variants")
     questions.add_argument("--learner", help="learner id; the seed is derived from it")
+    questions.add_argument(
+        "--solutions",
+        action="store_true",
+        help="show each worked solution, step by step, and its answer (for teachers)",
+    )
     questions.set_defaults(run=_questions)
 
     template = commands.add_parser("template", help="write an answer file to fill in")

@@ -75,6 +75,7 @@ def test_wheel_ships_the_exercise_sets_and_grades_without_the_checkout(source, t
         )
         assert shipped == _set_files()
         assert not any(n.startswith("exercises/") for n in names)
+        assert "memtheory/exercises/selfcheck.js" in names  # the book's self-check script
         site = tmp_path / "site"
         archive.extractall(site)
     env = {k: v for k, v in os.environ.items() if k not in ("MEMTHEORY_EXERCISES", "PYTHONPATH")}
@@ -83,7 +84,9 @@ def test_wheel_ships_the_exercise_sets_and_grades_without_the_checkout(source, t
         "import memtheory, memtheory.exercises as e; "
         "print(memtheory.__file__); print(e.find_sets_dir()); "
         "print(e.check('ch02.q2', '896').passed, e.check('ch14.q1', '16 GiB').passed); "
-        "print(len(e.load_sets()))"
+        "print(len(e.load_sets())); "
+        "from memtheory.exercises.selfcheck import selfcheck_script; "
+        "print('memtheorySelfCheck' in selfcheck_script())"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -94,10 +97,11 @@ def test_wheel_ships_the_exercise_sets_and_grades_without_the_checkout(source, t
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    module, folder, passed, count = done.stdout.split("\n")[:4]
+    module, folder, passed, count, script = done.stdout.split("\n")[:5]
     assert module.startswith(str(site)) and folder == str(site / "memtheory" / "exercise_sets")
     assert passed == "True True"
     assert int(count) == len(list(SETS.glob("ch*.py")))
+    assert script == "True"
 
 
 @pytest.mark.slow

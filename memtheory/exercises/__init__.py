@@ -27,6 +27,9 @@ Modules
 ``report``         tables, JSON, CSV, atomic writes
 ``check``          ``check()`` for notebooks
 ``book``           questions and solutions as Markdown for the book's chapters (glued)
+``derivation``     worked solutions: the grading computation's steps, recorded as it runs
+``selfcheck``      the book's answer boxes: data for the browser, and its checker script
+``class_summary``  a graded folder exercise by exercise: who got it right, common mistakes
 ``numeric``        exact substitution and decimal text
 """
 

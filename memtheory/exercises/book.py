@@ -38,7 +38,8 @@ pastes them into ``exercise`` and ``solution`` directives:
 :func:`book_exercises` returns the texts (it needs only memtheory);
 :func:`glue_exercises` glues them with ``myst_nb.glue``, which comes with the
 ``book`` extra. A question lists the options of a choice and says how to
-answer; a solution gives the answer (a formula typeset, a size with its
+answer; a solution shows the working step by step (recorded from the
+computation that grades it), the answer (a formula typeset, a size with its
 bytes) and the answer each likely mistake leads to, with its hint.
 
 Examples
@@ -47,6 +48,17 @@ Examples
 >>> q1.label, sorted(q1.texts())
 ('ex-ch02-q1', ['ex-ch02-q1-question', 'ex-ch02-q1-solution', 'ex-ch02-q1-title'])
 >>> print(q1.solution)
+Working, step by step (the computation that grades the answer):
+<BLANKLINE>
+```text
+Output shapes, layer by layer:
+  input: (64, 784)
+  dense_1: (64, 100)
+Parameters, layer by layer (weights + biases):
+  dense_1: 78,400 + 100 = 78,500
+  total: 78,500
+```
+<BLANKLINE>
 Answer: **78,500**
 <BLANKLINE>
 Answers that common mistakes lead to:
@@ -63,6 +75,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from memtheory.exercises.derivation import derive
 from memtheory.exercises.kinds import (
     AnswerKind,
     Choice,
@@ -73,9 +86,11 @@ from memtheory.exercises.kinds import (
 )
 from memtheory.exercises.loader import PathLike, get_set
 from memtheory.exercises.model import MistakenAnswer, Variant
+from memtheory.exercises.selfcheck import selfcheck_html, selfcheck_script
 from memtheory.units import unit_bytes
 
 __all__ = [
+    "SELF_CHECK_TEXT",
     "BookExercise",
     "answer_rules",
     "book_exercises",
@@ -86,6 +101,14 @@ __all__ = [
     "label",
     "short_instructions",
 ]
+
+SELF_CHECK_TEXT = (
+    "The box under each exercise checks your answer in this page (offline, nothing is sent), "
+    "with the grader's tolerance and its feedback on likely mistakes, for the book's numbers. "
+    "It reads the grader's ways of writing an answer; formulas are compared at sample points, "
+    "and `memtheory grade` remains the reference."
+)
+"""Said once per chapter, with the grading note: what the answer boxes do and where they stop."""
 
 KINDS = ("title", "question", "solution")
 """What is glued per exercise: ``<label>-title``, ``-question`` and ``-solution``."""
@@ -229,16 +252,25 @@ def _question(variant: Variant) -> str:
     if isinstance(variant.kind, Choice):
         options = variant.kind._options()  # bound: a tuple of texts
         parts.append(
-            "\n".join(
-                f"- **{chr(ord('a') + i)})** {escape(str(o))}" for i, o in enumerate(options)
-            )
+            "\n".join(f"- **{chr(ord('a') + i)})** {escape(str(o))}" for i, o in enumerate(options))
         )
     parts.append(f"*{escape(short_instructions(variant.kind))}*")
     return "\n\n".join(parts)
 
 
+def _working(variant: Variant) -> str:
+    """Return the worked solution (:func:`~memtheory.exercises.derivation.derive`), a code block."""
+    steps = derive(variant).steps
+    return "Working, step by step (the computation that grades the answer):\n\n```text\n" + (
+        "\n".join(steps) + "\n```"
+    )
+
+
 def _solution(variant: Variant) -> str:
-    parts = [f"Answer: {_answer(variant.kind, variant.expected)}"]
+    parts = [
+        _working(variant),
+        f"Answer: {_answer(variant.kind, variant.expected)}",
+    ]
     found: dict[str, tuple[MistakenAnswer, list[str]]] = {}
     for mistaken in variant.mistaken_answers():
         shown = _answer(variant.kind, mistaken.value, exact=False)
@@ -267,14 +299,18 @@ class BookExercise:
     question : str
         The question in MyST Markdown: the text, a choice's options, how to answer.
     solution : str
-        The answer computed by memtheory, and the answer of each mistake the
-        exercise lists, with its hint.
+        The worked solution, the answer computed by memtheory, and the answer
+        of each mistake the exercise lists, with its hint.
+    check : str
+        The self-check answer box (:func:`~memtheory.exercises.selfcheck.selfcheck_html`):
+        one line of HTML, glued after the question.
     """
 
     id: str
     title: str
     question: str
     solution: str
+    check: str = ""
 
     @property
     def label(self) -> str:
@@ -312,7 +348,15 @@ def book_exercises(
     for exercise_id in ids:
         variant = chosen.variant(exercise_id)  # no seed: the book's numbers
         title = variant.exercise.title or variant.exercise.id
-        found.append(BookExercise(variant.id, title, _question(variant), _solution(variant)))
+        found.append(
+            BookExercise(
+                variant.id,
+                title,
+                _question(variant),
+                _solution(variant),
+                selfcheck_html(variant),
+            )
+        )
     return found
 
 
@@ -325,8 +369,9 @@ def glue_exercises(
     as plain text, the rest as Markdown), and under :func:`grading_key` the
     chapter's note said once: :func:`answer_rules` for the kinds of answer
     shown, then :func:`grading_text`. Each question ends with
-    :func:`short_instructions` only. Call it from a hidden code cell of the chapter; it
-    needs ``myst_nb`` (the ``book`` extra).
+    :func:`short_instructions` only, then its answer box (:attr:`BookExercise.check`); the
+    note ends with :data:`SELF_CHECK_TEXT` and the checker's script. Call it from a hidden
+    code cell of the chapter; it needs ``myst_nb`` (the ``book`` extra).
 
     Returns
     -------
@@ -341,8 +386,10 @@ def glue_exercises(
     rules = answer_rules(chosen.variant(exercise.id).kind for exercise in exercises)
     for exercise in exercises:
         glue(f"{exercise.label}-title", exercise.title, display=False)
-        glue(f"{exercise.label}-question", Markdown(exercise.question), display=False)
+        question = f"{exercise.question}\n\n{exercise.check}"  # the answer box under it
+        glue(f"{exercise.label}-question", Markdown(question), display=False)
         glue(f"{exercise.label}-solution", Markdown(exercise.solution), display=False)
     note = escape(rules) + "\n\n" + grading_text(set_id) if rules else grading_text(set_id)
+    note += "\n\n" + SELF_CHECK_TEXT + "\n\n" + selfcheck_script()
     glue(grading_key(set_id), Markdown(note), display=False)
     return exercises

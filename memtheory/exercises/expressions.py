@@ -48,7 +48,7 @@ from memtheory.errors import ParseError
 from memtheory.exercises.errors import AnswerFormatError
 from memtheory.exercises.parsing import MAX_ANSWER_LENGTH
 
-__all__ = ["FUNCTIONS", "equivalent", "parse_expression"]
+__all__ = ["FUNCTIONS", "equivalent", "parse_expression", "sample_points"]
 
 FUNCTIONS = FORMULA_FUNCTIONS
 """Functions a formula may call, by the names a learner may write."""
@@ -168,6 +168,30 @@ def _points(
             for chosen in symbols if len(symbols) > 1 else ():
                 points.append({s: value if s == chosen else rng.randint(1, 64) for s in symbols})
     return points
+
+
+def sample_points(
+    symbols: Iterable[sp.Symbol],
+    exprs: Iterable[sp.Expr],
+    *,
+    count: int = 40,
+    seed: int = 0,
+    sizes: Iterable[int] = (),
+) -> list[dict[sp.Symbol, int]]:
+    """Return the points :func:`equivalent` samples formulas at (the book's self-check uses them).
+
+    Small sizes, ``count`` random ones, then around ``sizes`` and around the
+    constants of ``exprs``.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> [p[H] for p in sample_points([H], [sp.floor(H / 2)], count=0)]
+    [1, 2, 3, 4, 5, 7, 8, 50, 1, 2, 3, 4, 1734]
+    """
+    exprs = [sp.sympify(e) for e in exprs]
+    marks = [*(int(s) for s in sizes if int(s) > 0), *_constants(*exprs)]
+    return _points(sorted(symbols, key=lambda s: s.name), count, seed, marks)
 
 
 def _differs(given: sp.Expr, expected: sp.Expr, point: dict[sp.Symbol, int]) -> bool:

@@ -46,7 +46,13 @@ def at(expression: sp.Expr | int, /, **values: object) -> sp.Expr:
     """
     expr = sp.sympify(expression)
     mapping = {s: sp.sympify(values[s.name]) for s in expr.free_symbols if s.name in values}
-    return expr.xreplace(mapping)
+    result = expr.xreplace(mapping)
+    if mapping:
+        from memtheory.exercises.derivation import note  # a worked solution records it
+
+        values_text = ", ".join(f"{s} = {mapping[s]}" for s in sorted(mapping, key=str))
+        note(f"Substitute {values_text} in {sp.sstr(expr)}", result)
+    return result
 
 
 def exponent10(value: sp.Expr | int) -> int:

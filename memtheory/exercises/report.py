@@ -37,10 +37,14 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import memtheory
 from memtheory.exercises.errors import AnswerFileError, UnknownExerciseError
 from memtheory.tables import Column, Table
+
+if TYPE_CHECKING:
+    from memtheory.exercises.class_summary import ClassSummary
 
 __all__ = [
     "FORMAT",
@@ -333,8 +337,15 @@ class FolderSummary:
                 }
                 for e in self.entries
             ],
+            "exercises": self.by_exercise().to_list(),
             "warnings": list(self.warnings),
         }
+
+    def by_exercise(self) -> ClassSummary:
+        """Each exercise: who got it right, the most common mistakes (:mod:`.class_summary`)."""
+        from memtheory.exercises.class_summary import exercise_summary  # it reads this class
+
+        return exercise_summary(self)
 
     def to_json(self) -> str:
         """Return the summary as JSON text."""

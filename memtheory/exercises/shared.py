@@ -21,14 +21,25 @@ from typing import Any
 import sympy as sp
 
 from memtheory.counts import ModelCounts
+from memtheory.exercises.derivation import note, quantity_text
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
 from memtheory.symbols import B
+from memtheory.whatif import max_value as _max_value
+from memtheory.whatif import max_value_formula as _max_value_formula
 from memtheory.worked_examples import small_cnn_network
 from memtheory.worked_examples.training_memory_question import question_counts
 
-__all__ = ["MODELS", "model_names", "model_values", "parameter_side", "parameters_only"]
+__all__ = [
+    "MODELS",
+    "max_value",
+    "max_value_formula",
+    "model_names",
+    "model_values",
+    "parameter_side",
+    "parameters_only",
+]
 
 MODELS: dict[str, ModelCounts] = {
     "the network of a StackExchange question on training memory": question_counts(),
@@ -93,3 +104,39 @@ def parameter_side(memory: MemoryBreakdown) -> sp.Expr:
     """
     names = ("parameters", "gradients", "optimizer_state", "master_weights")
     return sp.sympify(sum(memory.components.get(name, 0) for name in names))
+
+
+def max_value(expression: Any, symbol: sp.Symbol, limit: Any, **options: Any) -> int:
+    """Largest ``symbol`` whose ``expression`` fits ``limit``: :func:`memtheory.whatif.max_value`.
+
+    A worked solution records the step (:func:`~memtheory.exercises.derivation.note`).
+
+    Examples
+    --------
+    >>> max_value(4 * B + 10, B, 50)
+    10
+    """
+    value = _max_value(expression, symbol, limit, **options)
+    shown = limit if isinstance(limit, str) else f"{quantity_text(sp.sympify(limit))} bytes"
+    note(f"Largest {symbol} with {sp.sstr(sp.sympify(expression))} <= {shown}", value)
+    return value
+
+
+def max_value_formula(
+    expression: Any, symbol: sp.Symbol, memory_symbol: sp.Symbol, **options: Any
+) -> sp.Expr:
+    """Largest ``symbol`` as a formula in the memory: :func:`memtheory.whatif.max_value_formula`.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import size_symbol
+    >>> max_value_formula(4 * B + 10, B, size_symbol("M"))
+    floor(M/4 - 5/2)
+    """
+    value = _max_value_formula(expression, symbol, memory_symbol, **options)
+    note(
+        f"Largest {symbol} with {sp.sstr(sp.sympify(expression))} <= {memory_symbol} "
+        "(rounded down from where they are equal)",
+        value,
+    )
+    return value

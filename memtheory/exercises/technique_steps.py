@@ -29,6 +29,7 @@ import sympy as sp
 from memtheory._validation import SizeLike
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
+from memtheory.exercises.derivation import note, quantity_text
 from memtheory.exercises.errors import ExerciseDefinitionError
 from memtheory.exercises.misconceptions import MISCONCEPTIONS, Misconception
 from memtheory.exercises.reasoning import Reasoning
@@ -68,6 +69,12 @@ RESERVE = sp.Rational(1, 10)
 """The share of what the context leaves that the book keeps for workspaces and fragmentation."""
 
 
+def _shape_text(shape: dict[str, Any], prefix: str = "") -> str:
+    if not shape:
+        return ""
+    return prefix + ", ".join(f"{key} = {quantity_text(value)}" for key, value in shape.items())
+
+
 def _own(how: Reasoning, step: str) -> Any:
     return getattr(how, step, None)
 
@@ -83,7 +90,12 @@ def kv_cache(how: Reasoning, **shape: Any) -> sp.Expr:
     4
     """
     own = _own(how, "kv_cache_formula")
-    return (own or kv_cache_formula)(**shape)
+    value = (own or kv_cache_formula)(**shape)
+    note(
+        f"Key/value cache (keys and values of every layer), in bytes, with {_shape_text(shape)}",
+        value,
+    )
+    return value
 
 
 def layer_activations(how: Reasoning, **shape: Any) -> sp.Expr:
@@ -99,7 +111,9 @@ def layer_activations(how: Reasoning, **shape: Any) -> sp.Expr:
     89653248
     """
     own = _own(how, "activation_bytes")
-    return (own or activation_bytes)(**shape)
+    value = (own or activation_bytes)(**shape)
+    note(f"Activations one transformer layer keeps, in bytes{_shape_text(shape, ', with ')}", value)
+    return value
 
 
 def checkpoint_peak(how: Reasoning, layers: SizeLike, interval: SizeLike) -> sp.Expr:
@@ -112,7 +126,13 @@ def checkpoint_peak(how: Reasoning, layers: SizeLike, interval: SizeLike) -> sp.
     6
     """
     own = _own(how, "uniform_memory")
-    return (own or uniform_memory)(layers, interval)
+    value = (own or uniform_memory)(layers, interval)
+    note(
+        f"Checkpointed peak with {layers} layers and a checkpoint every {interval}, in layers' "
+        "worth of activations",
+        value,
+    )
+    return value
 
 
 def checkpoint_recompute(how: Reasoning, layers: SizeLike, interval: SizeLike) -> sp.Expr:
@@ -125,7 +145,12 @@ def checkpoint_recompute(how: Reasoning, layers: SizeLike, interval: SizeLike) -
     8
     """
     own = _own(how, "uniform_recompute")
-    return (own or uniform_recompute)(layers, interval)
+    value = (own or uniform_recompute)(layers, interval)
+    note(
+        f"Layers rerun in the backward pass with {layers} layers, a checkpoint every {interval}",
+        value,
+    )
+    return value
 
 
 def zero_states(
@@ -160,7 +185,11 @@ def zero_states(
         memory.notes,
     )
     own = _own(how, "zero_stage")
-    return zero_partition(states, devices, own(stage) if own else stage)
+    split = zero_partition(states, devices, own(stage) if own else stage)
+    note(
+        f"ZeRO stage {stage} over {devices} devices: bytes of model states per device", split.total
+    )
+    return split
 
 
 def offloaded(how: Reasoning, memory: MemoryBreakdown) -> OffloadSplit:
@@ -175,7 +204,10 @@ def offloaded(how: Reasoning, memory: MemoryBreakdown) -> OffloadSplit:
     40
     """
     own = _own(how, "offloaded_components")
-    return cpu_offload(memory, own() if own else OFFLOADED)
+    split = cpu_offload(memory, own() if own else OFFLOADED)
+    moved = ", ".join(own() if own else OFFLOADED)
+    note(f"Offloaded to the CPU: {moved}; left on the GPU (bytes)", split.gpu.total)
+    return split
 
 
 def usable_bytes(how: Reasoning, card: SizeLike, unit: str) -> sp.Expr:
@@ -195,7 +227,13 @@ def usable_bytes(how: Reasoning, card: SizeLike, unit: str) -> sp.Expr:
     context = how.to_bytes(*CONTEXT.split())
     if own:
         return own(total, context)
-    return (total - context) * (1 - RESERVE)
+    usable = (total - context) * (1 - RESERVE)
+    note(
+        f"Usable: (card - {CONTEXT} CUDA context) x (1 - {RESERVE}) reserve "
+        f"= ({quantity_text(total)} - {quantity_text(context)}) x {1 - RESERVE} bytes",
+        usable,
+    )
+    return usable
 
 
 def index_dtype(how: Reasoning) -> DType:
@@ -208,7 +246,9 @@ def index_dtype(how: Reasoning) -> DType:
     8
     """
     own = _own(how, "index_dtype")
-    return dtype(own() if own else "int64")
+    chosen = dtype(own() if own else "int64")
+    note(f"Max pooling saves its indices as {chosen.name}: {chosen.bytes} bytes each")
+    return chosen
 
 
 # -- the mistakes ------------------------------------------------------------------------------

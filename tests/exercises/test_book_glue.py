@@ -15,6 +15,7 @@ import pytest
 
 from memtheory.exercises import Choice, Expression, find_variant, load_sets
 from memtheory.exercises.book import (
+    SELF_CHECK_TEXT,
     answer_rules,
     book_exercises,
     escape,
@@ -23,6 +24,8 @@ from memtheory.exercises.book import (
     grading_text,
     label,
 )
+from memtheory.exercises.derivation import derive
+from memtheory.exercises.selfcheck import selfcheck_script
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "book" / "chapters").glob("*.md"))
@@ -55,7 +58,10 @@ def test_every_exercise_has_a_question_and_a_solution(exercise_id):
     variant = find_variant(exercise_id)
     assert exercise.id == exercise_id and exercise.label == label(exercise_id)
     assert exercise.title.strip()
-    assert exercise.question.strip() and exercise.solution.startswith("Answer: ")
+    assert exercise.question.strip() and exercise.solution.startswith("Working, step by step")
+    working = "\n".join(derive(variant).steps)  # the worked solution, in a code block
+    assert f"```text\n{working}\n```" in exercise.solution
+    assert "\n\nAnswer: " in exercise.solution
     assert "{" not in exercise.question and "}" not in exercise.question, "a placeholder left"
     if isinstance(variant.kind, Choice):
         for option in variant.kind.options:
@@ -100,14 +106,20 @@ def test_glue_exercises_glues_every_text_under_its_key(monkeypatch):
     exercises = glue_exercises("ch06", ["q2", "q7"])
     expected = {k: v for e in exercises for k, v in e.texts().items()}
     assert set(glued) == set(expected) | {grading_key("ch06")}
+    checks = {f"{e.label}-question": e.check for e in exercises}
     for key, text in expected.items():
         value = glued[key]
         if key.endswith("-title"):
             assert value == text
+        elif key in checks:  # the question, then its self-check answer box
+            assert isinstance(value, display.Markdown)
+            assert value.data == f"{text}\n\n{checks[key]}"
+            assert checks[key].startswith('<div class="mt-selfcheck"')
         else:
             assert isinstance(value, display.Markdown) and value.data == text
     note = glued[grading_key("ch06")].data
-    assert note.startswith("How to answer: ") and note.endswith(grading_text("ch06"))
+    assert note.startswith("How to answer: ") and grading_text("ch06") in note
+    assert SELF_CHECK_TEXT in note and note.endswith(selfcheck_script())
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.stem for c in CHAPTERS])

@@ -80,6 +80,7 @@ def test_grading_a_folder_leaves_the_answer_files_alone(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["ada.toml"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "submissions",
+        "submissions.exercises.csv",
         "submissions.grades.csv",
         "submissions.grades.json",
     ]

@@ -1,0 +1,415 @@
+r"""Worked solutions: the steps of the computation that grades an exercise, recorded as it runs.
+
+A :class:`Recorder` is the correct :class:`~memtheory.exercises.reasoning.Reasoning`
+that writes down each step it takes: the network's parameters layer by layer,
+the activations, a pooled size with its floor, the optimizer and precision,
+each memory component as elements x bytes, a substitution, a unit
+conversion. :func:`derive` runs an exercise's own solver with a recorder and
+ends with the answer that solver gives, so a worked solution cannot disagree
+with the grade: it is the grading computation, written out.
+
+Steps the sets take outside ``how`` (a substitution with
+:func:`~memtheory.exercises.numeric.at`, the techniques of
+:mod:`~memtheory.exercises.technique_steps`) are recorded through
+:func:`note`, which does nothing unless a recorder is running.
+
+Examples
+--------
+>>> from memtheory.exercises.loader import find_variant
+>>> variant = find_variant("ch02.q1")
+>>> print("\n".join(derive(variant).lines))
+Output shapes, layer by layer:
+  input: (64, 784)
+  dense_1: (64, 100)
+Parameters, layer by layer (weights + biases):
+  dense_1: 78,400 + 100 = 78,500
+  total: 78,500
+Answer: 78,500
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import wraps
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import sympy as sp
+
+from memtheory.conventions import ConventionLike, Model
+from memtheory.exercises.errors import ExerciseDefinitionError
+from memtheory.exercises.numeric import decimal_text
+from memtheory.exercises.reasoning import Reasoning
+from memtheory.layers import Layer
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.network import Network
+from memtheory.optimizers import Optimizer, OptimizerLike
+from memtheory.precision import PrecisionLike
+from memtheory.units import unit_bytes
+
+if TYPE_CHECKING:
+    from memtheory.exercises.model import Variant
+
+__all__ = ["Derivation", "Recorder", "derive", "note", "quantity_text"]
+
+_ACTIVE: ContextVar[Recorder | None] = ContextVar("memtheory_recorder", default=None)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _trimmed(text: str) -> str:
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def quantity_text(value: object) -> str:
+    """Write a number or a formula for a worked solution: commas, seven digits, or the formula.
+
+    Examples
+    --------
+    >>> quantity_text(4632902), quantity_text(sp.Rational(1, 3)), quantity_text("x")
+    ('4,632,902', '0.3333333', 'x')
+    """
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, (sp.Basic, float)):
+        expr = sp.sympify(value)
+        if expr.is_Integer:
+            return f"{int(expr):,}"
+        if expr.is_Rational:
+            return _trimmed(decimal_text(expr, 7))
+        if expr.is_number and expr.is_real:
+            return _trimmed(decimal_text(sp.Rational(str(sp.N(expr, 15))), 7))
+        return sp.sstr(expr)
+    return str(value)
+
+
+def note(text: str, value: object = None) -> None:
+    """Record a step in the running :class:`Recorder`, if any (outside one, do nothing).
+
+    Parameters
+    ----------
+    text : str
+        What the step computes.
+    value : object, optional
+        Its result, written after ``=``.
+
+    Examples
+    --------
+    >>> note("nothing is recording")
+    """
+    recorder = _ACTIVE.get()
+    if recorder is None or recorder._depth:
+        return
+    line = text if value is None else f"{text} = {quantity_text(value)}"
+    if not recorder.steps or recorder.steps[-1] != line:
+        recorder.steps.append(line)
+
+
+def _step(method: F) -> F:
+    """Run a reasoning step; record it (through ``_record_<name>``) when it is not nested."""
+    name = method.__name__
+
+    @wraps(method)
+    def recorded(self: Recorder, *args: Any, **kwargs: Any) -> Any:
+        self._depth += 1
+        try:
+            result = method(self, *args, **kwargs)
+        finally:
+            self._depth -= 1
+        if not self._depth:
+            writer = getattr(self, f"_record_{name}")
+            lines = tuple(writer(result, *args, **kwargs))
+            if len(lines) > 2 and lines in self._written:  # the same block again: say so
+                lines = (f"{lines[0]} as above", lines[-1])
+            self._written.add(lines)
+            self.steps.extend(lines)
+        return result
+
+    return recorded  # type: ignore[return-value]
+
+
+class Recorder(Reasoning):
+    """The correct reasoning, writing down the steps it takes in :attr:`steps`.
+
+    Every step gives the correct result (it is :class:`Reasoning`'s own); a
+    step that another step calls is not written twice.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input
+    >>> how = Recorder()
+    >>> how.in_unit(3 * 2**20, "MiB")
+    3
+    >>> how.steps
+    ['In MiB: 3,145,728 bytes / 1,048,576 bytes per MiB = 3 MiB']
+    """
+
+    detail = "computed correctly, step by step"
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+        self._depth = 0
+        self._written: set[tuple[str, ...]] = set()
+
+    # -- the steps, run as the correct reasoning runs them ---------------------------------
+    @_step
+    def network(self, layers: Sequence[Layer], *, name: str = "network") -> Network:
+        """Build a network from ``layers``."""
+        return super().network(layers, name=name)
+
+    @_step
+    def parameter_count(self, network: Network) -> sp.Expr:
+        """Trainable parameters of ``network``."""
+        return super().parameter_count(network)
+
+    @_step
+    def activation_count(self, network: Network) -> sp.Expr:
+        """Activation elements the forward pass keeps."""
+        return super().activation_count(network)
+
+    @_step
+    def input_elements(self, network: Network) -> sp.Expr:
+        """Elements of the input batch."""
+        return super().input_elements(network)
+
+    @_step
+    def pool_output_size(
+        self,
+        size: sp.Expr | int,
+        kernel: int,
+        stride: int | None = None,
+        padding: int = 0,
+        dilation: int = 1,
+    ) -> sp.Expr:
+        """Output size of a pooling window along one dimension (floor)."""
+        return super().pool_output_size(size, kernel, stride, padding, dilation)
+
+    @_step
+    def optimizer(self, spec: OptimizerLike) -> Optimizer:
+        """Look up the optimizer."""
+        return super().optimizer(spec)
+
+    @_step
+    def training_memory(
+        self,
+        model: Model,
+        *,
+        optimizer: OptimizerLike | None = None,
+        precision: PrecisionLike = "fp32",
+        convention: ConventionLike = "breakdown",
+    ) -> MemoryBreakdown:
+        """Memory of a training step by component."""
+        return super().training_memory(
+            model, optimizer=optimizer, precision=precision, convention=convention
+        )
+
+    @_step
+    def inference_memory(
+        self, model: Model, *, precision: PrecisionLike = "fp32"
+    ) -> MemoryBreakdown:
+        """Memory of a forward pass by component."""
+        return super().inference_memory(model, precision=precision)
+
+    @_step
+    def to_bytes(self, value: sp.Expr | int | str, unit: str) -> sp.Expr:
+        """Bytes in a size given in the question."""
+        return super().to_bytes(value, unit)
+
+    @_step
+    def in_unit(self, nbytes: sp.Expr | int, unit: str) -> sp.Expr:
+        """Write a byte count in ``unit``."""
+        return super().in_unit(nbytes, unit)
+
+    # -- how each step is written ----------------------------------------------------------
+    def _record_network(self, result: Network, layers: object, **options: Any) -> list[str]:
+        lines = ["Output shapes, layer by layer:"]
+        for row in result.rows:
+            shape = f"  {row.layer.name}: ({', '.join(sp.sstr(d) for d in row.output_shape)})"
+            window = _window_text(row.layer, row.input_shape, row.output_shape)
+            lines.append(f"{shape}; height {window}" if window else shape)
+        return lines
+
+    def _record_parameter_count(self, result: sp.Expr, network: Network) -> list[str]:
+        lines = ["Parameters, layer by layer (weights + biases):"]
+        for row in network.rows:
+            if row.weights or row.biases:
+                total = sp.sympify(row.weights) + sp.sympify(row.biases)
+                lines.append(
+                    f"  {row.layer.name}: {quantity_text(row.weights)} + "
+                    f"{quantity_text(row.biases)} = {quantity_text(total)}"
+                )
+        lines.append(f"  total: {quantity_text(result)}")
+        return lines
+
+    def _record_activation_count(self, result: sp.Expr, network: Network) -> list[str]:
+        lines = ["Activations the forward pass keeps, layer by layer (batch included):"]
+        for row in network.rows[1:]:
+            if row.activations:
+                lines.append(f"  {row.layer.name}: {quantity_text(row.activations)}")
+        lines.append(f"  total: {quantity_text(result)}")
+        return lines
+
+    def _record_input_elements(self, result: sp.Expr, network: Network) -> list[str]:
+        return [f"Input elements: {quantity_text(result)}"]
+
+    def _record_pool_output_size(
+        self,
+        result: sp.Expr,
+        size: sp.Expr | int,
+        kernel: int,
+        stride: int | None = None,
+        padding: int = 0,
+        dilation: int = 1,
+    ) -> list[str]:
+        step = kernel if stride is None else stride
+        window = kernel if dilation == 1 else f"{dilation}*({kernel} - 1) + 1"
+        return [
+            f"Pooled size: floor(({quantity_text(size)} + 2*{padding} - {window}) / {step}) + 1 "
+            f"= {quantity_text(result)}"
+        ]
+
+    def _record_optimizer(self, result: Optimizer, spec: OptimizerLike) -> list[str]:
+        return [
+            f"Optimizer: {result.title} keeps {result.states_per_parameter} state value(s) "
+            "per parameter"
+        ]
+
+    def _memory_lines(self, memory: MemoryBreakdown, what: str) -> list[str]:
+        lines = [f"{what} ({memory.convention} convention), component by component:"]
+        for name, nbytes in memory.components.items():
+            if not nbytes:
+                continue
+            dtype = getattr(memory.precision, name, None)
+            size = getattr(dtype, "bytes", None)
+            if dtype is not None and size:
+                elements = sp.sympify(nbytes) / size
+                lines.append(
+                    f"  {name}: {quantity_text(elements)} elements x {size} bytes ({dtype.name})"
+                    f" = {quantity_text(nbytes)} bytes"
+                )
+            else:
+                lines.append(f"  {name}: {quantity_text(nbytes)} bytes")
+        lines.append(f"  total: {quantity_text(memory.total)} bytes")
+        return lines
+
+    def _record_training_memory(
+        self, result: MemoryBreakdown, model: Model, **options: Any
+    ) -> list[str]:
+        optimizer = f" with {result.optimizer}" if result.optimizer else ""
+        return self._memory_lines(result, f"Training memory{optimizer}")
+
+    def _record_inference_memory(
+        self, result: MemoryBreakdown, model: Model, **options: Any
+    ) -> list[str]:
+        return self._memory_lines(result, "Inference memory")
+
+    def _record_to_bytes(self, result: sp.Expr, value: object, unit: str) -> list[str]:
+        return [
+            f"In bytes: {value} {unit} = {value} x {unit_bytes(unit):,} bytes "
+            f"= {quantity_text(result)} bytes"
+        ]
+
+    def _record_in_unit(self, result: sp.Expr, nbytes: object, unit: str) -> list[str]:
+        return [
+            f"In {unit}: {quantity_text(nbytes)} bytes / {unit_bytes(unit):,} bytes per {unit} "
+            f"= {quantity_text(result)} {unit}"
+        ]
+
+
+def _window_text(layer: Layer, before: tuple, after: tuple) -> str:
+    """How a sliding window's output height follows from the input's, with the numbers in.
+
+    Written only for a convolution or pooling with whole-number settings, and
+    only when the formula gives the height the library computed.
+    """
+    settings = [getattr(layer, name, None) for name in ("kernel_size", "stride", "padding")]
+    dilation = getattr(layer, "dilation", (1, 1))
+    if (
+        len(before) != 4
+        or len(after) != 4
+        or not all(
+            isinstance(v, tuple) and all(isinstance(x, int | sp.Integer) for x in v)
+            for v in (*settings, dilation)
+        )
+    ):
+        return ""
+    (k, _), (stride, _), (pad, _) = (tuple(int(x) for x in v) for v in settings)  # type: ignore[union-attr]
+    d = int(dilation[0])
+    height = sp.sympify(before[2])
+    span = sp.Integer(k) if d == 1 else d * (k - 1) + 1
+    ceil = bool(getattr(layer, "ceil_mode", False))
+    rounding = sp.ceiling if ceil else sp.floor
+    value = rounding((height + 2 * pad - span) / stride) + 1
+    if sp.simplify(value - sp.sympify(after[2])) != 0:
+        return ""
+    window = str(k) if d == 1 else f"({d}*({k} - 1) + 1)"
+    name = "ceil" if ceil else "floor"
+    return f"{name}(({sp.sstr(height)} + 2*{pad} - {window}) / {stride}) + 1 = {sp.sstr(after[2])}"
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A worked solution: the recorded steps, then the answer as the grader shows it.
+
+    Attributes
+    ----------
+    steps : tuple of str
+        The steps, in the order the computation took them.
+    answer : str
+        The answer (:meth:`~memtheory.exercises.kinds.AnswerKind.display` of
+        the graded value).
+    """
+
+    steps: tuple[str, ...]
+    answer: str
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """The steps, then ``Answer: ...`` (the last line)."""
+        return (*self.steps, f"Answer: {self.answer}")
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+@contextmanager
+def _recording(recorder: Recorder) -> Iterator[None]:
+    token = _ACTIVE.set(recorder)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def derive(variant: Variant) -> Derivation:
+    """Run a variant's solver with a :class:`Recorder`: its worked solution.
+
+    The answer is the one the recorder's run gives; it is checked against the
+    graded answer (:attr:`~memtheory.exercises.model.Variant.expected`), so a
+    solution that would disagree with the grade is an error, never shown.
+
+    Raises
+    ------
+    ExerciseDefinitionError
+        If the recorded run does not give the graded answer (a solver that
+        depends on something other than its parameters and ``how``).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.loader import find_variant
+    >>> derive(find_variant("ch03.q1")).lines[-1]
+    'Answer: 12'
+    """
+    recorder = Recorder()
+    with _recording(recorder):
+        value = variant.solve_with(recorder)
+    if not variant.kind.matches(value, variant.expected) or value != variant.expected:
+        raise ExerciseDefinitionError(
+            f"{variant.id}: the worked solution gives {value!r}, the grader {variant.expected!r}."
+        )
+    steps = tuple(recorder.steps) or ("Computed directly from the question's values.",)
+    return Derivation(steps, variant.kind.display(value))
