@@ -90,6 +90,23 @@ HAND_WRITTEN = {
     "kv_fp32": ("ch14.q1", size(2 * 32 * 32 * 128 * 4096 * 8 * 4, "GiB", GIB)),
     # 40 query heads sharing 8 key/value heads, counted as 40: no shrinking at all.
     "kv_ignored_shared_heads": ("ch14.q3", 1),
+    # Chapters 15-16 (memtheory.exercises.steps_residual).
+    # 64 channels, fp32: running mean and variance (2 x 64 x 4 bytes), without the int64 count.
+    "bn_forgot_batch_count": ("ch15.q1", 2 * 64 * 4),
+    # a bf16 batch of (32, 64, 56, 56): the input alone, without the 2 x 64 bf16 statistics.
+    "norm_forgot_statistics": ("ch15.q2", 32 * 64 * 56 * 56 * 2),
+    # ResNet-18's BatchNorm channels: stem 64, then 4 x 64, 4 x 128 + 128 (projection),
+    # 4 x 256 + 256, 4 x 512 + 512 = 4,800; a running mean and variance each, as parameters.
+    "buffers_as_parameters": (
+        "ch15.q3",
+        11_689_512 + 2 * (64 + 4 * 64 + 5 * 128 + 5 * 256 + 5 * 512),
+    ),
+    # Llama's RMSNorm of width 4096 in bf16, its fp32 input copy and fp32 statistic as bf16:
+    # 4096 x 2 + 2 + the bf16 normalised 4096 x 2.
+    "norm_saved_in_model_dtype": ("ch15.q6", 4096 * 2 + 2 + 4096 * 2),
+    # ResNet-18, batch 32, fp32: every layer's output (5,169,640 per image, the breakdown's
+    # count) instead of what autograd saves.
+    "breakdown_for_autograd": ("ch15.q4", size(5_169_640 * 32 * 4, "MiB", MIB)),
 }
 
 

@@ -1,0 +1,289 @@
+"""Steps of chapters 15 and 16 (residual networks, normalisation, language models), and mistakes.
+
+An exercise's solver calls these steps with its ``how``
+(:class:`~memtheory.exercises.reasoning.Reasoning`); the correct reasoning
+has no step of its own and gets memtheory's answer, and each misconception
+defined here overrides one step, so that the same solver recomputes the
+answer with that one step wrong. Importing this module registers the
+misconceptions in :data:`~memtheory.exercises.misconceptions.MISCONCEPTIONS`
+(by name, once), as :mod:`memtheory.exercises.technique_steps` does.
+
+Examples
+--------
+>>> from memtheory.exercises.reasoning import CORRECT
+>>> from memtheory.layers import BatchNorm2d
+>>> buffer_bytes(CORRECT, BatchNorm2d(), (1, 64, 8, 8))
+520
+>>> way = MISCONCEPTIONS["bn_forgot_batch_count"].ways[0]
+>>> buffer_bytes(way, BatchNorm2d(), (1, 64, 8, 8))
+512
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+
+from memtheory.conventions import ConventionLike
+from memtheory.dtypes import DTypeLike, dtype
+from memtheory.exercises.misconceptions import Misconception
+from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.technique_steps import _register
+from memtheory.layers import Layer
+from memtheory.layers.base import Shape
+from memtheory.layers.saved_storages import saved_storages
+from memtheory.memory import inference_memory, training_memory
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.network import Network
+
+__all__ = [
+    "RESIDUAL_MISCONCEPTIONS",
+    "buffer_bytes",
+    "inference_peak",
+    "logits_bytes",
+    "saved_activation_bytes",
+    "saved_bytes",
+    "step_peak",
+    "trained_parameters",
+]
+
+
+def _own(how: Reasoning, step: str) -> Any:
+    return getattr(how, step, None)
+
+
+def _convention(how: Reasoning) -> ConventionLike:
+    own = _own(how, "accounting")
+    return own() if own else "autograd"
+
+
+# -- the steps ---------------------------------------------------------------------------------
+def buffer_bytes(
+    how: Reasoning, layer: Layer, shape: Shape, model_dtype: DTypeLike = "fp32"
+) -> int:
+    """Bytes of a layer's buffers (BatchNorm's running mean, variance and batch count).
+
+    Buffers of unspecified dtype are in the model's dtype ``model_dtype``.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.layers import BatchNorm2d
+    >>> buffer_bytes(CORRECT, BatchNorm2d(), (1, 8, 4, 4), "bf16")  # 2 x 8 x 2 + 8
+    40
+    """
+    specs = layer.buffers(shape)
+    own = _own(how, "buffers")
+    if own:
+        specs = own(specs)
+    default = dtype(model_dtype)
+    return int(sum(sp.Mul(*s.shape) * (s.dtype or default).bytes for s in specs))
+
+
+def saved_bytes(how: Reasoning, layer: Layer, shape: Shape, model_dtype: DTypeLike = "fp32") -> int:
+    """Bytes a layer keeps for its backward pass in training: its saved storages.
+
+    The storages are :func:`memtheory.layers.saved_storages.saved_storages`
+    of an input of dtype ``model_dtype``.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.layers import LayerNorm
+    >>> saved_bytes(CORRECT, LayerNorm(), (1, 1, 768), "bf16")  # 768 x 2 + 2 x 2
+    1540
+    """
+    specs = saved_storages(layer, shape, dtype=model_dtype)
+    own = _own(how, "saved")
+    if own:
+        specs = own(specs, dtype(model_dtype))
+    return int(sum(sp.Mul(*s.shape) * s.dtype.bytes for s in specs))
+
+
+def trained_parameters(how: Reasoning, network: Network) -> sp.Expr:
+    """Trainable parameters of ``network`` as the learner counts them.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.models import resnet18
+    >>> trained_parameters(CORRECT, resnet18(batch=1))
+    11689512
+    """
+    own = _own(how, "with_buffers")
+    count = how.parameter_count(network)
+    return own(count, network) if own else count
+
+
+def _training(
+    how: Reasoning, network: Network, *, optimizer: str = "sgd", precision: str = "fp32"
+) -> MemoryBreakdown:
+    return training_memory(
+        network,
+        optimizer=how.optimizer(optimizer),
+        precision=how.precision(precision),
+        convention=how.convention(_convention(how)),
+    )
+
+
+def saved_activation_bytes(how: Reasoning, network: Network, **options: Any) -> sp.Expr:
+    """Bytes of activations a training step keeps (the autograd convention's saved activations).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.models import resnet18
+    >>> saved_activation_bytes(CORRECT, resnet18(batch=1, image_size=32), optimizer="sgd") > 0
+    True
+    """
+    c = _training(how, network, **options).components
+    return c["saved_activations"] if "saved_activations" in c else c["activations"]
+
+
+def step_peak(how: Reasoning, network: Network, **options: Any) -> sp.Expr:
+    """Return the most bytes alive in a training step (without a timeline: the total).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.models import resnet18
+    >>> net = resnet18(batch=1, image_size=32)
+    >>> memory = _training(CORRECT, net, optimizer="sgd")
+    >>> step_peak(CORRECT, net, optimizer="sgd") < sum(memory.components.values())
+    True
+    """
+    memory = _training(how, network, **options)
+    return memory.peak if memory.timeline else memory.total
+
+
+def inference_peak(how: Reasoning, network: Network, precision: str = "fp32") -> sp.Expr:
+    """Return the most bytes alive in an eval-mode forward pass under ``no_grad``.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.models import resnet18
+    >>> inference_peak(CORRECT, resnet18(batch=1, image_size=32)) > 0
+    True
+    """
+    memory = inference_memory(
+        network, precision=how.precision(precision), convention=how.convention(_convention(how))
+    )
+    return memory.peak if memory.timeline else memory.total
+
+
+def logits_bytes(how: Reasoning, batch: int, sequence: int, vocabulary: int, model: str) -> int:
+    """Bytes of the fp32 copy of a language model's logits that the loss makes.
+
+    The loss upcasts the ``batch x sequence x vocabulary`` logits to fp32 (4
+    bytes each) whatever the model's dtype ``model``.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> logits_bytes(CORRECT, 1, 1, 10, "bf16")
+    40
+    """
+    own = _own(how, "loss_dtype")
+    kind = dtype(own(model) if own else "fp32")
+    return batch * sequence * vocabulary * kind.bytes
+
+
+# -- the mistakes ------------------------------------------------------------------------------
+class _NoBatchCount(Reasoning):
+    detail = "the running mean and variance, without the int64 count of batches"
+
+    def buffers(self, specs: Any) -> Any:
+        return tuple(s for s in specs if s.shape != ())
+
+
+class _NoStatistics(Reasoning):
+    detail = "the input kept, but not the per-channel or per-position statistics"
+
+    def saved(self, specs: Any, model: Any) -> Any:
+        return tuple(s for s in specs if s.role != "statistics")
+
+
+class _AllInModelDtype(Reasoning):
+    detail = "every saved tensor in the model's dtype"
+
+    def saved(self, specs: Any, model: Any) -> Any:
+        from dataclasses import replace
+
+        return tuple(replace(s, dtype=model) for s in specs)
+
+
+class _BuffersAsParameters(Reasoning):
+    detail = "the running means and variances counted as parameters"
+
+    def with_buffers(self, count: sp.Expr, network: Network) -> sp.Expr:
+        extra = sp.Integer(0)
+        for row in network.rows:
+            kept = row.layer.buffers(row.input_shape)
+            extra += sum(sp.Mul(*s.shape) for s in kept if s.shape != ())
+        return count + extra
+
+
+class _Breakdown(Reasoning):
+    detail = "the breakdown convention: every layer's output kept, and counted twice in training"
+
+    def accounting(self) -> str:
+        return "breakdown"
+
+
+class _LogitsInModelDtype(Reasoning):
+    detail = "the logits counted in the model's dtype, without the loss's fp32 copy"
+
+    def loss_dtype(self, model: str) -> str:
+        return model
+
+
+RESIDUAL_MISCONCEPTIONS = (
+    Misconception(
+        "bn_forgot_batch_count",
+        "left out BatchNorm's count of batches",
+        "BatchNorm2d keeps three buffers: the running mean and variance (C values each, in the "
+        "model's dtype) and num_batches_tracked, one int64 (8 bytes).",
+        (_NoBatchCount(),),
+    ),
+    Misconception(
+        "norm_forgot_statistics",
+        "kept the input of a normalisation but not its statistics",
+        "Batch, layer and RMS normalisation also save the mean and/or inverse standard deviation "
+        "they computed (per channel for BatchNorm, per position for LayerNorm and RMSNorm).",
+        (_NoStatistics(),),
+    ),
+    Misconception(
+        "norm_saved_in_model_dtype",
+        "counted every saved tensor of a normalisation in the model's dtype",
+        "Some normalisations compute in fp32 inside a bf16 model (RMSNorm in Llama's code "
+        "upcasts its input): what they save in fp32 costs 4 bytes per value.",
+        (_AllInModelDtype(),),
+    ),
+    Misconception(
+        "buffers_as_parameters",
+        "counted BatchNorm's running statistics as parameters",
+        "The running mean and variance are buffers: updated in the forward pass, never trained, "
+        "so they have no gradient and no optimizer state. Only the scale and shift are parameters.",
+        (_BuffersAsParameters(),),
+    ),
+    Misconception(
+        "breakdown_for_autograd",
+        "counted every layer's output (and the x2) instead of what autograd keeps",
+        "Autograd keeps what each operation's backward reads: an in-place ReLU or addition adds "
+        "nothing, a shortcut keeps its input until the addition's backward, and the gradients "
+        "of activations are freed as the backward goes; inference keeps only the live tensors.",
+        (_Breakdown(),),
+    ),
+    Misconception(
+        "logits_in_model_dtype",
+        "forgot the loss's fp32 copy of the logits",
+        "The cross-entropy of a language model upcasts the B x S x V logits to fp32: 4 bytes per "
+        "value whatever the model's dtype, on top of the logits themselves.",
+        (_LogitsInModelDtype(),),
+    ),
+)
+"""The misconceptions of chapters 15 and 16, registered on import."""
+
+_register(RESIDUAL_MISCONCEPTIONS)
