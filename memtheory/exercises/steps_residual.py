@@ -94,11 +94,12 @@ def saved_bytes(how: Reasoning, layer: Layer, shape: Shape, model_dtype: DTypeLi
     >>> saved_bytes(CORRECT, LayerNorm(), (1, 1, 768), "bf16")  # 768 x 2 + 2 x 2
     1540
     """
+    default = dtype(model_dtype)
     specs = saved_storages(layer, shape, dtype=model_dtype)
     own = _own(how, "saved")
     if own:
-        specs = own(specs, dtype(model_dtype))
-    return int(sum(sp.Mul(*s.shape) * s.dtype.bytes for s in specs))
+        specs = own(specs, default)
+    return int(sum(sp.Mul(*s.shape) * (s.dtype or default).bytes for s in specs))
 
 
 def trained_parameters(how: Reasoning, network: Network) -> sp.Expr:
