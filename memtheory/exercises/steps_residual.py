@@ -14,6 +14,7 @@ Examples
 >>> from memtheory.layers import BatchNorm2d
 >>> buffer_bytes(CORRECT, BatchNorm2d(), (1, 64, 8, 8))
 520
+>>> from memtheory.exercises import MISCONCEPTIONS
 >>> way = MISCONCEPTIONS["bn_forgot_batch_count"].ways[0]
 >>> buffer_bytes(way, BatchNorm2d(), (1, 64, 8, 8))
 512
@@ -21,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import sympy as sp
@@ -30,22 +32,26 @@ from memtheory.dtypes import DTypeLike, dtype
 from memtheory.exercises.misconceptions import Misconception
 from memtheory.exercises.reasoning import Reasoning
 from memtheory.exercises.technique_steps import _register
-from memtheory.layers import Layer
+from memtheory.layers import LanguageModelLoss, Layer
 from memtheory.layers.base import Shape
 from memtheory.layers.saved_storages import saved_storages
 from memtheory.memory import inference_memory, training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.models import from_config
 from memtheory.network import Network
 
 __all__ = [
     "RESIDUAL_MISCONCEPTIONS",
     "buffer_bytes",
+    "decoder_network",
+    "decoder_parameters",
     "inference_peak",
-    "logits_bytes",
+    "loss_saved_bytes",
     "saved_activation_bytes",
     "saved_bytes",
     "step_peak",
     "trained_parameters",
+    "vocabulary_parameters",
 ]
 
 
@@ -174,21 +180,68 @@ def inference_peak(how: Reasoning, network: Network, precision: str = "fp32") ->
     return memory.peak if memory.timeline else memory.total
 
 
-def logits_bytes(how: Reasoning, batch: int, sequence: int, vocabulary: int, model: str) -> int:
-    """Bytes of the fp32 copy of a language model's logits that the loss makes.
+def loss_saved_bytes(how: Reasoning, shape: Shape, model_dtype: DTypeLike = "bf16") -> int:
+    """Bytes the causal-LM loss keeps for backward on ``(batch, sequence, vocabulary)`` logits.
 
-    The loss upcasts the ``batch x sequence x vocabulary`` logits to fp32 (4
-    bytes each) whatever the model's dtype ``model``.
+    :class:`~memtheory.layers.LanguageModelLoss` as Hugging Face computes it:
+    fp32 log-probabilities whatever the model's dtype, the shifted int64 labels
+    and a one-element total weight.
 
     Examples
     --------
     >>> from memtheory.exercises.reasoning import CORRECT
-    >>> logits_bytes(CORRECT, 1, 1, 10, "bf16")
-    40
+    >>> loss_saved_bytes(CORRECT, (1, 1, 10), "bf16")  # 10 x 4 + 4 + 8
+    52
     """
-    own = _own(how, "loss_dtype")
-    kind = dtype(own(model) if own else "fp32")
-    return batch * sequence * vocabulary * kind.bytes
+    own = _own(how, "loss_upcast")
+    loss = LanguageModelLoss(upcast=own() if own else True)
+    return saved_bytes(how, loss, shape, model_dtype)
+
+
+def decoder_network(how: Reasoning, config: Mapping[str, Any], **sizes: Any) -> Network:
+    """Build a decoder from a Hugging Face configuration ``config``, as the learner reads it.
+
+    :func:`memtheory.models.from_config` with ``sizes`` (``batch``,
+    ``sequence``, ``loss``) passed on.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.models import PRESETS
+    >>> decoder_network(CORRECT, PRESETS["llama-2-7b"].config, batch=1).parameter_count
+    6738415616
+    """
+    own = _own(how, "read_config")
+    read = own(dict(config)) if own else dict(config)
+    return from_config(read, **sizes)
+
+
+def decoder_parameters(how: Reasoning, config: Mapping[str, Any]) -> sp.Expr:
+    """Parameters of the decoder :func:`decoder_network` builds.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.models import PRESETS
+    >>> decoder_parameters(CORRECT, PRESETS["llama-3-8b"].config)
+    8030261248
+    """
+    return decoder_network(how, config, batch=1, sequence=1).parameter_count
+
+
+def vocabulary_parameters(how: Reasoning, config: Mapping[str, Any]) -> sp.Expr:
+    """Parameters of the token embedding and the output head together.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> from memtheory.models import PRESETS
+    >>> vocabulary_parameters(CORRECT, PRESETS["llama-2-7b"].config) == 2 * 32000 * 4096
+    True
+    """
+    network = decoder_network(how, config, batch=1, sequence=1)
+    rows = [r for r in network.rows if r.layer.kind in ("Embedding", "Unembedding")]
+    return sp.Add(*(r.layer.parameter_count(r.input_shape) for r in rows))
 
 
 # -- the mistakes ------------------------------------------------------------------------------
@@ -234,10 +287,24 @@ class _Breakdown(Reasoning):
 
 
 class _LogitsInModelDtype(Reasoning):
-    detail = "the logits counted in the model's dtype, without the loss's fp32 copy"
+    detail = "the loss's log-probabilities counted in the model's dtype, not fp32"
 
-    def loss_dtype(self, model: str) -> str:
-        return model
+    def loss_upcast(self) -> bool:
+        return False
+
+
+class _AssumedTied(Reasoning):
+    detail = "the output head counted as sharing the embedding's matrix"
+
+    def read_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {**config, "tie_word_embeddings": True}
+
+
+class _FullWidthKeyValues(Reasoning):
+    detail = "one key/value head per query head in the projections"
+
+    def read_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {**config, "num_key_value_heads": config["num_attention_heads"]}
 
 
 RESIDUAL_MISCONCEPTIONS = (
@@ -279,10 +346,25 @@ RESIDUAL_MISCONCEPTIONS = (
     ),
     Misconception(
         "logits_in_model_dtype",
-        "forgot the loss's fp32 copy of the logits",
-        "The cross-entropy of a language model upcasts the B x S x V logits to fp32: 4 bytes per "
-        "value whatever the model's dtype, on top of the logits themselves.",
+        "kept the loss's log-probabilities in the model's dtype",
+        "Hugging Face's causal-LM loss upcasts the B x S x V logits to fp32 and keeps fp32 "
+        "log-probabilities for the backward pass: 4 bytes per logit whatever the model's dtype, "
+        "on top of the logits themselves.",
         (_LogitsInModelDtype(),),
+    ),
+    Misconception(
+        "assumed_tied_embeddings",
+        "counted the output head as the embedding's matrix",
+        "Llama-style models (tie_word_embeddings = false) have an output head of their own: "
+        "another V x D matrix beside the token embedding.",
+        (_AssumedTied(),),
+    ),
+    Misconception(
+        "gqa_full_width_projections",
+        "gave the key and value projections one head per query head",
+        "With grouped-query attention the key and value projections are D x (kv_heads x "
+        "head_dim), not D x D.",
+        (_FullWidthKeyValues(),),
     ),
 )
 """The misconceptions of chapters 15 and 16, registered on import."""

@@ -107,6 +107,16 @@ HAND_WRITTEN = {
     # ResNet-18, batch 32, fp32: every layer's output (5,169,640 per image, the breakdown's
     # count) instead of what autograd saves.
     "breakdown_for_autograd": ("ch15.q4", size(5_169_640 * 32 * 4, "MiB", MIB)),
+    # vocabulary 128,256, batch 4 of 4,096, bf16: logits (2 bytes) and bf16 log-probabilities
+    # (2 bytes, no upcast), the int64 shifted labels and the 4-byte total weight.
+    "logits_in_model_dtype": (
+        "ch16.q3",
+        size(4 * 4096 * 128256 * (2 + 2) + 4 * 4096 * 8 + 2, "GiB", GIB),
+    ),
+    # Llama 3 8B: 128,256 x 4,096 embedding, the output head taken as the same matrix.
+    "assumed_tied_embeddings": ("ch16.q2", 128256 * 4096),
+    # Llama 3 8B with k_proj and v_proj of 4,096 x 4,096 instead of 4,096 x 1,024 (32 layers).
+    "gqa_full_width_projections": ("ch16.q1", 8_030_261_248 + 32 * 2 * 4096 * (4096 - 1024)),
 }
 
 

@@ -5,6 +5,8 @@ misconceptions recognised) run over every set elsewhere; here each book answer i
 derived independently of the exercise's solver.
 """
 
+from fractions import Fraction
+
 import pytest
 
 import memtheory as mt
@@ -65,3 +67,44 @@ def test_ch15_which_side_by_hand():
     states = 16 * 11_689_512
     assert 8 * per_image < states < 9 * per_image  # the batch of 9 tips it to the activations
     assert find_variant("ch15.q8").expected == 1
+
+
+GIB = 2**30
+
+
+def test_ch16_llama3_8b_parameters_by_hand():
+    """Llama 3 8B's config.json: V = 128,256, D = 4,096, F = 14,336, 32 layers, 8 kv heads of 128.
+
+    Embedding and untied head 2VD; per layer q and o (D x D each), k and v (D x 1,024 each),
+    three MLP matrices (D x F) and two RMSNorm weights (D); the final norm (D).
+    """
+    v, d, f, layers, kv = 128256, 4096, 14336, 32, 8 * 128
+    per_layer = 2 * d * d + 2 * d * kv + 3 * d * f + 2 * d
+    assert find_variant("ch16.q1").expected == 2 * v * d + layers * per_layer + d
+    assert find_variant("ch16.q2").expected == 2 * v * d
+
+
+def test_ch16_logits_and_loss_by_hand():
+    """Batch 4 of 4,096 over 128,256 tokens: bf16 logits, fp32 log-probabilities, int64 labels."""
+    logits = 4 * 4096 * 128256
+    expected = logits * 2 + logits * 4 + 4 + 4 * 4096 * 8
+    assert find_variant("ch16.q3").expected == Fraction(expected, GIB)
+
+
+def test_ch16_kv_cache_by_hand():
+    """Llama 3 8B, batch 8 of 8,192, bf16: 2 x 32 layers x 8 kv heads x 128 x 8,192 x 8 x 2."""
+    assert find_variant("ch16.q5").expected == Fraction(2 * 32 * 8 * 128 * 8192 * 8 * 2, GIB)
+
+
+def test_ch16_gqa_shrinks_only_the_cache():
+    """GQA shrinks the cache, not what eager attention saves for backward.
+
+    Eager attention repeats the kv heads before the matmuls (transformers' repeat_kv), so the
+    keys and values saved for backward are full width (measured in test_llama_autograd.py).
+    """
+    assert find_variant("ch16.q6").expected == 0
+
+
+def test_ch16_swiglu_saved_by_hand():
+    """Llama 3 8B's MLP keeps gate, SiLU(gate), up and their product, 14,336 bf16 values each."""
+    assert find_variant("ch16.q8").expected == 4 * 14336 * 2
