@@ -126,6 +126,33 @@ HAND_WRITTEN = {
     "no_block_rounding": ("ch20.q1", 4000),
     # ch20: 4 MB reserved as its 7,813 blocks of 512 bytes instead of a 20 MiB segment.
     "reserved_is_allocated": ("ch20.q4", size(7813 * 512, "MiB", MIB)),
+    # Chapters 15-16 (memtheory.exercises.steps_residual).
+    # 64 channels, fp32: running mean and variance (2 x 64 x 4 bytes), without the int64 count.
+    "bn_forgot_batch_count": ("ch15.q1", 2 * 64 * 4),
+    # a bf16 batch of (32, 64, 56, 56): the input alone, without the 2 x 64 bf16 statistics.
+    "norm_forgot_statistics": ("ch15.q2", 32 * 64 * 56 * 56 * 2),
+    # ResNet-18's BatchNorm channels: stem 64, then 4 x 64, 4 x 128 + 128 (projection),
+    # 4 x 256 + 256, 4 x 512 + 512 = 4,800; a running mean and variance each, as parameters.
+    "buffers_as_parameters": (
+        "ch15.q3",
+        11_689_512 + 2 * (64 + 4 * 64 + 5 * 128 + 5 * 256 + 5 * 512),
+    ),
+    # Llama's RMSNorm of width 4096 in bf16, its fp32 input copy and fp32 statistic as bf16:
+    # 4096 x 2 + 2 + the bf16 normalised 4096 x 2.
+    "norm_saved_in_model_dtype": ("ch15.q6", 4096 * 2 + 2 + 4096 * 2),
+    # ResNet-18, batch 32, fp32: every layer's output (5,169,640 per image, the breakdown's
+    # count) instead of what autograd saves.
+    "breakdown_for_autograd": ("ch15.q4", size(5_169_640 * 32 * 4, "MiB", MIB)),
+    # vocabulary 128,256, batch 4 of 4,096, bf16: logits (2 bytes) and bf16 log-probabilities
+    # (2 bytes, no upcast), the int64 shifted labels and the 4-byte total weight.
+    "logits_in_model_dtype": (
+        "ch16.q3",
+        size(4 * 4096 * 128256 * (2 + 2) + 4 * 4096 * 8 + 2, "GiB", GIB),
+    ),
+    # Llama 3 8B: 128,256 x 4,096 embedding, the output head taken as the same matrix.
+    "assumed_tied_embeddings": ("ch16.q2", 128256 * 4096),
+    # Llama 3 8B with k_proj and v_proj of 4,096 x 4,096 instead of 4,096 x 1,024 (32 layers).
+    "gqa_full_width_projections": ("ch16.q1", 8_030_261_248 + 32 * 2 * 4096 * (4096 - 1024)),
 }
 
 
