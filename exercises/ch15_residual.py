@@ -78,7 +78,7 @@ SET = ExerciseSet(
             params={"model": ("ResNet-18", "ResNet-50", "ResNet-34")},
             answer=Integer(),
             solve=lambda p, how: trained_parameters(how, _net(p)),
-            misconceptions=("buffers_as_parameters",),
+            misconceptions=("running_stats_as_parameters",),
         ),
         Exercise(
             id="q4",

@@ -31,7 +31,7 @@ from memtheory.conventions import ConventionLike
 from memtheory.dtypes import DTypeLike, dtype
 from memtheory.exercises.misconceptions import Misconception
 from memtheory.exercises.reasoning import Reasoning
-from memtheory.exercises.technique_steps import _register
+from memtheory.exercises.technique_steps import register as _register
 from memtheory.layers import LanguageModelLoss, Layer
 from memtheory.layers.base import Shape
 from memtheory.layers.saved_storages import saved_storages
@@ -330,8 +330,8 @@ RESIDUAL_MISCONCEPTIONS = (
         (_AllInModelDtype(),),
     ),
     Misconception(
-        "buffers_as_parameters",
-        "counted BatchNorm's running statistics as parameters",
+        "running_stats_as_parameters",
+        "counted BatchNorm's running statistics as trained parameters",
         "The running mean and variance are buffers: updated in the forward pass, never trained, "
         "so they have no gradient and no optimizer state. Only the scale and shift are parameters.",
         (_BuffersAsParameters(),),

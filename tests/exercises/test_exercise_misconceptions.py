@@ -133,7 +133,7 @@ HAND_WRITTEN = {
     "norm_forgot_statistics": ("ch15.q2", 32 * 64 * 56 * 56 * 2),
     # ResNet-18's BatchNorm channels: stem 64, then 4 x 64, 4 x 128 + 128 (projection),
     # 4 x 256 + 256, 4 x 512 + 512 = 4,800; a running mean and variance each, as parameters.
-    "buffers_as_parameters": (
+    "running_stats_as_parameters": (
         "ch15.q3",
         11_689_512 + 2 * (64 + 4 * 64 + 5 * 128 + 5 * 256 + 5 * 512),
     ),
