@@ -3,6 +3,7 @@
 from memtheory import MaxPool2d
 from memtheory.exercises import Exercise, ExerciseSet, Expression, Integer, Quantity, at
 from memtheory.exercises.shared import max_value
+from memtheory.exercises.steps_residual import step_peak
 from memtheory.models import vgg16
 from memtheory.symbols import B, H
 
@@ -102,6 +103,19 @@ SET = ExerciseSet(
             answer=Expression((H,)),
             solve=_after_pools,
             misconceptions=("round_in_pooling",),
+        ),
+        Exercise(
+            id="q6",
+            title="the peak PyTorch reaches",
+            question="VGG-16 (1000 classes, 224x224x3 images) is trained in fp32 with plain SGD "
+            "(no momentum) at batch {batch}. Counting what PyTorch keeps (the tensors alive at "
+            "once during the step, not every layer's output twice), what is the peak of a "
+            "training step?",
+            params={"batch": (32, 16, 64, 8)},
+            answer=Quantity("GiB"),
+            solve=lambda p, how: step_peak(how, vgg16(batch=p.batch)),
+            misconceptions=("breakdown_for_autograd", "mib_vs_mb"),
+            points=2,
         ),
     ),
 )
