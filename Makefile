@@ -63,7 +63,7 @@ book: $(STAMP_BOOK)
 # The built site must work offline: MathJax from _static/, no script or stylesheet from a CDN.
 book-check: book
 	grep -l 'src="_static/mathjax/tex-chtml.js' $(BOOK_HTML)/intro.html
-	! grep -rnoE '(src|href)="(https?:)?//[^"]*\.(js|css)[^"]*"' --include='*.html' $(BOOK_HTML)
+	! grep -rnoE '(src|href)="(https?:)?//[^"]*\.(js|css)([?#][^"]*)?"' --include='*.html' $(BOOK_HTML)
 
 # The browser test needs Chromium; install Debian's package when it is missing and apt works.
 # If it cannot be installed, the test skips with a message saying so.
