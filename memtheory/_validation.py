@@ -10,7 +10,15 @@ import sympy as sp
 
 from memtheory.errors import InvalidSizeError
 
-__all__ = ["Pair", "PairLike", "SizeLike", "as_pair", "as_size"]
+__all__ = [
+    "Pair",
+    "PairLike",
+    "SizeLike",
+    "as_pair",
+    "as_size",
+    "check_kv_heads",
+    "check_probability",
+]
 
 SizeLike: TypeAlias = int | sp.Expr
 PairLike: TypeAlias = SizeLike | tuple[SizeLike, SizeLike]
@@ -97,3 +105,37 @@ def as_pair(value: object, what: str, owner: str, *, minimum: int = 1) -> Pair:
 
 def _range_word(minimum: int) -> str:
     return {0: "non-negative", 1: "positive"}.get(minimum, f">= {minimum}")
+
+
+def check_probability(value: object, what: str, owner: str) -> None:
+    """Refuse a probability (a dropout rate) outside ``[0, 1)``, or one that is not a number.
+
+    Examples
+    --------
+    >>> check_probability(0.1, "p", "Dropout")
+    >>> check_probability(1.5, "p", "Dropout")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidSizeError: Dropout: p must be in [0, 1), got 1.5.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise InvalidSizeError(f"{owner}: {what} must be in [0, 1), got {value!r}.")
+
+
+def check_kv_heads(heads: sp.Expr, kv_heads: sp.Expr, owner: str) -> None:
+    """Refuse key/value heads that do not divide the query heads (when both are numbers).
+
+    Examples
+    --------
+    >>> check_kv_heads(sp.Integer(32), sp.Integer(8), "attention")
+    >>> check_kv_heads(sp.Integer(12), sp.Integer(5), "attention")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidSizeError: attention: kv_heads (5) must divide heads (12); each ...
+    """
+    remainder = sp.Mod(heads, kv_heads)
+    if remainder.is_number and remainder != 0:
+        raise InvalidSizeError(
+            f"{owner}: kv_heads ({kv_heads}) must divide heads ({heads}); "
+            "each key/value head serves a whole group of query heads."
+        )

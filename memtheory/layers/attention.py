@@ -16,7 +16,7 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory._validation import SizeLike, as_size
+from memtheory._validation import SizeLike, as_size, check_kv_heads, check_probability
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import InvalidSizeError, RankError, ShapeError
@@ -171,18 +171,8 @@ class MultiHeadAttention(Layer):
             set_(self, "head_dim", as_size(self.head_dim, "head_dim", owner))
         if self.kv_heads is not None:
             set_(self, "kv_heads", as_size(self.kv_heads, "kv_heads", owner))
-            remainder = sp.Mod(self.heads, self.kv_heads)
-            if remainder.is_number and remainder != 0:
-                raise InvalidSizeError(
-                    f"{owner}: kv_heads ({self.kv_heads}) must divide heads ({self.heads}); "
-                    "each key/value head serves a whole group of query heads."
-                )
-        if (
-            isinstance(self.dropout, bool)
-            or not isinstance(self.dropout, int | float)
-            or not 0 <= self.dropout < 1
-        ):
-            raise InvalidSizeError(f"{owner}: dropout must be in [0, 1), got {self.dropout!r}.")
+            check_kv_heads(self.heads, self.kv_heads, owner)
+        check_probability(self.dropout, "dropout", owner)
         if self.implementation not in ("eager", "torch"):
             raise InvalidSizeError(
                 f"{owner}: implementation must be 'eager' or 'torch', got {self.implementation!r}."

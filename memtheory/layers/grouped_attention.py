@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from memtheory._validation import SizeLike, as_size
+from memtheory._validation import SizeLike, as_size, check_kv_heads, check_probability
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
-from memtheory.errors import InvalidSizeError, ShapeError
+from memtheory.errors import ShapeError
 from memtheory.layers.base import Autograd, Shape, Stage, TensorSpec, describe_shape
 from memtheory.layers.merge import Merge
 
@@ -104,18 +104,8 @@ class GroupedQueryAttention(Merge):
         set_(self, "kv_heads", as_size(self.kv_heads or self.heads, "kv_heads", owner))
         if self.window is not None:
             set_(self, "window", as_size(self.window, "window", owner))
-        remainder = sp.Mod(self.heads, self.kv_heads)
-        if remainder.is_number and remainder != 0:
-            raise InvalidSizeError(
-                f"{owner}: kv_heads ({self.kv_heads}) must divide heads ({self.heads}); "
-                "each key/value head serves a whole group of query heads."
-            )
-        if (
-            isinstance(self.dropout, bool)
-            or not isinstance(self.dropout, int | float)
-            or not 0 <= self.dropout < 1
-        ):
-            raise InvalidSizeError(f"{owner}: dropout must be in [0, 1), got {self.dropout!r}.")
+        check_kv_heads(self.heads, self.kv_heads, owner)
+        check_probability(self.dropout, "dropout", owner)
 
     @property
     def groups(self) -> sp.Expr:

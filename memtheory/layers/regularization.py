@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memtheory._validation import check_probability
 from memtheory.dtypes import DType, DTypeLike, dtype
 from memtheory.errors import InvalidSizeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec
@@ -61,8 +62,7 @@ class Dropout(Layer):
     autograd_checked = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.p, bool) or not isinstance(self.p, int | float) or not 0 <= self.p < 1:
-            raise InvalidSizeError(f"{self.label}: p must be in [0, 1), got {self.p!r}.")
+        check_probability(self.p, "p", self.label)
         if self.device is not None:
             if self.device not in _DEVICE_MASKS:
                 raise InvalidSizeError(
