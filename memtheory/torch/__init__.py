@@ -8,9 +8,11 @@ when one of its functions is first used.
   exact formulas in its sizes (:class:`TracedMemory`), without running it or
   allocating its weights; :func:`from_module` builds a memtheory Network from
   an ``nn.Sequential`` and traces any other module.
-* :func:`measure` measures a training step on CPU, to the byte, in the
-  categories of memtheory's memory breakdowns; :func:`torch_optimizer` builds
-  the ``torch.optim`` optimizer a memtheory optimizer describes, options included.
+* :func:`measure` measures a training step on CPU or a CUDA device, to the
+  byte, in the categories of memtheory's memory breakdowns (on CUDA with the
+  caching allocator's statistics per phase, an :class:`AllocatorReport`);
+  :func:`torch_optimizer` builds the ``torch.optim`` optimizer a memtheory
+  optimizer describes, options included.
 * :data:`ZOO` holds sequential models and :data:`PAIRS` residual and transformer
   reference modules beside their builders' networks, the models the predictions are
   checked on, and
@@ -37,7 +39,10 @@ __all__ = [
     "PAIRS",
     "SUPPORTED_MODULES",
     "ZOO",
+    "AllocatorCounters",
+    "AllocatorReport",
     "Comparison",
+    "CudaCounters",
     "Measurement",
     "ReferencePair",
     "StorageTracker",
@@ -53,6 +58,9 @@ __all__ = [
 ]
 
 _HOMES = {
+    "AllocatorCounters": "memtheory.torch.allocator_counters",
+    "AllocatorReport": "memtheory.torch.allocator_counters",
+    "CudaCounters": "memtheory.torch.allocator_counters",
     "SUPPORTED_MODULES": "memtheory.torch.convert",
     "from_module": "memtheory.torch.convert",
     "Measurement": "memtheory.torch.measurement",

@@ -16,11 +16,16 @@ steady-state step (``zero_grad``, forward, loss, backward, ``step``):
 * parameters, buffers, gradients and optimizer state are read from the module
   and the optimizer after the step.
 
-What this cannot see: memory a kernel allocates without making a tensor (im2col
+What storages cannot see: memory a kernel allocates without making a tensor (im2col
 buffers, oneDNN scratchpads, cuDNN workspaces), the CUDA context, and the CUDA
 caching allocator's rounding and reserved-but-free blocks. On CPU the default
 allocator frees immediately, so tensor storages are what the process holds for
 the step's data. Derived in the book's chapter "Theory vs measurement".
+
+On a CUDA device the same storages are counted, and the caching allocator's
+own statistics are read as well, around each phase (an
+:class:`~memtheory.torch.allocator_counters.AllocatorReport`): the allocated
+and reserved peaks, and the live storages rounded to the allocator's blocks.
 """
 
 from __future__ import annotations
@@ -37,8 +42,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from memtheory.conventions.autograd.convention import Implementation
+from memtheory.cuda_allocator import block_size
 from memtheory.errors import InvalidArgumentError
 from memtheory.footprint import COMPONENT_TITLES
+from memtheory.torch.allocator_counters import (
+    AllocatorCounters,
+    AllocatorReport,
+    CudaCounters,
+    PhaseRecorder,
+)
 
 __all__ = ["Measurement", "StorageTracker", "measure", "optimizer_implementation"]
 
@@ -81,6 +93,11 @@ class Measurement:
         The autocast dtype (``"bfloat16"``) or None.
     timeline : tuple of (phase, operation, live bytes)
         Live bytes after every operation of the step.
+    device : str
+        Where the step ran: ``"cpu"`` or ``"cuda:0"``.
+    allocator : AllocatorReport or None
+        The device allocator's statistics around each phase (on CUDA, or when
+        counters were given); None on CPU.
     """
 
     parameters: int
@@ -99,6 +116,8 @@ class Measurement:
     implementation: Implementation
     autocast: str | None = None
     timeline: tuple[tuple[str, str, int], ...] = field(default=(), repr=False)
+    device: str = "cpu"
+    allocator: AllocatorReport | None = None
 
     @property
     def components(self) -> dict[str, int]:
@@ -126,6 +145,10 @@ class StorageTracker(TorchDispatchMode):
     ----------
     record : bool, default False
         Keep the live total after every operation in :attr:`timeline`.
+    blocks_on : torch.device, optional
+        Also follow the storages on this device rounded up to the CUDA caching
+        allocator's blocks (:func:`memtheory.cuda_allocator.block_size`), and
+        keep their most at once in :attr:`block_peak`.
 
     Examples
     --------
@@ -136,11 +159,18 @@ class StorageTracker(TorchDispatchMode):
     ...     y = (x * 2).sum()
     >>> tracker.peak  # x and x * 2 (4000 bytes each), and their 4-byte sum
     8004
+    >>> with StorageTracker(blocks_on=torch.device("cpu")) as tracker:
+    ...     tracker.track(x)
+    ...     y = (x * 2).sum()
+    >>> tracker.block_peak  # the same three storages in 512-byte blocks
+    8704
     """
 
-    def __init__(self, record: bool = False) -> None:
+    def __init__(self, record: bool = False, blocks_on: torch.device | None = None) -> None:
         super().__init__()
-        self._live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self._live: dict[int, tuple[StorageWeakRef, int, int]] = {}
+        self.blocks_on = blocks_on
+        self.block_peak = 0
         self.phase = ""
         self.peak = 0
         self.peak_moment = ""
@@ -159,7 +189,9 @@ class StorageTracker(TorchDispatchMode):
                     continue
                 known = self._live.get(pointer)
                 if known is None or known[0].expired():
-                    self._live[pointer] = (StorageWeakRef(storage), nbytes)
+                    on_device = self.blocks_on is not None and storage.device == self.blocks_on
+                    blocks = block_size(nbytes) if on_device else 0
+                    self._live[pointer] = (StorageWeakRef(storage), nbytes, blocks)
 
     def watch_parameters(self, parameters: Iterable[torch.Tensor]) -> None:
         """Remember parameter storages, to recognise casts of them (autocast's weight copies)."""
@@ -167,13 +199,16 @@ class StorageTracker(TorchDispatchMode):
 
     def live_bytes(self) -> int:
         """Bytes of the registered storages that are still alive."""
-        dead = [pointer for pointer, (ref, _) in self._live.items() if ref.expired()]
+        dead = [pointer for pointer, (ref, _, _) in self._live.items() if ref.expired()]
         for pointer in dead:
             del self._live[pointer]
-        return sum(nbytes for _, nbytes in self._live.values())
+        if self.blocks_on is not None:
+            self.block_peak = max(self.block_peak, sum(b for _, _, b in self._live.values()))
+        return sum(nbytes for _, nbytes, _ in self._live.values())
 
     def start(self, phase: str = "start") -> int:
         """Read the live total now, and make it the peak so far."""
+        self.block_peak = 0
         live = self.live_bytes()
         self.peak, self.peak_moment = live, phase
         if self.record:
@@ -230,8 +265,9 @@ def measure(
     autocast: torch.dtype | None = None,
     warmup_steps: int = 2,
     record: bool = False,
+    counters: AllocatorCounters | None = None,
 ) -> Measurement:
-    """Measure one steady-state training step of ``module`` on CPU, and one inference pass.
+    """Measure one steady-state training step of ``module``, and one inference pass.
 
     The step is ``optimizer.zero_grad()`` (``set_to_none=True``), ``output =
     module(input)``, ``loss(output, target)`` (or ``loss(output)`` without a
@@ -241,22 +277,33 @@ def measure(
     allocated, as in the middle of training. The parameters change: pass a
     copy of the module if that matters.
 
+    The module and the input may be on the CPU or on one CUDA device. The
+    tensor storages are counted the same way on both; on CUDA the caching
+    allocator's statistics are also read around each phase
+    (:attr:`Measurement.allocator`), after ``torch.cuda.synchronize``.
+
     Parameters
     ----------
     module : torch.nn.Module
-        On CPU, in training mode.
+        In training mode, on the CPU or one CUDA device.
     input : torch.Tensor
-        The input batch.
+        The input batch, on the module's device.
     loss : callable
         ``loss(output, target)``, e.g. ``torch.nn.CrossEntropyLoss()``.
     optimizer : torch.optim.Optimizer
         Over the module's parameters.
     target : torch.Tensor, optional
     autocast : torch.dtype, optional
-        Run the forward and the loss under ``torch.autocast("cpu", dtype=autocast)``.
+        Run the forward and the loss under ``torch.autocast(device_type,
+        dtype=autocast)``.
     warmup_steps : int, default 2
     record : bool, default False
         Keep the live bytes after every operation in ``timeline``.
+    counters : AllocatorCounters, optional
+        The allocator statistics to read around each phase. By default
+        :class:`~memtheory.torch.allocator_counters.CudaCounters` on a CUDA
+        device, and none on the CPU (PyTorch keeps no CPU allocator
+        statistics).
 
     Returns
     -------
@@ -275,28 +322,35 @@ def measure(
     (268, 536, 16)
     >>> m.saved_activations  # ReLU output (kept by the 2nd Linear too), log-probs, total weight
     708
+    >>> m.device, m.allocator
+    ('cpu', None)
     """
     parameters = [p for p in module.parameters()]
-    tensors = [*parameters, *module.buffers(), input]
-    if any(t.device.type != "cpu" for t in tensors):
-        raise InvalidArgumentError(
-            "measure() counts CPU storages: move the module and the input to CPU."
-        )
+    device = _device_of(module, input, target)
     if not module.training:
         raise InvalidArgumentError("measure() measures a training step: call module.train() first.")
-    context = _autocast(autocast)
+    if counters is None and device.type == "cuda":
+        counters = CudaCounters(device)
+    if counters is not None and not isinstance(counters, AllocatorCounters):
+        raise InvalidArgumentError(
+            f"counters must have the methods of AllocatorCounters, got {type(counters).__name__}."
+        )
+    context = _autocast(autocast, device.type)
     for _ in range(warmup_steps):
-        _step(module, input, loss, optimizer, target, context, None)
+        _step(module, input, loss, optimizer, target, context, None, None)
 
-    tracker = StorageTracker(record=record)
+    tracker = StorageTracker(record=record, blocks_on=device if counters is not None else None)
     tracker.watch_parameters(parameters)
     tracker.track(*parameters, *module.buffers(), input, target)
     tracker.track(*(p.grad for p in parameters))
     tracker.track(*_state_tensors(optimizer))
+    recorder = PhaseRecorder(counters) if counters is not None else None
     start = tracker.start("step start")
     saved: dict[int, int] = {}
     with tracker:
-        _step(module, input, loss, optimizer, target, context, (tracker, saved))
+        _step(module, input, loss, optimizer, target, context, (tracker, saved), recorder)
+    block_peak = tracker.block_peak
+    device_in_use = counters.device_in_use() if counters is not None else None
 
     param_ptrs = _pointers(parameters)
     buffer_ptrs = _pointers(module.buffers())
@@ -307,13 +361,22 @@ def measure(
         for p, n in saved.items()
         if p not in param_ptrs | buffer_ptrs | data_ptrs and p not in copies
     }
-    state, counters = _state_bytes(optimizer)
+    state, counter_bytes = _state_bytes(optimizer)
+    inference_peak = _inference_peak(module, input, context, recorder)
+    allocator = None
+    if recorder is not None:
+        allocator = AllocatorReport(
+            device=_device_name(device),
+            phases=tuple(recorder.phases),
+            block_peak=block_peak,
+            device_in_use=device_in_use,
+        )
     return Measurement(
         parameters=_bytes(parameters),
         buffers=_bytes(module.buffers()),
         gradients=_bytes(p.grad for p in parameters),
         optimizer_state=state,
-        optimizer_step_counters=counters,
+        optimizer_step_counters=counter_bytes,
         weight_copies=sum(copies.values()),
         saved_activations=sum(activations.values()),
         input=_bytes([input]),
@@ -321,17 +384,65 @@ def measure(
         peak=tracker.peak,
         peak_moment=tracker.peak_moment,
         step_start=start,
-        inference_peak=_inference_peak(module, input, context),
+        inference_peak=inference_peak,
         implementation=optimizer_implementation(optimizer),
         autocast=None if autocast is None else str(autocast).removeprefix("torch."),
         timeline=tuple(tracker.timeline),
+        device=str(device),
+        allocator=allocator,
     )
 
 
-def _autocast(dtype: torch.dtype | None) -> Callable[[], Any]:
+def _device_of(
+    module: nn.Module,
+    input: torch.Tensor,  # noqa: A002
+    target: torch.Tensor | None,
+) -> torch.device:
+    """Return the one device of the module's tensors, the input and the target (CPU or CUDA)."""
+    places: dict[str, str] = {}
+    for name, parameter in module.named_parameters():
+        places.setdefault(str(parameter.device), f"parameter {name!r}")
+    for name, buffer in module.named_buffers():
+        places.setdefault(str(buffer.device), f"buffer {name!r}")
+    for what, data in (("input", input), ("target", target)):
+        if isinstance(data, torch.Tensor):
+            places.setdefault(str(data.device), f"the {what}")
+    if not isinstance(input, torch.Tensor):
+        raise InvalidArgumentError(
+            f"measure() needs the input batch as a tensor, got {type(input).__name__}."
+        )
+    if len(places) > 1:
+        where = ", ".join(f"{what} on {device}" for device, what in places.items())
+        raise InvalidArgumentError(
+            f"measure() needs the module, the input and the target on one device: {where}. "
+            "Move them with .to(device)."
+        )
+    device = input.device
+    if device.type == "meta":
+        raise InvalidArgumentError(
+            "measure() runs the step, and meta tensors have no data: use "
+            "memtheory.torch.trace() to derive the memory without running it."
+        )
+    if device.type not in ("cpu", "cuda"):
+        raise InvalidArgumentError(
+            f"measure() runs on the CPU or a CUDA device, not {device.type}: move the module "
+            "and the input to one of them."
+        )
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
+def _autocast(dtype: torch.dtype | None, device_type: str = "cpu") -> Callable[[], Any]:
     if dtype is None:
         return nullcontext
-    return lambda: torch.autocast("cpu", dtype=dtype)
+    return lambda: torch.autocast(device_type, dtype=dtype)
 
 
 def _step(
@@ -342,28 +453,39 @@ def _step(
     target: torch.Tensor | None,
     context: Callable[[], Any],
     tracking: tuple[StorageTracker, dict[int, int]] | None,
+    recorder: PhaseRecorder | None,
 ) -> None:
     """One training step; its output and loss die when it returns."""
     tracker, saved = tracking if tracking is not None else (None, {})
-    with _phase(tracker, "zero_grad"):
+
+    def phase(name: str) -> Any:
+        return _phase(tracker, recorder, name)
+
+    with phase("zero_grad"):
         optimizer.zero_grad(set_to_none=True)
-    with _phase(tracker, "forward"), _saving(saved, tracking is not None), context():
-        output = module(input)
-        if tracker is not None:
-            tracker.phase = "loss"
-        value = loss(output) if target is None else loss(output, target)
-    with _phase(tracker, "backward"):
+    with _saving(saved, tracking is not None), context():
+        with phase("forward"):
+            output = module(input)
+        with phase("loss"):
+            value = loss(output) if target is None else loss(output, target)
+    with phase("backward"):
         value.backward()
-    with _phase(tracker, "optimizer step"):
+    with phase("optimizer step"):
         optimizer.step()
     del output, value
 
 
 @contextmanager
-def _phase(tracker: StorageTracker | None, phase: str) -> Iterator[None]:
+def _phase(
+    tracker: StorageTracker | None, recorder: PhaseRecorder | None, name: str
+) -> Iterator[None]:
     if tracker is not None:
-        tracker.phase = phase
-    yield
+        tracker.phase = name
+    if recorder is None:
+        yield
+        return
+    with recorder.phase(name):
+        yield
 
 
 def _saving(saved: dict[int, int], active: bool) -> Any:
@@ -384,6 +506,7 @@ def _inference_peak(
     module: nn.Module,
     input: torch.Tensor,  # noqa: A002
     context: Callable[[], Any],
+    recorder: PhaseRecorder | None = None,
 ) -> int:
     """Peak of ``module(input)`` in eval mode under no_grad; gradients set aside meanwhile."""
     parameters = list(module.parameters())
@@ -395,7 +518,7 @@ def _inference_peak(
     tracker.track(*parameters, *module.buffers(), input)
     tracker.start()
     try:
-        with torch.no_grad(), tracker, context():
+        with torch.no_grad(), tracker, context(), _phase(None, recorder, "inference"):
             output = module(input)
             del output
     finally:
