@@ -41,7 +41,7 @@ import torch
 
 from memtheory.conventions import convention as _convention
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision
-from memtheory.errors import UnknownNameError, UnsupportedError
+from memtheory.errors import InvalidArgumentError, UnknownNameError, UnsupportedError
 from memtheory.memory import inference_memory, training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
@@ -222,6 +222,7 @@ def compare_with_measurement(
     conventions: Sequence[str] = CONVENTION_NAMES,
     implementation: str | None = None,
     record: bool = False,
+    device: str | torch.device = "cpu",
 ) -> Comparison:
     """Measure a zoo model's training step and predict it with each convention.
 
@@ -243,6 +244,11 @@ def compare_with_measurement(
         (for-loop on CPU), and the autograd convention is told which ran.
     record : bool, default False
         Keep the measured timeline (live bytes after every operation).
+    device : str or torch.device, default "cpu"
+        Where to measure: ``"cuda"`` measures on a GPU, with the caching
+        allocator's counters (``comparison.measurement.allocator``). The
+        predictions are the same; the CUDA kernels may keep other tensors than
+        the CPU ones the conventions follow.
 
     Raises
     ------
@@ -273,6 +279,8 @@ def compare_with_measurement(
         x, y = entry.batch(setting.dtype)
         loss = torch.nn.CrossEntropyLoss()
     chosen = optimizer_of(optimizer)
+    place = _device(device)
+    module, x, y = module.to(place), x.to(place), y.to(place)
     optim = torch_optimizer(chosen, module.parameters(), implementation=implementation)
     measured = measure(module, x, loss, optim, target=y, autocast=setting.autocast, record=record)
     if isinstance(entry, ReferencePair):
@@ -302,6 +310,22 @@ def compare_with_measurement(
         predictions[name] = (train, infer)
     label = optimizer if isinstance(optimizer, str) else str(chosen)
     return Comparison(entry.name, precision, label, measured, predictions, refused)
+
+
+def _device(device: str | torch.device) -> torch.device:
+    """Return ``device`` as a torch.device where a step can run, or say why not."""
+    try:
+        place = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise InvalidArgumentError(
+            f"device {device!r} is not a device PyTorch knows; use 'cpu' or 'cuda'."
+        ) from error
+    if place.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidArgumentError(
+            "device='cuda' needs a CUDA GPU and a CUDA build of PyTorch; this one has none "
+            f"(torch {torch.__version__}). Measure on 'cpu', or run on a machine with a GPU."
+        )
+    return place
 
 
 def _entry(name: str) -> ZooModel | ReferencePair:

@@ -95,6 +95,12 @@ class Measurement:
         Live bytes after every operation of the step.
     device : str
         Where the step ran: ``"cpu"`` or ``"cuda:0"``.
+    block_peak : int
+        The step's live storages on its device, each rounded up to the CUDA
+        caching allocator's 512-byte blocks
+        (:func:`memtheory.cuda_allocator.block_size`), at their most at once:
+        on a GPU, ``torch.cuda.max_memory_allocated()`` without workspaces; on
+        the CPU, what the same storages would take in CUDA blocks.
     allocator : AllocatorReport or None
         The device allocator's statistics around each phase (on CUDA, or when
         counters were given); None on CPU.
@@ -117,6 +123,7 @@ class Measurement:
     autocast: str | None = None
     timeline: tuple[tuple[str, str, int], ...] = field(default=(), repr=False)
     device: str = "cpu"
+    block_peak: int = 0
     allocator: AllocatorReport | None = None
 
     @property
@@ -199,12 +206,18 @@ class StorageTracker(TorchDispatchMode):
 
     def live_bytes(self) -> int:
         """Bytes of the registered storages that are still alive."""
-        dead = [pointer for pointer, (ref, _, _) in self._live.items() if ref.expired()]
+        total = blocks = 0
+        dead = []
+        for pointer, (ref, nbytes, block) in self._live.items():
+            if ref.expired():
+                dead.append(pointer)
+            else:
+                total += nbytes
+                blocks += block
         for pointer in dead:
             del self._live[pointer]
-        if self.blocks_on is not None:
-            self.block_peak = max(self.block_peak, sum(b for _, _, b in self._live.values()))
-        return sum(nbytes for _, nbytes, _ in self._live.values())
+        self.block_peak = max(self.block_peak, blocks)
+        return total
 
     def start(self, phase: str = "start") -> int:
         """Read the live total now, and make it the peak so far."""
@@ -324,6 +337,8 @@ def measure(
     708
     >>> m.device, m.allocator
     ('cpu', None)
+    >>> m.peak, m.block_peak  # up to 27 small storages at once, each in a 512-byte block
+    (3048, 13824)
     """
     parameters = [p for p in module.parameters()]
     device = _device_of(module, input, target)
@@ -339,7 +354,7 @@ def measure(
     for _ in range(warmup_steps):
         _step(module, input, loss, optimizer, target, context, None, None)
 
-    tracker = StorageTracker(record=record, blocks_on=device if counters is not None else None)
+    tracker = StorageTracker(record=record, blocks_on=device)
     tracker.watch_parameters(parameters)
     tracker.track(*parameters, *module.buffers(), input, target)
     tracker.track(*(p.grad for p in parameters))
@@ -389,6 +404,7 @@ def measure(
         autocast=None if autocast is None else str(autocast).removeprefix("torch."),
         timeline=tuple(tracker.timeline),
         device=str(device),
+        block_peak=block_peak,
         allocator=allocator,
     )
 

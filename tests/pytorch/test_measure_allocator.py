@@ -23,6 +23,7 @@ from memtheory.torch import (  # noqa: E402
     AllocatorReport,
     CudaCounters,
     StorageTracker,
+    compare_with_measurement,
     measure,
 )
 
@@ -172,8 +173,25 @@ def test_measured_block_peak_lies_within_the_rounding_of_the_peak():
     """Blocks round up by less than 512 bytes per live storage."""
     m = small_step(LoggingCounters())
     live_storages = 40  # more than this tiny step ever holds at once
-    assert m.peak <= m.allocator.block_peak <= m.peak + (block_size(1) - 1) * live_storages
-    assert m.allocator.beyond_blocks == m.allocator.peak_allocated - m.allocator.block_peak
+    assert m.peak <= m.block_peak <= m.peak + (block_size(1) - 1) * live_storages
+    assert m.block_peak % block_size(1) == 0
+    assert m.allocator.block_peak == m.block_peak == small_step().block_peak
+    assert m.allocator.beyond_blocks == m.allocator.peak_allocated - m.block_peak
+
+
+def test_block_peak_of_large_storages_is_the_peak():
+    """Storages that are whole numbers of blocks take no padding: blocks and bytes agree.
+
+    Linear(128, 128, bias=False) with a 128 x 128 fp32 batch and MSE: every tensor of the
+    step is 64 KiB except the scalar loss, so SGD without momentum (no state) peaks at the
+    same moment in bytes and blocks, apart from that scalar's padding.
+    """
+    torch.manual_seed(0)
+    model = nn.Linear(128, 128, bias=False)
+    x, y = torch.randn(128, 128), torch.randn(128, 128)
+    m = measure(model, x, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1), target=y)
+    assert all(n % block_size(1) == 0 for n in (m.parameters, m.input, m.targets))
+    assert 0 <= m.block_peak - m.peak < block_size(1)
 
 
 def test_report_table_lists_each_phase():
@@ -222,3 +240,21 @@ def test_an_input_that_is_not_a_tensor_is_refused():
     optimizer = torch.optim.SGD(model.parameters())
     with pytest.raises(InvalidArgumentError, match="input batch as a tensor"):
         measure(model, [[1.0] * 4], nn.MSELoss(), optimizer)
+
+
+def test_comparison_on_a_device_this_machine_lacks_says_so():
+    """compare_with_measurement(device='cuda') without a GPU names what is missing."""
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(InvalidArgumentError, match="needs a CUDA GPU"):
+        compare_with_measurement("MLP", device="cuda")
+    with pytest.raises(InvalidArgumentError, match="not a device PyTorch knows"):
+        compare_with_measurement("MLP", device="gpu")
+
+
+def test_comparison_on_the_cpu_device_is_the_default_comparison():
+    """Naming the CPU changes nothing: same measurement, no allocator report."""
+    named = compare_with_measurement("MLP", device=torch.device("cpu"), conventions=("autograd",))
+    plain = compare_with_measurement("MLP", conventions=("autograd",))
+    assert named.measurement.peak == plain.measurement.peak == named.predicted("autograd", "peak")
+    assert named.measurement.allocator is None
