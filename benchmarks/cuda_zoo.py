@@ -1,0 +1,78 @@
+"""Measure the zoo and the reference pairs on a GPU, beside memtheory's exact prediction.
+
+For every model of :data:`memtheory.torch.ZOO` and :data:`memtheory.torch.PAIRS`
+at fp32, bf16 and autocast-bf16 with Adam, one steady-state training step runs
+on the GPU under :func:`memtheory.torch.measure`, which counts the live tensor
+storages and reads the CUDA caching allocator's counters around each phase.
+It prints, per step: the autograd convention's predicted peak, the measured
+live peak, the same storages in 512-byte blocks, and the allocator's allocated
+and reserved peaks (MiB). The prediction follows the CPU kernels; where a CUDA
+kernel keeps other tensors (dropout masks, fused attention, cuDNN) the live
+peak differs, and the table shows by how much.
+
+``--write [FOLDER]`` saves the results (default ``book/data/gpu``) as a JSON
+file named after the GPU and the PyTorch version, with the driver, CUDA and
+cuDNN versions; the book's chapter "Measuring memory on a GPU" reads it. An
+existing file is kept unless ``--force``. ``--device cpu`` runs the same
+recording on the CPU (no allocator columns), ``--quick`` only the MLP and the
+GPT-2-style pair at fp32. Needs the torch extra and, for a GPU, a CUDA build of
+PyTorch; without a GPU it says so and records nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def main(argv: list[str]) -> int:
+    """Record, print, and write when asked; 2 when asked to write without the device."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--write", nargs="?", const="book/data/gpu", default=None)
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    options = parser.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("skipped: benchmarks/cuda_zoo.py needs PyTorch (pip install 'memtheory[torch]').")
+        return 0
+    from memtheory.torch.gpu_measurements import (
+        measurements_table,
+        record_measurements,
+        write_measurements,
+    )
+
+    if options.device.startswith("cuda") and not torch.cuda.is_available():
+        print(
+            f"no CUDA GPU here (torch {torch.__version__}, CUDA build: "
+            f"{torch.version.cuda or 'no'}): nothing measured, nothing written."
+        )
+        return 2 if options.write else 0
+    start = time.perf_counter()
+    if options.quick:
+        data = record_measurements(
+            options.device, models=["MLP", "GPT-2-style"], precisions=["fp32"]
+        )
+    else:
+        data = record_measurements(options.device)
+    print(measurements_table(data))
+    print(f"{len(data['steps'])} steps measured in {time.perf_counter() - start:.1f} s")
+    off = [
+        (step["model"], step["precision"], step["measured"]["peak"] - step["predicted"]["peak"])
+        for step in data["steps"]
+        if "peak" in step["predicted"] and step["measured"]["peak"] != step["predicted"]["peak"]
+    ]
+    equal = len(data["steps"]) - len(off)
+    print(f"live peak equal to the prediction in {equal} steps, different in {len(off)}")
+    for model, precision, difference in off:
+        print(f"  {model}, {precision}: measured - predicted = {difference:+,} bytes")
+    if options.write:
+        print(f"written: {write_measurements(data, options.write, force=options.force)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

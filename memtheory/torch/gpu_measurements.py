@@ -1,0 +1,307 @@
+"""Measure the zoo and the reference pairs on a device, and keep the results as a data file.
+
+:func:`record_measurements` runs :func:`~memtheory.torch.compare_with_measurement`
+for each model and precision on one device and returns plain data: what ran it
+(device, driver, CUDA, PyTorch, memtheory, allocator settings), and per step
+the autograd convention's prediction, the measured live storages, the storages
+in 512-byte blocks, and on a GPU the caching allocator's allocated and reserved
+peaks phase by phase. :func:`write_measurements` saves it as JSON named after
+the device and PyTorch version, never over an existing file unless told to;
+:func:`load_measurements` and :func:`measurements_table` read it back, as the
+book's GPU chapter does.
+
+On the CPU the same records have no allocator figures; they are how the
+recording is tested on machines without a GPU. ``benchmarks/cuda_zoo.py`` is
+the command that records on a GPU.
+
+Examples
+--------
+>>> data = record_measurements("cpu", models=["MLP"], precisions=["fp32"])
+>>> data["device"]["type"], len(data["steps"])
+('cpu', 1)
+>>> step = data["steps"][0]
+>>> step["predicted"]["peak"] == step["measured"]["peak"]
+True
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.tables import Column, Table
+from memtheory.torch.accuracy import PRECISIONS, compare_with_measurement
+from memtheory.torch.reference_models import PAIRS
+from memtheory.torch.zoo import ZOO
+from memtheory.units import format_bytes
+
+__all__ = [
+    "FORMAT_VERSION",
+    "load_measurements",
+    "measurements_table",
+    "record_measurements",
+    "write_measurements",
+]
+
+FORMAT_VERSION = 1
+"""The layout of the data :func:`record_measurements` returns; bumped when it changes."""
+
+_CATEGORIES = ("saved activations", "peak", "inference peak")
+
+
+def record_measurements(
+    device: str = "cuda",
+    *,
+    models: Iterable[str] | None = None,
+    precisions: Sequence[str] = ("fp32", "bf16", "autocast-bf16"),
+    optimizer: str = "adam",
+) -> dict[str, Any]:
+    """Measure each model at each precision on ``device``; return the results as plain data.
+
+    Parameters
+    ----------
+    device : str, default "cuda"
+        ``"cuda"`` (or ``"cuda:1"``) for a GPU; ``"cpu"`` records the same
+        fields with no allocator figures.
+    models : iterable of str, optional
+        Names in :data:`~memtheory.torch.ZOO` and :data:`~memtheory.torch.PAIRS`;
+        all of them by default.
+    precisions : sequence of str
+        Keys of :data:`memtheory.torch.accuracy.PRECISIONS`.
+    optimizer : str, default "adam"
+
+    Returns
+    -------
+    dict
+        ``format``, ``recorded`` (UTC time), ``device`` (type, name, driver,
+        CUDA and cuDNN versions, PyTorch and memtheory versions, the
+        allocator settings) and ``steps``, one per model and precision.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For an unknown precision, or a GPU this machine does not have.
+    """
+    names = list(models) if models is not None else [*ZOO, *PAIRS]
+    for precision in precisions:
+        if precision not in PRECISIONS:
+            raise InvalidArgumentError(
+                f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}."
+            )
+    steps = []
+    for name in names:
+        for precision in precisions:
+            comparison = compare_with_measurement(
+                name,
+                precision=precision,
+                optimizer=optimizer,
+                conventions=("autograd",),
+                device=device,
+            )
+            steps.append(_step_record(comparison))
+    return {
+        "format": FORMAT_VERSION,
+        "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": _device_record(device),
+        "steps": steps,
+    }
+
+
+def _step_record(comparison: Any) -> dict[str, Any]:
+    m = comparison.measurement
+    try:
+        predicted: dict[str, Any] = {
+            category: comparison.predicted("autograd", category) for category in _CATEGORIES
+        }
+    except UnsupportedError as error:
+        predicted = {"refused": str(error)}
+    measured = {category: comparison.measured(category) for category in _CATEGORIES}
+    measured["block peak"] = m.block_peak
+    record: dict[str, Any] = {
+        "model": comparison.model,
+        "precision": comparison.precision,
+        "optimizer": comparison.optimizer,
+        "implementation": m.implementation,
+        "predicted": predicted,
+        "measured": measured,
+        "peak moment": m.peak_moment,
+        "allocator": None,
+    }
+    report = m.allocator
+    if report is not None:
+        record["allocator"] = {
+            "peak allocated": report.peak_allocated,
+            "peak reserved": report.peak_reserved,
+            "peak phase": report.peak_phase,
+            "inference peak allocated": report.inference_peak_allocated,
+            "inference peak reserved": report.inference_peak_reserved,
+            "device in use": report.device_in_use,
+            "phases": [asdict(phase) for phase in report.phases],
+        }
+    return record
+
+
+def _device_record(device: str) -> dict[str, Any]:
+    place = torch.device(device)
+    record: dict[str, Any] = {
+        "type": place.type,
+        "name": platform.processor() or platform.machine(),
+        "driver": None,
+        "cuda": torch.version.cuda,
+        "cudnn": None,
+        "torch": torch.__version__,
+        "memtheory": _memtheory_version(),
+        "allocator settings": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+        "cudnn benchmark": bool(torch.backends.cudnn.benchmark),
+    }
+    if place.type == "cuda":
+        record["name"] = torch.cuda.get_device_name(place)
+        record["cudnn"] = torch.backends.cudnn.version()
+        record["driver"] = _driver_version()
+        record["memory"] = int(torch.cuda.get_device_properties(place).total_memory)
+    return record
+
+
+def _memtheory_version() -> str:
+    from memtheory import __version__
+
+    return __version__
+
+
+def _driver_version() -> str | None:
+    """Return the NVIDIA driver's version from ``nvidia-smi``, or None where it cannot be asked."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        result = subprocess.run(  # noqa: S603 (a fixed command, no user input)
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip().splitlines()[0] if result.stdout.strip() else None
+
+
+def write_measurements(data: dict[str, Any], folder: str | Path, *, force: bool = False) -> Path:
+    """Write ``data`` as JSON in ``folder``, named after its device and PyTorch version.
+
+    Parameters
+    ----------
+    data : dict
+        What :func:`record_measurements` returned.
+    folder : str or Path
+        Created if missing.
+    force : bool, default False
+        Replace a file of the same name; without it an existing file is kept
+        and an error says so.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    if force is not True and force is not False:
+        raise InvalidArgumentError(f"force must be True or False, got {force!r}.")
+    device = data["device"]
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{device['name']} torch {device['torch']}".lower())
+    path = Path(folder) / f"{slug.strip('-')}.json"
+    if path.exists() and not force:
+        raise InvalidArgumentError(
+            f"{path} exists and is kept; pass force=True (--force) to replace it."
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def load_measurements(folder: str | Path) -> list[dict[str, Any]]:
+    """Read every recorded file in ``folder`` (none if it does not exist), by device name.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For a file that is not a recording of this format.
+    """
+    base = Path(folder)
+    if not base.is_dir():
+        return []
+    recordings = []
+    for path in sorted(base.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise InvalidArgumentError(f"{path} is not readable JSON: {error}") from error
+        if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION:
+            raise InvalidArgumentError(
+                f"{path} is not a measurement file of format {FORMAT_VERSION}; record it again "
+                "with benchmarks/cuda_zoo.py."
+            )
+        recordings.append(data)
+    return sorted(recordings, key=lambda data: str(data["device"]["name"]))
+
+
+def measurements_table(data: dict[str, Any], unit: str = "MiB") -> Table:
+    """Tabulate one recording: predicted and live peaks, blocks, allocated and reserved peaks.
+
+    Examples
+    --------
+    >>> data = record_measurements("cpu", models=["MLP"], precisions=["fp32"])
+    >>> print(measurements_table(data, "KiB"))  # doctest: +ELLIPSIS
+    Training steps on ...
+    model  precision  predicted peak (KiB)  live peak (KiB)  in blocks (KiB) ...
+    MLP    fp32 ...
+    """
+
+    def size(nbytes: object) -> str:
+        if not isinstance(nbytes, int):
+            return "-"
+        return format_bytes(nbytes, unit).rsplit(" ", 1)[0]
+
+    rows = []
+    for step in data["steps"]:
+        allocator = step["allocator"] or {}
+        rows.append(
+            (
+                step["model"],
+                step["precision"],
+                size(step["predicted"].get("peak")),
+                size(step["measured"]["peak"]),
+                size(step["measured"]["block peak"]),
+                size(allocator.get("peak allocated")),
+                size(allocator.get("peak reserved")),
+            )
+        )
+    device = data["device"]
+    columns = [
+        Column("model"),
+        Column("precision"),
+        *(
+            Column(f"{title} ({unit})", "right")
+            for title in ("predicted peak", "live peak", "in blocks", "allocated", "reserved")
+        ),
+    ]
+    notes = [
+        f"PyTorch {device['torch']}, CUDA {device['cuda']}, driver {device['driver']}; "
+        f"recorded {data['recorded']}.",
+        "predicted: memtheory's autograd convention; live: tensor storages (measure); "
+        "in blocks: the same storages in 512-byte blocks; allocated and reserved: the caching "
+        "allocator's peaks (none on a CPU).",
+    ]
+    title = f"Training steps on {device['name']} ({device['type']})"
+    return Table(columns, rows, title=title, notes=notes)

@@ -1,0 +1,139 @@
+"""Recording measurements as data: the fields, exactness on the CPU, files kept, tables.
+
+No GPU here: the recordings are made on the CPU, where the prediction must
+equal the measurement, and the allocator part is checked with a measurement
+given an allocator report whose every figure the test chooses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
+
+from memtheory.errors import InvalidArgumentError  # noqa: E402
+from memtheory.torch import compare_with_measurement  # noqa: E402
+from memtheory.torch.allocator_counters import AllocatorReport, PhaseCounters  # noqa: E402
+from memtheory.torch.gpu_measurements import (  # noqa: E402
+    FORMAT_VERSION,
+    _step_record,
+    load_measurements,
+    measurements_table,
+    record_measurements,
+    write_measurements,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def recording():
+    """Two models at two precisions, recorded on the CPU."""
+    return record_measurements(
+        "cpu", models=["MLP", "ResNet-18-style"], precisions=["fp32", "bf16"]
+    )
+
+
+def test_a_cpu_recording_is_exact_and_names_what_ran_it(recording):
+    """Each step: prediction equal to the live peak; blocks at least the bytes; no allocator."""
+    assert recording["format"] == FORMAT_VERSION
+    assert recording["device"]["type"] == "cpu"
+    assert recording["device"]["torch"] == torch.__version__
+    assert [(s["model"], s["precision"]) for s in recording["steps"]] == [
+        ("MLP", "fp32"),
+        ("MLP", "bf16"),
+        ("ResNet-18-style", "fp32"),
+        ("ResNet-18-style", "bf16"),
+    ]
+    for step in recording["steps"]:
+        for category in ("saved activations", "peak", "inference peak"):
+            assert step["predicted"][category] == step["measured"][category]
+        assert step["measured"]["block peak"] >= step["measured"]["peak"]
+        assert step["allocator"] is None
+    again = compare_with_measurement("MLP", precision="bf16", conventions=("autograd",))
+    assert recording["steps"][1]["measured"]["peak"] == again.measurement.peak
+
+
+def test_files_round_trip_and_an_existing_file_is_kept(recording, tmp_path):
+    """Writing then loading gives the same data; a second write is refused unless forced."""
+    path = write_measurements(recording, tmp_path / "gpu")
+    assert path.parent == tmp_path / "gpu" and path.suffix == ".json"
+    assert load_measurements(tmp_path / "gpu") == [json.loads(json.dumps(recording))]
+    before = path.read_bytes()
+    with pytest.raises(InvalidArgumentError, match="exists and is kept"):
+        write_measurements({**recording, "steps": []}, tmp_path / "gpu")
+    assert path.read_bytes() == before
+    write_measurements({**recording, "steps": []}, tmp_path / "gpu", force=True)
+    assert load_measurements(tmp_path / "gpu")[0]["steps"] == []
+    with pytest.raises(InvalidArgumentError, match="force must be True or False"):
+        write_measurements(recording, tmp_path, force="yes")
+
+
+def test_loading_refuses_files_of_another_shape(tmp_path):
+    """A missing folder holds no recordings; a stray JSON file is named in the error."""
+    assert load_measurements(tmp_path / "absent") == []
+    (tmp_path / "notes.json").write_text('{"hello": 1}')
+    with pytest.raises(InvalidArgumentError, match="notes.json is not a measurement file"):
+        load_measurements(tmp_path)
+    (tmp_path / "notes.json").write_text("{not json")
+    with pytest.raises(InvalidArgumentError, match="not readable JSON"):
+        load_measurements(tmp_path)
+
+
+def test_an_allocator_report_is_recorded_and_tabulated():
+    """The allocator's figures go into the record and the table's last two columns."""
+    comparison = compare_with_measurement("MLP", conventions=("autograd",))
+    phases = (
+        PhaseCounters("forward", 2**20, 3 * 2**20, 4 * 2**20, 6 * 2**20, 6 * 2**20),
+        PhaseCounters("backward", 3 * 2**20, 2**20, 5 * 2**20, 8 * 2**20, 8 * 2**20),
+        PhaseCounters("inference", 2**20, 2**20, 2 * 2**20, 8 * 2**20, 8 * 2**20),
+    )
+    report = AllocatorReport("cuda:0 (a test card)", phases, block_peak=123, device_in_use=None)
+    measured = dataclasses.replace(comparison.measurement, allocator=report)
+    record = _step_record(dataclasses.replace(comparison, measurement=measured))
+    assert record["allocator"]["peak allocated"] == 5 * 2**20
+    assert record["allocator"]["peak reserved"] == 8 * 2**20
+    assert record["allocator"]["peak phase"] == "backward"
+    assert record["allocator"]["inference peak allocated"] == 2 * 2**20
+    assert [p["phase"] for p in record["allocator"]["phases"]] == [
+        "forward",
+        "backward",
+        "inference",
+    ]
+    data = {
+        "recorded": "now",
+        "device": {
+            "name": "a test card",
+            "type": "cuda",
+            "torch": "2.13",
+            "cuda": "12.8",
+            "driver": "570",
+        },
+        "steps": [record],
+    }
+    row = str(measurements_table(data)).splitlines()[3]
+    assert row.split()[-2:] == ["5.00", "8.00"]
+
+
+def test_unknown_precision_is_refused():
+    """The error lists the precisions there are."""
+    with pytest.raises(InvalidArgumentError, match="known: fp32"):
+        record_measurements("cpu", models=["MLP"], precisions=["fp8"])
+
+
+def test_the_command_without_a_gpu_records_nothing(tmp_path, capsys):
+    """Asked to write GPU results on a machine without one: exit 2, no file."""
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    spec = importlib.util.spec_from_file_location("cuda_zoo", ROOT / "benchmarks" / "cuda_zoo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--write", str(tmp_path / "gpu")]) == 2
+    assert "no CUDA GPU here" in capsys.readouterr().out
+    assert not (tmp_path / "gpu").exists()
