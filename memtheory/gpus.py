@@ -180,7 +180,7 @@ def gpu(name: str | GPU) -> GPU:
 
 @dataclass(frozen=True)
 class Budget:
-    """The memory an answer may use: the device's, less the reserve.
+    """The memory an answer may use: the device's, less the reserve, less a share for headroom.
 
     Attributes
     ----------
@@ -188,16 +188,20 @@ class Budget:
         The card's name, or the limit as given.
     memory, reserve : sympy.Rational
         Bytes.
+    headroom : sympy.Rational
+        The share of what the reserve leaves that is also kept free (workspaces
+        and fragmentation that grow with the model); 0 by default.
     """
 
     device: str
     memory: sp.Rational
     reserve: sp.Rational
+    headroom: sp.Rational = sp.Integer(0)
 
     @property
     def usable(self) -> sp.Rational:
-        """Bytes left for the step: memory minus reserve."""
-        return self.memory - self.reserve
+        """Bytes left for the step: ``(memory - reserve) * (1 - headroom)``."""
+        return (self.memory - self.reserve) * (1 - self.headroom)
 
     def format(self, unit: str = "GiB") -> str:
         """Show the usable bytes, e.g. ``"22.50 GiB"``."""
@@ -211,10 +215,11 @@ class Budget:
         >>> print(usable_memory("RTX 4090").describe())
         RTX 4090: 24.00 GiB (25.77 GB), less 1.50 GiB reserve (CUDA context, allocator) = 22.50 GiB (24.16 GB) usable
         """  # noqa: E501
+        share = f", less {float(self.headroom):.0%} headroom" if self.headroom else ""
         return (
             f"{self.device}: {format_bytes(self.memory, 'GiB')} "
             f"({format_bytes(self.memory, 'GB')}), less {format_bytes(self.reserve, 'GiB')} "
-            f"reserve (CUDA context, allocator) = {format_bytes(self.usable, 'GiB')} "
+            f"reserve (CUDA context, allocator){share} = {format_bytes(self.usable, 'GiB')} "
             f"({format_bytes(self.usable, 'GB')}) usable"
         )
 
@@ -234,6 +239,7 @@ def usable_memory(
     *,
     limit: ReserveLike | None = None,
     reserve: ReserveLike = DEFAULT_RESERVE,
+    headroom: int | sp.Expr = 0,
 ) -> Budget:
     """Return the memory a step may use on ``device`` (a card name) or under ``limit``.
 
@@ -245,17 +251,27 @@ def usable_memory(
         Instead of a card: the device memory (``"24 GB"``).
     reserve : bytes or str, default :data:`DEFAULT_RESERVE` (1.5 GiB)
         Set aside for the CUDA context, the driver and the allocator.
+    headroom : rational in [0, 1), default 0
+        A share of what the reserve leaves, also set aside: a planning margin
+        for workspaces and fragmentation, which grow with the model
+        (``sympy.Rational(1, 10)`` keeps 10%).
 
     Examples
     --------
     >>> usable_memory(limit="24 GB", reserve=0).usable
     24000000000
+
+    The book's chapter on batch size plans with 1 GiB for the context and 10% of the rest:
+
+    >>> usable_memory(limit="16 GiB", reserve="1 GiB", headroom=sp.Rational(1, 10)).format()
+    '13.50 GiB'
     """
     if (device is None) == (limit is None):
         raise InvalidArgumentError(
             "give a card (device='RTX 4090') or a limit (limit='24 GB'), one of the two."
         )
     spare = _bytes(reserve, "reserve")
+    share = _headroom(headroom)
     if device is not None:
         card = gpu(device)
         memory, label = sp.Rational(card.memory), card.name
@@ -266,4 +282,15 @@ def usable_memory(
             f"the reserve ({format_bytes(spare, 'GiB')}) leaves nothing of {label}'s "
             f"{format_bytes(memory, 'GiB')}: pass a smaller reserve."
         )
-    return Budget(label, memory, spare)
+    return Budget(label, memory, spare, share)
+
+
+def _headroom(value: int | sp.Expr) -> sp.Rational:
+    """Return ``value`` as an exact share in [0, 1), or say what a share must be."""
+    share = None if isinstance(value, bool | float | str) else sp.sympify(value)
+    if share is None or not share.is_Rational or not 0 <= share < 1:
+        raise InvalidArgumentError(
+            f"headroom must be an exact share from 0 up to (not including) 1, such as "
+            f"sympy.Rational(1, 10), got {value!r}."
+        )
+    return sp.Rational(share)

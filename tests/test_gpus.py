@@ -52,3 +52,21 @@ def test_bad_cards_and_reserves_name_the_fix():
         usable_memory("T4", reserve="20 GiB")
     with pytest.raises(InvalidArgumentError, match="one of the two"):
         usable_memory("T4", limit="16 GB")
+
+
+def test_headroom_keeps_a_share_of_what_the_reserve_leaves():
+    """Chapter 6's rule: 1 GiB for the context, then 90% of the rest, exactly."""
+    import sympy as sp
+
+    budget = usable_memory(limit="16 GiB", reserve="1 GiB", headroom=sp.Rational(1, 10))
+    assert budget.usable == sp.Rational(9, 10) * (16 * 2**30 - 2**30)
+    assert "less 10% headroom" in budget.describe()
+    assert usable_memory("T4").headroom == 0
+    assert usable_memory("T4", headroom=0).usable == usable_memory("T4").usable
+
+
+@pytest.mark.parametrize("share", [1, -1, 0.1, True, "1/10", 2])
+def test_a_headroom_that_is_no_exact_share_is_refused(share):
+    """A float, a string, a bool, or a share outside [0, 1) is named with an example."""
+    with pytest.raises(InvalidArgumentError, match="headroom must be an exact share"):
+        usable_memory("T4", headroom=share)
