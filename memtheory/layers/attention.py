@@ -388,9 +388,10 @@ class MultiHeadAttention(Layer):
           with ``"torch"``: ``nn.MultiheadAttention``'s fast path, one
           operation (``_native_multi_head_attention``) that keeps nothing;
           under autocast it casts the query, key and value separately. With
-          an odd number of heads or without biases PyTorch skips the fast
-          path, and the convention refuses the inference peak
-          (:attr:`Autograd.inference_refusal`).
+          an odd number of heads, without biases, or under autocast with a
+          query that is not fp32 (its dtype then differs from the fp32
+          ``in_proj_bias``) PyTorch skips the fast path, and the convention
+          refuses the inference peak (:attr:`Autograd.inference_refusal`).
 
         The formulas assume at least two sequences of at least two positions:
         at batch 1 or sequence length 1 PyTorch's reshapes become views, and
@@ -429,12 +430,27 @@ class MultiHeadAttention(Layer):
         no_grad, refusal = None, None
         if not training and self.implementation == "torch" and not self.flash:
             odd = sp.Mod(self.heads, 2)
+            low_query = (
+                autocast is not None
+                and input_dtype is not None
+                and as_dtype(input_dtype) != as_dtype("fp32")
+            )
             if odd != 0 or not self.bias:
                 refusal = (
                     "with an odd number of heads or without biases nn.MultiheadAttention "
                     "skips its eval fast path, and the transients of the path it runs "
                     "instead (two packed projections alive at once, then the kernel's "
                     "output) are not modelled. Use an even number of heads with biases."
+                )
+            elif low_query:
+                refusal = (
+                    f"under autocast a query that arrives in {as_dtype(input_dtype).name} (the "
+                    "output of a layer autocast ran at low precision, or a LayerNorm fed by "
+                    "one) does not match nn.MultiheadAttention's fp32 in_proj_bias, so PyTorch "
+                    "skips its eval fast path; the transients of the path it runs instead (the "
+                    "packed projection and its contiguous copy alive at once, then the "
+                    "output projection's weight casts) are not modelled. Its inference peak "
+                    "is known when the query arrives in fp32 (a residual stream kept in fp32)."
                 )
             else:
                 no_grad = self._fast_path(tuple(input_shapes[0]), autocast)
