@@ -430,11 +430,8 @@ class MultiHeadAttention(Layer):
         no_grad, refusal = None, None
         if not training and self.implementation == "torch" and not self.flash:
             odd = sp.Mod(self.heads, 2)
-            low_query = (
-                autocast is not None
-                and input_dtype is not None
-                and as_dtype(input_dtype) != as_dtype("fp32")
-            )
+            query = as_dtype(input_dtype) if input_dtype is not None else None
+            low_query = autocast is not None and query is not None and query != as_dtype("fp32")
             if odd != 0 or not self.bias:
                 refusal = (
                     "with an odd number of heads or without biases nn.MultiheadAttention "
@@ -444,7 +441,7 @@ class MultiHeadAttention(Layer):
                 )
             elif low_query:
                 refusal = (
-                    f"under autocast a query that arrives in {as_dtype(input_dtype).name} (the "
+                    f"under autocast a query that arrives in {query.name if query else ''} (the "
                     "output of a layer autocast ran at low precision, or a LayerNorm fed by "
                     "one) does not match nn.MultiheadAttention's fp32 in_proj_bias, so PyTorch "
                     "skips its eval fast path; the transients of the path it runs instead (the "

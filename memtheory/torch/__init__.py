@@ -11,6 +11,8 @@ when one of its functions is first used.
 * :func:`measure` measures a training step on CPU or a CUDA device, to the
   byte, in the categories of memtheory's memory breakdowns (on CUDA with the
   caching allocator's statistics per phase, an :class:`AllocatorReport`);
+  :func:`check_against_allocator` counts the same step again with the CPU
+  allocator's own events (PyTorch's profiler, no dispatch mode);
   :func:`torch_optimizer` builds the ``torch.optim`` optimizer a memtheory
   optimizer describes, options included.
 * :data:`ZOO` holds sequential models and :data:`PAIRS` residual and transformer
@@ -39,8 +41,10 @@ __all__ = [
     "PAIRS",
     "SUPPORTED_MODULES",
     "ZOO",
+    "AllocatorCheck",
     "AllocatorCounters",
     "AllocatorReport",
+    "AllocatorTrace",
     "Comparison",
     "CudaCounters",
     "Measurement",
@@ -49,15 +53,21 @@ __all__ = [
     "TracedMemory",
     "ZooModel",
     "accuracy_table",
+    "check_against_allocator",
     "compare_with_measurement",
     "from_module",
     "measure",
     "optimizer_implementation",
     "torch_optimizer",
     "trace",
+    "trace_allocator",
 ]
 
 _HOMES = {
+    "AllocatorCheck": "memtheory.torch.allocator_trace",
+    "AllocatorTrace": "memtheory.torch.allocator_trace",
+    "check_against_allocator": "memtheory.torch.allocator_trace",
+    "trace_allocator": "memtheory.torch.allocator_trace",
     "AllocatorCounters": "memtheory.torch.allocator_counters",
     "AllocatorReport": "memtheory.torch.allocator_counters",
     "CudaCounters": "memtheory.torch.allocator_counters",
