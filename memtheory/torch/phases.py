@@ -8,6 +8,10 @@ its first operation and the most bytes alive during it: the rise between the two
 is what the phase itself adds, such as the optimizer step's temporaries or the
 gradients of the backward pass. The live total is read after each operation, so
 a tensor freed between two operations shows until the next one.
+
+These are live tensor storages, on any device. On CUDA, ``Measurement.allocator``
+(:class:`~memtheory.torch.allocator_counters.AllocatorReport`) holds the caching
+allocator's own statistics per phase as well, workspaces and block rounding included.
 """
 
 from __future__ import annotations
