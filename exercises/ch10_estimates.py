@@ -1,9 +1,10 @@
-"""Chapter 10, what an estimate misses: the card's budget, in-place layers, indices, copies."""
+"""Chapter 10, what an estimate misses: budget, in-place layers, indices, copies, temporaries."""
 
-from memtheory import Conv2d, Input, MaxPool2d, ReLU
-from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity, at
+from memtheory import Conv2d, Dense, Input, MaxPool2d, ReLU, training_memory
+from memtheory.conventions.autograd import AutogradConvention
+from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
 from memtheory.exercises.shared import MODELS, max_value, model_names, model_values
-from memtheory.exercises.technique_steps import index_dtype, usable_bytes
+from memtheory.exercises.technique_steps import index_dtype, step_implementation, usable_bytes
 from memtheory.layers.base import elements
 from memtheory.symbols import B
 from memtheory.techniques import autocast_weight_copy_bytes
@@ -31,13 +32,48 @@ def _indices(p, how):
     return at(kept, B=p.batch) * index_dtype(how).bytes
 
 
+_CNN = (
+    "The small CNN of a StackExchange question (two 3x3 padded convolutions with 32 and 64 "
+    "filters, each followed by 2x2 max pooling with stride 2, dense layers of 500 and 10 units) "
+    "on {image}x{image}x3 images"
+)
+
+
+def _small_cnn(p, how):
+    return how.network(small_cnn_layers(image_size=p.image), name="StackExchange CNN")
+
+
+def _mlp(p, how):
+    return how.network(
+        [Input((p.inputs,)), Dense(p.hidden), ReLU(), Dense(p.second), ReLU(), Dense(10)],
+        name="MLP",
+    )
+
+
+def _step_temporaries(net, how, implementation):
+    """Adam's temporaries at the peak of step(), as the autograd convention follows torch.optim.
+
+    The live bytes at the optimizer step less those of the fused implementation,
+    which allocates no tensors: what the implementation adds, whatever the batch.
+    """
+    adam = how.optimizer("adam")
+
+    def at_step(name):
+        convention = AutogradConvention(name)
+        return training_memory(net, optimizer=adam, convention=convention).timeline[
+            "optimizer step"
+        ]
+
+    return at(at_step(step_implementation(how, implementation)) - at_step("fused"), B=1)
+
+
 SET = ExerciseSet(
     id="ch10",
     title="What an estimate misses",
     intro="A card holds more than the model's tensors: the CUDA context, workspaces and the "
     "allocator's cache. The book budgets a card as its memory less 1 GiB for the context, less "
-    "10% of the rest; in-place layers and shared tensors make counts too high, indices and "
-    "autocast's copies too low.",
+    "10% of the rest; in-place layers and shared tensors make counts too high, indices, the "
+    "optimizer's temporaries and autocast's copies too low.",
     exercises=(
         Exercise(
             id="q1",
@@ -144,6 +180,35 @@ SET = ExerciseSet(
             answer=Choice(tuple(_LARGEST.values())),
             solve=_largest,
             misconceptions=("parameters_times_batch", "wrong_optimizer_factor"),
+        ),
+        Exercise(
+            id="q7",
+            title="foreach Adam's temporaries",
+            question=_CNN + " is trained with Adam in fp32, using PyTorch's foreach "
+            "implementation (the default on CUDA), which takes the square roots of all second "
+            "moments in one call and then divides them in place. How much memory do the "
+            "temporaries of optimizer.step() take at their peak?",
+            params={"image": (50, 64, 46, 58)},
+            answer=Quantity("MiB"),
+            solve=lambda p, how: _step_temporaries(_small_cnn(p, how), how, "foreach"),
+            misconceptions=("swapped_step_implementation", "round_in_pooling", "mib_vs_mb"),
+        ),
+        Exercise(
+            id="q8",
+            title="the for-loop's temporaries, against the parameters",
+            question="A multilayer perceptron {inputs} -> {hidden} -> ReLU -> {second} -> ReLU "
+            "-> 10, every dense layer with a bias, is trained with Adam in fp32, using PyTorch's "
+            "for-loop implementation (its default on the CPU). For each parameter tensor in "
+            "turn, in the order of the layers, it computes denom = (exp_avg_sq.sqrt() / "
+            "bias_correction2_sqrt).add_(eps), so the square root and the quotient of one tensor "
+            "are alive with the previous tensor's denom. At their peak, how large are the "
+            "temporaries of optimizer.step(), as a percentage of the parameter memory?",
+            params={"inputs": (784, 3072), "hidden": (256, 512, 1024), "second": (128, 256)},
+            answer=Number(what="a percentage", percent=True),
+            solve=lambda p, how: 100
+            * _step_temporaries(_mlp(p, how), how, "for-loop")
+            / (how.parameter_count(_mlp(p, how)) * 4),
+            misconceptions=("swapped_step_implementation",),
         ),
     ),
 )

@@ -58,6 +58,7 @@ __all__ = [
     "layer_activations",
     "offloaded",
     "register",
+    "step_implementation",
     "usable_bytes",
     "zero_states",
 ]
@@ -251,6 +252,24 @@ def index_dtype(how: Reasoning) -> DType:
     return chosen
 
 
+def step_implementation(how: Reasoning, implementation: str) -> str:
+    """Return the optimizer implementation whose temporaries are counted (the one asked about).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> step_implementation(CORRECT, "foreach")
+    'foreach'
+    >>> step_implementation(MISCONCEPTIONS["swapped_step_implementation"].ways[0], "foreach")
+    'for-loop'
+    """
+    own = _own(how, "step_implementation")
+    chosen = str(own(implementation) if own else implementation)
+    how_many = "all parameter tensors at once" if chosen == "foreach" else "one tensor at a time"
+    note(f"The {chosen} implementation computes the step's temporaries for {how_many}")
+    return chosen
+
+
 # -- the mistakes ------------------------------------------------------------------------------
 class _KVForgotValues(Reasoning):
     detail = "only the keys cached (half of the key/value cache)"
@@ -351,6 +370,13 @@ class _IndicesAsFloats(Reasoning):
         return "int32"
 
 
+class _SwappedImplementation(Reasoning):
+    detail = "the other implementation's temporaries (for-loop and foreach swapped)"
+
+    def step_implementation(self, implementation: str) -> str:
+        return {"for-loop": "foreach", "foreach": "for-loop"}.get(implementation, implementation)
+
+
 class _InplaceNotShared(Reasoning):
     detail = "the in-place ReLU given a new output tensor"
 
@@ -439,6 +465,14 @@ LATER_MISCONCEPTIONS = (
         "gave an in-place operation its own output",
         "An in-place ReLU writes over its input: it keeps no new activation tensor.",
         (_InplaceNotShared(),),
+    ),
+    Misconception(
+        "swapped_step_implementation",
+        "took the other optimizer implementation's temporaries",
+        "PyTorch's for-loop optimizers compute their temporaries one parameter tensor at a "
+        "time (for Adam, about twice the largest tensor); the foreach implementation computes "
+        "them for every parameter at once (for Adam, the size of all the parameters).",
+        (_SwappedImplementation(),),
     ),
 )
 """The misconceptions of chapters 10-14, registered on import."""

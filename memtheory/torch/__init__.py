@@ -13,6 +13,8 @@ when one of its functions is first used.
   caching allocator's statistics per phase, an :class:`AllocatorReport`);
   :func:`check_against_allocator` counts the same step again with the CPU
   allocator's own events (PyTorch's profiler, no dispatch mode);
+  :func:`phase_peaks` splits a measured step's timeline into phases, and
+  :func:`saved_tensors` lists what autograd saved, layer by layer;
   :func:`torch_optimizer` builds the ``torch.optim`` optimizer a memtheory
   optimizer describes, options included.
 * :data:`ZOO` holds sequential models and :data:`PAIRS` residual and transformer
@@ -48,16 +50,21 @@ __all__ = [
     "Comparison",
     "CudaCounters",
     "Measurement",
+    "PhasePeak",
     "ReferencePair",
+    "SavedTensor",
     "StorageTracker",
     "TracedMemory",
     "ZooModel",
     "accuracy_table",
     "check_against_allocator",
     "compare_with_measurement",
+    "distinct_bytes",
     "from_module",
     "measure",
     "optimizer_implementation",
+    "phase_peaks",
+    "saved_tensors",
     "torch_optimizer",
     "trace",
     "trace_allocator",
@@ -77,6 +84,11 @@ _HOMES = {
     "StorageTracker": "memtheory.torch.measurement",
     "measure": "memtheory.torch.measurement",
     "optimizer_implementation": "memtheory.torch.measurement",
+    "PhasePeak": "memtheory.torch.phases",
+    "phase_peaks": "memtheory.torch.phases",
+    "SavedTensor": "memtheory.torch.saved",
+    "distinct_bytes": "memtheory.torch.saved",
+    "saved_tensors": "memtheory.torch.saved",
     "torch_optimizer": "memtheory.torch.optimizers",
     "trace": "memtheory.torch.tracing",
     "TracedMemory": "memtheory.torch.tracing",

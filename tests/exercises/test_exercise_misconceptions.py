@@ -72,6 +72,12 @@ HAND_WRITTEN = {
     "inplace_not_shared": ("ch10.q3", 2 * 16 * 32 * 32),
     # document 001, batch 64: pooled outputs 25x25x32 and 12x12x64, indices at 4 bytes.
     "indices_as_floats": ("ch10.q4", size((25 * 25 * 32 + 12 * 12 * 64) * 64 * 4, "MiB", MIB)),
+    # ch10.q7, document 001 with foreach Adam: the for-loop's two copies of the 12*12*64 x 500
+    # weight and the 64 conv2 biases before it, instead of every parameter once.
+    "swapped_step_implementation": (
+        "ch10.q7",
+        size((2 * 12 * 12 * 64 * 500 + 64) * 4, "MiB", MIB),
+    ),
     # width 768, 12 heads: 34*D*S = 5*S^2 with a = 1 instead of 12.
     "attention_one_head": ("ch12.q3", f"{34 * 768 / 5}"),
     # 64 layers, a checkpoint every 8: the 8 kept inputs, without the recomputed segment.

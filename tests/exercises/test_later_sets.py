@@ -71,6 +71,22 @@ def test_ch10_and_ch11_indices_agree_with_the_autograd_storages():
     assert find_variant("ch11.q5").expected == 100 * Fraction(indices, saved)
 
 
+def test_ch10_foreach_temporaries_are_every_parameter_once():
+    """Foreach Adam's square roots of all second moments: the small CNN's parameters x 4 bytes."""
+    # document 001's layers: two 3x3 convolutions (32, 64 filters), dense 12*12*64 -> 500 -> 10
+    convolutions = (32 * 3 * 9 + 32) + (64 * 32 * 9 + 64)
+    parameters = convolutions + (12 * 12 * 64 * 500 + 500) + (500 * 10 + 10)
+    assert find_variant("ch10.q7").expected == Fraction(parameters * 4, 2**20)
+
+
+def test_ch10_for_loop_temporaries_by_hand():
+    """For-loop Adam: sqrt and quotient of one tensor with the previous denom, largest such sum."""
+    tensors = [784 * 256, 256, 256 * 128, 128, 128 * 10, 10]  # in the order of the layers
+    peak = max(2 * p + (tensors[i - 1] if i else 0) for i, p in enumerate(tensors))
+    assert peak == 2 * 784 * 256
+    assert find_variant("ch10.q8").expected == 100 * Fraction(peak, sum(tensors))
+
+
 def test_ch12_crossover_is_34d_over_5a():
     """34*B*D*S = 5*B*a*S^2 at S = 34 D / (5 a) (Korthikanti et al. 2022, eq. 2's terms)."""
     assert find_variant("ch12.q3").expected == Fraction(34 * 768, 5 * 12)

@@ -1,4 +1,8 @@
-"""Book answers of the sets ch11 and ch12 against PyTorch: a CPU measurement and a built model.
+"""Book answers of the sets ch10, ch11 and ch12 against PyTorch: CPU measurements, a built model.
+
+ch10 asks for the temporaries of Adam's step (foreach and for-loop), which the
+autograd convention derives; here they are measured as the rise of the
+optimizer-step phase, on two images (the temporaries do not depend on the batch).
 
 ch11 asks for the autograd convention's figures of the small CNN (softmax as its
 last layer, no loss); the measured PyTorch step ends in the cross-entropy loss
@@ -8,6 +12,8 @@ the test adds by hand.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
@@ -15,10 +21,32 @@ torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' ext
 from torch import nn  # noqa: E402
 
 from memtheory.exercises import find_variant  # noqa: E402
-from memtheory.torch import ZOO, measure  # noqa: E402
+from memtheory.torch import ZOO, measure, phase_peaks  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 MIB = 2**20
+
+
+def _step_rise(module, x, implementation):
+    """Measured bytes the optimizer step adds (Adam, the given implementation), CPU."""
+    y = torch.zeros(x.shape[0], dtype=torch.int64)
+    adam = torch.optim.Adam(module.parameters(), foreach=implementation == "foreach")
+    step = measure(module, x, nn.CrossEntropyLoss(), adam, target=y, record=True)
+    assert step.implementation == implementation
+    return phase_peaks(step)["optimizer step"].rise, step.parameters
+
+
+def test_ch10_step_temporaries_are_measured():
+    """ch10.q7 (foreach, the small CNN) and ch10.q8 (for-loop, a 784-256-128-10 MLP), measured."""
+    entry = ZOO["StackExchange CNN"]
+    x, _ = entry.batch()
+    rise, _ = _step_rise(entry.module(), x[:2], "foreach")
+    assert find_variant("ch10.q7").expected * MIB == rise
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                        nn.Linear(128, 10))
+    rise, parameters = _step_rise(mlp, torch.randn(2, 784), "for-loop")
+    assert find_variant("ch10.q8").expected == Fraction(100 * rise, parameters)
 
 
 @pytest.mark.slow
