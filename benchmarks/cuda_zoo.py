@@ -6,9 +6,11 @@ on the GPU under :func:`memtheory.torch.measure`, which counts the live tensor
 storages and reads the CUDA caching allocator's counters around each phase.
 It prints, per step: the autograd convention's predicted peak, the measured
 live peak, the same storages in 512-byte blocks, and the allocator's allocated
-and reserved peaks (MiB). The prediction follows the CPU kernels; where a CUDA
-kernel keeps other tensors (dropout masks, fused attention, cuDNN) the live
-peak differs, and the table shows by how much.
+and reserved peaks (MiB). The zoo's predictions are converted from the modules
+on the GPU, with the CUDA kernels' choices memtheory knows (a one-byte dropout
+mask); the reference pairs' builders follow the CPU kernels. Where a CUDA
+kernel keeps other tensors (fused attention, cuDNN) the live peak differs, and
+the output lists by how much.
 
 ``--write [FOLDER]`` saves the results (default ``book/data/gpu``) as a JSON
 file named after the GPU and the PyTorch version, with the driver, CUDA and
