@@ -21,9 +21,12 @@ Examples
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 import warnings
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +72,7 @@ def trace_allocator(run: Callable[[], Any]) -> AllocatorTrace:
     run : callable
         Called once, with no arguments.
     """
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _without_profiler_log_lines():
         warnings.simplefilter("ignore")
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
             run()
@@ -85,6 +88,38 @@ def trace_allocator(run: Callable[[], Any]) -> AllocatorTrace:
         peak = max(peak, live)
         allocations += nbytes > 0
     return AllocatorTrace(peak=peak, end=live, allocations=allocations)
+
+
+_PROFILER_LOG = "ActivityProfiler"
+"""Part of each line the profiler's C++ side writes to standard error when it starts and stops."""
+
+
+@contextmanager
+def _without_profiler_log_lines() -> Iterator[None]:
+    """Pass on what the process writes to standard error meanwhile, less the profiler's log lines.
+
+    The profiler's C++ side writes a line to file descriptor 2 each time it
+    starts and stops; in a notebook those lines land in the page. Everything
+    else written there is written again, in order, when the block ends.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no standard error to redirect: nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read().decode("utf-8", errors="replace")
+            kept = [line for line in text.splitlines(True) if _PROFILER_LOG not in line]
+            if kept:
+                sys.stderr.write("".join(kept))
 
 
 @dataclass(frozen=True)

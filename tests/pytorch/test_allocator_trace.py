@@ -96,3 +96,17 @@ def test_a_step_under_autocast_is_run_under_autocast_both_times():
     assert mixed.measurement.weight_copies > 0 == plain.measurement.weight_copies
     assert mixed.unseen >= 0 and plain.unseen >= 0
     assert mixed.allocator != plain.allocator
+
+
+def test_the_profilers_log_lines_are_dropped_and_nothing_else(capfd):
+    """The profiler's start/stop lines on standard error are dropped; other lines pass on."""
+    import os
+
+    def run() -> None:
+        os.write(2, b"a line of the user's own\n")
+        torch.ones(10).add_(1)
+
+    trace_allocator(run)
+    err = capfd.readouterr().err
+    assert "a line of the user's own" in err
+    assert "ActivityProfiler" not in err
