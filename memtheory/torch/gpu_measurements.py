@@ -218,15 +218,29 @@ def write_measurements(data: dict[str, Any], folder: str | Path, *, force: bool 
     """
     if force is not True and force is not False:
         raise InvalidArgumentError(f"force must be True or False, got {force!r}.")
-    device = data["device"]
+    device = data.get("device") if isinstance(data, dict) else None
+    if (
+        not isinstance(device, dict)
+        or data.get("format") != FORMAT_VERSION
+        or not all(isinstance(device.get(key), str) for key in ("name", "torch"))
+    ):
+        raise InvalidArgumentError(
+            "write_measurements() writes what record_measurements() returned: a dict with "
+            f"format {FORMAT_VERSION} and a device with its name and PyTorch version."
+        )
     slug = re.sub(r"[^a-z0-9]+", "-", f"{device['name']} torch {device['torch']}".lower())
     path = Path(folder) / f"{slug.strip('-')}.json"
     if path.exists() and not force:
         raise InvalidArgumentError(
             f"{path} exists and is kept; pass force=True (--force) to replace it."
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise InvalidArgumentError(
+            f"cannot write {path}: {error.strerror or error}. Choose a folder you can write to."
+        ) from error
     return path
 
 

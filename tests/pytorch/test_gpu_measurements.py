@@ -137,3 +137,14 @@ def test_the_command_without_a_gpu_records_nothing(tmp_path, capsys):
     assert module.main(["--write", str(tmp_path / "gpu")]) == 2
     assert "no CUDA GPU here" in capsys.readouterr().out
     assert not (tmp_path / "gpu").exists()
+
+
+def test_writing_refuses_other_data_and_unwritable_places(recording, tmp_path):
+    """Not a recording, or a folder that is a file: a memtheory error that says what to do."""
+    with pytest.raises(InvalidArgumentError, match="writes what record_measurements"):
+        write_measurements({"device": {"name": "x"}}, tmp_path)
+    blocker = tmp_path / "a file"
+    blocker.write_text("kept")
+    with pytest.raises(InvalidArgumentError, match="cannot write"):
+        write_measurements(recording, blocker / "gpu")
+    assert blocker.read_text() == "kept"
