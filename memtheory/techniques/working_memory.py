@@ -28,17 +28,35 @@ largest of three moments, plus what the model keeps for the whole pass:
 
 After the prefill, Hugging Face's sliding-window cache still holds the
 whole prompt's keys and values (its window is a view of them) until the
-first decoding step; a paged cache holds the window only. A decoding step
-holds the next token's logits (and their fp32 copy), and,
-with Hugging Face's ``DynamicCache`` (``block_size=None``), one layer's keys
-twice while ``torch.cat`` grows them (the old tensor lives until the new one
-is made); a paged or static cache is written in place. The other per-token
-tensors of a step (:math:`b h`, :math:`b a S` scores) are small beside these
-and not counted.
+first decoding step; a paged cache holds the window only.
+
+A *decoding step* (one token per sequence, :math:`S` cached positions, read
+in the last layer, where every earlier layer's cache has grown) holds
+throughout the token's embeddings, its int64 position, the
+:math:`(b, 1, 1, S)` mask and one position's rotary tables, and at its peak
+the largest of:
+
+* **cache growth** (``DynamicCache``, ``block_size=None``): the layer's input
+  and its normalised copy, the token's query, key and value, and the old
+  values, alive until ``torch.cat`` has made the grown ones (a paged or
+  static cache is written in place);
+* **attention**: the layer's input and normalised copy, the query, and
+  ``repeat_kv``'s copies of the cached keys and values (:math:`2 b a S d`,
+  grouped heads) with the scores (:math:`b a S`, the same per-score bytes as
+  the prefill's); with one key/value head ``matmul`` copies the broadcast
+  values instead, beside the probabilities and the output;
+* **MLP**: the layer's input, the stream after attention and its
+  normalised copy, the attention's probabilities (returned beside its
+  output, alive until the layer returns) and the MLP's three tensors;
+* **logits**: the final hidden states, their normalised copy and the
+  logits; after the forward, the next token's logits and their fp32 copy.
 
 These are derived from the code paths named, not measured on a GPU;
-``tests/pytorch/test_generation_memory.py`` compares the prefill with the
-forward pass of transformers' ``LlamaForCausalLM`` measured on CPU.
+``tests/pytorch/test_generation_memory.py`` compares the prefill and a
+decoding step with transformers' ``LlamaForCausalLM`` (and Mistral, Qwen2,
+Gemma) measured on CPU, to the byte. A sliding window shorter than the
+context is exact for the prefill only: in the decoding step the cache keeps
+a view of a larger storage, which is not followed, and the step is read low.
 
 Examples
 --------
@@ -51,6 +69,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import sympy as sp
 
@@ -62,6 +81,9 @@ from memtheory.layers import GELU, Dense, MultiHeadAttention, Multiply, Unembedd
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.network import Network
+
+if TYPE_CHECKING:
+    from memtheory.techniques.kv_cache import CacheLayer
 
 __all__ = ["WorkingMemory", "working_memory"]
 
@@ -187,21 +209,7 @@ def working_memory(
     else:
         head = batch * tokens * hidden * c.bytes + batch * vocabulary * (c.bytes + fp32.bytes)
     prefill = whole_pass + sp.Max(attention, mlp, head)
-    step_logits = batch * vocabulary * (c.bytes + fp32.bytes)
-    growth = sp.Integer(0)
-    if block_size is None:
-        growth = sp.Max(*(cached.nbytes(kv_dtype) / 2 for cached in layers))
-    repeats = sp.Integer(0)
-    for row in model.rows:
-        layer = row.layer
-        if isinstance(layer, GroupedQueryAttention):
-            heads, kv = sp.sympify(layer.heads), sp.sympify(layer.kv_heads)
-            if kv != heads and kv != 1:  # repeat_kv's copies over the cached positions
-                cached = layer.attended(sequence)
-                repeats = sp.Max(
-                    repeats, 2 * batch * heads * cached * sp.sympify(layer.head_dim) * c.bytes
-                )
-    decode = sp.Max(growth, repeats, step_logits)
+    decode = _decode(model, layers, batch, hidden, vocabulary, c, kv_dtype, flash, block_size)
     assumptions = (
         "attention: "
         + ("memory-efficient kernel (no S^2 tensor, no mask; CUDA assumption)" if flash
@@ -214,6 +222,98 @@ def working_memory(
     return WorkingMemory(
         sp.expand(prompt_cache), prefill, sp.sympify(decode), assumptions
     )
+
+
+def _decode(
+    model: Network,
+    layers: tuple[CacheLayer, ...],
+    batch: sp.Expr,
+    hidden: sp.Expr,
+    vocabulary: sp.Expr,
+    c: DType,
+    kv_dtype: DType,
+    flash: bool,
+    block_size: SizeLike | None,
+) -> sp.Expr:
+    """Bytes a decoding step holds beyond the weights and the full cache, at its peak.
+
+    One token per sequence against :math:`S` cached positions, in the last
+    layer (where every earlier layer's cache has already grown): the largest
+    of the moment ``torch.cat`` grows the values (the old values live until
+    the new ones exist), the attention's largest moment, the MLP's, and the
+    logits'; plus what the step keeps throughout (the token's embeddings,
+    its int64 position, the ``(B, 1, 1, S)`` mask and one position's rotary
+    tables).
+    """
+    fp32 = as_dtype("fp32")
+    token = batch * hidden * c.bytes
+    attention_layers = sum(
+        isinstance(row.layer, GroupedQueryAttention | MultiHeadAttention) for row in model.rows
+    )
+    # the layer's input and its normalised copy; the first layer's input is the embeddings,
+    # which are held throughout
+    stream = token if attention_layers == 1 else 2 * token
+    logits = batch * vocabulary * (c.bytes + fp32.bytes)  # the next token's logits, fp32 copy
+    moments: list[sp.Expr] = [stream]
+    throughout = token + 8
+    query_heads, attended_last = sp.Integer(0), sp.Integer(0)
+    for row in model.rows:
+        layer = row.layer
+        if isinstance(layer, GroupedQueryAttention | MultiHeadAttention):
+            grouped = layer if isinstance(layer, GroupedQueryAttention) else GroupedQueryAttention(
+                layer.heads, head_dim=layer.width(row.input_shape)
+            )
+            upcast = isinstance(layer, GroupedQueryAttention)
+            attended = grouped.attended(model.input_shape[1])
+            width = sp.sympify(grouped.head_dim)
+            if not flash:
+                throughout += batch * attended * c.bytes  # the (B, 1, 1, S) mask
+            if upcast:
+                throughout += 2 * width * c.bytes  # cos and sin for one position
+            moments.append(stream + _decode_attention(grouped, batch, attended, c, flash, upcast))
+            query_heads, attended_last = sp.sympify(grouped.heads), attended
+            break
+    if block_size is None and layers:  # DynamicCache: the old values live while cat grows them
+        last = layers[-1]
+        old = batch * last.kv_heads * (last.positions - 1) * last.head_dim * kv_dtype.bytes
+        query = next(
+            (sp.sympify(row.layer.heads) for row in reversed(model.rows)
+             if isinstance(row.layer, GroupedQueryAttention | MultiHeadAttention)),
+            last.kv_heads,
+        )
+        new_token = batch * (query + 2 * last.kv_heads) * last.head_dim * c.bytes
+        moments.append(stream + new_token + old)
+    # the MLP runs while the layer's input, the stream after attention, its normalised copy and
+    # the attention's probabilities (returned beside its output) are alive
+    probabilities = 0 if flash else batch * query_heads * attended_last * c.bytes
+    moments.append(stream + token + probabilities + _mlp(model, batch, c))
+    moments.append(2 * token + batch * vocabulary * c.bytes)  # final hidden states, normalised
+    return sp.Max(throughout + sp.Max(*moments), logits)
+
+
+def _decode_attention(
+    layer: GroupedQueryAttention,
+    batch: sp.Expr,
+    attended: sp.Expr,
+    c: DType,
+    flash: bool,
+    upcast: bool,
+) -> sp.Expr:
+    """Return the attention's largest moment in a decoding step, beside the residual stream."""
+    heads, kv, width = (sp.sympify(v) for v in (layer.heads, layer.kv_heads, layer.head_dim))
+    query = batch * heads * width * c.bytes
+    if flash:
+        return query + 2 * batch * kv * width * c.bytes
+    fp32 = as_dtype("fp32")
+    scores = batch * heads * attended
+    per_score = c.bytes + fp32.bytes + (fp32.bytes if c != fp32 else 0) if upcast else 2 * c.bytes
+    copy = batch * heads * attended * width * c.bytes  # keys or values for every query head
+    if kv != heads and kv != 1:  # repeat_kv copies both before the scores
+        return query + 2 * copy + scores * per_score
+    at_softmax = query + scores * per_score
+    if kv == 1 and heads != 1:  # matmul copies the broadcast keys, then the values
+        return sp.Max(at_softmax, query + scores * c.bytes + copy + query)
+    return at_softmax
 
 
 def _attention(
