@@ -131,7 +131,7 @@ class _HasConstraints(Protocol):
 
 _WHOLE: dict[object, frozenset[SizeConstraint]] = {}
 _NODES: dict[object, tuple[SizeConstraint, ...]] = {}
-_RANK: dict[SizeConstraint, int] = {}  # registration order: a network's layers in running order
+_RANK: dict[SizeConstraint, tuple[int, int]] = {}  # (place in its network, registration)
 
 
 def _store(registry: dict[Any, Any], key: object, value: object) -> None:
@@ -201,13 +201,14 @@ def register_sizes(constraints: Iterable[SizeConstraint]) -> None:
     >>> [c.where for c in sizes_inside(3 * (side - 6) ** 2 + side)]
     ["layer 1 of 'doc', a 7x7 window"]
     """
-    for constraint in constraints:
+    for position, constraint in enumerate(constraints):
         if constraint.size.free_symbols:
             key = _key(constraint.size)
             known = _NODES.get(key, ())
             if constraint not in known:
                 _store(_NODES, key, (*known, constraint))
-                _RANK.setdefault(constraint, len(_RANK))
+                # its place among its own network's sizes, then the order networks were built
+                _RANK.setdefault(constraint, (position, len(_RANK)))
 
 
 def sizes_inside(expression: sp.Basic) -> tuple[SizeConstraint, ...]:
@@ -232,7 +233,7 @@ def sizes_inside(expression: sp.Basic) -> tuple[SizeConstraint, ...]:
         if node.is_Add:
             found.update(dict.fromkeys(_NODES.get(_key(node), ())))
         stack.extend(node.args)
-    return tuple(sorted(found, key=lambda c: _RANK.get(c, 0)))  # in the order layers run
+    return tuple(sorted(found, key=lambda c: _RANK.get(c, (0, 0))))  # in the order layers run
 
 
 def warn_outside(
@@ -260,12 +261,21 @@ def warn_outside(
             shown = ", ".join(
                 f"{s}={v}" for s, v in values.items() if s in constraint.size.free_symbols
             )
+            # several networks (or layers) may have this very size: name them, the most recently
+            # built first (the likeliest source of the expression), a few at most
+            same = {c for c in _NODES.get(_key(constraint.size), ()) if c.size == constraint.size}
+            ranked = sorted(same | {constraint}, key=lambda c: -_RANK.get(c, (0, 0))[1])
+            owners = [c.where for c in ranked]
+            named = "; ".join(owners[:3]) + (
+                f"; and {len(owners) - 3} more" if len(owners) > 3 else ""
+            )
+            which = "that network's" if len(owners) == 1 else "one of these networks'"
             warnings.warn(
                 SizeWarning(
                     f"{shown} makes {constraint.size} = {size} in this expression: that is the "
-                    f"output size of {constraint.where}, which needs {constraint.condition}. If "
-                    "the expression is built from that network's, these sizes are out of its "
-                    "range: pass within=the network to refuse them."
+                    f"output size of {named}, which needs {constraint.condition}. If the "
+                    f"expression is built from {which}, these sizes are out of its range: "
+                    "pass within=the network to refuse them."
                 ),
                 stacklevel=stacklevel,
             )

@@ -370,3 +370,23 @@ def test_negative_byte_counts_format_with_their_sign():
     """A difference of two sizes may be negative: it formats with its sign, rounded half up."""
     assert mt.format_bytes(-3 * 2**19) == "-1.50 MiB"
     assert mt.format_bytes(-(2**30) - 2**29, "GiB", 1) == "-1.5 GiB"
+
+
+def test_a_size_two_networks_share_names_both_and_layer_order_wins():
+    """Another network with the pooled size floor(H/2) - 2: the warning names both owners.
+
+    The warning used to name whichever network was built first in the process, so this test
+    file's expectations depended on what other tests had built before it.
+    """
+    strided = mt.Network(
+        [mt.Input((3, H, H)), mt.Conv2d(4, 2, stride=2), mt.Conv2d(4, 3)], name="strided"
+    )
+    assert strided.rows[-1].output_shape[-1] == sp.floor(H / 2) - 2
+    net = issue_network()
+    built = 4 * net.activation_count + 1
+    with pytest.warns(mt.SizeWarning, match="one of these networks") as caught:
+        mt.evaluate_grid(built, B=1, H=np.array([9, 5]))
+    message = str(caught[0].message)
+    assert "'strided', Conv2d" in message and "'issue12', MaxPool2d 'maxpool2d_1'" in message
+    with pytest.warns(mt.SizeWarning, match="conv2d_1"):  # H - 4 < 1: issue12's first layer
+        mt.evaluate(built, B=1, H=2)
