@@ -407,7 +407,8 @@ def split_activations(network: Network, split: DecoderSplit) -> tuple[sp.Expr, s
 
     Each row's activations (its output, and the intermediates a layer counts
     with it) times the share of its output; a mixture of experts' intermediates
-    by their own share (the experts' width split, the router's whole).
+    by their own share (the experts' width split, the router's whole); the
+    loss's per-token log-probabilities by the vocabulary share.
 
     Examples
     --------
@@ -436,6 +437,9 @@ def split_activations(network: Network, split: DecoderSplit) -> tuple[sp.Expr, s
             device += (count - inner) * split.storage_share(row.name, "output")
             device += sum((s.elements * split.storage_share(row.name, s.role, s.label)
                            for s in kept), sp.S.Zero)
+        elif row.name == "loss":  # vocab-parallel cross entropy: the per-token part split
+            scalar, per_token = sp.expand(count).as_coeff_Add()
+            device += scalar + per_token * split.vocabulary_share
         else:
             device += count * split.storage_share(row.name, "output")
     return sp.expand(whole), sp.expand(device)
