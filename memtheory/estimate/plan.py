@@ -469,7 +469,7 @@ def estimate(
         "method": method,
         "checkpointing": checkpointing,
         "gpus": count,
-        "gpus_asked": gpus,
+        "gpus_asked": group if gpus is None else gpus,
         "data": data,
         "zero": zero,
         "tensor": tensor,
