@@ -30,6 +30,7 @@ examples:
   memtheory estimate gpt2-xl --gpus 8 --zero 3 --gpu A100-40GB --json
   memtheory estimate llama-3-8b --lora 16 --seq 4096 --gpu "RTX 4090"
   memtheory estimate llama-3-8b --seq 4096 --flash --gpus auto --zero 3 --gpu H100-80GB
+  memtheory estimate llama-3-8b --seq 2048 --tp 2 --sequence-parallel --gpu H100-80GB
   memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"
   memtheory estimate my_model.py:build --gpu L4                       (with torch and trace)
 
@@ -122,9 +123,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     devices = parser.add_argument_group("devices")
     devices.add_argument(
-        "--gpus", type=_gpus, default=1, metavar="N|auto",
-        help="GPUs in all (default 1); auto: the fewest that fit the card (needs --gpu or "
-        "--limit; usually with --zero 3)",
+        "--gpus", type=_gpus, default=None, metavar="N|auto",
+        help="GPUs in all (default --tp x --pp, i.e. 1); auto: the fewest that fit the card "
+        "(needs --gpu or --limit; usually with --zero 3)",
     )
     devices.add_argument(
         "--gpu-counts", choices=("pow2", "any"), default="pow2",
@@ -132,7 +133,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     devices.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
                          help="ZeRO stage / FSDP (3 = FULL_SHARD)")
-    devices.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    devices.add_argument(
+        "--tp", type=int, default=1,
+        help="tensor-parallel size (Megatron-style: GPT-2 and Llama-style models; modelled, "
+        "not measured)",
+    )
+    devices.add_argument(
+        "--sequence-parallel", action="store_true",
+        help="Megatron's sequence parallelism over the --tp devices (norms, residual stream "
+        "and the column-parallel maps' inputs split along the sequence)",
+    )
     devices.add_argument("--pp", type=int, default=1, help="pipeline stages (1F1B)")
     devices.add_argument(
         "--offload", default="none", choices=("none", "optimizer", "optimizer+parameters"),
@@ -172,6 +182,7 @@ def run_estimate(args: argparse.Namespace) -> int:
             zero=args.zero,
             tensor=args.tp,
             pipeline=args.pp,
+            sequence_parallel=args.sequence_parallel,
             offload=args.offload,
             checkpointing=args.checkpointing,
             gpu=args.gpu,

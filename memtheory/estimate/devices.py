@@ -70,6 +70,7 @@ def fewest_gpus(
     offload: Offload = "none",
     network: Network | None = None,
     counts: Counts = "powers of two",
+    sequence_parallel: bool = False,
 ) -> DeviceSearch:
     """Return the fewest devices on which ``memory`` (one replica's step) fits ``usable`` bytes.
 
@@ -90,6 +91,8 @@ def fewest_gpus(
         As :func:`~memtheory.techniques.parallel.parallel_memory`.
     counts : {"powers of two", "any"}, default "powers of two"
         Data-parallel sizes 1, 2, 4, ... or 1, 2, 3, ...
+    sequence_parallel : bool, default False
+        As :func:`~memtheory.techniques.parallel.parallel_memory`.
 
     Examples
     --------
@@ -108,7 +111,7 @@ def fewest_gpus(
     def split(data: int) -> ParallelMemory:
         return parallel_memory(
             memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
-            network=network,
+            network=network, sequence_parallel=sequence_parallel,
         )
 
     def peak(data: int) -> sp.Expr:

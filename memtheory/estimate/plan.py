@@ -290,11 +290,12 @@ def estimate(
     lora_alpha: float | None = None,
     lora_targets: str | tuple[str, ...] | None = None,
     qlora: bool = False,
-    gpus: int | str = 1,
+    gpus: int | str | None = None,
     counts: Counts = "powers of two",
     zero: int = 0,
     tensor: int = 1,
     pipeline: int = 1,
+    sequence_parallel: bool = False,
     offload: Offload = "none",
     checkpointing: bool = False,
     gpu: str | None = None,
@@ -331,14 +332,20 @@ def estimate(
         ``"all-linear"`` for QLoRA (the QLoRA paper).
     qlora : bool, default False
         NF4 base with double quantization.
-    gpus : int or "auto", default 1
-        Devices in all: data x tensor x pipeline. ``"auto"``: the fewest
+    gpus : int or "auto", optional
+        Devices in all: data x tensor x pipeline (default tensor x
+        pipeline: no data parallelism). ``"auto"``: the fewest
         that fit the card (:func:`~memtheory.estimate.devices.fewest_gpus`;
         needs ``gpu`` or ``limit``), growing the data-parallel size.
     counts : {"powers of two", "any"}, default "powers of two"
         The device counts ``gpus="auto"`` tries.
     zero : {0, 1, 2, 3}, default 0
     tensor, pipeline : int, default 1
+        Tensor-parallel size (Megatron-style; for a Llama-style decoder split
+        tensor by tensor, :mod:`memtheory.techniques.tensor_parallel`) and
+        pipeline stages.
+    sequence_parallel : bool, default False
+        Megatron's sequence parallelism over the tensor-parallel devices.
     offload : {"none", "optimizer", "optimizer+parameters"}
     checkpointing : bool, default False
         Activation checkpointing at the best interval (chapter 13's model, in
@@ -364,15 +371,19 @@ def estimate(
         raise InvalidArgumentError(
             f"gpus must be a positive whole number or 'auto', got {gpus!r}."
         )
+    if sequence_parallel not in (True, False):
+        raise InvalidArgumentError(
+            f"sequence_parallel must be True or False, got {sequence_parallel!r}."
+        )
     auto = gpus == "auto"
-    count = 1 if auto else gpus
+    count = 1 if auto or gpus is None else gpus
     for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
                         (count, "gpus"), (tensor, "tensor"), (pipeline, "pipeline"),
                         (lora, "lora")):
         _positive(value, name)  # type: ignore[arg-type]
     assert isinstance(count, int)
     group = tensor * pipeline
-    if auto:
+    if auto or gpus is None:
         count = group
     if count % group:
         raise InvalidArgumentError(
@@ -414,21 +425,24 @@ def estimate(
         search = fewest_gpus(
             memory, usable=budget.usable, values=values, zero=zero, tensor=tensor,
             pipeline=pipeline, offload=offload, network=tuned, counts=counts,
+            sequence_parallel=sequence_parallel,
         )
         count = search.gpus or count
     data = count // group
     footprint: Footprint = memory
     host = None
     parallel = ""
-    if count > 1 or zero or offload != "none" or auto:
+    if count > 1 or zero or offload != "none" or auto or sequence_parallel:
         split: ParallelMemory = parallel_memory(
             memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
-            network=tuned,
+            network=tuned, sequence_parallel=sequence_parallel,
         )
         footprint = split
         notes += [n for n in split.notes if n not in notes]
         host = split.host_per_node() if split.host is not None else None
         parallel = f"{count} GPUs (data {data}, tensor {tensor}, pipeline {pipeline}), ZeRO-{zero}"
+        if sequence_parallel:
+            parallel += ", sequence parallel"
         if offload != "none":
             parallel += f", offload {offload}"
     evaluated = footprint.evaluate(**values)
@@ -455,11 +469,12 @@ def estimate(
         "method": method,
         "checkpointing": checkpointing,
         "gpus": count,
-        "gpus_asked": gpus,
+        "gpus_asked": group if gpus is None else gpus,
         "data": data,
         "zero": zero,
         "tensor": tensor,
         "pipeline": pipeline,
+        "sequence_parallel": sequence_parallel,
         "offload": offload,
         "parallel": parallel,
         "parameters": int(network.parameter_count) if network.parameter_count.is_number else None,
@@ -471,8 +486,11 @@ def estimate(
     if flash and step.convention == "autograd":
         why += "; the flash attention kernel assumed (see below)"
     if parallel:
+        how = "ZeRO / FSDP, chapter 13" + (
+            "; tensor parallel, chapter 18" if tensor > 1 or sequence_parallel else ""
+        )
         why += (
-            "; the split across GPUs is modelled (ZeRO / FSDP, chapter 13), not measured: per "
+            f"; the split across GPUs is modelled ({how}), not measured (no GPU was used): per "
             "device the sum of the components, an upper bound of one device's step peak"
         )
     return Estimate(

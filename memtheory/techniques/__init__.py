@@ -9,6 +9,7 @@ accumulation        gradient accumulation: micro-batch memory, effective-batch u
 zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
 offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
 parallel            per device: DDP buckets, ZeRO/FSDP, offload, tensor, sequence, pipeline
+tensor_parallel     a Llama-style decoder's tensors under tensor and sequence parallelism
 kv_cache            inference: weights plus the key/value cache (grouped, windowed, paged)
 working_memory      inference: the prefill's and a decoding step's working memory
 quantization        inference: int8 and int4 weights with their scales
@@ -64,6 +65,7 @@ from memtheory.techniques.parallel import (
     tensor_parallel_activation_ratio,
 )
 from memtheory.techniques.quantization import QUANTIZATIONS, WeightQuantization, quantization
+from memtheory.techniques.tensor_parallel import DecoderSplit, decoder_split
 from memtheory.techniques.working_memory import WorkingMemory, working_memory
 from memtheory.techniques.zero import ZERO_STAGES, zero_model_states, zero_partition
 
@@ -77,6 +79,7 @@ __all__ = [
     "Accumulation",
     "CacheLayer",
     "CheckpointPlan",
+    "DecoderSplit",
     "GenerationMemory",
     "OffloadSplit",
     "ParallelMemory",
@@ -93,6 +96,7 @@ __all__ = [
     "checkpointed_activations",
     "checkpointed_counts",
     "cpu_offload",
+    "decoder_split",
     "generation_memory",
     "gradient_accumulation",
     "kv_cache_bytes",

@@ -23,12 +23,16 @@ from any convention, fine-tuning included) and returns what one device holds:
   (``"optimizer+parameters"``); :attr:`ParallelMemory.host` is what each
   device's process keeps in host RAM, :meth:`ParallelMemory.host_per_node` the
   node's total.
-* **Tensor parallel** over :math:`t` devices (Megatron-LM) splits every
-  weight matrix, and the activations as Korthikanti et al. 2022 derive per
-  transformer layer, with or without **sequence parallelism**
-  (:func:`~memtheory.transformer_activations.activation_bytes`); the whole
-  network's activations are scaled by that layer's ratio (embeddings and
-  logits included, an approximation).
+* **Tensor parallel** over :math:`t` devices (Megatron-LM), with or without
+  **sequence parallelism**. GPT-style networks: every model state is divided
+  by :math:`t`, and the whole network's activations are scaled by one layer's
+  ratio as Korthikanti et al. 2022 derive it
+  (:func:`~memtheory.transformer_activations.activation_bytes`; embeddings and
+  logits included, an approximation). Llama-style decoders
+  (:mod:`~memtheory.techniques.tensor_parallel`): tensor by tensor, the
+  weights, gradients and optimizer state by which matrices are split (norms
+  replicated, key/value heads replicated when :math:`t` exceeds them), and
+  the activations by which kept storages are split.
 * **Pipeline parallel** over :math:`p` stages: each stage holds :math:`1/p` of
   the layers' model states (even split assumed) and, under the 1F1B schedule
   (Narayanan et al. 2021), stage :math:`i` (from 0) keeps the activations of
@@ -104,18 +108,23 @@ def _attention_shape(network: Network) -> tuple[sp.Expr, sp.Expr, sp.Expr, bool]
             return row.input_shape[-2], row.input_shape[-1], sp.sympify(layer.heads), layer.flash
     raise UnsupportedError(
         f"tensor and sequence parallelism are modelled for transformers (Korthikanti et al. "
-        f"2022); {network.name!r} has no MultiHeadAttention layer."
+        f"2022): GPT-style ones (MultiHeadAttention) and Llama-style decoders "
+        f"(GroupedQueryAttention, built by memtheory.models.decoder or from_config); "
+        f"{network.name!r} has neither."
     )
 
 
 def tensor_parallel_activation_ratio(
     network: Network, tensor: int, *, sequence_parallel: bool = False
 ) -> sp.Expr:
-    """Fraction of one transformer layer's activations a device keeps under tensor parallelism.
+    """Fraction of a transformer's activations a device keeps under tensor parallelism.
 
-    Derived from the layer's saved tensors
+    For a GPT-style network (:class:`~memtheory.layers.MultiHeadAttention`):
+    one layer's, derived from the layer's saved tensors
     (:func:`~memtheory.transformer_activations.activation_bytes`) at the
-    network's sequence length, width and heads.
+    network's sequence length, width and heads. For a Llama-style decoder
+    (:class:`~memtheory.layers.GroupedQueryAttention`): the whole network's,
+    tensor by tensor (:func:`~memtheory.techniques.tensor_parallel.activation_ratio`).
 
     Examples
     --------
@@ -125,8 +134,11 @@ def tensor_parallel_activation_ratio(
     >>> tensor_parallel_activation_ratio(gpt2("small", sequence=1024), 4, sequence_parallel=True)
     1/4
     """
+    from memtheory.techniques.tensor_parallel import activation_ratio
     from memtheory.transformer_activations import activation_bytes
 
+    if _is_decoder(network):
+        return activation_ratio(network, tensor, sequence_parallel=sequence_parallel)
     sequence, hidden, heads, flash = _attention_shape(network)
     recompute: Literal["none", "selective"] = "selective" if flash else "none"
     shape = {"sequence": sequence, "batch": 1, "hidden": hidden, "heads": heads}
@@ -135,6 +147,90 @@ def tensor_parallel_activation_ratio(
         **shape, tensor_parallel=tensor, sequence_parallel=sequence_parallel, recompute=recompute
     )
     return sp.simplify(split / whole)
+
+
+def _is_decoder(network: Network) -> bool:
+    """Whether ``network`` has grouped-query attention (a Llama-style decoder)."""
+    from memtheory.layers.grouped_attention import GroupedQueryAttention
+
+    return any(
+        isinstance(getattr(row.layer, "layer", row.layer), GroupedQueryAttention)
+        for row in network.rows
+    )
+
+
+def _per_token(ratio: sp.Expr) -> sp.Expr:
+    """Return the ratio as the batch grows (the per-token tensors' share): a readable formula."""
+    batch = next((x for x in ratio.free_symbols if x.name == "B"), None)
+    return ratio if batch is None else sp.cancel(sp.limit(ratio, batch, sp.oo))
+
+
+def _split_decoder(
+    memory: MemoryBreakdown,
+    network: Network,
+    tensor: int,
+    sequence_parallel: bool,
+    base: dict[str, sp.Expr],
+    state_share: dict[str, sp.Expr],
+    activation_share: dict[str, sp.Expr],
+) -> str:
+    """Split a Llama-style decoder's step tensor by tensor (:mod:`.tensor_parallel`).
+
+    Fills ``state_share`` (the share of each model state a device keeps) and
+    either replaces the autograd convention's kept storages in ``base`` by their
+    per-device sums or, for the breakdown convention, puts the saved-tensor
+    share of the activations in ``activation_share``. Returns the note.
+    """
+    from memtheory.techniques.tensor_parallel import (
+        activation_ratio,
+        decoder_split,
+        split_activations,
+        split_parameters,
+        split_storages,
+    )
+
+    split = decoder_split(network, tensor, sequence_parallel=sequence_parallel)
+    counts = split_parameters(network, split)
+    shares = {
+        key: (device / whole if whole else sp.S.One) for key, (whole, device) in counts.items()
+    }
+    for name in ("parameters", "gradients", "optimizer_state", "master_weights"):
+        state_share[name] = shares["trainable"]
+    for name in ("frozen_parameters", "quantization_constants"):
+        state_share[name] = shares["frozen"]
+    for name in ("buffers", "optimizer_step_counters"):  # rotary tables; one counter per tensor
+        state_share[name] = sp.S.One
+    sums: dict[str, tuple[sp.Expr, sp.Expr]] = {}
+    if "saved_activations" in base:
+        how = "the autograd convention's kept storages, each split or replicated"
+        sums = split_storages(network, split, precision=memory.precision)
+    elif "activations" in base:
+        how = "the breakdown's activations and their gradients, layer by layer, split or replicated"
+        whole, device = split_activations(network, split)
+        for name in ("activations", "activation_gradients"):
+            size = getattr(memory.precision, name).bytes
+            sums[name] = (whole * size, device * size)
+    exact = True
+    for name, (whole, device) in sums.items():
+        if name not in base:
+            continue
+        if sp.expand(whole - base[name]) == 0:
+            base[name] = device
+        else:  # the tensors do not add up to the component (checkpointing): scale it
+            exact = False
+            activation_share[name] = _per_token(
+                activation_ratio(network, tensor, sequence_parallel=sequence_parallel)
+            )
+    if not exact:
+        how = (
+            "the component scaled by the share of the saved tensors one device keeps, per token "
+            "(an approximation: the kept tensors are not those of a plain step)"
+        )
+    return (
+        f"{split.describe()}: per device {float(shares['trainable']):.4%} of the weights, "
+        f"gradients and optimizer state; activations from {how}; modelled, not measured (no "
+        "GPU), communication buffers not counted"
+    )
 
 
 @dataclass(frozen=True)
@@ -273,22 +369,29 @@ def parallel_memory(
             "autograd convention is not split across devices"
         )
     base = dict(memory.components)
-    activation_ratio: sp.Expr = sp.S.One
+    state_share: dict[str, sp.Expr] = {name: sp.Rational(1, tensor) for name in _MODEL_STATES}
+    activation_share: dict[str, sp.Expr] = {}
     if tensor > 1 or sequence_parallel:
         if network is None:
             raise InvalidArgumentError(
                 "tensor/sequence parallelism splits activations as the transformer's shape "
                 "says: pass network=... (the Network the memory was computed for)."
             )
-        activation_ratio = tensor_parallel_activation_ratio(
-            network, tensor, sequence_parallel=sequence_parallel
-        )
-        notes.append(
-            f"tensor parallel over {tensor}"
-            + (" with sequence parallelism" if sequence_parallel else "")
-            + f": weights / {tensor}, activations x {activation_ratio} (Korthikanti et al. 2022)"
-        )
-    shards = tensor * pipeline
+        if _is_decoder(network):
+            note = _split_decoder(
+                memory, network, tensor, sequence_parallel, base, state_share, activation_share
+            )
+        else:
+            ratio = tensor_parallel_activation_ratio(
+                network, tensor, sequence_parallel=sequence_parallel
+            )
+            activation_share = dict.fromkeys(_ACTIVATIONS, ratio)
+            note = (
+                f"tensor parallel over {tensor}"
+                + (" with sequence parallelism" if sequence_parallel else "")
+                + f": weights / {tensor}, activations x {ratio} (Korthikanti et al. 2022)"
+            )
+        notes.append(note)
     stages: list[MemoryBreakdown] = []
     host: MemoryBreakdown | None = None
     for stage in range(pipeline):
@@ -296,9 +399,10 @@ def parallel_memory(
         components: dict[str, sp.Expr] = {}
         for name, value in base.items():
             if name in _MODEL_STATES and name != "dequantized_copy":
-                components[name] = value / shards
+                components[name] = value * state_share[name] / pipeline
             elif name in _ACTIVATIONS:
-                components[name] = value * activation_ratio * sp.Rational(held, pipeline)
+                share = activation_share.get(name, sp.S.One)
+                components[name] = value * share * sp.Rational(held, pipeline)
             elif name == "input":
                 components[name] = value if stage == 0 else sp.S.Zero
             elif name == "targets":
@@ -315,7 +419,10 @@ def parallel_memory(
         if data > 1 and zero == 0 and not bucket_view and "gradients" in parts:
             parts["gradient_buckets"] = parts["gradients"]
         if zero in (1, 2) and data > 1 and "gradients" in base and "parameters" in base:
-            trainable = base["parameters"] / shards / memory.precision.parameters.bytes
+            trainable = (
+                base["parameters"] * state_share["parameters"] / pipeline
+                / memory.precision.parameters.bytes
+            )
             parts["gradient_buckets"] = (
                 sp.Min(reduce_bucket_size, trainable) * memory.precision.gradients.bytes
             )
