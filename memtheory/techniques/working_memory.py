@@ -38,8 +38,11 @@ the largest of:
 
 * **cache growth** (``DynamicCache``, ``block_size=None``): the layer's input
   and its normalised copy, the token's query, key and value, and the old
-  values, alive until ``torch.cat`` has made the grown ones (a paged or
-  static cache is written in place);
+  values, alive until ``torch.cat`` has made the grown ones (a sliding-window
+  layer concatenates keys and values before keeping either, so both old
+  tensors are alive; before the first step they are views of the whole
+  prompt's storage, so with every layer's prompt storage still alive the
+  first layer can hold the most); a paged or static cache is written in place;
 * **attention**: the layer's input and normalised copy, the query, and
   ``repeat_kv``'s copies of the cached keys and values (:math:`2 b a S d`,
   grouped heads) with the scores (:math:`b a S`, the same per-score bytes as
@@ -53,10 +56,8 @@ the largest of:
 
 These are derived from the code paths named, not measured on a GPU;
 ``tests/pytorch/test_generation_memory.py`` compares the prefill and a
-decoding step with transformers' ``LlamaForCausalLM`` (and Mistral, Qwen2,
-Gemma) measured on CPU, to the byte. A sliding window shorter than the
-context is exact for the prefill only: in the decoding step the cache keeps
-a view of a larger storage, which is not followed, and the step is read low.
+decoding step with transformers' ``LlamaForCausalLM`` (and Mistral with and
+without a sliding window, Qwen2, Gemma) measured on CPU, to the byte.
 
 Examples
 --------
@@ -209,7 +210,9 @@ def working_memory(
     else:
         head = batch * tokens * hidden * c.bytes + batch * vocabulary * (c.bytes + fp32.bytes)
     prefill = whole_pass + sp.Max(attention, mlp, head)
-    decode = _decode(model, layers, batch, hidden, vocabulary, c, kv_dtype, flash, block_size)
+    decode = _decode(
+        model, layers, batch, tokens, hidden, vocabulary, c, kv_dtype, flash, block_size
+    )
     assumptions = (
         "attention: "
         + ("memory-efficient kernel (no S^2 tensor, no mask; CUDA assumption)" if flash
@@ -228,6 +231,7 @@ def _decode(
     model: Network,
     layers: tuple[CacheLayer, ...],
     batch: sp.Expr,
+    tokens: sp.Expr,
     hidden: sp.Expr,
     vocabulary: sp.Expr,
     c: DType,
@@ -237,11 +241,11 @@ def _decode(
 ) -> sp.Expr:
     """Bytes a decoding step holds beyond the weights and the full cache, at its peak.
 
-    One token per sequence against :math:`S` cached positions, in the last
-    layer (where every earlier layer's cache has already grown): the largest
-    of the moment ``torch.cat`` grows the values (the old values live until
-    the new ones exist), the attention's largest moment, the MLP's, and the
-    logits'; plus what the step keeps throughout (the token's embeddings,
+    One token per sequence against :math:`S` cached positions: the largest
+    of the moments ``torch.cat`` grows a layer's cache (in each layer; the
+    last one, where every earlier cache has grown, unless sliding windows
+    still hold the prompt's storages), the last layer's attention, MLP and
+    the logits; plus what the step keeps throughout (the token's embeddings,
     its int64 position, the ``(B, 1, 1, S)`` mask and one position's rotary
     tables).
     """
@@ -274,15 +278,32 @@ def _decode(
             query_heads, attended_last = sp.sympify(grouped.heads), attended
             break
     if block_size is None and layers:  # DynamicCache: the old values live while cat grows them
-        last = layers[-1]
-        old = batch * last.kv_heads * (last.positions - 1) * last.head_dim * kv_dtype.bytes
-        query = next(
-            (sp.sympify(row.layer.heads) for row in reversed(model.rows)
-             if isinstance(row.layer, GroupedQueryAttention | MultiHeadAttention)),
-            last.kv_heads,
-        )
-        new_token = batch * (query + 2 * last.kv_heads) * last.head_dim * c.bytes
-        moments.append(stream + new_token + old)
+        heads = [
+            sp.sympify(row.layer.heads) for row in model.rows
+            if isinstance(row.layer, GroupedQueryAttention | MultiHeadAttention)
+        ]
+        # per layer, one of its keys or values before and after the step; a sliding window
+        # shorter than the context holds, before the first step, a view of the whole prompt's
+        # storage, and after it (and in later steps) a storage of the window
+        # (the sliding layer concatenates its keys and then its values before it keeps either,
+        # so both old tensors are alive at the second cat; the plain layer keeps its keys first)
+        olds, news, at_cat = [], [], []
+        for cached in layers:
+            one = batch * cached.kv_heads * cached.head_dim * kv_dtype.bytes
+            windowed = cached.window is not None and cached.positions != model.input_shape[1]
+            before = sp.Max(tokens, cached.positions) if windowed else cached.positions - 1
+            olds.append(one * before)
+            news.append(one * cached.positions)
+            at_cat.append((2 if windowed else 1) * one * before)
+        for index, cached in enumerate(layers):
+            query = heads[index] if index < len(heads) else cached.kv_heads
+            new_token = batch * (query + 2 * cached.kv_heads) * cached.head_dim * c.bytes
+            later = sum(
+                (2 * (o - n) for o, n in zip(olds[index + 1 :], news[index + 1 :], strict=True)),
+                sp.Integer(0),
+            )
+            own = token if index == 0 and len(layers) > 1 else stream  # layer 0 reads embeddings
+            moments.append(own + new_token + at_cat[index] + later)
     # the MLP runs while the layer's input, the stream after attention, its normalised copy and
     # the attention's probabilities (returned beside its output) are alive
     probabilities = 0 if flash else batch * query_heads * attended_last * c.bytes
