@@ -29,6 +29,7 @@ import sympy as sp
 from memtheory.conventions import Convention, ConventionLike, Model, RuleOfThumbConvention
 from memtheory.counts import ModelCounts
 from memtheory.errors import UnknownNameError
+from memtheory.exercises.errors import ExerciseDefinitionError
 from memtheory.exercises.reasoning import Reasoning
 from memtheory.layers import AvgPool2d, Conv2d, Dense, Layer, MaxPool2d
 from memtheory.layers.base import Shape
@@ -50,6 +51,7 @@ __all__ = [
     "Misconception",
     "combine_ways",
     "misconception",
+    "register",
     "rounded_window_count",
 ]
 
@@ -547,6 +549,24 @@ def combine_ways(first: Reasoning, second: Reasoning) -> Reasoning | None:
     combined.__dict__.update(first.__dict__)
     combined.detail = f"{first.detail}; and {second.detail}"
     return combined
+
+
+def register(entries: tuple[Misconception, ...]) -> None:
+    """Add ``entries`` to :data:`MISCONCEPTIONS`, refusing a name already defined differently.
+
+    The later chapters' step modules call it on import.
+
+    Examples
+    --------
+    >>> register((MISCONCEPTIONS["forgot_bias"],))  # the same entry again: accepted
+    """
+    for entry in entries:
+        known = MISCONCEPTIONS.get(entry.name)
+        if known is not None and known.title != entry.title:
+            raise ExerciseDefinitionError(
+                f"misconception {entry.name!r} is already defined differently; rename one."
+            )
+        MISCONCEPTIONS[entry.name] = entry
 
 
 def misconception(name: str) -> Misconception:

@@ -19,8 +19,11 @@ from __future__ import annotations
 import sympy as sp
 
 from memtheory.cuda_allocator import SMALL_SEGMENT, block_size, segment_size
-from memtheory.exercises.errors import ExerciseDefinitionError
-from memtheory.exercises.misconceptions import MISCONCEPTIONS, Misconception
+from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: the doctests)
+    MISCONCEPTIONS,
+    Misconception,
+    register,
+)
 from memtheory.exercises.reasoning import Reasoning
 
 __all__ = ["allocated_block", "reserved_segment", "small_segments"]
@@ -80,14 +83,6 @@ GPU_MISCONCEPTIONS = (
 )
 
 
-def _register(entries: tuple[Misconception, ...]) -> None:
-    for entry in entries:
-        known = MISCONCEPTIONS.get(entry.name)
-        if known is not None and known.title != entry.title:
-            raise ExerciseDefinitionError(
-                f"misconception {entry.name!r} is already defined differently; rename one."
-            )
-        MISCONCEPTIONS[entry.name] = entry
 
 
-_register(GPU_MISCONCEPTIONS)
+register(GPU_MISCONCEPTIONS)

@@ -29,9 +29,8 @@ import sympy as sp
 
 from memtheory.conventions import ConventionLike
 from memtheory.dtypes import DTypeLike, dtype
-from memtheory.exercises.misconceptions import Misconception
+from memtheory.exercises.misconceptions import Misconception, register
 from memtheory.exercises.reasoning import Reasoning
-from memtheory.exercises.technique_steps import register as _register
 from memtheory.layers import LanguageModelLoss, Layer
 from memtheory.layers.base import Shape
 from memtheory.layers.saved_storages import saved_storages
@@ -369,4 +368,4 @@ RESIDUAL_MISCONCEPTIONS = (
 )
 """The misconceptions of chapters 15 and 16, registered on import."""
 
-_register(RESIDUAL_MISCONCEPTIONS)
+register(RESIDUAL_MISCONCEPTIONS)

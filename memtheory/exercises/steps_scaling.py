@@ -25,9 +25,8 @@ from typing import Any
 
 import sympy as sp
 
-from memtheory.exercises.misconceptions import Misconception
+from memtheory.exercises.misconceptions import Misconception, register
 from memtheory.exercises.reasoning import Reasoning
-from memtheory.exercises.technique_steps import register
 from memtheory.finetuning import (
     LoRA,
     adam8bit_state_bytes,

@@ -27,7 +27,11 @@ import sympy as sp
 
 from memtheory.dtypes import dtype
 from memtheory.exercises.errors import ExerciseDefinitionError
-from memtheory.exercises.misconceptions import MISCONCEPTIONS, Misconception
+from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: the doctests)
+    MISCONCEPTIONS,
+    Misconception,
+    register,
+)
 from memtheory.exercises.reasoning import Reasoning
 from memtheory.gpus import usable_memory
 from memtheory.layers import BatchNorm2d, Conv2d
@@ -230,14 +234,6 @@ TRACE_MISCONCEPTIONS = (
 )
 
 
-def _register(entries: tuple[Misconception, ...]) -> None:
-    for entry in entries:
-        known = MISCONCEPTIONS.get(entry.name)
-        if known is not None and known.title != entry.title:
-            raise ExerciseDefinitionError(
-                f"misconception {entry.name!r} is already defined differently; rename one."
-            )
-        MISCONCEPTIONS[entry.name] = entry
 
 
-_register(TRACE_MISCONCEPTIONS)
+register(TRACE_MISCONCEPTIONS)

@@ -30,8 +30,11 @@ from memtheory._validation import SizeLike
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
 from memtheory.exercises.derivation import note, quantity_text
-from memtheory.exercises.errors import ExerciseDefinitionError
-from memtheory.exercises.misconceptions import MISCONCEPTIONS, Misconception
+from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: the doctests)
+    MISCONCEPTIONS,
+    Misconception,
+    register,
+)
 from memtheory.exercises.reasoning import Reasoning
 from memtheory.layers import Layer, ReLU
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -478,15 +481,6 @@ LATER_MISCONCEPTIONS = (
 """The misconceptions of chapters 10-14, registered on import."""
 
 
-def register(entries: tuple[Misconception, ...]) -> None:
-    """Add ``entries`` to :data:`MISCONCEPTIONS`, refusing a name already defined differently."""
-    for entry in entries:
-        known = MISCONCEPTIONS.get(entry.name)
-        if known is not None and known.title != entry.title:
-            raise ExerciseDefinitionError(
-                f"misconception {entry.name!r} is already defined differently; rename one."
-            )
-        MISCONCEPTIONS[entry.name] = entry
 
 
 register(LATER_MISCONCEPTIONS)
