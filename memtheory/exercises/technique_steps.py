@@ -36,6 +36,7 @@ from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: 
     register,
 )
 from memtheory.exercises.reasoning import Reasoning
+from memtheory.gpus import usable_memory
 from memtheory.layers import Layer, ReLU
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import OptimizerLike
@@ -60,7 +61,6 @@ __all__ = [
     "kv_cache",
     "layer_activations",
     "offloaded",
-    "register",
     "step_implementation",
     "usable_bytes",
     "zero_states",
@@ -218,7 +218,8 @@ def usable_bytes(how: Reasoning, card: SizeLike, unit: str) -> sp.Expr:
     """Bytes left for the estimate on a card of ``card`` ``unit``: the book's budget.
 
     The CUDA context (:data:`CONTEXT`) comes off first, then :data:`RESERVE`
-    of the rest, as chapter 6 budgets a card.
+    of the rest, as chapter 6 budgets a card (:func:`memtheory.gpus.usable_memory`
+    with ``headroom``).
 
     Examples
     --------
@@ -231,7 +232,7 @@ def usable_bytes(how: Reasoning, card: SizeLike, unit: str) -> sp.Expr:
     context = how.to_bytes(*CONTEXT.split())
     if own:
         return own(total, context)
-    usable = (total - context) * (1 - RESERVE)
+    usable = usable_memory(limit=total, reserve=context, headroom=RESERVE).usable
     note(
         f"Usable: (card - {CONTEXT} CUDA context) x (1 - {RESERVE}) reserve "
         f"= ({quantity_text(total)} - {quantity_text(context)}) x {1 - RESERVE} bytes",
