@@ -51,6 +51,7 @@ from memtheory.torch.allocator_counters import (
     CudaCounters,
     PhaseRecorder,
 )
+from memtheory.torch.step_state import eval_without_gradients, state_tensors
 
 __all__ = ["Measurement", "StorageTracker", "measure", "optimizer_implementation"]
 
@@ -358,7 +359,7 @@ def measure(
     tracker.watch_parameters(parameters)
     tracker.track(*parameters, *module.buffers(), input, target)
     tracker.track(*(p.grad for p in parameters))
-    tracker.track(*_state_tensors(optimizer))
+    tracker.track(*state_tensors(optimizer))
     recorder = PhaseRecorder(counters) if counters is not None else None
     start = tracker.start("step start")
     saved: dict[int, int] = {}
@@ -525,32 +526,14 @@ def _inference_peak(
     recorder: PhaseRecorder | None = None,
 ) -> int:
     """Peak of ``module(input)`` in eval mode under no_grad; gradients set aside meanwhile."""
-    parameters = list(module.parameters())
-    grads = [p.grad for p in parameters]
-    for p in parameters:
-        p.grad = None
-    module.eval()
-    tracker = StorageTracker()
-    tracker.track(*parameters, *module.buffers(), input)
-    tracker.start()
-    try:
+    with eval_without_gradients(module) as parameters:
+        tracker = StorageTracker()
+        tracker.track(*parameters, *module.buffers(), input)
+        tracker.start()
         with torch.no_grad(), tracker, context(), _phase(None, recorder, "inference"):
             output = module(input)
             del output
-    finally:
-        module.train()
-        for p, grad in zip(parameters, grads, strict=True):
-            p.grad = grad
     return tracker.peak
-
-
-def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-    return [
-        value
-        for state in optimizer.state.values()
-        for value in state.values()
-        if isinstance(value, torch.Tensor)
-    ]
 
 
 def _state_bytes(optimizer: torch.optim.Optimizer) -> tuple[int, int]:

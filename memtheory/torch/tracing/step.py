@@ -28,6 +28,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from memtheory.torch.step_state import eval_without_gradients, state_tensors
 from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.modules import ModuleWatch
 from memtheory.torch.tracing.sizes import Polynomial, SymbolMap, add_into
@@ -91,7 +92,7 @@ def record_step(
         tracker.watch_parameters(parameters)
         tracker.keep(*parameters, *module.buffers(), *data, *targets)
         tracker.track(*(p.grad for p in parameters))
-        tracker.keep(*_state_tensors(optimizer))
+        tracker.keep(*state_tensors(optimizer))
         start = tracker.start("step start")
         saved: dict[int, Polynomial] = {}
         watch.recording = True
@@ -213,33 +214,15 @@ def _inference(
     keep_all: bool,
 ) -> list[tuple[str, Polynomial]]:
     """Moments of ``call()`` in eval mode under no_grad; gradients set aside meanwhile."""
-    parameters = list(module.parameters())
-    grads = [p.grad for p in parameters]
-    for p in parameters:
-        p.grad = None
-    module.eval()
-    watch.phase = "inference"
-    tracker = SymbolicStorageTracker(symbols, watch.label, keep_all)
-    tracker.keep(*parameters, *module.buffers(), *data)
-    tracker.start("inference start")
-    try:
+    with eval_without_gradients(module) as parameters:
+        watch.phase = "inference"
+        tracker = SymbolicStorageTracker(symbols, watch.label, keep_all)
+        tracker.keep(*parameters, *module.buffers(), *data)
+        tracker.start("inference start")
         with torch.no_grad(), tracker, context():
             output = _guarded(call, watch)
             del output
-    finally:
-        module.train()
-        for p, grad in zip(parameters, grads, strict=True):
-            p.grad = grad
     return tracker.moments
-
-
-def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-    return [
-        value
-        for state in optimizer.state.values()
-        for value in state.values()
-        if isinstance(value, torch.Tensor)
-    ]
 
 
 def _state_bytes(
