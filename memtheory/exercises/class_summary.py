@@ -30,13 +30,11 @@ Examples
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import Counter
 from dataclasses import dataclass
 
 from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS
-from memtheory.exercises.report import FolderSummary, csv_cell, printable
+from memtheory.exercises.report import FolderSummary, csv_text, printable
 from memtheory.tables import Column, Table
 
 __all__ = ["ClassSummary", "ExerciseStats", "exercise_summary", "mistake_title"]
@@ -168,10 +166,7 @@ class ClassSummary:
 
     def csv_text(self) -> str:
         """Return the rows as CSV, every text cell made safe by :func:`csv_cell`."""
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerows([csv_cell(cell) for cell in row] for row in self.rows())
-        return buffer.getvalue()
+        return csv_text(self.rows())
 
     def table(self) -> Table:
         """One row per exercise: right out of graded, and the most common mistakes."""

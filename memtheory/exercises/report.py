@@ -54,6 +54,7 @@ __all__ = [
     "FolderSummary",
     "GradeReport",
     "csv_cell",
+    "csv_text",
     "printable",
     "write_atomic",
 ]
@@ -111,6 +112,20 @@ def csv_cell(value: object) -> object:
         return value
     text = printable(value)
     return f"'{text}" if text.startswith(_FORMULA_START) else text
+
+
+def csv_text(rows: list[list[object]]) -> str:
+    r"""Return ``rows`` as CSV text, every cell made safe by :func:`csv_cell`.
+
+    Examples
+    --------
+    >>> csv_text([["learner", "score"], ["=1+1", 3]])
+    "learner,score\n'=1+1,3\n"
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerows([csv_cell(cell) for cell in row] for row in rows)
+    return buffer.getvalue()
 
 
 @dataclass(frozen=True)
@@ -391,10 +406,7 @@ class FolderSummary:
 
     def csv_text(self) -> str:
         """Return the rows as CSV, every text cell made safe by :func:`csv_cell`."""
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerows([csv_cell(cell) for cell in row] for row in self.rows())
-        return buffer.getvalue()
+        return csv_text(self.rows())
 
     def table(self) -> Table:
         """One row per file: learner, score and percent, or why it was not graded."""
