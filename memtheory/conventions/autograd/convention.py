@@ -78,6 +78,13 @@ class AutogradConvention(Convention):
         Derived from ``torch/optim/*.py`` for every optimizer torch.optim has
         (:mod:`memtheory.conventions.autograd.optimizer_step`). PyTorch picks
         for-loop on CPU and foreach on CUDA unless told.
+    keeps_logits : bool, default True
+        Whether the training loop holds the model's output (the loss layer's
+        input) until the step ends, as ``out = model(x); loss_fn(out,
+        y).backward()`` does. ``False`` is a loop that keeps only the loss, as
+        Hugging Face's ``Trainer.training_step`` does (``compute_loss`` returns
+        the loss alone): the logits are freed in the forward unless a backward
+        node saves them.
 
     Notes
     -----
@@ -96,8 +103,9 @@ class AutogradConvention(Convention):
        input), the fork stays alive until the merge that joins them, as in a
        block written as a function. Layers before the first one with
        parameters record nothing. The loss (cross-entropy, MSE, L1, BCE with
-       logits) ends the forward; the caller keeps the logits and the loss
-       until the step ends. A network without a loss layer is trained on
+       logits) ends the forward; the caller keeps the loss until the step
+       ends, and the logits too unless ``keeps_logits=False``. A network
+       without a loss layer is trained on
        ``output.sum()``, which saves nothing.
     3. **backward**, as PyTorch's engine runs it: the ready node created last
        goes first. A node allocates its inputs' gradients (new tensors, or
@@ -168,16 +176,22 @@ class AutogradConvention(Convention):
     name = "autograd"
     title = "autograd (what PyTorch keeps, and the peak)"
 
-    def __init__(self, implementation: Implementation = "for-loop") -> None:
+    def __init__(
+        self, implementation: Implementation = "for-loop", *, keeps_logits: bool = True
+    ) -> None:
         if implementation not in IMPLEMENTATIONS:
             raise InvalidArgumentError(
                 f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got "
                 f"{implementation!r}."
             )
+        if keeps_logits not in (True, False):
+            raise InvalidArgumentError(f"keeps_logits must be True or False, got {keeps_logits!r}.")
         self.implementation = implementation
+        self.keeps_logits = bool(keeps_logits)
 
     def __repr__(self) -> str:
-        return f"AutogradConvention(implementation={self.implementation!r})"
+        logits = "" if self.keeps_logits else ", keeps_logits=False"
+        return f"AutogradConvention(implementation={self.implementation!r}{logits})"
 
     # -- public ------------------------------------------------------------------------
     def training(
@@ -191,7 +205,7 @@ class AutogradConvention(Convention):
                 "the known ones with list(memtheory.OPTIMIZERS)."
             )
         network = _network(model)
-        plan = _plan(network, precision, training=True)
+        plan = _plan(network, precision, training=True, keeps_logits=self.keeps_logits)
         if not any(r.records for r in plan.rows):
             raise UnsupportedError(
                 f"{network.name!r} has no parameters: a training step has nothing to train."
@@ -227,7 +241,8 @@ class AutogradConvention(Convention):
         notes = (
             f"{optimizer}, {self.implementation} implementation: "
             f"{_temporaries_text(optimizer, self.implementation)}",
-            "zero_grad(set_to_none=True); the caller keeps the input, targets, logits and loss",
+            "zero_grad(set_to_none=True); the caller keeps the input, targets, "
+            + ("logits and loss" if self.keeps_logits else "and loss (not the logits)"),
             "saved activations: each storage once; the input batch and targets counted apart",
             "peak: live tensor storages; kernel workspaces and allocator slack not included",
         )

@@ -344,7 +344,9 @@ def _spec(
     )
 
 
-def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
+def _plan(
+    network: Network, precision: Precision, *, training: bool, keeps_logits: bool = True
+) -> _Plan:
     autocast = _check_precision(precision)
     first = network.rows[0].name
     ids = any(
@@ -385,7 +387,11 @@ def _plan(network: Network, precision: Precision, *, training: bool) -> _Plan:
     held = {"input"}
     data = {"input"}
     if loss is not None:
-        held |= {"targets", *loss.in_keys, loss.out_key}
+        # A loop that keeps the model's output (``out = model(x)``; ``loss(out, y)``) holds
+        # the logits through backward; one that keeps only the loss (the Trainer) does not.
+        held |= {"targets", loss.out_key}
+        if keeps_logits:
+            held |= set(loss.in_keys)
         data.add("targets")
     elif training:
         sizes["loss"] = sp.Integer(dtypes[last].bytes)
