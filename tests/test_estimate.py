@@ -9,36 +9,81 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 import sympy as sp
 
 from memtheory import training_memory
 from memtheory.cli import main
+from memtheory.conventions.autograd import AutogradConvention
 from memtheory.errors import InvalidArgumentError, UnknownNameError, UnsupportedError
 from memtheory.estimate import estimate, resolve_model
 from memtheory.finetuning import LoRA, finetune_memory
 from memtheory.gpus import DEFAULT_RESERVE, gpu
 from memtheory.models import gpt2
+from memtheory.recipes import Setup
 from memtheory.symbols import B, S
 from memtheory.techniques import parallel_memory
 
 
 def test_full_training_matches_training_memory():
-    """The table is training_memory's: autograd convention, torch.autocast bf16 by default."""
+    """By default a language model gets the hf-trainer recipe, and its table is training_memory's.
+
+    GPT-2's checkpoint is fp32, so ``Trainer(bf16=True)`` runs torch.autocast
+    over it; the Trainer's optimizer is fused AdamW, its attention SDPA (no
+    S x S tensors: ``flash=True``), and its loop keeps only the loss.
+    """
     answer = estimate("gpt2", batch=2, sequence=256)
-    direct = training_memory(gpt2("small", batch=2, sequence=256, loss=True), optimizer="adamw",
-                             precision="autocast-bf16", convention="autograd")
+    direct = training_memory(
+        gpt2("small", batch=2, sequence=256, loss=True, flash=True), optimizer="adamw",
+        precision="autocast-bf16", convention=AutogradConvention("fused", keeps_logits=False),
+    )
     assert dict(answer.memory.components) == dict(direct.components)
     assert answer.memory.total == direct.total and answer.peak == direct.peak
     assert answer.convention_name == "autograd" and answer.settings["precision"] == "autocast-bf16"
+    assert answer.settings["recipe"] == "hf-trainer"
+
+
+def test_a_setup_reproduces_the_plain_loop():
+    """Setup fields reach the step: eager attention, for-loop AdamW, the logits kept."""
+    plain = Setup(precision="autocast-bf16", attention="eager", device="cpu", keeps_logits=True)
+    answer = estimate("gpt2", batch=2, sequence=256, setup=plain)
+    direct = training_memory(gpt2("small", batch=2, sequence=256, loss=True), optimizer="adamw",
+                             precision="autocast-bf16", convention="autograd")
+    assert answer.peak == direct.peak and answer.memory.total == direct.total
+    assert answer.settings["optimizer_implementation"] == "for-loop"
+    assert answer.settings["recipe"] == "custom"
+
+
+def test_keywords_override_the_recipe_and_the_answer_says_so():
+    """flash=False over hf-trainer is eager attention; the recipe's name records the change."""
+    answer = estimate("gpt2", batch=1, sequence=128, setup="hf-trainer", flash=False)
+    direct = training_memory(
+        gpt2("small", batch=1, sequence=128, loss=True), optimizer="adamw",
+        precision="autocast-bf16", convention=AutogradConvention("fused", keeps_logits=False),
+    )
+    assert answer.peak == direct.peak
+    assert answer.settings["recipe"] == "hf-trainer (attention=eager)"
+    assert any(line.startswith("attention: eager") for line in answer.assumptions)
+
+
+def test_peft_adapters_in_fp32_double_their_bf16_bytes():
+    """Peft keeps adapters in fp32: parameters, gradients and AdamW state twice the bf16 bytes."""
+    fp32 = estimate("llama-3-8b", lora=16, sequence=256, setup="peft-lora")
+    bf16 = estimate("llama-3-8b", lora=16, sequence=256, setup="hf-trainer")
+    for name in ("parameters", "gradients", "optimizer_state"):
+        assert fp32.memory.components[name] == 2 * bf16.memory.components[name]
+    grown = sum(bf16.memory.components[n] for n in ("parameters", "gradients", "optimizer_state"))
+    assert fp32.peak - bf16.peak == grown
 
 
 def test_lora_matches_finetune_memory_and_the_limits_are_exact():
     """LoRA r=8 on a T4: the largest batch b fits, b + 1 does not (budget = card - reserve)."""
-    answer = estimate("gpt2", batch=4, sequence=512, lora=8, gpu="T4")
-    symbolic = finetune_memory(gpt2("small", batch=B, sequence=S, loss=True), lora=LoRA(8),
-                               convention=answer.convention_name)
+    answer = estimate("gpt2", batch=4, sequence=512, lora=8, gpu="T4", setup="hf-trainer")
+    symbolic = finetune_memory(gpt2("small", batch=B, sequence=S, loss=True, flash=True),
+                               lora=LoRA(8), convention=answer.convention_name)
+    assert answer.convention_name == "breakdown"  # GPT-2's packed attention under LoRA
     usable = gpu("T4").memory - DEFAULT_RESERVE
     assert answer.memory.total == symbolic.evaluate(B=4, S=512).total
     b = answer.max_batch
@@ -48,13 +93,24 @@ def test_lora_matches_finetune_memory_and_the_limits_are_exact():
 
 
 def test_zero3_is_parallel_memory_per_device():
-    """--gpus 8 --zero 3 is parallel_memory over 8 data-parallel devices."""
+    """--gpus 8 --zero 3 is parallel_memory over 8 data-parallel devices.
+
+    Under the Trainer, FSDP (accelerate's MixedPrecision) gathers the weights
+    in bf16, so autocast keeps no bf16 copies; a plain PyTorch loop with
+    torch.autocast over FSDP's fp32 weights keeps them.
+    """
     answer = estimate("gpt2-medium", batch=1, sequence=128, gpus=8, zero=3)
-    net = gpt2("medium", batch=B, sequence=S, loss=True)
+    net = gpt2("medium", batch=B, sequence=S, loss=True, flash=True)
     memory = training_memory(net, optimizer="adamw", precision="autocast-bf16",
-                             convention="autograd")
-    direct = parallel_memory(memory, data=8, zero=3, network=net).evaluate(B=1, S=128)
+                             convention=AutogradConvention("fused", keeps_logits=False))
+    copies = memory.components["weight_copies"]
+    without = replace(memory, components={k: v for k, v in memory.components.items()
+                                          if k != "weight_copies"})
+    direct = parallel_memory(without, data=8, zero=3, network=net).evaluate(B=1, S=128)
     assert answer.memory.total == direct.total
+    kept = estimate("gpt2-medium", batch=1, sequence=128, gpus=8, zero=3,
+                    setup=Setup.recipe("hf-trainer", sharded_autocast_copies=True))
+    assert kept.memory.total - answer.memory.total == copies.xreplace({B: 1, S: 128})
 
 
 def test_nothing_fits_says_zero():
@@ -174,7 +230,7 @@ def test_configs_go_through_from_config_when_it_exists(monkeypatch, tmp_path):
 
     def from_config(spec, *, batch, sequence, flash=False, loss=False):
         seen["spec"] = spec
-        return gpt2("small", batch=batch, sequence=sequence, loss=True)
+        return gpt2("small", batch=batch, sequence=sequence, loss=True, flash=flash)
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"n_positions": 1024}))

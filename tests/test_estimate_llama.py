@@ -23,6 +23,7 @@ from memtheory.estimate.step import step_memory
 from memtheory.finetuning import LoRA, finetune_memory
 from memtheory.gpus import usable_memory
 from memtheory.models import from_config, gpt2
+from memtheory.recipes import Setup
 from memtheory.symbols import B, S
 from memtheory.techniques import parallel_memory
 from memtheory.techniques.checkpointing import checkpoint_units
@@ -34,7 +35,8 @@ HIDDEN, LAYERS, KV_WIDTH = 4096, 32, 8 * 128  # config.json: 8 key/value heads o
 
 def test_lora_on_a_24_gb_card_at_sequence_4096():
     """Question 1: exact convention, the adapters' count from the config, the verdict and limits."""
-    answer = estimate("llama-3-8b", sequence=4096, lora=16, flash=True, gpu="RTX 4090")
+    answer = estimate("llama-3-8b", sequence=4096, lora=16, flash=True, gpu="RTX 4090",
+                      setup="hf-trainer")
     assert answer.convention_name == "autograd" and "exact" in answer.why
     # LoRA on q_proj (4096 -> 4096) and v_proj (4096 -> 1024): r (n_in + n_out) each, per layer
     assert answer.settings["trainable"] == LAYERS * 16 * ((HIDDEN + HIDDEN) + (HIDDEN + KV_WIDTH))
@@ -44,7 +46,7 @@ def test_lora_on_a_24_gb_card_at_sequence_4096():
     usable = usable_memory("RTX 4090").usable
     symbolic = finetune_memory(
         from_config("llama-3-8b", batch=B, sequence=S, flash=True, loss=True),
-        lora=LoRA(16), precision="bf16", convention="autograd",
+        lora=LoRA(16), precision="bf16", convention=Setup.recipe("hf-trainer").convention(),
     )
     assert answer.peak == symbolic.evaluate(B=1, S=4096).peak
     assert answer.fits is bool(answer.peak <= usable)
@@ -74,13 +76,14 @@ def test_decoders_split_into_checkpoint_units_despite_the_rotary_table():
 
 def test_how_many_gpus_for_full_fine_tuning_with_zero_3():
     """Question 2: the fewest powers of two that fit; half as many do not (parallel_memory)."""
+    setup = Setup.recipe("pytorch-amp")  # torch.autocast over FSDP's fp32 weights
     answer = estimate("llama-3-8b", sequence=4096, flash=True, gpus="auto", zero=3,
-                      gpu="H100-80GB")
+                      gpu="H100-80GB", setup=setup)
     n = answer.settings["gpus"]
     assert answer.search is not None and answer.search.gpus == n and answer.fits
     assert n & (n - 1) == 0  # a power of two
     network = from_config("llama-3-8b", batch=B, sequence=S, flash=True, loss=True)
-    memory = finetune_memory(network, precision="autocast-bf16", convention="autograd")
+    memory = finetune_memory(network, precision="autocast-bf16", convention=setup.convention())
     usable = usable_memory("H100-80GB").usable
 
     def peak(devices: int) -> sp.Expr:
@@ -149,17 +152,29 @@ def test_cli_answers_both_questions_and_json_is_complete(capsys):
     assert "convention: autograd: exact" in capsys.readouterr().out
 
 
-def test_defaults_are_stated():
-    """torch.autocast bf16 and AdamW for full training, bf16 for LoRA, eager attention: all said."""
+def test_defaults_are_a_recipe_and_are_stated():
+    """The default is the recipe a user most likely runs, named first, every choice said.
+
+    Llama-3-8B's checkpoint is bf16, so the Trainer trains it in bf16 (no
+    autocast copies); GPT-2's is fp32, so ``bf16=True`` runs autocast over it.
+    """
+    llama = estimate("llama-3-8b", batch=1, sequence=128)
+    assert llama.settings["recipe"] == "hf-trainer" and llama.settings["precision"] == "bf16"
+    assert llama.assumptions[0].startswith("recipe hf-trainer")
+    said = "\n".join(llama.assumptions)
+    assert "fused implementation" in said and "attention: SDPA" in said
+    assert "keeps only the loss" in said
     full = estimate("gpt2", batch=1, sequence=128)
     assert full.settings["precision"] == "autocast-bf16" and full.settings["optimizer"] == "adamw"
-    said = "\n".join(full.assumptions)
-    assert "autocast-bf16 (default)" in said and "attention: eager" in said
-    lora = estimate("gpt2", batch=1, sequence=128, lora=8)
-    assert lora.settings["precision"] == "bf16" and "default with LoRA" in lora.assumptions[0]
-    asked = estimate("gpt2", batch=1, sequence=128, precision="fp32", flash=True)
-    assert not any("default" in line for line in asked.assumptions)
-    assert any("--flash" in line for line in asked.assumptions)
+    lora = estimate("llama-3-8b", batch=1, sequence=128, lora=8)
+    assert lora.settings["recipe"] == "peft-lora"
+    assert any("adapters" in line and "fp32" in line for line in lora.assumptions)
+    vision = estimate("resnet50", batch=8)
+    assert vision.settings["recipe"] == "pytorch-amp"
+    assert not any(line.startswith("attention") for line in vision.assumptions)
+    asked = estimate("gpt2", batch=1, sequence=128, precision="fp32", flash=False)
+    assert asked.settings["recipe"] == "hf-trainer (precision=fp32, attention=eager)"
+    assert any(line.startswith("attention: eager") for line in asked.assumptions)
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,13 @@ Examples
 --------
 >>> answer = estimate("gpt2", batch=4, sequence=512, lora=8, gpu="T4")
 >>> answer.fits, answer.max_batch, answer.max_sequence
-(True, 16, 1024)
+(True, 24, 1024)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy as sp
@@ -29,8 +29,11 @@ from memtheory.estimate.resolve import ResolvedModel, resolve_model
 from memtheory.estimate.step import Step, step_memory
 from memtheory.finetuning import LoRA
 from memtheory.footprint import COMPONENT_TITLES, Footprint
-from memtheory.gpus import DEFAULT_RESERVE, Budget, ReserveLike, usable_memory
+from memtheory.gpus import Budget, ReserveLike, usable_memory
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
+from memtheory.precision import precision as _precision
+from memtheory.recipes import Setup, default_recipe, setup_from
 from memtheory.symbols import B, S
 from memtheory.tables import Table
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
@@ -283,8 +286,9 @@ def estimate(
     batch: int = 1,
     sequence: int | None = None,
     image: int = 224,
-    flash: bool = False,
-    optimizer: str = "adamw",
+    setup: Setup | str | Mapping[str, Any] | None = None,
+    flash: bool | None = None,
+    optimizer: str | None = None,
     precision: str | None = None,
     lora: int | None = None,
     lora_alpha: float | None = None,
@@ -292,15 +296,15 @@ def estimate(
     qlora: bool = False,
     gpus: int | str | None = None,
     counts: Counts = "powers of two",
-    zero: int = 0,
+    zero: int | None = None,
     tensor: int = 1,
     pipeline: int = 1,
     sequence_parallel: bool = False,
-    offload: Offload = "none",
-    checkpointing: bool = False,
+    offload: Offload | None = None,
+    checkpointing: bool | None = None,
     gpu: str | None = None,
     limit: ReserveLike | None = None,
-    reserve: ReserveLike = DEFAULT_RESERVE,
+    reserve: ReserveLike | None = None,
     convention: str = "auto",
 ) -> Estimate:
     """Estimate one training step's memory per device, and what fits a card.
@@ -314,15 +318,24 @@ def estimate(
     sequence : int, optional
         Tokens per sequence; defaults to 512, or the model's limit if smaller.
     image : int, default 224
-    flash : bool, default False
-        Memory-efficient attention (no sequence-squared tensors), as
-        PyTorch's SDPA flash and memory-efficient kernels on a GPU.
-    optimizer : str, default "adamw"
-        Any torch optimizer, or ``"adamw-8bit"``, ``"paged-adamw-8bit"``.
+    setup : Setup, recipe name or mapping, optional
+        Every assumption of the step (:class:`~memtheory.recipes.Setup`). By
+        default (``None`` or ``"auto"``) the recipe a user most likely runs
+        on a GPU (:func:`~memtheory.recipes.default_recipe`): transformers'
+        ``Trainer`` for a language model (peft for LoRA, bitsandbytes NF4 for
+        QLoRA), a plain PyTorch loop under ``torch.autocast`` for a vision
+        model. The keywords below that default to ``None`` override its fields.
+    flash : bool, optional
+        Overrides the setup's attention: ``True`` for SDPA's flash or
+        memory-efficient kernels (no sequence-squared tensors), ``False``
+        for eager attention.
+    optimizer : str, optional
+        Any torch optimizer, or ``"adamw-8bit"``, ``"paged-adamw-8bit"``;
+        default the setup's (``"adamw"`` in every recipe).
     precision : str, optional
-        Default ``"autocast-bf16"`` for full training (``torch.autocast``:
-        fp32 weights, gradients and Adam state, bf16 activations), ``"bf16"``
-        with LoRA/QLoRA (the base loaded in bf16, ``model.to(torch.bfloat16)``).
+        Overrides the setup's precision (``"autocast-bf16"``: ``torch.autocast``
+        over fp32 weights; ``"bf16"``: the model cast to bf16; ...). The
+        Hugging Face recipes keep the checkpoint's dtype.
     lora : int, optional
         LoRA rank; QLoRA defaults to 64.
     lora_alpha : float, optional
@@ -339,15 +352,16 @@ def estimate(
         needs ``gpu`` or ``limit``), growing the data-parallel size.
     counts : {"powers of two", "any"}, default "powers of two"
         The device counts ``gpus="auto"`` tries.
-    zero : {0, 1, 2, 3}, default 0
+    zero : {0, 1, 2, 3}, optional
+        Default the setup's (0 except in the sharded recipes).
     tensor, pipeline : int, default 1
         Tensor-parallel size (Megatron-style; for a Llama-style decoder split
         tensor by tensor, :mod:`memtheory.techniques.tensor_parallel`) and
         pipeline stages.
     sequence_parallel : bool, default False
         Megatron's sequence parallelism over the tensor-parallel devices.
-    offload : {"none", "optimizer", "optimizer+parameters"}
-    checkpointing : bool, default False
+    offload : {"none", "optimizer", "optimizer+parameters"}, optional
+    checkpointing : bool, optional
         Activation checkpointing at the best interval (chapter 13's model, in
         the breakdown convention: the autograd convention does not follow
         recomputation).
@@ -355,7 +369,8 @@ def estimate(
         A card from :data:`memtheory.gpus.GPUS`.
     limit : bytes or str, optional
         The device memory instead of a card (``"24 GB"``).
-    reserve : bytes or str, default 1.5 GiB
+    reserve : bytes or str, optional
+        Default the setup's (1.5 GiB).
     convention : {"auto", "autograd", "breakdown"}, default "auto"
         ``"auto"``: the exact autograd convention wherever the network and
         options are checked, else the breakdown convention, with the reason
@@ -395,8 +410,17 @@ def estimate(
             "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
             '(e.g. --gpu H100-80GB) or --limit "80 GB".'
         )
-    resolved = resolve_model(model, batch=B, sequence=S, image=image, flash=flash)
+    chosen = _chosen_setup(
+        setup, model, lora=lora, qlora=qlora, flash=flash, optimizer=optimizer,
+        precision=precision, zero=zero, offload=offload, checkpointing=checkpointing,
+        reserve=reserve,
+    )
+    resolved = resolve_model(model, batch=B, sequence=S, image=image, flash=chosen.flash)
     network = resolved.network
+    step_precision = chosen.precision_for(resolved.dtype)
+    if precision is None and (lora is not None or qlora) and step_precision.startswith("autocast"):
+        # Frozen layers under torch.autocast are not modelled: a LoRA base stays in one dtype.
+        step_precision = "bf16"
     if sequence is None:
         sequence = min(512, resolved.positions or 512)
     if resolved.positions is not None and sequence > resolved.positions:
@@ -411,14 +435,22 @@ def estimate(
         rank = lora or 64
         targets = lora_targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
         adapters = LoRA(rank, lora_alpha, targets=targets)
+    zero, offload = chosen.zero, chosen.offload  # type: ignore[assignment]
     step = step_memory(
-        network, lora=adapters, qlora=qlora, optimizer=optimizer, precision=precision,
-        convention=convention, checkpointing=checkpointing, values=values,
+        network, lora=adapters, qlora=qlora, optimizer=chosen.optimizer,
+        precision=step_precision, convention=convention, checkpointing=chosen.checkpointing,
+        values=values, exact=chosen.convention(),
     )
     memory, tuned = step.memory, step.network
+    if adapters is not None:
+        memory = adapter_dtype_memory(memory, chosen.adapter_dtype, step_precision)
+    if zero == 3 and not chosen.sharded_autocast_copies and "weight_copies" in memory.components:
+        memory = _without_weight_copies(memory)
     notes = list(memory.notes)
-    assumptions = _assumptions(resolved, step, flash, adapters is not None, precision is None)
-    budget = usable_memory(gpu, limit=limit, reserve=reserve) if gpu or limit else None
+    assumptions = _assumptions(resolved, step, chosen)
+    budget = (
+        usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
+    )
     search = None
     if auto:
         assert budget is not None
@@ -463,11 +495,16 @@ def estimate(
         "batch": batch,
         "sequence": sequence if resolved.kind == "sequence" else None,
         "image": image if resolved.kind == "image" else None,
-        "flash": flash,
-        "optimizer": optimizer,
+        "recipe": chosen.label,
+        "setup": chosen.to_dict(),
+        "flash": chosen.flash,
+        "attention": chosen.attention,
+        "optimizer": chosen.optimizer,
+        "optimizer_implementation": chosen.implementation,
+        "keeps_logits": chosen.keeps_logits,
         "precision": step.precision,
         "method": method,
-        "checkpointing": checkpointing,
+        "checkpointing": chosen.checkpointing,
         "gpus": count,
         "gpus_asked": group if gpus is None else gpus,
         "data": data,
@@ -483,8 +520,8 @@ def estimate(
     }
     title = _convention(step.convention).title
     why = step.why
-    if flash and step.convention == "autograd":
-        why += "; the flash attention kernel assumed (see below)"
+    if chosen.flash and step.convention == "autograd" and resolved.kind == "sequence":
+        why += "; the SDPA flash/memory-efficient attention kernel assumed (see below)"
     if parallel:
         how = "ZeRO / FSDP, chapter 13" + (
             "; tensor parallel, chapter 18" if tensor > 1 or sequence_parallel else ""
@@ -499,28 +536,117 @@ def estimate(
     )
 
 
-def _assumptions(
-    resolved: ResolvedModel, step: Step, flash: bool, adapters: bool, default: bool
-) -> list[str]:
-    """Return what the answer assumes, in words, with the book chapter behind each."""
-    said = []
-    if default:
-        said.append(
-            "precision bf16 (default with LoRA): base and adapters in bf16, as LoRA recipes load "
-            "the model (torch_dtype=bfloat16); frozen layers under torch.autocast are not modelled"
-            if adapters
-            else "precision autocast-bf16 (default): torch.autocast(bfloat16) with fp32 weights, "
-            "gradients and optimizer state, bf16 activations and weight copies (chapter 7, "
-            "Precision); --precision bf16 for a model cast to bf16"
-        )
-    if resolved.kind == "sequence":
-        said.append(
-            "attention: memory-efficient kernel (--flash: no S x S scores kept, as SDPA's "
-            "flash/memory-efficient kernels on a GPU; assumed, not measurable on CPU; chapter 12)"
-            if flash
-            else "attention: eager (S x S scores kept, as attn_implementation='eager'; chapter "
-            "12); --flash for SDPA's flash/memory-efficient kernels"
-        )
+def _chosen_setup(
+    setup: Setup | str | Mapping[str, Any] | None,
+    model: str | Mapping[str, Any],
+    *,
+    lora: int | None,
+    qlora: bool,
+    **overrides: Any,
+) -> Setup:
+    """Return the setup asked for (or the default recipe), with the keywords that were given."""
+    if setup is None or setup == "auto":
+        name = default_recipe(kind=_kind(model), lora=lora is not None, qlora=qlora)
+        base = Setup.recipe(name)
+    else:
+        found = setup_from(setup)
+        assert found is not None
+        base = found
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    if "flash" in changes:
+        changes["attention"] = "sdpa" if changes.pop("flash") else "eager"
+    if qlora and base.quantization is None:
+        changes.setdefault("quantization", "nf4")
+    return base.changed(**changes)
+
+
+def _kind(model: str | Mapping[str, Any]) -> str:
+    """Return "image" for the built-in vision models, else "sequence" (configs are LMs)."""
+    from memtheory.estimate.resolve import BUILDER_REGISTRY, BUILDERS
+
+    if isinstance(model, str):
+        name = BUILDER_REGISTRY.get(model.strip())
+        if name is not None:
+            return name.kind
+        if model.strip() in BUILDERS:
+            return BUILDERS[model.strip()].kind
+    return "sequence"
+
+
+def adapter_dtype_memory(
+    memory: MemoryBreakdown, adapter_dtype: str | None, precision_name: str
+) -> MemoryBreakdown:
+    """Return ``memory`` with LoRA adapters kept in ``adapter_dtype`` (peft keeps them in fp32).
+
+    The step is derived with the adapters in the precision's dtype; the
+    adapters' parameters, gradients and optimizer state (those that follow
+    the parameters' dtype) are rescaled to ``adapter_dtype``, and every
+    moment of the timeline rises by the difference (an upper bound on how
+    the peak moves: the gradients are not alive in the forward). peft also
+    casts each adapted layer's input to the adapters' dtype in the forward;
+    those casts are not followed.
+
+    Examples
+    --------
+    >>> from memtheory.finetuning import LoRA, finetune_memory
+    >>> from memtheory.models import from_config
+    >>> tiny = from_config("llama-3-8b", batch=1, sequence=16, loss=True)
+    >>> step = finetune_memory(tiny, lora=LoRA(4), precision="bf16", convention="autograd")
+    >>> fp32 = adapter_dtype_memory(step, "fp32", "bf16")
+    >>> fp32["parameters"] == 2 * step["parameters"]
+    True
+    """
+    chosen = _precision(precision_name)
+    if adapter_dtype is None:
+        return memory
+    wanted = _precision(adapter_dtype).parameters.bytes
+    have = chosen.parameters.bytes
+    if wanted == have:
+        return memory
+    scale = sp.Rational(wanted, have)
+    components = dict(memory.components)
+    extra = sp.S.Zero
+    for name in ("parameters", "gradients"):
+        if name in components:
+            extra += components[name] * (scale - 1)
+            components[name] = components[name] * scale
+    if "optimizer_state" in components and chosen.optimizer_state == chosen.parameters:
+        extra += components["optimizer_state"] * (scale - 1)
+        components["optimizer_state"] = components["optimizer_state"] * scale
+    timeline = {moment: value + extra for moment, value in memory.timeline.items()}
+    note = (
+        f"LoRA adapters, their gradients and optimizer state in {adapter_dtype} (peft's "
+        "default): counted exactly; every moment raised by the difference (an upper bound: "
+        "the gradients are not alive in the forward); peft's casts of each adapted layer's "
+        f"input to {adapter_dtype} are not followed (modelled, not measured)"
+    )
+    return replace(memory, components=components, timeline=timeline,
+                   notes=(*memory.notes, note))
+
+
+def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
+    """Drop autocast's weight copies: weights gathered in 16 bits under ZeRO-3 keep none."""
+    components = {k: v for k, v in memory.components.items() if k != "weight_copies"}
+    removed = memory.components["weight_copies"]
+    timeline = {moment: value - removed for moment, value in memory.timeline.items()}
+    note = (
+        "ZeRO-3 gathers each layer's weights already in 16 bits and frees them after the "
+        "layer: autocast keeps no copies of them (one gathered layer is alive at a time, "
+        "not counted)"
+    )
+    return replace(memory, components=components, timeline=timeline,
+                   notes=(*memory.notes, note))
+
+
+def _assumptions(resolved: ResolvedModel, step: Step, setup: Setup) -> list[str]:
+    """Return what the answer assumes, in words: the setup's lines for this model."""
+    said = setup.describe(resolved.dtype)
+    said[1 if setup.name else 0] = f"precision {step.precision}: " + (
+        _precision(step.precision).describe()
+    ) + ("" if step.precision == setup.precision_for(resolved.dtype) else
+         " (a LoRA base is kept in one dtype: frozen layers under autocast are not modelled)")
+    if resolved.kind != "sequence":
+        said = [line for line in said if not line.startswith("attention:")]
     return said
 
 

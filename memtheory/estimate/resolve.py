@@ -115,6 +115,11 @@ class ResolvedModel:
         Longest sequence, where known.
     source : str
         How it was found: ``"builder"``, ``"config"``, ``"trace"``.
+    dtype : str or None
+        The dtype its published weights are stored in (what ``from_pretrained``
+        loads by default), where known: a preset's or config's ``torch_dtype``;
+        fp32 for the built-in models (the GPT-2, BERT and torchvision
+        checkpoints are fp32).
     """
 
     network: Network
@@ -122,6 +127,7 @@ class ResolvedModel:
     kind: Kind
     positions: int | None
     source: str
+    dtype: str | None = None
 
 
 def resolve_model(
@@ -176,7 +182,9 @@ def resolve_model(
             network = builder.build(batch=batch, sequence=sequence, flash=flash)
         else:
             network = builder.build(batch=batch, image_size=image)
-        return ResolvedModel(network, network.name, builder.kind, builder.positions, "builder")
+        return ResolvedModel(
+            network, network.name, builder.kind, builder.positions, "builder", "fp32"
+        )
     if text.endswith(".json") or Path(text).is_file() or _has_from_config():
         return _from_config(text, batch, sequence, flash)
     error = BUILDER_REGISTRY.unknown(text)
@@ -211,7 +219,35 @@ def _from_config(
     network = from_config(spec, batch=batch, sequence=sequence, flash=flash, loss=True)
     positions = _positions(spec)
     name = network.name if isinstance(network, Network) else str(spec)
-    return ResolvedModel(network, name, "sequence", positions, "config")
+    return ResolvedModel(network, name, "sequence", positions, "config", _checkpoint_dtype(spec))
+
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
+           "fp16": "fp16", "fp32": "fp32"}
+
+
+def _checkpoint_dtype(spec: str | Mapping[str, Any]) -> str | None:
+    """Return the dtype of the published weights: a preset's, or the config's ``torch_dtype``."""
+    import json
+
+    config: Any = spec
+    if isinstance(spec, str):
+        if Path(spec).is_file():
+            try:
+                config = json.loads(Path(spec).read_text())
+            except (OSError, ValueError):
+                return None
+        else:
+            from memtheory.models.presets import PRESETS
+
+            found = PRESETS.get(spec)
+            return None if found is None else _DTYPES.get(found.dtype, found.dtype)
+    if isinstance(config, Mapping):
+        for key in ("torch_dtype", "dtype"):
+            value = config.get(key)
+            if isinstance(value, str) and value in _DTYPES:
+                return _DTYPES[value]
+    return None
 
 
 def _positions(spec: str | Mapping[str, Any]) -> int | None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from memtheory.conventions.autograd import AutogradConvention
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.finetuning import LoRA, apply_lora, finetune_memory
 from memtheory.finetuning.memory import EIGHT_BIT_OPTIMIZERS
@@ -128,6 +129,7 @@ def step_memory(
     convention: str = "auto",
     checkpointing: bool = False,
     values: Mapping[str, int] | None = None,
+    exact: AutogradConvention | None = None,
 ) -> Step:
     """Return one replica's training-step memory, exactly where the network is checked.
 
@@ -149,6 +151,11 @@ def step_memory(
         Activation checkpointing at the best interval (breakdown convention).
     values : mapping, optional
         Sizes other than the batch (``{"S": 4096}``) to pick the interval at.
+    exact : AutogradConvention, optional
+        The exact convention to use, with its optimizer implementation and
+        whether the loop keeps the logits (a :class:`~memtheory.recipes.Setup`
+        gives it: ``setup.convention()``); default the for-loop step that
+        keeps the logits.
 
     Raises
     ------
@@ -179,7 +186,9 @@ def step_memory(
                   precision=chosen)
     if convention != "breakdown" and not blockers:
         try:
-            memory = finetune_memory(network, convention="autograd", **common)  # type: ignore[arg-type]
+            memory = finetune_memory(
+                network, convention=exact or "autograd", **common  # type: ignore[arg-type]
+            )
             return Step(_described(memory, chosen), "autograd", EXACT, chosen, tuned)
         except UnsupportedError as error:
             if convention == "autograd":

@@ -1,0 +1,32 @@
+"""Every assumption of a training step in one value, and the recipes real stacks use.
+
+==========  ==============================================================
+module      what it does
+==========  ==============================================================
+setup       :class:`Setup`: precision, optimizer implementation, attention
+            kernel, who keeps the logits, sharding, adapters, quantization,
+            the card reserve; it prints itself as ``assumed:`` lines
+catalog     :data:`RECIPES`: the defaults of PyTorch, transformers'
+            ``Trainer``, peft, QLoRA, DeepSpeed, FSDP2 and Lightning, each
+            with the source it was read from
+==========  ==============================================================
+
+Examples
+--------
+>>> Setup.recipe("hf-trainer").attention
+'sdpa'
+"""
+
+from memtheory.recipes.catalog import RECIPE_REGISTRY, RECIPES, Recipe, default_recipe, recipe
+from memtheory.recipes.setup import AS_LOADED, Setup, setup_from
+
+__all__ = [
+    "AS_LOADED",
+    "RECIPES",
+    "RECIPE_REGISTRY",
+    "Recipe",
+    "Setup",
+    "default_recipe",
+    "recipe",
+    "setup_from",
+]

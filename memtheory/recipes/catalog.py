@@ -1,0 +1,244 @@
+"""The setups real training stacks use by default, each read from the library's source.
+
+Every recipe cites the library, version and file its defaults were read
+from. Where a default is decided by the library at run time (the dtype
+``from_pretrained`` loads, the optimizer implementation ``torch.optim``
+picks), the recipe states the rule, and :class:`~memtheory.recipes.Setup`
+applies it to the model and device at hand.
+
+==================  ===========================================================
+recipe              what it is
+==================  ===========================================================
+pytorch-amp         a plain PyTorch loop under ``torch.autocast(bfloat16)``
+pytorch-fp32        a plain PyTorch loop in fp32 (the textbook step)
+hf-trainer          transformers' ``Trainer`` with ``bf16=True``
+peft-lora           ``Trainer`` with a peft LoRA model (fp32 adapters)
+qlora               peft LoRA on a bitsandbytes NF4 base, every linear layer
+deepspeed-zero3     DeepSpeed ZeRO-3 in bf16 (fp32 master weights and Adam)
+fsdp2-bf16          FSDP2 ``MixedPrecisionPolicy(param_dtype=bfloat16)``
+lightning-bf16      PyTorch Lightning ``Trainer(precision="bf16-mixed")``
+==================  ===========================================================
+
+Examples
+--------
+>>> sorted(RECIPES)[:3]
+['deepspeed-zero3', 'fsdp2-bf16', 'hf-trainer']
+>>> recipe("HF Trainer").setup.keeps_logits
+False
+>>> default_recipe(kind="sequence", lora=True, qlora=False)
+'peft-lora'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memtheory.recipes.setup import AS_LOADED, Setup
+from memtheory.registry import Registry
+
+__all__ = ["RECIPES", "RECIPE_REGISTRY", "Recipe", "default_recipe", "recipe"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named setup and where its defaults come from.
+
+    Attributes
+    ----------
+    name : str
+    setup : Setup
+    sources : tuple of str
+        Library, version and file for each default.
+    verified : str
+        How the recipe is checked: on CPU against the real library (the test
+        that does it), or modelled from the source only.
+    """
+
+    name: str
+    setup: Setup
+    sources: tuple[str, ...]
+    verified: str
+
+
+_TORCH = "PyTorch 2.13"
+_OPTIM_DEFAULT = (
+    f"{_TORCH} torch/optim/optimizer.py _default_to_fused_or_foreach: foreach on CUDA "
+    "when neither foreach nor fused is given (for-loop on CPU)"
+)
+_TRANSFORMERS = "transformers 5.24"
+_LOADED = (
+    f"{_TRANSFORMERS} modeling_utils.py PreTrainedModel.from_pretrained: dtype defaults to "
+    '"auto", the checkpoint\'s torch_dtype'
+)
+_FUSED = (
+    f"{_TRANSFORMERS} training_args.py TrainingArguments.optim: \"adamw_torch_fused\" for "
+    "torch >= 2.8"
+)
+_SDPA = (
+    f"{_TRANSFORMERS} modeling_utils.py _check_and_adjust_attn_implementation: sdpa when "
+    "attn_implementation is not given"
+)
+_LOSS_ONLY = (
+    f"{_TRANSFORMERS} trainer.py Trainer.training_step: compute_loss returns the loss alone, "
+    "so the outputs (logits) are not held through backward"
+)
+_ACCELERATE_FSDP = (
+    "accelerate 1.15 utils/dataclasses.py FullyShardedDataParallelPlugin: with bf16 mixed "
+    "precision the weights are gathered in bf16 (MixedPrecision(param_dtype=bfloat16)), so "
+    "autocast keeps no copies under ZeRO-3/FSDP"
+)
+
+
+def _entries() -> tuple[Recipe, ...]:
+    hf = Setup(
+        precision=AS_LOADED, optimizer="adamw", optimizer_implementation="fused",
+        attention="sdpa", keeps_logits=False, sharded_autocast_copies=False, name="hf-trainer",
+        source="transformers 5 Trainer defaults (bf16=True, adamw_torch_fused, sdpa, "
+        "weights in the checkpoint's dtype, loss-only loop)",
+    )
+    return (
+        Recipe(
+            "pytorch-amp",
+            Setup(precision="autocast-bf16", optimizer="adamw", attention="sdpa",
+                  keeps_logits=True, name="pytorch-amp",
+                  source="a plain PyTorch loop under torch.autocast(bfloat16) over fp32 "
+                  "weights, torch.optim.AdamW with PyTorch's default implementation"),
+            (_OPTIM_DEFAULT,
+             f"{_TORCH} torch/amp/autocast_mode.py: fp32 weights, bf16 copies per op",
+             _SDPA),
+            "exact on CPU: tests/pytorch/test_loop_keeps_logits.py (autocast, eager)",
+        ),
+        Recipe(
+            "pytorch-fp32",
+            Setup(precision="fp32", optimizer="adamw", attention="sdpa", keeps_logits=True,
+                  name="pytorch-fp32",
+                  source="a plain PyTorch loop in fp32, torch.optim.AdamW with PyTorch's "
+                  "default implementation"),
+            (_OPTIM_DEFAULT, _SDPA),
+            "exact on CPU: tests/pytorch/test_loop_keeps_logits.py (fp32, eager and sdpa)",
+        ),
+        Recipe(
+            "hf-trainer", hf, (_LOADED, _FUSED, _SDPA, _LOSS_ONLY, _ACCELERATE_FSDP),
+            "exact on CPU for the loss-only loop: tests/pytorch/test_loop_keeps_logits.py "
+            "(bf16, sdpa); the Trainer itself: see the recipe tests",
+        ),
+        Recipe(
+            "peft-lora",
+            hf.changed(adapter_dtype="fp32", name="peft-lora",
+                       source="transformers 5 Trainer defaults with a peft LoRA model "
+                       "(adapters upcast to fp32)"),
+            (_LOADED, _FUSED, _SDPA, _LOSS_ONLY,
+             "peft 0.21 tuners/tuners_utils.py: get_peft_model(autocast_adapter_dtype=True) "
+             "casts bf16/fp16 adapter weights to fp32",
+             "peft 0.21 utils/constants.py: LoRA's default target_modules for Llama are "
+             "q_proj and v_proj"),
+            "modelled: fp32 adapters on a 16-bit base counted exactly in the parameters, "
+            "gradients and optimizer state; their input casts in the forward not followed",
+        ),
+        Recipe(
+            "qlora",
+            hf.changed(adapter_dtype="fp32", quantization="nf4",
+                       optimizer_implementation="fused", name="qlora",
+                       source="peft LoRA on every linear layer of a bitsandbytes NF4 base "
+                       "(double quantization, bf16 compute), Trainer defaults"),
+            ("QLoRA (Dettmers et al., 2023) Section 3: NF4 with double quantization, "
+             "adapters on every linear layer",
+             "bitsandbytes 0.50 nn/modules.py Linear4bit: blocks of 64 weights",
+             _LOADED, _FUSED, _SDPA, _LOSS_ONLY),
+            "modelled from the source: bitsandbytes' 4-bit kernels run on CUDA only",
+        ),
+        Recipe(
+            "deepspeed-zero3",
+            Setup(precision="mixed-bf16", optimizer="adamw", optimizer_implementation="fused",
+                  attention="sdpa", keeps_logits=False, zero=3, sharded_autocast_copies=False,
+                  name="deepspeed-zero3",
+                  source="DeepSpeed ZeRO-3 in bf16: bf16 weights and gradients, fp32 master "
+                  "weights and Adam state, all sharded"),
+            ("DeepSpeed 0.19 runtime/zero/stage3.py: bf16 parameters partitioned, fp32 "
+             "optimizer partitions (16 bytes per parameter over the data-parallel group)",
+             _SDPA, _LOSS_ONLY),
+            "modelled from the source: sharding needs several GPUs",
+        ),
+        Recipe(
+            "fsdp2-bf16",
+            Setup(precision="autocast-bf16", optimizer="adamw", attention="sdpa",
+                  keeps_logits=False, zero=3, sharded_autocast_copies=False,
+                  name="fsdp2-bf16",
+                  source="FSDP2 fully_shard with MixedPrecisionPolicy(param_dtype=bfloat16, "
+                  "reduce_dtype=float32): fp32 sharded weights, gradients and AdamW state"),
+            (f"{_TORCH} torch/distributed/fsdp/_fully_shard/_fsdp_api.py MixedPrecisionPolicy: "
+             "weights all-gathered in param_dtype, freed after each layer",
+             _OPTIM_DEFAULT, _SDPA, _LOSS_ONLY),
+            "modelled from the source: sharding needs several GPUs",
+        ),
+        Recipe(
+            "lightning-bf16",
+            Setup(precision="autocast-bf16", optimizer="adamw", attention="sdpa",
+                  keeps_logits=False, sharded_autocast_copies=False, name="lightning-bf16",
+                  source='PyTorch Lightning Trainer(precision="bf16-mixed"): torch.autocast '
+                  "over fp32 weights; training_step returns the loss"),
+            ("Lightning 2.6 plugins/precision/amp.py MixedPrecision: torch.autocast(bfloat16)",
+             "Lightning 2.6 loops/optimization/automatic.py: backward runs on the loss "
+             "training_step returned, after it returned",
+             _OPTIM_DEFAULT, _SDPA),
+            "exact on CPU for the loss-only loop under autocast: "
+            "tests/pytorch/test_loop_keeps_logits.py",
+        ),
+    )
+
+
+RECIPES: dict[str, Recipe] = {entry.name: entry for entry in _entries()}
+"""The named recipes, by canonical name."""
+
+RECIPE_REGISTRY: Registry[Recipe] = Registry(
+    "recipe",
+    RECIPES,
+    aliases={
+        "trainer": "hf-trainer",
+        "hugging-face": "hf-trainer",
+        "transformers": "hf-trainer",
+        "lora": "peft-lora",
+        "peft": "peft-lora",
+        "zero3": "deepspeed-zero3",
+        "deepspeed": "deepspeed-zero3",
+        "fsdp": "fsdp2-bf16",
+        "fsdp2": "fsdp2-bf16",
+        "lightning": "lightning-bf16",
+        "bf16-mixed": "lightning-bf16",
+        "amp": "pytorch-amp",
+        "pytorch": "pytorch-amp",
+        "fp32": "pytorch-fp32",
+    },
+    hint='(or build a memtheory.Setup(...) yourself, or "auto")',
+)
+"""The recipes by any spelling."""
+
+
+def recipe(name: str) -> Recipe:
+    """Return the recipe ``name`` (any spelling the registry accepts).
+
+    Examples
+    --------
+    >>> recipe("zero3").setup.zero
+    3
+    """
+    return RECIPE_REGISTRY[name]
+
+
+def default_recipe(*, kind: str, lora: bool, qlora: bool) -> str:
+    """Return the recipe a user most likely runs on a GPU for this question.
+
+    A language model is most often trained with Hugging Face's ``Trainer``
+    (peft for LoRA, peft on bitsandbytes for QLoRA); a vision model with a
+    plain PyTorch loop under ``torch.autocast``.
+
+    Examples
+    --------
+    >>> default_recipe(kind="image", lora=False, qlora=False)
+    'pytorch-amp'
+    """
+    if qlora:
+        return "qlora"
+    if lora:
+        return "peft-lora"
+    return "hf-trainer" if kind == "sequence" else "pytorch-amp"

@@ -1,0 +1,393 @@
+"""One value that holds every assumption of a training step: :class:`Setup`.
+
+A memory figure is exact only for the step it imagines. The step a user runs
+is decided by choices that no model file shows: the dtype the weights are
+loaded in and whether ``torch.autocast`` runs over them, which ``torch.optim``
+implementation steps the optimizer, which attention kernel runs, whether the
+loop holds the logits through the backward pass, how the model is sharded,
+what dtype the adapters keep, which modules are quantized, and how much of the
+card is set aside. :class:`Setup` names each one, prints itself as the
+``assumed:`` lines every front door reports, and is what
+:func:`~memtheory.estimate.estimate` and ``memtheory estimate`` take.
+:mod:`memtheory.recipes.catalog` holds the setups real stacks use by default.
+
+Examples
+--------
+>>> setup = Setup(precision="bf16", optimizer_implementation="fused", keeps_logits=False)
+>>> setup.implementation, setup.convention()
+('fused', AutogradConvention(implementation='fused', keeps_logits=False))
+>>> print(setup.describe()[1])
+optimizer adamw, fused implementation
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal, get_args
+
+import sympy as sp
+
+from memtheory.conventions.autograd import AutogradConvention
+from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.gpus import DEFAULT_RESERVE, ReserveLike
+from memtheory.precision import precision as _precision
+from memtheory.units import format_bytes, parse_bytes
+
+__all__ = [
+    "AS_LOADED",
+    "Attention",
+    "Device",
+    "Implementation",
+    "Setup",
+    "setup_from",
+]
+
+Attention = Literal["eager", "sdpa"]
+Device = Literal["cuda", "cpu"]
+Implementation = Literal["for-loop", "foreach", "fused"]
+
+AS_LOADED = "as-loaded"
+"""The precision of a model kept in the dtype its checkpoint was published in.
+
+transformers 5 loads weights with ``dtype="auto"`` by default
+(``PreTrainedModel.from_pretrained``): a bf16 checkpoint (Llama 3, Qwen,
+Mistral) trains in bf16, with bf16 gradients and optimizer state; an fp32
+checkpoint (GPT-2, BERT) stays fp32 and ``TrainingArguments(bf16=True)`` runs
+``torch.autocast(bfloat16)`` over it.
+"""
+
+_DEVICE_IMPLEMENTATION: dict[str, Implementation] = {"cpu": "for-loop", "cuda": "foreach"}
+"""What ``torch.optim`` picks when not told (``_default_to_fused_or_foreach``, torch 2.13)."""
+
+_ZERO_STAGES = (0, 1, 2, 3)
+_OFFLOADS = ("none", "optimizer", "optimizer+parameters")
+_QUANTIZATIONS = (None, "nf4", "fp4")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Every assumption of one training step, as one immutable value.
+
+    Parameters
+    ----------
+    precision : str, default "autocast-bf16"
+        A precision name (:data:`memtheory.precision.PRECISIONS`: ``"fp32"``,
+        ``"bf16"`` for a model cast to bf16, ``"autocast-bf16"`` for
+        ``torch.autocast`` over fp32 weights, ``"mixed-bf16"`` for bf16
+        weights with an fp32 master copy, as DeepSpeed's bf16 mode keeps), or
+        :data:`AS_LOADED` (the checkpoint's dtype, see :meth:`precision_for`).
+    optimizer : str, default "adamw"
+        Any name :func:`memtheory.optimizer` knows, or an 8-bit one
+        (``"adamw-8bit"``, ``"paged-adamw-8bit"``).
+    optimizer_implementation : {"for-loop", "foreach", "fused"}, optional
+        The ``torch.optim`` implementation; by default PyTorch's own choice
+        for ``device`` (for-loop on CPU, foreach on CUDA).
+    attention : {"eager", "sdpa"}, default "sdpa"
+        ``"eager"`` keeps the S x S scores and probabilities for the backward
+        pass (``attn_implementation="eager"``); ``"sdpa"`` is
+        ``torch.nn.functional.scaled_dot_product_attention`` with its flash or
+        memory-efficient kernel, which keeps none (transformers 5's default).
+    device : {"cuda", "cpu"}, default "cuda"
+        Whose kernels are assumed where they differ (the optimizer's default
+        implementation).
+    keeps_logits : bool, default True
+        Whether the loop holds the model's output through the backward pass
+        (``out = model(x); loss_fn(out, y).backward()``); Hugging Face's
+        ``Trainer`` keeps only the loss.
+    zero_grad_set_to_none : bool, default True
+        ``optimizer.zero_grad()``'s default since PyTorch 2.0: the gradients
+        are freed before the forward. ``False`` (zeroed in place) is not
+        modelled and is refused.
+    checkpointing : bool, default False
+        Activation checkpointing.
+    zero : {0, 1, 2, 3}, default 0
+        ZeRO stage (3 is FSDP's ``FULL_SHARD``).
+    offload : {"none", "optimizer", "optimizer+parameters"}, default "none"
+    sharded_autocast_copies : bool, default True
+        Under ZeRO-3, whether ``torch.autocast``'s low-precision copies of the
+        gathered weights are kept for the backward pass (FSDP over fp32
+        weights with ``torch.autocast``). DeepSpeed's bf16 mode and FSDP's
+        ``MixedPrecision(param_dtype=bfloat16)`` gather the weights already in
+        bf16 and keep no such copies.
+    adapter_dtype : str, optional
+        dtype of LoRA adapters' weights, gradients and optimizer state when
+        it differs from the precision's (peft keeps them in fp32).
+    quantization : {"nf4", "fp4"}, optional
+        4-bit frozen weights (QLoRA), on every linear layer LoRA targets,
+        experts included.
+    reserve : bytes or str, default 1.5 GiB
+        Set aside on each card for the CUDA context, driver and allocator
+        (:data:`memtheory.gpus.DEFAULT_RESERVE`).
+    name : str, optional
+        The recipe's name, when the setup is one (:meth:`recipe`).
+    source : str, optional
+        Where the recipe's defaults were read: library, version and file.
+
+    Examples
+    --------
+    >>> Setup().implementation
+    'foreach'
+    >>> Setup(device="cpu").implementation
+    'for-loop'
+    >>> Setup(zero=4)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: zero must be one of 0, 1, 2, 3, got 4.
+    """
+
+    precision: str = "autocast-bf16"
+    optimizer: str = "adamw"
+    optimizer_implementation: Implementation | None = None
+    attention: Attention = "sdpa"
+    device: Device = "cuda"
+    keeps_logits: bool = True
+    zero_grad_set_to_none: bool = True
+    checkpointing: bool = False
+    zero: int = 0
+    offload: str = "none"
+    sharded_autocast_copies: bool = True
+    adapter_dtype: str | None = None
+    quantization: str | None = None
+    reserve: ReserveLike = DEFAULT_RESERVE
+    name: str | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.precision, str):
+            raise InvalidArgumentError(
+                f"precision must be a name such as 'bf16' or 'autocast-bf16', got "
+                f"{_short(self.precision)}."
+            )
+        if self.precision != AS_LOADED:
+            _precision(self.precision)
+        if not isinstance(self.optimizer, str) or not self.optimizer.strip():
+            raise InvalidArgumentError(
+                f"optimizer must be a name such as 'adamw', got {_short(self.optimizer)}."
+            )
+        _one_of("optimizer_implementation", self.optimizer_implementation,
+                (None, *get_args(Implementation)))
+        _one_of("attention", self.attention, get_args(Attention))
+        _one_of("device", self.device, get_args(Device))
+        for flag in ("keeps_logits", "zero_grad_set_to_none", "checkpointing",
+                     "sharded_autocast_copies"):
+            _one_of(flag, getattr(self, flag), (True, False))
+        _one_of("zero", self.zero, _ZERO_STAGES)
+        _one_of("offload", self.offload, _OFFLOADS)
+        _one_of("quantization", self.quantization, _QUANTIZATIONS)
+        if self.adapter_dtype is not None:
+            _precision(self.adapter_dtype)
+        if not self.zero_grad_set_to_none:
+            raise UnsupportedError(
+                "zero_grad(set_to_none=False) keeps every gradient through the forward pass; "
+                "memtheory models PyTorch's default since 2.0 (set_to_none=True): leave "
+                "zero_grad_set_to_none=True."
+            )
+        try:
+            reserve = parse_bytes(self.reserve) if isinstance(self.reserve, str) else self.reserve
+            reserve = sp.sympify(reserve)
+        except (TypeError, ValueError, sp.SympifyError) as error:
+            raise InvalidArgumentError(
+                f"reserve must be bytes or a size such as '1.5 GiB', got {_short(self.reserve)}."
+            ) from error
+        if not reserve.is_number or reserve < 0:
+            raise InvalidArgumentError(
+                f"reserve must be zero or more bytes, got {_short(self.reserve)}."
+            )
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def recipe(cls, name: str, **changes: Any) -> Setup:
+        """Return the named recipe (:data:`memtheory.recipes.RECIPES`), with ``changes``.
+
+        Examples
+        --------
+        >>> Setup.recipe("hf-trainer").implementation
+        'fused'
+        >>> Setup.recipe("hf-trainer", attention="eager").label
+        'hf-trainer (attention=eager)'
+        """
+        from memtheory.recipes.catalog import RECIPE_REGISTRY
+
+        base = RECIPE_REGISTRY[name].setup
+        return base.changed(**changes) if changes else base
+
+    def changed(self, **changes: Any) -> Setup:
+        """Return a copy with ``changes``; a recipe's copy remembers what was changed.
+
+        Examples
+        --------
+        >>> Setup.recipe("pytorch-amp").changed(optimizer="sgd").label
+        'pytorch-amp (optimizer=sgd)'
+        """
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise InvalidArgumentError(
+                f"Setup has no field {unknown[0]!r}; its fields are {', '.join(sorted(known))}."
+            )
+        differ = {k: v for k, v in changes.items() if getattr(self, k) != v}
+        if not differ:
+            return self
+        updated = replace(self, **differ)
+        if self.name and "name" not in changes:
+            told = ", ".join(f"{k}={_value(v)}" for k, v in differ.items())
+            base = self.name.split(" (")[0]
+            before = self.name[len(base) + 2:-1].split(", ") if " (" in self.name else []
+            kept = [item for item in before if item.split("=")[0] not in differ]
+            updated = replace(updated, name=f"{base} ({', '.join([*kept, told])})")
+        return updated
+
+    # -- what it implies -------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        """The recipe's name with what was changed, or ``"custom"``."""
+        return self.name or "custom"
+
+    @property
+    def implementation(self) -> Implementation:
+        """The optimizer implementation: as told, else PyTorch's default on ``device``."""
+        return self.optimizer_implementation or _DEVICE_IMPLEMENTATION[self.device]
+
+    @property
+    def flash(self) -> bool:
+        """Whether attention keeps no S x S tensors (SDPA's flash or memory-efficient kernel)."""
+        return self.attention == "sdpa"
+
+    @property
+    def reserve_bytes(self) -> sp.Expr:
+        """The reserve in bytes."""
+        value = parse_bytes(self.reserve) if isinstance(self.reserve, str) else self.reserve
+        return sp.sympify(value)
+
+    def precision_for(self, checkpoint_dtype: str | None) -> str:
+        """Return the precision name for a model whose checkpoint is in ``checkpoint_dtype``.
+
+        :data:`AS_LOADED` keeps a 16-bit checkpoint in its dtype (``"bf16"``
+        or ``"fp16"``) and runs ``torch.autocast(bfloat16)`` over an fp32 one
+        (``"autocast-bf16"``), as ``Trainer`` with ``bf16=True`` does; any
+        other precision is returned as it is.
+
+        Examples
+        --------
+        >>> hf = Setup(precision=AS_LOADED)
+        >>> hf.precision_for("bf16"), hf.precision_for("fp32"), hf.precision_for(None)
+        ('bf16', 'autocast-bf16', 'autocast-bf16')
+        """
+        if self.precision != AS_LOADED:
+            return self.precision
+        if checkpoint_dtype in ("bf16", "bfloat16", "fp16", "float16"):
+            return "bf16" if checkpoint_dtype in ("bf16", "bfloat16") else "fp16"
+        return "autocast-bf16"
+
+    def convention(self) -> AutogradConvention:
+        """Return the exact (autograd) convention for this step's loop and optimizer."""
+        return AutogradConvention(self.implementation, keeps_logits=self.keeps_logits)
+
+    def describe(self, checkpoint_dtype: str | None = None) -> list[str]:
+        """Return the assumptions in words, one line each (what ``assumed:`` lines print).
+
+        Examples
+        --------
+        >>> for line in Setup.recipe("hf-trainer").describe("bf16")[:3]:
+        ...     print(line)
+        recipe hf-trainer: transformers 5 Trainer defaults (...)
+        precision bf16 (the checkpoint's dtype, loaded with dtype="auto"): ...
+        optimizer adamw, fused implementation
+        """
+        lines = []
+        if self.name:
+            lines.append(f"recipe {self.name}: {self.source}" if self.source else
+                         f"recipe {self.name}")
+        chosen = self.precision_for(checkpoint_dtype)
+        how = _precision(chosen).describe()
+        if self.precision == AS_LOADED:
+            lines.append(f'precision {chosen} (the checkpoint\'s dtype, loaded with dtype="auto"'
+                         + ("; bf16=True runs torch.autocast over it" if chosen.startswith(
+                             "autocast") else "") + f"): {how}")
+        else:
+            lines.append(f"precision {chosen}: {how}")
+        told = "" if self.optimizer_implementation else f" (PyTorch's default on {self.device})"
+        lines.append(f"optimizer {self.optimizer}, {self.implementation} implementation{told}")
+        lines.append(
+            "attention: SDPA (flash or memory-efficient kernel: no S x S scores kept; "
+            "transformers' default attn_implementation)" if self.flash else
+            "attention: eager (S x S scores and probabilities kept for the backward pass)"
+        )
+        lines.append(
+            "the loop holds the logits through the backward pass (out = model(x))"
+            if self.keeps_logits else
+            "the loop keeps only the loss; the logits are freed in the forward unless saved"
+        )
+        if self.checkpointing:
+            lines.append("activation checkpointing")
+        if self.zero:
+            copies = ("" if self.zero < 3 else
+                      "; autocast's bf16 copies of gathered weights kept" if
+                      self.sharded_autocast_copies else
+                      "; weights gathered in 16 bits, no autocast copies kept")
+            lines.append(f"ZeRO stage {self.zero}{copies}")
+        if self.offload != "none":
+            lines.append(f"CPU offload: {self.offload}")
+        if self.adapter_dtype:
+            lines.append(f"LoRA adapters, their gradients and optimizer state in "
+                         f"{self.adapter_dtype}")
+        if self.quantization:
+            lines.append(f"{self.quantization.upper()} 4-bit frozen weights on every targeted "
+                         "linear layer, experts included")
+        lines.append(f"reserve per card {format_bytes(self.reserve_bytes, 'GiB')} "
+                     "(CUDA context, driver, allocator)")
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(f"assumed: {line}" for line in self.describe())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields, JSON-ready (the reserve in bytes), with the derived implementation.
+
+        Examples
+        --------
+        >>> Setup.recipe("pytorch-amp").to_dict()["optimizer_implementation"]
+        'foreach'
+        """
+        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["optimizer_implementation"] = self.implementation
+        data["reserve"] = int(self.reserve_bytes)
+        return data
+
+
+def _one_of(name: str, value: object, allowed: tuple[object, ...]) -> None:
+    ok = any(value is a if isinstance(a, bool) or a is None else (
+        not isinstance(value, bool) and value == a) for a in allowed)
+    if not ok:
+        shown = ", ".join(str(a) for a in allowed)
+        raise InvalidArgumentError(f"{name} must be one of {shown}, got {_short(value)}.")
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _value(value: object) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+def setup_from(spec: Setup | str | Mapping[str, Any] | None) -> Setup | None:
+    """Return a :class:`Setup` from a Setup, a recipe name or a mapping of fields (None stays).
+
+    Examples
+    --------
+    >>> setup_from("hf-trainer").label, setup_from({"attention": "eager"}).attention
+    ('hf-trainer', 'eager')
+    """
+    if spec is None or isinstance(spec, Setup):
+        return spec
+    if isinstance(spec, str):
+        return Setup.recipe(spec)
+    if isinstance(spec, Mapping):
+        return Setup(**spec)
+    raise InvalidArgumentError(
+        f"setup must be a Setup, a recipe name or a mapping of its fields, got {_short(spec)}."
+    )
+
