@@ -34,6 +34,15 @@ examples:
   memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"
   memtheory estimate my_model.py:build --gpu L4                       (with torch and trace)
 
+Every answer is for one recipe, printed first under "assumed:". By default
+it is the one a user most likely runs on a GPU: hf-trainer for a language
+model (transformers' Trainer: bf16=True, the checkpoint's dtype, fused AdamW,
+SDPA attention, a loop that keeps only the loss), peft-lora with --lora,
+qlora with --qlora, pytorch-amp for a vision model. Name another with
+--recipe (pytorch-amp, pytorch-fp32, hf-trainer, peft-lora, qlora,
+deepspeed-zero3, fsdp2-bf16, lightning-bf16); the other options override
+its fields.
+
 Sizes are in GiB (2^30 bytes) with GB (10^9 bytes) beside them. Every answer
 subtracts a reserve (default 1.5 GiB) for the CUDA context and the allocator
 from the card's memory; change it with --reserve.
@@ -86,15 +95,28 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     size.add_argument("--image", type=int, default=224, help="image side for vision models (224)")
     training = parser.add_argument_group("training")
     training.add_argument(
-        "--optimizer", default="adamw",
-        help="adamw (default), adam, sgd, sgd+momentum, adafactor, adamw-8bit, "
+        "--recipe", default="auto", metavar="NAME",
+        help="the stack whose defaults the step follows: auto (default: hf-trainer for a "
+        "language model, peft-lora with --lora, qlora with --qlora, pytorch-amp for vision), "
+        "pytorch-amp, pytorch-fp32, hf-trainer, peft-lora, qlora, deepspeed-zero3, "
+        "fsdp2-bf16, lightning-bf16",
+    )
+    training.add_argument(
+        "--optimizer", default=None,
+        help="adamw (every recipe's), adam, sgd, sgd+momentum, adafactor, adamw-8bit, "
         "paged-adamw-8bit, ...",
     )
     training.add_argument(
+        "--optimizer-impl", choices=("for-loop", "foreach", "fused"), default=None,
+        help="torch.optim implementation (default the recipe's: fused for the Trainer, "
+        "PyTorch's foreach on CUDA otherwise)",
+    )
+    training.add_argument(
         "--precision",
-        help="autocast-bf16 (default for full training: torch.autocast, fp32 weights and "
-        "state, bf16 activations), bf16 (default with LoRA/QLoRA: the model cast to bf16), "
-        "fp32, fp16, autocast-fp16, mixed-bf16 (Apex O2-style fp32 master copy)",
+        help="default the recipe's (the Hugging Face recipes keep the checkpoint's dtype: bf16 "
+        "for Llama 3, autocast-bf16 over GPT-2's fp32); autocast-bf16 (torch.autocast, fp32 "
+        "weights and state, bf16 activations), bf16 (the model cast to bf16), fp32, fp16, "
+        "autocast-fp16, mixed-bf16 (fp32 master copy, as DeepSpeed's bf16 mode)",
     )
     training.add_argument("--lora", type=int, metavar="RANK", help="LoRA adapters of this rank")
     training.add_argument("--lora-alpha", type=float, metavar="ALPHA", help="default 2 x rank")
@@ -107,13 +129,24 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "unless --lora)"
     )
     training.add_argument(
-        "--checkpointing", action="store_true",
+        "--checkpointing", action="store_true", default=None,
         help="activation checkpointing at the best interval (chapter 13's model, in the "
         "breakdown convention)",
     )
+    attention = training.add_mutually_exclusive_group()
+    attention.add_argument(
+        "--attention", choices=("eager", "sdpa"), default=None,
+        help="eager (S x S scores kept) or sdpa (flash/memory-efficient kernel, none kept; "
+        "every recipe's default, as transformers')",
+    )
+    attention.add_argument(
+        "--flash", action="store_const", const="sdpa", dest="attention",
+        help="the same as --attention sdpa",
+    )
     training.add_argument(
-        "--flash", action="store_true",
-        help="flash/memory-efficient attention (no S x S scores; default: eager attention)",
+        "--logits", choices=("kept", "dropped"), default=None,
+        help="whether the loop holds the logits through backward: kept (out = model(x)) or "
+        "dropped (the Trainer's and Lightning's loss-only loop; the recipe's default)",
     )
     training.add_argument(
         "--convention", default="auto", choices=("auto", "autograd", "breakdown"),
@@ -131,8 +164,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--gpu-counts", choices=("pow2", "any"), default="pow2",
         help="counts --gpus auto tries: pow2 (1, 2, 4, 8, ...; default) or any (1, 2, 3, ...)",
     )
-    devices.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
-                         help="ZeRO stage / FSDP (3 = FULL_SHARD)")
+    devices.add_argument("--zero", type=int, default=None, choices=(0, 1, 2, 3),
+                         help="ZeRO stage / FSDP (3 = FULL_SHARD); default the recipe's")
     devices.add_argument(
         "--tp", type=int, default=1,
         help="tensor-parallel size (Megatron-style: GPT-2 and Llama-style models; modelled, "
@@ -145,15 +178,15 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     devices.add_argument("--pp", type=int, default=1, help="pipeline stages (1F1B)")
     devices.add_argument(
-        "--offload", default="none", choices=("none", "optimizer", "optimizer+parameters"),
-        help="ZeRO CPU offload",
+        "--offload", default=None, choices=("none", "optimizer", "optimizer+parameters"),
+        help="ZeRO CPU offload (default none)",
     )
     card = devices.add_mutually_exclusive_group()
     card.add_argument("--gpu", metavar="CARD", help='a card: "RTX 4090", A100-80GB, H100, L4, T4')
     card.add_argument("--limit", metavar="SIZE", help='device memory instead: "24 GB", "16 GiB"')
     devices.add_argument(
         "--reserve", default=None, metavar="SIZE",
-        help="set aside for the CUDA context and allocator (default 1.5 GiB)",
+        help="set aside for the CUDA context and allocator (default the recipe's, 1.5 GiB)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
 
@@ -161,16 +194,23 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def run_estimate(args: argparse.Namespace) -> int:
     """Run ``memtheory estimate`` with parsed arguments; return the exit status."""
     from memtheory.estimate.plan import estimate
-    from memtheory.gpus import DEFAULT_RESERVE
+    from memtheory.recipes import Setup
 
     targets = tuple(t.strip() for t in args.lora_targets.split(",")) if args.lora_targets else None
     try:
+        setup: Setup | str = args.recipe
+        fields = {"optimizer_implementation": args.optimizer_impl,
+                  "keeps_logits": None if args.logits is None else args.logits == "kept"}
+        fields = {k: v for k, v in fields.items() if v is not None}
+        if fields:
+            setup = _recipe_with(args.model, args.recipe, args.lora, args.qlora, fields)
         answer = estimate(
             args.model,
             batch=args.batch,
             sequence=args.seq,
             image=args.image,
-            flash=args.flash,
+            setup=setup,
+            flash=None if args.attention is None else args.attention == "sdpa",
             optimizer=args.optimizer,
             precision=args.precision,
             lora=args.lora,
@@ -187,7 +227,7 @@ def run_estimate(args: argparse.Namespace) -> int:
             checkpointing=args.checkpointing,
             gpu=args.gpu,
             limit=args.limit,
-            reserve=DEFAULT_RESERVE if args.reserve is None else args.reserve,
+            reserve=args.reserve,
             convention=args.convention,
         )
     except MemtheoryError as error:
@@ -198,6 +238,18 @@ def run_estimate(args: argparse.Namespace) -> int:
     else:
         print(answer.report())
     return 0
+
+
+def _recipe_with(
+    model: str, name: str, lora: int | None, qlora: bool, fields: dict[str, Any]
+) -> Any:
+    """Return the recipe ``name`` (or the default one for this question) with ``fields`` changed."""
+    from memtheory.estimate.plan import _kind
+    from memtheory.recipes import Setup, default_recipe
+
+    if name == "auto":
+        name = default_recipe(kind=_kind(model), lora=lora is not None, qlora=qlora)
+    return Setup.recipe(name, **fields)
 
 
 def _gpus(text: str) -> int | str:

@@ -446,8 +446,8 @@ def estimate(
         memory = adapter_dtype_memory(memory, chosen.adapter_dtype, step_precision)
     if zero == 3 and not chosen.sharded_autocast_copies and "weight_copies" in memory.components:
         memory = _without_weight_copies(memory)
-    notes = list(memory.notes)
     assumptions = _assumptions(resolved, step, chosen)
+    notes = [n for n in memory.notes if not n.startswith("precision ")]  # said in assumptions
     budget = (
         usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
     )
@@ -641,10 +641,11 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
 def _assumptions(resolved: ResolvedModel, step: Step, setup: Setup) -> list[str]:
     """Return what the answer assumes, in words: the setup's lines for this model."""
     said = setup.describe(resolved.dtype)
-    said[1 if setup.name else 0] = f"precision {step.precision}: " + (
-        _precision(step.precision).describe()
-    ) + ("" if step.precision == setup.precision_for(resolved.dtype) else
-         " (a LoRA base is kept in one dtype: frozen layers under autocast are not modelled)")
+    if step.precision != setup.precision_for(resolved.dtype):
+        said[1 if setup.name else 0] = (
+            f"precision {step.precision}: {_precision(step.precision).describe()} (a LoRA base "
+            "is kept in one dtype: frozen layers under torch.autocast are not modelled)"
+        )
     if resolved.kind != "sequence":
         said = [line for line in said if not line.startswith("attention:")]
     return said

@@ -54,7 +54,10 @@ transformers 5 loads weights with ``dtype="auto"`` by default
 (``PreTrainedModel.from_pretrained``): a bf16 checkpoint (Llama 3, Qwen,
 Mistral) trains in bf16, with bf16 gradients and optimizer state; an fp32
 checkpoint (GPT-2, BERT) stays fp32 and ``TrainingArguments(bf16=True)`` runs
-``torch.autocast(bfloat16)`` over it.
+``torch.autocast(bfloat16)`` over it. Sharded (ZeRO or FSDP through
+accelerate), 16-bit weights are upcast to fp32 and gathered in bf16
+(accelerate 1.15 ``Accelerator.prepare_model``: "we follow DeepSpeed's strategy
+to hold the parameters in full precision").
 """
 
 _DEVICE_IMPLEMENTATION: dict[str, Implementation] = {"cpu": "for-loop", "cuda": "foreach"}
@@ -265,17 +268,22 @@ class Setup:
 
         :data:`AS_LOADED` keeps a 16-bit checkpoint in its dtype (``"bf16"``
         or ``"fp16"``) and runs ``torch.autocast(bfloat16)`` over an fp32 one
-        (``"autocast-bf16"``), as ``Trainer`` with ``bf16=True`` does; any
-        other precision is returned as it is.
+        (``"autocast-bf16"``), as ``Trainer`` with ``bf16=True`` does; sharded
+        (``zero`` >= 1), the weights are held in fp32 whatever the checkpoint
+        (``"autocast-bf16"``). Any other precision is returned as it is.
 
         Examples
         --------
         >>> hf = Setup(precision=AS_LOADED)
         >>> hf.precision_for("bf16"), hf.precision_for("fp32"), hf.precision_for(None)
         ('bf16', 'autocast-bf16', 'autocast-bf16')
+        >>> hf.changed(zero=3).precision_for("bf16")
+        'autocast-bf16'
         """
         if self.precision != AS_LOADED:
             return self.precision
+        if self.zero:
+            return "autocast-bf16"
         if checkpoint_dtype in ("bf16", "bfloat16", "fp16", "float16"):
             return "bf16" if checkpoint_dtype in ("bf16", "bfloat16") else "fp16"
         return "autocast-bf16"
@@ -301,7 +309,10 @@ class Setup:
                          f"recipe {self.name}")
         chosen = self.precision_for(checkpoint_dtype)
         how = _precision(chosen).describe()
-        if self.precision == AS_LOADED:
+        if self.precision == AS_LOADED and self.zero:
+            lines.append(f"precision {chosen} (sharded, the weights are held in fp32 and "
+                         f"gathered in bf16, as accelerate and DeepSpeed do): {how}")
+        elif self.precision == AS_LOADED:
             lines.append(f'precision {chosen} (the checkpoint\'s dtype, loaded with dtype="auto"'
                          + ("; bf16=True runs torch.autocast over it" if chosen.startswith(
                              "autocast") else "") + f"): {how}")
