@@ -151,8 +151,8 @@ def test_text_output_shows_table_budget_limits_formula(capsys):
     out = capsys.readouterr().out
     for text in ("component", "total", "peak", "GiB", "GB)", "1.50 GiB reserve",
                  "largest batch at sequence 256", "largest sequence at batch 2", "B*S",
-                 "convention: autograd: exact", "assumed: precision autocast-bf16",
-                 "assumed: attention: eager"):
+                 "convention: autograd: exact", "assumed: recipe hf-trainer",
+                 "assumed: precision autocast-bf16", "assumed: attention: SDPA"):
         assert text in out
 
 
@@ -163,7 +163,8 @@ def test_help_lists_the_options(capsys):
     out = capsys.readouterr().out
     for option in ("--batch", "--seq", "--image", "--optimizer", "--precision", "--lora",
                    "--qlora", "--gpus", "--zero", "--tp", "--checkpointing", "--gpu", "--limit",
-                   "--json", "--reserve"):
+                   "--json", "--reserve", "--recipe", "--optimizer-impl", "--attention",
+                   "--logits"):
         assert option in out
 
 

@@ -26,6 +26,7 @@ from memtheory.estimate import estimate
 from memtheory.estimate.step import step_memory
 from memtheory.finetuning import LoRA
 from memtheory.models import DecoderConfig, decoder, from_config, gpt2
+from memtheory.recipes import Setup
 from memtheory.symbols import B, S
 from memtheory.techniques import parallel_memory, tensor_parallel_activation_ratio
 from memtheory.techniques.tensor_parallel import (
@@ -35,6 +36,9 @@ from memtheory.techniques.tensor_parallel import (
     split_parameters,
     split_storages,
 )
+
+PLAIN_LOOP = Setup(precision="autocast-bf16", attention="eager", device="cpu")
+"""torch.autocast over fp32 weights, eager attention, the CPU's for-loop AdamW, logits kept."""
 
 SMALL = DecoderConfig(vocabulary=96, hidden=64, layers=2, heads=8, kv_heads=2, ffn_hidden=160)
 
@@ -176,13 +180,14 @@ def test_estimate_llama_3_8b_with_tp_2():
     out = main(["estimate", "llama-3-8b", "--tp", "2", "--gpus", "2", "--seq", "2048",
                 "--batch", "1", "--gpu", "H100-80GB", "--json"])
     assert out == 0
-    answer = estimate("llama-3-8b", tensor=2, gpus=2, sequence=2048, gpu="H100-80GB")
+    answer = estimate("llama-3-8b", tensor=2, gpus=2, sequence=2048, gpu="H100-80GB",
+                      setup=PLAIN_LOOP)
     per_device = _llama_3_8b_per_device(2, 4)
     # autocast-bf16 with AdamW: fp32 weights and gradients, two fp32 moments
     assert answer.memory["parameters"] == 4 * per_device
     assert answer.memory["gradients"] == 4 * per_device
     assert answer.memory["optimizer_state"] == 8 * per_device
-    whole = estimate("llama-3-8b", sequence=2048, gpu="H100-80GB")
+    whole = estimate("llama-3-8b", sequence=2048, gpu="H100-80GB", setup=PLAIN_LOOP)
     assert answer.memory["saved_activations"] < whole.memory["saved_activations"]
     notes = " ".join(answer.notes) + answer.why
     assert "Megatron-style" in notes and "not measured" in notes
@@ -205,7 +210,7 @@ def test_cli_sequence_parallel_and_auto(capsys):
 def test_mixtral_splits_experts_like_dense_mlps():
     """Without expert parallelism each expert's matrices are split by t; the router is whole."""
     h, layers, f, experts, vocab, t = 4096, 32, 14336, 8, 32000, 8
-    answer = estimate("mixtral-8x7b", tensor=t, sequence=512, flash=True)
+    answer = estimate("mixtral-8x7b", tensor=t, sequence=512, flash=True, setup=PLAIN_LOOP)
     split = layers * (2 * h * h + 2 * h * 1024 + 3 * experts * h * f) + 2 * vocab * h
     whole = layers * experts * h + (2 * layers + 1) * h  # router and norms
     assert answer.memory["parameters"] == 4 * (sp.Rational(split, t) + whole)

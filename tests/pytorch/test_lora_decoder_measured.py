@@ -24,6 +24,7 @@ from memtheory.conventions.autograd import AutogradConvention  # noqa: E402
 from memtheory.estimate import estimate  # noqa: E402
 from memtheory.finetuning import LoRA, finetune_memory  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
+from memtheory.recipes import Setup  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
 from memtheory.torch.reference_models import causal_lm_loss  # noqa: E402
 
@@ -130,7 +131,8 @@ def test_estimate_uses_the_exact_convention_for_lora_on_llama():
     """estimate() answers LoRA on a Llama config in the autograd convention, as measured."""
     config = {**TINY, "model_type": "llama", "num_key_value_heads": 2}
     predicted, measured = _measure_and_predict(config, ATTENTION, 4, 8, "bf16", 2, 6)
-    answer = estimate(config, batch=2, sequence=6, lora=4)
+    measured_loop = Setup(precision="bf16", attention="eager", device="cpu", keeps_logits=True)
+    answer = estimate(config, batch=2, sequence=6, lora=4, setup=measured_loop)
     assert answer.convention_name == "autograd"
     assert answer.settings["precision"] == "bf16"
     assert int(answer.peak) == measured.peak

@@ -1,0 +1,190 @@
+"""``memtheory.recipes``: one Setup for every assumption, named recipes, and the CLI's --recipe.
+
+The recipes' defaults are checked against the installed libraries where they
+are installed (transformers' ``TrainingArguments.optim`` and attention, peft's
+adapter dtype), so a new release that changes a default fails here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memtheory.cli import main
+from memtheory.conventions.autograd import AutogradConvention
+from memtheory.errors import InvalidArgumentError, UnknownNameError, UnsupportedError
+from memtheory.estimate import estimate
+from memtheory.gpus import DEFAULT_RESERVE
+from memtheory.recipes import AS_LOADED, RECIPES, Setup, default_recipe, recipe, setup_from
+
+setups = st.builds(
+    Setup,
+    precision=st.sampled_from(["fp32", "bf16", "autocast-bf16", "mixed-bf16", AS_LOADED]),
+    optimizer_implementation=st.sampled_from([None, "for-loop", "foreach", "fused"]),
+    attention=st.sampled_from(["eager", "sdpa"]),
+    device=st.sampled_from(["cuda", "cpu"]),
+    keeps_logits=st.booleans(),
+    zero=st.sampled_from([0, 1, 2, 3]),
+    sharded_autocast_copies=st.booleans(),
+    adapter_dtype=st.sampled_from([None, "fp32", "bf16"]),
+)
+
+
+@given(setups)
+def test_every_setup_says_each_choice(setup):
+    """The assumed lines name the precision, optimizer implementation, attention and the logits."""
+    text = str(setup)
+    assert f"{setup.implementation} implementation" in text
+    assert ("SDPA" in text) == (setup.attention == "sdpa")
+    assert ("keeps only the loss" in text) != setup.keeps_logits
+    assert all(line.startswith("assumed: ") for line in text.splitlines())
+    assert ("ZeRO stage" in text) == bool(setup.zero)
+
+
+@given(setups)
+def test_the_convention_carries_the_loop_and_the_optimizer(setup):
+    """setup.convention() is the exact convention with the setup's implementation and loop."""
+    chosen = setup.convention()
+    assert isinstance(chosen, AutogradConvention)
+    assert (chosen.implementation, chosen.keeps_logits) == (setup.implementation,
+                                                           setup.keeps_logits)
+
+
+@given(setups)
+def test_to_dict_is_json_and_round_trips_the_fields(setup):
+    """to_dict() is JSON-ready; a Setup built from it (reserve as bytes) is equal but for it."""
+    data = json.loads(json.dumps(setup.to_dict()))
+    assert data["reserve"] == int(setup.reserve_bytes)
+    fields = {k: v for k, v in data.items() if k != "optimizer_implementation"}
+    fields["optimizer_implementation"] = setup.optimizer_implementation
+    assert setup_from(fields) == setup.changed(reserve=data["reserve"])
+
+
+def test_pytorch_picks_its_implementation_by_device():
+    """torch.optim's default: for-loop on CPU, foreach on CUDA, unless foreach/fused is given."""
+    assert Setup(device="cpu").implementation == "for-loop"
+    assert Setup(device="cuda").implementation == "foreach"
+    assert Setup(device="cpu", optimizer_implementation="fused").implementation == "fused"
+
+
+def test_as_loaded_follows_the_checkpoint_and_sharding():
+    """A bf16 checkpoint trains in bf16; fp32 under autocast; sharded, fp32 whatever it was."""
+    hf = Setup.recipe("hf-trainer")
+    assert [hf.precision_for(d) for d in ("bf16", "fp16", "fp32", None)] == [
+        "bf16", "fp16", "autocast-bf16", "autocast-bf16"]
+    assert hf.changed(zero=2).precision_for("bf16") == "autocast-bf16"
+    assert Setup(precision="fp32").precision_for("bf16") == "fp32"
+
+
+def test_changed_records_what_differs_from_the_recipe():
+    """A recipe's copy is named after it, with each changed field once (the last value)."""
+    hf = Setup.recipe("hf-trainer")
+    assert hf.changed(keeps_logits=False) is hf  # the recipe's own value: nothing changed
+    twice = hf.changed(attention="eager").changed(attention="sdpa", zero=3)
+    assert twice.label == "hf-trainer (attention=sdpa, zero=3)"
+    assert Setup().label == "custom"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"zero": 4}, "zero must be one of"),
+        ({"zero": True}, "zero must be one of"),
+        ({"attention": "flash"}, "attention must be one of"),
+        ({"keeps_logits": "yes"}, "keeps_logits must be one of"),
+        ({"precision": 16}, "precision must be a name"),
+        ({"optimizer": ""}, "optimizer must be a name"),
+        ({"reserve": "lots"}, "reserve must be"),
+        ({"reserve": -1}, "zero or more"),
+        ({"offload": "disk"}, "offload must be one of"),
+    ],
+)
+def test_bad_fields_are_refused_with_the_fix(fields, message):
+    """A field of the wrong type or value gets a memtheory error naming it and the choices."""
+    with pytest.raises(InvalidArgumentError, match=message):
+        Setup(**fields)
+
+
+def test_unmodelled_choices_are_refused_not_ignored():
+    """zero_grad(set_to_none=False) is not modelled: refused, saying what is."""
+    with pytest.raises(UnsupportedError, match="set_to_none=True"):
+        Setup(zero_grad_set_to_none=False)
+    with pytest.raises(InvalidArgumentError, match="no field 'flash'"):
+        Setup().changed(flash=True)
+
+
+def test_recipes_by_any_spelling_and_unknown_ones_suggest():
+    """Aliases find recipes; a near miss suggests the closest name."""
+    assert recipe("Trainer").name == "hf-trainer" and recipe("zero3").name == "deepspeed-zero3"
+    with pytest.raises(UnknownNameError, match="hf-trainer"):
+        recipe("hf-trainr")
+
+
+def test_every_recipe_cites_its_sources_and_how_it_is_checked():
+    """Each recipe names library files and versions, and whether it is exact or modelled."""
+    for entry in RECIPES.values():
+        assert entry.setup.name == entry.name and entry.setup.source
+        assert entry.sources and all(any(ch.isdigit() for ch in s) for s in entry.sources)
+        assert entry.verified.startswith(("exact on CPU", "modelled"))
+        assert entry.setup.reserve_bytes == DEFAULT_RESERVE
+
+
+def test_the_default_recipe_follows_the_question():
+    """Language models get the Trainer, LoRA peft, QLoRA the NF4 recipe, vision a plain loop."""
+    assert default_recipe(kind="sequence", lora=False, qlora=False) == "hf-trainer"
+    assert default_recipe(kind="sequence", lora=True, qlora=False) == "peft-lora"
+    assert default_recipe(kind="sequence", lora=True, qlora=True) == "qlora"
+    assert default_recipe(kind="image", lora=False, qlora=False) == "pytorch-amp"
+
+
+def test_hf_recipe_matches_the_installed_transformers():
+    """TrainingArguments' default optimizer is the fused AdamW the hf-trainer recipe assumes."""
+    transformers = pytest.importorskip("transformers")
+    args = transformers.TrainingArguments(output_dir="unused", report_to=[])
+    assert str(args.optim.value) == "adamw_torch_fused"
+    assert Setup.recipe("hf-trainer").implementation == "fused"
+    config = transformers.LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, vocab_size=32)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    assert model.config._attn_implementation == "sdpa"
+    assert Setup.recipe("hf-trainer").attention == "sdpa"
+
+
+def test_peft_recipe_matches_the_installed_peft():
+    """The peft library upcasts bf16 adapters to fp32 (the peft-lora recipe's adapter dtype)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    config = transformers.LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, vocab_size=32)
+    model = transformers.AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    tuned = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    dtypes = {p.dtype for n, p in tuned.named_parameters() if "lora_" in n}
+    assert dtypes == {torch.float32}
+    assert Setup.recipe("peft-lora").adapter_dtype == "fp32"
+
+
+def test_cli_recipe_and_overrides_reach_the_answer(capsys):
+    """--recipe picks the setup, --optimizer-impl and --logits change it, --json shows it."""
+    argv = ["estimate", "gpt2", "--seq", "128", "--recipe", "pytorch-amp",
+            "--optimizer-impl", "for-loop", "--logits", "dropped", "--attention", "eager",
+            "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    settings = data["settings"]
+    assert settings["recipe"] == "pytorch-amp (optimizer_implementation=for-loop, " \
+        "keeps_logits=False, attention=eager)"
+    assert settings["setup"]["optimizer_implementation"] == "for-loop"
+    direct = estimate("gpt2", sequence=128, setup=Setup(
+        precision="autocast-bf16", optimizer_implementation="for-loop", keeps_logits=False,
+        attention="eager"))
+    assert data["peak_bytes"] == int(direct.peak)
+
+
+def test_cli_unknown_recipe_is_a_clear_error(capsys):
+    """An unknown --recipe exits 2 with the known names."""
+    assert main(["estimate", "gpt2", "--recipe", "megatron"]) == 2
+    assert "unknown recipe 'megatron'" in capsys.readouterr().err
