@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import sympy as sp
 
@@ -435,7 +435,8 @@ def estimate(
         rank = lora or 64
         targets = lora_targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
         adapters = LoRA(rank, lora_alpha, targets=targets)
-    zero, offload = chosen.zero, chosen.offload  # type: ignore[assignment]
+    zero = chosen.zero
+    offload = cast(Offload, chosen.offload)
     step = step_memory(
         network, lora=adapters, qlora=qlora, optimizer=chosen.optimizer,
         precision=step_precision, convention=convention, checkpointing=chosen.checkpointing,
