@@ -18,12 +18,14 @@ from memtheory._recursion import nesting_guard
 from memtheory.conventions import ConventionLike, Model
 from memtheory.conventions import convention as _convention
 from memtheory.counts import ModelCounts
+from memtheory.errors import InvalidArgumentError
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.optimizers import optimizer as _optimizer
 from memtheory.precision import PrecisionLike
 from memtheory.precision import precision as _precision
+from memtheory.recipes import Setup, setup_from
 
 __all__ = ["MemoryBreakdown", "inference_memory", "training_memory"]
 
@@ -32,8 +34,9 @@ def training_memory(
     model: Model,
     *,
     optimizer: OptimizerLike | None = None,
-    precision: PrecisionLike = "fp32",
-    convention: ConventionLike = "breakdown",
+    precision: PrecisionLike | None = None,
+    convention: ConventionLike | None = None,
+    setup: Setup | str | None = None,
 ) -> MemoryBreakdown:
     """Memory of one training step, by component, in bytes.
 
@@ -42,11 +45,21 @@ def training_memory(
     model : Network or ModelCounts
     optimizer : str or Optimizer, optional
         Required by the breakdown convention (``"sgd"``, ``"adam"``, ...); the
-        rule of thumb counts three parameter copies whatever it is.
-    precision : str or Precision, default "fp32"
+        rule of thumb counts three parameter copies whatever it is. Default
+        the setup's, if one is given.
+    precision : str or Precision, optional
         A dtype name for everything, ``"mixed-fp16"``/``"mixed-bf16"``, or a
-        :class:`~memtheory.precision.Precision`.
-    convention : str or Convention, default "breakdown"
+        :class:`~memtheory.precision.Precision`. Default the setup's, else
+        ``"fp32"``.
+    convention : str or Convention, optional
+        Default the setup's exact convention (:meth:`Setup.convention
+        <memtheory.recipes.Setup.convention>`: its optimizer implementation
+        and training loop), else ``"breakdown"``.
+    setup : Setup or recipe name, optional
+        Every assumption of the step at once (:mod:`memtheory.recipes`); the
+        keywords above override its fields. The network must be built with
+        the setup's attention kernel (``flash=setup.flash``): a mismatch is
+        refused.
 
     Examples
     --------
@@ -56,17 +69,41 @@ def training_memory(
     840000*B + 16000000
     >>> training_memory(counts, convention="rule_of_thumb").total
     840000*B + 12000000
+
+    Under a recipe, the step a plain PyTorch loop under ``torch.autocast`` runs on a GPU:
+
+    >>> from memtheory import Dense, Input, Network
+    >>> net = Network([Input((784,), batch=32), Dense(100), Dense(10)])
+    >>> step = training_memory(net, setup="pytorch-amp")
+    >>> step.convention, step.precision.parameters.name, step.peak
+    ('autograd', 'fp32', 1691210)
     """
-    chosen = _convention(convention)
+    chosen_setup = setup_from(setup)
+    if chosen_setup is not None:
+        _check_attention(model, chosen_setup)
+        optimizer = chosen_setup.optimizer if optimizer is None else optimizer
+        precision = chosen_setup.precision_for(None) if precision is None else precision
+        convention = chosen_setup.convention() if convention is None else convention
+    chosen = _convention(convention or "breakdown")
     spec = None if optimizer is None else _optimizer(optimizer)
     with nesting_guard(f"training memory ({chosen.name} convention)"):
-        return _checked_sizes(chosen.training(model, spec, _precision(precision)), model)
+        return _checked_sizes(
+            chosen.training(model, spec, _precision(precision or "fp32")), model
+        )
 
 
 def inference_memory(
-    model: Model, *, precision: PrecisionLike = "fp32", convention: ConventionLike = "breakdown"
+    model: Model,
+    *,
+    precision: PrecisionLike | None = None,
+    convention: ConventionLike | None = None,
+    setup: Setup | str | None = None,
 ) -> MemoryBreakdown:
     """Memory of one forward pass without gradients, by component, in bytes.
+
+    ``precision`` defaults to the setup's (else ``"fp32"``) and ``convention``
+    to the exact one under a setup (else ``"breakdown"``), as in
+    :func:`training_memory`.
 
     Examples
     --------
@@ -75,9 +112,31 @@ def inference_memory(
     ...                  precision="fp16").total
     222
     """
-    chosen = _convention(convention)
+    chosen_setup = setup_from(setup)
+    if chosen_setup is not None:
+        _check_attention(model, chosen_setup)
+        precision = chosen_setup.precision_for(None) if precision is None else precision
+        convention = "autograd" if convention is None else convention
+    chosen = _convention(convention or "breakdown")
     with nesting_guard(f"inference memory ({chosen.name} convention)"):
-        return _checked_sizes(chosen.inference(model, _precision(precision)), model)
+        return _checked_sizes(chosen.inference(model, _precision(precision or "fp32")), model)
+
+
+def _check_attention(model: Model, setup: Setup) -> None:
+    """Refuse a network whose attention layers run another kernel than the setup's."""
+    if not isinstance(model, Network):
+        return
+    for row in model.rows:
+        layer = getattr(row.layer, "layer", row.layer)  # a frozen or adapted layer
+        flash = getattr(layer, "flash", None)
+        if isinstance(flash, bool) and flash != setup.flash:
+            built = "SDPA (flash=True)" if flash else "eager (flash=False)"
+            raise InvalidArgumentError(
+                f"{model.name!r} was built with {built} attention ({row.name}), but the setup "
+                f"assumes {setup.attention}: build it with flash={setup.flash} (for example "
+                f"memtheory.models.gpt2(..., flash={setup.flash})), or change the setup's "
+                f"attention to {'sdpa' if flash else 'eager'}."
+            )
 
 
 def _checked_sizes(memory: MemoryBreakdown, model: Model) -> MemoryBreakdown:

@@ -188,3 +188,24 @@ def test_cli_unknown_recipe_is_a_clear_error(capsys):
     """An unknown --recipe exits 2 with the known names."""
     assert main(["estimate", "gpt2", "--recipe", "megatron"]) == 2
     assert "unknown recipe 'megatron'" in capsys.readouterr().err
+
+
+def test_training_memory_under_a_setup_is_the_estimate_step():
+    """training_memory(setup=) is the step estimate() derives under the same setup."""
+    from memtheory import training_memory
+    from memtheory.models import gpt2
+
+    setup = Setup.recipe("pytorch-amp")
+    network = gpt2("small", batch=2, sequence=64, loss=True, flash=setup.flash)
+    direct = training_memory(network, setup=setup)
+    answer = estimate("gpt2", batch=2, sequence=64, setup=setup)
+    assert direct.peak == answer.peak and direct.total == answer.memory.total
+
+
+def test_training_memory_refuses_a_network_built_for_another_attention():
+    """A network built eager under an SDPA setup is refused, naming the fix."""
+    from memtheory import training_memory
+    from memtheory.models import gpt2
+
+    with pytest.raises(InvalidArgumentError, match="flash=True"):
+        training_memory(gpt2("small", batch=1, sequence=16, loss=True), setup="hf-trainer")
