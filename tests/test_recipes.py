@@ -209,3 +209,43 @@ def test_training_memory_refuses_a_network_built_for_another_attention():
 
     with pytest.raises(InvalidArgumentError, match="flash=True"):
         training_memory(gpt2("small", batch=1, sequence=16, loss=True), setup="hf-trainer")
+
+
+def test_qlora_leaves_fused_experts_unquantized_as_transformers_does():
+    """Hugging Face's transformers 5 fuses Mixtral's experts: no nn.Linear to quantize.
+
+    bitsandbytes' ``replace_with_bnb_linear`` swaps ``nn.Linear`` modules only
+    and keeps the output layer (``lm_head``) as it is, so a QLoRA Mixtral keeps
+    its experts, router, embeddings and head in bf16. The frozen bytes are
+    derived here from the real model's modules (built on the meta device):
+    NF4's half byte per weight of each other ``nn.Linear``, two bytes for the rest.
+    """
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from memtheory.finetuning import LoRA, finetune_memory
+    from memtheory.models import from_config
+
+    config = transformers.MixtralConfig(
+        hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2, vocab_size=40,
+        tie_word_embeddings=False)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    experts = model.model.layers[0].mlp.experts
+    assert not any(isinstance(m, torch.nn.Linear) for m in experts.modules())
+    quantized = kept = 0
+    for name, module in model.named_modules():
+        for parameter in module.parameters(recurse=False):
+            if isinstance(module, torch.nn.Linear) and name != "lm_head":
+                quantized += (parameter.numel() + 1) // 2
+            else:
+                kept += 2 * parameter.numel()
+    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+            "num_key_value_heads", "num_local_experts", "num_experts_per_tok", "vocab_size",
+            "tie_word_embeddings", "max_position_embeddings")
+    values = {"model_type": "mixtral",
+              **{k: v for k, v in config.to_dict().items() if k in keys}}
+    network = from_config(values, batch=1, sequence=8, loss=True)
+    qlora = finetune_memory(network, lora=LoRA(2, targets="all-linear"), quantization="nf4",
+                            precision="bf16")
+    assert qlora["frozen_parameters"] == quantized + kept

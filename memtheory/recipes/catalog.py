@@ -139,11 +139,14 @@ def _entries() -> tuple[Recipe, ...]:
             "qlora",
             hf.changed(adapter_dtype="fp32", quantization="nf4",
                        optimizer_implementation="fused", name="qlora",
-                       source="peft LoRA on every linear layer of a bitsandbytes NF4 base "
-                       "(double quantization, bf16 compute), Trainer defaults"),
-            ("QLoRA (Dettmers et al., 2023) Section 3: NF4 with double quantization, "
-             "adapters on every linear layer",
+                       source="peft LoRA on a bitsandbytes NF4 base (double quantization, "
+                       "bf16 compute; every nn.Linear quantized), Trainer defaults"),
+            ("QLoRA (Dettmers et al., 2023) Section 3: NF4 with double quantization",
              "bitsandbytes 0.50 nn/modules.py Linear4bit: blocks of 64 weights",
+             f"{_TRANSFORMERS} integrations/bitsandbytes.py replace_with_bnb_linear: only "
+             "nn.Linear and Conv1D become Linear4bit; a mixture-of-experts model's fused "
+             "experts (MixtralExperts: 3-D gate_up_proj and down_proj) stay in bf16, and "
+             "peft's all-linear does not adapt them",
              _LOADED, _FUSED, _SDPA, _LOSS_ONLY),
             "modelled from the source: bitsandbytes' 4-bit kernels run on CUDA only",
         ),

@@ -117,8 +117,11 @@ class Setup:
         dtype of LoRA adapters' weights, gradients and optimizer state when
         it differs from the precision's (peft keeps them in fp32).
     quantization : {"nf4", "fp4"}, optional
-        4-bit frozen weights (QLoRA), on every linear layer LoRA targets,
-        experts included.
+        4-bit frozen weights (QLoRA) on every ``nn.Linear``, as
+        ``load_in_4bit`` does (transformers 5.24
+        ``integrations/bitsandbytes.py`` ``replace_with_bnb_linear``). The
+        experts of transformers 5's mixture-of-experts models are fused 3-D
+        parameters, not ``nn.Linear``, so they stay in the loaded dtype.
     reserve : bytes or str, default 1.5 GiB
         Set aside on each card for the CUDA context, driver and allocator
         (:data:`memtheory.gpus.DEFAULT_RESERVE`).
@@ -344,8 +347,9 @@ class Setup:
             lines.append(f"LoRA adapters, their gradients and optimizer state in "
                          f"{self.adapter_dtype}")
         if self.quantization:
-            lines.append(f"{self.quantization.upper()} 4-bit frozen weights on every targeted "
-                         "linear layer, experts included")
+            lines.append(f"{self.quantization.upper()} 4-bit frozen weights on every nn.Linear "
+                         "(bitsandbytes replaces nn.Linear only: transformers 5's fused "
+                         "mixture-of-experts weights stay 16-bit)")
         lines.append(f"reserve per card {format_bytes(self.reserve_bytes, 'GiB')} "
                      "(CUDA context, driver, allocator)")
         return lines
