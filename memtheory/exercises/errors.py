@@ -39,7 +39,25 @@ class AnswerFormatError(ExerciseError, ValueError):
 
 
 class AnswerFileError(ExerciseError, ValueError):
-    """An answer file cannot be read (not TOML, keys of the wrong type), or would be overwritten."""
+    """An answer file cannot be read (not TOML, keys of the wrong type), or would be overwritten.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong and how to fix it.
+    reason : str
+        A few words for a table row (``"pipe"``, ``"link loop"``, ``"not TOML"``); the
+        message is the full story.
+
+    Examples
+    --------
+    >>> AnswerFileError("a.toml is a pipe; not read.", reason="pipe").reason
+    'pipe'
+    """
+
+    def __init__(self, message: str = "", *, reason: str = "unreadable") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class UnknownExerciseError(ExerciseError, UnknownNameError):

@@ -268,7 +268,10 @@ def _file_sets(
         except UnknownExerciseError as error:
             notes.append(f"the file's sets name {set_id!r}, which is not graded: {error}")
     if not known:
-        raise AnswerFileError(f"{where}: none of the sets it names exists ({'; '.join(notes)}).")
+        raise AnswerFileError(
+            f"{where}: none of the sets it names exists ({'; '.join(notes)}).",
+            reason="unknown sets",
+        )
     return known, notes
 
 
@@ -375,9 +378,10 @@ def grade_folder(
     r"""Grade every ``*.toml`` answer file of a folder; a file that cannot be graded is reported.
 
     Every file is graded on its own: one that cannot be read (not a regular
-    file, a symbolic link out of the folder, too large, not TOML, sets that
-    do not exist), or on which the grader fails, becomes an entry with the
-    reason and the others are graded. Files are only read. Two files with
+    file, a symbolic link out of the folder or in a loop, too large, not
+    UTF-8, not TOML, keys nested too deeply, sets that do not exist), or on
+    which the grader fails, becomes an entry with the reason (in full, and in
+    a few words) and the others are graded. Files are only read. Two files with
     the same learner id are graded both, with a warning on each.
 
     Raises
@@ -411,13 +415,15 @@ def grade_folder(
                 within=directory,
             )
         except MemtheoryError as error:
-            entries.append(FolderEntry(file.name, error=str(error)))
+            reason = getattr(error, "reason", None) or type(error).__name__
+            entries.append(FolderEntry(file.name, error=str(error), reason=reason))
         except Exception as error:  # one file must not stop the others
             entries.append(
                 FolderEntry(
                     file.name,
                     error=f"the grader failed on this file ({type(error).__name__}: {error}); "
                     "please report it.",
+                    reason="grader failed",
                 )
             )
         else:
