@@ -24,9 +24,15 @@ from typing import TypedDict
 
 from memtheory.errors import MemtheoryError
 from memtheory.exercises.answers import read_answer_file
-from memtheory.exercises.errors import AnswerFileError, AnswerFormatError, UnknownExerciseError
+from memtheory.exercises.errors import (
+    AnswerFileError,
+    AnswerFormatError,
+    UnitMixupError,
+    UnknownExerciseError,
+)
 from memtheory.exercises.kinds import Number, Quantity
 from memtheory.exercises.loader import PathLike, find_variant, get_set, load_sets, normalize_id
+from memtheory.exercises.misconceptions import SLIPS
 from memtheory.exercises.model import MistakenAnswer, Variant
 from memtheory.exercises.report import ExerciseResult, FolderEntry, FolderSummary, GradeReport
 from memtheory.exercises.variants import SeedLike, normalize_seed, resolve_seed
@@ -76,22 +82,37 @@ def _mistakes(explanation: tuple[MistakenAnswer, ...]) -> str:
 
 def _misconception_feedback(
     variant: Variant, given: object, raw: object = None
-) -> tuple[str, tuple[str, ...]]:
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """Return the feedback, the mistakes named, and the candidates when several fit equally.
+
+    One explanation is named. Where two or more explain the answer as well (each within the
+    tolerance), none is named: the feedback lists them as candidates the grader cannot tell
+    apart, and they are returned as such.
+    """
     explanations = variant.explain(given, raw)
     if not explanations:
         hint = variant.exercise.hint
         if not hint and isinstance(variant.kind, Quantity | Number) and variant.kind.rtol:
             hint = f"It is not within {variant.kind.rtol * 100:g}% of the exact value."
-        return " ".join(part for part in ("Not correct.", hint) if part), ()
-    first, *others = explanations
-    details = "; and ".join(m.detail for m in first)
-    hints = " ".join(dict.fromkeys(m.hint for m in first))
-    text = f"Not correct. This is the answer you get if you {_mistakes(first)}: {details}. {hints}"
-    if others:
-        alternatives = "; or if you ".join(_mistakes(e) for e in others)
-        text += f" (It is also what you get if you {alternatives}.)"
+        return " ".join(part for part in ("Not correct.", hint) if part), (), ()
+    hints = " ".join(dict.fromkeys(m.hint for e in explanations for m in e))
     names = tuple(dict.fromkeys(m.name for e in explanations for m in e))
-    return text, names
+    if len(explanations) == 1:
+        (only,) = explanations
+        details = "; and ".join(m.detail for m in only)
+        text = f"Not correct. This is the answer you get if you {_mistakes(only)}: {details}. "
+        return text + hints, names, ()
+    within = ""
+    if isinstance(variant.kind, Quantity | Number) and variant.kind.rtol:
+        within = f" within {variant.kind.rtol * 100:g}%"
+    options = "; or you ".join(
+        f"{_mistakes(e)} ({'; and '.join(m.detail for m in e)})" for e in explanations
+    )
+    text = (
+        f"Not correct. This answer matches {len(explanations)} possible slips{within}, and the "
+        f"grader cannot tell which you made: you {options}. {hints}"
+    )
+    return text, (), names
 
 
 def grade_variant(
@@ -134,6 +155,16 @@ def grade_variant(
         )
     try:
         given = kind.parse(raw)
+    except UnitMixupError as error:  # read, but as the wrong quantity: wrong, and named
+        slip = SLIPS[error.slip]
+        return ExerciseResult(
+            **base,
+            status="incorrect",
+            score=0,
+            feedback=f"Not correct. You {slip.title} [{slip.name}]: {error} {slip.hint}",
+            misconceptions=(slip.name,),
+            expected=shown,
+        )
     except AnswerFormatError as error:
         empty = isinstance(raw, str) and not raw.strip()
         return ExerciseResult(
@@ -150,9 +181,15 @@ def grade_variant(
         return ExerciseResult(
             **base, status="correct", score=exercise.points, feedback=feedback, expected=shown
         )
-    feedback, names = _misconception_feedback(variant, given, raw)
+    feedback, names, candidates = _misconception_feedback(variant, given, raw)
     return ExerciseResult(
-        **base, status="incorrect", score=0, feedback=feedback, misconceptions=names, expected=shown
+        **base,
+        status="incorrect",
+        score=0,
+        feedback=feedback,
+        misconceptions=names,
+        candidates=candidates,
+        expected=shown,
     )
 
 

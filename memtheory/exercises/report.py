@@ -146,7 +146,11 @@ class ExerciseResult:
         What the learner wrote, as text.
     feedback : str
     misconceptions : tuple of str
-        Names of the misconceptions the answer matches.
+        Names of the misconceptions that explain the answer (one explanation: a mistake, or
+        mistakes made together).
+    candidates : tuple of str
+        Where two or more explanations fit the answer as well as each other, their
+        misconceptions, none of them named in :attr:`misconceptions`.
     expected : str or None
         The expected answer, when it may be shown.
 
@@ -165,6 +169,7 @@ class ExerciseResult:
     feedback: str
     misconceptions: tuple[str, ...] = ()
     expected: str | None = None
+    candidates: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -183,6 +188,8 @@ class ExerciseResult:
             "feedback": self.feedback,
             "misconceptions": list(self.misconceptions),
         }
+        if self.candidates:
+            data["candidates"] = list(self.candidates)
         if self.expected is not None:
             data["expected"] = self.expected
         return data
