@@ -98,7 +98,7 @@ class _Missized(Layer):
 
     def output_shape(self, input_shape: Shape) -> Shape:
         """Return the right batch and channels, with the sizes computed with the mistake."""
-        shape = super().output_shape(input_shape)
+        shape = super().output_shape(input_shape)  # type: ignore[safe-super]  # the layer's own
         layer: Any = self  # a Conv2d or a pooling: the mixin comes first in their bases
         if getattr(layer, "padding", None) == "same":
             return shape
@@ -181,9 +181,7 @@ class _HalfVsSingle(Reasoning):
             else "every 4-byte float (fp32) counted at 2 bytes"
         )
 
-    def _swapped(self, chosen: DType | None) -> DType | None:
-        if chosen is None:
-            return None
+    def _swapped(self, chosen: DType) -> DType:
         if self.half_as_single and chosen.name in _HALF:
             return dtype("fp32")
         if not self.half_as_single and chosen.name == "fp32":
@@ -200,7 +198,7 @@ class _HalfVsSingle(Reasoning):
             activations=swap(chosen.activations),
             activation_gradients=swap(chosen.activation_gradients),
             input=swap(chosen.input),
-            master_weights=swap(chosen.master_weights),
+            master_weights=None if chosen.master_weights is None else swap(chosen.master_weights),
         )
 
 
