@@ -84,7 +84,7 @@ SET = ExerciseSet(
                     Conv2d(16, 3, padding=p.padding, dilation=p.dilation),
                 ],
             ),
-            misconceptions=("output_size_off_by_one", "floor_ceil_swapped"),
+            misconceptions=("output_size_off_by_one",),  # stride 1: no rounding to get wrong
         ),
         Exercise(
             id="q5",
