@@ -87,6 +87,7 @@ from memtheory.exercises.errors import AnswerFormatError, UnitMixupError
 from memtheory.units import UNITS, parse_size, unit_bytes
 
 __all__ = [
+    "COUNT_NOUNS",
     "MAX_ANSWER_LENGTH",
     "SizeAnswer",
     "answer_text",
@@ -315,6 +316,23 @@ _TRAILING_WORDS = re.compile(
 )
 
 
+COUNT_NOUNS = frozenset(
+    """parameter param weight bias value element activation gradient number float entry
+    unit neuron pixel row column token image sample step layer segment checkpoint tensor block
+    head channel filter window position state copy index item""".split()
+)
+"""What a count may be followed by (singular; a plural ``s``/``es``/``ies`` is read too):
+``78500 parameters``, ``150,528 activation values``. Other words are refused as unreadable."""
+
+
+def _singular(word: str) -> str:
+    word = word.casefold()
+    for plural, single in (("ies", "y"), ("ices", "ex"), ("ses", "s"), ("es", "e"), ("s", "")):
+        if word.endswith(plural) and word[: -len(plural)] + single in COUNT_NOUNS:
+            return word[: -len(plural)] + single
+    return word
+
+
 def _is_byte_unit(word: str) -> bool:
     try:
         parse_size(f"1 {word}")
@@ -374,6 +392,12 @@ def parse_count(raw: object, *, unit: str | None = None) -> int:
                 f"({_decimal_bytes(size)} bytes): give the exact count of bytes."
             )
         return int(size)
+    noun = words.replace("-", " ").split()[-1]
+    if _singular(noun) not in COUNT_NOUNS:
+        raise AnswerFormatError(
+            f"cannot read {quote_text(original)}: {noun!r} does not say what is counted; write "
+            "the number alone, or with what it counts (78500 parameters, 4096 values)."
+        )
     if unit == "B":
         raise UnitMixupError(
             f"{quote_text(original)} counts {words}, not bytes.",

@@ -187,6 +187,13 @@ def test_a_count_of_things_where_bytes_are_asked_is_named():
     assert result.result.status == "incorrect" and result.misconceptions == ("count_for_size",)
 
 
+def test_a_word_that_names_nothing_counted_is_refused():
+    """'3 parsecs' counts nothing the exercises ask: unreadable, with how to write it."""
+    with pytest.raises(AnswerFormatError, match="does not say what is counted"):
+        parse_count("3 parsecs")
+    assert check("ch02.q1", "78500 parsecs").result.status == "invalid"
+
+
 def test_suffixes_are_still_refused():
     """524k stays refused (k could mean 1000 or 1024), with or without a byte unit asked."""
     for unit in (None, "B"):
