@@ -46,8 +46,9 @@ Sizes (:class:`~memtheory.exercises.kinds.Quantity`)
     ``0.5 gib`` (case does not matter; the ``i`` decides between steps of 1024
     and 1000). A number alone is read in the question's unit. ``k`` alone is
     refused: write ``kB`` or ``KiB``. The feedback names a figure in the right
-    unit with the wrong label (``14741.48 MB`` for 14741.48 MiB) and bytes
-    written without a unit.
+    unit with the wrong label (``14741.48 MB`` for 14741.48 MiB), bytes
+    written without a unit, and a count of things where a size is asked
+    (``19,072,984 parameters``).
 Formulas (:class:`~memtheory.exercises.kinds.Expression`)
     See :mod:`memtheory.exercises.expressions`: the question's symbols,
     numbers, ``+ - * / ^ **``, juxtaposition (``2B H^2``), parentheses and
@@ -449,12 +450,23 @@ def read_size(raw: object, unit: str) -> SizeAnswer:
         number, written = parse_size(text, unit)
     except UnknownUnitError as error:
         written_unit = str(error.name)
+        noun = written_unit.replace("-", " ").split()[-1] if written_unit.strip() else ""
+        if _singular(noun) in COUNT_NOUNS:
+            raise UnitMixupError(
+                f"{quote_text(original)} counts {written_unit}, not bytes.", slip="count_for_size"
+            ) from None
         extra = " (k alone could mean kB or KiB)" if written_unit.lower() == "k" else ""
         raise AnswerFormatError(
             f"unknown unit {written_unit!r} in {quote_text(original)}{extra}: use B, kB, MB, GB "
             f"(steps of 1000) or KiB, MiB, GiB (steps of 1024); known: {', '.join(UNITS)}."
         ) from None
     except ParseError as error:
+        words = _TRAILING_WORDS.match(text)
+        if words and _singular(words.group("words").replace("-", " ").split()[-1]) in COUNT_NOUNS:
+            raise UnitMixupError(
+                f"{quote_text(original)} counts {words.group('words')}, not bytes.",
+                slip="count_for_size",
+            ) from None
         message = str(error)
         if "comma may only group" in message:
             raise AnswerFormatError(

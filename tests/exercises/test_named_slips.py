@@ -187,6 +187,13 @@ def test_a_count_of_things_where_bytes_are_asked_is_named():
     assert result.result.status == "incorrect" and result.misconceptions == ("count_for_size",)
 
 
+def test_a_count_of_things_where_a_size_is_asked_is_named():
+    """ch02.q9-like sizes: '19,072,984 parameters' for a MiB question names the mix-up."""
+    result = check("ch04.q4", "19,072,984 parameters")
+    assert result.result.status == "incorrect" and result.misconceptions == ("count_for_size",)
+    assert check("ch04.q4", "3 parsecs").result.status == "invalid"
+
+
 def test_a_word_that_names_nothing_counted_is_refused():
     """'3 parsecs' counts nothing the exercises ask: unreadable, with how to write it."""
     with pytest.raises(AnswerFormatError, match="does not say what is counted"):
