@@ -15,6 +15,7 @@ from memtheory.exercises import (
     Integer,
     check,
     find_variant,
+    grade_folder,
     grade_variant,
     load_sets,
 )
@@ -120,6 +121,19 @@ def test_a_forgotten_relu_output_is_not_reported_as_the_forgotten_x2():
     assert "This is the answer you get" not in result.feedback
     assert "within 0.5%" in result.feedback
     assert "[forgot_relu_output]" in result.feedback and "[forgot_x2]" in result.feedback
+
+
+def test_the_class_summary_counts_a_tie_once_and_not_as_unexplained(tmp_path):
+    """A teacher sees the forgotten ReLU output as 'forgot_relu_output or forgot_x2', once."""
+    variant = find_variant("ch04.q7")
+    (relu,) = mistaken(variant, "forgot_relu_output")
+    folder = tmp_path / "class"
+    folder.mkdir()
+    answer = variant.kind.solution_text(relu.value)
+    (folder / "a.toml").write_text(f'[answers]\n"ch04.q7" = "{answer}"\n')
+    stats = {s.id: s for s in grade_folder(folder).by_exercise().exercises}["ch04.q7"]
+    assert stats.mistakes == (("forgot_relu_output or forgot_x2", 1),)
+    assert stats.unexplained == 0
 
 
 BOOK_CASES = [
