@@ -169,7 +169,7 @@ SET = ExerciseSet(
                 "width": (180, 224, 32, 28),
                 "channels": (1, 3),
             },
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=_input_bytes,
         ),
     ),

@@ -67,6 +67,7 @@ SET = ExerciseSet(
                     Conv2d(16, p.kernel, stride=p.stride, padding=p.padding),
                 ],
             ),
+            misconceptions=("output_size_off_by_one", "floor_ceil_swapped"),
         ),
         Exercise(
             id="q4",
@@ -83,6 +84,7 @@ SET = ExerciseSet(
                     Conv2d(16, 3, padding=p.padding, dilation=p.dilation),
                 ],
             ),
+            misconceptions=("output_size_off_by_one",),  # stride 1: no rounding to get wrong
         ),
         Exercise(
             id="q5",
@@ -175,6 +177,7 @@ SET = ExerciseSet(
                     MaxPool2d(2, stride=2, ceil_mode=True),
                 ],
             ),
+            misconceptions=("floor_ceil_swapped", "output_size_off_by_one"),
         ),
     ),
 )

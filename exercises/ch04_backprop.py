@@ -189,6 +189,7 @@ SET = ExerciseSet(
             solve=_mlp_total,
             misconceptions=(
                 "forgot_x2",
+                "forgot_relu_output",
                 "per_image_gradients",
                 "parameters_times_batch",
                 "forgot_gradients",

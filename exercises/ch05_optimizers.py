@@ -84,7 +84,7 @@ SET = ExerciseSet(
                 )
             },
             derive=lambda p: {"optimizer_title": _title(p.optimizer)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: parameter_side(
                 how.training_memory(parameters_only(1), optimizer=p.optimizer)
             ),

@@ -64,10 +64,11 @@ SET = ExerciseSet(
                 "dtype": ("fp16", "bf16", "fp32", "int8", "fp64", "int64"),
             },
             derive=lambda p: {"dtype_title": _DTYPE_TITLES[p.dtype]},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: how.inference_memory(parameters_only(p.count), precision=p.dtype)[
                 "parameters"
             ],
+            misconceptions=("half_vs_single",),
         ),
         Exercise(
             id="q2",
@@ -84,7 +85,7 @@ SET = ExerciseSet(
             solve=lambda p, how: how.inference_memory(
                 parameters_only(p.parameters), precision=p.dtype
             )["parameters"],
-            misconceptions=("mib_vs_mb",),
+            misconceptions=("half_vs_single", "mib_vs_mb"),
         ),
         Exercise(
             id="q3",
@@ -122,7 +123,7 @@ SET = ExerciseSet(
             "its weight, gradient, master weight and optimizer state?",
             params={"optimizer": ("adam", "sgd+momentum", "rmsprop", "sgd")},
             derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: parameter_side(
                 how.training_memory(
                     parameters_only(1), optimizer=p.optimizer, precision="mixed-fp16"
@@ -186,6 +187,7 @@ SET = ExerciseSet(
                 "forgot_x2",
                 "forgot_optimizer_state",
                 "input_left_out",
+                "half_vs_single",
                 "mib_vs_mb",
             ),
             points=2,

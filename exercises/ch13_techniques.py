@@ -173,7 +173,7 @@ SET = ExerciseSet(
                 "optimizer_title": optimizer(p.optimizer).title,
                 "precision_title": _PRECISIONS[p.precision],
             },
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=_per_parameter,
             misconceptions=(
                 "forgot_master_weights",

@@ -51,7 +51,7 @@ SET = ExerciseSet(
             question="A BatchNorm2d over {channels} channels (track_running_stats=True) sits in a "
             "model held in {model_dtype}. How many bytes do its buffers take?",
             params={"channels": (64, 128, 256, 512), "model_dtype": ("fp32", "bf16")},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: buffer_bytes(
                 how, BatchNorm2d(), (1, p.channels, 1, 1), p.model_dtype
             ),
@@ -64,7 +64,7 @@ SET = ExerciseSet(
             "({batch}, {channels}, {size}, {size}). How many bytes does it save for the backward "
             "pass?",
             params={"batch": (32, 8, 16), "channels": (64, 128, 256), "size": (56, 28, 14)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: saved_bytes(
                 how, BatchNorm2d(), (p.batch, p.channels, p.size, p.size), "bf16"
             ),
@@ -114,7 +114,7 @@ SET = ExerciseSet(
                 "hidden": (4096, 768, 2048, 1024),
                 "model_dtype": ("bf16", "fp32"),
             },
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: saved_bytes(
                 how, _NORMS[p.norm](), (1, 1, p.hidden), p.model_dtype
             ),

@@ -196,7 +196,7 @@ SET = ExerciseSet(
             question="Per token, how many bytes does one SwiGLU MLP of {model} save for the "
             "backward pass in bf16 (gate projection, its SiLU, up projection, their product)?",
             params={"model": ("llama-3-8b", "llama-2-7b", "mistral-7b-v0.1"), "sequence": (1,)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: _saved_by(_one_layer(how, p), "model.layers.0.mlp."),
         ),
     ),

@@ -104,7 +104,7 @@ SET = ExerciseSet(
             "blocks of 64 weights, double-quantized constants (8-bit, one fp32 constant per 256 "
             "of them). How many bytes does it take?",
             params={"rows": (4096, 8192, 5120, 11008), "columns": (4096, 8192, 5120)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: nf4_storage(how, p.rows * p.columns),
             misconceptions=("nf4_forgot_constants", "nf4_constants_fp32"),
         ),
@@ -115,7 +115,7 @@ SET = ExerciseSet(
             "trained with bitsandbytes' 8-bit Adam. How many bytes of optimizer state does it "
             "keep?",
             params={"n_in": (4096, 1024, 768), "n_out": (1024, 4096, 3072, 64)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: adam8bit_state(how, [(p.n_out, p.n_in), (p.n_out,)]),
             misconceptions=("adam8bit_forgot_constants", "adam8bit_small_tensors"),
         ),
@@ -127,7 +127,7 @@ SET = ExerciseSet(
             "fp32 with Adam. How many bytes do the gradients and the optimizer state take "
             "together?",
             params={"hidden": (32, 48, 64), "rank": (4, 2, 8)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=_twin,
             misconceptions=("frozen_keeps_state",),
         ),

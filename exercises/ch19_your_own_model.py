@@ -43,7 +43,7 @@ SET = ExerciseSet(
             "{channels}, {side}, {side}). How many bytes does it keep for the backward pass (its "
             "row of the trace's module table)?",
             params={"batch": (8, 4, 16, 32), "channels": (16, 32, 64, 8), "side": (32, 16, 28)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: batchnorm_saved(
                 how, batch=p.batch, channels=p.channels, side=p.side
             ),

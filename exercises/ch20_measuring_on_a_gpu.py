@@ -23,7 +23,7 @@ SET = ExerciseSet(
             question="A fp32 tensor of {elements:,} elements is created on a GPU. By how many "
             "bytes does torch.cuda.memory_allocated() grow?",
             params={"elements": (1000, 10, 129, 3000, 100000)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: allocated_block(how, 4 * p.elements),
             misconceptions=("no_block_rounding",),
         ),
@@ -33,7 +33,7 @@ SET = ExerciseSet(
             question="How many bytes of padding does the caching allocator add to a fp16 tensor "
             "of {elements:,} elements (its block less its data)?",
             params={"elements": (1000, 10, 300, 2500, 77)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: allocated_block(how, 2 * p.elements) - 2 * p.elements,
             misconceptions=("no_block_rounding",),
         ),
@@ -63,7 +63,7 @@ SET = ExerciseSet(
             question="A model creates {count:,} fp32 tensors of {elements:,} elements each on a "
             "GPU and keeps them all. What is torch.cuda.memory_allocated() then, in bytes?",
             params={"count": (1000, 200, 5000), "elements": (1000, 10, 129, 3000)},
-            answer=Integer(),
+            answer=Integer(unit="B"),
             solve=lambda p, how: p.count * allocated_block(how, 4 * p.elements),
             misconceptions=("no_block_rounding",),
         ),

@@ -14,11 +14,15 @@ Usage::
     memtheory misconceptions
     memtheory estimate gpt2 --batch 8 --seq 1024 --gpu "RTX 4090"   # memory per GPU, fits?
 
-Exit status: 0 when grading ran (whatever the score), 2 when it could not
-(no such file, an unreadable answer file, an unknown set, no exercise sets, a
-result file that exists and is not replaced without ``--force``). Grading a
-folder grades every file it can; a file it cannot grade is a row of the results
-with the reason, so the results are written whenever grading ran.
+Exit status: 0 when grading ran (whatever the score); 1 when a folder was
+graded but some of its files could not be (a pipe, a device, a link loop, not
+TOML...: each is a row of the results with the reason, and the results of the
+others are written); 2 when grading could not run (no such file, an unreadable
+answer file, an unknown set, no exercise sets, a result path that cannot be
+written). Where the results go is checked before any file is graded: a new
+path, or a regular file that ``--force`` replaces (an answer file's own
+``NAME.result.json`` is replaced without it); never a device, a pipe, a folder
+or a symbolic link's target.
 
 Exercise sets are Python modules: ``--sets DIR`` (and ``$MEMTHEORY_EXERCISES``)
 imports and runs every ``*.py`` of DIR. Point it only at folders you trust,
@@ -48,6 +52,7 @@ from memtheory.exercises.errors import AnswerFileError, ExerciseError
 from memtheory.exercises.grading import grade_file, grade_folder
 from memtheory.exercises.loader import get_set, load_sets
 from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS
+from memtheory.exercises.outputs import check_output_paths
 from memtheory.exercises.report import FORMAT, printable, write_atomic
 from memtheory.exercises.variants import resolve_seed
 
@@ -113,20 +118,6 @@ def _is_own_result(path: Path) -> bool:
     return isinstance(data, dict) and data.get("format") == FORMAT
 
 
-def _refuse_overwrite(paths: Sequence[Path], force: bool, *, own_ok: bool = False) -> None:
-    if len({p.resolve() for p in paths}) < len(paths):
-        raise AnswerFileError("the JSON, CSV and per-exercise results must go to different files.")
-    for path in paths:
-        if force or not (path.exists() or path.is_symlink()):
-            continue
-        if own_ok and _is_own_result(path):
-            continue
-        raise AnswerFileError(
-            f"{path} exists and is not replaced: pass --force to replace it, or choose another "
-            "file with --json/--csv."
-        )
-
-
 def _set_ids(values: Sequence[str] | None) -> list[str] | None:
     if not values:
         return None
@@ -147,8 +138,9 @@ def _grade_folder(args: argparse.Namespace, target: Path, sets: list[str] | None
     json_path = Path(args.json) if args.json else default_json
     csv_path = Path(args.csv) if args.csv else default_csv
     exercises_path = Path(args.exercises) if args.exercises else default_exercises_path(target)
-    _refuse_overwrite([json_path, csv_path, exercises_path], args.force)
     protected = [p for p in target.iterdir() if p.name.lower().endswith(".toml")]
+    # before grading: a result path that cannot be written is known at once
+    check_output_paths([json_path, csv_path, exercises_path], force=args.force, protect=protected)
     summary = grade_folder(
         target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
     )
@@ -160,7 +152,7 @@ def _grade_folder(args: argparse.Namespace, target: Path, sets: list[str] | None
         print(summary.table())
         print()
         print(by_exercise.table())
-    failed = sum(1 for e in summary.entries if e.report is None)
+    failed = len(summary.failed)
     if failed:
         print(
             f"memtheory grade: {failed} file(s) could not be graded; the reasons are in the "
@@ -170,7 +162,7 @@ def _grade_folder(args: argparse.Namespace, target: Path, sets: list[str] | None
     print(
         printable(f"summary written to {json_path} and {csv_path}; by exercise to {exercises_path}")
     )
-    return 0
+    return 1 if failed else 0
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -178,11 +170,11 @@ def _grade(args: argparse.Namespace) -> int:
     sets = _set_ids(args.set)
     if target.is_dir():
         return _grade_folder(args, target, sets)
-    if not target.exists():
+    if not target.exists() and not target.is_symlink():
         print(printable(f"memtheory grade: no such file or folder: {target}"), file=sys.stderr)
         return 2
     json_path = Path(args.json) if args.json else default_result_path(target)
-    _refuse_overwrite([json_path], args.force, own_ok=True)
+    check_output_paths([json_path], force=args.force, replaceable=_is_own_result, protect=[target])
     report = grade_file(
         target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
     )

@@ -68,6 +68,9 @@ import memtheory.exercises.steps_trace  # noqa: E402, F401  isort: skip
 # registers chapter 20's misconceptions (the CUDA caching allocator)
 import memtheory.exercises.steps_gpu  # noqa: E402, F401  isort: skip
 
+# registers chapters 3, 4 and 7's output sizes, ReLU output and 2-for-4-bytes misconceptions
+import memtheory.exercises.steps_sizes  # noqa: E402, F401  isort: skip
+
 __all__ = [
     "CORRECT",
     "MISCONCEPTIONS",

@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -41,8 +42,9 @@ from memtheory.exercises.errors import AnswerFileError
 
 __all__ = [
     "MAX_ANSWERS",
-    "MAX_ID_LENGTH",
     "MAX_FILE_BYTES",
+    "MAX_ID_LENGTH",
+    "MAX_KEY_DEPTH",
     "AnswerFile",
     "parse_answer_document",
     "read_answer_file",
@@ -57,6 +59,9 @@ MAX_ANSWERS = 1000
 
 MAX_ID_LENGTH = 200
 """Longest learner id or seed, in characters."""
+
+MAX_KEY_DEPTH = 8
+"""Deepest nesting of tables under ``[answers]`` (an id needs two levels: ``ch02``, ``q1``)."""
 
 _SET_TABLE = re.compile(r"^ch\d+$", re.IGNORECASE)
 _KNOWN_KEYS = {"learner", "seed", "sets", "answers"}
@@ -92,13 +97,35 @@ class AnswerFile:
     notes: tuple[str, ...] = field(default=())
 
 
-def _flatten(prefix: str, table: Mapping[str, object], out: dict[str, object]) -> None:
-    for key, value in table.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping):
-            _flatten(name, value, out)
-        else:
-            out[name] = value
+def _flatten(prefix: str, table: Mapping[str, object], out: dict[str, object], where: str) -> None:
+    """Add the answers of ``table`` to ``out`` by dotted id; refuse keys nested too deeply.
+
+    Iterative, so a key nested a thousand levels deep (``a.a.a... = 1``, which the TOML
+    parser builds without recursing) is refused with a message, not a RecursionError.
+    """
+    pending: list[tuple[str, Mapping[str, object], int]] = [(prefix, table, 0)]
+    while pending:
+        name_so_far, current, depth = pending.pop()
+        if depth > MAX_KEY_DEPTH:
+            raise AnswerFileError(
+                f"{where}: a key is nested more than {MAX_KEY_DEPTH} levels deep "
+                f'({name_so_far[:60]}...); an answer id has two parts, e.g. "ch02.q1".',
+                reason="keys nested too deeply",
+            )
+        tables = []
+        for key, value in current.items():
+            name = f"{name_so_far}.{key}" if name_so_far else str(key)
+            if isinstance(value, Mapping):
+                tables.append((name, value, depth + 1))
+            else:
+                out[name] = value
+            if len(out) > MAX_ANSWERS:
+                raise AnswerFileError(
+                    f"{where}: more than {MAX_ANSWERS} answers; an answer file holds at most "
+                    f"{MAX_ANSWERS}.",
+                    reason="too many answers",
+                )
+        pending.extend(reversed(tables))
 
 
 def parse_answer_document(data: Mapping[str, object], path: str | None = None) -> AnswerFile:
@@ -120,42 +147,51 @@ def parse_answer_document(data: Mapping[str, object], path: str | None = None) -
     learner = data.get("learner")
     if learner is not None and not isinstance(learner, str):
         raise AnswerFileError(
-            f'{where}: learner must be text, e.g. learner = "ada"; got {learner!r:.60}.'
+            f'{where}: learner must be text, e.g. learner = "ada"; got {learner!r:.60}.',
+            reason="bad keys",
         )
     if isinstance(learner, str) and len(learner) > MAX_ID_LENGTH:
         raise AnswerFileError(
-            f"{where}: the learner id has {len(learner)} characters; the limit is "
-            f"{MAX_ID_LENGTH}."
+            f"{where}: the learner id has {len(learner)} characters; the limit is {MAX_ID_LENGTH}.",
+            reason="bad keys",
         )
     seed = data.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | str)):
-        raise AnswerFileError(f"{where}: seed must be a whole number or text, got {seed!r:.60}.")
+        raise AnswerFileError(
+            f"{where}: seed must be a whole number or text, got {seed!r:.60}.", reason="bad keys"
+        )
     if seed is not None and len(str(seed)) > MAX_ID_LENGTH:
-        raise AnswerFileError(f"{where}: the seed is longer than {MAX_ID_LENGTH} characters.")
+        raise AnswerFileError(
+            f"{where}: the seed is longer than {MAX_ID_LENGTH} characters.", reason="bad keys"
+        )
     sets = data.get("sets")
     if sets is not None:
         if isinstance(sets, str):
             sets = [sets]
         if not isinstance(sets, list) or not all(isinstance(s, str) for s in sets):
-            raise AnswerFileError(f'{where}: sets must be a list of set ids, e.g. sets = ["ch02"].')
+            raise AnswerFileError(
+                f'{where}: sets must be a list of set ids, e.g. sets = ["ch02"].', reason="bad keys"
+            )
         sets = tuple(sets)
     answers: dict[str, object] = {}
     table = data.get("answers", {})
     if not isinstance(table, Mapping):
         raise AnswerFileError(
-            f'{where}: answers must be a table: a line [answers], then "ch02.q1" = ...'
+            f'{where}: answers must be a table: a line [answers], then "ch02.q1" = ...',
+            reason="bad keys",
         )
-    _flatten("", table, answers)
+    _flatten("", table, answers, where)
     notes = []
     if len(answers) > MAX_ANSWERS:
         raise AnswerFileError(
-            f"{where}: {len(answers)} answers; an answer file holds at most {MAX_ANSWERS}."
+            f"{where}: {len(answers)} answers; an answer file holds at most {MAX_ANSWERS}.",
+            reason="too many answers",
         )
     for key, value in data.items():
         if key in _KNOWN_KEYS:
             continue
         if _SET_TABLE.match(key) and isinstance(value, Mapping):
-            _flatten(key, value, answers)
+            _flatten(key, value, answers, where)
         else:
             notes.append(f"ignored the key {key!r} outside [answers]")
     return AnswerFile(path, learner, seed, sets, answers, tuple(notes))
@@ -201,33 +237,69 @@ def read_regular_file(
         target = Path(os.path.realpath(file))
         if within is not None and not _inside(target, Path(os.path.realpath(within))):
             raise AnswerFileError(
-                f"{name} is a symbolic link to {target}, outside the folder graded; not read."
+                f"{name} is a symbolic link to {target}, outside the folder graded; not read.",
+                reason="link out of the folder",
             )
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
         descriptor = os.open(target, flags)
     except OSError as error:
-        reason = error.strerror or error
-        raise AnswerFileError(f"cannot read the answer file {name}: {reason}.") from None
+        raise _os_error(name, error) from None
     try:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
-            raise AnswerFileError(
-                f"{name} is not a regular file (a folder, a pipe or a device); not read."
-            )
+            kind = _file_kind(info.st_mode)
+            raise AnswerFileError(f"{name} is not a regular file ({kind}); not read.", reason=kind)
         if info.st_size > MAX_FILE_BYTES:
             raise AnswerFileError(
                 f"{name} is {info.st_size} bytes; an answer file may have at most "
-                f"{MAX_FILE_BYTES} bytes."
+                f"{MAX_FILE_BYTES} bytes.",
+                reason="too large",
             )
         raw = os.read(descriptor, MAX_FILE_BYTES + 1)
     except OSError as error:
-        reason = error.strerror or error
-        raise AnswerFileError(f"cannot read the answer file {name}: {reason}.") from None
+        raise _os_error(name, error) from None
     finally:
         os.close(descriptor)
     if len(raw) > MAX_FILE_BYTES:
-        raise AnswerFileError(f"{name} has more than {MAX_FILE_BYTES} bytes; not read.")
+        raise AnswerFileError(
+            f"{name} has more than {MAX_FILE_BYTES} bytes; not read.", reason="too large"
+        )
     return raw
+
+
+def _file_kind(mode: int) -> str:
+    """Return a few words for what a file that is not regular is."""
+    for test, kind in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a pipe"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _os_error(name: str, error: OSError) -> AnswerFileError:
+    """Return the answer-file error for an OSError met opening or reading ``name``."""
+    if error.errno == errno.ELOOP:
+        return AnswerFileError(
+            f"{name} is a symbolic link that loops (or leads through too many links); not read.",
+            reason="link loop",
+        )
+    if error.errno == errno.ENOENT:
+        return AnswerFileError(
+            f"cannot read the answer file {name}: no such file (a broken link?).",
+            reason="missing",
+        )
+    if error.errno == errno.EISDIR:
+        return AnswerFileError(
+            f"{name} is not a regular file (a folder); not read.", reason="a folder"
+        )
+    return AnswerFileError(
+        f"cannot read the answer file {name}: {error.strerror or error}.", reason="cannot read"
+    )
 
 
 def read_answer_file(
@@ -260,14 +332,19 @@ def read_answer_file(
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise AnswerFileError(f"{file}: not UTF-8 text; save the answers as UTF-8.") from None
+        raise AnswerFileError(
+            f"{file}: not UTF-8 text; save the answers as UTF-8.", reason="not UTF-8"
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise AnswerFileError(
             f"{file}: not valid TOML ({error}). "
-            'Write one answer per line, e.g. "ch02.q1" = "78,500".'
+            'Write one answer per line, e.g. "ch02.q1" = "78,500".',
+            reason="not TOML",
         ) from None
     except RecursionError:
-        raise AnswerFileError(f"{file}: its tables or lists are nested too deeply.") from None
+        raise AnswerFileError(
+            f"{file}: its tables or lists are nested too deeply.", reason="nested too deeply"
+        ) from None
     return parse_answer_document(data, str(file))

@@ -62,6 +62,11 @@ class CheckResult:
         """Names of the misconceptions the answer matches."""
         return self.result.misconceptions
 
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        """Misconceptions that explain the answer equally well, none of them named."""
+        return self.result.candidates
+
     def __str__(self) -> str:
         verdict = "passed" if self.passed else "not passed"
         points = f"({self.score}/{self.points})"

@@ -5,7 +5,8 @@
 exercise, how many learners were graded on it, how many got it right, how many
 answers could not be read or were left blank, and which named mistakes the
 wrong answers matched, most common first (an answer explained by two mistakes
-made together counts for both). ``memtheory grade FOLDER`` writes it beside the
+made together counts for both; one that two mistakes explain as well as each
+other counts once, for the tie, as ``"a or b"``). ``memtheory grade FOLDER`` writes it beside the
 grades as ``NAME.exercises.csv``, adds it to ``NAME.grades.json`` under
 ``"exercises"``, and prints it.
 
@@ -42,6 +43,10 @@ __all__ = ["ClassSummary", "ExerciseStats", "exercise_summary", "mistake_title"]
 _SHOWN = 3
 """Mistakes named per exercise in the printed table (the CSV and JSON have all)."""
 
+_EITHER = " or "
+"""Joins the candidates of an answer that two or more mistakes explain as well: one count for
+the tie (``"forgot_relu_output or forgot_x2"``), none for either mistake alone."""
+
 
 def mistake_title(name: str) -> str:
     """Return what a named mistake means, in words (the name itself if it is not known).
@@ -50,7 +55,11 @@ def mistake_title(name: str) -> str:
     --------
     >>> mistake_title("forgot_bias")
     'forgot the bias'
+    >>> mistake_title("forgot_relu_output or forgot_x2")
+    "either forgot the ReLU's own output, or forgot the x2 for activation gradients"
     """
+    if _EITHER in name:
+        return "either " + ", or ".join(mistake_title(part) for part in name.split(_EITHER))
     entry = MISCONCEPTIONS.get(name) or SLIPS.get(name)
     return entry.title if entry is not None else name
 
@@ -224,6 +233,8 @@ def exercise_summary(folder: FolderSummary) -> ClassSummary:
         for r in results:
             if r.status == "incorrect":
                 mistakes.update(dict.fromkeys(r.misconceptions, 1))
+                if r.candidates:
+                    mistakes[_EITHER.join(sorted(r.candidates))] += 1
         ordered = tuple(sorted(mistakes.items(), key=lambda item: (-item[1], item[0])))
         stats.append(
             ExerciseStats(
@@ -238,7 +249,9 @@ def exercise_summary(folder: FolderSummary) -> ClassSummary:
                 errors=statuses["error"],
                 mistakes=ordered,
                 unexplained=sum(
-                    1 for r in results if r.status == "incorrect" and not r.misconceptions
+                    1
+                    for r in results
+                    if r.status == "incorrect" and not r.misconceptions and not r.candidates
                 ),
             )
         )

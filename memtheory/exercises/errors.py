@@ -26,6 +26,7 @@ __all__ = [
     "ExerciseDefinitionError",
     "ExerciseError",
     "ExerciseSetsNotFoundError",
+    "UnitMixupError",
     "UnknownExerciseError",
 ]
 
@@ -38,8 +39,43 @@ class AnswerFormatError(ExerciseError, ValueError):
     """A learner's answer cannot be read as the kind of answer the exercise asks for."""
 
 
+class UnitMixupError(AnswerFormatError):
+    """An answer written with a unit of the wrong kind: bytes for a count, or a count for bytes.
+
+    The answer is read, but as the wrong quantity: the grader marks it wrong and names the
+    slip ``slip`` (a name in :data:`~memtheory.exercises.misconceptions.SLIPS`).
+
+    Examples
+    --------
+    >>> UnitMixupError("78500 bytes is a size", slip="size_for_count").slip
+    'size_for_count'
+    """
+
+    def __init__(self, message: str, *, slip: str) -> None:
+        super().__init__(message)
+        self.slip = slip
+
+
 class AnswerFileError(ExerciseError, ValueError):
-    """An answer file cannot be read (not TOML, keys of the wrong type), or would be overwritten."""
+    """An answer file cannot be read (not TOML, keys of the wrong type), or would be overwritten.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong and how to fix it.
+    reason : str
+        A few words for a table row (``"pipe"``, ``"link loop"``, ``"not TOML"``); the
+        message is the full story.
+
+    Examples
+    --------
+    >>> AnswerFileError("a.toml is a pipe; not read.", reason="pipe").reason
+    'pipe'
+    """
+
+    def __init__(self, message: str = "", *, reason: str = "unreadable") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class UnknownExerciseError(ExerciseError, UnknownNameError):

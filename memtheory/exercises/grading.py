@@ -24,9 +24,15 @@ from typing import TypedDict
 
 from memtheory.errors import MemtheoryError
 from memtheory.exercises.answers import read_answer_file
-from memtheory.exercises.errors import AnswerFileError, AnswerFormatError, UnknownExerciseError
+from memtheory.exercises.errors import (
+    AnswerFileError,
+    AnswerFormatError,
+    UnitMixupError,
+    UnknownExerciseError,
+)
 from memtheory.exercises.kinds import Number, Quantity
 from memtheory.exercises.loader import PathLike, find_variant, get_set, load_sets, normalize_id
+from memtheory.exercises.misconceptions import SLIPS
 from memtheory.exercises.model import MistakenAnswer, Variant
 from memtheory.exercises.report import ExerciseResult, FolderEntry, FolderSummary, GradeReport
 from memtheory.exercises.variants import SeedLike, normalize_seed, resolve_seed
@@ -76,22 +82,37 @@ def _mistakes(explanation: tuple[MistakenAnswer, ...]) -> str:
 
 def _misconception_feedback(
     variant: Variant, given: object, raw: object = None
-) -> tuple[str, tuple[str, ...]]:
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """Return the feedback, the mistakes named, and the candidates when several fit equally.
+
+    One explanation is named. Where two or more explain the answer as well (each within the
+    tolerance), none is named: the feedback lists them as candidates the grader cannot tell
+    apart, and they are returned as such.
+    """
     explanations = variant.explain(given, raw)
     if not explanations:
         hint = variant.exercise.hint
         if not hint and isinstance(variant.kind, Quantity | Number) and variant.kind.rtol:
             hint = f"It is not within {variant.kind.rtol * 100:g}% of the exact value."
-        return " ".join(part for part in ("Not correct.", hint) if part), ()
-    first, *others = explanations
-    details = "; and ".join(m.detail for m in first)
-    hints = " ".join(dict.fromkeys(m.hint for m in first))
-    text = f"Not correct. This is the answer you get if you {_mistakes(first)}: {details}. {hints}"
-    if others:
-        alternatives = "; or if you ".join(_mistakes(e) for e in others)
-        text += f" (It is also what you get if you {alternatives}.)"
+        return " ".join(part for part in ("Not correct.", hint) if part), (), ()
+    hints = " ".join(dict.fromkeys(m.hint for e in explanations for m in e))
     names = tuple(dict.fromkeys(m.name for e in explanations for m in e))
-    return text, names
+    if len(explanations) == 1:
+        (only,) = explanations
+        details = "; and ".join(m.detail for m in only)
+        text = f"Not correct. This is the answer you get if you {_mistakes(only)}: {details}. "
+        return text + hints, names, ()
+    within = ""
+    if isinstance(variant.kind, Quantity | Number) and variant.kind.rtol:
+        within = f" within {variant.kind.rtol * 100:g}%"
+    options = "; or you ".join(
+        f"{_mistakes(e)} ({'; and '.join(m.detail for m in e)})" for e in explanations
+    )
+    text = (
+        f"Not correct. This answer matches {len(explanations)} possible slips{within}, and the "
+        f"grader cannot tell which you made: you {options}. {hints}"
+    )
+    return text, (), names
 
 
 def grade_variant(
@@ -134,6 +155,16 @@ def grade_variant(
         )
     try:
         given = kind.parse(raw)
+    except UnitMixupError as error:  # read, but as the wrong quantity: wrong, and named
+        slip = SLIPS[error.slip]
+        return ExerciseResult(
+            **base,
+            status="incorrect",
+            score=0,
+            feedback=f"Not correct. You {slip.title} [{slip.name}]: {error} {slip.hint}",
+            misconceptions=(slip.name,),
+            expected=shown,
+        )
     except AnswerFormatError as error:
         empty = isinstance(raw, str) and not raw.strip()
         return ExerciseResult(
@@ -150,9 +181,15 @@ def grade_variant(
         return ExerciseResult(
             **base, status="correct", score=exercise.points, feedback=feedback, expected=shown
         )
-    feedback, names = _misconception_feedback(variant, given, raw)
+    feedback, names, candidates = _misconception_feedback(variant, given, raw)
     return ExerciseResult(
-        **base, status="incorrect", score=0, feedback=feedback, misconceptions=names, expected=shown
+        **base,
+        status="incorrect",
+        score=0,
+        feedback=feedback,
+        misconceptions=names,
+        candidates=candidates,
+        expected=shown,
     )
 
 
@@ -268,7 +305,10 @@ def _file_sets(
         except UnknownExerciseError as error:
             notes.append(f"the file's sets name {set_id!r}, which is not graded: {error}")
     if not known:
-        raise AnswerFileError(f"{where}: none of the sets it names exists ({'; '.join(notes)}).")
+        raise AnswerFileError(
+            f"{where}: none of the sets it names exists ({'; '.join(notes)}).",
+            reason="unknown sets",
+        )
     return known, notes
 
 
@@ -375,9 +415,10 @@ def grade_folder(
     r"""Grade every ``*.toml`` answer file of a folder; a file that cannot be graded is reported.
 
     Every file is graded on its own: one that cannot be read (not a regular
-    file, a symbolic link out of the folder, too large, not TOML, sets that
-    do not exist), or on which the grader fails, becomes an entry with the
-    reason and the others are graded. Files are only read. Two files with
+    file, a symbolic link out of the folder or in a loop, too large, not
+    UTF-8, not TOML, keys nested too deeply, sets that do not exist), or on
+    which the grader fails, becomes an entry with the reason (in full, and in
+    a few words) and the others are graded. Files are only read. Two files with
     the same learner id are graded both, with a warning on each.
 
     Raises
@@ -411,13 +452,15 @@ def grade_folder(
                 within=directory,
             )
         except MemtheoryError as error:
-            entries.append(FolderEntry(file.name, error=str(error)))
+            reason = getattr(error, "reason", None) or type(error).__name__
+            entries.append(FolderEntry(file.name, error=str(error), reason=reason))
         except Exception as error:  # one file must not stop the others
             entries.append(
                 FolderEntry(
                     file.name,
                     error=f"the grader failed on this file ({type(error).__name__}: {error}); "
                     "please report it.",
+                    reason="grader failed",
                 )
             )
         else:

@@ -40,7 +40,7 @@ from memtheory.exercises.expressions import equivalent, parse_expression
 from memtheory.exercises.numeric import decimal_text
 from memtheory.exercises.parsing import (
     parse_choice,
-    parse_integer,
+    parse_count,
     parse_number,
     parse_percent,
     parse_quantity,
@@ -165,13 +165,30 @@ class AnswerKind(ABC):
 class Integer(AnswerKind):
     """A whole number (a count), graded exactly.
 
+    Parameters
+    ----------
+    unit : {None, "B"}
+        ``"B"`` when the count is of bytes: ``"2,000,000 bytes"`` and ``"1.5 GiB"`` are read
+        and converted, and a noun (``"2,000,000 values"``) is the unit mix-up it is. ``None``
+        for a count of things: a noun may follow the number (``"78500 parameters"``) and a
+        byte unit is a mix-up. See :func:`~memtheory.exercises.parsing.parse_count`.
+
     Examples
     --------
     >>> Integer().parse("4,632,902"), Integer().display(4632902)
     (4632902, '4,632,902')
+    >>> Integer(unit="B").parse("2 MB"), Integer().parse("78500 parameters")
+    (2000000, 78500)
     """
 
+    unit: str | None = None
     name: ClassVar[str] = "integer"
+
+    def __post_init__(self) -> None:
+        if self.unit not in (None, "B"):
+            raise ExerciseDefinitionError(
+                f"Integer: unit must be None (a count of things) or 'B' (bytes), got {self.unit!r}."
+            )
 
     def finalize(self, value: object, how: Reasoning) -> int:
         """Return the count as an int."""
@@ -181,8 +198,8 @@ class Integer(AnswerKind):
         return int(number)
 
     def parse(self, raw: object) -> int:
-        """Read a whole number."""
-        return parse_integer(raw)
+        """Read a whole number, with what it counts or (for bytes) a byte unit."""
+        return parse_count(raw, unit=self.unit)
 
     def matches(self, given: int, expected: int) -> bool:
         """Equal."""
@@ -197,7 +214,12 @@ class Integer(AnswerKind):
         return str(value)
 
     def instructions(self) -> str:
-        """Whole number."""
+        """Whole number (of bytes, where the unit is B)."""
+        if self.unit == "B":
+            return (
+                "Give a whole number of bytes (commas may group thousands: 4,632,902); a byte "
+                "unit after it is converted (2 MB is 2,000,000 bytes, 1 KiB is 1,024)."
+            )
         return "Give a whole number (commas may group thousands: 4,632,902)."
 
 

@@ -498,6 +498,21 @@ SLIPS: dict[str, Misconception] = {
             (),
         ),
         Misconception(
+            "size_for_count",
+            "gave a size in bytes where a count was asked",
+            "This question counts things (parameters, values, activations), not the bytes they "
+            "take: give the count alone or with what it counts (78500 parameters).",
+            (),
+        ),
+        Misconception(
+            "count_for_size",
+            "gave a count of things where bytes were asked",
+            "This question asks for bytes: multiply the count by the bytes each value takes "
+            "(4 in fp32, 2 in fp16 or bf16, 1 in int8), and write the bytes alone or with a "
+            "byte unit.",
+            (),
+        ),
+        Misconception(
             "fraction_for_percent",
             "gave a fraction where a percentage was asked",
             "A percentage is the fraction times 100: 0.9968 is 99.68%.",
@@ -512,8 +527,10 @@ SLIPS: dict[str, Misconception] = {
     )
 }
 """Slips in how an answer is written rather than computed, recognised on every exercise of the
-kind they concern (sizes, percentages) without being listed: each is a second reading of what
-the learner wrote (see :meth:`memtheory.exercises.kinds.AnswerKind.readings`)."""
+kind they concern (sizes, percentages, counts) without being listed: each is a second reading of
+what the learner wrote (see :meth:`memtheory.exercises.kinds.AnswerKind.readings`), or, for a
+count written with a unit of the wrong kind, the slip a
+:class:`~memtheory.exercises.errors.UnitMixupError` names."""
 
 
 def combine_ways(first: Reasoning, second: Reasoning) -> Reasoning | None:

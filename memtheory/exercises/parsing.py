@@ -27,7 +27,12 @@ Numbers (counts, ratios, percentages, and the number of a size)
     read as the numbers they are (``True`` and NaN are refused).
 Counts (:class:`~memtheory.exercises.kinds.Integer`)
     Graded exactly, so the result must be a whole number, and ``~`` or
-    ``about`` is refused (write the exact count), as is a percent sign.
+    ``about`` is refused (write the exact count), as is a percent sign. The
+    number may be followed by a noun naming what is counted (``78500
+    parameters``, ``150,528 values``). Where the count is of bytes, a byte unit
+    is read and converted (``2,000,000 bytes``, ``1.5 GiB`` is 1,610,612,736);
+    a byte unit on a count of things, or a noun on a count of bytes, is read
+    as the unit mix-up it is and named in the feedback.
 Numbers graded within a tolerance (:class:`~memtheory.exercises.kinds.Number`)
     May start with ``~``, ``≈`` or ``about`` (the tolerance already allows
     for rounding). A percentage may end with ``%`` or ``percent``: on a
@@ -41,8 +46,9 @@ Sizes (:class:`~memtheory.exercises.kinds.Quantity`)
     ``0.5 gib`` (case does not matter; the ``i`` decides between steps of 1024
     and 1000). A number alone is read in the question's unit. ``k`` alone is
     refused: write ``kB`` or ``KiB``. The feedback names a figure in the right
-    unit with the wrong label (``14741.48 MB`` for 14741.48 MiB) and bytes
-    written without a unit.
+    unit with the wrong label (``14741.48 MB`` for 14741.48 MiB), bytes
+    written without a unit, and a count of things where a size is asked
+    (``19,072,984 parameters``).
 Formulas (:class:`~memtheory.exercises.kinds.Expression`)
     See :mod:`memtheory.exercises.expressions`: the question's symbols,
     numbers, ``+ - * / ^ **``, juxtaposition (``2B H^2``), parentheses and
@@ -78,14 +84,16 @@ import sympy as sp
 
 from memtheory.bounded_parser import DEFAULT_LIMITS, parse_arithmetic, quote_text
 from memtheory.errors import ParseError, UnknownUnitError
-from memtheory.exercises.errors import AnswerFormatError
+from memtheory.exercises.errors import AnswerFormatError, UnitMixupError
 from memtheory.units import UNITS, parse_size, unit_bytes
 
 __all__ = [
+    "COUNT_NOUNS",
     "MAX_ANSWER_LENGTH",
     "SizeAnswer",
     "answer_text",
     "parse_choice",
+    "parse_count",
     "parse_integer",
     "parse_number",
     "parse_percent",
@@ -304,6 +312,106 @@ def parse_integer(raw: object) -> int:
     return int(value)
 
 
+_TRAILING_WORDS = re.compile(
+    r"^(?P<number>.*[\d)])\s*(?P<words>[^\W\d_]+(?:[ -][^\W\d_]+){0,2})$"
+)
+
+
+COUNT_NOUNS = frozenset(
+    """parameter param weight bias value element activation gradient number float entry
+    unit neuron pixel row column token image sample step layer segment checkpoint tensor block
+    head channel filter window position state copy index item""".split()
+)
+"""What a count may be followed by (singular; a plural ``s``/``es``/``ies`` is read too):
+``78500 parameters``, ``150,528 activation values``. Other words are refused as unreadable."""
+
+
+def _singular(word: str) -> str:
+    word = word.casefold()
+    for plural, single in (("ies", "y"), ("ices", "ex"), ("ses", "s"), ("es", "e"), ("s", "")):
+        if word.endswith(plural) and word[: -len(plural)] + single in COUNT_NOUNS:
+            return word[: -len(plural)] + single
+    return word
+
+
+def _is_byte_unit(word: str) -> bool:
+    try:
+        parse_size(f"1 {word}")
+    except (UnknownUnitError, ParseError):
+        return False
+    return True
+
+
+def parse_count(raw: object, *, unit: str | None = None) -> int:
+    """Read a whole count, perhaps followed by what it counts: ``"78500 parameters"``.
+
+    Parameters
+    ----------
+    raw : str or number
+    unit : {None, "B"}
+        ``"B"`` when the count is of bytes: a byte unit after the number is
+        converted (``"1.5 GiB"``) and a noun (``"values"``) is a mix-up.
+        ``None`` for a count of things: a noun is accepted and a byte unit is a
+        mix-up.
+
+    Raises
+    ------
+    UnitMixupError
+        For a size where a count of things is asked, or a count of things where bytes are.
+    AnswerFormatError
+        If it is not a whole number (see :func:`parse_integer`).
+
+    Examples
+    --------
+    >>> parse_count("78,500 parameters"), parse_count("2,000,000 bytes", unit="B")
+    (78500, 2000000)
+    >>> parse_count("1.5 GiB", unit="B")
+    1610612736
+    >>> parse_count("78500 bytes")
+    Traceback (most recent call last):
+    ...
+    memtheory.exercises.errors.UnitMixupError: '78500 bytes' is a size in bytes, not a count ...
+    """
+    original = answer_text(raw)
+    match = _TRAILING_WORDS.match(_without_period(original))
+    if match is None or not isinstance(raw, str):
+        return parse_integer(raw)
+    words = match.group("words")
+    byte_unit = _is_byte_unit(words)
+    if not byte_unit and len(words) < 2:  # 524k, 5M: refused, with how to write them
+        return parse_integer(raw)
+    if byte_unit:
+        if unit != "B":
+            raise UnitMixupError(
+                f"{quote_text(original)} is a size in bytes, not a count of things.",
+                slip="size_for_count",
+            )
+        size = read_size(original, "B").value
+        if not size.is_Integer:
+            raise AnswerFormatError(
+                f"{quote_text(original)} is not a whole number of bytes "
+                f"({_decimal_bytes(size)} bytes): give the exact count of bytes."
+            )
+        return int(size)
+    noun = words.replace("-", " ").split()[-1]
+    if _singular(noun) not in COUNT_NOUNS:
+        raise AnswerFormatError(
+            f"cannot read {quote_text(original)}: {noun!r} does not say what is counted; write "
+            "the number alone, or with what it counts (78500 parameters, 4096 values)."
+        )
+    if unit == "B":
+        raise UnitMixupError(
+            f"{quote_text(original)} counts {words}, not bytes.",
+            slip="count_for_size",
+        )
+    return parse_integer(match.group("number").strip())
+
+
+def _decimal_bytes(value: sp.Rational) -> str:
+    """Write a fraction of bytes with up to three decimals (for messages)."""
+    return f"{float(value):.3f}".rstrip("0").rstrip(".")
+
+
 @dataclass(frozen=True)
 class SizeAnswer:
     """A size as the learner wrote it: the number, the unit written (if any), and its value.
@@ -342,12 +450,23 @@ def read_size(raw: object, unit: str) -> SizeAnswer:
         number, written = parse_size(text, unit)
     except UnknownUnitError as error:
         written_unit = str(error.name)
+        noun = written_unit.replace("-", " ").split()[-1] if written_unit.strip() else ""
+        if _singular(noun) in COUNT_NOUNS:
+            raise UnitMixupError(
+                f"{quote_text(original)} counts {written_unit}, not bytes.", slip="count_for_size"
+            ) from None
         extra = " (k alone could mean kB or KiB)" if written_unit.lower() == "k" else ""
         raise AnswerFormatError(
             f"unknown unit {written_unit!r} in {quote_text(original)}{extra}: use B, kB, MB, GB "
             f"(steps of 1000) or KiB, MiB, GiB (steps of 1024); known: {', '.join(UNITS)}."
         ) from None
     except ParseError as error:
+        words = _TRAILING_WORDS.match(text)
+        if words and _singular(words.group("words").replace("-", " ").split()[-1]) in COUNT_NOUNS:
+            raise UnitMixupError(
+                f"{quote_text(original)} counts {words.group('words')}, not bytes.",
+                slip="count_for_size",
+            ) from None
         message = str(error)
         if "comma may only group" in message:
             raise AnswerFormatError(

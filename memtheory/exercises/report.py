@@ -32,6 +32,7 @@ import csv
 import io
 import json
 import os
+import stat
 import tempfile
 import unicodedata
 from collections.abc import Iterable
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import memtheory
 from memtheory.exercises.errors import AnswerFileError, UnknownExerciseError
+from memtheory.exercises.outputs import same_file
 from memtheory.tables import Column, Table
 
 if TYPE_CHECKING:
@@ -144,7 +146,11 @@ class ExerciseResult:
         What the learner wrote, as text.
     feedback : str
     misconceptions : tuple of str
-        Names of the misconceptions the answer matches.
+        Names of the misconceptions that explain the answer (one explanation: a mistake, or
+        mistakes made together).
+    candidates : tuple of str
+        Where two or more explanations fit the answer as well as each other, their
+        misconceptions, none of them named in :attr:`misconceptions`.
     expected : str or None
         The expected answer, when it may be shown.
 
@@ -163,6 +169,7 @@ class ExerciseResult:
     feedback: str
     misconceptions: tuple[str, ...] = ()
     expected: str | None = None
+    candidates: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -181,6 +188,8 @@ class ExerciseResult:
             "feedback": self.feedback,
             "misconceptions": list(self.misconceptions),
         }
+        if self.candidates:
+            data["candidates"] = list(self.candidates)
         if self.expected is not None:
             data["expected"] = self.expected
         return data
@@ -301,9 +310,12 @@ class GradeReport:
 class FolderEntry:
     """One answer file of a folder: its report, or why it could not be graded, and any warning.
 
+    ``error`` says in full why the file was not graded; ``reason`` says it in a few words,
+    for a table row (``"a pipe"``, ``"link loop"``, ``"not TOML"``).
+
     Examples
     --------
-    >>> FolderEntry("eve.toml", error="not valid TOML").report is None
+    >>> FolderEntry("eve.toml", error="not valid TOML", reason="not TOML").report is None
     True
     """
 
@@ -311,6 +323,7 @@ class FolderEntry:
     report: GradeReport | None = None
     error: str | None = None
     warning: str | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -347,6 +360,7 @@ class FolderSummary:
                 {
                     "file": e.file,
                     "error": e.error,
+                    "reason": e.reason,
                     "warning": e.warning,
                     "result": e.report.to_dict() if e.report else None,
                 }
@@ -408,14 +422,32 @@ class FolderSummary:
         """Return the rows as CSV, every text cell made safe by :func:`csv_cell`."""
         return csv_text(self.rows())
 
+    @property
+    def failed(self) -> tuple[FolderEntry, ...]:
+        """The files that could not be graded."""
+        return tuple(e for e in self.entries if e.report is None)
+
     def table(self) -> Table:
-        """One row per file: learner, score and percent, or why it was not graded."""
+        """One row per file: learner, score and percent, or in a few words why it was not graded.
+
+        The full reasons follow the table as notes, so that rows stay narrow.
+
+        Examples
+        --------
+        >>> summary = FolderSummary("answers", (FolderEntry("bad.toml", error="bad.toml: not "
+        ...     "valid TOML (Expected '=' after a key) ...", reason="not TOML"),))
+        >>> print(summary.table().text())  # doctest: +NORMALIZE_WHITESPACE
+        1 answer file(s) in answers
+        file      learner  score  percent  note
+        --------  -------  -----  -------  --------------------
+        bad.toml  -            -        -  not graded: not TOML
+        not graded: bad.toml: bad.toml: not valid TOML (Expected '=' after a key) ...
+        """
         rows = []
         for entry in self.entries:
             if entry.report is None:
-                rows.append(
-                    (printable(entry.file), printable(f"not graded: {entry.error}"), "", "")
-                )
+                reason = entry.reason or "see below"
+                rows.append((printable(entry.file), "-", "-", "-", f"not graded: {reason}"))
             else:
                 r = entry.report
                 rows.append(
@@ -424,6 +456,7 @@ class FolderSummary:
                         printable(r.learner or "(no learner)"),
                         f"{r.score}/{r.max_score}",
                         f"{r.percent}%",
+                        "learner id repeated" if entry.warning else "",
                     )
                 )
         columns = [
@@ -431,9 +464,11 @@ class FolderSummary:
             Column("learner"),
             Column("score", "right"),
             Column("percent", "right"),
+            Column("note"),
         ]
         title = printable(f"{len(self.entries)} answer file(s) in {self.folder}")
-        notes = [f"warning: {printable(w)}" for w in self.warnings]
+        notes = [f"not graded: {printable(e.file)}: {printable(e.error)}" for e in self.failed]
+        notes += [f"warning: {printable(w)}" for w in self.warnings]
         return Table(columns, rows, title=title, notes=notes)
 
 
@@ -456,8 +491,9 @@ def write_atomic(
 
     Raises
     ------
-    ValueError
-        If ``path`` is one of ``protect``.
+    AnswerFileError
+        If ``path`` is one of ``protect``, or exists and is not a regular file (a symbolic
+        link, a folder, a pipe, a device): its target is never written through.
 
     Examples
     --------
@@ -472,9 +508,15 @@ def write_atomic(
     """
     target = Path(path)
     for protected in protect:
-        if target.resolve() == Path(protected).resolve():
+        if same_file(target, protected):
             raise AnswerFileError(
                 f"refusing to write the result over {target}, which is an answer file."
+            )
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            raise AnswerFileError(
+                f"{target} is not a regular file (a link, a folder, a pipe or a device): "
+                "results are written only to regular files or new paths."
             )
     handle, temporary = tempfile.mkstemp(
         dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"

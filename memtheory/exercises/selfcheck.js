@@ -351,13 +351,23 @@
       }
       return { status: "incorrect", text: ["Not correct.", hint].filter(Boolean).join(" "), mistakes: [] };
     }
-    var first = explanations[0];
-    var hints = first.map(function (m) { return m.hint; }).filter(function (h, i, a) { return a.indexOf(h) === i; }).join(" ");
-    var text = "Not correct. This is the answer you get if you " + names(first) + ": " + first.map(function (m) { return m.detail; }).join("; and ") + ". " + hints;
-    if (explanations.length > 1) { text += " (It is also what you get if you " + explanations.slice(1).map(names).join("; or if you ") + ".)"; }
+    // one explanation is named; two or more that fit as well are listed as candidates, none named
+    var hints = [];
     var all = [];
-    explanations.forEach(function (e) { e.forEach(function (m) { if (all.indexOf(m.name) < 0) { all.push(m.name); } }); });
-    return { status: "incorrect", text: text, mistakes: all };
+    explanations.forEach(function (e) { e.forEach(function (m) {
+      if (hints.indexOf(m.hint) < 0) { hints.push(m.hint); }
+      if (all.indexOf(m.name) < 0) { all.push(m.name); }
+    }); });
+    function details(e) { return e.map(function (m) { return m.detail; }).join("; and "); }
+    if (explanations.length === 1) {
+      var only = explanations[0];
+      var text = "Not correct. This is the answer you get if you " + names(only) + ": " + details(only) + ". " + hints.join(" ");
+      return { status: "incorrect", text: text, mistakes: all };
+    }
+    var within = (data.kind === "quantity" || data.kind === "number") && Number(data.rtol) ? " within " + Number((Number(data.rtol) * 100).toPrecision(6)) + "%" : "";
+    var options = explanations.map(function (e) { return names(e) + " (" + details(e) + ")"; }).join("; or you ");
+    var listed = "Not correct. This answer matches " + explanations.length + " possible slips" + within + ", and the grader cannot tell which you made: you " + options + ". " + hints.join(" ");
+    return { status: "incorrect", text: listed, mistakes: [], candidates: all };
   }
   // -- the boxes -----------------------------------------------------------------------------
   var NOTES = {

@@ -30,9 +30,11 @@ of big integers), so the tolerance and the named mistakes give the same verdict
 and the same feedback. Where the browser is narrower than the grader (the
 page says so once per chapter): a formula is compared by its values at the
 shipped sample points (the grader's own points, double precision, 1e-9
-relative), not by sympy's proof; powers are whole numbers from -64 to 64; the
-grader's limits on size become a 500-character limit; and an answer given
-from a notebook as a Python object has no counterpart. The grader
+relative), not by sympy's proof; a count is read as a number alone (the
+grader also reads ``78500 parameters`` and, for bytes, ``2 MB``); powers
+are whole numbers from -64 to 64; the grader's limits on size become a
+500-character limit; and an answer given from a notebook as a Python object
+has no counterpart. The grader
 (``memtheory grade``) stays the reference.
 
 Examples

@@ -52,13 +52,16 @@ def test_grade_options_set_seed_json_and_expected(answer_file, tmp_path, capsys)
 
 
 def test_grade_folder_writes_json_and_csv_summary_beside_it(tmp_path, capsys):
-    """Grading a folder writes NAME.grades.json and .csv beside it; an unreadable file is a row."""
+    """Grading a folder writes NAME.grades.json and .csv beside it; an unreadable file is a row.
+
+    The exit status is 1: the results are written, but one file could not be graded.
+    """
     folder = tmp_path / "submissions"
     folder.mkdir()
     (folder / "ada.toml").write_text('learner = "ada"\n[answers]\n"ch03.q9" = "1"\n')
     (folder / "bob.toml").write_text('learner = "bob"\n[answers]\n"ch03.q9" = "oops"\n')
     (folder / "eve.toml").write_text("not = valid = toml\n")
-    assert main(["grade", str(folder)]) == 0
+    assert main(["grade", str(folder)]) == 1
     summary = json.loads((tmp_path / "submissions.grades.json").read_text())
     assert [f["file"] for f in summary["files"]] == ["ada.toml", "bob.toml", "eve.toml"]
     assert summary["files"][2]["error"] and summary["files"][0]["result"]["learner"] == "ada"
