@@ -191,6 +191,9 @@ class GroupedQueryAttention(Merge):
                     TensorSpec("output", query),
                     TensorSpec("statistics", (batch, heads, sequence), fp32, label="logsumexp"),
                 ),
+                # scaled_dot_product_attention is on autocast's low-precision list (CPU and
+                # CUDA): the rotated fp32 queries and keys are cast to the low dtype first.
+                autocast="low",
             )
         saved = [
             TensorSpec("intermediate", per_head, given, label="queries"),

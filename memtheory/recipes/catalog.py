@@ -106,7 +106,7 @@ def _entries() -> tuple[Recipe, ...]:
             (_OPTIM_DEFAULT,
              f"{_TORCH} torch/amp/autocast_mode.py: fp32 weights, bf16 copies per op",
              _SDPA),
-            "exact on CPU: tests/pytorch/test_loop_keeps_logits.py (autocast, eager)",
+            "exact on CPU: tests/pytorch/test_recipe_steps.py",
         ),
         Recipe(
             "pytorch-fp32",
@@ -115,12 +115,12 @@ def _entries() -> tuple[Recipe, ...]:
                   source="a plain PyTorch loop in fp32, torch.optim.AdamW with PyTorch's "
                   "default implementation"),
             (_OPTIM_DEFAULT, _SDPA),
-            "exact on CPU: tests/pytorch/test_loop_keeps_logits.py (fp32, eager and sdpa)",
+            "exact on CPU: tests/pytorch/test_recipe_steps.py",
         ),
         Recipe(
             "hf-trainer", hf, (_LOADED, _FUSED, _SDPA, _LOSS_ONLY, _ACCELERATE_FSDP),
-            "exact on CPU for the loss-only loop: tests/pytorch/test_loop_keeps_logits.py "
-            "(bf16, sdpa); the Trainer itself: see the recipe tests",
+            "exact on CPU: tests/pytorch/test_recipe_steps.py (the Trainer's step: the "
+            "checkpoint's dtype, fused AdamW, SDPA, the loss-only loop)",
         ),
         Recipe(
             "peft-lora",
@@ -184,8 +184,7 @@ def _entries() -> tuple[Recipe, ...]:
              "Lightning 2.6 loops/optimization/automatic.py: backward runs on the loss "
              "training_step returned, after it returned",
              _OPTIM_DEFAULT, _SDPA),
-            "exact on CPU for the loss-only loop under autocast: "
-            "tests/pytorch/test_loop_keeps_logits.py",
+            "exact on CPU: tests/pytorch/test_recipe_steps.py",
         ),
     )
 

@@ -91,7 +91,7 @@ def _pair(keeps_logits: bool, precision: str, attention: str, batch: int, sequen
 @pytest.mark.parametrize(
     ("precision", "attention", "batch", "sequence"),
     [("fp32", "eager", 2, 7), ("bf16", "sdpa", 3, 5), ("autocast", "eager", 2, 9),
-     ("fp32", "sdpa", 3, 11)],
+     ("fp32", "sdpa", 3, 11), ("autocast", "sdpa", 2, 9)],
 )
 @pytest.mark.parametrize("keeps_logits", [True, False])
 def test_either_loop_is_exact(keeps_logits, precision, attention, batch, sequence):
