@@ -72,7 +72,10 @@ from memtheory._replace import replaced
 from memtheory.errors import InvalidArgumentError, KernelTooLargeError, SizeWarning
 
 __all__ = [
+    "MODEL_LIMIT",
+    "Candidates",
     "SizeConstraint",
+    "candidates",
     "carry",
     "check",
     "constraints_in",
@@ -83,7 +86,17 @@ __all__ = [
     "as_constraints",
     "largest_valid",
     "too_small",
+    "warn_unknown",
 ]
+
+MODEL_LIMIT = "the model's limit: "
+"""How a constraint's ``where`` begins when it is a largest size the model takes.
+
+A learned table of 1,024 positions takes no sequence longer than 1,024: the
+constraint ``1025 - S >= 1`` is the model's limit, and the what-if solvers stop
+there (:attr:`SizeConstraint.is_limit`), where a traced formula's upper bound
+(``16 - B``) says only that the formula is not known beyond.
+"""
 
 REGISTRY_LIMIT = 200_000
 """Most entries each registry keeps; the oldest go first (a long session builds many networks)."""
@@ -123,15 +136,30 @@ class SizeConstraint:
         """The condition as text: ``'H - 4 >= 1'``."""
         return f"{self.size} >= 1"
 
+    @property
+    def is_limit(self) -> bool:
+        """Whether it is a largest size the model takes (:data:`MODEL_LIMIT`).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import S
+        >>> SizeConstraint(1025 - S, MODEL_LIMIT + "layer 2 of 'gpt2'").is_limit
+        True
+        """
+        return self.where.startswith(MODEL_LIMIT)
+
 
 @runtime_checkable
 class _HasConstraints(Protocol):
     def size_checks(self) -> tuple[SizeConstraint, ...]: ...
 
 
-_WHOLE: dict[object, frozenset[SizeConstraint]] = {}
+_WHOLE: dict[object, dict[frozenset[SizeConstraint], None] | None] = {}
 _NODES: dict[object, tuple[SizeConstraint, ...]] = {}
 _RANK: dict[SizeConstraint, tuple[int, int]] = {}  # (place in its network, registration)
+
+OWNER_LIMIT = 8
+"""Most distinct constraint sets kept for one expression; beyond, its constraints are unknown."""
 
 
 def _store(registry: dict[Any, Any], key: object, value: object) -> None:
@@ -140,12 +168,20 @@ def _store(registry: dict[Any, Any], key: object, value: object) -> None:
     registry[key] = value
 
 
-def carry(expression: sp.Expr, constraints: Iterable[SizeConstraint]) -> sp.Expr:
+def carry(
+    expression: sp.Expr, constraints: Iterable[SizeConstraint], *, vouch: bool = False
+) -> sp.Expr:
     """Register ``expression`` as a whole with ``constraints``; return it unchanged.
 
-    When two networks register the same expression, it keeps only the
-    constraints they share: it is checked only against what both require.
-    Registering no constraints changes nothing.
+    Each network (or memory result) that hands out the expression registers
+    its own constraints: several networks can hand out the same expression,
+    each with its own. Evaluating the bare expression then uses the
+    constraints of the one network it is known to, and never one network's
+    constraints for another's expression (:func:`candidates`).
+
+    No constraints register nothing, unless ``vouch``: the caller knows the
+    expression needs none (a network without a size that can fall below 1),
+    which is then one more network it is known to.
 
     Examples
     --------
@@ -155,16 +191,141 @@ def carry(expression: sp.Expr, constraints: Iterable[SizeConstraint]) -> sp.Expr
     ['H - 9 >= 1']
     """
     expression = sp.sympify(expression)
-    new = frozenset(c for c in constraints if c.size.free_symbols)
-    if not new or isinstance(expression, sp.Number):
+    if isinstance(expression, sp.Number) or not isinstance(expression, sp.Basic):
+        return expression
+    owner = frozenset(c for c in constraints if c.size.free_symbols)
+    if not owner and not vouch:
         return expression
     key = _key(expression)
-    known = _WHOLE.get(key)
-    if known is None:
-        _store(_WHOLE, key, new)
-    elif known != new:
-        _store(_WHOLE, key, known & new)
+    if key in _WHOLE:
+        owners = _WHOLE[key]
+        if owners is None or owner in owners:
+            return expression  # too many to tell apart already, or known
+        if len(owners) >= OWNER_LIMIT:
+            _WHOLE[key] = None
+            return expression
+        owners[owner] = None
+    else:
+        _store(_WHOLE, key, {owner: None})
     return expression
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The constraint sets an expression may have to satisfy: one per network it may come from.
+
+    Attributes
+    ----------
+    sets : tuple of tuples of SizeConstraint
+        One set per network (or memory result) known to hand out the
+        expression, or the one set ``within=`` names. Empty when no network
+        is known to hand it out (a formula built by hand).
+    unknown : bool
+        Whether more networks handed it out than are remembered
+        (:data:`OWNER_LIMIT`): its constraints are then unknown.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> rule = SizeConstraint(H - 4, "layer 1 of 'a'")
+    >>> Candidates(((rule,),)).check({H: sp.Integer(5)}).sets
+    ((),)
+    """
+
+    sets: tuple[tuple[SizeConstraint, ...], ...] = ()
+    unknown: bool = False
+
+    @property
+    def known(self) -> bool:
+        """Whether some network (or ``within=``) vouches for the expression."""
+        return bool(self.sets) or self.unknown
+
+    @property
+    def ambiguous(self) -> bool:
+        """Whether the expression's network cannot be told: several sets, or too many."""
+        return self.unknown or len(self.sets) > 1
+
+    @property
+    def every(self) -> tuple[SizeConstraint, ...]:
+        """Every constraint of every set, once: what holds whichever network it comes from."""
+        return tuple(dict.fromkeys(c for group in self.sets for c in group))
+
+    def check(self, values: Mapping[sp.Symbol, sp.Expr], stacklevel: int = 3) -> Candidates:
+        """Check ``values`` against every set; return the constraints still symbolic, per set.
+
+        One set: values that fail it are refused (:func:`check`). Several
+        (the expression's network is unknown): values that fail every set are
+        refused (whichever network it is, they are out of its range); values
+        that fail some are evaluated with a :class:`SizeWarning` saying the
+        constraints are unknown, and only the sets they pass go on.
+        """
+        remaining: list[tuple[SizeConstraint, ...]] = []
+        errors: list[KernelTooLargeError] = []
+        for group in self.sets:
+            try:
+                remaining.append(check(group, values))
+            except KernelTooLargeError as error:
+                errors.append(error)
+        if errors and not remaining and not self.unknown:
+            raise errors[0]
+        if errors:
+            warn_unknown(str(errors[0]), stacklevel=stacklevel + 1)
+        return Candidates(tuple(dict.fromkeys(remaining)), self.unknown)
+
+
+def warn_unknown(failure: str, stacklevel: int = 3) -> None:
+    """Warn that an expression's size constraints are unknown, and that one network refuses."""
+    warnings.warn(
+        SizeWarning(
+            "this expression is handed out by several networks (or memory results) with "
+            "different size constraints, so which apply to it is unknown; it is evaluated, "
+            f"but for one of them these values are out of range: {failure} Evaluate the "
+            "memory result itself (memory.evaluate(...)), or pass within=the network, to "
+            "check its own constraints."
+        ),
+        stacklevel=stacklevel,
+    )
+
+
+def candidates(expression: object, within: object = None) -> Candidates:
+    """Return the constraint sets ``expression`` may have to satisfy (see :class:`Candidates`).
+
+    ``within`` (a network, a memory result, or constraints) names the set:
+    the expression's own registered constraints are added to it only when
+    exactly one network is known to hand the expression out.
+
+    Examples
+    --------
+    >>> from memtheory import Conv2d, Input, Network
+    >>> from memtheory.symbols import size_symbol
+    >>> side = size_symbol("doc_side")
+    >>> first = Network([Input((1, side, side)), Conv2d(8, 5)], "first")
+    >>> [[c.where for c in group] for group in candidates(first.activation_count).sets]
+    [["layer 1 of 'first', Conv2d 'conv2d_1', output dimension 2"]]
+    >>> again = Network([Input((1, side, side)), Conv2d(8, 5)], "again")
+    >>> _ = again.activation_count  # handed out: registered too
+    >>> len(candidates(first.activation_count).sets)
+    2
+    """
+    owners: dict[frozenset[SizeConstraint], None] | None = {}
+    unknown = False
+    if _WHOLE:
+        roots = expression if isinstance(expression, list | tuple) else [expression]
+        for root in roots:
+            if isinstance(root, sp.Basic) and not isinstance(root, sp.Number):
+                key = _key(root)
+                if key in _WHOLE:
+                    found = _WHOLE[key]
+                    if found is None:
+                        unknown = True
+                    elif owners is not None:
+                        owners.update(found)
+    sets = tuple(tuple(sorted(group, key=_order)) for group in owners or {})
+    if within is not None:
+        own = as_constraints(within)
+        extra = sets[0] if len(sets) == 1 and not unknown else ()
+        return Candidates((tuple(dict.fromkeys((*own, *extra))),))
+    return Candidates(sets, unknown)
 
 
 def _key(expression: sp.Basic) -> object:
@@ -312,8 +473,9 @@ def constraints_in(expression: object, within: object = None) -> tuple[SizeConst
     """Return every size constraint ``expression`` carries (and those of ``within``).
 
     Those of ``within`` come first, then those registered for the expression
-    as a whole, then the sizes found inside it: :func:`check` reports the
-    first that fails.
+    as a whole: :func:`check` reports the first that fails. When several
+    networks hand out the expression with different constraints, only those
+    every one of them requires (see :func:`candidates` for each set).
 
     Parameters
     ----------
@@ -331,13 +493,11 @@ def constraints_in(expression: object, within: object = None) -> tuple[SizeConst
     >>> constraints_in(side - 3)
     ()
     """
-    found: dict[SizeConstraint, None] = dict.fromkeys(as_constraints(within))
-    if _WHOLE:
-        roots = expression if isinstance(expression, list | tuple) else [expression]
-        for root in roots:
-            if isinstance(root, sp.Basic):
-                found.update(dict.fromkeys(sorted(_WHOLE.get(_key(root), ()), key=_order)))
-    return tuple(found)
+    found = candidates(expression, within)
+    if len(found.sets) == 1:
+        return found.sets[0]
+    shared = set.intersection(*(set(group) for group in found.sets)) if found.sets else set()
+    return tuple(c for c in found.every if c in shared)  # what every one of them requires
 
 
 def _as_size(value: object, where: object) -> sp.Expr:
@@ -411,6 +571,19 @@ def too_small(constraint: SizeConstraint, shown: str, size: object) -> KernelToo
     """Return the error for values (``shown``, as ``"H=2"``) that make ``constraint`` fail."""
     hint = ""
     symbols = constraint.size.free_symbols
+    if constraint.is_limit:
+        largest = (
+            largest_valid([constraint], next(iter(symbols))) if len(symbols) == 1 else None
+        )
+        bound = (
+            f"{next(iter(symbols))} <= {largest} must hold ({constraint.condition})"
+            if largest is not None
+            else f"{constraint.condition} must hold"
+        )
+        return KernelTooLargeError(
+            f"{shown} is beyond {constraint.where}; {bound}. The model takes no larger size: "
+            "use a smaller one."
+        )
     if len(symbols) == 1:
         (symbol,) = symbols
         if _shrinks(constraint.size, symbol):

@@ -46,14 +46,14 @@ from sympy.printing.pycode import PythonCodePrinter
 from memtheory._replace import replaced
 from memtheory.constraints import (
     SizeConstraint,
+    candidates,
     carry,
-    check,
-    constraints_in,
     sizes_inside,
     too_small,
     warn_outside,
+    warn_unknown,
 )
-from memtheory.errors import EvaluationError, EvaluationOverflowError
+from memtheory.errors import EvaluationError, EvaluationOverflowError, KernelTooLargeError
 from memtheory.maximum import substituted_maximum
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "evaluate",
     "evaluate_grid",
     "replaced",
+    "substitute",
     "substitution",
     "symbols_by_name",
 ]
@@ -203,12 +204,15 @@ def evaluate(expression: sp.Expr | int, /, *, within: object = None, **values: o
     """
     expr = as_expression(expression, "evaluate")
     mapping = substitution([expr], values)
-    found = constraints_in(expr, within)
-    remaining = check(found, mapping)
-    if not found:  # built by hand, perhaps from a network's expressions: warn, never refuse
+    found = candidates(expr, within)
+    remaining = found.check(mapping) if mapping else found
+    if not found.known:  # built by hand, perhaps from a network's expressions: warn, never refuse
         warn_outside(sizes_inside(expr), mapping)
     result = _substituted(expr, mapping)
-    return carry(result, remaining) if remaining else result
+    if mapping:
+        for group in remaining.sets:  # each network's constraints still open go with the result
+            carry(result, group, vouch=True)
+    return result
 
 
 def as_expression(expression: object, caller: str) -> sp.Expr:
@@ -240,6 +244,21 @@ def as_expression(expression: object, caller: str) -> sp.Expr:
         f"{caller} takes a sympy expression or a number, got {expression!r} ({kind}). Build "
         "it from memtheory's symbols (memtheory.symbols) or a memory result's total."
     )
+
+
+def substitute(expression: sp.Expr, values: Mapping[sp.Symbol, sp.Expr]) -> sp.Expr:
+    """Substitute values already checked (:func:`substitution`), exactly, checking nothing.
+
+    For a caller that has checked the size constraints itself (a memory
+    result's own, say): unlike :func:`evaluate`, the result carries none.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> substitute(B * H + sp.Max(B, H), substitution([B * H], {"B": 2}))
+    2*H + Max(2, H)
+    """
+    return _substituted(expression, dict(values))
 
 
 def _substituted(expr: sp.Expr, values: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
@@ -380,18 +399,26 @@ def compile_exact(
     arguments = _arguments(expr, _names_argument(names))
     raw = sp.lambdify(arguments, expr, modules=[{}, "math"], printer=_ExactPythonPrinter)
     given = set(arguments)
-    found = constraints_in(expr, within)
-    warn_only = not found  # built by hand: its network's sizes are warned about, not refused
-    checks = [
-        (
-            constraint,
-            sp.lambdify(
-                arguments, constraint.size, modules=[{}, "math"], printer=_ExactPythonPrinter
-            ),
-        )
-        for constraint in (sizes_inside(expr) if warn_only else found)
-        if constraint.size.free_symbols <= given
-    ]
+    found = candidates(expr, within)
+    warn_only = not found.known  # built by hand: its network's sizes are warned about, not refused
+
+    def compiled_checks(
+        group: Iterable[SizeConstraint],
+    ) -> list[tuple[SizeConstraint, Callable[..., Any]]]:
+        return [
+            (
+                constraint,
+                sp.lambdify(
+                    arguments, constraint.size, modules=[{}, "math"], printer=_ExactPythonPrinter
+                ),
+            )
+            for constraint in group
+            if constraint.size.free_symbols <= given
+        ]
+
+    groups = [compiled_checks(sizes_inside(expr))] if warn_only else list(
+        map(compiled_checks, found.sets)
+    )
     converters = [_argument_check(symbol) for symbol in arguments]
     count = len(arguments)
 
@@ -404,19 +431,26 @@ def compile_exact(
                 f"{', '.join(s.name for s in arguments) or 'nothing'}; got {len(args)}."
             )
         values = [convert(value) for convert, value in zip(converters, args, strict=True)]
-        for constraint, size in checks:
-            value = size(*values)
-            if value < 1:
-                if warn_only:
-                    given_values = dict(zip(arguments, map(sp.sympify, values), strict=True))
-                    warn_outside([constraint], given_values, [sp.sympify(value)])
+        failures = []
+        for checks in groups:
+            for constraint, size in checks:
+                value = size(*values)
+                if value < 1:
+                    if warn_only:
+                        given_values = dict(zip(arguments, map(sp.sympify, values), strict=True))
+                        warn_outside([constraint], given_values, [sp.sympify(value)])
+                        break
+                    shown = ", ".join(
+                        f"{s}={v}"
+                        for s, v in zip(arguments, values, strict=True)
+                        if s in constraint.size.free_symbols
+                    )
+                    failures.append(too_small(constraint, shown, value))
                     break
-                shown = ", ".join(
-                    f"{s}={v}"
-                    for s, v in zip(arguments, values, strict=True)
-                    if s in constraint.size.free_symbols
-                )
-                raise too_small(constraint, shown, value)
+        if failures:
+            if len(failures) == len(groups) and not found.unknown:
+                raise failures[0]  # out of range for every network it may come from
+            warn_unknown(str(failures[0]))
         return raw(*values)
 
     compiled.__doc__ = f"Exact value of {expr} for ({', '.join(map(str, arguments))})."
@@ -554,10 +588,22 @@ def evaluate_grid(
             f"the arrays do not broadcast together: {shapes}. Give them shapes NumPy can "
             "broadcast (e.g. B=np.arange(1, 9)[:, None] beside H=np.arange(1, 5))."
         ) from None
-    found = constraints_in(expr, within)
-    for constraint in found or sizes_inside(expr):
-        if _check_grid_constraint(constraint, values, exact, warn=not found):
-            break  # warned once: enough
+    found = candidates(expr, within)
+    if not found.known:  # built by hand: warn about its network's sizes, never refuse
+        for constraint in sizes_inside(expr):
+            if _check_grid_constraint(constraint, values, exact, warn=True):
+                break  # warned once: enough
+    failures = []
+    for group in found.sets:
+        try:
+            for constraint in group:
+                _check_grid_constraint(constraint, values, exact, warn=False)
+        except KernelTooLargeError as error:
+            failures.append(error)
+    if failures:
+        if len(failures) == len(found.sets) and not found.unknown:
+            raise failures[0]  # the grid is out of range whichever network it comes from
+        warn_unknown(str(failures[0]))
     return _grid(expr, tuple(names), [values[name] for name in names], exact)
 
 
