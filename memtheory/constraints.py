@@ -154,7 +154,10 @@ class _HasConstraints(Protocol):
     def size_checks(self) -> tuple[SizeConstraint, ...]: ...
 
 
-_WHOLE: dict[object, dict[frozenset[SizeConstraint], None] | None] = {}
+_WHOLE: dict[object, dict[frozenset[sp.Expr], frozenset[SizeConstraint]]] = {}
+"""Per expression (up to a rational factor), each distinct set of sizes it needs, labelled."""
+_CROWDED: dict[object, None] = {}
+"""Expressions handed out with more distinct sets than :data:`OWNER_LIMIT`: some are not kept."""
 _NODES: dict[object, tuple[SizeConstraint, ...]] = {}
 _RANK: dict[SizeConstraint, tuple[int, int]] = {}  # (place in its network, registration)
 
@@ -197,16 +200,16 @@ def carry(
     if not owner and not vouch:
         return expression
     key = _key(expression)
+    sizes = frozenset(c.size for c in owner)  # the same sizes give the same verdicts
     if key in _WHOLE:
         owners = _WHOLE[key]
-        if owners is None or owner in owners:
-            return expression  # too many to tell apart already, or known
-        if len(owners) >= OWNER_LIMIT:
-            _WHOLE[key] = None
+        if sizes not in owners and len(owners) >= OWNER_LIMIT:
+            _store(_CROWDED, key, None)  # not kept: its constraints are unknown from now on
             return expression
-        owners[owner] = None
+        owners.pop(sizes, None)
+        owners[sizes] = owner  # labelled as the latest network to hand it out
     else:
-        _store(_WHOLE, key, {owner: None})
+        _store(_WHOLE, key, {sizes: owner})
     return expression
 
 
@@ -222,7 +225,8 @@ class Candidates:
         is known to hand it out (a formula built by hand).
     unknown : bool
         Whether more networks handed it out than are remembered
-        (:data:`OWNER_LIMIT`): its constraints are then unknown.
+        (:data:`OWNER_LIMIT`): its constraints are then unknown, and values
+        that fail every set kept are warned about, not refused.
 
     Examples
     --------
@@ -267,7 +271,7 @@ class Candidates:
             except KernelTooLargeError as error:
                 errors.append(error)
         if errors and not remaining and not self.unknown:
-            raise errors[0]
+            raise errors[0]  # out of range whichever network it comes from
         if errors:
             warn_unknown(str(errors[0]), stacklevel=stacklevel + 1)
         return Candidates(tuple(dict.fromkeys(remaining)), self.unknown)
@@ -302,12 +306,13 @@ def candidates(expression: object, within: object = None) -> Candidates:
     >>> first = Network([Input((1, side, side)), Conv2d(8, 5)], "first")
     >>> [[c.where for c in group] for group in candidates(first.activation_count).sets]
     [["layer 1 of 'first', Conv2d 'conv2d_1', output dimension 2"]]
-    >>> again = Network([Input((1, side, side)), Conv2d(8, 5)], "again")
-    >>> _ = again.activation_count  # handed out: registered too
-    >>> len(candidates(first.activation_count).sets)
-    2
+    >>> other = Network([Input((1, side - 6, side - 6)), Conv2d(8, 1, padding=1)], "other")
+    >>> other.activation_count == first.activation_count  # 8*B*(doc_side - 4)**2 both
+    True
+    >>> [[c.condition for c in group] for group in candidates(first.activation_count).sets]
+    [['doc_side - 4 >= 1'], ['doc_side - 6 >= 1', 'doc_side - 4 >= 1']]
     """
-    owners: dict[frozenset[SizeConstraint], None] | None = {}
+    owners: dict[frozenset[sp.Expr], frozenset[SizeConstraint]] = {}
     unknown = False
     if _WHOLE:
         roots = expression if isinstance(expression, list | tuple) else [expression]
@@ -315,12 +320,14 @@ def candidates(expression: object, within: object = None) -> Candidates:
             if isinstance(root, sp.Basic) and not isinstance(root, sp.Number):
                 key = _key(root)
                 if key in _WHOLE:
-                    found = _WHOLE[key]
-                    if found is None:
-                        unknown = True
-                    elif owners is not None:
-                        owners.update(found)
-    sets = tuple(tuple(sorted(group, key=_order)) for group in owners or {})
+                    owners.update(_WHOLE[key])
+                    unknown = unknown or key in _CROWDED
+    sets = tuple(  # fewest constraints first, then by label: the same order in any session
+        sorted(
+            (tuple(sorted(group, key=_order)) for group in owners.values()),
+            key=lambda group: (len(group), [c.where for c in group]),
+        )
+    )
     if within is not None:
         own = as_constraints(within)
         extra = sets[0] if len(sets) == 1 and not unknown else ()
