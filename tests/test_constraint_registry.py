@@ -103,8 +103,10 @@ def test_max_value_of_a_twin_total_starts_at_the_smallest_side(twins):
 
 # -- networks whose equal expressions need different sizes ---------------------------------
 def test_two_different_networks_with_one_activation_count():
-    """A 5x5 kernel on a side, and a padded 1x1 kernel on that side less 6: both keep
-    8 (side - 4)^2 activations per sample, and need a side of 5 and of 7."""
+    """A 5x5 kernel on a side, a padded 1x1 on that side less 6: one count, sides 5 and 7.
+
+    Both keep 8 (side - 4)^2 activations per sample.
+    """
     side = size_symbol(f"registry_side_{next(_FRESH)}")
     five = mt.Network([mt.Input((1, side, side)), mt.Conv2d(8, 5)], "five")
     seven = mt.Network([mt.Input((1, side - 6, side - 6)), mt.Conv2d(8, 1, padding=1)], "seven")
@@ -223,8 +225,10 @@ def test_too_many_owners_make_the_constraints_unknown_not_silent():
     value=st.integers(1, 12),
 )
 def test_one_networks_expression_never_uses_the_others_constraints(first, second, value):
-    """For two networks handing out one expression: its own refusal is never silent, and
-    its own acceptance is never refused; the memory result decides exactly by its own."""
+    """Two networks, one expression: its own refusal is never silent, nor its acceptance refused.
+
+    The memory result decides exactly by its own constraints.
+    """
     side = size_symbol(f"registry_side_{next(_FRESH)}")
     mine = counts_needing(side, first, "mine")
     counts_needing(side, second, "theirs")
@@ -250,8 +254,10 @@ def test_one_networks_expression_never_uses_the_others_constraints(first, second
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kernel=st.integers(2, 6), pool=st.integers(1, 3), value=st.integers(1, 14))
 def test_twin_networks_refuse_exactly_what_the_layer_formula_refuses(kernel, pool, value):
-    """Two same-layer networks under two names: the first's total is refused iff PyTorch's
-    formula gives a side below 1, whatever the other one registered."""
+    """Two same-layer networks under two names: refused iff PyTorch's formula gives a side < 1.
+
+    Whatever the other one registered.
+    """
     names = [f"twin {next(_FRESH)}", f"twin {next(_FRESH)}"]
     totals = [
         mt.training_memory(
