@@ -69,6 +69,7 @@ from typing import Any, Protocol, runtime_checkable
 import sympy as sp
 
 from memtheory._replace import replaced
+from memtheory._shown import shown
 from memtheory.errors import InvalidArgumentError, KernelTooLargeError, SizeWarning
 
 __all__ = [
@@ -128,7 +129,7 @@ class SizeConstraint:
         object.__setattr__(self, "size", _as_size(self.size, self.where))
         if not isinstance(self.where, str):
             raise InvalidArgumentError(
-                f"a size constraint's where is text naming the layer, got {self.where!r}."
+                f"a size constraint's where is text naming the layer, got {shown(self.where)}."
             )
 
     @property
@@ -472,7 +473,7 @@ def as_constraints(within: object) -> tuple[SizeConstraint, ...]:
             return items
     raise InvalidArgumentError(
         f"within= takes a Network, a memory result, a mapping of label to size or "
-        f"SizeConstraints, got {within!r} ({type(within).__name__})."
+        f"SizeConstraints, got {shown(within)} ({type(within).__name__})."
     )
 
 
@@ -516,7 +517,7 @@ def _as_size(value: object, where: object) -> sp.Expr:
             return value
     raise InvalidArgumentError(
         f"a size constraint ({where!r}) needs a size: a whole number or a sympy expression in "
-        f"size symbols, got {value!r} ({type(value).__name__})."
+        f"size symbols, got {shown(value)} ({type(value).__name__})."
     )
 
 

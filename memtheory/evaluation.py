@@ -44,6 +44,7 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
 from memtheory._replace import replaced
+from memtheory._shown import shown
 from memtheory.constraints import (
     SizeConstraint,
     candidates,
@@ -135,7 +136,9 @@ def substitution(
 
 def _checked_value(symbol: sp.Symbol, value: object) -> sp.Expr:
     if isinstance(value, bool | np.bool_):
-        raise EvaluationError(f"{symbol} must be a number, got {value!r} ({type(value).__name__}).")
+        raise EvaluationError(
+            f"{symbol} must be a number, got {shown(value)} ({type(value).__name__})."
+        )
     if isinstance(value, numbers.Integral):
         number: sp.Expr = sp.Integer(int(value))
     elif isinstance(value, sp.Expr):
@@ -143,23 +146,23 @@ def _checked_value(symbol: sp.Symbol, value: object) -> sp.Expr:
     elif isinstance(value, numbers.Real):
         real = float(value)
         if not math.isfinite(real):
-            raise EvaluationError(f"{symbol} must be a finite number, got {value!r}.")
+            raise EvaluationError(f"{symbol} must be a finite number, got {shown(value)}.")
         if symbol.is_integer and not real.is_integer():
-            raise EvaluationError(f"{symbol} is a whole number (a size), got {value!r}.")
+            raise EvaluationError(f"{symbol} is a whole number (a size), got {shown(value)}.")
         number = sp.Integer(int(real)) if real.is_integer() else sp.nsimplify(real)
     else:
         raise EvaluationError(
-            f"{symbol} must be a real number, got {value!r} ({type(value).__name__})."
+            f"{symbol} must be a real number, got {shown(value)} ({type(value).__name__})."
         )
     if number.is_number:
         if number.is_extended_real is not True or not number.is_finite:
-            raise EvaluationError(f"{symbol} must be a finite real number, got {value!r}.")
+            raise EvaluationError(f"{symbol} must be a finite real number, got {shown(value)}.")
         if symbol.is_integer and not number.is_integer:
-            raise EvaluationError(f"{symbol} is a whole number (a size), got {value!r}.")
+            raise EvaluationError(f"{symbol} is a whole number (a size), got {shown(value)}.")
         if symbol.is_positive and not number.is_positive:
-            raise EvaluationError(f"{symbol} must be positive, got {value!r}.")
+            raise EvaluationError(f"{symbol} must be positive, got {shown(value)}.")
         if symbol.is_nonnegative and not number.is_nonnegative:
-            raise EvaluationError(f"{symbol} must not be negative, got {value!r}.")
+            raise EvaluationError(f"{symbol} must not be negative, got {shown(value)}.")
     return number
 
 
@@ -241,7 +244,7 @@ def as_expression(expression: object, caller: str) -> sp.Expr:
     else:
         kind = f"{type(expression).__name__}"
     raise EvaluationError(
-        f"{caller} takes a sympy expression or a number, got {expression!r} ({kind}). Build "
+        f"{caller} takes a sympy expression or a number, got {shown(expression)} ({kind}). Build "
         "it from memtheory's symbols (memtheory.symbols) or a memory result's total."
     )
 
@@ -462,12 +465,12 @@ def _names_argument(names: object) -> Sequence[str] | None:
         return None
     if isinstance(names, str) or not isinstance(names, Sequence):
         raise EvaluationError(
-            f"names must be a list of symbol names such as ['B', 'H'], got {names!r}."
+            f"names must be a list of symbol names such as ['B', 'H'], got {shown(names)}."
         )
     if not all(isinstance(name, str) for name in names):
-        raise EvaluationError(f"names must be symbol names (text), got {list(names)!r}.")
+        raise EvaluationError(f"names must be symbol names (text), got {shown(list(names))}.")
     if len(set(names)) != len(names):
-        raise EvaluationError(f"names must not repeat, got {list(names)!r}.")
+        raise EvaluationError(f"names must not repeat, got {shown(list(names))}.")
     return names
 
 
@@ -498,7 +501,7 @@ def _argument_check(symbol: sp.Symbol) -> Callable[[object], Any]:
         def plain(value: object) -> Any:
             if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Number):
                 raise EvaluationError(
-                    f"{symbol} must be a number, got {value!r} ({type(value).__name__})."
+                    f"{symbol} must be a number, got {shown(value)} ({type(value).__name__})."
                 )
             return value
 
@@ -509,7 +512,7 @@ def _argument_check(symbol: sp.Symbol) -> Callable[[object], Any]:
         if type(value) is int:  # the common case, checked without sympy
             if lowest is not None and value < lowest:
                 word = "positive" if lowest else "non-negative"
-                raise EvaluationError(f"{symbol} must be {word}, got {value!r}.")
+                raise EvaluationError(f"{symbol} must be {word}, got {shown(value)}.")
             return value
         if isinstance(value, sp.Basic) and not value.is_number:
             raise EvaluationError(f"{symbol} needs a number here, got the expression {value!r}.")
@@ -616,7 +619,7 @@ def _grid_dtype(dtype: object) -> bool:
     except (TypeError, ValueError):
         chosen = None
     if chosen is None or chosen != np.int64:
-        raise EvaluationError(f"dtype must be 'int64' or object, got {dtype!r}.")
+        raise EvaluationError(f"dtype must be 'int64' or object, got {shown(dtype)}.")
     return False
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.bounded_parser import DEFAULT_LIMITS, parse_arithmetic, quote_text
 from memtheory.errors import InvalidArgumentError, ParseError, UnknownUnitError, UnsupportedError
 from memtheory.registry import Registry
@@ -244,7 +245,7 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
         or not (0 <= digits <= 100)
     ):
         raise InvalidArgumentError(
-            f"format_bytes: digits must be a whole number from 0 to 100, got {digits!r}."
+            f"format_bytes: digits must be a whole number from 0 to 100, got {shown(digits)}."
         )
     value = convert(_byte_count(nbytes, "format_bytes"), canonical)
     if not value.is_number:
@@ -271,9 +272,9 @@ def _byte_count(nbytes: object, caller: str) -> sp.Expr:
         real = float(nbytes)
         if math.isfinite(real):
             return sp.Float(real)
-        raise InvalidArgumentError(f"{caller} needs a finite number of bytes, got {nbytes!r}.")
+        raise InvalidArgumentError(f"{caller} needs a finite number of bytes, got {shown(nbytes)}.")
     raise InvalidArgumentError(
-        f"{caller} needs a number of bytes (or a sympy expression), got {nbytes!r} "
+        f"{caller} needs a number of bytes (or a sympy expression), got {shown(nbytes)} "
         f"({type(nbytes).__name__}); read a size written as text with parse_bytes first."
     )
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import sympy as sp
 
 from memtheory._recursion import nesting_guard
+from memtheory._shown import shown
 from memtheory.constraints import MODEL_LIMIT, SizeConstraint, carry, register_sizes
 from memtheory.counts import ModelCounts
 from memtheory.errors import ShapeError, UnknownNameError, UnsupportedError
@@ -95,10 +96,10 @@ class Network:
         calls: Sequence[tuple[str, str]] = (),
     ) -> None:
         if not isinstance(name, str):
-            raise UnsupportedError(f"Network: name must be text, got {name!r}.")
+            raise UnsupportedError(f"Network: name must be text, got {shown(name)}.")
         if isinstance(layers, str | bytes) or not isinstance(layers, Iterable):
             raise UnsupportedError(
-                f"Network {name!r}: layers must be a list of layers, got {layers!r} "
+                f"Network {name!r}: layers must be a list of layers, got {shown(layers)} "
                 f"({type(layers).__name__}). Write Network([Input((3, 32, 32)), Conv2d(8, 3)])."
             )
         items = list(layers)

@@ -40,6 +40,7 @@ from typing import cast
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory._validation import SizeLike
 from memtheory.constraints import as_constraints
 from memtheory.dtypes import DTypeLike
@@ -111,7 +112,8 @@ class CacheLayer:
             block = sp.sympify(block_size)
             if not (block.is_integer and block.is_positive):
                 raise InvalidArgumentError(
-                    f"block_size must be a positive whole number of positions, got {block_size!r}."
+                    "block_size must be a positive whole number of positions, got "
+                    f"{shown(block_size)}."
                 )
             positions = block * sp.ceiling(positions / block)
         return 2 * self.batch * self.kv_heads * self.head_dim * positions * _dtype(dtype).bytes

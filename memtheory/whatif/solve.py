@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.constraints import SizeConstraint, candidates, largest_valid, smallest_valid
 from memtheory.conventions import ConventionLike
 from memtheory.counts import ModelCounts
@@ -122,7 +123,7 @@ def _total_in(
         name = symbol.name
     else:
         raise EvaluationError(
-            f"the size to solve for is a symbol or its name (such as 'B'), got {symbol!r}."
+            f"the size to solve for is a symbol or its name (such as 'B'), got {shown(symbol)}."
         )
     free = symbols_by_name([total])
     if name not in free:
@@ -243,7 +244,7 @@ def max_value(
 
 def _first(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise EvaluationError(f"{what} must be a positive whole number, got {value!r}.")
+        raise EvaluationError(f"{what} must be a positive whole number, got {shown(value)}.")
     return int(value)
 
 
