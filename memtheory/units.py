@@ -352,7 +352,7 @@ def parse_size(text: str, default_unit: str = "B") -> tuple[sp.Rational, str]:
     if match is None:
         raise _unreadable(text)
     number_text, unit = match.group("number"), match.group("unit")
-    if _RADIX.search(number_text):
+    if _RADIX.search(text):  # "0xba" splits as 0 and a unit "xba": look at the whole text
         raise ParseError(
             f"cannot read {quote_text(text)} as a size: it looks like a number in another "
             "base (0x, 0o, 0b); write the size in decimal, e.g. '16 B'."
