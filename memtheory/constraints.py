@@ -12,20 +12,29 @@ How a constraint travels
 The expressions stay plain sympy expressions: they print, compare, simplify
 and grade exactly as before. The constraints travel beside them:
 
+* **with the results, first.** A memory result keeps its network's constraints
+  (:attr:`~memtheory.footprint.Footprint.constraints`) and checks exactly those
+  in its ``evaluate`` and ``grid``, whatever any other network registered; the
+  what-if solvers given a memory result, a network or counts use its own, and
+  start their search at the smallest size every layer takes.
+* **explicitly.** Every evaluation function takes ``within=`` (a network, a
+  memory result, or constraints): those constraints are checked.
 * **with the expressions memtheory hands out.** A network's totals
   (``parameter_count``, ``activation_count``, ...), the counts it gives a
   convention, and every component, ``total`` and ``peak`` of a memory result
-  built from it are registered with its constraints (:func:`carry`); so is
-  what :func:`~memtheory.evaluation.evaluate` returns while symbols stay free,
-  with the constraints still open. :func:`~memtheory.evaluation.evaluate`,
+  built from it are registered with its constraints (:func:`carry`), one set
+  per network: two networks can hand out one expression (the same layers under
+  two names, or different layers whose counts coincide) and each keeps its own.
+  :func:`~memtheory.evaluation.evaluate`,
   :func:`~memtheory.evaluation.evaluate_grid` and
-  :func:`~memtheory.evaluation.compile_exact` look them up.
-* **with the results.** A memory result keeps its network's constraints
-  (:attr:`~memtheory.footprint.Footprint.constraints`) and checks them in its
-  ``evaluate`` and ``grid``; the what-if solvers start their search at the
-  smallest size every layer takes.
-* **explicitly.** Every evaluation function takes ``within=`` (a network, a
-  memory result, or constraints).
+  :func:`~memtheory.evaluation.compile_exact` of a bare expression look them up
+  (:func:`candidates`). Known to one network, or to several that need the same
+  sizes: its constraints are checked. Known to several that need different
+  sizes: values every one of them refuses are refused, values only some refuse
+  give a :class:`~memtheory.errors.SizeWarning` saying its constraints are
+  unknown, and never is one network's range used silently for another's
+  expression. What :func:`~memtheory.evaluation.evaluate` returns while
+  symbols stay free carries each network's constraints still open.
 * **as a warning.** An expression *you* build from others
   (``4 * net.activation_count + 1``) is new, and carries nothing (beyond a
   rational factor: ``total / 2**20`` carries what ``total`` carries). If it
@@ -37,10 +46,11 @@ and grade exactly as before. The constraints travel beside them:
   has merged into other terms, as with a fixed batch and one symbolic side, is
   beyond finding in a new expression: there only ``within=`` checks it.)
 
-The input batch does not depend on the layers, so it carries nothing. Two
-networks can hand out the same expression: it then carries only the
-constraints both share. The lookup is by equality, so a sympy expression you
-type that equals one a network handed out is taken to be that network's.
+Most constraints are lower bounds (a window must fit). A model's limit is an
+upper bound: a learned table of 1,024 positions takes no longer sequence
+(:data:`MODEL_LIMIT`); evaluating past it is refused, and the what-if solvers
+stop there. The input batch does not depend on the layers, so it carries
+nothing.
 
 Examples
 --------

@@ -179,7 +179,8 @@ def evaluate(expression: sp.Expr | int, /, *, within: object = None, **values: o
     expression : sympy expression
         Any memtheory quantity.
     within : Network, memory result or constraints, optional
-        Size constraints to check besides those the expression carries.
+        The size constraints to check (and the expression's own, when one network
+        alone hands it out); see :func:`~memtheory.constraints.candidates`.
     **values
         Numbers for some or all of its free symbols, by name (``B=64``).
 
@@ -385,7 +386,8 @@ def compile_exact(
     names : sequence of str, optional
         Argument order; by default the free symbols' names, sorted.
     within : Network, memory result or constraints, optional
-        Size constraints to check besides those the expression carries.
+        The size constraints to check (and the expression's own, when one network
+        alone hands it out); see :func:`~memtheory.constraints.candidates`.
 
     Examples
     --------
@@ -546,7 +548,8 @@ def evaluate_grid(
         returning wrapped-around numbers. ``object`` computes with Python
         integers: exact at any size, and slower.
     within : Network, memory result or constraints, optional
-        Size constraints to check besides those the expression carries.
+        The size constraints to check (and the expression's own, when one network
+        alone hands it out); see :func:`~memtheory.constraints.candidates`.
     **arrays
         A value or array for every free symbol, by name.
 
