@@ -49,7 +49,7 @@ import numpy as np
 import sympy as sp
 
 from memtheory._replace import replaced
-from memtheory.constraints import SizeConstraint, as_constraints, carry, check
+from memtheory.constraints import SizeConstraint, as_constraints, candidates, carry, check
 from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import evaluate_grid, substitution
 from memtheory.maximum import maximum as _maximum
@@ -158,6 +158,14 @@ class Footprint(ABC):
         # for an expression that happens to equal one of these.
         found = self.size_checks()
         every = [*self.components.values(), *self.timeline.values()]
+        if not found:  # kept none: those its components carry, one set per network
+            carried = candidates(list(self.components.values()))
+            if carried.known:
+                mapping = substitution([*every, *(c.size for c in carried.every)], values)
+                if not mapping:
+                    return list(expressions), carried.every
+                remaining = carried.check(mapping, stacklevel=4)
+                return replaced(list(expressions), mapping), remaining.every
         mapping = substitution([*every, *(c.size for c in found)], values)
         if not mapping:
             return list(expressions), found

@@ -273,3 +273,17 @@ def test_twin_networks_refuse_exactly_what_the_layer_formula_refuses(kernel, poo
     else:
         with pytest.raises(mt.KernelTooLargeError, match="too small"):
             mt.evaluate(totals[0], B=1, H=value)
+
+
+def test_results_derived_from_a_memory_result_keep_refusing():
+    """ZeRO and the parallel split of the README CNN's memory refuse the sides it refuses."""
+    from memtheory.techniques import parallel_memory, zero_partition
+
+    memory = mt.training_memory(readme_cnn("derived"), optimizer="adam")
+    side = readme_smallest() - 1
+    sharded = zero_partition(memory, 4, stage=3)
+    assert sharded.constraints == memory.constraints
+    for result in (sharded, parallel_memory(memory, data=2).device):
+        with pytest.raises(mt.KernelTooLargeError, match="maxpool2d_2"):
+            result.evaluate(B=1, H=side)
+        assert result.evaluate(B=1, H=side + 1).total.is_number
