@@ -164,8 +164,8 @@ class Footprint(ABC):
                 mapping = substitution([*every, *(c.size for c in carried.every)], values)
                 if not mapping:
                     return list(expressions), carried.every
-                remaining = carried.check(mapping, stacklevel=4)
-                return replaced(list(expressions), mapping), remaining.every
+                passed = carried.check(mapping, stacklevel=4)
+                return replaced(list(expressions), mapping), passed.every
         mapping = substitution([*every, *(c.size for c in found)], values)
         if not mapping:
             return list(expressions), found
