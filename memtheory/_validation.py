@@ -8,6 +8,7 @@ from typing import TypeAlias
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.errors import InvalidSizeError
 
 __all__ = [
@@ -45,7 +46,7 @@ def as_size(value: object, what: str, owner: str, *, minimum: int = 1) -> sp.Exp
     """
     fix = f"Pass a whole number >= {minimum}."
     if isinstance(value, bool):
-        raise InvalidSizeError(f"{owner}: {what} must be a whole number, got {value!r}. {fix}")
+        raise InvalidSizeError(f"{owner}: {what} must be a whole number, got {shown(value)}. {fix}")
     if isinstance(value, sp.Basic):
         expr = sp.sympify(value)
         if expr.is_number:
@@ -63,12 +64,12 @@ def as_size(value: object, what: str, owner: str, *, minimum: int = 1) -> sp.Exp
     elif isinstance(value, numbers.Real):
         kind = type(value).__name__
         raise InvalidSizeError(
-            f"{owner}: {what} must be a whole number, got {value!r} ({kind}). {fix}"
+            f"{owner}: {what} must be a whole number, got {shown(value)} ({kind}). {fix}"
         )
     else:
         kind = type(value).__name__
         raise InvalidSizeError(
-            f"{owner}: {what} must be a whole number, got {value!r} ({kind}). {fix}"
+            f"{owner}: {what} must be a whole number, got {shown(value)} ({kind}). {fix}"
         )
     if expr.is_number:
         if expr < minimum:
@@ -93,7 +94,7 @@ def as_pair(value: object, what: str, owner: str, *, minimum: int = 1) -> Pair:
     if isinstance(value, Sequence) and not isinstance(value, str):
         if len(value) != 2:
             raise InvalidSizeError(
-                f"{owner}: {what} must be one size or a (height, width) pair, got {value!r}."
+                f"{owner}: {what} must be one size or a (height, width) pair, got {shown(value)}."
             )
         first, second = value
         return as_size(first, what, owner, minimum=minimum), as_size(
@@ -119,7 +120,7 @@ def check_probability(value: object, what: str, owner: str) -> None:
     memtheory.errors.InvalidSizeError: Dropout: p must be in [0, 1), got 1.5.
     """
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
-        raise InvalidSizeError(f"{owner}: {what} must be in [0, 1), got {value!r}.")
+        raise InvalidSizeError(f"{owner}: {what} must be in [0, 1), got {shown(value)}.")
 
 
 def check_kv_heads(heads: sp.Expr, kv_heads: sp.Expr, owner: str) -> None:

@@ -12,20 +12,29 @@ How a constraint travels
 The expressions stay plain sympy expressions: they print, compare, simplify
 and grade exactly as before. The constraints travel beside them:
 
+* **with the results, first.** A memory result keeps its network's constraints
+  (:attr:`~memtheory.footprint.Footprint.constraints`) and checks exactly those
+  in its ``evaluate`` and ``grid``, whatever any other network registered; the
+  what-if solvers given a memory result, a network or counts use its own, and
+  start their search at the smallest size every layer takes.
+* **explicitly.** Every evaluation function takes ``within=`` (a network, a
+  memory result, or constraints): those constraints are checked.
 * **with the expressions memtheory hands out.** A network's totals
   (``parameter_count``, ``activation_count``, ...), the counts it gives a
   convention, and every component, ``total`` and ``peak`` of a memory result
-  built from it are registered with its constraints (:func:`carry`); so is
-  what :func:`~memtheory.evaluation.evaluate` returns while symbols stay free,
-  with the constraints still open. :func:`~memtheory.evaluation.evaluate`,
+  built from it are registered with its constraints (:func:`carry`), one set
+  per network: two networks can hand out one expression (the same layers under
+  two names, or different layers whose counts coincide) and each keeps its own.
+  :func:`~memtheory.evaluation.evaluate`,
   :func:`~memtheory.evaluation.evaluate_grid` and
-  :func:`~memtheory.evaluation.compile_exact` look them up.
-* **with the results.** A memory result keeps its network's constraints
-  (:attr:`~memtheory.footprint.Footprint.constraints`) and checks them in its
-  ``evaluate`` and ``grid``; the what-if solvers start their search at the
-  smallest size every layer takes.
-* **explicitly.** Every evaluation function takes ``within=`` (a network, a
-  memory result, or constraints).
+  :func:`~memtheory.evaluation.compile_exact` of a bare expression look them up
+  (:func:`candidates`). Known to one network, or to several that need the same
+  sizes: its constraints are checked. Known to several that need different
+  sizes: values every one of them refuses are refused, values only some refuse
+  give a :class:`~memtheory.errors.SizeWarning` saying its constraints are
+  unknown, and never is one network's range used silently for another's
+  expression. What :func:`~memtheory.evaluation.evaluate` returns while
+  symbols stay free carries each network's constraints still open.
 * **as a warning.** An expression *you* build from others
   (``4 * net.activation_count + 1``) is new, and carries nothing (beyond a
   rational factor: ``total / 2**20`` carries what ``total`` carries). If it
@@ -37,10 +46,11 @@ and grade exactly as before. The constraints travel beside them:
   has merged into other terms, as with a fixed batch and one symbolic side, is
   beyond finding in a new expression: there only ``within=`` checks it.)
 
-The input batch does not depend on the layers, so it carries nothing. Two
-networks can hand out the same expression: it then carries only the
-constraints both share. The lookup is by equality, so a sympy expression you
-type that equals one a network handed out is taken to be that network's.
+Most constraints are lower bounds (a window must fit). A model's limit is an
+upper bound: a learned table of 1,024 positions takes no longer sequence
+(:data:`MODEL_LIMIT`); evaluating past it is refused, and the what-if solvers
+stop there. The input batch does not depend on the layers, so it carries
+nothing.
 
 Examples
 --------
@@ -69,10 +79,14 @@ from typing import Any, Protocol, runtime_checkable
 import sympy as sp
 
 from memtheory._replace import replaced
+from memtheory._shown import shown
 from memtheory.errors import InvalidArgumentError, KernelTooLargeError, SizeWarning
 
 __all__ = [
+    "MODEL_LIMIT",
+    "Candidates",
     "SizeConstraint",
+    "candidates",
     "carry",
     "check",
     "constraints_in",
@@ -83,7 +97,17 @@ __all__ = [
     "as_constraints",
     "largest_valid",
     "too_small",
+    "warn_unknown",
 ]
+
+MODEL_LIMIT = "the model's limit: "
+"""How a constraint's ``where`` begins when it is a largest size the model takes.
+
+A learned table of 1,024 positions takes no sequence longer than 1,024: the
+constraint ``1025 - S >= 1`` is the model's limit, and the what-if solvers stop
+there (:attr:`SizeConstraint.is_limit`), where a traced formula's upper bound
+(``16 - B``) says only that the formula is not known beyond.
+"""
 
 REGISTRY_LIMIT = 200_000
 """Most entries each registry keeps; the oldest go first (a long session builds many networks)."""
@@ -115,7 +139,7 @@ class SizeConstraint:
         object.__setattr__(self, "size", _as_size(self.size, self.where))
         if not isinstance(self.where, str):
             raise InvalidArgumentError(
-                f"a size constraint's where is text naming the layer, got {self.where!r}."
+                f"a size constraint's where is text naming the layer, got {shown(self.where)}."
             )
 
     @property
@@ -123,15 +147,33 @@ class SizeConstraint:
         """The condition as text: ``'H - 4 >= 1'``."""
         return f"{self.size} >= 1"
 
+    @property
+    def is_limit(self) -> bool:
+        """Whether it is a largest size the model takes (:data:`MODEL_LIMIT`).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import S
+        >>> SizeConstraint(1025 - S, MODEL_LIMIT + "layer 2 of 'gpt2'").is_limit
+        True
+        """
+        return self.where.startswith(MODEL_LIMIT)
+
 
 @runtime_checkable
 class _HasConstraints(Protocol):
     def size_checks(self) -> tuple[SizeConstraint, ...]: ...
 
 
-_WHOLE: dict[object, frozenset[SizeConstraint]] = {}
+_WHOLE: dict[object, dict[frozenset[sp.Expr], frozenset[SizeConstraint]]] = {}
+"""Per expression (up to a rational factor), each distinct set of sizes it needs, labelled."""
+_CROWDED: dict[object, None] = {}
+"""Expressions handed out with more distinct sets than :data:`OWNER_LIMIT`: some are not kept."""
 _NODES: dict[object, tuple[SizeConstraint, ...]] = {}
 _RANK: dict[SizeConstraint, tuple[int, int]] = {}  # (place in its network, registration)
+
+OWNER_LIMIT = 8
+"""Most distinct constraint sets kept for one expression; beyond, its constraints are unknown."""
 
 
 def _store(registry: dict[Any, Any], key: object, value: object) -> None:
@@ -140,12 +182,20 @@ def _store(registry: dict[Any, Any], key: object, value: object) -> None:
     registry[key] = value
 
 
-def carry(expression: sp.Expr, constraints: Iterable[SizeConstraint]) -> sp.Expr:
+def carry(
+    expression: sp.Expr, constraints: Iterable[SizeConstraint], *, vouch: bool = False
+) -> sp.Expr:
     """Register ``expression`` as a whole with ``constraints``; return it unchanged.
 
-    When two networks register the same expression, it keeps only the
-    constraints they share: it is checked only against what both require.
-    Registering no constraints changes nothing.
+    Each network (or memory result) that hands out the expression registers
+    its own constraints: several networks can hand out the same expression,
+    each with its own. Evaluating the bare expression then uses the
+    constraints of the one network it is known to, and never one network's
+    constraints for another's expression (:func:`candidates`).
+
+    No constraints register nothing, unless ``vouch``: the caller knows the
+    expression needs none (a network without a size that can fall below 1),
+    which is then one more network it is known to.
 
     Examples
     --------
@@ -155,16 +205,145 @@ def carry(expression: sp.Expr, constraints: Iterable[SizeConstraint]) -> sp.Expr
     ['H - 9 >= 1']
     """
     expression = sp.sympify(expression)
-    new = frozenset(c for c in constraints if c.size.free_symbols)
-    if not new or isinstance(expression, sp.Number):
+    if isinstance(expression, sp.Number) or not isinstance(expression, sp.Basic):
+        return expression
+    owner = frozenset(c for c in constraints if c.size.free_symbols)
+    if not owner and not vouch:
         return expression
     key = _key(expression)
-    known = _WHOLE.get(key)
-    if known is None:
-        _store(_WHOLE, key, new)
-    elif known != new:
-        _store(_WHOLE, key, known & new)
+    sizes = frozenset(c.size for c in owner)  # the same sizes give the same verdicts
+    if key in _WHOLE:
+        owners = _WHOLE[key]
+        if sizes not in owners and len(owners) >= OWNER_LIMIT:
+            _store(_CROWDED, key, None)  # not kept: its constraints are unknown from now on
+            return expression
+        owners.pop(sizes, None)
+        owners[sizes] = owner  # labelled as the latest network to hand it out
+    else:
+        _store(_WHOLE, key, {sizes: owner})
     return expression
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The constraint sets an expression may have to satisfy: one per network it may come from.
+
+    Attributes
+    ----------
+    sets : tuple of tuples of SizeConstraint
+        One set per network (or memory result) known to hand out the
+        expression, or the one set ``within=`` names. Empty when no network
+        is known to hand it out (a formula built by hand).
+    unknown : bool
+        Whether more networks handed it out than are remembered
+        (:data:`OWNER_LIMIT`): its constraints are then unknown, and values
+        that fail every set kept are warned about, not refused.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> rule = SizeConstraint(H - 4, "layer 1 of 'a'")
+    >>> Candidates(((rule,),)).check({H: sp.Integer(5)}).sets
+    ((),)
+    """
+
+    sets: tuple[tuple[SizeConstraint, ...], ...] = ()
+    unknown: bool = False
+
+    @property
+    def known(self) -> bool:
+        """Whether some network (or ``within=``) vouches for the expression."""
+        return bool(self.sets) or self.unknown
+
+    @property
+    def ambiguous(self) -> bool:
+        """Whether the expression's network cannot be told: several sets, or too many."""
+        return self.unknown or len(self.sets) > 1
+
+    @property
+    def every(self) -> tuple[SizeConstraint, ...]:
+        """Every constraint of every set, once: what holds whichever network it comes from."""
+        return tuple(dict.fromkeys(c for group in self.sets for c in group))
+
+    def check(self, values: Mapping[sp.Symbol, sp.Expr], stacklevel: int = 3) -> Candidates:
+        """Check ``values`` against every set; return the constraints still symbolic, per set.
+
+        One set: values that fail it are refused (:func:`check`). Several
+        (the expression's network is unknown): values that fail every set are
+        refused (whichever network it is, they are out of its range); values
+        that fail some are evaluated with a :class:`SizeWarning` saying the
+        constraints are unknown, and only the sets they pass go on.
+        """
+        remaining: list[tuple[SizeConstraint, ...]] = []
+        errors: list[KernelTooLargeError] = []
+        for group in self.sets:
+            try:
+                remaining.append(check(group, values))
+            except KernelTooLargeError as error:
+                errors.append(error)
+        if errors and not remaining and not self.unknown:
+            raise errors[0]  # out of range whichever network it comes from
+        if errors:
+            warn_unknown(str(errors[0]), stacklevel=stacklevel + 1)
+        return Candidates(tuple(dict.fromkeys(remaining)), self.unknown)
+
+
+def warn_unknown(failure: str, stacklevel: int = 3) -> None:
+    """Warn that an expression's size constraints are unknown, and that one network refuses."""
+    warnings.warn(
+        SizeWarning(
+            "this expression is handed out by several networks (or memory results) with "
+            "different size constraints, so which apply to it is unknown; it is evaluated, "
+            f"but for one of them these values are out of range: {failure} Evaluate the "
+            "memory result itself (memory.evaluate(...)), or pass within=the network, to "
+            "check its own constraints."
+        ),
+        stacklevel=stacklevel,
+    )
+
+
+def candidates(expression: object, within: object = None) -> Candidates:
+    """Return the constraint sets ``expression`` may have to satisfy (see :class:`Candidates`).
+
+    ``within`` (a network, a memory result, or constraints) names the set:
+    the expression's own registered constraints are added to it only when
+    exactly one network is known to hand the expression out.
+
+    Examples
+    --------
+    >>> from memtheory import Conv2d, Input, Network
+    >>> from memtheory.symbols import size_symbol
+    >>> side = size_symbol("doc_side")
+    >>> first = Network([Input((1, side, side)), Conv2d(8, 5)], "first")
+    >>> [[c.where for c in group] for group in candidates(first.activation_count).sets]
+    [["layer 1 of 'first', Conv2d 'conv2d_1', output dimension 2"]]
+    >>> other = Network([Input((1, side - 6, side - 6)), Conv2d(8, 1, padding=1)], "other")
+    >>> other.activation_count == first.activation_count  # 8*B*(doc_side - 4)**2 both
+    True
+    >>> [[c.condition for c in group] for group in candidates(first.activation_count).sets]
+    [['doc_side - 4 >= 1'], ['doc_side - 6 >= 1', 'doc_side - 4 >= 1']]
+    """
+    owners: dict[frozenset[sp.Expr], frozenset[SizeConstraint]] = {}
+    unknown = False
+    if _WHOLE:
+        roots = expression if isinstance(expression, list | tuple) else [expression]
+        for root in roots:
+            if isinstance(root, sp.Basic) and not isinstance(root, sp.Number):
+                key = _key(root)
+                if key in _WHOLE:
+                    owners.update(_WHOLE[key])
+                    unknown = unknown or key in _CROWDED
+    sets = tuple(  # fewest constraints first, then by label: the same order in any session
+        sorted(
+            (tuple(sorted(group, key=_order)) for group in owners.values()),
+            key=lambda group: (len(group), [c.where for c in group]),
+        )
+    )
+    if within is not None:
+        own = as_constraints(within)
+        extra = sets[0] if len(sets) == 1 and not unknown else ()
+        return Candidates((tuple(dict.fromkeys((*own, *extra))),))
+    return Candidates(sets, unknown)
 
 
 def _key(expression: sp.Basic) -> object:
@@ -304,7 +483,7 @@ def as_constraints(within: object) -> tuple[SizeConstraint, ...]:
             return items
     raise InvalidArgumentError(
         f"within= takes a Network, a memory result, a mapping of label to size or "
-        f"SizeConstraints, got {within!r} ({type(within).__name__})."
+        f"SizeConstraints, got {shown(within)} ({type(within).__name__})."
     )
 
 
@@ -312,8 +491,9 @@ def constraints_in(expression: object, within: object = None) -> tuple[SizeConst
     """Return every size constraint ``expression`` carries (and those of ``within``).
 
     Those of ``within`` come first, then those registered for the expression
-    as a whole, then the sizes found inside it: :func:`check` reports the
-    first that fails.
+    as a whole: :func:`check` reports the first that fails. When several
+    networks hand out the expression with different constraints, only those
+    every one of them requires (see :func:`candidates` for each set).
 
     Parameters
     ----------
@@ -331,13 +511,11 @@ def constraints_in(expression: object, within: object = None) -> tuple[SizeConst
     >>> constraints_in(side - 3)
     ()
     """
-    found: dict[SizeConstraint, None] = dict.fromkeys(as_constraints(within))
-    if _WHOLE:
-        roots = expression if isinstance(expression, list | tuple) else [expression]
-        for root in roots:
-            if isinstance(root, sp.Basic):
-                found.update(dict.fromkeys(sorted(_WHOLE.get(_key(root), ()), key=_order)))
-    return tuple(found)
+    found = candidates(expression, within)
+    if len(found.sets) == 1:
+        return found.sets[0]
+    shared = set.intersection(*(set(group) for group in found.sets)) if found.sets else set()
+    return tuple(c for c in found.every if c in shared)  # what every one of them requires
 
 
 def _as_size(value: object, where: object) -> sp.Expr:
@@ -349,7 +527,7 @@ def _as_size(value: object, where: object) -> sp.Expr:
             return value
     raise InvalidArgumentError(
         f"a size constraint ({where!r}) needs a size: a whole number or a sympy expression in "
-        f"size symbols, got {value!r} ({type(value).__name__})."
+        f"size symbols, got {shown(value)} ({type(value).__name__})."
     )
 
 
@@ -411,6 +589,19 @@ def too_small(constraint: SizeConstraint, shown: str, size: object) -> KernelToo
     """Return the error for values (``shown``, as ``"H=2"``) that make ``constraint`` fail."""
     hint = ""
     symbols = constraint.size.free_symbols
+    if constraint.is_limit:
+        largest = (
+            largest_valid([constraint], next(iter(symbols))) if len(symbols) == 1 else None
+        )
+        bound = (
+            f"{next(iter(symbols))} <= {largest} must hold ({constraint.condition})"
+            if largest is not None
+            else f"{constraint.condition} must hold"
+        )
+        return KernelTooLargeError(
+            f"{shown} is beyond {constraint.where}; {bound}. The model takes no larger size: "
+            "use a smaller one."
+        )
     if len(symbols) == 1:
         (symbol,) = symbols
         if _shrinks(constraint.size, symbol):

@@ -44,16 +44,17 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
 from memtheory._replace import replaced
+from memtheory._shown import shown
 from memtheory.constraints import (
     SizeConstraint,
+    candidates,
     carry,
-    check,
-    constraints_in,
     sizes_inside,
     too_small,
     warn_outside,
+    warn_unknown,
 )
-from memtheory.errors import EvaluationError, EvaluationOverflowError
+from memtheory.errors import EvaluationError, EvaluationOverflowError, KernelTooLargeError
 from memtheory.maximum import substituted_maximum
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "evaluate",
     "evaluate_grid",
     "replaced",
+    "substitute",
     "substitution",
     "symbols_by_name",
 ]
@@ -134,7 +136,9 @@ def substitution(
 
 def _checked_value(symbol: sp.Symbol, value: object) -> sp.Expr:
     if isinstance(value, bool | np.bool_):
-        raise EvaluationError(f"{symbol} must be a number, got {value!r} ({type(value).__name__}).")
+        raise EvaluationError(
+            f"{symbol} must be a number, got {shown(value)} ({type(value).__name__})."
+        )
     if isinstance(value, numbers.Integral):
         number: sp.Expr = sp.Integer(int(value))
     elif isinstance(value, sp.Expr):
@@ -142,23 +146,23 @@ def _checked_value(symbol: sp.Symbol, value: object) -> sp.Expr:
     elif isinstance(value, numbers.Real):
         real = float(value)
         if not math.isfinite(real):
-            raise EvaluationError(f"{symbol} must be a finite number, got {value!r}.")
+            raise EvaluationError(f"{symbol} must be a finite number, got {shown(value)}.")
         if symbol.is_integer and not real.is_integer():
-            raise EvaluationError(f"{symbol} is a whole number (a size), got {value!r}.")
+            raise EvaluationError(f"{symbol} is a whole number (a size), got {shown(value)}.")
         number = sp.Integer(int(real)) if real.is_integer() else sp.nsimplify(real)
     else:
         raise EvaluationError(
-            f"{symbol} must be a real number, got {value!r} ({type(value).__name__})."
+            f"{symbol} must be a real number, got {shown(value)} ({type(value).__name__})."
         )
     if number.is_number:
         if number.is_extended_real is not True or not number.is_finite:
-            raise EvaluationError(f"{symbol} must be a finite real number, got {value!r}.")
+            raise EvaluationError(f"{symbol} must be a finite real number, got {shown(value)}.")
         if symbol.is_integer and not number.is_integer:
-            raise EvaluationError(f"{symbol} is a whole number (a size), got {value!r}.")
+            raise EvaluationError(f"{symbol} is a whole number (a size), got {shown(value)}.")
         if symbol.is_positive and not number.is_positive:
-            raise EvaluationError(f"{symbol} must be positive, got {value!r}.")
+            raise EvaluationError(f"{symbol} must be positive, got {shown(value)}.")
         if symbol.is_nonnegative and not number.is_nonnegative:
-            raise EvaluationError(f"{symbol} must not be negative, got {value!r}.")
+            raise EvaluationError(f"{symbol} must not be negative, got {shown(value)}.")
     return number
 
 
@@ -175,7 +179,8 @@ def evaluate(expression: sp.Expr | int, /, *, within: object = None, **values: o
     expression : sympy expression
         Any memtheory quantity.
     within : Network, memory result or constraints, optional
-        Size constraints to check besides those the expression carries.
+        The size constraints to check (and the expression's own, when one network
+        alone hands it out); see :func:`~memtheory.constraints.candidates`.
     **values
         Numbers for some or all of its free symbols, by name (``B=64``).
 
@@ -203,12 +208,15 @@ def evaluate(expression: sp.Expr | int, /, *, within: object = None, **values: o
     """
     expr = as_expression(expression, "evaluate")
     mapping = substitution([expr], values)
-    found = constraints_in(expr, within)
-    remaining = check(found, mapping)
-    if not found:  # built by hand, perhaps from a network's expressions: warn, never refuse
+    found = candidates(expr, within)
+    remaining = found.check(mapping) if mapping else found
+    if not found.known:  # built by hand, perhaps from a network's expressions: warn, never refuse
         warn_outside(sizes_inside(expr), mapping)
     result = _substituted(expr, mapping)
-    return carry(result, remaining) if remaining else result
+    if mapping:
+        for group in remaining.sets:  # each network's constraints still open go with the result
+            carry(result, group, vouch=True)
+    return result
 
 
 def as_expression(expression: object, caller: str) -> sp.Expr:
@@ -237,9 +245,24 @@ def as_expression(expression: object, caller: str) -> sp.Expr:
     else:
         kind = f"{type(expression).__name__}"
     raise EvaluationError(
-        f"{caller} takes a sympy expression or a number, got {expression!r} ({kind}). Build "
+        f"{caller} takes a sympy expression or a number, got {shown(expression)} ({kind}). Build "
         "it from memtheory's symbols (memtheory.symbols) or a memory result's total."
     )
+
+
+def substitute(expression: sp.Expr, values: Mapping[sp.Symbol, sp.Expr]) -> sp.Expr:
+    """Substitute values already checked (:func:`substitution`), exactly, checking nothing.
+
+    For a caller that has checked the size constraints itself (a memory
+    result's own, say): unlike :func:`evaluate`, the result carries none.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> substitute(B * H + sp.Max(B, H), substitution([B * H], {"B": 2}))
+    2*H + Max(2, H)
+    """
+    return _substituted(expression, dict(values))
 
 
 def _substituted(expr: sp.Expr, values: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
@@ -363,7 +386,8 @@ def compile_exact(
     names : sequence of str, optional
         Argument order; by default the free symbols' names, sorted.
     within : Network, memory result or constraints, optional
-        Size constraints to check besides those the expression carries.
+        The size constraints to check (and the expression's own, when one network
+        alone hands it out); see :func:`~memtheory.constraints.candidates`.
 
     Examples
     --------
@@ -380,18 +404,26 @@ def compile_exact(
     arguments = _arguments(expr, _names_argument(names))
     raw = sp.lambdify(arguments, expr, modules=[{}, "math"], printer=_ExactPythonPrinter)
     given = set(arguments)
-    found = constraints_in(expr, within)
-    warn_only = not found  # built by hand: its network's sizes are warned about, not refused
-    checks = [
-        (
-            constraint,
-            sp.lambdify(
-                arguments, constraint.size, modules=[{}, "math"], printer=_ExactPythonPrinter
-            ),
-        )
-        for constraint in (sizes_inside(expr) if warn_only else found)
-        if constraint.size.free_symbols <= given
-    ]
+    found = candidates(expr, within)
+    warn_only = not found.known  # built by hand: its network's sizes are warned about, not refused
+
+    def compiled_checks(
+        group: Iterable[SizeConstraint],
+    ) -> list[tuple[SizeConstraint, Callable[..., Any]]]:
+        return [
+            (
+                constraint,
+                sp.lambdify(
+                    arguments, constraint.size, modules=[{}, "math"], printer=_ExactPythonPrinter
+                ),
+            )
+            for constraint in group
+            if constraint.size.free_symbols <= given
+        ]
+
+    groups = [compiled_checks(sizes_inside(expr))] if warn_only else list(
+        map(compiled_checks, found.sets)
+    )
     converters = [_argument_check(symbol) for symbol in arguments]
     count = len(arguments)
 
@@ -404,19 +436,26 @@ def compile_exact(
                 f"{', '.join(s.name for s in arguments) or 'nothing'}; got {len(args)}."
             )
         values = [convert(value) for convert, value in zip(converters, args, strict=True)]
-        for constraint, size in checks:
-            value = size(*values)
-            if value < 1:
-                if warn_only:
-                    given_values = dict(zip(arguments, map(sp.sympify, values), strict=True))
-                    warn_outside([constraint], given_values, [sp.sympify(value)])
+        failures = []
+        for checks in groups:
+            for constraint, size in checks:
+                value = size(*values)
+                if value < 1:
+                    if warn_only:
+                        given_values = dict(zip(arguments, map(sp.sympify, values), strict=True))
+                        warn_outside([constraint], given_values, [sp.sympify(value)])
+                        break
+                    shown = ", ".join(
+                        f"{s}={v}"
+                        for s, v in zip(arguments, values, strict=True)
+                        if s in constraint.size.free_symbols
+                    )
+                    failures.append(too_small(constraint, shown, value))
                     break
-                shown = ", ".join(
-                    f"{s}={v}"
-                    for s, v in zip(arguments, values, strict=True)
-                    if s in constraint.size.free_symbols
-                )
-                raise too_small(constraint, shown, value)
+        if failures:
+            if len(failures) == len(groups) and not found.unknown:
+                raise failures[0]  # out of range for every network it may come from
+            warn_unknown(str(failures[0]))
         return raw(*values)
 
     compiled.__doc__ = f"Exact value of {expr} for ({', '.join(map(str, arguments))})."
@@ -428,12 +467,12 @@ def _names_argument(names: object) -> Sequence[str] | None:
         return None
     if isinstance(names, str) or not isinstance(names, Sequence):
         raise EvaluationError(
-            f"names must be a list of symbol names such as ['B', 'H'], got {names!r}."
+            f"names must be a list of symbol names such as ['B', 'H'], got {shown(names)}."
         )
     if not all(isinstance(name, str) for name in names):
-        raise EvaluationError(f"names must be symbol names (text), got {list(names)!r}.")
+        raise EvaluationError(f"names must be symbol names (text), got {shown(list(names))}.")
     if len(set(names)) != len(names):
-        raise EvaluationError(f"names must not repeat, got {list(names)!r}.")
+        raise EvaluationError(f"names must not repeat, got {shown(list(names))}.")
     return names
 
 
@@ -464,7 +503,7 @@ def _argument_check(symbol: sp.Symbol) -> Callable[[object], Any]:
         def plain(value: object) -> Any:
             if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Number):
                 raise EvaluationError(
-                    f"{symbol} must be a number, got {value!r} ({type(value).__name__})."
+                    f"{symbol} must be a number, got {shown(value)} ({type(value).__name__})."
                 )
             return value
 
@@ -475,7 +514,7 @@ def _argument_check(symbol: sp.Symbol) -> Callable[[object], Any]:
         if type(value) is int:  # the common case, checked without sympy
             if lowest is not None and value < lowest:
                 word = "positive" if lowest else "non-negative"
-                raise EvaluationError(f"{symbol} must be {word}, got {value!r}.")
+                raise EvaluationError(f"{symbol} must be {word}, got {shown(value)}.")
             return value
         if isinstance(value, sp.Basic) and not value.is_number:
             raise EvaluationError(f"{symbol} needs a number here, got the expression {value!r}.")
@@ -509,7 +548,8 @@ def evaluate_grid(
         returning wrapped-around numbers. ``object`` computes with Python
         integers: exact at any size, and slower.
     within : Network, memory result or constraints, optional
-        Size constraints to check besides those the expression carries.
+        The size constraints to check (and the expression's own, when one network
+        alone hands it out); see :func:`~memtheory.constraints.candidates`.
     **arrays
         A value or array for every free symbol, by name.
 
@@ -554,10 +594,22 @@ def evaluate_grid(
             f"the arrays do not broadcast together: {shapes}. Give them shapes NumPy can "
             "broadcast (e.g. B=np.arange(1, 9)[:, None] beside H=np.arange(1, 5))."
         ) from None
-    found = constraints_in(expr, within)
-    for constraint in found or sizes_inside(expr):
-        if _check_grid_constraint(constraint, values, exact, warn=not found):
-            break  # warned once: enough
+    found = candidates(expr, within)
+    if not found.known:  # built by hand: warn about its network's sizes, never refuse
+        for constraint in sizes_inside(expr):
+            if _check_grid_constraint(constraint, values, exact, warn=True):
+                break  # warned once: enough
+    failures = []
+    for group in found.sets:
+        try:
+            for constraint in group:
+                _check_grid_constraint(constraint, values, exact, warn=False)
+        except KernelTooLargeError as error:
+            failures.append(error)
+    if failures:
+        if len(failures) == len(found.sets) and not found.unknown:
+            raise failures[0]  # the grid is out of range whichever network it comes from
+        warn_unknown(str(failures[0]))
     return _grid(expr, tuple(names), [values[name] for name in names], exact)
 
 
@@ -570,7 +622,7 @@ def _grid_dtype(dtype: object) -> bool:
     except (TypeError, ValueError):
         chosen = None
     if chosen is None or chosen != np.int64:
-        raise EvaluationError(f"dtype must be 'int64' or object, got {dtype!r}.")
+        raise EvaluationError(f"dtype must be 'int64' or object, got {shown(dtype)}.")
     return False
 
 

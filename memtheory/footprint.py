@@ -49,7 +49,7 @@ import numpy as np
 import sympy as sp
 
 from memtheory._replace import replaced
-from memtheory.constraints import SizeConstraint, as_constraints, carry, check, constraints_in
+from memtheory.constraints import SizeConstraint, as_constraints, candidates, carry, check
 from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import evaluate_grid, substitution
 from memtheory.maximum import maximum as _maximum
@@ -154,9 +154,18 @@ class Footprint(ABC):
         symbolic. Raises what :func:`~memtheory.evaluation.evaluate` raises: an
         unknown name, a value that is not a size, or values too small for a layer.
         """
-        # A result's own constraints are those its expressions were registered with.
-        found = self.size_checks() or constraints_in(list(self.components.values()))
+        # A result's own constraints are authoritative: never those another network registered
+        # for an expression that happens to equal one of these.
+        found = self.size_checks()
         every = [*self.components.values(), *self.timeline.values()]
+        if not found:  # kept none: those its components carry, one set per network
+            carried = candidates(list(self.components.values()))
+            if carried.known:
+                mapping = substitution([*every, *(c.size for c in carried.every)], values)
+                if not mapping:
+                    return list(expressions), carried.every
+                passed = carried.check(mapping, stacklevel=4)
+                return replaced(list(expressions), mapping), passed.every
         mapping = substitution([*every, *(c.size for c in found)], values)
         if not mapping:
             return list(expressions), found

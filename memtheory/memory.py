@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from memtheory._recursion import nesting_guard
+from memtheory.constraints import carry
 from memtheory.conventions import ConventionLike, Model
 from memtheory.conventions import convention as _convention
 from memtheory.counts import ModelCounts
@@ -147,5 +148,8 @@ def _checked_sizes(memory: MemoryBreakdown, model: Model) -> MemoryBreakdown:
         else {}
     )
     if not own:
+        if isinstance(model, Network):  # it needs none: say so for its expressions
+            for expression in (*memory.components.values(), memory.total):
+                carry(expression, memory.size_checks(), vouch=True)
         return memory
     return replace(memory, constraints={**own, **memory.constraints})

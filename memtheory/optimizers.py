@@ -17,12 +17,14 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from numbers import Real
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.errors import InvalidArgumentError, InvalidSizeError, UnknownOptimizerError
 from memtheory.registry import Registry
 
@@ -350,15 +352,13 @@ def optimizer(
             f"(got {', '.join(k for k, v in given.items() if v is not None)}). "
             "Describe the state it keeps with memtheory.Optimizer."
         )
-    if weight_decay is not None and (
-        isinstance(weight_decay, bool)
-        or not isinstance(weight_decay, Real)
-        or not weight_decay >= 0
-    ):
-        raise InvalidSizeError(f"weight_decay must be a number >= 0, got {weight_decay!r}.")
+    if weight_decay is not None and not _rate(weight_decay):
+        raise InvalidSizeError(
+            f"weight_decay must be a finite number >= 0, got {shown(weight_decay)}."
+        )
     for key in ("amsgrad", "maximize"):
         if given[key] is not None and not isinstance(given[key], bool):
-            raise InvalidArgumentError(f"{key} must be True or False, got {given[key]!r}.")
+            raise InvalidArgumentError(f"{key} must be True or False, got {shown(given[key])}.")
     if amsgrad and found.name not in _AMSGRAD:
         raise InvalidArgumentError(
             f"amsgrad is an option of torch.optim.Adam and AdamW only, not of {found.title}. "
@@ -377,6 +377,17 @@ def optimizer(
     return registered if registered == result else result
 
 
+def _rate(value: object) -> bool:
+    """Whether ``value`` is a finite real number >= 0 (not a bool, not 10**5000, not inf)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(number) and number >= 0
+
+
 def _switched(
     spec: OptimizerLike,
     momentum: float | None,
@@ -387,10 +398,8 @@ def _switched(
     found = spec if isinstance(spec, Optimizer) else OPTIMIZER_REGISTRY[spec]
     if momentum is None and nesterov is None and centered is None:
         return found
-    if momentum is not None and (
-        isinstance(momentum, bool) or not isinstance(momentum, Real) or not momentum >= 0
-    ):
-        raise InvalidSizeError(f"momentum must be a number >= 0, got {momentum!r}.")
+    if momentum is not None and not _rate(momentum):
+        raise InvalidSizeError(f"momentum must be a finite number >= 0, got {shown(momentum)}.")
     given = {"momentum": momentum, "nesterov": nesterov, "centered": centered}
     family, *defaults = _SWITCHES.get(found.name, (found.title, False, False, False))
     switches = [
@@ -399,7 +408,7 @@ def _switched(
     ]
     name = _BY_SWITCHES.get((family, switches[0], switches[1], switches[2]))
     if name is None:
-        options = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)
+        options = ", ".join(f"{k}={shown(v)}" for k, v in given.items() if v is not None)
         raise UnknownOptimizerError(
             f"no optimizer memtheory knows is {found.title} with {options}. "
             "The switches describe torch.optim.SGD "

@@ -27,9 +27,13 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import TypeVar
 
+from memtheory._shown import shown
 from memtheory.errors import UnknownNameError
 
 __all__ = ["Registry", "normalize_name"]
+
+_SUGGEST_LIMIT = 200
+"""Longest name compared with the known ones for "did you mean"."""
 
 T = TypeVar("T")
 
@@ -173,8 +177,8 @@ class Registry(Mapping[str, T]):
         """
         import difflib  # here, not at import: only a misspelt name needs it
 
-        if not isinstance(name, str):
-            return ()
+        if not isinstance(name, str) or len(name) > _SUGGEST_LIMIT:
+            return ()  # no known name is that long: comparing would only take time
         key = self.normalize(name)
         scored = []
         for order, (other, found) in enumerate(self._index().items()):
@@ -206,9 +210,9 @@ class Registry(Mapping[str, T]):
         known = tuple(self._entries)
         suggestions = self.suggestions(name) if isinstance(name, str) else ()
         if isinstance(name, str):
-            parts = [f"unknown {self.kind} {name!r}."]
+            parts = [f"unknown {self.kind} {shown(name)}."]
         else:
-            parts = [f"{self.plural} are given by name, got {name!r} ({type(name).__name__})."]
+            parts = [f"{self.plural} are given by name, got {shown(name)} ({type(name).__name__})."]
         if suggestions:
             parts.append(f"Did you mean {suggestions[0]!r}?")
         if context:

@@ -1,7 +1,7 @@
 """Byte units: converting, formatting and parsing memory sizes, always labelled.
 
 memtheory computes in bytes. Decimal units step by :math:`10^3` (kB, MB, GB,
-TB) and binary units by :math:`2^{10}` (KiB, MiB, GiB, TiB). The binary units
+TB, PB, EB) and binary units by :math:`2^{10}` (KiB, MiB, GiB, TiB, PiB, EiB). The binary units
 are sympy's own information quantities (:mod:`sympy.physics.units`); the
 decimal ones are defined here on top of sympy's ``byte``, so that a size can
 also be handed to :func:`sympy.physics.units.convert_to`.
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.bounded_parser import DEFAULT_LIMITS, parse_arithmetic, quote_text
 from memtheory.errors import InvalidArgumentError, ParseError, UnknownUnitError, UnsupportedError
 from memtheory.registry import Registry
@@ -59,20 +60,24 @@ _POWERS: dict[str, tuple[int, int]] = {
     "MB": (10, 6),
     "GB": (10, 9),
     "TB": (10, 12),
+    "PB": (10, 15),
+    "EB": (10, 18),
     "KiB": (2, 10),
     "MiB": (2, 20),
     "GiB": (2, 30),
     "TiB": (2, 40),
+    "PiB": (2, 50),
+    "EiB": (2, 60),
 }
 """Each unit as base ** exponent bytes: the SI prefixes and the IEC binary prefixes."""
 
 UNITS: dict[str, int] = {name: base**exponent for name, (base, exponent) in _POWERS.items()}
 """Bytes in one of each unit (a test checks them against :mod:`sympy.physics.units`)."""
 
-DECIMAL_UNITS = ("B", "kB", "MB", "GB", "TB")
+DECIMAL_UNITS = ("B", "kB", "MB", "GB", "TB", "PB", "EB")
 """Units that step by 1000."""
 
-BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 """Units that step by 1024."""
 
 UNIT_REGISTRY: Registry[int] = Registry(
@@ -89,6 +94,10 @@ UNIT_REGISTRY: Registry[int] = Registry(
         "gigabytes": "GB",
         "terabyte": "TB",
         "terabytes": "TB",
+        "petabyte": "PB",
+        "petabytes": "PB",
+        "exabyte": "EB",
+        "exabytes": "EB",
         "kibibyte": "KiB",
         "kibibytes": "KiB",
         "mebibyte": "MiB",
@@ -97,6 +106,10 @@ UNIT_REGISTRY: Registry[int] = Registry(
         "gibibytes": "GiB",
         "tebibyte": "TiB",
         "tebibytes": "TiB",
+        "pebibyte": "PiB",
+        "pebibytes": "PiB",
+        "exbibyte": "EiB",
+        "exbibytes": "EiB",
     },
     error=UnknownUnitError,
     hint="(kB/MB/GB step by 1000, KiB/MiB/GiB by 1024)",
@@ -174,10 +187,14 @@ def _quantities() -> dict[str, Quantity]:
         "MB": decimal("megabyte", "MB", 2),
         "GB": decimal("gigabyte", "GB", 3),
         "TB": decimal("terabyte", "TB", 4),
+        "PB": decimal("petabyte", "PB", 5),
+        "EB": decimal("exabyte", "EB", 6),
         "KiB": su.kibibyte,
         "MiB": su.mebibyte,
         "GiB": su.gibibyte,
         "TiB": su.tebibyte,
+        "PiB": su.pebibyte,
+        "EiB": su.exbibyte,
     }
 
 
@@ -228,7 +245,7 @@ def format_bytes(nbytes: sp.Expr | int, unit: str = "MiB", digits: int = 2) -> s
         or not (0 <= digits <= 100)
     ):
         raise InvalidArgumentError(
-            f"format_bytes: digits must be a whole number from 0 to 100, got {digits!r}."
+            f"format_bytes: digits must be a whole number from 0 to 100, got {shown(digits)}."
         )
     value = convert(_byte_count(nbytes, "format_bytes"), canonical)
     if not value.is_number:
@@ -255,14 +272,31 @@ def _byte_count(nbytes: object, caller: str) -> sp.Expr:
         real = float(nbytes)
         if math.isfinite(real):
             return sp.Float(real)
-        raise InvalidArgumentError(f"{caller} needs a finite number of bytes, got {nbytes!r}.")
+        raise InvalidArgumentError(f"{caller} needs a finite number of bytes, got {shown(nbytes)}.")
     raise InvalidArgumentError(
-        f"{caller} needs a number of bytes (or a sympy expression), got {nbytes!r} "
+        f"{caller} needs a number of bytes (or a sympy expression), got {shown(nbytes)} "
         f"({type(nbytes).__name__}); read a size written as text with parse_bytes first."
     )
 
 
 _SIZE = re.compile(r"^(?P<number>.*?[\d.)⁰¹²³⁴⁵⁶⁷⁸⁹])\s*(?P<unit>[A-Za-z]+)?$", re.DOTALL)
+
+
+_RADIX = re.compile(r"(?<![\d.])0[xXoObB]\s*[0-9a-fA-F]")
+"""A hexadecimal, octal or binary literal (``0x10``): read as arithmetic it would be 0 x 10."""
+
+
+def _is_bits(unit: str) -> bool:
+    """Whether ``unit`` names bits: ``Gb``, ``Mib``, ``kbit``, ``gigabits``.
+
+    An all-lowercase symbol (``mb``, ``gib``) stays the byte unit, as the
+    registry reads any case; a lowercase ``b`` after a capital prefix, or the
+    word bit, is bits.
+    """
+    lowered = unit.lower()
+    if "bit" in lowered:
+        return True
+    return len(unit) > 1 and unit.endswith("b") and unit != lowered
 
 
 def _unreadable(text: object, reason: str = "") -> ParseError:
@@ -318,6 +352,17 @@ def parse_size(text: str, default_unit: str = "B") -> tuple[sp.Rational, str]:
     if match is None:
         raise _unreadable(text)
     number_text, unit = match.group("number"), match.group("unit")
+    if _RADIX.search(text):  # "0xba" splits as 0 and a unit "xba": look at the whole text
+        raise ParseError(
+            f"cannot read {quote_text(text)} as a size: it looks like a number in another "
+            "base (0x, 0o, 0b); write the size in decimal, e.g. '16 B'."
+        )
+    if unit is not None and _is_bits(unit):
+        raise UnknownUnitError(
+            f"{quote_text(unit)} in {quote_text(text)} is a unit of bits, not bytes (a "
+            "lowercase b after a prefix, or 'bit', means bits: 8 Gb is 1 GB). memtheory "
+            "reads sizes in bytes: divide by 8 and write a byte unit, e.g. '1 GB' or '1 GiB'."
+        )
     try:
         number = parse_arithmetic(number_text)
     except ParseError as error:

@@ -466,6 +466,14 @@ class Layer(ABC):
         """Non-trainable state saved with the model (e.g. BatchNorm's running statistics)."""
         return ()
 
+    def size_limits(self, input_shape: Shape) -> tuple[tuple[str, sp.Expr], ...]:
+        """Return the largest sizes the layer takes, as ``(words, size)`` with ``size >= 1``.
+
+        A learned table of positions takes sequences no longer than its rows:
+        ``("at most 1024 positions", 1025 - S)``. Most layers take any size: none.
+        """
+        return ()
+
     def stores_output(self) -> bool:
         """Whether the output is a new tensor (False for views and in-place layers)."""
         return True

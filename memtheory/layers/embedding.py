@@ -239,6 +239,21 @@ class PositionEmbedding(_AddedEmbedding):
             )
         return shape
 
+    def size_limits(self, input_shape: Shape) -> tuple[tuple[str, sp.Expr], ...]:
+        """Return the longest sequence it takes: no more positions than its rows.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> PositionEmbedding(1024).size_limits((B, S, 768))
+        (('at most 1024 positions (its rows)', 1025 - S),)
+        """
+        sequence = sp.sympify(input_shape[1])
+        if sequence.is_number:
+            return ()  # output_shape refuses a fixed sequence that is too long
+        words = f"at most {self.num_embeddings} positions (its rows)"
+        return ((words, self.num_embeddings + 1 - sequence),)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the int64 position ids, one per position (shared by the batch).
 

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from memtheory._shown import shown
 from memtheory._validation import SizeLike
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.models.bert import bert
@@ -53,7 +54,10 @@ from memtheory.network import Network
 from memtheory.registry import Registry
 from memtheory.symbols import B, S
 
-__all__ = ["MODEL_TYPES", "decoder_config", "from_config", "load_config"]
+__all__ = ["CONFIG_LIMIT", "MODEL_TYPES", "decoder_config", "from_config", "load_config"]
+
+CONFIG_LIMIT = 16 * 2**20
+"""Largest config.json read, in bytes (16 MiB): a real one is a few kilobytes."""
 
 ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
 
@@ -82,25 +86,41 @@ def load_config(source: ConfigLike) -> dict[str, Any]:
         return dict(source)
     if isinstance(source, str | os.PathLike):
         path = Path(source)
-        if path.is_dir():
-            path = path / "config.json"
-            if not path.is_file():
+        try:
+            is_dir, is_file = path.is_dir(), path.is_file()
+            if is_dir:
+                path = path / "config.json"
+                is_file = path.is_file()
+                if not is_file:
+                    raise InvalidArgumentError(
+                        f"from_config: the folder {shown(str(source))} has no config.json; pass "
+                        "the path of the configuration file itself, or a dict."
+                    )
+            size = path.stat().st_size if is_file else 0
+        except OSError as error:  # a name too long for a path, a folder it may not read, ...
+            raise InvalidArgumentError(
+                f"from_config: {shown(str(source))} is neither a preset name nor a path this "
+                f"system can look at ({error.strerror or error}). Pass a preset name, a "
+                "config.json path, a folder holding one, or a dict."
+            ) from None
+        if is_file:
+            if size > CONFIG_LIMIT:
                 raise InvalidArgumentError(
-                    f"from_config: the folder {str(source)!r} has no config.json; pass the path "
-                    "of the configuration file itself, or a dict."
+                    f"from_config: {shown(str(path))} is {size:,} bytes; a config.json is a few "
+                    f"kilobytes, and memtheory reads none over {CONFIG_LIMIT // 2**20} MiB. Pass "
+                    "the model's config.json."
                 )
-        if path.is_file():
             try:
                 loaded = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
                 raise InvalidArgumentError(
-                    f"from_config: cannot read {str(path)!r} as JSON ({error}). Pass a "
+                    f"from_config: cannot read {shown(str(path))} as JSON ({error}). Pass a "
                     "Hugging Face config.json."
                 ) from None
             if not isinstance(loaded, dict):
                 raise InvalidArgumentError(
-                    f"from_config: {str(path)!r} holds a JSON {type(loaded).__name__}, not the "
-                    "object a config.json holds."
+                    f"from_config: {shown(str(path))} holds a JSON {type(loaded).__name__}, not "
+                    "the object a config.json holds."
                 )
             return loaded
         from memtheory.models.presets import PRESETS  # here: presets import this module
@@ -112,8 +132,8 @@ def load_config(source: ConfigLike) -> dict[str, Any]:
         )
         if looks_like_path:
             raise InvalidArgumentError(
-                f"from_config: no file or folder {str(source)!r}. memtheory downloads nothing: "
-                "save the model's config.json locally and pass its path, or pass a preset "
+                f"from_config: no file or folder {shown(str(source))}. memtheory downloads "
+                "nothing: save the model's config.json locally and pass its path, or pass a preset "
                 f"name ({', '.join(PRESETS)})."
             )
         return dict(PRESETS[str(source)].config)
@@ -134,7 +154,33 @@ def _need(config: Mapping[str, Any], key: str, kind: type = int) -> Any:
     value = config[key]
     if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InvalidArgumentError(
-            f"from_config: {key!r} must be a positive whole number, got {value!r}."
+            f"from_config: {key!r} must be a positive whole number, got {shown(value)}."
+        )
+    return value
+
+
+def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
+    """Return ``config[key]`` as a boolean: JSON true or false only (null: the default).
+
+    ``"silu"``, ``-4`` or ``7.5e10`` are not booleans, though Python would read
+    them as true: a config holding one is refused, naming the key.
+
+    Examples
+    --------
+    >>> _flag({"attention_bias": True}, "attention_bias", False)
+    True
+    >>> _flag({"attention_bias": "no"}, "attention_bias", False)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: from_config: 'attention_bias' must be true or false ...
+    """
+    value = config.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(
+            f"from_config: {key!r} must be true or false (a JSON boolean), got {shown(value)} "
+            f"({type(value).__name__}). Fix it in the config.json."
         )
     return value
 
@@ -145,7 +191,7 @@ def _optional_int(config: Mapping[str, Any], key: str, default: int | None) -> i
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidArgumentError(
-            f"from_config: {key!r} must be a positive whole number or null, got {value!r}."
+            f"from_config: {key!r} must be a positive whole number or null, got {shown(value)}."
         )
     return value
 
@@ -153,9 +199,14 @@ def _optional_int(config: Mapping[str, Any], key: str, default: int | None) -> i
 def _activation(config: Mapping[str, Any], default: str) -> str:
     key = "hidden_activation" if config.get("hidden_activation") else "hidden_act"
     name = config.get(key) or default
+    if not isinstance(name, str):
+        raise InvalidArgumentError(
+            f"from_config: {key!r} must be the name of an activation (text), got "
+            f"{shown(name)} ({type(name).__name__}). Known: {', '.join(_ACTIVATIONS)}."
+        )
     if name not in _ACTIVATIONS:
         raise UnsupportedError(
-            f"from_config: {key}={name!r} is not an activation memtheory models. Known: "
+            f"from_config: {key}={shown(name)} is not an activation memtheory models. Known: "
             f"{', '.join(_ACTIVATIONS)}. Its memory is that of the closest one; set \"{key}\" "
             "to it to get an estimate."
         )
@@ -166,14 +217,14 @@ def _windows(config: Mapping[str, Any], layers: int) -> tuple[int | None, ...]:
     """Each layer's sliding window: ``layer_types`` when given, else the family's rule."""
     family = config.get("model_type")
     window = _optional_int(config, "sliding_window", None)
-    if family == "qwen2" and not config.get("use_sliding_window", False):
+    if family == "qwen2" and not _flag(config, "use_sliding_window", False):
         window = None
     types = config.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
             raise InvalidArgumentError(
                 f"from_config: layer_types must list one entry per layer ({layers}), "
-                f"got {types!r}."
+                f"got {shown(types)}."
             )
         unknown = sorted({t for t in types if t not in ("full_attention", "sliding_attention")})
         if unknown:
@@ -221,7 +272,7 @@ def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
     gemma = family == "gemma"
     layers = _need(config, "num_hidden_layers")
     heads = _need(config, "num_attention_heads")
-    attention_bias = bool(config.get("attention_bias", False))
+    attention_bias = _flag(config, "attention_bias", False)
     qwen = family == "qwen2"
     experts = _optional_int(config, "num_local_experts", 8 if family == "mixtral" else None)
     top_k = _optional_int(config, "num_experts_per_tok", 2 if family == "mixtral" else None)
@@ -230,7 +281,7 @@ def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
     dropout = config.get("attention_dropout", 0.0) or 0.0
     if not isinstance(dropout, int | float) or not 0 <= dropout < 1:
         raise InvalidArgumentError(
-            f"from_config: attention_dropout must be in [0, 1), got {dropout!r}."
+            f"from_config: attention_dropout must be in [0, 1), got {shown(dropout)}."
         )
     return DecoderConfig(
         vocabulary=_need(config, "vocab_size"),
@@ -241,10 +292,10 @@ def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
         kv_heads=_optional_int(config, "num_key_value_heads", heads),
         head_dim=_optional_int(config, "head_dim", 256 if gemma else None),
         positions=_optional_int(config, "max_position_embeddings", None),
-        tied=bool(config.get("tie_word_embeddings", gemma)),
+        tied=_flag(config, "tie_word_embeddings", gemma),
         qkv_bias=attention_bias or qwen,
         output_bias=attention_bias and not qwen,
-        mlp_bias=bool(config.get("mlp_bias", False)),
+        mlp_bias=_flag(config, "mlp_bias", False),
         activation=_activation(config, "gelu_pytorch_tanh" if gemma else "silu"),  # type: ignore[arg-type]
         windows=_windows(config, layers),
         experts=experts,
@@ -293,9 +344,14 @@ def _bert(
             f"{4 * hidden}) is not modelled; memtheory's BERT blocks have a 4x MLP."
         )
     act = config.get("hidden_act", "gelu")
+    if not isinstance(act, str):
+        raise InvalidArgumentError(
+            f"from_config: 'hidden_act' must be the name of an activation (text), got "
+            f"{shown(act)} ({type(act).__name__})."
+        )
     if act != "gelu":
         raise UnsupportedError(
-            f"from_config: BERT with hidden_act={act!r} is not modelled (only 'gelu')."
+            f"from_config: BERT with hidden_act={shown(act)} is not modelled (only 'gelu')."
         )
     mlm = "BertForMaskedLM" in (config.get("architectures") or [])
     kept = _only(options, "bert", "flash", "loss")
@@ -322,7 +378,7 @@ def _vit(
             "from_config: a ViT's sequence is its patches plus the class token, fixed by "
             "image_size and patch_size; leave sequence unset."
         )
-    if not config.get("qkv_bias", True):
+    if not _flag(config, "qkv_bias", True):
         raise UnsupportedError("from_config: a ViT with qkv_bias=false is not modelled.")
     if config.get("num_channels", 3) != 3:
         raise UnsupportedError("from_config: memtheory's ViT takes RGB images (num_channels 3).")

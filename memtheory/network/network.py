@@ -24,7 +24,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import sympy as sp
 
 from memtheory._recursion import nesting_guard
-from memtheory.constraints import SizeConstraint, carry, register_sizes
+from memtheory._shown import shown
+from memtheory.constraints import MODEL_LIMIT, SizeConstraint, carry, register_sizes
 from memtheory.counts import ModelCounts
 from memtheory.errors import ShapeError, UnknownNameError, UnsupportedError
 from memtheory.evaluation import symbols_by_name
@@ -95,10 +96,10 @@ class Network:
         calls: Sequence[tuple[str, str]] = (),
     ) -> None:
         if not isinstance(name, str):
-            raise UnsupportedError(f"Network: name must be text, got {name!r}.")
+            raise UnsupportedError(f"Network: name must be text, got {shown(name)}.")
         if isinstance(layers, str | bytes) or not isinstance(layers, Iterable):
             raise UnsupportedError(
-                f"Network {name!r}: layers must be a list of layers, got {layers!r} "
+                f"Network {name!r}: layers must be a list of layers, got {shown(layers)} "
                 f"({type(layers).__name__}). Write Network([Input((3, 32, 32)), Conv2d(8, 3)])."
             )
         items = list(layers)
@@ -132,10 +133,14 @@ class Network:
             )
         self._by_name: dict[str, LayerRow] = {row.name: row for row in self.rows}
         self._checks = tuple(
-            SizeConstraint(size, f"layer {row.index} of {name!r}, {row.layer.label}, {axis}")
-            for row, axis, size in self._constrained_sizes()
+            SizeConstraint(
+                size,
+                f"{MODEL_LIMIT if limit else ''}layer {row.index} of {name!r}, "
+                f"{row.layer.label}, {axis}",
+            )
+            for row, axis, size, limit in self._constrained_sizes()
         )
-        register_sizes(self._checks)
+        register_sizes(c for c in self._checks if not c.is_limit)
         self.calls: tuple[tuple[str, str], ...] = self._check_calls(calls)
 
     def _check_calls(self, calls: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -215,22 +220,22 @@ class Network:
     @property
     def weight_count(self) -> sp.Expr:
         """Trainable weights, all layers."""
-        return carry(sp.Add(*(r.weights for r in self.rows)), self._checks)
+        return carry(sp.Add(*(r.weights for r in self.rows)), self._checks, vouch=True)
 
     @property
     def bias_count(self) -> sp.Expr:
         """Trainable biases, all layers."""
-        return carry(sp.Add(*(r.biases for r in self.rows)), self._checks)
+        return carry(sp.Add(*(r.biases for r in self.rows)), self._checks, vouch=True)
 
     @property
     def parameter_count(self) -> sp.Expr:
         """Trainable parameters (weights and biases), all layers."""
-        return carry(self.weight_count + self.bias_count, self._checks)
+        return carry(self.weight_count + self.bias_count, self._checks, vouch=True)
 
     @property
     def activation_count(self) -> sp.Expr:
         """Activation elements the forward pass keeps, batch included, the input excluded."""
-        return carry(sp.Add(*(r.activations for r in self.rows[1:])), self._checks)
+        return carry(sp.Add(*(r.activations for r in self.rows[1:])), self._checks, vouch=True)
 
     @property
     def input_elements(self) -> sp.Expr:
@@ -257,12 +262,16 @@ class Network:
         {"layer 1, Conv2d 'conv2d_1', output dimension 2": H - 4}
         """
         return {
-            f"layer {row.index}, {row.layer.label}, {axis}": size
-            for row, axis, size in self._constrained_sizes()
+            f"{MODEL_LIMIT if limit else ''}layer {row.index}, {row.layer.label}, {axis}": size
+            for row, axis, size, limit in self._constrained_sizes()
         }
 
-    def _constrained_sizes(self) -> Iterator[tuple[LayerRow, str, sp.Expr]]:
-        """Yield each distinct output size not known to be positive: row, axis words, size."""
+    def _constrained_sizes(self) -> Iterator[tuple[LayerRow, str, sp.Expr, bool]]:
+        """Yield each distinct size not known to be positive: row, words, size, whether a limit.
+
+        The output sizes (a window that must fit), then the largest sizes a
+        layer takes (a table of positions), which are limits of the model.
+        """
         seen: set[sp.Expr] = set()  # hashed: deep floors compare in O(1) instead of walking
         for row in self.rows:
             for axis, size in enumerate(row.output_shape):
@@ -271,7 +280,11 @@ class Network:
                     continue
                 seen.add(size)
                 if size.is_positive is not True:
-                    yield row, f"output dimension {axis}", size
+                    yield row, f"output dimension {axis}", size, False
+            for words, size in row.layer.size_limits(row.input_shape):
+                if size not in seen and size.is_positive is not True:
+                    seen.add(size)
+                    yield row, words, size, True
 
     def size_checks(self) -> tuple[SizeConstraint, ...]:
         """Return the size constraints as :class:`~memtheory.constraints.SizeConstraint` objects.

@@ -35,12 +35,14 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory._validation import SizeLike
+from memtheory.constraints import as_constraints
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as _dtype
 from memtheory.errors import InvalidArgumentError, UnsupportedError
@@ -110,7 +112,8 @@ class CacheLayer:
             block = sp.sympify(block_size)
             if not (block.is_integer and block.is_positive):
                 raise InvalidArgumentError(
-                    f"block_size must be a positive whole number of positions, got {block_size!r}."
+                    "block_size must be a positive whole number of positions, got "
+                    f"{shown(block_size)}."
                 )
             positions = block * sp.ceiling(positions / block)
         return 2 * self.batch * self.kv_heads * self.head_dim * positions * _dtype(dtype).bytes
@@ -228,6 +231,10 @@ class GenerationMemory(Footprint):
         weights and the cache.
     assumptions : tuple of str
         What the figures assume (attention kernel, logits kept, cache layout).
+    constraints : mapping of str to sympy expression
+        The network's sizes that must stay at least 1, its position limit
+        included (:mod:`memtheory.constraints`): evaluating at a longer
+        sequence than the model takes is refused.
 
     Examples
     --------
@@ -243,12 +250,16 @@ class GenerationMemory(Footprint):
     prefill: sp.Expr | None = None
     decode: sp.Expr | None = None
     assumptions: tuple[str, ...] = ()
+    constraints: Mapping[str, sp.Expr] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("weights", "kv_cache", "prompt_cache", "prefill", "decode"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, sp.sympify(value))
+        object.__setattr__(
+            self, "constraints", {c.where: c.size for c in as_constraints(self.constraints)}
+        )
 
     @property
     def components(self) -> Mapping[str, sp.Expr]:
@@ -281,8 +292,12 @@ class GenerationMemory(Footprint):
             for name in ("weights", "kv_cache", "prompt_cache", "prefill", "decode")
             if getattr(self, name) is not None
         }
-        done, _ = self.substituted(values, list(fields.values()))
-        return replace(self, **dict(zip(fields, done, strict=True)))
+        done, remaining = self.substituted(values, list(fields.values()))
+        return replace(
+            self,
+            **dict(zip(fields, done, strict=True)),
+            constraints={c.where: c.size for c in remaining},
+        )
 
 
 def weight_bytes(
@@ -405,8 +420,11 @@ def generation_memory(
     stored = weight_bytes(model, dtype=low, quantization=quantization)
     kv = kv_cache_bytes(model, dtype=cache or low, block_size=block_size)
     positions = positions_limit(model)
+    checks = {c.where: c.size for c in model.size_checks()}
     if prompt is None:
-        return GenerationMemory(weights=sp.sympify(stored), kv_cache=kv, positions=positions)
+        return GenerationMemory(
+            weights=sp.sympify(stored), kv_cache=kv, positions=positions, constraints=checks
+        )
     from memtheory.techniques.working_memory import working_memory
 
     work = working_memory(
@@ -421,6 +439,7 @@ def generation_memory(
         prefill=work.prefill,
         decode=work.decode,
         assumptions=work.assumptions,
+        constraints=checks,
     )
 
 

@@ -109,6 +109,7 @@ def zero_partition(memory: MemoryBreakdown, devices: SizeLike, stage: int) -> Me
         memory.precision,
         memory.optimizer,
         notes,
+        constraints=memory.constraints,
     )
 
 

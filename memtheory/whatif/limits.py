@@ -39,6 +39,7 @@ from typing import Literal, TypeAlias
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.conventions import ConventionLike, Model
 from memtheory.counts import ModelCounts
 from memtheory.errors import EvaluationError, UnknownNameError, UnsupportedError
@@ -82,12 +83,12 @@ def memory_limit(limit: LimitLike) -> sp.Rational:
     else:
         raise EvaluationError(
             f"a memory limit must be a positive number of bytes or a size such as '24 GiB', "
-            f"got {limit!r} ({type(limit).__name__})."
+            f"got {shown(limit)} ({type(limit).__name__})."
         )
     if not value.is_number or not value.is_positive or not value.is_finite or not value.is_real:
         raise EvaluationError(
             f"a memory limit must be a positive number of bytes or a size such as '24 GiB', "
-            f"got {limit!r}."
+            f"got {shown(limit)}."
         )
     return (
         sp.Rational(value) if value.is_Rational or value.is_Float else sp.Rational(sp.floor(value))
@@ -132,7 +133,7 @@ def total_bytes(
     True
     """
     if by not in BY_CHOICES:
-        raise UnknownNameError(f"by must be 'peak' or 'total', got {by!r}.")
+        raise UnknownNameError(f"by must be 'peak' or 'total', got {shown(by)}.")
     if isinstance(model, Network | ModelCounts):
         if mode == "inference":
             memory = inference_memory(model, precision=precision, convention=convention)

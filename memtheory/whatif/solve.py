@@ -24,15 +24,25 @@ Examples
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
 import sympy as sp
 
-from memtheory.constraints import constraints_in, largest_valid, smallest_valid
+from memtheory._shown import shown
+from memtheory.constraints import SizeConstraint, candidates, largest_valid, smallest_valid
 from memtheory.conventions import ConventionLike
-from memtheory.errors import DoesNotFitError, EvaluationError, UnsupportedError
-from memtheory.evaluation import compile_exact, evaluate, symbols_by_name
+from memtheory.counts import ModelCounts
+from memtheory.errors import DoesNotFitError, EvaluationError, SizeWarning, UnsupportedError
+from memtheory.evaluation import (
+    compile_exact,
+    evaluate,
+    substitute,
+    substitution,
+    symbols_by_name,
+)
+from memtheory.footprint import Footprint
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
@@ -46,12 +56,14 @@ SEARCH_CEILING = 2**80
 """Bisection gives up beyond this value: the total hardly grows with the size."""
 
 
-def _exact(expression: sp.Expr, symbol: sp.Symbol) -> Callable[[int], sp.Expr | int]:
-    """Return the bytes as a function of one size; both ways check its size constraints."""
+def _exact(
+    expression: sp.Expr, symbol: sp.Symbol, constraints: tuple[SizeConstraint, ...]
+) -> Callable[[int], sp.Expr | int]:
+    """Return the bytes as a function of one size; both ways check ``constraints``."""
     try:
-        compiled = compile_exact(expression, [symbol.name])
+        compiled = compile_exact(expression, [symbol.name], within=constraints)
     except (EvaluationError, TypeError):
-        return lambda value: evaluate(expression, **{symbol.name: value})
+        return lambda value: evaluate(expression, within=constraints, **{symbol.name: value})
     return compiled
 
 
@@ -79,18 +91,39 @@ def _solved(expression: sp.Expr, symbol: sp.Symbol, limit: sp.Rational) -> int |
 
 def _total_in(
     expression: Quantity, symbol: str | sp.Symbol, values: dict[str, object], by: By
-) -> tuple[sp.Expr, sp.Symbol, dict[str, sp.Symbol]]:
-    """Return the bytes with ``values`` substituted, the size symbol, and the free symbols."""
+) -> tuple[sp.Expr, sp.Symbol, dict[str, sp.Symbol], tuple[SizeConstraint, ...]]:
+    """Return the bytes with ``values`` in, the size symbol, the free symbols, the constraints.
+
+    The constraints are those still open. A memory result, a network or counts
+    brings its own (never those another network registered for an equal
+    expression); a bare expression, those of the network it is known to
+    (:func:`~memtheory.constraints.candidates`).
+    """
     total = total_bytes(expression, by=by)
+    own = isinstance(expression, Footprint | Network | ModelCounts)
+    found = candidates(total, within=expression if own else None)
     if values:
-        total = evaluate(total, **values)
+        mapping = substitution([total], values)
+        found = found.check(mapping, stacklevel=4)
+        total = substitute(total, mapping)  # checked above, with its own constraints
+    if found.ambiguous:
+        warnings.warn(
+            SizeWarning(
+                "this expression is handed out by several networks (or memory results) with "
+                "different size constraints, so which apply to it is unknown: the search "
+                "keeps to sizes every one of them takes. Pass the memory result itself "
+                "(max_value(memory, ...)) to use its own."
+            ),
+            stacklevel=3,
+        )
+    constraints = found.every  # whichever network it is, these sizes are in its range
     if isinstance(symbol, str):
         name = symbol
     elif isinstance(symbol, sp.Symbol):
         name = symbol.name
     else:
         raise EvaluationError(
-            f"the size to solve for is a symbol or its name (such as 'B'), got {symbol!r}."
+            f"the size to solve for is a symbol or its name (such as 'B'), got {shown(symbol)}."
         )
     free = symbols_by_name([total])
     if name not in free:
@@ -98,7 +131,7 @@ def _total_in(
             f"the memory does not depend on {name}; it depends on "
             f"{', '.join(sorted(free)) or 'nothing'}."
         )
-    return total, free[name], free
+    return total, free[name], free, constraints
 
 
 def max_value(
@@ -153,7 +186,7 @@ def max_value(
     >>> max_value(B * sp.floor(H / 2) ** 2, "H", 4096, B=4)
     65
     """
-    total, size, free = _total_in(expression, symbol, values, by)
+    total, size, free, found = _total_in(expression, symbol, values, by)
     name = size.name
     others = sorted(set(free) - {name})
     if others:
@@ -164,15 +197,18 @@ def max_value(
     start = _first(start, "start")
     if stop is not None:
         stop = _first(stop, "stop")
-    found = constraints_in(total)
     start = smallest_valid(found, size, start)  # the smallest size that fits
-    ceiling = largest_valid(found, size)  # where a formula stops holding (a traced guard)
+    largest = largest_valid([c for c in found if c.is_limit], size)  # the model's limit
+    if largest is not None and (stop is None or stop > largest):
+        stop = largest
+    guards = [c for c in found if not c.is_limit]
+    ceiling = largest_valid(guards, size)  # where a formula stops holding (a traced guard)
     if ceiling is not None and (stop is None or stop > ceiling):
         stop = ceiling
         beyond = True
     else:
         beyond = False
-    f = _exact(total, size)
+    f = _exact(total, size, found)
     if f(start) > cap:
         raise DoesNotFitError(
             f"even {name}={start} needs {format_bytes(f(start), 'GiB')} "
@@ -184,7 +220,7 @@ def max_value(
         if beyond:
             raise EvaluationError(
                 f"the memory still fits at {name}={stop}, the largest {name} where the formula "
-                f"holds ({'; '.join(c.where for c in found)}): the largest {name} that fits is "
+                f"holds ({'; '.join(c.where for c in guards)}): the largest {name} that fits is "
                 f"beyond it. Derive the formula again (trace at a larger {name}) to find it."
             )
         return stop
@@ -208,7 +244,7 @@ def max_value(
 
 def _first(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise EvaluationError(f"{what} must be a positive whole number, got {value!r}.")
+        raise EvaluationError(f"{what} must be a positive whole number, got {shown(value)}.")
     return int(value)
 
 
@@ -269,7 +305,7 @@ def max_value_formula(
     >>> max_value_formula(2 * S**2 + 4 * S, S, M)
     floor(sqrt(2*M + 4)/2) - 1
     """
-    total, size, free = _total_in(expression, symbol, values, by)
+    total, size, free, _ = _total_in(expression, symbol, values, by)
     name = size.name
     roots = _roots(total, size, memory_symbol)
     if not roots:
