@@ -52,6 +52,7 @@ from memtheory.exercises.errors import AnswerFileError, ExerciseError
 from memtheory.exercises.grading import grade_file, grade_folder
 from memtheory.exercises.loader import get_set, load_sets
 from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS
+from memtheory.exercises.model import ExerciseSet
 from memtheory.exercises.outputs import check_output_paths
 from memtheory.exercises.report import FORMAT, printable, write_atomic
 from memtheory.exercises.variants import resolve_seed
@@ -124,7 +125,7 @@ def _set_ids(values: Sequence[str] | None) -> list[str] | None:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
-def _chosen_sets(args: argparse.Namespace) -> list:
+def _chosen_sets(args: argparse.Namespace) -> list[ExerciseSet]:
     ids = _set_ids(args.set)
     if ids:
         return [get_set(s, args.sets) for s in ids]
@@ -386,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_estimate(commands: argparse._SubParsersAction) -> None:
+def _add_estimate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``memtheory estimate`` (its own module: memtheory.estimate.command)."""
     from memtheory.estimate.command import add_estimate_parser
 

@@ -1,9 +1,10 @@
 """Fuzz: the library's constructors and entry points under hostile and careless input.
 
-Every call must end, within a time bound, in a result or in a memtheory error
-(a subclass of :class:`memtheory.MemtheoryError`): never a raw Python error, a
-hang, or a silently wrong number. NumPy integers are integers and must be
-accepted as such. The last test reports how many hostile calls were made.
+Every call must end in a result or in a memtheory error (a subclass of
+:class:`memtheory.MemtheoryError`): never a raw Python error or a silently wrong
+number. NumPy integers are integers and must be accepted as such. No test asserts
+how long a call takes (issue 22); the last test reports how many hostile calls were
+made and the slowest of each entry point.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from memtheory.constraints import SizeConstraint
 from memtheory.symbols import B, H
 from tests.strategies import hostile_values
 
-TIME_BOUND = 5.0
-"""Seconds one call may take (each takes milliseconds; the bound catches hangs)."""
-
 TRIED: Counter[str] = Counter()
 """Hostile calls made, by entry point."""
+
+SLOWEST: dict[str, float] = {}
+"""The slowest call of each entry point, in seconds (reported, never asserted)."""
 
 FUZZ = settings(
     max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
@@ -36,7 +37,7 @@ FUZZ = settings(
 
 
 def outcome(entry: str, call: Callable[[], object]) -> object:
-    """Run ``call``: a result or a memtheory error, within TIME_BOUND; None for an error."""
+    """Run ``call``: a result or a memtheory error; None for an error. Its time is recorded."""
     start = time.perf_counter()
     try:
         result = call()
@@ -44,8 +45,7 @@ def outcome(entry: str, call: Callable[[], object]) -> object:
         result = None
     except Exception as error:  # noqa: BLE001 - the point: no raw error may escape
         pytest.fail(f"{entry}: raw {type(error).__name__}: {error}")
-    elapsed = time.perf_counter() - start
-    assert elapsed < TIME_BOUND, f"{entry} took {elapsed:.1f} s"
+    SLOWEST[entry] = max(SLOWEST.get(entry, 0.0), time.perf_counter() - start)
     TRIED[entry] += 1
     return result
 
@@ -252,13 +252,14 @@ def test_numpy_integers_are_accepted_everywhere(value):
 
 
 def test_zz_report(capsys):
-    """Report how many hostile calls were made; none hung or raised a raw error."""
+    """Report how many hostile calls were made and the slowest; none raised a raw error."""
     total = sum(TRIED.values())
     if total:
         with capsys.disabled():  # printed in every run, not only when something fails
+            slowest = max(SLOWEST, key=SLOWEST.__getitem__)
             print(
                 f"\nhostile library input: {total} calls over {len(TRIED)} entry points, none "
-                f"hung (> {TIME_BOUND:.0f} s) or raised a raw Python error."
+                f"raised a raw Python error; slowest call: {slowest} {SLOWEST[slowest]:.2f} s."
             )
     entries = {"Network", "evaluate", "evaluate_grid", "compile_exact", "max_value", "format_bytes"}
     for entry in entries & set(TRIED):  # those whose fuzz ran: each really was exercised

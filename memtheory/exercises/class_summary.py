@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS
-from memtheory.exercises.report import FolderSummary, csv_text, printable
+from memtheory.exercises.report import ExerciseResult, FolderSummary, csv_text, printable
 from memtheory.tables import Column, Table
 
 __all__ = ["ClassSummary", "ExerciseStats", "exercise_summary", "mistake_title"]
@@ -219,7 +219,7 @@ def exercise_summary(folder: FolderSummary) -> ClassSummary:
     -------
     ClassSummary
     """
-    found: dict[str, list] = {}
+    found: dict[str, list[ExerciseResult]] = {}
     for entry in folder.entries:
         if entry.report is None:
             continue

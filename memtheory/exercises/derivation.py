@@ -320,7 +320,7 @@ class Recorder(Reasoning):
         ]
 
 
-def _window_text(layer: Layer, before: tuple, after: tuple) -> str:
+def _window_text(layer: Layer, before: tuple[sp.Expr, ...], after: tuple[sp.Expr, ...]) -> str:
     """How a sliding window's output height follows from the input's, with the numbers in.
 
     Written only for a convolution or pooling with whole-number settings, and

@@ -52,7 +52,7 @@ __all__ = ["Exercise", "ExerciseSet", "MistakenAnswer", "Params", "Variant"]
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-class Params(dict):
+class Params(dict[str, Any]):
     """A variant's parameters: a dict whose keys also read as attributes (``p.filters``).
 
     Examples

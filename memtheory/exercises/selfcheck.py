@@ -101,7 +101,9 @@ def _value(variant: Variant, value: object, points: list[dict[str, int]], what: 
     return _exact(value)
 
 
-def _mistake(variant: Variant, mistaken: MistakenAnswer, points: list[dict[str, int]]) -> dict:
+def _mistake(
+    variant: Variant, mistaken: MistakenAnswer, points: list[dict[str, int]]
+) -> dict[str, Any]:
     return {
         "name": mistaken.name,
         "title": mistaken.title,

@@ -30,7 +30,7 @@ and reserved peaks, and the live storages rounded to the allocator's blocks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,7 +229,13 @@ class StorageTracker(TorchDispatchMode):
             self.timeline.append((phase, "", live))
         return live
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105
+    def __torch_dispatch__(  # noqa: D105
+        self,
+        func: Callable[..., Any],
+        types: Sequence[type],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         out = func(*args, **(kwargs or {}))
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         self.track(*outputs)

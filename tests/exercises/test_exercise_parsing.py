@@ -1,7 +1,5 @@
 """Reading learner answers: numbers, sizes, formulas, choices; malformed ones get clear messages."""
 
-import time
-
 import pytest
 import sympy as sp
 
@@ -162,12 +160,10 @@ def test_formula_text_is_never_run(tmp_path):
     assert not target.exists()
 
 
-def test_huge_power_is_refused_quickly():
-    """A power tower is refused in well under a second instead of being computed."""
-    start = time.perf_counter()
+def test_huge_power_is_refused():
+    """A power tower is refused instead of being computed (timed: benchmarks/response_times.py)."""
     with pytest.raises(AnswerFormatError):
         parse_expression("9**9**9**9**9", SYMBOLS)
-    assert time.perf_counter() - start < 1
 
 
 def test_sympy_formula_from_a_notebook_is_matched_by_name():

@@ -37,7 +37,7 @@ from memtheory.exercises.report import STATUSES
 from memtheory.symbols import B, H
 from tests.strategies import HOSTILE_TEXTS, answer_folders, hostile_answers, hostile_texts
 
-GUARD = 20.0
+GUARD = 60.0
 """Seconds after which a call counts as hung."""
 
 SCALE = int(os.environ.get("MEMTHEORY_FUZZ_SCALE", "1"))

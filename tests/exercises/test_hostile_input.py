@@ -1,14 +1,15 @@
 """Every case of issue 12's grader part: hangs, crashes, unsafe output and feedback gaps.
 
 Each test names the case it covers. Expected values are derived in the test from the variant's
-own expected answer (memtheory's), never typed in.
+own expected answer (memtheory's), never typed in. No test asserts how long a call takes: a call
+that hangs fails after ``HANG_GUARD`` seconds (the calls take milliseconds), and the times are
+printed beside their targets by ``benchmarks/response_times.py``.
 """
 
 import csv
 import json
 import os
 import threading
-import time
 from decimal import Decimal
 from fractions import Fraction
 
@@ -26,24 +27,25 @@ from memtheory.symbols import B, size_symbol
 
 MIB, GIB = 2**20, 2**30
 
+HANG_GUARD = 60.0
+"""Seconds after which a call counts as hung: a guard against hangs, not a performance target."""
 
-def finishes(call, seconds=5.0):
-    """Run ``call`` in a thread; return (result or exception, elapsed) or fail if it hangs."""
+
+def finishes(call, seconds=HANG_GUARD):
+    """Run ``call`` in a thread; return its result or exception, or fail if it hangs."""
     box = {}
 
     def run():
-        start = time.perf_counter()
         try:
             box["value"] = call()
         except BaseException as error:  # noqa: BLE001 - the test inspects what came out
             box["value"] = error
-        box["elapsed"] = time.perf_counter() - start
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(seconds)
     assert not thread.is_alive(), f"still running after {seconds} s"
-    return box["value"], box["elapsed"]
+    return box["value"]
 
 
 def write(folder, name, text):
@@ -62,28 +64,25 @@ NESTED = [
 
 
 @pytest.mark.parametrize("text", NESTED)
-def test_nested_powers_are_refused_at_once(text):
-    """Issue 12: nested powers took 69 s to past 180 s; now refused in well under a second."""
-    outcome, elapsed = finishes(lambda: parse_expression(text, {"B": B}))
+def test_nested_powers_are_refused_before_being_computed(text):
+    """Issue 12: nested powers took 69 s to past 180 s to compute; now refused as too large."""
+    outcome = finishes(lambda: parse_expression(text, {"B": B}))
     assert isinstance(outcome, AnswerFormatError), outcome
     assert "too large" in str(outcome)
-    assert elapsed < 1
 
 
 @pytest.mark.parametrize("text", NESTED)
 def test_nested_powers_through_check(text):
     """Issue 12: the same answers through check() on a formula in B (ch04.q5) and a count."""
     for exercise in ("ch04.q5", "ch02.q1"):
-        outcome, elapsed = finishes(lambda exercise=exercise: check(exercise, text))
+        outcome = finishes(lambda exercise=exercise: check(exercise, text))
         assert outcome.result.status == "invalid", outcome
-        assert elapsed < 2
 
 
-def test_parse_bytes_with_a_huge_exponent_is_refused_at_once():
-    """Issue 12: parse_bytes("1e99999999 GB") ran past 200 s; now a ParseError in milliseconds."""
-    outcome, elapsed = finishes(lambda: mt.parse_bytes("1e99999999 GB"))
+def test_parse_bytes_with_a_huge_exponent_is_refused():
+    """Issue 12: parse_bytes("1e99999999 GB") ran past 200 s; now a ParseError, not computed."""
+    outcome = finishes(lambda: mt.parse_bytes("1e99999999 GB"))
     assert isinstance(outcome, ParseError) and "exponents beyond" in str(outcome)
-    assert elapsed < 0.5
 
 
 def test_parse_bytes_with_five_thousand_digits_is_a_memtheory_error():
@@ -144,7 +143,7 @@ def _hostile_folder(tmp_path):
 def test_pipes_devices_links_out_and_huge_files_are_reported_not_read(tmp_path):
     """Issue 12: a FIFO hung the grader, /dev/zero ended in MemoryError, links out were followed."""
     folder = _hostile_folder(tmp_path)
-    summary, elapsed = finishes(lambda: grade_folder(folder), seconds=30)
+    summary = finishes(lambda: grade_folder(folder))
     assert not isinstance(summary, BaseException), summary
     errors = {e.file: e.error for e in summary.entries}
     assert errors["ada.toml"] is None and errors["inside.toml"] is None
@@ -162,7 +161,7 @@ def test_a_single_pipe_or_device_given_directly_is_refused(tmp_path):
     os.mkfifo(tmp_path / "pipe.toml")
     (tmp_path / "zero.toml").symlink_to("/dev/zero")
     for name in ("pipe.toml", "zero.toml"):
-        outcome, _ = finishes(lambda name=name: main(["grade", str(tmp_path / name)]))
+        outcome = finishes(lambda name=name: main(["grade", str(tmp_path / name)]))
         assert outcome == 2
 
 
@@ -413,8 +412,8 @@ def test_floor_free_formulas_are_decided_exactly():
 
 def test_sympy_answers_from_a_notebook_are_held_to_the_limits():
     """A sympy expression built in a notebook that is too large is refused, not expanded."""
-    outcome, elapsed = finishes(lambda: check("ch04.q5", (B + 1) ** 4096))
-    assert outcome.result.status == "invalid" and elapsed < 2
+    outcome = finishes(lambda: check("ch04.q5", (B + 1) ** 4096))
+    assert outcome.result.status == "invalid"
 
 
 def test_every_refusal_is_a_memtheory_error():

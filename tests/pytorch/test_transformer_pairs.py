@@ -15,7 +15,10 @@ which the attention layer describes node by node, at every precision.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import sympy as sp
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
@@ -25,6 +28,7 @@ import memtheory as mt  # noqa: E402
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
 from memtheory.torch.reference_models import PAIRS  # noqa: E402
+from tests.disk_cache import cached_on_disk  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -157,22 +161,34 @@ def _real(name: str):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt2", "bert", "vit"])
-def test_real_builder_with_adamw_is_exact(name):
+def test_real_builder_with_adamw_is_exact(request, name):
     """gpt2("small"), bert_base_mlm(), vit_b_16() + AdamW: every component and the peak.
 
     Full-width models (124 M, 110 M, 86 M parameters) at batch 2, 16 tokens or
     32x32 images, against the reference modules: 0 bytes off (about 2 GB each).
+    Minutes each on a shared 2-core machine, so the bytes are kept on disk until the
+    code that produced them changes (tests/disk_cache.py).
     """
-    network, module, x, y, loss = _real(name)
-    module.train()
-    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4)
-    measured = measure(module, x, loss, optimizer, target=y, warmup_steps=1)
-    predicted = mt.training_memory(
-        network, optimizer="adamw", convention=AutogradConvention(measured.implementation)
-    )
-    got = {n: int(predicted.components.get(n, 0)) for n in NAMES}
-    want = {n: getattr(measured, n) for n in NAMES}
-    assert (got, int(predicted.peak)) == (want, measured.peak)
+
+    def both() -> dict[str, Any]:
+        network, module, x, y, loss = _real(name)
+        module.train()
+        optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4)
+        measured = measure(module, x, loss, optimizer, target=y, warmup_steps=1)
+        predicted = mt.training_memory(
+            network, optimizer="adamw", convention=AutogradConvention(measured.implementation)
+        )
+        return {
+            "predicted": {n: int(predicted.components.get(n, 0)) for n in NAMES},
+            "predicted peak": int(predicted.peak),
+            "measured": {n: getattr(measured, n) for n in NAMES},
+            "measured peak": measured.peak,
+        }
+
+    key = {"torch": torch.__version__, "sympy": sp.__version__}
+    numbers = cached_on_disk(request, f"real-builder-adamw-{name}", both, key=key)
+    got, want = numbers["predicted"], numbers["measured"]
+    assert (got, numbers["predicted peak"]) == (want, numbers["measured peak"])
 
 
 class _BufferedBertEmbeddings(nn.Module):

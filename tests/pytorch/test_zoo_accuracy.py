@@ -3,33 +3,103 @@
 The issue's bar: parameters, gradients and optimizer state to the byte, saved activations
 within 1%, the training-step peak within 5%. On PyTorch 2.13 (the pinned extra) the
 prediction is exact, which the second test checks.
+
+Measuring every case takes minutes on a shared 2-core machine, so the fixture keeps the
+measured and predicted bytes on disk (tests/disk_cache.py): a second run in the same checkout
+reuses them, and any change to the memtheory code that produced them, to this module, or to
+the PyTorch or sympy version measures them again (``pytest --cache-clear`` forces it).
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+import sympy as sp
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
 from memtheory.torch import ZOO, accuracy_table, compare_with_measurement  # noqa: E402
-from memtheory.torch.accuracy import CATEGORIES, OPTIMIZERS, PRECISIONS  # noqa: E402
+from memtheory.torch.accuracy import CATEGORIES, OPTIMIZERS, PRECISIONS, Comparison  # noqa: E402
+from tests.disk_cache import cached_on_disk  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 CASES = list(itertools.product(sorted(ZOO), PRECISIONS, OPTIMIZERS))
 
+READ = (*CATEGORIES, "weights, gradients, state")
+"""Every category a Comparison answers for (the last: accuracy_table's last column)."""
 
-@pytest.fixture(scope="module")
-def comparisons():
-    """Every zoo model x precision x optimizer, measured once for the module."""
-    return {
-        (model, precision, optimizer): compare_with_measurement(
-            model, precision=precision, optimizer=optimizer
+
+@dataclass(frozen=True)
+class Recorded:
+    """The numbers of one :class:`Comparison`, read the same way (measured, predicted, error)."""
+
+    model: str
+    precision: str
+    optimizer: str
+    conventions: tuple[str, ...]
+    refused: dict[str, str]
+    numbers: dict[str, Any]
+
+    @staticmethod
+    def numbers_of(c: Comparison) -> dict[str, Any]:
+        """What a Comparison answers for every category, as JSON data."""
+        predicted = [n for n in c.conventions if n not in c.refused]
+        return {
+            "model": c.model,
+            "precision": c.precision,
+            "optimizer": c.optimizer,
+            "conventions": list(c.conventions),
+            "refused": c.refused,
+            "measured": {k: c.measured(k) for k in READ},
+            "predicted": {n: {k: c.predicted(n, k) for k in READ} for n in predicted},
+            "error": {n: {k: c.error(n, k) for k in READ} for n in predicted},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Recorded:
+        """Rebuild from :meth:`numbers_of`'s data."""
+        return cls(
+            data["model"],
+            data["precision"],
+            data["optimizer"],
+            tuple(data["conventions"]),
+            data["refused"],
+            data,
+        )
+
+    def measured(self, category: str) -> int:
+        """Measured bytes, as Comparison.measured gave them."""
+        return self.numbers["measured"][category]
+
+    def predicted(self, convention: str, category: str) -> int:
+        """Predicted bytes, as Comparison.predicted gave them."""
+        return self.numbers["predicted"][convention][category]
+
+    def error(self, convention: str, category: str) -> float:
+        """Relative error, as Comparison.error gave it."""
+        return self.numbers["error"][convention][category]
+
+
+def _measure_every_case() -> list[dict[str, Any]]:
+    return [
+        Recorded.numbers_of(
+            compare_with_measurement(model, precision=precision, optimizer=optimizer)
         )
         for model, precision, optimizer in CASES
-    }
+    ]
+
+
+@pytest.fixture(scope="module")
+def comparisons(request):
+    """Every zoo model x precision x optimizer, measured once per checkout and code version."""
+    key = {"torch": torch.__version__, "sympy": sp.__version__, "cases": CASES}
+    entries = cached_on_disk(request, "zoo-comparisons", _measure_every_case, key=key)
+    recorded = [Recorded.from_json(entry) for entry in entries]
+    return {(r.model, r.precision, r.optimizer): r for r in recorded}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "-".join(case))

@@ -374,7 +374,9 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
     grad_fn: dict[str, int | None] = {plan.rows[0].in_keys[0] if plan.rows else "": None}
     precision = plan.precision
 
-    def new(label: str, holder: tuple[str, int] | None = None, saved: set[str] | None = None):
+    def new(
+        label: str, holder: tuple[str, int] | None = None, saved: set[str] | None = None
+    ) -> int:
         nodes.append(_Node(len(nodes), label, holder, saved or set()))
         return len(nodes) - 1
 
@@ -485,6 +487,7 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
                 nodes[node].edges.append((previous, size, False))
             previous = node
         grad_fn[name] = previous
+    root: int | None
     if plan.loss is None:
         last = plan.rows[-1].row.name
         root = new("output.sum()")

@@ -15,6 +15,7 @@ A tensor that needs a gradient is left to PyTorch (and if its size gets fixed,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -26,7 +27,13 @@ __all__ = ["SizeGenericFunctions"]
 class SizeGenericFunctions(TorchFunctionMode):
     """A torch-function mode that sends constant padding to ``aten.constant_pad_nd``."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: D105
+    def __torch_function__(  # noqa: D105
+        self,
+        func: Callable[..., Any],
+        types: Sequence[type],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         if func in _PADS:
             padded = _constant_pad(*args, **kwargs)

@@ -156,7 +156,13 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self._last = snapshot
 
     # -- the dispatch mode -----------------------------------------------------------------
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105
+    def __torch_dispatch__(  # noqa: D105
+        self,
+        func: Callable[..., Any],
+        types: Sequence[type],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         try:
             out = func(*args, **(kwargs or {}))
         except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
