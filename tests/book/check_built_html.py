@@ -1,4 +1,4 @@
-"""Check the built book's HTML for math and MyST markup that did not render.
+r"""Check the built book's HTML for math and MyST markup that did not render.
 
 A ``jupyter-book build -W`` passes when a display equation sits inside a paragraph
 (MyST then reads its ``$$`` as text around inline math, so a reader sees run-on
@@ -14,9 +14,11 @@ reader gets, ``book/_build/html/**/*.html``, and reports, page by page:
   swallows a sentence, its citation included);
 * **error markers**: MathJax's ``mjx-merror`` and "Math input error", LaTeX's
   "Undefined control sequence", docutils' ``problematic`` and ``system-message``
-  nodes, and math whose braces or ``\\begin``/``\\end`` do not balance;
-* **the thebe configuration script included more than once** (its second copy
-  redeclares ``THEBE_JS_URL``, a JavaScript error on every page).
+  nodes, and math whose braces or ``\begin``/``\end`` do not balance;
+* **an inline script included twice** in one page when it declares a
+  ``const``, ``let`` or ``class`` (sphinx-thebe's ``const THEBE_JS_URL = ...``
+  was: the second declaration is a JavaScript SyntaxError on every page). A
+  repeated ``var`` (sphinx-togglebutton's selector) is harmless and not reported.
 
 Exclusions, kept narrow: ``<script>``, ``<style>`` and the ``<head>`` are not
 text a reader sees; code is skipped only for the dollar check, where ``$`` is
@@ -26,7 +28,7 @@ error markers are looked for in code as well, except in a cell's *input*
 (``div.cell_input``), whose source may show MyST syntax on purpose. HTML
 outputs of cells (tables, Markdown) are checked like prose.
 
-Usage: ``python -m tests.book.check_built_html [book/_build/html]``; exits 1 and
+Usage: ``python tests/book/check_built_html.py [book/_build/html]``; exits 1 and
 prints every finding when there is one, 0 otherwise (``make book-check`` runs it).
 """
 
@@ -45,12 +47,12 @@ ROLE = re.compile(r"\{(cite(?::[a-z]+)?|ref|numref|doc|eq|term|func|glue(?::[a-z
 ERROR_TEXT = re.compile(r"Math input error|Undefined control sequence|Missing \$ inserted")
 ERROR_CLASSES = {"problematic", "system-message"}
 MATH_CLASSES = {"math"}
+DECLARATION = re.compile(r"(^|[;{}]\s*)(const|let|class)\s")  # twice is a SyntaxError
 SKIPPED_TAGS = {"script", "style", "head", "template"}
 VOID_TAGS = {
     "area", "base", "br", "col", "embed", "hr", "img", "input",
     "link", "meta", "param", "source", "track", "wbr",
 }  # fmt: skip
-THEBE_CONFIG = "const THEBE_JS_URL"
 
 
 @dataclass(frozen=True)
@@ -154,11 +156,11 @@ def _balanced(latex: str) -> str | None:
 
 
 def check_page(html: str, page: str = "<page>") -> list[Finding]:
-    """Return every problem found in one page's HTML.
+    r"""Return every problem found in one page's HTML.
 
     Examples
     --------
-    >>> check_page('<p>is <span class="math">\\\\(x\\\\)</span> and</p>')
+    >>> check_page('<p>is <span class="math">\\(x\\)</span> and</p>')
     []
     >>> [f.kind for f in check_page('<p>a sum, $$ y = 1, $$ so</p>')]
     ['stray $', 'stray $']
@@ -187,9 +189,12 @@ def check_page(html: str, page: str = "<page>") -> list[Finding]:
             findings.append(Finding(page, f"math: {reason}", " ".join(latex.split())[:100]))
     for element in parser.error_elements:
         findings.append(Finding(page, "error element", element))
-    thebe = sum(script.count(THEBE_CONFIG) for script in parser.scripts)
-    if thebe > 1:
-        findings.append(Finding(page, "thebe script included twice", f"{thebe} copies"))
+    seen: set[str] = set()
+    for script in parser.scripts:
+        body = " ".join(script.split())
+        if body in seen and DECLARATION.search(body):
+            findings.append(Finding(page, "inline script included twice", body[:100]))
+        seen.add(body)
     return findings
 
 
