@@ -21,7 +21,7 @@ help:
 	@echo "make venv       create .venv and install memtheory with the dev extra"
 	@echo "make test       ruff, mypy, book-check, pytest (tests, doctests, browser test); BOOK=0 skips the book"
 	@echo "make book       install the book extra and build book/ (warnings are errors)"
-	@echo "make book-check make book, then check the HTML needs no CDN (MathJax served locally)"
+	@echo "make book-check make book, then check the HTML: no CDN, no unrendered math or roles"
 	@echo "make browser    install Debian's chromium for the browser test, if missing"
 	@echo "make bench      run every benchmarks/*.py"
 	@echo "make clean      remove book/_build and caches; distclean also removes .venv"
@@ -61,9 +61,13 @@ book: $(STAMP_BOOK)
 	  $(BIN)/jupyter-book build book --all -W --keep-going
 
 # The built site must work offline: MathJax from _static/, no script or stylesheet from a CDN.
+# `-W` does not see markup that rendered as text: check_built_html.py fails on a stray $ outside
+# MathJax's math, a {cite}/{ref}/{glue} role left as text, a math or docutils error marker, or
+# a script included twice (its docstring says what it skips).
 book-check: book
 	grep -l 'src="_static/mathjax/tex-chtml.js' $(BOOK_HTML)/intro.html
 	! grep -rnoE '(src|href)="(https?:)?//[^"]*\.(js|css)([?#][^"]*)?"' --include='*.html' $(BOOK_HTML)
+	$(BIN)/python tests/book/check_built_html.py $(BOOK_HTML)
 
 # The browser test needs Chromium; install Debian's package when it is missing and apt works.
 # If it cannot be installed, the test skips with a message saying so.

@@ -2,8 +2,9 @@
 
 Chromium's ``--remote-debugging-pipe`` reads JSON commands from file descriptor 3
 and writes replies and events to descriptor 4, each message ending in a NUL byte.
-That is all a test needs to open a page, run JavaScript in it and take a
-screenshot, without Selenium, Playwright or a WebSocket client.
+That is all a test needs to open a page, run JavaScript in it, take a
+screenshot and hear what the page logged as an error, without Selenium,
+Playwright or a WebSocket client.
 """
 
 from __future__ import annotations
@@ -80,7 +81,11 @@ class Browser:
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         attached = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})
         self._session = attached["sessionId"]
+        self.console_errors: list[str] = []
+        """Errors the page reported since it was opened: exceptions, console.error, failed loads."""
         self.call("Page.enable", session=True)
+        self.call("Runtime.enable", session=True)
+        self.call("Log.enable", session=True)
 
     def __enter__(self) -> Browser:
         return self
@@ -127,10 +132,32 @@ class Browser:
                 self._buffer += chunk
             raw, self._buffer = self._buffer.split(b"\0", 1)
             reply = json.loads(raw)
-            if reply.get("id") == self._next_id:
+            if "id" not in reply:
+                self._note_event(reply)
+            elif reply["id"] == self._next_id:
                 if "error" in reply:
                     raise BrowserError(f"{method}: {reply['error']}")
                 return reply["result"]
+
+    def _note_event(self, event: dict[str, Any]) -> None:
+        """Keep an event that reports an error in the page.
+
+        That is an uncaught exception (a script that does not parse included), a call of
+        ``console.error``, or a resource that failed to load.
+        """
+        params = event.get("params", {})
+        method = event.get("method")
+        if method == "Runtime.exceptionThrown":
+            details = params.get("exceptionDetails", {})
+            text = details.get("exception", {}).get("description") or details.get("text", "")
+            self.console_errors.append(f"exception: {text.splitlines()[0] if text else details}")
+        elif method == "Runtime.consoleAPICalled" and params.get("type") == "error":
+            args = " ".join(str(a.get("value", a.get("description", ""))) for a in params["args"])
+            self.console_errors.append(f"console.error: {args}")
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            entry = params["entry"]
+            where = entry.get("url", "")
+            self.console_errors.append(f"{entry.get('source')}: {entry.get('text')} {where}")
 
     def evaluate(self, expression: str, *, timeout: float = 30) -> Any:
         """Evaluate JavaScript in the page (awaiting a promise) and return its JSON value."""
@@ -145,7 +172,11 @@ class Browser:
         return result["result"].get("value")
 
     def open(self, path: Path, *, timeout: float = 30) -> None:
-        """Load a local HTML file and wait until it and its images have loaded."""
+        """Load a local HTML file and wait until it and its images have loaded.
+
+        :attr:`console_errors` then holds what this page reported, and only that.
+        """
+        self.console_errors = []
         self.call("Page.navigate", {"url": path.resolve().as_uri()}, session=True)
         deadline = time.monotonic() + timeout
         while self.evaluate("document.readyState") != "complete":

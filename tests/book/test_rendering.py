@@ -4,10 +4,10 @@ Runs against ``book/_build/html`` (``make book`` builds it; ``make test`` does s
 first) in headless Chromium, which ``make test`` installs when it is missing.
 Screenshots land in ``book/_build/screenshots`` for a person to look at.
 
-Every page of the table of contents is checked: math typeset offline without
-errors, every figure loaded and numbered with a caption, no executed cell left
-an error, no table or printed output cut off, and, at 390 px, nothing wider
-than the screen.
+Every page of the table of contents is checked: no JavaScript error logged,
+math typeset offline without errors, every figure loaded and numbered with a
+caption, no executed cell left an error, no table or printed output cut off,
+and, at 390 px, nothing wider than the screen.
 """
 
 import re
@@ -142,6 +142,19 @@ def test_no_cell_failed_or_printed_a_traceback(browser, page):
     browser.open(HTML / f"{page}.html")
     errors = "document.querySelectorAll('.output.error, .output.traceback').length"
     assert browser.evaluate(errors) == 0
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_javascript_error(browser, page):
+    """Loading the page logs no JavaScript error.
+
+    No uncaught exception (such as a script included twice, whose second ``const`` does not
+    parse), no ``console.error``, no file that failed to load.
+    """
+    browser.open(HTML / f"{page}.html")
+    browser.evaluate("window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    browser.evaluate("new Promise(done => setTimeout(done, 200))")  # late, async scripts
+    assert browser.console_errors == []
 
 
 @pytest.mark.parametrize("page", CHAPTERS)
