@@ -7,7 +7,8 @@ from any convention, fine-tuning included) and returns what one device holds:
 * **Data parallel** over :math:`N_d` devices: each keeps a full replica and its
   own micro-batch. PyTorch's ``DistributedDataParallel`` also allocates
   gradient buckets for the all-reduce, as large as all the gradients together
-  (``bucket_cap_mb``, default 25 MB, only sets how they are split); with
+  (``bucket_cap_mb``, default 25 MiB: PyTorch multiplies it by 1024 x 1024;
+  it only sets how they are split); with
   ``gradient_as_bucket_view=True`` the gradients live in the buckets and that
   copy disappears ("the saved memory size will be equal to the total gradients
   size", torch.nn.parallel.DistributedDataParallel documentation).
@@ -77,7 +78,10 @@ __all__ = [
 ]
 
 DDP_BUCKET_CAP_MB = 25
-"""``DistributedDataParallel(bucket_cap_mb=25)``: PyTorch's default bucket size, in MB."""
+"""``DistributedDataParallel(bucket_cap_mb=25)``: PyTorch's default bucket size, in MiB.
+
+PyTorch's ``distributed.py`` multiplies it by 1024 x 1024: 26,214,400 bytes.
+"""
 
 REDUCE_BUCKET_SIZE = 500_000_000
 """DeepSpeed's ``zero_optimization.reduce_bucket_size`` default, in elements."""
