@@ -12,6 +12,13 @@ mask); the reference pairs' builders follow the CPU kernels. Where a CUDA
 kernel keeps other tensors (fused attention, cuDNN) the live peak differs, and
 the output lists by how much.
 
+It then runs each recipe that fits one device (``memtheory.torch.recipe_steps``:
+plain PyTorch in fp32 and under autocast, transformers' ``Trainer`` defaults,
+Lightning's ``bf16-mixed``) on a tiny and a mid-size Llama-style decoder, with
+eager and SDPA attention and, for the plain autocast loop, each AdamW
+implementation: prediction, live peak, blocks and allocator peaks per step
+(``--no-recipes`` skips them).
+
 ``--write [FOLDER]`` saves the results (default ``book/data/gpu``) as a JSON
 file named after the GPU and the PyTorch version, with the driver, CUDA and
 cuDNN versions; the book's chapter "Measuring memory on a GPU" reads it. An
@@ -35,6 +42,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--write", nargs="?", const="book/data/gpu", default=None)
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-recipes", action="store_true")
     options = parser.parse_args(argv)
     try:
         import torch
@@ -60,6 +68,14 @@ def main(argv: list[str]) -> int:
         )
     else:
         data = record_measurements(options.device)
+    if not options.no_recipes:
+        from memtheory.torch.recipe_steps import TINY_LLAMA, record_recipe_steps
+
+        sizes = {"tiny": (TINY_LLAMA, 2, 64)} if options.quick else None
+        data["recipes"] = (
+            record_recipe_steps(options.device, sizes=sizes) if sizes
+            else record_recipe_steps(options.device)
+        )
     print(measurements_table(data))
     print(f"{len(data['steps'])} steps measured in {time.perf_counter() - start:.1f} s")
     off = [
@@ -71,6 +87,14 @@ def main(argv: list[str]) -> int:
     print(f"live peak equal to the prediction in {equal} steps, different in {len(off)}")
     for model, precision, difference in off:
         print(f"  {model}, {precision}: measured - predicted = {difference:+,} bytes")
+    for record in data.get("recipes", []):
+        allocator = record["allocator"] or {}
+        peak = allocator.get("peak_allocated")
+        print(
+            f"  recipe {record['recipe']}, {record['size']}: predicted "
+            f"{record['predicted_peak']:,} B, live {record['measured_peak']:,} B"
+            + (f", allocator peak {peak:,} B" if isinstance(peak, int) else "")
+        )
     if options.write:
         print(f"written: {write_measurements(data, options.write, force=options.force)}")
     return 0

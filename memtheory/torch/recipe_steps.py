@@ -44,6 +44,7 @@ __all__ = [
     "TINY_LLAMA",
     "RecipeCheck",
     "check_recipe",
+    "record_recipe_steps",
 ]
 
 TINY_LLAMA: Mapping[str, Any] = {
@@ -58,7 +59,13 @@ MID_LLAMA: Mapping[str, Any] = {
     "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
     "max_position_embeddings": 2048, "tie_word_embeddings": False,
 }
-"""A decoder of some 20 M parameters: big enough for a GPU's kernels to show their own choices."""
+"""A decoder of some 15 M parameters: big enough for a GPU's kernels to show their own choices."""
+
+RECORDED_SIZES: Mapping[str, tuple[Mapping[str, Any], int, int]] = {
+    "tiny": (TINY_LLAMA, 2, 64),
+    "mid": (MID_LLAMA, 4, 512),
+}
+"""What ``benchmarks/cuda_zoo.py`` records each recipe at: (config, batch, sequence)."""
 
 CPU_RECIPES = ("pytorch-fp32", "pytorch-amp", "hf-trainer", "lightning-bf16")
 """The recipes whose step runs on one CPU: no 4-bit kernels, no sharding."""
@@ -219,3 +226,62 @@ def check_recipe(
         precision=precision, optimizer_implementation=measured.implementation))
     return RecipeCheck(setup, precision, int(predicted.peak), predicted.peak_moment or "",
                        measured)
+
+
+def record_recipe_steps(
+    device: str = "cuda",
+    *,
+    sizes: Mapping[str, tuple[Mapping[str, Any], int, int]] = RECORDED_SIZES,
+    recipes: tuple[str, ...] = CPU_RECIPES,
+    attentions: tuple[str, ...] = ("eager", "sdpa"),
+    implementations: tuple[str, ...] = ("for-loop", "fused"),
+) -> list[dict[str, Any]]:
+    """Run each recipe at each size and attention kernel on ``device``; return plain records.
+
+    Besides each recipe's own optimizer implementation, ``pytorch-amp`` is also
+    run with each of ``implementations`` at every size. A record holds the
+    setup's label, the size, the precision, the predicted and measured peaks,
+    the live storages in 512-byte blocks and, on a GPU, the caching
+    allocator's per-phase counters.
+
+    Examples
+    --------
+    >>> records = record_recipe_steps("cpu", sizes={"tiny": (TINY_LLAMA, 2, 5)},
+    ...                               recipes=("pytorch-fp32",), attentions=("sdpa",),
+    ...                               implementations=())
+    >>> [(r["recipe"], r["predicted_peak"] == r["measured_peak"]) for r in records]
+    [('pytorch-fp32', True)]
+    """
+    from dataclasses import asdict
+
+    records = []
+    for size, (config, batch, sequence) in sizes.items():
+        for name in recipes:
+            setups = [Setup.recipe(name)]
+            if name == "pytorch-amp":
+                setups += [Setup.recipe(name, optimizer_implementation=i) for i in implementations]
+            for base in setups:
+                for attention in attentions:
+                    setup = base.changed(attention=attention)
+                    check = check_recipe(setup, config, batch=batch, sequence=sequence,
+                                         device=device)
+                    measured = check.measured
+                    records.append({
+                        "recipe": setup.label,
+                        "size": size,
+                        "batch": batch,
+                        "sequence": sequence,
+                        "precision": check.precision,
+                        "implementation": measured.implementation,
+                        "predicted_peak": check.predicted_peak,
+                        "predicted_moment": check.predicted_moment,
+                        "measured_peak": measured.peak,
+                        "block_peak": measured.block_peak,
+                        "allocator": None if measured.allocator is None else {
+                            **asdict(measured.allocator),
+                            "peak_allocated": measured.allocator.peak_allocated,
+                            "peak_reserved": measured.allocator.peak_reserved,
+                            "peak_phase": measured.allocator.peak_phase,
+                        },
+                    })
+    return records
