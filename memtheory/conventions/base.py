@@ -14,7 +14,15 @@ from memtheory.network import Network
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
 
-__all__ = ["Convention", "Model", "buffer_bytes", "model_counts", "optimizer_state_bytes"]
+__all__ = [
+    "Convention",
+    "Model",
+    "activation_elements",
+    "attention_mask_bytes",
+    "buffer_bytes",
+    "model_counts",
+    "optimizer_state_bytes",
+]
 
 Model = Network | ModelCounts
 
@@ -35,6 +43,82 @@ def model_counts(model: Model) -> ModelCounts:
         f"expected a memtheory Network or ModelCounts, got {type(model).__name__}. "
         "Build a Network from layers, or ModelCounts.per_sample(...) from known totals "
         "(a PyTorch module converts with memtheory.torch.from_module)."
+    )
+
+
+def _attention(layer: object) -> bool:
+    """Whether ``layer`` is attention, or a frozen or LoRA-adapted one."""
+    from memtheory.layers import GroupedQueryAttention, MultiHeadAttention
+
+    inner = getattr(layer, "layer", layer)  # Frozen and LoRAAttention wrap the layer
+    return isinstance(inner, (MultiHeadAttention, GroupedQueryAttention))
+
+
+def activation_elements(model: Model) -> sp.Expr:
+    """Return the activation elements a convention that counts every kept tensor counts.
+
+    A network's activation count (:attr:`~memtheory.network.Network.activation_count`)
+    plus what a merge layer keeps inside beyond its output: eager
+    :class:`~memtheory.layers.GroupedQueryAttention` keeps copies of the
+    queries, keys and values and its ``(B, a, S, S)`` softmax output (and,
+    with dropout, the dropped probabilities), as its
+    :meth:`~memtheory.layers.GroupedQueryAttention.autograd` states; a flash
+    kernel keeps none of them. (:class:`~memtheory.layers.MultiHeadAttention`
+    counts its own in its activation count.) ``ModelCounts`` are taken as given.
+
+    Examples
+    --------
+    >>> from memtheory.models import DecoderConfig, decoder
+    >>> config = DecoderConfig(vocabulary=96, hidden=32, layers=1, heads=4, ffn_hidden=64)
+    >>> eager, flash = decoder(config, batch=1, sequence=8), decoder(config, batch=1,
+    ...                                                             sequence=8, flash=True)
+    >>> eager.activation_count == flash.activation_count
+    True
+    >>> activation_elements(eager) - activation_elements(flash)  # Q, K, V copies; 4 x 8 x 8 scores
+    1024
+    """
+    if not isinstance(model, Network):
+        return model_counts(model).activations
+    from memtheory.layers.merge import Merge
+
+    inside = sp.Add(
+        *(
+            spec.elements
+            for row in model.rows
+            if isinstance(row.layer, Merge)
+            for spec in row.saved
+            if spec.role == "intermediate" and spec.dtype is None
+        )
+    )
+    return sp.expand(model.activation_count + inside)
+
+
+def attention_mask_bytes(model: Model) -> sp.Expr:
+    """Return the bytes of the masks attention keeps in its own dtype: attention dropout's.
+
+    Eager attention with dropout in training keeps a ``(B, a, S, S)`` mask,
+    one ``bool`` byte per element on CUDA (a causal mask built in the forward
+    pass is one too); an activation count in elements leaves these out.
+    ``ModelCounts`` have none.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> attention_mask_bytes(gpt2("small", batch=1, sequence=8))  # 12 layers x 12 heads x 8 x 8
+    9216
+    >>> attention_mask_bytes(gpt2("small", batch=1, sequence=8, flash=True))
+    0
+    """
+    if not isinstance(model, Network):
+        return sp.S.Zero
+    return sp.Add(
+        *(
+            spec.elements * spec.dtype.bytes
+            for row in model.rows
+            if _attention(row.layer)
+            for spec in row.saved
+            if spec.role == "mask" and spec.dtype is not None
+        )
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from memtheory.conventions.base import (
     Convention,
     Model,
+    activation_elements,
+    attention_mask_bytes,
     buffer_bytes,
     model_counts,
     optimizer_state_bytes,
@@ -54,12 +56,13 @@ class BreakdownConvention(Convention):
             )
         counts = model_counts(model)
         parameters = counts.parameters
+        kept = activation_elements(model)
         components = {
             "parameters": parameters * precision.parameters.bytes,
             "gradients": parameters * precision.gradients.bytes,
             "optimizer_state": optimizer_state_bytes(model, optimizer, precision),
-            "activations": counts.activations * precision.activations.bytes,
-            "activation_gradients": counts.activations * precision.activation_gradients.bytes,
+            "activations": kept * precision.activations.bytes + attention_mask_bytes(model),
+            "activation_gradients": kept * precision.activation_gradients.bytes,
             "input": counts.input_elements * precision.input.bytes,
         }
         buffers = buffer_bytes(model, precision)
@@ -82,7 +85,7 @@ class BreakdownConvention(Convention):
         counts = model_counts(model)
         components = {
             "parameters": counts.parameters * precision.parameters.bytes,
-            "activations": counts.activations * precision.activations.bytes,
+            "activations": activation_elements(model) * precision.activations.bytes,
             "input": counts.input_elements * precision.input.bytes,
         }
         buffers = buffer_bytes(model, precision)
