@@ -10,7 +10,7 @@ import sympy as sp
 from memtheory.counts import ModelCounts
 from memtheory.errors import UnsupportedError
 from memtheory.memory_breakdown import MemoryBreakdown
-from memtheory.network import Network
+from memtheory.network import LayerRow, Network
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
 
@@ -19,6 +19,8 @@ __all__ = [
     "Model",
     "activation_elements",
     "attention_mask_bytes",
+    "row_activation_elements",
+    "row_mask_bytes",
     "buffer_bytes",
     "model_counts",
     "optimizer_state_bytes",
@@ -54,6 +56,52 @@ def _attention(layer: object) -> bool:
     return isinstance(inner, (MultiHeadAttention, GroupedQueryAttention))
 
 
+def row_activation_elements(row: LayerRow) -> sp.Expr:
+    """Return one layer's activation elements as :func:`activation_elements` counts them.
+
+    Its row's count, plus, for a merge layer (whose row counts only its
+    output), the tensors it keeps inside in the activation dtype.
+
+    Examples
+    --------
+    >>> from memtheory.models import DecoderConfig, decoder
+    >>> config = DecoderConfig(vocabulary=96, hidden=32, layers=1, heads=4, ffn_hidden=64)
+    >>> net = decoder(config, batch=1, sequence=8)
+    >>> row = next(r for r in net.rows if r.name == "model.layers.0.self_attn.attention")
+    >>> row.activations, row_activation_elements(row)  # + Q, K, V copies and 4 x 8 x 8 scores
+    (256, 1280)
+    """
+    from memtheory.layers.merge import Merge
+
+    if not isinstance(row.layer, Merge):
+        return row.activations
+    inside = sp.Add(
+        *(s.elements for s in row.saved if s.role == "intermediate" and s.dtype is None)
+    )
+    return sp.expand(row.activations + inside)
+
+
+def row_mask_bytes(row: LayerRow) -> sp.Expr:
+    """Return the bytes of the masks one attention layer keeps in their own dtype.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> net = gpt2("small", batch=1, sequence=8)
+    >>> row_mask_bytes(next(r for r in net.rows if r.name == "h.0.attn"))  # 12 heads x 8 x 8
+    768
+    """
+    if not _attention(row.layer):
+        return sp.S.Zero
+    return sp.Add(
+        *(
+            s.elements * s.dtype.bytes
+            for s in row.saved
+            if s.role == "mask" and s.dtype is not None
+        )
+    )
+
+
 def activation_elements(model: Model) -> sp.Expr:
     """Return the activation elements a convention that counts every kept tensor counts.
 
@@ -79,18 +127,7 @@ def activation_elements(model: Model) -> sp.Expr:
     """
     if not isinstance(model, Network):
         return model_counts(model).activations
-    from memtheory.layers.merge import Merge
-
-    inside = sp.Add(
-        *(
-            spec.elements
-            for row in model.rows
-            if isinstance(row.layer, Merge)
-            for spec in row.saved
-            if spec.role == "intermediate" and spec.dtype is None
-        )
-    )
-    return sp.expand(model.activation_count + inside)
+    return sp.expand(sp.Add(*(row_activation_elements(row) for row in model.rows[1:])))
 
 
 def attention_mask_bytes(model: Model) -> sp.Expr:
@@ -111,15 +148,7 @@ def attention_mask_bytes(model: Model) -> sp.Expr:
     """
     if not isinstance(model, Network):
         return sp.S.Zero
-    return sp.Add(
-        *(
-            spec.elements * spec.dtype.bytes
-            for row in model.rows
-            if _attention(row.layer)
-            for spec in row.saved
-            if spec.role == "mask" and spec.dtype is not None
-        )
-    )
+    return sp.Add(*(row_mask_bytes(row) for row in model.rows))
 
 
 def buffer_bytes(model: Model, precision: Precision) -> sp.Expr:
