@@ -297,7 +297,7 @@ def _every_layer(memory: MemoryBreakdown, network: Network) -> MemoryBreakdown:
     components["activations"] = kept.kept * memory.precision.activations.bytes + kept.masks
     components["activation_gradients"] = kept.kept * memory.precision.activation_gradients.bytes
     note = (
-        "activation checkpointing of every decoder layer, as Hugging Face's "
+        "activation checkpointing of every decoder layer (chapter 13), as Hugging Face's "
         "gradient_checkpointing_enable() does it: each layer's input kept, one layer "
         "recomputed at a time in the backward pass, the embeddings, final norm, output "
         "projection and loss kept whole, each with its gradient (breakdown convention; "
