@@ -55,6 +55,7 @@ from memtheory.techniques.checkpointing import (
     best_network_interval,
     checkpointed_activations,
     every_layer,
+    repeated_layers,
 )
 
 __all__ = [
@@ -188,7 +189,8 @@ def step_memory(
     checkpointing : bool or {"every-layer", "best-interval"}, default False
         Activation checkpointing (breakdown convention): ``True`` or
         ``"every-layer"`` as Hugging Face's ``gradient_checkpointing_enable()``
-        does it, every decoder layer a checkpoint; ``"best-interval"``
+        does it, every decoder layer a checkpoint (``True`` on a network
+        without decoder layers: the best interval); ``"best-interval"``
         chapter 13's model at its best interval.
     values : mapping, optional
         Sizes other than the batch (``{"S": 4096}``) to pick the interval at.
@@ -245,6 +247,8 @@ def step_memory(
         chosen,
     )
     why = BOUND if convention == "breakdown" else f"{BOUND}; not exact because {blockers[0]}"
+    if checkpointing is True and not _has_repeated_layers(tuned):
+        checkpointing = "best-interval"  # no decoder layers to checkpoint one by one
     if checkpointing == "best-interval":
         memory = _checkpointed(memory, tuned, values or {})
     elif checkpointing:
@@ -282,6 +286,14 @@ def _checkpointed(
         components, memory.mode, memory.convention, memory.precision, memory.optimizer,
         (*memory.notes, note), constraints=memory.constraints,
     )
+
+
+def _has_repeated_layers(network: Network) -> bool:
+    try:
+        repeated_layers(network)
+    except UnsupportedError:
+        return False
+    return True
 
 
 def _every_layer(memory: MemoryBreakdown, network: Network) -> MemoryBreakdown:
