@@ -59,7 +59,7 @@ def convention(spec: ConventionLike) -> Convention:
     Examples
     --------
     >>> convention("Breakdown").title
-    'breakdown (each component counted)'
+    'breakdown (each component counted, an estimate)'
     >>> convention("exact")
     Traceback (most recent call last):
     ...

@@ -10,11 +10,21 @@ import sympy as sp
 from memtheory.counts import ModelCounts
 from memtheory.errors import UnsupportedError
 from memtheory.memory_breakdown import MemoryBreakdown
-from memtheory.network import Network
+from memtheory.network import LayerRow, Network
 from memtheory.optimizers import Optimizer
 from memtheory.precision import Precision
 
-__all__ = ["Convention", "Model", "buffer_bytes", "model_counts", "optimizer_state_bytes"]
+__all__ = [
+    "Convention",
+    "Model",
+    "activation_elements",
+    "attention_mask_bytes",
+    "row_activation_elements",
+    "row_mask_bytes",
+    "buffer_bytes",
+    "model_counts",
+    "optimizer_state_bytes",
+]
 
 Model = Network | ModelCounts
 
@@ -36,6 +46,109 @@ def model_counts(model: Model) -> ModelCounts:
         "Build a Network from layers, or ModelCounts.per_sample(...) from known totals "
         "(a PyTorch module converts with memtheory.torch.from_module)."
     )
+
+
+def _attention(layer: object) -> bool:
+    """Whether ``layer`` is attention, or a frozen or LoRA-adapted one."""
+    from memtheory.layers import GroupedQueryAttention, MultiHeadAttention
+
+    inner = getattr(layer, "layer", layer)  # Frozen and LoRAAttention wrap the layer
+    return isinstance(inner, (MultiHeadAttention, GroupedQueryAttention))
+
+
+def row_activation_elements(row: LayerRow) -> sp.Expr:
+    """Return one layer's activation elements as :func:`activation_elements` counts them.
+
+    Its row's count, plus, for a merge layer (whose row counts only its
+    output), the tensors it keeps inside in the activation dtype.
+
+    Examples
+    --------
+    >>> from memtheory.models import DecoderConfig, decoder
+    >>> config = DecoderConfig(vocabulary=96, hidden=32, layers=1, heads=4, ffn_hidden=64)
+    >>> net = decoder(config, batch=1, sequence=8)
+    >>> row = next(r for r in net.rows if r.name == "model.layers.0.self_attn.attention")
+    >>> row.activations, row_activation_elements(row)  # + Q, K, V copies and 4 x 8 x 8 scores
+    (256, 1280)
+    """
+    from memtheory.layers.merge import Merge
+
+    if not isinstance(row.layer, Merge):
+        return row.activations
+    inside = sp.Add(
+        *(s.elements for s in row.saved if s.role == "intermediate" and s.dtype is None)
+    )
+    return sp.expand(row.activations + inside)
+
+
+def row_mask_bytes(row: LayerRow) -> sp.Expr:
+    """Return the bytes of the masks one attention layer keeps in their own dtype.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> net = gpt2("small", batch=1, sequence=8)
+    >>> row_mask_bytes(next(r for r in net.rows if r.name == "h.0.attn"))  # 12 heads x 8 x 8
+    768
+    """
+    if not _attention(row.layer):
+        return sp.S.Zero
+    return sp.Add(
+        *(
+            s.elements * s.dtype.bytes
+            for s in row.saved
+            if s.role == "mask" and s.dtype is not None
+        )
+    )
+
+
+def activation_elements(model: Model) -> sp.Expr:
+    """Return the activation elements a convention that counts every kept tensor counts.
+
+    A network's activation count (:attr:`~memtheory.network.Network.activation_count`)
+    plus what a merge layer keeps inside beyond its output: eager
+    :class:`~memtheory.layers.GroupedQueryAttention` keeps copies of the
+    queries, keys and values and its ``(B, a, S, S)`` softmax output (and,
+    with dropout, the dropped probabilities), as its
+    :meth:`~memtheory.layers.GroupedQueryAttention.autograd` states; a flash
+    kernel keeps none of them. (:class:`~memtheory.layers.MultiHeadAttention`
+    counts its own in its activation count.) ``ModelCounts`` are taken as given.
+
+    Examples
+    --------
+    >>> from memtheory.models import DecoderConfig, decoder
+    >>> config = DecoderConfig(vocabulary=96, hidden=32, layers=1, heads=4, ffn_hidden=64)
+    >>> eager, flash = decoder(config, batch=1, sequence=8), decoder(config, batch=1,
+    ...                                                             sequence=8, flash=True)
+    >>> eager.activation_count == flash.activation_count
+    True
+    >>> activation_elements(eager) - activation_elements(flash)  # Q, K, V copies; 4 x 8 x 8 scores
+    1024
+    """
+    if not isinstance(model, Network):
+        return model_counts(model).activations
+    return sp.expand(sp.Add(*(row_activation_elements(row) for row in model.rows[1:])))
+
+
+def attention_mask_bytes(model: Model) -> sp.Expr:
+    """Return the bytes of the masks attention keeps in its own dtype: attention dropout's.
+
+    Eager attention with dropout in training keeps a ``(B, a, S, S)`` mask,
+    one ``bool`` byte per element on CUDA (a causal mask built in the forward
+    pass is one too); an activation count in elements leaves these out.
+    ``ModelCounts`` have none.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> attention_mask_bytes(gpt2("small", batch=1, sequence=8))  # 12 layers x 12 heads x 8 x 8
+    9216
+    >>> attention_mask_bytes(gpt2("small", batch=1, sequence=8, flash=True))
+    0
+    """
+    if not isinstance(model, Network):
+        return sp.S.Zero
+    return sp.Add(*(row_mask_bytes(row) for row in model.rows))
 
 
 def buffer_bytes(model: Model, precision: Precision) -> sp.Expr:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from memtheory.conventions.base import Convention, Model, model_counts
+from memtheory.conventions.base import Convention, Model, activation_elements, model_counts
 from memtheory.errors import InvalidSizeError
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import Optimizer
@@ -60,6 +60,7 @@ class RuleOfThumbConvention(Convention):
         """Weights, gradients and ``parameter_copies - 2`` state copies; activations x 2; input."""
         counts = model_counts(model)
         parameters = counts.parameters
+        kept = activation_elements(model)
         notes = [f"parameters counted {self.parameter_copies} times, whatever the optimizer"]
         if optimizer is not None and optimizer.factored_state_names:
             notes.append(
@@ -77,8 +78,8 @@ class RuleOfThumbConvention(Convention):
             "optimizer_state": (
                 sp.Max(self.parameter_copies - 2, 0) * parameters * precision.optimizer_state.bytes
             ),
-            "activations": counts.activations * precision.activations.bytes,
-            "activation_gradients": counts.activations * precision.activation_gradients.bytes,
+            "activations": kept * precision.activations.bytes,
+            "activation_gradients": kept * precision.activation_gradients.bytes,
             "input": counts.input_elements * precision.input.bytes,
         }
         return MemoryBreakdown(
@@ -90,7 +91,7 @@ class RuleOfThumbConvention(Convention):
         counts = model_counts(model)
         components = {
             "parameters": counts.parameters * precision.parameters.bytes,
-            "activations": counts.activations * precision.activations.bytes,
+            "activations": activation_elements(model) * precision.activations.bytes,
             "input": counts.input_elements * precision.input.bytes,
         }
         return MemoryBreakdown(components, "inference", self.name, precision)

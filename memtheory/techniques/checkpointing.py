@@ -36,6 +36,7 @@ sqrt(n)
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -45,22 +46,25 @@ import sympy as sp
 from memtheory._validation import SizeLike, as_size
 from memtheory.constraints import check
 from memtheory.counts import ModelCounts
-from memtheory.errors import InvalidSizeError
+from memtheory.errors import InvalidSizeError, UnsupportedError
 from memtheory.evaluation import substitution
 from memtheory.layers.base import elements
-from memtheory.network import Network
+from memtheory.network import LayerRow, Network
 from memtheory.symbols import size_symbol
 
 __all__ = [
     "INTERVAL",
     "LAYERS",
     "CheckpointPlan",
+    "EveryLayer",
     "Unit",
     "best_network_interval",
     "best_uniform_interval",
     "checkpoint_units",
     "checkpointed_activations",
     "checkpointed_counts",
+    "every_layer",
+    "repeated_layers",
     "minimal_memory",
     "relaxed_optimal_interval",
     "tradeoff",
@@ -354,4 +358,105 @@ def checkpointed_counts(network: Network, interval: int | None) -> ModelCounts:
         buffers=counts.buffers,
         batch=counts.batch,
         constraints=counts.constraints,
+    )
+
+
+# -- Hugging Face's gradient_checkpointing_enable(): every decoder layer ---------------------
+_REPEATED = re.compile(r"^((?:.*\.)?(?:layers|layer|h))\.(\d+)\.")
+"""A row of a repeated layer: ``model.layers.3.``, ``h.3.``, ``encoder.layer.3.``."""
+
+
+def repeated_layers(network: Network) -> tuple[tuple[LayerRow, ...], ...]:
+    """Return the rows of each repeated layer (a decoder or transformer layer), in order.
+
+    Hugging Face names them ``model.layers.{i}`` (Llama and its family),
+    ``h.{i}`` (GPT-2) and ``encoder.layer.{i}`` (BERT), as memtheory's builders do.
+
+    Raises
+    ------
+    UnsupportedError
+        When no row is named as a repeated layer.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> layers = repeated_layers(gpt2("small"))
+    >>> len(layers), layers[0][0].name, layers[0][-1].name
+    (12, 'h.0.ln_1', 'h.0.add_2')
+    """
+    groups: dict[tuple[str, int], list[LayerRow]] = {}
+    for row in network.rows:
+        match = _REPEATED.match(row.name)
+        if match:
+            groups.setdefault((match.group(1), int(match.group(2))), []).append(row)
+    if not groups:
+        raise UnsupportedError(
+            f"{network.name or 'the network'} has no repeated layers named as Hugging Face "
+            "names them (model.layers.0., h.0., encoder.layer.0.): every-layer checkpointing "
+            "checkpoints those. Use checkpointing='best-interval' for other networks."
+        )
+    return tuple(tuple(rows) for _, rows in sorted(groups.items(), key=lambda item: item[0]))
+
+
+@dataclass(frozen=True)
+class EveryLayer:
+    """What a training step keeps with every repeated layer checkpointed (breakdown convention).
+
+    Attributes
+    ----------
+    kept : sympy expression
+        Activation elements kept through the step: the rows outside the
+        repeated layers (embeddings, final norm, output projection, loss),
+        each repeated layer's input, and one layer's own activations,
+        recomputed in the backward pass.
+    masks : sympy expression
+        Bytes of masks in their own dtype (attention dropout's ``bool``
+        masks): those outside the repeated layers and one layer's.
+    """
+
+    kept: sp.Expr
+    masks: sp.Expr
+
+
+def every_layer(network: Network) -> EveryLayer:
+    r"""Return the activations kept with every repeated layer checkpointed.
+
+    Hugging Face's ``model.gradient_checkpointing_enable()`` (transformers 5:
+    ``activation_checkpointing_enable(every_n_layers=1)``, ``use_reentrant=False``)
+    wraps every decoder layer's forward in ``torch.utils.checkpoint``: the
+    forward pass keeps each layer's input (the hidden states, :math:`BSh`)
+    and none of its saved tensors; the backward pass reruns one layer at a
+    time from its input, so one layer's saved tensors are alive at once.
+    The embeddings, the final norm, the output projection and the loss are
+    not checkpointed and keep what they keep. Counted as the breakdown
+    convention counts (:func:`~memtheory.conventions.base.row_activation_elements`:
+    every kept tensor, attention's scores included).
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> from memtheory.symbols import B, S
+    >>> net = gpt2("small", batch=B, sequence=S, flash=True)
+    >>> plain, kept = net.activation_count, every_layer(net).kept
+    >>> (kept / plain).subs({B: 1, S: 1024}) < sp.Rational(1, 3)
+    True
+    """
+    from memtheory.conventions.base import row_activation_elements, row_mask_bytes
+
+    layers = repeated_layers(network)
+    inside = {row.name for rows in layers for row in rows}
+    outside = [row for row in network.rows[1:] if row.name not in inside]
+    kept_outside = sp.Add(*(row_activation_elements(row) for row in outside))
+    # each layer's output: the next layer's input, or the final norm's (the first
+    # layer's input is the embeddings' output, counted with them)
+    inputs = sp.Add(*(elements(rows[-1].output_shape) for rows in layers))
+    own = [
+        sp.Add(*(row_activation_elements(row) for row in rows)) - elements(rows[-1].output_shape)
+        for rows in layers
+    ]
+    masks_outside = sp.Add(*(row_mask_bytes(row) for row in outside))
+    masks = [sp.Add(*(row_mask_bytes(row) for row in rows)) for rows in layers]
+    return EveryLayer(
+        sp.expand(kept_outside + inputs + sp.Max(*own)),
+        sp.expand(masks_outside + sp.Max(*masks)),
     )
