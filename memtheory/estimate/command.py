@@ -130,7 +130,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     training.add_argument(
         "--checkpointing", action="store_true", default=None,
-        help="activation checkpointing at the best interval (chapter 13's model, in the "
+        help="activation checkpointing of every decoder layer, as Hugging Face's "
+        "gradient_checkpointing_enable() does (chapter 13's model, in the "
         "breakdown convention)",
     )
     attention = training.add_mutually_exclusive_group()
@@ -152,7 +153,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--convention", default="auto", choices=("auto", "autograd", "breakdown"),
         help="auto (default: autograd, exact to the byte on CPU, wherever the layers and options "
         "are checked, else breakdown, saying why), autograd, or breakdown (every activation and "
-        "its gradient, an upper bound)",
+        "its gradient: an estimate, not a bound)",
     )
     devices = parser.add_argument_group("devices")
     devices.add_argument(

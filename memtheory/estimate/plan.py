@@ -362,7 +362,8 @@ def estimate(
         Megatron's sequence parallelism over the tensor-parallel devices.
     offload : {"none", "optimizer", "optimizer+parameters"}, optional
     checkpointing : bool, optional
-        Activation checkpointing at the best interval (chapter 13's model, in
+        Activation checkpointing of every decoder layer, as Hugging Face's
+        ``gradient_checkpointing_enable()`` does (chapter 13's model, in
         the breakdown convention: the autograd convention does not follow
         recomputation).
     gpu : str, optional
@@ -529,7 +530,9 @@ def estimate(
         )
         why += (
             f"; the split across GPUs is modelled ({how}), not measured (no GPU was used): per "
-            "device the sum of the components, an upper bound of one device's step peak"
+            "device the sum of the components, which is not a bound of its peak: the transient "
+            "tensors of one device's timeline (activation gradients in the backward pass) are "
+            "neither split nor added"
         )
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,

@@ -19,9 +19,10 @@ parameters only. The activations are what the chosen convention derives for
 the rewritten network: ``"autograd"`` follows PyTorch's saved tensors exactly
 for networks of Dense layers (a frozen Linear keeps nothing; measured), and
 refuses layers it has not checked frozen; ``"breakdown"`` counts every output
-and its gradient (an upper bound). QLoRA and 8-bit state use CUDA kernels that
-cannot run on the CPU where memtheory measures: they are modelled in the
-breakdown convention only, from the formats' definitions.
+and its gradient (an estimate, not a bound: see :mod:`memtheory.estimate.step`).
+QLoRA and 8-bit state use CUDA kernels that cannot run on the CPU where
+memtheory measures: they are modelled in the breakdown convention only, from
+the formats' definitions.
 
 Examples
 --------
