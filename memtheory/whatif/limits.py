@@ -48,6 +48,7 @@ from memtheory.memory import inference_memory, training_memory
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
+from memtheory.recipes import Setup
 from memtheory.units import parse_bytes
 
 __all__ = ["By", "LimitLike", "Quantity", "memory_limit", "total_bytes"]
@@ -99,10 +100,11 @@ def total_bytes(
     model: Quantity,
     *,
     optimizer: OptimizerLike | None = None,
-    precision: PrecisionLike = "fp32",
-    convention: ConventionLike = "breakdown",
+    precision: PrecisionLike | None = None,
+    convention: ConventionLike | None = None,
     mode: Literal["training", "inference"] = "training",
     by: By = "peak",
+    setup: Setup | str | None = None,
 ) -> sp.Expr:
     """Return the bytes to compare with a limit: the peak (default) or the total.
 
@@ -111,9 +113,9 @@ def total_bytes(
     model : Network, ModelCounts, Footprint (a memory result) or expression
         A network or counts (its training or inference memory is derived), a
         memory result, or an expression in bytes (returned as it is).
-    optimizer, precision, convention
+    optimizer, precision, convention, setup
         As for :func:`~memtheory.memory.training_memory`; the optimizer is
-        needed for training memory.
+        needed for training memory (a setup gives one).
     mode : {"training", "inference"}, default "training"
     by : {"peak", "total"}, default "peak"
         The most bytes alive at once, or the sum of the components (see the
@@ -136,10 +138,13 @@ def total_bytes(
         raise UnknownNameError(f"by must be 'peak' or 'total', got {shown(by)}.")
     if isinstance(model, Network | ModelCounts):
         if mode == "inference":
-            memory = inference_memory(model, precision=precision, convention=convention)
+            memory = inference_memory(
+                model, precision=precision, convention=convention, setup=setup
+            )
         else:
             memory = training_memory(
-                model, optimizer=optimizer, precision=precision, convention=convention
+                model, optimizer=optimizer, precision=precision, convention=convention,
+                setup=setup,
             )
         return _bytes_by(memory, by)
     if isinstance(model, Footprint):

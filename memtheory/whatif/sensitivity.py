@@ -24,6 +24,7 @@ from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import evaluate, substitution, symbols_by_name
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
+from memtheory.recipes import Setup
 from memtheory.tables import Column, Table
 from memtheory.units import convert, round_half_up
 from memtheory.whatif.limits import By, Quantity, total_bytes
@@ -121,10 +122,11 @@ def sensitivity(
     model: Quantity,
     *,
     optimizer: OptimizerLike | None = None,
-    precision: PrecisionLike = "fp32",
-    convention: ConventionLike = "breakdown",
+    precision: PrecisionLike | None = None,
+    convention: ConventionLike | None = None,
     mode: Literal["training", "inference"] = "training",
     by: By = "peak",
+    setup: Setup | str | None = None,
     **values: object,
 ) -> Sensitivity:
     """Which size the memory is most sensitive to, at the point ``values``.
@@ -132,7 +134,7 @@ def sensitivity(
     Parameters
     ----------
     model : Network, ModelCounts, Footprint (a memory result) or expression
-    optimizer, precision, convention, mode, by
+    optimizer, precision, convention, mode, by, setup
         As for :func:`~memtheory.whatif.max_batch`.
     **values
         A value for every free symbol (``B=32, S=1024``).
@@ -145,7 +147,8 @@ def sensitivity(
     ('S', True)
     """
     total = total_bytes(
-        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by
+        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by,
+        setup=setup,
     )
     free = symbols_by_name([total])
     missing = sorted(set(free) - set(values))

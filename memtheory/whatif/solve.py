@@ -46,6 +46,7 @@ from memtheory.footprint import Footprint
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
+from memtheory.recipes import Setup
 from memtheory.techniques.kv_cache import GenerationMemory, positions_limit
 from memtheory.units import format_bytes
 from memtheory.whatif.limits import By, LimitLike, Quantity, memory_limit, total_bytes
@@ -368,10 +369,11 @@ def max_batch(
     limit: LimitLike,
     *,
     optimizer: OptimizerLike | None = None,
-    precision: PrecisionLike = "fp32",
-    convention: ConventionLike = "breakdown",
+    precision: PrecisionLike | None = None,
+    convention: ConventionLike | None = None,
     mode: Literal["training", "inference"] = "training",
     by: By = "peak",
+    setup: Setup | str | None = None,
     symbol: str = "B",
     stop: int | None = None,
     **values: object,
@@ -383,8 +385,9 @@ def max_batch(
     model : Network, ModelCounts, Footprint (a memory result) or expression
     limit : bytes or str
         ``"24 GiB"``, ``"80 GB"``, or a number of bytes.
-    optimizer, precision, convention
-        As for :func:`~memtheory.memory.training_memory`.
+    optimizer, precision, convention, setup
+        As for :func:`~memtheory.memory.training_memory`: a setup
+        (:mod:`memtheory.recipes`) gives all three.
     mode : {"training", "inference"}, default "training"
     by : {"peak", "total"}, default "peak"
         The most bytes alive at once, or the sum of the components (see
@@ -400,10 +403,16 @@ def max_batch(
     --------
     >>> from memtheory.models import gpt2
     >>> max_batch(gpt2("small"), "80 GB", optimizer="adam", precision="mixed-fp16", S=1024)
-    35
+    33
+
+    Under the step a plain PyTorch loop runs with ``torch.autocast`` (a recipe):
+
+    >>> max_batch(gpt2("small", flash=True), "80 GB", setup="pytorch-amp", S=1024) > 33
+    True
     """
     total = total_bytes(
-        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by
+        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by,
+        setup=setup,
     )
     return max_value(total, symbol, limit, stop=stop, **_sizes(values))
 
@@ -413,10 +422,11 @@ def max_sequence_length(
     limit: LimitLike,
     *,
     optimizer: OptimizerLike | None = None,
-    precision: PrecisionLike = "fp32",
-    convention: ConventionLike = "breakdown",
+    precision: PrecisionLike | None = None,
+    convention: ConventionLike | None = None,
     mode: Literal["training", "inference"] = "training",
     by: By = "peak",
+    setup: Setup | str | None = None,
     symbol: str = "S",
     **values: object,
 ) -> int:
@@ -439,7 +449,8 @@ def max_sequence_length(
     The second is GPT-2's limit of 1,024 positions: the memory would allow 2,304.
     """
     total = total_bytes(
-        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by
+        model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by,
+        setup=setup,
     )
     cap = _positions(model)
     return max_value(total, symbol, limit, stop=cap, **_sizes(values))
