@@ -81,7 +81,7 @@ _HOMES = {
     "SUPPORTED_MODULES": "memtheory.torch.convert",
     "from_module": "memtheory.torch.convert",
     "Measurement": "memtheory.torch.measurement",
-    "StorageTracker": "memtheory.torch.measurement",
+    "StorageTracker": "memtheory.torch.storages",
     "measure": "memtheory.torch.measurement",
     "optimizer_implementation": "memtheory.torch.measurement",
     "PhasePeak": "memtheory.torch.phases",
