@@ -55,7 +55,7 @@ from memtheory.torch.allocator_counters import (
 )
 from memtheory.torch.step_state import eval_without_gradients
 from memtheory.torch.storages import StorageTracker
-from memtheory.torch.track import Tracker
+from memtheory.torch.tracker import Tracker
 from memtheory.units import convert, round_half_up
 
 __all__ = ["Measurement", "StorageTracker", "measure", "optimizer_implementation"]

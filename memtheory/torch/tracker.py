@@ -34,7 +34,8 @@ block it runs in, or else ``"optimizer step"`` (inside any optimizer's
 ``step()``, seen with its step hooks), ``"backward"`` (inside the autograd
 engine), ``"forward"`` (inside any module's forward, seen with module hooks)
 or ``"other"``. A phase that comes back after another gets a count
-(``"forward (2)"``: the second micro-batch). The bytes made in each module's
+(``"forward (2)"``: the second micro-batch), except ``"other"``, which is
+one phase however often it comes back. The bytes made in each module's
 forward that are alive at the peak are kept by module (the innermost module
 running when each storage was made).
 
@@ -109,7 +110,7 @@ class TrackedMemory(Footprint):
     """What tracked code held at its peak, by category, with each phase's peak (CPU, exact).
 
     A :class:`~memtheory.footprint.Footprint`: :attr:`components` are the live
-    storages at the peak by category (see :mod:`memtheory.torch.track`), so
+    storages at the peak by category (see :mod:`memtheory.torch.tracker`), so
     their :attr:`total` is the :attr:`peak`; :attr:`timeline` holds the live
     bytes at the start and each phase's most, so :attr:`peak_moment` names the
     phase of the peak.
@@ -403,10 +404,11 @@ class Tracker:
 
         A ``bookkeeping`` operation (a profiler record, such as the one
         ``optimizer.step()`` opens before its hooks run) keeps the phase of the
-        operation before it, unless a ``phase()`` block names one.
+        operation before it (the start's, before any), unless a ``phase()`` block
+        names one.
         """
-        if bookkeeping and not self._explicit and self._label_now:
-            return self._label_now
+        if bookkeeping and not self._explicit:
+            return self._label_now or self._start
         if self._in_step:
             self._kind = "optimizer"
         elif torch._C._current_graph_task_id() != -1:
@@ -419,7 +421,8 @@ class Tracker:
         if name != self._name:
             self._name = name
             runs = self._runs[name] = self._runs.get(name, 0) + 1
-            self._label_now = name if runs == 1 else f"{name} ({runs})"
+            other = name == "other" and not self._explicit
+            self._label_now = name if runs == 1 or other else f"{name} ({runs})"
         return self._label_now
 
     def _tag_new(self, pointer: int) -> None:
@@ -435,7 +438,7 @@ class Tracker:
                         tag = self._tags.get(tensor.untyped_storage().data_ptr())
                         if tag is not None:
                             tag.copy = True
-        label = self._label_now
+        label = storages.phase
         self._phase_peaks[label] = max(self._phase_peaks.get(label, 0), storages.live_now)
         if new_peak:
             self._snapshot(storages.alive_now)
@@ -508,7 +511,7 @@ def track(
     :attr:`Tracker.peak` is the most bytes alive at once (exact on CPU, as
     :func:`~memtheory.torch.measure` counts them) and :attr:`Tracker.footprint`
     a :class:`TrackedMemory`: what was alive at the peak by category, the
-    peak of each phase, and each module's part. See :mod:`memtheory.torch.track`
+    peak of each phase, and each module's part. See :mod:`memtheory.torch.tracker`
     for the categories and phases.
 
     Parameters
