@@ -117,8 +117,19 @@ class StorageTracker(TorchDispatchMode):
         return alive
 
     def live_bytes(self) -> int:
-        """Bytes of the registered storages that are still alive."""
-        return sum(self.alive().values())
+        """Bytes of the registered storages that are still alive (what :meth:`alive` sums)."""
+        total = blocks = 0
+        dead = []
+        for pointer, (ref, nbytes, block) in self._live.items():
+            if ref.expired():
+                dead.append(pointer)
+            else:
+                total += nbytes
+                blocks += block
+        for pointer in dead:
+            del self._live[pointer]
+        self.block_peak = max(self.block_peak, blocks)
+        return total
 
     def start(self, phase: str = "start") -> int:
         """Read the live total now, and make it the peak so far."""

@@ -172,10 +172,16 @@ class _Storages(StorageTracker):
     def on_register(self, pointer: int) -> None:  # noqa: D102
         self.owner._tag_new(pointer)
 
-    def live_bytes(self) -> int:  # noqa: D102
-        self.alive_now = self.alive()
-        self.live_now = sum(self.alive_now.values())
-        return self.live_now
+    def live_bytes(self) -> int:
+        """Bytes alive now; at a new peak, also which storages (:attr:`alive_now`)."""
+        live = super().live_bytes()
+        if live > self.peak:
+            # Read again storage by storage, and count what was read: nothing ran in between
+            # but the garbage collector, so this is the peak and its storages.
+            self.alive_now = self.alive()
+            live = sum(self.alive_now.values())
+        self.live_now = live
+        return live
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105
         self.phase = self.owner._label(getattr(func, "namespace", "") == "profiler")
