@@ -3,6 +3,7 @@
 import ast
 import dataclasses
 import importlib
+import importlib.util
 import pkgutil
 import re
 from decimal import Decimal
@@ -85,11 +86,14 @@ def test_every_public_result_class_is_a_footprint():
 
     Scanned over every module's ``__all__``: any dataclass with a ``components``
     field or property, or with both a ``total`` and an ``evaluate``, must be a
-    Footprint. New result types cannot slip past the interface.
+    Footprint. New result types cannot slip past the interface. The
+    ``memtheory.torch`` modules (measurements, traces) are scanned too where
+    PyTorch is installed; without it they cannot be imported.
     """
     offenders, found = [], set()
+    have_torch = importlib.util.find_spec("torch") is not None
     for module in pkgutil.walk_packages([str(PACKAGE)], "memtheory."):
-        if module.name.startswith("memtheory.torch"):
+        if module.name.startswith("memtheory.torch.") and not have_torch:
             continue
         loaded = importlib.import_module(module.name)
         for export in getattr(loaded, "__all__", ()):
@@ -104,6 +108,8 @@ def test_every_public_result_class_is_a_footprint():
                 if not issubclass(obj, Footprint):
                     offenders.append(f"{module.name}.{export}")
     assert {"MemoryBreakdown", "GenerationMemory"} <= found
+    if have_torch:
+        assert {"Measurement", "TracedMemory", "TrackedMemory"} <= found
     assert offenders == []
 
 

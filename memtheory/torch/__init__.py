@@ -8,8 +8,13 @@ when one of its functions is first used.
   exact formulas in its sizes (:class:`TracedMemory`), without running it or
   allocating its weights; :func:`from_module` builds a memtheory Network from
   an ``nn.Sequential`` and traces any other module.
+* :func:`track` follows the live tensor storages of any code run inside it (a
+  custom loop, gradient accumulation, a Hugging Face ``Trainer`` step), to the
+  byte on CPU, and sorts what is alive at the peak by category, phase and module
+  (a :class:`TrackedMemory`); its :class:`Tracker` reads the peak.
 * :func:`measure` measures a training step on CPU or a CUDA device, to the
-  byte, in the categories of memtheory's memory breakdowns (on CUDA with the
+  byte, running the standard step inside :func:`track`, in the categories of
+  memtheory's memory breakdowns (on CUDA with the
   caching allocator's statistics per phase, an :class:`AllocatorReport`);
   :func:`check_against_allocator` counts the same step again with the CPU
   allocator's own events (PyTorch's profiler, no dispatch mode);
@@ -32,6 +37,25 @@ Examples
 >>> net = from_module(module, (64, 784), loss=nn.CrossEntropyLoss())
 >>> training_memory(net, optimizer="sgd", convention="autograd")["saved_activations"]
 35332
+
+Any training code, tracked:
+
+>>> import torch
+>>> from memtheory.torch import track
+>>> sgd = torch.optim.SGD(module.parameters(), lr=0.1)
+>>> x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
+>>> with track(module, sgd, inputs=(x, y)) as tracker:
+...     for half in (slice(0, 32), slice(32, 64)):  # gradient accumulation, 2 micro-batches
+...         nn.functional.cross_entropy(module(x[half]), y[half]).backward()
+...     sgd.step()
+>>> tracker.footprint.total == tracker.peak
+True
+>>> list(tracker.footprint.timeline)  # "other": slicing, the loss (outside any module)
+['start', 'other', 'forward', 'backward', 'forward (2)', 'backward (2)', 'optimizer step']
+
+PyTorch :data:`~memtheory.torch.versions.CHECKED_TORCH_VERSION` is the release
+the exact figures were checked against; on another, :func:`trace`,
+:func:`track` and :func:`measure` warn once (:class:`TorchVersionWarning`).
 """
 
 from importlib import import_module
@@ -49,12 +73,16 @@ __all__ = [
     "AllocatorTrace",
     "Comparison",
     "CudaCounters",
+    "CHECKED_TORCH_VERSION",
     "Measurement",
     "PhasePeak",
     "ReferencePair",
     "SavedTensor",
     "StorageTracker",
+    "TorchVersionWarning",
     "TracedMemory",
+    "TrackedMemory",
+    "Tracker",
     "ZooModel",
     "accuracy_table",
     "check_against_allocator",
@@ -68,6 +96,7 @@ __all__ = [
     "torch_optimizer",
     "trace",
     "trace_allocator",
+    "track",
 ]
 
 _HOMES = {
@@ -81,7 +110,7 @@ _HOMES = {
     "SUPPORTED_MODULES": "memtheory.torch.convert",
     "from_module": "memtheory.torch.convert",
     "Measurement": "memtheory.torch.measurement",
-    "StorageTracker": "memtheory.torch.measurement",
+    "StorageTracker": "memtheory.torch.storages",
     "measure": "memtheory.torch.measurement",
     "optimizer_implementation": "memtheory.torch.measurement",
     "PhasePeak": "memtheory.torch.phases",
@@ -90,6 +119,11 @@ _HOMES = {
     "distinct_bytes": "memtheory.torch.saved",
     "saved_tensors": "memtheory.torch.saved",
     "torch_optimizer": "memtheory.torch.optimizers",
+    "TrackedMemory": "memtheory.torch.tracker",
+    "Tracker": "memtheory.torch.tracker",
+    "track": "memtheory.torch.tracker",
+    "CHECKED_TORCH_VERSION": "memtheory.torch.versions",
+    "TorchVersionWarning": "memtheory.torch.versions",
     "trace": "memtheory.torch.tracing",
     "TracedMemory": "memtheory.torch.tracing",
     "ZOO": "memtheory.torch.zoo",

@@ -1,14 +1,15 @@
 """Measure what a PyTorch training step really keeps, on CPU, to the byte.
 
-:func:`measure` runs a few training steps of a module and then tracks one
-steady-state step (``zero_grad``, forward, loss, backward, ``step``):
+:func:`measure` runs a few training steps of a module and then runs one
+steady-state step (``zero_grad``, forward, loss, backward, ``step``) inside
+:func:`memtheory.torch.track`, with a phase for each:
 
-* every tensor storage is followed with a :class:`~torch.utils._python_dispatch.TorchDispatchMode`:
-  each operation's outputs are registered by storage, with a weak reference
-  that says when the storage is freed, and the live total is read after every
-  operation (when its inputs and outputs are both alive). Storages are
-  counted once however many views share them (``untyped_storage().nbytes()``,
-  keyed by ``data_ptr()``);
+* every tensor storage is followed with a :class:`~torch.utils._python_dispatch.TorchDispatchMode`
+  (:class:`~memtheory.torch.storages.StorageTracker`): each operation's outputs
+  are registered by storage, with a weak reference that says when the storage
+  is freed, and the live total is read after every operation (when its inputs
+  and outputs are both alive). Storages are counted once however many views
+  share them (``untyped_storage().nbytes()``, keyed by ``data_ptr()``);
 * the tensors autograd saves are recorded with
   :func:`torch.autograd.graph.saved_tensors_hooks`, deduplicated by storage and
   sorted into parameters (not counted again), autocast's weight copies, the
@@ -30,37 +31,50 @@ and reserved peaks, and the live storages rounded to the allocator's blocks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy as sp
 import torch
 from torch import nn
-from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from memtheory.constraints import SizeConstraint
 from memtheory.conventions.autograd.convention import Implementation
-from memtheory.cuda_allocator import block_size
-from memtheory.errors import InvalidArgumentError
-from memtheory.footprint import COMPONENT_TITLES
+from memtheory.errors import InvalidArgumentError, MissingArgumentError
+from memtheory.evaluation import substitution
+from memtheory.footprint import COMPONENT_TITLES, Footprint
+from memtheory.tables import Table
 from memtheory.torch.allocator_counters import (
     AllocatorCounters,
     AllocatorReport,
     CudaCounters,
     PhaseRecorder,
 )
-from memtheory.torch.step_state import eval_without_gradients, state_tensors
+from memtheory.torch.step_state import eval_without_gradients
+from memtheory.torch.storages import StorageTracker
+from memtheory.torch.tracker import Tracker
+from memtheory.units import convert, round_half_up
 
 __all__ = ["Measurement", "StorageTracker", "measure", "optimizer_implementation"]
 
 LossFunction = Callable[..., torch.Tensor]
+Batch = torch.Tensor | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
-class Measurement:
+class Measurement(Footprint):
     """Bytes a training step of a PyTorch module really held, by category (CPU, exact).
+
+    A :class:`~memtheory.footprint.Footprint`, like the autograd convention's
+    prediction it is checked against: :attr:`components` are the categories
+    below that are not zero, :attr:`total` their sum (the state after the step,
+    the saved activations and the data, as if all were alive together), and
+    :attr:`peak` the most bytes really alive at once, reached at
+    :attr:`peak_moment`. All are measured bytes, so :meth:`evaluate` has no
+    symbol to fill in.
 
     Attributes
     ----------
@@ -116,13 +130,18 @@ class Measurement:
     saved_activations: int
     input: int
     targets: int
-    peak: int
-    peak_moment: str
-    step_start: int
-    inference_peak: int
-    implementation: Implementation
+    # Footprint derives peak and peak_moment from a labelled timeline; here they were measured,
+    # and the timeline is every operation's live bytes. A default keeps Footprint's
+    # descriptors from shadowing these fields; measure() always gives them.
+    peak: int = 0
+    peak_moment: str = ""
+    step_start: int = 0
+    inference_peak: int = 0
+    implementation: Implementation = "for-loop"
     autocast: str | None = None
-    timeline: tuple[tuple[str, str, int], ...] = field(default=(), repr=False)
+    timeline: tuple[tuple[str, str, int], ...] = field(  # type: ignore[assignment]
+        default=(), repr=False
+    )
     device: str = "cpu"
     block_peak: int = 0
     allocator: AllocatorReport | None = None
@@ -131,124 +150,63 @@ class Measurement:
     def components(self) -> dict[str, int]:
         """The categories that are not zero, named as memtheory's breakdown components.
 
+        Plain ``int`` bytes (sympy accepts them wherever a Footprint's numbers go).
+
         Examples
         --------
-        >>> Measurement(1, 0, 1, 0, 0, 0, 5, 2, 0, 9, "forward", 4, 3, "for-loop").components
-        {'parameters': 1, 'gradients': 1, 'saved_activations': 5, 'input': 2}
+        >>> m = Measurement(1, 0, 1, 0, 0, 0, 5, 2, 0, 9, "forward", 4, 3, "for-loop")
+        >>> m.components, m.total, m.peak
+        ({'parameters': 1, 'gradients': 1, 'saved_activations': 5, 'input': 2}, 9, 9)
         """
         values = {name: getattr(self, name, 0) for name in COMPONENT_TITLES}
         return {name: int(value) for name, value in values.items() if value}
 
+    @property
+    def free_symbols(self) -> set[sp.Symbol]:
+        """None: every figure is measured bytes."""
+        return set()
 
-class StorageTracker(TorchDispatchMode):
-    """Follow tensor storages op by op and record the most bytes alive at once.
+    def evaluate(self, **values: object) -> Measurement:
+        """Return the measurement itself: its bytes are numbers already.
 
-    Storages that exist before the mode starts count only if :meth:`track`
-    registers them (parameters, gradients, optimizer state, the data). Every
-    storage an operation returns is registered with a weak reference, and the
-    live total (storages whose weak reference has not expired) is read after
-    each operation, so the peak includes an operation's inputs and outputs.
+        Raises
+        ------
+        EvaluationError
+            For any name given: there is no symbol to fill in.
+        """
+        self.substituted(values, [])
+        return self
 
-    Parameters
-    ----------
-    record : bool, default False
-        Keep the live total after every operation in :attr:`timeline`.
-    blocks_on : torch.device, optional
-        Also follow the storages on this device rounded up to the CUDA caching
-        allocator's blocks (:func:`memtheory.cuda_allocator.block_size`), and
-        keep their most at once in :attr:`block_peak`.
+    def substituted(
+        self, values: Mapping[str, object], expressions: Sequence[sp.Expr]
+    ) -> tuple[list[sp.Expr], tuple[SizeConstraint, ...]]:
+        """Check ``values`` (with no symbol here, any name is an error); return ``expressions``."""
+        substitution(list(self.components.values()), values)
+        return list(expressions), ()
 
-    Examples
-    --------
-    >>> import torch
-    >>> x = torch.ones(1000)
-    >>> with StorageTracker() as tracker:
-    ...     tracker.track(x)
-    ...     y = (x * 2).sum()
-    >>> tracker.peak  # x and x * 2 (4000 bytes each), and their 4-byte sum
-    8004
-    >>> with StorageTracker(blocks_on=torch.device("cpu")) as tracker:
-    ...     tracker.track(x)
-    ...     y = (x * 2).sum()
-    >>> tracker.block_peak  # the same three storages in 512-byte blocks
-    8704
-    """
+    def table(self, unit: str = "MiB", digits: int = 2) -> Table:
+        """Tabulate the components, their total, and the measured peak with its moment.
 
-    def __init__(self, record: bool = False, blocks_on: torch.device | None = None) -> None:
-        super().__init__()
-        self._live: dict[int, tuple[StorageWeakRef, int, int]] = {}
-        self.blocks_on = blocks_on
-        self.block_peak = 0
-        self.phase = ""
-        self.peak = 0
-        self.peak_moment = ""
-        self.record = record
-        self.timeline: list[tuple[str, str, int]] = []
-        self.copies_of: set[int] = set()
-        self._parameter_pointers: set[int] = set()
-
-    def track(self, *tensors: Any) -> None:
-        """Register the storages of ``tensors`` (None and non-tensors are ignored)."""
-        for tensor in tensors:
-            if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided:
-                storage = tensor.untyped_storage()
-                pointer, nbytes = storage.data_ptr(), storage.nbytes()
-                if nbytes == 0:
-                    continue
-                known = self._live.get(pointer)
-                if known is None or known[0].expired():
-                    on_device = self.blocks_on is not None and storage.device == self.blocks_on
-                    blocks = block_size(nbytes) if on_device else 0
-                    self._live[pointer] = (StorageWeakRef(storage), nbytes, blocks)
-
-    def watch_parameters(self, parameters: Iterable[torch.Tensor]) -> None:
-        """Remember parameter storages, to recognise casts of them (autocast's weight copies)."""
-        self._parameter_pointers |= {p.untyped_storage().data_ptr() for p in parameters}
-
-    def live_bytes(self) -> int:
-        """Bytes of the registered storages that are still alive."""
-        total = blocks = 0
-        dead = []
-        for pointer, (ref, nbytes, block) in self._live.items():
-            if ref.expired():
-                dead.append(pointer)
-            else:
-                total += nbytes
-                blocks += block
-        for pointer in dead:
-            del self._live[pointer]
-        self.block_peak = max(self.block_peak, blocks)
-        return total
-
-    def start(self, phase: str = "start") -> int:
-        """Read the live total now, and make it the peak so far."""
-        self.block_peak = 0
-        live = self.live_bytes()
-        self.peak, self.peak_moment = live, phase
-        if self.record:
-            self.timeline.append((phase, "", live))
-        return live
-
-    def __torch_dispatch__(  # noqa: D105
-        self,
-        func: Callable[..., Any],
-        types: Sequence[type],
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        out = func(*args, **(kwargs or {}))
-        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        self.track(*outputs)
-        if func is torch.ops.aten._to_copy.default and args:
-            source = args[0]
-            if source.untyped_storage().data_ptr() in self._parameter_pointers:
-                self.copies_of |= {t.untyped_storage().data_ptr() for t in outputs}
-        live = self.live_bytes()
-        if live > self.peak:
-            self.peak, self.peak_moment = live, f"{self.phase}: {func}"
-        if self.record:
-            self.timeline.append((self.phase, str(func), live))
-        return out
+        Examples
+        --------
+        >>> m = Measurement(1000, 0, 1000, 0, 0, 0, 500, 200, 0, 2600, "backward: aten.mm", 2200)
+        >>> print(m.table("B", 0))
+        component                           B  share
+        -------------------------------  ----  -----
+        parameters (weights and biases)  1000  37.0%
+        parameter gradients              1000  37.0%
+        activations saved for backward    500  18.5%
+        input batch                       200   7.4%
+        -------------------------------  ----  -----
+        total                            2700   100%
+        peak live (backward: aten.mm)    2600
+        """
+        table = super().table(unit, digits)
+        if self.timeline:
+            return table
+        peak = str(round_half_up(convert(self.peak, unit), digits))
+        footer = [*table.footer, (f"peak live ({self.peak_moment})", peak, "")]
+        return Table(table.columns, table.rows, footer=footer, title=table.title, notes=table.notes)
 
 
 def optimizer_implementation(optimizer: torch.optim.Optimizer) -> Implementation:
@@ -277,9 +235,9 @@ def optimizer_implementation(optimizer: torch.optim.Optimizer) -> Implementation
 
 def measure(
     module: nn.Module,
-    input: torch.Tensor,  # noqa: A002 (PyTorch's name)
-    loss: LossFunction,
-    optimizer: torch.optim.Optimizer,
+    input: Batch,  # noqa: A002 (PyTorch's name)
+    loss: LossFunction | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
     *,
     target: torch.Tensor | None = None,
     autocast: torch.dtype | None = None,
@@ -292,10 +250,17 @@ def measure(
     The step is ``optimizer.zero_grad()`` (``set_to_none=True``), ``output =
     module(input)``, ``loss(output, target)`` (or ``loss(output)`` without a
     target), ``backward()`` and ``optimizer.step()``, run in a function, so the
-    output and loss die when it returns. ``warmup_steps`` steps run first, so
+    output and loss die when it returns, inside :func:`memtheory.torch.track`
+    with a phase each (``"zero_grad"``, ``"forward"``, ``"loss"``,
+    ``"backward"``, ``"optimizer step"``). ``warmup_steps`` steps run first, so
     that the optimizer state exists and the previous step's gradients are
     allocated, as in the middle of training. The parameters change: pass a
     copy of the module if that matters.
+
+    A Hugging Face style batch works too: with a mapping the step calls
+    ``module(**input)``, and without a loss function the loss is the output's
+    ``.loss``. Its ``"labels"`` entry is then the targets (counted as
+    ``targets``, and left out of the inference pass) unless ``target`` is given.
 
     The module and the input may be on the CPU or on one CUDA device. The
     tensor storages are counted the same way on both; on CUDA the caching
@@ -306,10 +271,12 @@ def measure(
     ----------
     module : torch.nn.Module
         In training mode, on the CPU or one CUDA device.
-    input : torch.Tensor
-        The input batch, on the module's device.
-    loss : callable
-        ``loss(output, target)``, e.g. ``torch.nn.CrossEntropyLoss()``.
+    input : torch.Tensor or mapping of str to tensors
+        The input batch, on the module's device: a tensor, or keyword
+        arguments of ``module`` (``{"input_ids": ..., "labels": ...}``).
+    loss : callable, optional
+        ``loss(output, target)``, e.g. ``torch.nn.CrossEntropyLoss()``. Without
+        it, the output's ``.loss`` (a Hugging Face model given ``labels``).
     optimizer : torch.optim.Optimizer
         Over the module's parameters.
     target : torch.Tensor, optional
@@ -347,6 +314,15 @@ def measure(
     >>> m.peak, m.block_peak  # up to 27 small storages at once, each in a 512-byte block
     (3048, 13824)
     """
+    if optimizer is None:
+        raise MissingArgumentError(
+            "measure() runs a training step and needs the optimizer: "
+            "measure(module, input, loss, optimizer) or measure(module, batch, optimizer=...)."
+        )
+    if not isinstance(module, nn.Module):
+        raise InvalidArgumentError(
+            f"measure() takes a torch.nn.Module, got {type(module).__name__}."
+        )
     parameters = [p for p in module.parameters()]
     device = _device_of(module, input, target)
     if not module.training:
@@ -357,34 +333,37 @@ def measure(
         raise InvalidArgumentError(
             f"counters must have the methods of AllocatorCounters, got {type(counters).__name__}."
         )
+    features, targets = _split(input, target)
     context = _autocast(autocast, device.type)
     for _ in range(warmup_steps):
         _step(module, input, loss, optimizer, target, context, None, None)
 
-    tracker = StorageTracker(record=record, blocks_on=device)
-    tracker.watch_parameters(parameters)
-    tracker.track(*parameters, *module.buffers(), input, target)
-    tracker.track(*(p.grad for p in parameters))
-    tracker.track(*state_tensors(optimizer))
     recorder = PhaseRecorder(counters) if counters is not None else None
-    start = tracker.start("step start")
-    saved: dict[int, int] = {}
+    tracker = Tracker(
+        module,
+        optimizer,
+        inputs=(input, target),
+        record=record,
+        blocks_on=device,
+        start="step start",
+    )
     with tracker:
-        _step(module, input, loss, optimizer, target, context, (tracker, saved), recorder)
+        _step(module, input, loss, optimizer, target, context, tracker, recorder)
     block_peak = tracker.block_peak
     device_in_use = counters.device_in_use() if counters is not None else None
 
+    saved = tracker.saved
     param_ptrs = _pointers(parameters)
     buffer_ptrs = _pointers(module.buffers())
-    data_ptrs = _pointers([input, target])
-    copies = {p: n for p, n in saved.items() if p in tracker.copies_of}
+    data_ptrs = _pointers(_tensors((input, target)))
+    copies = {p: n for p, n in saved.items() if p in tracker.weight_copies}
     activations = {
         p: n
         for p, n in saved.items()
         if p not in param_ptrs | buffer_ptrs | data_ptrs and p not in copies
     }
     state, counter_bytes = _state_bytes(optimizer)
-    inference_peak = _inference_peak(module, input, context, recorder)
+    inference_peak = _inference_peak(module, features, context, recorder)
     allocator = None
     if recorder is not None:
         allocator = AllocatorReport(
@@ -401,24 +380,36 @@ def measure(
         optimizer_step_counters=counter_bytes,
         weight_copies=sum(copies.values()),
         saved_activations=sum(activations.values()),
-        input=_bytes([input]),
-        targets=_bytes([target]),
+        input=_bytes(_tensors(features)),
+        targets=_bytes(_tensors(targets)),
         peak=tracker.peak,
         peak_moment=tracker.peak_moment,
-        step_start=start,
+        step_start=tracker.step_start,
         inference_peak=inference_peak,
         implementation=optimizer_implementation(optimizer),
         autocast=None if autocast is None else str(autocast).removeprefix("torch."),
-        timeline=tuple(tracker.timeline),
+        timeline=tracker.timeline,
         device=str(device),
         block_peak=block_peak,
         allocator=allocator,
     )
 
 
+def _tensors(data: Any) -> list[torch.Tensor]:
+    """Every tensor in ``data``: a tensor, None, or a (nested) tuple, list or dict of them."""
+    return [t for t in tree_flatten(data)[0] if isinstance(t, torch.Tensor)]
+
+
+def _split(input: Batch, target: torch.Tensor | None) -> tuple[Batch, Any]:  # noqa: A002
+    """Return the batch without its targets, and the targets (a mapping's ``"labels"``)."""
+    if target is not None or not isinstance(input, Mapping) or "labels" not in input:
+        return input, target
+    return {k: v for k, v in input.items() if k != "labels"}, input["labels"]
+
+
 def _device_of(
     module: nn.Module,
-    input: torch.Tensor,  # noqa: A002
+    input: Batch,  # noqa: A002
     target: torch.Tensor | None,
 ) -> torch.device:
     """Return the one device of the module's tensors, the input and the target (CPU or CUDA)."""
@@ -427,12 +418,18 @@ def _device_of(
         places.setdefault(str(parameter.device), f"parameter {name!r}")
     for name, buffer in module.named_buffers():
         places.setdefault(str(buffer.device), f"buffer {name!r}")
-    for what, data in (("input", input), ("target", target)):
+    batch = dict(input) if isinstance(input, Mapping) else {"": input}
+    for key, data in batch.items():
         if isinstance(data, torch.Tensor):
-            places.setdefault(str(data.device), f"the {what}")
-    if not isinstance(input, torch.Tensor):
+            places.setdefault(str(data.device), f"the input {key!r}" if key else "the input")
+    if isinstance(target, torch.Tensor):
+        places.setdefault(str(target.device), "the target")
+    tensors = [t for t in batch.values() if isinstance(t, torch.Tensor)]
+    if not tensors:
         raise InvalidArgumentError(
-            f"measure() needs the input batch as a tensor, got {type(input).__name__}."
+            "measure() needs the input batch as a tensor or a mapping of keyword arguments "
+            f"to tensors, got {type(input).__name__}"
+            + (" with no tensor in it." if isinstance(input, Mapping) else ".")
         )
     if len(places) > 1:
         where = ", ".join(f"{what} on {device}" for device, what in places.items())
@@ -440,7 +437,7 @@ def _device_of(
             f"measure() needs the module, the input and the target on one device: {where}. "
             "Move them with .to(device)."
         )
-    device = input.device
+    device = tensors[0].device
     if device.type == "meta":
         raise InvalidArgumentError(
             "measure() runs the step, and meta tensors have no data: use "
@@ -468,29 +465,47 @@ def _autocast(dtype: torch.dtype | None, device_type: str = "cpu") -> Callable[[
     return lambda: torch.autocast(device_type, dtype=dtype)
 
 
+def _forward(module: nn.Module, batch: Batch) -> Any:
+    """``module(**batch)`` for a mapping, ``module(batch)`` for a tensor."""
+    return module(**batch) if isinstance(batch, Mapping) else module(batch)
+
+
+def _loss(loss: LossFunction | None, output: Any, target: torch.Tensor | None) -> torch.Tensor:
+    """Return the step's loss: ``loss(output[, target])``, or the output's own ``.loss``."""
+    if loss is not None:
+        return loss(output) if target is None else loss(output, target)
+    value = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+    if not isinstance(value, torch.Tensor):
+        raise InvalidArgumentError(
+            f"measure() was given no loss function, and the model's output "
+            f"({type(output).__name__}) has no .loss tensor: pass a loss function, or labels in "
+            "the batch to a model that computes its loss (a Hugging Face model given labels=)."
+        )
+    return value
+
+
 def _step(
     module: nn.Module,
-    input: torch.Tensor,  # noqa: A002
-    loss: LossFunction,
+    input: Batch,  # noqa: A002
+    loss: LossFunction | None,
     optimizer: torch.optim.Optimizer,
     target: torch.Tensor | None,
     context: Callable[[], Any],
-    tracking: tuple[StorageTracker, dict[int, int]] | None,
+    tracker: Tracker | None,
     recorder: PhaseRecorder | None,
 ) -> None:
     """One training step; its output and loss die when it returns."""
-    tracker, saved = tracking if tracking is not None else (None, {})
 
     def phase(name: str) -> Any:
         return _phase(tracker, recorder, name)
 
     with phase("zero_grad"):
         optimizer.zero_grad(set_to_none=True)
-    with _saving(saved, tracking is not None), context():
+    with context():
         with phase("forward"):
-            output = module(input)
+            output = _forward(module, input)
         with phase("loss"):
-            value = loss(output) if target is None else loss(output, target)
+            value = _loss(loss, output, target)
     with phase("backward"):
         value.backward()
     with phase("optimizer step"):
@@ -499,45 +514,28 @@ def _step(
 
 
 @contextmanager
-def _phase(
-    tracker: StorageTracker | None, recorder: PhaseRecorder | None, name: str
-) -> Iterator[None]:
-    if tracker is not None:
-        tracker.phase = name
-    if recorder is None:
-        yield
-        return
-    with recorder.phase(name):
-        yield
-
-
-def _saving(saved: dict[int, int], active: bool) -> Any:
-    """Record the storage of every tensor autograd saves (without keeping the tensor)."""
-    if not active:
-        return nullcontext()
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
-        if storage.nbytes():
-            saved[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    return torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
+def _phase(tracker: Tracker | None, recorder: PhaseRecorder | None, name: str) -> Iterator[None]:
+    with nullcontext() if tracker is None else tracker.phase(name):
+        if recorder is None:
+            yield
+            return
+        with recorder.phase(name):
+            yield
 
 
 def _inference_peak(
     module: nn.Module,
-    input: torch.Tensor,  # noqa: A002
+    input: Batch,  # noqa: A002
     context: Callable[[], Any],
     recorder: PhaseRecorder | None = None,
 ) -> int:
     """Peak of ``module(input)`` in eval mode under no_grad; gradients set aside meanwhile."""
     with eval_without_gradients(module) as parameters:
         tracker = StorageTracker()
-        tracker.track(*parameters, *module.buffers(), input)
+        tracker.track(*parameters, *module.buffers(), *_tensors(input))
         tracker.start()
         with torch.no_grad(), tracker, context(), _phase(None, recorder, "inference"):
-            output = module(input)
+            output = _forward(module, input)
             del output
     return tracker.peak
 

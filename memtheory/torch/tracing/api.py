@@ -20,6 +20,7 @@ from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
 from memtheory.torch.tracing.step import StepRecord, record_step
+from memtheory.torch.versions import warn_if_unchecked_torch
 
 __all__ = ["trace"]
 
@@ -116,6 +117,7 @@ def trace(
         raise InvalidArgumentError(
             f"trace() takes a torch.nn.Module, got {type(model).__name__}."
         )
+    warn_if_unchecked_torch()
     sizes = dimension_symbols(dims)
     was_training = model.training
     model.train()

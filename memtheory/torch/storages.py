@@ -1,0 +1,162 @@
+"""Follow tensor storages operation by operation: which are alive, and the most bytes at once.
+
+:class:`StorageTracker` is the counting machinery of :func:`memtheory.torch.track`
+and :func:`memtheory.torch.measure`: a
+:class:`~torch.utils._python_dispatch.TorchDispatchMode` that registers every
+storage an operation returns, with a weak reference that says when it is
+freed, and reads the live total after every operation. Storages are counted
+once however many views share them (``untyped_storage().nbytes()``, keyed by
+``data_ptr()``). Derived in the book's chapter "Theory vs measurement".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from memtheory.cuda_allocator import block_size
+
+__all__ = ["StorageTracker"]
+
+
+class StorageTracker(TorchDispatchMode):
+    """Follow tensor storages op by op and record the most bytes alive at once.
+
+    Storages that exist before the mode starts count only if :meth:`track`
+    registers them (parameters, gradients, optimizer state, the data). Every
+    storage an operation returns is registered with a weak reference, and the
+    live total (storages whose weak reference has not expired) is read after
+    each operation, so the peak includes an operation's inputs and outputs.
+
+    Parameters
+    ----------
+    record : bool, default False
+        Keep the live total after every operation in :attr:`timeline`.
+    blocks_on : torch.device, optional
+        Also follow the storages on this device rounded up to the CUDA caching
+        allocator's blocks (:func:`memtheory.cuda_allocator.block_size`), and
+        keep their most at once in :attr:`block_peak`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.ones(1000)
+    >>> with StorageTracker() as tracker:
+    ...     tracker.track(x)
+    ...     y = (x * 2).sum()
+    >>> tracker.peak  # x and x * 2 (4000 bytes each), and their 4-byte sum
+    8004
+    >>> with StorageTracker(blocks_on=torch.device("cpu")) as tracker:
+    ...     tracker.track(x)
+    ...     y = (x * 2).sum()
+    >>> tracker.block_peak  # the same three storages in 512-byte blocks
+    8704
+    """
+
+    def __init__(self, record: bool = False, blocks_on: torch.device | None = None) -> None:
+        super().__init__()
+        self._live: dict[int, tuple[StorageWeakRef, int, int]] = {}
+        self.blocks_on = blocks_on
+        self.block_peak = 0
+        self.phase = ""
+        self.peak = 0
+        self.peak_moment = ""
+        self.record = record
+        self.timeline: list[tuple[str, str, int]] = []
+        self.copies_of: set[int] = set()
+        self._parameter_pointers: set[int] = set()
+
+    def track(self, *tensors: Any) -> None:
+        """Register the storages of ``tensors`` (None and non-tensors are ignored)."""
+        for tensor in tensors:
+            if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided:
+                storage = tensor.untyped_storage()
+                pointer, nbytes = storage.data_ptr(), storage.nbytes()
+                if nbytes == 0:
+                    continue
+                known = self._live.get(pointer)
+                if known is None or known[0].expired():
+                    on_device = self.blocks_on is not None and storage.device == self.blocks_on
+                    blocks = block_size(nbytes) if on_device else 0
+                    self._live[pointer] = (StorageWeakRef(storage), nbytes, blocks)
+                    self.on_register(pointer)
+
+    def on_register(self, pointer: int) -> None:
+        """Note a storage newly registered (by its ``data_ptr()``); nothing here, for subclasses.
+
+        A subclass overrides it to note what made the storage (see
+        :func:`memtheory.torch.track`).
+        """
+
+    def watch_parameters(self, parameters: Iterable[torch.Tensor]) -> None:
+        """Remember parameter storages, to recognise casts of them (autocast's weight copies)."""
+        self._parameter_pointers |= {p.untyped_storage().data_ptr() for p in parameters}
+
+    def alive(self) -> dict[int, int]:
+        """Return the registered storages still alive, ``data_ptr()`` to bytes; forget the dead.
+
+        Also raises :attr:`block_peak` to their total in allocator blocks.
+        """
+        alive: dict[int, int] = {}
+        blocks = 0
+        dead = []
+        for pointer, (ref, nbytes, block) in self._live.items():
+            if ref.expired():
+                dead.append(pointer)
+            else:
+                alive[pointer] = nbytes
+                blocks += block
+        for pointer in dead:
+            del self._live[pointer]
+        self.block_peak = max(self.block_peak, blocks)
+        return alive
+
+    def live_bytes(self) -> int:
+        """Bytes of the registered storages that are still alive (what :meth:`alive` sums)."""
+        total = blocks = 0
+        dead = []
+        for pointer, (ref, nbytes, block) in self._live.items():
+            if ref.expired():
+                dead.append(pointer)
+            else:
+                total += nbytes
+                blocks += block
+        for pointer in dead:
+            del self._live[pointer]
+        self.block_peak = max(self.block_peak, blocks)
+        return total
+
+    def start(self, phase: str = "start") -> int:
+        """Read the live total now, and make it the peak so far."""
+        self.block_peak = 0
+        live = self.live_bytes()
+        self.peak, self.peak_moment = live, phase
+        if self.record:
+            self.timeline.append((phase, "", live))
+        return live
+
+    def __torch_dispatch__(  # noqa: D105
+        self,
+        func: Callable[..., Any],
+        types: Sequence[type],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        self.track(*outputs)
+        if func is torch.ops.aten._to_copy.default and args:
+            source = args[0]
+            if source.untyped_storage().data_ptr() in self._parameter_pointers:
+                self.copies_of |= {t.untyped_storage().data_ptr() for t in outputs}
+        live = self.live_bytes()
+        if live > self.peak:
+            self.peak, self.peak_moment = live, f"{self.phase}: {func}"
+        if self.record:
+            self.timeline.append((self.phase, str(func), live))
+        return out
