@@ -77,7 +77,7 @@ from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.gpus import GPUS
 from memtheory.maximum import provably_nonnegative, undominated
 from memtheory.memory import training_memory
-from memtheory.recipes import Setup
+from memtheory.recipes import Setup, default_recipe
 from memtheory.symbols import B, H, S
 
 __all__ = [
@@ -725,7 +725,8 @@ def bundle(models: Iterable[str] | None = None) -> dict[str, Any]:
     -------
     dict
         ``models`` (per model: title, kind, size symbol and range, default
-        batch, the name ``memtheory estimate`` takes, the checkpoint's dtype,
+        batch, the name ``memtheory estimate`` takes and the recipe it takes by
+        default (:func:`~memtheory.recipes.default_recipe`), the checkpoint's dtype,
         parameter count, ``atoms`` (its floors and ceilings, compiled),
         ``batchnorm`` (:func:`batchnorm_counts` as ``[code index, label's text
         index]``), ``min_size_batch1`` (the smallest size batch 1 can train
@@ -800,6 +801,7 @@ def bundle(models: Iterable[str] | None = None) -> dict[str, Any]:
             "default_batch": model.default_batch,
             "note": model.note,
             "estimate_name": model.estimate_name,
+            "recipe": default_recipe(kind=model.kind, lora=False, qlora=False),
             "dtype": resolved.dtype,
             "parameters": text.add(str(resolved.network.parameter_count)),
             "batchnorm": [[compiled(count), text.add(label)]

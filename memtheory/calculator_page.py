@@ -8,7 +8,8 @@ needed), which the book's calculator page prints from a build-time cell.
 
 The script, in the order it runs on each change:
 
-1. reads the model, recipe, attention kernel (language models), optimizer,
+1. reads the model, recipe (on a change of model, the one ``memtheory
+   estimate`` takes by default for it), attention kernel (language models), optimizer,
    how to count (the exact step, or the breakdown as a teaching comparison),
    batch ``B`` and size (image side ``H`` or sequence ``S``), refusing a size
    outside the model's range, and a batch and size at which a
@@ -120,7 +121,10 @@ function setModel(keep) {
   $("mt-size-label").firstChild.textContent = image
     ? "image side H (pixels)" : "sequence length S (tokens)";
   $("mt-size").min = m.min_size; $("mt-size").max = m.max_size;
-  if (!keep) { $("mt-size").value = m.default_size; $("mt-batch").value = m.default_batch; }
+  if (!keep) {
+    $("mt-size").value = m.default_size; $("mt-batch").value = m.default_batch;
+    if ($("mt-recipe").value !== m.recipe) { $("mt-recipe").value = m.recipe; setRecipe(); }
+  }
   $("mt-attention").disabled = image;
   $("mt-attention").querySelector('option[value="-"]').hidden = !image;
   if (image) $("mt-attention").value = "-";
@@ -290,7 +294,7 @@ function example(name) {
 
 fill();
 $("mt-model").value = "stackexchange-cnn";
-$("mt-recipe").value = "pytorch-amp";
+$("mt-recipe").value = D.models["stackexchange-cnn"].recipe;
 $("mt-optimizer").value = "adamw";
 $("mt-convention").value = "exact";
 setRecipe();

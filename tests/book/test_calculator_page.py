@@ -208,3 +208,15 @@ def test_source_examples_are_one_click_away_with_their_slips(page, name):
         f"assumed: {line}"
         for line in assumptions(s["model"], s["optimizer"], s["recipe"], s["attention"])
     ]
+
+
+def test_a_model_comes_with_the_recipe_memtheory_estimate_takes_for_it(page):
+    """Choosing a model selects estimate's default recipe for it, and the command says so."""
+    from memtheory.recipes import default_recipe
+
+    for model in ("gpt2", "resnet50", "llama-3-8b"):
+        shown = show(page, model=model, gpu="")
+        kind = CALCULATOR_MODELS[model].kind
+        recipe = default_recipe(kind=kind, lora=False, qlora=False)
+        assert page.evaluate("document.getElementById('mt-recipe').value") == recipe
+        assert f"--recipe {recipe} " in shown["command"]
