@@ -8,15 +8,24 @@ needed), which the book's calculator page prints from a build-time cell.
 
 The script, in the order it runs on each change:
 
-1. reads the model, optimizer, precision, convention, batch ``B`` and size
-   (image side ``H`` or sequence ``S``), refusing a size outside the model's
-   range with a message;
+1. reads the model, recipe (on a change of model, the one ``memtheory
+   estimate`` takes by default for it), attention kernel (language models), optimizer,
+   how to count (the exact step, or the breakdown as a teaching comparison),
+   batch ``B`` and size (image side ``H`` or sequence ``S``), refusing a size
+   outside the model's range, and a batch and size at which a
+   ``BatchNorm2d`` would see one value per channel (``MT_TOO_FEW``), with a
+   message; any error clears the verdict and the largest batch, so that no
+   answer to an earlier question stays beside it;
 2. evaluates the model's floors and ceilings once (``MT_ATOMS``), then each
-   component, the total and every peak candidate (``MT_CODE``), exactly;
-3. with a card chosen: usable memory = the card's bytes less the reserve; it
-   compares the peak with it and searches the largest batch (doubling, then
-   bisection, valid because every peak candidate is nondecreasing in ``B``,
-   which :mod:`memtheory.calculator` checks as it builds the bundle).
+   component, the total and every peak candidate (``MT_CODE``, ``MT_PEAK``),
+   exactly, and lists the recipe's assumptions and the equivalent
+   ``memtheory estimate`` command;
+3. with a card chosen: usable memory = the card's bytes less the reserve (the
+   recipe's by default; :func:`memtheory.gpus.usable_memory`'s rule); it
+   compares the peak with it and searches the largest batch (``MT_LARGEST``:
+   doubling, then bisection, valid because every peak candidate is
+   nondecreasing in ``B``, which :mod:`memtheory.calculator` checks as it
+   builds the bundle).
 
 Every number shown carries its exact value in a ``data-bytes`` (or
 ``data-value``) attribute, which the browser test reads beside the text.
@@ -87,33 +96,53 @@ const cell = (row, text, cls, attrs) => {
   for (const [k, v] of Object.entries(attrs || {})) td.setAttribute(k, v);
   row.appendChild(td); return td;
 };
-const evaluate = (model, index, B, S, H, a) => R(MT_CODE[index](B, S, H, a));
 
 function fill() {
   for (const [key, m] of Object.entries(D.models)) option($("mt-model"), key, m.title);
+  for (const [key, r] of Object.entries(D.recipes)) option($("mt-recipe"), key, r.label);
+  for (const [key, label] of Object.entries(D.attentions)) option($("mt-attention"), key, label);
+  option($("mt-attention"), "-", "none (no attention in this model)");
   for (const [key, label] of Object.entries(D.optimizers)) option($("mt-optimizer"), key, label);
-  for (const [key, label] of Object.entries(D.precisions)) option($("mt-precision"), key, label);
   for (const [key, label] of Object.entries(D.conventions)) option($("mt-convention"), key, label);
   option($("mt-gpu"), "", "none");
   for (const [name, , stated] of D.gpus) option($("mt-gpu"), name, name + " (" + stated + ")");
-  $("mt-reserve").value = (BigInt(D.reserve) / MIB).toString();
 }
 
 function choice() {
   const m = D.models[$("mt-model").value];
-  const key = [$("mt-optimizer").value, $("mt-precision").value, $("mt-convention").value]
-    .join("|");
-  return [m, m.choices[key], key];
+  const attention = m.kind === "image" ? "-" : $("mt-attention").value;
+  const key = [$("mt-optimizer").value, $("mt-recipe").value, attention,
+               $("mt-convention").value].join("|");
+  return [m, m.choices[key]];
 }
 
 function setModel(keep) {
-  const m = D.models[$("mt-model").value];
-  $("mt-size-label").firstChild.textContent = m.kind === "image"
+  const m = D.models[$("mt-model").value], image = m.kind === "image";
+  $("mt-size-label").firstChild.textContent = image
     ? "image side H (pixels)" : "sequence length S (tokens)";
   $("mt-size").min = m.min_size; $("mt-size").max = m.max_size;
-  if (!keep) { $("mt-size").value = m.default_size; $("mt-batch").value = m.default_batch; }
+  if (!keep) {
+    $("mt-size").value = m.default_size; $("mt-batch").value = m.default_batch;
+    if ($("mt-recipe").value !== m.recipe) { $("mt-recipe").value = m.recipe; setRecipe(); }
+  }
+  $("mt-attention").disabled = image;
+  $("mt-attention").querySelector('option[value="-"]').hidden = !image;
+  if (image) $("mt-attention").value = "-";
+  else if ($("mt-attention").value === "-") {
+    $("mt-attention").value = D.recipes[$("mt-recipe").value].attention;
+  }
+  const batch1 = m.min_size_batch1 !== m.min_size
+    ? " (at batch 1, from " + m.min_size_batch1 + ": a BatchNorm needs more than one value "
+      + "per channel)" : "";
   $("mt-model-note").textContent = m.note + "; " + group(T[m.parameters]) + " parameters; "
-    + m.symbol + " from " + m.min_size + " to " + m.max_size + ".";
+    + m.symbol + " from " + m.min_size + " to " + m.max_size + batch1 + ".";
+}
+
+// A recipe brings its own attention kernel and reserve.
+function setRecipe() {
+  const r = D.recipes[$("mt-recipe").value];
+  if (!$("mt-attention").disabled) $("mt-attention").value = r.attention;
+  $("mt-reserve").value = (BigInt(r.reserve) / MIB).toString();
 }
 
 function readInt(id, low, high, what) {
@@ -123,64 +152,75 @@ function readInt(id, low, high, what) {
   }
   const v = BigInt(text);
   if (v < BigInt(low) || (high !== null && v > BigInt(high))) {
-    throw new Error(what + " must be between " + low + " and " + high + "; it is " + text + ".");
+    throw new Error(what + (high === null ? " must be at least " + low
+      : " must be between " + low + " and " + high) + "; it is " + text + ".");
   }
   return v;
 }
 
-// The peak at batch b (the candidates' maximum) and the moment it belongs to.
-function peakAt(m, c, model, b, size) {
-  const S = [m.symbol === "S" ? size : 1n, 1n], H = [m.symbol === "H" ? size : 1n, 1n];
-  const B = [b, 1n], a = MT_ATOMS[model](B, S, H);
-  let best = null, moment = "";
-  for (const [index, label] of c.peak) {
-    const v = evaluate(model, index, B, S, H, a);
-    if (best === null || K(v, best) > 0) { best = v; moment = T[label]; }
-  }
-  return [best, moment, B, S, H, a];
+// No verdict, no largest batch: what an error leaves, so that no stale answer stays beside it.
+function clearVerdict() {
+  const fit = $("mt-fit"), largest = $("mt-largest");
+  fit.textContent = ""; fit.className = ""; delete fit.dataset.fits;
+  largest.textContent = ""; delete largest.dataset.value;
 }
 
-// The largest batch whose peak fits `usable`: double until it does not fit, then bisect.
-// Exact because every peak candidate is nondecreasing in B (checked when the bundle is built).
-const LARGEST = 1n << 40n;
-function largestBatch(m, c, model, size, usable) {
-  const fits = b => K(peakAt(m, c, model, b, size)[0], usable) <= 0;
-  if (!fits(1n)) return 0n;
-  let low = 1n, high = 2n;
-  while (high <= LARGEST && fits(high)) { low = high; high *= 2n; }
-  if (high > LARGEST) return low;
-  while (high - low > 1n) {
-    const mid = (low + high) / 2n;
-    if (fits(mid)) low = mid; else high = mid;
+function fail(message, keepTable) {
+  $("mt-error").textContent = message;
+  clearVerdict();
+  if (!keepTable) $("mt-result").hidden = true;
+}
+
+function command(m, b, size, gpu, reserve) {
+  if (!m.estimate_name) {
+    return "(chapter 8's worked example: not a model of memtheory estimate; "
+      + "memtheory.calculator.footprint gives the same numbers)";
   }
-  return low;
+  const recipe = $("mt-recipe").value, r = D.recipes[recipe];
+  const quote = s => /\s/.test(s) ? '"' + s + '"' : s;
+  let line = "memtheory estimate " + m.estimate_name + " --recipe " + recipe + " --batch " + b
+    + (m.kind === "image" ? " --image " : " --seq ") + size;
+  if (m.kind !== "image" && $("mt-attention").value !== r.attention) {
+    line += " --attention " + $("mt-attention").value;
+  }
+  if ($("mt-optimizer").value !== "adamw") line += " --optimizer " + $("mt-optimizer").value;
+  if ($("mt-convention").value === "breakdown") line += " --convention breakdown";
+  if (gpu) line += " --gpu " + quote(gpu);
+  if (reserve !== null && reserve !== BigInt(r.reserve)) {
+    line += ' --reserve "' + (reserve / MIB).toString() + ' MiB"';
+  }
+  return line;
 }
 
 function update() {
   $("mt-error").textContent = "";
-  const [m, c, key] = choice();
+  clearVerdict();
+  const [m, c] = choice();
   const model = $("mt-model").value;
   const result = $("mt-result");
-  if (!c) {
-    $("mt-error").textContent = "The " + $("mt-convention").value + " convention does not model "
-      + $("mt-precision").value + " (PyTorch's optimizers keep no master copy): pick another "
-      + "precision or the breakdown convention.";
-    result.hidden = true; return;
-  }
+  if (!c) { fail("This combination is not in the bundle: pick another."); return; }
   let b, size;
   try {
     b = readInt("mt-batch", 1, null, "The batch");
     size = readInt("mt-size", m.min_size, m.max_size,
                    m.kind === "image" ? "The image side" : "The sequence length");
-  } catch (e) { $("mt-error").textContent = e.message; result.hidden = true; return; }
+  } catch (e) { fail(e.message); return; }
+  const refused = MT_TOO_FEW(model, b, size);
+  if (refused !== null) {
+    fail(m.title + " cannot train at batch " + b + " and " + m.symbol + " = " + size + ": "
+      + refused + " would see one value per channel, which PyTorch refuses in training "
+      + "(\"Expected more than 1 value per channel when training\"). Use a batch of 2 or more, "
+      + "or " + m.symbol + " of at least " + m.min_size_batch1 + ".");
+    return;
+  }
   result.hidden = false;
-  const [peak, moment, B, S, H, a] = peakAt(m, c, model, b, size);
-  const total = evaluate(model, c.total, B, S, H, a);
+  const [peak, moment, z] = MT_PEAK(model, c, b, size);
+  const total = MT_VALUE(c.total, z);
   const scale = K(peak, [GIB, 1n]) >= 0 ? GIB : MIB, unit = scale === GIB ? "GiB" : "MiB";
   $("mt-unit").textContent = unit;
   const body = $("mt-components"); body.textContent = "";
   for (const [name, index] of c.components) {
-    const v = evaluate(model, index, B, S, H, a), row = document.createElement("tr");
+    const v = MT_VALUE(index, z), row = document.createElement("tr");
     row.dataset.component = name;
     cell(row, D.titles[name] || name);
     cell(row, exact(v), "mt-num mt-bytes", {"data-bytes": v[0].toString() + "/" + v[1].toString()});
@@ -195,22 +235,28 @@ function update() {
   $("mt-peak-moment").textContent = c.peak.length > 1
     ? "the largest of " + c.peak.length + " candidate moments; here: " + (moment || "?")
     : (moment ? "at " + moment : "no timeline: the peak is the total");
+  const assumed = $("mt-assumed"); assumed.textContent = "";
+  for (const line of [...c.assumed.map(i => "assumed: " + T[i]), "counted: " + T[c.why]]) {
+    const item = document.createElement("li"); item.textContent = line; assumed.appendChild(item);
+  }
   $("mt-formula-total").textContent = "total = " + T[c.total_text];
   $("mt-formula-peak").textContent = c.peak_text !== null
     ? "peak = " + T[c.peak_text]
     : "peak = the largest of " + c.peak.length + " moments' formulas (too long to print; "
       + "memtheory.calculator.footprint(...).peak gives it)";
   const gpu = $("mt-gpu").value, fit = $("mt-fit"), largest = $("mt-largest");
-  if (!gpu) { fit.textContent = "Choose a card to compare."; fit.className = "mt-note";
-              largest.textContent = ""; delete largest.dataset.value; return; }
+  $("mt-command").textContent = command(m, b, size, gpu, null);
+  if (!gpu) { fit.textContent = "Choose a card to compare."; fit.className = "mt-note"; return; }
   let reserve;
   try { reserve = readInt("mt-reserve", 0, null, "The reserve") * MIB; }
-  catch (e) { $("mt-error").textContent = e.message; return; }
+  catch (e) { fail(e.message, true); return; }
+  $("mt-command").textContent = command(m, b, size, gpu, reserve);
   const memory = BigInt(D.gpus.find(g => g[0] === gpu)[1]);
   if (reserve >= memory) {
-    $("mt-error").textContent = "The reserve leaves nothing of the card: make it smaller.";
+    fail("The reserve leaves nothing of the card: make it smaller.", true);
     return;
   }
+  // memtheory.gpus.usable_memory: the card less the reserve.
   const usable = [memory - reserve, 1n];
   const ok = K(peak, usable) <= 0;
   fit.className = ok ? "mt-fits" : "mt-fails";
@@ -218,18 +264,21 @@ function update() {
   fit.textContent = (ok ? "Fits: " : "Does not fit: ") + "the peak " + inUnit(peak, GIB)
     + " GiB against " + inUnit(usable, GIB) + " GiB usable (" + gpu + ", "
     + inUnit([memory, 1n], GIB) + " GiB less a reserve of " + inUnit([reserve, 1n], GIB) + " GiB).";
-  const most = largestBatch(m, c, model, size, usable);
+  const most = MT_LARGEST(model, c, size, usable);
   largest.dataset.value = most.toString();
-  largest.textContent = most === 0n
-    ? "Largest batch: none (even batch 1 does not fit at " + m.symbol + " = " + size + ")."
-    : "Largest batch at " + m.symbol + " = " + size + ": " + group(most) + ".";
+  const where = m.symbol + " = " + size;
+  largest.textContent = most > 0n ? "Largest batch at " + where + ": " + group(most) + "."
+    : K(MT_PEAK(model, c, 1n, size)[0], usable) <= 0
+      ? "Largest batch: none (batch 1 cannot train at " + where + " and batch 2 does not fit)."
+      : "Largest batch: none (even batch 1 does not fit at " + where + ").";
 }
 
 function example(name) {
   const e = D.examples[name], s = e.settings;
   $("mt-model").value = s.model; setModel(false);
-  $("mt-optimizer").value = s.optimizer; $("mt-precision").value = s.precision;
-  $("mt-convention").value = s.convention;
+  $("mt-recipe").value = s.recipe; setRecipe();
+  if (s.attention !== "-") $("mt-attention").value = s.attention;
+  $("mt-optimizer").value = s.optimizer; $("mt-convention").value = s.convention;
   $("mt-batch").value = s.batch; $("mt-size").value = s.size;
   $("mt-slips-title").textContent = "The source calculator's " + e.title;
   $("mt-slips-source").textContent = "Its inputs: " + e.source + ". " + D.examples.summary;
@@ -245,10 +294,14 @@ function example(name) {
 
 fill();
 $("mt-model").value = "stackexchange-cnn";
+$("mt-recipe").value = D.models["stackexchange-cnn"].recipe;
 $("mt-optimizer").value = "adamw";
+$("mt-convention").value = "exact";
+setRecipe();
 setModel(false);
 $("mt-model").addEventListener("change", () => { setModel(false); update(); });
-for (const id of ["mt-optimizer", "mt-precision", "mt-convention", "mt-batch", "mt-size",
+$("mt-recipe").addEventListener("change", () => { setRecipe(); update(); });
+for (const id of ["mt-attention", "mt-optimizer", "mt-convention", "mt-batch", "mt-size",
                   "mt-gpu", "mt-reserve"]) {
   $(id).addEventListener("input", update); $(id).addEventListener("change", update);
 }
@@ -264,13 +317,14 @@ _MARKUP = """
 <div id="mt-calculator">
 <div class="mt-controls">
 <label>model <select id="mt-model"></select></label>
+<label>recipe <select id="mt-recipe"></select></label>
+<label id="mt-attention-label">attention <select id="mt-attention"></select></label>
 <label>optimizer <select id="mt-optimizer"></select></label>
-<label>precision <select id="mt-precision"></select></label>
-<label>convention <select id="mt-convention"></select></label>
+<label>count <select id="mt-convention"></select></label>
 <label>batch B <input id="mt-batch" type="number" min="1" step="1" value="1"></label>
 <label id="mt-size-label">size <input id="mt-size" type="number" min="1" step="1"></label>
 <label>card <select id="mt-gpu"></select></label>
-<label>reserve (MiB) <input id="mt-reserve" type="number" min="0" step="1"></label>
+<label>reserve (MiB; the recipe's) <input id="mt-reserve" type="number" min="0" step="1"></label>
 </div>
 <p class="mt-note" id="mt-model-note"></p>
 <div class="mt-buttons">
@@ -292,6 +346,9 @@ _MARKUP = """
 <p class="mt-note" id="mt-peak-moment"></p>
 <p id="mt-fit"></p>
 <p id="mt-largest"></p>
+<ul class="mt-note" id="mt-assumed"></ul>
+<p class="mt-note">The same question on the command line:</p>
+<div class="mt-formula" id="mt-command"></div>
 <p><strong>Formula</strong> (bytes; floor is rounding down):</p>
 <div class="mt-formula" id="mt-formula-total"></div>
 <div class="mt-formula" id="mt-formula-peak"></div>
