@@ -36,6 +36,9 @@ forward pass of --max-num-batched-tokens tokens and --reserve (1.5 GiB: CUDA
 context, NCCL, CUDA graphs), and keeps the rest as KV-cache blocks of
 --block-size (16) tokens. A sequence of L tokens takes ceil(L/16) blocks.
 Every figure is per GPU; sizes in GiB (2^30 bytes) with GB (10^9) beside them.
+--gpu reads the card's nominal memory ("24 GB" as 24 GiB); the total the
+driver reports (nvidia-smi, torch.cuda.mem_get_info), which vLLM multiplies by
+the utilization, can be lower: give it with --limit for a closer answer.
 """
 
 
