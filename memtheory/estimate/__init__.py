@@ -8,6 +8,7 @@ step            one replica's step: exact (autograd) where checked, else breakdo
 devices         :func:`fewest_gpus`: the fewest devices a sharded step fits on
 plan            :func:`estimate`: footprint per device, budget, largest batch/sequence
 command         the ``memtheory estimate`` subcommand
+serving_model   one served model's per-GPU weights (in a format), cache, working memory
 serving         :func:`serving_memory`: vLLM serving, KV blocks, max concurrency
 serve_command   the ``memtheory serve`` subcommand
 ==============  ================================================================

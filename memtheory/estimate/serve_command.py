@@ -72,7 +72,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    from memtheory.estimate.serving import KV_FORMATS, WEIGHT_FORMATS
+    from memtheory.estimate.serving_model import KV_FORMATS, WEIGHT_FORMATS
 
     parser.add_argument(
         "model", metavar="MODEL_OR_CONFIG",

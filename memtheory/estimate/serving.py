@@ -35,19 +35,12 @@ concurrency"), not measured, and not read from vLLM's source:
   fp32 copy and fp32 probabilities; a decoding step's working memory is the
   same function's, for the batch of one token per sequence.
 
-Weight formats (:data:`WEIGHT_FORMATS`): ``bf16``/``fp16``; ``int8`` (one
-byte per weight, one fp32 scale per output row:
-:func:`~memtheory.techniques.quantization.quantization` ``"int8"``); ``int4``
-and ``gptq`` (GPTQ: 4-bit weights, an fp16 scale and a packed 4-bit zero per
-group of 128 input weights of each output column, an int32 group index per
-input feature); ``awq`` (the same without the group index); ``nf4``
-(bitsandbytes: 4-bit codes and double-quantized constants per block of 64,
-:func:`memtheory.finetuning.nf4_bytes`). Only the linear maps inside the
-decoder blocks are quantised: the token embedding, the norms and the output
-projection (``lm_head``) stay 16-bit, as AutoAWQ and AutoGPTQ quantise only
-the linear layers of each decoder layer and transformers' quantizers keep the
-output embedding unquantised (``modules_to_not_convert``; see
-:mod:`memtheory.techniques.quantization`). AWQ and GPTQ compute in fp16.
+Weights come in 16-bit, int8, GPTQ (``int4``, ``gptq``), AWQ or NF4
+(:data:`~memtheory.estimate.serving_model.WEIGHT_FORMATS`); only the linear
+maps inside the decoder layers are quantised, the embedding, the norms and
+``lm_head`` stay 16-bit. Each model's share of a GPU is derived by
+:func:`~memtheory.estimate.serving_model.served_model`, which says where each
+format's layout comes from.
 
 A draft model for speculative decoding (``draft=``) adds its weights (in the
 compute dtype), its KV cache per sequence (same context, same cache dtype,
@@ -65,19 +58,16 @@ True
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy as sp
 
-from memtheory.errors import InvalidArgumentError, UnknownNameError, UnsupportedError
-from memtheory.estimate.resolve import ResolvedModel, resolve_model
+from memtheory.errors import InvalidArgumentError
+from memtheory.estimate.serving_model import ServedModel, kv_format, served_model, weight_format
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.gpus import DEFAULT_RESERVE, ReserveLike, usable_memory
-from memtheory.network import Network
 from memtheory.symbols import B
 from memtheory.units import format_bytes, parse_bytes
 
@@ -86,8 +76,6 @@ __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_MAX_SEQUENCES",
     "DEFAULT_UTILIZATION",
-    "KV_FORMATS",
-    "WEIGHT_FORMATS",
     "ServingMemory",
     "serving_memory",
 ]
@@ -103,23 +91,6 @@ DEFAULT_BATCHED_TOKENS = 8192
 
 DEFAULT_MAX_SEQUENCES = 256
 """vLLM's default ``max_num_seqs``: rows of logits the profiled sampler holds."""
-
-WEIGHT_FORMATS: dict[str, str] = {
-    "bf16": "bf16",
-    "fp16": "fp16",
-    "int8": "int8: 1 byte per weight, one fp32 scale per output row",
-    "int4": "int4 (GPTQ): 4-bit, fp16 scale and 4-bit zero per group of 128, int32 g_idx",
-    "gptq": "GPTQ: 4-bit, fp16 scale and 4-bit zero per group of 128, int32 g_idx",
-    "awq": "AWQ: 4-bit, fp16 scale and 4-bit zero per group of 128",
-    "nf4": "bitsandbytes NF4: 4-bit codes, double-quantized constants per 64",
-}
-"""The weight formats :func:`serving_memory` knows, with what each stores."""
-
-KV_FORMATS: dict[str, str] = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_e4m3"}
-"""KV-cache dtypes (``--kv-cache-dtype``): 16-bit, or fp8 (one byte)."""
-
-_SCHEMES = {"int8": "int8", "int4": "int4", "gptq": "int4", "awq": "awq"}
-
 
 @dataclass(frozen=True)
 class ServingMemory(Footprint):
@@ -336,19 +307,6 @@ def _size(value: object, unit: str) -> str:
     return f"{format_bytes(sp.sympify(value), unit)} ({format_bytes(sp.sympify(value), 'GB')})"
 
 
-@dataclass(frozen=True)
-class _Side:
-    """One model's per-GPU figures: the target's or the draft's."""
-
-    weights: sp.Expr
-    kv_per_sequence: sp.Expr
-    block_bytes: sp.Expr
-    prefill: sp.Expr
-    decode: sp.Expr
-    compute: str
-    name: str
-
-
 def serving_memory(
     model: str | Mapping[str, Any],
     *,
@@ -378,8 +336,9 @@ def serving_memory(
     batch : int or "auto", default "auto"
         Concurrent sequences; "auto" (or None): the most that fit (needs a card).
     weights : str, optional
-        A :data:`WEIGHT_FORMATS` name; default the checkpoint's dtype (bf16),
-        else fp16 (vLLM's ``--dtype auto`` runs fp32 checkpoints in fp16).
+        A :data:`~memtheory.estimate.serving_model.WEIGHT_FORMATS` name;
+        default the checkpoint's dtype (bf16), else fp16 (vLLM's ``--dtype
+        auto`` runs fp32 checkpoints in fp16).
     kv_cache : {"bf16", "fp16", "fp8"}, optional
         Default the compute dtype (vLLM's ``--kv-cache-dtype auto``).
     gpu, limit : optional
@@ -432,22 +391,24 @@ def serving_memory(
             "batch='auto' (the most sequences that fit) needs a card: pass gpu='H100' or "
             "limit='80 GiB', or a batch."
         )
-    chosen = _weight_format(weights)
-    kv_name = None if kv_cache is None else _kv_format(kv_cache)
+    chosen = weight_format(weights)
+    kv_name = kv_format(kv_cache)
     tokens = min(batched_tokens, context * max_sequences)
-    target = _side(model, context, tensor, chosen, kv_name, block_size, tokens, max_sequences)
+
+    def served(spec: str | Mapping[str, Any], form: str | None, compute: str | None) -> ServedModel:
+        return served_model(spec, context=context, tensor=tensor, weights=form,
+                            kv_cache=kv_name, block_size=block_size, batched_tokens=tokens,
+                            max_sequences=max_sequences, compute=compute)
+
+    target = served(model, chosen, None)
     sides = [target]
     if draft is not None:
-        sides.append(
-            _side(draft, context, tensor, None, kv_name or target.compute, block_size, tokens,
-                  max_sequences, compute=target.compute)
-        )
+        sides.append(served(draft, None, target.compute))
     weights_bytes = sp.Add(*(s.weights for s in sides))
     per_sequence = sp.Add(*(s.kv_per_sequence for s in sides))
     block_bytes = sp.Add(*(s.block_bytes for s in sides))
     prefill = sp.Max(*(s.prefill for s in sides))
     decode = sp.Max(*(s.decode for s in sides))
-    kv_format = target.compute if kv_name in (None, "auto") else str(kv_name)
     answer = ServingMemory(
         model=target.name,
         context=context,
@@ -466,7 +427,7 @@ def serving_memory(
         batched_tokens=tokens,
         max_sequences=max_sequences,
         weights_format=chosen or target.compute,
-        kv_format=kv_format,
+        kv_format=kv_name or target.compute,
         compute=target.compute,
         draft=None if draft is None else sides[1].name,
         assumptions=_assumptions(tensor, chosen, tokens, max_sequences, spare),
@@ -484,14 +445,8 @@ def serving_memory(
 
     while most > 0 and not fits(most):  # a decoding step larger than the profiled pass
         most -= 1
-    return _replace(answer, batch=most if wanted is None else wanted, max_concurrency=most,
-                    blocks=blocks)
-
-
-def _replace(answer: ServingMemory, **changes: Any) -> ServingMemory:
-    from dataclasses import replace
-
-    return replace(answer, **changes)
+    return replace(answer, batch=most if wanted is None else wanted, max_concurrency=most,
+                   blocks=blocks)
 
 
 def _whole(value: object, name: str, hint: str) -> int:
@@ -535,164 +490,6 @@ def _memory(gpu: str | None, limit: ReserveLike | None) -> tuple[sp.Rational | N
     return sp.Rational(card.memory), card.device
 
 
-def _weight_format(name: str | None) -> str | None:
-    if name is None:
-        return None
-    key = str(name).strip().lower()
-    if key not in WEIGHT_FORMATS:
-        raise UnknownNameError(
-            f"unknown weight format {name!r}; known: {', '.join(WEIGHT_FORMATS)} (int4 and "
-            "gptq are the same GPTQ layout).",
-            name=name,
-            known=tuple(WEIGHT_FORMATS),
-        )
-    return key
-
-
-def _kv_format(name: str) -> str:
-    key = str(name).strip().lower()
-    if key == "auto":
-        return key
-    if key not in KV_FORMATS:
-        raise UnknownNameError(
-            f"unknown KV-cache dtype {name!r}; known: {', '.join(KV_FORMATS)} (or auto: the "
-            "compute dtype).",
-            name=name,
-            known=tuple(KV_FORMATS),
-        )
-    return key
-
-
-def _config(spec: str | Mapping[str, Any]) -> Mapping[str, Any]:
-    """Return the Hugging Face configuration a preset, path or dict names."""
-    if isinstance(spec, Mapping):
-        return spec
-    path = Path(spec)
-    if path.is_dir():
-        path = path / "config.json"
-    if path.is_file():
-        loaded: Mapping[str, Any] = json.loads(path.read_text())
-        return loaded
-    from memtheory.models.presets import PRESETS
-
-    return PRESETS[str(spec)].config
-
-
-def _per_device(spec: str | Mapping[str, Any], resolved: ResolvedModel, tensor: int) -> Any:
-    """Return one GPU's share of a decoder's configuration under ``tensor``-way parallelism."""
-    from memtheory.techniques.kv_cache import cache_layers
-    from memtheory.techniques.tensor_parallel import decoder_split
-
-    if resolved.source != "config":
-        raise UnsupportedError(
-            f"tensor parallelism is modelled for Hugging Face decoders (presets and config.json "
-            f"files), not {resolved.name!r}; pass tensor=1 (--tp 1)."
-        )
-    split = decoder_split(resolved.network, tensor)
-    config = dict(_config(spec))
-    head_dim = int(cache_layers(resolved.network)[0].head_dim)
-    config.update(
-        num_attention_heads=split.heads // tensor,
-        num_key_value_heads=split.kv_heads_per_device,
-        intermediate_size=int(config["intermediate_size"]) // tensor,
-        vocab_size=-(-split.vocabulary // tensor),
-        head_dim=head_dim,
-    )
-    return config
-
-
-def _side(
-    spec: str | Mapping[str, Any],
-    context: int,
-    tensor: int,
-    chosen: str | None,
-    kv_name: str | None,
-    block_size: int,
-    tokens: int,
-    max_sequences: int,
-    compute: str | None = None,
-) -> _Side:
-    """Derive one model's per-GPU weights, cache and working memory."""
-    from memtheory.dtypes import dtype
-    from memtheory.finetuning import nf4_bytes
-    from memtheory.techniques.kv_cache import kv_cache_bytes, positions_limit, weight_bytes
-    from memtheory.techniques.working_memory import working_memory
-
-    whole = resolve_model(spec, batch=1, sequence=context)
-    name = spec if isinstance(spec, str) else whole.name
-    limit = positions_limit(whole.network) or whole.positions
-    if limit is not None and context > limit:
-        raise UnsupportedError(
-            f"context {context} is longer than {name}'s {limit} positions "
-            "(max_position_embeddings); pass context <= {limit}.".replace("{limit}", str(limit))
-        )
-    if compute is None:
-        if chosen in ("awq", "gptq", "int4"):
-            compute = "fp16"
-        elif chosen in ("bf16", "fp16"):
-            compute = chosen
-        else:
-            compute = "bf16" if whole.dtype == "bf16" else "fp16"
-    source: Any = spec if tensor == 1 else _per_device(spec, whole, tensor)
-
-    def build(batch: object, sequence: int) -> Network:
-        return resolve_model(source, batch=batch, sequence=sequence).network
-
-    net = build(1, context)
-    cache = dtype(KV_FORMATS[kv_name] if kv_name not in (None, "auto") else compute)
-    if chosen == "nf4":
-        stored = _nf4_weights(net, compute, nf4_bytes)
-    else:
-        stored = weight_bytes(net, dtype=compute, quantization=_SCHEMES.get(chosen or ""))
-    per_sequence = kv_cache_bytes(net, dtype=cache, block_size=block_size)
-    block = kv_cache_bytes(build(1, block_size), dtype=cache)
-    length = min(tokens, context)  # the chunk as sequences of at most the context
-    chunk = build(max(1, tokens // length), length)
-    prefill = working_memory(chunk, prompt=length, dtype=compute, cache=cache, flash=True,
-                             block_size=block_size).prefill
-    hidden = int(chunk.rows[1].output_shape[-1])
-    vocabulary = int(_vocabulary(spec, whole.network))
-    c = dtype(compute).bytes
-    sampler = tokens * hidden * c + max_sequences * vocabulary * (c + 8)
-    decode = working_memory(build(B, context), prompt=context, dtype=compute, cache=cache,
-                            flash=True, block_size=block_size).decode
-    return _Side(
-        weights=sp.sympify(stored),
-        kv_per_sequence=sp.sympify(per_sequence),
-        block_bytes=sp.sympify(block),
-        prefill=sp.Max(sp.sympify(prefill), sp.Integer(sampler)),
-        decode=sp.sympify(decode),
-        compute=compute,
-        name=str(name),
-    )
-
-
-def _vocabulary(spec: object, network: Network) -> int:
-    from memtheory.layers import Unembedding
-
-    for row in network.rows:
-        if isinstance(row.layer, Unembedding):
-            return int(row.layer.num_embeddings)
-    raise UnsupportedError(f"{spec!r} has no output projection (lm_head): not a decoder.")
-
-
-def _nf4_weights(net: Network, compute: str, nf4_bytes: Any) -> sp.Expr:
-    """Weights with every linear map inside the decoder layers in NF4, the rest in ``compute``."""
-    from memtheory.dtypes import dtype
-    from memtheory.layers.core import Dense
-    from memtheory.techniques.kv_cache import weight_bytes
-
-    total = sp.sympify(weight_bytes(net, dtype=compute))
-    element = dtype(compute).bytes
-    for row in net.rows:
-        if isinstance(row.layer, Dense) and row.name != "lm_head":
-            for part, shape in row.layer.parameter_shapes(row.input_shape):
-                if part == "weight":
-                    count = sp.Mul(*shape)
-                    total += nf4_bytes(count) - count * element
-    return sp.expand(total)
-
-
 def _assumptions(
     tensor: int, chosen: str | None, tokens: int, max_sequences: int, reserve: sp.Rational
 ) -> tuple[str, ...]:
@@ -705,6 +502,9 @@ def _assumptions(
         f"{max_sequences} rows of logits (model dtype, fp32 copy, fp32 probabilities)",
         f"reserve {format_bytes(reserve, 'GiB')}: CUDA context, NCCL and CUDA graphs, outside "
         "PyTorch's tensors",
+        "decode: one token per sequence through working_memory's decoding step (Hugging "
+        "Face's code paths with a memory-efficient kernel and a paged cache), not vLLM's",
+        "sliding-window layers cache at most their window per sequence",
         "scheduler limit not applied: vLLM also runs at most max_num_seqs sequences at once",
     ]
     if chosen in ("int4", "gptq", "awq", "int8", "nf4"):
