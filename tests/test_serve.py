@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from memtheory.cli import main
 from memtheory.errors import InvalidArgumentError, UnknownNameError, UnsupportedError
-from memtheory.estimate import serving_memory
+from memtheory.estimate import ServingMemory, serving_memory
 from memtheory.models.presets import PRESETS
 
 GIB = 2**30
@@ -237,3 +237,43 @@ def test_api_bad_input_raises_memtheory_errors() -> None:
         serving_memory("llama-3-8b", context=1024)
     with pytest.raises(UnsupportedError, match="tensor parallelism"):
         serving_memory("gpt2", context=1024, gpu="L4", tensor=2)
+
+
+_TINY = {  # a small Llama-style config, so that each example is quick
+    "model_type": "llama", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 4096, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    context=st.integers(1, 4096),
+    share=st.integers(30, 99),
+    more=st.integers(1, 10),
+)
+def test_max_concurrency_is_the_boundary_and_grows_with_utilization(
+    context: int, share: int, more: int
+) -> None:
+    """At max_concurrency the batch fits, one more does not; a larger share never fits fewer."""
+    def ask(percent: int, batch: int | str = "auto") -> ServingMemory:
+        return serving_memory(_TINY, context=context, batch=batch, limit="64 MiB",
+                              reserve=0, utilization=f"{percent / 100}", batched_tokens=256)
+
+    answer = ask(share)
+    most = answer.max_concurrency
+    assert most is not None
+    per = 2 * 2 * 2 * 16 * (-(-context // 16) * 16) * 2  # 2 layers, K and V, 2 heads, d 16
+    assert answer.kv_per_sequence == per
+    if most > 0:
+        assert ask(share, most).fits
+    assert ask(share, most + 1).fits is False
+    larger = ask(min(100, share + more))
+    assert larger.max_concurrency is not None and larger.max_concurrency >= most
+
+
+def test_a_limit_stands_for_the_card_memory() -> None:
+    """limit='24 GiB' gives what the 24 GiB L4 gives."""
+    card = serving_memory("llama-3-8b", context=4096, gpu="L4")
+    limit = serving_memory("llama-3-8b", context=4096, limit="24 GiB")
+    assert (limit.max_concurrency, limit.blocks) == (card.max_concurrency, card.blocks)

@@ -502,6 +502,8 @@ def _assumptions(
         f"{max_sequences} rows of logits (model dtype, fp32 copy, fp32 probabilities)",
         f"reserve {format_bytes(reserve, 'GiB')}: CUDA context, NCCL and CUDA graphs, outside "
         "PyTorch's tensors",
+        "card memory: the vendor's GB read as GiB (memtheory.gpus); vLLM takes its share of "
+        "the total the driver reports, which can be lower: pass that total as limit=",
         "decode: one token per sequence through working_memory's decoding step (Hugging "
         "Face's code paths with a memory-efficient kernel and a paged cache), not vLLM's",
         "sliding-window layers cache at most their window per sequence",
