@@ -210,8 +210,8 @@ class ServingMemory(Footprint):
         ...
         """
         lines = [
-            f"{self.model} serving {self.context}-token sequences on "
-            f"{self.device or 'no card named'}"
+            f"{self.model} serving {self.context}-token sequences"
+            + (f" on {self.device}" if self.device else " (no card named)")
             + (f" x {self.tensor} (tensor parallel)" if self.tensor > 1 else "")
             + " (vLLM's rule, modelled)",
             f"weights {self.weights_format}, KV cache {self.kv_format}, compute {self.compute}, "
