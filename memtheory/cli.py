@@ -13,6 +13,7 @@ Usage::
     memtheory sets
     memtheory misconceptions
     memtheory estimate gpt2 --batch 8 --seq 1024 --gpu "RTX 4090"   # memory per GPU, fits?
+    memtheory serve llama-3-8b --context 4096 --gpu L4              # vLLM: how many sequences
 
 Exit status: 0 when grading ran (whatever the score); 1 when a folder was
 graded but some of its files could not be (a pipe, a device, a link loop, not
@@ -388,10 +389,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_estimate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``memtheory estimate`` (its own module: memtheory.estimate.command)."""
+    """Add ``memtheory estimate`` and ``memtheory serve`` (memtheory.estimate modules)."""
     from memtheory.estimate.command import add_estimate_parser
 
     add_estimate_parser(commands)
+    from memtheory.estimate.serve_command import add_serve_parser
+
+    add_serve_parser(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

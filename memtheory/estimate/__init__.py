@@ -1,14 +1,17 @@
 """The practitioner's front door: ``memtheory estimate`` and the Python API behind it.
 
-==========  ================================================================
-module      what it does
-==========  ================================================================
-resolve     a model name, config or ``file.py:factory`` to a Network
-step        one replica's step: exact (autograd) where checked, else breakdown, and why
-devices     :func:`fewest_gpus`: the fewest devices a sharded step fits on
-plan        :func:`estimate`: footprint per device, budget, largest batch/sequence
-command     the ``memtheory estimate`` subcommand
-==========  ================================================================
+==============  ================================================================
+module          what it does
+==============  ================================================================
+resolve         a model name, config or ``file.py:factory`` to a Network
+step            one replica's step: exact (autograd) where checked, else breakdown, and why
+devices         :func:`fewest_gpus`: the fewest devices a sharded step fits on
+plan            :func:`estimate`: footprint per device, budget, largest batch/sequence
+command         the ``memtheory estimate`` subcommand
+serving_model   one served model's per-GPU weights (in a format), cache, working memory
+serving         :func:`serving_memory`: vLLM serving, KV blocks, max concurrency
+serve_command   the ``memtheory serve`` subcommand
+==============  ================================================================
 
 Examples
 --------
@@ -26,6 +29,7 @@ from memtheory.estimate.resolve import (
     ResolvedModel,
     resolve_model,
 )
+from memtheory.estimate.serving import ServingMemory, serving_memory
 from memtheory.estimate.step import Step, step_memory
 
 __all__ = [
@@ -35,9 +39,11 @@ __all__ = [
     "DeviceSearch",
     "Estimate",
     "ResolvedModel",
+    "ServingMemory",
     "Step",
     "estimate",
     "fewest_gpus",
     "resolve_model",
+    "serving_memory",
     "step_memory",
 ]
