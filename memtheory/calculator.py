@@ -18,7 +18,7 @@ Recipes
     the attention kernel, whether the loop keeps the logits, the reserve. The
     page offers :data:`RECIPES` and prints the recipe's assumptions
     (:meth:`Setup.describe <memtheory.recipes.Setup.describe>`) under the result.
-    The breakdown convention (chapter 4's upper bound) is there as a labelled
+    The breakdown convention (chapter 4's estimate, not a bound) is there as a labelled
     teaching comparison (:data:`CONVENTIONS`).
 Exact arithmetic
     The printer does not emit JavaScript numbers (doubles, exact only up to
@@ -225,7 +225,7 @@ language models only."""
 
 CONVENTIONS: dict[str, str] = {
     "exact": "the step as PyTorch runs it (what memtheory estimate answers)",
-    "breakdown": "teaching comparison: chapter 4's breakdown (an upper bound)",
+    "breakdown": "teaching comparison: chapter 4's breakdown (an estimate, not a bound)",
 }
 """How the step is counted -> label: ``"exact"`` is :func:`memtheory.estimate.estimate`'s
 (the autograd convention wherever it follows the step), ``"breakdown"`` every kept output
