@@ -26,7 +26,7 @@ __all__ = ["SoftCap", "SoftCappedAttention"]
 
 _NOT_MEASURED = (
     "Gemma 2's logit soft-capping (cap * tanh(x / cap)) has not been measured against "
-    "PyTorch. Use the paper convention for an estimate."
+    "PyTorch. convention='breakdown' gives an estimate."
 )
 
 
