@@ -178,7 +178,7 @@ def test_preset_aliases():
 
 
 def test_instruct_and_chat_repositories_resolve_to_the_base_preset():
-    """Instruct/chat releases with the base architecture find the base preset, via load_config too."""
+    """Instruct/chat releases of the base architecture find the base preset (load_config too)."""
     pairs = {
         "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
         "meta-llama/Meta-Llama-3-70B-Instruct": "llama-3-70b",

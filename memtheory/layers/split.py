@@ -78,7 +78,7 @@ class Slice(Layer):
         return (*tuple(input_shape)[:-1], sp.Integer(self.stop - self.start))
 
     def stores_output(self) -> bool:
-        """A view of its input: no new storage."""
+        """Return False: a view of its input, no new storage."""
         return False
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:

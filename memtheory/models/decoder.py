@@ -1,4 +1,4 @@
-r"""Decoder-only language models of the Llama family: Llama, Mistral, Qwen2/3, Phi-3, Gemma 1/2, Mixtral.
+r"""Llama-family decoders: Llama, Mistral, Qwen2 and Qwen3, Phi-3, Gemma 1 and 2, Mixtral.
 
 One builder, :func:`decoder`, for the architecture these share, as Hugging
 Face's ``LlamaForCausalLM`` and its relatives lay it out: token embeddings

@@ -260,7 +260,7 @@ def _windows(config: Mapping[str, Any], layers: int) -> tuple[int | None, ...]:
 
 
 def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
-    """Read a Llama-family configuration (llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, mixtral).
+    """Read a Llama-family configuration (llama, mistral, qwen2/3, phi3, gemma/2, mixtral).
 
     Optional keys and the defaults of Hugging Face's configuration classes:
     ``num_key_value_heads`` (the heads), ``head_dim`` (``hidden_size //

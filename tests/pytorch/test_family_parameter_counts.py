@@ -79,7 +79,7 @@ _UNREAD = ("architectures", "torch_dtype", "transformers_version")
 
 
 def _hf(config: dict) -> tuple[int, list[tuple[int, ...]]]:
-    """transformers' parameter count and sorted tensor shapes for ``config`` (on meta)."""
+    """Return the parameter count and sorted tensor shapes transformers builds (on meta)."""
     values = {k: v for k, v in config.items() if k not in ("model_type", *_UNREAD)}
     hf_config = transformers.AutoConfig.for_model(config["model_type"], **values)
     with torch.device("meta"):
@@ -104,7 +104,7 @@ def test_tiny_configs_match_transformers_tensor_for_tensor(config):
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_published_configs_match_transformers_and_the_preset(name):
-    """Qwen3-8B, Phi-3-mini, Gemma-2-2B as published: transformers' total, exactly, and the preset's."""
+    """Qwen3-8B, Phi-3-mini, Gemma-2-2B as published: transformers' total, and the preset's."""
     published = PUBLISHED[name]
     count, _ = _hf(published)
     assert from_config(published).parameter_count == count
