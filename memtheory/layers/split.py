@@ -27,10 +27,11 @@ __all__ = ["Slice"]
 class Slice(Layer):
     """Features ``start`` to ``stop`` (excluded) of the last axis: a view, no parameters.
 
-    The autograd convention refuses it: on a tiny Phi-3 (CPU, PyTorch 2.13)
-    the saved tensors agree with ``measure`` but the backward's full-width
-    gradients of the slices are not modelled, so the bf16 and autocast peaks
-    are low.
+    The autograd convention refuses it, for a reason outside the slice: on a
+    tiny Phi-3 (CPU, PyTorch 2.13) every saved tensor and the backward agree
+    with ``measure`` and an SGD step is exact, but the for-loop Adam step's
+    temporaries follow Phi-3's ``module.parameters()`` order, which the
+    convention does not (``tests/pytorch/test_family_autograd.py``).
 
     Parameters
     ----------
@@ -49,10 +50,13 @@ class Slice(Layer):
     name: str | None = None
     kind = "Slice"
     autograd_refusal = (
-        "a slice of a fused projection (Phi-3's qkv_proj and gate_up_proj) is a view; measured "
-        "on a tiny Phi-3 the saved tensors agree but the step's peak does not (the slices' "
-        "backward builds full-width gradients: 4,032 bytes low in bf16, 5,116 under autocast), "
-        "so it is not modelled yet. convention='breakdown' gives an estimate."
+        "Phi-3's fused projections are sliced (qkv_proj into q, k, v; gate_up_proj into gate "
+        "and up). Measured on a tiny Phi-3 (CPU, PyTorch 2.13) the slices' saved tensors and "
+        "backward agree to the byte, and an SGD step is exact, but torch.optim's for-loop "
+        "Adam/AdamW step is not: its temporaries follow module.parameters() order, and Phi-3 "
+        "registers o_proj before qkv_proj and each layer's norms after its MLP, an order the "
+        "convention (which lists parameters layer by layer, in data-flow order) does not "
+        "follow (4,032 bytes low in bf16). convention='breakdown' gives an estimate."
     )
 
     def __post_init__(self) -> None:

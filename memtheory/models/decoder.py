@@ -20,11 +20,14 @@ run with ``use_cache=False``: with transformers' default ``use_cache=True``
 the training forward also fills a ``DynamicCache`` with a copy of every
 layer's keys and values until the forward returns, which is not modelled.
 Gemma's scaled embedding and ``(1 + w)`` norms and Mixtral's experts are not
-measured: the autograd convention refuses them. So are the pieces the later
-families add: Qwen3's per-head query/key norms
-(:class:`~memtheory.layers.head_norm.HeadRMSNorm`), Phi-3's fused ``qkv_proj``
-and ``gate_up_proj`` (sliced by :class:`~memtheory.layers.split.Slice`) and
-Gemma 2's soft-capping (:mod:`memtheory.layers.softcap`) and extra norms.
+measured: the autograd convention refuses them, and Gemma 2's soft-capping
+(:mod:`memtheory.layers.softcap`) and extra norms with them. Qwen3's per-head
+query/key norms (:class:`~memtheory.layers.head_norm.HeadRMSNorm`) are
+measured: its step is exact (transformers 5.24,
+``tests/pytorch/test_family_autograd.py``). Phi-3's fused ``qkv_proj`` and
+``gate_up_proj``, sliced by :class:`~memtheory.layers.split.Slice`, agree
+with SGD, but a for-loop Adam step's temporaries follow Phi-3's parameter
+order, which the convention does not: it refuses Phi-3.
 
 Most users start from a ``config.json``
 (:func:`memtheory.models.from_config`) or a preset
