@@ -188,7 +188,6 @@ def test_instruct_and_chat_repositories_resolve_to_the_base_preset():
         "Qwen/Qwen2.5-0.5B-Instruct": "qwen2.5-0.5b",
         "Qwen/Qwen3-8B": "qwen3-8b",
         "microsoft/Phi-3-mini-4k-instruct": "phi-3-mini",
-        "google/gemma-2-2b-it": "gemma-2-2b",
     }
     for repository, name in pairs.items():
         assert PRESETS[repository].name == name

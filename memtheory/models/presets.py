@@ -235,15 +235,15 @@ PRESETS: Registry[Preset] = Registry(
         "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
         "Qwen/Qwen2-7B": "qwen2-7b",
         "Qwen/Qwen2.5-0.5B": "qwen2.5-0.5b",
-        "Qwen/Qwen3-8B-Base": "qwen3-8b",
         "Qwen/Qwen3-8B": "qwen3-8b",
         "phi-3-mini-4k": "phi-3-mini",
         "microsoft/Phi-3-mini-4k-instruct": "phi-3-mini",
         "google/gemma-2b": "gemma-2b",
         "google/gemma-7b": "gemma-7b",
         "google/gemma-2-2b": "gemma-2-2b",
-        # Chat and instruct releases: the same architecture as the base model (the same
-        # config.json keys memtheory reads), so the same memory.
+        # Chat and instruct releases whose config.json has the same keys memtheory reads and
+        # the same torch_dtype as the base model's. Left out: Qwen2-7B-Instruct (32768
+        # positions, not 131072), Qwen3-8B-Base and gemma-2-2b-it (not checked here).
         "meta-llama/Llama-2-7b-chat-hf": "llama-2-7b",
         "meta-llama/Llama-2-13b-chat-hf": "llama-2-13b",
         "meta-llama/Llama-2-70b-chat-hf": "llama-2-70b",
@@ -258,7 +258,6 @@ PRESETS: Registry[Preset] = Registry(
         "Qwen/Qwen2.5-0.5B-Instruct": "qwen2.5-0.5b",
         "google/gemma-2b-it": "gemma-2b",
         "google/gemma-7b-it": "gemma-7b",
-        "google/gemma-2-2b-it": "gemma-2-2b",
         "gpt2-small": "gpt2",
         "openai-community/gpt2": "gpt2",
         "bert-base": "bert-base-uncased",
