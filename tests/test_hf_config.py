@@ -175,3 +175,93 @@ def test_preset_aliases():
     assert load_config("meta-llama/Meta-Llama-3-8B") == dict(PRESETS["llama-3-8b"].config)
     assert PRESETS["Llama 3.1 8B"].name == "llama-3.1-8b"
     assert PRESETS["Mistral_7B"].name == "mistral-7b-v0.1"
+
+
+def test_instruct_and_chat_repositories_resolve_to_the_base_preset():
+    """Instruct/chat releases of the base architecture find the base preset (load_config too)."""
+    pairs = {
+        "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
+        "meta-llama/Meta-Llama-3-70B-Instruct": "llama-3-70b",
+        "meta-llama/Llama-3.2-1B-Instruct": "llama-3.2-1b",
+        "meta-llama/Llama-2-7b-chat-hf": "llama-2-7b",
+        "mistralai/Mistral-7B-Instruct-v0.1": "mistral-7b-v0.1",
+        "Qwen/Qwen2.5-0.5B-Instruct": "qwen2.5-0.5b",
+        "Qwen/Qwen3-8B": "qwen3-8b",
+        "microsoft/Phi-3-mini-4k-instruct": "phi-3-mini",
+    }
+    for repository, name in pairs.items():
+        assert PRESETS[repository].name == name
+        assert load_config(repository) == dict(PRESETS[name].config)
+
+
+def test_new_presets_carry_their_source_and_dtype():
+    """Each new preset cites its Hub repository's config.json and the published torch_dtype."""
+    expected = {
+        "qwen2.5-0.5b": ("Qwen/Qwen2.5-0.5B", "bf16"),
+        "llama-3.2-1b": ("meta-llama/Llama-3.2-1B", "bf16"),
+        "llama-3-70b": ("meta-llama/Meta-Llama-3-70B", "bf16"),
+        "qwen3-8b": ("Qwen/Qwen3-8B", "bf16"),
+        "phi-3-mini": ("microsoft/Phi-3-mini-4k-instruct", "bf16"),
+        "gemma-2-2b": ("google/gemma-2-2b", "fp32"),
+    }
+    for name, (repository, dtype) in expected.items():
+        entry = PRESETS[name]
+        assert f"huggingface.co/{repository}/" in entry.source
+        assert entry.dtype == dtype
+
+
+def test_llama_3_70b_differs_from_3_1_70b_only_in_context():
+    """Llama-3-70B and Llama-3.1-70B: the same network, 8192 against 131072 positions."""
+    old, new = dict(PRESETS["llama-3-70b"].config), dict(PRESETS["llama-3.1-70b"].config)
+    assert old.pop("max_position_embeddings") == 8192
+    assert new.pop("max_position_embeddings") == 131072
+    assert old == new
+
+
+def test_qwen3_head_norms_and_default_head_width():
+    """Qwen3: head_dim defaults to 128; a q_norm and k_norm of one head's width feed the rotary."""
+    config = {"model_type": "qwen3", "vocab_size": 64, "hidden_size": 32,
+              "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2}
+    net = from_config(config, batch=1, sequence=4)
+    assert net["model.layers.0.self_attn.q_proj"].output_shape == (1, 4, 4 * 128)
+    assert net["model.layers.0.self_attn.q_norm"].parameters == 128
+    assert net["model.layers.1.self_attn.k_norm"].output_shape == (1, 4, 2 * 128)
+    assert decoder_config({**config, "use_sliding_window": True, "sliding_window": 16,
+                           "max_window_layers": 1}).windows == (None, 16)
+
+
+def test_phi3_fused_projections_and_refusals():
+    """Phi-3: one qkv_proj and one gate_up_proj per layer; residual dropout is refused."""
+    c = PRESETS["phi-3-mini"].config
+    net = preset("phi-3-mini", batch=1, sequence=4)
+    width = c["hidden_size"]
+    assert net["model.layers.0.self_attn.qkv_proj"].output_shape == (1, 4, 3 * width)
+    assert net["model.layers.0.mlp.gate_up_proj"].output_shape == (
+        1, 4, 2 * c["intermediate_size"])
+    assert net["model.layers.0.self_attn.v"].output_shape == (1, 4, width)
+    assert decoder_config(c).windows == (c["sliding_window"],) * c["num_hidden_layers"]
+    with pytest.raises(UnsupportedError, match="resid_pdrop"):
+        from_config({**c, "resid_pdrop": 0.1})
+    with pytest.raises(UnsupportedError, match="partial_rotary_factor"):
+        from_config({**c, "rope_scaling": {"partial_rotary_factor": 0.75}})
+
+
+def test_gemma2_alternate_windows_four_norms_and_caps():
+    """Gemma 2: even layers slide (4096 by default), four norms per layer, capped logits."""
+    c = dict(PRESETS["gemma-2-2b"].config)
+    layers = c["num_hidden_layers"]
+    windows = decoder_config(c).windows
+    assert windows == tuple(4096 if i % 2 == 0 else None for i in range(layers))
+    del c["sliding_window"]
+    assert decoder_config(c).windows == windows
+    net = preset("gemma-2-2b", batch=1, sequence=4)
+    names = [row.name for row in net.rows]
+    norms = [n for n in names if n.startswith("model.layers.0.") and n.endswith("layernorm")]
+    assert len(norms) == 4
+    assert net["lm_head"].weights == 0
+    assert names[-1] == "final_logit_softcapping"
+    capped = decoder_config({**c, "attn_logit_softcapping": None, "final_logit_softcapping": None})
+    assert (capped.attention_softcap, capped.final_softcap) == (None, None)
+    with pytest.raises(InvalidArgumentError, match="attn_logit_softcapping"):
+        from_config({**c, "attn_logit_softcapping": -1})

@@ -14,8 +14,9 @@ builder            architecture                                parameters
                    Face ``BertForMaskedLM``)
 ``gpt2``           GPT-2 small, medium, large, xl (Hugging     124,439,808 to
                    Face ``GPT2LMHeadModel``), loss optional    1,557,611,200
-``decoder``        Llama, Mistral, Qwen2, Gemma, Mixtral       Llama-2-7B:
-                   (``LlamaForCausalLM`` and relatives)        6,738,415,616
+``decoder``        Llama, Mistral, Qwen2, Qwen3, Phi-3,        Llama-2-7B:
+                   Gemma, Gemma 2, Mixtral                     6,738,415,616
+                   (``LlamaForCausalLM`` and relatives)
 =================  ==========================================  ===================
 
 :func:`from_config` builds any of these from a Hugging Face ``config.json`` (a

@@ -1,4 +1,4 @@
-r"""Decoder-only language models of the Llama family: Llama, Mistral, Qwen2, Gemma, Mixtral.
+r"""Llama-family decoders: Llama, Mistral, Qwen2 and Qwen3, Phi-3, Gemma 1 and 2, Mixtral.
 
 One builder, :func:`decoder`, for the architecture these share, as Hugging
 Face's ``LlamaForCausalLM`` and its relatives lay it out: token embeddings
@@ -20,7 +20,14 @@ run with ``use_cache=False``: with transformers' default ``use_cache=True``
 the training forward also fills a ``DynamicCache`` with a copy of every
 layer's keys and values until the forward returns, which is not modelled.
 Gemma's scaled embedding and ``(1 + w)`` norms and Mixtral's experts are not
-measured: the autograd convention refuses them.
+measured: the autograd convention refuses them, and Gemma 2's soft-capping
+(:mod:`memtheory.layers.softcap`) and extra norms with them. Qwen3's per-head
+query/key norms (:class:`~memtheory.layers.head_norm.HeadRMSNorm`) are
+measured: its step is exact (transformers 5.24,
+``tests/pytorch/test_family_autograd.py``). Phi-3's fused ``qkv_proj`` and
+``gate_up_proj``, sliced by :class:`~memtheory.layers.split.Slice`, agree
+with SGD, but a for-loop Adam step's temporaries follow Phi-3's parameter
+order, which the convention does not: it refuses Phi-3.
 
 Most users start from a ``config.json``
 (:func:`memtheory.models.from_config`) or a preset
@@ -56,10 +63,13 @@ from memtheory.layers import (
     Unembedding,
 )
 from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.head_norm import HeadRMSNorm
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
 from memtheory.layers.rotary import Rotary, RotaryTable
 from memtheory.layers.scale import Scale
+from memtheory.layers.softcap import SoftCap, SoftCappedAttention
+from memtheory.layers.split import Slice
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
@@ -107,6 +117,18 @@ class DecoderConfig:
     gemma : bool, default False
         Gemma's embedding scale by :math:`\sqrt{h}` and ``(1 + w)`` RMS norms.
     attention_dropout : float, default 0.0
+    qk_norm : bool, default False
+        Qwen3: an RMS norm of ``head_dim`` on each query and key head
+        (``q_norm``, ``k_norm``) before the rotary embedding.
+    fused : bool, default False
+        Phi-3: one ``qkv_proj`` for the queries, keys and values and one
+        ``gate_up_proj`` for the MLP's two halves, sliced (views).
+    sandwich_norms : bool, default False
+        Gemma 2: RMS norms after the attention (``post_attention_layernorm``)
+        and before and after the MLP (``pre_feedforward_layernorm``,
+        ``post_feedforward_layernorm``), four per layer.
+    attention_softcap, final_softcap : float, optional
+        Gemma 2's ``attn_logit_softcapping`` and ``final_logit_softcapping``.
     family : str, default "llama"
         For names and messages (``model_type``).
 
@@ -134,6 +156,11 @@ class DecoderConfig:
     top_k: int | None = None
     gemma: bool = False
     attention_dropout: float = 0.0
+    qk_norm: bool = False
+    fused: bool = False
+    sandwich_norms: bool = False
+    attention_softcap: float | None = None
+    final_softcap: float | None = None
     family: str = "llama"
 
     def __post_init__(self) -> None:
@@ -158,6 +185,18 @@ class DecoderConfig:
                 f"DecoderConfig: activation must be 'silu', 'gelu' or 'gelu_tanh', "
                 f"got {self.activation!r}."
             )
+        if self.fused and self.experts is not None:
+            raise InvalidSizeError(
+                "DecoderConfig: fused projections (Phi-3) with a mixture of experts are not "
+                "modelled; set fused=False or experts=None."
+            )
+        for name in ("attention_softcap", "final_softcap"):
+            cap = getattr(self, name)
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int | float)
+                                    or not cap > 0):
+                raise InvalidSizeError(
+                    f"DecoderConfig: {name} must be a positive number or None, got {cap!r}."
+                )
         if self.head_dim is None and self.hidden % self.heads:
             raise InvalidSizeError(
                 f"DecoderConfig: hidden ({self.hidden}) does not split into {self.heads} heads; "
@@ -236,6 +275,8 @@ def decoder(
     items.append(Node(norm(name="model.norm"), inputs=(source,)))
     if lm_head:
         items.append(Unembedding(c.vocabulary, tied=c.tied, name="lm_head"))
+        if c.final_softcap is not None:
+            items.append(SoftCap(c.final_softcap, name="final_logit_softcapping"))
     if loss:
         items.append(LanguageModelLoss(name="loss"))
     return Network(items, name=name or c.family)
@@ -246,63 +287,110 @@ def _layer(c: DecoderConfig, index: int, source: str, *, flash: bool) -> list[La
     prefix = f"model.layers.{index}"
     attn = f"{prefix}.self_attn"
     norm = GemmaRMSNorm if c.gemma else RMSNorm
-    width, kv = c.head_width, c.key_value_heads
     ln_1 = f"{prefix}.input_layernorm"
-    items: list[Layer | Node] = [
-        Node(norm(name=ln_1), inputs=(source,)),
-        Dense(c.heads * width, bias=c.qkv_bias, name=f"{attn}.q_proj"),
-        Node(Dense(kv * width, bias=c.qkv_bias, name=f"{attn}.k_proj"), inputs=(ln_1,)),
-        Node(Dense(kv * width, bias=c.qkv_bias, name=f"{attn}.v_proj"), inputs=(ln_1,)),
+    items: list[Layer | Node] = [Node(norm(name=ln_1), inputs=(source,))]
+    query, key, value = _projections(c, attn, ln_1, items)
+    if c.qk_norm:
+        items += [
+            Node(HeadRMSNorm(c.head_width, name=f"{attn}.q_norm"), inputs=(query,)),
+            Node(HeadRMSNorm(c.head_width, name=f"{attn}.k_norm"), inputs=(key,)),
+        ]
+        query, key = f"{attn}.q_norm", f"{attn}.k_norm"
+    attention = (
+        SoftCappedAttention if c.attention_softcap is not None else GroupedQueryAttention
+    )
+    options = {} if c.attention_softcap is None else {"softcap": c.attention_softcap}
+    items += [
+        Node(Rotary(c.head_width, name=f"{attn}.q_rotary"), inputs=(query, "model.rotary_emb")),
+        Node(Rotary(c.head_width, name=f"{attn}.k_rotary"), inputs=(key, "model.rotary_emb")),
         Node(
-            Rotary(width, name=f"{attn}.q_rotary"), inputs=(f"{attn}.q_proj", "model.rotary_emb")
-        ),
-        Node(
-            Rotary(width, name=f"{attn}.k_rotary"), inputs=(f"{attn}.k_proj", "model.rotary_emb")
-        ),
-        Node(
-            GroupedQueryAttention(
+            attention(
                 c.heads,
-                kv_heads=kv,
-                head_dim=width,
+                kv_heads=c.key_value_heads,
+                head_dim=c.head_width,
                 window=c.window(index),
                 dropout=c.attention_dropout,
                 flash=flash,
                 name=f"{attn}.attention",
+                **options,
             ),
-            inputs=(f"{attn}.q_rotary", f"{attn}.k_rotary", f"{attn}.v_proj"),
+            inputs=(f"{attn}.q_rotary", f"{attn}.k_rotary", value),
         ),
         Dense(c.hidden, bias=c.output_bias, name=f"{attn}.o_proj"),
-        Node(Add(name=f"{prefix}.add_1"), inputs=(source, f"{attn}.o_proj")),
-        norm(name=f"{prefix}.post_attention_layernorm"),
     ]
-    if c.experts is not None and c.top_k is not None:
+    attended = f"{attn}.o_proj"
+    if c.sandwich_norms:
+        items.append(norm(name=f"{prefix}.post_attention_layernorm"))
+        attended = f"{prefix}.post_attention_layernorm"
+    items.append(Node(Add(name=f"{prefix}.add_1"), inputs=(source, attended)))
+    ln_2 = f"{prefix}.pre_feedforward_layernorm" if c.sandwich_norms else (
+        f"{prefix}.post_attention_layernorm"
+    )
+    items.append(norm(name=ln_2))
+    mlp_out = _mlp(c, prefix, ln_2, items)
+    if c.sandwich_norms:
+        items.append(norm(name=f"{prefix}.post_feedforward_layernorm"))
+        mlp_out = f"{prefix}.post_feedforward_layernorm"
+    items.append(Node(Add(name=f"{prefix}.add_2"), inputs=(f"{prefix}.add_1", mlp_out)))
+    return items
+
+
+def _projections(
+    c: DecoderConfig, attn: str, source: str, items: list[Layer | Node]
+) -> tuple[str, str, str]:
+    """Append the query, key and value projections of ``source``; return their names."""
+    width, kv = c.head_width, c.key_value_heads
+    queries, keys = c.heads * width, kv * width
+    if c.fused:
+        fused = f"{attn}.qkv_proj"
         items.append(
-            MixtureOfExperts(c.experts, c.top_k, c.ffn_hidden, name=f"{prefix}.mlp")
+            Node(Dense(queries + 2 * keys, bias=c.qkv_bias, name=fused), inputs=(source,))
         )
-        mlp_out = f"{prefix}.mlp"
+        bounds = {"q": (0, queries), "k": (queries, queries + keys),
+                  "v": (queries + keys, queries + 2 * keys)}
+        for part, (start, stop) in bounds.items():
+            items.append(Node(Slice(start, stop, name=f"{attn}.{part}"), inputs=(fused,)))
+        return f"{attn}.q", f"{attn}.k", f"{attn}.v"
+    items += [
+        Node(Dense(queries, bias=c.qkv_bias, name=f"{attn}.q_proj"), inputs=(source,)),
+        Node(Dense(keys, bias=c.qkv_bias, name=f"{attn}.k_proj"), inputs=(source,)),
+        Node(Dense(keys, bias=c.qkv_bias, name=f"{attn}.v_proj"), inputs=(source,)),
+    ]
+    return f"{attn}.q_proj", f"{attn}.k_proj", f"{attn}.v_proj"
+
+
+def _mlp(c: DecoderConfig, prefix: str, source: str, items: list[Layer | Node]) -> str:
+    """Append the MLP (gated, fused or experts) reading ``source``; return its output's name."""
+    mlp = f"{prefix}.mlp"
+    if c.experts is not None and c.top_k is not None:
+        items.append(MixtureOfExperts(c.experts, c.top_k, c.ffn_hidden, name=mlp))
+        return mlp
+    activation: Layer = (
+        SiLU(name=f"{mlp}.act_fn")
+        if c.activation == "silu"
+        else GELU(
+            approximate="tanh" if c.activation == "gelu_tanh" else "none",
+            name=f"{mlp}.act_fn",
+        )
+    )
+    if c.fused:  # Phi-3: gate, up = gate_up_proj(x).chunk(2); up * act(gate)
+        fused = f"{mlp}.gate_up_proj"
+        items += [
+            Dense(2 * c.ffn_hidden, bias=c.mlp_bias, name=fused),
+            Slice(0, c.ffn_hidden, name=f"{mlp}.gate"),
+            activation,
+            Node(Slice(c.ffn_hidden, 2 * c.ffn_hidden, name=f"{mlp}.up"), inputs=(fused,)),
+            Node(Multiply(name=f"{mlp}.mul"), inputs=(f"{mlp}.up", f"{mlp}.act_fn")),
+        ]
     else:
-        mlp = f"{prefix}.mlp"
-        activation: Layer = (
-            SiLU(name=f"{mlp}.act_fn")
-            if c.activation == "silu"
-            else GELU(
-                approximate="tanh" if c.activation == "gelu_tanh" else "none",
-                name=f"{mlp}.act_fn",
-            )
-        )
         items += [
             Dense(c.ffn_hidden, bias=c.mlp_bias, name=f"{mlp}.gate_proj"),
             activation,
-            Node(
-                Dense(c.ffn_hidden, bias=c.mlp_bias, name=f"{mlp}.up_proj"),
-                inputs=(f"{prefix}.post_attention_layernorm",),
-            ),
+            Node(Dense(c.ffn_hidden, bias=c.mlp_bias, name=f"{mlp}.up_proj"), inputs=(source,)),
             Node(Multiply(name=f"{mlp}.mul"), inputs=(f"{mlp}.act_fn", f"{mlp}.up_proj")),
-            Dense(c.hidden, bias=c.mlp_bias, name=f"{mlp}.down_proj"),
         ]
-        mlp_out = f"{mlp}.down_proj"
-    items.append(Node(Add(name=f"{prefix}.add_2"), inputs=(f"{prefix}.add_1", mlp_out)))
-    return items
+    items.append(Dense(c.hidden, bias=c.mlp_bias, name=f"{mlp}.down_proj"))
+    return f"{mlp}.down_proj"
 
 
 def active_parameter_count(network: Network) -> sp.Expr:

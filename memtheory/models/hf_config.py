@@ -7,7 +7,9 @@ Nothing is downloaded. :func:`from_config` reads the configuration's
 ``model_type``                     builder
 =================================  ===========================================================
 ``llama``, ``mistral``, ``qwen2``  :func:`~memtheory.models.decoder` (RMSNorm, SwiGLU, rotary,
-``gemma``, ``mixtral``             grouped-query attention, sliding windows, experts)
+``gemma``, ``mixtral``, ``qwen3``  grouped-query attention, sliding windows, experts; Qwen3's
+``phi3``, ``gemma2``               query/key norms, Phi-3's fused projections, Gemma 2's
+                                   soft-capping and four norms per layer)
 ``gpt2``                           :func:`~memtheory.models.gpt2`
 ``bert``                           :func:`~memtheory.models.bert` (masked-LM head when
                                    ``architectures`` names ``BertForMaskedLM``)
@@ -214,12 +216,25 @@ def _activation(config: Mapping[str, Any], default: str) -> str:
 
 
 def _windows(config: Mapping[str, Any], layers: int) -> tuple[int | None, ...]:
-    """Each layer's sliding window: ``layer_types`` when given, else the family's rule."""
+    """Each layer's sliding window: ``layer_types`` when given, else the family's rule.
+
+    Gemma 2 slides on every other layer (the first, third, ...) by default,
+    with a window of 4096 unless ``sliding_window`` says otherwise.
+
+    Examples
+    --------
+    >>> _windows({"model_type": "gemma2", "sliding_window": 8}, 4)
+    (8, None, 8, None)
+    """
     family = config.get("model_type")
-    window = _optional_int(config, "sliding_window", None)
-    if family == "qwen2" and not _flag(config, "use_sliding_window", False):
+    gemma2 = family == "gemma2"
+    window = _optional_int(config, "sliding_window", 4096 if gemma2 else None)
+    if family in _QWEN and not _flag(config, "use_sliding_window", False):
         window = None
     types = config.get("layer_types")
+    if types is None and gemma2:
+        types = ["sliding_attention" if index % 2 == 0 else "full_attention"
+                 for index in range(layers)]
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
             raise InvalidArgumentError(
@@ -238,22 +253,29 @@ def _windows(config: Mapping[str, Any], layers: int) -> tuple[int | None, ...]:
                 "null; give sliding_window."
             )
         return tuple(window if t == "sliding_attention" else None for t in types)
-    if family == "qwen2" and window is not None:
+    if family in _QWEN and window is not None:
         first = _optional_int(config, "max_window_layers", 28) or 0
         return tuple(window if index >= first else None for index in range(layers))
     return tuple(window for _ in range(layers)) if window is not None else ()
 
 
 def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
-    """Read a Llama-family configuration (llama, mistral, qwen2, gemma, mixtral).
+    """Read a Llama-family configuration (llama, mistral, qwen2/3, phi3, gemma/2, mixtral).
 
     Optional keys and the defaults of Hugging Face's configuration classes:
     ``num_key_value_heads`` (the heads), ``head_dim`` (``hidden_size //
-    num_attention_heads``; Gemma 256), ``tie_word_embeddings`` (False; Gemma
-    True), ``attention_bias`` and ``mlp_bias`` (False), ``hidden_act``
-    (``silu``; Gemma ``gelu_pytorch_tanh``), ``sliding_window`` (Mistral: used
-    when set; Qwen2: only with ``use_sliding_window``, from layer
-    ``max_window_layers`` on), ``layer_types``, ``attention_dropout`` (0).
+    num_attention_heads``; Gemma and Gemma 2 256, Qwen3 128),
+    ``tie_word_embeddings`` (False; Gemma and Gemma 2 True),
+    ``attention_bias`` (False; Qwen2 always has q/k/v biases; Phi-3 has
+    none) and ``mlp_bias`` (False; read for the Llama family of old, none in
+    Qwen3, Phi-3, Gemma 2), ``hidden_act`` (``silu``; Gemma
+    ``gelu_pytorch_tanh``), ``sliding_window`` (Mistral, Phi-3: used when
+    set; Qwen2 and Qwen3: only with ``use_sliding_window``, from layer
+    ``max_window_layers`` on; Gemma 2: on alternate layers, 4096),
+    ``layer_types``, ``attention_dropout`` (0), ``attn_logit_softcapping``
+    and ``final_logit_softcapping`` (Gemma 2: 50 and 30; null turns one off).
+    Phi-3's ``resid_pdrop`` other than 0 and a partial rotary factor are
+    refused (not modelled).
 
     Examples
     --------
@@ -269,11 +291,15 @@ def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
             f"decoder_config: model_type {family!r} is not a Llama-family decoder; use "
             "from_config, which dispatches every known model_type."
         )
-    gemma = family == "gemma"
+    gemma2 = family == "gemma2"
+    gemma = family == "gemma" or gemma2
+    phi3 = family == "phi3"
     layers = _need(config, "num_hidden_layers")
     heads = _need(config, "num_attention_heads")
-    attention_bias = _flag(config, "attention_bias", False)
+    attention_bias = _flag(config, "attention_bias", False) and not phi3
     qwen = family == "qwen2"
+    if phi3:
+        _check_phi3(config)
     experts = _optional_int(config, "num_local_experts", 8 if family == "mixtral" else None)
     top_k = _optional_int(config, "num_experts_per_tok", 2 if family == "mixtral" else None)
     if family != "mixtral":
@@ -290,20 +316,63 @@ def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
         heads=heads,
         ffn_hidden=_need(config, "intermediate_size"),
         kv_heads=_optional_int(config, "num_key_value_heads", heads),
-        head_dim=_optional_int(config, "head_dim", 256 if gemma else None),
+        head_dim=_optional_int(config, "head_dim", _HEAD_DIMS.get(family)),
         positions=_optional_int(config, "max_position_embeddings", None),
         tied=_flag(config, "tie_word_embeddings", gemma),
         qkv_bias=attention_bias or qwen,
         output_bias=attention_bias and not qwen,
-        mlp_bias=_flag(config, "mlp_bias", False),
+        mlp_bias=family in _MLP_BIAS and _flag(config, "mlp_bias", False),
         activation=_activation(config, "gelu_pytorch_tanh" if gemma else "silu"),  # type: ignore[arg-type]
         windows=_windows(config, layers),
         experts=experts,
         top_k=top_k,
         gemma=gemma,
         attention_dropout=float(dropout),
+        qk_norm=family == "qwen3",
+        fused=phi3,
+        sandwich_norms=gemma2,
+        attention_softcap=_cap(config, "attn_logit_softcapping", 50.0) if gemma2 else None,
+        final_softcap=_cap(config, "final_logit_softcapping", 30.0) if gemma2 else None,
         family=family,
     )
+
+
+_QWEN = ("qwen2", "qwen3")
+_HEAD_DIMS = {"gemma": 256, "gemma2": 256, "qwen3": 128}
+_MLP_BIAS = ("llama", "mistral", "qwen2", "gemma", "mixtral")
+
+
+def _cap(config: Mapping[str, Any], key: str, default: float) -> float | None:
+    """Return a soft-capping value: the config's (null: none), or the family's default."""
+    if key not in config:
+        return default
+    value = config[key]
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise InvalidArgumentError(
+            f"from_config: {key!r} must be a positive number or null, got {shown(value)}."
+        )
+    return float(value)
+
+
+def _check_phi3(config: Mapping[str, Any]) -> None:
+    """Refuse the Phi-3 options whose memory is not modelled: residual dropout, partial rotary."""
+    dropout = config.get("resid_pdrop") or 0.0
+    if dropout != 0:
+        raise UnsupportedError(
+            f"from_config: Phi-3 with resid_pdrop={shown(dropout)} is not modelled (its two "
+            "residual dropouts keep masks); set \"resid_pdrop\" to 0.0 for an estimate "
+            "without them."
+        )
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    factor = config.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0)
+                        if isinstance(rope, Mapping) else 1.0)
+    if factor not in (None, 1, 1.0):
+        raise UnsupportedError(
+            f"from_config: Phi-3 with partial_rotary_factor={shown(factor)} is not modelled "
+            "(memtheory rotates the whole head); remove it for an estimate that rotates all."
+        )
 
 
 def _decoder(
@@ -408,7 +477,7 @@ def _only(options: Mapping[str, Any], family: str, *allowed: str) -> dict[str, A
     return dict(options)
 
 
-_DECODERS = ("llama", "mistral", "qwen2", "gemma", "mixtral")
+_DECODERS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "mixtral")
 
 _Builder = Callable[..., Network]
 _BUILDERS: dict[str, _Builder] = {

@@ -1,0 +1,134 @@
+r"""Logit soft-capping, :math:`c \tanh(x / c)`: Gemma 2's attention scores and final logits.
+
+Gemma 2 bounds its attention scores (``attn_logit_softcapping``, 50) and its
+output logits (``final_logit_softcapping``, 30) smoothly: divide by the cap,
+take the hyperbolic tangent, multiply by the cap. The division and the
+product by a number keep nothing for the backward pass; ``tanh`` keeps its
+output, one tensor of the capped tensor's shape in the compute dtype.
+
+Examples
+--------
+>>> from memtheory.symbols import B, S
+>>> [t.shape for t in SoftCap(30.0).saved_for_backward((B, S, 256000))]
+[(B, S, 256000)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from memtheory.dtypes import DTypeLike
+from memtheory.errors import InvalidSizeError
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec
+from memtheory.layers.grouped_attention import GroupedQueryAttention
+
+__all__ = ["SoftCap", "SoftCappedAttention"]
+
+_NOT_MEASURED = (
+    "Gemma 2's logit soft-capping (cap * tanh(x / cap)) has not been measured against "
+    "PyTorch. convention='breakdown' gives an estimate."
+)
+
+
+def _check_cap(cap: object, owner: str) -> None:
+    if isinstance(cap, bool) or not isinstance(cap, int | float) or not cap > 0:
+        raise InvalidSizeError(f"{owner}: cap must be a positive number, got {cap!r}.")
+
+
+@dataclass(frozen=True)
+class SoftCap(Layer):
+    r""":math:`c \tanh(x / c)`: a new tensor of the input's shape; keeps the ``tanh`` output.
+
+    Not measured against PyTorch: the autograd convention refuses it.
+
+    Parameters
+    ----------
+    cap : float
+        :math:`c` (Gemma 2's ``final_logit_softcapping``).
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> SoftCap(30.0).output_shape((B, S, 8)), SoftCap(30.0).describe()
+    ((B, S, 8), 'cap 30')
+    """
+
+    cap: float
+    name: str | None = None
+    kind = "SoftCap"
+    autograd_refusal = _NOT_MEASURED
+
+    def __post_init__(self) -> None:
+        _check_cap(self.cap, self.label)
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the input's shape."""
+        return tuple(input_shape)
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return ``tanh``'s output (the product by the cap is a further new tensor)."""
+        return (TensorSpec("intermediate", tuple(input_shape), label="tanh"),)
+
+    def describe(self) -> str:
+        """Show the cap."""
+        return f"cap {self.cap:g}"
+
+
+@dataclass(frozen=True)
+class SoftCappedAttention(GroupedQueryAttention):
+    r""":class:`~memtheory.layers.GroupedQueryAttention` whose scores are soft-capped first.
+
+    Hugging Face's eager Gemma 2 attention computes ``tanh(scores / cap) *
+    cap`` before the mask and the softmax; ``tanh`` keeps its output, one
+    more :math:`(B, a, S, S)` tensor in the compute dtype. A memory-efficient
+    kernel (``flash=True``; FlashAttention-2 takes ``softcap``) keeps no
+    :math:`S^2` tensor, as without the cap. Not measured against PyTorch: the
+    autograd convention refuses it.
+
+    Parameters
+    ----------
+    softcap : float, default 50.0
+        The cap (``attn_logit_softcapping``).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> attn = SoftCappedAttention(4, kv_heads=2, head_dim=8, softcap=50.0)
+    >>> [t.label for t in attn.autograd(((B, S, 32), (B, S, 16), (B, S, 16))).saved]
+    ['queries', 'keys', 'tanh', 'softmax', 'values']
+    """
+
+    softcap: float = 50.0
+    kind = "SoftCappedAttention"
+    autograd_checked = False
+    autograd_refusal = _NOT_MEASURED
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_cap(self.softcap, self.label)
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Return :class:`GroupedQueryAttention`'s storages and the ``tanh`` output (eager)."""
+        plain = super().autograd(
+            input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        )
+        if self.flash:
+            return plain
+        keys = plain.saved[1]
+        batch, heads, sequence = keys.shape[0], keys.shape[1], keys.shape[2]
+        tanh = TensorSpec("intermediate", (batch, heads, sequence, sequence), keys.dtype,
+                          label="tanh")
+        saved = (*plain.saved[:2], tanh, *plain.saved[2:])
+        return replace(plain, saved=saved, stages=())
+
+    def describe(self) -> str:
+        """Add the cap to the attention's description."""
+        return f"{super().describe()}, softcap {self.softcap:g}"
