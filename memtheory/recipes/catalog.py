@@ -120,7 +120,9 @@ def _entries() -> tuple[Recipe, ...]:
         Recipe(
             "hf-trainer", hf, (_LOADED, _FUSED, _SDPA, _LOSS_ONLY, _ACCELERATE_FSDP),
             "exact on CPU: tests/pytorch/test_recipe_steps.py (the Trainer's step: the "
-            "checkpoint's dtype, fused AdamW, SDPA, the loss-only loop)",
+            "checkpoint's dtype, fused AdamW, SDPA, the loss-only loop); the real "
+            "transformers Trainer under track() is 20 bytes above it, a few scalars "
+            "(tests/pytorch/test_trainer_recipe.py)",
         ),
         Recipe(
             "peft-lora",
