@@ -249,3 +249,16 @@ def test_qlora_leaves_fused_experts_unquantized_as_transformers_does():
     qlora = finetune_memory(network, lora=LoRA(2, targets="all-linear"), quantization="nf4",
                             precision="bf16")
     assert qlora["frozen_parameters"] == quantized + kept
+
+
+def test_a_family_without_sdpa_runs_eager_under_the_trainer():
+    """transformers' Gemma 2 has no SDPA path: the Trainer recipe's step is eager, and says why."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.gemma2 import modeling_gemma2
+
+    assert modeling_gemma2.Gemma2PreTrainedModel._supports_sdpa is False
+    answer = estimate("gemma-2-2b", sequence=256)
+    assert answer.settings["attention"] == "eager"
+    assert any("_supports_sdpa = False" in line for line in answer.assumptions)
+    assert estimate("gemma-2-2b", sequence=256, flash=True).settings["attention"] == "sdpa"
+    assert transformers is not None

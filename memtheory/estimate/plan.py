@@ -448,7 +448,7 @@ def estimate(
         memory = adapter_dtype_memory(memory, chosen.adapter_dtype, step_precision)
     if zero == 3 and not chosen.sharded_autocast_copies and "weight_copies" in memory.components:
         memory = _without_weight_copies(memory)
-    assumptions = _assumptions(resolved, step, chosen)
+    assumptions = _assumptions(resolved, step, chosen, model)
     notes = [n for n in memory.notes if not n.startswith("precision ")]  # said in assumptions
     budget = (
         usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
@@ -559,9 +559,40 @@ def _chosen_setup(
     changes = {k: v for k, v in overrides.items() if v is not None}
     if "flash" in changes:
         changes["attention"] = "sdpa" if changes.pop("flash") else "eager"
+    elif base.attention == "sdpa" and _model_type(model) in NO_SDPA:
+        changes["attention"] = "eager"  # transformers falls back to eager attention
     if qlora and base.quantization is None:
         changes.setdefault("quantization", "nf4")
     return base.changed(**changes)
+
+
+NO_SDPA: dict[str, str] = {
+    "gemma2": "transformers 5.24 models/gemma2/modeling_gemma2.py: _supports_sdpa = False "
+    "(SDPA cannot soft-cap the scores), so the model runs eager attention",
+}
+"""Model types whose transformers implementation has no SDPA path, and where that is said."""
+
+
+def _model_type(model: str | Mapping[str, Any]) -> str | None:
+    """Return the ``model_type`` of a config mapping, a config file or a preset, if known."""
+    import json
+    from pathlib import Path
+
+    from memtheory.models.presets import PRESETS
+
+    config: Any = model
+    if isinstance(model, str):
+        text = model.strip()
+        if text.endswith(".json") and Path(text).is_file():
+            try:
+                config = json.loads(Path(text).read_text())
+            except (OSError, ValueError):
+                return None
+        else:
+            found = PRESETS.get(text)
+            config = None if found is None else found.config
+    kind = config.get("model_type") if isinstance(config, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _kind(model: str | Mapping[str, Any]) -> str:
@@ -642,7 +673,9 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
                    notes=(*memory.notes, note))
 
 
-def _assumptions(resolved: ResolvedModel, step: Step, setup: Setup) -> list[str]:
+def _assumptions(
+    resolved: ResolvedModel, step: Step, setup: Setup, model: str | Mapping[str, Any]
+) -> list[str]:
     """Return what the answer assumes, in words: the setup's lines for this model."""
     said = setup.describe(resolved.dtype)
     if step.precision != setup.precision_for(resolved.dtype):
@@ -652,6 +685,8 @@ def _assumptions(resolved: ResolvedModel, step: Step, setup: Setup) -> list[str]
         )
     if resolved.kind != "sequence":
         said = [line for line in said if not line.startswith("attention:")]
+    elif not setup.flash and (family := _model_type(model)) in NO_SDPA:
+        said.append(f"attention eager: {NO_SDPA[str(family)]}")
     return said
 
 
