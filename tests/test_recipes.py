@@ -252,7 +252,7 @@ def test_qlora_leaves_fused_experts_unquantized_as_transformers_does():
 
 
 def test_a_family_without_sdpa_runs_eager_under_the_trainer():
-    """transformers' Gemma 2 has no SDPA path: the Trainer recipe's step is eager, and says why."""
+    """Gemma 2 in transformers has no SDPA path: the Trainer recipe's step is eager, and why."""
     transformers = pytest.importorskip("transformers")
     from transformers.models.gemma2 import modeling_gemma2
 
