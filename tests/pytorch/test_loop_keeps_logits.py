@@ -23,6 +23,7 @@ import memtheory as mt  # noqa: E402
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
+from memtheory.torch.recipe_steps import _identity, _Logits, _LossOnly  # noqa: E402
 from memtheory.torch.reference_models import causal_lm_loss  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -30,35 +31,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 TINY = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32, "intermediate_size": 40,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "max_position_embeddings": 128, "tie_word_embeddings": False}
-
-
-class _Logits(nn.Module):
-    """The model returns its logits; the loop applies the loss and holds the output."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, use_cache=False).logits
-
-
-class _LossInside(nn.Module):
-    """The model returns only the loss (labels given), as in ``Trainer.compute_loss``."""
-
-    def __init__(self, model: nn.Module, labels: torch.Tensor) -> None:
-        super().__init__()
-        self.model = model
-        # A buffer, so that measure counts it (as the batch's labels are counted as targets).
-        self.register_buffer("labels", labels, persistent=False)
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        logits = self.model(input_ids=input_ids, use_cache=False).logits
-        return causal_lm_loss(logits, self.labels)
-
-
-def _identity(loss: torch.Tensor) -> torch.Tensor:
-    return loss
 
 
 def _pair(keeps_logits: bool, precision: str, attention: str, batch: int, sequence: int):
@@ -72,7 +44,7 @@ def _pair(keeps_logits: bool, precision: str, attention: str, batch: int, sequen
         module: nn.Module = _Logits(model)
         loss, target = causal_lm_loss, ids.clone()
     else:
-        module, loss, target = _LossInside(model, ids.clone()), _identity, None
+        module, loss, target = _LossOnly(model, ids.clone()), _identity, None
     optimizer = torch.optim.AdamW(module.parameters(), lr=1e-3)
     measured = measure(
         module, ids, loss, optimizer, target=target, warmup_steps=1,
