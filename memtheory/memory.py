@@ -85,12 +85,11 @@ def training_memory(
         optimizer = chosen_setup.optimizer if optimizer is None else optimizer
         precision = chosen_setup.precision_for(None) if precision is None else precision
         convention = chosen_setup.convention() if convention is None else convention
-    chosen = _convention(convention or "breakdown")
+    chosen = _convention("breakdown" if convention is None else convention)
     spec = None if optimizer is None else _optimizer(optimizer)
     with nesting_guard(f"training memory ({chosen.name} convention)"):
-        return _checked_sizes(
-            chosen.training(model, spec, _precision(precision or "fp32")), model
-        )
+        chosen_precision = _precision("fp32" if precision is None else precision)
+        return _checked_sizes(chosen.training(model, spec, chosen_precision), model)
 
 
 def inference_memory(
@@ -118,9 +117,10 @@ def inference_memory(
         _check_attention(model, chosen_setup)
         precision = chosen_setup.precision_for(None) if precision is None else precision
         convention = "autograd" if convention is None else convention
-    chosen = _convention(convention or "breakdown")
+    chosen = _convention("breakdown" if convention is None else convention)
     with nesting_guard(f"inference memory ({chosen.name} convention)"):
-        return _checked_sizes(chosen.inference(model, _precision(precision or "fp32")), model)
+        chosen_precision = _precision("fp32" if precision is None else precision)
+        return _checked_sizes(chosen.inference(model, chosen_precision), model)
 
 
 def _check_attention(model: Model, setup: Setup) -> None:
