@@ -8,5 +8,5 @@ import importlib.util
 
 _spec = importlib.util.find_spec("torch")
 # A directory named "torch" on sys.path would be a namespace package (origin None), not PyTorch.
-_HELPERS = ["torch_strategies.py", "layer_harness.py"]
+_HELPERS = ["torch_strategies.py", "layer_harness.py", "hf_decoders.py"]
 collect_ignore = _HELPERS if _spec is None or _spec.origin is None else []

@@ -22,67 +22,23 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 transformers = pytest.importorskip("transformers", reason="needs Hugging Face transformers")
 
-from torch import nn  # noqa: E402
+from hf_decoders import compared, decoder_step  # noqa: E402
 
 import memtheory as mt  # noqa: E402
-from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
+from memtheory.conventions.autograd import AutogradConvention  # noqa: E402
 from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
-from memtheory.torch import measure  # noqa: E402
-from memtheory.torch.reference_models import causal_lm_loss  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-NAMES = (
-    "parameters", "gradients", "optimizer_state", "optimizer_step_counters", "weight_copies",
-    "saved_activations", "buffers", "input", "targets",
-)
 TINY = {"vocab_size": 50, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
         "num_attention_heads": 4, "max_position_embeddings": 128, "tie_word_embeddings": False}
 
 
-class _Logits(nn.Module):
-    """The Hugging Face model, returning its logits (the loss is applied by measure)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, use_cache=False).logits
-
-
-def _optimizer(name: str, parameters) -> torch.optim.Optimizer:
-    if name == "sgd":
-        return torch.optim.SGD(parameters, lr=0.01)
-    if name == "adam":
-        return torch.optim.Adam(parameters, lr=1e-3)
-    return torch.optim.AdamW(parameters, lr=1e-3)
-
-
 def _compare(config: dict, precision: str, optimizer: str, batch: int, sequence: int):
     """Return (predicted, measured) components and peaks, and the predicted peak's moment."""
-    family = config["model_type"]
-    values = {k: v for k, v in config.items() if k != "model_type"}
-    hf = transformers.AutoConfig.for_model(family, attn_implementation="eager", **values)
-    torch.manual_seed(0)
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    module = _Logits(transformers.AutoModelForCausalLM.from_config(hf)).to(dtype).train()
-    ids = torch.randint(0, config["vocab_size"], (batch, sequence))
-    measured = measure(
-        module, ids, causal_lm_loss, _optimizer(optimizer, module.parameters()),
-        target=ids.clone(), warmup_steps=1, record=True,
-        autocast=torch.bfloat16 if precision == "autocast" else None,
-    )
-    network = from_config(config, batch=batch, sequence=sequence, loss=True)
-    predicted = mt.training_memory(
-        network, optimizer=optimizer,
-        precision=autocast_precision() if precision == "autocast" else precision,
-        convention=AutogradConvention(measured.implementation),
-    )
-    got = {n: int(predicted.components.get(n, 0)) for n in NAMES}
-    want = {n: getattr(measured, n) for n in NAMES}
-    got["peak"], want["peak"] = int(predicted.peak), measured.peak
+    predicted, measured = decoder_step(config, precision, optimizer, batch, sequence)
+    got, want = compared(predicted, measured)
     return got, want, predicted.peak_moment
 
 
