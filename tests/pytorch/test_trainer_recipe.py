@@ -7,13 +7,16 @@ a steady-state step under ``Setup.recipe("hf-trainer")`` at the fp32 the
 checkpoint is in. The second step is the steady one; it peaks in the
 backward pass.
 
-Known gap, measured and not yet attributed: the tracked peak is 20 bytes
-above the prediction, the same at both sizes, so it is a few scalar tensors
-and not an activation (at the peak the tracker sees an 8-byte activation and
-16 bytes of temporaries that the prediction does not list; the Trainer
-normalises its loss by ``num_items_in_batch``, which the recipe's loop does
-not). With gradient clipping (the Trainer's default ``max_grad_norm=1.0``) the
-peak is the same: clipping runs after the backward pass, below its peak.
+Known gap, measured and not yet attributed tensor by tensor: the tracked
+peak is 20 bytes above the prediction, the same at both sizes, so it is a few
+scalar tensors and not an activation. At the peak the tracker sees, besides
+the step the recipe predicts, four 4-byte and two 16-byte tensors that the
+Trainer made outside the forward, backward and optimizer step (its running
+loss and its count of label tokens, ``num_items_in_batch``, by which it
+normalises the loss, are of that kind), while the recipe's loop holds its own
+few scalars that the Trainer's does not. With gradient clipping (the
+Trainer's default ``max_grad_norm=1.0``) the peak is the same: clipping runs
+after the backward pass, below its peak.
 """
 
 from __future__ import annotations
