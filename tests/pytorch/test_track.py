@@ -22,6 +22,7 @@ import torch.nn.functional as F  # noqa: E402, N812 (PyTorch's convention)
 from torch import nn  # noqa: E402
 
 from memtheory import Footprint  # noqa: E402
+from memtheory.conventions.autograd import torch_version as versions  # noqa: E402
 from memtheory.errors import EvaluationError, InvalidArgumentError, MissingArgumentError  # noqa: E402
 from memtheory.torch import (  # noqa: E402
     TorchVersionWarning,
@@ -30,7 +31,6 @@ from memtheory.torch import (  # noqa: E402
     phase_peaks,
     trace,
     track,
-    versions,  # noqa: E402
 )
 
 F32 = 4

@@ -33,6 +33,10 @@ from memtheory.conventions.autograd.timeline import (
     _temporaries_text,
     _Timeline,
 )
+from memtheory.conventions.autograd.torch_version import (
+    installed_torch_version,
+    warn_if_unchecked_torch,
+)
 from memtheory.conventions.base import Convention, Model
 from memtheory.dtypes import dtype
 from memtheory.errors import (
@@ -204,6 +208,7 @@ class AutogradConvention(Convention):
                 '"sgd+momentum", memtheory.optimizer("adamw", amsgrad=True), ...); list '
                 "the known ones with list(memtheory.OPTIMIZERS)."
             )
+        _warn_if_unchecked_torch()
         network = _network(model)
         plan = _plan(network, precision, training=True, keeps_logits=self.keeps_logits)
         if not any(r.records for r in plan.rows):
@@ -276,6 +281,7 @@ class AutogradConvention(Convention):
                     f"{row.layer.label} (layer {row.index} of {network.name!r}) yet: its "
                     "forward's transients were checked against PyTorch in training only."
                 )
+        _warn_if_unchecked_torch()
         plan = _plan(network, precision, training=False)
         tensors = _parameter_tensors(network)
         parameters = sp.Add(*tensors.values()) * precision.parameters.bytes
@@ -326,3 +332,10 @@ class AutogradConvention(Convention):
         )
         timeline.mark("optimizer step", temporaries)
         return timeline.moments
+
+
+def _warn_if_unchecked_torch() -> None:
+    """Warn once when the installed PyTorch is not the release the kernel plans were checked on."""
+    version = installed_torch_version()
+    if version is not None:
+        warn_if_unchecked_torch(version)
