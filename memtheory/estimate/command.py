@@ -244,13 +244,10 @@ def run_estimate(args: argparse.Namespace) -> int:
 def _recipe_with(
     model: str, name: str, lora: int | None, qlora: bool, fields: dict[str, Any]
 ) -> Any:
-    """Return the recipe ``name`` (or the default one for this question) with ``fields`` changed."""
-    from memtheory.estimate.plan import _kind
-    from memtheory.recipes import Setup, default_recipe
+    """Return the recipe ``name`` (or the question's default one) with ``fields`` changed."""
+    from memtheory.estimate.plan import chosen_setup
 
-    if name == "auto":
-        name = default_recipe(kind=_kind(model), lora=lora is not None, qlora=qlora)
-    return Setup.recipe(name, **fields)
+    return chosen_setup(name, model, lora=lora, qlora=qlora).changed(**fields)
 
 
 def _gpus(text: str) -> int | str:

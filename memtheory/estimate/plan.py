@@ -25,7 +25,7 @@ import sympy as sp
 from memtheory.conventions import convention as _convention
 from memtheory.errors import DoesNotFitError, InvalidArgumentError
 from memtheory.estimate.devices import Counts, DeviceSearch, fewest_gpus
-from memtheory.estimate.resolve import ResolvedModel, resolve_model
+from memtheory.estimate.resolve import ResolvedModel, model_type, resolve_model
 from memtheory.estimate.step import Step, step_memory
 from memtheory.finetuning import LoRA
 from memtheory.footprint import COMPONENT_TITLES, Footprint
@@ -40,7 +40,7 @@ from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memo
 from memtheory.units import format_bytes
 from memtheory.whatif import max_value
 
-__all__ = ["Estimate", "estimate"]
+__all__ = ["Estimate", "adapter_dtype_memory", "chosen_setup", "estimate"]
 
 
 @dataclass(frozen=True)
@@ -411,7 +411,7 @@ def estimate(
             "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
             '(e.g. --gpu H100-80GB) or --limit "80 GB".'
         )
-    chosen = _chosen_setup(
+    chosen = chosen_setup(
         setup, model, lora=lora, qlora=qlora, flash=flash, optimizer=optimizer,
         precision=precision, zero=zero, offload=offload, checkpointing=checkpointing,
         reserve=reserve,
@@ -540,7 +540,7 @@ def estimate(
     )
 
 
-def _chosen_setup(
+def chosen_setup(
     setup: Setup | str | Mapping[str, Any] | None,
     model: str | Mapping[str, Any],
     *,
@@ -548,7 +548,17 @@ def _chosen_setup(
     qlora: bool,
     **overrides: Any,
 ) -> Setup:
-    """Return the setup asked for (or the default recipe), with the keywords that were given."""
+    """Return the setup asked for (or the question's default recipe), with the keywords given.
+
+    ``setup`` None or ``"auto"`` is :func:`~memtheory.recipes.default_recipe`
+    for the model and method; ``flash`` overrides the attention; the other
+    keywords that are not None override the setup's fields of that name.
+
+    Examples
+    --------
+    >>> chosen_setup("auto", "resnet50", lora=None, qlora=False, zero=3).label
+    'pytorch-amp (zero=3)'
+    """
     if setup is None or setup == "auto":
         name = default_recipe(kind=_kind(model), lora=lora is not None, qlora=qlora)
         base = Setup.recipe(name)
@@ -559,7 +569,7 @@ def _chosen_setup(
     changes = {k: v for k, v in overrides.items() if v is not None}
     if "flash" in changes:
         changes["attention"] = "sdpa" if changes.pop("flash") else "eager"
-    elif base.attention == "sdpa" and _model_type(model) in NO_SDPA:
+    elif base.attention == "sdpa" and model_type(model) in NO_SDPA:
         changes["attention"] = "eager"  # transformers falls back to eager attention
     if qlora and base.quantization is None:
         changes.setdefault("quantization", "nf4")
@@ -571,28 +581,6 @@ NO_SDPA: dict[str, str] = {
     "(SDPA cannot soft-cap the scores), so the model runs eager attention",
 }
 """Model types whose transformers implementation has no SDPA path, and where that is said."""
-
-
-def _model_type(model: str | Mapping[str, Any]) -> str | None:
-    """Return the ``model_type`` of a config mapping, a config file or a preset, if known."""
-    import json
-    from pathlib import Path
-
-    from memtheory.models.presets import PRESETS
-
-    config: Any = model
-    if isinstance(model, str):
-        text = model.strip()
-        if text.endswith(".json") and Path(text).is_file():
-            try:
-                config = json.loads(Path(text).read_text())
-            except (OSError, ValueError):
-                return None
-        else:
-            found = PRESETS.get(text)
-            config = None if found is None else found.config
-    kind = config.get("model_type") if isinstance(config, Mapping) else None
-    return kind if isinstance(kind, str) else None
 
 
 def _kind(model: str | Mapping[str, Any]) -> str:
@@ -685,7 +673,7 @@ def _assumptions(
         )
     if resolved.kind != "sequence":
         said = [line for line in said if not line.startswith("attention:")]
-    elif not setup.flash and (family := _model_type(model)) in NO_SDPA:
+    elif not setup.flash and (family := model_type(model)) in NO_SDPA:
         said.append(f"attention eager: {NO_SDPA[str(family)]}")
     return said
 

@@ -27,7 +27,9 @@ from memtheory.network import Network
 from memtheory.registry import Registry
 from memtheory.symbols import B, S
 
-__all__ = ["BUILDERS", "BUILDER_REGISTRY", "Builder", "ResolvedModel", "resolve_model"]
+__all__ = [
+    "BUILDERS", "BUILDER_REGISTRY", "Builder", "ResolvedModel", "model_type", "resolve_model",
+]
 
 Kind = Literal["sequence", "image"]
 
@@ -226,27 +228,45 @@ _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf
            "fp16": "fp16", "fp32": "fp32"}
 
 
-def _checkpoint_dtype(spec: str | Mapping[str, Any]) -> str | None:
-    """Return the dtype of the published weights: a preset's, or the config's ``torch_dtype``."""
+def _config_of(spec: str | Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """Return the configuration ``spec`` names: a mapping, a readable config.json, or a preset's."""
     import json
 
-    config: Any = spec
-    if isinstance(spec, str):
-        if Path(spec).is_file():
-            try:
-                config = json.loads(Path(spec).read_text())
-            except (OSError, ValueError):
-                return None
-        else:
-            from memtheory.models.presets import PRESETS
+    if isinstance(spec, Mapping):
+        return spec
+    text = str(spec).strip()
+    if text.endswith(".json") and Path(text).is_file():
+        try:
+            config = json.loads(Path(text).read_text())
+        except (OSError, ValueError):
+            return None
+        return config if isinstance(config, Mapping) else None
+    from memtheory.models.presets import PRESETS
 
-            found = PRESETS.get(spec)
-            return None if found is None else _DTYPES.get(found.dtype, found.dtype)
-    if isinstance(config, Mapping):
-        for key in ("torch_dtype", "dtype"):
-            value = config.get(key)
-            if isinstance(value, str) and value in _DTYPES:
-                return _DTYPES[value]
+    found = PRESETS.get(text)
+    return None if found is None else {**found.config, "torch_dtype": found.dtype}
+
+
+def model_type(spec: str | Mapping[str, Any]) -> str | None:
+    """Return the ``model_type`` of a config mapping, a config.json or a preset, if known.
+
+    Examples
+    --------
+    >>> model_type("gemma-2-2b"), model_type("resnet50")
+    ('gemma2', None)
+    """
+    config = _config_of(spec)
+    kind = None if config is None else config.get("model_type")
+    return kind if isinstance(kind, str) else None
+
+
+def _checkpoint_dtype(spec: str | Mapping[str, Any]) -> str | None:
+    """Return the dtype of the published weights: a preset's, or the config's ``torch_dtype``."""
+    config = _config_of(spec)
+    for key in ("torch_dtype", "dtype"):
+        value = None if config is None else config.get(key)
+        if isinstance(value, str) and value in _DTYPES:
+            return _DTYPES[value]
     return None
 
 
