@@ -197,3 +197,21 @@ def test_qlora_splits_a_grouped_query_projection_into_q_k_v():
     assert memory["quantization_constants"] == sum(nf4_bytes(n) - n // 2 for n in matrices)
     assert memory["dequantized_copy"] == 2 * 256 * 256
     assert memory["parameters"] == 2 * 4 * ((256 + 256) + 2 * (256 + 64) + (256 + 256))
+
+
+def test_fp32_adapters_double_their_bf16_bytes_but_not_8_bit_state():
+    """adapter_dtype="fp32" (peft's default) doubles the adapters' bf16 parameters and gradients.
+
+    AdamW's state follows the parameters' dtype and doubles too; 8-bit AdamW's
+    state does not follow it and stays as it was.
+    """
+    from memtheory.finetuning import LoRA, finetune_memory
+    from memtheory.models import gpt2
+
+    network = gpt2("small", batch=1, sequence=32, loss=True)
+    for optimizer, state_scales in (("adamw", 2), ("adamw-8bit", 1)):
+        bf16 = finetune_memory(network, lora=LoRA(4), optimizer=optimizer)
+        fp32 = finetune_memory(network, lora=LoRA(4), optimizer=optimizer, adapter_dtype="fp32")
+        assert fp32["parameters"] == 2 * bf16["parameters"]
+        assert fp32["gradients"] == 2 * bf16["gradients"]
+        assert fp32["optimizer_state"] == state_scales * bf16["optimizer_state"]

@@ -40,7 +40,7 @@ from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memo
 from memtheory.units import format_bytes
 from memtheory.whatif import max_value
 
-__all__ = ["Estimate", "adapter_dtype_memory", "chosen_setup", "estimate"]
+__all__ = ["Estimate", "chosen_setup", "estimate"]
 
 
 @dataclass(frozen=True)
@@ -441,11 +441,9 @@ def estimate(
     step = step_memory(
         network, lora=adapters, qlora=qlora, optimizer=chosen.optimizer,
         precision=step_precision, convention=convention, checkpointing=chosen.checkpointing,
-        values=values, exact=chosen.convention(),
+        values=values, exact=chosen.convention(), adapter_dtype=chosen.adapter_dtype,
     )
     memory, tuned = step.memory, step.network
-    if adapters is not None:
-        memory = adapter_dtype_memory(memory, chosen.adapter_dtype, step_precision)
     if zero == 3 and not chosen.sharded_autocast_copies and "weight_copies" in memory.components:
         memory = _without_weight_copies(memory)
     assumptions = _assumptions(resolved, step, chosen, model)
@@ -594,57 +592,6 @@ def _kind(model: str | Mapping[str, Any]) -> str:
         if model.strip() in BUILDERS:
             return BUILDERS[model.strip()].kind
     return "sequence"
-
-
-def adapter_dtype_memory(
-    memory: MemoryBreakdown, adapter_dtype: str | None, precision_name: str
-) -> MemoryBreakdown:
-    """Return ``memory`` with LoRA adapters kept in ``adapter_dtype`` (peft keeps them in fp32).
-
-    The step is derived with the adapters in the precision's dtype; the
-    adapters' parameters, gradients and optimizer state (those that follow
-    the parameters' dtype) are rescaled to ``adapter_dtype``, and every
-    moment of the timeline rises by the difference (an upper bound on how
-    the peak moves: the gradients are not alive in the forward). peft also
-    casts each adapted layer's input to the adapters' dtype in the forward;
-    those casts are not followed.
-
-    Examples
-    --------
-    >>> from memtheory.finetuning import LoRA, finetune_memory
-    >>> from memtheory.models import from_config
-    >>> tiny = from_config("llama-3-8b", batch=1, sequence=16, loss=True)
-    >>> step = finetune_memory(tiny, lora=LoRA(4), precision="bf16", convention="autograd")
-    >>> fp32 = adapter_dtype_memory(step, "fp32", "bf16")
-    >>> fp32["parameters"] == 2 * step["parameters"]
-    True
-    """
-    chosen = _precision(precision_name)
-    if adapter_dtype is None:
-        return memory
-    wanted = _precision(adapter_dtype).parameters.bytes
-    have = chosen.parameters.bytes
-    if wanted == have:
-        return memory
-    scale = sp.Rational(wanted, have)
-    components = dict(memory.components)
-    extra = sp.S.Zero
-    for name in ("parameters", "gradients"):
-        if name in components:
-            extra += components[name] * (scale - 1)
-            components[name] = components[name] * scale
-    if "optimizer_state" in components and chosen.optimizer_state == chosen.parameters:
-        extra += components["optimizer_state"] * (scale - 1)
-        components["optimizer_state"] = components["optimizer_state"] * scale
-    timeline = {moment: value + extra for moment, value in memory.timeline.items()}
-    note = (
-        f"LoRA adapters, their gradients and optimizer state in {adapter_dtype} (peft's "
-        "default): counted exactly; every moment raised by the difference (an upper bound: "
-        "the gradients are not alive in the forward); peft's casts of each adapted layer's "
-        f"input to {adapter_dtype} are not followed (modelled, not measured)"
-    )
-    return replace(memory, components=components, timeline=timeline,
-                   notes=(*memory.notes, note))
 
 
 def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:

@@ -169,6 +169,7 @@ def step_memory(
     checkpointing: bool | str = False,
     values: Mapping[str, int] | None = None,
     exact: AutogradConvention | None = None,
+    adapter_dtype: str | None = None,
 ) -> Step:
     """Return one replica's training-step memory, exactly where the network is checked.
 
@@ -199,6 +200,9 @@ def step_memory(
         whether the loop keeps the logits (a :class:`~memtheory.recipes.Setup`
         gives it: ``setup.convention()``); default the for-loop step that
         keeps the logits.
+    adapter_dtype : str, optional
+        dtype of the LoRA adapters when it differs from the precision's
+        (peft's fp32), as :func:`~memtheory.finetuning.finetune_memory` takes it.
 
     Raises
     ------
@@ -231,7 +235,7 @@ def step_memory(
         )
     tuned = apply_lora(network, lora) if lora else network
     common = dict(lora=lora, quantization="nf4" if qlora else None, optimizer=optimizer,
-                  precision=chosen)
+                  precision=chosen, adapter_dtype=adapter_dtype if lora else None)
     if convention != "breakdown" and not blockers:
         try:
             memory = finetune_memory(

@@ -54,7 +54,7 @@ from memtheory.memory import training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OptimizerLike
-from memtheory.precision import PrecisionLike
+from memtheory.precision import Precision, PrecisionLike
 from memtheory.precision import precision as _precision
 from memtheory.registry import normalize_name
 
@@ -157,6 +157,7 @@ def finetune_memory(
     precision: PrecisionLike = "bf16",
     base_dtype: str | None = None,
     convention: ConventionLike = "breakdown",
+    adapter_dtype: str | None = None,
 ) -> MemoryBreakdown:
     """Memory of one fine-tuning step, by component, in bytes.
 
@@ -183,6 +184,12 @@ def finetune_memory(
         dtype of the frozen weights when not quantized; defaults to the
         precision's parameter dtype.
     convention : {"breakdown", "autograd"}, default "breakdown"
+    adapter_dtype : str, optional
+        dtype of the LoRA adapters, their gradients and optimizer state when
+        it differs from the precision's (peft's ``get_peft_model`` upcasts
+        adapters to fp32 by default): counted exactly; the timeline rises by
+        the difference; peft's casts of each adapted layer's input are not
+        followed.
 
     Examples
     --------
@@ -265,9 +272,53 @@ def finetune_memory(
     timeline = memory.timeline
     if timeline and stored != plain * p.parameters.bytes / base:
         raise UnsupportedError("the autograd timeline holds the frozen weights in one dtype.")
-    return replace(
+    tuned_memory = replace(
         memory,
         components=components,
         convention=f"{memory.convention}, fine-tuning",
         notes=tuple(notes),
     )
+    if lora is None or adapter_dtype is None:
+        return tuned_memory
+    return _adapters_in(tuned_memory, adapter_dtype, p, state_follows=not eight)
+
+
+def _adapters_in(
+    memory: MemoryBreakdown, adapter_dtype: str, precision: Precision, state_follows: bool
+) -> MemoryBreakdown:
+    """Return ``memory`` with LoRA adapters kept in ``adapter_dtype`` (peft keeps them in fp32).
+
+    The step is derived with the adapters in the precision's dtype; the
+    adapters' parameters, gradients and optimizer state (those that follow
+    the parameters' dtype) are rescaled to ``adapter_dtype``, and every
+    moment of the timeline rises by the difference (an upper bound on how
+    the peak moves: the gradients are not alive in the forward). peft also
+    casts each adapted layer's input to the adapters' dtype in the forward;
+    those casts are not followed. ``state_follows`` says whether the optimizer
+    state is kept in the parameters' dtype (not for 8-bit optimizers).
+    """
+    wanted = _precision(adapter_dtype).parameters.bytes
+    have = precision.parameters.bytes
+    if wanted == have:
+        return memory
+    scale = sp.Rational(wanted, have)
+    components = dict(memory.components)
+    extra = sp.S.Zero
+    for name in ("parameters", "gradients"):
+        if name in components:
+            extra += components[name] * (scale - 1)
+            components[name] = components[name] * scale
+    if state_follows and "optimizer_state" in components and (
+        precision.optimizer_state == precision.parameters
+    ):
+        extra += components["optimizer_state"] * (scale - 1)
+        components["optimizer_state"] = components["optimizer_state"] * scale
+    timeline = {moment: value + extra for moment, value in memory.timeline.items()}
+    note = (
+        f"LoRA adapters, their gradients and optimizer state in {adapter_dtype} (peft's "
+        "default): counted exactly; every moment raised by the difference (an upper bound: "
+        "the gradients are not alive in the forward); peft's casts of each adapted layer's "
+        f"input to {adapter_dtype} are not followed (modelled, not measured)"
+    )
+    return replace(memory, components=components, timeline=timeline,
+                   notes=(*memory.notes, note))
