@@ -105,3 +105,18 @@ def test_bad_parallel_input_names_the_fix():
     mlp = Network([Input((4,)), Dense(2)])
     with pytest.raises(UnsupportedError, match="MultiHeadAttention"):
         tensor_parallel_activation_ratio(mlp, 2)
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_autocast_copies_are_dropped_only_under_zero3(zero):
+    """Weights gathered in 16 bits (DeepSpeed bf16, accelerate FSDP) keep no autocast copies."""
+    net = gpt2("small", batch=1, sequence=128)
+    memory = training_memory(net, optimizer="adamw", precision="autocast-bf16",
+                             convention="autograd")
+    copies = sp.sympify(memory.components["weight_copies"])
+    assert copies > 0
+    kept = parallel_memory(memory, data=4, zero=zero, network=net)
+    dropped = parallel_memory(memory, data=4, zero=zero, network=net, autocast_copies=False)
+    removed = sp.sympify(kept.stages[0].total) - sp.sympify(dropped.stages[0].total)
+    assert removed == (copies if zero == 3 else 0)
+    assert ("weight_copies" in dropped.stages[0].components) == (zero != 3)

@@ -71,6 +71,7 @@ def fewest_gpus(
     network: Network | None = None,
     counts: Counts = "powers of two",
     sequence_parallel: bool = False,
+    autocast_copies: bool = True,
 ) -> DeviceSearch:
     """Return the fewest devices on which ``memory`` (one replica's step) fits ``usable`` bytes.
 
@@ -91,7 +92,7 @@ def fewest_gpus(
         As :func:`~memtheory.techniques.parallel.parallel_memory`.
     counts : {"powers of two", "any"}, default "powers of two"
         Data-parallel sizes 1, 2, 4, ... or 1, 2, 3, ...
-    sequence_parallel : bool, default False
+    sequence_parallel, autocast_copies : bool
         As :func:`~memtheory.techniques.parallel.parallel_memory`.
 
     Examples
@@ -112,6 +113,7 @@ def fewest_gpus(
         return parallel_memory(
             memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
             network=network, sequence_parallel=sequence_parallel,
+            autocast_copies=autocast_copies,
         )
 
     def peak(data: int) -> sp.Expr:

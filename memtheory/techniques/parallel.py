@@ -312,6 +312,7 @@ def parallel_memory(
     bucket_view: bool = False,
     reduce_bucket_size: int = REDUCE_BUCKET_SIZE,
     gpus_per_node: int | None = None,
+    autocast_copies: bool = True,
 ) -> ParallelMemory:
     """Return the memory of one device when ``memory`` (one replica) is split across devices.
 
@@ -340,6 +341,13 @@ def parallel_memory(
         ZeRO-1/2's gradient reduction bucket, in elements.
     gpus_per_node : int, optional
         For :meth:`ParallelMemory.host_per_node`; defaults to the devices, at most 8.
+    autocast_copies : bool, default True
+        Under ZeRO-3, whether ``torch.autocast`` keeps 16-bit copies of the
+        gathered weights (``weight_copies``), as it does for FSDP with autocast
+        over fp32 weights. ``False`` when the weights are gathered already in
+        16 bits and freed after their layer (DeepSpeed bf16, accelerate's FSDP
+        ``MixedPrecision(param_dtype=bfloat16)``): no copies are kept, the
+        gathered layer is counted once. Ignored below stage 3.
 
     Examples
     --------
@@ -352,7 +360,57 @@ def parallel_memory(
     >>> z3 = parallel_memory(memory, data=8, zero=3, offload="optimizer+parameters")
     >>> z3.evaluate(B=1).format("GB"), z3.host.format("GB")
     ('0.40 GB', '2.00 GB')
+
+    Autocast over fp32 weights keeps a 16-bit copy of every weight it casts;
+    gathered already in 16 bits, ZeRO-3 keeps none:
+
+    >>> from memtheory import Dense, Input, Network
+    >>> net = Network([Input((1024,)), Dense(1024, name="fc"), Dense(10, name="out")])
+    >>> autocast = training_memory(
+    ...     net, optimizer="adam", precision="autocast-bf16", convention="autograd")
+    >>> autocast.components["weight_copies"]  # the output layer's 10 x 1024 bf16 weight
+    20480
+    >>> sharded = parallel_memory(autocast, data=8, zero=3, autocast_copies=False)
+    >>> "weight_copies" in sharded.stages[0].components
+    False
     """
+    in_flight = _check_options(data, zero, tensor, pipeline, micro_batches, offload)
+    if zero == 3 and not autocast_copies and "weight_copies" in memory.components:
+        memory = _without_weight_copies(memory)
+    notes = list(memory.notes)
+    if memory.timeline:
+        notes.append(
+            "per device, the peak is the sum of the components: the one-device timeline of the "
+            "autograd convention is not split across devices"
+        )
+    split = _TensorSplit.of(memory, network, tensor, sequence_parallel)
+    notes += split.notes
+    stages: list[MemoryBreakdown] = []
+    host: MemoryBreakdown | None = None
+    for stage in range(pipeline):
+        held = min(pipeline - stage, in_flight)
+        components = _stage_components(memory, split, stage, pipeline, held)
+        replica = replace(memory, components=components, timeline={})
+        device = _sharded(
+            replica, memory, split, data=data, zero=zero, pipeline=pipeline, tensor=tensor,
+            network=network, bucket_view=bucket_view, reduce_bucket_size=reduce_bucket_size,
+        )
+        if offload != "none":
+            device, cpu = _offloaded(device, offload)
+            if stage == 0:
+                host = cpu
+        stages.append(device)
+    notes += _schedule_notes(data, zero, pipeline, in_flight, bucket_view)
+    total = data * tensor * pipeline
+    return ParallelMemory(
+        tuple(stages), host, total, gpus_per_node or min(total, 8), tuple(notes)
+    )
+
+
+def _check_options(
+    data: int, zero: int, tensor: int, pipeline: int, micro_batches: int | None, offload: str
+) -> int:
+    """Refuse impossible options; return how many micro-batches are in flight."""
     for value, name in ((data, "data"), (tensor, "tensor"), (pipeline, "pipeline")):
         _positive(value, name)
     if offload not in ("none", "optimizer", "optimizer+parameters"):
@@ -365,17 +423,42 @@ def parallel_memory(
             "parameter on each device."
         )
     chosen = pipeline if micro_batches is None else _positive(micro_batches, "micro_batches")
-    in_flight = min(pipeline, chosen)
-    notes = list(memory.notes)
-    if memory.timeline:
-        notes.append(
-            "per device, the peak is the sum of the components: the one-device timeline of the "
-            "autograd convention is not split across devices"
-        )
-    base = dict(memory.components)
-    state_share: dict[str, sp.Expr] = {name: sp.Rational(1, tensor) for name in _MODEL_STATES}
-    activation_share: dict[str, sp.Expr] = {}
-    if tensor > 1 or sequence_parallel:
+    return min(pipeline, chosen)
+
+
+def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
+    """Drop autocast's weight copies: weights gathered in 16 bits under ZeRO-3 keep none."""
+    components = {k: v for k, v in memory.components.items() if k != "weight_copies"}
+    removed = memory.components["weight_copies"]
+    timeline = {moment: value - removed for moment, value in memory.timeline.items()}
+    note = (
+        "ZeRO-3 gathers each layer's weights already in 16 bits and frees them after the "
+        "layer: autocast keeps no copies of them (the gathered layer is counted once, as "
+        "parameters gathered for one layer)"
+    )
+    return replace(memory, components=components, timeline=timeline,
+                   notes=(*memory.notes, note))
+
+
+@dataclass(frozen=True)
+class _TensorSplit:
+    """How tensor (and sequence) parallelism shares each component among its devices."""
+
+    base: dict[str, sp.Expr]
+    states: dict[str, sp.Expr]
+    activations: dict[str, sp.Expr]
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(
+        cls, memory: MemoryBreakdown, network: Network | None, tensor: int,
+        sequence_parallel: bool,
+    ) -> _TensorSplit:
+        base = dict(memory.components)
+        states: dict[str, sp.Expr] = {name: sp.Rational(1, tensor) for name in _MODEL_STATES}
+        activations: dict[str, sp.Expr] = {}
+        if tensor == 1 and not sequence_parallel:
+            return cls(base, states, activations)
         if network is None:
             raise InvalidArgumentError(
                 "tensor/sequence parallelism splits activations as the transformer's shape "
@@ -383,68 +466,87 @@ def parallel_memory(
             )
         if _is_decoder(network):
             note = _split_decoder(
-                memory, network, tensor, sequence_parallel, base, state_share, activation_share
+                memory, network, tensor, sequence_parallel, base, states, activations
             )
         else:
             ratio = tensor_parallel_activation_ratio(
                 network, tensor, sequence_parallel=sequence_parallel
             )
-            activation_share = dict.fromkeys(_ACTIVATIONS, ratio)
+            activations = dict.fromkeys(_ACTIVATIONS, ratio)
             note = (
                 f"tensor parallel over {tensor}"
                 + (" with sequence parallelism" if sequence_parallel else "")
                 + f": weights / {tensor}, activations x {ratio} (Korthikanti et al. 2022)"
             )
-        notes.append(note)
-    stages: list[MemoryBreakdown] = []
-    host: MemoryBreakdown | None = None
-    for stage in range(pipeline):
-        held = min(pipeline - stage, in_flight)
-        components: dict[str, sp.Expr] = {}
-        for name, value in base.items():
-            if name in _MODEL_STATES and name != "dequantized_copy":
-                components[name] = value * state_share[name] / pipeline
-            elif name in _ACTIVATIONS:
-                share = activation_share.get(name, sp.S.One)
-                components[name] = value * share * sp.Rational(held, pipeline)
-            elif name == "input":
-                components[name] = value if stage == 0 else sp.S.Zero
-            elif name == "targets":
-                components[name] = value if stage == pipeline - 1 else sp.S.Zero
-            else:
-                components[name] = value
-        replica = replace(memory, components=components, timeline={})
-        partitioned = zero_partition(replica, data, zero) if data > 1 or zero else replica
-        parts = dict(partitioned.components)
-        if zero == 3:  # stage 3 shards every parameter, a fine-tuned model's frozen base too
-            for name in ("frozen_parameters", "quantization_constants"):
-                if name in parts:
-                    parts[name] = parts[name] / data
-        if data > 1 and zero == 0 and not bucket_view and "gradients" in parts:
-            parts["gradient_buckets"] = parts["gradients"]
-        if zero in (1, 2) and data > 1 and "gradients" in base and "parameters" in base:
-            trainable = (
-                base["parameters"] * state_share["parameters"] / pipeline
-                / memory.precision.parameters.bytes
-            )
-            parts["gradient_buckets"] = (
-                sp.Min(reduce_bucket_size, trainable) * memory.precision.gradients.bytes
-            )
-        if zero == 3 and network is not None:
-            largest = max((row.parameters for row in network.rows if row.parameters.is_number),
-                          default=sp.S.Zero)
-            parts["gathered_parameters"] = largest * memory.precision.parameters.bytes / tensor
-        device = replace(partitioned, components=parts)
-        if offload != "none":
-            moved = OFFLOADED + (
-                ("parameters", "frozen_parameters", "quantization_constants")
-                if offload == "optimizer+parameters" else ()
-            )
-            split = cpu_offload(device, tuple(n for n in moved if n in device.components))
-            device = split.gpu
-            if stage == 0:
-                host = split.cpu
-        stages.append(device)
+        return cls(base, states, activations, (note,))
+
+
+def _stage_components(
+    memory: MemoryBreakdown, split: _TensorSplit, stage: int, pipeline: int, held: int
+) -> dict[str, sp.Expr]:
+    """Return one pipeline stage's share of every component, before ZeRO."""
+    components: dict[str, sp.Expr] = {}
+    for name, value in split.base.items():
+        if name in _MODEL_STATES and name != "dequantized_copy":
+            components[name] = value * split.states[name] / pipeline
+        elif name in _ACTIVATIONS:
+            share = split.activations.get(name, sp.S.One)
+            components[name] = value * share * sp.Rational(held, pipeline)
+        elif name == "input":
+            components[name] = value if stage == 0 else sp.S.Zero
+        elif name == "targets":
+            components[name] = value if stage == pipeline - 1 else sp.S.Zero
+        else:
+            components[name] = value
+    return components
+
+
+def _sharded(
+    replica: MemoryBreakdown, memory: MemoryBreakdown, split: _TensorSplit, *, data: int,
+    zero: int, pipeline: int, tensor: int, network: Network | None, bucket_view: bool,
+    reduce_bucket_size: int,
+) -> MemoryBreakdown:
+    """Return one device's stage after ZeRO's partition, with its buckets and gathered layer."""
+    partitioned = zero_partition(replica, data, zero) if data > 1 or zero else replica
+    parts = dict(partitioned.components)
+    if zero == 3:  # stage 3 shards every parameter, a fine-tuned model's frozen base too
+        for name in ("frozen_parameters", "quantization_constants"):
+            if name in parts:
+                parts[name] = parts[name] / data
+    if data > 1 and zero == 0 and not bucket_view and "gradients" in parts:
+        parts["gradient_buckets"] = parts["gradients"]
+    if zero in (1, 2) and data > 1 and "gradients" in split.base and "parameters" in split.base:
+        trainable = (
+            split.base["parameters"] * split.states["parameters"] / pipeline
+            / memory.precision.parameters.bytes
+        )
+        parts["gradient_buckets"] = (
+            sp.Min(reduce_bucket_size, trainable) * memory.precision.gradients.bytes
+        )
+    if zero == 3 and network is not None:
+        largest = max((row.parameters for row in network.rows if row.parameters.is_number),
+                      default=sp.S.Zero)
+        parts["gathered_parameters"] = largest * memory.precision.parameters.bytes / tensor
+    return replace(partitioned, components=parts)
+
+
+def _offloaded(
+    device: MemoryBreakdown, offload: str
+) -> tuple[MemoryBreakdown, MemoryBreakdown]:
+    """Split one device's memory into what stays on the GPU and what moves to host RAM."""
+    moved = OFFLOADED + (
+        ("parameters", "frozen_parameters", "quantization_constants")
+        if offload == "optimizer+parameters" else ()
+    )
+    split = cpu_offload(device, tuple(n for n in moved if n in device.components))
+    return split.gpu, split.cpu
+
+
+def _schedule_notes(
+    data: int, zero: int, pipeline: int, in_flight: int, bucket_view: bool
+) -> list[str]:
+    """Return the notes that say how the pipeline schedule and DDP's buckets were counted."""
+    notes = []
     if pipeline > 1:
         notes.append(
             f"pipeline of {pipeline} stages (1F1B), {in_flight} micro-batch(es) in flight: stage i "
@@ -456,7 +558,4 @@ def parallel_memory(
             + ("are the gradients (gradient_as_bucket_view=True)" if bucket_view else
                f"copy every gradient (bucket_cap_mb={DDP_BUCKET_CAP_MB} only splits them)")
         )
-    total = data * tensor * pipeline
-    return ParallelMemory(
-        tuple(stages), host, total, gpus_per_node or min(total, 8), tuple(notes)
-    )
+    return notes
