@@ -17,7 +17,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import sympy as sp
@@ -30,7 +30,6 @@ from memtheory.estimate.step import Step, step_memory
 from memtheory.finetuning import LoRA
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.gpus import Budget, ReserveLike, usable_memory
-from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.precision import precision as _precision
 from memtheory.recipes import Setup, default_recipe, setup_from
@@ -444,8 +443,6 @@ def estimate(
         values=values, exact=chosen.convention(), adapter_dtype=chosen.adapter_dtype,
     )
     memory, tuned = step.memory, step.network
-    if zero == 3 and not chosen.sharded_autocast_copies and "weight_copies" in memory.components:
-        memory = _without_weight_copies(memory)
     assumptions = _assumptions(resolved, step, chosen, model)
     notes = [n for n in memory.notes if not n.startswith("precision ")]  # said in assumptions
     budget = (
@@ -457,7 +454,7 @@ def estimate(
         search = fewest_gpus(
             memory, usable=budget.usable, values=values, zero=zero, tensor=tensor,
             pipeline=pipeline, offload=offload, network=tuned, counts=counts,
-            sequence_parallel=sequence_parallel,
+            sequence_parallel=sequence_parallel, autocast_copies=chosen.sharded_autocast_copies,
         )
         count = search.gpus or count
     data = count // group
@@ -468,6 +465,7 @@ def estimate(
         split: ParallelMemory = parallel_memory(
             memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
             network=tuned, sequence_parallel=sequence_parallel,
+            autocast_copies=chosen.sharded_autocast_copies,
         )
         footprint = split
         notes += [n for n in split.notes if n not in notes]
@@ -592,20 +590,6 @@ def _kind(model: str | Mapping[str, Any]) -> str:
         if model.strip() in BUILDERS:
             return BUILDERS[model.strip()].kind
     return "sequence"
-
-
-def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
-    """Drop autocast's weight copies: weights gathered in 16 bits under ZeRO-3 keep none."""
-    components = {k: v for k, v in memory.components.items() if k != "weight_copies"}
-    removed = memory.components["weight_copies"]
-    timeline = {moment: value - removed for moment, value in memory.timeline.items()}
-    note = (
-        "ZeRO-3 gathers each layer's weights already in 16 bits and frees them after the "
-        "layer: autocast keeps no copies of them (one gathered layer is alive at a time, "
-        "not counted)"
-    )
-    return replace(memory, components=components, timeline=timeline,
-                   notes=(*memory.notes, note))
 
 
 def _assumptions(
