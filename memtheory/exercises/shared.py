@@ -21,7 +21,8 @@ from typing import Any
 import sympy as sp
 
 from memtheory.counts import ModelCounts
-from memtheory.exercises.derivation import note, quantity_text
+from memtheory.exercises.derivation import quantity_text
+from memtheory.exercises.step_log import note
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
@@ -109,7 +110,7 @@ def parameter_side(memory: MemoryBreakdown) -> sp.Expr:
 def max_value(expression: Any, symbol: sp.Symbol, limit: Any, **options: Any) -> int:
     """Largest ``symbol`` whose ``expression`` fits ``limit``: :func:`memtheory.whatif.max_value`.
 
-    A worked solution records the step (:func:`~memtheory.exercises.derivation.note`).
+    A worked solution records the step (:func:`~memtheory.exercises.step_log.note`).
 
     Examples
     --------

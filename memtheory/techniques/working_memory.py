@@ -70,7 +70,6 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import sympy as sp
 
@@ -82,9 +81,7 @@ from memtheory.layers import GELU, Dense, MultiHeadAttention, Multiply, Unembedd
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.network import Network
-
-if TYPE_CHECKING:
-    from memtheory.techniques.kv_cache import CacheLayer
+from memtheory.techniques.cache_layers import CacheLayer, cache_layers
 
 __all__ = ["WorkingMemory", "working_memory"]
 
@@ -144,8 +141,6 @@ def working_memory(
     >>> eager > 10 * flash
     True
     """
-    from memtheory.techniques.kv_cache import cache_layers
-
     if logits not in ("last", "all"):
         raise InvalidArgumentError(f"logits must be 'last' or 'all', got {logits!r}.")
     c = as_dtype(dtype)
