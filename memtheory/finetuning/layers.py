@@ -30,7 +30,8 @@ from memtheory.errors import UnsupportedError
 from memtheory.layers.attention import MultiHeadAttention
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, elements
 from memtheory.layers.core import Dense
-from memtheory.layers.embedding import Unembedding
+from memtheory.layers.embedding import Embedding, Unembedding
+from memtheory.layers.layer_norm import LayerNorm
 from memtheory.layers.rms_norm import RMSNorm
 
 __all__ = [
@@ -117,8 +118,6 @@ class Frozen(Layer):
         Llama, Qwen2 and Mistral decoders
         (``tests/pytorch/test_lora_decoder_measured.py``).
         """
-        from memtheory.layers import Embedding, LayerNorm, RMSNorm, Unembedding
-
         if type(self.layer) is RMSNorm:
             return self.layer.implementation == "llama"
         if type(self.layer) is Unembedding:

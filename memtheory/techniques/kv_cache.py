@@ -47,6 +47,9 @@ from memtheory.dtypes import dtype as _dtype
 from memtheory.errors import UnsupportedError
 from memtheory.footprint import Footprint
 from memtheory.layers import MultiHeadAttention, PositionEmbedding
+from memtheory.layers.core import Dense
+from memtheory.layers.moe import MixtureOfExperts
+from memtheory.layers.rotary import RotaryTable
 from memtheory.network import Network
 from memtheory.symbols import B, S
 from memtheory.techniques.cache_layers import CacheLayer, cache_layers
@@ -239,9 +242,6 @@ def weight_bytes(
     >>> weight_bytes(llama, quantization="int8")   # int8 matrices, fp32 row scales
     7006265344
     """
-    from memtheory.layers.core import Dense
-    from memtheory.layers.moe import MixtureOfExperts
-
     element = _dtype(dtype)
     scheme = None if quantization is None else _scheme(quantization)
     total = sp.Integer(0)
@@ -369,8 +369,6 @@ def positions_limit(model: Network) -> int | None:
     >>> positions_limit(gpt2("small"))
     1024
     """
-    from memtheory.layers.rotary import RotaryTable
-
     sizes = []
     for row in model.rows:
         if isinstance(row.layer, PositionEmbedding):

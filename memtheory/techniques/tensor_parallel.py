@@ -61,7 +61,13 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from memtheory.conventions.autograd import forward_storages
+from memtheory.dtypes import dtype
 from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.layers import Dense, Embedding, Input, Unembedding
+from memtheory.layers.base import elements
+from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.moe import MixtureOfExperts
 from memtheory.network import LayerRow, Network
 from memtheory.precision import PrecisionLike
 
@@ -309,10 +315,6 @@ def decoder_split(
     ...
     memtheory.errors.UnsupportedError: tensor parallel over 4 devices splits the query heads, ...
     """
-    from memtheory.layers import Dense, Embedding, Unembedding
-    from memtheory.layers.grouped_attention import GroupedQueryAttention
-    from memtheory.layers.moe import MixtureOfExperts
-
     if isinstance(tensor, bool) or not isinstance(tensor, int) or tensor < 1:
         raise InvalidArgumentError(f"tensor must be a positive whole number, got {tensor!r}.")
     attention = [row for row in network.rows if isinstance(_unwrapped(row), GroupedQueryAttention)]
@@ -389,8 +391,6 @@ def split_storages(
     >>> whole == device
     True
     """
-    from memtheory.conventions.autograd import forward_storages
-
     sums: dict[str, tuple[sp.Expr, sp.Expr]] = {}
     for storage in forward_storages(network, precision=precision):
         category = storage.category
@@ -420,9 +420,6 @@ def split_activations(network: Network, split: DecoderSplit) -> tuple[sp.Expr, s
     >>> whole == device == net.activation_count
     True
     """
-    from memtheory.layers import Input
-    from memtheory.layers.moe import MixtureOfExperts
-
     whole = device = sp.S.Zero
     for row in network.rows:
         if isinstance(row.layer, Input):
@@ -447,8 +444,6 @@ def split_activations(network: Network, split: DecoderSplit) -> tuple[sp.Expr, s
 
 def _parameters(row: LayerRow) -> Iterable[tuple[str, sp.Expr, bool]]:
     """``(name, elements, frozen)`` of each parameter tensor of a row."""
-    from memtheory.layers.base import elements
-
     layer = row.layer
     inner = getattr(layer, "layer", None)
     frozen = inner is not None and type(layer).__name__ == "Frozen"
@@ -501,12 +496,8 @@ def activation_ratio(network: Network, tensor: int, *, sequence_parallel: bool =
     >>> 0 < ratio - sp.Rational(1, 2) < sp.Rational(1, 100)   # token ids and rotary tables whole
     True
     """
-    from memtheory.dtypes import dtype
-
     split = decoder_split(network, tensor, sequence_parallel=sequence_parallel)
     low = dtype("bf16")
-    from memtheory.layers import Input
-
     fed = {row.name for row in network.rows if isinstance(row.layer, Input)}
     whole = device = sp.S.Zero
     for saved in network.saved_tensors():
