@@ -15,7 +15,7 @@ from torch import nn  # noqa: E402
 
 import memtheory as mt  # noqa: E402
 from memtheory.dtypes import dtype as mt_dtype  # noqa: E402
-from memtheory.torch.reference_models import causal_lm_loss, masked_lm_loss  # noqa: E402
+from memtheory.torch.hf_losses import causal_lm_loss, masked_lm_loss  # noqa: E402
 
 TORCH_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64"}
 
@@ -154,8 +154,8 @@ def _relu6_network() -> mt.Network:
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "autocast-bf16"])
 def test_autograd_convention_is_exact_on_a_depthwise_relu6_stack(precision):
     """In-place ReLU6's saved copy of its input is in the measured peak, byte for byte."""
-    from memtheory.torch.accuracy import compare_with_measurement
-    from memtheory.torch.zoo import ZooModel
+    from memtheory.validation.accuracy import compare_with_measurement
+    from memtheory.validation.zoo import ZooModel
 
     entry = ZooModel("ReLU6 stack", "", _relu6_stack, (3, 3, 17, 17), 7, _relu6_network)
     comparison = compare_with_measurement(
