@@ -29,7 +29,7 @@ Exact arithmetic
     ``ceiling``, ``X`` is ``Max``. A value is exact at any size.
 The peak
     The exact step's peak is the largest moment of its timeline: a ``Max`` of
-    one candidate per moment, which :mod:`memtheory.maximum` has already
+    one candidate per moment, which :mod:`memtheory.max_pruning` has already
     pruned to the candidates that can be the largest (:func:`peak_candidates`).
     The bundle ships those candidates, each with the label of the moment it
     belongs to, so the page shows where the peak happens.
@@ -78,7 +78,7 @@ from memtheory.evaluation import evaluate
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.gpus import GPUS
 from memtheory.layers import BatchNorm2d
-from memtheory.maximum import provably_nonnegative, undominated
+from memtheory.max_pruning import provably_nonnegative, undominated
 from memtheory.memory import training_memory
 from memtheory.models import PRESETS
 from memtheory.recipes import Setup, default_recipe
@@ -548,7 +548,7 @@ def _candidates(memory: Footprint) -> list[tuple[sp.Expr, str]]:
     """Return the peak's candidates (the undominated moments), each with its moment's label.
 
     The same pruning as :attr:`Footprint.peak <memtheory.footprint.Footprint.peak>`
-    (:func:`memtheory.maximum.undominated`), kept flat: one polynomial per moment.
+    (:func:`memtheory.max_pruning.undominated`), kept flat: one polynomial per moment.
     """
     if not memory.timeline:
         return [(memory.total, "")]

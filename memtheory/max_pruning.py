@@ -1,4 +1,4 @@
-r"""The exact maximum of many byte counts, kept small: dominated candidates are dropped.
+r"""A symbolic Max pruner: the exact maximum of many byte counts, dominated candidates dropped.
 
 A peak is the largest of a timeline's moments. Symbolically that is a ``Max``
 of one polynomial per moment; on a deep network it would hold thousands of

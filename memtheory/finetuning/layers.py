@@ -39,7 +39,7 @@ __all__ = [
     "Frozen",
     "LoRAAttention",
     "LoRAUp",
-    "Scale",
+    "ConstantScale",
     "frozen_tensors",
 ]
 
@@ -221,8 +221,11 @@ class LoRAUp(Dense):
 
 
 @dataclass(frozen=True)
-class Scale(Layer):
-    """Multiply by a constant (LoRA's ``alpha / rank``): a new tensor, nothing kept for backward.
+class ConstantScale(Layer):
+    """Multiply by a Python number (LoRA's ``alpha / rank``): nothing is kept for backward.
+
+    Not :class:`~memtheory.layers.TensorScale` (Gemma's multiplication by a 0-dimensional
+    tensor, which keeps the tensor).
 
     In LoRA its output feeds the sum at once and is freed: the breakdown
     convention does not count it (the autograd convention follows it).
@@ -230,13 +233,13 @@ class Scale(Layer):
     Examples
     --------
     >>> from memtheory.symbols import B
-    >>> Scale(2.0).autograd(((B, 4),)).saved
+    >>> ConstantScale(2.0).autograd(((B, 4),)).saved
     ()
     """
 
     factor: float
     name: str | None = None
-    kind = "Scale"
+    kind = "ConstantScale"
     autograd_checked = True
 
     def output_shape(self, input_shape: Shape) -> Shape:

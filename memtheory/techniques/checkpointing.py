@@ -44,7 +44,7 @@ from fractions import Fraction
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.constraints import check
+from memtheory.constraints import check_sizes
 from memtheory.conventions.base import row_activation_elements, row_mask_bytes
 from memtheory.counts import ModelCounts
 from memtheory.errors import InvalidSizeError, UnsupportedError
@@ -312,7 +312,7 @@ def best_network_interval(network: Network, **values: object) -> int:
     units = checkpoint_units(network)
     batch = network.batch
     given = substitution(sorted(network.free_symbols, key=str), values)  # sizes, checked
-    check(network.size_checks(), given)  # and sizes every layer takes
+    check_sizes(network.size_checks(), given)  # and sizes every layer takes
     by_name = {symbol.name: value for symbol, value in given.items()}
 
     def peak(interval: int) -> sp.Expr:

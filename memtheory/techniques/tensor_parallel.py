@@ -194,32 +194,42 @@ class DecoderSplit:
             return self.parameter_share(layer, "bias" if role == "bias copy" else "weight")
         lora = _lora(layer)
         if lora is not None:
-            adapted, part = lora
-            column = _kind(adapted) == "column"
-            if part == "lora_A" or not column:  # the rank-r tensors, and a row map's outputs
-                return self._replicated
-            return self.split_share(adapted)
+            return self._lora_share(*lora)
         kind = _kind(layer)
         if kind == "column":
             return self.split_share(layer) if role == "output" else self._replicated
         if kind == "row":
             return sp.Rational(1, self.tensor) if role == "input cast" else self._replicated
         if kind == "inside":
-            if role == "input cast" and layer.endswith("self_attn.attention"):
-                # queries', keys' or values' cast: the key/value share, the larger (exact unless
-                # key/value heads are replicated, then an upper bound for the queries' cast)
-                return self.kv_share
-            return self.split_share(layer)
+            return self._inside_share(layer, role)
         if kind == "vocabulary":
-            if layer == "lm_head" and role == "output" or layer == "loss" and role in _VOCAB_LOSS:
-                return self.vocabulary_share
-            if layer == "loss":
-                return sp.S.One  # the shifted labels, the count, the loss: whole on every device
-            return self._replicated
+            return self._vocabulary_storage_share(layer, role)
         if kind == "whole":
             return sp.S.One
         if label in _EXPERT_SPLIT:
             return sp.Rational(1, self.tensor)
+        return self._replicated
+
+    def _lora_share(self, adapted: str, part: str) -> sp.Expr:
+        """Return an adapter storage's share: rank-r tensors and a row map's outputs replicate."""
+        if part == "lora_A" or _kind(adapted) != "column":
+            return self._replicated
+        return self.split_share(adapted)
+
+    def _inside_share(self, layer: str, role: str) -> sp.Expr:
+        """Return the share of a storage inside attention or the MLP: as its heads or features."""
+        if role == "input cast" and layer.endswith("self_attn.attention"):
+            # queries', keys' or values' cast: the key/value share, the larger (exact unless
+            # key/value heads are replicated, then an upper bound for the queries' cast)
+            return self.kv_share
+        return self.split_share(layer)
+
+    def _vocabulary_storage_share(self, layer: str, role: str) -> sp.Expr:
+        """Return the share of a vocabulary storage: the logits and the loss's are split."""
+        if layer == "lm_head" and role == "output" or layer == "loss" and role in _VOCAB_LOSS:
+            return self.vocabulary_share
+        if layer == "loss":
+            return sp.S.One  # the shifted labels, the count, the loss: whole on every device
         return self._replicated
 
     def parameter_share(self, layer: str, parameter: str) -> sp.Expr:
