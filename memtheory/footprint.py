@@ -95,6 +95,15 @@ class Footprint(ABC):
     that follows a step moment by moment also provides :attr:`timeline`.
     Everything else (totals, peak, units, tables, notebook display) is
     defined here once.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network, training_memory
+    >>> memory = training_memory(Network([Input((784,)), Dense(10)]), optimizer="sgd")
+    >>> isinstance(memory, Footprint)
+    True
+    >>> memory.evaluate(B=32).format("KiB")
+    '161.83 KiB'
     """
 
     if TYPE_CHECKING:  # a subclass provides it, as a field or a property: read-only here
