@@ -19,7 +19,7 @@ BOOK ?= 1
 
 help:
 	@echo "make venv       create .venv and install memtheory with the dev extra"
-	@echo "make test       ruff, mypy, book-check, pytest (tests, doctests, browser test); BOOK=0 skips the book"
+	@echo "make test       ruff, mypy, lint-imports (layers), book-check, pytest (tests, doctests, browser test); BOOK=0 skips the book"
 	@echo "make book       install the book extra and build book/ (warnings are errors)"
 	@echo "make book-check make book, then check the HTML: no CDN, no unrendered math or roles"
 	@echo "make browser    install Debian's chromium for the browser test, if missing"
@@ -46,6 +46,7 @@ venv: $(STAMP_DEV)
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy memtheory
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 # With BOOK=1 (the default) the book is built and checked before pytest runs, so the browser

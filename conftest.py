@@ -10,4 +10,6 @@ import importlib.util
 _spec = importlib.util.find_spec("torch")
 # A directory named "torch" on sys.path is a namespace package (origin None), not PyTorch.
 _HAS_TORCH = _spec is not None and _spec.origin is not None
-collect_ignore_glob = [] if _HAS_TORCH else ["memtheory/torch/*.py"]
+collect_ignore_glob = (
+    [] if _HAS_TORCH else ["memtheory/torch/*.py", "memtheory/validation/*.py"]
+)

@@ -1,9 +1,9 @@
 """How accurate is each convention? Predicted vs measured bytes of real PyTorch training steps.
 
-Two sets of models: the zoo (:data:`memtheory.torch.ZOO`: the StackExchange CNN,
+Two sets of models: the zoo (:data:`memtheory.validation.ZOO`: the StackExchange CNN,
 an MLP, a VGG-style stack, the forum thread's net scaled down; sequential,
 converted with ``from_module``) and the reference pairs
-(:data:`memtheory.torch.PAIRS`: ResNet-18/50-, MobileNetV2-, ViT-, BERT-MLM- and
+(:data:`memtheory.validation.PAIRS`: ResNet-18/50-, MobileNetV2-, ViT-, BERT-MLM- and
 GPT-2-style modules with explicit ``forward()``, each beside its memtheory
 builder's network at small sizes nobody tuned for). For every model, every
 precision (fp32; bf16 as ``model.to(torch.bfloat16)``, which every convention
@@ -42,8 +42,8 @@ def main(argv: list[str]) -> int:
     except ImportError:
         print("skipped: benchmarks/accuracy.py needs PyTorch (pip install 'memtheory[torch]').")
         return 0
-    from memtheory.torch import PAIRS, ZOO, accuracy_table, compare_with_measurement
-    from memtheory.torch.accuracy import OPTIMIZERS, PRECISIONS
+    from memtheory.validation import PAIRS, ZOO, accuracy_table, compare_with_measurement
+    from memtheory.validation.accuracy import OPTIMIZERS, PRECISIONS
 
     print(
         f"torch {torch.__version__}, CPU; sizes in MiB (2^20 bytes); error = (pred - meas) / meas"

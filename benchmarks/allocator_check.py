@@ -27,7 +27,8 @@ def main() -> int:
         )
         return 0
     from memtheory.tables import Column, Table
-    from memtheory.torch import PAIRS, ZOO, check_against_allocator
+    from memtheory.torch import check_against_allocator
+    from memtheory.validation import PAIRS, ZOO
 
     settings = {
         "fp32": (torch.float32, None),

@@ -1,6 +1,6 @@
 """Measure the zoo and the reference pairs on a GPU, beside memtheory's exact prediction.
 
-For every model of :data:`memtheory.torch.ZOO` and :data:`memtheory.torch.PAIRS`
+For every model of :data:`memtheory.validation.ZOO` and :data:`memtheory.validation.PAIRS`
 at fp32, bf16 and autocast-bf16 with Adam, one steady-state training step runs
 on the GPU under :func:`memtheory.torch.measure`, which counts the live tensor
 storages and reads the CUDA caching allocator's counters around each phase.
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
     except ImportError:
         print("skipped: benchmarks/cuda_zoo.py needs PyTorch (pip install 'memtheory[torch]').")
         return 0
-    from memtheory.torch.gpu_measurements import (
+    from memtheory.validation.gpu_measurements import (
         measurements_table,
         record_measurements,
         write_measurements,

@@ -21,7 +21,7 @@ installed or imported):
   mixed precision (2 weights + 2 gradients + 12 fp32 master and moments), the
   rule the gpu_poor calculator and many blog posts start from; no activations.
 
-Part 1 runs the small reference pairs (:data:`memtheory.torch.PAIRS`,
+Part 1 runs the small reference pairs (:data:`memtheory.validation.PAIRS`,
 fp32 Adam) and a LoRA twin on CPU and compares every estimate with the peak
 :func:`memtheory.torch.measure` records (live tensor storages, exact). Part 2
 shows larger models where nothing is measured (GPU sizes; no GPU here): the
@@ -96,7 +96,8 @@ def measured_rows() -> list[tuple[str, ...]] | None:
     from memtheory import Dense, Input, Network, ReLU
     from memtheory.finetuning import LoRA, finetune_memory
     from memtheory.layers import CrossEntropyLoss
-    from memtheory.torch import PAIRS, compare_with_measurement, measure
+    from memtheory.torch import measure
+    from memtheory.validation import PAIRS, compare_with_measurement
 
     rows = []
     for name, pair in PAIRS.items():

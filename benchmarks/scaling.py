@@ -8,7 +8,7 @@ target:
 * the exact symbolic autograd peak (a ``Max`` over the timeline's moments) of
   a CNN with a 2x2 max pooling after every 5 convolutions, of a 400-layer MLP,
   of GPT-2 xl over (B, S) and of ResNet-50 over (B, H); the baseline is the
-  previous pruning algorithm (:func:`memtheory.maximum._reference_maximum`),
+  previous pruning algorithm (:func:`memtheory.max_pruning._reference_maximum`),
   run on the same moments. A model the autograd convention refuses is
   reported with the reason, not timed;
 * building and deriving that CNN in every convention, at 100, 200 and 400
@@ -52,7 +52,7 @@ from memtheory import (
     training_memory,
 )
 from memtheory.errors import MemtheoryError
-from memtheory.maximum import _reference_maximum, count_candidates
+from memtheory.max_pruning import _reference_maximum, count_candidates
 from memtheory.models import gpt2, resnet50, vgg16
 from memtheory.symbols import H
 from memtheory.tables import Column, Table

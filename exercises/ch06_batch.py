@@ -4,10 +4,10 @@ from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integ
 from memtheory.exercises.reasoning import CORRECT
 from memtheory.exercises.shared import (
     MODELS,
-    max_value,
-    max_value_formula,
     model_names,
     model_values,
+    noted_max_value,
+    noted_max_value_formula,
 )
 from memtheory.optimizers import optimizer
 from memtheory.symbols import B, size_symbol
@@ -102,7 +102,7 @@ SET = ExerciseSet(
             },
             derive=model_values,
             answer=Integer(),
-            solve=lambda p, how: max_value(_total(p, how), B, how.to_bytes(p.gpu, "GiB")),
+            solve=lambda p, how: noted_max_value(_total(p, how), B, how.to_bytes(p.gpu, "GiB")),
             misconceptions=(
                 "forgot_x2",
                 "forgot_optimizer_state",
@@ -196,7 +196,7 @@ SET = ExerciseSet(
             },
             derive=lambda p: {"optimizer_title": optimizer(p.optimizer).title},
             answer=Integer(),
-            solve=lambda p, how: max_value(
+            solve=lambda p, how: noted_max_value(
                 how.training_memory(
                     how.network(small_cnn_layers(image_size=p.image)), optimizer=p.optimizer
                 ).total,
@@ -217,7 +217,7 @@ SET = ExerciseSet(
             params={"model": model_names(), "optimizer": ("adam", "sgd+momentum", "rmsprop")},
             derive=model_values,
             answer=Expression((M,)),
-            solve=lambda p, how: max_value_formula(_total(p, how), B, M),
+            solve=lambda p, how: noted_max_value_formula(_total(p, how), B, M),
             misconceptions=(
                 "forgot_x2",
                 "forgot_optimizer_state",

@@ -3,10 +3,11 @@
 fp32, fp16, bf16 and int8; mixed precision with fp32 master weights and Adam state.
 """
 
-from memtheory import ModelCounts, Precision
+from memtheory import ModelCounts
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity, at
 from memtheory.exercises.shared import parameter_side, parameters_only
 from memtheory.optimizers import optimizer
+from memtheory.precision import Precision
 from memtheory.worked_examples import small_cnn_layers
 
 _DTYPE_TITLES = {

@@ -2,7 +2,7 @@
 
 from memtheory import MaxPool2d
 from memtheory.exercises import Exercise, ExerciseSet, Expression, Integer, Quantity, at
-from memtheory.exercises.shared import max_value
+from memtheory.exercises.shared import noted_max_value
 from memtheory.exercises.steps_residual import step_peak
 from memtheory.models import vgg16
 from memtheory.symbols import B, H
@@ -80,7 +80,7 @@ SET = ExerciseSet(
             "with {gpu} GiB. Counting the same components, what is the largest batch that fits?",
             params={"gpu": (24, 16, 40, 80, 12)},
             answer=Integer(),
-            solve=lambda p, how: max_value(
+            solve=lambda p, how: noted_max_value(
                 how.training_memory(_vgg(how), optimizer="adam").total,
                 B,
                 how.to_bytes(p.gpu, "GiB"),

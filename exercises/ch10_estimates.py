@@ -3,7 +3,7 @@
 from memtheory import Conv2d, Dense, Input, MaxPool2d, ReLU, training_memory
 from memtheory.conventions.autograd import AutogradConvention
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
-from memtheory.exercises.shared import MODELS, max_value, model_names, model_values
+from memtheory.exercises.shared import MODELS, model_names, model_values, noted_max_value
 from memtheory.exercises.technique_steps import index_dtype, step_implementation, usable_bytes
 from memtheory.layers.base import elements
 from memtheory.symbols import B
@@ -102,7 +102,7 @@ SET = ExerciseSet(
             },
             derive=model_values,
             answer=Integer(),
-            solve=lambda p, how: max_value(
+            solve=lambda p, how: noted_max_value(
                 how.training_memory(MODELS[p.model], optimizer=p.optimizer).total,
                 B,
                 usable_bytes(how, p.card, "GiB"),

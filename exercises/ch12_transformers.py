@@ -3,7 +3,7 @@
 import sympy as sp
 
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
-from memtheory.exercises.derivation import note
+from memtheory.exercises.step_log import note
 from memtheory.exercises.technique_steps import layer_activations
 from memtheory.models import GPT2_SIZES, gpt2
 from memtheory.optimizers import optimizer

@@ -2,7 +2,7 @@
 
 from memtheory.dtypes import dtype
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity
-from memtheory.exercises.shared import max_value
+from memtheory.exercises.shared import noted_max_value
 from memtheory.exercises.technique_steps import kv_cache, usable_bytes
 from memtheory.models import GPT2_SIZES, gpt2
 from memtheory.symbols import B, S
@@ -39,7 +39,7 @@ def _larger(p, how):
 def _largest_batch(p, how):
     weights = _weights(how, p.size, p.weights)
     cache = _gpt2_cache(how, p.size, p.weights, sequence=p.sequence)
-    return max_value(weights + cache, B, usable_bytes(how, p.card, "GiB"))
+    return noted_max_value(weights + cache, B, usable_bytes(how, p.card, "GiB"))
 
 
 SET = ExerciseSet(
@@ -68,7 +68,7 @@ SET = ExerciseSet(
             "sequences of {sequence} tokens fit in {memory} GiB of fp16 key/value cache?",
             params={"sequence": (4096, 2048, 1024), "memory": (40, 20, 60)},
             answer=Integer(),
-            solve=lambda p, how: max_value(
+            solve=lambda p, how: noted_max_value(
                 kv_cache(how, **LLAMA_2_7B, sequence=p.sequence),
                 B,
                 how.to_bytes(p.memory, "GiB"),
@@ -112,7 +112,7 @@ SET = ExerciseSet(
             },
             constraint=lambda p: p.heads % p.kv_heads == 0,
             answer=Integer(),
-            solve=lambda p, how: max_value(
+            solve=lambda p, how: noted_max_value(
                 kv_cache(
                     how, layers=p.layers, heads=p.heads, head_dim=128, kv_heads=p.kv_heads, batch=1
                 ),

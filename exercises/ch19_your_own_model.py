@@ -8,7 +8,7 @@ from memtheory.exercises.steps_trace import (
     card_batch,
     quadratic_takes_over,
     traced_batch,
-    untraceable,
+    untraceable_option,
 )
 
 _CARDS = ("RTX 4090", "A100-80GB", "RTX 3090", "A100-40GB", "V100-32GB")
@@ -118,7 +118,7 @@ SET = ExerciseSet(
             "(an UntraceableError), because fake tensors carry shapes and not values?",
             params={"options": tuple(range(len(_OPERATIONS)))},
             answer=Choice(lambda p: _OPERATIONS[p["options"]]),
-            solve=lambda p, how: untraceable(_OPERATIONS[p.options]),
+            solve=lambda p, how: untraceable_option(_OPERATIONS[p.options]),
         ),
         Exercise(
             id="q7",

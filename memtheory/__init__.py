@@ -4,6 +4,36 @@ Every quantity is an exact sympy expression in bytes or elements: it can keep
 symbols (batch ``B``, image size ``H``, ...) for what-if analysis, or be
 evaluated exactly, or over NumPy grids.
 
+The names here are the supported API, by audience; everything else lives in its
+subpackage (``memtheory.layers``, ``memtheory.models``, ``memtheory.techniques``,
+``memtheory.finetuning``, ``memtheory.recipes``, ``memtheory.estimate``, ...).
+
+**Learner**: build a network layer by layer and count what training keeps.
+    :class:`Network`, :class:`Node`, :class:`Input`, :class:`Dense`,
+    :class:`Conv2d`, :class:`MaxPool2d`, :class:`AvgPool2d`, :class:`Flatten`,
+    :class:`ReLU`, :class:`Sigmoid`, :class:`Softmax`, :class:`BatchNorm2d`,
+    :class:`Dropout`, :class:`Add`, :class:`Concat`, :class:`Embedding`,
+    :class:`LayerNorm`, :class:`MultiHeadAttention`, :class:`CrossEntropyLoss`;
+    :class:`ModelCounts`, :func:`training_memory`, :func:`inference_memory`;
+    :func:`format_bytes`, :func:`parse_bytes`, :func:`convert`, :func:`evaluate`.
+
+**Practitioner**: a real model, a card, a question ("what batch fits?").
+    :class:`MemoryBreakdown`, :class:`Footprint`, :class:`Table`, :class:`Column`;
+    :func:`optimizer`, :func:`precision`, :func:`dtype`, :func:`convention`;
+    :func:`max_batch`, :func:`max_sequence_length`, :func:`max_value`,
+    :func:`sensitivity`, :func:`compare_scenarios`; :func:`evaluate_grid`,
+    :func:`compile_exact`. Named models are in :mod:`memtheory.models`
+    (``preset("llama-3-8b")``), techniques in :mod:`memtheory.techniques`.
+
+**Tracer**: exact figures for any PyTorch module.
+    :class:`AutogradConvention` (``convention="autograd"``), and, with the
+    ``torch`` extra, :func:`memtheory.torch.trace`, :func:`memtheory.torch.track`
+    and :func:`memtheory.torch.measure`.
+
+**Errors**: :class:`MemtheoryError` (the base of all), :class:`InvalidArgumentError`,
+:class:`ShapeError`, :class:`KernelTooLargeError`, :class:`UnsupportedError`,
+:class:`DoesNotFitError`; the rest are in :mod:`memtheory.errors`.
+
 Examples
 --------
 >>> from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, Network, training_memory
@@ -20,247 +50,120 @@ Examples
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from memtheory.conventions import (
-    CONVENTIONS,
-    AutogradConvention,
-    BreakdownConvention,
-    Convention,
-    RuleOfThumbConvention,
-    convention,
-)
+from memtheory.conventions import AutogradConvention, convention
 from memtheory.counts import ModelCounts
-from memtheory.dtypes import DTYPES, DType, dtype
+from memtheory.dtypes import dtype
 from memtheory.errors import (
     DoesNotFitError,
-    EvaluationError,
-    EvaluationOverflowError,
     InvalidArgumentError,
-    InvalidSizeError,
     KernelTooLargeError,
     MemtheoryError,
-    MissingArgumentError,
-    ParseError,
-    RankError,
     ShapeError,
-    SizeWarning,
     UnknownAttributeError,
-    UnknownConventionError,
-    UnknownDTypeError,
-    UnknownNameError,
-    UnknownOptimizerError,
-    UnknownPrecisionError,
-    UnknownUnitError,
     UnsupportedError,
-    UntraceableError,
 )
 from memtheory.evaluation import compile_exact, evaluate, evaluate_grid
 from memtheory.footprint import Footprint
-from memtheory.layers import (
-    Add,
-    BatchNorm2d,
-    Concat,
-    Conv2d,
-    Dense,
-    Flatten,
-    Input,
-    Layer,
-    LayerNorm,
-    Linear,
-    TensorSpec,
-)
+from memtheory.layers import Add, BatchNorm2d, Concat, Conv2d, Dense, Flatten, Input, LayerNorm
 from memtheory.memory import MemoryBreakdown, inference_memory, training_memory
-from memtheory.network import LayerRow, Network, NetworkSummary, Node
-from memtheory.optimizers import OPTIMIZERS, Optimizer, optimizer
-from memtheory.precision import Precision, precision
+from memtheory.network import Network, Node
+from memtheory.optimizers import optimizer
+from memtheory.precision import precision
 from memtheory.tables import Column, Table
 from memtheory.units import convert, format_bytes, parse_bytes
 
 if TYPE_CHECKING:
     from memtheory.layers import (
-        ELU,
-        GELU,
-        GRU,
-        LSTM,
-        AdaptiveAvgPool2d,
         AvgPool2d,
-        BCEWithLogitsLoss,
-        ClassToken,
         CrossEntropyLoss,
         Dropout,
         Embedding,
-        L1Loss,
-        LanguageModelLoss,
-        LeakyReLU,
-        LearnedPositions,
-        LogSoftmax,
         MaxPool2d,
-        MSELoss,
         MultiHeadAttention,
-        PatchSequence,
-        PositionEmbedding,
         ReLU,
-        ReLU6,
-        RMSNorm,
-        SelectToken,
         Sigmoid,
-        SiLU,
         Softmax,
-        Tanh,
-        TokenTypeEmbedding,
-        Unembedding,
     )
     from memtheory.whatif import (
         compare_scenarios,
         max_batch,
         max_sequence_length,
         max_value,
-        max_value_formula,
         sensitivity,
     )
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CONVENTIONS",
-    "DTYPES",
-    "ELU",
-    "GELU",
-    "GRU",
-    "LSTM",
-    "OPTIMIZERS",
-    "AdaptiveAvgPool2d",
-    "AutogradConvention",
+    # learner: a network, its layers, what training keeps, in bytes
     "Add",
     "AvgPool2d",
-    "BCEWithLogitsLoss",
     "BatchNorm2d",
-    "ClassToken",
-    "BreakdownConvention",
-    "Column",
     "Concat",
     "Conv2d",
-    "Convention",
     "CrossEntropyLoss",
-    "DType",
     "Dense",
-    "DoesNotFitError",
     "Dropout",
     "Embedding",
-    "EvaluationError",
-    "EvaluationOverflowError",
     "Flatten",
-    "Footprint",
     "Input",
-    "L1Loss",
-    "InvalidArgumentError",
-    "InvalidSizeError",
-    "KernelTooLargeError",
-    "Layer",
-    "LanguageModelLoss",
     "LayerNorm",
-    "LearnedPositions",
-    "RMSNorm",
-    "LayerRow",
-    "LeakyReLU",
-    "Linear",
-    "LogSoftmax",
-    "MSELoss",
     "MaxPool2d",
-    "MemoryBreakdown",
-    "MemtheoryError",
-    "MissingArgumentError",
     "ModelCounts",
     "MultiHeadAttention",
-    "PatchSequence",
     "Network",
-    "NetworkSummary",
     "Node",
-    "Optimizer",
-    "ParseError",
-    "PositionEmbedding",
-    "Precision",
-    "RankError",
     "ReLU",
-    "ReLU6",
-    "RuleOfThumbConvention",
-    "SelectToken",
-    "ShapeError",
-    "SizeWarning",
-    "SiLU",
     "Sigmoid",
     "Softmax",
+    "convert",
+    "evaluate",
+    "format_bytes",
+    "inference_memory",
+    "parse_bytes",
+    "training_memory",
+    # practitioner: results, assumptions, questions
+    "Column",
+    "Footprint",
+    "MemoryBreakdown",
     "Table",
-    "Tanh",
-    "TensorSpec",
-    "TokenTypeEmbedding",
-    "Unembedding",
-    "UnknownAttributeError",
-    "UnknownConventionError",
-    "UnknownDTypeError",
-    "UnknownNameError",
-    "UnknownOptimizerError",
-    "UnknownPrecisionError",
-    "UnknownUnitError",
-    "UnsupportedError",
-    "UntraceableError",
-    "__version__",
     "compare_scenarios",
     "compile_exact",
     "convention",
-    "convert",
     "dtype",
-    "evaluate",
     "evaluate_grid",
-    "format_bytes",
-    "inference_memory",
     "max_batch",
     "max_sequence_length",
     "max_value",
-    "max_value_formula",
     "optimizer",
-    "parse_bytes",
     "precision",
     "sensitivity",
-    "training_memory",
+    # tracer: the exact convention (memtheory.torch traces, tracks and measures)
+    "AutogradConvention",
+    # errors
+    "DoesNotFitError",
+    "InvalidArgumentError",
+    "KernelTooLargeError",
+    "MemtheoryError",
+    "ShapeError",
+    "UnsupportedError",
+    "__version__",
 ]
 
 _LAZY = {
-    "AdaptiveAvgPool2d": "memtheory.layers",
     "AvgPool2d": "memtheory.layers",
-    "BCEWithLogitsLoss": "memtheory.layers",
-    "ClassToken": "memtheory.layers",
     "CrossEntropyLoss": "memtheory.layers",
     "Dropout": "memtheory.layers",
-    "ELU": "memtheory.layers",
     "Embedding": "memtheory.layers",
-    "GELU": "memtheory.layers",
-    "GRU": "memtheory.layers",
-    "L1Loss": "memtheory.layers",
-    "LSTM": "memtheory.layers",
-    "LanguageModelLoss": "memtheory.layers",
-    "LeakyReLU": "memtheory.layers",
-    "LearnedPositions": "memtheory.layers",
-    "LogSoftmax": "memtheory.layers",
-    "MSELoss": "memtheory.layers",
     "MaxPool2d": "memtheory.layers",
     "MultiHeadAttention": "memtheory.layers",
-    "PatchSequence": "memtheory.layers",
-    "PositionEmbedding": "memtheory.layers",
-    "RMSNorm": "memtheory.layers",
     "ReLU": "memtheory.layers",
-    "ReLU6": "memtheory.layers",
-    "SelectToken": "memtheory.layers",
-    "SiLU": "memtheory.layers",
     "Sigmoid": "memtheory.layers",
     "Softmax": "memtheory.layers",
-    "Tanh": "memtheory.layers",
-    "TokenTypeEmbedding": "memtheory.layers",
-    "Unembedding": "memtheory.layers",
     "compare_scenarios": "memtheory.whatif",
     "max_batch": "memtheory.whatif",
     "max_sequence_length": "memtheory.whatif",
     "max_value": "memtheory.whatif",
-    "max_value_formula": "memtheory.whatif",
     "sensitivity": "memtheory.whatif",
 }
 """Public names imported on first use: most layers, and what-if analysis (with the techniques)."""

@@ -29,7 +29,7 @@ Exact arithmetic
     ``ceiling``, ``X`` is ``Max``. A value is exact at any size.
 The peak
     The exact step's peak is the largest moment of its timeline: a ``Max`` of
-    one candidate per moment, which :mod:`memtheory.maximum` has already
+    one candidate per moment, which :mod:`memtheory.max_pruning` has already
     pruned to the candidates that can be the largest (:func:`peak_candidates`).
     The bundle ships those candidates, each with the label of the moment it
     belongs to, so the page shows where the peak happens.
@@ -70,15 +70,20 @@ from typing import Any, Literal
 import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
 
+from memtheory.conventions.autograd import AutogradConvention
 from memtheory.errors import MemtheoryError, UnsupportedError
-from memtheory.estimate.resolve import ResolvedModel
-from memtheory.estimate.step import Step
+from memtheory.estimate.resolve import ResolvedModel, resolve_model
+from memtheory.estimate.step import Step, step_memory
+from memtheory.evaluation import evaluate
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.gpus import GPUS
-from memtheory.maximum import provably_nonnegative, undominated
+from memtheory.layers import BatchNorm2d
+from memtheory.max_pruning import provably_nonnegative, undominated
 from memtheory.memory import training_memory
+from memtheory.models import PRESETS
 from memtheory.recipes import Setup, default_recipe
 from memtheory.symbols import B, H, S
+from memtheory.worked_examples import memory_calculator, small_cnn_network
 
 __all__ = [
     "ATTENTIONS",
@@ -147,24 +152,18 @@ class CalculatorModel:
 
 
 def _stackexchange_cnn(flash: bool) -> ResolvedModel:
-    from memtheory.worked_examples import small_cnn_network
-
     network = small_cnn_network(image_size=H)
     return ResolvedModel(network, "StackExchange CNN", "image", None, "worked example", "fp32")
 
 
 def _builder(name: str) -> Callable[[bool], ResolvedModel]:
     def build(flash: bool) -> ResolvedModel:
-        from memtheory.estimate.resolve import resolve_model
-
         return resolve_model(name, batch=B, sequence=S, image=H, flash=flash)
 
     return build
 
 
 def _llama_positions() -> int:
-    from memtheory.models import PRESETS
-
     return int(PRESETS["llama-3-8b"].config["max_position_embeddings"])
 
 
@@ -432,9 +431,6 @@ def _derived(
     model: str, flash: bool, optimizer: str, precision: str, exact: tuple[str, bool] | None
 ) -> Step:
     """One derivation per distinct step (recipes that agree on this model share it)."""
-    from memtheory.conventions.autograd import AutogradConvention
-    from memtheory.estimate.step import step_memory
-
     network = _resolved(model, flash).network
     if exact is None:
         return step_memory(network, optimizer=optimizer, precision=precision,
@@ -552,7 +548,7 @@ def _candidates(memory: Footprint) -> list[tuple[sp.Expr, str]]:
     """Return the peak's candidates (the undominated moments), each with its moment's label.
 
     The same pruning as :attr:`Footprint.peak <memtheory.footprint.Footprint.peak>`
-    (:func:`memtheory.maximum.undominated`), kept flat: one polynomial per moment.
+    (:func:`memtheory.max_pruning.undominated`), kept flat: one polynomial per moment.
     """
     if not memory.timeline:
         return [(memory.total, "")]
@@ -644,8 +640,6 @@ def batchnorm_counts(model: str) -> tuple[tuple[sp.Expr, str], ...]:
     >>> batchnorm_counts("gpt2")
     ()
     """
-    from memtheory.layers import BatchNorm2d
-
     found: dict[sp.Expr, str] = {}
     _model(model)
     for row in _resolved(model, False).network.rows:
@@ -658,8 +652,6 @@ def batchnorm_counts(model: str) -> tuple[tuple[sp.Expr, str], ...]:
 
 def _smallest_size(key: str, batch: int = 1) -> int:
     """Return the smallest image side or sequence every layer takes, BatchNorm's at ``batch``."""
-    from memtheory.evaluation import evaluate
-
     model = CALCULATOR_MODELS[key]
     total = training_memory(_resolved(key, False).network, optimizer="sgd").total
     counts = batchnorm_counts(key)
@@ -843,8 +835,6 @@ def source_examples() -> dict[str, Any]:
     >>> examples["bert"]["settings"]["model"], examples["bert"]["settings"]["batch"]
     ('bert-base', 32)
     """
-    from memtheory.worked_examples import memory_calculator
-
     example = memory_calculator()
     rows: dict[str, list[list[str]]] = {"bert": [], "resnet": []}
     for figure in example.figures:

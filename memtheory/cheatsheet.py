@@ -33,14 +33,18 @@ from collections.abc import Sequence
 
 import sympy as sp
 
+from memtheory import layers
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import dtype
 from memtheory.layers.base import Layer, Shape
 from memtheory.memory import training_memory
 from memtheory.optimizers import optimizer as get_optimizer
 from memtheory.precision import Precision, PrecisionLike
-from memtheory.symbols import B, P, S, size_symbol
+from memtheory.symbols import B, L, P, S, size_symbol
 from memtheory.tables import Column, Table
+from memtheory.techniques import kv_cache_formula
+from memtheory.techniques.mixed_precision import bytes_per_parameter
+from memtheory.transformer_activations import HEADS, activation_bytes
 
 __all__ = [
     "EIGHT_BIT_STATES",
@@ -89,8 +93,6 @@ def bytes_per_parameter_table(
     >>> bytes_per_parameter_table(["adam"], {"O2": "mixed-fp16"}).rows
     (('Adam', '16'),)
     """
-    from memtheory.techniques.mixed_precision import bytes_per_parameter
-
     chosen = PRECISIONS if precisions is None else precisions
     columns = dict(chosen) if isinstance(chosen, dict) else {name: name for name in chosen}
     rows = [
@@ -111,8 +113,6 @@ def layer_examples() -> list[tuple[Layer, Shape]]:
     >>> [layer.label for layer, _ in layer_examples()][:3]
     ['Dense', 'Conv2d', 'ReLU']
     """
-    from memtheory import layers
-
     n, c, k, d, h = (size_symbol(name) for name in ("N", "C", "K", "D", "H"))
     image = (B, c, h, h)
     return [
@@ -168,10 +168,6 @@ def transformer_table() -> Table:
     >>> table.column("quantity")[0]
     'activations kept by one layer for the backward pass'
     """
-    from memtheory.symbols import L
-    from memtheory.techniques import kv_cache_formula
-    from memtheory.transformer_activations import HEADS, activation_bytes
-
     d = size_symbol("d")
     rows = [
         ("activations kept by one layer for the backward pass", _latex(sp.factor(

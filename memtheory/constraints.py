@@ -88,7 +88,7 @@ __all__ = [
     "SizeConstraint",
     "candidates",
     "carry",
-    "check",
+    "check_sizes",
     "constraints_in",
     "register_sizes",
     "sizes_inside",
@@ -268,7 +268,7 @@ class Candidates:
     def check(self, values: Mapping[sp.Symbol, sp.Expr], stacklevel: int = 3) -> Candidates:
         """Check ``values`` against every set; return the constraints still symbolic, per set.
 
-        One set: values that fail it are refused (:func:`check`). Several
+        One set: values that fail it are refused (:func:`check_sizes`). Several
         (the expression's network is unknown): values that fail every set are
         refused (whichever network it is, they are out of its range); values
         that fail some are evaluated with a :class:`SizeWarning` saying the
@@ -278,7 +278,7 @@ class Candidates:
         errors: list[KernelTooLargeError] = []
         for group in self.sets:
             try:
-                remaining.append(check(group, values))
+                remaining.append(check_sizes(group, values))
             except KernelTooLargeError as error:
                 errors.append(error)
         if errors and not remaining and not self.unknown:
@@ -427,7 +427,7 @@ def warn_outside(
 
     For the sizes :func:`sizes_inside` finds in an expression that carries no
     constraint of its own: the expression may be built from a network's, and
-    these values outside the network's range. ``sizes``: as for :func:`check`.
+    these values outside the network's range. ``sizes``: as for :func:`check_sizes`.
     """
     constraints = tuple(constraints)
     if not constraints or not values:
@@ -491,7 +491,7 @@ def constraints_in(expression: object, within: object = None) -> tuple[SizeConst
     """Return every size constraint ``expression`` carries (and those of ``within``).
 
     Those of ``within`` come first, then those registered for the expression
-    as a whole: :func:`check` reports the first that fails. When several
+    as a whole: :func:`check_sizes` reports the first that fails. When several
     networks hand out the expression with different constraints, only those
     every one of them requires (see :func:`candidates` for each set).
 
@@ -535,7 +535,7 @@ def _order(constraint: SizeConstraint) -> str:
     return constraint.where
 
 
-def check(
+def check_sizes(
     constraints: Iterable[SizeConstraint],
     values: Mapping[sp.Symbol, sp.Expr],
     sizes: Iterable[sp.Expr] | None = None,
@@ -555,9 +555,9 @@ def check(
     --------
     >>> from memtheory.symbols import B, H
     >>> rule = SizeConstraint(H - 4, "layer 1 of 'net', Conv2d 'conv2d_1', output dimension 2")
-    >>> check([rule], {B: sp.Integer(3)})
+    >>> check_sizes([rule], {B: sp.Integer(3)})
     (SizeConstraint(size=H - 4, where="layer 1 of 'net', Conv2d 'conv2d_1', output dimension 2"),)
-    >>> check([rule], {H: sp.Integer(3)})
+    >>> check_sizes([rule], {H: sp.Integer(3)})
     Traceback (most recent call last):
     ...
     memtheory.errors.KernelTooLargeError: H=3 is too small for layer 1 of 'net', Conv2d ...

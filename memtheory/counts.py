@@ -10,7 +10,7 @@ import sympy as sp
 from memtheory._validation import SizeLike, as_size
 from memtheory.constraints import SizeConstraint, as_constraints, carry
 from memtheory.errors import InvalidSizeError
-from memtheory.maximum import provably_nonnegative
+from memtheory.max_pruning import provably_nonnegative
 from memtheory.symbols import B
 
 __all__ = ["ModelCounts"]

@@ -48,7 +48,17 @@ __all__ = [
 
 
 class MemtheoryError(Exception):
-    """Base class of every error memtheory raises on purpose."""
+    """Base class of every error memtheory raises on purpose.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network
+    >>> try:
+    ...     Network([Input((4, 4)), Dense(0)])
+    ... except MemtheoryError as error:
+    ...     print(type(error).__name__)
+    InvalidSizeError
+    """
 
 
 class InvalidSizeError(MemtheoryError, ValueError):
@@ -60,7 +70,15 @@ class InvalidArgumentError(MemtheoryError, ValueError):
 
     For example a PyTorch module left on the GPU, or in evaluation mode, for a
     measurement of a CPU training step.
-    """
+
+    Examples
+    --------
+    >>> from memtheory import format_bytes
+    >>> format_bytes(2**20, "MiB", digits=-1)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: format_bytes: digits must be a whole number from 0 to 100, got -1.
+    """  # noqa: E501 - a doctest's expected output is one line
 
 
 class ParseError(MemtheoryError, ValueError):
@@ -68,7 +86,19 @@ class ParseError(MemtheoryError, ValueError):
 
 
 class ShapeError(MemtheoryError, ValueError):
-    """A layer cannot accept the shape of the tensor that reaches it."""
+    """A layer cannot accept the shape of the tensor that reaches it.
+
+    Examples
+    --------
+    >>> from memtheory import Conv2d, Input, Network
+    >>> issubclass(KernelTooLargeError, ShapeError)
+    True
+    >>> try:
+    ...     Network([Input((3, 2, 2)), Conv2d(8, 5)])
+    ... except ShapeError as error:
+    ...     print(type(error).__name__)
+    KernelTooLargeError
+    """
 
 
 class RankError(ShapeError):
@@ -76,7 +106,17 @@ class RankError(ShapeError):
 
 
 class KernelTooLargeError(ShapeError):
-    """A kernel (or pooling window) does not fit in its padded input."""
+    """A kernel (or pooling window) does not fit in its padded input.
+
+    Examples
+    --------
+    >>> from memtheory import Input, MaxPool2d, Network
+    >>> try:
+    ...     Network([Input((3, 2, 2)), MaxPool2d(4)])
+    ... except KernelTooLargeError:
+    ...     print("the 4x4 window does not fit a 2x2 input")
+    the 4x4 window does not fit a 2x2 input
+    """
 
 
 class UnknownNameError(MemtheoryError, KeyError):
@@ -169,7 +209,18 @@ class UnknownAttributeError(UnknownNameError, AttributeError):  # type: ignore[m
 
 
 class UnsupportedError(MemtheoryError, TypeError):
-    """A model or request uses something memtheory does not model (yet)."""
+    """A model or request uses something memtheory does not model (yet).
+
+    Examples
+    --------
+    >>> from memtheory import format_bytes
+    >>> from memtheory.symbols import B
+    >>> try:
+    ...     format_bytes(4 * B)
+    ... except UnsupportedError:
+    ...     print("evaluate the batch first")
+    evaluate the batch first
+    """
 
 
 class UntraceableError(UnsupportedError):
@@ -180,7 +231,18 @@ class UntraceableError(UnsupportedError):
 
 
 class DoesNotFitError(MemtheoryError, ValueError):
-    """Even the smallest value of a size (a batch of one) does not fit the memory limit."""
+    """Even the smallest value of a size (a batch of one) does not fit the memory limit.
+
+    Examples
+    --------
+    >>> from memtheory import max_batch
+    >>> from memtheory.symbols import B
+    >>> try:
+    ...     max_batch(10 * B + 100, "50 B")
+    ... except DoesNotFitError:
+    ...     print("not even one")
+    not even one
+    """
 
 
 class TableError(MemtheoryError, ValueError):

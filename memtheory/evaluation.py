@@ -55,7 +55,7 @@ from memtheory.constraints import (
     warn_unknown,
 )
 from memtheory.errors import EvaluationError, EvaluationOverflowError, KernelTooLargeError
-from memtheory.maximum import substituted_maximum
+from memtheory.max_pruning import substituted_maximum
 
 __all__ = [
     "compile_exact",
@@ -266,7 +266,7 @@ def substitute(expression: sp.Expr, values: Mapping[sp.Symbol, sp.Expr]) -> sp.E
 
 
 def _substituted(expr: sp.Expr, values: dict[sp.Symbol, sp.Expr]) -> sp.Expr:
-    """``expr.xreplace(values)``, each ``Max`` pruned again (:mod:`memtheory.maximum`).
+    """``expr.xreplace(values)``, each ``Max`` pruned again (:mod:`memtheory.max_pruning`).
 
     sympy re-evaluates a ``Max`` whose arguments change, comparing them pairwise
     while symbols remain (slow on a peak of many candidates); ``maximum`` prunes

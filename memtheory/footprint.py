@@ -49,10 +49,16 @@ import numpy as np
 import sympy as sp
 
 from memtheory._replace import replaced
-from memtheory.constraints import SizeConstraint, as_constraints, candidates, carry, check
+from memtheory.constraints import (
+    SizeConstraint,
+    as_constraints,
+    candidates,
+    carry,
+    check_sizes,
+)
 from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import evaluate_grid, substitution
-from memtheory.maximum import maximum as _maximum
+from memtheory.max_pruning import maximum as _maximum
 from memtheory.tables import Column, Table
 from memtheory.units import UNITS, convert, format_bytes, round_half_up
 
@@ -89,6 +95,15 @@ class Footprint(ABC):
     that follows a step moment by moment also provides :attr:`timeline`.
     Everything else (totals, peak, units, tables, notebook display) is
     defined here once.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network, training_memory
+    >>> memory = training_memory(Network([Input((784,)), Dense(10)]), optimizer="sgd")
+    >>> isinstance(memory, Footprint)
+    True
+    >>> memory.evaluate(B=32).format("KiB")
+    '161.83 KiB'
     """
 
     if TYPE_CHECKING:  # a subclass provides it, as a field or a property: read-only here
@@ -170,7 +185,7 @@ class Footprint(ABC):
         if not mapping:
             return list(expressions), found
         done = replaced([*(c.size for c in found), *expressions], mapping)
-        remaining = check(found, mapping, done[: len(found)])
+        remaining = check_sizes(found, mapping, done[: len(found)])
         return done[len(found) :], remaining
 
     @property

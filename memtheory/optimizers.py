@@ -265,7 +265,7 @@ OPTIMIZER_REGISTRY: Registry[Optimizer] = Registry(
         "adamw_torch_fused": "adamw",
     },
     error=UnknownOptimizerError,
-    hint="(or describe a new one with memtheory.Optimizer)",
+    hint="(or describe a new one with memtheory.optimizers.Optimizer)",
     prefixes=("torch.optim.",),
 )
 """The optimizers by any accepted spelling: case, spaces, ``_``, ``-`` and ``+`` do not matter."""
@@ -350,7 +350,7 @@ def optimizer(
         raise InvalidArgumentError(
             f"{found.title} is not in torch.optim, so memtheory knows no options for it "
             f"(got {', '.join(k for k, v in given.items() if v is not None)}). "
-            "Describe the state it keeps with memtheory.Optimizer."
+            "Describe the state it keeps with memtheory.optimizers.Optimizer."
         )
     if weight_decay is not None and not _rate(weight_decay):
         raise InvalidSizeError(
@@ -414,7 +414,7 @@ def _switched(
             "The switches describe torch.optim.SGD "
             "(momentum > 0: 'sgd+momentum'; and nesterov=True: 'nesterov') and "
             "torch.optim.RMSprop (momentum > 0: 'rmsprop+momentum'; centered=True: "
-            "'rmsprop-centered'); describe another with memtheory.Optimizer.",
+            "'rmsprop-centered'); describe another with memtheory.optimizers.Optimizer.",
             name=spec,
             known=tuple(OPTIMIZERS),
         )

@@ -25,6 +25,7 @@ import sympy as sp
 from memtheory.conventions import ConventionLike
 from memtheory.errors import EvaluationError
 from memtheory.evaluation import compile_exact, evaluate, symbols_by_name
+from memtheory.footprint import COMPONENT_TITLES
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
 from memtheory.techniques.checkpointing import best_uniform_interval, tradeoff
@@ -64,8 +65,6 @@ def component_colour(name: str) -> str:
     >>> len({component_colour(n) for n in COMPONENT_TITLES}) == len(COMPONENT_TITLES)
     True
     """
-    from memtheory.footprint import COMPONENT_TITLES
-
     names = list(COMPONENT_TITLES)
     index = names.index(name) if name in names else len(names) + sum(map(ord, name))
     return _PALETTE[index % len(_PALETTE)]

@@ -89,7 +89,7 @@ class Registry(Mapping[str, T]):
         ``kind`` in the plural; default ``kind + "s"``.
     hint : str, optional
         Appended to the list of known names in the message
-        (``"(or describe a new one with memtheory.Optimizer)"``).
+        (``"(or describe a new one with memtheory.optimizers.Optimizer)"``).
     separators : bool, default True
         Whether spaces, ``_``, ``-`` and ``+`` are ignored (see :func:`normalize_name`).
     prefixes : tuple of str

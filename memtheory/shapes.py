@@ -31,9 +31,9 @@ from typing import TypeAlias
 
 import sympy as sp
 
-from memtheory.maximum import provably_nonnegative
+from memtheory.max_pruning import provably_nonnegative
 
-__all__ = ["conv_output_size", "effective_kernel", "pool_output_size"]
+__all__ = ["conv_output_size", "effective_kernel", "pool_output_size", "window_steps"]
 
 Size: TypeAlias = sp.Expr | int
 
@@ -47,6 +47,30 @@ def effective_kernel(kernel: Size, dilation: Size = 1) -> sp.Expr:
     5
     """
     return sp.sympify(dilation) * (sp.sympify(kernel) - 1) + 1
+
+
+def window_steps(
+    size: Size, kernel: Size, stride: Size = 1, padding: Size = 0, dilation: Size = 1
+) -> sp.Expr:
+    r"""Return :math:`(n + 2p - d(k-1) - 1) / s`: the strides a sliding window takes, unrounded.
+
+    The one sliding-window formula: a convolution floors it and adds 1
+    (:func:`conv_output_size`), a pooling layer in ``ceil_mode`` rounds it up
+    (:func:`pool_output_size`), and the exercises' rounding misconception rounds
+    it half up.
+
+    Parameters
+    ----------
+    size, kernel, stride, padding, dilation : int or sympy expression
+        As in :class:`torch.nn.Conv2d`; ``padding`` is added on each side.
+
+    Examples
+    --------
+    >>> window_steps(25, 2, stride=2)
+    23/2
+    """
+    size, padding, stride = sp.sympify(size), sp.sympify(padding), sp.sympify(stride)
+    return (size + 2 * padding - effective_kernel(kernel, dilation)) / stride
 
 
 def conv_output_size(
@@ -64,9 +88,7 @@ def conv_output_size(
     >>> conv_output_size(224, 7, stride=2, padding=3)
     112
     """
-    size, padding, stride = sp.sympify(size), sp.sympify(padding), sp.sympify(stride)
-    span = effective_kernel(kernel, dilation)
-    return _rounded(sp.floor, (size + 2 * padding - span) / stride) + 1
+    return _rounded(sp.floor, window_steps(size, kernel, stride, padding, dilation)) + 1
 
 
 def pool_output_size(
@@ -101,9 +123,8 @@ def pool_output_size(
     stride = kernel if stride is None else stride
     if not ceil_mode:
         return conv_output_size(size, kernel, stride, padding, dilation)
+    rounded_up = _rounded(sp.ceiling, window_steps(size, kernel, stride, padding, dilation))
     size, padding, stride = sp.sympify(size), sp.sympify(padding), sp.sympify(stride)
-    span = effective_kernel(kernel, dilation)
-    rounded_up = _rounded(sp.ceiling, (size + 2 * padding - span) / stride)
     last_start_inside = _rounded(sp.floor, (size + padding - 1) / stride)
     return sp.Min(rounded_up + 1, last_start_inside + 1)
 

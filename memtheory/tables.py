@@ -69,6 +69,13 @@ class Column:
         In text, wrap cells longer than this many characters onto further
         lines (for free text such as feedback). Markdown and HTML never wrap
         by hand: the reader's window does.
+
+    Examples
+    --------
+    >>> print(Table(["model", Column("MiB", "right")], [["cnn", "1.50"]]).text())
+    model   MiB
+    -----  ----
+    cnn    1.50
     """
 
     title: str

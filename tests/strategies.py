@@ -20,7 +20,6 @@ import sympy as sp
 from hypothesis import strategies as st
 
 from memtheory import (
-    OPTIMIZERS,
     AvgPool2d,
     BatchNorm2d,
     Conv2d,
@@ -28,16 +27,16 @@ from memtheory import (
     Dropout,
     Flatten,
     Input,
-    Layer,
     MaxPool2d,
     Network,
-    Precision,
     ReLU,
     Sigmoid,
     Softmax,
-    Tanh,
     precision,
 )
+from memtheory.layers import Layer, Tanh
+from memtheory.optimizers import OPTIMIZERS
+from memtheory.precision import Precision
 from memtheory.tables import Column, Table
 
 __all__ = [

@@ -23,6 +23,7 @@ from memtheory.conventions.autograd import (
     forward_storages,
 )
 from memtheory.layers.base import Layer, Shape, TensorSpec
+from memtheory.precision import Precision
 from memtheory.symbols import B, H
 from memtheory.worked_examples import small_cnn_network
 
@@ -37,7 +38,7 @@ def autograd(net, optimizer="sgd", *, convention="autograd", **options):
 def test_registered_under_its_name():
     """The convention is registered as "autograd" and found by name."""
     assert isinstance(mt.convention("autograd"), AutogradConvention)
-    assert "autograd" in mt.CONVENTIONS
+    assert "autograd" in mt.conventions.CONVENTIONS
 
 
 def test_model_counts_are_refused_with_a_reason():
@@ -114,9 +115,9 @@ def test_dropout_mask_dtype_follows_the_device():
 
 def test_dropout_device_and_mask_dtype_must_agree():
     """Dropout refuses an unknown device, and a mask dtype that contradicts the device."""
-    with pytest.raises(mt.InvalidSizeError, match="device"):
+    with pytest.raises(mt.errors.InvalidSizeError, match="device"):
         mt.Dropout(0.5, device="tpu")
-    with pytest.raises(mt.InvalidSizeError, match="contradicts"):
+    with pytest.raises(mt.errors.InvalidSizeError, match="contradicts"):
         mt.Dropout(0.5, mask_dtype="int8", device="cpu")
     assert mt.Dropout(0.5, mask_dtype=None, device="cpu").mask_dtype is None
 
@@ -211,7 +212,7 @@ def test_precisions_torch_cannot_run_are_refused():
     with pytest.raises(mt.UnsupportedError, match="master copy"):
         autograd(net, precision="mixed-bf16")
     with pytest.raises(mt.UnsupportedError):
-        autograd(net, precision=mt.Precision(parameters="bf16", activations="fp32"))
+        autograd(net, precision=Precision(parameters="bf16", activations="fp32"))
 
 
 def test_inference_total_is_the_peak():

@@ -6,6 +6,7 @@ import pytest
 import sympy as sp
 
 import memtheory as mt
+from memtheory.precision import Precision
 from memtheory.symbols import B, H
 
 
@@ -25,20 +26,20 @@ def assert_mentions(error: pytest.ExceptionInfo, *words: str) -> None:
 @pytest.mark.parametrize(
     ("error", "builtin"),
     [
-        (mt.InvalidSizeError, ValueError),
+        (mt.errors.InvalidSizeError, ValueError),
         (mt.ShapeError, ValueError),
-        (mt.RankError, mt.ShapeError),
+        (mt.errors.RankError, mt.ShapeError),
         (mt.KernelTooLargeError, mt.ShapeError),
-        (mt.EvaluationError, ValueError),
-        (mt.EvaluationOverflowError, mt.EvaluationError),
-        (mt.EvaluationOverflowError, OverflowError),
-        (mt.UnknownNameError, LookupError),
-        (mt.UnknownOptimizerError, mt.UnknownNameError),
-        (mt.UnknownDTypeError, mt.UnknownNameError),
-        (mt.UnknownUnitError, mt.UnknownNameError),
-        (mt.UnknownConventionError, mt.UnknownNameError),
+        (mt.errors.EvaluationError, ValueError),
+        (mt.errors.EvaluationOverflowError, mt.errors.EvaluationError),
+        (mt.errors.EvaluationOverflowError, OverflowError),
+        (mt.errors.UnknownNameError, LookupError),
+        (mt.errors.UnknownOptimizerError, mt.errors.UnknownNameError),
+        (mt.errors.UnknownDTypeError, mt.errors.UnknownNameError),
+        (mt.errors.UnknownUnitError, mt.errors.UnknownNameError),
+        (mt.errors.UnknownConventionError, mt.errors.UnknownNameError),
         (mt.UnsupportedError, TypeError),
-        (mt.MissingArgumentError, TypeError),
+        (mt.errors.MissingArgumentError, TypeError),
     ],
 )
 def test_every_error_is_a_memtheory_error_and_the_expected_builtin(error, builtin):
@@ -133,7 +134,7 @@ def test_ceil_mode_pool_numeric_and_symbolic_sides_agree():
 
 def test_pool_padding_more_than_half_the_window():
     """MaxPool2d padding beyond kernel//2 is refused, as PyTorch refuses it."""
-    with pytest.raises(mt.InvalidSizeError) as error:
+    with pytest.raises(mt.errors.InvalidSizeError) as error:
         mt.MaxPool2d(2, padding=2)
     assert_mentions(error, "MaxPool2d", "padding 2", "kernel_size // 2")
 
@@ -155,7 +156,7 @@ def test_pool_padding_more_than_half_the_window():
 )
 def test_non_positive_sizes(make, what, kind, bad):
     """0 and -3 for a size raise InvalidSizeError naming the layer, the argument and the value."""
-    with pytest.raises(mt.InvalidSizeError) as error:
+    with pytest.raises(mt.errors.InvalidSizeError) as error:
         make(bad)
     assert_mentions(error, kind, what, str(bad), "whole number >= 1")
 
@@ -182,28 +183,28 @@ def test_non_positive_sizes(make, what, kind, bad):
 )
 def test_non_integer_sizes(make, what, kind, bad, shown):
     """Floats (even 3.0), strings, booleans and fractions are refused, naming what was given."""
-    with pytest.raises(mt.InvalidSizeError) as error:
+    with pytest.raises(mt.errors.InvalidSizeError) as error:
         make(bad)
     assert_mentions(error, kind, what, "whole number", shown)
 
 
 def test_symbol_without_integer_assumption_is_refused():
     """A plain sympy Symbol might be 2.5; the message points to size_symbol."""
-    with pytest.raises(mt.InvalidSizeError) as error:
+    with pytest.raises(mt.errors.InvalidSizeError) as error:
         mt.Dense(sp.Symbol("n"))
     assert_mentions(error, "Dense", "units", "not known to be a whole number", "size_symbol")
 
 
 def test_same_padding_with_stride_two():
     """padding='same' needs stride 1, as in PyTorch; the message says to give numeric padding."""
-    with pytest.raises(mt.InvalidSizeError) as error:
+    with pytest.raises(mt.errors.InvalidSizeError) as error:
         mt.Conv2d(6, 3, stride=2, padding="same")
     assert_mentions(error, "Conv2d", "'same'", "stride 1", "padding as a number")
 
 
 def test_unknown_padding_word():
     """padding='full' is not a padding PyTorch knows."""
-    with pytest.raises(mt.InvalidSizeError) as error:
+    with pytest.raises(mt.errors.InvalidSizeError) as error:
         mt.Conv2d(6, 3, padding="full")
     assert_mentions(error, "Conv2d", "'full'", "'same' or 'valid'")
 
@@ -211,21 +212,21 @@ def test_unknown_padding_word():
 # -- ranks and channels -------------------------------------------------------------------
 def test_dense_after_a_4d_tensor_needs_flatten():
     """Dense straight after Conv2d raises RankError whose message says to insert Flatten."""
-    with pytest.raises(mt.RankError) as error:
+    with pytest.raises(mt.errors.RankError) as error:
         mt.Network([mt.Input((3, 8, 8)), mt.Conv2d(4, 3), mt.Dense(10)])
     assert_mentions(error, "layer 2", "Dense", "2-D", "4-D", "Flatten")
 
 
 def test_conv_after_flatten():
     """Conv2d after Flatten raises RankError: it needs (batch, channels, height, width)."""
-    with pytest.raises(mt.RankError) as error:
+    with pytest.raises(mt.errors.RankError) as error:
         mt.Network([mt.Input((3, 8, 8)), mt.Flatten(), mt.Conv2d(4, 3)])
     assert_mentions(error, "layer 2", "Conv2d", "4-D", "2-D", "Flatten")
 
 
 def test_batchnorm_after_flatten():
     """BatchNorm2d after Flatten raises RankError too."""
-    with pytest.raises(mt.RankError) as error:
+    with pytest.raises(mt.errors.RankError) as error:
         mt.Network([mt.Input((3, 8, 8)), mt.Flatten(), mt.BatchNorm2d()])
     assert_mentions(error, "BatchNorm2d", "4-D")
 
@@ -268,18 +269,20 @@ def test_duplicate_layer_names():
 # -- unknown names ------------------------------------------------------------------------
 def test_unknown_optimizer_lists_the_known_ones():
     """A misspelt optimizer raises UnknownOptimizerError listing every known optimizer."""
-    with pytest.raises(mt.UnknownOptimizerError) as error:
+    with pytest.raises(mt.errors.UnknownOptimizerError) as error:
         mt.training_memory(mlp(), optimizer="adamm")
-    assert_mentions(error, "'adamm'", *mt.OPTIMIZERS)
+    assert_mentions(error, "'adamm'", *mt.optimizers.OPTIMIZERS)
 
 
 @pytest.mark.parametrize("convention", ["breakdown", "autograd"])
 def test_training_without_an_optimizer_is_a_missing_argument(convention):
     """No optimizer for a training step raises MissingArgumentError saying what to pass."""
-    with pytest.raises(mt.MissingArgumentError) as error:
+    with pytest.raises(mt.errors.MissingArgumentError) as error:
         mt.training_memory(mlp(), convention=convention)
-    assert not isinstance(error.value, mt.UnknownNameError)
-    assert_mentions(error, "needs an optimizer", 'optimizer="adam"', "memtheory.OPTIMIZERS")
+    assert not isinstance(error.value, mt.errors.UnknownNameError)
+    assert_mentions(
+        error, "needs an optimizer", 'optimizer="adam"', "memtheory.optimizers.OPTIMIZERS"
+    )
 
 
 def test_optimizer_is_keyword_only():
@@ -292,20 +295,20 @@ def test_optimizer_is_keyword_only():
     "make",
     [
         lambda: mt.dtype("fp12"),
-        lambda: mt.Precision(parameters="fp12"),
+        lambda: Precision(parameters="fp12"),
         lambda: mt.training_memory(mlp(), optimizer="sgd", precision="mixed-fp12"),
     ],
 )
 def test_unknown_dtype(make):
     """An unknown dtype raises UnknownDTypeError listing the known dtypes."""
-    with pytest.raises(mt.UnknownDTypeError) as error:
+    with pytest.raises(mt.errors.UnknownDTypeError) as error:
         make()
     assert_mentions(error, "'fp12'", "fp32", "bf16", "int64")
 
 
 def test_unknown_precision():
     """An unknown precision name raises UnknownDTypeError saying what a precision can be."""
-    with pytest.raises(mt.UnknownDTypeError) as error:
+    with pytest.raises(mt.errors.UnknownDTypeError) as error:
         mt.training_memory(mlp(), optimizer="sgd", precision="fp13")
     assert_mentions(error, "'fp13'", "mixed-fp16", "Precision")
 
@@ -320,14 +323,14 @@ def test_unknown_precision():
 )
 def test_unknown_unit(make):
     """An unknown unit raises UnknownUnitError listing the units and what steps by 1000 or 1024."""
-    with pytest.raises(mt.UnknownUnitError) as error:
+    with pytest.raises(mt.errors.UnknownUnitError) as error:
         make()
     assert_mentions(error, "unknown unit", "KiB", "MB", "1000", "1024")
 
 
 def test_unknown_convention():
     """An unknown convention raises UnknownConventionError listing the registered ones."""
-    with pytest.raises(mt.UnknownConventionError) as error:
+    with pytest.raises(mt.errors.UnknownConventionError) as error:
         mt.training_memory(mlp(), optimizer="sgd", convention="exact")
     assert_mentions(error, "'exact'", "breakdown", "rule_of_thumb")
 
@@ -345,7 +348,7 @@ def test_unknown_convention():
 )
 def test_evaluate_rejects_bad_values(values, words):
     """A misspelt name, B=0, B=-1, B=2.5 or a string raise EvaluationError naming the symbol."""
-    with pytest.raises(mt.EvaluationError) as error:
+    with pytest.raises(mt.errors.EvaluationError) as error:
         mt.evaluate(B * H, **values)
     assert_mentions(error, *words)
 
@@ -354,7 +357,7 @@ def test_evaluate_rejects_bad_values(values, words):
 def test_memory_evaluate_rejects_bad_values(values):
     """MemoryBreakdown.evaluate checks values the same way."""
     memory = mt.training_memory(mlp(), optimizer="sgd")
-    with pytest.raises(mt.EvaluationError):
+    with pytest.raises(mt.errors.EvaluationError):
         memory.evaluate(**values)
 
 
@@ -362,5 +365,5 @@ def test_memory_evaluate_rejects_bad_values(values):
 def test_network_summary_rejects_bad_values(values):
     """Network.summary checks values the same way."""
     net = mt.Network([mt.Input((1, H, H)), mt.Conv2d(2, 3)])
-    with pytest.raises(mt.EvaluationError):
+    with pytest.raises(mt.errors.EvaluationError):
         net.summary(**values)

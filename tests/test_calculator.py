@@ -254,7 +254,7 @@ def test_batchnorm_refuses_one_value_per_channel_in_pytorch():
     side every layer takes is enough.
     """
     torch = pytest.importorskip("torch")
-    from memtheory.torch.reference_models import ResNetReference
+    from memtheory.validation.reference_models import ResNetReference
 
     data = bundle(["resnet50"])["models"]["resnet50"]
     smallest, smallest_any = data["min_size_batch1"], data["min_size"]

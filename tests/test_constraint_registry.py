@@ -119,7 +119,7 @@ def test_two_different_networks_with_one_activation_count():
     name = side.name
     with pytest.raises(mt.KernelTooLargeError, match="'five'"):  # both refuse side 4
         mt.evaluate(five.activation_count, B=1, **{name: smallest["five"] - 1})
-    with pytest.warns(mt.SizeWarning, match="'seven'"):  # five takes 6, seven does not
+    with pytest.warns(mt.errors.SizeWarning, match="'seven'"):  # five takes 6, seven does not
         mt.evaluate(five.activation_count, B=1, **{name: smallest["seven"] - 1})
     with pytest.raises(mt.KernelTooLargeError, match="'seven'"):
         mt.evaluate(seven.activation_count, within=seven, B=1, **{name: smallest["seven"] - 1})
@@ -143,12 +143,12 @@ def test_an_expression_of_two_networks_is_checked_against_each():
     name = side.name
     with pytest.raises(mt.KernelTooLargeError, match="too small"):  # both refuse 2
         mt.evaluate(tight.activations, B=1, **{name: 2})
-    with pytest.warns(mt.SizeWarning, match="unknown") as caught:
+    with pytest.warns(mt.errors.SizeWarning, match="unknown") as caught:
         value = mt.evaluate(tight.activations, B=1, **{name: 3})
     assert value == 7 * 3**2 and "tight" in str(caught[0].message)
-    with pytest.warns(mt.SizeWarning, match="unknown"):
+    with pytest.warns(mt.errors.SizeWarning, match="unknown"):
         mt.evaluate_grid(tight.activations, B=1, **{name: np.array([5, 3])})
-    with pytest.warns(mt.SizeWarning, match="unknown"):
+    with pytest.warns(mt.errors.SizeWarning, match="unknown"):
         mt.compile_exact(tight.activations, ["B", name])(1, 3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -186,7 +186,7 @@ def test_max_value_of_a_memory_result_uses_its_own_constraints():
     assert mt.max_value(loose_memory, side.name, at_three, B=1) == 3
     with pytest.raises(mt.DoesNotFitError, match=f"{side.name}=5"):
         mt.max_value(tight_memory, side.name, at_three, B=1)
-    with pytest.warns(mt.SizeWarning, match="unknown"):  # the bare total: whose is unknown
+    with pytest.warns(mt.errors.SizeWarning, match="unknown"):  # the bare total: whose is unknown
         with pytest.raises(mt.DoesNotFitError, match=f"{side.name}=5"):
             mt.max_value(tight_memory.total, side.name, at_three, B=1)
 
@@ -209,7 +209,7 @@ def test_too_many_owners_make_the_constraints_unknown_not_silent():
 
     side = size_symbol(f"registry_side_{next(_FRESH)}")
     made = [counts_needing(side, shift, f"owner {shift}") for shift in range(1, OWNER_LIMIT + 2)]
-    with pytest.warns(mt.SizeWarning, match="unknown"):
+    with pytest.warns(mt.errors.SizeWarning, match="unknown"):
         assert mt.evaluate(made[0].activations, B=1, **{side.name: 1}) == 7
     side = size_symbol(f"registry_side_{next(_FRESH)}")
     made = [counts_needing(side, 3, f"owner {i}") for i in range(OWNER_LIMIT + 1)]
@@ -241,7 +241,7 @@ def test_one_networks_expression_never_uses_the_others_constraints(first, second
             assert not own_ok, "refused a value its own constraints allow"
         else:
             assert number == 7 * value**2
-            warned = any(issubclass(w.category, mt.SizeWarning) for w in caught)
+            warned = any(issubclass(w.category, mt.errors.SizeWarning) for w in caught)
             assert own_ok or warned, "a value its own constraints refuse went through silently"
     memory = mt.training_memory(mine, optimizer="sgd")
     if own_ok:

@@ -72,10 +72,10 @@ def test_no_bare_builtin_exception_is_raised(path):
 @pytest.mark.parametrize(
     ("error", "builtin"),
     [
-        (mt.UnknownNameError, KeyError),
-        (mt.UnknownPrecisionError, mt.UnknownDTypeError),
-        (mt.UnknownAttributeError, AttributeError),
-        (mt.UnknownAttributeError, mt.UnknownNameError),
+        (mt.errors.UnknownNameError, KeyError),
+        (mt.errors.UnknownPrecisionError, mt.errors.UnknownDTypeError),
+        (mt.errors.UnknownAttributeError, AttributeError),
+        (mt.errors.UnknownAttributeError, mt.errors.UnknownNameError),
         (mt.InvalidArgumentError, ValueError),
     ],
 )
@@ -93,7 +93,7 @@ def test_unknown_attribute_keeps_hasattr_and_getattr_defaults_working():
     assert not hasattr(memtheory.torch, "no_such_name")
     assert getattr(Params(filters=32), "kernel", None) is None
     with pytest.raises(
-        mt.UnknownAttributeError, match="no parameter 'kernel'; parameters: filters"
+        mt.errors.UnknownAttributeError, match="no parameter 'kernel'; parameters: filters"
     ):
         _ = Params(filters=32).kernel
 
@@ -137,12 +137,17 @@ def _unknown_misconception():
 @pytest.mark.parametrize(
     ("make", "error", "builtin", "words"),
     [
-        (_offload_unknown_component, mt.UnknownNameError, KeyError, ["'activation'"]),
-        (_negative_count, mt.InvalidSizeError, ValueError, ["activations", "negative"]),
+        (_offload_unknown_component, mt.errors.UnknownNameError, KeyError, ["'activation'"]),
+        (_negative_count, mt.errors.InvalidSizeError, ValueError, ["activations", "negative"]),
         (_missing_result, UnknownExerciseError, KeyError, ["ch03.q9"]),
         (_bad_seed, mt.UnsupportedError, TypeError, ["whole number or text"]),
-        (_unknown_misconception, mt.UnknownNameError, KeyError, ["'typo'", "per_image"]),
-        (lambda: mt.RuleOfThumbConvention(0), mt.InvalidSizeError, ValueError, [">= 1"]),
+        (_unknown_misconception, mt.errors.UnknownNameError, KeyError, ["'typo'", "per_image"]),
+        (
+            lambda: mt.conventions.RuleOfThumbConvention(0),
+            mt.errors.InvalidSizeError,
+            ValueError,
+            [">= 1"],
+        ),
         (
             lambda: mt.AutogradConvention("bogus"),
             mt.InvalidArgumentError,

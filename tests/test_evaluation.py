@@ -33,14 +33,14 @@ def test_safe_limit_is_half_of_int64():
 
 def test_grid_refuses_results_beyond_the_int64_safe_limit():
     """B * 2**61 * 4 at B=1 is 2**63, past the limit: int64 raises EvaluationOverflowError."""
-    with pytest.raises(mt.EvaluationOverflowError) as error:
+    with pytest.raises(mt.errors.EvaluationOverflowError) as error:
         mt.evaluate_grid(B * 2**61 * 4, B=np.array([1, 2]))
     assert "dtype=object" in str(error.value)
 
 
 def test_grid_refuses_exactly_the_limit():
     """B * 2**62 at B=1 reaches the limit itself and is refused."""
-    with pytest.raises(mt.EvaluationOverflowError):
+    with pytest.raises(mt.errors.EvaluationOverflowError):
         mt.evaluate_grid(B * 2**62, B=1)
 
 
@@ -66,14 +66,14 @@ def test_grid_refuses_an_intermediate_that_wraps_around():
     """floor(B*H / 2**62) at B=2**30, H=2**40 is 2**8, but B*H = 2**70 wraps in int64: refused."""
     expression = sp.floor(B * H / 2**62)
     assert mt.evaluate(expression, B=2**30, H=2**40) == 2**8
-    with pytest.raises(mt.EvaluationOverflowError):
+    with pytest.raises(mt.errors.EvaluationOverflowError):
         mt.evaluate_grid(expression, B=2**30, H=2**40)
     assert mt.evaluate_grid(expression, B=2**30, H=2**40, dtype=object).item() == 2**8
 
 
 def test_grid_refuses_an_input_too_large_for_int64():
     """A Python integer input of 2**63 cannot become int64; the error says to use dtype=object."""
-    with pytest.raises(mt.EvaluationOverflowError, match="dtype=object"):
+    with pytest.raises(mt.errors.EvaluationOverflowError, match="dtype=object"):
         mt.evaluate_grid(B + 1, B=np.array([2**63], dtype=object))
 
 
@@ -103,7 +103,7 @@ def test_huge_rational_is_exact_in_python_integers():
     assert mt.evaluate_grid(
         expression, H=np.array([side], dtype=object), dtype=object
     ).tolist() == [expected]
-    with pytest.raises(mt.EvaluationOverflowError):
+    with pytest.raises(mt.errors.EvaluationOverflowError):
         mt.evaluate_grid(expression, H=np.array([side], dtype=object))
 
 
@@ -171,7 +171,7 @@ def test_compile_exact_argument_order_and_missing_names():
     function = mt.compile_exact(B - 2 * H, ["H", "B"])
     assert function(1, 10) == 10 - 2 * 1
     assert mt.compile_exact(B - 2 * H)(10, 1) == 10 - 2 * 1  # sorted names: B, H
-    with pytest.raises(mt.EvaluationError, match="H"):
+    with pytest.raises(mt.errors.EvaluationError, match="H"):
         mt.compile_exact(B * H, ["B"])
 
 
@@ -193,13 +193,13 @@ def test_evaluate_grid_broadcasts():
 )
 def test_evaluate_grid_rejects_bad_arrays(arrays, word):
     """Non-integer, boolean or text arrays, or a missing or unknown symbol raise EvaluationError."""
-    with pytest.raises(mt.EvaluationError, match=word):
+    with pytest.raises(mt.errors.EvaluationError, match=word):
         mt.evaluate_grid(2 * B, **arrays)
 
 
 def test_evaluate_grid_rejects_other_dtypes():
     """Only int64 and object are offered: float64 would lose exactness silently."""
-    with pytest.raises(mt.EvaluationError, match="int64"):
+    with pytest.raises(mt.errors.EvaluationError, match="int64"):
         mt.evaluate_grid(2 * B, B=1, dtype="float64")
 
 

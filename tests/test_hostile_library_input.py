@@ -55,7 +55,7 @@ LAYER_CLASSES = sorted(
         cls
         for name in layers.__all__
         if isinstance(cls := getattr(layers, name), type)
-        and issubclass(cls, mt.Layer)
+        and issubclass(cls, mt.layers.Layer)
         and dataclasses.is_dataclass(cls)
     ),
     key=lambda cls: cls.__name__,
@@ -107,7 +107,7 @@ def test_layer_constructors(cls, data):
     )
     kwargs = {name: data.draw(HOSTILE) for name in chosen}
     layer = outcome(f"{cls.__name__}()", lambda: cls(*args, **kwargs))
-    if isinstance(layer, mt.Layer) and not isinstance(layer, mt.Input):
+    if isinstance(layer, mt.layers.Layer) and not isinstance(layer, mt.Input):
         for shape in ((3, 8, 8), (16,), (6, 4)):
             net = outcome(
                 "Network", lambda shape=shape: mt.Network([mt.Input(shape, batch=2), layer])

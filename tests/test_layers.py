@@ -70,7 +70,7 @@ def test_dense_parameters_are_in_times_out_plus_out():
 
 def test_linear_is_dense():
     """Linear is PyTorch's name for the same layer."""
-    assert mt.Linear is mt.Dense
+    assert mt.layers.Linear is mt.Dense
 
 
 def test_flatten_is_a_view_with_no_activations():
@@ -123,13 +123,13 @@ def test_pool_stride_defaults_to_kernel():
     [
         (mt.ReLU(), "output"),
         (mt.Sigmoid(), "output"),
-        (mt.Tanh(), "output"),
-        (mt.GELU(), "input"),
-        (mt.SiLU(), "input"),
-        (mt.LeakyReLU(), "input"),
-        (mt.ELU(), "input"),
+        (mt.layers.Tanh(), "output"),
+        (mt.layers.GELU(), "input"),
+        (mt.layers.SiLU(), "input"),
+        (mt.layers.LeakyReLU(), "input"),
+        (mt.layers.ELU(), "input"),
         (mt.Softmax(), "output"),
-        (mt.LogSoftmax(), "output"),
+        (mt.layers.LogSoftmax(), "output"),
     ],
 )
 def test_elementwise_layers_save_what_their_derivative_reads(layer, role):
@@ -144,7 +144,7 @@ def test_elementwise_layers_save_what_their_derivative_reads(layer, role):
     assert layer.output_shape(shape) == shape
 
 
-@pytest.mark.parametrize("kind", [mt.ReLU, mt.LeakyReLU, mt.ELU])
+@pytest.mark.parametrize("kind", [mt.ReLU, mt.layers.LeakyReLU, mt.layers.ELU])
 def test_inplace_activation_stores_no_new_activation(kind):
     """An in-place activation overwrites its input: 0 new elements, and it keeps its output."""
     layer = kind(inplace=True)
@@ -154,10 +154,10 @@ def test_inplace_activation_stores_no_new_activation(kind):
     assert roles(layer.saved_for_backward(shape)) == [("output", None, shape)]
 
 
-@pytest.mark.parametrize("kind", [mt.GELU, mt.SiLU, mt.Sigmoid, mt.Tanh])
+@pytest.mark.parametrize("kind", [mt.layers.GELU, mt.layers.SiLU, mt.Sigmoid, mt.layers.Tanh])
 def test_activations_without_inplace_variant_refuse_it(kind):
     """inplace=True is refused where PyTorch's module has no in-place variant."""
-    with pytest.raises(mt.InvalidSizeError, match="in-place"):
+    with pytest.raises(mt.errors.InvalidSizeError, match="in-place"):
         kind(inplace=True)
 
 
@@ -243,7 +243,7 @@ def test_dropout_zero_and_inplace():
 @pytest.mark.parametrize("p", [1.0, -0.1, 1.5, True])
 def test_dropout_probability_must_be_below_one(p):
     """Dropout refuses a probability p outside [0, 1), and a bool."""
-    with pytest.raises(mt.InvalidSizeError, match=r"\[0, 1\)"):
+    with pytest.raises(mt.errors.InvalidSizeError, match=r"\[0, 1\)"):
         mt.Dropout(p)
 
 
@@ -353,49 +353,50 @@ def test_summary_totals_are_sums_of_row_formulas():
 def test_relu6_keeps_its_input_and_in_place_a_copy_of_it():
     """ReLU6 (hardtanh) reads its input; in place, autograd saves a copy of it first."""
     shape = (B, 16, 7, 7)
-    assert roles(mt.ReLU6().saved_for_backward(shape)) == [("input", None, shape)]
-    in_place = mt.ReLU6(inplace=True)
+    assert roles(mt.layers.ReLU6().saved_for_backward(shape)) == [("input", None, shape)]
+    in_place = mt.layers.ReLU6(inplace=True)
     assert roles(in_place.saved_for_backward(shape)) == [("intermediate", None, shape)]
     assert not in_place.stores_output()
-    assert in_place.activation_count(shape) == mt.ReLU6().activation_count(shape) == 16 * 49 * B
+    relu6 = mt.layers.ReLU6()
+    assert in_place.activation_count(shape) == relu6.activation_count(shape) == 16 * 49 * B
 
 
 def test_vision_transformer_input_layers_chain_to_the_sequence_the_encoder_reads():
     """Conv patches -> (B, 196, 768) view -> class token (B, 197, 768) -> positions added."""
-    patches = mt.PatchSequence().output_shape((B, 768, 14, 14))
+    patches = mt.layers.PatchSequence().output_shape((B, 768, 14, 14))
     assert patches == (B, 196, 768)
-    assert mt.PatchSequence().activation_count((B, 768, 14, 14)) == 0
-    with_token = mt.ClassToken().output_shape(patches)
+    assert mt.layers.PatchSequence().activation_count((B, 768, 14, 14)) == 0
+    with_token = mt.layers.ClassToken().output_shape(patches)
     assert with_token == (B, 197, 768)
-    assert mt.ClassToken().parameter_count(patches) == 768
-    assert mt.ClassToken().activation_count(patches) == 197 * 768 * B
-    positions = mt.LearnedPositions(197)
+    assert mt.layers.ClassToken().parameter_count(patches) == 768
+    assert mt.layers.ClassToken().activation_count(patches) == 197 * 768 * B
+    positions = mt.layers.LearnedPositions(197)
     assert positions.output_shape(with_token) == with_token
     assert positions.parameter_count(with_token) == 197 * 768
-    for layer in (mt.PatchSequence(), mt.ClassToken(), positions):
+    for layer in (mt.layers.PatchSequence(), mt.layers.ClassToken(), positions):
         assert layer.saved_for_backward(with_token if layer is positions else patches) == ()
 
 
 def test_learned_positions_refuse_another_sequence_length():
     """The table is added whole, so the sequence must have exactly its length."""
     with pytest.raises(mt.ShapeError, match="197 positions"):
-        mt.LearnedPositions(197).output_shape((B, 50, 768))
+        mt.layers.LearnedPositions(197).output_shape((B, 50, 768))
 
 
 def test_language_model_loss_keeps_fp32_log_probabilities_and_labels():
     """Causal: fp32 log-probs and a shifted int64 copy of the labels; masked: the labels."""
     logits = (B, 11, 97)
-    causal = mt.LanguageModelLoss().saved_for_backward(logits)
+    causal = mt.layers.LanguageModelLoss().saved_for_backward(logits)
     assert [(t.role, t.dtype.name, t.shape) for t in causal] == [
         ("intermediate", "fp32", logits),
         ("intermediate", "int64", (B, 11)),
     ]
-    masked = mt.LanguageModelLoss(shift=False, upcast=False).saved_for_backward(logits)
+    masked = mt.layers.LanguageModelLoss(shift=False, upcast=False).saved_for_backward(logits)
     assert [(t.role, t.dtype, t.shape) for t in masked][0] == ("intermediate", None, logits)
     assert masked[1].role == "target"
-    assert mt.LanguageModelLoss().output_shape(logits) == ()
-    with pytest.raises(mt.RankError, match="CrossEntropyLoss"):
-        mt.LanguageModelLoss().output_shape((B, 97))
+    assert mt.layers.LanguageModelLoss().output_shape(logits) == ()
+    with pytest.raises(mt.errors.RankError, match="CrossEntropyLoss"):
+        mt.layers.LanguageModelLoss().output_shape((B, 97))
 
 
 @pytest.mark.parametrize(
@@ -407,15 +408,15 @@ def test_language_model_loss_keeps_fp32_log_probabilities_and_labels():
         (mt.BatchNorm2d(), (B, 6, 9, 9)),
         (mt.LayerNorm(bias=False), (B, 4, 20)),
         (mt.Embedding(50, 8), (B, 4)),
-        (mt.PositionEmbedding(16), (B, 4, 8)),
-        (mt.TokenTypeEmbedding(2), (B, 4, 8)),
-        (mt.Unembedding(50, tied=False, bias=True), (B, 4, 8)),
+        (mt.layers.PositionEmbedding(16), (B, 4, 8)),
+        (mt.layers.TokenTypeEmbedding(2), (B, 4, 8)),
+        (mt.layers.Unembedding(50, tied=False, bias=True), (B, 4, 8)),
         (mt.MultiHeadAttention(4, kv_heads=2), (B, 4, 16)),
         (mt.MultiHeadAttention(4, bias=False), (B, 4, 16)),
-        (mt.LSTM(8), (B, 4, 5)),
-        (mt.GRU(8, bias=False), (B, 4, 5)),
-        (mt.ClassToken(), (B, 4, 8)),
-        (mt.LearnedPositions(4), (B, 4, 8)),
+        (mt.layers.LSTM(8), (B, 4, 5)),
+        (mt.layers.GRU(8, bias=False), (B, 4, 5)),
+        (mt.layers.ClassToken(), (B, 4, 8)),
+        (mt.layers.LearnedPositions(4), (B, 4, 8)),
         (mt.ReLU(), (B, 4)),
     ],
 )

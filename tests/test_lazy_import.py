@@ -51,7 +51,7 @@ def test_lazy_names_are_the_subpackage_objects():
 
 def test_unknown_attribute_is_a_memtheory_attribute_error():
     """An unknown name raises memtheory's UnknownAttributeError, an AttributeError."""
-    with pytest.raises(memtheory.UnknownAttributeError):
+    with pytest.raises(memtheory.errors.UnknownAttributeError):
         memtheory.no_such_name  # noqa: B018
     assert not hasattr(memtheory, "no_such_name")
 

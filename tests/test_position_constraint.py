@@ -87,7 +87,7 @@ def test_a_table_refuses_exactly_the_sequences_longer_than_its_rows(rows, sequen
     """
     from memtheory.symbols import S
 
-    net = mt.Network([mt.Input((S, 4)), mt.PositionEmbedding(rows)], name=f"table {rows}")
+    net = mt.Network([mt.Input((S, 4)), mt.layers.PositionEmbedding(rows)], name=f"table {rows}")
     memory = mt.training_memory(net, optimizer="sgd")
     if sequence <= rows:
         assert memory.evaluate(B=1, S=sequence).total.is_number

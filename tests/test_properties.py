@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memtheory as mt
+from memtheory.precision import Precision
 from memtheory.shapes import conv_output_size, pool_output_size
 from memtheory.symbols import B, H
 from tests.strategies import (
@@ -186,7 +187,7 @@ def test_inference_needs_no_more_than_training(spec, name, chosen):
 def precision_and_narrower(draw):
     """A fully explicit Precision and a copy with one component stored in a no-wider dtype."""
     original = draw(explicit_precisions())
-    field = draw(st.sampled_from([f.name for f in dataclasses.fields(mt.Precision)]))
+    field = draw(st.sampled_from([f.name for f in dataclasses.fields(Precision)]))
     current = getattr(original, field)
     width = 0 if current is None else current.bytes
     narrower = [name for name in FLOAT_DTYPES if mt.dtype(name).bytes <= width]

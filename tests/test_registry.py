@@ -18,11 +18,11 @@ from tests.strategies import respellings
 
 # Each registry, the lookup function users call, and the error an unknown name raises.
 REGISTRIES = {
-    "optimizer": (OPTIMIZER_REGISTRY, optimizer, mt.UnknownOptimizerError),
-    "dtype": (DTYPE_REGISTRY, dtype, mt.UnknownDTypeError),
-    "precision": (PRECISION_REGISTRY, precision, mt.UnknownPrecisionError),
-    "unit": (UNIT_REGISTRY, unit_bytes, mt.UnknownUnitError),
-    "convention": (CONVENTION_REGISTRY, convention, mt.UnknownConventionError),
+    "optimizer": (OPTIMIZER_REGISTRY, optimizer, mt.errors.UnknownOptimizerError),
+    "dtype": (DTYPE_REGISTRY, dtype, mt.errors.UnknownDTypeError),
+    "precision": (PRECISION_REGISTRY, precision, mt.errors.UnknownPrecisionError),
+    "unit": (UNIT_REGISTRY, unit_bytes, mt.errors.UnknownUnitError),
+    "convention": (CONVENTION_REGISTRY, convention, mt.errors.UnknownConventionError),
 }
 
 # Every (registry, spelling, canonical name) the registries define.
@@ -79,7 +79,7 @@ def test_units_ignore_case_only_and_the_i_decides(case):
 
 def test_unit_separators_are_not_ignored():
     """Units keep their exact letters: 'M iB' is not MiB."""
-    with pytest.raises(mt.UnknownUnitError):
+    with pytest.raises(mt.errors.UnknownUnitError):
         unit_bytes("M iB")
 
 
@@ -130,14 +130,14 @@ def test_torch_switches_pick_the_optimizer_with_that_state(spec, switches, name)
 )
 def test_switches_no_known_optimizer_has_are_refused(spec, switches):
     """A combination of switches that names no known optimizer raises UnknownOptimizerError."""
-    with pytest.raises(mt.UnknownOptimizerError, match="switches"):
+    with pytest.raises(mt.errors.UnknownOptimizerError, match="switches"):
         optimizer(spec, **switches)
 
 
 @pytest.mark.parametrize("momentum", [-0.1, float("nan"), "0.9", True])
 def test_momentum_must_be_a_number_at_least_zero(momentum):
     """A negative, NaN or non-numeric momentum is an InvalidSizeError, as torch refuses it."""
-    with pytest.raises(mt.InvalidSizeError, match="momentum"):
+    with pytest.raises(mt.errors.InvalidSizeError, match="momentum"):
         optimizer("sgd", momentum=momentum)
 
 
@@ -157,7 +157,7 @@ def test_momentum_must_be_a_number_at_least_zero(momentum):
 )
 def test_dtype_aliases(typed, name):
     """NumPy's and PyTorch's dtype names reach memtheory's dtype."""
-    assert dtype(typed) is mt.DTYPES[name]
+    assert dtype(typed) is mt.dtypes.DTYPES[name]
 
 
 @pytest.mark.parametrize(
@@ -269,18 +269,18 @@ def test_unknown_names_are_key_errors_with_a_plain_message():
     """UnknownNameError is a KeyError (a failed lookup) whose text is not quoted as KeyError's."""
     with pytest.raises(KeyError) as raised:
         optimizer("adamm")
-    assert isinstance(raised.value, mt.UnknownNameError)
+    assert isinstance(raised.value, mt.errors.UnknownNameError)
     assert str(raised.value).startswith("unknown optimizer 'adamm'.")
 
 
 def test_unknown_precision_is_also_an_unknown_dtype():
     """Precision names include every dtype name, so `except UnknownDTypeError` still catches."""
-    assert issubclass(mt.UnknownPrecisionError, mt.UnknownDTypeError)
+    assert issubclass(mt.errors.UnknownPrecisionError, mt.errors.UnknownDTypeError)
 
 
 def test_unknown_dtype_inside_a_mixed_precision_names_the_dtype():
     """'mixed-fp12' fails on its dtype: the message names 'fp12' and suggests fp16."""
-    with pytest.raises(mt.UnknownDTypeError, match="'fp12'. Did you mean 'fp16'"):
+    with pytest.raises(mt.errors.UnknownDTypeError, match="'fp12'. Did you mean 'fp16'"):
         precision("mixed-fp12")
 
 

@@ -13,6 +13,7 @@ import sympy as sp
 
 import memtheory as mt
 from memtheory.constraints import SizeConstraint, constraints_in
+from memtheory.errors import EvaluationError
 from memtheory.symbols import B, H, size_symbol
 
 
@@ -123,12 +124,12 @@ def test_a_hand_built_expression_warns_and_within_refuses():
     net = issue_network()
     built = 4 * net.activation_count + 1
     assert constraints_in(built) == ()  # nothing carried: it is not the network's
-    with pytest.warns(mt.SizeWarning, match="conv2d_1") as caught:
+    with pytest.warns(mt.errors.SizeWarning, match="conv2d_1") as caught:
         value = mt.evaluate(built, B=1, H=2)
     assert value == built.xreplace({B: 1, H: 2}) and "within=" in str(caught[0].message)
-    with pytest.warns(mt.SizeWarning, match="maxpool2d_1"):
+    with pytest.warns(mt.errors.SizeWarning, match="maxpool2d_1"):
         mt.evaluate_grid(built, B=1, H=np.array([9, 5]))
-    with pytest.warns(mt.SizeWarning, match="conv2d_1"):
+    with pytest.warns(mt.errors.SizeWarning, match="conv2d_1"):
         mt.compile_exact(built)(1, 3)
     refused(lambda: mt.evaluate(built, within=net, B=1, H=2), "conv2d_1")
 
@@ -139,7 +140,7 @@ def test_an_unrelated_expression_neither_warns_nor_is_refused(recwarn):
     issue_network()
     assert mt.evaluate((side - 4) ** 2 + side - 4, unused_side=2) == 2
     assert mt.evaluate_grid(side - 4, unused_side=np.array([1, 9])).tolist() == [-3, 5]
-    assert not [w for w in recwarn if issubclass(w.category, mt.SizeWarning)]
+    assert not [w for w in recwarn if issubclass(w.category, mt.errors.SizeWarning)]
 
 
 def test_a_fixed_batch_with_one_symbolic_side_is_checked():
@@ -224,9 +225,9 @@ def test_check_reports_the_first_failing_constraint_with_its_values():
 @pytest.mark.parametrize("bad", [-5, 0])
 def test_grid_refuses_non_positive_sizes(memory, bad):
     """evaluate_grid(total, B=[-5]) used to give -653296, and B=0 was accepted."""
-    with pytest.raises(mt.EvaluationError, match="B must be positive"):
+    with pytest.raises(mt.errors.EvaluationError, match="B must be positive"):
         mt.evaluate_grid(memory.total, B=np.array([bad]), H=50)
-    with pytest.raises(mt.EvaluationError, match="B must be positive"):
+    with pytest.raises(mt.errors.EvaluationError, match="B must be positive"):
         mt.evaluate_grid(memory.total, B=np.array([3, bad]), H=50, dtype=object)
 
 
@@ -245,7 +246,7 @@ def test_grid_refuses_non_positive_sizes(memory, bad):
 )
 def test_compiled_functions_refuse_what_is_not_a_size(values, words):
     """compile_exact(4*B*H)(2.5, 3) used to return 30.0."""
-    with pytest.raises(mt.EvaluationError, match=words):
+    with pytest.raises(mt.errors.EvaluationError, match=words):
         mt.compile_exact(4 * B * H, ["B", "H"])(*values)
 
 
@@ -254,9 +255,9 @@ def test_compiled_functions_take_numpy_integers_and_names():
     f = mt.compile_exact(4 * B * H, ["B", "H"])
     assert f(np.int64(2), np.int32(3)) == 24 and type(f(np.int64(2), 3)) is int
     assert f(2, H=3) == f(B=2, H=3) == 24 == f(2.0, 3)
-    with pytest.raises(mt.EvaluationError, match="takes 2"):
+    with pytest.raises(mt.errors.EvaluationError, match="takes 2"):
         f(1)
-    with pytest.raises(mt.EvaluationError, match="no argument named"):
+    with pytest.raises(mt.errors.EvaluationError, match="no argument named"):
         f(1, X=3)
 
 
@@ -275,7 +276,8 @@ def _bool_options() -> list[tuple[type, str]]:
     found = []
     for name in layers.__all__:
         cls = getattr(layers, name)
-        if isinstance(cls, type) and issubclass(cls, mt.Layer) and dataclasses.is_dataclass(cls):
+        is_layer = isinstance(cls, type) and issubclass(cls, mt.layers.Layer)
+        if is_layer and dataclasses.is_dataclass(cls):
             for field in dataclasses.fields(cls):
                 if field.type in ("bool", bool):
                     found.append((cls, field.name))
@@ -334,21 +336,21 @@ def test_bias_false_and_numpy_bools():
         (lambda: mt.Network("conv"), mt.UnsupportedError, "list of layers"),
         (
             lambda: mt.max_batch(issue_network(), None, optimizer="sgd", H=50),
-            mt.EvaluationError,
+            mt.errors.EvaluationError,
             "memory limit",
         ),
         (
             lambda: mt.max_batch(issue_network(), float("inf"), optimizer="sgd", H=50),
-            mt.EvaluationError,
+            mt.errors.EvaluationError,
             "memory limit",
         ),
         (
             lambda: mt.evaluate_grid(4 * B * H, B=np.array([1, 2]), H=np.array([1, 2, 3])),
-            mt.EvaluationError,
+            mt.errors.EvaluationError,
             "broadcast",
         ),
-        (lambda: mt.evaluate_grid(4 * B * H, B=1, H=2, dtype="foo"), mt.EvaluationError, "dtype"),
-        (lambda: mt.evaluate_grid(4 * B * H, B=1, H=2, dtype=[1]), mt.EvaluationError, "dtype"),
+        (lambda: mt.evaluate_grid(4 * B * H, B=1, H=2, dtype="foo"), EvaluationError, "dtype"),
+        (lambda: mt.evaluate_grid(4 * B * H, B=1, H=2, dtype=[1]), EvaluationError, "dtype"),
         (lambda: mt.format_bytes(float("nan")), mt.InvalidArgumentError, "finite"),
         (lambda: mt.format_bytes(float("inf")), mt.InvalidArgumentError, "finite"),
         (lambda: mt.format_bytes(-float("inf"), "GiB"), mt.InvalidArgumentError, "finite"),
@@ -356,8 +358,8 @@ def test_bias_false_and_numpy_bools():
         (lambda: mt.format_bytes("12 MiB"), mt.InvalidArgumentError, "parse_bytes"),
         (lambda: mt.format_bytes(None), mt.InvalidArgumentError, "number of bytes"),
         (lambda: mt.format_bytes(2**20, digits=-1), mt.InvalidArgumentError, "digits"),
-        (lambda: mt.evaluate("B*H", B=2), mt.EvaluationError, "sympy expression"),
-        (lambda: mt.compile_exact(B * H, "BH"), mt.EvaluationError, "list of symbol names"),
+        (lambda: mt.evaluate("B*H", B=2), mt.errors.EvaluationError, "sympy expression"),
+        (lambda: mt.compile_exact(B * H, "BH"), mt.errors.EvaluationError, "list of symbol names"),
     ],
 )
 def test_raw_python_errors_are_memtheory_errors(call, error, words):
@@ -384,9 +386,9 @@ def test_a_size_two_networks_share_names_both_and_layer_order_wins():
     assert strided.rows[-1].output_shape[-1] == sp.floor(H / 2) - 2
     net = issue_network()
     built = 4 * net.activation_count + 1
-    with pytest.warns(mt.SizeWarning, match="one of these networks") as caught:
+    with pytest.warns(mt.errors.SizeWarning, match="one of these networks") as caught:
         mt.evaluate_grid(built, B=1, H=np.array([9, 5]))
     message = str(caught[0].message)
     assert "'strided', Conv2d" in message and "'issue12', MaxPool2d 'maxpool2d_1'" in message
-    with pytest.warns(mt.SizeWarning, match="conv2d_1"):  # H - 4 < 1: issue12's first layer
+    with pytest.warns(mt.errors.SizeWarning, match="conv2d_1"):  # H - 4 < 1: issue12's first layer
         mt.evaluate(built, B=1, H=2)

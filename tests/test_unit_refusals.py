@@ -53,14 +53,14 @@ def test_the_new_units_parse_and_format():
 def test_a_hexadecimal_size_is_refused(number, x, unit):
     """0x10 B used to be read as 0 x 10 = 0 bytes: any 0x literal is refused."""
     text = f"0{x}{number:x}{unit}"
-    with pytest.raises(mt.ParseError, match="decimal"):
+    with pytest.raises(mt.errors.ParseError, match="decimal"):
         mt.parse_bytes(text)
 
 
 @pytest.mark.parametrize("unit", ["Gb", "Mb", "Kb", "Tb", "Gib", "Mib", "kbit", "Gbit", "gigabits"])
 def test_bits_are_not_bytes(unit):
     """8 Gb is a gigabit figure: refused with a message that says so, never read as 8 GB."""
-    with pytest.raises(mt.UnknownUnitError, match="bits, not bytes"):
+    with pytest.raises(mt.errors.UnknownUnitError, match="bits, not bytes"):
         mt.parse_bytes(f"8 {unit}")
 
 

@@ -63,7 +63,7 @@ class BreakdownConvention(Convention):
             raise MissingArgumentError(
                 "training memory needs an optimizer: pass optimizer=\"adam\" (or \"sgd\", "
                 "\"sgd+momentum\", \"adamw\", ...); list the known ones with "
-                "list(memtheory.OPTIMIZERS)."
+                "list(memtheory.optimizers.OPTIMIZERS)."
             )
         counts = model_counts(model)
         parameters = counts.parameters

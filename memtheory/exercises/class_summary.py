@@ -11,8 +11,8 @@ grades as ``NAME.exercises.csv``, adds it to ``NAME.grades.json`` under
 ``"exercises"``, and prints it.
 
 The same safety rules as the grades apply: text printed goes through
-:func:`~memtheory.exercises.report.printable`, and every CSV cell through
-:func:`~memtheory.exercises.report.csv_cell`.
+:func:`~memtheory.exercises.safe_text.printable`, and every CSV cell through
+:func:`~memtheory.exercises.safe_text.csv_cell`.
 
 Examples
 --------
@@ -33,10 +33,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS
-from memtheory.exercises.report import ExerciseResult, FolderSummary, csv_text, printable
+from memtheory.exercises.safe_text import csv_text, printable
 from memtheory.tables import Column, Table
+
+if TYPE_CHECKING:
+    from memtheory.exercises.report import ExerciseResult, FolderSummary
 
 __all__ = ["ClassSummary", "ExerciseStats", "exercise_summary", "mistake_title"]
 

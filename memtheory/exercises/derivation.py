@@ -11,7 +11,7 @@ with the grade: it is the grading computation, written out.
 Steps the sets take outside ``how`` (a substitution with
 :func:`~memtheory.exercises.numeric.at`, the techniques of
 :mod:`~memtheory.exercises.technique_steps`) are recorded through
-:func:`note`, which does nothing unless a recorder is running.
+:func:`~memtheory.exercises.step_log.note`, which does nothing unless a recorder is running.
 
 Examples
 --------
@@ -29,9 +29,7 @@ Answer: 78,500
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,6 +40,7 @@ from memtheory.conventions import ConventionLike, Model
 from memtheory.exercises.errors import ExerciseDefinitionError
 from memtheory.exercises.numeric import decimal_text
 from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.step_log import recording
 from memtheory.layers import Layer
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
@@ -52,9 +51,7 @@ from memtheory.units import unit_bytes
 if TYPE_CHECKING:
     from memtheory.exercises.model import Variant
 
-__all__ = ["Derivation", "Recorder", "derive", "note", "quantity_text"]
-
-_ACTIVE: ContextVar[Recorder | None] = ContextVar("memtheory_recorder", default=None)
+__all__ = ["Derivation", "Recorder", "derive", "quantity_text"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,28 +82,6 @@ def quantity_text(value: object) -> str:
             return _trimmed(decimal_text(sp.Rational(str(sp.N(expr, 15))), 7))
         return sp.sstr(expr)
     return str(value)
-
-
-def note(text: str, value: object = None) -> None:
-    """Record a step in the running :class:`Recorder`, if any (outside one, do nothing).
-
-    Parameters
-    ----------
-    text : str
-        What the step computes.
-    value : object, optional
-        Its result, written after ``=``.
-
-    Examples
-    --------
-    >>> note("nothing is recording")
-    """
-    recorder = _ACTIVE.get()
-    if recorder is None or recorder._depth:
-        return
-    line = text if value is None else f"{text} = {quantity_text(value)}"
-    if not recorder.steps or recorder.steps[-1] != line:
-        recorder.steps.append(line)
 
 
 def _step(method: F) -> F:
@@ -154,6 +129,25 @@ class Recorder(Reasoning):
         self.steps: list[str] = []
         self._depth = 0
         self._written: set[tuple[str, ...]] = set()
+
+    def noted(self, text: str, value: object = None) -> None:
+        """Write down a step a solver took outside this reasoning (:func:`~.step_log.note`).
+
+        A step taken inside one of this reasoning's own steps is not written, and
+        the same line is not written twice in a row.
+
+        Examples
+        --------
+        >>> how = Recorder()
+        >>> how.noted("Batch", 64)
+        >>> how.steps
+        ['Batch = 64']
+        """
+        if self._depth:
+            return
+        line = text if value is None else f"{text} = {quantity_text(value)}"
+        if not self.steps or self.steps[-1] != line:
+            self.steps.append(line)
 
     # -- the steps, run as the correct reasoning runs them ---------------------------------
     @_step
@@ -376,15 +370,6 @@ class Derivation:
         return "\n".join(self.lines)
 
 
-@contextmanager
-def _recording(recorder: Recorder) -> Iterator[None]:
-    token = _ACTIVE.set(recorder)
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
-
-
 def derive(variant: Variant) -> Derivation:
     """Run a variant's solver with a :class:`Recorder`: its worked solution.
 
@@ -405,7 +390,7 @@ def derive(variant: Variant) -> Derivation:
     'Answer: 12'
     """
     recorder = Recorder()
-    with _recording(recorder):
+    with recording(recorder):
         value = variant.solve_with(recorder)
     if not variant.kind.matches(value, variant.expected) or value != variant.expected:
         raise ExerciseDefinitionError(

@@ -39,7 +39,7 @@ from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OPTIMIZERS, Optimizer, OptimizerLike
 from memtheory.precision import Precision, PrecisionLike
-from memtheory.shapes import effective_kernel
+from memtheory.shapes import window_steps
 from memtheory.units import unit_bytes
 
 if TYPE_CHECKING:
@@ -120,10 +120,7 @@ def rounded_window_count(
     >>> rounded_window_count(25, 2, 2)
     13
     """
-    raw = (
-        sp.sympify(size) + 2 * sp.sympify(padding) - effective_kernel(kernel, dilation)
-    ) / stride + 1
-    return sp.floor(raw + sp.Rational(1, 2))
+    return sp.floor(window_steps(size, kernel, stride, padding, dilation) + sp.Rational(3, 2))
 
 
 class _RoundingPool(_Pool2d):

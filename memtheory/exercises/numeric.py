@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from memtheory.exercises.step_log import note
 from memtheory.units import round_half_up
 
 __all__ = ["at", "decimal_text", "exponent10"]
@@ -48,8 +49,6 @@ def at(expression: sp.Expr | int, /, **values: object) -> sp.Expr:
     mapping = {s: sp.sympify(values[s.name]) for s in expr.free_symbols if s.name in values}
     result = expr.xreplace(mapping)
     if mapping:
-        from memtheory.exercises.derivation import note  # a worked solution records it
-
         values_text = ", ".join(f"{s} = {mapping[s]}" for s in sorted(mapping, key=str))
         note(f"Substitute {values_text} in {sp.sstr(expr)}", result)
     return result

@@ -28,25 +28,20 @@ total     1/1    100.0%
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import os
 import stat
 import tempfile
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import memtheory
+from memtheory.exercises.class_summary import ClassSummary, exercise_summary
 from memtheory.exercises.errors import AnswerFileError, UnknownExerciseError
 from memtheory.exercises.outputs import same_file
+from memtheory.exercises.safe_text import csv_cell, csv_text, printable
 from memtheory.tables import Column, Table
-
-if TYPE_CHECKING:
-    from memtheory.exercises.class_summary import ClassSummary
 
 __all__ = [
     "FORMAT",
@@ -75,59 +70,6 @@ STATUSES = {
 """Every status an exercise result can have, and what it means."""
 
 _FEEDBACK_WIDTH = 72
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def printable(text: object) -> str:
-    r"""Return ``text`` with every control or bidirectional-format character written as an escape.
-
-    Examples
-    --------
-    >>> printable("ada\x1b[2J\nbob")
-    'ada\\x1b[2J\\nbob'
-    >>> printable("Zoë")
-    'Zoë'
-    """
-    shown = str(text)
-    if shown.isprintable():
-        return shown
-    return "".join(c if c.isprintable() or c == " " else _escape(c) for c in shown)
-
-
-def _escape(char: str) -> str:
-    if unicodedata.category(char) in ("Zs",):
-        return " "
-    return repr(char)[1:-1] if char.isascii() else f"\\u{ord(char):04x}"
-
-
-def csv_cell(value: object) -> object:
-    r"""Return a CSV cell that a spreadsheet shows as text: no formula, no control characters.
-
-    Numbers are kept as they are.
-
-    Examples
-    --------
-    >>> csv_cell('=HYPERLINK("http://x")'), csv_cell("ada"), csv_cell(3)
-    ('\'=HYPERLINK("http://x")', 'ada', 3)
-    """
-    if not isinstance(value, str):
-        return value
-    text = printable(value)
-    return f"'{text}" if text.startswith(_FORMULA_START) else text
-
-
-def csv_text(rows: list[list[object]]) -> str:
-    r"""Return ``rows`` as CSV text, every cell made safe by :func:`csv_cell`.
-
-    Examples
-    --------
-    >>> csv_text([["learner", "score"], ["=1+1", 3]])
-    "learner,score\n'=1+1,3\n"
-    """
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerows([csv_cell(cell) for cell in row] for row in rows)
-    return buffer.getvalue()
 
 
 @dataclass(frozen=True)
@@ -372,8 +314,6 @@ class FolderSummary:
 
     def by_exercise(self) -> ClassSummary:
         """Each exercise: who got it right, the most common mistakes (:mod:`.class_summary`)."""
-        from memtheory.exercises.class_summary import exercise_summary  # it reads this class
-
         return exercise_summary(self)
 
     def to_json(self) -> str:

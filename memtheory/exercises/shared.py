@@ -21,7 +21,8 @@ from typing import Any
 import sympy as sp
 
 from memtheory.counts import ModelCounts
-from memtheory.exercises.derivation import note, quantity_text
+from memtheory.exercises.derivation import quantity_text
+from memtheory.exercises.step_log import note
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
@@ -33,8 +34,8 @@ from memtheory.worked_examples.training_memory_question import question_counts
 
 __all__ = [
     "MODELS",
-    "max_value",
-    "max_value_formula",
+    "noted_max_value",
+    "noted_max_value_formula",
     "model_names",
     "model_values",
     "parameter_side",
@@ -106,14 +107,15 @@ def parameter_side(memory: MemoryBreakdown) -> sp.Expr:
     return sp.sympify(sum(memory.components.get(name, 0) for name in names))
 
 
-def max_value(expression: Any, symbol: sp.Symbol, limit: Any, **options: Any) -> int:
-    """Largest ``symbol`` whose ``expression`` fits ``limit``: :func:`memtheory.whatif.max_value`.
+def noted_max_value(expression: Any, symbol: sp.Symbol, limit: Any, **options: Any) -> int:
+    """:func:`memtheory.whatif.max_value`, the step noted for a worked solution.
 
-    A worked solution records the step (:func:`~memtheory.exercises.derivation.note`).
+    The largest ``symbol`` whose ``expression`` fits ``limit``; a worked solution records
+    the step (:func:`~memtheory.exercises.step_log.note`).
 
     Examples
     --------
-    >>> max_value(4 * B + 10, B, 50)
+    >>> noted_max_value(4 * B + 10, B, 50)
     10
     """
     value = _max_value(expression, symbol, limit, **options)
@@ -122,7 +124,7 @@ def max_value(expression: Any, symbol: sp.Symbol, limit: Any, **options: Any) ->
     return value
 
 
-def max_value_formula(
+def noted_max_value_formula(
     expression: Any, symbol: sp.Symbol, memory_symbol: sp.Symbol, **options: Any
 ) -> sp.Expr:
     """Largest ``symbol`` as a formula in the memory: :func:`memtheory.whatif.max_value_formula`.
@@ -130,7 +132,7 @@ def max_value_formula(
     Examples
     --------
     >>> from memtheory.symbols import size_symbol
-    >>> max_value_formula(4 * B + 10, B, size_symbol("M"))
+    >>> noted_max_value_formula(4 * B + 10, B, size_symbol("M"))
     floor(M/4 - 5/2)
     """
     value = _max_value_formula(expression, symbol, memory_symbol, **options)

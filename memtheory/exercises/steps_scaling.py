@@ -25,6 +25,7 @@ from typing import Any
 
 import sympy as sp
 
+from memtheory.counts import ModelCounts
 from memtheory.exercises.misconceptions import Misconception, register
 from memtheory.exercises.reasoning import Reasoning
 from memtheory.finetuning import (
@@ -38,9 +39,11 @@ from memtheory.finetuning import (
     nf4_bytes,
 )
 from memtheory.finetuning.optimizer8bit import MIN_8BIT_SIZE
+from memtheory.memory import training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.techniques import ParallelMemory, parallel_memory
+from memtheory.transformer_activations import activation_bytes
 
 __all__ = [
     "ACTIVATION_PARTS",
@@ -101,7 +104,7 @@ def model_states(memory: MemoryBreakdown) -> sp.Expr:
 
     Examples
     --------
-    >>> from memtheory import ModelCounts, training_memory
+    >>> from memtheory.counts import ModelCounts
     >>> counts = ModelCounts(parameters=10, activations=3, input_elements=1)
     >>> model_states(training_memory(counts, optimizer="adam"))
     160
@@ -153,7 +156,7 @@ def per_device(how: Reasoning, memory: MemoryBreakdown, **options: Any) -> Paral
 
     Examples
     --------
-    >>> from memtheory import ModelCounts, training_memory
+    >>> from memtheory.counts import ModelCounts
     >>> from memtheory.exercises.reasoning import CORRECT
     >>> counts = ModelCounts(parameters=10**6, activations=0, input_elements=0)
     >>> memory = training_memory(counts, optimizer="adam", precision="mixed-bf16")
@@ -177,8 +180,6 @@ def in_flight(how: Reasoning, pipeline: int, stage: int, micro_batches: int) -> 
     >>> [in_flight(CORRECT, 4, i, 8) for i in range(4)]
     [4, 3, 2, 1]
     """
-    from memtheory import ModelCounts, training_memory
-
     own = _own(how, "held_micro_batches")
     if own:
         return sp.sympify(own(pipeline, stage, micro_batches))
@@ -194,7 +195,7 @@ def host_ram(how: Reasoning, split: ParallelMemory) -> sp.Expr:
 
     Examples
     --------
-    >>> from memtheory import ModelCounts, training_memory
+    >>> from memtheory.counts import ModelCounts
     >>> from memtheory.exercises.reasoning import CORRECT
     >>> counts = ModelCounts(parameters=10**6, activations=0, input_elements=0)
     >>> memory = training_memory(counts, optimizer="adam", precision="mixed-bf16")
@@ -219,8 +220,6 @@ class _FrozenKeepsState(Reasoning):
     detail = "gradients and optimizer state counted for every weight, the frozen ones too"
 
     def finetune_memory(self, network: Network, **options: Any) -> MemoryBreakdown:
-        from memtheory.memory import training_memory
-
         options = {k: v for k, v in options.items() if k in ("optimizer", "precision",
                                                               "convention")}
         return training_memory(network, **options)
@@ -294,8 +293,6 @@ class _TensorParallelSplitsAll(Reasoning):
     detail = "every saved tensor divided by t, the replicated ones too"
 
     def activation_bytes(self, **shape: Any) -> sp.Expr:
-        from memtheory.transformer_activations import activation_bytes
-
         return activation_bytes(**{**shape, "sequence_parallel": True})
 
 
@@ -303,8 +300,6 @@ class _TensorParallelSplitsNone(Reasoning):
     detail = "tensor parallelism taken to leave the activations whole"
 
     def activation_bytes(self, **shape: Any) -> sp.Expr:
-        from memtheory.transformer_activations import activation_bytes
-
         return activation_bytes(**{**shape, "tensor_parallel": 1, "sequence_parallel": False})
 
 

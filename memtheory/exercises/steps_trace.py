@@ -45,7 +45,7 @@ __all__ = [
     "card_batch",
     "quadratic_takes_over",
     "traced_batch",
-    "untraceable",
+    "untraceable_option",
 ]
 
 UNTRACEABLE = (
@@ -148,12 +148,12 @@ def quadratic_takes_over(how: Reasoning, quadratic: int, linear: int) -> int:
     return int(sp.ceiling(crossing))
 
 
-def untraceable(options: tuple[str, ...]) -> str:
+def untraceable_option(options: tuple[str, ...]) -> str:
     """Return the one option of ``options`` that :data:`UNTRACEABLE` lists.
 
     Examples
     --------
-    >>> untraceable(("x.mean((2, 3))", "torch.nonzero(x)"))
+    >>> untraceable_option(("x.mean((2, 3))", "torch.nonzero(x)"))
     'torch.nonzero(x)'
     """
     found = [o for o in options if o in UNTRACEABLE]

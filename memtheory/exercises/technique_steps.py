@@ -29,13 +29,14 @@ import sympy as sp
 from memtheory._validation import SizeLike
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
-from memtheory.exercises.derivation import note, quantity_text
+from memtheory.exercises.derivation import quantity_text
 from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: the doctests)
     MISCONCEPTIONS,
     Misconception,
     register,
 )
 from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.step_log import note
 from memtheory.gpus import usable_memory
 from memtheory.layers import Layer, ReLU
 from memtheory.memory_breakdown import MemoryBreakdown

@@ -3,9 +3,9 @@
 ==================  ==================================================================
 module              what it models
 ==================  ==================================================================
-layers              :class:`Frozen`, :class:`Scale`, :class:`LoRAAttention`
+layers              :class:`Frozen`, :class:`ConstantScale`, :class:`LoRAAttention`
 lora                :class:`LoRA`, :func:`apply_lora`, :func:`freeze`, target matching
-quantization        NF4 codes and double-quantized constants (QLoRA Section 3)
+nf4                 NF4 codes and double-quantized constants (QLoRA Section 3)
 optimizer8bit       bitsandbytes' block-wise 8-bit Adam state
 memory              :func:`finetune_memory`: the step's footprint by component
 ==================  ==================================================================
@@ -20,10 +20,10 @@ Examples
 
 from memtheory.finetuning.layers import (
     ATTENTION_PROJECTIONS,
+    ConstantScale,
     Frozen,
     LoRAAttention,
     LoRAUp,
-    Scale,
 )
 from memtheory.finetuning.lora import LoRA, apply_lora, freeze, linear_maps, match_targets
 from memtheory.finetuning.memory import (
@@ -32,12 +32,7 @@ from memtheory.finetuning.memory import (
     finetune_memory,
     trainable_shapes,
 )
-from memtheory.finetuning.optimizer8bit import (
-    EIGHT_BIT_BLOCK,
-    MIN_8BIT_SIZE,
-    adam8bit_state_bytes,
-)
-from memtheory.finetuning.quantization import (
+from memtheory.finetuning.nf4 import (
     NF4_BLOCK,
     NF4_SECOND_BLOCK,
     constant_bits_per_parameter,
@@ -45,6 +40,11 @@ from memtheory.finetuning.quantization import (
     nf4_bits_per_parameter,
     nf4_bytes,
     nf4_constant_bytes,
+)
+from memtheory.finetuning.optimizer8bit import (
+    EIGHT_BIT_BLOCK,
+    MIN_8BIT_SIZE,
+    adam8bit_state_bytes,
 )
 
 __all__ = [
@@ -59,7 +59,7 @@ __all__ = [
     "LoRA",
     "LoRAAttention",
     "LoRAUp",
-    "Scale",
+    "ConstantScale",
     "adam8bit_state_bytes",
     "apply_lora",
     "constant_bits_per_parameter",

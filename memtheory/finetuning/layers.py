@@ -30,7 +30,8 @@ from memtheory.errors import UnsupportedError
 from memtheory.layers.attention import MultiHeadAttention
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, elements
 from memtheory.layers.core import Dense
-from memtheory.layers.embedding import Unembedding
+from memtheory.layers.embedding import Embedding, Unembedding
+from memtheory.layers.layer_norm import LayerNorm
 from memtheory.layers.rms_norm import RMSNorm
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
     "Frozen",
     "LoRAAttention",
     "LoRAUp",
-    "Scale",
+    "ConstantScale",
     "frozen_tensors",
 ]
 
@@ -117,8 +118,6 @@ class Frozen(Layer):
         Llama, Qwen2 and Mistral decoders
         (``tests/pytorch/test_lora_decoder_measured.py``).
         """
-        from memtheory.layers import Embedding, LayerNorm, RMSNorm, Unembedding
-
         if type(self.layer) is RMSNorm:
             return self.layer.implementation == "llama"
         if type(self.layer) is Unembedding:
@@ -222,8 +221,11 @@ class LoRAUp(Dense):
 
 
 @dataclass(frozen=True)
-class Scale(Layer):
-    """Multiply by a constant (LoRA's ``alpha / rank``): a new tensor, nothing kept for backward.
+class ConstantScale(Layer):
+    """Multiply by a Python number (LoRA's ``alpha / rank``): nothing is kept for backward.
+
+    Not :class:`~memtheory.layers.TensorScale` (Gemma's multiplication by a 0-dimensional
+    tensor, which keeps the tensor).
 
     In LoRA its output feeds the sum at once and is freed: the breakdown
     convention does not count it (the autograd convention follows it).
@@ -231,13 +233,13 @@ class Scale(Layer):
     Examples
     --------
     >>> from memtheory.symbols import B
-    >>> Scale(2.0).autograd(((B, 4),)).saved
+    >>> ConstantScale(2.0).autograd(((B, 4),)).saved
     ()
     """
 
     factor: float
     name: str | None = None
-    kind = "Scale"
+    kind = "ConstantScale"
     autograd_checked = True
 
     def output_shape(self, input_shape: Shape) -> Shape:

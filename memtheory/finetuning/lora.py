@@ -37,10 +37,10 @@ import sympy as sp
 from memtheory.errors import InvalidArgumentError, UnknownNameError
 from memtheory.finetuning.layers import (
     ATTENTION_PROJECTIONS,
+    ConstantScale,
     Frozen,
     LoRAAttention,
     LoRAUp,
-    Scale,
 )
 from memtheory.layers import Add, Dense, Dropout, Layer, MultiHeadAttention
 from memtheory.network import Network, Node
@@ -237,7 +237,7 @@ def _adapted_dense(
     items += [
         Node(Dense(lora.rank, bias=False, name=f"{name}.lora_A"), inputs=(source,)),
         LoRAUp(layer.units, bias=False, name=f"{name}.lora_B"),
-        Scale(lora.scaling, name=f"{name}.scaling"),
+        ConstantScale(lora.scaling, name=f"{name}.scaling"),
         Node(Add(name=name), inputs=(f"{name}.base_layer", f"{name}.scaling")),
     ]
     return items

@@ -46,8 +46,8 @@ from memtheory.conventions import convention as _convention
 from memtheory.errors import UnsupportedError
 from memtheory.finetuning.layers import Frozen, LoRAAttention, frozen_tensors
 from memtheory.finetuning.lora import LoRA, apply_lora, freeze
+from memtheory.finetuning.nf4 import nf4_constant_bytes
 from memtheory.finetuning.optimizer8bit import adam8bit_state_bytes
-from memtheory.finetuning.quantization import nf4_constant_bytes
 from memtheory.layers import Dense, MultiHeadAttention
 from memtheory.layers.base import elements
 from memtheory.memory import training_memory

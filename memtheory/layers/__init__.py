@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from memtheory.layers.regularization import Dropout
     from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
     from memtheory.layers.rotary import Rotary, RotaryTable
-    from memtheory.layers.scale import Scale
+    from memtheory.layers.scale import TensorScale
     from memtheory.layers.sequence import SelectToken
     from memtheory.layers.softmax import CrossEntropyLoss, LanguageModelLoss, LogSoftmax, Softmax
     from memtheory.layers.vision_transformer import ClassToken, LearnedPositions, PatchSequence
@@ -96,7 +96,7 @@ __all__ = [
     "ReLU6",
     "Rotary",
     "RotaryTable",
-    "Scale",
+    "TensorScale",
     "SelectToken",
     "Shape",
     "SiLU",
@@ -141,7 +141,7 @@ _HOMES = {
     "ReLU6": "memtheory.layers.activations",
     "Rotary": "memtheory.layers.rotary",
     "RotaryTable": "memtheory.layers.rotary",
-    "Scale": "memtheory.layers.scale",
+    "TensorScale": "memtheory.layers.scale",
     "SelectToken": "memtheory.layers.sequence",
     "SiLU": "memtheory.layers.activations",
     "Sigmoid": "memtheory.layers.activations",

@@ -1,9 +1,12 @@
-"""Multiplication by a constant: Gemma scales its token embeddings by the square root of the width.
+"""Multiplication by a 0-dimensional tensor: Gemma scales its token embeddings by sqrt(width).
+
+Not :class:`~memtheory.finetuning.ConstantScale` (LoRA's multiplication by a Python number,
+which keeps nothing): this one keeps its factor tensor for backward.
 
 Examples
 --------
 >>> from memtheory.symbols import B, S
->>> Scale(2048 ** 0.5).output_shape((B, S, 2048))
+>>> TensorScale(2048 ** 0.5).output_shape((B, S, 2048))
 (B, S, 2048)
 """
 
@@ -15,11 +18,11 @@ from memtheory.dtypes import DTypeLike
 from memtheory.errors import InvalidSizeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec
 
-__all__ = ["Scale"]
+__all__ = ["TensorScale"]
 
 
 @dataclass(frozen=True)
-class Scale(Layer):
+class TensorScale(Layer):
     """``x * factor``: a new tensor of the input's shape, no parameters.
 
     Gemma multiplies the embeddings by ``torch.tensor(hidden_size ** 0.5,
@@ -35,13 +38,13 @@ class Scale(Layer):
     Examples
     --------
     >>> from memtheory.symbols import B, S
-    >>> [t.shape for t in Scale(2.0).saved_for_backward((B, S, 8))]
+    >>> [t.shape for t in TensorScale(2.0).saved_for_backward((B, S, 8))]
     [()]
     """
 
     factor: float
     name: str | None = None
-    kind = "Scale"
+    kind = "TensorScale"
 
     def __post_init__(self) -> None:
         if isinstance(self.factor, bool) or not isinstance(self.factor, int | float):

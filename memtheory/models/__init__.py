@@ -33,14 +33,20 @@ Examples
 from memtheory.models.bert import bert, bert_base, bert_base_mlm
 from memtheory.models.decoder import DecoderConfig, active_parameter_count, decoder
 from memtheory.models.gpt2 import GPT2_SIZES, GPT2Config, gpt2
-from memtheory.models.hf_config import MODEL_TYPES, decoder_config, from_config, load_config
+from memtheory.models.hf_config import (
+    MODEL_TYPES,
+    decoder_config,
+    from_config,
+    load_config,
+    preset,
+)
 from memtheory.models.mobilenet import (
     MOBILENETV2_SETTING,
     inverted_residual,
     make_divisible,
     mobilenet_v2,
 )
-from memtheory.models.presets import PRESETS, Preset, preset
+from memtheory.models.presets import PRESETS, Preset
 from memtheory.models.resnet import (
     RESNET18_BLOCKS,
     RESNET34_BLOCKS,

@@ -67,7 +67,7 @@ from memtheory.layers.head_norm import HeadRMSNorm
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
 from memtheory.layers.rotary import Rotary, RotaryTable
-from memtheory.layers.scale import Scale
+from memtheory.layers.scale import TensorScale
 from memtheory.layers.softcap import SoftCap, SoftCappedAttention
 from memtheory.layers.split import Slice
 from memtheory.network import Network, Node
@@ -263,7 +263,7 @@ def decoder(
     ]
     source = "model.embed_tokens"
     if c.gemma:
-        items.append(Scale(float(c.hidden) ** 0.5, name="model.embed_scale"))
+        items.append(TensorScale(float(c.hidden) ** 0.5, name="model.embed_scale"))
         source = "model.embed_scale"
     table = RotaryTable(c.head_width, positions=c.positions, name="model.rotary_emb")
     items.append(Node(table, inputs=("input_ids",)))

@@ -51,12 +51,13 @@ from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.models.bert import bert
 from memtheory.models.decoder import DecoderConfig, decoder
 from memtheory.models.gpt2 import GPT2Config, gpt2
+from memtheory.models.presets import PRESETS
 from memtheory.models.vit import vision_transformer
 from memtheory.network import Network
 from memtheory.registry import Registry
 from memtheory.symbols import B, S
 
-__all__ = ["CONFIG_LIMIT", "MODEL_TYPES", "decoder_config", "from_config", "load_config"]
+__all__ = ["CONFIG_LIMIT", "MODEL_TYPES", "decoder_config", "from_config", "load_config", "preset"]
 
 CONFIG_LIMIT = 16 * 2**20
 """Largest config.json read, in bytes (16 MiB): a real one is a few kilobytes."""
@@ -125,8 +126,6 @@ def load_config(source: ConfigLike) -> dict[str, Any]:
                     "the object a config.json holds."
                 )
             return loaded
-        from memtheory.models.presets import PRESETS  # here: presets import this module
-
         if isinstance(source, str) and source in PRESETS:
             return dict(PRESETS[source].config)
         looks_like_path = isinstance(source, os.PathLike) or any(
@@ -563,3 +562,33 @@ def from_config(
     if loss:
         options["loss"] = True
     return builder(values, batch, sequence, **options)
+
+
+def preset(
+    name: str,
+    *,
+    batch: SizeLike = B,
+    sequence: SizeLike = S,
+    flash: bool = False,
+    lm_head: bool = True,
+    loss: bool = False,
+) -> Network:
+    """Build a preset's network: :func:`~memtheory.models.from_config` of its configuration.
+
+    Examples
+    --------
+    >>> preset("mistral-7b-v0.1").parameter_count
+    7241732096
+    >>> preset("lama-3-8b")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnknownPresetError: unknown model preset 'lama-3-8b'. Did you mean 'llama-3-8b'? ...
+    """  # noqa: E501 - a doctest's expected output is one line
+    return from_config(
+        PRESETS[name].config,
+        batch=batch,
+        sequence=sequence,
+        flash=flash,
+        lm_head=lm_head,
+        loss=loss,
+    )

@@ -5,15 +5,16 @@ memtheory reads, copied from the ``config.json`` of the Hugging Face Hub
 repository named in its ``source`` (the keys that change no memory, such as
 ``rope_theta`` or token ids, are left out, except the dtype the weights were
 published in). :data:`PRESETS` looks them up by name, with aliases and "did
-you mean"; :func:`preset` builds one; :func:`memtheory.models.from_config`
-accepts a preset name wherever it accepts a configuration.
+you mean"; :func:`memtheory.models.preset` builds one, and
+:func:`memtheory.models.from_config` accepts a preset name wherever it accepts a
+configuration.
 
 Examples
 --------
 >>> PRESETS["Llama 3 8B"].name, PRESETS["llama3-8b"].config["num_key_value_heads"]
 ('llama-3-8b', 8)
->>> preset("gpt2").parameter_count
-124439808
+>>> PRESETS["gpt2"].config["n_layer"]
+12
 """
 
 from __future__ import annotations
@@ -23,13 +24,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from memtheory._validation import SizeLike
 from memtheory.errors import UnknownPresetError
-from memtheory.network import Network
 from memtheory.registry import Registry
-from memtheory.symbols import B, S
 
-__all__ = ["PRESETS", "Preset", "preset"]
+__all__ = ["PRESETS", "Preset"]
 
 
 @dataclass(frozen=True)
@@ -269,34 +267,3 @@ PRESETS: Registry[Preset] = Registry(
 )
 """Well-known models by name: ``PRESETS["llama-3-8b"].config`` is its configuration."""
 
-
-def preset(
-    name: str,
-    *,
-    batch: SizeLike = B,
-    sequence: SizeLike = S,
-    flash: bool = False,
-    lm_head: bool = True,
-    loss: bool = False,
-) -> Network:
-    """Build a preset's network: :func:`~memtheory.models.from_config` of its configuration.
-
-    Examples
-    --------
-    >>> preset("mistral-7b-v0.1").parameter_count
-    7241732096
-    >>> preset("lama-3-8b")
-    Traceback (most recent call last):
-    ...
-    memtheory.errors.UnknownPresetError: unknown model preset 'lama-3-8b'. Did you mean 'llama-3-8b'? ...
-    """  # noqa: E501 - a doctest's expected output is one line
-    from memtheory.models.hf_config import from_config  # hf_config reads PRESETS
-
-    return from_config(
-        PRESETS[name].config,
-        batch=batch,
-        sequence=sequence,
-        flash=flash,
-        lm_head=lm_head,
-        loss=loss,
-    )

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memtheory.recipes.setup import AS_LOADED, Setup
+from memtheory.recipes.setup import AS_LOADED, Setup, use_catalog
 from memtheory.registry import Registry
 
 __all__ = ["RECIPES", "RECIPE_REGISTRY", "Recipe", "default_recipe", "recipe"]
@@ -216,6 +216,9 @@ RECIPE_REGISTRY: Registry[Recipe] = Registry(
     hint='(or build a memtheory.Setup(...) yourself, or "auto")',
 )
 """The recipes by any spelling."""
+
+
+use_catalog(lambda name: RECIPE_REGISTRY[name].setup)
 
 
 def recipe(name: str) -> Recipe:

@@ -22,7 +22,7 @@ optimizer adamw, fused implementation
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_args
 
@@ -41,7 +41,27 @@ __all__ = [
     "Implementation",
     "Setup",
     "setup_from",
+    "use_catalog",
 ]
+
+_CATALOG: list[Callable[[str], Setup]] = []
+"""How :meth:`Setup.recipe` looks a recipe up: :mod:`.catalog` (which builds its
+recipes from :class:`Setup`, so this module cannot import it) installs it through
+:func:`use_catalog`, and ``memtheory.recipes`` imports the catalog before anyone
+can reach this module."""
+
+
+def use_catalog(lookup: Callable[[str], Setup]) -> None:
+    """Make :meth:`Setup.recipe` look recipes up with ``lookup`` (the catalog calls this).
+
+    Examples
+    --------
+    ``memtheory.recipes.catalog`` has installed its lookup by the time this runs:
+
+    >>> Setup.recipe("zero3").zero
+    3
+    """
+    _CATALOG[:] = [lookup]
 
 Attention = Literal["eager", "sdpa"]
 Device = Literal["cuda", "cpu"]
@@ -213,9 +233,7 @@ class Setup:
         >>> Setup.recipe("hf-trainer", attention="eager").label
         'hf-trainer (attention=eager)'
         """
-        from memtheory.recipes.catalog import RECIPE_REGISTRY
-
-        base = RECIPE_REGISTRY[name].setup
+        base = _CATALOG[0](name)
         return base.changed(**changes) if changes else base
 
     def changed(self, **changes: Any) -> Setup:

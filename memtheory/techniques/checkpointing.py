@@ -44,11 +44,13 @@ from fractions import Fraction
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
-from memtheory.constraints import check
+from memtheory.constraints import check_sizes
+from memtheory.conventions.base import row_activation_elements, row_mask_bytes
 from memtheory.counts import ModelCounts
 from memtheory.errors import InvalidSizeError, UnsupportedError
 from memtheory.evaluation import substitution
 from memtheory.layers.base import elements
+from memtheory.layers.rotary import RotaryTable
 from memtheory.network import LayerRow, Network
 from memtheory.symbols import size_symbol
 
@@ -235,8 +237,6 @@ def checkpoint_units(network: Network) -> tuple[Unit, ...]:
     rows = network.rows
     position = {row.name: row.index for row in rows}
     jumped = [0] * (len(rows) + 1)
-    from memtheory.layers.rotary import RotaryTable
-
     shared = {row.name for row in rows if isinstance(row.layer, RotaryTable)}
     for row in rows:
         for name in row.inputs:
@@ -312,7 +312,7 @@ def best_network_interval(network: Network, **values: object) -> int:
     units = checkpoint_units(network)
     batch = network.batch
     given = substitution(sorted(network.free_symbols, key=str), values)  # sizes, checked
-    check(network.size_checks(), given)  # and sizes every layer takes
+    check_sizes(network.size_checks(), given)  # and sizes every layer takes
     by_name = {symbol.name: value for symbol, value in given.items()}
 
     def peak(interval: int) -> sp.Expr:
@@ -441,8 +441,6 @@ def every_layer(network: Network) -> EveryLayer:
     >>> (kept / plain).subs({B: 1, S: 1024}) < sp.Rational(1, 3)
     True
     """
-    from memtheory.conventions.base import row_activation_elements, row_mask_bytes
-
     layers = repeated_layers(network)
     inside = {row.name for rows in layers for row in rows}
     outside = [row for row in network.rows[1:] if row.name not in inside]

@@ -40,19 +40,22 @@ from typing import cast
 
 import sympy as sp
 
-from memtheory._shown import shown
 from memtheory._validation import SizeLike
 from memtheory.constraints import as_constraints
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as _dtype
-from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.errors import UnsupportedError
 from memtheory.footprint import Footprint
 from memtheory.layers import MultiHeadAttention, PositionEmbedding
-from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.core import Dense
+from memtheory.layers.moe import MixtureOfExperts
+from memtheory.layers.rotary import RotaryTable
 from memtheory.network import Network
 from memtheory.symbols import B, S
+from memtheory.techniques.cache_layers import CacheLayer, cache_layers
 from memtheory.techniques.quantization import WeightQuantization
 from memtheory.techniques.quantization import quantization as _scheme
+from memtheory.techniques.working_memory import working_memory
 
 __all__ = [
     "CacheLayer",
@@ -64,90 +67,6 @@ __all__ = [
     "positions_limit",
     "weight_bytes",
 ]
-
-
-@dataclass(frozen=True)
-class CacheLayer:
-    """What one attention layer caches per sequence: its key/value heads and positions.
-
-    Attributes
-    ----------
-    name : str
-        The attention layer's name.
-    batch : sympy expression
-        Sequences cached.
-    kv_heads, head_dim : sympy expression
-        Key/value heads and their width.
-    positions : sympy expression
-        Positions cached per sequence: the network's sequence, or at most its window.
-    window : sympy expression or None
-        Its sliding window, if any.
-
-    Examples
-    --------
-    >>> from memtheory.models import preset
-    >>> layer = cache_layers(preset("mistral-7b-v0.1"))[0]
-    >>> layer.kv_heads, layer.head_dim, layer.positions
-    (8, 128, Min(4096, S))
-    """
-
-    name: str
-    batch: sp.Expr
-    kv_heads: sp.Expr
-    head_dim: sp.Expr
-    positions: sp.Expr
-    window: sp.Expr | None = None
-
-    def nbytes(self, dtype: DTypeLike = "fp16", block_size: SizeLike | None = None) -> sp.Expr:
-        """Keys plus values, in bytes, with positions rounded up to blocks if paged.
-
-        Examples
-        --------
-        >>> layer = CacheLayer("attn", B, sp.Integer(8), sp.Integer(128), S)
-        >>> layer.nbytes(), layer.nbytes(block_size=16)
-        (4096*B*S, 65536*B*ceiling(S/16))
-        """
-        positions = self.positions
-        if block_size is not None:
-            block = sp.sympify(block_size)
-            if not (block.is_integer and block.is_positive):
-                raise InvalidArgumentError(
-                    "block_size must be a positive whole number of positions, got "
-                    f"{shown(block_size)}."
-                )
-            positions = block * sp.ceiling(positions / block)
-        return 2 * self.batch * self.kv_heads * self.head_dim * positions * _dtype(dtype).bytes
-
-
-def cache_layers(model: Network) -> tuple[CacheLayer, ...]:
-    """Return every attention layer's cache: key/value heads, width and cached positions.
-
-    Examples
-    --------
-    >>> from memtheory.models import gpt2
-    >>> [(c.kv_heads, c.head_dim) for c in cache_layers(gpt2("small"))][:1]
-    [(12, 64)]
-    """
-    found = []
-    for row in model.rows:
-        layer = row.layer
-        if isinstance(layer, MultiHeadAttention):
-            keys = layer.cache_tensors(row.input_shape)[0].shape  # (B, heads, S, d)
-            found.append(CacheLayer(row.name, keys[0], keys[1], keys[3], keys[2]))
-        elif isinstance(layer, GroupedQueryAttention):
-            batch, sequence = row.input_shapes[0][:2]
-            window = None if layer.window is None else sp.sympify(layer.window)
-            found.append(
-                CacheLayer(
-                    row.name,
-                    batch,
-                    sp.sympify(layer.kv_heads),
-                    sp.sympify(layer.head_dim),
-                    layer.attended(sequence),
-                    window,
-                )
-            )
-    return tuple(found)
 
 
 def kv_cache_bytes(
@@ -323,9 +242,6 @@ def weight_bytes(
     >>> weight_bytes(llama, quantization="int8")   # int8 matrices, fp32 row scales
     7006265344
     """
-    from memtheory.layers.core import Dense
-    from memtheory.layers.moe import MixtureOfExperts
-
     element = _dtype(dtype)
     scheme = None if quantization is None else _scheme(quantization)
     total = sp.Integer(0)
@@ -425,8 +341,6 @@ def generation_memory(
         return GenerationMemory(
             weights=sp.sympify(stored), kv_cache=kv, positions=positions, constraints=checks
         )
-    from memtheory.techniques.working_memory import working_memory
-
     work = working_memory(
         model, prompt=prompt, dtype=low, cache=_dtype(cache or low), flash=flash,
         logits=logits, block_size=block_size,
@@ -455,8 +369,6 @@ def positions_limit(model: Network) -> int | None:
     >>> positions_limit(gpt2("small"))
     1024
     """
-    from memtheory.layers.rotary import RotaryTable
-
     sizes = []
     for row in model.rows:
         if isinstance(row.layer, PositionEmbedding):

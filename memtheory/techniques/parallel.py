@@ -63,10 +63,20 @@ import sympy as sp
 
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.footprint import Footprint
+from memtheory.layers import MultiHeadAttention
+from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.techniques.offload import OFFLOADED, cpu_offload
+from memtheory.techniques.tensor_parallel import (
+    activation_ratio,
+    decoder_split,
+    split_activations,
+    split_parameters,
+    split_storages,
+)
 from memtheory.techniques.zero import zero_partition
+from memtheory.transformer_activations import activation_bytes
 
 __all__ = [
     "DDP_BUCKET_CAP_MB",
@@ -104,8 +114,6 @@ _ACTIVATIONS = ("activations", "activation_gradients", "saved_activations", "wei
 
 def _attention_shape(network: Network) -> tuple[sp.Expr, sp.Expr, sp.Expr, bool]:
     """Return ``(sequence, hidden, heads, flash)`` of the network's first attention layer."""
-    from memtheory.layers import MultiHeadAttention
-
     for row in network.rows:
         layer = getattr(row.layer, "layer", row.layer)  # a frozen or adapted attention
         if isinstance(layer, MultiHeadAttention):
@@ -138,9 +146,6 @@ def tensor_parallel_activation_ratio(
     >>> tensor_parallel_activation_ratio(gpt2("small", sequence=1024), 4, sequence_parallel=True)
     1/4
     """
-    from memtheory.techniques.tensor_parallel import activation_ratio
-    from memtheory.transformer_activations import activation_bytes
-
     if _is_decoder(network):
         return activation_ratio(network, tensor, sequence_parallel=sequence_parallel)
     sequence, hidden, heads, flash = _attention_shape(network)
@@ -155,8 +160,6 @@ def tensor_parallel_activation_ratio(
 
 def _is_decoder(network: Network) -> bool:
     """Whether ``network`` has grouped-query attention (a Llama-style decoder)."""
-    from memtheory.layers.grouped_attention import GroupedQueryAttention
-
     return any(
         isinstance(getattr(row.layer, "layer", row.layer), GroupedQueryAttention)
         for row in network.rows
@@ -185,14 +188,6 @@ def _split_decoder(
     per-device sums or, for the breakdown convention, puts the saved-tensor
     share of the activations in ``activation_share``. Returns the note.
     """
-    from memtheory.techniques.tensor_parallel import (
-        activation_ratio,
-        decoder_split,
-        split_activations,
-        split_parameters,
-        split_storages,
-    )
-
     split = decoder_split(network, tensor, sequence_parallel=sequence_parallel)
     counts = split_parameters(network, split)
     shares = {

@@ -61,7 +61,13 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from memtheory.conventions.autograd import forward_storages
+from memtheory.dtypes import dtype
 from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.layers import Dense, Embedding, Input, Unembedding
+from memtheory.layers.base import elements
+from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.moe import MixtureOfExperts
 from memtheory.network import LayerRow, Network
 from memtheory.precision import PrecisionLike
 
@@ -188,32 +194,42 @@ class DecoderSplit:
             return self.parameter_share(layer, "bias" if role == "bias copy" else "weight")
         lora = _lora(layer)
         if lora is not None:
-            adapted, part = lora
-            column = _kind(adapted) == "column"
-            if part == "lora_A" or not column:  # the rank-r tensors, and a row map's outputs
-                return self._replicated
-            return self.split_share(adapted)
+            return self._lora_share(*lora)
         kind = _kind(layer)
         if kind == "column":
             return self.split_share(layer) if role == "output" else self._replicated
         if kind == "row":
             return sp.Rational(1, self.tensor) if role == "input cast" else self._replicated
         if kind == "inside":
-            if role == "input cast" and layer.endswith("self_attn.attention"):
-                # queries', keys' or values' cast: the key/value share, the larger (exact unless
-                # key/value heads are replicated, then an upper bound for the queries' cast)
-                return self.kv_share
-            return self.split_share(layer)
+            return self._inside_share(layer, role)
         if kind == "vocabulary":
-            if layer == "lm_head" and role == "output" or layer == "loss" and role in _VOCAB_LOSS:
-                return self.vocabulary_share
-            if layer == "loss":
-                return sp.S.One  # the shifted labels, the count, the loss: whole on every device
-            return self._replicated
+            return self._vocabulary_storage_share(layer, role)
         if kind == "whole":
             return sp.S.One
         if label in _EXPERT_SPLIT:
             return sp.Rational(1, self.tensor)
+        return self._replicated
+
+    def _lora_share(self, adapted: str, part: str) -> sp.Expr:
+        """Return an adapter storage's share: rank-r tensors and a row map's outputs replicate."""
+        if part == "lora_A" or _kind(adapted) != "column":
+            return self._replicated
+        return self.split_share(adapted)
+
+    def _inside_share(self, layer: str, role: str) -> sp.Expr:
+        """Return the share of a storage inside attention or the MLP: as its heads or features."""
+        if role == "input cast" and layer.endswith("self_attn.attention"):
+            # queries', keys' or values' cast: the key/value share, the larger (exact unless
+            # key/value heads are replicated, then an upper bound for the queries' cast)
+            return self.kv_share
+        return self.split_share(layer)
+
+    def _vocabulary_storage_share(self, layer: str, role: str) -> sp.Expr:
+        """Return the share of a vocabulary storage: the logits and the loss's are split."""
+        if layer == "lm_head" and role == "output" or layer == "loss" and role in _VOCAB_LOSS:
+            return self.vocabulary_share
+        if layer == "loss":
+            return sp.S.One  # the shifted labels, the count, the loss: whole on every device
         return self._replicated
 
     def parameter_share(self, layer: str, parameter: str) -> sp.Expr:
@@ -309,10 +325,6 @@ def decoder_split(
     ...
     memtheory.errors.UnsupportedError: tensor parallel over 4 devices splits the query heads, ...
     """
-    from memtheory.layers import Dense, Embedding, Unembedding
-    from memtheory.layers.grouped_attention import GroupedQueryAttention
-    from memtheory.layers.moe import MixtureOfExperts
-
     if isinstance(tensor, bool) or not isinstance(tensor, int) or tensor < 1:
         raise InvalidArgumentError(f"tensor must be a positive whole number, got {tensor!r}.")
     attention = [row for row in network.rows if isinstance(_unwrapped(row), GroupedQueryAttention)]
@@ -389,8 +401,6 @@ def split_storages(
     >>> whole == device
     True
     """
-    from memtheory.conventions.autograd import forward_storages
-
     sums: dict[str, tuple[sp.Expr, sp.Expr]] = {}
     for storage in forward_storages(network, precision=precision):
         category = storage.category
@@ -420,9 +430,6 @@ def split_activations(network: Network, split: DecoderSplit) -> tuple[sp.Expr, s
     >>> whole == device == net.activation_count
     True
     """
-    from memtheory.layers import Input
-    from memtheory.layers.moe import MixtureOfExperts
-
     whole = device = sp.S.Zero
     for row in network.rows:
         if isinstance(row.layer, Input):
@@ -447,8 +454,6 @@ def split_activations(network: Network, split: DecoderSplit) -> tuple[sp.Expr, s
 
 def _parameters(row: LayerRow) -> Iterable[tuple[str, sp.Expr, bool]]:
     """``(name, elements, frozen)`` of each parameter tensor of a row."""
-    from memtheory.layers.base import elements
-
     layer = row.layer
     inner = getattr(layer, "layer", None)
     frozen = inner is not None and type(layer).__name__ == "Frozen"
@@ -501,12 +506,8 @@ def activation_ratio(network: Network, tensor: int, *, sequence_parallel: bool =
     >>> 0 < ratio - sp.Rational(1, 2) < sp.Rational(1, 100)   # token ids and rotary tables whole
     True
     """
-    from memtheory.dtypes import dtype
-
     split = decoder_split(network, tensor, sequence_parallel=sequence_parallel)
     low = dtype("bf16")
-    from memtheory.layers import Input
-
     fed = {row.name for row in network.rows if isinstance(row.layer, Input)}
     whole = device = sp.S.Zero
     for saved in network.saved_tensors():

@@ -70,7 +70,6 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import sympy as sp
 
@@ -82,9 +81,7 @@ from memtheory.layers import GELU, Dense, MultiHeadAttention, Multiply, Unembedd
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.network import Network
-
-if TYPE_CHECKING:
-    from memtheory.techniques.kv_cache import CacheLayer
+from memtheory.techniques.cache_layers import CacheLayer, cache_layers
 
 __all__ = ["WorkingMemory", "working_memory"]
 
@@ -144,8 +141,6 @@ def working_memory(
     >>> eager > 10 * flash
     True
     """
-    from memtheory.techniques.kv_cache import cache_layers
-
     if logits not in ("last", "all"):
         raise InvalidArgumentError(f"logits must be 'last' or 'all', got {logits!r}.")
     c = as_dtype(dtype)
@@ -164,38 +159,11 @@ def working_memory(
         raise UnsupportedError(
             f"{model.name!r} has no attention layer: working_memory describes decoders."
         )
-    prompt_cache = sp.Integer(0)
-    for cached in layers:
-        # Hugging Face's DynamicSlidingWindowLayer keeps a view of the last window - 1
-        # positions of the prompt's keys, whose storage is the whole prompt's, and an int64
-        # tensor holding the window; a paged cache holds the window's blocks only.
-        positions = tokens
-        if cached.window is not None and block_size is not None:
-            positions = sp.Min(tokens, cached.window)
-        elif cached.window is not None:
-            prompt_cache += 8
-        shrunk = replace(cached, positions=positions)
-        prompt_cache += shrunk.nbytes(kv_dtype, block_size)
-
-    attention = sp.Integer(0)
+    prompt_cache = _prompt_cache(layers, tokens, kv_dtype, block_size)
     whole_pass = batch * tokens * hidden * c.bytes + 8 * tokens  # the embeddings, int64 positions
     if not flash:
         whole_pass += batch * tokens * tokens * c.bytes  # the (b, 1, P, P) causal mask
-    rotary = sp.Integer(0)
-    for row in model.rows:
-        layer = row.layer
-        if isinstance(layer, GroupedQueryAttention):
-            attention = sp.Max(attention, _attention(layer, batch, tokens, hidden, c, flash, True))
-            rotary = 2 * tokens * sp.sympify(layer.head_dim) * c.bytes  # cos and sin, shared
-        elif isinstance(layer, MultiHeadAttention):
-            width = layer.width(row.input_shape)
-            attention = sp.Max(
-                attention,
-                _attention(
-                    GroupedQueryAttention(layer.heads, head_dim=width), batch, tokens, hidden, c,
-                    flash, False,
-                ),
-            )
+    attention, rotary = _prefill_attention(model, batch, tokens, hidden, c, flash)
     whole_pass = sp.sympify(whole_pass + rotary)
     mlp = 2 * batch * tokens * hidden * c.bytes + _mlp(model, batch * tokens, c)
     vocabulary = next(
@@ -225,6 +193,48 @@ def working_memory(
     return WorkingMemory(
         sp.expand(prompt_cache), prefill, sp.sympify(decode), assumptions
     )
+
+
+def _prompt_cache(
+    layers: tuple[CacheLayer, ...], tokens: sp.Expr, kv_dtype: DType, block_size: SizeLike | None
+) -> sp.Expr:
+    """Bytes of the keys and values the prefill caches for the prompt, every layer."""
+    prompt_cache = sp.Integer(0)
+    for cached in layers:
+        # Hugging Face's DynamicSlidingWindowLayer keeps a view of the last window - 1
+        # positions of the prompt's keys, whose storage is the whole prompt's, and an int64
+        # tensor holding the window; a paged cache holds the window's blocks only.
+        positions = tokens
+        if cached.window is not None and block_size is not None:
+            positions = sp.Min(tokens, cached.window)
+        elif cached.window is not None:
+            prompt_cache += 8
+        shrunk = replace(cached, positions=positions)
+        prompt_cache += shrunk.nbytes(kv_dtype, block_size)
+    return prompt_cache
+
+
+def _prefill_attention(
+    model: Network, batch: sp.Expr, tokens: sp.Expr, hidden: sp.Expr, c: DType, flash: bool
+) -> tuple[sp.Expr, sp.Expr]:
+    """Return the largest attention layer's prefill working memory and the rotary tables."""
+    attention = sp.Integer(0)
+    rotary = sp.Integer(0)
+    for row in model.rows:
+        layer = row.layer
+        if isinstance(layer, GroupedQueryAttention):
+            attention = sp.Max(attention, _attention(layer, batch, tokens, hidden, c, flash, True))
+            rotary = 2 * tokens * sp.sympify(layer.head_dim) * c.bytes  # cos and sin, shared
+        elif isinstance(layer, MultiHeadAttention):
+            width = layer.width(row.input_shape)
+            attention = sp.Max(
+                attention,
+                _attention(
+                    GroupedQueryAttention(layer.heads, head_dim=width), batch, tokens, hidden, c,
+                    flash, False,
+                ),
+            )
+    return attention, rotary
 
 
 def _decode(

@@ -19,14 +19,14 @@ when one of its functions is first used.
   :func:`check_against_allocator` counts the same step again with the CPU
   allocator's own events (PyTorch's profiler, no dispatch mode);
   :func:`phase_peaks` splits a measured step's timeline into phases, and
-  :func:`saved_tensors` lists what autograd saved, layer by layer;
+  :func:`measured_saved_tensors` lists what autograd saved, layer by layer;
   :func:`torch_optimizer` builds the ``torch.optim`` optimizer a memtheory
   optimizer describes, options included.
-* :data:`ZOO` holds sequential models and :data:`PAIRS` residual and transformer
-  reference modules beside their builders' networks, the models the predictions are
-  checked on, and
-  :func:`compare_with_measurement` and :func:`accuracy_table` put each
-  convention's predictions beside the measurements.
+* :func:`~memtheory.torch.hf_losses.causal_lm_loss` and
+  :func:`~memtheory.torch.hf_losses.masked_lm_loss` are Hugging Face's losses.
+
+The models the predictions are checked on (the zoo, the reference pairs) and the
+tables that put predictions beside measurements live in :mod:`memtheory.validation`.
 
 Examples
 --------
@@ -64,35 +64,28 @@ from typing import Any
 from memtheory.errors import UnknownAttributeError
 
 __all__ = [
-    "PAIRS",
     "SUPPORTED_MODULES",
-    "ZOO",
     "AllocatorCheck",
     "AllocatorCounters",
     "AllocatorReport",
     "AllocatorTrace",
-    "Comparison",
     "CudaCounters",
     "CHECKED_TORCH_VERSION",
     "Measurement",
     "PhasePeak",
-    "ReferencePair",
-    "SavedTensor",
+    "MeasuredSavedTensor",
     "StorageTracker",
     "TorchVersionWarning",
     "TracedMemory",
     "TrackedMemory",
     "Tracker",
-    "ZooModel",
-    "accuracy_table",
     "check_against_allocator",
-    "compare_with_measurement",
     "distinct_bytes",
     "from_module",
     "measure",
     "optimizer_implementation",
     "phase_peaks",
-    "saved_tensors",
+    "measured_saved_tensors",
     "torch_optimizer",
     "trace",
     "trace_allocator",
@@ -115,9 +108,9 @@ _HOMES = {
     "optimizer_implementation": "memtheory.torch.measurement",
     "PhasePeak": "memtheory.torch.phases",
     "phase_peaks": "memtheory.torch.phases",
-    "SavedTensor": "memtheory.torch.saved",
+    "MeasuredSavedTensor": "memtheory.torch.saved",
     "distinct_bytes": "memtheory.torch.saved",
-    "saved_tensors": "memtheory.torch.saved",
+    "measured_saved_tensors": "memtheory.torch.saved",
     "torch_optimizer": "memtheory.torch.optimizers",
     "TrackedMemory": "memtheory.torch.tracker",
     "Tracker": "memtheory.torch.tracker",
@@ -126,13 +119,6 @@ _HOMES = {
     "TorchVersionWarning": "memtheory.torch.versions",
     "trace": "memtheory.torch.tracing",
     "TracedMemory": "memtheory.torch.tracing",
-    "ZOO": "memtheory.torch.zoo",
-    "ZooModel": "memtheory.torch.zoo",
-    "PAIRS": "memtheory.torch.reference_models",
-    "ReferencePair": "memtheory.torch.reference_models",
-    "Comparison": "memtheory.torch.accuracy",
-    "accuracy_table": "memtheory.torch.accuracy",
-    "compare_with_measurement": "memtheory.torch.accuracy",
 }
 
 

@@ -44,6 +44,7 @@ from memtheory.layers import (
 )
 from memtheory.network import Network
 from memtheory.torch.tracing.result import TracedMemory
+from memtheory.torch.tracing.shapes import trace_shapes
 
 __all__ = ["SUPPORTED_MODULES", "from_module"]
 
@@ -139,8 +140,6 @@ def from_module(
     memtheory.errors.UnsupportedError: from_module: module '1' is nn.LSTM, which memtheory ...
     """
     if not isinstance(module, nn.Sequential) and type(module) not in _CONVERTERS:
-        from memtheory.torch.tracing.shapes import trace_shapes
-
         return trace_shapes(module, input_shape, loss=loss, **trace_options)
     if trace_options:
         raise UnsupportedError(

@@ -34,9 +34,10 @@ from torch import nn
 
 from memtheory.errors import UnsupportedError
 from memtheory.memory import training_memory
+from memtheory.models import from_config
 from memtheory.recipes import Setup, setup_from
+from memtheory.torch.hf_losses import causal_lm_loss
 from memtheory.torch.measurement import Measurement, measure
-from memtheory.torch.reference_models import causal_lm_loss
 
 __all__ = [
     "CPU_RECIPES",
@@ -186,8 +187,6 @@ def check_recipe(
     memtheory.errors.UnsupportedError: recipe qlora cannot run here: its 4-bit weights ...
     """
     import transformers
-
-    from memtheory.models import from_config
 
     setup = setup_from(recipe)
     assert setup is not None

@@ -1,6 +1,6 @@
 """List what autograd saved for the backward pass, tensor by tensor, with the layer that saved it.
 
-:func:`saved_tensors` runs one forward pass (and the loss) of a PyTorch module
+:func:`measured_saved_tensors` runs one forward pass (and the loss) of a PyTorch module
 and reads the autograd graph it built: each backward node exposes the tensors
 it saved as ``_saved_<name>`` attributes (``MaxPool2DWithIndicesBackward0``
 has ``self`` and ``result1``, the int64 indices). Forward hooks on every
@@ -8,7 +8,7 @@ submodule tell which module created each node, so each saved tensor is listed
 with the layer that keeps it, its dtype and shape, and the bytes of its storage.
 
 Several nodes often save one storage (a ReLU's output is the next layer's
-input, a linear layer saves a view of its weight): :attr:`SavedTensor.storage`
+input, a linear layer saves a view of its weight): :attr:`MeasuredSavedTensor.storage`
 names the storage, and :func:`distinct_bytes` adds each storage once, which is
 what the process holds. Where :func:`~memtheory.torch.measure` gives the total
 of the saved activations, this says which layer keeps what; the two agree to
@@ -28,13 +28,13 @@ from torch.utils._pytree import tree_flatten
 
 from memtheory.errors import InvalidArgumentError
 
-__all__ = ["SavedTensor", "distinct_bytes", "saved_tensors"]
+__all__ = ["MeasuredSavedTensor", "distinct_bytes", "measured_saved_tensors"]
 
 Category = Literal["activation", "parameter", "buffer", "weight copy", "input", "targets"]
 
 
 @dataclass(frozen=True)
-class SavedTensor:
+class MeasuredSavedTensor:
     """One tensor an autograd node saved for the backward pass.
 
     Attributes
@@ -72,27 +72,29 @@ class SavedTensor:
     category: Category
 
 
-def distinct_bytes(tensors: Iterable[SavedTensor]) -> int:
+def distinct_bytes(tensors: Iterable[MeasuredSavedTensor]) -> int:
     """Bytes of the storages of ``tensors``, each storage once.
 
     Examples
     --------
-    >>> a = SavedTensor("1", "ReluBackward0", "result", "float32", (4,), 16, 0, "activation")
-    >>> b = SavedTensor("2", "AddmmBackward0", "mat1", "float32", (4,), 16, 0, "activation")
+    >>> a = MeasuredSavedTensor("1", "ReluBackward0", "result", "float32", (4,), 16, 0,
+    ...                         "activation")
+    >>> b = MeasuredSavedTensor("2", "AddmmBackward0", "mat1", "float32", (4,), 16, 0,
+    ...                         "activation")
     >>> a.nbytes + b.nbytes, distinct_bytes([a, b])  # one storage, saved by two nodes
     (32, 16)
     """
     return sum({t.storage: t.nbytes for t in tensors}.values())
 
 
-def saved_tensors(
+def measured_saved_tensors(
     module: nn.Module,
     input: torch.Tensor,  # noqa: A002 (PyTorch's name)
     loss: Callable[..., torch.Tensor] | None = None,
     target: torch.Tensor | None = None,
     *,
     autocast: torch.dtype | None = None,
-) -> tuple[SavedTensor, ...]:
+) -> tuple[MeasuredSavedTensor, ...]:
     """Run ``module(input)`` (and the loss) once and list every tensor autograd saved.
 
     The module runs in the mode it is in (training mode for a training step);
@@ -115,7 +117,7 @@ def saved_tensors(
 
     Returns
     -------
-    tuple of SavedTensor
+    tuple of MeasuredSavedTensor
         In the order the nodes were created (the forward order), each node's
         tensors in the order of their names.
 
@@ -131,7 +133,7 @@ def saved_tensors(
     >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
     <torch._C.Generator object at ...>
     >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.MaxPool1d(2), nn.Linear(4, 3))
-    >>> saved = saved_tensors(model, torch.randn(16, 4))
+    >>> saved = measured_saved_tensors(model, torch.randn(16, 4))
     >>> [(t.module, t.name, t.dtype, t.nbytes, t.category) for t in saved if t.module == "2"]
     [('2', 'result1', 'int64', 512, 'activation'), ('2', 'self', 'float32', 512, 'activation')]
     >>> activations = [t for t in saved if t.category == "activation"]
@@ -169,7 +171,7 @@ def saved_tensors(
             handle.remove()
     if not owner:
         raise InvalidArgumentError(
-            "saved_tensors: nothing in the output requires a gradient, so autograd saved "
+            "measured_saved_tensors: nothing in the output requires a gradient, so autograd saved "
             "nothing; put the module in training mode with parameters that require grad, "
             "outside torch.no_grad()."
         )
@@ -181,7 +183,7 @@ def _listing(
     module: nn.Module,
     input: torch.Tensor,  # noqa: A002
     target: torch.Tensor | None,
-) -> tuple[SavedTensor, ...]:
+) -> tuple[MeasuredSavedTensor, ...]:
     known: dict[int, Category] = {_pointer(p): "parameter" for p in module.parameters()}
     known.update({_pointer(b): "buffer" for b in module.buffers()})
     known[_pointer(input)] = "input"
@@ -205,7 +207,7 @@ def _listing(
                     "weight copy" if _casts_parameter(tensor, parameters) else "activation"
                 )
                 listing.append(
-                    SavedTensor(
+                    MeasuredSavedTensor(
                         module=owner[node],
                         node=type(node).__name__,
                         name=attribute.removeprefix("_saved_"),

@@ -5,9 +5,10 @@ import pytest
 from memtheory import Dense, Input
 from memtheory.cli import main
 from memtheory.exercises import Exercise, ExerciseSet, Integer, Quantity, load_sets
-from memtheory.exercises.derivation import Recorder, derive, note
+from memtheory.exercises.derivation import Recorder, derive
 from memtheory.exercises.errors import ExerciseDefinitionError
 from memtheory.exercises.reasoning import CORRECT
+from memtheory.exercises.step_log import note
 
 ALL = [(s.id, e.id) for s in load_sets().values() for e in s.exercises]
 

@@ -29,9 +29,9 @@ __all__ = ["LOSSES", "GraphModule", "GraphSpec", "build", "graph_specs", "sequen
 
 LOSSES = {
     "cross_entropy": (mt.CrossEntropyLoss, nn.CrossEntropyLoss),
-    "mse": (mt.MSELoss, nn.MSELoss),
-    "l1": (mt.L1Loss, nn.L1Loss),
-    "bce": (mt.BCEWithLogitsLoss, nn.BCEWithLogitsLoss),
+    "mse": (mt.layers.MSELoss, nn.MSELoss),
+    "l1": (mt.layers.L1Loss, nn.L1Loss),
+    "bce": (mt.layers.BCEWithLogitsLoss, nn.BCEWithLogitsLoss),
 }
 """The memtheory layer and the PyTorch module of each loss a spec can end with."""
 
@@ -113,9 +113,9 @@ def _layer(kind: str, options: dict[str, Any], name: str, channels: int):
     if kind == "relu":
         return mt.ReLU(inplace=options["inplace"], name=name), nn.ReLU(options["inplace"]), channels
     if kind in ("gelu", "silu", "relu6"):
-        layers = {"gelu": (mt.GELU, nn.GELU), "silu": (mt.SiLU, nn.SiLU)}
+        layers = {"gelu": (mt.layers.GELU, nn.GELU), "silu": (mt.layers.SiLU, nn.SiLU)}
         if kind == "relu6":
-            return mt.ReLU6(name=name), nn.ReLU6(), channels
+            return mt.layers.ReLU6(name=name), nn.ReLU6(), channels
         ours, theirs = layers[kind]
         return ours(name=name), theirs(), channels
     if kind == "dropout":
@@ -126,7 +126,7 @@ def _layer(kind: str, options: dict[str, Any], name: str, channels: int):
     if kind == "ln":
         return mt.LayerNorm(name=name), nn.LayerNorm(channels), channels
     if kind == "rms":
-        return mt.RMSNorm(implementation="torch", name=name), nn.RMSNorm(channels), channels
+        return mt.layers.RMSNorm(implementation="torch", name=name), nn.RMSNorm(channels), channels
     if kind == "attn":
         return (
             mt.MultiHeadAttention(options["heads"], dropout=options["p"], implementation="torch",
@@ -137,7 +137,7 @@ def _layer(kind: str, options: dict[str, Any], name: str, channels: int):
     if kind == "maxpool":
         return mt.MaxPool2d(2, name=name), nn.MaxPool2d(2), channels
     if kind == "gap":
-        return mt.AdaptiveAvgPool2d(options["size"], name=name), nn.AdaptiveAvgPool2d(
+        return mt.layers.AdaptiveAvgPool2d(options["size"], name=name), nn.AdaptiveAvgPool2d(
             options["size"]), channels
     raise AssertionError(kind)
 
@@ -180,7 +180,7 @@ def build(spec: GraphSpec) -> tuple[mt.Network, GraphModule]:
             side[name] = side[inputs[0]]
             continue
         if kind == "head" and spec.sequence:
-            layers.append(Node(mt.SelectToken(0, name=f"{name}.select"), inputs=inputs))
+            layers.append(Node(mt.layers.SelectToken(0, name=f"{name}.select"), inputs=inputs))
             layers.append(mt.Dense(spec.classes, name=name))
             modules[name] = _ClassTokenHead(channels[inputs[0]], spec.classes)
             channels[name], side[name] = spec.classes, 1

@@ -21,7 +21,7 @@ from memtheory.conventions.autograd import AutogradConvention, autocast_precisio
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.models import from_config
 from memtheory.torch import Measurement, measure
-from memtheory.torch.reference_models import causal_lm_loss
+from memtheory.torch.hf_losses import causal_lm_loss
 
 NAMES = (
     "parameters", "gradients", "optimizer_state", "optimizer_step_counters", "weight_copies",

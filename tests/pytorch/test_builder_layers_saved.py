@@ -15,7 +15,7 @@ from torch import nn  # noqa: E402
 
 import memtheory as mt  # noqa: E402
 from memtheory.dtypes import dtype as mt_dtype  # noqa: E402
-from memtheory.torch.reference_models import causal_lm_loss, masked_lm_loss  # noqa: E402
+from memtheory.torch.hf_losses import causal_lm_loss, masked_lm_loss  # noqa: E402
 
 TORCH_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64"}
 
@@ -58,7 +58,7 @@ def test_relu6(inplace, dtype):
     """Out of place it keeps its input; in place, a copy of the input it overwrites."""
     x = torch.randn(3, 5, 4, 4, dtype=dtype, requires_grad=True) * 1
     output, saved = _saved(lambda t: nn.ReLU6(inplace=inplace)(t), (x,))
-    layer = mt.ReLU6(inplace=inplace)
+    layer = mt.layers.ReLU6(inplace=inplace)
     assert saved == _claimed(layer, tuple(x.shape), TORCH_NAMES[dtype])
     assert (output.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()) == inplace
 
@@ -76,12 +76,12 @@ def test_patches_class_token_and_positions_keep_nothing():
 
     output, saved = _saved(run, (image,))
     assert saved == []
-    assert tuple(output.shape) == mt.LearnedPositions(7).output_shape(
-        mt.ClassToken().output_shape(mt.PatchSequence().output_shape((3, 8, 2, 3)))
+    assert tuple(output.shape) == mt.layers.LearnedPositions(7).output_shape(
+        mt.layers.ClassToken().output_shape(mt.layers.PatchSequence().output_shape((3, 8, 2, 3)))
     )
     sequence = image.reshape(3, 8, -1).permute(0, 2, 1)
     assert sequence.untyped_storage().data_ptr() == image.untyped_storage().data_ptr()
-    assert not mt.PatchSequence().stores_output()
+    assert not mt.layers.PatchSequence().stores_output()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -90,7 +90,7 @@ def test_causal_lm_loss(dtype):
     logits = torch.randn(2, 5, 13, dtype=dtype, requires_grad=True) * 1
     labels = torch.randint(0, 13, (2, 5))
     _, saved = _saved(lambda t, y: causal_lm_loss(t, y), (logits, labels))
-    assert saved == _claimed(mt.LanguageModelLoss(), (2, 5, 13), TORCH_NAMES[dtype])
+    assert saved == _claimed(mt.layers.LanguageModelLoss(), (2, 5, 13), TORCH_NAMES[dtype])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -99,7 +99,7 @@ def test_masked_lm_loss(dtype):
     logits = torch.randn(2, 5, 13, dtype=dtype, requires_grad=True) * 1
     labels = torch.randint(0, 13, (2, 5))
     _, saved = _saved(lambda t, y: masked_lm_loss(t, y), (logits, labels))
-    layer = mt.LanguageModelLoss(shift=False, upcast=False)
+    layer = mt.layers.LanguageModelLoss(shift=False, upcast=False)
     assert saved == _claimed(layer, (2, 5, 13), TORCH_NAMES[dtype])
 
 
@@ -108,7 +108,7 @@ def test_adaptive_average_pooling(size):
     """A 1x1 output is a mean (keeps nothing); other sizes keep the input."""
     x = torch.randn(3, 4, 6, 6, requires_grad=True) * 1
     _, saved = _saved(lambda t: nn.AdaptiveAvgPool2d(size)(t), (x,))
-    assert saved == _claimed(mt.AdaptiveAvgPool2d(size), tuple(x.shape), "fp32")
+    assert saved == _claimed(mt.layers.AdaptiveAvgPool2d(size), tuple(x.shape), "fp32")
 
 
 def test_from_module_converts_relu6():
@@ -139,11 +139,11 @@ def _relu6_network() -> mt.Network:
         [
             mt.Input((3, 17, 17), batch=3),
             mt.Conv2d(8, 3, stride=2, padding=1),
-            mt.ReLU6(inplace=True),
+            mt.layers.ReLU6(inplace=True),
             mt.Conv2d(8, 3, padding=1, groups=8),
-            mt.ReLU6(),
+            mt.layers.ReLU6(),
             mt.Conv2d(16, 1),
-            mt.ReLU6(inplace=True),
+            mt.layers.ReLU6(inplace=True),
             mt.Flatten(),
             mt.Dense(7),
             mt.CrossEntropyLoss(),
@@ -154,8 +154,8 @@ def _relu6_network() -> mt.Network:
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "autocast-bf16"])
 def test_autograd_convention_is_exact_on_a_depthwise_relu6_stack(precision):
     """In-place ReLU6's saved copy of its input is in the measured peak, byte for byte."""
-    from memtheory.torch.accuracy import compare_with_measurement
-    from memtheory.torch.zoo import ZooModel
+    from memtheory.validation.accuracy import compare_with_measurement
+    from memtheory.validation.zoo import ZooModel
 
     entry = ZooModel("ReLU6 stack", "", _relu6_stack, (3, 3, 17, 17), 7, _relu6_network)
     comparison = compare_with_measurement(
@@ -185,7 +185,8 @@ def test_lm_losses_under_cpu_autocast(causal):
     loss = causal_lm_loss if causal else masked_lm_loss
     with torch.autocast("cpu", dtype=torch.bfloat16):
         _, saved = _saved(lambda t, y: loss(t, y), (logits, labels))
-    layer = mt.LanguageModelLoss() if causal else mt.LanguageModelLoss(shift=False, upcast=False)
+    loss_layer = mt.layers.LanguageModelLoss
+    layer = loss_layer() if causal else loss_layer(shift=False, upcast=False)
     claimed = []
     for spec in saved_storages(layer, (2, 5, 13), dtype="bf16", autocast="bf16"):
         if spec.shape == ():

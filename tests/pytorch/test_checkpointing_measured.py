@@ -27,7 +27,7 @@ from torch import nn  # noqa: E402
 from memtheory.estimate.step import step_memory  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
-from memtheory.torch.reference_models import causal_lm_loss  # noqa: E402
+from memtheory.torch.hf_losses import causal_lm_loss  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

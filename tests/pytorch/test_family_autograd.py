@@ -72,7 +72,7 @@ def test_qwen3_peak_inside_attention_backward_is_exact():
     ("config", "layer"),
     [
         ({**TINY, "model_type": "phi3", "pad_token_id": 0}, "Slice 'model.layers.0.self_attn.q'"),
-        ({**TINY, "model_type": "gemma2", "head_dim": 8}, "Scale 'model.embed_scale'"),
+        ({**TINY, "model_type": "gemma2", "head_dim": 8}, "TensorScale 'model.embed_scale'"),
     ],
     ids=["phi3", "gemma2"],
 )

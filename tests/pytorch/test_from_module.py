@@ -16,7 +16,8 @@ from torch_strategies import stacks  # noqa: E402
 
 import memtheory as mt  # noqa: E402
 from memtheory.symbols import B, H  # noqa: E402
-from memtheory.torch import ZOO, from_module  # noqa: E402
+from memtheory.torch import from_module  # noqa: E402
+from memtheory.validation import ZOO  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

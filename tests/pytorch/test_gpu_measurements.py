@@ -17,9 +17,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
 from memtheory.errors import InvalidArgumentError  # noqa: E402
-from memtheory.torch import compare_with_measurement  # noqa: E402
 from memtheory.torch.allocator_counters import AllocatorReport, PhaseCounters  # noqa: E402
-from memtheory.torch.gpu_measurements import (  # noqa: E402
+from memtheory.validation import compare_with_measurement  # noqa: E402
+from memtheory.validation.gpu_measurements import (  # noqa: E402
     FORMAT_VERSION,
     _step_record,
     load_measurements,

@@ -4,7 +4,7 @@
 from small configs (no download) with ``attn_implementation="eager"`` and the
 configs' dropout probabilities (0.1), trained one step on CPU under
 :func:`memtheory.torch.measure`; against them the builders'
-networks at the same sizes, as :func:`~memtheory.torch.reference_models.as_hugging_face`
+networks at the same sizes, as :func:`~memtheory.validation.reference_models.as_hugging_face`
 says Hugging Face runs them. Parameters, gradients, optimizer state and step
 counters, autocast's weight copies, saved activations, buffers, input,
 targets and the training-step peak must agree to the byte.
@@ -29,7 +29,7 @@ from memtheory.conventions.autograd import AutogradConvention, autocast_precisio
 from memtheory.models import bert, gpt2  # noqa: E402
 from memtheory.models.gpt2 import GPT2Config  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
-from memtheory.torch.reference_models import as_hugging_face  # noqa: E402
+from memtheory.validation.reference_models import as_hugging_face  # noqa: E402
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),

@@ -21,7 +21,8 @@ torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' ext
 from torch import nn  # noqa: E402
 
 from memtheory.exercises import find_variant  # noqa: E402
-from memtheory.torch import ZOO, measure, phase_peaks  # noqa: E402
+from memtheory.torch import measure, phase_peaks  # noqa: E402
+from memtheory.validation import ZOO  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 MIB = 2**20

@@ -3,7 +3,7 @@
 transformers 5.23 builds ``LlamaForCausalLM`` (and Qwen2, Mistral) from a tiny
 configuration with ``attn_implementation="eager"``; ``memtheory.torch.measure``
 runs its training step on CPU (the module returns the logits, the loss is
-Hugging Face's causal-LM loss, ``reference_models.causal_lm_loss``), and
+Hugging Face's causal-LM loss, ``memtheory.torch.hf_losses.causal_lm_loss``), and
 memtheory predicts the same step from ``from_config(config, loss=True)``.
 Every component and the step's peak must agree to the byte.
 

@@ -23,8 +23,8 @@ import memtheory as mt  # noqa: E402
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
+from memtheory.torch.hf_losses import causal_lm_loss  # noqa: E402
 from memtheory.torch.recipe_steps import _identity, _Logits, _LossOnly  # noqa: E402
-from memtheory.torch.reference_models import causal_lm_loss  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

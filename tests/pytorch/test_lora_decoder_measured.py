@@ -26,7 +26,7 @@ from memtheory.finetuning import LoRA, finetune_memory  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
 from memtheory.recipes import Setup  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
-from memtheory.torch.reference_models import causal_lm_loss  # noqa: E402
+from memtheory.torch.hf_losses import causal_lm_loss  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

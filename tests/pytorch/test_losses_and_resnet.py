@@ -63,7 +63,7 @@ def test_language_model_head_cross_entropy_over_a_sequence(precision, optimizer)
         )
 
     net = mt.Network([
-        mt.Input((sequence, features), batch=batch), mt.Dense(hidden), mt.GELU(),
+        mt.Input((sequence, features), batch=batch), mt.Dense(hidden), mt.layers.GELU(),
         mt.Dense(vocabulary), mt.CrossEntropyLoss(ignore_index=-100),
     ])
     opt = (torch.optim.Adam if optimizer == "adam" else torch.optim.SGD)(

@@ -23,9 +23,9 @@ from memtheory.torch import (  # noqa: E402
     AllocatorReport,
     CudaCounters,
     StorageTracker,
-    compare_with_measurement,
     measure,
 )
+from memtheory.validation import compare_with_measurement  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 STEP_PHASES = ["zero_grad", "forward", "loss", "backward", "optimizer step"]

@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
 from memtheory.errors import UnknownNameError, UnsupportedError  # noqa: E402
-from memtheory.torch import accuracy_table, compare_with_measurement  # noqa: E402
-from memtheory.torch.reference_models import PAIRS  # noqa: E402
+from memtheory.validation import accuracy_table, compare_with_measurement  # noqa: E402
+from memtheory.validation.reference_models import PAIRS  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

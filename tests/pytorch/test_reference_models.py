@@ -27,7 +27,7 @@ from memtheory.models import (  # noqa: E402
     vit_b_16,
 )
 from memtheory.network import Network, parameter_shapes  # noqa: E402
-from memtheory.torch.reference_models import (  # noqa: E402
+from memtheory.validation.reference_models import (  # noqa: E402
     BATCH,
     PAIRS,
     BertMLMReference,

@@ -1,6 +1,6 @@
-"""saved_tensors() and phase_peaks(): what autograd saved layer by layer, and each phase's rise.
+"""measured_saved_tensors() and phase_peaks(): what autograd saved per layer; each phase's rise.
 
-saved_tensors reads the autograd graph, measure() the saved-tensor hooks: two
+measured_saved_tensors reads the autograd graph, measure() the saved-tensor hooks: two
 routes to the same storages, which must agree to the byte. The per-layer
 listing is checked against the autograd convention's forward storages, and
 against sizes derived here from the shapes (PyTorch 2.13, CPU).
@@ -17,13 +17,13 @@ from torch import nn  # noqa: E402
 from memtheory.conventions.autograd import forward_storages  # noqa: E402
 from memtheory.errors import InvalidArgumentError  # noqa: E402
 from memtheory.torch import (  # noqa: E402
-    ZOO,
     distinct_bytes,
     from_module,
     measure,
+    measured_saved_tensors,
     phase_peaks,
-    saved_tensors,
 )
+from memtheory.validation import ZOO  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 F32, BF16, I64 = 4, 2, 8
@@ -37,7 +37,7 @@ def test_saved_tensors_agree_with_measure(model, autocast):
     module = entry.module()
     x, y = entry.batch()
     loss = nn.CrossEntropyLoss()
-    listing = saved_tensors(module, x, loss, y, autocast=autocast)
+    listing = measured_saved_tensors(module, x, loss, y, autocast=autocast)
     step = measure(module, x, loss, torch.optim.SGD(module.parameters(), lr=0.01), target=y,
                    autocast=autocast)
     activations = [t for t in listing if t.category == "activation"]
@@ -52,7 +52,7 @@ def test_layers_keep_what_the_autograd_convention_lists():
     entry = ZOO["VGG-style"]
     module = entry.module()
     x, y = entry.batch()
-    listing = saved_tensors(module, x, nn.CrossEntropyLoss(), y)
+    listing = measured_saved_tensors(module, x, nn.CrossEntropyLoss(), y)
     net = from_module(module, entry.input_shape, loss=nn.CrossEntropyLoss())
     storages = forward_storages(net)
     for role in ("indices", "mask"):
@@ -73,7 +73,7 @@ def test_shared_storages_are_numbered_once():
     """A ReLU's output, saved by the ReLU and by the next Linear, is one storage under two nodes."""
     torch.manual_seed(0)
     module = nn.Sequential(nn.Linear(6, 10), nn.ReLU(), nn.Linear(10, 3))
-    listing = saved_tensors(module, torch.randn(5, 6), nn.CrossEntropyLoss(),
+    listing = measured_saved_tensors(module, torch.randn(5, 6), nn.CrossEntropyLoss(),
                             torch.randint(0, 3, (5,)))
     relu = next(t for t in listing if t.module == "1")
     sharing = [t for t in listing if t.storage == relu.storage]
@@ -91,7 +91,7 @@ def test_weight_copies_are_casts_of_parameters():
     torch.manual_seed(0)
     module = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
     x = torch.randn(3, 8, requires_grad=True)  # the first Linear's input needs a gradient too
-    listing = saved_tensors(module, x, autocast=torch.bfloat16)
+    listing = measured_saved_tensors(module, x, autocast=torch.bfloat16)
     copies = [t for t in listing if t.category == "weight copy"]
     assert {t.dtype for t in copies} == {"bfloat16"}
     assert distinct_bytes(copies) == (8 * 16 + 16 * 4) * BF16
@@ -101,7 +101,7 @@ def test_nothing_saved_is_refused():
     """Under no_grad there is no graph: a clear error, not an empty list."""
     module = nn.Sequential(nn.Linear(4, 4))
     with torch.no_grad(), pytest.raises(InvalidArgumentError, match="training mode"):
-        saved_tensors(module, torch.randn(2, 4))
+        measured_saved_tensors(module, torch.randn(2, 4))
 
 
 def test_phase_peaks_of_a_measured_step():

@@ -87,9 +87,9 @@ def test_guards_become_conditions_in_words(cnn_trace):
     _, memory = cnn_trace
     assert "B < 16" in memory.conditions
     assert any(c.startswith("B >= 2") for c in memory.conditions)
-    with pytest.raises(mt.EvaluationError, match="B < 16"):
+    with pytest.raises(mt.errors.EvaluationError, match="B < 16"):
         memory.evaluate(B=16, H=20)
-    with pytest.raises(mt.EvaluationError, match="B >= 2"):  # size 1 runs other code
+    with pytest.raises(mt.errors.EvaluationError, match="B >= 2"):  # size 1 runs other code
         memory.evaluate(B=1, H=20)
 
 
@@ -117,7 +117,7 @@ def test_max_batch_stops_where_the_traced_formula_stops_holding(cnn_trace):
     _, memory = cnn_trace
     # PyTorch 2.13's CPU convolution picks its kernel by batch: the trace records B < 16.
     assert any("B < 16" in condition for condition in memory.conditions)
-    with pytest.raises(mt.EvaluationError, match="where the formula holds"):
+    with pytest.raises(mt.errors.EvaluationError, match="where the formula holds"):
         max_batch(memory, "1 TiB", H=12)
 
 
@@ -238,7 +238,7 @@ def test_a_size_limit_in_the_code_is_a_condition():
     memory = trace(_Positions(), x, {"B": 5, "S": 7}, loss=lambda out: out.square().mean())
     assert "S <= 16" in memory.conditions
     memory.evaluate(B=2, S=16)
-    with pytest.raises(mt.EvaluationError, match="S <= 16"):
+    with pytest.raises(mt.errors.EvaluationError, match="S <= 16"):
         memory.evaluate(B=2, S=17)
 
 
@@ -254,7 +254,7 @@ class _Nonzero(nn.Module):
 def test_data_dependent_shape_names_the_op_and_the_module():
     """Boolean-mask indexing has a data-dependent shape: the error names operator and module."""
     expected = r"aten\.index\.Tensor in forward _Nonzero .*data-dependent"
-    with pytest.raises(mt.UntraceableError, match=expected):
+    with pytest.raises(mt.errors.UntraceableError, match=expected):
         trace(_Nonzero(), torch.randn(5, 4), {"B": 5}, loss=lambda out: out.sum())
 
 
@@ -270,20 +270,22 @@ class _Branchy(nn.Module):
 
 def test_branch_on_values_names_the_module():
     """Code that branches on a tensor's value cannot be traced: the message says so."""
-    with pytest.raises(mt.UntraceableError, match=r"in forward _Branchy reads a tensor's values"):
+    with pytest.raises(
+        mt.errors.UntraceableError, match=r"in forward _Branchy reads a tensor's values"
+    ):
         trace(_Branchy(), torch.randn(5, 4), {"B": 5}, loss=lambda out: out.sum())
 
 
 def test_bad_dims_are_refused_with_the_fix():
     """The dims must name distinct example sizes of at least 2 that the inputs have."""
     module, x = nn.Linear(4, 2), torch.randn(5, 4)
-    with pytest.raises(mt.InvalidSizeError, match="at least 2"):
+    with pytest.raises(mt.errors.InvalidSizeError, match="at least 2"):
         trace(module, x, {"B": 1}, loss=lambda out: out.sum())
     with pytest.raises(mt.InvalidArgumentError, match="share the example size 5"):
         trace(module, x, {"B": 5, "S": 5}, loss=lambda out: out.sum())
     with pytest.raises(mt.InvalidArgumentError, match="no example input has a size"):
         trace(module, x, {"B": 6}, loss=lambda out: out.sum())
-    with pytest.raises(mt.MissingArgumentError, match="not a loss"):
+    with pytest.raises(mt.errors.MissingArgumentError, match="not a loss"):
         trace(module, x, {"B": 5})
 
 

@@ -39,8 +39,9 @@ from memtheory.layers import CrossEntropyLoss  # noqa: E402
 from memtheory.models import bert, gpt2, mobilenet_v2, resnet, vision_transformer  # noqa: E402
 from memtheory.models.gpt2 import GPT2Config  # noqa: E402
 from memtheory.symbols import B, S  # noqa: E402
-from memtheory.torch import PAIRS, measure, torch_optimizer, trace  # noqa: E402
-from memtheory.torch.reference_models import as_measured  # noqa: E402
+from memtheory.torch import measure, torch_optimizer, trace  # noqa: E402
+from memtheory.validation import PAIRS  # noqa: E402
+from memtheory.validation.reference_models import as_measured  # noqa: E402
 
 _IMAGE = {"ResNet-50-style": 36, "MobileNetV2-style": 40, "ViT-style": 24}
 

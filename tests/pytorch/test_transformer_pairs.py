@@ -27,7 +27,7 @@ from torch import nn  # noqa: E402
 import memtheory as mt  # noqa: E402
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
-from memtheory.torch.reference_models import PAIRS  # noqa: E402
+from memtheory.validation.reference_models import PAIRS  # noqa: E402
 from tests.disk_cache import cached_on_disk  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -132,13 +132,12 @@ def test_vit_autocast_sgd_peak():
 def _real(name: str):
     """The named builder at full width (small batch and sequence), its module, data and loss."""
     from memtheory.models import bert_base_mlm, gpt2, vit_b_16
-    from memtheory.torch.reference_models import (
+    from memtheory.torch.hf_losses import causal_lm_loss, masked_lm_loss
+    from memtheory.validation.reference_models import (
         BertMLMReference,
         GPT2Reference,
         ViTReference,
         as_measured,
-        causal_lm_loss,
-        masked_lm_loss,
     )
 
     torch.manual_seed(0)
@@ -225,7 +224,7 @@ class _BufferedBertEmbeddings(nn.Module):
 def test_bert_id_buffers_and_a_tied_decoder_are_exact(precision, optimizer):
     """int64 id buffers are counted as buffers; the tied decoder's gradient joins the table's."""
     import memtheory.layers as ml
-    from memtheory.torch.reference_models import masked_lm_loss
+    from memtheory.torch.hf_losses import masked_lm_loss
 
     batch, sequence, vocabulary, width, positions = 3, 7, 41, 10, 12
     torch.manual_seed(0)

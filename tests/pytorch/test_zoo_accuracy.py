@@ -21,8 +21,8 @@ import sympy as sp
 
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 
-from memtheory.torch import ZOO, accuracy_table, compare_with_measurement  # noqa: E402
-from memtheory.torch.accuracy import CATEGORIES, OPTIMIZERS, PRECISIONS, Comparison  # noqa: E402
+from memtheory.validation import ZOO, accuracy_table, compare_with_measurement  # noqa: E402
+from memtheory.validation.accuracy import CATEGORIES, OPTIMIZERS, PRECISIONS, Comparison  # noqa: E402
 from tests.disk_cache import cached_on_disk  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -206,7 +206,7 @@ class AutogradConvention(Convention):
             raise MissingArgumentError(
                 'training memory needs an optimizer: pass optimizer="adam" (or "sgd", '
                 '"sgd+momentum", memtheory.optimizer("adamw", amsgrad=True), ...); list '
-                "the known ones with list(memtheory.OPTIMIZERS)."
+                "the known ones with list(memtheory.optimizers.OPTIMIZERS)."
             )
         _warn_if_unchecked_torch()
         network = _network(model)

@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, Network, evaluate, training_memory
-from memtheory.maximum import _reference_maximum, maximum
-from memtheory.maximum import count_candidates as candidates
+from memtheory.max_pruning import _reference_maximum, maximum
+from memtheory.max_pruning import count_candidates as candidates
 from memtheory.shapes import conv_output_size, pool_output_size
 from memtheory.symbols import B, H, S
 

@@ -1,6 +1,6 @@
 """Measure the zoo and the reference pairs on a device, and keep the results as a data file.
 
-:func:`record_measurements` runs :func:`~memtheory.torch.compare_with_measurement`
+:func:`record_measurements` runs :func:`~memtheory.validation.compare_with_measurement`
 for each model and precision on one device and returns plain data: what ran it
 (device, driver, CUDA, PyTorch, memtheory, allocator settings), and per step
 the autograd convention's prediction, the measured live storages, the storages
@@ -40,12 +40,13 @@ from typing import Any
 
 import torch
 
+from memtheory import __version__
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.tables import Column, Table
-from memtheory.torch.accuracy import PRECISIONS, compare_with_measurement
-from memtheory.torch.reference_models import PAIRS
-from memtheory.torch.zoo import ZOO
 from memtheory.units import format_bytes
+from memtheory.validation.accuracy import PRECISIONS, compare_with_measurement
+from memtheory.validation.reference_models import PAIRS
+from memtheory.validation.zoo import ZOO
 
 __all__ = [
     "FORMAT_VERSION",
@@ -76,10 +77,10 @@ def record_measurements(
         ``"cuda"`` (or ``"cuda:1"``) for a GPU; ``"cpu"`` records the same
         fields with no allocator figures.
     models : iterable of str, optional
-        Names in :data:`~memtheory.torch.ZOO` and :data:`~memtheory.torch.PAIRS`;
+        Names in :data:`~memtheory.validation.ZOO` and :data:`~memtheory.validation.PAIRS`;
         all of them by default.
     precisions : sequence of str
-        Keys of :data:`memtheory.torch.accuracy.PRECISIONS`.
+        Keys of :data:`memtheory.validation.accuracy.PRECISIONS`.
     optimizer : str, default "adam"
 
     Returns
@@ -175,8 +176,6 @@ def _device_record(device: str) -> dict[str, Any]:
 
 
 def _memtheory_version() -> str:
-    from memtheory import __version__
-
     return __version__
 
 

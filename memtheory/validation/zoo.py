@@ -14,9 +14,9 @@ name                      model
 These are sequential (``nn.Sequential``, converted with
 :func:`~memtheory.torch.from_module`); the residual and transformer models,
 ResNet-18/50-, MobileNetV2-, ViT-, BERT-MLM- and GPT-2-style, are the reference
-pairs of :data:`memtheory.torch.reference_models.PAIRS`, each written with its own
+pairs of :data:`memtheory.validation.reference_models.PAIRS`, each written with its own
 ``forward()`` beside its builder's network.
-:func:`~memtheory.torch.compare_with_measurement` takes a name from either.
+:func:`~memtheory.validation.compare_with_measurement` takes a name from either.
 
 Each is trained with cross-entropy. Each also has its memtheory
 :class:`~memtheory.network.Network` built independently (from

@@ -3,9 +3,9 @@
 :func:`compare_with_measurement` measures one model with one precision and
 optimizer (:func:`~memtheory.torch.measure`) and predicts the same categories
 with each accounting convention; :func:`accuracy_table` prints many comparisons.
-The models are the sequential stacks of :data:`~memtheory.torch.zoo.ZOO`,
+The models are the sequential stacks of :data:`~memtheory.validation.zoo.ZOO`,
 converted with :func:`~memtheory.torch.from_module`, and the reference pairs of
-:data:`~memtheory.torch.reference_models.PAIRS` (ResNet-18/50-, MobileNetV2-,
+:data:`~memtheory.validation.reference_models.PAIRS` (ResNet-18/50-, MobileNetV2-,
 ViT-, BERT-MLM- and GPT-2-style modules with their builders' networks). A
 convention that refuses a network (an :class:`~memtheory.errors.UnsupportedError`,
 such as the autograd convention on a layer whose autograd behaviour is not yet
@@ -52,9 +52,9 @@ from memtheory.tables import Column, Table
 from memtheory.torch.convert import from_module
 from memtheory.torch.measurement import Measurement, measure
 from memtheory.torch.optimizers import torch_optimizer
-from memtheory.torch.reference_models import PAIRS, ReferencePair
-from memtheory.torch.zoo import ZOO, ZooModel
 from memtheory.units import unit_bytes
+from memtheory.validation.reference_models import PAIRS, ReferencePair
+from memtheory.validation.zoo import ZOO, ZooModel
 
 __all__ = [
     "CATEGORIES",
@@ -229,8 +229,8 @@ def compare_with_measurement(
     Parameters
     ----------
     model : str, ZooModel or ReferencePair
-        A name in :data:`~memtheory.torch.zoo.ZOO` or in
-        :data:`~memtheory.torch.reference_models.PAIRS`, or such an entry. A
+        A name in :data:`~memtheory.validation.zoo.ZOO` or in
+        :data:`~memtheory.validation.reference_models.PAIRS`, or such an entry. A
         zoo model's network is converted from its module
         (:func:`~memtheory.torch.from_module`); a reference pair's is its builder's.
     precision : {"fp32", "bf16", "autocast-bf16"}

@@ -47,9 +47,9 @@ builders declare the same lifetimes as :attr:`~memtheory.network.Network.calls`.
   (``arange(sequence)`` ids), dropout, pre-norm blocks with the tanh GELU as
   one operation (``nn.GELU(approximate="tanh")``; Hugging Face's ``gelu_new``
   is a Python composite), the final LayerNorm, the tied ``lm_head`` and
-  Hugging Face's causal-LM loss (:func:`causal_lm_loss`). The attention is
-  ``nn.MultiheadAttention`` without a causal mask (memtheory's layer models
-  none). ``GPT2Model.forward`` keeps ``inputs_embeds`` until it returns, and
+  Hugging Face's causal-LM loss (:func:`~memtheory.torch.hf_losses.causal_lm_loss`). The
+  attention is ``nn.MultiheadAttention`` without a causal mask (memtheory's
+  layer models none). ``GPT2Model.forward`` keeps ``inputs_embeds`` until it returns, and
   each block its variables as ``GPT2Block`` does.
 
 The memtheory side of each pair is the builder's network passed through
@@ -98,6 +98,7 @@ from memtheory.models import (
 )
 from memtheory.models.gpt2 import GPT2Config
 from memtheory.network import Network, Node
+from memtheory.torch.hf_losses import causal_lm_loss, masked_lm_loss
 
 __all__ = [
     "PAIRS",
@@ -109,8 +110,6 @@ __all__ = [
     "ViTReference",
     "as_hugging_face",
     "as_measured",
-    "causal_lm_loss",
-    "masked_lm_loss",
 ]
 
 
@@ -643,21 +642,6 @@ class GPT2Reference(nn.Module):
             hidden_states = block(hidden_states)
         hidden_states = self.ln_f(hidden_states)
         return hidden_states
-
-
-def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Hugging Face's ``ForCausalLMLoss``: fp32 logits, labels shifted left, mean cross-entropy."""
-    logits = logits.float()
-    labels = F.pad(labels, (0, 1), value=-100)
-    shift_labels = labels[..., 1:].contiguous()
-    return F.cross_entropy(
-        logits.view(-1, logits.shape[-1]), shift_labels.view(-1), ignore_index=-100
-    )
-
-
-def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """``BertForMaskedLM``'s loss: cross-entropy over every position, in the logits' dtype."""
-    return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
 
 
 # -- pairs -----------------------------------------------------------------------------------

@@ -1,0 +1,81 @@
+"""The channel a worked solution's steps are written through, wherever a solver takes them.
+
+Steps a solver takes outside its ``how`` (a substitution with
+:func:`~memtheory.exercises.numeric.at`, the techniques of
+:mod:`~memtheory.exercises.technique_steps`) call :func:`note`; it hands the
+step to the :class:`StepSink` that :func:`recording` installed for the current
+context (a :class:`~memtheory.exercises.derivation.Recorder`), and does nothing
+when none is. This module imports nothing of the exercises, so any of them can
+note a step.
+
+Examples
+--------
+>>> class Steps(list):
+...     def noted(self, text, value):
+...         self.append((text, value))
+>>> steps = Steps()
+>>> with recording(steps):
+...     note("Batch", 64)
+>>> note("not recorded")
+>>> steps
+[('Batch', 64)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Protocol
+
+__all__ = ["StepSink", "note", "recording"]
+
+
+class StepSink(Protocol):
+    """What records the steps :func:`note` is given."""
+
+    def noted(self, text: str, value: object) -> None:
+        """Record that a step computed ``text`` (its result ``value``, or None)."""
+
+
+_ACTIVE: ContextVar[StepSink | None] = ContextVar("memtheory_step_sink", default=None)
+
+
+def note(text: str, value: object = None) -> None:
+    """Record a step in the running :class:`StepSink`, if any (outside one, do nothing).
+
+    Parameters
+    ----------
+    text : str
+        What the step computes.
+    value : object, optional
+        Its result, written after ``=``.
+
+    Examples
+    --------
+    >>> note("nothing is recording")
+    """
+    sink = _ACTIVE.get()
+    if sink is not None:
+        sink.noted(text, value)
+
+
+@contextmanager
+def recording(sink: StepSink) -> Iterator[StepSink]:
+    """Send every :func:`note` in this context to ``sink`` until the block ends.
+
+    Examples
+    --------
+    >>> class Steps(list):
+    ...     def noted(self, text, value):
+    ...         self.append(text)
+    >>> with recording(Steps()) as steps:
+    ...     note("one step")
+    >>> steps
+    ['one step']
+    """
+    token = _ACTIVE.set(sink)
+    try:
+        yield sink
+    finally:
+        _ACTIVE.reset(token)

@@ -1,0 +1,422 @@
+r"""A symbolic Max pruner: the exact maximum of many byte counts, dominated candidates dropped.
+
+A peak is the largest of a timeline's moments. Symbolically that is a ``Max``
+of one polynomial per moment; on a deep network it would hold thousands of
+candidates, most of which can never be the largest. :func:`maximum` keeps only
+the candidates that no other one dominates for every admissible value of the
+symbols, where admissible means: every size symbol is a positive integer (at
+least 1), and every floor of a nonnegative expression is at least 0.
+
+Candidate ``a`` dominates ``b`` when, writing ``a - b`` as a polynomial in its
+atoms (size symbols, floors, ...) without looking inside the atoms:
+
+* every term whose sign is unknown has coefficient 0 in ``a - b``;
+* every term that is a product of nonnegative atoms has a coefficient >= 0;
+* the constant term may be negative, as long as the coefficients of the terms
+  that are products of size symbols alone (each at least 1) make up for it.
+
+Each rule only ever proves ``a >= b``, so what is dropped is never the maximum;
+a candidate the rules cannot compare is kept. The comparison runs on integer
+coefficient vectors (one column per distinct term), a whole row of kept
+candidates at a time, instead of on sympy expressions.
+
+Examples
+--------
+>>> import sympy as sp
+>>> from memtheory.symbols import B, H
+>>> maximum([3, 7, 5])
+7
+>>> maximum([4 * B * H**2 + 100, 6 * B * H**2 + 98, B * H**2 + 10])
+6*B*H**2 + 98
+>>> maximum([4 * B * H**2 + 100, 5 * B * H**2])
+Max(5*B*H**2, 4*B*H**2 + 100)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from fractions import Fraction
+from functools import lru_cache
+from math import lcm
+
+import numpy as np
+import sympy as sp
+
+__all__ = [
+    "count_candidates",
+    "maximum",
+    "provably_nonnegative",
+    "substituted_maximum",
+    "undominated",
+]
+
+_UNKNOWN, _NONNEGATIVE, _AT_LEAST_ONE = 0, 1, 2
+_INT64_SAFE = 2**56
+"""Largest coefficient magnitude compared in int64 (row sums of differences stay in range)."""
+
+
+def maximum(values: Iterable[object]) -> sp.Expr:
+    """Return the maximum of byte counts, keeping only the candidates no other one dominates.
+
+    Numbers give a number. Symbolic candidates that another one dominates for
+    every admissible value (see the module docstring) are dropped; the
+    survivors, expanded, form a ``Max`` left unevaluated (in the order of
+    ``values``), which evaluates as soon as the symbols get values. One
+    survivor is returned as it is.
+
+    Parameters
+    ----------
+    values : iterable of sympy expressions or numbers
+        Byte counts, each a polynomial in size symbols and floors of them.
+
+    Returns
+    -------
+    sympy.Expr
+        A number, one candidate, or a ``Max`` of the surviving candidates.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> maximum([2 * B + 8, 3 * B + 8, B])
+    3*B + 8
+    """
+    expressions = [sp.sympify(v) for v in values]
+    if all(e.is_number for e in expressions):
+        return max(sp.expand(e) for e in expressions)
+    polynomials, originals = _unique([_terms(e) for e in expressions], expressions)
+    kept = _undominated(polynomials)
+    if len(kept) == 1:
+        return originals[kept[0]]
+    if len(kept) > FACTOR_ABOVE:
+        return _factored([polynomials[i] for i in kept])
+    return _unevaluated_max([originals[i] for i in kept])
+
+
+def undominated(values: Sequence[object]) -> list[int]:
+    """Return the positions of the values :func:`maximum` keeps as candidates, in order.
+
+    Of equal values the first is kept; a value that another one dominates for
+    every admissible value of the symbols is dropped.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> undominated([2 * B + 8, 3 * B + 8, B, 100, 3 * B + 8])
+    [1, 3]
+    """
+    expressions = [sp.sympify(v) for v in values]
+    first: dict[frozenset[tuple[sp.Expr, Fraction]], int] = {}
+    polynomials: list[_Terms] = []
+    positions: list[int] = []
+    for index, expression in enumerate(expressions):
+        terms = _terms(expression)
+        key = frozenset(terms.items())
+        if key not in first:
+            first[key] = index
+            polynomials.append(terms)
+            positions.append(index)
+    if not polynomials:
+        return []
+    return [positions[i] for i in _undominated(polynomials)]
+
+
+FACTOR_ABOVE = 8
+"""Beyond this many survivors, a peak shares the terms its candidates have in common."""
+
+
+def _factored(polynomials: Sequence[_Terms]) -> sp.Expr:
+    """Return the maximum of the polynomials, with shared terms written once.
+
+    ``Max(c + a, c + b)`` is ``c + Max(a, b)``: the candidates (in timeline
+    order) are halved recursively, and the terms every candidate of a half
+    shares move out of its ``Max``. Moments in a row share most of what is
+    alive, so a deep network's peak shrinks from one full sum per candidate to
+    about the number of candidates times the depth of the halving.
+    """
+    if len(polynomials) == 1:
+        return _expression(polynomials[0])
+    common = set(polynomials[0].items()).intersection(*(p.items() for p in polynomials[1:]))
+    shared = dict(common)
+    rest = [{m: c for m, c in p.items() if m not in shared} for p in polynomials]
+    half = len(rest) // 2
+    inner = _unevaluated_max([_factored(rest[:half]), _factored(rest[half:])])
+    return sp.Add(_expression(shared), inner) if shared else inner
+
+
+def count_candidates(peak: sp.Expr) -> int:
+    """Return how many candidates a peak from :func:`maximum` keeps, shared terms factored or not.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> count_candidates(maximum([B + 9, 2 * B])), count_candidates(3 * B)
+    (2, 1)
+    """
+    if isinstance(peak, sp.Max):
+        return sum(count_candidates(argument) for argument in peak.args)
+    inner = [argument for argument in sp.Add.make_args(peak) if isinstance(argument, sp.Max)]
+    return count_candidates(inner[0]) if len(inner) == 1 else 1
+
+
+def substituted_maximum(
+    candidates: Sequence[sp.Expr],
+    values: Mapping[sp.Expr, sp.Expr],
+    substitute: Callable[[sp.Expr], sp.Expr] | None = None,
+) -> sp.Expr:
+    """Return :func:`maximum` of the candidates with ``values`` substituted into each.
+
+    Equal to ``maximum([c.xreplace(values) for c in candidates])``, but each
+    distinct term is substituted once and the candidates are summed as
+    coefficient vectors: sympy builds only the survivors. ``substitute``, if
+    given, replaces ``xreplace(values)`` on each term (to treat nested
+    ``Max`` terms the same way).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> substituted_maximum([B * H**2 + 40, 2 * B * H**2, B + 1], {H: 3})
+    Max(18*B, 9*B + 40)
+    """
+    substituted: dict[sp.Expr, _Terms] = {}
+    polynomials = []
+    for candidate in candidates:
+        total: _Terms = {}
+        for monomial, coefficient in _terms(sp.sympify(candidate)).items():
+            if monomial not in substituted:
+                replaced = substitute(monomial) if substitute else monomial.xreplace(values)
+                substituted[monomial] = _terms(replaced)
+            _accumulate(total, {m: coefficient * c for m, c in substituted[monomial].items()})
+        polynomials.append(total)
+    if all(set(p) <= {sp.S.One} for p in polynomials):
+        return max(_expression(p) for p in polynomials)
+    unique, _ = _unique(polynomials, list(candidates))
+    survivors = [_expression(unique[i]) for i in _undominated(unique)]
+    return survivors[0] if len(survivors) == 1 else _unevaluated_max(survivors)
+
+
+def provably_nonnegative(expression: sp.Expr) -> bool:
+    """Return whether ``expression`` is >= 0 for all admissible values, by its terms alone.
+
+    True when, expanded at the top level, every coefficient is >= 0 and every
+    term a product of nonnegative atoms (sizes, floors of nonnegative
+    expressions); False means "not shown", not "negative". This costs one pass
+    over the terms, where sympy's ``is_nonnegative`` can walk every nested
+    floor of a deep network again.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> provably_nonnegative(3 * B * sp.floor(H / 2) ** 2 + 5), provably_nonnegative(H - 5)
+    (True, False)
+    """
+    terms = _terms(sp.sympify(expression))
+    return all(c >= 0 and _kind(m) != _UNKNOWN for m, c in terms.items())
+
+
+# -- polynomials in atoms, without looking inside the atoms ----------------------------
+_Terms = dict[sp.Expr, Fraction]
+"""A polynomial: coefficient (exact) per monomial (a product of atom powers; 1 for constants)."""
+
+
+def _terms(expression: sp.Expr) -> _Terms:
+    """Expand ``expression`` at the top level only: floors and other functions stay atoms."""
+    if expression.is_Rational:
+        return {sp.S.One: _fraction(expression)} if expression else {}
+    if expression.is_Add:
+        total: _Terms = {}
+        for argument in expression.args:
+            _accumulate(total, _terms(argument))
+        return total
+    if expression.is_Mul:
+        coefficient, rest = expression.as_coeff_Mul(rational=True)
+        factors = sp.Mul.make_args(rest)
+        if not any(_needs_expansion(f) for f in factors):
+            return {rest: _fraction(coefficient)}
+        product: _Terms = {sp.S.One: _fraction(coefficient)}
+        for factor in factors:
+            product = _multiply(product, _terms(factor))
+        return product
+    if _needs_expansion(expression):
+        base, exponent = expression.as_base_exp()
+        power: _Terms = {sp.S.One: Fraction(1)}
+        for _ in range(int(exponent)):
+            power = _multiply(power, _terms(base))
+        return power
+    return {expression: Fraction(1)}
+
+
+def _needs_expansion(factor: sp.Expr) -> bool:
+    if factor.is_Add:
+        return True
+    if factor.is_Pow:
+        base, exponent = factor.as_base_exp()
+        return bool(base.is_Add and exponent.is_Integer and exponent > 0)
+    return False
+
+
+def _fraction(number: sp.Expr) -> Fraction:
+    numerator, denominator = int(number.p), int(number.q)
+    return Fraction(numerator, denominator) if denominator != 1 else numerator  # type: ignore[return-value]
+
+
+def _accumulate(total: _Terms, terms: _Terms) -> None:
+    for monomial, coefficient in terms.items():
+        value = total.get(monomial, 0) + coefficient
+        if value:
+            total[monomial] = value
+        else:
+            total.pop(monomial, None)
+
+
+def _multiply(left: _Terms, right: _Terms) -> _Terms:
+    product: _Terms = {}
+    for m1, c1 in left.items():
+        for m2, c2 in right.items():
+            _accumulate(product, {sp.Mul(m1, m2): c1 * c2})
+    return product
+
+
+def _unique(
+    polynomials: list[_Terms], expressions: list[sp.Expr]
+) -> tuple[list[_Terms], list[sp.Expr]]:
+    """Return the distinct polynomials, each with the first expression that gave it."""
+    first: dict[frozenset[tuple[sp.Expr, Fraction]], int] = {}
+    for index, terms in enumerate(polynomials):
+        first.setdefault(frozenset(terms.items()), index)
+    kept = sorted(first.values())
+    return [polynomials[i] for i in kept], [expressions[i] for i in kept]
+
+
+def _expression(terms: _Terms) -> sp.Expr:
+    return sp.Add(*(sp.Rational(c.numerator, c.denominator) * m for m, c in terms.items()))
+
+
+# -- dominance ---------------------------------------------------------------------------
+@lru_cache(maxsize=65536)
+def _kind(monomial: sp.Expr) -> int:
+    """How much is known about a monomial's sign over admissible values."""
+    if monomial is sp.S.One:
+        return _AT_LEAST_ONE
+    factors = sp.Mul.make_args(monomial)
+    if all(_is_size_power(f) for f in factors):
+        return _AT_LEAST_ONE
+    if all(_is_size_power(f) or _nonnegative_atom(f.as_base_exp()[0]) for f in factors):
+        return _NONNEGATIVE
+    return _UNKNOWN
+
+
+def _nonnegative_atom(atom: sp.Expr) -> bool:
+    """Return whether an atom is >= 0: a floor of what its terms show >= 0, or as sympy says."""
+    if isinstance(atom, sp.floor | sp.ceiling) and provably_nonnegative(atom.args[0]):
+        return True
+    return bool(atom.is_nonnegative)
+
+
+def _is_size_power(factor: sp.Expr) -> bool:
+    base, exponent = factor.as_base_exp()
+    return bool(
+        base.is_Symbol
+        and base.is_integer
+        and base.is_positive
+        and exponent.is_Integer
+        and exponent >= 0
+    )
+
+
+def _undominated(polynomials: Sequence[_Terms]) -> list[int]:
+    """Return the indices kept: no candidate dominated by another, the first of equals."""
+    monomials = list(dict.fromkeys(m for terms in polynomials for m in terms))
+    column = {m: i for i, m in enumerate(monomials)}
+    scale = lcm(*(c.denominator for terms in polynomials for c in terms.values()))
+    largest = max((abs(c) * scale for terms in polynomials for c in terms.values()), default=0)
+    dtype: type = np.int64 if largest * (len(monomials) + 1) < _INT64_SAFE else object
+    matrix: np.ndarray = np.zeros((len(polynomials), len(monomials)), dtype=dtype)
+    for row, terms in enumerate(polynomials):
+        for monomial, coefficient in terms.items():
+            matrix[row, column[monomial]] = int(coefficient * scale)
+    kinds = np.array([_kind(m) for m in monomials])
+    unknown = kinds == _UNKNOWN
+    signed = kinds != _UNKNOWN
+    constant = column.get(sp.S.One)
+    at_least_one = kinds == _AT_LEAST_ONE
+    if constant is not None:
+        at_least_one[constant] = False
+        signed[constant] = False
+
+    def dominating(differences: np.ndarray) -> np.ndarray:
+        """Rows ``a - b`` that prove ``a >= b`` (differences is 2-d: one row per pair)."""
+        proven = np.all(differences[:, unknown] == 0, axis=1)
+        proven &= np.all(differences[:, signed] >= 0, axis=1)
+        if constant is not None:
+            cover = differences[:, at_least_one].sum(axis=1) + differences[:, constant]
+            proven &= cover >= 0
+        return proven
+
+    kept: list[int] = []
+    for row in range(len(polynomials)):
+        if kept:
+            differences = matrix[kept] - matrix[row]
+            if dominating(differences).any():
+                continue
+            beaten = dominating(-differences)
+            kept = [k for k, lost in zip(kept, beaten, strict=True) if not lost]
+        kept.append(row)
+    return kept
+
+
+def _unevaluated_max(candidates: list[sp.Expr]) -> sp.Expr:
+    """``Max(*candidates, evaluate=False)`` in the given order.
+
+    sympy's own constructor sorts the arguments canonically, which costs more
+    than the whole pruning on deep candidates full of nested floors; the
+    candidates here are distinct and their order is deterministic, so the sort
+    adds nothing.
+    """
+    try:
+        result = sp.Expr.__new__(sp.Max, *candidates)
+        result._argset = frozenset(candidates)  # what Max's own constructor sets
+    except (AttributeError, TypeError):  # a sympy whose Max is built otherwise: the slow way
+        return sp.Max(*candidates, evaluate=False)
+    return result
+
+
+# -- the previous algorithm, kept as a reference for tests and benchmarks ------------------
+def _reference_maximum(values: Iterable[sp.Expr]) -> sp.Expr:
+    """Compute the maximum as before :func:`maximum`; kept to check and time it against.
+
+    Returns the maximum of byte counts, keeping only the candidates no other one dominates.
+
+    Numbers give a number. Symbolic candidates are compared term by term: ``a``
+    dominates ``b`` when, expanded, each coefficient of ``a`` is at least the
+    same coefficient of ``b`` and every term with a difference is nonnegative
+    (a product of sizes). The survivors form a ``Max`` left unevaluated, since
+    sympy's pairwise comparison of many floor-laden candidates is slow; it
+    evaluates as soon as the symbols get values.
+    """
+    expanded = [sp.expand(v) for v in values]
+    if all(v.is_number for v in expanded):
+        return max(expanded)
+    kept: list[Mapping[sp.Expr, sp.Expr]] = []
+    survivors: list[sp.Expr] = []
+    for value in expanded:
+        terms = value.as_coefficients_dict()
+        if any(_dominates(other, terms) for other in kept):
+            continue
+        keep = [i for i, other in enumerate(kept) if not _dominates(terms, other)]
+        kept = [kept[i] for i in keep] + [terms]
+        survivors = [survivors[i] for i in keep] + [value]
+    if len(survivors) == 1:
+        return survivors[0]
+    return sp.Max(*survivors, evaluate=False)
+
+
+def _dominates(a: Mapping[sp.Expr, sp.Expr], b: Mapping[sp.Expr, sp.Expr]) -> bool:
+    for term in set(a) | set(b):
+        difference = a.get(term, 0) - b.get(term, 0)
+        if difference < 0 or (difference > 0 and not _nonnegative(term)):
+            return False
+    return True
+
+
+def _nonnegative(term: sp.Expr) -> bool:
+    return bool(term.is_number or term.is_nonnegative)
