@@ -27,11 +27,13 @@ def _examples() -> list[tuple[str, str]]:
 
 
 def test_the_readme_has_command_examples_with_their_output() -> None:
+    """The pattern finds the README's examples (a renamed fence would skip them all)."""
     assert len(_examples()) >= 2
 
 
 @pytest.mark.parametrize(("command", "shown"), _examples(), ids=lambda v: v[:60])
 def test_readme_command_prints_what_the_readme_shows(command: str, shown: str) -> None:
+    """The command exits 0 and prints the README's text block, line for line."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         status = main(shlex.split(command)[1:])
