@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
+from memtheory.conventions.autograd.kernels import autograd_of
 from memtheory.conventions.base import Model
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
@@ -339,8 +340,8 @@ def _spec(
     row: LayerRow, training: bool, input_dtype: DType, autocast: DType | None
 ) -> Autograd:
     shapes = row.input_shapes or (row.input_shape,)
-    return row.layer.autograd(
-        tuple(shapes), training=training, input_dtype=input_dtype, autocast=autocast
+    return autograd_of(
+        row.layer, tuple(shapes), training=training, input_dtype=input_dtype, autocast=autocast
     )
 
 
