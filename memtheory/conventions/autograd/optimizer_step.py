@@ -131,6 +131,11 @@ def _program(optimizer: Optimizer, implementation: str, matrix: bool = False) ->
         return _adafactor_program(implementation, maximize, matrix)
     if implementation == "foreach":
         return _foreach_program(name, maximize, decay)
+    return _for_loop_program(name, maximize, decay)
+
+
+def _for_loop_program(name: str, maximize: bool, decay: bool) -> list[_Statement]:
+    """One iteration of the for-loop implementation: the gradient, its decay, the update's."""
     neg: tuple[Size, ...] = (1,) if maximize else ()
     body: list[_Statement] = []
     if name in ("sgd", "sgd+momentum", "nesterov", "adam", "adamw", "nadam"):
@@ -139,23 +144,22 @@ def _program(optimizer: Optimizer, implementation: str, matrix: bool = False) ->
         body += [_let("grad"), *([_let("grad", 1, what="-grad")] if maximize else [])]
     if decay:
         body.append(_let("grad", 1, what="grad + weight_decay * param"))
-    if name == "nesterov":
-        body.append(_let("grad", 1, what="grad + momentum * buf"))
-    elif name == "sgd+momentum":
-        body.append(_let("grad"))  # grad = buf
-    elif name in ("adam", "adamw"):
-        body.append(_let("denom", 1, 1, what="denom (sqrt, then quotient)"))
-    elif name == "nadam":
-        body.append(_let("denom", 1, 1, what="denom (quotient, then sqrt)"))
-    elif name == "adagrad":
-        body.append(_let("std", 1, what="std = sum.sqrt()"))
-    elif name.startswith("rmsprop"):
-        body.append(_let("avg", 1, what="avg"))
-    elif name == "adadelta":
-        body += [_let("std", 1, what="std"), _let("delta", 1, what="delta")]
-    elif name == "adamax":
-        body.append(_run(1, what="grad.abs()"))
-    return body
+    key = "rmsprop" if name.startswith("rmsprop") else name
+    return [*body, *_FOR_LOOP_UPDATE.get(key, ())]
+
+
+_FOR_LOOP_UPDATE: dict[str, tuple[_Statement, ...]] = {
+    "nesterov": (_let("grad", 1, what="grad + momentum * buf"),),
+    "sgd+momentum": (_let("grad"),),  # grad = buf
+    "adam": (_let("denom", 1, 1, what="denom (sqrt, then quotient)"),),
+    "adamw": (_let("denom", 1, 1, what="denom (sqrt, then quotient)"),),
+    "nadam": (_let("denom", 1, 1, what="denom (quotient, then sqrt)"),),
+    "adagrad": (_let("std", 1, what="std = sum.sqrt()"),),
+    "rmsprop": (_let("avg", 1, what="avg"),),
+    "adadelta": (_let("std", 1, what="std"), _let("delta", 1, what="delta")),
+    "adamax": (_run(1, what="grad.abs()"),),
+}
+"""What each optimizer's for-loop update allocates after its gradient (plain SGD: nothing)."""
 
 
 def _foreach_program(name: str, maximize: bool, decay: bool) -> list[_Statement]:

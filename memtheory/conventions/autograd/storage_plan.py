@@ -414,15 +414,9 @@ def _plan_layer(
     network: Network,
 ) -> _Row:
     in_dtypes = tuple(dtypes[key] for key in in_keys)
-    spec = _spec(row, training, in_dtypes[0], precision.activations if autocast else None)
+    spec = _mode_spec(row, _spec(row, training, in_dtypes[0],
+                                 precision.activations if autocast else None), training)
     tied = _tied(network, row, spec)
-    if not training and spec.inference_refusal:
-        raise UnsupportedError(
-            f"the autograd convention does not model the inference peak of {row.layer.label} "
-            f"(layer {row.index}) here: {spec.inference_refusal}"
-        )
-    if not training and spec.no_grad is not None:  # what eval under no_grad allocates instead
-        spec = replace(spec, saved=(), stages=(), transients=spec.no_grad)
     name = row.name
     records = training and spec.records and (any(needs_grad) or row.parameters != 0)
     if records and spec.without_input_gradient and not any(needs_grad):
@@ -430,47 +424,16 @@ def _plan_layer(
             f"the autograd convention does not model {row.layer.label} (layer {row.index}) "
             f"here: {spec.without_input_gradient}"
         )
-    compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(
-        spec.autocast, in_dtypes[0]
-    )
-    if not autocast:
-        compute = in_dtypes[0]
-    if spec.autocast == "parameters":
-        compute = precision.parameters
-    if autocast and spec.autocast == "promote":
-        compute = max((*in_dtypes, precision.parameters), key=lambda kind: kind.bytes)
-    if spec.compute_dtype is not None:
-        compute = spec.compute_dtype
-    if spec.promotes:  # type promotion inside the kernel: the widest input, no casts
-        compute = max(in_dtypes, key=lambda kind: kind.bytes)
-    shapes = row.input_shapes or (row.input_shape,)
+    compute = _compute_dtype(spec, in_dtypes, precision, autocast)
     allocs: dict[str, sp.Expr] = {}
-    copies: dict[str, sp.Expr] = {}
-    read_keys = []
-    for index, (key, shape) in enumerate(zip(in_keys, shapes, strict=True)):
-        if dtypes[key] == compute or spec.reads_ids or not spec.casts_inputs or spec.promotes:
-            read_keys.append(key)
-            continue
-        cast = f"{name}:input cast" + (f" {index}" if index else "")
-        if (spec.autocast == "fp32" or spec.compute_dtype is not None) and row.output_shape == ():
-            cast = f"{name}:logits cast"
-        allocs[cast] = elements(shape) * compute.bytes
-        sizes[cast], dtypes[cast] = allocs[cast], compute
-        read_keys.append(cast)
+    read_keys = _read_keys(row, spec, in_keys, compute, sizes, dtypes, allocs)
     copy_keys: dict[str, str] = {}
+    copies: dict[str, sp.Expr] = {}
     if autocast and spec.autocast == "low":
         copy_keys = _copy_keys(row, spec, tied)
         for parameter, count in _cast_tensors(row, tied):
             copies[copy_keys[parameter]] = count * compute.bytes
-    if spec.aliases_input:
-        out_key = read_keys[0]
-    else:
-        out_key = f"{name}:output"
-        count = spec.output_elements if spec.output_elements is not None else elements(
-            row.output_shape
-        )
-        sizes[out_key] = count * compute.bytes
-        dtypes[out_key] = compute
+    out_key = _output_key(row, spec, read_keys, compute, sizes, dtypes)
     saved_keys: list[str | None] = []
     for position, tensor in enumerate(spec.saved):
         saved_keys.append(
@@ -510,6 +473,83 @@ def _plan_layer(
         tied=tied,
         copy_keys=copy_keys,
     )
+
+
+def _mode_spec(row: LayerRow, spec: Autograd, training: bool) -> Autograd:
+    """Return the spec for the mode: in eval under no_grad, what it allocates instead."""
+    if training:
+        return spec
+    if spec.inference_refusal:
+        raise UnsupportedError(
+            f"the autograd convention does not model the inference peak of {row.layer.label} "
+            f"(layer {row.index}) here: {spec.inference_refusal}"
+        )
+    if spec.no_grad is not None:
+        return replace(spec, saved=(), stages=(), transients=spec.no_grad)
+    return spec
+
+
+def _compute_dtype(
+    spec: Autograd, in_dtypes: tuple[DType, ...], precision: Precision, autocast: bool
+) -> DType:
+    """Return the dtype the layer computes in: its input's, autocast's choice, or its own."""
+    compute = in_dtypes[0]
+    if autocast:
+        compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(
+            spec.autocast, in_dtypes[0]
+        )
+    if spec.autocast == "parameters":
+        compute = precision.parameters
+    if autocast and spec.autocast == "promote":
+        compute = max((*in_dtypes, precision.parameters), key=lambda kind: kind.bytes)
+    if spec.compute_dtype is not None:
+        compute = spec.compute_dtype
+    if spec.promotes:  # type promotion inside the kernel: the widest input, no casts
+        compute = max(in_dtypes, key=lambda kind: kind.bytes)
+    return compute
+
+
+def _read_keys(
+    row: LayerRow,
+    spec: Autograd,
+    in_keys: tuple[str, ...],
+    compute: DType,
+    sizes: dict[str, sp.Expr],
+    dtypes: dict[str, DType],
+    allocs: dict[str, sp.Expr],
+) -> list[str]:
+    """Return the storages the layer computes from: its inputs, or autocast's casts of them."""
+    shapes = row.input_shapes or (row.input_shape,)
+    read_keys = []
+    for index, (key, shape) in enumerate(zip(in_keys, shapes, strict=True)):
+        if dtypes[key] == compute or spec.reads_ids or not spec.casts_inputs or spec.promotes:
+            read_keys.append(key)
+            continue
+        cast = f"{row.name}:input cast" + (f" {index}" if index else "")
+        if (spec.autocast == "fp32" or spec.compute_dtype is not None) and row.output_shape == ():
+            cast = f"{row.name}:logits cast"
+        allocs[cast] = elements(shape) * compute.bytes
+        sizes[cast], dtypes[cast] = allocs[cast], compute
+        read_keys.append(cast)
+    return read_keys
+
+
+def _output_key(
+    row: LayerRow,
+    spec: Autograd,
+    read_keys: list[str],
+    compute: DType,
+    sizes: dict[str, sp.Expr],
+    dtypes: dict[str, DType],
+) -> str:
+    """Return the layer's output storage: its first input's (a view), or a new one."""
+    if spec.aliases_input:
+        return read_keys[0]
+    out_key = f"{row.name}:output"
+    count = spec.output_elements
+    sizes[out_key] = (count if count is not None else elements(row.output_shape)) * compute.bytes
+    dtypes[out_key] = compute
+    return out_key
 
 
 def _cast_tensors(row: LayerRow, tied: tuple[str, sp.Expr] | None) -> list[tuple[str, sp.Expr]]:
