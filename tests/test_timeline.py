@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import memtheory as mt
 from memtheory.conventions.autograd import timeline as timeline_module
-from memtheory.conventions.autograd.timeline import _Timeline
+from memtheory.conventions.autograd.timeline import Timeline
 from memtheory.models import resnet18
 from memtheory.symbols import B, H, S
 
@@ -49,7 +49,7 @@ def _same(got: sp.Expr, expected: sp.Expr) -> bool:
 )
 def test_total_is_sympys_sum_argument_for_argument(steps):
     """After any allocations and frees, total() and mark() equal sympy's Add of what is live."""
-    timeline = _Timeline()
+    timeline = Timeline()
     count = 0
     for number, (allocate, which, extra) in enumerate(steps):
         if allocate or not timeline.live:
@@ -67,7 +67,7 @@ def test_total_is_sympys_sum_argument_for_argument(steps):
 
 def test_float_bytes_fall_back_to_sympy():
     """A float coefficient is added by sympy itself (no rational bookkeeping), from then on."""
-    timeline = _Timeline()
+    timeline = Timeline()
     timeline.alloc("a", 4 * B)
     timeline.alloc("b", sp.Float(0.5) * B)
     timeline.alloc("c", 3 * H)
@@ -95,14 +95,14 @@ def _pooled_cnn(convolutions: int) -> mt.Network:
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
 def test_every_moment_of_real_timelines_is_sympys_sum(monkeypatch, net, optimizer):
     """On a deep pooled CNN and a residual network, training and inference moments are unchanged."""
-    mark = _Timeline.mark
+    mark = Timeline.mark
     checked: list[bool] = []
 
     def checking(self, label, extra=0):
         mark(self, label, extra)
         checked.append(_same(self.moments[label], sp.Add(*self.live.values()) + extra))
 
-    monkeypatch.setattr(timeline_module._Timeline, "mark", checking)
+    monkeypatch.setattr(timeline_module.Timeline, "mark", checking)
     mt.training_memory(net, optimizer=optimizer, convention="autograd")
     mt.inference_memory(net, convention="autograd")
     assert len(checked) > 2 * len(net.rows)

@@ -29,7 +29,23 @@ from memtheory.network import LayerRow, Network
 from memtheory.precision import Precision, PrecisionLike
 from memtheory.precision import precision as precision_of
 
-__all__ = ["ForwardStorage", "autocast_precision", "forward_storages"]
+__all__ = [
+    "ForwardStorage",
+    "PlannedRow",
+    "StepPlan",
+    "autocast_precision",
+    "buffer_bytes",
+    "checked_network",
+    "forward_storages",
+    "holders_of",
+    "parameter_tensors",
+    "row_parameters",
+    "saved_bytes",
+    "step_plan",
+]
+"""The first three are public; the rest is the package's own interface, which
+:mod:`~memtheory.conventions.autograd.timeline` and
+:mod:`~memtheory.conventions.autograd.convention` read."""
 
 
 def autocast_precision(low: str = "bf16") -> Precision:
@@ -120,8 +136,8 @@ def forward_storages(
     dropout_1  output   32 saved_activations     dense_2
     dense_2    output   24 held by the caller
     """
-    plan = _plan(_network(network), precision_of(precision), training=True)
-    holders = _holders(plan)
+    plan = step_plan(checked_network(network), precision_of(precision), training=True)
+    holders = holders_of(plan)
     order = {entry.row.name: i for i, entry in enumerate(plan.rows)}
     keys = list(dict.fromkeys(["input", *sorted(plan.data), *_forward_keys(plan)]))
     storages = []
@@ -142,7 +158,7 @@ def forward_storages(
     return tuple(storages)
 
 
-def _forward_keys(plan: _Plan) -> list[str]:
+def _forward_keys(plan: StepPlan) -> list[str]:
     keys: list[str] = []
     for entry in plan.rows:
         keys += [*entry.allocs, *entry.copies, entry.out_key]
@@ -150,7 +166,7 @@ def _forward_keys(plan: _Plan) -> list[str]:
 
 
 @dataclass
-class _Row:
+class PlannedRow:
     """What the simulation needs to know about one layer of the step.
 
     ``in_keys`` are the storages the layer receives (its inputs' outputs);
@@ -191,13 +207,13 @@ class _Row:
 
 
 @dataclass
-class _Plan:
+class StepPlan:
     """The storages of a step: their sizes, which nodes keep them, and what the caller holds."""
 
     precision: Precision
     sizes: dict[str, sp.Expr]
-    rows: list[_Row]
-    loss: _Row | None
+    rows: list[PlannedRow]
+    loss: PlannedRow | None
     held: set[str]
     data: set[str]
     calls: tuple[tuple[str, str], ...] = ()
@@ -214,7 +230,8 @@ class _Plan:
 
 
 # -- planning ----------------------------------------------------------------------------
-def _network(model: Model) -> Network:
+def checked_network(model: Model) -> Network:
+    """Return ``model`` if the convention can follow it: a Network of checked layers, loss last."""
     if isinstance(model, ModelCounts):
         raise UnsupportedError(
             "the autograd convention follows each layer's saved tensors, so it needs a "
@@ -274,7 +291,7 @@ def _tied(network: Network, row: LayerRow, spec: Autograd) -> tuple[str, sp.Expr
     )
 
 
-def _row_parameters(row: LayerRow) -> list[tuple[str, sp.Expr]]:
+def row_parameters(row: LayerRow) -> list[tuple[str, sp.Expr]]:
     """Return the row's parameter tensors, ``(name, elements)``, in registration order.
 
     As the layer's :meth:`~memtheory.layers.Layer.parameter_shapes` names them
@@ -289,12 +306,13 @@ def _row_parameters(row: LayerRow) -> list[tuple[str, sp.Expr]]:
     return [(f"{row.name}.{part}", elements(shape)) for part, shape in shapes]
 
 
-def _parameter_tensors(network: Network) -> dict[str, sp.Expr]:
+def parameter_tensors(network: Network) -> dict[str, sp.Expr]:
     """Elements of each parameter tensor, in ``module.parameters()`` order."""
-    return {name: count for row in network.rows for name, count in _row_parameters(row)}
+    return {name: count for row in network.rows for name, count in row_parameters(row)}
 
 
-def _buffer_bytes(network: Network, precision: Precision) -> sp.Expr:
+def buffer_bytes(network: Network, precision: Precision) -> sp.Expr:
+    """Bytes of the network's registered buffers, in the parameters' dtype."""
     return sp.Add(
         *(spec.nbytes(precision.parameters) for row in network.rows for spec in row.buffers)
     )
@@ -345,9 +363,10 @@ def _spec(
     )
 
 
-def _plan(
+def step_plan(
     network: Network, precision: Precision, *, training: bool, keeps_logits: bool = True
-) -> _Plan:
+) -> StepPlan:
+    """Plan every storage of a training step (or of inference): sizes, keepers, what is held."""
     autocast = _check_precision(precision)
     first = network.rows[0].name
     ids = any(
@@ -359,8 +378,8 @@ def _plan(
     dtypes: dict[str, DType] = {"input": fed}
     storage_of: dict[str, str] = {network.rows[0].name: "input"}
     requires_grad: dict[str, bool] = {network.rows[0].name: False}
-    rows: list[_Row] = []
-    loss: _Row | None = None
+    rows: list[PlannedRow] = []
+    loss: PlannedRow | None = None
     for row in network.rows[1:]:
         is_loss = _is_loss(row)
         if is_loss and not training:
@@ -399,7 +418,7 @@ def _plan(
         held |= {last, "loss"}
     else:
         held.add(last)
-    return _Plan(precision, sizes, rows, loss, held, data, network.calls)
+    return StepPlan(precision, sizes, rows, loss, held, data, network.calls)
 
 
 def _plan_layer(
@@ -412,7 +431,7 @@ def _plan_layer(
     sizes: dict[str, sp.Expr],
     dtypes: dict[str, DType],
     network: Network,
-) -> _Row:
+) -> PlannedRow:
     in_dtypes = tuple(dtypes[key] for key in in_keys)
     spec = _mode_spec(row, _spec(row, training, in_dtypes[0],
                                  precision.activations if autocast else None), training)
@@ -456,7 +475,7 @@ def _plan_layer(
     ):
         _keep_weight_copies(spec, name, copy_keys, stage_saved)
     sizes.update(copies)
-    return _Row(
+    return PlannedRow(
         row=row,
         spec=spec,
         in_keys=in_keys,
@@ -554,7 +573,7 @@ def _output_key(
 
 def _cast_tensors(row: LayerRow, tied: tuple[str, sp.Expr] | None) -> list[tuple[str, sp.Expr]]:
     """Return the parameter tensors autocast casts for the row, the tied matrix first."""
-    tensors = [(tensor, count) for tensor, count in _row_parameters(row) if count != 0]
+    tensors = [(tensor, count) for tensor, count in row_parameters(row) if count != 0]
     return [tied, *tensors] if tied is not None else tensors
 
 
@@ -627,7 +646,7 @@ def _saved_key(
     return own
 
 
-def _holders(plan: _Plan) -> dict[str, set[tuple[str, int]]]:
+def holders_of(plan: StepPlan) -> dict[str, set[tuple[str, int]]]:
     """Map each storage to the backward nodes (layer name, stage) that keep it."""
     holders: dict[str, set[tuple[str, int]]] = {}
     for entry in plan.rows:
@@ -637,7 +656,8 @@ def _holders(plan: _Plan) -> dict[str, set[tuple[str, int]]]:
     return holders
 
 
-def _saved_bytes(plan: _Plan) -> sp.Expr:
+def saved_bytes(plan: StepPlan) -> sp.Expr:
+    """Bytes of the storages backward nodes keep, each once (data and weight copies apart)."""
     keys = {key for entry in plan.rows for key in entry.saved}
     keys -= plan.data
     keys -= set(plan.weight_copies)

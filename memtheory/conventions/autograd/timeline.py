@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cmp_to_key
 from operator import itemgetter
@@ -24,19 +23,17 @@ from typing import TypeAlias
 import sympy as sp
 from sympy.core.basic import _cmp_name
 
-from memtheory.conventions.autograd.optimizer_step import _step_temporaries, _step_text
-from memtheory.conventions.autograd.storage_plan import _Plan, _Row, _row_parameters
+from memtheory.conventions.autograd.storage_plan import PlannedRow, StepPlan, row_parameters
 from memtheory.errors import UnsupportedError
-from memtheory.layers.base import Shape, Stage, elements
-from memtheory.optimizers import Optimizer
+from memtheory.layers.base import Stage, elements
 
-__all__: list[str] = []
+__all__ = ["Timeline", "inference_timeline", "run_backward", "run_forward"]
 
 _Holders: TypeAlias = dict[str, set[tuple[str, int]]]
 
 
 @dataclass
-class _Timeline:
+class Timeline:
     """Live storages (name -> bytes) and the live total at labelled moments.
 
     The live total is kept as sympy's ``Add`` keeps it, term -> coefficient,
@@ -53,6 +50,7 @@ class _Timeline:
     _nonzero: dict[str, None] = field(default_factory=dict)
 
     def alloc(self, key: str, nbytes: sp.Expr) -> None:
+        """Add a live storage."""
         if key in self.live:
             raise AssertionError(f"storage {key!r} allocated twice")
         value = sp.sympify(nbytes)
@@ -62,12 +60,14 @@ class _Timeline:
             self._sum.add(value, 1)
 
     def free(self, key: str) -> None:
+        """Remove a live storage."""
         value = self.live.pop(key)
         if value is not sp.S.Zero:
             del self._nonzero[key]
             self._sum.add(value, -1)
 
     def total(self) -> sp.Expr:
+        """Return the live bytes now."""
         if not self._sum.exact:
             return sp.Add(*self.live.values())
         if len(self._nonzero) < 2:  # sympy returns a lone argument as it is
@@ -75,6 +75,7 @@ class _Timeline:
         return self._sum.expression()
 
     def mark(self, label: str, extra: sp.Expr | int = 0) -> None:
+        """Record the live bytes (plus ``extra``) as the moment ``label``."""
         extra = sp.sympify(extra)
         if extra is sp.S.Zero or not self._nonzero or not self._sum.exact or not _parts(extra):
             self.moments[label] = self.total() + extra
@@ -245,7 +246,7 @@ def _parts(value: sp.Expr) -> _Split | None:
     return constant, terms
 
 
-def _last_reads(plan: _Plan) -> dict[str, int]:
+def _last_reads(plan: StepPlan) -> dict[str, int]:
     """Return the position of the last layer that reads or holds each storage.
 
     A block with branches is written as a function of its input (torchvision's
@@ -267,7 +268,7 @@ def _last_reads(plan: _Plan) -> dict[str, int]:
     return last
 
 
-def _hold_call_arguments(plan: _Plan, last: dict[str, int]) -> None:
+def _hold_call_arguments(plan: StepPlan, last: dict[str, int]) -> None:
     """Keep what a module call reads from before it alive until the call returns.
 
     ``nn.Module.__call__`` holds its arguments, and the caller its variables,
@@ -317,7 +318,7 @@ def _fork(
     return max(known, key=index.__getitem__) if known else None
 
 
-def _forward(plan: _Plan, timeline: _Timeline, holders: _Holders) -> None:
+def run_forward(plan: StepPlan, timeline: Timeline, holders: _Holders) -> None:
     """Run the forward (and the loss) in topological order: allocate, mark, free what is done.
 
     A storage is freed once the last layer that reads it has run, unless a
@@ -344,7 +345,7 @@ def _forward(plan: _Plan, timeline: _Timeline, holders: _Holders) -> None:
         timeline.free(key)
 
 
-def _unheld(key: str, plan: _Plan, holders: _Holders, timeline: _Timeline) -> bool:
+def _unheld(key: str, plan: StepPlan, holders: _Holders, timeline: Timeline) -> bool:
     return key in timeline.live and key not in plan.held and not holders.get(key)
 
 
@@ -368,7 +369,7 @@ class _Node:
     steals: bool = False
 
 
-def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
+def _graph(plan: StepPlan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
     """Return the backward graph, nodes in creation (sequence) order, and its root."""
     return _Graph(plan, tensors).build()
 
@@ -376,7 +377,7 @@ def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
 class _Graph:
     """Builds the backward graph layer by layer, numbering nodes as autograd creates them."""
 
-    def __init__(self, plan: _Plan, tensors: dict[str, sp.Expr]) -> None:
+    def __init__(self, plan: StepPlan, tensors: dict[str, sp.Expr]) -> None:
         self.plan = plan
         self.tensors = tensors
         self.nodes: list[_Node] = []
@@ -438,10 +439,10 @@ class _Graph:
 class _LayerGraph:
     """The backward nodes of one layer: autocast's casts, then its stages in creation order."""
 
-    def __init__(self, graph: _Graph, entry: _Row, sources: list[int | None]) -> None:
+    def __init__(self, graph: _Graph, entry: PlannedRow, sources: list[int | None]) -> None:
         self.graph, self.entry = graph, entry
         name = entry.row.name
-        self.own = [tensor for tensor, _ in _row_parameters(entry.row)]
+        self.own = [tensor for tensor, _ in row_parameters(entry.row)]
         if entry.tied is not None:
             self.own.insert(0, entry.tied[0])
         self.stages = entry.spec.stage_list()
@@ -557,9 +558,9 @@ class _LayerGraph:
         ]
 
 
-def _backward(
-    plan: _Plan,
-    timeline: _Timeline,
+def run_backward(
+    plan: StepPlan,
+    timeline: Timeline,
     holders: _Holders,
     tensors: dict[str, sp.Expr],
 ) -> None:
@@ -612,7 +613,7 @@ class _Engine:
     """The autograd engine's ready queue, input buffers and gradient references."""
 
     def __init__(
-        self, plan: _Plan, timeline: _Timeline, holders: _Holders, nodes: list[_Node]
+        self, plan: StepPlan, timeline: Timeline, holders: _Holders, nodes: list[_Node]
     ) -> None:
         self.plan, self.timeline, self.holders, self.nodes = plan, timeline, holders, nodes
         self.refs: dict[str, int] = {}
@@ -689,7 +690,7 @@ class _Engine:
 
     def _deliver(self, target: int, key: str, nbytes: sp.Expr) -> None:
         """Add a gradient to a node's input buffer; queue the node when it has them all."""
-        if target in self.buffers:  # old + new, into a new tensor (see _backward)
+        if target in self.buffers:  # old + new, into a new tensor (see run_backward)
             label = self.nodes[target].label
             old = self.buffers[target]
             total = self.alloc(f"{label}:input (sum)", nbytes)
@@ -710,28 +711,14 @@ class _Engine:
             heapq.heappush(self.ready, (priority, target))
 
 
-def _optimizer_temporaries(
-    optimizer: Optimizer,
-    implementation: str,
-    tensor_bytes: Sequence[sp.Expr],
-    shapes: Sequence[Shape] | None = None,
-) -> sp.Expr:
-    """Bytes of the temporaries alive at the optimizer step's own peak (its options included)."""
-    return _step_temporaries(optimizer, implementation, tensor_bytes, shapes)
-
-
-def _temporaries_text(optimizer: Optimizer, implementation: str) -> str:
-    return _step_text(optimizer, implementation)
-
-
-def _inference_timeline(plan: _Plan, base: sp.Expr) -> dict[str, sp.Expr]:
+def inference_timeline(plan: StepPlan, base: sp.Expr) -> dict[str, sp.Expr]:
     """Eval mode under no_grad: a storage is freed once the last layer that reads it has run.
 
     Autocast caches its casts of the parameters (leaves that require grad) even
     under no_grad, so under autocast every weight and bias copy made so far
     stays until the forward ends.
     """
-    timeline = _Timeline()
+    timeline = Timeline()
     timeline.alloc("weights, buffers and input", base)
     last = _last_reads(plan)
     ends = _ends(last)
