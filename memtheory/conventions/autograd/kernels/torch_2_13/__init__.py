@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from memtheory.conventions.autograd.kernels.torch_2_13 import attention
+from memtheory.conventions.autograd.kernels.torch_2_13 import attention, norms
 
-__all__ = ["attention"]
+__all__ = ["attention", "norms"]
