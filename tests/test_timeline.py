@@ -107,3 +107,43 @@ def test_every_moment_of_real_timelines_is_sympys_sum(monkeypatch, net, optimize
     mt.inference_memory(net, convention="autograd")
     assert len(checked) > 2 * len(net.rows)
     assert all(checked)
+
+
+def _fork_by_definition(reads, inputs, index):
+    """The nearest common ancestor by its definition: intersect every read's ancestors."""
+    common = None
+    for name in reads:
+        seen, stack = {name}, [name]
+        while stack:
+            for source in inputs.get(stack.pop(), ()):
+                if source not in seen:
+                    seen.add(source)
+                    stack.append(source)
+        common = seen if common is None else common & seen
+    known = [name for name in common or () if name in index]
+    return max(known, key=index.__getitem__) if known else None
+
+
+@st.composite
+def _graphs(draw):
+    """A layer graph in running order: layer i reads one to three earlier layers (0 the input)."""
+    size = draw(st.integers(2, 30))
+    inputs = {
+        f"l{i}": tuple(
+            f"l{j}" for j in draw(st.lists(st.integers(0, i - 1), min_size=1, max_size=3))
+        )
+        for i in range(1, size)
+    }
+    reads = tuple(
+        f"l{j}" for j in draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=4))
+    )
+    return reads, inputs, {f"l{i}": i for i in range(1, size)}
+
+
+@given(_graphs())
+def test_fork_is_the_nearest_common_ancestor(graph):
+    """The fork the timeline finds walking back latest first is the definition's."""
+    reads, inputs, index = graph
+    assert timeline_module._fork(reads, inputs, index) == _fork_by_definition(
+        reads, inputs, index
+    )

@@ -304,18 +304,29 @@ def _ends(last: dict[str, int]) -> dict[int, list[str]]:
 def _fork(
     reads: tuple[str, ...], inputs: dict[str, tuple[str, ...]], index: dict[str, int]
 ) -> str | None:
-    """Return the nearest layer every one of ``reads`` descends from (where branches fork)."""
-    common: set[str] | None = None
-    for name in reads:
-        seen, stack = {name}, [name]
-        while stack:
-            for source in inputs.get(stack.pop(), ()):
-                if source not in seen:
-                    seen.add(source)
-                    stack.append(source)
-        common = seen if common is None else common & seen
-    known = [name for name in common or () if name in index]
-    return max(known, key=index.__getitem__) if known else None
+    """Return the nearest layer every one of ``reads`` descends from (where branches fork).
+
+    The ancestors are visited latest first (a layer runs after every layer it
+    reads), each carrying which of ``reads`` reach it, so the walk stops at
+    the first layer all of them reach: a residual block's fork is found
+    within the block, not by walking back to the network's input.
+    """
+    everyone = (1 << len(reads)) - 1
+    reached: dict[str, int] = {}
+    queue: list[tuple[int, str]] = []
+    for bit, name in enumerate(reads):
+        if name not in reached:
+            heapq.heappush(queue, (-index.get(name, -1), name))
+        reached[name] = reached.get(name, 0) | 1 << bit
+    while queue:
+        _, name = heapq.heappop(queue)
+        if reached[name] == everyone and name in index:
+            return name
+        for source in inputs.get(name, ()):
+            if source not in reached:
+                heapq.heappush(queue, (-index.get(source, -1), source))
+            reached[source] = reached.get(source, 0) | reached[name]
+    return None
 
 
 def run_forward(plan: StepPlan, timeline: Timeline, holders: _Holders) -> None:
