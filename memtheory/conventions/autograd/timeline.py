@@ -257,11 +257,12 @@ def _last_reads(plan: StepPlan) -> dict[str, int]:
     storage = {entry.row.name: entry.out_key for entry in plan.rows}
     inputs = {entry.row.name: entry.row.inputs for entry in plan.rows}
     index = {entry.row.name: entry.row.index for entry in plan.rows}
+    ancestry = _Ancestry(inputs, index)
     for position, entry in enumerate(plan.rows):
         for key in (*entry.in_keys, *entry.read_keys):
             last[key] = position
         if len(entry.in_keys) > 1:
-            fork = _fork(entry.row.inputs, inputs, index)
+            fork = ancestry.fork(entry.row.inputs)
             if fork in storage:
                 last[storage[fork]] = position
     _hold_call_arguments(plan, last)
@@ -306,27 +307,34 @@ def _fork(
 ) -> str | None:
     """Return the nearest layer every one of ``reads`` descends from (where branches fork).
 
-    The ancestors are visited latest first (a layer runs after every layer it
-    reads), each carrying which of ``reads`` reach it, so the walk stops at
-    the first layer all of them reach: a residual block's fork is found
-    within the block, not by walking back to the network's input.
+    Only layers in ``index`` (name -> running position) count.
     """
-    everyone = (1 << len(reads)) - 1
-    reached: dict[str, int] = {}
-    queue: list[tuple[int, str]] = []
-    for bit, name in enumerate(reads):
-        if name not in reached:
-            heapq.heappush(queue, (-index.get(name, -1), name))
-        reached[name] = reached.get(name, 0) | 1 << bit
-    while queue:
-        _, name = heapq.heappop(queue)
-        if reached[name] == everyone and name in index:
-            return name
-        for source in inputs.get(name, ()):
-            if source not in reached:
-                heapq.heappush(queue, (-index.get(source, -1), source))
-            reached[source] = reached.get(source, 0) | reached[name]
-    return None
+    return _Ancestry(inputs, index).fork(reads)
+
+
+class _Ancestry:
+    """Each layer's ancestors, itself included, as the bits of one integer (bit = position).
+
+    Built once, in running order, so a network's every fork costs one
+    intersection of two integers, not a walk back to the input.
+    """
+
+    def __init__(self, inputs: dict[str, tuple[str, ...]], index: dict[str, int]) -> None:
+        self.names = {position: name for name, position in index.items()}
+        self.bits: dict[str, int] = {}
+        for name in sorted(index, key=index.__getitem__):
+            bits = 1 << index[name]
+            for source in inputs.get(name, ()):
+                bits |= self.bits.get(source, 0)
+            self.bits[name] = bits
+
+    def fork(self, reads: tuple[str, ...]) -> str | None:
+        """Return the latest layer that every one of ``reads`` is or descends from."""
+        common = -1
+        for name in reads:
+            common &= self.bits.get(name, 0)
+        common &= ~1  # position 0 is the network's input, no layer of the plan
+        return self.names.get(common.bit_length() - 1) if common > 0 else None
 
 
 def run_forward(plan: StepPlan, timeline: Timeline, holders: _Holders) -> None:
