@@ -13,6 +13,8 @@ kernel choices.
   attention family (eager, ``scaled_dot_product_attention``'s CPU flash and
   math paths, ``nn.MultiheadAttention``'s eval fast path, and one CUDA flash
   assumption shared by every attention layer).
+* :mod:`~memtheory.conventions.autograd.kernels.torch_2_13.losses`: MSE, L1,
+  BCE with logits, cross-entropy and Hugging Face's language-model loss.
 * :mod:`~memtheory.conventions.autograd.kernels.torch_2_13.norms`: Llama's
   RMS norm and ``torch.nn.RMSNorm`` (fp32 upcasts, the decomposed backward).
 
@@ -28,12 +30,12 @@ True
 
 from __future__ import annotations
 
-from memtheory.conventions.autograd.kernels.torch_2_13 import attention, norms
+from memtheory.conventions.autograd.kernels.torch_2_13 import attention, losses, norms
 from memtheory.dtypes import DTypeLike
 from memtheory.layers.base import Autograd, Layer, Shape
 from memtheory.layers.kernel_plans import plan_for
 
-__all__ = ["RELEASE", "attention", "autograd_of", "norms"]
+__all__ = ["RELEASE", "attention", "autograd_of", "losses", "norms"]
 
 RELEASE = "2.13"
 """The PyTorch release whose kernels these plans follow (measured on CPU)."""
