@@ -11,7 +11,7 @@ import sympy as sp
 
 import memtheory as mt
 from memtheory.conventions.autograd import AutogradConvention
-from memtheory.conventions.autograd.optimizer_step import step_temporaries, step_text
+from memtheory.conventions.autograd.kernels.torch_2_13.optimizers import step_temporaries, step_text
 from memtheory.errors import InvalidArgumentError, InvalidSizeError, UnsupportedError
 from memtheory.optimizers import OPTIMIZERS, optimizer
 

@@ -117,7 +117,7 @@ def test_phi3_adam_gap_is_the_parameter_order_of_the_for_loop_step(monkeypatch):
     the MLP. Everything else agrees; the step's peak is low by the difference
     between the temporaries in transformers' order and in the network's.
     """
-    from memtheory.conventions.autograd.optimizer_step import step_temporaries
+    from memtheory.conventions.autograd.kernels.torch_2_13.optimizers import step_temporaries
     from memtheory.conventions.autograd.storage_plan import parameter_tensors
     from memtheory.layers.split import Slice
     from memtheory.optimizers import optimizer

@@ -31,6 +31,10 @@ in the book's chapter "Theory vs measurement".
 
 The package has one module per job:
 
+* :mod:`~memtheory.conventions.autograd.kernels`: how a PyTorch release's
+  kernels keep each layer type's storages (attention, losses, norms) and the
+  optimizer step's temporaries, one module per release
+  (``kernels/torch_2_13/``), found by layer type.
 * :mod:`~memtheory.conventions.autograd.storage_plan`: which tensors each layer
   allocates, aliases and saves, one entry per storage (:func:`forward_storages`,
   :func:`autocast_precision`).

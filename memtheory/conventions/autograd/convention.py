@@ -15,7 +15,7 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory.conventions.autograd.optimizer_step import step_temporaries, step_text
+from memtheory.conventions.autograd.kernels.torch_2_13.optimizers import step_temporaries, step_text
 from memtheory.conventions.autograd.storage_plan import (
     StepPlan,
     buffer_bytes,
@@ -79,7 +79,7 @@ class AutogradConvention(Convention):
         (``-grad``) and coupled ``weight_decay`` (``grad + wd * param``) add a
         gradient-sized temporary per parameter (all at once in foreach).
         Derived from ``torch/optim/*.py`` for every optimizer torch.optim has
-        (:mod:`memtheory.conventions.autograd.optimizer_step`). PyTorch picks
+        (:mod:`memtheory.conventions.autograd.kernels.torch_2_13.optimizers`). PyTorch picks
         for-loop on CPU and foreach on CUDA unless told.
     keeps_logits : bool, default True
         Whether the training loop holds the model's output (the loss layer's

@@ -17,6 +17,9 @@ kernel choices.
   BCE with logits, cross-entropy and Hugging Face's language-model loss.
 * :mod:`~memtheory.conventions.autograd.kernels.torch_2_13.norms`: Llama's
   RMS norm and ``torch.nn.RMSNorm`` (fp32 upcasts, the decomposed backward).
+* :mod:`~memtheory.conventions.autograd.kernels.torch_2_13.optimizers`: the
+  temporaries of ``torch.optim``'s for-loop, foreach and fused steps, which
+  the convention adds at its "optimizer step" moment.
 
 Examples
 --------
@@ -30,12 +33,12 @@ True
 
 from __future__ import annotations
 
-from memtheory.conventions.autograd.kernels.torch_2_13 import attention, losses, norms
+from memtheory.conventions.autograd.kernels.torch_2_13 import attention, losses, norms, optimizers
 from memtheory.dtypes import DTypeLike
 from memtheory.layers.base import Autograd, Layer, Shape
 from memtheory.layers.kernel_plans import plan_for
 
-__all__ = ["RELEASE", "attention", "autograd_of", "losses", "norms"]
+__all__ = ["RELEASE", "attention", "autograd_of", "losses", "norms", "optimizers"]
 
 RELEASE = "2.13"
 """The PyTorch release whose kernels these plans follow (measured on CPU)."""

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from memtheory.conventions.autograd.kernels.torch_2_13 import attention, losses, norms
+from memtheory.conventions.autograd.kernels.torch_2_13 import attention, losses, norms, optimizers
 
-__all__ = ["attention", "losses", "norms"]
+__all__ = ["attention", "losses", "norms", "optimizers"]
