@@ -1,4 +1,4 @@
-"""How PyTorch 2.13 keeps the storages of Llama's RMS norm (and ``torch.nn.RMSNorm``).
+"""How PyTorch 2.13 keeps the storages of the norms: LayerNorm, BatchNorm2d, RMS norms.
 
 Examples
 --------
@@ -10,13 +10,71 @@ Examples
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec
 from memtheory.layers.kernel_plans import register_plan
+from memtheory.layers.layer_norm import LayerNorm
+from memtheory.layers.normalization import BatchNorm2d
 from memtheory.layers.rms_norm import RMSNorm
 
-__all__ = ["rms_norm"]
+__all__ = ["batch_norm", "layer_norm", "rms_norm"]
+
+_FP32 = as_dtype("fp32")
+
+
+@register_plan(LayerNorm)
+def layer_norm(
+    layer: Layer,
+    input_shapes: tuple[Shape, ...],
+    *,
+    training: bool = True,
+    input_dtype: DTypeLike | None = None,
+    autocast: DTypeLike | None = None,
+) -> Autograd:
+    """Its input, mean and inverse std: fp32 statistics under autocast when affine.
+
+    Measured on CPU (PyTorch 2.13): the statistics follow the input's
+    dtype, except under autocast with an affine 16-bit input, where they
+    are fp32. It computes in its input's dtype (autocast leaves it alone).
+    """
+    assert isinstance(layer, LayerNorm)
+    given = as_dtype(input_dtype or "fp32")
+    mixed = autocast is not None and layer.elementwise_affine and given != _FP32
+    statistics = _FP32 if mixed else None
+    return Autograd(
+        saved=tuple(
+            s if s.role == "input" else replace(s, dtype=statistics)
+            for s in layer.saved_for_backward(tuple(input_shapes[0]))
+        )
+    )
+
+
+@register_plan(BatchNorm2d)
+def batch_norm(
+    layer: Layer,
+    input_shapes: tuple[Shape, ...],
+    *,
+    training: bool = True,
+    input_dtype: DTypeLike | None = None,
+    autocast: DTypeLike | None = None,
+) -> Autograd:
+    """Its input and, in training, the batch statistics in the parameters' dtype.
+
+    In eval mode it normalises with the running statistics and keeps only its input.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> len(batch_norm(BatchNorm2d(), ((B, 8, 4, 4),), training=False).saved)
+    1
+    """
+    saved = layer.saved_for_backward(tuple(input_shapes[0]))
+    if not training:
+        return Autograd(saved=saved[:1])
+    return Autograd(saved=saved, parameter_dtype=(1, 2))
 
 
 @register_plan(RMSNorm)
