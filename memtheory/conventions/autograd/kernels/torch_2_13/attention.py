@@ -63,24 +63,28 @@ _DROPPED = "dropped P (input of PV)"
 
 # -- one flash kernel for every attention layer --------------------------------------------
 def cuda_flash(
-    queries: TensorSpec, keys: TensorSpec, values: TensorSpec, output: TensorSpec
+    queries: TensorSpec,
+    keys: TensorSpec,
+    values: TensorSpec,
+    output: TensorSpec,
+    rows: Shape,
 ) -> tuple[TensorSpec, ...]:
     """Return what a CUDA flash kernel keeps: Q, K, V, its output and an fp32 log-sum-exp.
 
     FlashAttention (Dao et al. 2022) and PyTorch's memory-efficient SDPA keep
     no :math:`s^2` tensor: they recompute the probabilities in the backward
     from one fp32 log-sum-exp per row and head, and regenerate the dropout
-    mask from the random seed. An assumption, not measured on CPU.
+    mask from the random seed. An assumption, not measured on CPU. ``rows``
+    is ``(batch, heads, sequence)``.
 
     Examples
     --------
     >>> from memtheory.symbols import B, S
-    >>> q = TensorSpec("input", (B, 4, S, 8))
-    >>> cuda_flash(q, q, q, q)[-1].shape
-    (B, 4, S)
+    >>> q = TensorSpec("input", (B, S, 32))
+    >>> [(t.role, t.shape) for t in cuda_flash(q, q, q, q, (B, 4, S))][-1]
+    ('statistics', (B, 4, S))
     """
-    batch, heads, sequence = queries.shape[0], queries.shape[1], queries.shape[2]
-    statistics = TensorSpec("statistics", (batch, heads, sequence), _FP32, label="logsumexp")
+    statistics = TensorSpec("statistics", rows, _FP32, label="logsumexp")
     return (queries, keys, values, output, statistics)
 
 
@@ -298,6 +302,7 @@ def _storages(
                 spec("intermediate", "keys"),
                 spec("intermediate", "values"),
                 spec("intermediate", "heads_output"),
+                spec.shapes["row_statistics"],
             ),
         )
     if kernel == "eager":
@@ -417,6 +422,7 @@ def grouped_query_attention(
                 TensorSpec("input", key, operand=1),
                 TensorSpec("input", value, operand=2),
                 TensorSpec("output", query),
+                (query[0], layer.heads, query[1]),
             ),
             # scaled_dot_product_attention is on autocast's low-precision list (CPU and
             # CUDA): the rotated fp32 queries and keys are cast to the low dtype first.
