@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -91,3 +93,19 @@ def test_one_flash_rule_for_every_attention_layer():
     assert mha[-1] == gqa[-1] == attention.cuda_flash(mha[1], mha[2], mha[3], mha[4], rows)[-1]
     assert mha[-1].shape == rows
     assert [t.role for t in gqa] == ["input", "input", "input", "output", "statistics"]
+
+
+def test_importing_a_layer_alone_loads_the_plans():
+    """A fresh interpreter that imports only a layer's module finds its plan.
+
+    Importing memtheory registers the plans; a lazier package import must keep doing so.
+    """
+    code = (
+        "from memtheory.layers.attention import MultiHeadAttention\n"
+        "from memtheory.symbols import B, S\n"
+        "print(len(MultiHeadAttention(4).autograd(((B, S, 8),)).saved))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    expected = len(attention.multi_head_attention(MultiHeadAttention(4), ((B, S, 8),)).saved)
+    assert done.stdout.strip() == str(expected)
