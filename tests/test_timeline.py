@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import memtheory as mt
+from memtheory.conventions.autograd import live_bytes
 from memtheory.conventions.autograd import timeline as timeline_module
-from memtheory.conventions.autograd.timeline import Timeline
+from memtheory.conventions.autograd.live_bytes import Timeline
 from memtheory.models import resnet18
 from memtheory.symbols import B, H, S
 
@@ -102,7 +103,7 @@ def test_every_moment_of_real_timelines_is_sympys_sum(monkeypatch, net, optimize
         mark(self, label, extra)
         checked.append(_same(self.moments[label], sp.Add(*self.live.values()) + extra))
 
-    monkeypatch.setattr(timeline_module.Timeline, "mark", checking)
+    monkeypatch.setattr(live_bytes.Timeline, "mark", checking)
     mt.training_memory(net, optimizer=optimizer, convention="autograd")
     mt.inference_memory(net, convention="autograd")
     assert len(checked) > 2 * len(net.rows)

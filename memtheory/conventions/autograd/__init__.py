@@ -39,7 +39,10 @@ The package has one module per job:
   allocates, aliases and saves, one entry per storage (:func:`forward_storages`,
   :func:`autocast_precision`).
 * :mod:`~memtheory.conventions.autograd.timeline`: the live tensors of a
-  training step and of inference, moment by moment.
+  training step's forward and of inference, moment by moment;
+  :mod:`~memtheory.conventions.autograd.backward` the backward pass (its
+  graph of autograd nodes and the engine's order);
+  :mod:`~memtheory.conventions.autograd.live_bytes` the live total they keep.
 * :mod:`~memtheory.conventions.autograd.convention`: :class:`AutogradConvention`,
   which turns both into a :class:`~memtheory.memory_breakdown.MemoryBreakdown`.
 

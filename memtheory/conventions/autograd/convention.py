@@ -3,8 +3,9 @@
 :class:`AutogradConvention` sums the storage plan
 (:mod:`memtheory.conventions.autograd.storage_plan`) into a
 :class:`~memtheory.memory_breakdown.MemoryBreakdown`, and runs it through the
-live-tensor timeline (:mod:`memtheory.conventions.autograd.timeline`) for the
-peak. :data:`IMPLEMENTATIONS` lists the ``torch.optim`` implementations it can
+live-tensor timeline (:mod:`memtheory.conventions.autograd.timeline` and
+:mod:`memtheory.conventions.autograd.backward`) for the peak.
+:data:`IMPLEMENTATIONS` lists the ``torch.optim`` implementations it can
 assume, which differ in the optimizer step's temporaries.
 """
 
@@ -15,7 +16,9 @@ from typing import Literal
 
 import sympy as sp
 
+from memtheory.conventions.autograd.backward import run_backward
 from memtheory.conventions.autograd.kernels.torch_2_13.optimizers import step_temporaries, step_text
+from memtheory.conventions.autograd.live_bytes import Timeline
 from memtheory.conventions.autograd.storage_plan import (
     StepPlan,
     buffer_bytes,
@@ -25,12 +28,7 @@ from memtheory.conventions.autograd.storage_plan import (
     saved_bytes,
     step_plan,
 )
-from memtheory.conventions.autograd.timeline import (
-    Timeline,
-    inference_timeline,
-    run_backward,
-    run_forward,
-)
+from memtheory.conventions.autograd.timeline import inference_timeline, run_forward
 from memtheory.conventions.autograd.torch_version import (
     installed_torch_version,
     warn_if_unchecked_torch,
