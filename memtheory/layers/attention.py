@@ -44,8 +44,13 @@ class MultiHeadAttention(Layer):
     the features (fewer key/value heads shrink the key and value projections).
 
     What the backward pass keeps depends on the implementation, and is
-    measured on CPU (PyTorch 2.13; :meth:`autograd` lists it storage by
-    storage for any dtype, mode and autocast setting):
+    measured on CPU (PyTorch 2.13). The layer only records the kernel choices
+    (``flash``, ``implementation``, ``device``, ``causal`` with
+    ``mask_buffer``, ``additive_mask``, ``packed``); how each runs is the
+    kernel plan's to say
+    (:mod:`memtheory.conventions.autograd.kernels.torch_2_13.attention`, which
+    :meth:`autograd` asks, storage by storage for any dtype, mode and autocast
+    setting):
 
     * ``implementation="eager"`` (default): attention written out with
       ``matmul`` and ``softmax``, as Hugging Face's GPT-2 and BERT eager paths
