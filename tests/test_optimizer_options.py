@@ -11,7 +11,7 @@ import sympy as sp
 
 import memtheory as mt
 from memtheory.conventions.autograd import AutogradConvention
-from memtheory.conventions.autograd.optimizer_step import _step_temporaries, _step_text
+from memtheory.conventions.autograd.kernels.torch_2_13.optimizers import step_temporaries, step_text
 from memtheory.errors import InvalidArgumentError, InvalidSizeError, UnsupportedError
 from memtheory.optimizers import OPTIMIZERS, optimizer
 
@@ -76,11 +76,11 @@ def test_adam_for_loop_temporaries_with_and_without_weight_decay():
     Without decay: sqrt and quotient of a (2a); then a's denom with b's sqrt and quotient.
     With decay, grad + wd * param is bound to ``grad`` too: one more of each tensor.
     """
-    assert _step_temporaries(optimizer("adam"), "for-loop", [a, b]) == sp.Max(2 * a, a + 2 * b)
-    decayed = _step_temporaries(optimizer("adam", weight_decay=0.1), "for-loop", [a, b])
+    assert step_temporaries(optimizer("adam"), "for-loop", [a, b]) == sp.Max(2 * a, a + 2 * b)
+    decayed = step_temporaries(optimizer("adam", weight_decay=0.1), "for-loop", [a, b])
     assert decayed == sp.Max(3 * a, a + 3 * b)
     # AdamW decays the parameter in place: no extra tensor.
-    assert _step_temporaries(optimizer("adamw", weight_decay=0.1), "for-loop", [a, b]) == (
+    assert step_temporaries(optimizer("adamw", weight_decay=0.1), "for-loop", [a, b]) == (
         sp.Max(2 * a, a + 2 * b)
     )
 
@@ -91,23 +91,23 @@ def test_sgd_momentum_weight_decay_and_maximize():
     ``grad = buf`` then frees both, so tensors never overlap: max(2a, 2b).
     """
     chosen = optimizer("sgd+momentum", weight_decay=0.1, maximize=True)
-    assert _step_temporaries(chosen, "for-loop", [a, b]) == sp.Max(2 * a, 2 * b)
-    assert _step_temporaries(chosen, "foreach", [a, b]) == a + b  # -grads, decayed in place
-    assert _step_temporaries(chosen, "fused", [a, b]) == 0
+    assert step_temporaries(chosen, "for-loop", [a, b]) == sp.Max(2 * a, 2 * b)
+    assert step_temporaries(chosen, "foreach", [a, b]) == a + b  # -grads, decayed in place
+    assert step_temporaries(chosen, "fused", [a, b]) == 0
 
 
 def test_foreach_adam_counts_the_float32_one():
     """The foreach Adam with maximize: -grads of all tensors, and torch.tensor(1.0) beside."""
-    assert _step_temporaries(optimizer("adam", maximize=True), "foreach", [a, b]) == (
+    assert step_temporaries(optimizer("adam", maximize=True), "foreach", [a, b]) == (
         sp.Max(a + b + 4, a + b)
     )
 
 
 def test_step_text_names_the_temporaries():
     """The note says what the step allocates."""
-    text = _step_text(optimizer("adam", weight_decay=0.1), "for-loop")
+    text = step_text(optimizer("adam", weight_decay=0.1), "for-loop")
     assert "grad + weight_decay * param" in text and "denom" in text
-    assert _step_text(optimizer("adam"), "fused") == "no temporaries"
+    assert step_text(optimizer("adam"), "fused") == "no temporaries"
 
 
 def test_adafactor_for_loop_temporaries_of_two_vectors():
@@ -118,7 +118,7 @@ def test_adafactor_for_loop_temporaries_of_two_vectors():
     grad * grad is made: 40 + 40 + 12 = 92, more than 40 + 40 + 4 = 84.
     """
     chosen = optimizer("adafactor")
-    assert _step_temporaries(chosen, "for-loop", [40, 12], [(10,), (3,)]) == 92
+    assert step_temporaries(chosen, "for-loop", [40, 12], [(10,), (3,)]) == 92
 
 
 def test_what_the_step_does_not_model_is_refused():

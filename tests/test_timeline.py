@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import memtheory as mt
+from memtheory.conventions.autograd import live_bytes
 from memtheory.conventions.autograd import timeline as timeline_module
-from memtheory.conventions.autograd.timeline import _Timeline
+from memtheory.conventions.autograd.live_bytes import Timeline
 from memtheory.models import resnet18
 from memtheory.symbols import B, H, S
 
@@ -49,7 +50,7 @@ def _same(got: sp.Expr, expected: sp.Expr) -> bool:
 )
 def test_total_is_sympys_sum_argument_for_argument(steps):
     """After any allocations and frees, total() and mark() equal sympy's Add of what is live."""
-    timeline = _Timeline()
+    timeline = Timeline()
     count = 0
     for number, (allocate, which, extra) in enumerate(steps):
         if allocate or not timeline.live:
@@ -67,7 +68,7 @@ def test_total_is_sympys_sum_argument_for_argument(steps):
 
 def test_float_bytes_fall_back_to_sympy():
     """A float coefficient is added by sympy itself (no rational bookkeeping), from then on."""
-    timeline = _Timeline()
+    timeline = Timeline()
     timeline.alloc("a", 4 * B)
     timeline.alloc("b", sp.Float(0.5) * B)
     timeline.alloc("c", 3 * H)
@@ -95,15 +96,55 @@ def _pooled_cnn(convolutions: int) -> mt.Network:
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
 def test_every_moment_of_real_timelines_is_sympys_sum(monkeypatch, net, optimizer):
     """On a deep pooled CNN and a residual network, training and inference moments are unchanged."""
-    mark = _Timeline.mark
+    mark = Timeline.mark
     checked: list[bool] = []
 
     def checking(self, label, extra=0):
         mark(self, label, extra)
         checked.append(_same(self.moments[label], sp.Add(*self.live.values()) + extra))
 
-    monkeypatch.setattr(timeline_module._Timeline, "mark", checking)
+    monkeypatch.setattr(live_bytes.Timeline, "mark", checking)
     mt.training_memory(net, optimizer=optimizer, convention="autograd")
     mt.inference_memory(net, convention="autograd")
     assert len(checked) > 2 * len(net.rows)
     assert all(checked)
+
+
+def _fork_by_definition(reads, inputs, index):
+    """The nearest common ancestor by its definition: intersect every read's ancestors."""
+    common = None
+    for name in reads:
+        seen, stack = {name}, [name]
+        while stack:
+            for source in inputs.get(stack.pop(), ()):
+                if source not in seen:
+                    seen.add(source)
+                    stack.append(source)
+        common = seen if common is None else common & seen
+    known = [name for name in common or () if name in index]
+    return max(known, key=index.__getitem__) if known else None
+
+
+@st.composite
+def _graphs(draw):
+    """A layer graph in running order: layer i reads one to three earlier layers (0 the input)."""
+    size = draw(st.integers(2, 30))
+    inputs = {
+        f"l{i}": tuple(
+            f"l{j}" for j in draw(st.lists(st.integers(0, i - 1), min_size=1, max_size=3))
+        )
+        for i in range(1, size)
+    }
+    reads = tuple(
+        f"l{j}" for j in draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=4))
+    )
+    return reads, inputs, {f"l{i}": i for i in range(1, size)}
+
+
+@given(_graphs())
+def test_fork_is_the_nearest_common_ancestor(graph):
+    """The fork the timeline finds walking back latest first is the definition's."""
+    reads, inputs, index = graph
+    assert timeline_module._fork(reads, inputs, index) == _fork_by_definition(
+        reads, inputs, index
+    )

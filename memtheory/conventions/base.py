@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import sympy as sp
 
+from memtheory.conventions.optimizer_state import state_bytes
 from memtheory.counts import ModelCounts
 from memtheory.errors import UnsupportedError
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -192,9 +193,7 @@ def optimizer_state_bytes(model: Model, optimizer: Optimizer, precision: Precisi
                 f"{optimizer.title} keeps factored state whose size depends on each "
                 "parameter's shape; ModelCounts has only the total. Pass a Network."
             )
-        from memtheory.conventions.autograd.optimizer_step import _state_bytes
-
-        return _state_bytes(optimizer, model, precision)
+        return state_bytes(optimizer, model, precision)
     if not optimizer.states_per_parameter:  # sympy's 0 * x asks whether x is finite
         return sp.S.Zero
     parameters = model_counts(model).parameters

@@ -11,44 +11,28 @@ Derived in the book's chapter "Transformers".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size, check_kv_heads, check_probability
-from memtheory.dtypes import DType, DTypeLike
+from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import InvalidSizeError, RankError, ShapeError
 from memtheory.layers.base import (
     Autograd,
     Layer,
-    Role,
     Shape,
-    Stage,
     TensorSpec,
     describe_shape,
     elements,
 )
-from memtheory.layers.saved_storages import compute_dtype
+from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["MultiHeadAttention"]
 
 _BOOL = as_dtype("bool")
-
-_LABELS = {
-    "queries": "queries Q",
-    "keys": "keys K",
-    "values": "values V",
-    "probabilities": "softmax P",
-    "heads_output": "context PV (heads merged)",
-    "packed": "packed Q, K, V projection",
-    "row_statistics": "softmax row statistics",
-    "input": "input",
-}
-"""What each saved tensor of attention is, for listings (``TensorSpec.label``)."""
-
-_DROPPED = "dropped P (input of PV)"
 
 
 @dataclass(frozen=True)
@@ -60,8 +44,13 @@ class MultiHeadAttention(Layer):
     the features (fewer key/value heads shrink the key and value projections).
 
     What the backward pass keeps depends on the implementation, and is
-    measured on CPU (PyTorch 2.13; :meth:`autograd` lists it storage by
-    storage for any dtype, mode and autocast setting):
+    measured on CPU (PyTorch 2.13). The layer only records the kernel choices
+    (``flash``, ``implementation``, ``device``, ``causal`` with
+    ``mask_buffer``, ``additive_mask``, ``packed``); how each runs is the
+    kernel plan's to say
+    (:mod:`memtheory.conventions.autograd.kernels.torch_2_13.attention`, which
+    :meth:`autograd` asks, storage by storage for any dtype, mode and autocast
+    setting):
 
     * ``implementation="eager"`` (default): attention written out with
       ``matmul`` and ``softmax``, as Hugging Face's GPT-2 and BERT eager paths
@@ -297,7 +286,15 @@ class MultiHeadAttention(Layer):
         return tuple(shapes)
 
     # -- memory ------------------------------------------------------------------------
-    def _tensors(self, input_shape: Shape) -> dict[str, Shape]:
+    def tensor_shapes(self, input_shape: Shape) -> dict[str, Shape]:
+        """Return the shape of each tensor attention computes, by name (``"queries"``).
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> MultiHeadAttention(12).tensor_shapes((B, S, 768))["probabilities"]
+        (B, 12, S, S)
+        """
         batch, sequence, features = input_shape
         width = self.width(input_shape)
         heads, key_heads = self.heads, self._key_heads()
@@ -322,31 +319,11 @@ class MultiHeadAttention(Layer):
         [(B, 12, S, 64), (B, 12, S, 64)]
         """
         self.check_input(input_shape)
-        shapes = self._tensors(input_shape)
+        shapes = self.tensor_shapes(input_shape)
         return (
             TensorSpec("intermediate", shapes["keys"]),
             TensorSpec("intermediate", shapes["values"]),
         )
-
-    def cpu_kernel(self, training: bool = True) -> str:
-        """Return the kernel PyTorch 2.13 runs on CPU: ``"flash"``, ``"math"`` or ``"eager"``.
-
-        ``implementation="torch"`` calls ``scaled_dot_product_attention``, which
-        on CPU runs its flash kernel unless dropout is active (training with
-        ``dropout > 0``): then it runs the math path. ``"eager"`` writes the
-        matmuls and softmax out. ``flash=True`` is reported as ``"flash"``.
-
-        Examples
-        --------
-        >>> attn = MultiHeadAttention(4, dropout=0.1, implementation="torch")
-        >>> attn.cpu_kernel(training=True), attn.cpu_kernel(training=False)
-        ('math', 'flash')
-        """
-        if self.flash:
-            return "flash"
-        if self.implementation == "eager":
-            return "eager"
-        return "math" if training and self.dropout else "flash"
 
     def autograd(
         self,
@@ -358,45 +335,13 @@ class MultiHeadAttention(Layer):
     ) -> Autograd:
         """Return every storage the backward pass keeps, once each, with its dtype.
 
-        Measured on CPU (PyTorch 2.13, ``tests/pytorch/layer_harness.py`` and
-        ``tests/pytorch/test_layer_saved.py``); the projection weights and
+        How PyTorch runs attention (eager, ``scaled_dot_product_attention``'s
+        CPU flash or math path, the eval fast path, a CUDA flash kernel) is
+        not the layer's to know: it asks its kernel plan,
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.attention.multi_head_attention`,
+        which lists the storages path by path. The projection weights and
         their autocast copies are not listed (the autograd convention adds
-        them, as for :class:`~memtheory.layers.Dense`). ``input_dtype`` is the
-        input's dtype; ``autocast`` the low dtype of CPU autocast, if on (the
-        projections then compute in it). Left unset, an fp32 run with the
-        activation dtype unspecified.
-
-        * ``"eager"``: the input (or its autocast cast), contiguous copies of
-          Q, K and V (``matmul`` on head-split views copies them; with one head
-          it reads them as views of the packed projection), the softmax
-          output, in training with dropout its mask (``bool``, or the compute
-          dtype with ``device="cpu"``) and the dropped probabilities, and the
-          merged heads (the input of the output projection), all in the
-          compute dtype.
-        * ``"torch"``, flash kernel (no active dropout): a contiguous copy of
-          the batch-first input, the packed Q/K/V projection (Q, K and V are
-          views of it, so all of it stays alive), one fp32 log-sum-exp per
-          row and head, and the kernel's output (the output projection's input).
-        * ``"torch"``, math path (training with dropout): the input copy,
-          scaled Q and K, softmax output, dropout mask and dropped
-          probabilities in fp32 (the CPU math path upcasts 16-bit inputs), V
-          (at fp32 a view of the packed projection, which it keeps whole; at
-          16 bits its fp32 copy), and the heads' output.
-        * ``flash=True`` (CUDA, an assumption, not measured here): the input,
-          Q, K, V, the heads' output and an fp32 log-sum-exp.
-        * eval mode under ``no_grad`` (``training=False``, :attr:`Autograd.no_grad`)
-          with ``"torch"``: ``nn.MultiheadAttention``'s fast path, one
-          operation (``_native_multi_head_attention``) that keeps nothing;
-          under autocast it casts the query, key and value separately. With
-          an odd number of heads, without biases, or under autocast with a
-          query that is not fp32 (its dtype then differs from the fp32
-          ``in_proj_bias``) PyTorch skips the fast path, and the convention
-          refuses the inference peak (:attr:`Autograd.inference_refusal`).
-
-        The formulas assume at least two sequences of at least two positions:
-        at batch 1 or sequence length 1 PyTorch's reshapes become views, and
-        the copies of the input (torch) or of Q, K and V (eager) are not made.
-        Grouped-query heads (``kv_heads``) are not measured.
+        them, as for :class:`~memtheory.layers.Dense`).
 
         Examples
         --------
@@ -415,195 +360,8 @@ class MultiHeadAttention(Layer):
         >>> attn.autograd(((B, S, 768),), training=False).no_grad  # eval, no_grad: the fast path
         ()
         """
-        saved = self._storages(tuple(input_shapes[0]), input_dtype, training, autocast)
-        if input_dtype is None:  # the activation dtype left open: what follows it says None
-            fp32 = as_dtype("fp32")
-            saved = tuple(
-                s if s.role == "statistics" or s.dtype != fp32 else replace(s, dtype=None)
-                for s in saved
-            )
-        stages: tuple[Stage, ...] = ()
-        if self.cpu_kernel(training) == "flash" and not self.flash:
-            stages = self._flash_stages(
-                tuple(input_shapes[0]), compute_dtype(input_dtype or "fp32", autocast)
-            )
-        no_grad, refusal = None, None
-        if not training and self.implementation == "torch" and not self.flash:
-            odd = sp.Mod(self.heads, 2)
-            query = as_dtype(input_dtype) if input_dtype is not None else None
-            low_query = autocast is not None and query is not None and query != as_dtype("fp32")
-            if odd != 0 or not self.bias:
-                refusal = (
-                    "with an odd number of heads or without biases nn.MultiheadAttention "
-                    "skips its eval fast path, and the transients of the path it runs "
-                    "instead (two packed projections alive at once, then the kernel's "
-                    "output) are not modelled. Use an even number of heads with biases."
-                )
-            elif low_query:
-                refusal = (
-                    f"under autocast a query that arrives in {query.name if query else ''} (the "
-                    "output of a layer autocast ran at low precision, or a LayerNorm fed by "
-                    "one) does not match nn.MultiheadAttention's fp32 in_proj_bias, so PyTorch "
-                    "skips its eval fast path; the transients of the path it runs instead (the "
-                    "packed projection and its contiguous copy alive at once, then the "
-                    "output projection's weight casts) are not modelled. Its inference peak "
-                    "is known when the query arrives in fp32 (a residual stream kept in fp32)."
-                )
-            else:
-                no_grad = self._fast_path(tuple(input_shapes[0]), autocast)
-        return Autograd(
-            saved=saved,
-            autocast="low",
-            weight_copy="if the input needs a gradient",
-            stages=stages,
-            no_grad=no_grad,
-            inference_refusal=refusal,
-        )
-
-    def _fast_path(
-        self, input_shape: Shape, autocast: DTypeLike | None
-    ) -> tuple[TensorSpec, ...]:
-        """Return what eval mode under ``no_grad`` allocates besides the output: the fast path.
-
-        Measured on CPU (PyTorch 2.13): ``nn.MultiheadAttention`` then calls
-        ``_native_multi_head_attention``, one dispatcher operation: what it
-        allocates inside is no tensor any other operation sees, and around it
-        only its output is new. Under autocast its query, key and value
-        arguments are cast one by one: three casts of the input, the first of
-        which is the layer's input cast, so two more.
-        """
-        if autocast is None:
-            return ()
-        cast = TensorSpec("intermediate", input_shape, as_dtype(autocast), label="input cast")
-        return (cast, cast)
-
-    def _flash_stages(self, input_shape: Shape, compute: DType) -> tuple[Stage, ...]:
-        """Return nn.MultiheadAttention's backward nodes on the CPU flash path, in creation order.
-
-        Measured on CPU (PyTorch 2.13): the output projection hands the flash
-        kernel's backward the heads' gradient, which makes the gradients of Q,
-        K and V; each is copied twice by the backward of the reshapes that
-        split the heads, and ``unbind``'s backward (one ``select`` per tensor)
-        rebuilds the packed gradient from each, zero-filled, adding the three
-        as autograd adds them; the backward of the packed projection's reshape
-        copies the sum, which the input projection's backward reads.
-        """
-        shapes = self._tensors(input_shape)
-        one = TensorSpec("intermediate", shapes["input"], compute)
-        packed = TensorSpec("intermediate", shapes["packed"], compute)
-        stages = [
-            Stage(
-                "in_proj", (0,), edges=((-1, one),), parameters=("in_proj_weight", "in_proj_bias")
-            ),
-            Stage("reshape packed", edges=((0, packed),)),
-        ]
-        stages += [Stage(f"select {t}", edges=((1, packed),)) for t in "qkv"]
-        stages += [Stage(f"merge heads {t}", edges=((2 + i, one),)) for i, t in enumerate("qkv")]
-        stages += [Stage(f"split heads {t}", edges=((5 + i, one),)) for i, t in enumerate("qkv")]
-        stages.append(Stage("flash", (1, 2, 3), edges=tuple((8 + i, one) for i in range(3))))
-        stages.append(
-            Stage(
-                "out_proj", (3,), edges=((11, one),),
-                parameters=("out_proj.weight", "out_proj.bias"),
-            )
-        )
-        return tuple(stages)
-
-    def _storages(
-        self,
-        input_shape: Shape,
-        input_dtype: DTypeLike | None,
-        training: bool,
-        autocast: DTypeLike | None,
-    ) -> tuple[TensorSpec, ...]:
-        self.check_input(input_shape)
-        shapes = self._tensors(input_shape)
-        given = as_dtype(input_dtype or "fp32")
-        compute = compute_dtype(given, autocast)
-        fp32 = as_dtype("fp32")
-
-        def spec(
-            role: Role, key: str, kind: DType = compute, label: str | None = None
-        ) -> TensorSpec:
-            return TensorSpec(role, shapes[key], kind, label=label or _LABELS[key])
-
-        kernel = self.cpu_kernel(training)
-        dropout = training and bool(self.dropout)
-        if self.flash:
-            return (
-                spec("input", "input", given),
-                spec("intermediate", "queries"),
-                spec("intermediate", "keys"),
-                spec("intermediate", "values"),
-                spec("intermediate", "heads_output"),
-                spec("statistics", "row_statistics", fp32),
-            )
-        if kernel == "eager":
-            # the input (or, under autocast, its cast); with separate projections under
-            # autocast, the key and value projections cast it again (autocast caches no
-            # activation casts)
-            first: tuple[TensorSpec, ...] = (TensorSpec("input", shapes["input"]),)
-            if not self.packed and autocast is not None and given != compute:
-                again = TensorSpec("intermediate", shapes["input"], compute, label="input cast")
-                first += (again, again)
-            mask = compute if self.device == "cpu" else as_dtype("bool")
-            condition = self._causal_condition(input_shape)
-            middle: tuple[TensorSpec, ...] = (
-                (
-                    spec("mask", "probabilities", mask, "dropout mask on P"),
-                    spec("intermediate", "probabilities", label=_DROPPED),
-                )
-                if dropout
-                else ()
-            )
-            softmax = spec("intermediate", "probabilities")
-            if self.additive_mask and compute != fp32 and autocast is not None:
-                # scores + fp32 mask is fp32: fp32 probabilities, cast back to V's dtype
-                softmax = spec("intermediate", "probabilities", fp32)
-                if not dropout:
-                    middle = (spec("intermediate", "probabilities"),)
-            if self.heads == 1:
-                # One head: matmul reads Q, K and V as strided views of the packed projection.
-                return (
-                    *first,
-                    spec("intermediate", "packed"),
-                    *condition,
-                    softmax,
-                    *middle,
-                    spec("intermediate", "heads_output"),
-                )
-            return (
-                *first,
-                spec("intermediate", "queries"),
-                spec("intermediate", "keys"),
-                *condition,
-                softmax,
-                *middle,
-                spec("intermediate", "values"),
-                spec("intermediate", "heads_output"),
-            )
-        head = spec("intermediate", "input")
-        if kernel == "flash":
-            return (
-                head,
-                spec("intermediate", "packed"),
-                spec("statistics", "row_statistics", fp32),
-                spec("intermediate", "heads_output"),
-            )
-        values = (
-            spec("intermediate", "packed")
-            if compute == fp32
-            else spec("intermediate", "values", fp32)
-        )
-        return (
-            head,
-            spec("intermediate", "queries", fp32),
-            spec("intermediate", "keys", fp32),
-            spec("intermediate", "probabilities", fp32),
-            spec("mask", "probabilities", fp32, "dropout mask on P"),
-            spec("intermediate", "probabilities", fp32, _DROPPED),
-            values,
-            spec("intermediate", "heads_output"),
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
@@ -615,6 +373,7 @@ class MultiHeadAttention(Layer):
         upcasts): ask :meth:`autograd` with the input dtype.
         """
         return self.autograd((tuple(input_shape),)).saved
+
     def activation_count(self, input_shape: Shape) -> sp.Expr:
         """Elements of the tensors a training step creates and keeps, its output included.
 
@@ -627,15 +386,6 @@ class MultiHeadAttention(Layer):
             if spec.role != "input" and spec.dtype is None:
                 count += spec.elements
         return sp.expand(count)
-
-    def _causal_condition(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return the ``bool`` condition ``torch.where`` keeps: the buffer's view, or its own."""
-        if not self.causal:
-            return ()
-        sequence = input_shape[1]
-        if self.mask_buffer is not None:
-            return (TensorSpec("buffer", (1, 1, self.mask_buffer, self.mask_buffer), _BOOL),)
-        return (TensorSpec("mask", (sequence, sequence), _BOOL, label="causal mask"),)
 
     def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return the causal mask's ``bool`` buffer, with ``mask_buffer``.

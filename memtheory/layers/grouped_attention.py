@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size, check_kv_heads, check_probability
-from memtheory.dtypes import DType, DTypeLike
-from memtheory.dtypes import dtype as as_dtype
+from memtheory.dtypes import DTypeLike
 from memtheory.errors import ShapeError
-from memtheory.layers.base import Autograd, Shape, Stage, TensorSpec, describe_shape
+from memtheory.layers.base import Autograd, Shape, describe_shape
+from memtheory.layers.kernel_plans import planned_autograd
 from memtheory.layers.merge import Merge
 
 __all__ = ["GroupedQueryAttention"]
@@ -172,116 +172,12 @@ class GroupedQueryAttention(Merge):
         formulas assume at least two sequences of at least two positions (at
         batch 1 or
         sequence 1 PyTorch's reshapes become views and the copies are not made).
+        How PyTorch runs it is its kernel plan's to say,
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.attention.grouped_query_attention`.
         """
-        query, key, value = (tuple(s) for s in input_shapes)
-        batch, sequence = query[0], query[1]
-        heads, width = self.heads, self.head_dim
-        fp32 = as_dtype("fp32")
-        given = as_dtype(input_dtype) if input_dtype is not None else None
-        if autocast is not None:  # matmul is on autocast's low-precision list
-            given = as_dtype(autocast)
-        per_head = (batch, heads, sequence, width)
-        scores = (batch, heads, sequence, sequence)
-        if self.flash:
-            return Autograd(
-                saved=(
-                    TensorSpec("input", query),
-                    TensorSpec("input", key, operand=1),
-                    TensorSpec("input", value, operand=2),
-                    TensorSpec("output", query),
-                    TensorSpec("statistics", (batch, heads, sequence), fp32, label="logsumexp"),
-                ),
-                # scaled_dot_product_attention is on autocast's low-precision list (CPU and
-                # CUDA): the rotated fp32 queries and keys are cast to the low dtype first.
-                autocast="low",
-            )
-        saved = [
-            TensorSpec("intermediate", per_head, given, label="queries"),
-            TensorSpec("intermediate", per_head, given, label="keys"),
-            TensorSpec("intermediate", scores, fp32, label="softmax"),
-        ]
-        if given not in (None, fp32):
-            saved.append(TensorSpec("intermediate", scores, given, label="probabilities"))
-        if training and self.dropout:
-            saved.append(TensorSpec("mask", scores, as_dtype("bool"), label="dropout mask"))
-            saved.append(TensorSpec("intermediate", scores, given, label="dropped"))
-        saved.append(TensorSpec("intermediate", per_head, given, label="values"))
-        if given is None:  # the activation dtype left open: fp32 storages follow it
-            saved = [
-                s if s.label != "softmax" else TensorSpec("intermediate", scores, label="softmax")
-                for s in saved
-            ]
-        return Autograd(
-            saved=tuple(saved),
-            autocast="low",
-            stages=self._stages(tuple(saved), key, value, given),
-            transients=(TensorSpec("intermediate", scores, fp32, label="fp32 scores"),),
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
-
-    def _stages(
-        self, saved: tuple[TensorSpec, ...], key: Shape, value: Shape, given: DType | None
-    ) -> tuple[Stage, ...]:
-        r"""Its backward nodes in creation order (eager path), with what each allocates.
-
-        Measured on CPU (PyTorch 2.13): :math:`QK^\top` (its ``bmm`` makes
-        the queries' and the keys' gradients; with groups, the keys' is summed
-        over each group into a new key-sized tensor), the scale, the cast of
-        the scores to fp32 inside ``softmax(dtype=float32)`` (16 bits), the
-        softmax, the cast back (16 bits), dropout, :math:`PV` (the values' and
-        the probabilities' gradients), and the reshape of the incoming
-        gradient into heads (a contiguous copy). The mask's ``add`` hands its
-        gradient on and is not listed.
-        """
-        fp32 = as_dtype("fp32")
-        per_head, scores = saved[0].shape, saved[2].shape
-        label = {spec.label: position for position, spec in enumerate(saved)}
-        low = given not in (None, fp32)
-        grouped = sp.sympify(self.kv_heads) != sp.sympify(self.heads)
-
-        def grad(shape: Shape, kind: DType | None = given) -> TensorSpec:
-            return TensorSpec("intermediate", shape, kind)
-
-        stages: list[Stage] = []
-        k_to, v_to = -2, -3  # where the keys' and values' gradients go: the inputs, or repeat_kv
-        if grouped:  # repeat_kv's expand sums each group's gradients into a key/value-sized one
-            stages = [
-                Stage("repeat keys", edges=((-2, grad(key)),)),
-                Stage("repeat values", edges=((-3, grad(value)),)),
-            ]
-            k_to, v_to = 0, 1
-        stages.append(
-            Stage(
-                "q @ k^T",
-                (label["queries"], label["keys"]),
-                edges=((-1, grad(per_head)), (k_to, grad(per_head))),
-                kept_for=((label["queries"], k_to), (label["keys"], -1)),
-            )
-        )
-        stages.append(Stage("scale", edges=((len(stages) - 1, grad(scores)),)))
-        if low:
-            stages.append(
-                Stage("softmax input to fp32", edges=((len(stages) - 1, grad(scores)),))
-            )
-        stages.append(
-            Stage("softmax", (label["softmax"],), edges=((len(stages) - 1, grad(scores, fp32)),))
-        )
-        if low:
-            stages.append(Stage("to low", edges=((len(stages) - 1, grad(scores, fp32)),)))
-        if "dropout mask" in label:
-            stages.append(
-                Stage("dropout", (label["dropout mask"],), edges=((len(stages) - 1, grad(scores)),))
-            )
-        probabilities = label.get("dropped", label.get("probabilities", label["softmax"]))
-        stages.append(
-            Stage(
-                "p @ v",
-                (probabilities, label["values"]),
-                edges=((len(stages) - 1, grad(scores)), (v_to, grad(per_head))),
-                kept_for=((probabilities, v_to), (label["values"], len(stages) - 1)),
-            )
-        )
-        stages.append(Stage("merge heads", edges=((len(stages) - 1, grad(per_head)),)))
-        return tuple(stages)
 
     def describe(self) -> str:
         """Heads, key/value heads, window, dropout, flash."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import sympy as sp
 
 from memtheory.dtypes import DTypeLike
-from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import RankError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
+from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["LayerNorm"]
 
@@ -110,9 +110,8 @@ class LayerNorm(FeatureNorm):
     ) -> Autograd:
         """Its input, mean and inverse std: fp32 statistics under autocast when affine.
 
-        Measured on CPU (PyTorch 2.13): the statistics follow the input's
-        dtype, except under autocast with an affine 16-bit input, where they
-        are fp32. It computes in its input's dtype (autocast leaves it alone).
+        Its kernel plan says how PyTorch runs it:
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.norms.layer_norm`.
 
         Examples
         --------
@@ -121,14 +120,8 @@ class LayerNorm(FeatureNorm):
         >>> [(t.role, t.dtype and t.dtype.name) for t in spec.saved]
         [('input', None), ('statistics', 'fp32'), ('statistics', 'fp32')]
         """
-        given = as_dtype(input_dtype or "fp32")
-        mixed = autocast is not None and self.elementwise_affine and given != as_dtype("fp32")
-        statistics = as_dtype("fp32") if mixed else None
-        return Autograd(
-            saved=tuple(
-                s if s.role == "input" else replace(s, dtype=statistics)
-                for s in self.saved_for_backward(tuple(input_shapes[0]))
-            )
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
 
     def describe(self) -> str:

@@ -1,12 +1,9 @@
 """Regression and binary losses: mean squared error, mean absolute error, BCE with logits.
 
-Each ends a network with a scalar and states what PyTorch 2.13 keeps on CPU
-(``derivatives.yaml``, measured with :func:`memtheory.torch.measure`): MSE keeps
-its input and the targets and returns its scalar in an input-sized storage;
-L1 runs as ``(input - target).abs().mean()`` and keeps the difference; BCE with
-logits keeps its input and the targets, and its backward makes one input-sized
-temporary (the sigmoid). Under CPU autocast each runs in fp32 (a bf16 input is
-first cast to an fp32 copy). The targets are the caller's, in the input's dtype.
+Each ends a network with a scalar; what PyTorch 2.13 keeps for it on CPU is
+its kernel plan's to say
+(:mod:`memtheory.conventions.autograd.kernels.torch_2_13.losses`). The
+targets are the caller's, in the input's dtype.
 Cross-entropy is :class:`~memtheory.layers.CrossEntropyLoss`.
 """
 
@@ -18,7 +15,8 @@ import sympy as sp
 
 from memtheory.dtypes import DTypeLike
 from memtheory.errors import RankError
-from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec, elements
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec
+from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["BCEWithLogitsLoss", "L1Loss", "MSELoss"]
 
@@ -73,14 +71,15 @@ class MSELoss(_Loss):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """Input and targets; the output storage input-sized; fp32 under autocast."""
-        shape = tuple(input_shapes[0])
-        return Autograd(
-            saved=self.saved_for_backward(shape),
-            autocast="fp32",
-            output_elements=elements(shape),
-            target=TensorSpec("target", shape),
+        """Input and targets; the output storage input-sized; fp32 under autocast.
+
+        Its kernel plan says how PyTorch runs it:
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.losses.mse_loss`.
+        """
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
+
 
 
 @dataclass(frozen=True)
@@ -113,19 +112,15 @@ class L1Loss(_Loss):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """Return the difference kept by ``abs``, its result a transient; fp32 under autocast."""
-        shape = tuple(input_shapes[0])
-        return Autograd(
-            saved=self.saved_for_backward(shape),
-            autocast="fp32",
-            target=TensorSpec("target", shape),
-            transients=(TensorSpec("intermediate", shape, label="absolute values"),),
-            stages=(
-                Stage("sub", (), gradient_is_view=True),
-                Stage("abs", (0,), temporaries=(TensorSpec("intermediate", shape),)),
-                Stage("mean"),
-            ),
+        """Return the difference kept by ``abs``, its result a transient; fp32 under autocast.
+
+        Its kernel plan says how PyTorch runs it:
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.losses.l1_loss`.
+        """
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
+
 
 
 @dataclass(frozen=True)
@@ -153,11 +148,11 @@ class BCEWithLogitsLoss(_Loss):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """Input and targets; one input-sized temporary in backward; fp32 under autocast."""
-        shape = tuple(input_shapes[0])
-        return Autograd(
-            saved=self.saved_for_backward(shape),
-            autocast="fp32",
-            target=TensorSpec("target", shape),
-            stages=(Stage("", (0, 1), temporaries=(TensorSpec("intermediate", shape),)),),
+        """Input and targets; one input-sized temporary in backward; fp32 under autocast.
+
+        Its kernel plan says how PyTorch runs it:
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.losses.bce_with_logits_loss`.
+        """
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )

@@ -8,6 +8,7 @@ import sympy as sp
 
 from memtheory.dtypes import DTypeLike, dtype
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec
+from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["BatchNorm2d"]
 
@@ -97,8 +98,11 @@ class BatchNorm2d(Layer):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """Its input and, in training, the statistics in the parameters' dtype."""
-        saved = self.saved_for_backward(tuple(input_shapes[0]))
-        if not training:
-            return Autograd(saved=saved[:1])
-        return Autograd(saved=saved, parameter_dtype=(1, 2))
+        """Its input and, in training, the statistics in the parameters' dtype.
+
+        Its kernel plan says how PyTorch runs it:
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.norms.batch_norm`.
+        """
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        )

@@ -7,16 +7,15 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory.dtypes import DType, DTypeLike
-from memtheory.dtypes import dtype as as_dtype
+from memtheory.dtypes import DTypeLike
 from memtheory.errors import InvalidSizeError
 from memtheory.layers.base import (
     Autograd,
     Shape,
-    Stage,
     TensorSpec,
     elements,
 )
+from memtheory.layers.kernel_plans import planned_autograd
 from memtheory.layers.layer_norm import FeatureNorm
 
 __all__ = ["GemmaRMSNorm", "RMSNorm"]
@@ -92,16 +91,8 @@ class RMSNorm(FeatureNorm):
     ) -> Autograd:
         """Return the saved storages with their dtypes (the same in training and eval).
 
-        Measured on CPU (PyTorch 2.13): a 16-bit input is upcast to fp32 and
-        the upcast copy is kept; the inverse RMS is fp32; the normalised input
-        is in the input's dtype (``"llama"``) or fp32 (``"torch"``). Both run
-        their backward as the same nodes (``torch.rms_norm`` decomposes on
-        CPU): the upcast (16 bits), ``pow``, ``mean``, ``rsqrt``, the
-        normalising ``mul`` and the scale, each with the gradients and
-        temporaries it allocates (``pow``'s two fp32 products; the unsummed
-        products behind the inverse RMS's and the scale's gradients); the two
-        fp32 gradients of the input meet and are added, as autograd adds them.
-        Without a gradient for the input only the scale's node is recorded.
+        How PyTorch runs it is its kernel plan's to say,
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.norms.rms_norm`.
 
         Examples
         --------
@@ -111,66 +102,9 @@ class RMSNorm(FeatureNorm):
         >>> [s.label for s in RMSNorm().autograd(((B, S, 8),), input_dtype="bf16").stages]
         ['to fp32', 'pow', 'mean', 'rsqrt', 'mul', 'scale']
         """
-        shape = tuple(input_shapes[0])
-        self.check_input(shape)
-        fp32 = as_dtype("fp32")
-        given = as_dtype(input_dtype) if input_dtype is not None else None
-        saved = [
-            TensorSpec("input", shape)
-            if given in (None, fp32)
-            else TensorSpec("intermediate", shape, fp32),
-            TensorSpec("statistics", shape[:-1], fp32),
-        ]
-        if self.elementwise_affine:
-            normalised = given if self.implementation == "llama" else fp32
-            saved.append(TensorSpec("intermediate", shape, normalised))
-        refused = None
-        if given is not None and given != fp32:
-            refused = (
-                f"reading a {given.name} tensor that needs no gradient (the network's input), "
-                "none of its fp32 intermediates is saved and its forward's own transients "
-                "(the fp32 copy, x.pow(2), the product before the cast back) set the peak; "
-                "that case is not measured. Put a layer with parameters before it, or feed "
-                "fp32 (autocast)."
-            )
-        return Autograd(
-            saved=tuple(saved),
-            stages=self._stages(shape, given),
-            without_input_gradient=refused,
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
-
-    def _stages(self, shape: Shape, given: DType | None) -> tuple[Stage, ...]:
-        """Its backward nodes in creation order, with the gradients and temporaries they make."""
-        fp32 = as_dtype("fp32")
-        full, rows = (
-            TensorSpec("intermediate", shape, fp32),
-            TensorSpec("statistics", shape[:-1], fp32),
-        )
-        stages: list[Stage] = []
-        upcast = given not in (None, fp32)
-        if upcast:  # x.to(fp32)
-            stages.append(Stage("to fp32", edges=((-1, TensorSpec("input", shape, given)),)))
-        into = len(stages) - 1  # where the gradient of the fp32 input goes (-1: the input)
-        stages.append(Stage("pow", (0,), edges=((into, full),), temporaries=(full, full)))
-        stages.append(Stage("mean", edges=((len(stages) - 1, full),)))
-        stages.append(
-            Stage("rsqrt", (1,), edges=((len(stages) - 1, rows),), temporaries=(rows, rows))
-        )
-        stages.append(
-            Stage("mul", (0, 1), edges=((into, full), (len(stages) - 1, rows)), temporaries=(full,))
-        )
-        if self.elementwise_affine:
-            out = TensorSpec("output", shape, given)
-            stages.append(
-                Stage(
-                    "scale",
-                    (2,),
-                    edges=((len(stages) - 1, out),),
-                    temporaries=(out,),
-                    parameters=("weight",),
-                )
-            )
-        return tuple(stages)
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return what an fp32 run keeps: its input, the inverse RMS, the normalised input."""

@@ -15,12 +15,13 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from memtheory.dtypes import DTypeLike
 from memtheory.errors import InvalidSizeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec
 from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["SoftCap", "SoftCappedAttention"]
 
@@ -116,18 +117,14 @@ class SoftCappedAttention(GroupedQueryAttention):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """Return :class:`GroupedQueryAttention`'s storages and the ``tanh`` output (eager)."""
-        plain = super().autograd(
-            input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        """Return :class:`GroupedQueryAttention`'s storages and the ``tanh`` output (eager).
+
+        Its kernel plan says so:
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.attention.soft_capped_attention`.
+        """
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
-        if self.flash:
-            return plain
-        keys = plain.saved[1]
-        batch, heads, sequence = keys.shape[0], keys.shape[1], keys.shape[2]
-        tanh = TensorSpec("intermediate", (batch, heads, sequence, sequence), keys.dtype,
-                          label="tanh")
-        saved = (*plain.saved[:2], tanh, *plain.saved[2:])
-        return replace(plain, saved=saved, stages=())
 
     def describe(self) -> str:
         """Add the cap to the attention's description."""

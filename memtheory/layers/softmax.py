@@ -12,11 +12,11 @@ from memtheory.layers.base import (
     Autograd,
     Layer,
     Shape,
-    Stage,
     TensorSpec,
     describe_shape,
     elements,
 )
+from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["CrossEntropyLoss", "LanguageModelLoss", "LogSoftmax", "Softmax"]
 
@@ -127,13 +127,13 @@ class CrossEntropyLoss(Layer):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """Two nodes: log-softmax keeps its output; NLL keeps it, the total weight, the targets."""
-        saved = self.saved_for_backward(tuple(input_shapes[0]))
-        return Autograd(
-            saved=saved,
-            target=saved[2],
-            autocast="fp32",
-            stages=(Stage("log_softmax", (0,)), Stage("nll_loss", (0, 1, 2))),
+        """Two nodes: log-softmax keeps its output; NLL keeps it, the total weight, the targets.
+
+        Its kernel plan says how PyTorch runs it:
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.losses.cross_entropy_loss`.
+        """
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
 
 
@@ -213,9 +213,8 @@ class LanguageModelLoss(CrossEntropyLoss):
     ) -> Autograd:
         """Log-softmax and NLL as for :class:`CrossEntropyLoss`, fp32 when upcast; the labels.
 
-        CPU autocast runs the cross-entropy in fp32 (measured on PyTorch 2.13), so
-        even without ``upcast`` the log-probabilities are fp32 under autocast
-        (``autocast="fp32"``).
+        Its kernel plan says how PyTorch runs it:
+        :func:`memtheory.conventions.autograd.kernels.torch_2_13.losses.language_model_loss`.
 
         Examples
         --------
@@ -224,23 +223,8 @@ class LanguageModelLoss(CrossEntropyLoss):
         >>> [(t.label or t.role, t.dtype.name) for t in spec.saved]
         [('log-probabilities', 'fp32'), ('total weight', 'fp32'), ('shifted labels', 'int64')]
         """
-        shape = tuple(input_shapes[0])
-        log_probabilities, labels = self.saved_for_backward(shape)
-        fp32 = dtype("fp32") if self.upcast else None
-        saved = (
-            TensorSpec("intermediate", shape, fp32, label="log-probabilities"),
-            TensorSpec("intermediate", (), fp32, label="total weight"),
-            TensorSpec(
-                labels.role, labels.shape, labels.dtype,
-                label="shifted labels" if self.shift else None,
-            ),
-        )
-        return Autograd(
-            saved=saved,
-            target=TensorSpec("target", shape[:2], dtype("int64")),
-            autocast="fp32",
-            compute_dtype=fp32,
-            stages=(Stage("log_softmax", (0,)), Stage("nll_loss", (0, 1, 2))),
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
 
     def describe(self) -> str:

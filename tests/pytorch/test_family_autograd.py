@@ -117,8 +117,8 @@ def test_phi3_adam_gap_is_the_parameter_order_of_the_for_loop_step(monkeypatch):
     the MLP. Everything else agrees; the step's peak is low by the difference
     between the temporaries in transformers' order and in the network's.
     """
-    from memtheory.conventions.autograd.optimizer_step import _step_temporaries
-    from memtheory.conventions.autograd.storage_plan import _parameter_tensors
+    from memtheory.conventions.autograd.kernels.torch_2_13.optimizers import step_temporaries
+    from memtheory.conventions.autograd.storage_plan import parameter_tensors
     from memtheory.layers.split import Slice
     from memtheory.optimizers import optimizer
 
@@ -132,7 +132,7 @@ def test_phi3_adam_gap_is_the_parameter_order_of_the_for_loop_step(monkeypatch):
             transformers.AutoConfig.for_model("phi3", **values))
     bf16 = 2
     theirs = [p.numel() * bf16 for p in model.parameters()]
-    ours = [int(n) * bf16 for n in _parameter_tensors(from_config(PHI3)).values()]
+    ours = [int(n) * bf16 for n in parameter_tensors(from_config(PHI3)).values()]
     adam = optimizer("adam")
-    assert gap == _step_temporaries(adam, "for-loop", theirs) - _step_temporaries(
+    assert gap == step_temporaries(adam, "for-loop", theirs) - step_temporaries(
         adam, "for-loop", ours) > 0

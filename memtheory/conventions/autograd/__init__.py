@@ -31,11 +31,18 @@ in the book's chapter "Theory vs measurement".
 
 The package has one module per job:
 
+* :mod:`~memtheory.conventions.autograd.kernels`: how a PyTorch release's
+  kernels keep each layer type's storages (attention, losses, norms) and the
+  optimizer step's temporaries, one module per release
+  (``kernels/torch_2_13/``), found by layer type.
 * :mod:`~memtheory.conventions.autograd.storage_plan`: which tensors each layer
   allocates, aliases and saves, one entry per storage (:func:`forward_storages`,
   :func:`autocast_precision`).
 * :mod:`~memtheory.conventions.autograd.timeline`: the live tensors of a
-  training step and of inference, moment by moment.
+  training step's forward and of inference, moment by moment;
+  :mod:`~memtheory.conventions.autograd.backward` the backward pass (its
+  graph of autograd nodes and the engine's order);
+  :mod:`~memtheory.conventions.autograd.live_bytes` the live total they keep.
 * :mod:`~memtheory.conventions.autograd.convention`: :class:`AutogradConvention`,
   which turns both into a :class:`~memtheory.memory_breakdown.MemoryBreakdown`.
 

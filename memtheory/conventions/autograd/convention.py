@@ -3,8 +3,9 @@
 :class:`AutogradConvention` sums the storage plan
 (:mod:`memtheory.conventions.autograd.storage_plan`) into a
 :class:`~memtheory.memory_breakdown.MemoryBreakdown`, and runs it through the
-live-tensor timeline (:mod:`memtheory.conventions.autograd.timeline`) for the
-peak. :data:`IMPLEMENTATIONS` lists the ``torch.optim`` implementations it can
+live-tensor timeline (:mod:`memtheory.conventions.autograd.timeline` and
+:mod:`memtheory.conventions.autograd.backward`) for the peak.
+:data:`IMPLEMENTATIONS` lists the ``torch.optim`` implementations it can
 assume, which differ in the optimizer step's temporaries.
 """
 
@@ -15,29 +16,25 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory.conventions.autograd.optimizer_step import _parameter_shapes, _state_bytes
+from memtheory.conventions.autograd.backward import run_backward
+from memtheory.conventions.autograd.kernels.torch_2_13.optimizers import step_temporaries, step_text
+from memtheory.conventions.autograd.live_bytes import Timeline
 from memtheory.conventions.autograd.storage_plan import (
-    _buffer_bytes,
-    _holders,
-    _network,
-    _parameter_tensors,
-    _Plan,
-    _plan,
-    _saved_bytes,
+    StepPlan,
+    buffer_bytes,
+    checked_network,
+    holders_of,
+    parameter_tensors,
+    saved_bytes,
+    step_plan,
 )
-from memtheory.conventions.autograd.timeline import (
-    _backward,
-    _forward,
-    _inference_timeline,
-    _optimizer_temporaries,
-    _temporaries_text,
-    _Timeline,
-)
+from memtheory.conventions.autograd.timeline import inference_timeline, run_forward
 from memtheory.conventions.autograd.torch_version import (
     installed_torch_version,
     warn_if_unchecked_torch,
 )
 from memtheory.conventions.base import Convention, Model
+from memtheory.conventions.optimizer_state import parameter_shapes, state_bytes
 from memtheory.dtypes import dtype
 from memtheory.errors import (
     InvalidArgumentError,
@@ -80,7 +77,7 @@ class AutogradConvention(Convention):
         (``-grad``) and coupled ``weight_decay`` (``grad + wd * param``) add a
         gradient-sized temporary per parameter (all at once in foreach).
         Derived from ``torch/optim/*.py`` for every optimizer torch.optim has
-        (:mod:`memtheory.conventions.autograd.optimizer_step`). PyTorch picks
+        (:mod:`memtheory.conventions.autograd.kernels.torch_2_13.optimizers`). PyTorch picks
         for-loop on CPU and foreach on CUDA unless told.
     keeps_logits : bool, default True
         Whether the training loop holds the model's output (the loss layer's
@@ -209,19 +206,19 @@ class AutogradConvention(Convention):
                 "the known ones with list(memtheory.optimizers.OPTIMIZERS)."
             )
         _warn_if_unchecked_torch()
-        network = _network(model)
-        plan = _plan(network, precision, training=True, keeps_logits=self.keeps_logits)
+        network = checked_network(model)
+        plan = step_plan(network, precision, training=True, keeps_logits=self.keeps_logits)
         if not any(r.records for r in plan.rows):
             raise UnsupportedError(
                 f"{network.name!r} has no parameters: a training step has nothing to train."
             )
-        tensors = _parameter_tensors(network)
+        tensors = parameter_tensors(network)
         count = sp.Add(*tensors.values())
         parameters = count * precision.parameters.bytes
         gradients = count * precision.gradients.bytes
-        state = _state_bytes(optimizer, network, precision)
+        state = state_bytes(optimizer, network, precision)
         counters = sp.Integer(len(tensors) * len(optimizer.scalar_states) * _STEP_COUNTER.bytes)
-        saved = _saved_bytes(plan)
+        saved = saved_bytes(plan)
         components = {
             "parameters": parameters,
             "gradients": gradients,
@@ -230,7 +227,7 @@ class AutogradConvention(Convention):
             "saved_activations": saved,
             "input": plan.sizes["input"],
         }
-        buffers = _buffer_bytes(network, precision)
+        buffers = buffer_bytes(network, precision)
         if buffers != 0:
             components["buffers"] = buffers
         if plan.weight_copies:
@@ -240,12 +237,12 @@ class AutogradConvention(Convention):
         if not optimizer.scalar_states:
             del components["optimizer_step_counters"]
         shapes = (
-            list(_parameter_shapes(network).values()) if optimizer.factored_state_names else None
+            list(parameter_shapes(network).values()) if optimizer.factored_state_names else None
         )
         timeline = self._training_timeline(plan, tensors, optimizer, components, shapes)
         notes = (
             f"{optimizer}, {self.implementation} implementation: "
-            f"{_temporaries_text(optimizer, self.implementation)}",
+            f"{step_text(optimizer, self.implementation)}",
             "zero_grad(set_to_none=True); the caller keeps the input, targets, "
             + ("logits and loss" if self.keeps_logits else "and loss (not the logits)"),
             "saved activations: each storage once; the input batch and targets counted apart",
@@ -273,7 +270,7 @@ class AutogradConvention(Convention):
         >>> memory["activations"], memory.total == memory.peak  # both outputs alive at dense_2
         (68096, True)
         """
-        network = _network(model)
+        network = checked_network(model)
         for row in network.rows[1:]:
             if not row.layer.autograd_inference_checked:
                 raise UnsupportedError(
@@ -282,14 +279,14 @@ class AutogradConvention(Convention):
                     "forward's transients were checked against PyTorch in training only."
                 )
         _warn_if_unchecked_torch()
-        plan = _plan(network, precision, training=False)
-        tensors = _parameter_tensors(network)
+        plan = step_plan(network, precision, training=False)
+        tensors = parameter_tensors(network)
         parameters = sp.Add(*tensors.values()) * precision.parameters.bytes
         base = {"parameters": parameters, "input": plan.sizes["input"]}
-        buffers = _buffer_bytes(network, precision)
+        buffers = buffer_bytes(network, precision)
         if buffers != 0:
             base["buffers"] = buffers
-        timeline = _inference_timeline(plan, sp.Add(*base.values()))
+        timeline = inference_timeline(plan, sp.Add(*base.values()))
         notes = (
             "eval mode under no_grad: nothing saved, each input freed once its output exists",
             "activations: the most activation bytes alive at once (so total = peak)",
@@ -303,14 +300,14 @@ class AutogradConvention(Convention):
     # -- the training timeline ---------------------------------------------------------
     def _training_timeline(
         self,
-        plan: _Plan,
+        plan: StepPlan,
         tensors: dict[str, sp.Expr],
         optimizer: Optimizer,
         components: dict[str, sp.Expr],
         shapes: list[Shape] | None,
     ) -> dict[str, sp.Expr]:
         precision = plan.precision
-        timeline = _Timeline()
+        timeline = Timeline()
         for name in ("parameters", "buffers", "optimizer_state", "optimizer_step_counters"):
             if name in components:
                 timeline.alloc(name, components[name])
@@ -321,10 +318,10 @@ class AutogradConvention(Convention):
         timeline.mark("step start")
         for tensor in tensors:
             timeline.free(f"grad {tensor}")
-        holders = _holders(plan)
-        _forward(plan, timeline, holders)
-        _backward(plan, timeline, holders, tensors)
-        temporaries = _optimizer_temporaries(
+        holders = holders_of(plan)
+        run_forward(plan, timeline, holders)
+        run_backward(plan, timeline, holders, tensors)
+        temporaries = step_temporaries(
             optimizer,
             self.implementation,
             [count * precision.parameters.bytes for count in tensors.values()],

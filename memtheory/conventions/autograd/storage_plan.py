@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
+from memtheory.conventions.autograd.kernels import autograd_of
 from memtheory.conventions.base import Model
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
@@ -28,7 +29,23 @@ from memtheory.network import LayerRow, Network
 from memtheory.precision import Precision, PrecisionLike
 from memtheory.precision import precision as precision_of
 
-__all__ = ["ForwardStorage", "autocast_precision", "forward_storages"]
+__all__ = [
+    "ForwardStorage",
+    "PlannedRow",
+    "StepPlan",
+    "autocast_precision",
+    "buffer_bytes",
+    "checked_network",
+    "forward_storages",
+    "holders_of",
+    "parameter_tensors",
+    "row_parameters",
+    "saved_bytes",
+    "step_plan",
+]
+"""The first three are public; the rest is the package's own interface, which
+:mod:`~memtheory.conventions.autograd.timeline` and
+:mod:`~memtheory.conventions.autograd.convention` read."""
 
 
 def autocast_precision(low: str = "bf16") -> Precision:
@@ -119,8 +136,8 @@ def forward_storages(
     dropout_1  output   32 saved_activations     dense_2
     dense_2    output   24 held by the caller
     """
-    plan = _plan(_network(network), precision_of(precision), training=True)
-    holders = _holders(plan)
+    plan = step_plan(checked_network(network), precision_of(precision), training=True)
+    holders = holders_of(plan)
     order = {entry.row.name: i for i, entry in enumerate(plan.rows)}
     keys = list(dict.fromkeys(["input", *sorted(plan.data), *_forward_keys(plan)]))
     storages = []
@@ -141,7 +158,7 @@ def forward_storages(
     return tuple(storages)
 
 
-def _forward_keys(plan: _Plan) -> list[str]:
+def _forward_keys(plan: StepPlan) -> list[str]:
     keys: list[str] = []
     for entry in plan.rows:
         keys += [*entry.allocs, *entry.copies, entry.out_key]
@@ -149,7 +166,7 @@ def _forward_keys(plan: _Plan) -> list[str]:
 
 
 @dataclass
-class _Row:
+class PlannedRow:
     """What the simulation needs to know about one layer of the step.
 
     ``in_keys`` are the storages the layer receives (its inputs' outputs);
@@ -190,13 +207,13 @@ class _Row:
 
 
 @dataclass
-class _Plan:
+class StepPlan:
     """The storages of a step: their sizes, which nodes keep them, and what the caller holds."""
 
     precision: Precision
     sizes: dict[str, sp.Expr]
-    rows: list[_Row]
-    loss: _Row | None
+    rows: list[PlannedRow]
+    loss: PlannedRow | None
     held: set[str]
     data: set[str]
     calls: tuple[tuple[str, str], ...] = ()
@@ -213,7 +230,8 @@ class _Plan:
 
 
 # -- planning ----------------------------------------------------------------------------
-def _network(model: Model) -> Network:
+def checked_network(model: Model) -> Network:
+    """Return ``model`` if the convention can follow it: a Network of checked layers, loss last."""
     if isinstance(model, ModelCounts):
         raise UnsupportedError(
             "the autograd convention follows each layer's saved tensors, so it needs a "
@@ -273,7 +291,7 @@ def _tied(network: Network, row: LayerRow, spec: Autograd) -> tuple[str, sp.Expr
     )
 
 
-def _row_parameters(row: LayerRow) -> list[tuple[str, sp.Expr]]:
+def row_parameters(row: LayerRow) -> list[tuple[str, sp.Expr]]:
     """Return the row's parameter tensors, ``(name, elements)``, in registration order.
 
     As the layer's :meth:`~memtheory.layers.Layer.parameter_shapes` names them
@@ -288,12 +306,13 @@ def _row_parameters(row: LayerRow) -> list[tuple[str, sp.Expr]]:
     return [(f"{row.name}.{part}", elements(shape)) for part, shape in shapes]
 
 
-def _parameter_tensors(network: Network) -> dict[str, sp.Expr]:
+def parameter_tensors(network: Network) -> dict[str, sp.Expr]:
     """Elements of each parameter tensor, in ``module.parameters()`` order."""
-    return {name: count for row in network.rows for name, count in _row_parameters(row)}
+    return {name: count for row in network.rows for name, count in row_parameters(row)}
 
 
-def _buffer_bytes(network: Network, precision: Precision) -> sp.Expr:
+def buffer_bytes(network: Network, precision: Precision) -> sp.Expr:
+    """Bytes of the network's registered buffers, in the parameters' dtype."""
     return sp.Add(
         *(spec.nbytes(precision.parameters) for row in network.rows for spec in row.buffers)
     )
@@ -339,14 +358,15 @@ def _spec(
     row: LayerRow, training: bool, input_dtype: DType, autocast: DType | None
 ) -> Autograd:
     shapes = row.input_shapes or (row.input_shape,)
-    return row.layer.autograd(
-        tuple(shapes), training=training, input_dtype=input_dtype, autocast=autocast
+    return autograd_of(
+        row.layer, tuple(shapes), training=training, input_dtype=input_dtype, autocast=autocast
     )
 
 
-def _plan(
+def step_plan(
     network: Network, precision: Precision, *, training: bool, keeps_logits: bool = True
-) -> _Plan:
+) -> StepPlan:
+    """Plan every storage of a training step (or of inference): sizes, keepers, what is held."""
     autocast = _check_precision(precision)
     first = network.rows[0].name
     ids = any(
@@ -358,8 +378,8 @@ def _plan(
     dtypes: dict[str, DType] = {"input": fed}
     storage_of: dict[str, str] = {network.rows[0].name: "input"}
     requires_grad: dict[str, bool] = {network.rows[0].name: False}
-    rows: list[_Row] = []
-    loss: _Row | None = None
+    rows: list[PlannedRow] = []
+    loss: PlannedRow | None = None
     for row in network.rows[1:]:
         is_loss = _is_loss(row)
         if is_loss and not training:
@@ -398,7 +418,7 @@ def _plan(
         held |= {last, "loss"}
     else:
         held.add(last)
-    return _Plan(precision, sizes, rows, loss, held, data, network.calls)
+    return StepPlan(precision, sizes, rows, loss, held, data, network.calls)
 
 
 def _plan_layer(
@@ -411,17 +431,11 @@ def _plan_layer(
     sizes: dict[str, sp.Expr],
     dtypes: dict[str, DType],
     network: Network,
-) -> _Row:
+) -> PlannedRow:
     in_dtypes = tuple(dtypes[key] for key in in_keys)
-    spec = _spec(row, training, in_dtypes[0], precision.activations if autocast else None)
+    spec = _mode_spec(row, _spec(row, training, in_dtypes[0],
+                                 precision.activations if autocast else None), training)
     tied = _tied(network, row, spec)
-    if not training and spec.inference_refusal:
-        raise UnsupportedError(
-            f"the autograd convention does not model the inference peak of {row.layer.label} "
-            f"(layer {row.index}) here: {spec.inference_refusal}"
-        )
-    if not training and spec.no_grad is not None:  # what eval under no_grad allocates instead
-        spec = replace(spec, saved=(), stages=(), transients=spec.no_grad)
     name = row.name
     records = training and spec.records and (any(needs_grad) or row.parameters != 0)
     if records and spec.without_input_gradient and not any(needs_grad):
@@ -429,47 +443,16 @@ def _plan_layer(
             f"the autograd convention does not model {row.layer.label} (layer {row.index}) "
             f"here: {spec.without_input_gradient}"
         )
-    compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(
-        spec.autocast, in_dtypes[0]
-    )
-    if not autocast:
-        compute = in_dtypes[0]
-    if spec.autocast == "parameters":
-        compute = precision.parameters
-    if autocast and spec.autocast == "promote":
-        compute = max((*in_dtypes, precision.parameters), key=lambda kind: kind.bytes)
-    if spec.compute_dtype is not None:
-        compute = spec.compute_dtype
-    if spec.promotes:  # type promotion inside the kernel: the widest input, no casts
-        compute = max(in_dtypes, key=lambda kind: kind.bytes)
-    shapes = row.input_shapes or (row.input_shape,)
+    compute = _compute_dtype(spec, in_dtypes, precision, autocast)
     allocs: dict[str, sp.Expr] = {}
-    copies: dict[str, sp.Expr] = {}
-    read_keys = []
-    for index, (key, shape) in enumerate(zip(in_keys, shapes, strict=True)):
-        if dtypes[key] == compute or spec.reads_ids or not spec.casts_inputs or spec.promotes:
-            read_keys.append(key)
-            continue
-        cast = f"{name}:input cast" + (f" {index}" if index else "")
-        if (spec.autocast == "fp32" or spec.compute_dtype is not None) and row.output_shape == ():
-            cast = f"{name}:logits cast"
-        allocs[cast] = elements(shape) * compute.bytes
-        sizes[cast], dtypes[cast] = allocs[cast], compute
-        read_keys.append(cast)
+    read_keys = _read_keys(row, spec, in_keys, compute, sizes, dtypes, allocs)
     copy_keys: dict[str, str] = {}
+    copies: dict[str, sp.Expr] = {}
     if autocast and spec.autocast == "low":
         copy_keys = _copy_keys(row, spec, tied)
         for parameter, count in _cast_tensors(row, tied):
             copies[copy_keys[parameter]] = count * compute.bytes
-    if spec.aliases_input:
-        out_key = read_keys[0]
-    else:
-        out_key = f"{name}:output"
-        count = spec.output_elements if spec.output_elements is not None else elements(
-            row.output_shape
-        )
-        sizes[out_key] = count * compute.bytes
-        dtypes[out_key] = compute
+    out_key = _output_key(row, spec, read_keys, compute, sizes, dtypes)
     saved_keys: list[str | None] = []
     for position, tensor in enumerate(spec.saved):
         saved_keys.append(
@@ -492,7 +475,7 @@ def _plan_layer(
     ):
         _keep_weight_copies(spec, name, copy_keys, stage_saved)
     sizes.update(copies)
-    return _Row(
+    return PlannedRow(
         row=row,
         spec=spec,
         in_keys=in_keys,
@@ -511,9 +494,86 @@ def _plan_layer(
     )
 
 
+def _mode_spec(row: LayerRow, spec: Autograd, training: bool) -> Autograd:
+    """Return the spec for the mode: in eval under no_grad, what it allocates instead."""
+    if training:
+        return spec
+    if spec.inference_refusal:
+        raise UnsupportedError(
+            f"the autograd convention does not model the inference peak of {row.layer.label} "
+            f"(layer {row.index}) here: {spec.inference_refusal}"
+        )
+    if spec.no_grad is not None:
+        return replace(spec, saved=(), stages=(), transients=spec.no_grad)
+    return spec
+
+
+def _compute_dtype(
+    spec: Autograd, in_dtypes: tuple[DType, ...], precision: Precision, autocast: bool
+) -> DType:
+    """Return the dtype the layer computes in: its input's, autocast's choice, or its own."""
+    compute = in_dtypes[0]
+    if autocast:
+        compute = {"low": precision.activations, "fp32": dtype("fp32")}.get(
+            spec.autocast, in_dtypes[0]
+        )
+    if spec.autocast == "parameters":
+        compute = precision.parameters
+    if autocast and spec.autocast == "promote":
+        compute = max((*in_dtypes, precision.parameters), key=lambda kind: kind.bytes)
+    if spec.compute_dtype is not None:
+        compute = spec.compute_dtype
+    if spec.promotes:  # type promotion inside the kernel: the widest input, no casts
+        compute = max(in_dtypes, key=lambda kind: kind.bytes)
+    return compute
+
+
+def _read_keys(
+    row: LayerRow,
+    spec: Autograd,
+    in_keys: tuple[str, ...],
+    compute: DType,
+    sizes: dict[str, sp.Expr],
+    dtypes: dict[str, DType],
+    allocs: dict[str, sp.Expr],
+) -> list[str]:
+    """Return the storages the layer computes from: its inputs, or autocast's casts of them."""
+    shapes = row.input_shapes or (row.input_shape,)
+    read_keys = []
+    for index, (key, shape) in enumerate(zip(in_keys, shapes, strict=True)):
+        if dtypes[key] == compute or spec.reads_ids or not spec.casts_inputs or spec.promotes:
+            read_keys.append(key)
+            continue
+        cast = f"{row.name}:input cast" + (f" {index}" if index else "")
+        if (spec.autocast == "fp32" or spec.compute_dtype is not None) and row.output_shape == ():
+            cast = f"{row.name}:logits cast"
+        allocs[cast] = elements(shape) * compute.bytes
+        sizes[cast], dtypes[cast] = allocs[cast], compute
+        read_keys.append(cast)
+    return read_keys
+
+
+def _output_key(
+    row: LayerRow,
+    spec: Autograd,
+    read_keys: list[str],
+    compute: DType,
+    sizes: dict[str, sp.Expr],
+    dtypes: dict[str, DType],
+) -> str:
+    """Return the layer's output storage: its first input's (a view), or a new one."""
+    if spec.aliases_input:
+        return read_keys[0]
+    out_key = f"{row.name}:output"
+    count = spec.output_elements
+    sizes[out_key] = (count if count is not None else elements(row.output_shape)) * compute.bytes
+    dtypes[out_key] = compute
+    return out_key
+
+
 def _cast_tensors(row: LayerRow, tied: tuple[str, sp.Expr] | None) -> list[tuple[str, sp.Expr]]:
     """Return the parameter tensors autocast casts for the row, the tied matrix first."""
-    tensors = [(tensor, count) for tensor, count in _row_parameters(row) if count != 0]
+    tensors = [(tensor, count) for tensor, count in row_parameters(row) if count != 0]
     return [tied, *tensors] if tied is not None else tensors
 
 
@@ -586,7 +646,7 @@ def _saved_key(
     return own
 
 
-def _holders(plan: _Plan) -> dict[str, set[tuple[str, int]]]:
+def holders_of(plan: StepPlan) -> dict[str, set[tuple[str, int]]]:
     """Map each storage to the backward nodes (layer name, stage) that keep it."""
     holders: dict[str, set[tuple[str, int]]] = {}
     for entry in plan.rows:
@@ -596,7 +656,8 @@ def _holders(plan: _Plan) -> dict[str, set[tuple[str, int]]]:
     return holders
 
 
-def _saved_bytes(plan: _Plan) -> sp.Expr:
+def saved_bytes(plan: StepPlan) -> sp.Expr:
+    """Bytes of the storages backward nodes keep, each once (data and weight copies apart)."""
     keys = {key for entry in plan.rows for key in entry.saved}
     keys -= plan.data
     keys -= set(plan.weight_copies)

@@ -6,246 +6,23 @@ each layer allocates its output and the tensors it saves, frees its input once
 nothing reads or keeps it, and in the backward allocates gradients and frees
 what its node kept; the optimizer step adds its implementation's temporaries.
 Inference (eval mode under ``no_grad``) frees each input once its output
-exists. The live total at each labelled moment is the timeline that
+exists (:mod:`~memtheory.conventions.autograd.backward` runs the backward
+pass). The live total at each labelled moment is the timeline that
 :class:`~memtheory.conventions.autograd.AutogradConvention` hands to
 :class:`~memtheory.memory_breakdown.MemoryBreakdown`, whose maximum is the peak.
 """
 
 from __future__ import annotations
 
-import bisect
-import heapq
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from functools import cmp_to_key
-from operator import itemgetter
-from typing import TypeAlias
-
 import sympy as sp
-from sympy.core.basic import _cmp_name
 
-from memtheory.conventions.autograd.optimizer_step import _step_temporaries, _step_text
-from memtheory.conventions.autograd.storage_plan import _Plan, _Row, _row_parameters
-from memtheory.errors import UnsupportedError
-from memtheory.layers.base import Shape, elements
-from memtheory.optimizers import Optimizer
+from memtheory.conventions.autograd.live_bytes import Holders, Timeline, freeable
+from memtheory.conventions.autograd.storage_plan import StepPlan
 
-__all__: list[str] = []
-
-_Holders: TypeAlias = dict[str, set[tuple[str, int]]]
+__all__ = ["inference_timeline", "run_forward"]
 
 
-@dataclass
-class _Timeline:
-    """Live storages (name -> bytes) and the live total at labelled moments.
-
-    The live total is kept as sympy's ``Add`` keeps it, term -> coefficient,
-    and updated on every allocation and free; a moment sorts only its own terms
-    (by their place in a canonical order kept as terms first appear) instead of
-    adding every live storage again. A moment is the same expression, argument
-    for argument, as ``sp.Add(*live.values())``, which it falls back on for
-    anything but rational coefficients.
-    """
-
-    live: dict[str, sp.Expr] = field(default_factory=dict)
-    moments: dict[str, sp.Expr] = field(default_factory=dict)
-    _sum: _Sum = field(default_factory=lambda: _Sum())
-    _nonzero: dict[str, None] = field(default_factory=dict)
-
-    def alloc(self, key: str, nbytes: sp.Expr) -> None:
-        if key in self.live:
-            raise AssertionError(f"storage {key!r} allocated twice")
-        value = sp.sympify(nbytes)
-        self.live[key] = value
-        if value is not sp.S.Zero:
-            self._nonzero[key] = None
-            self._sum.add(value, 1)
-
-    def free(self, key: str) -> None:
-        value = self.live.pop(key)
-        if value is not sp.S.Zero:
-            del self._nonzero[key]
-            self._sum.add(value, -1)
-
-    def total(self) -> sp.Expr:
-        if not self._sum.exact:
-            return sp.Add(*self.live.values())
-        if len(self._nonzero) < 2:  # sympy returns a lone argument as it is
-            return self.live[next(iter(self._nonzero))] if self._nonzero else sp.S.Zero
-        return self._sum.expression()
-
-    def mark(self, label: str, extra: sp.Expr | int = 0) -> None:
-        extra = sp.sympify(extra)
-        if extra is sp.S.Zero or not self._nonzero or not self._sum.exact or not _parts(extra):
-            self.moments[label] = self.total() + extra
-            return
-        self._sum.add(extra, 1)
-        self.moments[label] = self._sum.expression()
-        self._sum.add(extra, -1)
-
-
-_GAP = 1 << 32
-
-
-class _Sum:
-    """A sum of sympy expressions kept as ``Add.flatten`` collects it: term -> coefficient.
-
-    ``exact`` turns False for good once a coefficient is not rational (a float,
-    an infinity): the caller then adds the values with sympy itself.
-    """
-
-    def __init__(self) -> None:
-        self.terms: dict[sp.Expr, sp.Number] = {}
-        self.constant: sp.Number = sp.S.Zero
-        self.exact = True
-        self._order: list[sp.Expr] = []
-        self._rank: dict[sp.Expr, int] = {}
-        self._built: dict[tuple[sp.Expr, sp.Number], sp.Expr] = {}
-        self._compared: dict[tuple[sp.Basic, sp.Basic], int] = {}
-        self._split: dict[sp.Expr, _Split | None] = {}
-
-    def add(self, value: sp.Expr, sign: int) -> None:
-        """Add ``sign`` (1 or -1) times ``value``'s terms."""
-        if not self.exact:
-            return
-        if value not in self._split:
-            self._split[value] = _parts(value)
-        parts = self._split[value]
-        if parts is None:
-            self.exact = False
-            return
-        constant, terms = parts
-        if constant:
-            self.constant = self.constant + constant if sign > 0 else self.constant - constant
-        for term, coefficient in terms:
-            total = self.terms.get(term, sp.S.Zero)
-            total = total + coefficient if sign > 0 else total - coefficient
-            if total:
-                self.terms[term] = total
-            else:
-                del self.terms[term]
-
-    def expression(self) -> sp.Expr:
-        """Return the sum as ``sp.Add`` would build it from the same values."""
-        built, rank = self._built, self._rank
-        ranked = []
-        for term, coefficient in self.terms.items():
-            argument = term if coefficient is sp.S.One else built.get((term, coefficient))
-            if argument is None:
-                argument = self._term(term, coefficient)
-            place = rank.get(argument)
-            if place is None:
-                place = self._key(argument)
-                rank = self._rank  # a new term may have renumbered every place
-            ranked.append((place, argument))
-        ranked.sort(key=itemgetter(0))  # places are distinct: the arguments are never compared
-        arguments = [argument for _, argument in ranked]
-        if self.constant is not sp.S.Zero:
-            arguments.insert(0, self.constant)
-        return sp.Add._exec_constructor_postprocessors(sp.Add._from_args(arguments, True))
-
-    def _term(self, term: sp.Expr, coefficient: sp.Number) -> sp.Expr:
-        """``coefficient * term`` as ``Add.flatten`` writes it."""
-        if coefficient is sp.S.One:
-            return term
-        built = self._built.get((term, coefficient))
-        if built is None:
-            if term.is_Mul:
-                built = term._new_rawargs(coefficient, *term.args)
-            elif term.is_Add:
-                built = sp.Mul(coefficient, term, evaluate=False)
-            else:
-                built = sp.Mul(coefficient, term)
-            self._built[(term, coefficient)] = built
-        return built
-
-    def _key(self, argument: sp.Expr) -> int:
-        """Return the argument's place in sympy's canonical order (``Basic.compare``)."""
-        rank = self._rank.get(argument)
-        if rank is None:
-            order = self._order
-            key = cmp_to_key(self._compare)
-            place = bisect.bisect_left(order, key(argument), key=key)
-            low = self._rank[order[place - 1]] if place else 0
-            high = self._rank[order[place]] if place < len(order) else low + 2 * _GAP
-            order.insert(place, argument)
-            if high - low < 2:
-                self._rank = {a: (i + 1) * _GAP for i, a in enumerate(order)}
-            else:
-                self._rank[argument] = (low + high) // 2
-            rank = self._rank[argument]
-        return rank
-
-    def _compare(self, a: sp.Basic, b: sp.Basic) -> int:
-        """``a.compare(b)``, remembering the pairs of subexpressions already compared.
-
-        Terms of a deep network nest floors many levels deep, and ``Basic.compare``
-        walks them again for every pair; this is the same walk, each pair once.
-        """
-        if a is b:
-            return 0
-        known = self._compared.get((a, b))
-        if known is not None:
-            return known
-        result = _cmp_name(type(a), type(b))
-        if not result:
-            left, right = a._hashable_content(), b._hashable_content()
-            result = (len(left) > len(right)) - (len(left) < len(right))
-            for x, y in zip(left, right, strict=False) if not result else ():
-                if isinstance(x, sp.Basic) and type(x).compare is sp.Basic.compare:
-                    result = self._compare(x, y)
-                elif isinstance(x, sp.Basic):
-                    result = x.compare(y)
-                elif isinstance(x, frozenset):
-                    result = sp.Basic(*x).compare(sp.Basic(*y))
-                else:
-                    result = (x > y) - (x < y)
-                if result:
-                    break
-        self._compared[(a, b)] = result
-        return result
-
-
-_Split: TypeAlias = tuple[sp.Number, list[tuple[sp.Expr, sp.Number]]]
-
-
-def _parts(value: sp.Expr) -> _Split | None:
-    """Split ``value`` as ``Add.flatten`` does: a rational constant and (term, coefficient) pairs.
-
-    None when something is not a plain rational-coefficient sum.
-    """
-    constant: sp.Number = sp.S.Zero
-    terms: list[tuple[sp.Expr, sp.Number]] = []
-    pending = [value]
-    while pending:
-        o = pending.pop()
-        if not isinstance(o, sp.Expr) or o.is_Order:
-            return None
-        if o.is_Number:
-            if not o.is_Rational:
-                return None
-            constant += o
-            continue
-        if o.is_Add:
-            pending.extend(reversed(o.args))
-            continue
-        if o.is_Mul:
-            c, s = o.as_coeff_Mul()
-        elif o.is_Pow:
-            b, e = o.as_base_exp()
-            if b.is_Number and (e.is_Integer or (e.is_Rational and e.is_negative)):
-                pending.append(b**e)
-                continue
-            c, s = sp.S.One, o
-        else:
-            c, s = sp.S.One, o
-        if not c.is_Rational:
-            return None
-        terms.append((s, c))
-    return constant, terms
-
-
-def _last_reads(plan: _Plan) -> dict[str, int]:
+def _last_reads(plan: StepPlan) -> dict[str, int]:
     """Return the position of the last layer that reads or holds each storage.
 
     A block with branches is written as a function of its input (torchvision's
@@ -256,18 +33,19 @@ def _last_reads(plan: _Plan) -> dict[str, int]:
     storage = {entry.row.name: entry.out_key for entry in plan.rows}
     inputs = {entry.row.name: entry.row.inputs for entry in plan.rows}
     index = {entry.row.name: entry.row.index for entry in plan.rows}
+    ancestry = _Ancestry(inputs, index)
     for position, entry in enumerate(plan.rows):
         for key in (*entry.in_keys, *entry.read_keys):
             last[key] = position
         if len(entry.in_keys) > 1:
-            fork = _fork(entry.row.inputs, inputs, index)
+            fork = ancestry.fork(entry.row.inputs)
             if fork in storage:
                 last[storage[fork]] = position
     _hold_call_arguments(plan, last)
     return last
 
 
-def _hold_call_arguments(plan: _Plan, last: dict[str, int]) -> None:
+def _hold_call_arguments(plan: StepPlan, last: dict[str, int]) -> None:
     """Keep what a module call reads from before it alive until the call returns.
 
     ``nn.Module.__call__`` holds its arguments, and the caller its variables,
@@ -303,21 +81,39 @@ def _ends(last: dict[str, int]) -> dict[int, list[str]]:
 def _fork(
     reads: tuple[str, ...], inputs: dict[str, tuple[str, ...]], index: dict[str, int]
 ) -> str | None:
-    """Return the nearest layer every one of ``reads`` descends from (where branches fork)."""
-    common: set[str] | None = None
-    for name in reads:
-        seen, stack = {name}, [name]
-        while stack:
-            for source in inputs.get(stack.pop(), ()):
-                if source not in seen:
-                    seen.add(source)
-                    stack.append(source)
-        common = seen if common is None else common & seen
-    known = [name for name in common or () if name in index]
-    return max(known, key=index.__getitem__) if known else None
+    """Return the nearest layer every one of ``reads`` descends from (where branches fork).
+
+    Only layers in ``index`` (name -> running position) count.
+    """
+    return _Ancestry(inputs, index).fork(reads)
 
 
-def _forward(plan: _Plan, timeline: _Timeline, holders: _Holders) -> None:
+class _Ancestry:
+    """Each layer's ancestors, itself included, as the bits of one integer (bit = position).
+
+    Built once, in running order, so a network's every fork costs one
+    intersection of two integers, not a walk back to the input.
+    """
+
+    def __init__(self, inputs: dict[str, tuple[str, ...]], index: dict[str, int]) -> None:
+        self.names = {position: name for name, position in index.items()}
+        self.bits: dict[str, int] = {}
+        for name in sorted(index, key=index.__getitem__):
+            bits = 1 << index[name]
+            for source in inputs.get(name, ()):
+                bits |= self.bits.get(source, 0)
+            self.bits[name] = bits
+
+    def fork(self, reads: tuple[str, ...]) -> str | None:
+        """Return the latest layer that every one of ``reads`` is or descends from."""
+        common = -1
+        for name in reads:
+            common &= self.bits.get(name, 0)
+        common &= ~1  # position 0 is the network's input, no layer of the plan
+        return self.names.get(common.bit_length() - 1) if common > 0 else None
+
+
+def run_forward(plan: StepPlan, timeline: Timeline, holders: Holders) -> None:
     """Run the forward (and the loss) in topological order: allocate, mark, free what is done.
 
     A storage is freed once the last layer that reads it has run, unless a
@@ -334,7 +130,7 @@ def _forward(plan: _Plan, timeline: _Timeline, holders: _Holders) -> None:
         timeline.mark(f"forward {entry.row.name}")
         for key in dict.fromkeys((*entry.allocs, *_done(ends, position, entry.in_keys))):
             if key != entry.out_key and last.get(key, -1) <= position:
-                if _unheld(key, plan, holders, timeline):
+                if freeable(key, plan, holders, timeline):
                     timeline.free(key)
         cached += [key for key in entry.copies if not holders.get(key)]
     if plan.loss is None:  # the network alone is trained on output.sum()
@@ -344,297 +140,14 @@ def _forward(plan: _Plan, timeline: _Timeline, holders: _Holders) -> None:
         timeline.free(key)
 
 
-def _unheld(key: str, plan: _Plan, holders: _Holders, timeline: _Timeline) -> bool:
-    return key in timeline.live and key not in plan.held and not holders.get(key)
-
-
-@dataclass
-class _Node:
-    """One backward node: what it keeps, where its gradients go, and how they are made.
-
-    ``edges`` are (next node or None, the gradient's bytes, whether it is the
-    incoming gradient or a view of it); ``grads`` the
-    parameter gradients it makes: (tensor, bytes, the cast node they go through
-    or None for ``.grad``).
-    """
-
-    seq: int
-    label: str
-    holder: tuple[str, int] | None
-    saved: set[str]
-    edges: list[tuple[int | None, sp.Expr, bool]] = field(default_factory=list)
-    grads: list[tuple[str, sp.Expr, int | None]] = field(default_factory=list)
-    temporaries: list[sp.Expr] = field(default_factory=list)
-    steals: bool = False
-
-
-def _graph(plan: _Plan, tensors: dict[str, sp.Expr]) -> tuple[list[_Node], int]:
-    """Return the backward graph, nodes in creation (sequence) order, and its root."""
-    nodes: list[_Node] = []
-    grad_fn: dict[str, int | None] = {plan.rows[0].in_keys[0] if plan.rows else "": None}
-    precision = plan.precision
-
-    def new(
-        label: str, holder: tuple[str, int] | None = None, saved: set[str] | None = None
-    ) -> int:
-        nodes.append(_Node(len(nodes), label, holder, saved or set()))
-        return len(nodes) - 1
-
-    # A parameter read by two layers (a tied output projection): its gradients meet in the
-    # input buffer of its AccumulateGrad node, which turns their sum into .grad.
-    shared = {entry.tied[0] for entry in plan.rows if entry.tied is not None and entry.records}
-    accumulate: dict[str, int] = {}
-    for tensor in sorted(shared):
-        accumulate[tensor] = new(f"{tensor} (accumulate)")
-        nodes[accumulate[tensor]].grads.append(
-            (tensor, tensors[tensor] * precision.gradients.bytes, None)
-        )
-        nodes[accumulate[tensor]].steals = True
-    for entry in plan.rows:
-        row, name = entry.row, entry.row.name
-        sources = [grad_fn.get(reads) for reads in row.inputs]
-        if not entry.records:
-            grad_fn[name] = sources[0] if not entry.spec.records and sources else None
-            continue
-        own = [tensor for tensor, _ in _row_parameters(row)]
-        if entry.tied is not None:
-            own.insert(0, entry.tied[0])
-        stages = entry.spec.stage_list()
-        claimed = {
-            f"{name}.{part}" for stage in stages if stage.parameters for part in stage.parameters
-        }
-        param_casts: dict[str, int] = {}
-
-        def cast(
-            parameters: list[str], entry: _Row = entry, param_casts: dict[str, int] = param_casts
-        ) -> None:
-            for tensor in reversed(parameters):  # autocast casts its arguments right to left
-                if tensor in entry.copy_keys:
-                    param_casts[tensor] = new(f"{tensor} cast")
-                    nbytes = tensors[tensor] * precision.gradients.bytes
-                    nodes[param_casts[tensor]].grads.append(
-                        (tensor, nbytes, accumulate.get(tensor))
-                    )
-
-        # A later stage that makes a parameter's gradient casts that parameter just before it
-        # runs; the first stage's and unclaimed parameters are cast before the layer's input.
-        local = {tensor: tensor[len(name) + 1 :] for tensor in own}
-        first = set(stages[0].parameters or ())
-        cast([tensor for tensor in own if tensor not in claimed or local[tensor] in first])
-        shapes = row.input_shapes or (row.input_shape,)
-        targets: list[int | None] = []
-        for index, source in enumerate(sources):
-            if not entry.needs_grad[index] or entry.read_keys[index] == entry.in_keys[index]:
-                targets.append(source)
-                continue
-            input_cast = new(
-                f"{name} (cast to {entry.in_dtypes[index]})"
-                if entry.is_loss
-                else f"{name} input cast"
-            )
-            nodes[input_cast].edges.append(
-                (source, elements(shapes[index]) * entry.in_dtypes[index].bytes, False)
-            )
-            targets.append(input_cast)
-
-        def gradient_of(
-            tensor: str, entry: _Row = entry, param_casts: dict[str, int] = param_casts
-        ) -> tuple[str, sp.Expr, int | None]:
-            """Return a parameter's gradient: into .grad, or low-precision into its cast."""
-            low = tensor in param_casts
-            nbytes = tensors[tensor] * (entry.read_dtype if low else precision.gradients).bytes
-            return tensor, nbytes, param_casts.get(tensor, accumulate.get(tensor))
-
-        recorded = entry.spec.recorded_stages(
-            tuple(entry.needs_grad) if entry.needs_grad else False
-        )
-        previous: int | None = None
-        made: list[int] = []
-        for number, stage in enumerate(stages):
-            label = f"{name} ({stage.label})" if stage.label else name
-            if number:
-                cast([tensor for tensor in own if local[tensor] in (stage.parameters or ())])
-            node = new(label, (name, number), entry.stage_saved[number])
-            made.append(node)
-            nodes[node].temporaries = [t.nbytes(entry.read_dtype) for t in stage.temporaries]
-            for position, gradient in stage.edges:
-                size = gradient.nbytes(entry.read_dtype)
-                if position >= 0:
-                    if recorded[position]:
-                        nodes[node].edges.append((made[position], size, False))
-                elif entry.needs_grad[-1 - position]:  # -1: the first input, -2 the second, ...
-                    nodes[node].edges.append((targets[-1 - position], size, False))
-            if stage.parameters is not None:
-                for tensor in own:
-                    if tensor in claimed and local[tensor] in stage.parameters:
-                        nodes[node].grads.append(gradient_of(tensor))
-            if stage.edges:
-                previous = node
-                continue
-            if number == 0:
-                for index, target in enumerate(targets):
-                    if entry.needs_grad[index]:
-                        # a promoted narrower input: the engine casts its gradient to its dtype
-                        kind = entry.in_dtypes[index] if entry.spec.promotes else entry.read_dtype
-                        view = stage.gradient_is_view and kind == entry.read_dtype
-                        size = elements(shapes[index]) * kind.bytes
-                        nodes[node].edges.append((target, size, view))
-                for tensor in own:
-                    if tensor in tensors and tensor not in claimed:
-                        nodes[node].grads.append(gradient_of(tensor))
-            else:
-                size = elements(shapes[0]) * entry.read_dtype.bytes
-                nodes[node].edges.append((previous, size, False))
-            previous = node
-        grad_fn[name] = previous
-    root: int | None
-    if plan.loss is None:
-        last = plan.rows[-1].row.name
-        root = new("output.sum()")
-        nodes[root].edges.append((grad_fn.get(last), plan.sizes["loss"], True))
-    else:
-        root = grad_fn[plan.loss.row.name]
-        if root is None:
-            raise UnsupportedError("nothing before the loss needs a gradient.")
-    return nodes, root
-
-
-def _backward(
-    plan: _Plan,
-    timeline: _Timeline,
-    holders: _Holders,
-    tensors: dict[str, sp.Expr],
-) -> None:
-    """Run PyTorch's autograd engine over the backward graph.
-
-    The CPU engine keeps one ready queue and runs the ready node created last
-    (highest sequence number) first. A node allocates its outputs, then its
-    incoming gradient and the tensors it kept are released, and its outputs
-    are added to the input buffers of the nodes they go to. A second gradient
-    arriving at a buffer (a tensor read by two layers) is added into a new
-    tensor, ``old + new``: that is what PyTorch does while a
-    ``TorchDispatchMode`` is active, as in :func:`memtheory.torch.measure`
-    (``isTensorSubclassLike`` is then true for every tensor, so
-    ``InputBuffer::accumulate`` never adds in place). Without a mode it adds
-    in place when the first gradient is the only reference to a dense
-    storage, so the real peak can be lower by one gradient at such a moment.
-    Parameter gradients become ``.grad`` at once (AccumulateGrad runs first);
-    ``backward()`` holds the seed gradient, ``ones_like(loss)``, until it
-    returns.
-    """
-    nodes, root = _graph(plan, tensors)
-    seed = sp.Integer(plan.loss.out_dtype.bytes) if plan.loss is not None else plan.sizes["loss"]
-    refs: dict[str, int] = {}
-    counter = iter(range(1, 1 << 30))
-
-    def alloc(label: str, nbytes: sp.Expr) -> str:
-        key = f"grad {label}"
-        while key in timeline.live:
-            key = f"grad {label} #{next(counter)}"
-        timeline.alloc(key, nbytes)
-        refs[key] = 1
-        return key
-
-    def drop(key: str) -> None:
-        refs[key] -= 1
-        if refs[key] == 0:
-            timeline.free(key)
-
-    pending: dict[int, int] = {}
-    stack, seen = [root], {root}
-    while stack:
-        for target, _, _ in nodes[stack.pop()].edges:
-            if target is not None:
-                pending[target] = pending.get(target, 0) + 1
-                if target not in seen:
-                    seen.add(target)
-                    stack.append(target)
-    for node in nodes:  # parameter casts are reached through the nodes that feed them
-        for _, _, cast_node in node.grads:
-            if cast_node is not None:
-                pending[cast_node] = pending.get(cast_node, 0) + 1
-    seed_key = alloc("seed gradient", seed)
-    buffers: dict[int, str] = {root: seed_key}
-    refs[seed_key] += 1  # backward() holds it
-    ready = [(-root, root)]
-    first = -(1 << 62)  # AccumulateGrad nodes have the highest sequence number: they run first
-    while ready:
-        _, index = heapq.heappop(ready)
-        node = nodes[index]
-        incoming = buffers.pop(index)
-        if node.steals:  # AccumulateGrad: the summed gradient becomes .grad, no copy
-            tensor, nbytes, _ = node.grads[0]
-            timeline.alloc(f"grad {tensor}", nbytes)
-            drop(incoming)
-            continue
-        outputs: list[tuple[int, str, sp.Expr]] = []
-        for target, nbytes, view in node.edges:
-            if view:
-                refs[incoming] += 1
-                key = incoming
-            else:
-                key = alloc(f"{node.label}:input", nbytes)
-            if target is not None:
-                outputs.append((target, key, nbytes))
-            else:
-                drop(key)
-        for tensor, nbytes, cast_node in node.grads:
-            if cast_node is None:
-                timeline.alloc(f"grad {tensor}", nbytes)
-            else:
-                outputs.append((cast_node, alloc(f"{tensor} (low)", nbytes), nbytes))
-        temporaries = [alloc(f"{node.label}:temporary", nbytes) for nbytes in node.temporaries]
-        timeline.mark(f"backward {node.label}")
-        for key in temporaries:
-            drop(key)
-        drop(incoming)
-        for key in node.saved:
-            holders[key].discard(node.holder)
-            if _unheld(key, plan, holders, timeline):
-                timeline.free(key)
-        for target, key, nbytes in outputs:
-            if target in buffers:  # old + new, into a new tensor (see the docstring)
-                old = buffers[target]
-                total = alloc(f"{nodes[target].label}:input (sum)", nbytes)
-                moment = f"backward {nodes[target].label} accumulate"
-                sums = 1
-                while moment in timeline.moments:  # a third gradient into the same buffer
-                    sums += 1
-                    moment = f"backward {nodes[target].label} accumulate {sums}"
-                timeline.mark(moment)
-                drop(old)
-                drop(key)
-                buffers[target] = total
-            else:
-                buffers[target] = key
-            pending[target] -= 1
-            if pending[target] == 0:
-                heapq.heappush(ready, (first if nodes[target].steals else -target, target))
-    drop(seed_key)
-
-
-def _optimizer_temporaries(
-    optimizer: Optimizer,
-    implementation: str,
-    tensor_bytes: Sequence[sp.Expr],
-    shapes: Sequence[Shape] | None = None,
-) -> sp.Expr:
-    """Bytes of the temporaries alive at the optimizer step's own peak (its options included)."""
-    return _step_temporaries(optimizer, implementation, tensor_bytes, shapes)
-
-
-def _temporaries_text(optimizer: Optimizer, implementation: str) -> str:
-    return _step_text(optimizer, implementation)
-
-
-def _inference_timeline(plan: _Plan, base: sp.Expr) -> dict[str, sp.Expr]:
+def inference_timeline(plan: StepPlan, base: sp.Expr) -> dict[str, sp.Expr]:
     """Eval mode under no_grad: a storage is freed once the last layer that reads it has run.
 
     Autocast caches its casts of the parameters (leaves that require grad) even
     under no_grad, so under autocast every weight and bias copy made so far
     stays until the forward ends.
     """
-    timeline = _Timeline()
+    timeline = Timeline()
     timeline.alloc("weights, buffers and input", base)
     last = _last_reads(plan)
     ends = _ends(last)

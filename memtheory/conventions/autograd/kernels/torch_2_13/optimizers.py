@@ -4,7 +4,7 @@ Each implementation of each optimizer is written down as the Python statements
 of its ``torch/optim/*.py`` source that allocate: ``grad = -grad`` (maximize),
 ``grad = grad.add(param, alpha=weight_decay)`` (coupled weight decay),
 ``denom = (exp_avg_sq.sqrt() / c).add_(eps)`` (Adam), and so on; in-place
-operations allocate nothing. :func:`_step_temporaries` runs those statements
+operations allocate nothing. :func:`step_temporaries` runs those statements
 with Python's lifetimes: an expression's intermediates die when the statement
 ends, and a name keeps its tensor until it is bound again, so in the for-loop
 implementation the previous parameter's ``denom`` (or weight-decayed gradient)
@@ -17,11 +17,11 @@ which the training timeline adds at its "optimizer step" moment.
 Examples
 --------
 >>> from memtheory.optimizers import optimizer
->>> _step_temporaries(optimizer("adam"), "for-loop", [40, 12, 28])  # 2 x 40 > 40 + 2 x 12
+>>> step_temporaries(optimizer("adam"), "for-loop", [40, 12, 28])  # 2 x 40 > 40 + 2 x 12
 80
->>> _step_temporaries(optimizer("adam", weight_decay=0.1), "for-loop", [40, 12, 28])
+>>> step_temporaries(optimizer("adam", weight_decay=0.1), "for-loop", [40, 12, 28])
 120
->>> _step_temporaries(optimizer("adam", maximize=True), "foreach", [40, 12, 28])  # -grads, 1.0
+>>> step_temporaries(optimizer("adam", maximize=True), "foreach", [40, 12, 28])  # -grads, 1.0
 84
 """
 
@@ -34,15 +34,9 @@ import sympy as sp
 
 from memtheory.errors import UnsupportedError
 from memtheory.layers.base import Shape
-from memtheory.layers.conv import Conv2d
-from memtheory.layers.core import Dense
-from memtheory.layers.layer_norm import LayerNorm
-from memtheory.layers.normalization import BatchNorm2d
-from memtheory.network import Network
 from memtheory.optimizers import Optimizer
-from memtheory.precision import Precision
 
-__all__: list[str] = []
+__all__ = ["step_temporaries", "step_text"]
 
 _SCALAR = "float32 scalar"
 """An allocation of ``torch.tensor(1.0)``: a float32 scalar (4 bytes), whatever the dtype."""
@@ -131,6 +125,11 @@ def _program(optimizer: Optimizer, implementation: str, matrix: bool = False) ->
         return _adafactor_program(implementation, maximize, matrix)
     if implementation == "foreach":
         return _foreach_program(name, maximize, decay)
+    return _for_loop_program(name, maximize, decay)
+
+
+def _for_loop_program(name: str, maximize: bool, decay: bool) -> list[_Statement]:
+    """One iteration of the for-loop implementation: the gradient, its decay, the update's."""
     neg: tuple[Size, ...] = (1,) if maximize else ()
     body: list[_Statement] = []
     if name in ("sgd", "sgd+momentum", "nesterov", "adam", "adamw", "nadam"):
@@ -139,23 +138,22 @@ def _program(optimizer: Optimizer, implementation: str, matrix: bool = False) ->
         body += [_let("grad"), *([_let("grad", 1, what="-grad")] if maximize else [])]
     if decay:
         body.append(_let("grad", 1, what="grad + weight_decay * param"))
-    if name == "nesterov":
-        body.append(_let("grad", 1, what="grad + momentum * buf"))
-    elif name == "sgd+momentum":
-        body.append(_let("grad"))  # grad = buf
-    elif name in ("adam", "adamw"):
-        body.append(_let("denom", 1, 1, what="denom (sqrt, then quotient)"))
-    elif name == "nadam":
-        body.append(_let("denom", 1, 1, what="denom (quotient, then sqrt)"))
-    elif name == "adagrad":
-        body.append(_let("std", 1, what="std = sum.sqrt()"))
-    elif name.startswith("rmsprop"):
-        body.append(_let("avg", 1, what="avg"))
-    elif name == "adadelta":
-        body += [_let("std", 1, what="std"), _let("delta", 1, what="delta")]
-    elif name == "adamax":
-        body.append(_run(1, what="grad.abs()"))
-    return body
+    key = "rmsprop" if name.startswith("rmsprop") else name
+    return [*body, *_FOR_LOOP_UPDATE.get(key, ())]
+
+
+_FOR_LOOP_UPDATE: dict[str, tuple[_Statement, ...]] = {
+    "nesterov": (_let("grad", 1, what="grad + momentum * buf"),),
+    "sgd+momentum": (_let("grad"),),  # grad = buf
+    "adam": (_let("denom", 1, 1, what="denom (sqrt, then quotient)"),),
+    "adamw": (_let("denom", 1, 1, what="denom (sqrt, then quotient)"),),
+    "nadam": (_let("denom", 1, 1, what="denom (quotient, then sqrt)"),),
+    "adagrad": (_let("std", 1, what="std = sum.sqrt()"),),
+    "rmsprop": (_let("avg", 1, what="avg"),),
+    "adadelta": (_let("std", 1, what="std"), _let("delta", 1, what="delta")),
+    "adamax": (_run(1, what="grad.abs()"),),
+}
+"""What each optimizer's for-loop update allocates after its gradient (plain SGD: nothing)."""
 
 
 def _foreach_program(name: str, maximize: bool, decay: bool) -> list[_Statement]:
@@ -233,7 +231,7 @@ def _sizes(nbytes: sp.Expr, shape: Shape | None) -> dict[str, sp.Expr]:
     return sizes
 
 
-def _step_temporaries(
+def step_temporaries(
     optimizer: Optimizer,
     implementation: str,
     tensor_bytes: Sequence[sp.Expr | int],
@@ -307,7 +305,7 @@ def _run_programs(runs: Sequence[tuple[dict[str, sp.Expr], list[_Statement]]]) -
     return sp.Max(*unique) if unique else sp.Integer(0)
 
 
-def _step_text(optimizer: Optimizer, implementation: str) -> str:
+def step_text(optimizer: Optimizer, implementation: str) -> str:
     """Say what the step's temporaries are, in words."""
     program = _program(optimizer, implementation, matrix=True)
     parts = [s.what for s in program if s.allocs and s.what]
@@ -318,51 +316,3 @@ def _step_text(optimizer: Optimizer, implementation: str) -> str:
     return (
         "one parameter at a time: " + ", ".join(parts) + " (the previous parameter's still bound)"
     )
-
-
-def _parameter_shapes(network: Network) -> dict[str, Shape]:
-    """Return each parameter tensor's shape (for Adafactor's factored state), by tensor name."""
-    shapes: dict[str, Shape] = {}
-    for row in network.rows:
-        layer, features = row.layer, row.input_shape[-1] if row.input_shape else 0
-        if row.weights != 0:
-            if isinstance(layer, Dense):
-                shapes[f"{row.name}.weight"] = (layer.units, features)
-            elif isinstance(layer, Conv2d):
-                kh, kw = layer._kernel_size()
-                in_channels = row.input_shape[1] / layer.groups
-                shapes[f"{row.name}.weight"] = (layer.out_channels, in_channels, kh, kw)
-            elif isinstance(layer, BatchNorm2d | LayerNorm):
-                shapes[f"{row.name}.weight"] = (row.weights,)
-            else:
-                raise UnsupportedError(
-                    f"Adafactor keeps factored state for matrices, so it needs the shape of "
-                    f"{row.name}'s weight; the autograd convention knows the weight shapes of "
-                    "Dense, Conv2d, BatchNorm2d and LayerNorm only."
-                )
-        if row.biases != 0:
-            shapes[f"{row.name}.bias"] = (row.biases,)
-    return shapes
-
-
-def _state_bytes(optimizer: Optimizer, network: Network, precision: Precision) -> sp.Expr:
-    """Bytes of the parameter-shaped (or, for Adafactor, factored) optimizer state.
-
-    Examples
-    --------
-    >>> from memtheory import Dense, Input, Network
-    >>> from memtheory.optimizers import optimizer
-    >>> from memtheory.precision import precision
-    >>> net = Network([Input((784,), batch=64), Dense(256)])
-    >>> _state_bytes(optimizer("adafactor"), net, precision("fp32"))  # (256 + 784 + 256) x 4
-    5184
-    """
-    if optimizer.factored_state_names:
-        shapes = _parameter_shapes(network).values()
-        count = sp.Add(*(optimizer.state_elements(shape) for shape in shapes))
-    elif optimizer.states_per_parameter == 0:  # sympy's 0 * x asks whether x is finite
-        count = sp.S.Zero
-    else:
-        rows = network.rows
-        count = optimizer.states_per_parameter * sp.Add(*(r.weights + r.biases for r in rows))
-    return count * precision.optimizer_state.bytes

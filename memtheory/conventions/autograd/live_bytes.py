@@ -1,0 +1,246 @@
+"""The live bytes of a step: storages allocated and freed, and the total at labelled moments.
+
+:class:`Timeline` keeps the live total as sympy's ``Add`` keeps it, so that
+each moment is the same expression as adding every live storage again, at a
+fraction of the cost; :mod:`~memtheory.conventions.autograd.timeline` (the
+forward and inference) and :mod:`~memtheory.conventions.autograd.backward`
+(the autograd engine) run a step through it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from functools import cmp_to_key
+from operator import itemgetter
+from typing import TYPE_CHECKING, TypeAlias
+
+import sympy as sp
+from sympy.core.basic import _cmp_name
+
+if TYPE_CHECKING:
+    from memtheory.conventions.autograd.storage_plan import StepPlan
+
+__all__ = ["Holders", "Timeline", "freeable"]
+
+Holders: TypeAlias = dict[str, set[tuple[str, int]]]
+"""Each storage's keepers: the backward nodes (layer name, stage) that saved it."""
+
+
+@dataclass
+class Timeline:
+    """Live storages (name -> bytes) and the live total at labelled moments.
+
+    The live total is kept as sympy's ``Add`` keeps it, term -> coefficient,
+    and updated on every allocation and free; a moment sorts only its own terms
+    (by their place in a canonical order kept as terms first appear) instead of
+    adding every live storage again. A moment is the same expression, argument
+    for argument, as ``sp.Add(*live.values())``, which it falls back on for
+    anything but rational coefficients.
+    """
+
+    live: dict[str, sp.Expr] = field(default_factory=dict)
+    moments: dict[str, sp.Expr] = field(default_factory=dict)
+    _sum: _Sum = field(default_factory=lambda: _Sum())
+    _nonzero: dict[str, None] = field(default_factory=dict)
+
+    def alloc(self, key: str, nbytes: sp.Expr) -> None:
+        """Add a live storage."""
+        if key in self.live:
+            raise AssertionError(f"storage {key!r} allocated twice")
+        value = sp.sympify(nbytes)
+        self.live[key] = value
+        if value is not sp.S.Zero:
+            self._nonzero[key] = None
+            self._sum.add(value, 1)
+
+    def free(self, key: str) -> None:
+        """Remove a live storage."""
+        value = self.live.pop(key)
+        if value is not sp.S.Zero:
+            del self._nonzero[key]
+            self._sum.add(value, -1)
+
+    def total(self) -> sp.Expr:
+        """Return the live bytes now."""
+        if not self._sum.exact:
+            return sp.Add(*self.live.values())
+        if len(self._nonzero) < 2:  # sympy returns a lone argument as it is
+            return self.live[next(iter(self._nonzero))] if self._nonzero else sp.S.Zero
+        return self._sum.expression()
+
+    def mark(self, label: str, extra: sp.Expr | int = 0) -> None:
+        """Record the live bytes (plus ``extra``) as the moment ``label``."""
+        extra = sp.sympify(extra)
+        if extra is sp.S.Zero or not self._nonzero or not self._sum.exact or not _parts(extra):
+            self.moments[label] = self.total() + extra
+            return
+        self._sum.add(extra, 1)
+        self.moments[label] = self._sum.expression()
+        self._sum.add(extra, -1)
+
+
+_GAP = 1 << 32
+
+
+class _Sum:
+    """A sum of sympy expressions kept as ``Add.flatten`` collects it: term -> coefficient.
+
+    ``exact`` turns False for good once a coefficient is not rational (a float,
+    an infinity): the caller then adds the values with sympy itself.
+    """
+
+    def __init__(self) -> None:
+        self.terms: dict[sp.Expr, sp.Number] = {}
+        self.constant: sp.Number = sp.S.Zero
+        self.exact = True
+        self._order: list[sp.Expr] = []
+        self._rank: dict[sp.Expr, int] = {}
+        self._built: dict[tuple[sp.Expr, sp.Number], sp.Expr] = {}
+        self._compared: dict[tuple[sp.Basic, sp.Basic], int] = {}
+        self._split: dict[sp.Expr, _Split | None] = {}
+
+    def add(self, value: sp.Expr, sign: int) -> None:
+        """Add ``sign`` (1 or -1) times ``value``'s terms."""
+        if not self.exact:
+            return
+        if value not in self._split:
+            self._split[value] = _parts(value)
+        parts = self._split[value]
+        if parts is None:
+            self.exact = False
+            return
+        constant, terms = parts
+        if constant:
+            self.constant = self.constant + constant if sign > 0 else self.constant - constant
+        for term, coefficient in terms:
+            total = self.terms.get(term, sp.S.Zero)
+            total = total + coefficient if sign > 0 else total - coefficient
+            if total:
+                self.terms[term] = total
+            else:
+                del self.terms[term]
+
+    def expression(self) -> sp.Expr:
+        """Return the sum as ``sp.Add`` would build it from the same values."""
+        built, rank = self._built, self._rank
+        ranked = []
+        for term, coefficient in self.terms.items():
+            argument = term if coefficient is sp.S.One else built.get((term, coefficient))
+            if argument is None:
+                argument = self._term(term, coefficient)
+            place = rank.get(argument)
+            if place is None:
+                place = self._key(argument)
+                rank = self._rank  # a new term may have renumbered every place
+            ranked.append((place, argument))
+        ranked.sort(key=itemgetter(0))  # places are distinct: the arguments are never compared
+        arguments = [argument for _, argument in ranked]
+        if self.constant is not sp.S.Zero:
+            arguments.insert(0, self.constant)
+        return sp.Add._exec_constructor_postprocessors(sp.Add._from_args(arguments, True))
+
+    def _term(self, term: sp.Expr, coefficient: sp.Number) -> sp.Expr:
+        """``coefficient * term`` as ``Add.flatten`` writes it."""
+        if coefficient is sp.S.One:
+            return term
+        built = self._built.get((term, coefficient))
+        if built is None:
+            if term.is_Mul:
+                built = term._new_rawargs(coefficient, *term.args)
+            elif term.is_Add:
+                built = sp.Mul(coefficient, term, evaluate=False)
+            else:
+                built = sp.Mul(coefficient, term)
+            self._built[(term, coefficient)] = built
+        return built
+
+    def _key(self, argument: sp.Expr) -> int:
+        """Return the argument's place in sympy's canonical order (``Basic.compare``)."""
+        rank = self._rank.get(argument)
+        if rank is None:
+            order = self._order
+            key = cmp_to_key(self._compare)
+            place = bisect.bisect_left(order, key(argument), key=key)
+            low = self._rank[order[place - 1]] if place else 0
+            high = self._rank[order[place]] if place < len(order) else low + 2 * _GAP
+            order.insert(place, argument)
+            if high - low < 2:
+                self._rank = {a: (i + 1) * _GAP for i, a in enumerate(order)}
+            else:
+                self._rank[argument] = (low + high) // 2
+            rank = self._rank[argument]
+        return rank
+
+    def _compare(self, a: sp.Basic, b: sp.Basic) -> int:
+        """``a.compare(b)``, remembering the pairs of subexpressions already compared.
+
+        Terms of a deep network nest floors many levels deep, and ``Basic.compare``
+        walks them again for every pair; this is the same walk, each pair once.
+        """
+        if a is b:
+            return 0
+        known = self._compared.get((a, b))
+        if known is not None:
+            return known
+        result = _cmp_name(type(a), type(b))
+        if not result:
+            left, right = a._hashable_content(), b._hashable_content()
+            result = (len(left) > len(right)) - (len(left) < len(right))
+            for x, y in zip(left, right, strict=False) if not result else ():
+                if isinstance(x, sp.Basic) and type(x).compare is sp.Basic.compare:
+                    result = self._compare(x, y)
+                elif isinstance(x, sp.Basic):
+                    result = x.compare(y)
+                elif isinstance(x, frozenset):
+                    result = sp.Basic(*x).compare(sp.Basic(*y))
+                else:
+                    result = (x > y) - (x < y)
+                if result:
+                    break
+        self._compared[(a, b)] = result
+        return result
+
+
+_Split: TypeAlias = tuple[sp.Number, list[tuple[sp.Expr, sp.Number]]]
+
+
+def _parts(value: sp.Expr) -> _Split | None:
+    """Split ``value`` as ``Add.flatten`` does: a rational constant and (term, coefficient) pairs.
+
+    None when something is not a plain rational-coefficient sum.
+    """
+    constant: sp.Number = sp.S.Zero
+    terms: list[tuple[sp.Expr, sp.Number]] = []
+    pending = [value]
+    while pending:
+        o = pending.pop()
+        if not isinstance(o, sp.Expr) or o.is_Order:
+            return None
+        if o.is_Number:
+            if not o.is_Rational:
+                return None
+            constant += o
+            continue
+        if o.is_Add:
+            pending.extend(reversed(o.args))
+            continue
+        if o.is_Mul:
+            c, s = o.as_coeff_Mul()
+        elif o.is_Pow:
+            b, e = o.as_base_exp()
+            if b.is_Number and (e.is_Integer or (e.is_Rational and e.is_negative)):
+                pending.append(b**e)
+                continue
+            c, s = sp.S.One, o
+        else:
+            c, s = sp.S.One, o
+        if not c.is_Rational:
+            return None
+        terms.append((s, c))
+    return constant, terms
+
+
+def freeable(key: str, plan: StepPlan, holders: Holders, timeline: Timeline) -> bool:
+    """Return whether a storage can go: live, not the caller's, and kept by no backward node."""
+    return key in timeline.live and key not in plan.held and not holders.get(key)
