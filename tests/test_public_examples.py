@@ -53,10 +53,8 @@ WITHOUT_EXAMPLE = frozenset(
         "memtheory.layers:Layer",
         "memtheory.layers:Merge",
         "memtheory.layers:MixtureOfExperts",
-        "memtheory.techniques:Accumulation",
         "memtheory.techniques:CheckpointPlan",
         "memtheory.techniques:DecoderSplit",
-        "memtheory.techniques:OffloadSplit",
         "memtheory.techniques:ParallelMemory",
         "memtheory.techniques:Unit",
         "memtheory.techniques:WorkingMemory",
@@ -76,8 +74,6 @@ WITHOUT_EXAMPLE = frozenset(
         "memtheory.validation:ZooModel",
         "memtheory.whatif:Scenario",
         "memtheory.whatif:ScenarioComparison",
-        "memtheory.whatif:Sensitivity",
-        "memtheory.whatif:SymbolSensitivity",
         "memtheory.worked_examples:WorkedExample",
     }
 )
