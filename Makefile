@@ -85,7 +85,7 @@ bench: venv
 	done
 
 clean:
-	rm -rf book/_build build dist .pytest_cache .ruff_cache .mypy_cache .hypothesis *.egg-info
+	rm -rf book/_build build dist .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis *.egg-info
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 
 distclean: clean

@@ -4,7 +4,7 @@ Every generated network is valid by construction: layers are drawn one at a time
 while the current spatial side is tracked as a number, and only hyperparameters
 whose window fits the (padded) input are drawn. The side is tracked with PyTorch's
 documented output-size formula (``torch.nn.Conv2d`` / ``torch.nn.MaxPool2d`` docs),
-written here independently of :mod:`memtheory.shapes`.
+written here independently of :mod:`memtheory.sliding_window`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import memtheory as mt
 from memtheory.evaluation import INT64_SAFE_LIMIT, replaced, symbols_by_name
-from memtheory.shapes import pool_output_size
+from memtheory.sliding_window import pool_output_size
 from memtheory.symbols import B, H, W
 
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from memtheory import Conv2d, Dense, Flatten, Input, MaxPool2d, Network, evaluate, training_memory
 from memtheory.max_pruning import _reference_maximum, maximum
 from memtheory.max_pruning import count_candidates as candidates
-from memtheory.shapes import conv_output_size, pool_output_size
+from memtheory.sliding_window import conv_output_size, pool_output_size
 from memtheory.symbols import B, H, S
 
 HALF = sp.floor(H / 2)
@@ -97,7 +97,7 @@ def test_partial_evaluation_of_a_peak_prunes_again_and_agrees():
 
 
 def _plain_network_shapes(network_layers):
-    import memtheory.shapes as shapes
+    import memtheory.sliding_window as shapes
 
     def rounded(rounding, argument):
         return rounding(argument)

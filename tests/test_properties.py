@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import memtheory as mt
 from memtheory.precision import Precision
-from memtheory.shapes import conv_output_size, pool_output_size
+from memtheory.sliding_window import conv_output_size, pool_output_size
 from memtheory.symbols import B, H
 from tests.strategies import (
     FLOAT_DTYPES,

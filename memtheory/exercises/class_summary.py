@@ -32,17 +32,16 @@ Examples
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS
+from memtheory.exercises.results import ExerciseResult
 from memtheory.exercises.safe_text import csv_text, printable
 from memtheory.tables import Column, Table
 
-if TYPE_CHECKING:
-    from memtheory.exercises.report import ExerciseResult, FolderSummary
-
-__all__ = ["ClassSummary", "ExerciseStats", "exercise_summary", "mistake_title"]
+__all__ = ["ClassSummary", "ExerciseStats", "GradedFolder", "exercise_summary", "mistake_title"]
 
 _SHOWN = 3
 """Mistakes named per exercise in the printed table (the CSV and JSON have all)."""
@@ -210,14 +209,43 @@ class ClassSummary:
         return Table(columns, rows, title=title)
 
 
-def exercise_summary(folder: FolderSummary) -> ClassSummary:
+class _Graded(Protocol):
+    """What the summary reads of a graded file's report: its results."""
+
+    @property
+    def results(self) -> Sequence[ExerciseResult]:
+        """One result per exercise."""
+
+
+class _Entry(Protocol):
+    """What the summary reads of a folder's entry: its report, None if not graded."""
+
+    @property
+    def report(self) -> _Graded | None:
+        """The file's grades, or None if it could not be graded."""
+
+
+class GradedFolder(Protocol):
+    """A graded folder as the summary reads it (a :class:`~.report.FolderSummary` is one)."""
+
+    @property
+    def folder(self) -> str:
+        """The folder's name."""
+
+    @property
+    def entries(self) -> Sequence[_Entry]:
+        """One entry per answer file."""
+
+
+def exercise_summary(folder: GradedFolder) -> ClassSummary:
     """Count, for each exercise of a graded folder, who got it right and the mistakes made.
 
     Parameters
     ----------
-    folder : FolderSummary
-        The results of ``memtheory grade FOLDER`` (files that could not be
-        graded, and ids that are not exercises, are left out).
+    folder : GradedFolder
+        A :class:`~memtheory.exercises.report.FolderSummary`: the results of
+        ``memtheory grade FOLDER`` (files that could not be graded, and ids that
+        are not exercises, are left out).
 
     Returns
     -------

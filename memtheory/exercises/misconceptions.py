@@ -39,7 +39,7 @@ from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OPTIMIZERS, Optimizer, OptimizerLike
 from memtheory.precision import Precision, PrecisionLike
-from memtheory.shapes import window_steps
+from memtheory.sliding_window import window_steps
 from memtheory.units import unit_bytes
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import Optimizer, OptimizerLike, optimizer
 from memtheory.precision import Precision, PrecisionLike, precision
-from memtheory.shapes import pool_output_size
+from memtheory.sliding_window import pool_output_size
 from memtheory.units import unit_bytes
 
 __all__ = ["CORRECT", "Reasoning"]

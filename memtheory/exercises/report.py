@@ -40,6 +40,7 @@ import memtheory
 from memtheory.exercises.class_summary import ClassSummary, exercise_summary
 from memtheory.exercises.errors import AnswerFileError, UnknownExerciseError
 from memtheory.exercises.outputs import same_file
+from memtheory.exercises.results import ExerciseResult
 from memtheory.exercises.safe_text import csv_cell, csv_text, printable
 from memtheory.tables import Column, Table
 
@@ -70,71 +71,6 @@ STATUSES = {
 """Every status an exercise result can have, and what it means."""
 
 _FEEDBACK_WIDTH = 72
-
-
-@dataclass(frozen=True)
-class ExerciseResult:
-    """The grade of one exercise.
-
-    Attributes
-    ----------
-    id : str
-    title : str
-    status : str
-        One of :data:`STATUSES`.
-    score, points : int
-        Points earned, points available (0 for an unknown id).
-    answer : str or None
-        What the learner wrote, as text.
-    feedback : str
-    misconceptions : tuple of str
-        Names of the misconceptions that explain the answer (one explanation: a mistake, or
-        mistakes made together).
-    candidates : tuple of str
-        Where two or more explanations fit the answer as well as each other, their
-        misconceptions, none of them named in :attr:`misconceptions`.
-    expected : str or None
-        The expected answer, when it may be shown.
-
-    Examples
-    --------
-    >>> ExerciseResult("ch03.q1", "pooling", "correct", 1, 1, "12", "Correct.").passed
-    True
-    """
-
-    id: str
-    title: str
-    status: str
-    score: int
-    points: int
-    answer: str | None
-    feedback: str
-    misconceptions: tuple[str, ...] = ()
-    expected: str | None = None
-    candidates: tuple[str, ...] = ()
-
-    @property
-    def passed(self) -> bool:
-        """Whether the answer is right."""
-        return self.status == "correct"
-
-    def to_dict(self) -> dict[str, object]:
-        """Plain data for JSON."""
-        data: dict[str, object] = {
-            "id": self.id,
-            "title": self.title,
-            "status": self.status,
-            "score": self.score,
-            "points": self.points,
-            "answer": self.answer,
-            "feedback": self.feedback,
-            "misconceptions": list(self.misconceptions),
-        }
-        if self.candidates:
-            data["candidates"] = list(self.candidates)
-        if self.expected is not None:
-            data["expected"] = self.expected
-        return data
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from memtheory.exercises.reasoning import Reasoning
 from memtheory.layers import AvgPool2d, Conv2d, Layer, MaxPool2d, ReLU
 from memtheory.layers.base import Shape
 from memtheory.precision import Precision, PrecisionLike
-from memtheory.shapes import effective_kernel
+from memtheory.sliding_window import effective_kernel
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -11,7 +11,7 @@ from memtheory._validation import Pair, PairLike, SizeLike, as_pair, as_size
 from memtheory.dtypes import DTypeLike
 from memtheory.errors import InvalidSizeError, KernelTooLargeError, ShapeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
-from memtheory.shapes import conv_output_size, effective_kernel
+from memtheory.sliding_window import conv_output_size, effective_kernel
 
 __all__ = ["Conv2d", "check_window_fits"]
 

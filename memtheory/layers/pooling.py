@@ -12,7 +12,7 @@ from memtheory.dtypes import dtype
 from memtheory.errors import InvalidSizeError, KernelTooLargeError
 from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
 from memtheory.layers.conv import check_window_fits
-from memtheory.shapes import effective_kernel, pool_output_size
+from memtheory.sliding_window import effective_kernel, pool_output_size
 
 __all__ = ["AvgPool2d", "MaxPool2d"]
 

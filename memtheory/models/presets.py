@@ -44,6 +44,11 @@ class Preset:
         The Hugging Face Hub repository whose ``config.json`` the numbers come from.
     dtype : str
         The dtype its weights were published in (``torch_dtype``).
+
+    Examples
+    --------
+    >>> PRESETS["gpt2"].dtype, PRESETS["gpt2"].config["n_embd"]
+    ('fp32', 768)
     """
 
     name: str

@@ -33,7 +33,7 @@ from memtheory.layers import (
 )
 from memtheory.models.transformer import block_calls, transformer_block
 from memtheory.network import Network, Node, module_calls
-from memtheory.shapes import conv_output_size
+from memtheory.sliding_window import conv_output_size
 from memtheory.symbols import B
 
 __all__ = ["vision_transformer", "vit_b_16"]

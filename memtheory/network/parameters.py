@@ -36,6 +36,13 @@ def parameter_shapes(network: Network) -> tuple[tuple[str, Shape], ...]:
     -------
     tuple of (str, shape)
         Their elements sum to ``network.parameter_count``.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Dense, Input
+    >>> from memtheory.network import Network
+    >>> parameter_shapes(Network([Input((784,)), Dense(10)]))
+    (('dense_1.weight', (10, 784)), ('dense_1.bias', (10,)))
     """
     return tuple(
         (f"{row.name}.{name}", shape)

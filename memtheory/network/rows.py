@@ -53,6 +53,14 @@ class LayerRow:
         network; none for the input).
     input_shapes : tuple of shapes
         Their output shapes, in order; ``input_shape`` is the first.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Dense, Input
+    >>> from memtheory.network import Network
+    >>> row = Network([Input((784,)), Dense(10)]).rows[1]
+    >>> row.name, row.weights, row.biases, row.output_shape
+    ('dense_1', 7840, 10, (B, 10))
     """
 
     index: int

@@ -49,6 +49,14 @@ class SavedTensor:
         tensor, the saver itself.
     spec : TensorSpec
         Role, shape and dtype, as the saver reports them.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Dense, Input
+    >>> from memtheory.network import Network
+    >>> kept = Network([Input((784,)), Dense(10)]).saved_tensors()[0]
+    >>> kept.saver, kept.owner, kept.spec.shape
+    ('dense_1', 'input', (B, 784))
     """
 
     saver: str

@@ -31,6 +31,13 @@ class NetworkSummary:
     """A network's per-layer table and totals, symbolic or evaluated.
 
     ``str(summary)`` prints the table.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Dense, Input
+    >>> from memtheory.network import Network
+    >>> Network([Input((784,)), Dense(10)]).summary().parameter_count
+    7850
     """
 
     name: str

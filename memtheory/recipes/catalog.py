@@ -52,6 +52,12 @@ class Recipe:
     verified : str
         How the recipe is checked: on CPU against the real library (the test
         that does it), or modelled from the source only.
+
+    Examples
+    --------
+    >>> zero3 = recipe("zero3")
+    >>> zero3.name, zero3.setup.zero
+    ('deepspeed-zero3', 3)
     """
 
     name: str

@@ -63,6 +63,7 @@ def use_catalog(lookup: Callable[[str], Setup]) -> None:
     """
     _CATALOG[:] = [lookup]
 
+
 Attention = Literal["eager", "sdpa"]
 Device = Literal["cuda", "cpu"]
 Implementation = Literal["for-loop", "foreach", "fused"]

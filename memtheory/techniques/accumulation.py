@@ -48,6 +48,13 @@ class Accumulation:
         Memory of training on micro-batches of :math:`b`.
     full_batch : MemoryBreakdown
         Memory of training on the effective batch :math:`mb` at once.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network
+    >>> plan = gradient_accumulation(Network([Input((784,)), Dense(10)]), 8, 4, optimizer="sgd")
+    >>> plan.effective_batch, plan.saved
+    (32, 77184)
     """
 
     micro_batch: sp.Expr

@@ -39,6 +39,13 @@ class OffloadSplit:
     Attributes
     ----------
     gpu, cpu : MemoryBreakdown
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network, training_memory
+    >>> split = cpu_offload(training_memory(Network([Input((784,)), Dense(10)]), optimizer="adam"))
+    >>> split.cpu.components["optimizer_state"], "optimizer_state" in split.gpu.components
+    (62800, False)
     """
 
     gpu: MemoryBreakdown

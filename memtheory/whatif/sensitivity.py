@@ -52,6 +52,13 @@ class SymbolSensitivity:
         exceeds the total's degree in the size.
     step : sympy number
         :math:`T(x + 1) - T(x)`, exactly: the bytes one more costs.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> row = sensitivity(4 * B + 100, B=10)["B"]
+    >>> row.step, row.elasticity
+    (4, 2/7)
     """
 
     symbol: str
@@ -70,6 +77,13 @@ class Sensitivity:
     total : sympy number
         The total at the point, in bytes.
     rows : tuple of SymbolSensitivity
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> result = sensitivity(4 * B + 100, B=10)
+    >>> result.total, result.most_sensitive
+    (140, 'B')
     """
 
     total: sp.Expr

@@ -15,10 +15,10 @@ torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' ext
 from torch import nn  # noqa: E402
 
 from memtheory.torch import (  # noqa: E402
-    PAIRS,
     check_against_allocator,
     trace_allocator,
 )
+from memtheory.validation import PAIRS  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -4,7 +4,7 @@ Every stack is valid by construction: layers are drawn one at a time while the
 spatial side is tracked with the output-size formulas of the ``torch.nn.Conv2d``
 and ``torch.nn.MaxPool2d`` documentation (ceil mode: a last window must start
 inside the input or its left padding), written here independently of
-:mod:`memtheory.shapes`. (They live apart from ``tests/strategies.py`` because
+:mod:`memtheory.sliding_window`. (They live apart from ``tests/strategies.py`` because
 they need PyTorch.)
 """
 
