@@ -6,6 +6,7 @@ The source documents' examples, rebuilt with memtheory.worked_examples, and vari
 from memtheory import Conv2d, Input, ModelCounts
 from memtheory.dtypes import dtype
 from memtheory.exercises import Exercise, ExerciseSet, Integer, Number, Quantity, at
+from memtheory.exercises.derivation import note_lines, quantity_text, shown
 from memtheory.worked_examples import (
     calculator_estimate,
     fc_adam_network,
@@ -31,6 +32,14 @@ def _listed_tensors(p, how):
 def _stem_ratio(p, how):
     stem = how.network([Input((3, 224, 224)), Conv2d(64, 7, stride=2, padding=3)])
     return at(how.activation_count(stem), B=1) / p.factor
+
+
+def _calculator_terms(estimate):
+    """Record the calculator's four terms, then return their sum (bytes)."""
+    lines = ["The calculator's terms, in bytes:"]
+    lines += [f"  {name}: {quantity_text(value)}" for name, value in estimate.components.items()]
+    note_lines(lines)
+    return shown("Their sum, in bytes", estimate.total)
 
 
 SET = ExerciseSet(
@@ -192,7 +201,7 @@ SET = ExerciseSet(
             "its four terms (weights, optimizer state, gradients, activations), how much is that?",
             params={"batch": (32, 16, 64), "sequence": (128, 256, 512)},
             answer=Quantity("MiB"),
-            solve=lambda p, how: (
+            solve=lambda p, how: _calculator_terms(
                 calculator_estimate(
                     parameters=110_000_000,
                     parameter_dtype="fp32",
@@ -202,7 +211,7 @@ SET = ExerciseSet(
                     gradient_dtype="fp32",
                     activation_dtype="fp16",
                     activation_factor=37_000,
-                ).total
+                )
             ),
             misconceptions=("mib_vs_mb",),
         ),

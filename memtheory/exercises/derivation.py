@@ -63,11 +63,13 @@ __all__ = [
     "note_memory",
     "note_tensors",
     "quantity_text",
+    "shown",
 ]
 
 _ACTIVE: ContextVar[Recorder | None] = ContextVar("memtheory_recorder", default=None)
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def _trimmed(text: str) -> str:
@@ -118,6 +120,18 @@ def note(text: str, value: object = None) -> None:
     line = text if value is None else f"{text} = {quantity_text(value)}"
     if not recorder.steps or recorder.steps[-1] != line:
         recorder.steps.append(line)
+
+
+def shown(text: str, value: T) -> T:
+    """Record ``text = value`` (as :func:`note`) and return ``value``: a step inside an expression.
+
+    Examples
+    --------
+    >>> shown("two and two", 2 + 2)
+    4
+    """
+    note(text, value)
+    return value
 
 
 def note_lines(lines: Sequence[str]) -> None:

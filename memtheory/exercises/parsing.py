@@ -312,9 +312,7 @@ def parse_integer(raw: object) -> int:
     return int(value)
 
 
-_TRAILING_WORDS = re.compile(
-    r"^(?P<number>.*[\d)])\s*(?P<words>[^\W\d_]+(?:[ -][^\W\d_]+){0,2})$"
-)
+_TRAILING_WORDS = re.compile(r"^(?P<number>.*[\d)])\s*(?P<words>[^\W\d_]+(?:[ -][^\W\d_]+){0,2})$")
 
 
 COUNT_NOUNS = frozenset(

@@ -25,6 +25,7 @@ from typing import Any
 
 import sympy as sp
 
+from memtheory.exercises.derivation import note, note_lines, note_memory, quantity_text, shown
 from memtheory.exercises.misconceptions import Misconception, register
 from memtheory.exercises.reasoning import Reasoning
 from memtheory.finetuning import (
@@ -37,7 +38,8 @@ from memtheory.finetuning import (
     match_targets,
     nf4_bytes,
 )
-from memtheory.finetuning.optimizer8bit import MIN_8BIT_SIZE
+from memtheory.finetuning.optimizer8bit import EIGHT_BIT_BLOCK, MIN_8BIT_SIZE
+from memtheory.finetuning.quantization import NF4_BLOCK, NF4_SECOND_BLOCK
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.techniques import ParallelMemory, parallel_memory
@@ -77,7 +79,29 @@ def lora_trainable(how: Reasoning, network: Network, lora: LoRA) -> sp.Expr:
     192
     """
     own = _own(how, "lora_parameter_count")
-    return own(network, lora) if own else apply_lora(network, lora).parameter_count
+    count = own(network, lora) if own else apply_lora(network, lora).parameter_count
+    _note_lora(network, lora)
+    note("Trainable parameters: the sum over the adapted maps", count)
+    return count
+
+
+def _note_lora(network: Network, lora: LoRA) -> None:
+    """Record each adapted map's r x (n_in + n_out), grouped by its shape."""
+    maps = linear_maps(network)
+    groups: dict[tuple[str, str], int] = {}
+    for name in match_targets(network, lora.patterns):
+        n_in, n_out = maps[name]
+        key = (quantity_text(n_in), quantity_text(n_out))
+        groups[key] = groups.get(key, 0) + 1
+    lines = [
+        f"LoRA of rank r = {lora.rank}: each adapted n_in -> n_out map trains "
+        "A (r x n_in) and B (n_out x r), r x (n_in + n_out) parameters:"
+    ]
+    for (n_in, n_out), count in groups.items():
+        lines.append(
+            f"  {count} map(s) {n_in} -> {n_out}: {count} x {lora.rank} x ({n_in} + {n_out})"
+        )
+    note_lines(lines)
 
 
 def finetune_step(how: Reasoning, network: Network, **options: Any) -> MemoryBreakdown:
@@ -93,7 +117,10 @@ def finetune_step(how: Reasoning, network: Network, **options: Any) -> MemoryBre
     768
     """
     own = _own(how, "finetune_memory")
-    return (own or finetune_memory)(network, **options)
+    memory = (own or finetune_memory)(network, **options)
+    settings = ", ".join(f"{key} = {value}" for key, value in options.items())
+    note_memory(f"A fine-tuning step of {network.name} with {settings}", memory)
+    return memory
 
 
 def model_states(memory: MemoryBreakdown) -> sp.Expr:
@@ -106,7 +133,10 @@ def model_states(memory: MemoryBreakdown) -> sp.Expr:
     >>> model_states(training_memory(counts, optimizer="adam"))
     160
     """
-    return sp.Add(*(v for k, v in memory.components.items() if k not in ACTIVATION_PARTS))
+    return shown(
+        "Model states (everything but the activations), in bytes",
+        sp.Add(*(v for k, v in memory.components.items() if k not in ACTIVATION_PARTS)),
+    )
 
 
 def constant_bits(how: Reasoning, **blocks: Any) -> sp.Rational:
@@ -119,7 +149,15 @@ def constant_bits(how: Reasoning, **blocks: Any) -> sp.Rational:
     65/512
     """
     own = _own(how, "constant_bits_per_parameter")
-    return (own or constant_bits_per_parameter)(**blocks)
+    bits = (own or constant_bits_per_parameter)(**blocks)
+    block = blocks.get("block", NF4_BLOCK)
+    second = blocks.get("second_block", NF4_SECOND_BLOCK)
+    note(
+        f"Constants per weight: one 8-bit absmax per block of {block} weights (8/{block} bits), "
+        f"and one fp32 constant per {second} of those (32/({block} x {second}) bits)",
+        bits,
+    )
+    return bits
 
 
 def nf4_storage(how: Reasoning, elements: int, **options: Any) -> sp.Expr:
@@ -132,7 +170,15 @@ def nf4_storage(how: Reasoning, elements: int, **options: Any) -> sp.Expr:
     8654848
     """
     own = _own(how, "nf4_bytes")
-    return (own or nf4_bytes)(elements, **options)
+    value = (own or nf4_bytes)(elements, **options)
+    note(
+        f"NF4: {quantity_text(elements)} weights x 4 bits = "
+        f"{quantity_text(sp.ceiling(sp.sympify(elements) / 2))} bytes, plus the blocks' "
+        f"constants (8-bit absmax per {NF4_BLOCK} weights, fp32 per "
+        f"{NF4_SECOND_BLOCK} blocks); in bytes",
+        value,
+    )
+    return value
 
 
 def adam8bit_state(how: Reasoning, shapes: list[tuple[int, ...]]) -> sp.Expr:
@@ -145,7 +191,24 @@ def adam8bit_state(how: Reasoning, shapes: list[tuple[int, ...]]) -> sp.Expr:
     34078720
     """
     own = _own(how, "adam8bit_state_bytes")
-    return (own or adam8bit_state_bytes)(shapes)
+    value = (own or adam8bit_state_bytes)(shapes)
+    lines = ["8-bit Adam keeps two states per parameter, tensor by tensor:"]
+    for shape in shapes:
+        n = int(sp.Mul(*shape))
+        if n < MIN_8BIT_SIZE:
+            lines.append(
+                f"  {shape}: {n:,} < {MIN_8BIT_SIZE:,} elements stay fp32: 2 x 4 x {n:,}"
+                f" = {8 * n:,} bytes"
+            )
+        else:
+            blocks = -(-n // EIGHT_BIT_BLOCK)
+            lines.append(
+                f"  {shape}: 2 x 1 byte x {n:,} + 2 fp32 constants x {blocks:,} blocks of "
+                f"{EIGHT_BIT_BLOCK} = {2 * n + 8 * blocks:,} bytes"
+            )
+    lines.append(f"  total: {quantity_text(value)} bytes")
+    note_lines(lines)
+    return value
 
 
 def per_device(how: Reasoning, memory: MemoryBreakdown, **options: Any) -> ParallelMemory:
@@ -161,7 +224,11 @@ def per_device(how: Reasoning, memory: MemoryBreakdown, **options: Any) -> Paral
     4000000
     """
     own = _own(how, "parallel_options")
-    return parallel_memory(memory, **(own(options) if own else options))
+    chosen = own(options) if own else options
+    split = parallel_memory(memory, **chosen)
+    settings = ", ".join(f"{key} = {value}" for key, value in chosen.items())
+    note_memory(f"What one device holds with {settings}", split.device)
+    return split
 
 
 def in_flight(how: Reasoning, pipeline: int, stage: int, micro_batches: int) -> sp.Expr:
@@ -184,9 +251,16 @@ def in_flight(how: Reasoning, pipeline: int, stage: int, micro_batches: int) -> 
         return sp.sympify(own(pipeline, stage, micro_batches))
     counts = ModelCounts(parameters=1, activations=pipeline, input_elements=0)
     memory = training_memory(counts, optimizer="sgd", precision="fp32")
-    split = per_device(how, memory, pipeline=pipeline, micro_batches=micro_batches)
+    split = parallel_memory(memory, pipeline=pipeline, micro_batches=micro_batches)
     kept = split.stages[stage]["activations"]
-    return sp.nsimplify(kept / (memory["activations"] / pipeline))
+    held = sp.nsimplify(kept / (memory["activations"] / pipeline))
+    note(
+        f"Under 1F1B, stage {stage} of {pipeline} (counting from 0) starts {pipeline} - {stage} "
+        f"micro-batches before its first backward, at most the {micro_batches} there are: "
+        f"min({pipeline} - {stage}, {micro_batches})",
+        held,
+    )
+    return held
 
 
 def host_ram(how: Reasoning, split: ParallelMemory) -> sp.Expr:
@@ -202,7 +276,9 @@ def host_ram(how: Reasoning, split: ParallelMemory) -> sp.Expr:
     14000000
     """
     own = _own(how, "host_per_node")
-    return own(split) if own else split.host_per_node()
+    value = own(split) if own else split.host_per_node()
+    note("Host RAM of one node: the offloaded states of every device on the node, in bytes", value)
+    return value
 
 
 # -- the mistakes ------------------------------------------------------------------------------
@@ -211,8 +287,9 @@ class _LoRAOneMatrix(Reasoning):
 
     def lora_parameter_count(self, network: Network, lora: LoRA) -> sp.Expr:
         maps = linear_maps(network)
-        return sp.Add(*(lora.rank * maps[name][0] for name in match_targets(network,
-                                                                             lora.patterns)))
+        return sp.Add(
+            *(lora.rank * maps[name][0] for name in match_targets(network, lora.patterns))
+        )
 
 
 class _FrozenKeepsState(Reasoning):
@@ -221,8 +298,9 @@ class _FrozenKeepsState(Reasoning):
     def finetune_memory(self, network: Network, **options: Any) -> MemoryBreakdown:
         from memtheory.memory import training_memory
 
-        options = {k: v for k, v in options.items() if k in ("optimizer", "precision",
-                                                              "convention")}
+        options = {
+            k: v for k, v in options.items() if k in ("optimizer", "precision", "convention")
+        }
         return training_memory(network, **options)
 
 
@@ -250,9 +328,9 @@ class _Adam8bitForgotConstants(Reasoning):
     detail = "two bytes per parameter, without the fp32 constant of each block of 256"
 
     def adam8bit_state_bytes(self, shapes: list[tuple[int, ...]]) -> sp.Expr:
-        return adam8bit_state_bytes(shapes) - sp.Add(*(
-            8 * sp.ceiling(sp.Mul(*s) / 256) for s in shapes if sp.Mul(*s) >= MIN_8BIT_SIZE
-        ))
+        return adam8bit_state_bytes(shapes) - sp.Add(
+            *(8 * sp.ceiling(sp.Mul(*s) / 256) for s in shapes if sp.Mul(*s) >= MIN_8BIT_SIZE)
+        )
 
 
 class _Adam8bitSmallTensors(Reasoning):

@@ -26,6 +26,7 @@ from typing import Any
 import sympy as sp
 
 from memtheory.dtypes import dtype
+from memtheory.exercises.derivation import note, note_tensors, quantity_text, shown
 from memtheory.exercises.errors import ExerciseDefinitionError
 from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: the doctests)
     MISCONCEPTIONS,
@@ -80,6 +81,11 @@ def batchnorm_saved(how: Reasoning, *, batch: int, channels: int, side: int) -> 
     own = _own(how, "saved_specs")
     if own:
         specs = own(specs)
+    note_tensors(
+        f"A training BatchNorm2d on a fp32 ({batch}, {channels}, {side}, {side}) input keeps",
+        specs,
+        "fp32",
+    )
     return sp.Add(*(spec.nbytes(dtype("fp32")) for spec in specs))
 
 
@@ -97,7 +103,16 @@ def block_parameters(how: Reasoning, channels: int) -> sp.Expr:
     norm = BatchNorm2d()
     own = _own(how, "norm_count")
     per_norm = own(norm, shape) if own else norm.parameter_count(shape)
-    return 2 * conv.parameter_count(shape) + 2 * per_norm
+    weights = conv.parameter_count(shape)
+    note(
+        f"Each bias-free 3x3 convolution: {channels} x {channels} x 3 x 3 weights",
+        weights,
+    )
+    note(f"Each BatchNorm2d: a weight and a bias per channel, 2 x {channels}", per_norm)
+    return shown(
+        f"The block: 2 x {quantity_text(weights)} + 2 x {quantity_text(per_norm)}",
+        2 * weights + 2 * per_norm,
+    )
 
 
 def card_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str) -> int:
@@ -116,7 +131,21 @@ def card_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str) ->
     budget = usable_memory(card)
     own = _own(how, "card_bytes")
     limit = own(budget) if own else budget.usable
-    return max_batch(peak, limit)
+    note(
+        f"The {card}: {quantity_text(budget.memory)} bytes, less the "
+        f"{quantity_text(budget.reserve)}-byte reserve, leaves (bytes)",
+        limit,
+    )
+    batch = max_batch(peak, limit)
+    if per != 1 or fixed != 0:
+        note(f"The traced peak, in bytes: {quantity_text(peak)}")
+        note(
+            f"Largest B with {quantity_text(peak)} <= {quantity_text(limit)}: "
+            f"floor(({quantity_text(limit)} - {quantity_text(peak.subs(B, 0))}) / "
+            f"{quantity_text(peak.coeff(B))})",
+            batch,
+        )
+    return batch
 
 
 def traced_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str, below: int) -> int:
@@ -131,7 +160,9 @@ def traced_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str, 
     fits = card_batch(how, per=per, fixed=fixed, unit=unit, card=card)
     if _own(how, "ignores_conditions"):
         return fits
-    return min(fits, below - 1)
+    return shown(
+        f"The trace holds only while B < {below}: min({fits}, {below} - 1)", min(fits, below - 1)
+    )
 
 
 def quadratic_takes_over(how: Reasoning, quadratic: int, linear: int) -> int:
@@ -145,7 +176,11 @@ def quadratic_takes_over(how: Reasoning, quadratic: int, linear: int) -> int:
     """
     s = sp.Symbol("S", positive=True)
     (crossing,) = sp.solve(sp.Eq(quadratic * s**2, linear * s), s)
-    return int(sp.ceiling(crossing))
+    note(
+        f"{quadratic}*B*S**2 >= {linear}*B*S: divide by B*S, S >= {linear}/{quadratic}",
+        crossing,
+    )
+    return shown("The smallest whole S: the ceiling", int(sp.ceiling(crossing)))
 
 
 def untraceable(options: tuple[str, ...]) -> str:
@@ -159,6 +194,11 @@ def untraceable(options: tuple[str, ...]) -> str:
     found = [o for o in options if o in UNTRACEABLE]
     if len(found) != 1:
         raise ExerciseDefinitionError(f"expected one untraceable option among {options}.")
+    note(
+        f"{found[0]}: what it gives (an output shape, a branch or a Python number) depends on "
+        "the tensor's values, which fake "
+        "tensors do not have; every other option's output shape follows from the input's shape"
+    )
     return found[0]
 
 
@@ -232,8 +272,6 @@ TRACE_MISCONCEPTIONS = (
         (_IgnoresConditions(),),
     ),
 )
-
-
 
 
 register(TRACE_MISCONCEPTIONS)

@@ -482,6 +482,4 @@ LATER_MISCONCEPTIONS = (
 """The misconceptions of chapters 10-14, registered on import."""
 
 
-
-
 register(LATER_MISCONCEPTIONS)
