@@ -31,7 +31,8 @@ def _listed_tensors(p, how):
 
 def _stem_ratio(p, how):
     stem = how.network([Input((3, 224, 224)), Conv2d(64, 7, stride=2, padding=3)])
-    return at(how.activation_count(stem), B=1) / p.factor
+    values = at(how.activation_count(stem), B=1)
+    return shown(f"{quantity_text(values)} / {p.factor:,}", values / p.factor)
 
 
 def _calculator_terms(estimate):

@@ -11,6 +11,7 @@ from memtheory.exercises import (
     Quantity,
     at,
 )
+from memtheory.exercises.derivation import note, note_memory, quantity_text, shown
 from memtheory.exercises.technique_steps import index_dtype
 from memtheory.layers.base import elements
 from memtheory.optimizers import optimizer
@@ -31,9 +32,11 @@ def _cnn(p, how):
 def _autograd(p, how):
     # the autograd convention needs the network itself (how.training_memory reduces it to
     # counts): the learner's network, the learner's optimizer, accounted storage by storage
-    return training_memory(
+    memory = training_memory(
         _cnn(p, how), optimizer=how.optimizer(p.optimizer), convention="autograd"
     )
+    note_memory(f"A training step with {p.optimizer}, storage by storage", memory)
+    return memory
 
 
 def _breakdown(p, how):
@@ -69,7 +72,12 @@ def _index_share(p, how):
     theirs = _indices(net, index_dtype(how))
     # the rest of what autograd saves, with the learner's own indices in place of the int64 ones
     rest = saved - _indices(net, index_dtype(CORRECT))
-    return 100 * at(theirs / (rest + theirs), B=64)
+    note(f"The indices, in bytes at batch 64 = {quantity_text(at(theirs, B=64))}")
+    note(f"The rest of what autograd saves, in bytes at batch 64 = {quantity_text(at(rest, B=64))}")
+    return shown(
+        "The indices' share: 100 x indices / (rest + indices), in percent",
+        100 * at(theirs / (rest + theirs), B=64),
+    )
 
 
 SET = ExerciseSet(
@@ -146,7 +154,10 @@ SET = ExerciseSet(
             "for the backward pass as a formula in the batch size B.",
             params={"image": (50, 64, 46, 58), "optimizer": ("sgd",)},
             answer=Expression((B,)),
-            solve=lambda p, how: _autograd(p, how)["saved_activations"],
+            solve=lambda p, how: shown(
+                "What autograd saves (the saved_activations above), in bytes",
+                _autograd(p, how)["saved_activations"],
+            ),
             misconceptions=("round_in_pooling",),
         ),
     ),

@@ -3,7 +3,7 @@
 from functools import cache
 
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity
-from memtheory.exercises.derivation import note
+from memtheory.exercises.derivation import note, quantity_text, shown
 from memtheory.exercises.shared import parameters_only
 from memtheory.exercises.steps_scaling import host_ram, in_flight, per_device
 from memtheory.exercises.technique_steps import layer_activations, zero_states
@@ -32,7 +32,12 @@ def _fewest_gpus(p, how):
     activations = how.to_bytes(p.activations, "GB")
     for devices in range(1, 4097):
         if _states(how, _billions(p), devices, 3) + activations <= card:
-            return devices
+            return shown(
+                f"The fewest devices whose states + {quantity_text(activations)} bytes of "
+                "activations fit "
+                f"{quantity_text(card)} bytes",
+                devices,
+            )
     return -1  # not even 4,096 GPUs: only a mistaken reasoning gets here
 
 

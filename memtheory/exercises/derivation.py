@@ -18,6 +18,7 @@ Examples
 >>> from memtheory.exercises.loader import find_variant
 >>> variant = find_variant("ch02.q1")
 >>> print("\n".join(derive(variant).lines))
+Uses: Chapter 2 of the book.
 Output shapes, layer by layer:
   input: (64, 784)
   dense_1: (64, 100)
@@ -492,15 +493,19 @@ class Derivation:
     answer : str
         The answer (:meth:`~memtheory.exercises.kinds.AnswerKind.display` of
         the graded value).
+    chapter : str
+        The book's chapter whose sections the steps use (``"Chapter 2"``).
     """
 
     steps: tuple[str, ...]
     answer: str
+    chapter: str = ""
 
     @property
     def lines(self) -> tuple[str, ...]:
-        """The steps, then ``Answer: ...`` (the last line)."""
-        return (*self.steps, f"Answer: {self.answer}")
+        """The chapter it uses (when known), the steps, then ``Answer: ...`` (the last line)."""
+        source = (f"Uses: {self.chapter} of the book.",) if self.chapter else ()
+        return (*source, *self.steps, f"Answer: {self.answer}")
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
@@ -541,5 +546,14 @@ def derive(variant: Variant) -> Derivation:
         raise ExerciseDefinitionError(
             f"{variant.id}: the worked solution gives {value!r}, the grader {variant.expected!r}."
         )
-    steps = tuple(recorder.steps) or ("Computed directly from the question's values.",)
-    return Derivation(steps, variant.kind.display(value))
+    if not recorder.steps:
+        raise ExerciseDefinitionError(
+            f"{variant.id}: its solver records no step; note() what it computes."
+        )
+    return Derivation(tuple(recorder.steps), variant.kind.display(value), _chapter(variant.set_id))
+
+
+def _chapter(set_id: str) -> str:
+    """``"ch09"`` -> ``"Chapter 9"``: the chapter whose sections a set's solutions use."""
+    digits = set_id.removeprefix("ch")
+    return f"Chapter {int(digits)}" if digits.isdigit() else ""
