@@ -25,7 +25,7 @@ from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: 
     Misconception,
     register,
 )
-from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.reasoning import Reasoning, own_step
 
 __all__ = ["allocated_block", "reserved_segment", "small_segments"]
 
@@ -34,8 +34,9 @@ _SEGMENT_RULE = "2 MiB up to 1 MiB, 20 MiB up to 10 MiB, else rounded up to 2 Mi
 
 def allocated_block(how: Reasoning, nbytes: int) -> int:
     """Return the bytes ``torch.cuda.memory_allocated`` counts for a request (its block)."""
-    if getattr(how, "unrounded", False):
-        return nbytes
+    own = own_step(how, "block_bytes")
+    if own:
+        return int(own(nbytes))
     return shown(
         f"The allocator's block for {nbytes:,} bytes: rounded up to a multiple of 512, "
         f"512 x ceil({nbytes:,} / 512) bytes",
@@ -45,8 +46,9 @@ def allocated_block(how: Reasoning, nbytes: int) -> int:
 
 def reserved_segment(how: Reasoning, nbytes: int) -> int:
     """Return the bytes reserved from the driver when the request opens a segment."""
-    if getattr(how, "segment_is_block", False):
-        return allocated_block(how, nbytes)
+    own = own_step(how, "segment_bytes")
+    if own:
+        return int(own(nbytes))
     return shown(
         f"A request of {nbytes:,} bytes opens a segment of ({_SEGMENT_RULE}), in bytes",
         segment_size(nbytes),
@@ -72,12 +74,16 @@ def small_segments(how: Reasoning, count: int, nbytes: int) -> int:
 
 class _Unrounded(Reasoning):
     detail = "the request's own bytes counted, not the 512-byte blocks"
-    unrounded = True
+
+    def block_bytes(self, nbytes: int) -> int:
+        return nbytes
 
 
 class _SegmentIsBlock(Reasoning):
     detail = "the reserved memory taken to be the block itself"
-    segment_is_block = True
+
+    def segment_bytes(self, nbytes: int) -> int:
+        return allocated_block(self, nbytes)
 
 
 GPU_MISCONCEPTIONS = (

@@ -37,7 +37,7 @@ from memtheory.exercises.derivation import (
     quantity_text,
 )
 from memtheory.exercises.misconceptions import Misconception, register
-from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.reasoning import Reasoning, own_step
 from memtheory.layers import LanguageModelLoss, Layer
 from memtheory.layers.base import Shape
 from memtheory.layers.saved_storages import saved_storages
@@ -61,12 +61,8 @@ __all__ = [
 ]
 
 
-def _own(how: Reasoning, step: str) -> Any:
-    return getattr(how, step, None)
-
-
 def _convention(how: Reasoning) -> ConventionLike:
-    own = _own(how, "accounting")
+    own = own_step(how, "accounting")
     return own() if own else "autograd"
 
 
@@ -97,7 +93,7 @@ def buffer_bytes(
     40
     """
     specs = layer.buffers(shape)
-    own = _own(how, "buffers")
+    own = own_step(how, "buffers")
     if own:
         specs = own(specs)
     default = dtype(model_dtype)
@@ -120,7 +116,7 @@ def saved_bytes(how: Reasoning, layer: Layer, shape: Shape, model_dtype: DTypeLi
     """
     default = dtype(model_dtype)
     specs = saved_storages(layer, shape, dtype=model_dtype)
-    own = _own(how, "saved")
+    own = own_step(how, "saved")
     if own:
         specs = own(specs, default)
     note_tensors(
@@ -141,7 +137,7 @@ def trained_parameters(how: Reasoning, network: Network) -> sp.Expr:
     >>> trained_parameters(CORRECT, resnet18(batch=1))
     11689512
     """
-    own = _own(how, "with_buffers")
+    own = own_step(how, "with_buffers")
     count = how.parameter_count(network)
     return own(count, network) if own else count
 
@@ -224,7 +220,7 @@ def loss_saved_bytes(how: Reasoning, shape: Shape, model_dtype: DTypeLike = "bf1
     >>> loss_saved_bytes(CORRECT, (1, 1, 10), "bf16")  # 10 x 4 + 4 + 8
     52
     """
-    own = _own(how, "loss_upcast")
+    own = own_step(how, "loss_upcast")
     loss = LanguageModelLoss(upcast=own() if own else True)
     return saved_bytes(how, loss, shape, model_dtype)
 
@@ -242,7 +238,7 @@ def decoder_network(how: Reasoning, config: Mapping[str, Any], **sizes: Any) -> 
     >>> decoder_network(CORRECT, PRESETS["llama-2-7b"].config, batch=1).parameter_count
     6738415616
     """
-    own = _own(how, "read_config")
+    own = own_step(how, "read_config")
     read = own(dict(config)) if own else dict(config)
     note(
         "From the configuration: "

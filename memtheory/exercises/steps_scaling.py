@@ -27,7 +27,7 @@ import sympy as sp
 
 from memtheory.exercises.derivation import note, note_lines, note_memory, quantity_text, shown
 from memtheory.exercises.misconceptions import Misconception, register
-from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.reasoning import Reasoning, own_step
 from memtheory.finetuning import (
     LoRA,
     adam8bit_state_bytes,
@@ -62,10 +62,6 @@ ACTIVATION_PARTS = ("activations", "activation_gradients", "saved_activations", 
 """Components that belong to the batch, not to the model: what "model states" leave out."""
 
 
-def _own(how: Reasoning, step: str) -> Any:
-    return getattr(how, step, None)
-
-
 # -- the steps ---------------------------------------------------------------------------------
 def lora_trainable(how: Reasoning, network: Network, lora: LoRA) -> sp.Expr:
     """Trainable parameters of ``network`` under ``lora``: :func:`memtheory.finetuning.apply_lora`.
@@ -78,7 +74,7 @@ def lora_trainable(how: Reasoning, network: Network, lora: LoRA) -> sp.Expr:
     >>> lora_trainable(CORRECT, net, LoRA(4, targets="fc"))
     192
     """
-    own = _own(how, "lora_parameter_count")
+    own = own_step(how, "lora_parameter_count")
     count = own(network, lora) if own else apply_lora(network, lora).parameter_count
     _note_lora(network, lora)
     note("Trainable parameters: the sum over the adapted maps", count)
@@ -116,7 +112,7 @@ def finetune_step(how: Reasoning, network: Network, **options: Any) -> MemoryBre
     ...               precision="fp32")["gradients"]
     768
     """
-    own = _own(how, "finetune_memory")
+    own = own_step(how, "finetune_memory")
     memory = (own or finetune_memory)(network, **options)
     settings = ", ".join(f"{key} = {value}" for key, value in options.items())
     note_memory(f"A fine-tuning step of {network.name} with {settings}", memory)
@@ -148,7 +144,7 @@ def constant_bits(how: Reasoning, **blocks: Any) -> sp.Rational:
     >>> constant_bits(CORRECT)
     65/512
     """
-    own = _own(how, "constant_bits_per_parameter")
+    own = own_step(how, "constant_bits_per_parameter")
     bits = (own or constant_bits_per_parameter)(**blocks)
     block = blocks.get("block", NF4_BLOCK)
     second = blocks.get("second_block", NF4_SECOND_BLOCK)
@@ -169,7 +165,7 @@ def nf4_storage(how: Reasoning, elements: int, **options: Any) -> sp.Expr:
     >>> nf4_storage(CORRECT, 4096 * 4096)
     8654848
     """
-    own = _own(how, "nf4_bytes")
+    own = own_step(how, "nf4_bytes")
     value = (own or nf4_bytes)(elements, **options)
     note(
         f"NF4: {quantity_text(elements)} weights x 4 bits = "
@@ -190,7 +186,7 @@ def adam8bit_state(how: Reasoning, shapes: list[tuple[int, ...]]) -> sp.Expr:
     >>> adam8bit_state(CORRECT, [(4096, 4096)])
     34078720
     """
-    own = _own(how, "adam8bit_state_bytes")
+    own = own_step(how, "adam8bit_state_bytes")
     value = (own or adam8bit_state_bytes)(shapes)
     lines = ["8-bit Adam keeps two states per parameter, tensor by tensor:"]
     for shape in shapes:
@@ -223,7 +219,7 @@ def per_device(how: Reasoning, memory: MemoryBreakdown, **options: Any) -> Paral
     >>> per_device(CORRECT, memory, data=4, zero=3).total
     4000000
     """
-    own = _own(how, "parallel_options")
+    own = own_step(how, "parallel_options")
     chosen = own(options) if own else options
     split = parallel_memory(memory, **chosen)
     settings = ", ".join(f"{key} = {value}" for key, value in chosen.items())
@@ -246,7 +242,7 @@ def in_flight(how: Reasoning, pipeline: int, stage: int, micro_batches: int) -> 
     """
     from memtheory import ModelCounts, training_memory
 
-    own = _own(how, "held_micro_batches")
+    own = own_step(how, "held_micro_batches")
     if own:
         return sp.sympify(own(pipeline, stage, micro_batches))
     counts = ModelCounts(parameters=1, activations=pipeline, input_elements=0)
@@ -275,7 +271,7 @@ def host_ram(how: Reasoning, split: ParallelMemory) -> sp.Expr:
     >>> host_ram(CORRECT, parallel_memory(memory, data=8, zero=3, offload="optimizer"))
     14000000
     """
-    own = _own(how, "host_per_node")
+    own = own_step(how, "host_per_node")
     value = own(split) if own else split.host_per_node()
     note("Host RAM of one node: the offloaded states of every device on the node, in bytes", value)
     return value

@@ -33,7 +33,7 @@ from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: 
     Misconception,
     register,
 )
-from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.reasoning import Reasoning, own_step
 from memtheory.gpus import usable_memory
 from memtheory.layers import BatchNorm2d, Conv2d
 from memtheory.symbols import B
@@ -60,10 +60,6 @@ UNTRACEABLE = (
 which fake tensors do not have (see :mod:`memtheory.torch.tracing.errors`)."""
 
 
-def _own(how: Reasoning, step: str) -> Any:
-    return getattr(how, step, None)
-
-
 def batchnorm_saved(how: Reasoning, *, batch: int, channels: int, side: int) -> sp.Expr:
     """Bytes a training BatchNorm2d keeps for backward on a fp32 ``(batch, channels, side, side)``.
 
@@ -78,7 +74,7 @@ def batchnorm_saved(how: Reasoning, *, batch: int, channels: int, side: int) -> 
     320
     """
     specs = BatchNorm2d().saved_for_backward((batch, channels, side, side))
-    own = _own(how, "saved_specs")
+    own = own_step(how, "saved_specs")
     if own:
         specs = own(specs)
     note_tensors(
@@ -101,7 +97,7 @@ def block_parameters(how: Reasoning, channels: int) -> sp.Expr:
     shape = (B, channels, 8, 8)
     conv = Conv2d(channels, 3, padding=1, bias=False)
     norm = BatchNorm2d()
-    own = _own(how, "norm_count")
+    own = own_step(how, "norm_count")
     per_norm = own(norm, shape) if own else norm.parameter_count(shape)
     weights = conv.parameter_count(shape)
     note(
@@ -129,7 +125,7 @@ def card_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str) ->
     """
     peak = how.to_bytes(per, unit) * B + how.to_bytes(fixed, unit)
     budget = usable_memory(card)
-    own = _own(how, "card_bytes")
+    own = own_step(how, "card_bytes")
     limit = own(budget) if own else budget.usable
     note(
         f"The {card}: {quantity_text(budget.memory)} bytes, less the "
@@ -158,8 +154,9 @@ def traced_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str, 
     15
     """
     fits = card_batch(how, per=per, fixed=fixed, unit=unit, card=card)
-    if _own(how, "ignores_conditions"):
-        return fits
+    own = own_step(how, "within_trace")
+    if own:
+        return int(own(fits, below))
     return shown(
         f"The trace holds only while B < {below}: min({fits}, {below} - 1)", min(fits, below - 1)
     )
@@ -233,7 +230,9 @@ class _CardInGB(Reasoning):
 
 class _IgnoresConditions(Reasoning):
     detail = "the formula used beyond the sizes where PyTorch's guards say it holds"
-    ignores_conditions = True
+
+    def within_trace(self, fits: int, below: int) -> int:
+        return fits
 
 
 TRACE_MISCONCEPTIONS = (
