@@ -160,6 +160,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=3,
+            partial={"mib_vs_mb": 2},  # the memory right, the unit misread
         ),
         Exercise(
             id="q8",

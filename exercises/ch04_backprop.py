@@ -111,6 +111,7 @@ SET = ExerciseSet(
             ),
             misconceptions=("forgot_x2", "activations_per_image", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q2",

@@ -72,6 +72,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q4",
@@ -93,6 +94,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q5",
@@ -117,6 +119,7 @@ SET = ExerciseSet(
             solve=lambda p, how: step_peak(how, vgg16(batch=p.batch)),
             misconceptions=("breakdown_for_autograd", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
     ),
 )

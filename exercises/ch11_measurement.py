@@ -111,6 +111,7 @@ SET = ExerciseSet(
             solve=lambda p, how: at(_autograd(p, how).peak, B=p.batch),
             misconceptions=("round_in_pooling", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q3",

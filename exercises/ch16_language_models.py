@@ -214,6 +214,7 @@ SET = ExerciseSet(
             ),
             misconceptions=("breakdown_for_autograd", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q8",

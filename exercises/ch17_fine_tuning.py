@@ -108,6 +108,7 @@ SET = ExerciseSet(
             solve=_lora_states,
             misconceptions=("frozen_keeps_state", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q3",

@@ -88,6 +88,7 @@ SET = ExerciseSet(
             solve=lambda p, how: _states(how, _llama_3_8b(), p.devices, p.stage),
             misconceptions=("zero_wrong_stage", "forgot_master_weights", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q2",

@@ -107,6 +107,10 @@ class Exercise:
         Shown with a wrong answer that matches no misconception.
     reveal : bool
         Show the expected answer in feedback even without ``--show-expected``.
+    partial : mapping of str to int
+        Partial credit: the points an answer earns when one named mistake (a
+        listed misconception, or a slip in writing it) explains it alone.
+        Each is at least 1 and less than ``points``.
 
     Examples
     --------
@@ -129,6 +133,7 @@ class Exercise:
     title: str = ""
     hint: str = ""
     reveal: bool = False
+    partial: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _ID.match(self.id):
@@ -152,6 +157,23 @@ class Exercise:
             )
         if isinstance(self.points, bool) or not isinstance(self.points, int) or self.points < 1:
             raise ExerciseDefinitionError(f"{self.id}: points must be a whole number >= 1.")
+        object.__setattr__(self, "partial", dict(self.partial))
+        self._check_partial()
+
+    def _check_partial(self) -> None:
+        for name, credit in self.partial.items():
+            if name not in self.misconceptions and name not in SLIPS:
+                raise ExerciseDefinitionError(
+                    f"{self.id}: partial credit for {name!r}, which is neither one of its "
+                    f"misconceptions ({', '.join(self.misconceptions) or 'none'}) nor a slip."
+                )
+            if isinstance(credit, bool) or not isinstance(credit, int):
+                raise ExerciseDefinitionError(f"{self.id}: partial credit must be whole points.")
+            if not 1 <= credit < self.points:
+                raise ExerciseDefinitionError(
+                    f"{self.id}: partial credit for {name!r} must be 1 to {self.points - 1} "
+                    f"points, got {credit}."
+                )
 
     @property
     def parameterised(self) -> bool:
