@@ -14,7 +14,8 @@ What the browser reads
 ----------------------
 A documented subset of the grader's grammar (:mod:`memtheory.exercises.parsing`):
 
-- numbers: digits grouped by commas (thousands only), spaces or underscores,
+- numbers: digits (any Unicode decimal digits, fullwidth ``７８５００`` too, read as
+  0-9 as the grader reads them) grouped by commas (thousands only), spaces or underscores,
   decimals with a point, e-notation, fractions and arithmetic with
   ``+ - * / x × ^ **`` and parentheses; a leading ``~``, ``≈`` or ``about``
   where a tolerance applies; a trailing ``%`` or ``percent``; one trailing
