@@ -30,7 +30,7 @@ def _listed_tensors(p, how):
 
 
 def _stem_ratio(p, how):
-    stem = how.network([Input((3, 224, 224)), Conv2d(64, 7, stride=2, padding=3)])
+    stem = how.network([Input((3, p.size, p.size)), Conv2d(64, 7, stride=2, padding=3)])
     values = at(how.activation_count(stem), B=1)
     return shown(f"{quantity_text(values)} / {p.factor:,}", values / p.factor)
 
@@ -223,8 +223,9 @@ SET = ExerciseSet(
             title="what the calculator's activations miss",
             question="The same calculator guesses ResNet-50's activations as {factor:,} values per "
             "image. Its first layer alone, a convolution with 64 filters of 7x7, stride 2 and "
-            "padding 3 on a 224x224x3 image, outputs how many times as many values per image?",
-            params={"factor": (1_000,)},
+            "padding 3 on a {size}x{size}x3 image, outputs how many times as many values per "
+            "image?",
+            params={"factor": (1_000,), "size": (224, 256, 192, 288, 320)},
             answer=Number(rtol=0.001, what="a ratio"),
             solve=_stem_ratio,
         ),

@@ -1,6 +1,9 @@
 """Chapter 11, theory against measurement: what autograd keeps, and where the peak falls."""
 
+import sympy as sp
+
 from memtheory import MaxPool2d, training_memory
+from memtheory.conventions.autograd import forward_storages
 from memtheory.exercises import (
     CORRECT,
     Choice,
@@ -11,7 +14,7 @@ from memtheory.exercises import (
     Quantity,
     at,
 )
-from memtheory.exercises.derivation import note, note_memory, quantity_text, shown
+from memtheory.exercises.derivation import note, note_lines, note_memory, quantity_text, shown
 from memtheory.exercises.technique_steps import index_dtype
 from memtheory.layers.base import elements
 from memtheory.optimizers import optimizer
@@ -32,8 +35,19 @@ def _cnn(p, how):
 def _autograd(p, how):
     # the autograd convention needs the network itself (how.training_memory reduces it to
     # counts): the learner's network, the learner's optimizer, accounted storage by storage
-    memory = training_memory(
-        _cnn(p, how), optimizer=how.optimizer(p.optimizer), convention="autograd"
+    network = _cnn(p, how)
+    memory = training_memory(network, optimizer=how.optimizer(p.optimizer), convention="autograd")
+    kept = [s for s in forward_storages(network) if s.kept_by and s.role != "data"]
+    note_lines(
+        [
+            "What autograd saves for the backward pass, storage by storage (fp32, batch B; the "
+            "input batch it also keeps is counted as the input):"
+        ]
+        + [
+            f"  {s.layer} {s.role}: {quantity_text(s.nbytes)} bytes, kept by {', '.join(s.kept_by)}"
+            for s in kept
+        ]
+        + [f"  saved in all: {quantity_text(sum((s.nbytes for s in kept), sp.Integer(0)))} bytes"]
     )
     note_memory(f"A training step with {p.optimizer}, storage by storage", memory)
     return memory
@@ -55,7 +69,10 @@ _LARGER = (
 
 
 def _larger(p, how):
-    gap = at(_breakdown(p, how).total - _autograd(p, how).peak, B=p.batch)
+    gap = shown(
+        f"At batch {p.batch}: the breakdown's total - autograd's peak, in bytes",
+        at(_breakdown(p, how).total - _autograd(p, how).peak, B=p.batch),
+    )
     return _LARGER[0] if gap > 0 else _LARGER[1] if gap < 0 else _LARGER[2]
 
 
@@ -130,11 +147,11 @@ SET = ExerciseSet(
             title="which count is larger",
             question=_CNN + ", batch {batch}, trained with {optimizer_title} in fp32. Which is "
             "larger?",
-            params={"image": (50, 64, 46), "batch": (64, 1, 8), "optimizer": ("adam", "sgd")},
+            params={"image": (50, 64, 46), "batch": (8, 1, 64), "optimizer": ("adam", "sgd")},
             derive=_titles,
             answer=Choice(_LARGER),
             solve=_larger,
-            misconceptions=("forgot_x2",),
+            misconceptions=("forgot_optimizer_state",),  # at batch 8, Adam's step sets the peak
         ),
         Exercise(
             id="q5",

@@ -42,10 +42,10 @@ from typing import Any
 
 from memtheory.errors import UnknownAttributeError
 from memtheory.exercises.errors import ExerciseDefinitionError, UnknownExerciseError
-from memtheory.exercises.kinds import AnswerKind
+from memtheory.exercises.kinds import AnswerKind, Choice
 from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS, combine_ways
 from memtheory.exercises.reasoning import CORRECT, Reasoning
-from memtheory.exercises.variants import SeedLike, draw_params, normalize_seed
+from memtheory.exercises.variants import SeedLike, draw_params, normalize_seed, variant_rng
 
 __all__ = ["Exercise", "ExerciseSet", "MistakenAnswer", "Params", "Variant"]
 
@@ -280,13 +280,16 @@ _SHARED_LIMIT = 4096
 _SHARED: dict[tuple[int, str], tuple[Exercise, dict[str, Any]]] = {}
 
 
-def _shared_answers(exercise: Exercise, params: Mapping[str, object]) -> dict[str, Any]:
+def _shared_answers(
+    exercise: Exercise, params: Mapping[str, object], order: object = None
+) -> dict[str, Any]:
     """Return the answers computed for one exercise and one set of parameters, whatever the seed.
 
-    Learners whose seeds draw the same parameters share the expected answer and the answers
-    of the misconceptions, so a folder of submissions computes each once.
+    Learners whose seeds draw the same parameters (and, for a choice, the same order of its
+    options) share the expected answer and the answers of the misconceptions, so a folder of
+    submissions computes each once.
     """
-    key = (id(exercise), repr(sorted(params.items())))
+    key = (id(exercise), repr(sorted(params.items())) + repr(order))
     found = _SHARED.get(key)
     if found is None or found[0] is not exercise:
         if len(_SHARED) >= _SHARED_LIMIT:
@@ -333,8 +336,15 @@ class Variant:
 
     @cached_property
     def kind(self) -> AnswerKind:
-        """The answer kind bound to these parameters."""
-        return self.exercise.answer.bind(self.params)
+        """The answer kind bound to these parameters; a learner's choices in their own order.
+
+        With a seed, a choice's options are shuffled for the learner (the book's
+        numbers keep the set's order), so that a copied letter is not an answer.
+        """
+        kind = self.exercise.answer.bind(self.params)
+        if self.seed is not None and isinstance(kind, Choice):
+            kind = kind.shuffled(variant_rng(self.seed, f"{self.id}/options"))
+        return kind
 
     @cached_property
     def values(self) -> dict[str, object]:
@@ -370,7 +380,8 @@ class Variant:
     @cached_property
     def _memo(self) -> dict[str, Any]:
         """Answers shared by every variant of this exercise with these parameters."""
-        return _shared_answers(self.exercise, self.params)
+        order = self.kind.options if isinstance(self.kind, Choice) else None
+        return _shared_answers(self.exercise, self.params, order)
 
     def _remembered(self, name: str, compute: Callable[[], Any]) -> Any:
         if name not in self._memo:

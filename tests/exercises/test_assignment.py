@@ -213,3 +213,19 @@ def test_the_cli_writes_the_gradebook_and_refuses_bad_jobs(folder, capsys):
 def test_assignment_type_is_plain_data():
     """An Assignment's sets follow its exercises' order."""
     assert Assignment(("ch03.q1", "ch02.q1", "ch03.q2")).sets == ("ch03", "ch02")
+
+
+def test_a_learners_choices_come_in_their_own_order(sets):
+    """With a seed the options are shuffled: the right option's text is kept, its letter varies."""
+    for set_id, exercise_id in (("ch18", "q7"), ("ch04", "q3"), ("ch05", "q3")):
+        book = sets[set_id].variant(exercise_id)
+        right = book.kind.options[book.expected]
+        letters = set()
+        for index in range(30):
+            variant = sets[set_id].variant(exercise_id, f"learner-{index}")
+            assert sorted(variant.kind.options) == sorted(book.kind.options)
+            assert variant.kind.options[variant.expected] == right
+            letters.add(variant.kind.solution_text(variant.expected))
+            again = sets[set_id].variant(exercise_id, f"learner-{index}")
+            assert again.kind.options == variant.kind.options  # the same learner, the same order
+        assert len(letters) > 1, f"{set_id}.{exercise_id}: every learner has the same letter"
