@@ -273,7 +273,13 @@ def host_ram(how: Reasoning, split: ParallelMemory) -> sp.Expr:
     """
     own = own_step(how, "host_per_node")
     value = own(split) if own else split.host_per_node()
-    note("Host RAM of one node: the offloaded states of every device on the node, in bytes", value)
+    if split.host is not None:
+        note_memory("Offloaded to host RAM by one device (its shard)", split.host)
+        note(
+            f"Host RAM of one node: {split.gpus_per_node} devices x "
+            f"{quantity_text(split.host.total)} bytes",
+            value,
+        )
     return value
 
 

@@ -91,6 +91,11 @@ def kv_cache(how: Reasoning, **shape: Any) -> sp.Expr:
     """
     own = own_step(how, "kv_cache_formula")
     value = (own or kv_cache_formula)(**shape)
+    kv = shape.get("kv_heads", "heads")
+    note(
+        f"Per layer and token: a key and a value of {kv} x head_dim numbers each, "
+        "2 x kv_heads x head_dim x bytes per element; times layers, sequence and batch"
+    )
     note(
         f"Key/value cache (keys and values of every layer), in bytes, with {_shape_text(shape)}",
         value,
@@ -128,6 +133,10 @@ def checkpoint_peak(how: Reasoning, layers: SizeLike, interval: SizeLike) -> sp.
     own = own_step(how, "uniform_memory")
     value = (own or uniform_memory)(layers, interval)
     note(
+        f"The checkpoints kept, ceil({layers}/{interval}) - 1, plus the layers of the one segment "
+        f"recomputed at a time, min({interval}, {layers})"
+    )
+    note(
         f"Checkpointed peak with {layers} layers and a checkpoint every {interval}, in layers' "
         "worth of activations",
         value,
@@ -146,6 +155,10 @@ def checkpoint_recompute(how: Reasoning, layers: SizeLike, interval: SizeLike) -
     """
     own = own_step(how, "uniform_recompute")
     value = (own or uniform_recompute)(layers, interval)
+    note(
+        f"Every segment but the last is rerun: {interval} x (ceil({layers}/{interval}) - 1), "
+        f"at most {layers}"
+    )
     note(
         f"Layers rerun in the backward pass with {layers} layers, a checkpoint every {interval}",
         value,
