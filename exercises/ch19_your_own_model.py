@@ -14,18 +14,10 @@ from memtheory.exercises.steps_trace import (
 _CARDS = ("RTX 4090", "A100-80GB", "RTX 3090", "A100-40GB", "V100-32GB")
 
 _OPERATIONS = (
-    (
-        "x.mean((2, 3))",
-        "boolean-mask indexing (x[x > 0])",
-        "x[:, : x.shape[1] // 2]",
-        "torch.cat([x, x], dim=1)",
-    ),
-    (
-        "torch.nonzero(x)",
-        "x.view(x.shape[0], -1)",
-        "x + self.table[: x.shape[1]]",
-        "F.relu(self.conv(x))",
-    ),
+    ("x.mean((2, 3))", "boolean-mask indexing (x[x > 0])", "x[:, : x.shape[1] // 2]",
+     "torch.cat([x, x], dim=1)"),
+    ("torch.nonzero(x)", "x.view(x.shape[0], -1)", "x + self.table[: x.shape[1]]",
+     "F.relu(self.conv(x))"),
     ("x.flatten(1)", "x.transpose(1, 2)", "x.item()", "F.max_pool2d(x, 2)"),
     ("x.softmax(-1)", "torch.unique(x)", "x.reshape(-1, 64)", "x.sum(0)"),
 )
@@ -80,11 +72,13 @@ SET = ExerciseSet(
                 "fixed": (500, 1200, 300, 2048),
                 "card": _CARDS,
             },
-            constraint=lambda p: (
-                card_batch(_CORRECT, per=p.per, fixed=p.fixed, unit="MiB", card=p.card) >= 16
-            ),
+            constraint=lambda p: card_batch(
+                _CORRECT, per=p.per, fixed=p.fixed, unit="MiB", card=p.card
+            ) >= 16,
             answer=Integer(),
-            solve=lambda p, how: card_batch(how, per=p.per, fixed=p.fixed, unit="MiB", card=p.card),
+            solve=lambda p, how: card_batch(
+                how, per=p.per, fixed=p.fixed, unit="MiB", card=p.card
+            ),
             misconceptions=("no_card_reserve", "card_gb_as_decimal", "mib_vs_mb"),
         ),
         Exercise(

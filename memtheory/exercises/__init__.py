@@ -56,7 +56,6 @@ from memtheory.exercises.variants import seed_from_learner
 
 # registers the misconceptions of chapters 10-14 (key/value cache, checkpointing, ZeRO...)
 import memtheory.exercises.technique_steps  # noqa: E402, F401  isort: skip
-
 # registers chapters 15-16's misconceptions (residual networks, language models)
 import memtheory.exercises.steps_residual  # noqa: E402, F401  isort: skip
 

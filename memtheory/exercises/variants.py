@@ -105,7 +105,7 @@ def resolve_seed(
     """
     if learner is not None and not isinstance(learner, str):
         raise UnsupportedError(
-            f'a learner id is text, as in an answer file\'s learner = "ada"; got {learner!r} '
+            f"a learner id is text, as in an answer file's learner = \"ada\"; got {learner!r} "
             f"({type(learner).__name__}): write learner={str(learner)!r}."
         )
     for value, source in ((option, "option"), (file_seed, "file")):
