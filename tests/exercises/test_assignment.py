@@ -229,3 +229,14 @@ def test_a_learners_choices_come_in_their_own_order(sets):
             again = sets[set_id].variant(exercise_id, f"learner-{index}")
             assert again.kind.options == variant.kind.options  # the same learner, the same order
         assert len(letters) > 1, f"{set_id}.{exercise_id}: every learner has the same letter"
+
+
+def test_a_long_folder_prints_its_progress(tmp_path, capsys):
+    """A folder of 20 files or more says on stderr how far grading has come, ending at the end."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for index in range(20):
+        (folder / f"l{index:02d}.toml").write_text(f'learner = "l{index}"\n')
+    assert main(["grade", str(folder), "--set", "ch01", "--jobs", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "graded 20/20 files" in err and err.count("graded ") >= 2
