@@ -370,6 +370,9 @@
     if (explanations.length === 1) {
       var only = explanations[0];
       var text = "Not correct. This is the answer you get if you " + names(only) + ": " + details(only) + ". " + hints.join(" ");
+      if (all.length === 1 && data.partial && data.partial[all[0]]) {  // the set's partial credit
+        text += " Partial credit: " + data.partial[all[0]] + " of " + data.worth + " points for this one slip.";
+      }
       return { status: "incorrect", text: text, mistakes: all };
     }
     var within = (data.kind === "quantity" || data.kind === "number") && Number(data.rtol) ? " within " + Number((Number(data.rtol) * 100).toPrecision(6)) + "%" : "";

@@ -123,7 +123,8 @@ def selfcheck_data(variant: Variant) -> dict[str, Any]:
     (a number), ``options`` (a choice), ``symbols`` and ``points`` (a formula),
     ``hint`` (the exercise's own), ``mistakes`` (each listed mistake: name,
     title, hint, detail, value), ``pairs`` (two mistakes made together) and
-    ``slips`` (the slips in writing an answer the grader names).
+    ``slips`` (the slips in writing an answer the grader names), ``worth`` (the
+    exercise's points) and ``partial`` (its partial credit per named slip).
 
     Raises
     ------
@@ -148,6 +149,8 @@ def selfcheck_data(variant: Variant) -> dict[str, Any]:
         "expected": _value(variant, variant.expected, points, variant.id),
         "shown": kind.display(variant.expected),
         "hint": variant.exercise.hint,
+        "worth": variant.exercise.points,
+        "partial": dict(variant.exercise.partial),
         "rtol": str(getattr(kind, "rtol", 0)),  # read exactly, as the grader reads str(rtol)
         "mistakes": [_mistake(variant, m, points) for m in variant.mistaken_answers()],
         "pairs": [
