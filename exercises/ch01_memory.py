@@ -7,6 +7,7 @@ small CNN of another).
 
 from memtheory import Input, Network
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
+from memtheory.exercises.derivation import shown
 from memtheory.exercises.shared import (
     MODELS,
     model_names,
@@ -98,7 +99,10 @@ SET = ExerciseSet(
             params={"pair": (("GiB", "GB"), ("MiB", "MB"), ("KiB", "kB"), ("TiB", "TB"))},
             derive=lambda p: {"binary": p.pair[0], "decimal": p.pair[1]},
             answer=Number(rtol=0.0005, what="a ratio"),
-            solve=lambda p, how: how.to_bytes(1, p.pair[0]) / how.to_bytes(1, p.pair[1]),
+            solve=lambda p, how: shown(
+                f"The ratio: bytes in one {p.pair[0]} / bytes in one {p.pair[1]}",
+                how.to_bytes(1, p.pair[0]) / how.to_bytes(1, p.pair[1]),
+            ),
         ),
         Exercise(
             id="q5",
@@ -156,6 +160,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=3,
+            partial={"mib_vs_mb": 2},  # the memory right, the unit misread
         ),
         Exercise(
             id="q8",

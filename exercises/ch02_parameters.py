@@ -5,6 +5,7 @@ Dense and convolutional layers (input depth, bias, groups); pooling has no param
 
 from memtheory import BatchNorm2d, Conv2d, Dense, Flatten, Input, MaxPool2d, ReLU
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Number
+from memtheory.exercises.derivation import quantity_text, shown
 from memtheory.symbols import C
 from memtheory.worked_examples import small_cnn_layers
 
@@ -62,7 +63,11 @@ def _no_parameters(p, how):
 
 def _first_dense_share(p, how):
     net = how.network(small_cnn_layers(hidden=p.hidden))
-    return 100 * net["dense_1"].parameters / how.parameter_count(net)
+    first, total = net["dense_1"].parameters, how.parameter_count(net)
+    return shown(
+        f"dense_1's share: 100 x {quantity_text(first)} / {quantity_text(total)}, in percent",
+        100 * first / total,
+    )
 
 
 SET = ExerciseSet(

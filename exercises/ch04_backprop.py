@@ -15,6 +15,7 @@ from memtheory.exercises import (
     Quantity,
     at,
 )
+from memtheory.exercises.derivation import quantity_text, shown
 from memtheory.models import vgg16
 from memtheory.symbols import B
 from memtheory.worked_examples import small_cnn_layers, small_cnn_network
@@ -32,7 +33,10 @@ FP32 = dtype("fp32").bytes
 
 
 def _activation_side(memory):
-    return memory["activations"] + memory["activation_gradients"]
+    return shown(
+        "The activation side: activations + their gradients, in bytes",
+        memory["activations"] + memory["activation_gradients"],
+    )
 
 
 def _activations_only(activations):
@@ -63,7 +67,11 @@ def _weights_and_gradients(p, how):
 def _ratio(p, how):
     counts = _activations_only(1_000)
     training = _activation_side(how.training_memory(counts, optimizer="sgd"))
-    return training / how.inference_memory(counts)["activations"]
+    inference = shown(
+        "Inference keeps the activations only, in bytes",
+        how.inference_memory(counts)["activations"],
+    )
+    return shown("The ratio: training's activation side / inference's", training / inference)
 
 
 def _mlp_total(p, how):
@@ -73,7 +81,11 @@ def _mlp_total(p, how):
 
 def _cnn_gradient_values(p, how):
     memory = how.training_memory(how.network(small_cnn_network().layers), optimizer="sgd")
-    return at(memory["activation_gradients"], B=p.batch) / FP32
+    nbytes = at(memory["activation_gradients"], B=p.batch)
+    return shown(
+        f"Gradient values: {quantity_text(nbytes)} bytes / {FP32} bytes per fp32 value",
+        nbytes / FP32,
+    )
 
 
 SET = ExerciseSet(
@@ -99,6 +111,7 @@ SET = ExerciseSet(
             ),
             misconceptions=("forgot_x2", "activations_per_image", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q2",

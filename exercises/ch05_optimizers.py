@@ -128,6 +128,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q5",

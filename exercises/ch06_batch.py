@@ -114,6 +114,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q3",
@@ -205,6 +206,7 @@ SET = ExerciseSet(
             ),
             misconceptions=("mib_vs_mb", "forgot_x2", "forgot_optimizer_state", "input_left_out"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q7",

@@ -6,6 +6,7 @@ The source documents' examples, rebuilt with memtheory.worked_examples, and vari
 from memtheory import Conv2d, Input, ModelCounts
 from memtheory.dtypes import dtype
 from memtheory.exercises import Exercise, ExerciseSet, Integer, Number, Quantity, at
+from memtheory.exercises.derivation import note_lines, quantity_text, shown
 from memtheory.worked_examples import (
     calculator_estimate,
     fc_adam_network,
@@ -29,8 +30,17 @@ def _listed_tensors(p, how):
 
 
 def _stem_ratio(p, how):
-    stem = how.network([Input((3, 224, 224)), Conv2d(64, 7, stride=2, padding=3)])
-    return at(how.activation_count(stem), B=1) / p.factor
+    stem = how.network([Input((3, p.size, p.size)), Conv2d(64, 7, stride=2, padding=3)])
+    values = at(how.activation_count(stem), B=1)
+    return shown(f"{quantity_text(values)} / {p.factor:,}", values / p.factor)
+
+
+def _calculator_terms(estimate):
+    """Record the calculator's four terms, then return their sum (bytes)."""
+    lines = ["The calculator's terms, in bytes:"]
+    lines += [f"  {name}: {quantity_text(value)}" for name, value in estimate.components.items()]
+    note_lines(lines)
+    return shown("Their sum, in bytes", estimate.total)
 
 
 SET = ExerciseSet(
@@ -64,6 +74,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q2",
@@ -152,6 +163,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q7",
@@ -192,7 +204,7 @@ SET = ExerciseSet(
             "its four terms (weights, optimizer state, gradients, activations), how much is that?",
             params={"batch": (32, 16, 64), "sequence": (128, 256, 512)},
             answer=Quantity("MiB"),
-            solve=lambda p, how: (
+            solve=lambda p, how: _calculator_terms(
                 calculator_estimate(
                     parameters=110_000_000,
                     parameter_dtype="fp32",
@@ -202,7 +214,7 @@ SET = ExerciseSet(
                     gradient_dtype="fp32",
                     activation_dtype="fp16",
                     activation_factor=37_000,
-                ).total
+                )
             ),
             misconceptions=("mib_vs_mb",),
         ),
@@ -211,8 +223,9 @@ SET = ExerciseSet(
             title="what the calculator's activations miss",
             question="The same calculator guesses ResNet-50's activations as {factor:,} values per "
             "image. Its first layer alone, a convolution with 64 filters of 7x7, stride 2 and "
-            "padding 3 on a 224x224x3 image, outputs how many times as many values per image?",
-            params={"factor": (1_000,)},
+            "padding 3 on a {size}x{size}x3 image, outputs how many times as many values per "
+            "image?",
+            params={"factor": (1_000,), "size": (224, 256, 192, 288, 320)},
             answer=Number(rtol=0.001, what="a ratio"),
             solve=_stem_ratio,
         ),

@@ -2,6 +2,7 @@
 
 from memtheory import MaxPool2d
 from memtheory.exercises import Exercise, ExerciseSet, Expression, Integer, Quantity, at
+from memtheory.exercises.derivation import shown
 from memtheory.exercises.shared import noted_max_value
 from memtheory.exercises.steps_residual import step_peak
 from memtheory.models import vgg16
@@ -15,7 +16,7 @@ def _vgg(how, **options):
 def _after_pools(p, how):
     net = _vgg(how, image_size=H)
     pools = [row for row in net.rows if isinstance(row.layer, MaxPool2d)]
-    return pools[-1].output_shape[2]
+    return shown("The last pooling's height", pools[-1].output_shape[2])
 
 
 SET = ExerciseSet(
@@ -71,6 +72,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q4",
@@ -92,6 +94,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q5",
@@ -116,6 +119,7 @@ SET = ExerciseSet(
             solve=lambda p, how: step_peak(how, vgg16(batch=p.batch)),
             misconceptions=("breakdown_for_autograd", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
     ),
 )

@@ -3,6 +3,7 @@
 from memtheory import Conv2d, Dense, Input, MaxPool2d, ReLU, training_memory
 from memtheory.conventions.autograd import AutogradConvention
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
+from memtheory.exercises.derivation import note, quantity_text, shown
 from memtheory.exercises.shared import MODELS, model_names, model_values, noted_max_value
 from memtheory.exercises.technique_steps import index_dtype, step_implementation, usable_bytes
 from memtheory.layers.base import elements
@@ -67,6 +68,17 @@ def _step_temporaries(net, how, implementation):
     return at(at_step(step_implementation(how, implementation)) - at_step("fused"), B=1)
 
 
+def _temporaries_share(p, how):
+    temporaries = _step_temporaries(_mlp(p, how), how, "for-loop")
+    weights = how.parameter_count(_mlp(p, how)) * 4
+    note(f"The fp32 weights: 4 bytes x the parameters = {quantity_text(weights)}")
+    return shown(
+        f"The temporaries' share: 100 x {quantity_text(temporaries)} / "
+        f"{quantity_text(weights)}, in percent",
+        100 * temporaries / weights,
+    )
+
+
 SET = ExerciseSet(
     id="ch10",
     title="What an estimate misses",
@@ -114,6 +126,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q3",
@@ -205,9 +218,7 @@ SET = ExerciseSet(
             "temporaries of optimizer.step(), as a percentage of the parameter memory?",
             params={"inputs": (784, 3072), "hidden": (256, 512, 1024), "second": (128, 256)},
             answer=Number(what="a percentage", percent=True),
-            solve=lambda p, how: 100
-            * _step_temporaries(_mlp(p, how), how, "for-loop")
-            / (how.parameter_count(_mlp(p, how)) * 4),
+            solve=_temporaries_share,
             misconceptions=("swapped_step_implementation",),
         ),
     ),

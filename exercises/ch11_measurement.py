@@ -1,6 +1,9 @@
 """Chapter 11, theory against measurement: what autograd keeps, and where the peak falls."""
 
+import sympy as sp
+
 from memtheory import MaxPool2d, training_memory
+from memtheory.conventions.autograd import forward_storages
 from memtheory.exercises import (
     CORRECT,
     Choice,
@@ -11,6 +14,7 @@ from memtheory.exercises import (
     Quantity,
     at,
 )
+from memtheory.exercises.derivation import note, note_lines, note_memory, quantity_text, shown
 from memtheory.exercises.technique_steps import index_dtype
 from memtheory.layers.base import elements
 from memtheory.optimizers import optimizer
@@ -31,9 +35,22 @@ def _cnn(p, how):
 def _autograd(p, how):
     # the autograd convention needs the network itself (how.training_memory reduces it to
     # counts): the learner's network, the learner's optimizer, accounted storage by storage
-    return training_memory(
-        _cnn(p, how), optimizer=how.optimizer(p.optimizer), convention="autograd"
+    network = _cnn(p, how)
+    memory = training_memory(network, optimizer=how.optimizer(p.optimizer), convention="autograd")
+    kept = [s for s in forward_storages(network) if s.kept_by and s.role != "data"]
+    note_lines(
+        [
+            "What autograd saves for the backward pass, storage by storage (fp32, batch B; the "
+            "input batch it also keeps is counted as the input):"
+        ]
+        + [
+            f"  {s.layer} {s.role}: {quantity_text(s.nbytes)} bytes, kept by {', '.join(s.kept_by)}"
+            for s in kept
+        ]
+        + [f"  saved in all: {quantity_text(sum((s.nbytes for s in kept), sp.Integer(0)))} bytes"]
     )
+    note_memory(f"A training step with {p.optimizer}, storage by storage", memory)
+    return memory
 
 
 def _breakdown(p, how):
@@ -52,7 +69,10 @@ _LARGER = (
 
 
 def _larger(p, how):
-    gap = at(_breakdown(p, how).total - _autograd(p, how).peak, B=p.batch)
+    gap = shown(
+        f"At batch {p.batch}: the breakdown's total - autograd's peak, in bytes",
+        at(_breakdown(p, how).total - _autograd(p, how).peak, B=p.batch),
+    )
     return _LARGER[0] if gap > 0 else _LARGER[1] if gap < 0 else _LARGER[2]
 
 
@@ -69,7 +89,12 @@ def _index_share(p, how):
     theirs = _indices(net, index_dtype(how))
     # the rest of what autograd saves, with the learner's own indices in place of the int64 ones
     rest = saved - _indices(net, index_dtype(CORRECT))
-    return 100 * at(theirs / (rest + theirs), B=64)
+    note(f"The indices, in bytes at batch 64 = {quantity_text(at(theirs, B=64))}")
+    note(f"The rest of what autograd saves, in bytes at batch 64 = {quantity_text(at(rest, B=64))}")
+    return shown(
+        "The indices' share: 100 x indices / (rest + indices), in percent",
+        100 * at(theirs / (rest + theirs), B=64),
+    )
 
 
 SET = ExerciseSet(
@@ -103,6 +128,7 @@ SET = ExerciseSet(
             solve=lambda p, how: at(_autograd(p, how).peak, B=p.batch),
             misconceptions=("round_in_pooling", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q3",
@@ -121,11 +147,11 @@ SET = ExerciseSet(
             title="which count is larger",
             question=_CNN + ", batch {batch}, trained with {optimizer_title} in fp32. Which is "
             "larger?",
-            params={"image": (50, 64, 46), "batch": (64, 1, 8), "optimizer": ("adam", "sgd")},
+            params={"image": (50, 64, 46), "batch": (8, 1, 64), "optimizer": ("adam", "sgd")},
             derive=_titles,
             answer=Choice(_LARGER),
             solve=_larger,
-            misconceptions=("forgot_x2",),
+            misconceptions=("forgot_optimizer_state",),  # at batch 8, Adam's step sets the peak
         ),
         Exercise(
             id="q5",
@@ -146,7 +172,10 @@ SET = ExerciseSet(
             "for the backward pass as a formula in the batch size B.",
             params={"image": (50, 64, 46, 58), "optimizer": ("sgd",)},
             answer=Expression((B,)),
-            solve=lambda p, how: _autograd(p, how)["saved_activations"],
+            solve=lambda p, how: shown(
+                "What autograd saves (the saved_activations above), in bytes",
+                _autograd(p, how)["saved_activations"],
+            ),
             misconceptions=("round_in_pooling",),
         ),
     ),

@@ -4,6 +4,7 @@ import sympy as sp
 
 from memtheory.exercises import CORRECT as _CORRECT
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity, at
+from memtheory.exercises.derivation import quantity_text, shown
 from memtheory.exercises.shared import parameters_only
 from memtheory.exercises.technique_steps import (
     checkpoint_peak,
@@ -30,7 +31,9 @@ def _lowest_stage(p, how):
     fitting = [stage for stage in range(4) if _zero_total(p, how, stage) <= limit]
     if not fitting:
         return -1  # no stage fits: the constraint keeps such variants out
-    return fitting[0]
+    return shown(
+        f"The lowest stage whose bytes per device fit {quantity_text(limit)} bytes", fitting[0]
+    )
 
 
 def _mixed_adam(p, how):
@@ -115,6 +118,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q4",

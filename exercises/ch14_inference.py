@@ -2,6 +2,7 @@
 
 from memtheory.dtypes import dtype
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity
+from memtheory.exercises.derivation import shown
 from memtheory.exercises.shared import noted_max_value
 from memtheory.exercises.technique_steps import kv_cache, usable_bytes
 from memtheory.models import GPT2_SIZES, gpt2
@@ -84,7 +85,8 @@ SET = ExerciseSet(
             params={"layers": (40, 32, 80), "heads": (40, 32, 64), "kv_heads": (8, 4, 1)},
             constraint=lambda p: p.heads % p.kv_heads == 0,
             answer=Integer(),
-            solve=lambda p, how: (
+            solve=lambda p, how: shown(
+                "Times smaller: the full cache / the grouped one",
                 kv_cache(how, layers=p.layers, heads=p.heads, head_dim=128, sequence=1, batch=1)
                 / kv_cache(
                     how,
@@ -94,7 +96,7 @@ SET = ExerciseSet(
                     kv_heads=p.kv_heads,
                     sequence=1,
                     batch=1,
-                )
+                ),
             ),
             misconceptions=("kv_ignored_shared_heads",),
         ),
@@ -186,6 +188,7 @@ SET = ExerciseSet(
                 "mib_vs_mb",
             ),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
     ),
 )

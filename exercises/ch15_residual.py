@@ -102,6 +102,7 @@ SET = ExerciseSet(
             solve=lambda p, how: step_peak(how, _net(p, p.batch)),
             misconceptions=("breakdown_for_autograd", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q6",

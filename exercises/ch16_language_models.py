@@ -4,6 +4,7 @@ import sympy as sp
 
 from memtheory.conventions.autograd import forward_storages
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity
+from memtheory.exercises.derivation import note_lines, quantity_text, shown
 from memtheory.exercises.steps_residual import (
     decoder_network,
     decoder_parameters,
@@ -31,10 +32,34 @@ def _one_layer(how, p, **change):
     return forward_storages(network, precision="bf16")
 
 
+def _mlp_saved(p, how):
+    storages = _one_layer(how, p)
+    kept = [s for s in storages if s.layer.startswith("model.layers.0.mlp.") and s.kept_by]
+    note_lines(
+        ["The MLP's storages kept for backward (bf16, 2 bytes an element):"]
+        + [
+            f"  {s.layer.removeprefix('model.layers.0.mlp.')} {s.role}: "
+            f"{quantity_text(s.nbytes)} bytes"
+            for s in kept
+        ]
+    )
+    return shown("Their sum, in bytes", sp.Add(*(s.nbytes for s in kept)))
+
+
 def _logits_side(how, p):
     vocabulary = PRESETS[p.model].config["vocab_size"]
-    shape = (1, p.sequence, vocabulary)
-    return p.sequence * vocabulary * 2 + loss_saved_bytes(how, shape, "bf16")
+    return _logits_and_loss(how, 1, p.sequence, vocabulary)
+
+
+def _logits_and_loss(how, batch, sequence, vocabulary):
+    logits = shown(
+        f"bf16 logits: {batch} x {sequence:,} x {vocabulary:,} x 2 bytes",
+        batch * sequence * vocabulary * 2,
+    )
+    loss = loss_saved_bytes(how, (batch, sequence, vocabulary), "bf16")
+    return shown(
+        f"Output side: {quantity_text(logits)} + {quantity_text(loss)} bytes", logits + loss
+    )
 
 
 _SIDES = (
@@ -44,7 +69,10 @@ _SIDES = (
 
 
 def _larger(p, how):
-    layer = _saved_by(_one_layer(how, p), "model.layers.0.")
+    layer = shown(
+        "One transformer layer keeps for backward (the autograd convention's storages), bytes",
+        _saved_by(_one_layer(how, p), "model.layers.0."),
+    )
     return _SIDES[0] if _logits_side(how, p) > layer else _SIDES[1]
 
 
@@ -130,10 +158,7 @@ SET = ExerciseSet(
                 "sequence": (4096, 2048, 8192),
             },
             answer=Quantity("GiB"),
-            solve=lambda p, how: (
-                p.batch * p.sequence * p.vocabulary * 2
-                + loss_saved_bytes(how, (p.batch, p.sequence, p.vocabulary), "bf16")
-            ),
+            solve=lambda p, how: _logits_and_loss(how, p.batch, p.sequence, p.vocabulary),
             misconceptions=("logits_in_model_dtype", "mib_vs_mb"),
         ),
         Exercise(
@@ -189,6 +214,7 @@ SET = ExerciseSet(
             ),
             misconceptions=("breakdown_for_autograd", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q8",
@@ -197,7 +223,7 @@ SET = ExerciseSet(
             "backward pass in bf16 (gate projection, its SiLU, up projection, their product)?",
             params={"model": ("llama-3-8b", "llama-2-7b", "mistral-7b-v0.1"), "sequence": (1,)},
             answer=Integer(unit="B"),
-            solve=lambda p, how: _saved_by(_one_layer(how, p), "model.layers.0.mlp."),
+            solve=_mlp_saved,
         ),
     ),
 )

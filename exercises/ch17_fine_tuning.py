@@ -2,6 +2,7 @@
 
 from memtheory import Dense, Input, Network, ReLU
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity
+from memtheory.exercises.derivation import note, shown
 from memtheory.exercises.steps_scaling import (
     adam8bit_state,
     constant_bits,
@@ -28,13 +29,28 @@ def _lora_states(p, how):
 
 def _twin(p, how):
     """Return the trainable state of the chapter's measured twin (LoRA on the middle Linear)."""
-    net = Network([
-        Input((16,), batch=5), Dense(p.hidden, name="fc1"), ReLU(),
-        Dense(p.hidden, name="fc2"), Dense(8, name="fc3"), CrossEntropyLoss(),
-    ])
-    memory = finetune_step(how, net, lora=LoRA(p.rank, targets="fc2"), optimizer="adam",
-                           precision="fp32", convention="autograd")
-    return memory["gradients"] + memory["optimizer_state"]
+    net = Network(
+        [
+            Input((16,), batch=5),
+            Dense(p.hidden, name="fc1"),
+            ReLU(),
+            Dense(p.hidden, name="fc2"),
+            Dense(8, name="fc3"),
+            CrossEntropyLoss(),
+        ]
+    )
+    memory = finetune_step(
+        how,
+        net,
+        lora=LoRA(p.rank, targets="fc2"),
+        optimizer="adam",
+        precision="fp32",
+        convention="autograd",
+    )
+    return shown(
+        "Only the adapter trains: its gradients + its Adam state, in bytes",
+        memory["gradients"] + memory["optimizer_state"],
+    )
 
 
 _SAVED = (
@@ -46,6 +62,11 @@ _SAVED = (
 
 
 def _what_frozen_base_keeps(p, how):
+    note(
+        "A frozen Linear needs its input only for its weight's gradient, which is not computed; "
+        "its input's gradient needs only the weight. The adapter's lora_A, a trainable Linear on "
+        "the same input, keeps that input (one storage, shared)"
+    )
     return _SAVED[1]
 
 
@@ -66,8 +87,11 @@ SET = ExerciseSet(
             question="A GPT-2-shaped model has {layers} layers of width {hidden}. LoRA of rank "
             "{rank} adapts the query and value projections (q_proj, v_proj, each {hidden} x "
             "{hidden}) of every layer. How many parameters does it train?",
-            params={"layers": (96, 32, 48, 24), "hidden": (12288, 4096, 8192, 2048),
-                    "rank": (4, 8, 16, 2)},
+            params={
+                "layers": (96, 32, 48, 24),
+                "hidden": (12288, 4096, 8192, 2048),
+                "rank": (4, 8, 16, 2),
+            },
             answer=Integer(),
             solve=lambda p, how: lora_trainable(how, _gpt(p), LoRA(p.rank)),
             misconceptions=("lora_one_matrix",),
@@ -84,6 +108,7 @@ SET = ExerciseSet(
             solve=_lora_states,
             misconceptions=("frozen_keeps_state", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q3",
@@ -94,7 +119,10 @@ SET = ExerciseSet(
             "weight cost, constants included (large matrices, whole blocks)?",
             params={"block": (64, 32, 128), "second": (256, 128, 512)},
             answer=Number(rtol=0.0005, what="bits per weight"),
-            solve=lambda p, how: 4 + constant_bits(how, block=p.block, second_block=p.second),
+            solve=lambda p, how: shown(
+                "Bits per weight: 4 for the code + the constants' share",
+                4 + constant_bits(how, block=p.block, second_block=p.second),
+            ),
             misconceptions=("nf4_forgot_constants", "nf4_constants_fp32"),
         ),
         Exercise(

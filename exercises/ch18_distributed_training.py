@@ -3,6 +3,7 @@
 from functools import cache
 
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity
+from memtheory.exercises.derivation import note, quantity_text, shown
 from memtheory.exercises.shared import parameters_only
 from memtheory.exercises.steps_scaling import host_ram, in_flight, per_device
 from memtheory.exercises.technique_steps import layer_activations, zero_states
@@ -20,8 +21,9 @@ def _billions(p):
 
 
 def _states(how, parameters, devices, stage):
-    return zero_states(how, parameters, devices, stage, optimizer="adamw",
-                       precision="mixed-bf16").total
+    return zero_states(
+        how, parameters, devices, stage, optimizer="adamw", precision="mixed-bf16"
+    ).total
 
 
 def _fewest_gpus(p, how):
@@ -30,13 +32,28 @@ def _fewest_gpus(p, how):
     activations = how.to_bytes(p.activations, "GB")
     for devices in range(1, 4097):
         if _states(how, _billions(p), devices, 3) + activations <= card:
-            return devices
+            return shown(
+                f"The fewest devices whose states + {quantity_text(activations)} bytes of "
+                "activations fit "
+                f"{quantity_text(card)} bytes",
+                devices,
+            )
     return -1  # not even 4,096 GPUs: only a mistaken reasoning gets here
 
 
 def _adamw(p, how):
-    return how.training_memory(parameters_only(_billions(p)), optimizer="adamw",
-                               precision="mixed-bf16")
+    return how.training_memory(
+        parameters_only(_billions(p)), optimizer="adamw", precision="mixed-bf16"
+    )
+
+
+def _activations_stay():
+    note(
+        "ZeRO shards the model states (optimizer state from stage 1, gradients from 2, the "
+        "16-bit weights from 3) across the data-parallel devices; each device still runs the "
+        "whole model on its own micro-batch, so it keeps that micro-batch's activations whole"
+    )
+    return _NOT_SHARDED[3]
 
 
 _NOT_SHARDED = (
@@ -71,6 +88,7 @@ SET = ExerciseSet(
             solve=lambda p, how: _states(how, _llama_3_8b(), p.devices, p.stage),
             misconceptions=("zero_wrong_stage", "forgot_master_weights", "mib_vs_mb"),
             points=2,
+            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q2",
@@ -79,8 +97,7 @@ SET = ExerciseSet(
             "mixed precision and ZeRO stage 3. Each GPU has {card} GB for the step, and its own "
             "micro-batch's activations take {activations} GB of it. What is the fewest "
             "data-parallel GPUs on which the step fits?",
-            params={"billions": (8, 13, 7, 70), "card": (40, 80, 24),
-                    "activations": (10, 20, 4)},
+            params={"billions": (8, 13, 7, 70), "card": (40, 80, 24), "activations": (10, 20, 4)},
             constraint=lambda p: p.activations < p.card,
             answer=Integer(),
             solve=_fewest_gpus,
@@ -106,16 +123,28 @@ SET = ExerciseSet(
             "(Korthikanti et al. 2022's accounting, no recomputation). It runs with tensor "
             "parallelism over {tensor} GPUs{sp_text}. How much activation memory does the layer "
             "keep on each GPU?",
-            params={"hidden": (12288, 4096, 8192), "heads": (96, 32, 64),
-                    "sequence": (2048, 4096, 1024), "tensor": (8, 4, 2),
-                    "sp": (False, True)},
+            params={
+                "hidden": (12288, 4096, 8192),
+                "heads": (96, 32, 64),
+                "sequence": (2048, 4096, 1024),
+                "tensor": (8, 4, 2),
+                "sp": (False, True),
+            },
             constraint=lambda p: p.hidden == 128 * p.heads,
-            derive=lambda p: {"sp_text": " with sequence parallelism" if p.sp
-                              else ", without sequence parallelism"},
+            derive=lambda p: {
+                "sp_text": " with sequence parallelism"
+                if p.sp
+                else ", without sequence parallelism"
+            },
             answer=Quantity("MiB"),
             solve=lambda p, how: layer_activations(
-                how, sequence=p.sequence, batch=1, hidden=p.hidden, heads=p.heads,
-                tensor_parallel=p.tensor, sequence_parallel=p.sp,
+                how,
+                sequence=p.sequence,
+                batch=1,
+                hidden=p.hidden,
+                heads=p.heads,
+                tensor_parallel=p.tensor,
+                sequence_parallel=p.sp,
             ),
             misconceptions=("tensor_parallel_wrong_split", "attention_one_head"),
         ),
@@ -140,10 +169,17 @@ SET = ExerciseSet(
             "much host RAM does one node need for them?",
             params={"billions": (8, 13, 70, 7), "devices": (16, 8, 32, 64)},
             answer=Quantity("GB"),
-            solve=lambda p, how: host_ram(how, per_device(
-                how, _adamw(p, how), data=p.devices, zero=3, offload="optimizer",
-                gpus_per_node=8,
-            )),
+            solve=lambda p, how: host_ram(
+                how,
+                per_device(
+                    how,
+                    _adamw(p, how),
+                    data=p.devices,
+                    zero=3,
+                    offload="optimizer",
+                    gpus_per_node=8,
+                ),
+            ),
             misconceptions=("host_ram_one_device", "forgot_master_weights", "mib_vs_mb"),
         ),
         Exercise(
@@ -152,7 +188,7 @@ SET = ExerciseSet(
             question="Which of these does ZeRO stage 3 (or FSDP's FULL_SHARD) leave whole on "
             "every data-parallel device?",
             answer=Choice(_NOT_SHARDED),
-            solve=lambda p, how: _NOT_SHARDED[3],
+            solve=lambda p, how: _activations_stay(),
         ),
     ),
 )

@@ -10,6 +10,7 @@ from memtheory.exercises.steps_trace import (
     traced_batch,
     untraceable_option,
 )
+from memtheory.gpus import gpu
 
 _CARDS = ("RTX 4090", "A100-80GB", "RTX 3090", "A100-40GB", "V100-32GB")
 
@@ -21,6 +22,11 @@ _OPERATIONS = (
     ("x.flatten(1)", "x.transpose(1, 2)", "x.item()", "F.max_pool2d(x, 2)"),
     ("x.softmax(-1)", "torch.unique(x)", "x.reshape(-1, 64)", "x.sum(0)"),
 )
+
+
+def _card_memory(p):
+    """Return the card's memory as its vendor states it (memtheory reads the GB as GiB)."""
+    return {"stated": gpu(p.card).stated}
 
 
 def _fits_beyond(p):
@@ -66,7 +72,8 @@ SET = ExerciseSet(
             title="the largest batch on a card",
             question="A trace of your model at its image size gives a training peak of {per} MiB "
             "per image plus {fixed} MiB, holding for every batch of at least 16. What is the "
-            "largest batch whose peak fits a {card}, with memtheory's 1.5 GiB reserve?",
+            "largest batch whose peak fits a {card} ({stated}, as its vendor states it), with "
+            "memtheory's 1.5 GiB reserve?",
             params={
                 "per": (48, 100, 37, 150, 12),
                 "fixed": (500, 1200, 300, 2048),
@@ -75,6 +82,7 @@ SET = ExerciseSet(
             constraint=lambda p: card_batch(
                 _CORRECT, per=p.per, fixed=p.fixed, unit="MiB", card=p.card
             ) >= 16,
+            derive=_card_memory,
             answer=Integer(),
             solve=lambda p, how: card_batch(
                 how, per=p.per, fixed=p.fixed, unit="MiB", card=p.card
@@ -87,7 +95,8 @@ SET = ExerciseSet(
             question="Traced at batch 4, your CNN's step peaks at {per} MiB per image plus "
             "{fixed} MiB, and the trace says the formulas hold for B < {below} (PyTorch's CPU "
             "convolution changes kernel there). What is the largest batch that both fits a "
-            "{card} (1.5 GiB reserve) and lies where this trace is exact?",
+            "{card} ({stated}, as its vendor states it; 1.5 GiB reserve) and lies where this "
+            "trace is exact?",
             params={
                 "per": (48, 100, 37, 150),
                 "fixed": (500, 1200, 300),
@@ -95,6 +104,7 @@ SET = ExerciseSet(
                 "below": (16, 12, 20),
             },
             constraint=_fits_beyond,
+            derive=_card_memory,
             answer=Integer(),
             solve=lambda p, how: traced_batch(
                 how, per=p.per, fixed=p.fixed, unit="MiB", card=p.card, below=p.below
@@ -123,9 +133,11 @@ SET = ExerciseSet(
         Exercise(
             id="q7",
             title="the card's budget",
-            question="How many bytes of a {card} does memtheory leave for the training step, "
-            "after its 1.5 GiB reserve for the CUDA context and the allocator? Answer in GiB.",
+            question="How many bytes of a {card} ({stated}, as its vendor states it) does "
+            "memtheory leave for the training step, after its 1.5 GiB reserve for the CUDA "
+            "context and the allocator? Answer in GiB.",
             params={"card": _CARDS},
+            derive=_card_memory,
             answer=Quantity("GiB"),
             solve=lambda p, how: card_batch(how, per=1, fixed=0, unit="B", card=p.card),
             misconceptions=("no_card_reserve", "card_gb_as_decimal"),

@@ -4,6 +4,7 @@ import sympy as sp
 
 from memtheory.cuda_allocator import pool
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity
+from memtheory.exercises.derivation import shown
 from memtheory.exercises.steps_gpu import allocated_block, reserved_segment, small_segments
 
 _POOLS = ("the small pool (2 MiB segments)", "the large pool")
@@ -34,7 +35,10 @@ SET = ExerciseSet(
             "of {elements:,} elements (its block less its data)?",
             params={"elements": (1000, 10, 300, 2500, 77)},
             answer=Integer(unit="B"),
-            solve=lambda p, how: allocated_block(how, 2 * p.elements) - 2 * p.elements,
+            solve=lambda p, how: shown(
+                f"Padding: the block less the {2 * p.elements:,} bytes asked for",
+                allocated_block(how, 2 * p.elements) - 2 * p.elements,
+            ),
             misconceptions=("no_block_rounding",),
         ),
         Exercise(
@@ -44,7 +48,15 @@ SET = ExerciseSet(
             "({rows}, {columns})?",
             params={"rows": (512, 256, 1024, 64), "columns": (512, 1024, 768, 2048)},
             answer=Choice(_POOLS),
-            solve=lambda p, how: _POOLS[pool(4 * p.rows * p.columns) == "large"],
+            solve=lambda p, how: _POOLS[
+                shown(
+                    f"{p.rows} x {p.columns} fp32 values take 4 x {p.rows} x {p.columns} = "
+                    f"{4 * p.rows * p.columns:,} bytes; the small pool serves up to 1 MiB "
+                    "(1,048,576 bytes), so the pool is",
+                    pool(4 * p.rows * p.columns),
+                )
+                == "large"
+            ],
         ),
         Exercise(
             id="q4",
@@ -64,7 +76,9 @@ SET = ExerciseSet(
             "GPU and keeps them all. What is torch.cuda.memory_allocated() then, in bytes?",
             params={"count": (1000, 200, 5000), "elements": (1000, 10, 129, 3000)},
             answer=Integer(unit="B"),
-            solve=lambda p, how: p.count * allocated_block(how, 4 * p.elements),
+            solve=lambda p, how: shown(
+                f"{p.count:,} blocks", p.count * allocated_block(how, 4 * p.elements)
+            ),
             misconceptions=("no_block_rounding",),
         ),
         Exercise(
@@ -85,9 +99,14 @@ SET = ExerciseSet(
             "tensor is fp32 with {elements:,} elements?",
             params={"elements": (10, 129, 1000, 3000)},
             answer=Number(what="a percentage", percent=True),
-            solve=lambda p, how: 100
-            * sp.Rational(allocated_block(how, 4 * p.elements) - 4 * p.elements,
-                          allocated_block(how, 4 * p.elements)),
+            solve=lambda p, how: shown(
+                f"Padding's share: 100 x (block - {4 * p.elements:,}) / block, in percent",
+                100
+                * sp.Rational(
+                    allocated_block(how, 4 * p.elements) - 4 * p.elements,
+                    allocated_block(how, 4 * p.elements),
+                ),
+            ),
         ),
     ),
 )

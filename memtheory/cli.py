@@ -7,6 +7,8 @@ Usage::
                                             # submissions.exercises.csv (per exercise: how many
                                             # right, most common mistakes) beside the folder
     memtheory grade answers.toml --set ch02 --seed 17 --json result.json --show-expected
+    memtheory grade submissions/ --assignment week3.toml --overrides fixes.toml \
+        --gradebook week3.gradebook.csv --jobs 4       # one denominator, an LMS's CSV
     memtheory questions --set ch02 --learner ada
     memtheory questions --set ch02 --solutions
     memtheory template --set ch02 --learner ada -o answers.toml
@@ -48,6 +50,12 @@ from pathlib import Path
 
 from memtheory.errors import MemtheoryError
 from memtheory.exercises.answers import read_regular_file
+from memtheory.exercises.assignment import (
+    apply_assignment,
+    apply_overrides,
+    read_assignment,
+    read_overrides,
+)
 from memtheory.exercises.derivation import derive
 from memtheory.exercises.errors import AnswerFileError, ExerciseError
 from memtheory.exercises.grading import grade_file, grade_folder
@@ -140,14 +148,31 @@ def _grade_folder(args: argparse.Namespace, target: Path, sets: list[str] | None
     json_path = Path(args.json) if args.json else default_json
     csv_path = Path(args.csv) if args.csv else default_csv
     exercises_path = Path(args.exercises) if args.exercises else default_exercises_path(target)
+    gradebook = Path(args.gradebook) if args.gradebook else None
     protected = [p for p in target.iterdir() if p.name.lower().endswith(".toml")]
+    outputs = [json_path, csv_path, exercises_path, *([gradebook] if gradebook else [])]
     # before grading: a result path that cannot be written is known at once
-    check_output_paths([json_path, csv_path, exercises_path], force=args.force, protect=protected)
+    check_output_paths(outputs, force=args.force, protect=protected)
+    assignment = read_assignment(args.assignment, args.sets) if args.assignment else None
+    if assignment is not None and sets:
+        print(
+            "memtheory grade: --assignment chooses the exercises; --set ignored.", file=sys.stderr
+        )
     summary = grade_folder(
-        target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
+        target,
+        seed=args.seed,
+        sets=sets,
+        sets_dir=args.sets,
+        show_expected=args.show_expected,
+        assignment=assignment,
+        overrides=read_overrides(args.overrides) if args.overrides else (),
+        jobs=args.jobs,
+        progress=None if args.quiet else _progress,
     )
     write_atomic(json_path, summary.to_json(), protect=protected)
     write_atomic(csv_path, summary.csv_text(), protect=protected)
+    if gradebook:
+        write_atomic(gradebook, summary.gradebook_csv(), protect=protected)
     by_exercise = summary.by_exercise()
     write_atomic(exercises_path, by_exercise.csv_text(), protect=protected)
     if not args.quiet:
@@ -167,6 +192,17 @@ def _grade_folder(args: argparse.Namespace, target: Path, sets: list[str] | None
     return 1 if failed else 0
 
 
+_PROGRESS_FROM = 20
+"""Folders of at least this many files print their progress (on stderr)."""
+
+
+def _progress(done: int, total: int) -> None:
+    """Print ``graded done/total`` on stderr about every tenth of a long folder."""
+    step = max(1, total // 10)
+    if total >= _PROGRESS_FROM and (done % step == 0 or done == total):
+        print(f"memtheory grade: graded {done}/{total} files", file=sys.stderr, flush=True)
+
+
 def _grade(args: argparse.Namespace) -> int:
     target = Path(args.answers)
     sets = _set_ids(args.set)
@@ -177,11 +213,20 @@ def _grade(args: argparse.Namespace) -> int:
         return 2
     json_path = Path(args.json) if args.json else default_result_path(target)
     check_output_paths([json_path], force=args.force, replaceable=_is_own_result, protect=[target])
+    assignment = read_assignment(args.assignment, args.sets) if args.assignment else None
     report = grade_file(
-        target, seed=args.seed, sets=sets, sets_dir=args.sets, show_expected=args.show_expected
+        target,
+        seed=args.seed,
+        sets=list(assignment.sets) if assignment else sets,
+        sets_dir=args.sets,
+        show_expected=args.show_expected,
     )
+    if assignment is not None:
+        report = apply_assignment(report, assignment)
+    if args.overrides:
+        report, _ = apply_overrides(report, read_overrides(args.overrides), target.name)
     write_atomic(json_path, report.to_json(), protect=[target])
-    for option in ("csv", "exercises"):
+    for option in ("csv", "exercises", "gradebook"):
         if getattr(args, option):
             print(
                 f"memtheory grade: --{option} applies to a folder of answer files; ignored.",
@@ -283,6 +328,17 @@ def _misconceptions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _jobs(text: str) -> int:
+    """Read ``--jobs``: a whole number from 1 to 64."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--jobs takes a whole number, got {text!r}") from None
+    if not 1 <= jobs <= 64:
+        raise argparse.ArgumentTypeError(f"--jobs takes 1 to 64 processes, got {jobs}")
+    return jobs
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser of the ``memtheory`` command.
 
@@ -343,6 +399,31 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="for a folder: where to write the per-exercise summary, CSV (how many got each "
         "exercise right, the most common mistakes; default: FOLDER.exercises.csv beside it)",
+    )
+    grade.add_argument(
+        "--assignment",
+        metavar="FILE",
+        help="for a folder: the assignment (TOML: sets, exercises, points, due) every learner "
+        "is graded on, so all have the same total; the CSV's columns are its exercises",
+    )
+    grade.add_argument(
+        "--overrides",
+        metavar="FILE",
+        help="for a folder: scores set by hand (TOML: [[override]] learner, exercise, score, "
+        "reason), applied after grading",
+    )
+    grade.add_argument(
+        "--gradebook",
+        metavar="FILE",
+        help="for a folder: also write a gradebook CSV a learning-management system imports "
+        "(learner_id, a score column per exercise, total, max_score, status)",
+    )
+    grade.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="N",
+        help="for a folder: grade N files at once, in worker processes (default 1)",
     )
     grade.add_argument(
         "--force", action="store_true", help="replace result files that exist already"

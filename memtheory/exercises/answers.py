@@ -128,6 +128,62 @@ def _flatten(prefix: str, table: Mapping[str, object], out: dict[str, object], w
         pending.extend(reversed(tables))
 
 
+def _learner(learner: object, where: str) -> str | None:
+    """Check the ``learner`` key: text of at most :data:`MAX_ID_LENGTH` characters, or absent."""
+    if learner is not None and not isinstance(learner, str):
+        raise AnswerFileError(
+            f'{where}: learner must be text, e.g. learner = "ada"; got {learner!r:.60}.',
+            reason="bad keys",
+        )
+    if isinstance(learner, str) and len(learner) > MAX_ID_LENGTH:
+        raise AnswerFileError(
+            f"{where}: the learner id has {len(learner)} characters; the limit is {MAX_ID_LENGTH}.",
+            reason="bad keys",
+        )
+    return learner
+
+
+def _seed(seed: object, where: str) -> int | str | None:
+    """Check the ``seed`` key: a whole number or text, or absent."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int | str):
+        raise AnswerFileError(
+            f"{where}: seed must be a whole number or text, got {seed!r:.60}.", reason="bad keys"
+        )
+    if len(str(seed)) > MAX_ID_LENGTH:
+        raise AnswerFileError(
+            f"{where}: the seed is longer than {MAX_ID_LENGTH} characters.", reason="bad keys"
+        )
+    return seed
+
+
+def _sets(sets: object, where: str) -> tuple[str, ...] | None:
+    """Check the ``sets`` key: a set id or a list of them, or absent."""
+    if sets is None:
+        return None
+    if isinstance(sets, str):
+        sets = [sets]
+    if not isinstance(sets, list) or not all(isinstance(s, str) for s in sets):
+        raise AnswerFileError(
+            f'{where}: sets must be a list of set ids, e.g. sets = ["ch02"].', reason="bad keys"
+        )
+    return tuple(sets)
+
+
+def _other_keys(data: Mapping[str, object], answers: dict[str, object], where: str) -> list[str]:
+    """Read ``[ch02]``-style tables into ``answers``; return a note for each other unknown key."""
+    notes = []
+    for key, value in data.items():
+        if key in _KNOWN_KEYS:
+            continue
+        if _SET_TABLE.match(key) and isinstance(value, Mapping):
+            _flatten(key, value, answers, where)
+        else:
+            notes.append(f"ignored the key {key!r} outside [answers]")
+    return notes
+
+
 def parse_answer_document(data: Mapping[str, object], path: str | None = None) -> AnswerFile:
     """Read the keys of a parsed answer file.
 
@@ -144,35 +200,9 @@ def parse_answer_document(data: Mapping[str, object], path: str | None = None) -
     memtheory.exercises.errors.AnswerFileError: answer file: seed must be a whole number ...
     """
     where = path or "answer file"
-    learner = data.get("learner")
-    if learner is not None and not isinstance(learner, str):
-        raise AnswerFileError(
-            f'{where}: learner must be text, e.g. learner = "ada"; got {learner!r:.60}.',
-            reason="bad keys",
-        )
-    if isinstance(learner, str) and len(learner) > MAX_ID_LENGTH:
-        raise AnswerFileError(
-            f"{where}: the learner id has {len(learner)} characters; the limit is {MAX_ID_LENGTH}.",
-            reason="bad keys",
-        )
-    seed = data.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | str)):
-        raise AnswerFileError(
-            f"{where}: seed must be a whole number or text, got {seed!r:.60}.", reason="bad keys"
-        )
-    if seed is not None and len(str(seed)) > MAX_ID_LENGTH:
-        raise AnswerFileError(
-            f"{where}: the seed is longer than {MAX_ID_LENGTH} characters.", reason="bad keys"
-        )
-    sets = data.get("sets")
-    if sets is not None:
-        if isinstance(sets, str):
-            sets = [sets]
-        if not isinstance(sets, list) or not all(isinstance(s, str) for s in sets):
-            raise AnswerFileError(
-                f'{where}: sets must be a list of set ids, e.g. sets = ["ch02"].', reason="bad keys"
-            )
-        sets = tuple(sets)
+    learner = _learner(data.get("learner"), where)
+    seed = _seed(data.get("seed"), where)
+    sets = _sets(data.get("sets"), where)
     answers: dict[str, object] = {}
     table = data.get("answers", {})
     if not isinstance(table, Mapping):
@@ -181,19 +211,12 @@ def parse_answer_document(data: Mapping[str, object], path: str | None = None) -
             reason="bad keys",
         )
     _flatten("", table, answers, where)
-    notes = []
     if len(answers) > MAX_ANSWERS:
         raise AnswerFileError(
             f"{where}: {len(answers)} answers; an answer file holds at most {MAX_ANSWERS}.",
             reason="too many answers",
         )
-    for key, value in data.items():
-        if key in _KNOWN_KEYS:
-            continue
-        if _SET_TABLE.match(key) and isinstance(value, Mapping):
-            _flatten(key, value, answers, where)
-        else:
-            notes.append(f"ignored the key {key!r} outside [answers]")
+    notes = _other_keys(data, answers, where)
     return AnswerFile(path, learner, seed, sets, answers, tuple(notes))
 
 

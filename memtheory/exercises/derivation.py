@@ -11,13 +11,14 @@ with the grade: it is the grading computation, written out.
 Steps the sets take outside ``how`` (a substitution with
 :func:`~memtheory.exercises.numeric.at`, the techniques of
 :mod:`~memtheory.exercises.technique_steps`) are recorded through
-:func:`~memtheory.exercises.step_log.note`, which does nothing unless a recorder is running.
+:func:`note`, which does nothing unless a recorder is running.
 
 Examples
 --------
 >>> from memtheory.exercises.loader import find_variant
 >>> variant = find_variant("ch02.q1")
 >>> print("\n".join(derive(variant).lines))
+Uses: Chapter 2 of the book.
 Output shapes, layer by layer:
   input: (64, 784)
   dense_1: (64, 100)
@@ -37,10 +38,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sympy as sp
 
 from memtheory.conventions import ConventionLike, Model
+from memtheory.dtypes import DType, DTypeLike, dtype
 from memtheory.exercises.errors import ExerciseDefinitionError
 from memtheory.exercises.numeric import decimal_text
 from memtheory.exercises.reasoning import Reasoning
-from memtheory.exercises.step_log import recording
+from memtheory.exercises.step_log import active, note, note_lines, recording, shown
 from memtheory.layers import Layer
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
@@ -51,7 +53,19 @@ from memtheory.units import unit_bytes
 if TYPE_CHECKING:
     from memtheory.exercises.model import Variant
 
-__all__ = ["Derivation", "Recorder", "derive", "quantity_text"]
+__all__ = [
+    "Derivation",
+    "Recorder",
+    "derive",
+    "memory_lines",
+    "note",
+    "note_lines",
+    "note_memory",
+    "note_tensors",
+    "quantity_text",
+    "shown",
+]
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,6 +96,116 @@ def quantity_text(value: object) -> str:
             return _trimmed(decimal_text(sp.Rational(str(sp.N(expr, 15))), 7))
         return sp.sstr(expr)
     return str(value)
+
+
+def _dtype_of(spec: Any, default: DType) -> DType:
+    found = getattr(spec, "dtype", None)
+    return found if found is not None else default
+
+
+def note_tensors(title: str, specs: Sequence[Any], default: DTypeLike) -> None:
+    """Record tensors (:class:`~memtheory.layers.base.TensorSpec`) as shape -> elements -> bytes.
+
+    Parameters
+    ----------
+    title : str
+        What the tensors are (``"Buffers of BatchNorm2d"``).
+    specs : sequence of TensorSpec
+    default : dtype-like
+        The dtype of a tensor that names none.
+
+    Examples
+    --------
+    >>> note_tensors("Nothing is recording", (), "fp32")
+    """
+    if active() is None:
+        return
+    chosen = dtype(default)
+    lines, total = [f"{title}, tensor by tensor (elements x bytes per element):"], sp.Integer(0)
+    for spec in specs:
+        kind = _dtype_of(spec, chosen)
+        count = sp.Mul(*spec.shape)
+        nbytes = count * kind.bytes
+        total += nbytes
+        shape = "(" + ", ".join(sp.sstr(d) for d in spec.shape) + ")"
+        name = spec.label or spec.role
+        lines.append(
+            f"  {name} {shape}: {quantity_text(count)} x {kind.bytes} ({kind.name})"
+            f" = {quantity_text(nbytes)} bytes"
+        )
+    lines.append(f"  total: {quantity_text(total)} bytes")
+    note_lines(lines)
+
+
+def memory_lines(memory: MemoryBreakdown, what: str) -> list[str]:
+    """Write a memory breakdown component by component (elements x bytes), then its total or peak.
+
+    With a timeline, the last line is the peak: the most bytes alive at once,
+    and the moment of the step it is reached.
+
+    Examples
+    --------
+    >>> from memtheory import ModelCounts, training_memory
+    >>> counts = ModelCounts.per_sample(parameters=10, activations=3, input_elements=1)
+    >>> memory = training_memory(counts, optimizer="sgd").evaluate(B=1)
+    >>> for line in memory_lines(memory, "Step"):
+    ...     print(line)
+    Step (breakdown convention), component by component:
+      parameters: 10 elements x 4 bytes (fp32) = 40 bytes
+      gradients: 10 elements x 4 bytes (fp32) = 40 bytes
+      activations: 3 elements x 4 bytes (fp32) = 12 bytes
+      activation_gradients: 3 elements x 4 bytes (fp32) = 12 bytes
+      input: 1 elements x 4 bytes (fp32) = 4 bytes
+      total: 108 bytes
+    """
+    lines = [f"{what} ({memory.convention} convention), component by component:"]
+    for name, nbytes in memory.components.items():
+        if not nbytes:
+            continue
+        kind = getattr(memory.precision, name, None)
+        size = getattr(kind, "bytes", None)
+        if kind is not None and size:
+            elements = sp.sympify(nbytes) / size
+            lines.append(
+                f"  {name}: {quantity_text(elements)} elements x {size} bytes ({kind.name})"
+                f" = {quantity_text(nbytes)} bytes"
+            )
+        else:
+            lines.append(f"  {name}: {quantity_text(nbytes)} bytes")
+    lines.append(f"  total: {quantity_text(memory.total)} bytes")
+    if memory.timeline:
+        lines += _timeline_lines(memory)
+    return lines
+
+
+def _timeline_lines(memory: MemoryBreakdown) -> list[str]:
+    peak = memory.peak
+    moment = memory.peak_moment if sp.sympify(peak).is_number else None
+    moments = len(memory.timeline)
+    if moment is None:
+        return [f"  peak: the most bytes alive at once ({moments} moments) = {quantity_text(peak)}"]
+    firsts = list(memory.timeline.items())[:2]
+    lines = [
+        "  Not all of it is alive at once; walk the step, adding each tensor as it is made and "
+        "dropping it when freed:",
+        *(f"    {label}: {quantity_text(value)} bytes alive" for label, value in firsts),
+        f"    ... {moments} moments in all; the most bytes alive at once are at {moment}",
+        f"  peak: {quantity_text(peak)} bytes",
+    ]
+    return lines
+
+
+def note_memory(what: str, memory: MemoryBreakdown) -> None:
+    """Record a memory breakdown as :func:`memory_lines` writes it, if a recorder is running.
+
+    Examples
+    --------
+    >>> from memtheory import ModelCounts, training_memory
+    >>> counts = ModelCounts.per_sample(parameters=1, activations=1, input_elements=1)
+    >>> note_memory("Nothing is recording", training_memory(counts, optimizer="sgd"))
+    """
+    if active() is not None:
+        note_lines(memory_lines(memory, what))
 
 
 def _step(method: F) -> F:
@@ -148,6 +272,19 @@ class Recorder(Reasoning):
         line = text if value is None else f"{text} = {quantity_text(value)}"
         if not self.steps or self.steps[-1] != line:
             self.steps.append(line)
+
+    def noted_lines(self, lines: Sequence[str]) -> None:
+        """Write down a block of steps (:func:`~.step_log.note_lines`), unless nested.
+
+        Examples
+        --------
+        >>> how = Recorder()
+        >>> how.noted_lines(["Heading:", "  one line"])
+        >>> how.steps
+        ['Heading:', '  one line']
+        """
+        if not self._depth:
+            self.steps.extend(lines)
 
     # -- the steps, run as the correct reasoning runs them ---------------------------------
     @_step
@@ -272,34 +409,16 @@ class Recorder(Reasoning):
             "per parameter"
         ]
 
-    def _memory_lines(self, memory: MemoryBreakdown, what: str) -> list[str]:
-        lines = [f"{what} ({memory.convention} convention), component by component:"]
-        for name, nbytes in memory.components.items():
-            if not nbytes:
-                continue
-            dtype = getattr(memory.precision, name, None)
-            size = getattr(dtype, "bytes", None)
-            if dtype is not None and size:
-                elements = sp.sympify(nbytes) / size
-                lines.append(
-                    f"  {name}: {quantity_text(elements)} elements x {size} bytes ({dtype.name})"
-                    f" = {quantity_text(nbytes)} bytes"
-                )
-            else:
-                lines.append(f"  {name}: {quantity_text(nbytes)} bytes")
-        lines.append(f"  total: {quantity_text(memory.total)} bytes")
-        return lines
-
     def _record_training_memory(
         self, result: MemoryBreakdown, model: Model, **options: Any
     ) -> list[str]:
         optimizer = f" with {result.optimizer}" if result.optimizer else ""
-        return self._memory_lines(result, f"Training memory{optimizer}")
+        return memory_lines(result, f"Training memory{optimizer}")
 
     def _record_inference_memory(
         self, result: MemoryBreakdown, model: Model, **options: Any
     ) -> list[str]:
-        return self._memory_lines(result, "Inference memory")
+        return memory_lines(result, "Inference memory")
 
     def _record_to_bytes(self, result: sp.Expr, value: object, unit: str) -> list[str]:
         return [
@@ -356,15 +475,19 @@ class Derivation:
     answer : str
         The answer (:meth:`~memtheory.exercises.kinds.AnswerKind.display` of
         the graded value).
+    chapter : str
+        The book's chapter whose sections the steps use (``"Chapter 2"``).
     """
 
     steps: tuple[str, ...]
     answer: str
+    chapter: str = ""
 
     @property
     def lines(self) -> tuple[str, ...]:
-        """The steps, then ``Answer: ...`` (the last line)."""
-        return (*self.steps, f"Answer: {self.answer}")
+        """The chapter it uses (when known), the steps, then ``Answer: ...`` (the last line)."""
+        source = (f"Uses: {self.chapter} of the book.",) if self.chapter else ()
+        return (*source, *self.steps, f"Answer: {self.answer}")
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
@@ -396,5 +519,14 @@ def derive(variant: Variant) -> Derivation:
         raise ExerciseDefinitionError(
             f"{variant.id}: the worked solution gives {value!r}, the grader {variant.expected!r}."
         )
-    steps = tuple(recorder.steps) or ("Computed directly from the question's values.",)
-    return Derivation(steps, variant.kind.display(value))
+    if not recorder.steps:
+        raise ExerciseDefinitionError(
+            f"{variant.id}: its solver records no step; note() what it computes."
+        )
+    return Derivation(tuple(recorder.steps), variant.kind.display(value), _chapter(variant.set_id))
+
+
+def _chapter(set_id: str) -> str:
+    """``"ch09"`` -> ``"Chapter 9"``: the chapter whose sections a set's solutions use."""
+    digits = set_id.removeprefix("ch")
+    return f"Chapter {int(digits)}" if digits.isdigit() else ""

@@ -17,13 +17,15 @@ Examples
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from memtheory.errors import MemtheoryError
 from memtheory.exercises.answers import read_answer_file
+from memtheory.exercises.assignment import Assignment, Override, apply_assignment, apply_overrides
 from memtheory.exercises.errors import (
     AnswerFileError,
     AnswerFormatError,
@@ -33,7 +35,7 @@ from memtheory.exercises.errors import (
 from memtheory.exercises.kinds import Number, Quantity
 from memtheory.exercises.loader import PathLike, find_variant, get_set, load_sets, normalize_id
 from memtheory.exercises.misconceptions import SLIPS
-from memtheory.exercises.model import MistakenAnswer, Variant
+from memtheory.exercises.model import Exercise, MistakenAnswer, Variant
 from memtheory.exercises.report import ExerciseResult, FolderEntry, FolderSummary, GradeReport
 from memtheory.exercises.variants import SeedLike, normalize_seed, resolve_seed
 
@@ -115,6 +117,25 @@ def _misconception_feedback(
     return text, (), names
 
 
+def _partial(exercise: Exercise, names: tuple[str, ...]) -> tuple[int, str]:
+    """Return the partial credit the set declares when one named mistake alone explains an answer.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.kinds import Integer
+    >>> half = Exercise("q1", "?", Integer(), lambda p, how: 1, points=2,
+    ...                 misconceptions=("forgot_bias",), partial={"forgot_bias": 1})
+    >>> _partial(half, ("forgot_bias",))
+    (1, ' Partial credit: 1 of 2 points for this one slip.')
+    >>> _partial(half, ("forgot_bias", "parameters_times_batch"))
+    (0, '')
+    """
+    if len(names) != 1 or names[0] not in exercise.partial:
+        return 0, ""
+    credit = exercise.partial[names[0]]
+    return credit, f" Partial credit: {credit} of {exercise.points} points for this one slip."
+
+
 def grade_variant(
     variant: Variant, raw: object, *, answered: bool = True, show_expected: bool = False
 ) -> ExerciseResult:
@@ -157,11 +178,12 @@ def grade_variant(
         given = kind.parse(raw)
     except UnitMixupError as error:  # read, but as the wrong quantity: wrong, and named
         slip = SLIPS[error.slip]
+        score, credit = _partial(exercise, (slip.name,))
         return ExerciseResult(
             **base,
             status="incorrect",
-            score=0,
-            feedback=f"Not correct. You {slip.title} [{slip.name}]: {error} {slip.hint}",
+            score=score,
+            feedback=f"Not correct. You {slip.title} [{slip.name}]: {error} {slip.hint}{credit}",
             misconceptions=(slip.name,),
             expected=shown,
         )
@@ -182,11 +204,12 @@ def grade_variant(
             **base, status="correct", score=exercise.points, feedback=feedback, expected=shown
         )
     feedback, names, candidates = _misconception_feedback(variant, given, raw)
+    score, credit = _partial(exercise, names)
     return ExerciseResult(
         **base,
         status="incorrect",
-        score=0,
-        feedback=feedback,
+        score=score,
+        feedback=feedback + credit,
         misconceptions=names,
         candidates=candidates,
         expected=shown,
@@ -404,6 +427,88 @@ def _duplicate_learners(entries: Sequence[FolderEntry]) -> tuple[dict[str, str],
     return per_file, summary
 
 
+def _graded(
+    file: Path,
+    directory: Path,
+    options: Mapping[str, Any],
+    assignment: Assignment | None,
+    overrides: Sequence[Override],
+) -> tuple[FolderEntry, list[Override]]:
+    """Grade one file of a folder: its entry, and the overrides that applied to it.
+
+    The entry carries the reason when the file cannot be graded. A top-level
+    function, so that a worker process can run it.
+    """
+    try:
+        report = grade_file(file, within=directory, **options)
+        if assignment is not None:
+            report = apply_assignment(report, assignment)
+        report, used = apply_overrides(report, overrides, file.name)
+    except MemtheoryError as error:
+        reason = getattr(error, "reason", None) or type(error).__name__
+        return FolderEntry(file.name, error=str(error), reason=reason), []
+    except Exception as error:  # one file must not stop the others
+        return _grader_failed(file, error), []
+    return FolderEntry(file.name, report=report), used
+
+
+def _grader_failed(file: Path, error: BaseException) -> FolderEntry:
+    return FolderEntry(
+        file.name,
+        error=f"the grader failed on this file ({type(error).__name__}: {error}); "
+        "please report it.",
+        reason="grader failed",
+    )
+
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: called after each file of a folder is graded."""
+
+
+def _grade_all(
+    files: Sequence[Path], directory: Path, jobs: int, progress: Progress | None, *rest: Any
+) -> list[tuple[FolderEntry, list[Override]]]:
+    """Grade ``files`` in order, in ``jobs`` worker processes when more than one."""
+    done: list[tuple[FolderEntry, list[Override]] | None] = [None] * len(files)
+    if jobs <= 1 or len(files) < 2:
+        for index, file in enumerate(files):
+            done[index] = _graded(file, directory, *rest)
+            if progress:
+                progress(index + 1, len(files))
+        return [d for d in done if d is not None]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(files))) as pool:
+        futures = {pool.submit(_graded, f, directory, *rest): i for i, f in enumerate(files)}
+        for count, future in enumerate(as_completed(futures), 1):
+            index = futures[future]
+            try:
+                done[index] = future.result()
+            except Exception as error:  # a worker that died: this file's row says so
+                done[index] = (_grader_failed(files[index], error), [])
+            if progress:
+                progress(count, len(files))
+    return [d for d in done if d is not None]
+
+
+def _sets_text(sets: tuple[str, ...]) -> str:
+    """``ch02, ch09``; a long run as ``ch01 ... ch20 (20 sets)``."""
+    if len(sets) > 4:
+        return f"{sets[0]} ... {sets[-1]} ({len(sets)} sets)"
+    return ", ".join(sets) or "none"
+
+
+def _mixed_sets(entries: Sequence[FolderEntry]) -> list[str]:
+    """Warn when the files were graded on different sets: their totals are not comparable."""
+    seen = {e.report.sets for e in entries if e.report is not None}
+    if len(seen) < 2:
+        return []
+    listed = "; ".join(_sets_text(s) for s in sorted(seen)[:4])
+    return [
+        f"the files were graded on {len(seen)} different choices of sets ({listed}), so their "
+        "scores are out of different totals: declare an assignment (--assignment FILE) or "
+        "--set so that every learner is graded on the same exercises"
+    ]
+
+
 def grade_folder(
     folder: str | os.PathLike[str],
     *,
@@ -411,6 +516,10 @@ def grade_folder(
     sets: Sequence[str] | None = None,
     sets_dir: PathLike | None = None,
     show_expected: bool = False,
+    assignment: Assignment | None = None,
+    overrides: Sequence[Override] = (),
+    jobs: int = 1,
+    progress: Progress | None = None,
 ) -> FolderSummary:
     r"""Grade every ``*.toml`` answer file of a folder; a file that cannot be graded is reported.
 
@@ -420,6 +529,15 @@ def grade_folder(
     which the grader fails, becomes an entry with the reason (in full, and in
     a few words) and the others are graded. Files are only read. Two files with
     the same learner id are graded both, with a warning on each.
+
+    With an ``assignment`` every file is graded on its exercises at its
+    points (:func:`~memtheory.exercises.assignment.apply_assignment`), blank
+    files included, and the CSV's columns are its exercises. Without one,
+    files graded on different sets are warned about. ``overrides`` (scores
+    set by the teacher) apply last; one that matches no file is warned about.
+    With ``jobs`` above 1 the files are graded in that many worker processes
+    (the results in the same order); ``progress(done, total)`` is called
+    after each file.
 
     Raises
     ------
@@ -440,36 +558,29 @@ def grade_folder(
     directory = Path(folder)
     load_sets(sets_dir)  # a missing or broken folder of sets is the teacher's to fix: stop here
     files, others = _answer_files(directory)
-    entries = []
-    for file in files:
-        try:
-            report = grade_file(
-                file,
-                seed=seed,
-                sets=sets,
-                sets_dir=sets_dir,
-                show_expected=show_expected,
-                within=directory,
-            )
-        except MemtheoryError as error:
-            reason = getattr(error, "reason", None) or type(error).__name__
-            entries.append(FolderEntry(file.name, error=str(error), reason=reason))
-        except Exception as error:  # one file must not stop the others
-            entries.append(
-                FolderEntry(
-                    file.name,
-                    error=f"the grader failed on this file ({type(error).__name__}: {error}); "
-                    "please report it.",
-                    reason="grader failed",
-                )
-            )
-        else:
-            entries.append(FolderEntry(file.name, report=report))
+    options: dict[str, Any] = {
+        "seed": seed,
+        "sets": list(assignment.sets) if assignment else sets,
+        "sets_dir": sets_dir,
+        "show_expected": show_expected,
+    }
+    graded = _grade_all(files, directory, jobs, progress, options, assignment, overrides)
+    entries = [entry for entry, _ in graded]
+    used = [override for _, applied in graded for override in applied]
     per_file, warnings = _duplicate_learners(entries)
+    if assignment is None:
+        warnings += _mixed_sets(entries)
+    unused = [o for o in overrides if o not in used]
+    if unused:
+        warnings.append(
+            f"{len(unused)} override(s) matched no graded file: "
+            + ", ".join(f"{o.learner} {o.exercise}" for o in unused[:10])
+        )
     entries = [replace(e, warning=per_file.get(e.file)) for e in entries]
     if others:
         listed = ", ".join(others[:10]) + (
             f" and {len(others) - 10} more" if len(others) > 10 else ""
         )
         warnings.append(f"{len(others)} file(s) not named *.toml were not graded: {listed}")
-    return FolderSummary(str(directory), tuple(entries), tuple(warnings))
+    columns = assignment.exercises if assignment else ()
+    return FolderSummary(str(directory), tuple(entries), tuple(warnings), columns)

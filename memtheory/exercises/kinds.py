@@ -28,6 +28,7 @@ Examples
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -465,7 +466,26 @@ class Choice(AnswerKind):
     """
 
     options: Sequence[str] | Callable[[Mapping[str, Any]], Sequence[str]] = ()
+    written: tuple[str, ...] = ()
     name: ClassVar[str] = "choice"
+
+    def shuffled(self, rng: random.Random) -> Choice:
+        """Return the bound options in an order drawn from ``rng`` (a learner's own order).
+
+        A solver may still return an option's index in the order the set wrote them.
+
+        Examples
+        --------
+        >>> kind = Choice(("SGD", "Adam", "RMSprop")).shuffled(random.Random(3))
+        >>> sorted(kind.options) == ["Adam", "RMSprop", "SGD"], kind.written[0]
+        (True, 'SGD')
+        >>> kind.options[kind.finalize(0, None)]
+        'SGD'
+        """
+        written = self._options()
+        order = list(written)
+        rng.shuffle(order)
+        return Choice(tuple(order), written)
 
     def bind(self, params: Mapping[str, Any]) -> Choice:
         """Fix the options for these parameters."""
@@ -486,7 +506,7 @@ class Choice(AnswerKind):
         """Return the index of the option the solver returned."""
         options = self._options()
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(options):
-            return value
+            return options.index(self.written[value]) if self.written else value
         if value in options:
             return options.index(value)
         raise ExerciseDefinitionError(

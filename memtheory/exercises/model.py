@@ -42,10 +42,10 @@ from typing import Any
 
 from memtheory.errors import UnknownAttributeError
 from memtheory.exercises.errors import ExerciseDefinitionError, UnknownExerciseError
-from memtheory.exercises.kinds import AnswerKind
+from memtheory.exercises.kinds import AnswerKind, Choice
 from memtheory.exercises.misconceptions import MISCONCEPTIONS, SLIPS, combine_ways
 from memtheory.exercises.reasoning import CORRECT, Reasoning
-from memtheory.exercises.variants import SeedLike, draw_params, normalize_seed
+from memtheory.exercises.variants import SeedLike, draw_params, normalize_seed, variant_rng
 
 __all__ = ["Exercise", "ExerciseSet", "MistakenAnswer", "Params", "Variant"]
 
@@ -107,6 +107,10 @@ class Exercise:
         Shown with a wrong answer that matches no misconception.
     reveal : bool
         Show the expected answer in feedback even without ``--show-expected``.
+    partial : mapping of str to int
+        Partial credit: the points an answer earns when one named mistake (a
+        listed misconception, or a slip in writing it) explains it alone.
+        Each is at least 1 and less than ``points``.
 
     Examples
     --------
@@ -129,6 +133,7 @@ class Exercise:
     title: str = ""
     hint: str = ""
     reveal: bool = False
+    partial: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _ID.match(self.id):
@@ -152,6 +157,23 @@ class Exercise:
             )
         if isinstance(self.points, bool) or not isinstance(self.points, int) or self.points < 1:
             raise ExerciseDefinitionError(f"{self.id}: points must be a whole number >= 1.")
+        object.__setattr__(self, "partial", dict(self.partial))
+        self._check_partial()
+
+    def _check_partial(self) -> None:
+        for name, credit in self.partial.items():
+            if name not in self.misconceptions and name not in SLIPS:
+                raise ExerciseDefinitionError(
+                    f"{self.id}: partial credit for {name!r}, which is neither one of its "
+                    f"misconceptions ({', '.join(self.misconceptions) or 'none'}) nor a slip."
+                )
+            if isinstance(credit, bool) or not isinstance(credit, int):
+                raise ExerciseDefinitionError(f"{self.id}: partial credit must be whole points.")
+            if not 1 <= credit < self.points:
+                raise ExerciseDefinitionError(
+                    f"{self.id}: partial credit for {name!r} must be 1 to {self.points - 1} "
+                    f"points, got {credit}."
+                )
 
     @property
     def parameterised(self) -> bool:
@@ -258,13 +280,16 @@ _SHARED_LIMIT = 4096
 _SHARED: dict[tuple[int, str], tuple[Exercise, dict[str, Any]]] = {}
 
 
-def _shared_answers(exercise: Exercise, params: Mapping[str, object]) -> dict[str, Any]:
+def _shared_answers(
+    exercise: Exercise, params: Mapping[str, object], order: object = None
+) -> dict[str, Any]:
     """Return the answers computed for one exercise and one set of parameters, whatever the seed.
 
-    Learners whose seeds draw the same parameters share the expected answer and the answers
-    of the misconceptions, so a folder of submissions computes each once.
+    Learners whose seeds draw the same parameters (and, for a choice, the same order of its
+    options) share the expected answer and the answers of the misconceptions, so a folder of
+    submissions computes each once.
     """
-    key = (id(exercise), repr(sorted(params.items())))
+    key = (id(exercise), repr(sorted(params.items())) + repr(order))
     found = _SHARED.get(key)
     if found is None or found[0] is not exercise:
         if len(_SHARED) >= _SHARED_LIMIT:
@@ -311,8 +336,15 @@ class Variant:
 
     @cached_property
     def kind(self) -> AnswerKind:
-        """The answer kind bound to these parameters."""
-        return self.exercise.answer.bind(self.params)
+        """The answer kind bound to these parameters; a learner's choices in their own order.
+
+        With a seed, a choice's options are shuffled for the learner (the book's
+        numbers keep the set's order), so that a copied letter is not an answer.
+        """
+        kind = self.exercise.answer.bind(self.params)
+        if self.seed is not None and isinstance(kind, Choice):
+            kind = kind.shuffled(variant_rng(self.seed, f"{self.id}/options"))
+        return kind
 
     @cached_property
     def values(self) -> dict[str, object]:
@@ -348,7 +380,8 @@ class Variant:
     @cached_property
     def _memo(self) -> dict[str, Any]:
         """Answers shared by every variant of this exercise with these parameters."""
-        return _shared_answers(self.exercise, self.params)
+        order = self.kind.options if isinstance(self.kind, Choice) else None
+        return _shared_answers(self.exercise, self.params, order)
 
     def _remembered(self, name: str, compute: Callable[[], Any]) -> Any:
         if name not in self._memo:

@@ -143,38 +143,7 @@ def answer_text(raw: object) -> str:
         raise AnswerFormatError(
             f"{str(raw).lower()} is a yes/no value, not an answer here: write a number or text."
         )
-    if isinstance(raw, numbers.Integral) and not isinstance(raw, int):
-        raw = int(raw)  # a NumPy integer
-    elif isinstance(raw, numbers.Real) and not isinstance(raw, float | int | Fraction | sp.Basic):
-        raw = float(raw)  # a NumPy float
-    if isinstance(raw, float | Decimal):
-        finite = raw.is_finite() if isinstance(raw, Decimal) else math.isfinite(raw)
-        if not finite:
-            raise AnswerFormatError(f"{raw} is not a finite number: give a number such as 12.5.")
-        text = repr(float(raw)) if isinstance(raw, float) else str(raw)
-    elif isinstance(raw, int):
-        _check_bits(raw)
-        text = str(raw)
-    elif isinstance(raw, Fraction):
-        _check_bits(raw.numerator, raw.denominator)
-        text = f"{raw.numerator}/{raw.denominator}"
-    elif isinstance(raw, sp.Basic):
-        if raw.is_Rational:
-            _check_bits(int(raw.p), int(raw.q))
-        if raw.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or raw.is_number and raw.is_finite is False:
-            raise AnswerFormatError("the answer is not finite: give a number such as 12.5.")
-        try:
-            text = str(raw)
-        except ValueError:  # an integer inside has more digits than Python will print
-            raise AnswerFormatError("the answer has too many digits to read.") from None
-    elif isinstance(raw, str):
-        text = raw.strip()
-    else:
-        raise AnswerFormatError(
-            f"an answer is text or a number, got a {type(raw).__name__} "
-            f"({quote_text(reprlib.repr(raw), 40)}): "
-            'write it as a string, e.g. "4,632,902" or "22.9 MiB".'
-        )
+    text = raw.strip() if isinstance(raw, str) else _number_text(_plain_number(raw))
     if not text:
         raise AnswerFormatError(
             "the answer is empty: write a number, a size, an expression or a letter."
@@ -186,6 +155,49 @@ def answer_text(raw: object) -> str:
     if text.lower().lstrip("+-") in _NON_FINITE:
         raise AnswerFormatError(f"{text} is not a finite number: give a number such as 12.5.")
     return text
+
+
+def _plain_number(raw: object) -> object:
+    """Return a NumPy integer or float as Python's own; anything else unchanged."""
+    if isinstance(raw, numbers.Integral) and not isinstance(raw, int):
+        return int(raw)
+    if isinstance(raw, numbers.Real) and not isinstance(raw, float | int | Fraction | sp.Basic):
+        return float(raw)
+    return raw
+
+
+def _number_text(raw: object) -> str:
+    """Write a number given as a number (not text) as text; refuse anything else."""
+    if isinstance(raw, float | Decimal):
+        finite = raw.is_finite() if isinstance(raw, Decimal) else math.isfinite(raw)
+        if not finite:
+            raise AnswerFormatError(f"{raw} is not a finite number: give a number such as 12.5.")
+        return repr(float(raw)) if isinstance(raw, float) else str(raw)
+    if isinstance(raw, int):
+        _check_bits(raw)
+        return str(raw)
+    if isinstance(raw, Fraction):
+        _check_bits(raw.numerator, raw.denominator)
+        return f"{raw.numerator}/{raw.denominator}"
+    if isinstance(raw, sp.Basic):
+        return _sympy_text(raw)
+    raise AnswerFormatError(
+        f"an answer is text or a number, got a {type(raw).__name__} "
+        f"({quote_text(reprlib.repr(raw), 40)}): "
+        'write it as a string, e.g. "4,632,902" or "22.9 MiB".'
+    )
+
+
+def _sympy_text(raw: sp.Basic) -> str:
+    """Write a sympy number as text, refusing what is not finite or too long to print."""
+    if raw.is_Rational:
+        _check_bits(int(raw.p), int(raw.q))
+    if raw.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or raw.is_number and raw.is_finite is False:
+        raise AnswerFormatError("the answer is not finite: give a number such as 12.5.")
+    try:
+        return str(raw)
+    except ValueError:  # an integer inside has more digits than Python will print
+        raise AnswerFormatError("the answer has too many digits to read.") from None
 
 
 def _check_bits(*parts: int) -> None:
@@ -312,9 +324,7 @@ def parse_integer(raw: object) -> int:
     return int(value)
 
 
-_TRAILING_WORDS = re.compile(
-    r"^(?P<number>.*[\d)])\s*(?P<words>[^\W\d_]+(?:[ -][^\W\d_]+){0,2})$"
-)
+_TRAILING_WORDS = re.compile(r"^(?P<number>.*[\d)])\s*(?P<words>[^\W\d_]+(?:[ -][^\W\d_]+){0,2})$")
 
 
 COUNT_NOUNS = frozenset(

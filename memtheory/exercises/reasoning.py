@@ -22,6 +22,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 import sympy as sp
 
@@ -36,7 +37,7 @@ from memtheory.precision import Precision, PrecisionLike, precision
 from memtheory.sliding_window import pool_output_size
 from memtheory.units import unit_bytes
 
-__all__ = ["CORRECT", "Reasoning"]
+__all__ = ["CORRECT", "OwnStep", "Reasoning", "own_step"]
 
 
 class Reasoning:
@@ -153,3 +154,34 @@ class Reasoning:
 
 CORRECT = Reasoning()
 """The correct computation."""
+
+
+class OwnStep(Protocol):
+    """A misconception's own version of one step of a set's helpers, called as that step is.
+
+    The helpers of :mod:`~memtheory.exercises.steps_residual`,
+    :mod:`~memtheory.exercises.steps_scaling`, :mod:`~memtheory.exercises.steps_trace`,
+    :mod:`~memtheory.exercises.steps_gpu` and :mod:`~memtheory.exercises.technique_steps`
+    do a step correctly unless ``how`` has its own version of it: a method of
+    that step's name on a :class:`Reasoning` subclass (``def saved(self, specs, model)``).
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Do the step the misconception's way."""
+
+
+def own_step(how: Reasoning, step: str) -> OwnStep | None:
+    """Return ``how``'s own version of ``step`` (a misconception's), or ``None`` to do it right.
+
+    Examples
+    --------
+    >>> class Halved(Reasoning):
+    ...     def kv_cache_formula(self, **shape):
+    ...         return 1
+    >>> own_step(Halved(), "kv_cache_formula")()
+    1
+    >>> own_step(CORRECT, "kv_cache_formula") is None
+    True
+    """
+    found = getattr(how, step, None)
+    return found if callable(found) else None

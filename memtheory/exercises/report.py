@@ -218,10 +218,13 @@ class FolderSummary:
     folder: str
     entries: tuple[FolderEntry, ...]
     warnings: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
 
     @property
     def exercise_ids(self) -> list[str]:
-        """Every graded exercise id, in order of first appearance."""
+        """The assignment's exercises (:attr:`columns`), else every graded one in order."""
+        if self.columns:
+            return list(self.columns)
         ids: dict[str, None] = {}
         for entry in self.entries:
             if entry.report:
@@ -297,6 +300,41 @@ class FolderSummary:
     def csv_text(self) -> str:
         """Return the rows as CSV, every text cell made safe by :func:`csv_cell`."""
         return csv_text(self.rows())
+
+    def gradebook_rows(self) -> list[list[object]]:
+        """Return a gradebook a learning-management system imports: learner id, then scores.
+
+        One row per file: the learner id (the file's name without ``.toml``
+        when it gives none), each exercise's score, the total and the points
+        available. A file that could not be graded has empty scores and a
+        short status (never the error text); the full reasons are in the JSON.
+
+        Examples
+        --------
+        >>> summary = FolderSummary("answers", (FolderEntry("eve.toml", error="not valid TOML "
+        ...     "(Expected '=' after a key)", reason="not TOML"),), columns=("ch02.q1",))
+        >>> summary.gradebook_rows()
+        [['learner_id', 'ch02.q1', 'total', 'max_score', 'status'], ['eve', '', '', '', 'not TOML']]
+        """
+        ids = self.exercise_ids
+        rows: list[list[object]] = [["learner_id", *ids, "total", "max_score", "status"]]
+        for entry in self.entries:
+            stem = entry.file[:-5] if entry.file.lower().endswith(".toml") else entry.file
+            report = entry.report
+            if report is None:
+                rows.append([stem, *([""] * (len(ids) + 2)), entry.reason or "not graded"])
+                continue
+            scores = {r.id: r.score for r in report.results}
+            learner = (report.learner or "").strip() or stem
+            status = "graded" if not entry.warning else "graded; learner id repeated"
+            rows.append(
+                [learner, *(scores.get(i, "") for i in ids), report.score, report.max_score, status]
+            )
+        return rows
+
+    def gradebook_csv(self) -> str:
+        """Return :meth:`gradebook_rows` as CSV (text cells made safe by :func:`csv_cell`)."""
+        return csv_text(self.gradebook_rows())
 
     @property
     def failed(self) -> tuple[FolderEntry, ...]:

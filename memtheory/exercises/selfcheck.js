@@ -331,8 +331,16 @@
     data.ready = true;
     return data;
   }
+  function asciiDigits(text) {  // any Unicode decimal digit (fullwidth ５) as 0-9: Python reads them
+    return String(text).replace(/\p{Nd}/gu, function (c) {
+      var cp = c.codePointAt(0), start = cp;  // digits come in runs of ten, 0 to 9
+      while (/\p{Nd}/u.test(String.fromCodePoint(start - 1))) { start -= 1; }
+      return String((cp - start) % 10);
+    });
+  }
   function feedback(raw, data) {
     data = prepared(data);
+    raw = asciiDigits(raw);
     var given;
     try { given = parse(raw, data); } catch (e) {
       if (!(e instanceof Fail)) { throw e; }
@@ -362,6 +370,9 @@
     if (explanations.length === 1) {
       var only = explanations[0];
       var text = "Not correct. This is the answer you get if you " + names(only) + ": " + details(only) + ". " + hints.join(" ");
+      if (all.length === 1 && data.partial && data.partial[all[0]]) {  // the set's partial credit
+        text += " Partial credit: " + data.partial[all[0]] + " of " + data.worth + " points for this one slip.";
+      }
       return { status: "incorrect", text: text, mistakes: all };
     }
     var within = (data.kind === "quantity" || data.kind === "number") && Number(data.rtol) ? " within " + Number((Number(data.rtol) * 100).toPrecision(6)) + "%" : "";

@@ -14,7 +14,8 @@ What the browser reads
 ----------------------
 A documented subset of the grader's grammar (:mod:`memtheory.exercises.parsing`):
 
-- numbers: digits grouped by commas (thousands only), spaces or underscores,
+- numbers: digits (any Unicode decimal digits, fullwidth ``７８５００`` too, read as
+  0-9 as the grader reads them) grouped by commas (thousands only), spaces or underscores,
   decimals with a point, e-notation, fractions and arithmetic with
   ``+ - * / x × ^ **`` and parentheses; a leading ``~``, ``≈`` or ``about``
   where a tolerance applies; a trailing ``%`` or ``percent``; one trailing
@@ -122,7 +123,8 @@ def selfcheck_data(variant: Variant) -> dict[str, Any]:
     (a number), ``options`` (a choice), ``symbols`` and ``points`` (a formula),
     ``hint`` (the exercise's own), ``mistakes`` (each listed mistake: name,
     title, hint, detail, value), ``pairs`` (two mistakes made together) and
-    ``slips`` (the slips in writing an answer the grader names).
+    ``slips`` (the slips in writing an answer the grader names), ``worth`` (the
+    exercise's points) and ``partial`` (its partial credit per named slip).
 
     Raises
     ------
@@ -147,6 +149,8 @@ def selfcheck_data(variant: Variant) -> dict[str, Any]:
         "expected": _value(variant, variant.expected, points, variant.id),
         "shown": kind.display(variant.expected),
         "hint": variant.exercise.hint,
+        "worth": variant.exercise.points,
+        "partial": dict(variant.exercise.partial),
         "rtol": str(getattr(kind, "rtol", 0)),  # read exactly, as the grader reads str(rtol)
         "mistakes": [_mistake(variant, m, points) for m in variant.mistaken_answers()],
         "pairs": [

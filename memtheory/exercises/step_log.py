@@ -13,6 +13,8 @@ Examples
 >>> class Steps(list):
 ...     def noted(self, text, value):
 ...         self.append((text, value))
+...     def noted_lines(self, lines):
+...         self.extend(lines)
 >>> steps = Steps()
 >>> with recording(steps):
 ...     note("Batch", 64)
@@ -26,16 +28,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
-__all__ = ["StepSink", "note", "recording"]
+__all__ = ["StepSink", "active", "note", "note_lines", "recording", "shown"]
+
+T = TypeVar("T")
 
 
 class StepSink(Protocol):
-    """What records the steps :func:`note` is given."""
+    """What records the steps :func:`note` and :func:`note_lines` are given."""
 
     def noted(self, text: str, value: object) -> None:
         """Record that a step computed ``text`` (its result ``value``, or None)."""
+
+    def noted_lines(self, lines: Sequence[str]) -> None:
+        """Record a block of steps: a heading, then indented lines."""
 
 
 _ACTIVE: ContextVar[StepSink | None] = ContextVar("memtheory_step_sink", default=None)
@@ -58,6 +66,41 @@ def note(text: str, value: object = None) -> None:
     sink = _ACTIVE.get()
     if sink is not None:
         sink.noted(text, value)
+
+
+def shown(text: str, value: T) -> T:
+    """Record ``text = value`` (as :func:`note`) and return ``value``: a step inside an expression.
+
+    Examples
+    --------
+    >>> shown("two and two", 2 + 2)
+    4
+    """
+    note(text, value)
+    return value
+
+
+def note_lines(lines: Sequence[str]) -> None:
+    """Record a block of steps (a heading, then indented lines) in the running sink, if any.
+
+    Examples
+    --------
+    >>> note_lines(["nothing is recording", "  so nothing is kept"])
+    """
+    sink = _ACTIVE.get()
+    if sink is not None:
+        sink.noted_lines(lines)
+
+
+def active() -> StepSink | None:
+    """Return the sink :func:`recording` installed for this context, or None.
+
+    Examples
+    --------
+    >>> active() is None
+    True
+    """
+    return _ACTIVE.get()
 
 
 @contextmanager

@@ -19,28 +19,40 @@ from __future__ import annotations
 import sympy as sp
 
 from memtheory.cuda_allocator import SMALL_SEGMENT, block_size, segment_size
+from memtheory.exercises.derivation import shown
 from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: the doctests)
     MISCONCEPTIONS,
     Misconception,
     register,
 )
-from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.reasoning import Reasoning, own_step
 
 __all__ = ["allocated_block", "reserved_segment", "small_segments"]
+
+_SEGMENT_RULE = "2 MiB up to 1 MiB, 20 MiB up to 10 MiB, else rounded up to 2 MiB"
 
 
 def allocated_block(how: Reasoning, nbytes: int) -> int:
     """Return the bytes ``torch.cuda.memory_allocated`` counts for a request (its block)."""
-    if getattr(how, "unrounded", False):
-        return nbytes
-    return block_size(nbytes)
+    own = own_step(how, "block_bytes")
+    if own:
+        return int(own(nbytes))
+    return shown(
+        f"The allocator's block for {nbytes:,} bytes: rounded up to a multiple of 512, "
+        f"512 x ceil({nbytes:,} / 512) bytes",
+        block_size(nbytes),
+    )
 
 
 def reserved_segment(how: Reasoning, nbytes: int) -> int:
     """Return the bytes reserved from the driver when the request opens a segment."""
-    if getattr(how, "segment_is_block", False):
-        return allocated_block(how, nbytes)
-    return segment_size(nbytes)
+    own = own_step(how, "segment_bytes")
+    if own:
+        return int(own(nbytes))
+    return shown(
+        f"A request of {nbytes:,} bytes opens a segment of ({_SEGMENT_RULE}), in bytes",
+        segment_size(nbytes),
+    )
 
 
 def small_segments(how: Reasoning, count: int, nbytes: int) -> int:
@@ -52,17 +64,26 @@ def small_segments(how: Reasoning, count: int, nbytes: int) -> int:
     >>> small_segments(CORRECT, 1000, 4000)
     2
     """
-    return int(sp.ceiling(sp.Rational(count * allocated_block(how, nbytes), SMALL_SEGMENT)))
+    block = allocated_block(how, nbytes)
+    return shown(
+        f"{count:,} blocks of {block:,} bytes packed into 2 MiB segments: "
+        f"ceil({count:,} x {block:,} / {SMALL_SEGMENT:,})",
+        int(sp.ceiling(sp.Rational(count * block, SMALL_SEGMENT))),
+    )
 
 
 class _Unrounded(Reasoning):
     detail = "the request's own bytes counted, not the 512-byte blocks"
-    unrounded = True
+
+    def block_bytes(self, nbytes: int) -> int:
+        return nbytes
 
 
 class _SegmentIsBlock(Reasoning):
     detail = "the reserved memory taken to be the block itself"
-    segment_is_block = True
+
+    def segment_bytes(self, nbytes: int) -> int:
+        return allocated_block(self, nbytes)
 
 
 GPU_MISCONCEPTIONS = (
@@ -81,8 +102,6 @@ GPU_MISCONCEPTIONS = (
         (_SegmentIsBlock(),),
     ),
 )
-
-
 
 
 register(GPU_MISCONCEPTIONS)

@@ -29,8 +29,15 @@ import sympy as sp
 
 from memtheory.conventions import ConventionLike
 from memtheory.dtypes import DTypeLike, dtype
+from memtheory.exercises.derivation import (
+    note,
+    note_lines,
+    note_memory,
+    note_tensors,
+    quantity_text,
+)
 from memtheory.exercises.misconceptions import Misconception, register
-from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.reasoning import Reasoning, own_step
 from memtheory.layers import LanguageModelLoss, Layer
 from memtheory.layers.base import Shape
 from memtheory.layers.saved_storages import saved_storages
@@ -54,13 +61,20 @@ __all__ = [
 ]
 
 
-def _own(how: Reasoning, step: str) -> Any:
-    return getattr(how, step, None)
-
-
 def _convention(how: Reasoning) -> ConventionLike:
-    own = _own(how, "accounting")
+    own = own_step(how, "accounting")
     return own() if own else "autograd"
+
+
+_CONFIG_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "tie_word_embeddings",
+)
 
 
 # -- the steps ---------------------------------------------------------------------------------
@@ -79,10 +93,11 @@ def buffer_bytes(
     40
     """
     specs = layer.buffers(shape)
-    own = _own(how, "buffers")
+    own = own_step(how, "buffers")
     if own:
         specs = own(specs)
     default = dtype(model_dtype)
+    note_tensors(f"Buffers of {type(layer).__name__} on an input {_shape(shape)}", specs, default)
     return int(sum(sp.Mul(*s.shape) * (s.dtype or default).bytes for s in specs))
 
 
@@ -101,9 +116,14 @@ def saved_bytes(how: Reasoning, layer: Layer, shape: Shape, model_dtype: DTypeLi
     """
     default = dtype(model_dtype)
     specs = saved_storages(layer, shape, dtype=model_dtype)
-    own = _own(how, "saved")
+    own = own_step(how, "saved")
     if own:
         specs = own(specs, default)
+    note_tensors(
+        f"Saved for backward by {type(layer).__name__} on a {default.name} input {_shape(shape)}",
+        specs,
+        default,
+    )
     return int(sum(sp.Mul(*s.shape) * (s.dtype or default).bytes for s in specs))
 
 
@@ -117,20 +137,27 @@ def trained_parameters(how: Reasoning, network: Network) -> sp.Expr:
     >>> trained_parameters(CORRECT, resnet18(batch=1))
     11689512
     """
-    own = _own(how, "with_buffers")
+    own = own_step(how, "with_buffers")
     count = how.parameter_count(network)
     return own(count, network) if own else count
+
+
+def _shape(shape: Shape) -> str:
+    return "(" + ", ".join(sp.sstr(d) for d in shape) + ")"
 
 
 def _training(
     how: Reasoning, network: Network, *, optimizer: str = "sgd", precision: str = "fp32"
 ) -> MemoryBreakdown:
-    return training_memory(
+    chosen = how.optimizer(optimizer)
+    memory = training_memory(
         network,
-        optimizer=how.optimizer(optimizer),
+        optimizer=chosen,
         precision=how.precision(precision),
         convention=how.convention(_convention(how)),
     )
+    note_memory(f"A training step of {network.name} with {chosen.title} in {precision}", memory)
+    return memory
 
 
 def saved_activation_bytes(how: Reasoning, network: Network, **options: Any) -> sp.Expr:
@@ -176,6 +203,7 @@ def inference_peak(how: Reasoning, network: Network, precision: str = "fp32") ->
     memory = inference_memory(
         network, precision=how.precision(precision), convention=how.convention(_convention(how))
     )
+    note_memory(f"A no_grad forward pass of {network.name} in {precision}", memory)
     return memory.peak if memory.timeline else memory.total
 
 
@@ -192,7 +220,7 @@ def loss_saved_bytes(how: Reasoning, shape: Shape, model_dtype: DTypeLike = "bf1
     >>> loss_saved_bytes(CORRECT, (1, 1, 10), "bf16")  # 10 x 4 + 4 + 8
     52
     """
-    own = _own(how, "loss_upcast")
+    own = own_step(how, "loss_upcast")
     loss = LanguageModelLoss(upcast=own() if own else True)
     return saved_bytes(how, loss, shape, model_dtype)
 
@@ -210,8 +238,12 @@ def decoder_network(how: Reasoning, config: Mapping[str, Any], **sizes: Any) -> 
     >>> decoder_network(CORRECT, PRESETS["llama-2-7b"].config, batch=1).parameter_count
     6738415616
     """
-    own = _own(how, "read_config")
+    own = own_step(how, "read_config")
     read = own(dict(config)) if own else dict(config)
+    note(
+        "From the configuration: "
+        + ", ".join(f"{key} = {read[key]}" for key in _CONFIG_KEYS if key in read)
+    )
     return from_config(read, **sizes)
 
 
@@ -225,7 +257,23 @@ def decoder_parameters(how: Reasoning, config: Mapping[str, Any]) -> sp.Expr:
     >>> decoder_parameters(CORRECT, PRESETS["llama-3-8b"].config)
     8030261248
     """
-    return decoder_network(how, config, batch=1, sequence=1).parameter_count
+    network = decoder_network(how, config, batch=1, sequence=1)
+    _note_parameters(network, network.rows)
+    return network.parameter_count
+
+
+def _note_parameters(network: Network, rows: Any) -> None:
+    """Record the parameters of ``rows``, grouped by the kind of layer, and their sum."""
+    groups: dict[str, tuple[int, sp.Expr]] = {}
+    for row in rows:
+        count = row.layer.parameter_count(row.input_shape)
+        if count:
+            seen, total = groups.get(row.layer.kind, (0, sp.Integer(0)))
+            groups[row.layer.kind] = (seen + 1, total + count)
+    lines = [f"Parameters of {network.name}, by kind of layer:"]
+    lines += [f"  {n} x {kind}: {quantity_text(total)}" for kind, (n, total) in groups.items()]
+    lines.append(f"  total: {quantity_text(sum((t for _, t in groups.values()), sp.Integer(0)))}")
+    note_lines(lines)
 
 
 def vocabulary_parameters(how: Reasoning, config: Mapping[str, Any]) -> sp.Expr:
@@ -240,6 +288,7 @@ def vocabulary_parameters(how: Reasoning, config: Mapping[str, Any]) -> sp.Expr:
     """
     network = decoder_network(how, config, batch=1, sequence=1)
     rows = [r for r in network.rows if r.layer.kind in ("Embedding", "Unembedding")]
+    _note_parameters(network, rows)
     return sp.Add(*(r.layer.parameter_count(r.input_shape) for r in rows))
 
 

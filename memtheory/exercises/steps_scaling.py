@@ -26,8 +26,10 @@ from typing import Any
 import sympy as sp
 
 from memtheory.counts import ModelCounts
+from memtheory.exercises.derivation import note_memory, quantity_text
 from memtheory.exercises.misconceptions import Misconception, register
-from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.reasoning import Reasoning, own_step
+from memtheory.exercises.step_log import note, note_lines, shown
 from memtheory.finetuning import (
     LoRA,
     adam8bit_state_bytes,
@@ -38,7 +40,8 @@ from memtheory.finetuning import (
     match_targets,
     nf4_bytes,
 )
-from memtheory.finetuning.optimizer8bit import MIN_8BIT_SIZE
+from memtheory.finetuning.nf4 import NF4_BLOCK, NF4_SECOND_BLOCK
+from memtheory.finetuning.optimizer8bit import EIGHT_BIT_BLOCK, MIN_8BIT_SIZE
 from memtheory.memory import training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
@@ -63,10 +66,6 @@ ACTIVATION_PARTS = ("activations", "activation_gradients", "saved_activations", 
 """Components that belong to the batch, not to the model: what "model states" leave out."""
 
 
-def _own(how: Reasoning, step: str) -> Any:
-    return getattr(how, step, None)
-
-
 # -- the steps ---------------------------------------------------------------------------------
 def lora_trainable(how: Reasoning, network: Network, lora: LoRA) -> sp.Expr:
     """Trainable parameters of ``network`` under ``lora``: :func:`memtheory.finetuning.apply_lora`.
@@ -79,8 +78,30 @@ def lora_trainable(how: Reasoning, network: Network, lora: LoRA) -> sp.Expr:
     >>> lora_trainable(CORRECT, net, LoRA(4, targets="fc"))
     192
     """
-    own = _own(how, "lora_parameter_count")
-    return own(network, lora) if own else apply_lora(network, lora).parameter_count
+    own = own_step(how, "lora_parameter_count")
+    count = own(network, lora) if own else apply_lora(network, lora).parameter_count
+    _note_lora(network, lora)
+    note("Trainable parameters: the sum over the adapted maps", count)
+    return count
+
+
+def _note_lora(network: Network, lora: LoRA) -> None:
+    """Record each adapted map's r x (n_in + n_out), grouped by its shape."""
+    maps = linear_maps(network)
+    groups: dict[tuple[str, str], int] = {}
+    for name in match_targets(network, lora.patterns):
+        n_in, n_out = maps[name]
+        key = (quantity_text(n_in), quantity_text(n_out))
+        groups[key] = groups.get(key, 0) + 1
+    lines = [
+        f"LoRA of rank r = {lora.rank}: each adapted n_in -> n_out map trains "
+        "A (r x n_in) and B (n_out x r), r x (n_in + n_out) parameters:"
+    ]
+    for (n_in, n_out), count in groups.items():
+        lines.append(
+            f"  {count} map(s) {n_in} -> {n_out}: {count} x {lora.rank} x ({n_in} + {n_out})"
+        )
+    note_lines(lines)
 
 
 def finetune_step(how: Reasoning, network: Network, **options: Any) -> MemoryBreakdown:
@@ -95,8 +116,11 @@ def finetune_step(how: Reasoning, network: Network, **options: Any) -> MemoryBre
     ...               precision="fp32")["gradients"]
     768
     """
-    own = _own(how, "finetune_memory")
-    return (own or finetune_memory)(network, **options)
+    own = own_step(how, "finetune_memory")
+    memory = (own or finetune_memory)(network, **options)
+    settings = ", ".join(f"{key} = {value}" for key, value in options.items())
+    note_memory(f"A fine-tuning step of {network.name} with {settings}", memory)
+    return memory
 
 
 def model_states(memory: MemoryBreakdown) -> sp.Expr:
@@ -109,7 +133,10 @@ def model_states(memory: MemoryBreakdown) -> sp.Expr:
     >>> model_states(training_memory(counts, optimizer="adam"))
     160
     """
-    return sp.Add(*(v for k, v in memory.components.items() if k not in ACTIVATION_PARTS))
+    return shown(
+        "Model states (everything but the activations), in bytes",
+        sp.Add(*(v for k, v in memory.components.items() if k not in ACTIVATION_PARTS)),
+    )
 
 
 def constant_bits(how: Reasoning, **blocks: Any) -> sp.Rational:
@@ -121,8 +148,16 @@ def constant_bits(how: Reasoning, **blocks: Any) -> sp.Rational:
     >>> constant_bits(CORRECT)
     65/512
     """
-    own = _own(how, "constant_bits_per_parameter")
-    return (own or constant_bits_per_parameter)(**blocks)
+    own = own_step(how, "constant_bits_per_parameter")
+    bits = (own or constant_bits_per_parameter)(**blocks)
+    block = blocks.get("block", NF4_BLOCK)
+    second = blocks.get("second_block", NF4_SECOND_BLOCK)
+    note(
+        f"Constants per weight: one 8-bit absmax per block of {block} weights (8/{block} bits), "
+        f"and one fp32 constant per {second} of those (32/({block} x {second}) bits)",
+        bits,
+    )
+    return bits
 
 
 def nf4_storage(how: Reasoning, elements: int, **options: Any) -> sp.Expr:
@@ -134,8 +169,16 @@ def nf4_storage(how: Reasoning, elements: int, **options: Any) -> sp.Expr:
     >>> nf4_storage(CORRECT, 4096 * 4096)
     8654848
     """
-    own = _own(how, "nf4_bytes")
-    return (own or nf4_bytes)(elements, **options)
+    own = own_step(how, "nf4_bytes")
+    value = (own or nf4_bytes)(elements, **options)
+    note(
+        f"NF4: {quantity_text(elements)} weights x 4 bits = "
+        f"{quantity_text(sp.ceiling(sp.sympify(elements) / 2))} bytes, plus the blocks' "
+        f"constants (8-bit absmax per {NF4_BLOCK} weights, fp32 per "
+        f"{NF4_SECOND_BLOCK} blocks); in bytes",
+        value,
+    )
+    return value
 
 
 def adam8bit_state(how: Reasoning, shapes: list[tuple[int, ...]]) -> sp.Expr:
@@ -147,8 +190,25 @@ def adam8bit_state(how: Reasoning, shapes: list[tuple[int, ...]]) -> sp.Expr:
     >>> adam8bit_state(CORRECT, [(4096, 4096)])
     34078720
     """
-    own = _own(how, "adam8bit_state_bytes")
-    return (own or adam8bit_state_bytes)(shapes)
+    own = own_step(how, "adam8bit_state_bytes")
+    value = (own or adam8bit_state_bytes)(shapes)
+    lines = ["8-bit Adam keeps two states per parameter, tensor by tensor:"]
+    for shape in shapes:
+        n = int(sp.Mul(*shape))
+        if n < MIN_8BIT_SIZE:
+            lines.append(
+                f"  {shape}: {n:,} < {MIN_8BIT_SIZE:,} elements stay fp32: 2 x 4 x {n:,}"
+                f" = {8 * n:,} bytes"
+            )
+        else:
+            blocks = -(-n // EIGHT_BIT_BLOCK)
+            lines.append(
+                f"  {shape}: 2 x 1 byte x {n:,} + 2 fp32 constants x {blocks:,} blocks of "
+                f"{EIGHT_BIT_BLOCK} = {2 * n + 8 * blocks:,} bytes"
+            )
+    lines.append(f"  total: {quantity_text(value)} bytes")
+    note_lines(lines)
+    return value
 
 
 def per_device(how: Reasoning, memory: MemoryBreakdown, **options: Any) -> ParallelMemory:
@@ -163,8 +223,12 @@ def per_device(how: Reasoning, memory: MemoryBreakdown, **options: Any) -> Paral
     >>> per_device(CORRECT, memory, data=4, zero=3).total
     4000000
     """
-    own = _own(how, "parallel_options")
-    return parallel_memory(memory, **(own(options) if own else options))
+    own = own_step(how, "parallel_options")
+    chosen = own(options) if own else options
+    split = parallel_memory(memory, **chosen)
+    settings = ", ".join(f"{key} = {value}" for key, value in chosen.items())
+    note_memory(f"What one device holds with {settings}", split.device)
+    return split
 
 
 def in_flight(how: Reasoning, pipeline: int, stage: int, micro_batches: int) -> sp.Expr:
@@ -180,14 +244,21 @@ def in_flight(how: Reasoning, pipeline: int, stage: int, micro_batches: int) -> 
     >>> [in_flight(CORRECT, 4, i, 8) for i in range(4)]
     [4, 3, 2, 1]
     """
-    own = _own(how, "held_micro_batches")
+    own = own_step(how, "held_micro_batches")
     if own:
         return sp.sympify(own(pipeline, stage, micro_batches))
     counts = ModelCounts(parameters=1, activations=pipeline, input_elements=0)
     memory = training_memory(counts, optimizer="sgd", precision="fp32")
-    split = per_device(how, memory, pipeline=pipeline, micro_batches=micro_batches)
+    split = parallel_memory(memory, pipeline=pipeline, micro_batches=micro_batches)
     kept = split.stages[stage]["activations"]
-    return sp.nsimplify(kept / (memory["activations"] / pipeline))
+    held = sp.nsimplify(kept / (memory["activations"] / pipeline))
+    note(
+        f"Under 1F1B, stage {stage} of {pipeline} (counting from 0) starts {pipeline} - {stage} "
+        f"micro-batches before its first backward, at most the {micro_batches} there are: "
+        f"min({pipeline} - {stage}, {micro_batches})",
+        held,
+    )
+    return held
 
 
 def host_ram(how: Reasoning, split: ParallelMemory) -> sp.Expr:
@@ -202,8 +273,16 @@ def host_ram(how: Reasoning, split: ParallelMemory) -> sp.Expr:
     >>> host_ram(CORRECT, parallel_memory(memory, data=8, zero=3, offload="optimizer"))
     14000000
     """
-    own = _own(how, "host_per_node")
-    return own(split) if own else split.host_per_node()
+    own = own_step(how, "host_per_node")
+    value = own(split) if own else split.host_per_node()
+    if split.host is not None:
+        note_memory("Offloaded to host RAM by one device (its shard)", split.host)
+        note(
+            f"Host RAM of one node: {split.gpus_per_node} devices x "
+            f"{quantity_text(split.host.total)} bytes",
+            value,
+        )
+    return value
 
 
 # -- the mistakes ------------------------------------------------------------------------------
@@ -212,8 +291,9 @@ class _LoRAOneMatrix(Reasoning):
 
     def lora_parameter_count(self, network: Network, lora: LoRA) -> sp.Expr:
         maps = linear_maps(network)
-        return sp.Add(*(lora.rank * maps[name][0] for name in match_targets(network,
-                                                                             lora.patterns)))
+        return sp.Add(
+            *(lora.rank * maps[name][0] for name in match_targets(network, lora.patterns))
+        )
 
 
 class _FrozenKeepsState(Reasoning):
@@ -249,9 +329,9 @@ class _Adam8bitForgotConstants(Reasoning):
     detail = "two bytes per parameter, without the fp32 constant of each block of 256"
 
     def adam8bit_state_bytes(self, shapes: list[tuple[int, ...]]) -> sp.Expr:
-        return adam8bit_state_bytes(shapes) - sp.Add(*(
-            8 * sp.ceiling(sp.Mul(*s) / 256) for s in shapes if sp.Mul(*s) >= MIN_8BIT_SIZE
-        ))
+        return adam8bit_state_bytes(shapes) - sp.Add(
+            *(8 * sp.ceiling(sp.Mul(*s) / 256) for s in shapes if sp.Mul(*s) >= MIN_8BIT_SIZE)
+        )
 
 
 class _Adam8bitSmallTensors(Reasoning):

@@ -26,13 +26,14 @@ from typing import Any
 import sympy as sp
 
 from memtheory.dtypes import dtype
+from memtheory.exercises.derivation import note, note_tensors, quantity_text, shown
 from memtheory.exercises.errors import ExerciseDefinitionError
 from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: the doctests)
     MISCONCEPTIONS,
     Misconception,
     register,
 )
-from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.reasoning import Reasoning, own_step
 from memtheory.gpus import usable_memory
 from memtheory.layers import BatchNorm2d, Conv2d
 from memtheory.symbols import B
@@ -59,10 +60,6 @@ UNTRACEABLE = (
 which fake tensors do not have (see :mod:`memtheory.torch.tracing.errors`)."""
 
 
-def _own(how: Reasoning, step: str) -> Any:
-    return getattr(how, step, None)
-
-
 def batchnorm_saved(how: Reasoning, *, batch: int, channels: int, side: int) -> sp.Expr:
     """Bytes a training BatchNorm2d keeps for backward on a fp32 ``(batch, channels, side, side)``.
 
@@ -77,9 +74,14 @@ def batchnorm_saved(how: Reasoning, *, batch: int, channels: int, side: int) -> 
     320
     """
     specs = BatchNorm2d().saved_for_backward((batch, channels, side, side))
-    own = _own(how, "saved_specs")
+    own = own_step(how, "saved_specs")
     if own:
         specs = own(specs)
+    note_tensors(
+        f"A training BatchNorm2d on a fp32 ({batch}, {channels}, {side}, {side}) input keeps",
+        specs,
+        "fp32",
+    )
     return sp.Add(*(spec.nbytes(dtype("fp32")) for spec in specs))
 
 
@@ -95,9 +97,18 @@ def block_parameters(how: Reasoning, channels: int) -> sp.Expr:
     shape = (B, channels, 8, 8)
     conv = Conv2d(channels, 3, padding=1, bias=False)
     norm = BatchNorm2d()
-    own = _own(how, "norm_count")
+    own = own_step(how, "norm_count")
     per_norm = own(norm, shape) if own else norm.parameter_count(shape)
-    return 2 * conv.parameter_count(shape) + 2 * per_norm
+    weights = conv.parameter_count(shape)
+    note(
+        f"Each bias-free 3x3 convolution: {channels} x {channels} x 3 x 3 weights",
+        weights,
+    )
+    note(f"Each BatchNorm2d: a weight and a bias per channel, 2 x {channels}", per_norm)
+    return shown(
+        f"The block: 2 x {quantity_text(weights)} + 2 x {quantity_text(per_norm)}",
+        2 * weights + 2 * per_norm,
+    )
 
 
 def card_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str) -> int:
@@ -114,9 +125,23 @@ def card_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str) ->
     """
     peak = how.to_bytes(per, unit) * B + how.to_bytes(fixed, unit)
     budget = usable_memory(card)
-    own = _own(how, "card_bytes")
+    own = own_step(how, "card_bytes")
     limit = own(budget) if own else budget.usable
-    return max_batch(peak, limit)
+    note(
+        f"The {card}: {quantity_text(budget.memory)} bytes, less the "
+        f"{quantity_text(budget.reserve)}-byte reserve, leaves (bytes)",
+        limit,
+    )
+    batch = max_batch(peak, limit)
+    if per != 1 or fixed != 0:
+        note(f"The traced peak, in bytes: {quantity_text(peak)}")
+        note(
+            f"Largest B with {quantity_text(peak)} <= {quantity_text(limit)}: "
+            f"floor(({quantity_text(limit)} - {quantity_text(peak.subs(B, 0))}) / "
+            f"{quantity_text(peak.coeff(B))})",
+            batch,
+        )
+    return batch
 
 
 def traced_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str, below: int) -> int:
@@ -129,9 +154,12 @@ def traced_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str, 
     15
     """
     fits = card_batch(how, per=per, fixed=fixed, unit=unit, card=card)
-    if _own(how, "ignores_conditions"):
-        return fits
-    return min(fits, below - 1)
+    own = own_step(how, "within_trace")
+    if own:
+        return int(own(fits, below))
+    return shown(
+        f"The trace holds only while B < {below}: min({fits}, {below} - 1)", min(fits, below - 1)
+    )
 
 
 def quadratic_takes_over(how: Reasoning, quadratic: int, linear: int) -> int:
@@ -145,7 +173,11 @@ def quadratic_takes_over(how: Reasoning, quadratic: int, linear: int) -> int:
     """
     s = sp.Symbol("S", positive=True)
     (crossing,) = sp.solve(sp.Eq(quadratic * s**2, linear * s), s)
-    return int(sp.ceiling(crossing))
+    note(
+        f"{quadratic}*B*S**2 >= {linear}*B*S: divide by B*S, S >= {linear}/{quadratic}",
+        crossing,
+    )
+    return shown("The smallest whole S: the ceiling", int(sp.ceiling(crossing)))
 
 
 def untraceable_option(options: tuple[str, ...]) -> str:
@@ -159,6 +191,11 @@ def untraceable_option(options: tuple[str, ...]) -> str:
     found = [o for o in options if o in UNTRACEABLE]
     if len(found) != 1:
         raise ExerciseDefinitionError(f"expected one untraceable option among {options}.")
+    note(
+        f"{found[0]}: what it gives (an output shape, a branch or a Python number) depends on "
+        "the tensor's values, which fake "
+        "tensors do not have; every other option's output shape follows from the input's shape"
+    )
     return found[0]
 
 
@@ -193,7 +230,9 @@ class _CardInGB(Reasoning):
 
 class _IgnoresConditions(Reasoning):
     detail = "the formula used beyond the sizes where PyTorch's guards say it holds"
-    ignores_conditions = True
+
+    def within_trace(self, fits: int, below: int) -> int:
+        return fits
 
 
 TRACE_MISCONCEPTIONS = (
@@ -232,8 +271,6 @@ TRACE_MISCONCEPTIONS = (
         (_IgnoresConditions(),),
     ),
 )
-
-
 
 
 register(TRACE_MISCONCEPTIONS)

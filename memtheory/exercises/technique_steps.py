@@ -35,7 +35,7 @@ from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: 
     Misconception,
     register,
 )
-from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.reasoning import Reasoning, own_step
 from memtheory.exercises.step_log import note
 from memtheory.gpus import usable_memory
 from memtheory.layers import Layer, ReLU
@@ -80,10 +80,6 @@ def _shape_text(shape: dict[str, Any], prefix: str = "") -> str:
     return prefix + ", ".join(f"{key} = {quantity_text(value)}" for key, value in shape.items())
 
 
-def _own(how: Reasoning, step: str) -> Any:
-    return getattr(how, step, None)
-
-
 # -- the steps ---------------------------------------------------------------------------------
 def kv_cache(how: Reasoning, **shape: Any) -> sp.Expr:
     """Key/value cache bytes: :func:`memtheory.techniques.kv_cache_formula` (arguments as there).
@@ -94,8 +90,13 @@ def kv_cache(how: Reasoning, **shape: Any) -> sp.Expr:
     >>> kv_cache(CORRECT, layers=1, heads=1, head_dim=1, sequence=1, batch=1)
     4
     """
-    own = _own(how, "kv_cache_formula")
+    own = own_step(how, "kv_cache_formula")
     value = (own or kv_cache_formula)(**shape)
+    kv = shape.get("kv_heads", "heads")
+    note(
+        f"Per layer and token: a key and a value of {kv} x head_dim numbers each, "
+        "2 x kv_heads x head_dim x bytes per element; times layers, sequence and batch"
+    )
     note(
         f"Key/value cache (keys and values of every layer), in bytes, with {_shape_text(shape)}",
         value,
@@ -115,7 +116,7 @@ def layer_activations(how: Reasoning, **shape: Any) -> sp.Expr:
     >>> layer_activations(CORRECT, hidden=768, heads=12, batch=1, sequence=1024)
     89653248
     """
-    own = _own(how, "activation_bytes")
+    own = own_step(how, "activation_bytes")
     value = (own or activation_bytes)(**shape)
     note(f"Activations one transformer layer keeps, in bytes{_shape_text(shape, ', with ')}", value)
     return value
@@ -130,8 +131,12 @@ def checkpoint_peak(how: Reasoning, layers: SizeLike, interval: SizeLike) -> sp.
     >>> checkpoint_peak(CORRECT, 12, 4)
     6
     """
-    own = _own(how, "uniform_memory")
+    own = own_step(how, "uniform_memory")
     value = (own or uniform_memory)(layers, interval)
+    note(
+        f"The checkpoints kept, ceil({layers}/{interval}) - 1, plus the layers of the one segment "
+        f"recomputed at a time, min({interval}, {layers})"
+    )
     note(
         f"Checkpointed peak with {layers} layers and a checkpoint every {interval}, in layers' "
         "worth of activations",
@@ -149,8 +154,12 @@ def checkpoint_recompute(how: Reasoning, layers: SizeLike, interval: SizeLike) -
     >>> checkpoint_recompute(CORRECT, 12, 4)
     8
     """
-    own = _own(how, "uniform_recompute")
+    own = own_step(how, "uniform_recompute")
     value = (own or uniform_recompute)(layers, interval)
+    note(
+        f"Every segment but the last is rerun: {interval} x (ceil({layers}/{interval}) - 1), "
+        f"at most {layers}"
+    )
     note(
         f"Layers rerun in the backward pass with {layers} layers, a checkpoint every {interval}",
         value,
@@ -189,7 +198,7 @@ def zero_states(
         memory.optimizer,
         memory.notes,
     )
-    own = _own(how, "zero_stage")
+    own = own_step(how, "zero_stage")
     split = zero_partition(states, devices, own(stage) if own else stage)
     note(
         f"ZeRO stage {stage} over {devices} devices: bytes of model states per device", split.total
@@ -208,7 +217,7 @@ def offloaded(how: Reasoning, memory: MemoryBreakdown) -> OffloadSplit:
     >>> offloaded(CORRECT, training_memory(counts, optimizer="adam")).gpu.total
     40
     """
-    own = _own(how, "offloaded_components")
+    own = own_step(how, "offloaded_components")
     split = cpu_offload(memory, own() if own else OFFLOADED)
     moved = ", ".join(own() if own else OFFLOADED)
     note(f"Offloaded to the CPU: {moved}; left on the GPU (bytes)", split.gpu.total)
@@ -228,7 +237,7 @@ def usable_bytes(how: Reasoning, card: SizeLike, unit: str) -> sp.Expr:
     >>> usable_bytes(CORRECT, 11, "GiB") / 2**30
     9
     """
-    own = _own(how, "usable_bytes")
+    own = own_step(how, "usable_bytes")
     total = how.to_bytes(card, unit)
     context = how.to_bytes(*CONTEXT.split())
     if own:
@@ -251,7 +260,7 @@ def index_dtype(how: Reasoning) -> DType:
     >>> index_dtype(CORRECT).bytes
     8
     """
-    own = _own(how, "index_dtype")
+    own = own_step(how, "index_dtype")
     chosen = dtype(own() if own else "int64")
     note(f"Max pooling saves its indices as {chosen.name}: {chosen.bytes} bytes each")
     return chosen
@@ -268,7 +277,7 @@ def step_implementation(how: Reasoning, implementation: str) -> str:
     >>> step_implementation(MISCONCEPTIONS["swapped_step_implementation"].ways[0], "foreach")
     'for-loop'
     """
-    own = _own(how, "step_implementation")
+    own = own_step(how, "step_implementation")
     chosen = str(own(implementation) if own else implementation)
     how_many = "all parameter tensors at once" if chosen == "foreach" else "one tensor at a time"
     note(f"The {chosen} implementation computes the step's temporaries for {how_many}")
@@ -481,8 +490,6 @@ LATER_MISCONCEPTIONS = (
     ),
 )
 """The misconceptions of chapters 10-14, registered on import."""
-
-
 
 
 register(LATER_MISCONCEPTIONS)

@@ -1,6 +1,9 @@
 """Worked solutions: recorded from the computation that grades, so they end on the graded answer."""
 
+import re
+
 import pytest
+import sympy as sp
 
 from memtheory import Dense, Input
 from memtheory.cli import main
@@ -100,3 +103,54 @@ def test_a_pooled_size_is_derived_with_its_floor(sets):
     size = variant.params["size"]
     text = "\n".join(derive(variant).lines)
     assert f"floor(({size} + 2*0 - 2) / 2) + 1 = {(size - 2) // 2 + 1}" in text
+
+
+_CONVERSION = re.compile(r"^In (bytes|[A-Za-z]+): ")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _is_conversion(step: str) -> bool:
+    return bool(_CONVERSION.match(step))
+
+
+def _last_value(step: str) -> str:
+    """What a step ends on: the text after its last ' = ' (or after ': ' in a block's total)."""
+    tail = step.rsplit(" = ", 1)[-1] if " = " in step else step.rsplit(": ", 1)[-1]
+    return tail.strip()
+
+
+def _ends_on(variant, step: str) -> bool:
+    """Whether ``step``'s result is the graded answer (read within the kind's tolerance)."""
+    if variant.kind.name == "choice":
+        return not _is_conversion(step)  # a choice ends on the reason, never a bare conversion
+    tail = _last_value(step)
+    if variant.kind.name == "expression":
+        expected = sp.sympify(variant.expected)
+        names = {symbol.name: symbol for symbol in expected.free_symbols}
+        written = sp.sympify(tail.removesuffix(" bytes").replace(",", ""), locals=names)
+        return sp.simplify(written - expected) == 0
+    numbers = _NUMBER.findall(tail)
+    if not numbers:
+        return False
+    value = sp.Rational(numbers[0].replace(",", ""))
+    return bool(variant.kind.matches(value, variant.expected))
+
+
+@pytest.mark.parametrize(("set_id", "exercise_id"), ALL, ids=[f"{s}.{e}" for s, e in ALL])
+def test_every_solution_shows_its_working_and_ends_on_the_graded_answer(sets, set_id, exercise_id):
+    """No solution is only a conversion or a stock sentence; its last step gives the answer.
+
+    A solution may be only conversions when the question is itself one: a size in one unit
+    read into bytes and written in another (two steps, both shown).
+    """
+    variant = sets[set_id].variant(exercise_id)
+    derivation = derive(variant)
+    steps = derivation.steps
+    working = [step for step in steps if not _is_conversion(step)]
+    two_way_conversion = (
+        len(steps) == 2 and steps[0].startswith("In bytes: ") and _is_conversion(steps[1])
+    )
+    assert working or two_way_conversion, f"{variant.id} shows only a conversion: {steps}"
+    assert not any("Computed directly" in step for step in steps), variant.id
+    assert derivation.chapter == f"Chapter {int(set_id.removeprefix('ch'))}"
+    assert _ends_on(variant, steps[-1]), f"{variant.id} ends on {steps[-1]!r}"
