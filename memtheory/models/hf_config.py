@@ -68,10 +68,16 @@ from memtheory.network import Network
 from memtheory.registry import Registry
 from memtheory.symbols import B, S
 
-__all__ = ["CONFIG_LIMIT", "MODEL_TYPES", "decoder_config", "from_config", "load_config"]
+__all__ = [
+    "CONFIG_LIMIT", "LAYER_LIMIT", "MODEL_TYPES", "decoder_config", "from_config", "load_config",
+]
 
 CONFIG_LIMIT = 16 * 2**20
 """Largest config.json read, in bytes (16 MiB): a real one is a few kilobytes."""
+
+LAYER_LIMIT = 1024
+"""Most layers :func:`from_config` builds: published models have at most a few hundred
+(Llama 3.1 405B: 126), and a network is built layer by layer (about 1.5 ms each)."""
 
 ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
 
@@ -501,6 +507,13 @@ def from_config(
     if family in REFUSED:
         raise UnsupportedError(f"from_config: model_type {family!r} is refused: {REFUSED[family]}.")
     builder = MODEL_TYPES[family]
+    for key in ("num_hidden_layers", "n_layer"):
+        depth = values.get(key)
+        if isinstance(depth, int) and depth > LAYER_LIMIT:
+            raise InvalidArgumentError(
+                f"from_config: {key}={depth} is deeper than any published model; memtheory "
+                f"builds at most {LAYER_LIMIT} layers. Check the config."
+            )
     options: dict[str, Any] = {}
     if flash:
         options["flash"] = True
