@@ -20,7 +20,8 @@ Nothing is downloaded. :func:`from_config` reads the configuration's
 ``vit``                            :func:`~memtheory.models.vision_transformer`
 =================================  ===========================================================
 
-DeepSeek V2 and V3 (multi-head latent attention) and the vision-language
+``deepseek_v2`` and ``deepseek_v3`` build :func:`~memtheory.models.deepseek.deepseek`
+(multi-head latent attention, routed and shared experts). The vision-language
 models (``mllama``, ``qwen2_vl``, ``gemma3``, ``llava``) are refused with the
 reason and the nearest family memtheory builds
 (:data:`~memtheory.models.hf_families.REFUSED`).
@@ -60,6 +61,7 @@ from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.models._config_keys import _activation, _cap, _flag, _need, _optional_int
 from memtheory.models.bert import bert
 from memtheory.models.decoder import DecoderConfig, decoder
+from memtheory.models.deepseek import deepseek, deepseek_config
 from memtheory.models.gpt2 import GPT2Config, gpt2
 from memtheory.models.hf_families import REFUSED, decoder_fields, parallel_config
 from memtheory.models.parallel_decoder import parallel_decoder
@@ -330,6 +332,12 @@ def _parallel(
     return parallel_decoder(parallel_config(config), batch=batch, sequence=sequence, **options)
 
 
+def _deepseek(
+    config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
+) -> Network:
+    return deepseek(deepseek_config(config), batch=batch, sequence=sequence, **options)
+
+
 def _gpt2(
     config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
 ) -> Network:
@@ -436,6 +444,8 @@ _BUILDERS: dict[str, _Builder] = {
     "bert": _bert,
     "vit": _vit,
     "gpt_neox": _parallel,
+    "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek,
     "falcon": _parallel,
 }
 
@@ -517,7 +527,8 @@ def from_config(
     options: dict[str, Any] = {}
     if flash:
         options["flash"] = True
-    if family in _DECODERS or family in ("gpt2", "gpt_neox", "falcon"):
+    if family in _DECODERS or family in ("gpt2", "gpt_neox", "falcon", "deepseek_v2",
+                                         "deepseek_v3"):
         options["lm_head"] = lm_head
     elif not lm_head:
         raise UnsupportedError(f"from_config: lm_head applies to decoders and GPT-2, not {family}.")

@@ -33,12 +33,6 @@ MOE_FAMILIES = {"qwen2_moe": 4, "qwen3_moe": 8, "olmoe": 8}
 _EXPERTS = {"qwen2_moe": 60, "qwen3_moe": 128, "olmoe": 64}
 
 REFUSED = {
-    "deepseek_v2": "its multi-head latent attention (MLA: low-rank query and key/value "
-    "projections, query/key heads of qk_nope_head_dim + qk_rope_head_dim and value heads "
-    "of v_head_dim) is not modelled; the nearest supported family is qwen3_moe (experts "
-    "with grouped-query attention)",
-    "deepseek_v3": "its multi-head latent attention (MLA) and grouped expert routing are "
-    "not modelled; the nearest supported family is qwen3_moe",
     "mllama": "Llama-3.2-Vision is a vision-language model (a vision encoder and "
     "cross-attention layers) that memtheory does not model; its text decoder is a llama: "
     "pass its text_config with \"model_type\": \"llama\" for the decoder alone",
@@ -52,7 +46,9 @@ REFUSED = {
     "llava": "LLaVA is a vision-language model that memtheory does not model; pass its "
     "text_config for the language model alone",
 }
-"""Why each family memtheory does not build is refused, and the nearest it builds."""
+"""Why each family memtheory does not build is refused, and the nearest it builds.
+
+DeepSeek V2 and V3 are built (:mod:`memtheory.models.deepseek`)."""
 
 
 def decoder_fields(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -152,11 +152,14 @@ _MOE = {**TINY, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_
         ({**TINY, "model_type": "gpt_neox"}, "Slice 'layers.0.attention.q'"),
         ({**_FALCON, "model_type": "falcon"}, "Slice 'layers.0.attention.q'"),
         ({**_MOE, "model_type": "qwen3_moe"}, "MixtureOfExperts 'model.layers.0.mlp'"),
+        ({**TINY, "model_type": "deepseek_v3", "kv_lora_rank": 8, "q_lora_rank": None,
+          "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 6},
+         "Slice 'model.layers.0.self_attn.kv_latent'"),
     ],
-    ids=["olmo", "olmo2", "gemma3", "gpt_neox", "falcon", "qwen3_moe"],
+    ids=["olmo", "olmo2", "gemma3", "gpt_neox", "falcon", "qwen3_moe", "deepseek_v3"],
 )
 def test_newer_families_are_refused_naming_the_layer(config, layer):
-    """OLMo, OLMo 2, Gemma 3, GPT-NeoX, Falcon, Qwen3-MoE: refused, naming the first layer."""
+    """OLMo, OLMo 2, Gemma 3, GPT-NeoX, Falcon, Qwen3-MoE, DeepSeek: refused, naming a layer."""
     network = from_config(config, batch=2, sequence=6, loss=True)
     with pytest.raises(UnsupportedError, match=f"does not model {layer}"):
         mt.training_memory(network, optimizer="sgd", precision="fp32",

@@ -25,10 +25,16 @@ _SMALL = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 48,
 
 _FALCON = {"vocab_size": 96, "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4}
+_DEEPSEEK = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 48,
+             "num_hidden_layers": 3, "num_attention_heads": 4, "moe_intermediate_size": 16,
+             "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+             "kv_lora_rank": 8, "q_lora_rank": 12, "qk_rope_head_dim": 4,
+             "qk_nope_head_dim": 4, "v_head_dim": 6, "first_k_dense_replace": 1}
 _MOE = {**_SMALL, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2}
 
 TINY = [
-    # Mistral, Gemma 1, OLMo, OLMo 2 and 3, Gemma 3, GPT-NeoX, Falcon, Qwen2-MoE, Qwen3-MoE, OLMoE
+    # Mistral, Gemma 1, OLMo, OLMo 2 and 3, Gemma 3, GPT-NeoX, Falcon, Qwen2-MoE, Qwen3-MoE,
+    # OLMoE, DeepSeek V2 and V3 (latent attention, routed and shared experts)
     {"model_type": "mistral", **_SMALL},
     {"model_type": "gemma", **_SMALL, "head_dim": 8},
     {"model_type": "olmo", **_SMALL},
@@ -50,6 +56,12 @@ TINY = [
      "mlp_only_layers": [0], "num_hidden_layers": 3},
     {"model_type": "qwen3_moe", **_MOE, "decoder_sparse_step": 2},
     {"model_type": "olmoe", **_MOE},
+    {"model_type": "deepseek_v2", **_DEEPSEEK},
+    {"model_type": "deepseek_v2", **_DEEPSEEK, "q_lora_rank": None, "n_shared_experts": 2,
+     "first_k_dense_replace": 0},
+    {"model_type": "deepseek_v3", **_DEEPSEEK, "n_group": 2, "topk_group": 1},
+    {"model_type": "deepseek_v3", **_DEEPSEEK, "q_lora_rank": None, "attention_bias": True,
+     "tie_word_embeddings": True, "n_group": 2, "topk_group": 1},
     {"model_type": "qwen3", **_SMALL},  # Qwen3's default head_dim of 128, not hidden / heads
     {"model_type": "qwen3", **_SMALL, "head_dim": 16, "attention_bias": True,
      "tie_word_embeddings": True},
