@@ -143,3 +143,43 @@ def test_unmodelled_families_are_refused_with_the_reason_and_the_nearest(family,
     """The vision-language models: refused, naming what to use instead."""
     with pytest.raises(UnsupportedError, match=nearest):
         from_config({"model_type": family, "hidden_size": 64})
+
+
+def test_serving_finds_the_most_sequences_by_bisection_on_a_tiny_model():
+    """A tiny OLMo 2 on a T4: the largest concurrency whose decode step fits, found quickly.
+
+    The count was searched one by one down from the cache-only bound, which
+    never ended for a model of a few thousand parameters; the answer must be
+    the largest count that fits (and the next one must not).
+    """
+    from memtheory.estimate.serving import serving_memory
+    from memtheory.symbols import B
+
+    config = {"model_type": "olmo2", "vocab_size": 96, "hidden_size": 32,
+              "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "max_position_embeddings": 256}
+    answer = serving_memory(config, context=64, gpu="T4")
+    assert answer.memory is not None
+    budget = answer.utilization * answer.memory - answer.reserve
+
+    def held(count: int):
+        return (answer.weights + count * answer.kv_per_sequence
+                + max(answer.prefill, answer.decode.subs(B, count)))
+
+    most = answer.max_concurrency
+    assert most > 0 and held(most) <= budget < held(most + 1)
+
+
+def test_deepseek_trains_but_its_latent_cache_is_not_served():
+    """DeepSeek V3 estimates a training step; serving refuses its latent KV cache, saying so."""
+    from memtheory.estimate.serving import serving_memory
+
+    config = {"model_type": "deepseek_v3", "vocab_size": 96, "hidden_size": 32,
+              "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "moe_intermediate_size": 16, "n_routed_experts": 4, "num_experts_per_tok": 2,
+              "kv_lora_rank": 8, "q_lora_rank": 12, "qk_rope_head_dim": 4,
+              "qk_nope_head_dim": 4, "v_head_dim": 6, "first_k_dense_replace": 1}
+    answer = estimate(config, batch=2, sequence=32)
+    assert answer.settings["parameters"] == from_config(config).parameter_count
+    with pytest.raises(UnsupportedError, match="compressed latent"):
+        serving_memory(config, context=64, gpu="T4")

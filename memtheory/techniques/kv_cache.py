@@ -128,9 +128,18 @@ def cache_layers(model: Network) -> tuple[CacheLayer, ...]:
     >>> [(c.kv_heads, c.head_dim) for c in cache_layers(gpt2("small"))][:1]
     [(12, 64)]
     """
+    from memtheory.layers.latent_attention import LatentAttention
+
     found = []
     for row in model.rows:
         layer = row.layer
+        if isinstance(layer, LatentAttention):
+            raise UnsupportedError(
+                f"{layer.label}: DeepSeek's latent attention caches a compressed latent "
+                "(kv_lora_rank + qk_rope_head_dim per token and layer), not keys and values "
+                "per head; its cache and serving memory are not modelled yet. Training "
+                "estimates (memtheory estimate) are."
+            )
         if isinstance(layer, MultiHeadAttention):
             keys = layer.cache_tensors(row.input_shape)[0].shape  # (B, heads, S, d)
             found.append(CacheLayer(row.name, keys[0], keys[1], keys[3], keys[2]))
