@@ -32,6 +32,7 @@ examples:
   memtheory estimate llama-3-8b --seq 4096 --flash --gpus auto --zero 3 --gpu H100-80GB
   memtheory estimate llama-3-8b --seq 2048 --tp 2 --sequence-parallel --gpu H100-80GB
   memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"
+  memtheory estimate llama-3-8b --lora 16 --batch 2 --global-batch 64 --gpu MI300X --check
   memtheory estimate my_model.py:build --gpu L4                       (with torch and trace)
 
 Every answer is for one recipe, printed first under "assumed:". By default
