@@ -183,3 +183,13 @@ def test_deepseek_trains_but_its_latent_cache_is_not_served():
     assert answer.settings["parameters"] == from_config(config).parameter_count
     with pytest.raises(UnsupportedError, match="compressed latent"):
         serving_memory(config, context=64, gpu="T4")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["gpt2", "--tp", "3"], ["gpt2", "--pp", "5"], ["gpt2", "--gpus", "3", "--zero", "3"],
+     ["gpt2", "--tp", "2", "--sequence-parallel"], ["resnet50", "--pp", "3"]],
+)
+def test_splits_that_keep_whole_heads_and_blocks_are_answered(argv):
+    """Tensor sizes dividing the heads, stages up to the blocks, ZeRO over 3 GPUs: answered."""
+    assert main(["estimate", *argv]) == 0

@@ -470,7 +470,6 @@ def estimate(
         pipeline=pipeline, offload=offload, sequence_parallel=sequence_parallel, auto=auto,
     )
     evaluated = footprint.evaluate(**values)
-    _check_whole(evaluated, tensor, pipeline)
     if host is not None:
         host = sp.sympify(host).subs({s: values[s.name] for s in sp.sympify(host).free_symbols
                                       if s.name in values})
@@ -648,16 +647,6 @@ def _step_precision(
             "4-bit weights use --qlora (a frozen quantized base with adapters)."
         )
     return step_precision
-
-
-def _check_whole(evaluated: Footprint, tensor: int, pipeline: int) -> None:
-    """Refuse a split that leaves a fraction of a byte on a device."""
-    parts = [v for v in evaluated.components.values() if sp.sympify(v).is_number]
-    if any(not sp.sympify(v).is_integer for v in parts):
-        raise InvalidArgumentError(
-            f"--tp {tensor} / --pp {pipeline} split this model's tensors into fractions of a "
-            "byte per GPU: choose sizes that divide its heads, widths and layers."
-        )
 
 
 def _split(
