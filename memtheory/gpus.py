@@ -1,5 +1,7 @@
 r"""Named GPUs and their memory, with a reserve for the CUDA context and the allocator.
 
+NVIDIA cards, AMD Instinct (MI210 to MI325X) and Intel Gaudi 2 and 3.
+
 Each card's memory is the capacity its vendor's datasheet states. NVIDIA
 writes "GB", but GPU memory is built from binary-sized chips: an "80 GB" A100
 holds 80 GiB (:math:`80 \cdot 2^{30}` bytes, 85.9 GB in decimal units). So
@@ -36,6 +38,7 @@ from typing import TypeAlias
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.errors import InvalidArgumentError
 from memtheory.registry import Registry
 from memtheory.units import format_bytes, parse_bytes
@@ -47,6 +50,7 @@ __all__ = [
     "GPU_REGISTRY",
     "Budget",
     "ReserveLike",
+    "AMBIGUOUS",
     "gpu",
     "usable_memory",
 ]
@@ -97,6 +101,7 @@ def _card(name: str, gib: int, kind: str, source: str) -> GPU:
 _NVIDIA = "https://www.nvidia.com/en-us"
 _GEFORCE = f"{_NVIDIA}/geforce/graphics-cards"
 _DC = f"{_NVIDIA}/data-center"
+_AMD = "https://www.amd.com/en/products/accelerators/instinct"
 GPUS: dict[str, GPU] = {
     card.name: card
     for card in (
@@ -124,6 +129,14 @@ GPUS: dict[str, GPU] = {
         _card("H100 NVL", 94, "HBM3", f"{_DC}/h100/"),
         _card("H200", 141, "HBM3e", f"{_DC}/h200/"),
         _card("B200", 180, "HBM3e", f"{_DC}/dgx-b200/"),
+        _card("MI210", 64, "HBM2e", f"{_AMD}/mi200/mi210.html"),
+        _card("MI250", 128, "HBM2e", f"{_AMD}/mi200/mi250.html"),
+        _card("MI250X", 128, "HBM2e", f"{_AMD}/mi200/mi250x.html"),
+        _card("MI300X", 192, "HBM3", f"{_AMD}/mi300/mi300x.html"),
+        _card("MI325X", 256, "HBM3E", f"{_AMD}/mi300/mi325x.html"),
+        _card("Gaudi 2", 96, "HBM2E", "https://habana.ai/products/gaudi2/"),
+        _card("Gaudi 3", 128, "HBM2e", "https://www.intel.com/content/www/us/en/products/"
+              "details/processors/ai-accelerators/gaudi.html"),
     )
 }
 """The cards memtheory knows, by canonical name."""
@@ -136,7 +149,6 @@ GPU_REGISTRY: Registry[GPU] = Registry(
         "3090": "RTX 3090",
         "geforce rtx 4090": "RTX 4090",
         "geforce rtx 3090": "RTX 3090",
-        "a100": "A100-80GB",
         "a100-80g": "A100-80GB",
         "a100-40g": "A100-40GB",
         "a100 sxm4 80gb": "A100-80GB",
@@ -146,14 +158,28 @@ GPU_REGISTRY: Registry[GPU] = Registry(
         "h100-80g": "H100-80GB",
         "h200 sxm": "H200",
         "tesla t4": "T4",
-        "v100": "V100-32GB",
+        "instinct mi300x": "MI300X",
+        "instinct mi250": "MI250",
+        "instinct mi250x": "MI250X",
+        "gaudi2": "Gaudi 2",
+        "gaudi3": "Gaudi 3",
         "rtx a6000": "RTX A6000",
         "a6000": "RTX A6000",
     },
-    prefixes=("nvidia ",),
+    prefixes=("nvidia ", "amd ", "intel "),
     hint="(or give the memory instead: --limit '24 GB')",
 )
-"""The cards by any spelling: case, spaces, ``-`` and ``_`` do not matter; "NVIDIA " is dropped."""
+"""The cards by any spelling: case, spaces, ``-`` and ``_`` do not matter; "NVIDIA " is dropped.
+
+A name that two cards share (``"A100"``: 40 or 80 GB; ``"V100"``: 16 or 32 GB)
+is refused, listing both (:data:`AMBIGUOUS`).
+"""
+
+AMBIGUOUS: dict[str, tuple[str, ...]] = {
+    "a100": ("A100-40GB", "A100-80GB"),
+    "v100": ("V100-16GB", "V100-32GB"),
+}
+"""Names of more than one card (folded as the registry folds them), and the cards they name."""
 
 
 def gpu(name: str | GPU) -> GPU:
@@ -172,9 +198,20 @@ def gpu(name: str | GPU) -> GPU:
     Traceback (most recent call last):
     ...
     memtheory.errors.UnknownNameError: unknown GPU 'RTX 4090 Ti'. Did you mean 'RTX 4090'? ...
+    >>> gpu("a100")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: 'a100' names more than one card: A100-40GB and ...
     """
     if isinstance(name, GPU):
         return name
+    if isinstance(name, str) and len(name) < 100:
+        cards = AMBIGUOUS.get(GPU_REGISTRY.normalize(name))
+        if cards:
+            raise InvalidArgumentError(
+                f"{name!r} names more than one card: {' and '.join(cards)}, with different "
+                f"memory. Name one (--gpu {cards[-1]})."
+            )
     return GPU_REGISTRY[name]
 
 
@@ -225,11 +262,21 @@ class Budget:
 
 
 def _bytes(value: ReserveLike, what: str) -> sp.Rational:
+    if isinstance(value, str) and _bare_number(value):
+        raise InvalidArgumentError(
+            f"{what} {shown(value)} has no unit: say which, e.g. '{value.strip()} GB' "
+            f"(10^9 bytes) or '{value.strip()} GiB' (2^30 bytes)."
+        )
+    if isinstance(value, bool) or not isinstance(value, str | int | float | sp.Expr):
+        raise InvalidArgumentError(
+            f"{what} must be a number of bytes or a size such as '24 GB', got "
+            f"{type(value).__name__}."
+        )
     amount = parse_bytes(value) if isinstance(value, str) else sp.sympify(value)
-    if not amount.is_number or amount < 0:
+    if not amount.is_number or not amount.is_finite or amount < 0:
         raise InvalidArgumentError(
             f"{what} must be a non-negative number of bytes or a size such as '1.5 GiB', "
-            f"got {value!r}."
+            f"got {shown(value)}."
         )
     return sp.Rational(amount)
 
@@ -283,6 +330,15 @@ def usable_memory(
             f"{format_bytes(memory, 'GiB')}: pass a smaller reserve."
         )
     return Budget(label, memory, spare, share)
+
+
+def _bare_number(text: str) -> bool:
+    """Whether ``text`` is a number without a unit (``"24"``, ``"1e9"``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _headroom(value: int | sp.Expr) -> sp.Rational:

@@ -233,23 +233,46 @@ def test_configs_go_through_from_config_when_it_exists(monkeypatch, tmp_path):
     assert answer.memory.total == estimate("gpt2", batch=2, sequence=128).memory.total
 
 
-def test_python_factories_go_through_trace_when_it_exists(monkeypatch, tmp_path):
-    """file.py:factory imports the file, calls the factory and hands the result to trace."""
-    pytest.importorskip("torch", reason="tracing needs the torch extra")
-    import memtheory.torch as torch_support
-
+def test_python_factories_build_the_network_of_the_module(tmp_path):
+    """file.py:factory runs for real: the returned stack becomes a Network over a symbolic batch."""
+    torch = pytest.importorskip("torch", reason="file.py:factory needs the torch extra")
     factory = tmp_path / "my_model.py"
-    factory.write_text("def build():\n    return 'a module', 'an input'\n")
-    calls = []
-
-    def trace(module, example):
-        calls.append((module, example))
-        return gpt2("small", sequence=64, loss=True)
-
-    monkeypatch.setattr(torch_support, "trace", trace, raising=False)
-    answer = estimate(f"{factory}:build", batch=1, sequence=64)
-    assert calls == [("a module", "an input")]
+    factory.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "def build():\n"
+        "    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))\n"
+        "    return model, torch.randn(8, 16)\n"
+    )
+    answer = estimate(f"{factory}:build", batch=64, gpu="T4")
+    expected = sum(p.numel() for p in torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).parameters())
     assert answer.model.source == "trace"
+    assert answer.settings["parameters"] == expected
+    assert answer.fits
+    assert main(["estimate", f"{factory}:build", "--batch", "64", "--gpu", "T4"]) == 0
+
+
+def test_python_factories_with_their_own_forward_are_refused_with_the_way(tmp_path, capsys):
+    """A module with its own forward() is refused, pointing to memtheory.torch.trace."""
+    pytest.importorskip("torch", reason="file.py:factory needs the torch extra")
+    factory = tmp_path / "custom.py"
+    factory.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "class Twice(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(self.fc(x))\n\n"
+        "def build():\n"
+        "    return Twice(), torch.randn(4, 8)\n\n"
+        "def alone():\n"
+        "    return Twice()\n"
+    )
+    assert main(["estimate", f"{factory}:build"]) == 2
+    assert "memtheory.torch.trace" in capsys.readouterr().err
+    assert main(["estimate", f"{factory}:alone"]) == 2
+    assert "(module, example_input)" in capsys.readouterr().err
 
 
 def test_notebooks_show_the_table_and_the_verdict():

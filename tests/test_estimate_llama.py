@@ -183,7 +183,7 @@ def test_defaults_are_a_recipe_and_are_stated():
         ({"optimizer": "paged-adamw-8bit"}, "8-bit"),
         ({"precision": "mixed-bf16"}, "master copy"),
         ({"checkpointing": True}, "checkpointing"),
-        ({"lora": 8}, "Frozen"),  # GPT-2's packed attention under LoRA is not checked
+        ({"lora": 8}, "tie_word_embeddings"),  # GPT-2's lm_head is tied: LoRA there unmeasured
     ],
 )
 def test_fallback_names_its_reason(options, reason):

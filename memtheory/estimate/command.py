@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from memtheory.errors import MemtheoryError
+from memtheory.errors import InvalidArgumentError, MemtheoryError
 
 __all__ = ["add_estimate_parser", "build_estimate_parser", "main_estimate", "run_estimate"]
 
@@ -32,6 +32,7 @@ examples:
   memtheory estimate llama-3-8b --seq 4096 --flash --gpus auto --zero 3 --gpu H100-80GB
   memtheory estimate llama-3-8b --seq 2048 --tp 2 --sequence-parallel --gpu H100-80GB
   memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"
+  memtheory estimate llama-3-8b --lora 16 --batch 2 --global-batch 64 --gpu MI300X --check
   memtheory estimate my_model.py:build --gpu L4                       (with torch and trace)
 
 Every answer is for one recipe, printed first under "assumed:". By default
@@ -42,6 +43,9 @@ qlora with --qlora, pytorch-amp for a vision model. Name another with
 --recipe (pytorch-amp, pytorch-fp32, hf-trainer, peft-lora, qlora,
 deepspeed-zero3, fsdp2-bf16, lightning-bf16); the other options override
 its fields.
+
+With --check the exit status is the verdict: 0 if the step fits the card,
+1 if it does not, 2 for a question memtheory refuses.
 
 Sizes are in GiB (2^30 bytes) with GB (10^9 bytes) beside them. Every answer
 subtracts a reserve (default 1.5 GiB) for the CUDA context and the allocator
@@ -92,7 +96,17 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     size.add_argument(
         "--seq", type=int, help="tokens per sequence (default 512, or the model's limit)"
     )
-    size.add_argument("--image", type=int, default=224, help="image side for vision models (224)")
+    size.add_argument("--image", type=int, default=None,
+                      help="image side for vision models (224)")
+    size.add_argument(
+        "--grad-accum", type=int, default=None, metavar="N",
+        help="micro-batches per optimizer step (gradient accumulation; default 1)",
+    )
+    size.add_argument(
+        "--global-batch", type=int, default=None, metavar="N",
+        help="samples per optimizer step: --batch x --grad-accum x data-parallel GPUs "
+        "(gives --grad-accum)",
+    )
     training = parser.add_argument_group("training")
     training.add_argument(
         "--recipe", default="auto", metavar="NAME",
@@ -190,6 +204,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="set aside for the CUDA context and allocator (default the recipe's, 1.5 GiB)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument(
+        "--check", action="store_true",
+        help="exit status for scripts: 0 if it fits the card (--gpu or --limit), 1 if not",
+    )
 
 
 def run_estimate(args: argparse.Namespace) -> int:
@@ -230,7 +248,14 @@ def run_estimate(args: argparse.Namespace) -> int:
             limit=args.limit,
             reserve=args.reserve,
             convention=args.convention,
+            grad_accum=args.grad_accum,
+            global_batch=args.global_batch,
         )
+        if args.check and answer.fits is None:
+            raise InvalidArgumentError(
+                "--check gives the fit verdict an exit status: name the card with --gpu "
+                '(or the memory with --limit "24 GB").'
+            )
     except MemtheoryError as error:
         print(f"memtheory estimate: {error}", file=sys.stderr)
         return 2
@@ -238,7 +263,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         print(json.dumps(answer.to_dict(), indent=2))
     else:
         print(answer.report())
-    return 0
+    return 1 if args.check and not answer.fits else 0
 
 
 def _recipe_with(

@@ -22,14 +22,17 @@ from typing import Any, cast
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.conventions import convention as _convention
 from memtheory.errors import DoesNotFitError, InvalidArgumentError
+from memtheory.estimate.accumulation import accumulated, accumulation_steps
 from memtheory.estimate.devices import Counts, DeviceSearch, fewest_gpus
 from memtheory.estimate.resolve import ResolvedModel, model_type, resolve_model
 from memtheory.estimate.step import Step, step_memory
 from memtheory.finetuning import LoRA
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.gpus import Budget, ReserveLike, usable_memory
+from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.precision import precision as _precision
 from memtheory.recipes import Setup, default_recipe, setup_from
@@ -119,6 +122,9 @@ class Estimate:
         unit = unit or self.unit
         s = self.settings
         sizes = f"batch {s['batch']}" + (
+            f" x {s['grad_accum']} micro-batches (global batch {s['global_batch']})"
+            if s.get("grad_accum", 1) > 1 else ""
+        ) + (
             f", sequence {s['sequence']}"
             if self.model.kind == "sequence"
             else f", image {s['image']}"
@@ -276,7 +282,9 @@ def _limit(value: int | None) -> str:
 
 def _positive(value: int | None, name: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise InvalidArgumentError(f"{name} must be a positive whole number, got {value!r}.")
+        raise InvalidArgumentError(
+            f"{name} must be a positive whole number, got {shown(value)}."
+        )
 
 
 def estimate(
@@ -284,7 +292,7 @@ def estimate(
     *,
     batch: int = 1,
     sequence: int | None = None,
-    image: int = 224,
+    image: int | None = None,
     setup: Setup | str | Mapping[str, Any] | None = None,
     flash: bool | None = None,
     optimizer: str | None = None,
@@ -305,6 +313,8 @@ def estimate(
     limit: ReserveLike | None = None,
     reserve: ReserveLike | None = None,
     convention: str = "auto",
+    grad_accum: int | None = None,
+    global_batch: int | None = None,
 ) -> Estimate:
     """Estimate one training step's memory per device, and what fits a card.
 
@@ -316,7 +326,8 @@ def estimate(
         Micro-batch per device.
     sequence : int, optional
         Tokens per sequence; defaults to 512, or the model's limit if smaller.
-    image : int, default 224
+    image : int, optional
+        Image side of a vision model; default 224. A language model takes none.
     setup : Setup, recipe name or mapping, optional
         Every assumption of the step (:class:`~memtheory.recipes.Setup`). By
         default (``None`` or ``"auto"``) the recipe a user most likely runs
@@ -375,6 +386,22 @@ def estimate(
         ``"auto"``: the exact autograd convention wherever the network and
         options are checked, else the breakdown convention, with the reason
         (:func:`~memtheory.estimate.step.step_memory`).
+    grad_accum : int, optional
+        Micro-batches per optimizer step (default 1): the gradients then stay
+        alive through the later micro-batches
+        (:mod:`memtheory.estimate.accumulation`).
+    global_batch : int, optional
+        Samples per optimizer step, ``batch * grad_accum * data-parallel GPUs``:
+        gives ``grad_accum``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For an option with no effect in the setup asked (``lora_alpha``
+        without ``lora``, ``sequence`` for a vision model, ``zero`` or
+        ``offload`` on one GPU), a tensor-parallel size that does not divide
+        the heads, more pipeline stages than blocks, a precision that is not
+        floating point, a sequence longer than the model's positions.
 
     Examples
     --------
@@ -382,59 +409,34 @@ def estimate(
     >>> answer.memory.format("GiB"), answer.max_batch
     ('1.75 GiB', 531)
     """
-    if isinstance(gpus, str) and gpus != "auto":
+    count, group, auto = _devices(gpus, tensor, pipeline, sequence_parallel, gpu, limit)
+    if auto and global_batch is not None:
         raise InvalidArgumentError(
-            f"gpus must be a positive whole number or 'auto', got {gpus!r}."
+            "--global-batch with --gpus auto: the data-parallel size is what is searched, so "
+            "the accumulation steps are not known; give --grad-accum instead."
         )
-    if sequence_parallel not in (True, False):
-        raise InvalidArgumentError(
-            f"sequence_parallel must be True or False, got {sequence_parallel!r}."
-        )
-    auto = gpus == "auto"
-    count = 1 if auto or gpus is None else gpus
+    if not auto:
+        _check_sharding(zero, offload, count // group)
     for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
-                        (count, "gpus"), (tensor, "tensor"), (pipeline, "pipeline"),
                         (lora, "lora")):
-        _positive(value, name)  # type: ignore[arg-type]
-    assert isinstance(count, int)
-    group = tensor * pipeline
-    if auto or gpus is None:
-        count = group
-    if count % group:
-        raise InvalidArgumentError(
-            f"--gpus {gpus} is not a multiple of tensor x pipeline = {group}: "
-            "data parallelism takes what is left, so it must divide evenly."
-        )
-    if auto and not (gpu or limit):
-        raise InvalidArgumentError(
-            "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
-            '(e.g. --gpu H100-80GB) or --limit "80 GB".'
-        )
+        _positive(value, name)
+    _check_adapters(lora, qlora, lora_alpha, lora_targets)
     chosen = chosen_setup(
         setup, model, lora=lora, qlora=qlora, flash=flash, optimizer=optimizer,
         precision=precision, zero=zero, offload=offload, checkpointing=checkpointing,
         reserve=reserve,
     )
-    resolved = resolve_model(model, batch=B, sequence=S, image=image, flash=chosen.flash)
+    resolved = resolve_model(model, batch=B, sequence=S, image=image or 224, flash=chosen.flash)
     network = resolved.network
-    step_precision = chosen.precision_for(resolved.dtype)
-    if precision is None and (lora is not None or qlora) and step_precision.startswith("autocast"):
-        # Frozen layers under torch.autocast are not modelled: a LoRA base stays in one dtype.
-        step_precision = "bf16"
+    _check_sizes(resolved, sequence, image)
+    _check_split(network, resolved.name, tensor, pipeline)
+    step_precision = _step_precision(chosen, resolved.dtype, precision, lora, qlora)
     if sequence is None:
         sequence = min(512, resolved.positions or 512)
-    if resolved.positions is not None and sequence > resolved.positions:
-        raise InvalidArgumentError(
-            f"{resolved.name} takes at most {resolved.positions} positions; --seq {sequence} is "
-            "longer. Use a shorter sequence."
-        )
+    image = image or 224
     values = {"B": batch, "S": sequence} if resolved.kind == "sequence" else {"B": batch}
     values = {k: v for k, v in values.items() if k in {s.name for s in _free(network)}}
-    adapters = None
-    if lora is not None or qlora:
-        rank = lora or 64
-        targets = lora_targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
-        adapters = LoRA(rank, lora_alpha, targets=targets)
+    adapters = _adapters(lora, qlora, lora_alpha, lora_targets)
     zero = chosen.zero
     offload = cast(Offload, chosen.offload)
     step = step_memory(
@@ -443,6 +445,9 @@ def estimate(
         values=values, exact=chosen.convention(), adapter_dtype=chosen.adapter_dtype,
     )
     memory, tuned = step.memory, step.network
+    accumulate = accumulation_steps(batch=batch, data=count // group,
+                                    grad_accum=grad_accum, global_batch=global_batch)
+    memory = accumulated(memory, accumulate)
     assumptions = _assumptions(resolved, step, chosen, model)
     notes = [n for n in memory.notes if not n.startswith("precision ")]  # said in assumptions
     budget = (
@@ -458,23 +463,11 @@ def estimate(
         )
         count = search.gpus or count
     data = count // group
-    footprint: Footprint = memory
-    host = None
-    parallel = ""
-    if count > 1 or zero or offload != "none" or auto or sequence_parallel:
-        split: ParallelMemory = parallel_memory(
-            memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
-            network=tuned, sequence_parallel=sequence_parallel,
-            autocast_copies=chosen.sharded_autocast_copies,
-        )
-        footprint = split
-        notes += [n for n in split.notes if n not in notes]
-        host = split.host_per_node() if split.host is not None else None
-        parallel = f"{count} GPUs (data {data}, tensor {tensor}, pipeline {pipeline}), ZeRO-{zero}"
-        if sequence_parallel:
-            parallel += ", sequence parallel"
-        if offload != "none":
-            parallel += f", offload {offload}"
+    footprint, host, parallel = _split(
+        memory, tuned, notes, count=count, data=data, zero=zero, tensor=tensor,
+        pipeline=pipeline, offload=offload, sequence_parallel=sequence_parallel, auto=auto,
+        autocast_copies=chosen.sharded_autocast_copies,
+    )
     evaluated = footprint.evaluate(**values)
     if host is not None:
         host = sp.sympify(host).subs({s: values[s.name] for s in sp.sympify(host).free_symbols
@@ -512,13 +505,177 @@ def estimate(
         "sequence_parallel": sequence_parallel,
         "offload": offload,
         "parallel": parallel,
+        "grad_accum": accumulate,
+        "global_batch": batch * accumulate * data,
         "parameters": int(network.parameter_count) if network.parameter_count.is_number else None,
         "trainable": int(tuned.parameter_count) if tuned.parameter_count.is_number else None,
         "reserve_bytes": int(budget.reserve) if budget else None,
     }
-    title = _convention(step.convention).title
+    why = _why(step, chosen.flash, resolved.kind, parallel, tensor, sequence_parallel)
+    if accumulate > 1 and step.convention == "autograd":
+        why += (f"; {accumulate} micro-batches per optimizer step: the gradients are added to "
+                "every moment before the step (an upper bound in the backward pass)")
+    return Estimate(
+        resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
+        _convention(step.convention).title, tuple(notes), host, step.convention, why,
+        tuple(assumptions), search,
+    )
+
+
+def _devices(
+    gpus: Any, tensor: Any, pipeline: Any, sequence_parallel: Any, gpu: Any, limit: Any
+) -> tuple[int, int, bool]:
+    """Check the device options; return the GPUs (before a search), tensor x pipeline, auto."""
+    if isinstance(gpus, str) and gpus != "auto":
+        raise InvalidArgumentError(
+            f"gpus must be a positive whole number or 'auto', got {shown(gpus)}."
+        )
+    if sequence_parallel not in (True, False):
+        raise InvalidArgumentError(
+            f"sequence_parallel must be True or False, got {shown(sequence_parallel)}."
+        )
+    auto = gpus == "auto"
+    if not auto:
+        _positive(gpus, "gpus")
+    for value, name in ((tensor, "tensor"), (pipeline, "pipeline")):
+        if value is None:
+            raise InvalidArgumentError(f"{name} must be a positive whole number, got None.")
+        _positive(value, name)
+    group = tensor * pipeline
+    count = group if auto or gpus is None else gpus
+    if count % group:
+        raise InvalidArgumentError(
+            f"--gpus {gpus} is not a multiple of tensor x pipeline = {group}: "
+            "data parallelism takes what is left, so it must divide evenly."
+        )
+    if auto and not (gpu or limit):
+        raise InvalidArgumentError(
+            "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
+            '(e.g. --gpu H100-80GB) or --limit "80 GB".'
+        )
+    return count, group, auto
+
+
+def _adapters(
+    lora: int | None, qlora: bool, alpha: float | None, targets: str | tuple[str, ...] | None
+) -> LoRA | None:
+    """Return the adapters asked for: rank 64 for QLoRA by default, the papers' targets."""
+    if lora is None and not qlora:
+        return None
+    chosen = targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
+    return LoRA(lora or 64, alpha, targets=chosen)
+
+
+def _check_adapters(
+    lora: int | None, qlora: bool, lora_alpha: Any, lora_targets: Any
+) -> None:
+    """Refuse LoRA's options without LoRA: they would change nothing."""
+    if lora is None and not qlora:
+        for value, flag in ((lora_alpha, "--lora-alpha"), (lora_targets, "--lora-targets")):
+            if value is not None:
+                raise InvalidArgumentError(
+                    f"{flag} applies to LoRA adapters, and none were asked for: add --lora RANK "
+                    "(or --qlora), or drop it."
+                )
+
+
+def _check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None) -> None:
+    """Refuse a sequence for a vision model, an image for a language model, a too-long sequence."""
+    if resolved.kind == "image" and sequence is not None:
+        raise InvalidArgumentError(
+            f"--seq applies to language models; {resolved.name} is a vision model: give its "
+            "image side with --image instead."
+        )
+    if resolved.kind == "sequence" and image is not None:
+        raise InvalidArgumentError(
+            f"--image applies to vision models; {resolved.name} is a language model: give its "
+            "tokens per sequence with --seq instead."
+        )
+    if sequence is not None and resolved.positions is not None and sequence > resolved.positions:
+        raise InvalidArgumentError(
+            f"{resolved.name} takes at most {resolved.positions} positions; --seq "
+            f"{sequence} is longer. Use a shorter sequence."
+        )
+
+
+def _check_split(network: Network, name: str, tensor: int, pipeline: int) -> None:
+    """Refuse a tensor-parallel size that splits heads, more stages than blocks."""
+    heads = [int(h) for row in network.rows
+             if (h := getattr(row.layer, "heads", None)) is not None and sp.sympify(h).is_Integer]
+    if tensor > 1 and heads and heads[0] % tensor:
+        raise InvalidArgumentError(
+            f"--tp {tensor} does not divide {name}'s {heads[0]} attention heads: tensor "
+            "parallelism gives each GPU whole heads. Choose a divisor of the heads."
+        )
+    blocks = len(heads) or len(network.rows) - 1
+    if pipeline > max(blocks, 1):
+        raise InvalidArgumentError(
+            f"--pp {pipeline} is more pipeline stages than {name} has blocks ({blocks}): each "
+            "stage needs at least one. Use at most that many."
+        )
+
+
+def _check_sharding(zero: int | None, offload: str | None, data: int) -> None:
+    """Refuse ZeRO and CPU offload with one data-parallel GPU: nothing they do is modelled there."""
+    if data == 1 and zero:
+        raise InvalidArgumentError(
+            f"--zero {zero} shards over the data-parallel GPUs, and there is one: it changes "
+            "nothing. Give --gpus N (more than tensor x pipeline), or --gpus auto with a card."
+        )
+    if data == 1 and offload not in (None, "none"):
+        raise InvalidArgumentError(
+            f"--offload {offload} is modelled as ZeRO's offload across data-parallel GPUs; "
+            "with one GPU it is not (DeepSpeed's single-GPU ZeRO-Offload is not modelled). "
+            "Give --gpus N."
+        )
+
+
+def _step_precision(
+    chosen: Setup, dtype: str | None, precision: str | None, lora: int | None, qlora: bool
+) -> str:
+    """Return the step's precision: the setup's, a LoRA base kept in one dtype; floats only."""
+    step_precision = chosen.precision_for(dtype)
+    if precision is None and (lora is not None or qlora) and step_precision.startswith("autocast"):
+        # Frozen layers under torch.autocast are not modelled: a LoRA base stays in one dtype.
+        step_precision = "bf16"
+    kinds = _precision(step_precision)
+    if kinds.parameters.kind != "float" or kinds.activations.kind != "float":
+        raise InvalidArgumentError(
+            f"precision {shown(step_precision)} trains in {kinds.parameters.name}: gradients "
+            "need floating-point weights. Use bf16, fp16, fp32 or autocast-bf16; for 8-bit or "
+            "4-bit weights use --qlora (a frozen quantized base with adapters)."
+        )
+    return step_precision
+
+
+def _split(
+    memory: MemoryBreakdown, tuned: Network, notes: list[str], *, count: int, data: int,
+    zero: int, tensor: int, pipeline: int, offload: Offload, sequence_parallel: bool,
+    auto: bool, autocast_copies: bool,
+) -> tuple[Footprint, sp.Expr | None, str]:
+    """Return the memory per device across GPUs, the host RAM per node, the split in words."""
+    if not (count > 1 or zero or offload != "none" or auto or sequence_parallel):
+        return memory, None, ""
+    split: ParallelMemory = parallel_memory(
+        memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
+        network=tuned, sequence_parallel=sequence_parallel, autocast_copies=autocast_copies,
+    )
+    notes += [n for n in split.notes if n not in notes]
+    host = split.host_per_node() if split.host is not None else None
+    parallel = f"{count} GPUs (data {data}, tensor {tensor}, pipeline {pipeline}), ZeRO-{zero}"
+    if sequence_parallel:
+        parallel += ", sequence parallel"
+    if offload != "none":
+        parallel += f", offload {offload}"
+    return split, host, parallel
+
+
+def _why(
+    step: Step, flash: bool, kind: str, parallel: str, tensor: int, sequence_parallel: bool
+) -> str:
+    """Return why the convention was chosen, and what the split across GPUs assumes."""
     why = step.why
-    if chosen.flash and step.convention == "autograd" and resolved.kind == "sequence":
+    if flash and step.convention == "autograd" and kind == "sequence":
         why += "; the SDPA flash/memory-efficient attention kernel assumed (see below)"
     if parallel:
         how = "ZeRO / FSDP, chapter 13" + (
@@ -530,10 +687,7 @@ def estimate(
             "tensors of one device's timeline (activation gradients in the backward pass) are "
             "neither split nor added"
         )
-    return Estimate(
-        resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
-        title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
-    )
+    return why
 
 
 def chosen_setup(

@@ -271,18 +271,13 @@ def _checkpoint_dtype(spec: str | Mapping[str, Any]) -> str | None:
 
 
 def _positions(spec: str | Mapping[str, Any]) -> int | None:
-    """Return the config's ``max_position_embeddings`` (or GPT-2's ``n_positions``), if readable."""
-    import json
-
-    config: Any = spec
-    if isinstance(spec, str):
-        if not Path(spec).is_file():
-            return None
-        config = json.loads(Path(spec).read_text())
+    """Return ``max_position_embeddings`` (or GPT-2's ``n_positions``) of a config or preset."""
+    config = _config_of(spec)
     if isinstance(config, Mapping):
         for key in ("max_position_embeddings", "n_positions"):
-            if isinstance(config.get(key), int):
-                return int(config[key])
+            value = config.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
     return None
 
 
@@ -295,24 +290,63 @@ def _from_trace(text: str, batch: SizeLike, sequence: SizeLike, image: SizeLike)
         raise UnsupportedError(
             f"{text!r}: tracing a PyTorch module needs PyTorch: pip install 'memtheory[torch]'."
         )
-    torch_support = importlib.import_module("memtheory.torch")
-    trace = getattr(torch_support, "trace", None)
-    if trace is None:
-        raise UnsupportedError(
-            f"{text!r}: this version of memtheory has no memtheory.torch.trace; convert the "
-            "module with memtheory.torch.from_module and pass the Network to the Python API."
-        )
-    module_spec = importlib.util.spec_from_file_location(path.stem, path)
-    if module_spec is None or module_spec.loader is None:
-        raise UnsupportedError(f"{text!r}: cannot import {path_text!r} as Python.")
-    loaded = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(loaded)
+    loaded = _load(text, path)
     factory = getattr(loaded, factory_name, None)
     if not callable(factory):
         raise UnsupportedError(f"{text!r}: {path_text} has no function {factory_name!r}.")
     made = factory()
-    network = trace(*made) if isinstance(made, tuple) else trace(made)
-    if not isinstance(network, Network):
-        network = getattr(network, "network", network)
+    if not (isinstance(made, tuple) and len(made) == 2):
+        raise UnsupportedError(
+            f"{text!r}: {factory_name}() must return (module, example_input): the example "
+            "input's shape (batch first) gives the network's input; got "
+            f"{type(made).__name__}."
+        )
+    network = _network_of(text, *made)
     kind: Kind = "image" if len(network.input_shape) == 4 else "sequence"
     return ResolvedModel(network, f"{path.stem}.{factory_name}", kind, None, "trace")
+
+
+def _load(text: str, path: Path) -> Any:
+    """Import the Python file ``path`` as a module."""
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    if module_spec is None or module_spec.loader is None:
+        raise UnsupportedError(f"{text!r}: cannot import {str(path)!r} as Python.")
+    loaded = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(loaded)
+    return loaded
+
+
+def _network_of(text: str, module: Any, example: Any) -> Network:
+    """Convert a PyTorch stack of layers to a Network over a symbolic batch (and sequence).
+
+    The example's first size becomes ``B``; an integer (token) input of two
+    dimensions keeps its second as ``S``. A classifier's 2-D output gets
+    PyTorch's cross-entropy loss. A module with its own ``forward()`` is
+    traced by :func:`memtheory.torch.from_module` into a footprint that
+    ``estimate``'s options (optimizer, precision, LoRA, recipes) cannot
+    change: it is refused, pointing to :func:`memtheory.torch.trace`.
+    """
+    import torch
+    from torch import nn
+
+    from memtheory.torch import from_module
+
+    if not isinstance(module, nn.Module) or not isinstance(example, torch.Tensor):
+        raise UnsupportedError(
+            f"{text!r}: the factory must return (torch.nn.Module, torch.Tensor), got "
+            f"({type(module).__name__}, {type(example).__name__})."
+        )
+    tokens = example.dim() == 2 and not example.is_floating_point()
+    shape: tuple[Any, ...] = (B, S) if tokens else (B, *example.shape[1:])
+    with torch.device("meta"):
+        output = module.to("meta")(example.to("meta"))
+    loss = nn.CrossEntropyLoss() if output.dim() == 2 else None
+    network = from_module(module, shape, loss=loss)
+    if not isinstance(network, Network):
+        raise UnsupportedError(
+            f"{text!r}: {type(module).__name__} has its own forward(), which memtheory traces "
+            "into one footprint that estimate's options cannot change. In Python, use "
+            "memtheory.torch.trace(module, example, {'B': batch}) for its exact step; "
+            "estimate takes an nn.Sequential of supported layers."
+        )
+    return network

@@ -443,8 +443,12 @@ def serving_memory(
         held = weights_bytes + count * per_sequence
         return bool(held + sp.Max(prefill, decode.subs(B, count)) <= budget)
 
-    while most > 0 and not fits(most):  # a decoding step larger than the profiled pass
-        most -= 1
+    if most > 0 and not fits(most):  # a decoding step larger than the profiled pass
+        low, high = 0, most  # fits(low) holds (0 sequences), fits(high) does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+        most = low
     return replace(answer, batch=most if wanted is None else wanted, max_concurrency=most,
                    blocks=blocks)
 

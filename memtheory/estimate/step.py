@@ -158,6 +158,11 @@ def _blockers(
     return found
 
 
+def _tied_head(network: Network) -> bool:
+    """Whether the network's output projection is tied to its token embedding."""
+    return any(getattr(row.layer, "tied", False) for row in network.rows)
+
+
 def step_memory(
     network: Network,
     *,
@@ -228,6 +233,11 @@ def step_memory(
     chosen = precision or default_precision(lora is not None)
     _precision(chosen)
     blockers = _blockers(qlora, optimizer, chosen, bool(checkpointing))
+    if lora is not None and _tied_head(network):
+        blockers.append(
+            "LoRA on a model whose output projection shares the token embedding's matrix "
+            "(tie_word_embeddings) has not been measured under the autograd convention"
+        )
     if convention == "autograd" and blockers:
         raise UnsupportedError(
             f"the autograd convention cannot follow this step: {blockers[0]}. Use "

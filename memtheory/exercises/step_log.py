@@ -25,10 +25,9 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 __all__ = ["StepSink", "active", "note", "note_lines", "recording", "shown"]

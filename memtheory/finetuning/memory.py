@@ -203,29 +203,8 @@ def finetune_memory(
     chosen = _convention(convention)
     eight = _eight_bit(optimizer)
     torch_optimizer: OptimizerLike = eight[0] if eight else optimizer
-    if quantization is not None:
-        if lora is None:
-            raise UnsupportedError(
-                "quantization='nf4' is QLoRA: pass lora=LoRA(rank) too (a 4-bit base cannot be "
-                "trained itself)."
-            )
-        if quantization not in QUANTIZATIONS:
-            raise UnsupportedError(
-                f"unknown quantization {quantization!r}; known: {', '.join(QUANTIZATIONS)}."
-            )
-    if chosen.name != "breakdown" and (quantization or eight):
-        raise UnsupportedError(
-            "4-bit weights and 8-bit optimizer state run bitsandbytes' CUDA kernels, which "
-            "memtheory cannot measure on CPU: use convention='breakdown' for them."
-        )
-    if lora is not None and frozen:
-        raise UnsupportedError("LoRA freezes every weight already; pass lora or frozen, not both.")
-    if lora is not None:
-        tuned = apply_lora(network, lora)
-    elif frozen:
-        tuned = freeze(network, frozen)
-    else:
-        tuned = network
+    _check_options(lora, frozen, quantization, chosen.name, bool(eight))
+    tuned = _tuned(network, lora, frozen)
     p = _precision(precision)
     base = _precision(base_dtype).parameters.bytes if base_dtype else p.parameters.bytes
     memory = training_memory(tuned, optimizer=torch_optimizer, precision=p, convention=chosen)
@@ -246,10 +225,64 @@ def finetune_memory(
     if quantization:
         components["quantization_constants"] = constants
         components["dequantized_copy"] = copy
-    notes = list(memory.notes)
     if eight:
         components["optimizer_state"] = adam8bit_state_bytes(trainable_shapes(tuned))
         components.pop("optimizer_step_counters", None)
+    notes = [*memory.notes, *_notes(network, tuned, lora, quantization, double_quant, eight)]
+    timeline = memory.timeline
+    if timeline and stored != plain * p.parameters.bytes / base:
+        raise UnsupportedError("the autograd timeline holds the frozen weights in one dtype.")
+    tuned_memory = replace(
+        memory,
+        components=components,
+        convention=f"{memory.convention}, fine-tuning",
+        notes=tuple(notes),
+    )
+    if lora is None or adapter_dtype is None:
+        return tuned_memory
+    return _adapters_in(tuned_memory, adapter_dtype, p, state_follows=not eight)
+
+
+def _check_options(
+    lora: LoRA | None, frozen: str | Sequence[str], quantization: str | None,
+    convention: str, eight: bool,
+) -> None:
+    """Refuse a quantized base without LoRA, an unknown quantization, CUDA-only kernels."""
+    if quantization is not None:
+        if lora is None:
+            raise UnsupportedError(
+                "quantization='nf4' is QLoRA: pass lora=LoRA(rank) too (a 4-bit base cannot be "
+                "trained itself)."
+            )
+        if quantization not in QUANTIZATIONS:
+            raise UnsupportedError(
+                f"unknown quantization {quantization!r}; known: {', '.join(QUANTIZATIONS)}."
+            )
+    if convention != "breakdown" and (quantization or eight):
+        raise UnsupportedError(
+            "4-bit weights and 8-bit optimizer state run bitsandbytes' CUDA kernels, which "
+            "memtheory cannot measure on CPU: use convention='breakdown' for them."
+        )
+    if lora is not None and frozen:
+        raise UnsupportedError("LoRA freezes every weight already; pass lora or frozen, not both.")
+
+
+def _tuned(network: Network, lora: LoRA | None, frozen: str | Sequence[str]) -> Network:
+    """Return the network with LoRA adapters, or the named layers frozen, or as it is."""
+    if lora is not None:
+        return apply_lora(network, lora)
+    if frozen:
+        return freeze(network, frozen)
+    return network
+
+
+def _notes(
+    network: Network, tuned: Network, lora: LoRA | None, quantization: str | None,
+    double_quant: bool, eight: tuple[str, bool] | None,
+) -> list[str]:
+    """Return what the fine-tuning step assumes: 8-bit state, the adapters, the 4-bit base."""
+    notes = []
+    if eight:
         notes.append(
             "8-bit Adam (bitsandbytes, block-wise): 2 bytes per parameter plus an fp32 constant "
             "per 256; tensors under 4096 elements keep fp32 state"
@@ -269,18 +302,7 @@ def finetune_memory(
             + (" (8-bit, with an fp32 constant per 256 of them)" if double_quant else " (fp32)")
             + "; embeddings, norms and biases in the compute dtype"
         )
-    timeline = memory.timeline
-    if timeline and stored != plain * p.parameters.bytes / base:
-        raise UnsupportedError("the autograd timeline holds the frozen weights in one dtype.")
-    tuned_memory = replace(
-        memory,
-        components=components,
-        convention=f"{memory.convention}, fine-tuning",
-        notes=tuple(notes),
-    )
-    if lora is None or adapter_dtype is None:
-        return tuned_memory
-    return _adapters_in(tuned_memory, adapter_dtype, p, state_follows=not eight)
+    return notes
 
 
 def _adapters_in(

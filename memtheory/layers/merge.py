@@ -19,7 +19,7 @@ from memtheory.dtypes import DTypeLike
 from memtheory.errors import ShapeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 
-__all__ = ["Add", "Concat", "Merge", "Multiply"]
+__all__ = ["Add", "BroadcastMultiply", "Concat", "Merge", "Multiply"]
 
 
 class Merge(Layer):
@@ -232,3 +232,42 @@ class Multiply(Merge):
         return Autograd(
             saved=(TensorSpec("input", second, operand=1), TensorSpec("input", first)),
         )
+
+
+@dataclass(frozen=True)
+class BroadcastMultiply(Multiply):
+    """Scale a tensor by a gate of one feature: ``x * g`` with ``g`` of shape ``(..., 1)``.
+
+    Qwen2-MoE scales its shared expert's output by ``sigmoid(gate(x))``, one
+    number per position. The product has the first input's shape; the
+    backward keeps both inputs, as :class:`Multiply`'s does. Not measured:
+    the autograd convention refuses it.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> BroadcastMultiply().merged_shape(((B, S, 64), (B, S, 1)))
+    (B, S, 64)
+    """
+
+    name: str | None = None
+    kind = "BroadcastMultiply"
+    autograd_checked = False
+    autograd_refusal = "a gate broadcast over the features has not been measured."
+
+    def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
+        """Return the first input's shape, after checking the gate has one feature."""
+        if len(input_shapes) != 2:
+            raise ShapeError(
+                f"{self.label}: multiplies a tensor by a gate, got {len(input_shapes)} inputs; "
+                "wire it with Node(BroadcastMultiply(), inputs=(tensor, gate))."
+            )
+        first, gate = (tuple(s) for s in input_shapes)
+        if len(first) != len(gate) or _known_different(gate[-1], 1) or any(
+            _known_different(a, b) for a, b in zip(first[:-1], gate[:-1], strict=True)
+        ):
+            raise ShapeError(
+                f"{self.label}: the gate {describe_shape(gate)} must match "
+                f"{describe_shape(first)} with one feature."
+            )
+        return first

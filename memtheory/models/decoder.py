@@ -1,4 +1,4 @@
-r"""Llama-family decoders: Llama, Mistral, Qwen2 and Qwen3, Phi-3, Gemma 1 and 2, Mixtral.
+r"""Llama-family decoders: Llama, Mistral, Qwen2/3 (and MoE), Phi-3/4, Gemma 1-3, OLMo, Mixtral.
 
 One builder, :func:`decoder`, for the architecture these share, as Hugging
 Face's ``LlamaForCausalLM`` and its relatives lay it out: token embeddings
@@ -43,7 +43,9 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import sympy as sp
@@ -59,17 +61,20 @@ from memtheory.layers import (
     LanguageModelLoss,
     Layer,
     Multiply,
+    Sigmoid,
     SiLU,
     Unembedding,
 )
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.head_norm import HeadRMSNorm
+from memtheory.layers.merge import BroadcastMultiply
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
 from memtheory.layers.rotary import Rotary, RotaryTable
 from memtheory.layers.scale import TensorScale
 from memtheory.layers.softcap import SoftCap, SoftCappedAttention
 from memtheory.layers.split import Slice
+from memtheory.layers.upcast_norm import UpcastLayerNorm, UpcastRMSNorm
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
@@ -131,6 +136,23 @@ class DecoderConfig:
         Gemma 2's ``attn_logit_softcapping`` and ``final_logit_softcapping``.
     family : str, default "llama"
         For names and messages (``model_type``).
+    norm : {"rms", "plain", "upcast"}, default "rms"
+        ``"plain"``: OLMo's layer norm without weight or bias; ``"upcast"``:
+        OLMo 2's RMS norm (:mod:`memtheory.layers.upcast_norm`).
+    post_norms : bool, default False
+        OLMo 2: no norm before the attention and the MLP; an RMS norm of each
+        one's output (``post_attention_layernorm``, ``post_feedforward_layernorm``).
+    qk_norm_width : {"head", "full"}, default "head"
+        With ``qk_norm``: one norm per head of ``head_dim`` (Qwen3, Gemma 3)
+        or one over all the query (key) features (OLMo 2, OLMoE).
+    sparse_layers : tuple of bool, optional
+        With experts: which layers' MLP is the mixture (default all); the others
+        are gated MLPs of ``dense_ffn_hidden`` (Qwen-MoE's ``mlp_only_layers``).
+    dense_ffn_hidden : int, optional
+        Width of those dense MLPs (Qwen-MoE's ``intermediate_size``).
+    shared_expert : int, optional
+        Qwen2-MoE: width of a gated MLP every token also goes through, scaled by
+        a sigmoid gate (``shared_expert_intermediate_size``).
 
     Examples
     --------
@@ -162,6 +184,12 @@ class DecoderConfig:
     attention_softcap: float | None = None
     final_softcap: float | None = None
     family: str = "llama"
+    norm: Literal["rms", "plain", "upcast"] = "rms"
+    post_norms: bool = False
+    qk_norm_width: Literal["head", "full"] = "head"
+    sparse_layers: tuple[bool, ...] = field(default=())
+    dense_ffn_hidden: int | None = None
+    shared_expert: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocabulary", "hidden", "layers", "heads", "ffn_hidden"):
@@ -170,6 +198,11 @@ class DecoderConfig:
                 raise InvalidSizeError(
                     f"DecoderConfig: {name} must be a positive whole number, got {value!r}."
                 )
+        if self.sparse_layers and len(self.sparse_layers) != self.layers:
+            raise InvalidSizeError(
+                f"DecoderConfig: sparse_layers lists {len(self.sparse_layers)} layers, the model "
+                f"has {self.layers}; give one flag per layer."
+            )
         if self.windows and len(self.windows) != self.layers:
             raise InvalidSizeError(
                 f"DecoderConfig: windows lists {len(self.windows)} layers, the model has "
@@ -212,6 +245,10 @@ class DecoderConfig:
     def head_width(self) -> int:
         """Width of one head: ``head_dim``, or ``hidden // heads``."""
         return self.head_dim or self.hidden // self.heads
+
+    def is_sparse(self, layer: int) -> bool:
+        """Whether layer ``layer``'s MLP is the mixture of experts (when there is one)."""
+        return self.sparse_layers[layer] if self.sparse_layers else True
 
     def window(self, layer: int) -> int | None:
         """Return the sliding window of layer ``layer`` (None: full attention)."""
@@ -271,8 +308,7 @@ def decoder(
         block = _layer(c, index, source, flash=flash)
         items += block
         source = block[-1].name or ""
-    norm = GemmaRMSNorm if c.gemma else RMSNorm
-    items.append(Node(norm(name="model.norm"), inputs=(source,)))
+    items.append(Node(_norm(c)(name="model.norm"), inputs=(source,)))
     if lm_head:
         items.append(Unembedding(c.vocabulary, tied=c.tied, name="lm_head"))
         if c.final_softcap is not None:
@@ -282,20 +318,27 @@ def decoder(
     return Network(items, name=name or c.family)
 
 
+def _norm(c: DecoderConfig) -> Callable[..., Layer]:
+    """Return the family's norm: RMS, Gemma's ``(1 + w)`` RMS, or OLMo's weightless one."""
+    if c.gemma:
+        return GemmaRMSNorm
+    if c.norm == "plain":
+        return partial(UpcastLayerNorm, elementwise_affine=False, bias=False)
+    return UpcastRMSNorm if c.norm == "upcast" else RMSNorm
+
+
 def _layer(c: DecoderConfig, index: int, source: str, *, flash: bool) -> list[Layer | Node]:
     """One decoder layer reading ``source``; its last item is its output."""
     prefix = f"model.layers.{index}"
     attn = f"{prefix}.self_attn"
-    norm = GemmaRMSNorm if c.gemma else RMSNorm
-    ln_1 = f"{prefix}.input_layernorm"
-    items: list[Layer | Node] = [Node(norm(name=ln_1), inputs=(source,))]
-    query, key, value = _projections(c, attn, ln_1, items)
-    if c.qk_norm:
-        items += [
-            Node(HeadRMSNorm(c.head_width, name=f"{attn}.q_norm"), inputs=(query,)),
-            Node(HeadRMSNorm(c.head_width, name=f"{attn}.k_norm"), inputs=(key,)),
-        ]
-        query, key = f"{attn}.q_norm", f"{attn}.k_norm"
+    norm = _norm(c)
+    items: list[Layer | Node] = []
+    attn_in = source
+    if not c.post_norms:
+        attn_in = f"{prefix}.input_layernorm"
+        items.append(Node(norm(name=attn_in), inputs=(source,)))
+    query, key, value = _projections(c, attn, attn_in, items)
+    query, key = _qk_norms(c, attn, query, key, items)
     attention = (
         SoftCappedAttention if c.attention_softcap is not None else GroupedQueryAttention
     )
@@ -319,20 +362,42 @@ def _layer(c: DecoderConfig, index: int, source: str, *, flash: bool) -> list[La
         Dense(c.hidden, bias=c.output_bias, name=f"{attn}.o_proj"),
     ]
     attended = f"{attn}.o_proj"
-    if c.sandwich_norms:
+    if c.sandwich_norms or c.post_norms:
         items.append(norm(name=f"{prefix}.post_attention_layernorm"))
         attended = f"{prefix}.post_attention_layernorm"
     items.append(Node(Add(name=f"{prefix}.add_1"), inputs=(source, attended)))
-    ln_2 = f"{prefix}.pre_feedforward_layernorm" if c.sandwich_norms else (
-        f"{prefix}.post_attention_layernorm"
-    )
-    items.append(norm(name=ln_2))
-    mlp_out = _mlp(c, prefix, ln_2, items)
-    if c.sandwich_norms:
+    mlp_in = f"{prefix}.add_1"
+    if not c.post_norms:
+        mlp_in = f"{prefix}.pre_feedforward_layernorm" if c.sandwich_norms else (
+            f"{prefix}.post_attention_layernorm"
+        )
+        items.append(norm(name=mlp_in))
+    mlp_out = _mlp(c, index, mlp_in, items)
+    if c.sandwich_norms or c.post_norms:
         items.append(norm(name=f"{prefix}.post_feedforward_layernorm"))
         mlp_out = f"{prefix}.post_feedforward_layernorm"
     items.append(Node(Add(name=f"{prefix}.add_2"), inputs=(f"{prefix}.add_1", mlp_out)))
     return items
+
+
+def _qk_norms(
+    c: DecoderConfig, attn: str, query: str, key: str, items: list[Layer | Node]
+) -> tuple[str, str]:
+    """Append the query and key norms, if the family has them; return what the rotary reads."""
+    if not c.qk_norm:
+        return query, key
+    if c.qk_norm_width == "full":
+        norm = _norm(c)
+        items += [
+            Node(norm(name=f"{attn}.q_norm"), inputs=(query,)),
+            Node(norm(name=f"{attn}.k_norm"), inputs=(key,)),
+        ]
+    else:
+        items += [
+            Node(HeadRMSNorm(c.head_width, name=f"{attn}.q_norm"), inputs=(query,)),
+            Node(HeadRMSNorm(c.head_width, name=f"{attn}.k_norm"), inputs=(key,)),
+        ]
+    return f"{attn}.q_norm", f"{attn}.k_norm"
 
 
 def _projections(
@@ -359,12 +424,34 @@ def _projections(
     return f"{attn}.q_proj", f"{attn}.k_proj", f"{attn}.v_proj"
 
 
-def _mlp(c: DecoderConfig, prefix: str, source: str, items: list[Layer | Node]) -> str:
+def _mlp(
+    c: DecoderConfig, index: int, source: str, items: list[Layer | Node]
+) -> str:
     """Append the MLP (gated, fused or experts) reading ``source``; return its output's name."""
-    mlp = f"{prefix}.mlp"
-    if c.experts is not None and c.top_k is not None:
-        items.append(MixtureOfExperts(c.experts, c.top_k, c.ffn_hidden, name=mlp))
-        return mlp
+    mlp = f"model.layers.{index}.mlp"
+    if c.experts is not None and c.top_k is not None and c.is_sparse(index):
+        moe = MixtureOfExperts(c.experts, c.top_k, c.ffn_hidden, name=mlp)
+        if c.shared_expert is None:
+            items.append(Node(moe, inputs=(source,)))
+            return mlp
+        items.append(Node(moe, inputs=(source,)))
+        shared = _gated(c, f"{mlp}.shared_expert", source, c.shared_expert, items)
+        gate = f"{mlp}.shared_expert_gate"
+        items += [
+            Node(Dense(1, bias=False, name=gate), inputs=(source,)),
+            Sigmoid(name=f"{gate}.sigmoid"),
+            Node(BroadcastMultiply(name=f"{gate}.mul"), inputs=(shared, f"{gate}.sigmoid")),
+            Node(Add(name=f"{mlp}.add"), inputs=(mlp, f"{gate}.mul")),
+        ]
+        return f"{mlp}.add"
+    width = c.dense_ffn_hidden if c.experts is not None and c.dense_ffn_hidden else c.ffn_hidden
+    return _gated(c, mlp, source, width, items)
+
+
+def _gated(
+    c: DecoderConfig, mlp: str, source: str, width: int, items: list[Layer | Node]
+) -> str:
+    """Append a gated MLP of ``width`` reading ``source`` (fused for Phi-3); return its output."""
     activation: Layer = (
         SiLU(name=f"{mlp}.act_fn")
         if c.activation == "silu"
@@ -376,17 +463,17 @@ def _mlp(c: DecoderConfig, prefix: str, source: str, items: list[Layer | Node]) 
     if c.fused:  # Phi-3: gate, up = gate_up_proj(x).chunk(2); up * act(gate)
         fused = f"{mlp}.gate_up_proj"
         items += [
-            Dense(2 * c.ffn_hidden, bias=c.mlp_bias, name=fused),
-            Slice(0, c.ffn_hidden, name=f"{mlp}.gate"),
+            Node(Dense(2 * width, bias=c.mlp_bias, name=fused), inputs=(source,)),
+            Slice(0, width, name=f"{mlp}.gate"),
             activation,
-            Node(Slice(c.ffn_hidden, 2 * c.ffn_hidden, name=f"{mlp}.up"), inputs=(fused,)),
+            Node(Slice(width, 2 * width, name=f"{mlp}.up"), inputs=(fused,)),
             Node(Multiply(name=f"{mlp}.mul"), inputs=(f"{mlp}.up", f"{mlp}.act_fn")),
         ]
     else:
         items += [
-            Dense(c.ffn_hidden, bias=c.mlp_bias, name=f"{mlp}.gate_proj"),
+            Node(Dense(width, bias=c.mlp_bias, name=f"{mlp}.gate_proj"), inputs=(source,)),
             activation,
-            Node(Dense(c.ffn_hidden, bias=c.mlp_bias, name=f"{mlp}.up_proj"), inputs=(source,)),
+            Node(Dense(width, bias=c.mlp_bias, name=f"{mlp}.up_proj"), inputs=(source,)),
             Node(Multiply(name=f"{mlp}.mul"), inputs=(f"{mlp}.act_fn", f"{mlp}.up_proj")),
         ]
     items.append(Dense(c.hidden, bias=c.mlp_bias, name=f"{mlp}.down_proj"))

@@ -8,13 +8,23 @@ Nothing is downloaded. :func:`from_config` reads the configuration's
 =================================  ===========================================================
 ``llama``, ``mistral``, ``qwen2``  :func:`~memtheory.models.decoder` (RMSNorm, SwiGLU, rotary,
 ``gemma``, ``mixtral``, ``qwen3``  grouped-query attention, sliding windows, experts; Qwen3's
-``phi3``, ``gemma2``               query/key norms, Phi-3's fused projections, Gemma 2's
-                                   soft-capping and four norms per layer)
+``phi3`` (Phi-3, Phi-4),           query/key norms, Phi-3's fused projections, Gemma 2's
+``gemma2``, ``gemma3_text``,       soft-capping and four norms per layer, Gemma 3's per-head
+``olmo``, ``olmo2``, ``olmo3``,    query/key norms, OLMo's norms, the Qwen-MoE and OLMoE
+``qwen2_moe``, ``qwen3_moe``,      experts: :mod:`~memtheory.models.hf_families`)
+``olmoe``
+``gpt_neox``, ``falcon``           :func:`~memtheory.models.parallel_decoder.parallel_decoder`
 ``gpt2``                           :func:`~memtheory.models.gpt2`
 ``bert``                           :func:`~memtheory.models.bert` (masked-LM head when
                                    ``architectures`` names ``BertForMaskedLM``)
 ``vit``                            :func:`~memtheory.models.vision_transformer`
 =================================  ===========================================================
+
+``deepseek_v2`` and ``deepseek_v3`` build :func:`~memtheory.models.deepseek.deepseek`
+(multi-head latent attention, routed and shared experts). The vision-language
+models (``mllama``, ``qwen2_vl``, ``gemma3``, ``llava``) are refused with the
+reason and the nearest family memtheory builds
+(:data:`~memtheory.models.hf_families.REFUSED`).
 
 A key the architecture cannot do without (``hidden_size``, ...) that is
 missing raises :class:`~memtheory.errors.InvalidArgumentError` naming it; a
@@ -48,30 +58,33 @@ from typing import Any
 from memtheory._shown import shown
 from memtheory._validation import SizeLike
 from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.models._config_keys import _activation, _cap, _flag, _need, _optional_int
 from memtheory.models.bert import bert
 from memtheory.models.decoder import DecoderConfig, decoder
+from memtheory.models.deepseek import deepseek, deepseek_config
 from memtheory.models.gpt2 import GPT2Config, gpt2
+from memtheory.models.hf_families import REFUSED, decoder_fields, parallel_config
+from memtheory.models.parallel_decoder import parallel_decoder
 from memtheory.models.presets import PRESETS
 from memtheory.models.vit import vision_transformer
 from memtheory.network import Network
 from memtheory.registry import Registry
 from memtheory.symbols import B, S
 
-__all__ = ["CONFIG_LIMIT", "MODEL_TYPES", "decoder_config", "from_config", "load_config", "preset"]
+__all__ = [
+    "CONFIG_LIMIT", "LAYER_LIMIT", "MODEL_TYPES", "decoder_config", "from_config", "load_config",
+    "preset",
+]
 
 CONFIG_LIMIT = 16 * 2**20
 """Largest config.json read, in bytes (16 MiB): a real one is a few kilobytes."""
 
+LAYER_LIMIT = 1024
+"""Most layers :func:`from_config` builds: published models have at most a few hundred
+(Llama 3.1 405B: 126), and a network is built layer by layer (about 1.5 ms each)."""
+
 ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
 
-_ACTIVATIONS = {
-    "silu": "silu",
-    "swish": "silu",
-    "gelu": "gelu",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "gelu_new": "gelu_tanh",
-    "gelu_fast": "gelu_tanh",
-}
 
 
 def load_config(source: ConfigLike) -> dict[str, Any]:
@@ -144,81 +157,12 @@ def load_config(source: ConfigLike) -> dict[str, Any]:
     )
 
 
-def _need(config: Mapping[str, Any], key: str, kind: type = int) -> Any:
-    """Return ``config[key]``, or raise naming the missing or mistyped key."""
-    family = config.get("model_type", "?")
-    if key not in config or config[key] is None:
-        raise InvalidArgumentError(
-            f"from_config: the {family} configuration has no {key!r}, which its architecture "
-            f"needs. Add \"{key}\" to the config (it is in the model's config.json on the Hub)."
-        )
-    value = config[key]
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise InvalidArgumentError(
-            f"from_config: {key!r} must be a positive whole number, got {shown(value)}."
-        )
-    return value
-
-
-def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
-    """Return ``config[key]`` as a boolean: JSON true or false only (null: the default).
-
-    ``"silu"``, ``-4`` or ``7.5e10`` are not booleans, though Python would read
-    them as true: a config holding one is refused, naming the key.
-
-    Examples
-    --------
-    >>> _flag({"attention_bias": True}, "attention_bias", False)
-    True
-    >>> _flag({"attention_bias": "no"}, "attention_bias", False)
-    Traceback (most recent call last):
-    ...
-    memtheory.errors.InvalidArgumentError: from_config: 'attention_bias' must be true or false ...
-    """
-    value = config.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidArgumentError(
-            f"from_config: {key!r} must be true or false (a JSON boolean), got {shown(value)} "
-            f"({type(value).__name__}). Fix it in the config.json."
-        )
-    return value
-
-
-def _optional_int(config: Mapping[str, Any], key: str, default: int | None) -> int | None:
-    value = config.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError(
-            f"from_config: {key!r} must be a positive whole number or null, got {shown(value)}."
-        )
-    return value
-
-
-def _activation(config: Mapping[str, Any], default: str) -> str:
-    key = "hidden_activation" if config.get("hidden_activation") else "hidden_act"
-    name = config.get(key) or default
-    if not isinstance(name, str):
-        raise InvalidArgumentError(
-            f"from_config: {key!r} must be the name of an activation (text), got "
-            f"{shown(name)} ({type(name).__name__}). Known: {', '.join(_ACTIVATIONS)}."
-        )
-    if name not in _ACTIVATIONS:
-        raise UnsupportedError(
-            f"from_config: {key}={shown(name)} is not an activation memtheory models. Known: "
-            f"{', '.join(_ACTIVATIONS)}. Its memory is that of the closest one; set \"{key}\" "
-            "to it to get an estimate."
-        )
-    return _ACTIVATIONS[name]
-
-
 def _windows(config: Mapping[str, Any], layers: int) -> tuple[int | None, ...]:
     """Each layer's sliding window: ``layer_types`` when given, else the family's rule.
 
     Gemma 2 slides on every other layer (the first, third, ...) by default,
-    with a window of 4096 unless ``sliding_window`` says otherwise.
+    Gemma 3 on five of every six, OLMo 3 on three of every four, with a window
+    of 4096 unless ``sliding_window`` says otherwise.
 
     Examples
     --------
@@ -226,13 +170,14 @@ def _windows(config: Mapping[str, Any], layers: int) -> tuple[int | None, ...]:
     (8, None, 8, None)
     """
     family = config.get("model_type")
-    gemma2 = family == "gemma2"
-    window = _optional_int(config, "sliding_window", 4096 if gemma2 else None)
+    pattern = _SLIDING_PATTERNS.get(str(family))
+    window = _optional_int(config, "sliding_window", 4096 if pattern else None)
     if family in _QWEN and not _flag(config, "use_sliding_window", False):
         window = None
     types = config.get("layer_types")
-    if types is None and gemma2:
-        types = ["sliding_attention" if index % 2 == 0 else "full_attention"
+    if types is None and pattern:
+        pattern = _optional_int(config, "sliding_window_pattern", pattern) or pattern
+        types = ["full_attention" if (index + 1) % pattern == 0 else "sliding_attention"
                  for index in range(layers)]
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
@@ -290,25 +235,20 @@ def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
             f"decoder_config: model_type {family!r} is not a Llama-family decoder; use "
             "from_config, which dispatches every known model_type."
         )
-    gemma2 = family == "gemma2"
-    gemma = family == "gemma" or gemma2
+    gemma = family in _GEMMA
     phi3 = family == "phi3"
     layers = _need(config, "num_hidden_layers")
     heads = _need(config, "num_attention_heads")
     attention_bias = _flag(config, "attention_bias", False) and not phi3
-    qwen = family == "qwen2"
+    qwen = family == "qwen2" or (family == "qwen2_moe" and _flag(config, "qkv_bias", True))
     if phi3:
         _check_phi3(config)
-    experts = _optional_int(config, "num_local_experts", 8 if family == "mixtral" else None)
-    top_k = _optional_int(config, "num_experts_per_tok", 2 if family == "mixtral" else None)
-    if family != "mixtral":
-        experts = top_k = None
     dropout = config.get("attention_dropout", 0.0) or 0.0
     if not isinstance(dropout, int | float) or not 0 <= dropout < 1:
         raise InvalidArgumentError(
             f"from_config: attention_dropout must be in [0, 1), got {shown(dropout)}."
         )
-    return DecoderConfig(
+    fields: dict[str, Any] = dict(
         vocabulary=_need(config, "vocab_size"),
         hidden=_need(config, "hidden_size"),
         layers=layers,
@@ -321,38 +261,44 @@ def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
         qkv_bias=attention_bias or qwen,
         output_bias=attention_bias and not qwen,
         mlp_bias=family in _MLP_BIAS and _flag(config, "mlp_bias", False),
-        activation=_activation(config, "gelu_pytorch_tanh" if gemma else "silu"),  # type: ignore[arg-type]
+        activation=_activation(config, "gelu_pytorch_tanh" if gemma else "silu"),
         windows=_windows(config, layers),
-        experts=experts,
-        top_k=top_k,
         gemma=gemma,
         attention_dropout=float(dropout),
         qk_norm=family == "qwen3",
         fused=phi3,
-        sandwich_norms=gemma2,
-        attention_softcap=_cap(config, "attn_logit_softcapping", 50.0) if gemma2 else None,
-        final_softcap=_cap(config, "final_logit_softcapping", 30.0) if gemma2 else None,
+        sandwich_norms=family == "gemma2",
         family=family,
+        **_mixtral(config, family),
+        **_softcaps(config, family),
     )
+    fields.update(decoder_fields(config))
+    return DecoderConfig(**fields)
 
 
-_QWEN = ("qwen2", "qwen3")
-_HEAD_DIMS = {"gemma": 256, "gemma2": 256, "qwen3": 128}
+def _mixtral(config: Mapping[str, Any], family: str) -> dict[str, Any]:
+    """Mixtral's experts and experts per token (8 and 2 by default); none for the others."""
+    if family != "mixtral":
+        return {}
+    return {"experts": _optional_int(config, "num_local_experts", 8),
+            "top_k": _optional_int(config, "num_experts_per_tok", 2)}
+
+
+def _softcaps(config: Mapping[str, Any], family: str) -> dict[str, Any]:
+    """Gemma 2's soft-capping (50 and 30 by default), Gemma 3's (none by default)."""
+    if family not in ("gemma2", "gemma3_text"):
+        return {}
+    gemma2 = family == "gemma2"
+    return {"attention_softcap": _cap(config, "attn_logit_softcapping", 50.0 if gemma2 else None),
+            "final_softcap": _cap(config, "final_logit_softcapping", 30.0 if gemma2 else None)}
+
+
+_SLIDING_PATTERNS = {"gemma2": 2, "gemma3_text": 6, "olmo3": 4}
+"""Families whose layers slide by default: every n-th layer attends in full."""
+_QWEN = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe")
+_GEMMA = ("gemma", "gemma2", "gemma3_text")
+_HEAD_DIMS = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128}
 _MLP_BIAS = ("llama", "mistral", "qwen2", "gemma", "mixtral")
-
-
-def _cap(config: Mapping[str, Any], key: str, default: float) -> float | None:
-    """Return a soft-capping value: the config's (null: none), or the family's default."""
-    if key not in config:
-        return default
-    value = config[key]
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise InvalidArgumentError(
-            f"from_config: {key!r} must be a positive number or null, got {shown(value)}."
-        )
-    return float(value)
 
 
 def _check_phi3(config: Mapping[str, Any]) -> None:
@@ -378,6 +324,18 @@ def _decoder(
     config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
 ) -> Network:
     return decoder(decoder_config(config), batch=batch, sequence=sequence, **options)
+
+
+def _parallel(
+    config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
+) -> Network:
+    return parallel_decoder(parallel_config(config), batch=batch, sequence=sequence, **options)
+
+
+def _deepseek(
+    config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
+) -> Network:
+    return deepseek(deepseek_config(config), batch=batch, sequence=sequence, **options)
 
 
 def _gpt2(
@@ -476,7 +434,8 @@ def _only(options: Mapping[str, Any], family: str, *allowed: str) -> dict[str, A
     return dict(options)
 
 
-_DECODERS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "mixtral")
+_DECODERS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "mixtral",
+             "gemma3_text", "olmo", "olmo2", "olmo3", "qwen2_moe", "qwen3_moe", "olmoe")
 
 _Builder = Callable[..., Network]
 _BUILDERS: dict[str, _Builder] = {
@@ -484,6 +443,10 @@ _BUILDERS: dict[str, _Builder] = {
     "gpt2": _gpt2,
     "bert": _bert,
     "vit": _vit,
+    "gpt_neox": _parallel,
+    "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek,
+    "falcon": _parallel,
 }
 
 MODEL_TYPES: Registry[_Builder] = Registry(
@@ -551,11 +514,21 @@ def from_config(
             "from_config: the configuration has no \"model_type\" (every Hugging Face "
             f"config.json has one). Add it; memtheory builds: {', '.join(MODEL_TYPES)}."
         )
+    if family in REFUSED:
+        raise UnsupportedError(f"from_config: model_type {family!r} is refused: {REFUSED[family]}.")
     builder = MODEL_TYPES[family]
+    for key in ("num_hidden_layers", "n_layer"):
+        depth = values.get(key)
+        if isinstance(depth, int) and depth > LAYER_LIMIT:
+            raise InvalidArgumentError(
+                f"from_config: {key}={depth} is deeper than any published model; memtheory "
+                f"builds at most {LAYER_LIMIT} layers. Check the config."
+            )
     options: dict[str, Any] = {}
     if flash:
         options["flash"] = True
-    if family in _DECODERS or family == "gpt2":
+    if family in _DECODERS or family in ("gpt2", "gpt_neox", "falcon", "deepseek_v2",
+                                         "deepseek_v3"):
         options["lm_head"] = lm_head
     elif not lm_head:
         raise UnsupportedError(f"from_config: lm_head applies to decoders and GPT-2, not {family}.")

@@ -143,6 +143,7 @@ def resolve_inputs(
         or another layer reads more than one.
     """
     earlier: list[str] = []
+    seen: set[str] = set()  # the names in earlier, for constant-time lookups
     for index, (layer, inputs) in enumerate(zip(layers, wiring, strict=True)):
         name = layer.name or ""
         if index == 0:
@@ -150,7 +151,7 @@ def resolve_inputs(
         elif inputs is None:
             resolved = (earlier[-1],)
         else:
-            missing = [n for n in inputs if n not in earlier]
+            missing = [n for n in inputs if n not in seen]
             if missing:
                 raise ShapeError(
                     f"layer {index} of {network!r}, {layer.label}: reads "
@@ -170,6 +171,7 @@ def resolve_inputs(
                 f"node names {len(resolved)}. Merge them first with Add or Concat."
             )
         earlier.append(name)
+        seen.add(name)
         yield resolved
 
 

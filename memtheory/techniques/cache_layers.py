@@ -25,9 +25,10 @@ from memtheory._shown import shown
 from memtheory._validation import SizeLike
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as _dtype
-from memtheory.errors import InvalidArgumentError
+from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.layers import MultiHeadAttention
 from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.latent_attention import LatentAttention
 from memtheory.network import Network
 
 __all__ = ["CacheLayer", "cache_layers"]
@@ -99,6 +100,13 @@ def cache_layers(model: Network) -> tuple[CacheLayer, ...]:
     found = []
     for row in model.rows:
         layer = row.layer
+        if isinstance(layer, LatentAttention):
+            raise UnsupportedError(
+                f"{layer.label}: DeepSeek's latent attention caches a compressed latent "
+                "(kv_lora_rank + qk_rope_head_dim per token and layer), not keys and values "
+                "per head; its cache and serving memory are not modelled yet. Training "
+                "estimates (memtheory estimate) are."
+            )
         if isinstance(layer, MultiHeadAttention):
             keys = layer.cache_tensors(row.input_shape)[0].shape  # (B, heads, S, d)
             found.append(CacheLayer(row.name, keys[0], keys[1], keys[3], keys[2]))

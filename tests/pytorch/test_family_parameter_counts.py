@@ -1,4 +1,4 @@
-"""Qwen3, Phi-3 and Gemma 2: memtheory's parameter counts against transformers, exactly.
+"""Every family from_config builds: memtheory's parameter counts against transformers, exactly.
 
 transformers (5.24) builds each configuration on the ``meta`` device (nothing
 allocated, nothing downloaded) and counts ``model.parameters()`` (a tied
@@ -23,7 +23,45 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 _SMALL = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 48,
           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
 
+_FALCON = {"vocab_size": 96, "hidden_size": 32, "num_hidden_layers": 2,
+           "num_attention_heads": 4}
+_DEEPSEEK = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 48,
+             "num_hidden_layers": 3, "num_attention_heads": 4, "moe_intermediate_size": 16,
+             "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+             "kv_lora_rank": 8, "q_lora_rank": 12, "qk_rope_head_dim": 4,
+             "qk_nope_head_dim": 4, "v_head_dim": 6, "first_k_dense_replace": 1}
+_MOE = {**_SMALL, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2}
+
 TINY = [
+    # Mistral, Gemma 1, OLMo, OLMo 2 and 3, Gemma 3, GPT-NeoX, Falcon, Qwen2-MoE, Qwen3-MoE,
+    # OLMoE, DeepSeek V2 and V3 (latent attention, routed and shared experts)
+    {"model_type": "mistral", **_SMALL},
+    {"model_type": "gemma", **_SMALL, "head_dim": 8},
+    {"model_type": "olmo", **_SMALL},
+    {"model_type": "olmo2", **_SMALL},
+    {"model_type": "olmo3", **_SMALL, "num_hidden_layers": 4},
+    {"model_type": "gemma3_text", **_SMALL, "head_dim": 8},
+    {"model_type": "gemma3_text", **_SMALL, "head_dim": 16, "tie_word_embeddings": False,
+     "attention_bias": True},
+    {"model_type": "gpt_neox", **_SMALL},
+    {"model_type": "gpt_neox", **_SMALL, "use_parallel_residual": False, "rotary_pct": 1.0,
+     "tie_word_embeddings": True},
+    {"model_type": "falcon", **_FALCON},  # Falcon-7B's layout: multi-query, one norm, parallel
+    {"model_type": "falcon", **_FALCON, "new_decoder_architecture": True, "num_kv_heads": 2,
+     "bias": True, "tie_word_embeddings": False},  # Falcon-40B's layout
+    {"model_type": "falcon", **_FALCON, "multi_query": False, "parallel_attn": False,
+     "ffn_hidden_size": 40},
+    {"model_type": "qwen2_moe", **_MOE, "shared_expert_intermediate_size": 24},
+    {"model_type": "qwen2_moe", **_MOE, "shared_expert_intermediate_size": 24,
+     "mlp_only_layers": [0], "num_hidden_layers": 3},
+    {"model_type": "qwen3_moe", **_MOE, "decoder_sparse_step": 2},
+    {"model_type": "olmoe", **_MOE},
+    {"model_type": "deepseek_v2", **_DEEPSEEK},
+    {"model_type": "deepseek_v2", **_DEEPSEEK, "q_lora_rank": None, "n_shared_experts": 2,
+     "first_k_dense_replace": 0},
+    {"model_type": "deepseek_v3", **_DEEPSEEK, "n_group": 2, "topk_group": 1},
+    {"model_type": "deepseek_v3", **_DEEPSEEK, "q_lora_rank": None, "attention_bias": True,
+     "tie_word_embeddings": True, "n_group": 2, "topk_group": 1},
     {"model_type": "qwen3", **_SMALL},  # Qwen3's default head_dim of 128, not hidden / heads
     {"model_type": "qwen3", **_SMALL, "head_dim": 16, "attention_bias": True,
      "tie_word_embeddings": True},
@@ -90,7 +128,7 @@ def _hf(config: dict) -> tuple[int, list[tuple[int, ...]]]:
 
 @pytest.mark.parametrize("config", TINY, ids=lambda c: c["model_type"])
 def test_tiny_configs_match_transformers_tensor_for_tensor(config):
-    """Tiny Qwen3/Phi-3/Gemma 2: the total and every parameter tensor's shape agree."""
+    """Each tiny configuration: the total and every parameter tensor's shape agree."""
     count, theirs = _hf(config)
     net = from_config(config)
     ours = sorted(

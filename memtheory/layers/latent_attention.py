@@ -1,0 +1,119 @@
+r"""DeepSeek's multi-head latent attention (MLA): queries and keys wider than the values.
+
+DeepSeek V2 and V3 project the layer's input to a small latent (``kv_lora_rank``
+features) plus one rotary key shared by every head (``qk_rope_head_dim``), and
+expand the latent to each head's non-rotary key (``qk_nope_head_dim``) and
+value (``v_head_dim``). Each head's query and key are the non-rotary part
+followed by the rotary part, :math:`d_{qk} = d_{nope} + d_{rope}` wide; the
+values are :math:`d_v` wide, so the output is ``(B, S, heads * v_head_dim)``.
+
+A merge of four inputs: the queries ``(B, S, a d_qk)``, the non-rotary keys
+``(B, S, a d_nope)``, the shared rotary key ``(B, S, d_rope)`` and the values
+``(B, S, a d_v)``. It has no parameters (the projections around it hold
+them). What its backward keeps is described as for
+:class:`~memtheory.layers.GroupedQueryAttention` with queries, keys and values of
+:math:`d_{qk}`: an estimate (the values are narrower, and the rotary
+embedding and the concatenation are inside), which has not been measured: the
+autograd convention refuses it.
+
+Examples
+--------
+>>> from memtheory.symbols import B, S
+>>> mla = LatentAttention(16, nope_dim=128, rope_dim=64, value_dim=128)
+>>> mla.merged_shape(((B, S, 16 * 192), (B, S, 16 * 128), (B, S, 64), (B, S, 16 * 128)))
+(B, S, 2048)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from memtheory._validation import SizeLike, as_size
+from memtheory.dtypes import DTypeLike
+from memtheory.errors import ShapeError
+from memtheory.layers.base import Autograd, Shape, describe_shape
+from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.merge import Merge
+
+__all__ = ["LatentAttention"]
+
+
+@dataclass(frozen=True)
+class LatentAttention(Merge):
+    """DeepSeek's MLA attention: heads of ``nope_dim + rope_dim`` keys, ``value_dim`` values.
+
+    Parameters
+    ----------
+    heads : size
+        Attention heads :math:`a` (``num_attention_heads``).
+    nope_dim, rope_dim : size
+        Non-rotary and rotary features of each query and key head
+        (``qk_nope_head_dim``, ``qk_rope_head_dim``).
+    value_dim : size
+        Features of each value head (``v_head_dim``).
+    flash : bool, default False
+        Memory-efficient attention (no :math:`S^2` tensors kept).
+    name : str, optional
+    """
+
+    heads: SizeLike
+    nope_dim: SizeLike
+    rope_dim: SizeLike
+    value_dim: SizeLike
+    flash: bool = False
+    name: str | None = None
+    kind = "LatentAttention"
+    autograd_checked = False
+    autograd_refusal = (
+        "DeepSeek's multi-head latent attention (queries and keys wider than the values, one "
+        "rotary key shared by the heads) has not been measured."
+    )
+
+    def __post_init__(self) -> None:
+        for field_name in ("heads", "nope_dim", "rope_dim", "value_dim"):
+            object.__setattr__(
+                self, field_name, as_size(getattr(self, field_name), field_name, self.label)
+            )
+
+    def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
+        """Return ``(B, S, heads * value_dim)`` after checking the four inputs' widths."""
+        if len(input_shapes) != 4:
+            raise ShapeError(
+                f"{self.label}: reads four tensors (queries, non-rotary keys, the shared rotary "
+                f"key, values), got {len(input_shapes)}."
+            )
+        heads = sp.sympify(self.heads)
+        wanted = (heads * (sp.sympify(self.nope_dim) + sp.sympify(self.rope_dim)),
+                  heads * sp.sympify(self.nope_dim), sp.sympify(self.rope_dim),
+                  heads * sp.sympify(self.value_dim))
+        for shape, width in zip(input_shapes, wanted, strict=True):
+            gap = sp.expand(shape[-1] - width) if len(shape) == 3 else sp.Integer(1)
+            if gap.is_number and gap != 0:
+                raise ShapeError(
+                    f"{self.label}: expected (batch, sequence, {width}), got "
+                    f"{describe_shape(tuple(shape))}. Check the heads and head widths."
+                )
+        query, value = tuple(input_shapes[0]), tuple(input_shapes[3])
+        return (*query[:-1], value[-1])
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Describe the step as grouped-query attention over heads of ``nope_dim + rope_dim``."""
+        query = tuple(input_shapes[0])
+        width = sp.sympify(self.nope_dim) + sp.sympify(self.rope_dim)
+        like = GroupedQueryAttention(self.heads, head_dim=width, flash=self.flash)
+        return like.autograd((query, query, query), training=training,
+                             input_dtype=input_dtype, autocast=autocast)
+
+    def describe(self) -> str:
+        """Heads and head widths."""
+        return (f"{self.heads} heads, q/k {self.nope_dim}+{self.rope_dim}, "
+                f"v {self.value_dim}")

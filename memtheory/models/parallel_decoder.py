@@ -1,0 +1,245 @@
+r"""Decoders with layer norms and a fused query/key/value projection: GPT-NeoX and Falcon.
+
+One builder, :func:`parallel_decoder`, for the layout Hugging Face's
+``GPTNeoXForCausalLM`` and ``FalconForCausalLM`` share: token embeddings;
+per layer, layer norms (with bias), one fused ``query_key_value`` projection
+sliced into queries, keys and values, rotary embedding of (a leading part of)
+each query and key head, causal attention and an output ``dense`` projection,
+and a plain MLP (``dense_h_to_4h``, GELU, ``dense_4h_to_h``). With
+``parallel`` (GPT-NeoX's ``use_parallel_residual``, Falcon's
+``parallel_attn``) the attention and the MLP both read the layer's input and
+their outputs are added to it; otherwise the MLP reads the attention's
+residual sum. A final layer norm and the output projection close the model.
+
+The parameter count is checked tensor for tensor against transformers on
+the ``meta`` device (``tests/pytorch/test_family_parameter_counts.py``). The
+sliced fused projection is not measured under the autograd convention, which
+refuses these models, naming the slice.
+
+Examples
+--------
+>>> config = ParallelDecoderConfig(vocabulary=100, hidden=32, layers=2, heads=4,
+...                                ffn_hidden=128, rotary_dim=2)
+>>> parallel_decoder(config).parameter_count
+31872
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from memtheory._validation import SizeLike
+from memtheory.errors import InvalidSizeError
+from memtheory.layers import (
+    GELU,
+    Add,
+    Dense,
+    Embedding,
+    Input,
+    LanguageModelLoss,
+    Layer,
+    LayerNorm,
+    Unembedding,
+)
+from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.rotary import Rotary, RotaryTable
+from memtheory.layers.split import Slice
+from memtheory.network import Network, Node
+from memtheory.symbols import B, S
+
+__all__ = ["ParallelDecoderConfig", "parallel_decoder"]
+
+
+@dataclass(frozen=True)
+class ParallelDecoderConfig:
+    """Hyperparameters of a GPT-NeoX or Falcon decoder.
+
+    Parameters
+    ----------
+    vocabulary, hidden, layers, heads, ffn_hidden : int
+        ``vocab_size``, ``hidden_size``, ``num_hidden_layers``,
+        ``num_attention_heads``, the MLP's width (GPT-NeoX ``intermediate_size``,
+        Falcon ``ffn_hidden_size``).
+    kv_heads : int, optional
+        Key/value heads (Falcon's multi-query: 1); default ``heads``.
+    rotary_dim : int, optional
+        Features of each head that are rotated (GPT-NeoX: a quarter); default all.
+    positions : int, optional
+        ``max_position_embeddings``.
+    tied : bool, default False
+        Output projection tied to the embedding (Falcon: True).
+    qkv_bias, bias : bool
+        Biases of the fused projection, and of the output projection and the MLP.
+    parallel : bool, default True
+        Attention and MLP read the same input (parallel residual).
+    norms : {1, 2}, default 2
+        With ``parallel``: one norm shared by both branches, or one each.
+    family : str, default "gpt_neox"
+
+    Examples
+    --------
+    >>> ParallelDecoderConfig(vocabulary=8, hidden=16, layers=1, heads=4, ffn_hidden=64).head_width
+    4
+    """
+
+    vocabulary: int
+    hidden: int
+    layers: int
+    heads: int
+    ffn_hidden: int
+    kv_heads: int | None = None
+    rotary_dim: int | None = None
+    positions: int | None = None
+    tied: bool = False
+    qkv_bias: bool = True
+    bias: bool = True
+    parallel: bool = True
+    norms: Literal[1, 2] = 2
+    family: str = "gpt_neox"
+
+    def __post_init__(self) -> None:
+        for name in ("vocabulary", "hidden", "layers", "heads", "ffn_hidden"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidSizeError(
+                    f"ParallelDecoderConfig: {name} must be a positive whole number, got "
+                    f"{value!r}."
+                )
+        if self.hidden % self.heads:
+            raise InvalidSizeError(
+                f"ParallelDecoderConfig: hidden ({self.hidden}) does not split into "
+                f"{self.heads} heads."
+            )
+        rotary = self.rotary
+        if rotary < 1 or self.head_width % rotary or rotary % 2:
+            raise InvalidSizeError(
+                f"ParallelDecoderConfig: rotary_dim {rotary} must be an even divisor of the "
+                f"head width {self.head_width}; other partial rotations are not modelled."
+            )
+
+    @property
+    def head_width(self) -> int:
+        """Width of one head: ``hidden // heads``."""
+        return self.hidden // self.heads
+
+    @property
+    def rotary(self) -> int:
+        """Rotated features of each head: ``rotary_dim``, or the head width."""
+        return self.head_width if self.rotary_dim is None else self.rotary_dim
+
+
+def parallel_decoder(
+    config: ParallelDecoderConfig,
+    *,
+    batch: SizeLike = B,
+    sequence: SizeLike = S,
+    flash: bool = False,
+    lm_head: bool = True,
+    loss: bool = False,
+    name: str | None = None,
+) -> Network:
+    """Build the GPT-NeoX or Falcon decoder for ``batch`` sequences of ``sequence`` tokens.
+
+    Parameters
+    ----------
+    config : ParallelDecoderConfig
+    batch, sequence : size, default ``B`` and ``S``
+    flash : bool, default False
+        Memory-efficient attention (no :math:`S^2` tensors kept).
+    lm_head : bool, default True
+        End with the output projection to ``(B, S, vocabulary)`` logits.
+    loss : bool, default False
+        End with the causal-LM loss (needs ``lm_head``).
+    name : str, optional
+
+    Examples
+    --------
+    >>> config = ParallelDecoderConfig(vocabulary=100, hidden=32, layers=1, heads=4,
+    ...                                ffn_hidden=64, kv_heads=1, parallel=True, norms=1)
+    >>> parallel_decoder(config, batch=2, sequence=8).output_shape
+    (2, 8, 100)
+    """
+    if loss and not lm_head:
+        raise InvalidSizeError("parallel_decoder: loss=True needs the logits; keep lm_head=True.")
+    c = config
+    items: list[Layer | Node] = [
+        Input((sequence,), batch=batch, name="input_ids"),
+        Embedding(c.vocabulary, c.hidden, name="embed_in"),
+        Node(RotaryTable(c.rotary, positions=c.positions, name="rotary_emb"),
+             inputs=("input_ids",)),
+    ]
+    source = "embed_in"
+    for index in range(c.layers):
+        block = _layer(c, index, source, flash=flash)
+        items += block
+        source = block[-1].name or ""
+    items.append(Node(LayerNorm(name="final_layer_norm"), inputs=(source,)))
+    if lm_head:
+        items.append(Unembedding(c.vocabulary, tied=c.tied, name="lm_head"))
+    if loss:
+        items.append(LanguageModelLoss(name="loss"))
+    return Network(items, name=name or c.family)
+
+
+def _layer(
+    c: ParallelDecoderConfig, index: int, source: str, *, flash: bool
+) -> list[Layer | Node]:
+    """One layer reading ``source``; its last item is its output."""
+    prefix = f"layers.{index}"
+    ln_attn = f"{prefix}.input_layernorm"
+    items: list[Layer | Node] = [Node(LayerNorm(name=ln_attn), inputs=(source,))]
+    attended = _attention(c, f"{prefix}.attention", ln_attn, items, flash=flash)
+    if c.parallel:
+        ln_mlp = ln_attn
+        if c.norms == 2:
+            ln_mlp = f"{prefix}.post_attention_layernorm"
+            items.append(Node(LayerNorm(name=ln_mlp), inputs=(source,)))
+        mlp_out = _mlp(c, f"{prefix}.mlp", ln_mlp, items)
+        items += [
+            Node(Add(name=f"{prefix}.add_1"), inputs=(attended, mlp_out)),
+            Node(Add(name=f"{prefix}.add_2"), inputs=(f"{prefix}.add_1", source)),
+        ]
+        return items
+    items += [
+        Node(Add(name=f"{prefix}.add_1"), inputs=(source, attended)),
+        LayerNorm(name=f"{prefix}.post_attention_layernorm"),
+    ]
+    mlp_out = _mlp(c, f"{prefix}.mlp", f"{prefix}.post_attention_layernorm", items)
+    items.append(Node(Add(name=f"{prefix}.add_2"), inputs=(f"{prefix}.add_1", mlp_out)))
+    return items
+
+
+def _attention(
+    c: ParallelDecoderConfig, attn: str, source: str, items: list[Layer | Node], *, flash: bool
+) -> str:
+    """Append the fused projection, the rotary, attention and ``dense``; return the output."""
+    width, kv = c.head_width, c.kv_heads or c.heads
+    queries, keys = c.heads * width, kv * width
+    fused = f"{attn}.query_key_value"
+    items.append(Node(Dense(queries + 2 * keys, bias=c.qkv_bias, name=fused), inputs=(source,)))
+    bounds = {"q": (0, queries), "k": (queries, queries + keys),
+              "v": (queries + keys, queries + 2 * keys)}
+    for part, (start, stop) in bounds.items():
+        items.append(Node(Slice(start, stop, name=f"{attn}.{part}"), inputs=(fused,)))
+    items += [
+        Node(Rotary(c.rotary, name=f"{attn}.q_rotary"), inputs=(f"{attn}.q", "rotary_emb")),
+        Node(Rotary(c.rotary, name=f"{attn}.k_rotary"), inputs=(f"{attn}.k", "rotary_emb")),
+        Node(
+            GroupedQueryAttention(c.heads, kv_heads=kv, head_dim=width, flash=flash,
+                                  name=f"{attn}.attention"),
+            inputs=(f"{attn}.q_rotary", f"{attn}.k_rotary", f"{attn}.v"),
+        ),
+        Dense(c.hidden, bias=c.bias, name=f"{attn}.dense"),
+    ]
+    return f"{attn}.dense"
+
+
+def _mlp(c: ParallelDecoderConfig, mlp: str, source: str, items: list[Layer | Node]) -> str:
+    """Append ``dense_h_to_4h``, GELU and ``dense_4h_to_h`` reading ``source``."""
+    items += [
+        Node(Dense(c.ffn_hidden, bias=c.bias, name=f"{mlp}.dense_h_to_4h"), inputs=(source,)),
+        GELU(name=f"{mlp}.act"),
+        Dense(c.hidden, bias=c.bias, name=f"{mlp}.dense_4h_to_h"),
+    ]
+    return f"{mlp}.dense_4h_to_h"
