@@ -16,14 +16,19 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, cast
 
 import sympy as sp
 
 from memtheory.conventions import convention as _convention
 from memtheory.errors import DoesNotFitError, InvalidArgumentError
+from memtheory.estimate.compiled import CompiledFootprint, largest_fitting
+from memtheory.estimate.derivation_cache import remembered
 from memtheory.estimate.devices import Counts, DeviceSearch, fewest_gpus
 from memtheory.estimate.resolve import ResolvedModel, model_type, resolve_model
 from memtheory.estimate.step import Step, step_memory
@@ -416,37 +421,19 @@ def estimate(
         precision=precision, zero=zero, offload=offload, checkpointing=checkpointing,
         reserve=reserve,
     )
-    resolved = resolve_model(model, batch=B, sequence=S, image=image, flash=chosen.flash)
-    network = resolved.network
-    step_precision = chosen.precision_for(resolved.dtype)
-    if precision is None and (lora is not None or qlora) and step_precision.startswith("autocast"):
-        # Frozen layers under torch.autocast are not modelled: a LoRA base stays in one dtype.
-        step_precision = "bf16"
-    if sequence is None:
-        sequence = min(512, resolved.positions or 512)
-    if resolved.positions is not None and sequence > resolved.positions:
-        raise InvalidArgumentError(
-            f"{resolved.name} takes at most {resolved.positions} positions; --seq {sequence} is "
-            "longer. Use a shorter sequence."
-        )
-    values = {"B": batch, "S": sequence} if resolved.kind == "sequence" else {"B": batch}
-    values = {k: v for k, v in values.items() if k in {s.name for s in _free(network)}}
-    adapters = None
-    if lora is not None or qlora:
-        rank = lora or 64
-        targets = lora_targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
-        adapters = LoRA(rank, lora_alpha, targets=targets)
+    derived = _derived(
+        model, image=image, chosen=chosen, precision=precision, lora=lora,
+        lora_alpha=lora_alpha, lora_targets=lora_targets, qlora=qlora, convention=convention,
+        sequence=sequence,
+    )
+    resolved, step, compiled = derived.resolved, derived.step, derived.compiled
+    memory = cast(MemoryBreakdown, compiled.footprint)
+    network, tuned = resolved.network, step.network
+    sequence, values = _sizes(resolved, batch, sequence)
+    adapters = derived.adapters
     zero = chosen.zero
     offload = cast(Offload, chosen.offload)
-    step = step_memory(
-        network, lora=adapters, qlora=qlora, optimizer=chosen.optimizer,
-        precision=step_precision, convention=convention, checkpointing=chosen.checkpointing,
-        values=values, exact=chosen.convention(), adapter_dtype=chosen.adapter_dtype,
-    )
-    memory, tuned = step.memory, step.network
-    if zero == 3 and not chosen.sharded_autocast_copies and "weight_copies" in memory.components:
-        memory = _without_weight_copies(memory)
-    assumptions = _assumptions(resolved, step, chosen, model)
+    assumptions = list(derived.assumptions)
     notes = [n for n in memory.notes if not n.startswith("precision ")]  # said in assumptions
     budget = (
         usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
@@ -465,10 +452,15 @@ def estimate(
     host = None
     parallel = ""
     if count > 1 or zero or offload != "none" or auto or sequence_parallel:
-        split: ParallelMemory = parallel_memory(
-            memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
-            network=tuned, sequence_parallel=sequence_parallel,
+        compiled = remembered(
+            (*derived.key, "parallel", data, zero, tensor, pipeline, offload, sequence_parallel),
+            lambda: _compiled(parallel_memory(
+                memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
+                network=tuned, sequence_parallel=sequence_parallel,
+            )),
+            disk=derived.disk,
         )
+        split = cast(ParallelMemory, compiled.footprint)
         footprint = split
         notes += [n for n in split.notes if n not in notes]
         host = split.host_per_node() if split.host is not None else None
@@ -477,16 +469,15 @@ def estimate(
             parallel += ", sequence parallel"
         if offload != "none":
             parallel += f", offload {offload}"
-    evaluated = footprint.evaluate(**values)
+    evaluated = compiled.evaluate(**values)
     if host is not None:
         host = sp.sympify(host).subs({s: values[s.name] for s in sp.sympify(host).free_symbols
                                       if s.name in values})
     max_batch = max_sequence = None
     if budget is not None:
-        peak = footprint.peak
-        max_batch = _largest(peak, "B", budget, {k: v for k, v in values.items() if k != "B"})
+        max_batch = _largest(compiled, "B", budget, {k: v for k, v in values.items() if k != "B"})
         if resolved.kind == "sequence" and "S" in values:
-            max_sequence = _largest(peak, "S", budget, {"B": batch}, stop=resolved.positions)
+            max_sequence = _largest(compiled, "S", budget, {"B": batch}, stop=resolved.positions)
     method = ""
     if adapters is not None:
         method = f"{'QLoRA' if qlora else 'LoRA'} r={adapters.rank} on "
@@ -632,9 +623,125 @@ def _free(network: Network) -> set[sp.Symbol]:
 
 
 def _largest(
-    peak: sp.Expr, symbol: str, budget: Budget, values: Mapping[str, int], stop: int | None = None
+    compiled: CompiledFootprint,
+    symbol: str,
+    budget: Budget,
+    values: Mapping[str, int],
+    stop: int | None = None,
 ) -> int:
+    """Return the largest ``symbol`` whose peak fits the budget (at most ``stop``), or 0."""
+    if compiled.fast and sp.sympify(budget.usable).is_Integer:
+        found = largest_fitting(
+            lambda v: compiled.peak(**values, **{symbol: v}), int(budget.usable), stop
+        )
+        if found is not None:
+            return found
     try:
-        return max_value(peak, symbol, budget.usable, stop=stop, by="total", **values)
+        return max_value(
+            compiled.footprint.peak, symbol, budget.usable, stop=stop, by="total", **values
+        )
     except DoesNotFitError:
         return 0
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """What :func:`estimate` derives once per model and setup (:func:`_derived`)."""
+
+    key: tuple[Any, ...]
+    disk: bool
+    resolved: ResolvedModel
+    step: Step
+    compiled: CompiledFootprint
+    adapters: LoRA | None
+    assumptions: tuple[str, ...]
+
+
+def _derived(
+    model: str | Mapping[str, Any],
+    *,
+    image: int,
+    chosen: Setup,
+    precision: str | None,
+    lora: int | None,
+    lora_alpha: float | None,
+    lora_targets: str | tuple[str, ...] | None,
+    qlora: bool,
+    convention: str,
+    sequence: int | None,
+) -> _Derived:
+    """Derive the step's memory in ``B`` and ``S``, or take it from the cache (derived once)."""
+    source = _model_key(model)
+    # Only checkpointing's best interval depends on a size (the sequence): key it then alone.
+    key = (
+        "estimate step", source, image, repr(chosen), precision, lora, lora_alpha, lora_targets,
+        qlora, convention, sequence if chosen.checkpointing else None,
+    )
+
+    def derive() -> _Derived:
+        resolved = resolve_model(model, batch=B, sequence=S, image=image, flash=chosen.flash)
+        step_precision = chosen.precision_for(resolved.dtype)
+        if (precision is None and (lora is not None or qlora)
+                and step_precision.startswith("autocast")):
+            # Frozen layers under torch.autocast are not modelled: a LoRA base stays in one dtype.
+            step_precision = "bf16"
+        _, values = _sizes(resolved, 1, sequence)
+        adapters = None
+        if lora is not None or qlora:
+            targets = lora_targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
+            adapters = LoRA(lora or 64, lora_alpha, targets=targets)
+        step = step_memory(
+            resolved.network, lora=adapters, qlora=qlora, optimizer=chosen.optimizer,
+            precision=step_precision, convention=convention, checkpointing=chosen.checkpointing,
+            values=values, exact=chosen.convention(), adapter_dtype=chosen.adapter_dtype,
+        )
+        memory = step.memory
+        if (chosen.zero == 3 and not chosen.sharded_autocast_copies
+                and "weight_copies" in memory.components):
+            memory = _without_weight_copies(memory)
+        assumptions = tuple(_assumptions(resolved, step, chosen, model))
+        compiled = _compiled(memory)
+        disk = source is not None and compiled.fast
+        return _Derived(key, disk, resolved, step, compiled, adapters, assumptions)
+
+    if source is None:
+        return derive()
+    # Kept on disk only where nothing is lost there (no size constraints to register again).
+    return remembered(key, derive, keep=lambda derived: derived.disk)
+
+
+def _compiled(footprint: Footprint) -> CompiledFootprint:
+    """Return ``footprint`` compiled, its peak simplified (kept with it in the cache)."""
+    footprint.peak  # noqa: B018 - a cached property
+    return CompiledFootprint(footprint)
+
+
+def _model_key(model: str | Mapping[str, Any]) -> str | None:
+    """Return the model as part of a cache key (a config file's bytes too); None for a trace."""
+    if not isinstance(model, str):
+        return json.dumps(model, sort_keys=True, default=repr)
+    path = Path(model.strip())
+    if ":" in model or path.suffix == ".py":
+        return None  # a traced factory: its code is not memtheory's
+    try:
+        if path.is_file():
+            return f"{model} {hashlib.sha256(path.read_bytes()).hexdigest()}"
+    except OSError:
+        return None
+    return model
+
+
+def _sizes(
+    resolved: ResolvedModel, batch: int, sequence: int | None
+) -> tuple[int, dict[str, int]]:
+    """Return the sequence length (the default where None) and the sizes by symbol name."""
+    if sequence is None:
+        sequence = min(512, resolved.positions or 512)
+    if resolved.positions is not None and sequence > resolved.positions:
+        raise InvalidArgumentError(
+            f"{resolved.name} takes at most {resolved.positions} positions; --seq {sequence} is "
+            "longer. Use a shorter sequence."
+        )
+    values = {"B": batch, "S": sequence} if resolved.kind == "sequence" else {"B": batch}
+    free = {s.name for s in _free(resolved.network)}
+    return sequence, {k: v for k, v in values.items() if k in free}
