@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from copy import copy
 from dataclasses import replace
 from fractions import Fraction
 from keyword import iskeyword
@@ -59,14 +60,19 @@ class _Table:
 
     def evaluate(self, at: list[int]) -> MemoryBreakdown:
         """Return the breakdown at sizes whose terms are ``at`` (:attr:`terms` order)."""
-        numbers = [_sympy(sum(map(mul, row, at))) for row in self.rows]
-        components = dict(zip(self.memory.components, numbers[: self.split], strict=True))
-        timeline = dict(zip(self.memory.timeline, numbers[self.split :], strict=True))
-        evaluated = replace(
-            self.memory, components=components, timeline=timeline, constraints={}
-        )
-        if timeline:  # the maximum of numbers is the largest, as maximum() finds it
-            evaluated.__dict__["peak"] = max(timeline.values())
+        plain = [sum(map(mul, row, at)) for row in self.rows]
+        numbers = list(map(_sympy, plain))
+        evaluated = copy(self.memory)  # the fields replace() would set, without re-checking them
+        fields = {
+            "components": dict(zip(self.memory.components, numbers[: self.split], strict=True)),
+            "timeline": dict(zip(self.memory.timeline, numbers[self.split :], strict=True)),
+            "constraints": {},
+        }
+        for name, value in fields.items():
+            object.__setattr__(evaluated, name, value)
+        evaluated.__dict__.pop("peak", None)
+        if len(plain) > self.split:  # the maximum of numbers is the largest, as maximum() finds
+            evaluated.__dict__["peak"] = _sympy(max(plain[self.split :]))
         return evaluated
 
 
@@ -145,12 +151,12 @@ class CompiledFootprint:
         host = evaluated[len(stages)] if len(evaluated) > len(stages) else None
         return replace(self.footprint, stages=stages, host=host)  # type: ignore[type-var]
 
-    def peak(self, **values: int) -> int:
+    def peak(self, **values: int) -> int | sp.Expr:
         """Return the peak (the total without a timeline) at ``values``, in bytes."""
         given = self._values(values)
         peak = self._function("peak")
         if given is None or peak is None:
-            return int(self.footprint.evaluate(**values).peak)
+            return self.footprint.evaluate(**values).peak
         return int(peak(*given))
 
 

@@ -388,34 +388,10 @@ def estimate(
     >>> answer.memory.format("GiB"), answer.max_batch
     ('1.75 GiB', 531)
     """
-    if isinstance(gpus, str) and gpus != "auto":
-        raise InvalidArgumentError(
-            f"gpus must be a positive whole number or 'auto', got {gpus!r}."
-        )
-    if sequence_parallel not in (True, False):
-        raise InvalidArgumentError(
-            f"sequence_parallel must be True or False, got {sequence_parallel!r}."
-        )
-    auto = gpus == "auto"
-    count = 1 if auto or gpus is None else gpus
-    for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
-                        (count, "gpus"), (tensor, "tensor"), (pipeline, "pipeline"),
-                        (lora, "lora")):
-        _positive(value, name)  # type: ignore[arg-type]
-    assert isinstance(count, int)
-    group = tensor * pipeline
-    if auto or gpus is None:
-        count = group
-    if count % group:
-        raise InvalidArgumentError(
-            f"--gpus {gpus} is not a multiple of tensor x pipeline = {group}: "
-            "data parallelism takes what is left, so it must divide evenly."
-        )
-    if auto and not (gpu or limit):
-        raise InvalidArgumentError(
-            "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
-            '(e.g. --gpu H100-80GB) or --limit "80 GB".'
-        )
+    auto, count, group = _device_counts(
+        gpus, sequence_parallel=sequence_parallel, sizes=(batch, sequence, image, lora),
+        tensor=tensor, pipeline=pipeline, card=bool(gpu or limit),
+    )
     chosen = chosen_setup(
         setup, model, lora=lora, qlora=qlora, flash=flash, optimizer=optimizer,
         precision=precision, zero=zero, offload=offload, checkpointing=checkpointing,
@@ -428,7 +404,7 @@ def estimate(
     )
     resolved, step, compiled = derived.resolved, derived.step, derived.compiled
     memory = cast(MemoryBreakdown, compiled.footprint)
-    network, tuned = resolved.network, step.network
+    tuned = step.network
     sequence, values = _sizes(resolved, batch, sequence)
     adapters = derived.adapters
     zero = chosen.zero
@@ -438,21 +414,8 @@ def estimate(
     budget = (
         usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
     )
-    search = None
-    if auto:
-        assert budget is not None
-        search = fewest_gpus(
-            memory, usable=budget.usable, values=values, zero=zero, tensor=tensor,
-            pipeline=pipeline, offload=offload, network=tuned, counts=counts,
-            sequence_parallel=sequence_parallel,
-        )
-        count = search.gpus or count
-    data = count // group
-    footprint: Footprint = memory
-    host = None
-    parallel = ""
-    if count > 1 or zero or offload != "none" or auto or sequence_parallel:
-        compiled = remembered(
+    def split_at(data: int) -> CompiledFootprint:
+        return remembered(
             (*derived.key, "parallel", data, zero, tensor, pipeline, offload, sequence_parallel),
             lambda: _compiled(parallel_memory(
                 memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
@@ -460,15 +423,27 @@ def estimate(
             )),
             disk=derived.disk,
         )
+
+    search = None
+    if auto:
+        assert budget is not None
+        search = fewest_gpus(
+            memory, usable=budget.usable, values=values, zero=zero, tensor=tensor,
+            pipeline=pipeline, offload=offload, network=tuned, counts=counts,
+            sequence_parallel=sequence_parallel, split_at=split_at,
+        )
+        count = search.gpus or count
+    data = count // group
+    footprint: Footprint = memory
+    host = None
+    parallel = ""
+    if count > 1 or zero or offload != "none" or auto or sequence_parallel:
+        compiled = split_at(data)
         split = cast(ParallelMemory, compiled.footprint)
         footprint = split
         notes += [n for n in split.notes if n not in notes]
         host = split.host_per_node() if split.host is not None else None
-        parallel = f"{count} GPUs (data {data}, tensor {tensor}, pipeline {pipeline}), ZeRO-{zero}"
-        if sequence_parallel:
-            parallel += ", sequence parallel"
-        if offload != "none":
-            parallel += f", offload {offload}"
+        parallel = _parallel_words(count, data, tensor, pipeline, zero, sequence_parallel, offload)
     evaluated = compiled.evaluate(**values)
     if host is not None:
         host = sp.sympify(host).subs({s: values[s.name] for s in sp.sympify(host).free_symbols
@@ -482,6 +457,7 @@ def estimate(
     if adapters is not None:
         method = f"{'QLoRA' if qlora else 'LoRA'} r={adapters.rank} on "
         method += ", ".join(adapters.patterns)
+    parameters, trainable = derived.parameters, derived.trainable
     settings = {
         "batch": batch,
         "sequence": sequence if resolved.kind == "sequence" else None,
@@ -505,28 +481,93 @@ def estimate(
         "sequence_parallel": sequence_parallel,
         "offload": offload,
         "parallel": parallel,
-        "parameters": int(network.parameter_count) if network.parameter_count.is_number else None,
-        "trainable": int(tuned.parameter_count) if tuned.parameter_count.is_number else None,
+        "parameters": parameters,
+        "trainable": trainable,
         "reserve_bytes": int(budget.reserve) if budget else None,
     }
     title = _convention(step.convention).title
+    why = _why(step, chosen, resolved, parallel=bool(parallel),
+               tensor=tensor > 1 or sequence_parallel)
+    return Estimate(
+        resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
+        title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
+    )
+
+
+def _device_counts(
+    gpus: int | str | None,
+    *,
+    sequence_parallel: bool,
+    sizes: tuple[int | None, ...],
+    tensor: int,
+    pipeline: int,
+    card: bool,
+) -> tuple[bool, int, int]:
+    """Check the device options; return whether ``gpus="auto"``, the count, tensor x pipeline.
+
+    ``sizes`` are the batch, sequence, image and LoRA rank, each None or positive.
+    """
+    if isinstance(gpus, str) and gpus != "auto":
+        raise InvalidArgumentError(
+            f"gpus must be a positive whole number or 'auto', got {gpus!r}."
+        )
+    if sequence_parallel not in (True, False):
+        raise InvalidArgumentError(
+            f"sequence_parallel must be True or False, got {sequence_parallel!r}."
+        )
+    auto = gpus == "auto"
+    count = 1 if auto or gpus is None else gpus
+    batch, sequence, image, lora = sizes
+    for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
+                        (count, "gpus"), (tensor, "tensor"), (pipeline, "pipeline"),
+                        (lora, "lora")):
+        _positive(value, name)  # type: ignore[arg-type]
+    assert isinstance(count, int)
+    group = tensor * pipeline
+    if auto or gpus is None:
+        count = group
+    if count % group:
+        raise InvalidArgumentError(
+            f"--gpus {gpus} is not a multiple of tensor x pipeline = {group}: "
+            "data parallelism takes what is left, so it must divide evenly."
+        )
+    if auto and not card:
+        raise InvalidArgumentError(
+            "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
+            '(e.g. --gpu H100-80GB) or --limit "80 GB".'
+        )
+    return auto, count, group
+
+
+def _parallel_words(
+    count: int, data: int, tensor: int, pipeline: int, zero: int, sequence_parallel: bool,
+    offload: str,
+) -> str:
+    """Return the devices in words: ``8 GPUs (data 8, tensor 1, pipeline 1), ZeRO-3``."""
+    parallel = f"{count} GPUs (data {data}, tensor {tensor}, pipeline {pipeline}), ZeRO-{zero}"
+    if sequence_parallel:
+        parallel += ", sequence parallel"
+    if offload != "none":
+        parallel += f", offload {offload}"
+    return parallel
+
+
+def _why(
+    step: Step, chosen: Setup, resolved: ResolvedModel, *, parallel: bool, tensor: bool
+) -> str:
+    """Return the convention's reason, with the attention kernel and the split across GPUs."""
     why = step.why
     if chosen.flash and step.convention == "autograd" and resolved.kind == "sequence":
         why += "; the SDPA flash/memory-efficient attention kernel assumed (see below)"
     if parallel:
-        how = "ZeRO / FSDP, chapter 13" + (
-            "; tensor parallel, chapter 18" if tensor > 1 or sequence_parallel else ""
-        )
+        how = "ZeRO / FSDP, chapter 13" + ("; tensor parallel, chapter 18" if tensor else "")
         why += (
             f"; the split across GPUs is modelled ({how}), not measured (no GPU was used): per "
             "device the sum of the components, which is not a bound of its peak: the transient "
             "tensors of one device's timeline (activation gradients in the backward pass) are "
             "neither split nor added"
         )
-    return Estimate(
-        resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
-        title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
-    )
+    return why
 
 
 def chosen_setup(
@@ -655,6 +696,8 @@ class _Derived:
     compiled: CompiledFootprint
     adapters: LoRA | None
     assumptions: tuple[str, ...]
+    parameters: int | None
+    trainable: int | None
 
 
 def _derived(
@@ -702,7 +745,11 @@ def _derived(
         assumptions = tuple(_assumptions(resolved, step, chosen, model))
         compiled = _compiled(memory)
         disk = source is not None and compiled.fast
-        return _Derived(key, disk, resolved, step, compiled, adapters, assumptions)
+        counts = [n.parameter_count for n in (resolved.network, step.network)]
+        parameters, trainable = (int(n) if n.is_number else None for n in counts)
+        return _Derived(
+            key, disk, resolved, step, compiled, adapters, assumptions, parameters, trainable
+        )
 
     if source is None:
         return derive()
