@@ -181,3 +181,16 @@ def test_largest_fitting_is_max_value(slope, square, constant, cap, stop):
         expected = 0
     found = largest_fitting(lambda b: square * b * b + slope * b + constant, cap, stop)
     assert found == expected
+
+
+def test_entries_of_other_code_are_deleted(monkeypatch, tmp_path):
+    """Writing an entry deletes those another version of the code wrote; nothing else."""
+    stale = tmp_path / f"{'0' * 16}-{'a' * 64}.pickle"
+    unrelated = [tmp_path / "notes.pickle", tmp_path / "my-data.pickle", tmp_path / "keep.txt"]
+    for path in [stale, *unrelated]:
+        path.write_bytes(b"x")
+    _fresh(monkeypatch, tmp_path)
+    _answer()
+    assert not stale.exists()
+    assert all(path.exists() for path in unrelated)
+    assert len(list(tmp_path.glob("*.pickle"))) == len(unrelated) - 1 + 1

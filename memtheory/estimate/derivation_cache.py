@@ -10,11 +10,11 @@ derives a question once.
 An entry's key is the SHA-256 of every memtheory source file, the versions of
 Python and sympy, and the question (the model, the setup, the options that
 change the formulas). A change to the code or to any of those is a new key;
-old entries are never read again. The directory is ``$MEMTHEORY_CACHE`` when
-that is set (``off``, ``0`` or an empty value turn the disk cache off), else
-``memtheory`` under ``$XDG_CACHE_HOME`` (default ``~/.cache``). A cache that
-cannot be read, written or unpickled is ignored: the answer is derived again,
-never refused.
+the entries of other code are deleted when a new one is written. The directory
+is ``$MEMTHEORY_CACHE`` when that is set (``off``, ``0`` or an empty value
+turn the disk cache off), else ``memtheory`` under ``$XDG_CACHE_HOME``
+(default ``~/.cache``). A cache that cannot be read, written or unpickled is
+ignored: the answer is derived again, never refused.
 
 Examples
 --------
@@ -36,6 +36,7 @@ import io
 import os
 import pickle
 import platform
+import re
 import tempfile
 from collections.abc import Callable, Hashable
 from functools import cache
@@ -116,7 +117,8 @@ def remembered(
     keep : callable, optional
         Whether a value just derived may be written to disk (default: yes).
     """
-    name = hashlib.sha256(f"{source_digest()} {key!r}".encode()).hexdigest()
+    code = source_digest()
+    name = f"{code[:16]}-{hashlib.sha256(f'{code} {key!r}'.encode()).hexdigest()}"
     if name in _MEMORY:
         return _MEMORY[name]
     directory = cache_directory() if disk else None
@@ -153,8 +155,25 @@ def _write(path: Path | None, value: object) -> None:
             temporary = Path(file.name)
             file.write(data)
         os.replace(temporary, path)
+        _forget_stale(path)
     except Exception:  # noqa: BLE001 - an unwritable directory or an unpicklable value
         return
+
+
+def _forget_stale(path: Path) -> None:
+    """Delete the entries another version of memtheory's code wrote beside ``path``.
+
+    Every entry's name starts with its code's digest: those that differ from ``path``'s
+    are never read again.
+    """
+    current = path.name.split("-", 1)[0]
+    for entry in path.parent.glob("*-*.pickle"):
+        if _ENTRY.fullmatch(entry.name) and not entry.name.startswith(current):
+            entry.unlink(missing_ok=True)
+
+
+_ENTRY = re.compile(r"[0-9a-f]{16}-[0-9a-f]{64}\.pickle")
+"""The name of an entry: the code's digest (16 digits), the key's (64)."""
 
 
 def dumps(value: object) -> bytes:
