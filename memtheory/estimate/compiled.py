@@ -25,7 +25,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from copy import copy
 from dataclasses import replace
 from fractions import Fraction
@@ -61,11 +61,11 @@ class _Table:
     def evaluate(self, at: list[int]) -> MemoryBreakdown:
         """Return the breakdown at sizes whose terms are ``at`` (:attr:`terms` order)."""
         plain = [sum(map(mul, row, at)) for row in self.rows]
-        numbers = list(map(_sympy, plain))
+        components = map(_sympy, plain[: self.split])
         evaluated = copy(self.memory)  # the fields replace() would set, without re-checking them
         fields = {
-            "components": dict(zip(self.memory.components, numbers[: self.split], strict=True)),
-            "timeline": dict(zip(self.memory.timeline, numbers[self.split :], strict=True)),
+            "components": dict(zip(self.memory.components, components, strict=True)),
+            "timeline": _Moments(self.memory.timeline, plain[self.split :]),
             "constraints": {},
         }
         for name, value in fields.items():
@@ -74,6 +74,28 @@ class _Table:
         if len(plain) > self.split:  # the maximum of numbers is the largest, as maximum() finds
             evaluated.__dict__["peak"] = _sympy(max(plain[self.split :]))
         return evaluated
+
+
+class _Moments(Mapping[str, sp.Expr]):
+    """Bytes at each moment of a step, kept as Python numbers, handed out as sympy numbers.
+
+    Thousands of moments are computed at each size; most answers read only their maximum.
+    """
+
+    def __init__(self, labels: Iterable[str], values: list[int | Fraction]) -> None:
+        self._values = dict(zip(labels, values, strict=True))
+
+    def __getitem__(self, label: str) -> sp.Expr:
+        return _sympy(self._values[label])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 class CompiledFootprint:
@@ -186,6 +208,8 @@ def _number(coefficient: sp.Expr) -> int | Fraction:
 
 
 def _sympy(value: int | Fraction) -> sp.Rational:
+    if type(value) is int:
+        return sp.Integer(value)
     if isinstance(value, Fraction):
         return sp.Rational(value.numerator, value.denominator)
     return sp.Integer(value)
