@@ -23,7 +23,7 @@ help:
 	@echo "make book       install the book extra and build book/ (warnings are errors)"
 	@echo "make book-check make book, then check the HTML: no CDN, no unrendered math or roles"
 	@echo "make browser    install Debian's chromium for the browser test, if missing"
-	@echo "make bench      run every benchmarks/*.py"
+	@echo "make bench      run every benchmarks/*.py, then a table of every target and verdict"
 	@echo "make clean      remove book/_build and caches; distclean also removes .venv"
 
 $(BIN)/python:
@@ -79,10 +79,16 @@ browser:
 	    >/dev/null 2>&1 || echo "could not install chromium: the browser test will be skipped"; \
 	}
 
+# Each benchmark prints its figures with their targets and verdicts and records them in a
+# summary file; the last table gathers every target. A benchmark that fails is recorded as such.
 bench: venv
-	shopt -s nullglob; for script in benchmarks/*.py; do \
-	  echo "== $$script"; $(BIN)/python "$$script"; \
-	done
+	summary=$$(mktemp); export MEMTHEORY_BENCH_SUMMARY=$$summary; \
+	shopt -s nullglob; for script in benchmarks/[!_]*.py; do \
+	  echo "== $$script"; $(BIN)/python "$$script" || printf '%s\n' \
+	    "{\"benchmark\": \"$$script\", \"what\": \"(all)\", \"value\": \"-\", \"target\": \"-\", \"verdict\": \"failed: exit $$?\"}" \
+	    >> "$$summary"; \
+	done; \
+	echo; $(BIN)/python benchmarks/_verdict.py "$$summary"; rm -f "$$summary"
 
 clean:
 	rm -rf book/_build build dist .pytest_cache .ruff_cache .mypy_cache .import_linter_cache .hypothesis *.egg-info

@@ -4,7 +4,9 @@ These targets were once asserted in tests, which failed on a loaded 2-core machi
 no test asserts wall-clock time). The tests keep what each call must return; this script prints
 what each call took on this machine:
 
-* ``estimate`` of Llama-3-8B, the README's two questions (LoRA rank 16 at 4096 tokens on an
+* ``estimate`` once its step is derived (the warm-up call derives it and the process keeps
+  it, as ``--sweep`` does: ``estimate_command.py`` times the derivation and the whole command)
+  of Llama-3-8B, the README's two questions (LoRA rank 16 at 4096 tokens on an
   RTX 4090; ZeRO-3 over as many H100s as needed): a few seconds each once imported (was
   ``tests/test_estimate_llama.py::test_both_questions_are_quick_once_imported``);
 * ``estimate`` of GPT-2 medium with LoRA and a card: under a second once imported (was
@@ -14,17 +16,18 @@ what each call took on this machine:
   past 200 s (was ``tests/exercises/test_exercise_parsing.py::test_huge_power_is_refused_quickly``
   and four tests of ``tests/exercises/test_hostile_input.py``).
 
-Each row gives the fastest and the slowest of ``--repeat`` runs (default 3) after one warm-up
-call: the fastest sees past other load on the machine and is held to the target; the slowest
-is what a learner could wait. Run:
+Each row gives the fastest and the slowest CPU time of ``--repeat`` runs (default 3) after one
+warm-up call, and the fastest wall time: the fastest sees past other load on the machine and
+is held to the target; the slowest is what a learner could wait. Run:
 ``python benchmarks/response_times.py [--repeat N]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import memtheory as mt
@@ -34,6 +37,11 @@ from memtheory.exercises import check
 from memtheory.exercises.expressions import parse_expression
 from memtheory.symbols import B
 from memtheory.tables import Column, Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _verdict import report, seconds, timed, verdict  # noqa: E402
+
+NAME = "response_times"
 
 NESTED = [
     "((((9**64)**64)**64)**64)",
@@ -104,45 +112,34 @@ CASES: list[tuple[str, Callable[[], Any], float]] = [
 """What is timed, the call, and its target in seconds."""
 
 
-def seconds(value: float) -> str:
-    """A duration in s, or in ms below 0.1 s."""
-    return f"{value:.3f} s" if value >= 0.1 else f"{value * 1e3:.1f} ms"
-
-
-def timed(call: Callable[[], Any], repeat: int) -> list[float]:
-    """Seconds of each of ``repeat`` calls, after one untimed warm-up call."""
-    call()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return times
-
-
 def main(argv: list[str] | None = None) -> None:
-    """Time every case and print the table."""
+    """Time every case and print the table, then each case's verdict."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per case (default 3)")
     args = parser.parse_args(argv)
     estimate("gpt2", batch=1, sequence=64)  # the first call's imports and caches
-    rows = []
+    rows, verdicts = [], []
     for what, call, target in CASES:
-        times = timed(call, args.repeat)
-        met = "yes" if min(times) < target else "NO"
-        rows.append((what, seconds(min(times)), seconds(max(times)), seconds(target), met))
+        timing = timed(call, args.repeat)
+        fastest = min(timing.cpu)
+        verdicts.append((what, fastest, target))
+        rows.append((what, seconds(fastest), seconds(max(timing.cpu)),
+                     seconds(min(timing.wall)), seconds(target), verdict(fastest, target)))
     columns = [
         Column("call"),
-        Column("fastest", align="right"),
-        Column("slowest", align="right"),
+        Column("fastest CPU", align="right"),
+        Column("slowest CPU", align="right"),
+        Column("fastest wall", align="right"),
         Column("target", align="right"),
-        Column("met"),
+        Column("verdict"),
     ]
     notes = [
-        f"{args.repeat} runs after a warm-up, on this machine (other load included); "
-        "'met' compares the fastest with the target."
+        f"{args.repeat} runs after a warm-up, on this machine (other load included); the "
+        "verdict compares the fastest CPU time with the target."
     ]
     print(Table(columns, rows, title="memtheory response times", notes=notes))
+    for what, fastest, target in verdicts:
+        report(NAME, what, fastest, target)
 
 
 if __name__ == "__main__":

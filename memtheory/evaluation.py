@@ -594,6 +594,14 @@ def evaluate_grid(
             f"the arrays do not broadcast together: {shapes}. Give them shapes NumPy can "
             "broadcast (e.g. B=np.arange(1, 9)[:, None] beside H=np.arange(1, 5))."
         ) from None
+    _check_grid_constraints(expr, within, values, exact)
+    return _grid(expr, tuple(names), [values[name] for name in names], exact)
+
+
+def _check_grid_constraints(
+    expr: sp.Expr, within: object, values: Mapping[str, np.ndarray], exact: bool
+) -> None:
+    """Refuse (or, for an expression built by hand, warn about) sizes below 1 on the grid."""
     found = candidates(expr, within)
     if not found.known:  # built by hand: warn about its network's sizes, never refuse
         for constraint in sizes_inside(expr):
@@ -609,8 +617,7 @@ def evaluate_grid(
     if failures:
         if len(failures) == len(found.sets) and not found.unknown:
             raise failures[0]  # the grid is out of range whichever network it comes from
-        warn_unknown(str(failures[0]))
-    return _grid(expr, tuple(names), [values[name] for name in names], exact)
+        warn_unknown(str(failures[0]), stacklevel=4)
 
 
 def _grid_dtype(dtype: object) -> bool:
@@ -661,7 +668,7 @@ def _check_grid_constraint(
             point = {
                 symbols[n]: sp.Integer(int(a[where])) for n, a in zip(involved, at, strict=True)
             }
-            return warn_outside([constraint], point, stacklevel=4)
+            return warn_outside([constraint], point, stacklevel=5)
         shown = ", ".join(f"{name}={a[where]}" for name, a in zip(involved, at, strict=True))
         raise too_small(constraint, shown, np.asarray(sizes)[where])
     return False
@@ -752,11 +759,67 @@ _NUMPY_CACHE: dict[tuple[sp.Expr, tuple[str, ...]], Callable[..., Any]] = {}
 def _numpy_function(expr: sp.Expr, names: tuple[str, ...]) -> Callable[..., Any]:
     key = (expr, names)
     if key not in _NUMPY_CACHE:
-        arguments = _arguments(expr, names)
-        _NUMPY_CACHE[key] = sp.lambdify(
-            arguments, expr, modules="numpy", printer=_IntegerNumPyPrinter
-        )
+        _NUMPY_CACHE[key] = _compiled_numpy(expr, _arguments(expr, names))
     return _NUMPY_CACHE[key]
+
+
+def _compiled_numpy(expr: sp.Expr, arguments: list[sp.Symbol]) -> Callable[..., Any]:
+    """Compile ``expr`` for NumPy, each product of sizes that several terms share computed once.
+
+    A peak is the maximum of many polynomials in the same products (``8240*B*S + ...``,
+    ``16464*B*S + ...``): the product ``B*S`` is computed once over the grid and each term
+    only scales it. Products of whole numbers stay whole, so the results are unchanged.
+    """
+    shared = _shared_products(expr)
+    if not shared:
+        return sp.lambdify(arguments, expr, modules="numpy", printer=_IntegerNumPyPrinter)
+    stand_ins = {product: sp.Dummy(integer=True, positive=True) for product in shared}
+    inner = sp.lambdify(
+        [*arguments, *stand_ins.values()], _stood_in(expr, stand_ins), modules="numpy",
+        printer=_IntegerNumPyPrinter,
+    )
+    products = [
+        sp.lambdify(arguments, product, modules="numpy", printer=_IntegerNumPyPrinter)
+        for product in stand_ins
+    ]
+
+    def function(*values: Any) -> Any:
+        return inner(*values, *(product(*values) for product in products))
+
+    return function
+
+
+def _shared_products(expr: sp.Expr) -> list[sp.Expr]:
+    """Products of two or more size factors that several terms of ``expr`` multiply."""
+    seen: dict[sp.Expr, int] = {}
+    for node in sp.preorder_traversal(expr):
+        if node.is_Mul:
+            rest = node.as_coeff_Mul()[1]
+            factors = rest.args if rest.is_Mul else ()
+            if len(factors) >= 2 and all(_size_power(f) for f in factors):
+                seen[rest] = seen.get(rest, 0) + 1
+    return [product for product, count in seen.items() if count >= 2]
+
+
+def _size_power(factor: sp.Expr) -> bool:
+    if factor.is_Symbol:
+        return True
+    return bool(factor.is_Pow and factor.base.is_Symbol and factor.exp.is_Integer
+                and factor.exp > 0)
+
+
+def _stood_in(node: sp.Expr, stand_ins: Mapping[sp.Expr, sp.Symbol]) -> sp.Expr:
+    """``node`` with each product in ``stand_ins`` replaced by its stand-in, as it is ordered."""
+    if node.is_Mul:
+        coefficient, rest = node.as_coeff_Mul()
+        if rest in stand_ins:
+            return sp.Mul(coefficient, stand_ins[rest], evaluate=False)
+    if not node.args:
+        return node
+    args = [_stood_in(arg, stand_ins) for arg in node.args]
+    if isinstance(node, sp.Add | sp.Mul | sp.Max | sp.Min):
+        return node.func(*args, evaluate=False)
+    return node.func(*args)
 
 
 def _as_array(value: object, dtype: type, name: str) -> np.ndarray:

@@ -111,7 +111,9 @@ def pool_output_size(
     ceil_mode : bool
         Round up instead of down, but never start a window beyond the input
         and its left padding (so the result is
-        :math:`\min(\lceil (n+2p-d(k-1)-1)/s \rceil + 1, \lfloor (n+p-1)/s \rfloor + 1)`).
+        :math:`\min(\lceil (n+2p-d(k-1)-1)/s \rceil + 1, \lfloor (n+p-1)/s \rfloor + 1)`;
+        the first term alone where :math:`p + s \le d(k-1)+1`, which makes it the smaller
+        for every whole :math:`n`).
 
     Examples
     --------
@@ -125,6 +127,13 @@ def pool_output_size(
         return conv_output_size(size, kernel, stride, padding, dilation)
     rounded_up = _rounded(sp.ceiling, window_steps(size, kernel, stride, padding, dilation))
     size, padding, stride = sp.sympify(size), sp.sympify(padding), sp.sympify(stride)
+    span = sp.sympify(effective_kernel(kernel, dilation))
+    rounded_up = _rounded(sp.ceiling, (size + 2 * padding - span) / stride)
+    if (padding + stride - span).is_nonpositive:
+        # ceil((n + 2p - span + s)/s) <= ceil((n + p)/s) = floor((n + p - 1)/s) + 1 for every
+        # whole n when p + s <= span: the last window always starts inside, and the size
+        # stays one rounding deep instead of doubling with each pooling.
+        return rounded_up + 1
     last_start_inside = _rounded(sp.floor, (size + padding - 1) / stride)
     return sp.Min(rounded_up + 1, last_start_inside + 1)
 

@@ -302,14 +302,15 @@ def test_symbolic_peak_is_the_timeline_maximum_at_every_size():
     """The peak keeps only undominated moments, yet equals the timeline's maximum everywhere.
 
     Over image side H and batch B, with an unpadded convolution (negative terms in H) and a
-    ceil-mode pool (a Min in the shape), for Adam's nested temporaries too.
+    ceil-mode pool (a Min in the shape: its padding + stride exceed its kernel), for Adam's
+    nested temporaries too.
     """
     net = mt.Network(
         [
             mt.Input((3, H, H)),
             mt.Conv2d(8, 3),
             mt.ReLU(),
-            mt.MaxPool2d(3, stride=2, ceil_mode=True),
+            mt.MaxPool2d(2, stride=2, padding=1, ceil_mode=True),
             mt.Conv2d(4, 5, padding=2),
             mt.Flatten(),
             mt.Dense(10),

@@ -126,8 +126,12 @@ def test_window_sizes_are_the_expressions_sympy_builds():
     fast = [row.output_shape for row in Network(layers()).rows]
     assert fast == _plain_network_shapes(layers)
     assert conv_output_size(HALF, 3, stride=2) == sp.floor((HALF - 3) / 2) + 1
-    assert pool_output_size(QUARTER + 1, 3, stride=2, ceil_mode=True) == sp.Min(
-        sp.ceiling((QUARTER + 1 - 3) / 2) + 1, sp.floor(QUARTER / 2) + 1
+    # kernel 3 >= stride 2 + padding 0: the last window always starts inside (no Min).
+    assert pool_output_size(QUARTER + 1, 3, stride=2, ceil_mode=True) == (
+        sp.ceiling((QUARTER + 1 - 3) / 2) + 1
+    )
+    assert pool_output_size(QUARTER + 1, 2, stride=2, padding=1, ceil_mode=True) == sp.Min(
+        sp.ceiling((QUARTER + 1) / 2) + 1, sp.floor((QUARTER + 1) / 2) + 1
     )
 
 

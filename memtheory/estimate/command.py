@@ -31,6 +31,8 @@ examples:
   memtheory estimate llama-3-8b --lora 16 --seq 4096 --gpu "RTX 4090"
   memtheory estimate llama-3-8b --seq 4096 --flash --gpus auto --zero 3 --gpu H100-80GB
   memtheory estimate llama-3-8b --seq 2048 --tp 2 --sequence-parallel --gpu H100-80GB
+  memtheory estimate llama-3-8b --lora 16 --sweep seq=1024,2048,4096 --sweep batch=1,2,4 \
+      --sweep gpu="RTX 4090",H100-80GB
   memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"
   memtheory estimate llama-3-8b --lora 16 --batch 2 --global-batch 64 --gpu MI300X --check
   memtheory estimate my_model.py:build --gpu L4                       (with torch and trace)
@@ -203,6 +205,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--reserve", default=None, metavar="SIZE",
         help="set aside for the CUDA context and allocator (default the recipe's, 1.5 GiB)",
     )
+    parser.add_argument(
+        "--sweep", action="append", default=[], metavar="NAME=V1,V2,...",
+        help="answer every combination: NAME is batch, seq, image, lora, gpus, gpu or limit "
+        '(e.g. --sweep seq=512,1024 --sweep gpu="RTX 4090",H100-80GB); one table, or with '
+        "--json a list",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument(
         "--check", action="store_true",
@@ -213,44 +221,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 def run_estimate(args: argparse.Namespace) -> int:
     """Run ``memtheory estimate`` with parsed arguments; return the exit status."""
     from memtheory.estimate.plan import estimate
-    from memtheory.recipes import Setup
 
-    targets = tuple(t.strip() for t in args.lora_targets.split(",")) if args.lora_targets else None
     try:
-        setup: Setup | str = args.recipe
-        fields = {"optimizer_implementation": args.optimizer_impl,
-                  "keeps_logits": None if args.logits is None else args.logits == "kept"}
-        fields = {k: v for k, v in fields.items() if v is not None}
-        if fields:
-            setup = _recipe_with(args.model, args.recipe, args.lora, args.qlora, fields)
-        answer = estimate(
-            args.model,
-            batch=args.batch,
-            sequence=args.seq,
-            image=args.image,
-            setup=setup,
-            flash=None if args.attention is None else args.attention == "sdpa",
-            optimizer=args.optimizer,
-            precision=args.precision,
-            lora=args.lora,
-            lora_alpha=args.lora_alpha,
-            lora_targets=targets,
-            qlora=args.qlora,
-            gpus=args.gpus,
-            counts="any" if args.gpu_counts == "any" else "powers of two",
-            zero=args.zero,
-            tensor=args.tp,
-            pipeline=args.pp,
-            sequence_parallel=args.sequence_parallel,
-            offload=args.offload,
-            checkpointing=args.checkpointing,
-            gpu=args.gpu,
-            limit=args.limit,
-            reserve=args.reserve,
-            convention=args.convention,
-            grad_accum=args.grad_accum,
-            global_batch=args.global_batch,
-        )
+        keywords = _keywords(args)
+        if args.sweep:
+            return _run_sweep(args, keywords)
+        answer = estimate(args.model, **keywords)
         if args.check and answer.fits is None:
             raise InvalidArgumentError(
                 "--check gives the fit verdict an exit status: name the card with --gpu "
@@ -264,6 +240,65 @@ def run_estimate(args: argparse.Namespace) -> int:
     else:
         print(answer.report())
     return 1 if args.check and not answer.fits else 0
+
+
+def _keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """Return :func:`~memtheory.estimate.estimate`'s keywords from the parsed arguments."""
+    from memtheory.recipes import Setup
+
+    targets = tuple(t.strip() for t in args.lora_targets.split(",")) if args.lora_targets else None
+    setup: Setup | str = args.recipe
+    fields = {"optimizer_implementation": args.optimizer_impl,
+              "keeps_logits": None if args.logits is None else args.logits == "kept"}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if fields:
+        setup = _recipe_with(args.model, args.recipe, args.lora, args.qlora, fields)
+    return {
+        "batch": args.batch,
+        "sequence": args.seq,
+        "image": args.image,
+        "setup": setup,
+        "flash": None if args.attention is None else args.attention == "sdpa",
+        "optimizer": args.optimizer,
+        "precision": args.precision,
+        "lora": args.lora,
+        "lora_alpha": args.lora_alpha,
+        "lora_targets": targets,
+        "qlora": args.qlora,
+        "gpus": args.gpus,
+        "counts": "any" if args.gpu_counts == "any" else "powers of two",
+        "zero": args.zero,
+        "tensor": args.tp,
+        "pipeline": args.pp,
+        "sequence_parallel": args.sequence_parallel,
+        "offload": args.offload,
+        "checkpointing": args.checkpointing,
+        "gpu": args.gpu,
+        "limit": args.limit,
+        "reserve": args.reserve,
+        "convention": args.convention,
+        "grad_accum": args.grad_accum,
+        "global_batch": args.global_batch,
+    }
+
+
+def _run_sweep(args: argparse.Namespace, keywords: dict[str, Any]) -> int:
+    """Answer every combination of ``--sweep``: one table, or a JSON list."""
+    from memtheory.estimate.sweep import parse_sweeps, sweep, sweep_table
+
+    answers = sweep(args.model, parse_sweeps(args.sweep), **keywords)
+    if args.json:
+        print(json.dumps([{"sweep": point, **answer.to_dict()} for point, answer in answers],
+                         indent=2))
+        return 0
+    first = answers[0][1]
+    print(f"{first.model.name}: peak per device at {len(answers)} points "
+          f"(recipe {first.settings['recipe']}, convention {first.convention_name})")
+    print()
+    print(sweep_table(answers))
+    print()
+    print("sizes in GiB (2^30 bytes); each point's assumptions and formula: drop --sweep")
+    return 0
 
 
 def _recipe_with(

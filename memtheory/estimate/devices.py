@@ -20,12 +20,14 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import sympy as sp
 
 from memtheory.errors import InvalidArgumentError
+from memtheory.estimate.compiled import CompiledFootprint
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
@@ -72,6 +74,7 @@ def fewest_gpus(
     counts: Counts = "powers of two",
     sequence_parallel: bool = False,
     autocast_copies: bool = True,
+    split_at: Callable[[int], CompiledFootprint] | None = None,
 ) -> DeviceSearch:
     """Return the fewest devices on which ``memory`` (one replica's step) fits ``usable`` bytes.
 
@@ -94,6 +97,11 @@ def fewest_gpus(
         Data-parallel sizes 1, 2, 4, ... or 1, 2, 3, ...
     sequence_parallel, autocast_copies : bool
         As :func:`~memtheory.techniques.parallel.parallel_memory`.
+    split_at : callable, optional
+        The split for a data-parallel size, compiled
+        (:class:`~memtheory.estimate.compiled.CompiledFootprint`), as
+        :func:`~memtheory.estimate.estimate` keeps it; by default
+        :func:`~memtheory.techniques.parallel.parallel_memory` of the arguments above.
 
     Examples
     --------
@@ -109,39 +117,57 @@ def fewest_gpus(
     group = tensor * pipeline
     tried: list[tuple[int, sp.Expr]] = []
 
-    def split(data: int) -> ParallelMemory:
-        return parallel_memory(
+    def compiled(data: int) -> CompiledFootprint:
+        if split_at is not None:
+            return split_at(data)
+        return CompiledFootprint(parallel_memory(
             memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
             network=network, sequence_parallel=sequence_parallel,
             autocast_copies=autocast_copies,
-        )
+        ))
+
+    def split(data: int) -> ParallelMemory:
+        return cast(ParallelMemory, compiled(data).footprint)
 
     def peak(data: int) -> sp.Expr:
-        value = sp.sympify(split(data).evaluate(**values).peak)
+        value = sp.sympify(compiled(data).peak(**values))
         tried.append((data * group, value))
         return value
 
     limit = sp.sympify(usable)
     most = MOST_GPUS // group
-    if counts == "powers of two":
-        data = 1
-        while data <= most:
-            if peak(data) <= limit:
-                return DeviceSearch(data * group, counts, tuple(tried), split(data))
-            if zero == 0 and offload == "none":
-                break  # a whole replica per device: more devices do not help
-            data *= 2
+    whole = zero == 0 and offload == "none"  # a whole replica per device: more do not help
+    search = _doubling if counts == "powers of two" else _any_count
+    data = search(lambda data: bool(peak(data) <= limit), most, whole)
+    tried.sort(key=lambda pair: pair[0])
+    if data is None:
         return DeviceSearch(None, counts, tuple(tried), None)
-    if peak(1) <= limit:
-        return DeviceSearch(group, counts, tuple(tried), split(1))
-    if (zero == 0 and offload == "none") or peak(most) > limit:
-        return DeviceSearch(None, counts, tuple(tried), None)
+    return DeviceSearch(data * group, counts, tuple(tried), split(data))
+
+
+def _doubling(fits: Callable[[int], bool], most: int, whole: bool) -> int | None:
+    """Return the first data-parallel size of 1, 2, 4, ... up to ``most`` that fits, or None."""
+    data = 1
+    while data <= most:
+        if fits(data):
+            return data
+        if whole:
+            break
+        data *= 2
+    return None
+
+
+def _any_count(fits: Callable[[int], bool], most: int, whole: bool) -> int | None:
+    """Return the fewest data-parallel devices up to ``most`` that fit (bisected), or None."""
+    if fits(1):
+        return 1
+    if whole or not fits(most):
+        return None
     low, high = 1, most  # low does not fit, high does; the peak falls as devices are added
     while high - low > 1:
         middle = (low + high) // 2
-        if peak(middle) <= limit:
+        if fits(middle):
             high = middle
         else:
             low = middle
-    tried.sort(key=lambda pair: pair[0])
-    return DeviceSearch(high * group, counts, tuple(tried), split(high))
+    return high

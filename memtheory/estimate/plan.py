@@ -16,8 +16,11 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import sympy as sp
@@ -26,6 +29,8 @@ from memtheory._shown import shown
 from memtheory.conventions import convention as _convention
 from memtheory.errors import DoesNotFitError, InvalidArgumentError
 from memtheory.estimate.accumulation import accumulated, accumulation_steps
+from memtheory.estimate.compiled import CompiledFootprint, largest_fitting
+from memtheory.estimate.derivation_cache import remembered
 from memtheory.estimate.devices import Counts, DeviceSearch, fewest_gpus
 from memtheory.estimate.resolve import ResolvedModel, model_type, resolve_model
 from memtheory.estimate.step import Step, step_memory
@@ -122,9 +127,6 @@ class Estimate:
         unit = unit or self.unit
         s = self.settings
         sizes = f"batch {s['batch']}" + (
-            f" x {s['grad_accum']} micro-batches (global batch {s['global_batch']})"
-            if s.get("grad_accum", 1) > 1 else ""
-        ) + (
             f", sequence {s['sequence']}"
             if self.model.kind == "sequence"
             else f", image {s['image']}"
@@ -282,9 +284,7 @@ def _limit(value: int | None) -> str:
 
 def _positive(value: int | None, name: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise InvalidArgumentError(
-            f"{name} must be a positive whole number, got {shown(value)}."
-        )
+        raise InvalidArgumentError(f"{name} must be a positive whole number, got {value!r}.")
 
 
 def estimate(
@@ -409,79 +409,87 @@ def estimate(
     >>> answer.memory.format("GiB"), answer.max_batch
     ('1.75 GiB', 531)
     """
-    count, group, auto = _devices(gpus, tensor, pipeline, sequence_parallel, gpu, limit)
-    if auto and global_batch is not None:
-        raise InvalidArgumentError(
-            "--global-batch with --gpus auto: the data-parallel size is what is searched, so "
-            "the accumulation steps are not known; give --grad-accum instead."
-        )
-    if not auto:
-        _check_sharding(zero, offload, count // group)
-    for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
-                        (lora, "lora")):
-        _positive(value, name)
-    _check_adapters(lora, qlora, lora_alpha, lora_targets)
+    auto, count, group = _device_counts(
+        gpus, sequence_parallel=sequence_parallel, sizes=(batch, sequence, image, lora),
+        tensor=tensor, pipeline=pipeline, card=bool(gpu or limit),
+    )
+    _check_options(auto=auto, data=count // group, zero=zero, offload=offload, lora=lora,
+                   qlora=qlora, lora_alpha=lora_alpha, lora_targets=lora_targets,
+                   global_batch=global_batch)
     chosen = chosen_setup(
         setup, model, lora=lora, qlora=qlora, flash=flash, optimizer=optimizer,
         precision=precision, zero=zero, offload=offload, checkpointing=checkpointing,
         reserve=reserve,
     )
-    resolved = resolve_model(model, batch=B, sequence=S, image=image or 224, flash=chosen.flash)
-    network = resolved.network
-    _check_sizes(resolved, sequence, image)
-    _check_split(network, resolved.name, tensor, pipeline)
-    step_precision = _step_precision(chosen, resolved.dtype, precision, lora, qlora)
-    if sequence is None:
-        sequence = min(512, resolved.positions or 512)
-    image = image or 224
-    values = {"B": batch, "S": sequence} if resolved.kind == "sequence" else {"B": batch}
-    values = {k: v for k, v in values.items() if k in {s.name for s in _free(network)}}
-    adapters = _adapters(lora, qlora, lora_alpha, lora_targets)
-    zero = chosen.zero
-    offload = cast(Offload, chosen.offload)
-    step = step_memory(
-        network, lora=adapters, qlora=qlora, optimizer=chosen.optimizer,
-        precision=step_precision, convention=convention, checkpointing=chosen.checkpointing,
-        values=values, exact=chosen.convention(), adapter_dtype=chosen.adapter_dtype,
+    derived = _derived(
+        model, image=image, chosen=chosen, precision=precision, lora=lora,
+        lora_alpha=lora_alpha, lora_targets=lora_targets, qlora=qlora, convention=convention,
+        sequence=sequence,
     )
-    memory, tuned = step.memory, step.network
+    resolved, step = derived.resolved, derived.step
+    _check_sizes(resolved, sequence, image)
+    _check_split(resolved.network, resolved.name, tensor, pipeline)
+    image = image or 224
+    tuned = step.network
+    sequence, values = _sizes(resolved, batch, sequence)
     accumulate = accumulation_steps(batch=batch, data=count // group,
                                     grad_accum=grad_accum, global_batch=global_batch)
-    memory = accumulated(memory, accumulate)
-    assumptions = _assumptions(resolved, step, chosen, model)
+    compiled = _accumulated(derived.compiled, accumulate)
+    memory = cast(MemoryBreakdown, compiled.footprint)
+    adapters = derived.adapters
+    zero = chosen.zero
+    offload = cast(Offload, chosen.offload)
+    assumptions = list(derived.assumptions)
     notes = [n for n in memory.notes if not n.startswith("precision ")]  # said in assumptions
     budget = (
         usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
     )
+    def split_at(data: int) -> CompiledFootprint:
+        return remembered(
+            (*derived.key, "parallel", data, zero, tensor, pipeline, offload, sequence_parallel,
+             accumulate),
+            lambda: _compiled(parallel_memory(
+                memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
+                network=tuned, sequence_parallel=sequence_parallel,
+                autocast_copies=chosen.sharded_autocast_copies,
+            )),
+            disk=derived.disk,
+        )
+
     search = None
     if auto:
         assert budget is not None
         search = fewest_gpus(
             memory, usable=budget.usable, values=values, zero=zero, tensor=tensor,
             pipeline=pipeline, offload=offload, network=tuned, counts=counts,
-            sequence_parallel=sequence_parallel, autocast_copies=chosen.sharded_autocast_copies,
+            sequence_parallel=sequence_parallel, split_at=split_at,
         )
         count = search.gpus or count
     data = count // group
-    footprint, host, parallel = _split(
-        memory, tuned, notes, count=count, data=data, zero=zero, tensor=tensor,
-        pipeline=pipeline, offload=offload, sequence_parallel=sequence_parallel, auto=auto,
-        autocast_copies=chosen.sharded_autocast_copies,
-    )
-    evaluated = footprint.evaluate(**values)
+    footprint: Footprint = memory
+    host = None
+    parallel = ""
+    if count > 1 or zero or offload != "none" or auto or sequence_parallel:
+        compiled = split_at(data)
+        split = cast(ParallelMemory, compiled.footprint)
+        footprint = split
+        notes += [n for n in split.notes if n not in notes]
+        host = split.host_per_node() if split.host is not None else None
+        parallel = _parallel_words(count, data, tensor, pipeline, zero, sequence_parallel, offload)
+    evaluated = compiled.evaluate(**values)
     if host is not None:
         host = sp.sympify(host).subs({s: values[s.name] for s in sp.sympify(host).free_symbols
                                       if s.name in values})
     max_batch = max_sequence = None
     if budget is not None:
-        peak = footprint.peak
-        max_batch = _largest(peak, "B", budget, {k: v for k, v in values.items() if k != "B"})
+        max_batch = _largest(compiled, "B", budget, {k: v for k, v in values.items() if k != "B"})
         if resolved.kind == "sequence" and "S" in values:
-            max_sequence = _largest(peak, "S", budget, {"B": batch}, stop=resolved.positions)
+            max_sequence = _largest(compiled, "S", budget, {"B": batch}, stop=resolved.positions)
     method = ""
     if adapters is not None:
         method = f"{'QLoRA' if qlora else 'LoRA'} r={adapters.rank} on "
         method += ", ".join(adapters.patterns)
+    parameters, trainable = derived.parameters, derived.trainable
     settings = {
         "batch": batch,
         "sequence": sequence if resolved.kind == "sequence" else None,
@@ -507,63 +515,65 @@ def estimate(
         "parallel": parallel,
         "grad_accum": accumulate,
         "global_batch": batch * accumulate * data,
-        "parameters": int(network.parameter_count) if network.parameter_count.is_number else None,
-        "trainable": int(tuned.parameter_count) if tuned.parameter_count.is_number else None,
+        "parameters": parameters,
+        "trainable": trainable,
         "reserve_bytes": int(budget.reserve) if budget else None,
     }
-    why = _why(step, chosen.flash, resolved.kind, parallel, tensor, sequence_parallel)
-    if accumulate > 1 and step.convention == "autograd":
-        why += (f"; {accumulate} micro-batches per optimizer step: the gradients are added to "
-                "every moment before the step (an upper bound in the backward pass)")
+    title = _convention(step.convention).title
+    why = _why(step, chosen, resolved, parallel=bool(parallel),
+               tensor=tensor > 1 or sequence_parallel, accumulate=accumulate)
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
-        _convention(step.convention).title, tuple(notes), host, step.convention, why,
-        tuple(assumptions), search,
+        title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
     )
 
 
-def _devices(
-    gpus: Any, tensor: Any, pipeline: Any, sequence_parallel: Any, gpu: Any, limit: Any
-) -> tuple[int, int, bool]:
-    """Check the device options; return the GPUs (before a search), tensor x pipeline, auto."""
+def _device_counts(
+    gpus: int | str | None,
+    *,
+    sequence_parallel: bool,
+    sizes: tuple[int | None, ...],
+    tensor: int,
+    pipeline: int,
+    card: bool,
+) -> tuple[bool, int, int]:
+    """Check the device options; return whether ``gpus="auto"``, the count, tensor x pipeline.
+
+    ``sizes`` are the batch, sequence, image and LoRA rank, each None or positive.
+    """
     if isinstance(gpus, str) and gpus != "auto":
         raise InvalidArgumentError(
-            f"gpus must be a positive whole number or 'auto', got {shown(gpus)}."
+            f"gpus must be a positive whole number or 'auto', got {gpus!r}."
         )
     if sequence_parallel not in (True, False):
         raise InvalidArgumentError(
-            f"sequence_parallel must be True or False, got {shown(sequence_parallel)}."
+            f"sequence_parallel must be True or False, got {sequence_parallel!r}."
         )
     auto = gpus == "auto"
-    if not auto:
-        _positive(gpus, "gpus")
-    for value, name in ((tensor, "tensor"), (pipeline, "pipeline")):
-        if value is None:
+    count = 1 if auto or gpus is None else gpus
+    batch, sequence, image, lora = sizes
+    for given, name in ((tensor, "tensor"), (pipeline, "pipeline")):
+        if given is None:
             raise InvalidArgumentError(f"{name} must be a positive whole number, got None.")
-        _positive(value, name)
+    for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
+                        (count, "gpus"), (tensor, "tensor"), (pipeline, "pipeline"),
+                        (lora, "lora")):
+        _positive(value, name)  # type: ignore[arg-type]
+    assert isinstance(count, int)
     group = tensor * pipeline
-    count = group if auto or gpus is None else gpus
+    if auto or gpus is None:
+        count = group
     if count % group:
         raise InvalidArgumentError(
             f"--gpus {gpus} is not a multiple of tensor x pipeline = {group}: "
             "data parallelism takes what is left, so it must divide evenly."
         )
-    if auto and not (gpu or limit):
+    if auto and not card:
         raise InvalidArgumentError(
             "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
             '(e.g. --gpu H100-80GB) or --limit "80 GB".'
         )
-    return count, group, auto
-
-
-def _adapters(
-    lora: int | None, qlora: bool, alpha: float | None, targets: str | tuple[str, ...] | None
-) -> LoRA | None:
-    """Return the adapters asked for: rank 64 for QLoRA by default, the papers' targets."""
-    if lora is None and not qlora:
-        return None
-    chosen = targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
-    return LoRA(lora or 64, alpha, targets=chosen)
+    return auto, count, group
 
 
 def _check_adapters(
@@ -577,25 +587,6 @@ def _check_adapters(
                     f"{flag} applies to LoRA adapters, and none were asked for: add --lora RANK "
                     "(or --qlora), or drop it."
                 )
-
-
-def _check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None) -> None:
-    """Refuse a sequence for a vision model, an image for a language model, a too-long sequence."""
-    if resolved.kind == "image" and sequence is not None:
-        raise InvalidArgumentError(
-            f"--seq applies to language models; {resolved.name} is a vision model: give its "
-            "image side with --image instead."
-        )
-    if resolved.kind == "sequence" and image is not None:
-        raise InvalidArgumentError(
-            f"--image applies to vision models; {resolved.name} is a language model: give its "
-            "tokens per sequence with --seq instead."
-        )
-    if sequence is not None and resolved.positions is not None and sequence > resolved.positions:
-        raise InvalidArgumentError(
-            f"{resolved.name} takes at most {resolved.positions} positions; --seq "
-            f"{sequence} is longer. Use a shorter sequence."
-        )
 
 
 def _check_split(network: Network, name: str, tensor: int, pipeline: int) -> None:
@@ -648,39 +639,74 @@ def _step_precision(
     return step_precision
 
 
-def _split(
-    memory: MemoryBreakdown, tuned: Network, notes: list[str], *, count: int, data: int,
-    zero: int, tensor: int, pipeline: int, offload: Offload, sequence_parallel: bool,
-    auto: bool, autocast_copies: bool,
-) -> tuple[Footprint, sp.Expr | None, str]:
-    """Return the memory per device across GPUs, the host RAM per node, the split in words."""
-    if not (count > 1 or zero or offload != "none" or auto or sequence_parallel):
-        return memory, None, ""
-    split: ParallelMemory = parallel_memory(
-        memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
-        network=tuned, sequence_parallel=sequence_parallel, autocast_copies=autocast_copies,
-    )
-    notes += [n for n in split.notes if n not in notes]
-    host = split.host_per_node() if split.host is not None else None
+def _check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None) -> None:
+    """Refuse a sequence for a vision model, an image for a language model (lengths: _sizes)."""
+    if resolved.kind == "image" and sequence is not None:
+        raise InvalidArgumentError(
+            f"--seq applies to language models; {resolved.name} is a vision model: give its "
+            "image side with --image instead."
+        )
+    if resolved.kind == "sequence" and image is not None:
+        raise InvalidArgumentError(
+            f"--image applies to vision models; {resolved.name} is a language model: give its "
+            "tokens per sequence with --seq instead."
+        )
+    if sequence is not None and resolved.positions is not None and sequence > resolved.positions:
+        raise InvalidArgumentError(
+            f"{resolved.name} takes at most {resolved.positions} positions; --seq "
+            f"{sequence} is longer. Use a shorter sequence."
+        )
+
+
+def _check_options(
+    *, auto: bool, data: int, zero: int | None, offload: str | None, lora: int | None,
+    qlora: bool, lora_alpha: Any, lora_targets: Any, global_batch: int | None,
+) -> None:
+    """Refuse options that would change nothing in the setup asked, before deriving anything."""
+    if auto and global_batch is not None:
+        raise InvalidArgumentError(
+            "--global-batch with --gpus auto: the data-parallel size is what is searched, so "
+            "the accumulation steps are not known; give --grad-accum instead."
+        )
+    if not auto:
+        _check_sharding(zero, offload, data)
+    _check_adapters(lora, qlora, lora_alpha, lora_targets)
+
+
+def _accumulated(compiled: CompiledFootprint, accumulate: int) -> CompiledFootprint:
+    """Return the step with gradients kept across ``accumulate`` micro-batches (itself for 1)."""
+    if accumulate == 1:
+        return compiled
+    memory = cast(MemoryBreakdown, compiled.footprint)
+    return _compiled(accumulated(memory, accumulate))
+
+
+def _parallel_words(
+    count: int, data: int, tensor: int, pipeline: int, zero: int, sequence_parallel: bool,
+    offload: str,
+) -> str:
+    """Return the devices in words: ``8 GPUs (data 8, tensor 1, pipeline 1), ZeRO-3``."""
     parallel = f"{count} GPUs (data {data}, tensor {tensor}, pipeline {pipeline}), ZeRO-{zero}"
     if sequence_parallel:
         parallel += ", sequence parallel"
     if offload != "none":
         parallel += f", offload {offload}"
-    return split, host, parallel
+    return parallel
 
 
 def _why(
-    step: Step, flash: bool, kind: str, parallel: str, tensor: int, sequence_parallel: bool
+    step: Step, chosen: Setup, resolved: ResolvedModel, *, parallel: bool, tensor: bool,
+    accumulate: int = 1,
 ) -> str:
-    """Return why the convention was chosen, and what the split across GPUs assumes."""
+    """Return the convention's reason, with the attention kernel and the split across GPUs."""
     why = step.why
-    if flash and step.convention == "autograd" and kind == "sequence":
+    if accumulate > 1 and step.convention == "autograd":
+        why += (f"; {accumulate} micro-batches per optimizer step: the gradients are added to "
+                "every moment before the step (an upper bound in the backward pass)")
+    if chosen.flash and step.convention == "autograd" and resolved.kind == "sequence":
         why += "; the SDPA flash/memory-efficient attention kernel assumed (see below)"
     if parallel:
-        how = "ZeRO / FSDP, chapter 13" + (
-            "; tensor parallel, chapter 18" if tensor > 1 or sequence_parallel else ""
-        )
+        how = "ZeRO / FSDP, chapter 13" + ("; tensor parallel, chapter 18" if tensor else "")
         why += (
             f"; the split across GPUs is modelled ({how}), not measured (no GPU was used): per "
             "device the sum of the components, which is not a bound of its peak: the transient "
@@ -770,9 +796,125 @@ def _free(network: Network) -> set[sp.Symbol]:
 
 
 def _largest(
-    peak: sp.Expr, symbol: str, budget: Budget, values: Mapping[str, int], stop: int | None = None
+    compiled: CompiledFootprint,
+    symbol: str,
+    budget: Budget,
+    values: Mapping[str, int],
+    stop: int | None = None,
 ) -> int:
+    """Return the largest ``symbol`` whose peak fits the budget (at most ``stop``), or 0."""
+    if compiled.fast and sp.sympify(budget.usable).is_Integer:
+        found = largest_fitting(
+            lambda v: compiled.peak(**values, **{symbol: v}), int(budget.usable), stop
+        )
+        if found is not None:
+            return found
     try:
-        return max_value(peak, symbol, budget.usable, stop=stop, by="total", **values)
+        return max_value(
+            compiled.footprint.peak, symbol, budget.usable, stop=stop, by="total", **values
+        )
     except DoesNotFitError:
         return 0
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """What :func:`estimate` derives once per model and setup (:func:`_derived`)."""
+
+    key: tuple[Any, ...]
+    disk: bool
+    resolved: ResolvedModel
+    step: Step
+    compiled: CompiledFootprint
+    adapters: LoRA | None
+    assumptions: tuple[str, ...]
+    parameters: int | None
+    trainable: int | None
+
+
+def _derived(
+    model: str | Mapping[str, Any],
+    *,
+    image: int | None,
+    chosen: Setup,
+    precision: str | None,
+    lora: int | None,
+    lora_alpha: float | None,
+    lora_targets: str | tuple[str, ...] | None,
+    qlora: bool,
+    convention: str,
+    sequence: int | None,
+) -> _Derived:
+    """Derive the step's memory in ``B`` and ``S``, or take it from the cache (derived once)."""
+    source = _model_key(model)
+    # Only checkpointing's best interval depends on a size (the sequence): key it then alone.
+    key = (
+        "estimate step", source, image, repr(chosen), precision, lora, lora_alpha, lora_targets,
+        qlora, convention, sequence if chosen.checkpointing else None,
+    )
+
+    def derive() -> _Derived:
+        resolved = resolve_model(model, batch=B, sequence=S, image=image or 224,
+                                 flash=chosen.flash)
+        step_precision = _step_precision(chosen, resolved.dtype, precision, lora, qlora)
+        _, values = _sizes(resolved, 1, sequence)
+        adapters = None
+        if lora is not None or qlora:
+            targets = lora_targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
+            adapters = LoRA(lora or 64, lora_alpha, targets=targets)
+        step = step_memory(
+            resolved.network, lora=adapters, qlora=qlora, optimizer=chosen.optimizer,
+            precision=step_precision, convention=convention, checkpointing=chosen.checkpointing,
+            values=values, exact=chosen.convention(), adapter_dtype=chosen.adapter_dtype,
+        )
+        memory = step.memory
+        assumptions = tuple(_assumptions(resolved, step, chosen, model))
+        compiled = _compiled(memory)
+        disk = source is not None and compiled.fast
+        counts = [n.parameter_count for n in (resolved.network, step.network)]
+        parameters, trainable = (int(n) if n.is_number else None for n in counts)
+        return _Derived(
+            key, disk, resolved, step, compiled, adapters, assumptions, parameters, trainable
+        )
+
+    if source is None:
+        return derive()
+    # Kept on disk only where nothing is lost there (no size constraints to register again).
+    return remembered(key, derive, keep=lambda derived: derived.disk)
+
+
+def _compiled(footprint: Footprint) -> CompiledFootprint:
+    """Return ``footprint`` compiled, its peak simplified (kept with it in the cache)."""
+    footprint.peak  # noqa: B018 - a cached property
+    return CompiledFootprint(footprint)
+
+
+def _model_key(model: str | Mapping[str, Any]) -> str | None:
+    """Return the model as part of a cache key (a config file's bytes too); None for a trace."""
+    if not isinstance(model, str):
+        return json.dumps(model, sort_keys=True, default=repr)
+    path = Path(model.strip())
+    if ":" in model or path.suffix == ".py":
+        return None  # a traced factory: its code is not memtheory's
+    try:
+        if path.is_file():
+            return f"{model} {hashlib.sha256(path.read_bytes()).hexdigest()}"
+    except OSError:
+        return None
+    return model
+
+
+def _sizes(
+    resolved: ResolvedModel, batch: int, sequence: int | None
+) -> tuple[int, dict[str, int]]:
+    """Return the sequence length (the default where None) and the sizes by symbol name."""
+    if sequence is None:
+        sequence = min(512, resolved.positions or 512)
+    if resolved.positions is not None and sequence > resolved.positions:
+        raise InvalidArgumentError(
+            f"{resolved.name} takes at most {resolved.positions} positions; --seq {sequence} is "
+            "longer. Use a shorter sequence."
+        )
+    values = {"B": batch, "S": sequence} if resolved.kind == "sequence" else {"B": batch}
+    free = {s.name for s in _free(resolved.network)}
+    return sequence, {k: v for k, v in values.items() if k in free}

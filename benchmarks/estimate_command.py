@@ -1,0 +1,95 @@
+"""The whole ``memtheory estimate`` command, as a user runs it: a fresh process each time.
+
+Times, in child processes of this checkout (CPU: the child's user + system time):
+
+* the README's two Llama-3-8B questions (LoRA rank 16 at 4096 tokens on an RTX 4090;
+  ZeRO-3 over as many H100s as needed), each run alternately with an empty cache
+  directory (the step derived) and with a warm one (the step read back), A B A B;
+* a ``--sweep`` of 100 (sequence, batch, card) points, warm;
+* ``import memtheory.cli`` alone, the floor under all of them.
+
+Targets (issue 26): the command under 1 s, the 100-point sweep under 2 s, on a quiet 2-core
+machine. Run with ``make bench`` or ``python benchmarks/estimate_command.py [--repeat N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _verdict import Timing, report, seconds  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "estimate_command"
+COMMAND = "import sys; from memtheory.cli import main; sys.exit(main(sys.argv[1:]))"
+QUESTIONS = {
+    "LoRA": ["llama-3-8b", "--lora", "16", "--seq", "4096", "--gpu", "RTX 4090"],
+    "ZeRO-3": ["llama-3-8b", "--seq", "4096", "--gpus", "auto", "--zero", "3", "--gpu",
+               "H100-80GB"],
+}
+SWEEP = ["llama-3-8b", "--lora", "16", "--sweep", "seq=256,512,1024,2048,4096",
+         "--sweep", "batch=1,2,4,8,16", "--sweep", "gpu=RTX 4090,H100-80GB,A100-40GB,L4"]
+
+
+def run(arguments: list[str], cache: str) -> tuple[float, float]:
+    """CPU and wall seconds of one child process running ``arguments``."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "MEMTHEORY_CACHE": cache}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *arguments], env=environment, check=True,
+                   stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
+
+
+def keep(timing: Timing, figures: tuple[float, float]) -> None:
+    timing.cpu.append(figures[0])
+    timing.wall.append(figures[1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Time every case and print each beside its target."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per case (default 3)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as warm:
+        run(["-c", "import memtheory.cli"], "off")  # bytecode written, disk cache warm
+        floor = Timing()
+        for _ in range(args.repeat):
+            keep(floor, run(["-c", "import memtheory.cli"], "off"))
+        print(f"import memtheory.cli alone: {floor.shown()}")
+        for name, question in QUESTIONS.items():
+            arguments = ["-c", COMMAND, "estimate", *question]
+            run(arguments, warm)  # fills the warm cache
+            cold, hot = Timing(), Timing()
+            for _ in range(args.repeat):
+                with tempfile.TemporaryDirectory() as empty:
+                    keep(cold, run(arguments, empty))
+                keep(hot, run(arguments, warm))
+            print(f"estimate, {name}, step derived (empty cache): {cold.shown()}")
+            print(f"estimate, {name}, step read back (warm cache): {hot.shown()}")
+            report(NAME, f"estimate {name}, derived", cold.median_cpu, 1.0)
+            report(NAME, f"estimate {name}, cached", hot.median_cpu, 1.0,
+                   detail=f"{cold.median_cpu / hot.median_cpu:.1f}x faster than derived")
+        arguments = ["-c", COMMAND, "estimate", *SWEEP]
+        run(arguments, warm)
+        sweep = Timing()
+        for _ in range(args.repeat):
+            keep(sweep, run(arguments, warm))
+        print(f"estimate --sweep, 100 points, warm cache: {sweep.shown()}")
+        report(NAME, "estimate --sweep 100 points, cached", sweep.median_cpu, 2.0,
+               detail=f"{seconds((sweep.median_cpu - floor.median_cpu) / 100)} a point "
+               "past the import")
+
+
+if __name__ == "__main__":
+    main()

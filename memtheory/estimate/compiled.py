@@ -1,0 +1,260 @@
+"""Evaluate many: a step's memory compiled once into integer arithmetic, exact at every size.
+
+A derived step (:class:`~memtheory.memory_breakdown.MemoryBreakdown`, or
+:class:`~memtheory.techniques.parallel.ParallelMemory` per device) holds one
+polynomial per component and per moment of its timeline, thousands for a
+large model. Substituting sizes into each with sympy costs a second; but the
+polynomials share a handful of terms (``B*S``, ``S``, ``1``). :class:`CompiledFootprint`
+writes every expression once as integer coefficients of those terms, computes
+the terms at the sizes asked for, and adds: plain Python integers, so the
+numbers are exactly what :meth:`~memtheory.footprint.Footprint.evaluate` gives.
+Its :meth:`~CompiledFootprint.peak` is the peak compiled on its own, for the
+solvers that try many sizes. A result with size constraints (a layer whose
+output could drop below 1) is evaluated the ordinary way, which checks them.
+
+Examples
+--------
+>>> from memtheory import ModelCounts, training_memory
+>>> counts = ModelCounts.per_sample(parameters=1000, activations=200, input_elements=50)
+>>> memory = training_memory(counts, optimizer="sgd")
+>>> compiled = CompiledFootprint(memory)
+>>> compiled.evaluate(B=10) == memory.evaluate(B=10), compiled.peak(B=10)
+(True, 26000)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from copy import copy
+from dataclasses import replace
+from fractions import Fraction
+from keyword import iskeyword
+from operator import mul
+from typing import Any
+
+import sympy as sp
+
+from memtheory.constraints import candidates
+from memtheory.errors import EvaluationError
+from memtheory.evaluation import _ExactPythonPrinter
+from memtheory.footprint import Footprint
+from memtheory.memory_breakdown import MemoryBreakdown
+
+__all__ = ["CompiledFootprint", "largest_fitting"]
+
+SEARCH_CEILING = 2**80
+"""The search gives up beyond this value (as :func:`~memtheory.whatif.max_value` does)."""
+
+
+class _Table:
+    """One breakdown's components and timeline as integer coefficients of shared terms."""
+
+    def __init__(self, memory: MemoryBreakdown) -> None:
+        self.memory = memory
+        expressions = [*memory.components.values(), *memory.timeline.values()]
+        found = [sp.sympify(e).as_coefficients_dict() for e in expressions]
+        self.terms = sorted({term for row in found for term in row}, key=sp.default_sort_key)
+        self.rows = [tuple(_number(row.get(term, 0)) for term in self.terms) for row in found]
+        self.split = len(memory.components)
+
+    def evaluate(self, at: list[int]) -> MemoryBreakdown:
+        """Return the breakdown at sizes whose terms are ``at`` (:attr:`terms` order)."""
+        plain = [sum(map(mul, row, at)) for row in self.rows]
+        components = map(_sympy, plain[: self.split])
+        evaluated = copy(self.memory)  # the fields replace() would set, without re-checking them
+        fields = {
+            "components": dict(zip(self.memory.components, components, strict=True)),
+            "timeline": _Moments(self.memory.timeline, plain[self.split :]),
+            "constraints": {},
+        }
+        for name, value in fields.items():
+            object.__setattr__(evaluated, name, value)
+        evaluated.__dict__.pop("peak", None)
+        if len(plain) > self.split:  # the maximum of numbers is the largest, as maximum() finds
+            evaluated.__dict__["peak"] = _sympy(max(plain[self.split :]))
+        return evaluated
+
+
+class _Moments(Mapping[str, sp.Expr]):
+    """Bytes at each moment of a step, kept as Python numbers, handed out as sympy numbers.
+
+    Thousands of moments are computed at each size; most answers read only their maximum.
+    """
+
+    def __init__(self, labels: Iterable[str], values: list[int | Fraction]) -> None:
+        self._values = dict(zip(labels, values, strict=True))
+
+    def __getitem__(self, label: str) -> sp.Expr:
+        return _sympy(self._values[label])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class CompiledFootprint:
+    """A step's memory, compiled once, evaluated exactly at many sizes.
+
+    Kept whole in a pickle (the compiled functions are compiled again on loading).
+
+    Parameters
+    ----------
+    footprint : MemoryBreakdown or ParallelMemory
+        A derived step; any other result (or one with size constraints) is
+        evaluated by its own :meth:`~memtheory.footprint.Footprint.evaluate`.
+    """
+
+    def __init__(self, footprint: Footprint) -> None:
+        self.footprint = footprint
+        parts = _breakdowns(footprint)
+        fast = parts is not None and all(_unconstrained(part) for part in parts)
+        self._tables = [_Table(part) for part in parts] if fast and parts else None
+        if self._tables is None:
+            free = footprint.free_symbols
+        else:
+            free = set().union(*(t.free_symbols for table in self._tables for t in table.terms))
+        self.names = sorted(s.name for s in free)
+        self._sources: dict[str, str] = {}
+        self._functions: dict[str, Callable[..., Any]] = {}
+        try:
+            self._sources["peak"] = _source(footprint.peak, self.names)
+            for number, table in enumerate(self._tables or ()):
+                for index, term in enumerate(table.terms):
+                    self._sources[f"{number} {index}"] = _source(term, self.names)
+        except (EvaluationError, ValueError):  # a fraction, or a size without a plain name
+            self._tables = None
+            self._sources = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_functions": {}}
+
+    @property
+    def fast(self) -> bool:
+        """Whether :meth:`evaluate` computes from the tables (no size constraint to check)."""
+        return self._tables is not None
+
+    def _function(self, name: str) -> Callable[..., Any] | None:
+        found = self._functions.get(name)
+        if found is None and name in self._sources:
+            code = self._sources[name]  # printed by _source: integer arithmetic in the sizes
+            found = self._functions[name] = eval(code, {"math": math})  # noqa: S307
+        return found
+
+    def _values(self, values: Mapping[str, object]) -> list[int] | None:
+        """Return the sizes in :attr:`names` order, or None if the fast path cannot take them."""
+        if set(self.names) != set(values):
+            return None
+        given = [values[name] for name in self.names]
+        if not all(type(v) is int and v >= 1 for v in given):
+            return None
+        return given  # type: ignore[return-value]
+
+    def evaluate(self, **values: object) -> Footprint:
+        """Return what ``footprint.evaluate(**values)`` returns, computed from the tables."""
+        given = self._values(values)
+        if self._tables is None or given is None:
+            return self.footprint.evaluate(**values)
+        evaluated = []
+        for number, table in enumerate(self._tables):
+            at = [
+                self._function(f"{number} {index}")(*given)  # type: ignore[misc]
+                for index in range(len(table.terms))
+            ]
+            evaluated.append(table.evaluate(at))
+        if isinstance(self.footprint, MemoryBreakdown):
+            return evaluated[0]
+        stages = tuple(evaluated[: len(self.footprint.stages)])  # type: ignore[attr-defined]
+        host = evaluated[len(stages)] if len(evaluated) > len(stages) else None
+        return replace(self.footprint, stages=stages, host=host)  # type: ignore[type-var]
+
+    def peak(self, **values: int) -> int | sp.Expr:
+        """Return the peak (the total without a timeline) at ``values``, in bytes."""
+        given = self._values(values)
+        peak = self._function("peak")
+        if given is None or peak is None:
+            return self.footprint.evaluate(**values).peak
+        return int(peak(*given))
+
+
+def _breakdowns(footprint: Footprint) -> list[MemoryBreakdown] | None:
+    """Return the breakdowns a footprint is made of (stages, then host); None for another kind."""
+    from memtheory.techniques.parallel import ParallelMemory
+
+    if isinstance(footprint, MemoryBreakdown):
+        return [footprint]
+    if isinstance(footprint, ParallelMemory) and all(
+        isinstance(s, MemoryBreakdown) for s in footprint.stages
+    ):
+        return [*footprint.stages, *([footprint.host] if footprint.host is not None else [])]
+    return None
+
+
+def _unconstrained(memory: MemoryBreakdown) -> bool:
+    """Whether evaluating ``memory`` checks no size constraint (so none can be skipped)."""
+    if memory.size_checks():
+        return False
+    return not candidates(list(memory.components.values())).every
+
+
+def _number(coefficient: sp.Expr) -> int | Fraction:
+    rational = sp.Rational(coefficient)
+    return int(rational) if rational.q == 1 else Fraction(int(rational.p), int(rational.q))
+
+
+def _sympy(value: int | Fraction) -> sp.Rational:
+    if type(value) is int:
+        return sp.Integer(value)
+    if isinstance(value, Fraction):
+        return sp.Rational(value.numerator, value.denominator)
+    return sp.Integer(value)
+
+
+def _source(expression: sp.Expr, names: list[str]) -> str:
+    """Return Python source of a function of the sizes ``names`` that computes ``expression``.
+
+    Integer arithmetic throughout (floors and ceilings as floor division), as
+    :func:`~memtheory.evaluation.compile_exact` prints it.
+    """
+    if not all(name.isidentifier() and not iskeyword(name) for name in names):
+        raise ValueError(f"sizes {names} are not all plain names")
+    code = _ExactPythonPrinter().doprint(sp.sympify(expression))
+    return f"lambda {', '.join(names)}: ({code})"
+
+
+def largest_fitting(f: Callable[[int], int], cap: int, stop: int | None = None) -> int | None:
+    """Return the largest whole ``v >= 1`` (at most ``stop``) with ``f(v) <= cap``; 0 if none.
+
+    ``f`` must not decrease. None when ``f`` hardly grows (the answer would be
+    beyond :data:`SEARCH_CEILING`): :func:`~memtheory.whatif.max_value` says why.
+
+    Examples
+    --------
+    >>> largest_fitting(lambda b: 1000 * b + 24, 10**6), largest_fitting(lambda b: b, 10, stop=4)
+    (999, 4)
+    >>> largest_fitting(lambda b: 10 * b, 5)
+    0
+    """
+    if f(1) > cap:
+        return 0
+    if stop is not None and f(stop) <= cap:
+        return stop
+    low, high = 1, 2
+    while (stop is None or high < stop) and f(high) <= cap:
+        low, high = high, 2 * high
+        if high > SEARCH_CEILING:
+            return None
+    if stop is not None:
+        high = min(high, stop)  # f(stop) > cap
+    while high - low > 1:
+        middle = (low + high) // 2
+        if f(middle) <= cap:
+            low = middle
+        else:
+            high = middle
+    return low
