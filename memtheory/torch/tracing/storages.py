@@ -33,6 +33,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from memtheory.maximum import provably_nonnegative
+from memtheory.torch.tracing.budget import check_budget
+from memtheory.torch.tracing.dtypes import CHECKED, check_dtypes
 from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.kernels import real_storage_bytes
 from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
@@ -173,6 +175,9 @@ class SymbolicStorageTracker(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        check_budget()
+        if func in CHECKED:
+            check_dtypes(func, args, self.label(""))
         try:
             out = func(*args, **(kwargs or {}))
         except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
