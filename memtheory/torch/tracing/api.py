@@ -219,16 +219,10 @@ def _traced(
     model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _Step, fit: bool
 ) -> TracedMemory:
     """Trace symbolically; fit at concrete sizes where the model's code fixes a size or fails."""
-    try:
-        record, symbols, env = _symbolic(model, example_inputs, sizes, *step)
-    except MemtheoryError:
-        raise
-    except Exception as error:  # noqa: BLE001 (PyTorch's or the model's own: said plainly)
-        if not fit or isinstance(error, RecursionError):
-            raise failed(error) from None
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
-        reason = f"the symbolic trace failed at {located(error)} ({first})"
-        return _fitted(model, example_inputs, sizes, step, [reason])
+    traced = _symbolic_or_why(model, example_inputs, sizes, step, fit)
+    if isinstance(traced, str):  # outside the except block: the raw error is not chained
+        return _fitted(model, example_inputs, sizes, step, [traced])
+    record, symbols, env = traced
     fixed = specialised(env, symbols)
     if fixed:
         if not fit:
@@ -240,6 +234,21 @@ def _traced(
         return _fitted(model, example_inputs, sizes, step, fixed)
     where = conditions(env, symbols)
     return _result(record, symbols, where.words, where.constraints)
+
+
+def _symbolic_or_why(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _Step, fit: bool
+) -> tuple[StepRecord, SymbolMap, Any] | str:
+    """Return the symbolic trace, or why it failed where a fit may still succeed."""
+    try:
+        return _symbolic(model, example_inputs, sizes, *step)
+    except MemtheoryError:
+        raise
+    except Exception as error:  # noqa: BLE001 (PyTorch's or the model's own: said plainly)
+        if not fit or isinstance(error, RecursionError):
+            raise failed(error) from None
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+        return f"the symbolic trace failed at {located(error)} ({first})"
 
 
 def _fitted(

@@ -39,7 +39,7 @@ from memtheory.torch.tracing.modules import LOSS
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.step import StepRecord
 
-__all__ = ["MAX_DEGREE", "STEPS", "fitted_trace"]
+__all__ = ["MAX_DEGREE", "STEPS", "OperationsDifferError", "fitted_trace"]
 
 MIN_DEGREE = 2
 """Total degree tried first (attention makes bytes quadratic in the sequence length)."""
@@ -96,7 +96,27 @@ def fitted_trace(
                 raise _RefusedError(point, error) from error
         return cache[point]
 
-    layout = _Layout(traced(base))
+    reference = traced(base)
+    try:
+        return _over_steps(traced, _Layout(reference), base, symbols, fixed)
+    except OperationsDifferError:
+        from memtheory.torch.tracing.totals import TotalsLayout
+
+        why = (
+            "the step runs other operations at other sizes (a loop over a size, as in a "
+            "recurrent layer), so its totals and peaks were fitted, not each moment"
+        )
+        return _over_steps(traced, TotalsLayout(reference), base, symbols, [*fixed, why])
+
+
+def _over_steps(
+    traced: Callable[[Point], StepRecord],
+    layout: _Layout,
+    base: Point,
+    symbols: list[sp.Symbol],
+    fixed: Sequence[Specialisation | str],
+) -> TracedMemory:
+    """Fit on lattices in steps of 1, 2, 4, ... until the model takes every size and one fits."""
     refused: _RefusedError | None = None
     missed = ""
     for step in STEPS:
@@ -125,6 +145,10 @@ def fitted_trace(
         "Trace at example sizes that leave room on both sides, or measure it at the sizes you "
         "need with memtheory.torch.measure."
     )
+
+
+class OperationsDifferError(UnsupportedError):
+    """At another size the step runs other operations: its moments do not line up."""
 
 
 STEPS = (1, 2, 4, 8, 16, 32)
@@ -292,7 +316,7 @@ class _Layout:
             )
             shown = theirs[first] if first < len(theirs) else "the end of the step"
             expected = ours[first] if first < len(ours) else "the end of the step"
-            raise UnsupportedError(
+            raise OperationsDifferError(
                 "the model's code fixed a size, and at another size the step runs other "
                 f"operations (operation {first}: {shown!r} instead of {expected!r}), so no single "
                 "formula describes it. Measure it at the sizes you need with "

@@ -37,6 +37,7 @@ from memtheory.torch.tracing.budget import check_budget
 from memtheory.torch.tracing.dtypes import CHECKED, check_dtypes
 from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.kernels import real_storage_bytes
+from memtheory.torch.tracing.opaque import OPAQUE, check_opaque
 from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
 
 __all__ = ["SymbolicStorageTracker", "storage_key", "storage_size"]
@@ -178,6 +179,8 @@ class SymbolicStorageTracker(TorchDispatchMode):
         check_budget()
         if func in CHECKED:
             check_dtypes(func, args, self.label(""))
+        elif func in OPAQUE:
+            check_opaque(func, self.label(""))
         try:
             out = func(*args, **(kwargs or {}))
         except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
