@@ -160,6 +160,7 @@ def trace(
             return _traced(model, example_inputs, sizes, step, fit)
     finally:
         model.train(was_training)
+        _forget_shape_envs()
 
 
 class _Step(NamedTuple):
@@ -292,6 +293,22 @@ def _symbolic(
         with mode, SizeGenericFunctions():
             record = _record(model, inputs, fake_target, loss, optimizer, symbols, autocast)
     return record, symbols, env
+
+
+def _forget_shape_envs() -> None:
+    """Empty the caches that ShapeEnv's methods keep on the class, keyed by the ShapeEnv.
+
+    PyTorch caches ``ShapeEnv`` methods with ``functools.lru_cache`` (some
+    unbounded), so every traced ShapeEnv, with its symbols and fake-tensor
+    cache, stayed alive after its trace: about 2 MB more per ``trace`` call.
+    The caches only save time within one trace.
+    """
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    for value in vars(ShapeEnv).values():
+        clear = getattr(value, "cache_clear", None)
+        if callable(clear):
+            clear()
 
 
 def _concrete(
