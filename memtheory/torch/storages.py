@@ -61,7 +61,7 @@ class StorageTracker(TorchDispatchMode):
 
     def __init__(self, record: bool = False, blocks_on: torch.device | None = None) -> None:
         super().__init__()
-        self._live: dict[int, tuple[weakref.finalize, int, int]] = {}
+        self._live: dict[int, tuple[weakref.finalize[Any, Any], int, int]] = {}
         self._total = 0
         self._blocks = 0
         self.blocks_on = blocks_on

@@ -74,7 +74,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self.keep_all = keep_all
         self.symbols = symbols
         self.label = label
-        self._live: dict[int, tuple[weakref.finalize | None, Polynomial]] = {}
+        self._live: dict[int, tuple[weakref.finalize[Any, Any] | None, Polynomial]] = {}
         self.total: Polynomial = {}
         self.moments: list[tuple[str, Polynomial]] = []
         self.copies_of: set[int] = set()

@@ -65,7 +65,7 @@ class TotalsLayout(_Layout):
                 "memtheory.torch.measure."
             )
         excluded = record.not_activations
-        shapes = []
+        shapes: list[int] = []
         for r, count in zip(self.modules, self.shapes, strict=True):
             shape = records[r.path].output_shape or ()
             if len(shape) != count:
