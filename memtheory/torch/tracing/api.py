@@ -96,7 +96,7 @@ def trace(
         the model accepts and fit each moment exactly (see
         :func:`memtheory.torch.tracing.fit.fitted_trace`); False raises
         instead, naming the size and the line, or the operation and the module.
-    time_limit : float, default 600
+    time_limit : float, default 1800
         Seconds the whole trace may take; past them it stops with a
         :class:`~memtheory.errors.TraceTimeoutError` (a forward that sleeps
         or waits cannot hang it).

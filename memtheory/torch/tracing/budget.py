@@ -32,8 +32,9 @@ from memtheory.errors import InvalidArgumentError, TraceTimeoutError
 
 __all__ = ["DEFAULT_TIME_LIMIT", "check_budget", "time_budget"]
 
-DEFAULT_TIME_LIMIT = 600.0
-"""Seconds a trace may take by default (GPT-2 small takes about 10 s of CPU)."""
+DEFAULT_TIME_LIMIT = 1800.0
+"""Seconds a trace may take by default: half an hour (GPT-2 small takes about 10 s of CPU;
+DenseNet-121 at B=8 took over 600 s on a loaded 2-core machine)."""
 
 _deadline: list[tuple[float, float]] = []
 """The budgets in force, innermost last: (deadline on the monotonic clock, seconds)."""
@@ -80,7 +81,7 @@ def time_budget(seconds: float) -> Iterator[None]:
     ):
         raise InvalidArgumentError(
             f"time_limit must be a positive number of seconds, got {seconds!r:.40}. "
-            "Pass e.g. time_limit=600."
+            "Pass e.g. time_limit=1800."
         )
     end = time.monotonic() + seconds
     if _deadline and _deadline[-1][0] < end:
