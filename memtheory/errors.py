@@ -42,6 +42,7 @@ __all__ = [
     "UnknownPresetError",
     "UnknownUnitError",
     "TableError",
+    "TraceTimeoutError",
     "UnsupportedError",
     "UntraceableError",
 ]
@@ -228,6 +229,10 @@ class UntraceableError(UnsupportedError):
 
     The message names the operation and the module that ran it.
     """
+
+
+class TraceTimeoutError(UntraceableError):
+    """A trace ran past its time budget (a forward that sleeps, waits or loops without end)."""
 
 
 class DoesNotFitError(MemtheoryError, ValueError):

@@ -3,19 +3,20 @@
 :class:`StorageTracker` is the counting machinery of :func:`memtheory.torch.track`
 and :func:`memtheory.torch.measure`: a
 :class:`~torch.utils._python_dispatch.TorchDispatchMode` that registers every
-storage an operation returns, with a weak reference that says when it is
-freed, and reads the live total after every operation. Storages are counted
+storage an operation returns, with a finalizer that takes its bytes off a
+running total when it is freed, and reads that total after every operation
+(no live storage is looked at again, however many there are). Storages are counted
 once however many views share them (``untyped_storage().nbytes()``, keyed by
 ``data_ptr()``). Derived in the book's chapter "Theory vs measurement".
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -60,7 +61,9 @@ class StorageTracker(TorchDispatchMode):
 
     def __init__(self, record: bool = False, blocks_on: torch.device | None = None) -> None:
         super().__init__()
-        self._live: dict[int, tuple[StorageWeakRef, int, int]] = {}
+        self._live: dict[int, tuple[weakref.finalize[Any, Any], int, int]] = {}
+        self._total = 0
+        self._blocks = 0
         self.blocks_on = blocks_on
         self.block_peak = 0
         self.phase = ""
@@ -77,14 +80,35 @@ class StorageTracker(TorchDispatchMode):
             if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided:
                 storage = tensor.untyped_storage()
                 pointer, nbytes = storage.data_ptr(), storage.nbytes()
-                if nbytes == 0:
+                if nbytes == 0 or pointer in self._live:
                     continue
-                known = self._live.get(pointer)
-                if known is None or known[0].expired():
-                    on_device = self.blocks_on is not None and storage.device == self.blocks_on
-                    blocks = block_size(nbytes) if on_device else 0
-                    self._live[pointer] = (StorageWeakRef(storage), nbytes, blocks)
-                    self.on_register(pointer)
+                on_device = self.blocks_on is not None and storage.device == self.blocks_on
+                blocks = block_size(nbytes) if on_device else 0
+                # PyTorch keeps one Python object per storage while the storage lives, so its
+                # finalizer runs when the storage is freed (the tracker is held weakly).
+                watcher = weakref.finalize(storage, _freed, weakref.ref(self), pointer)
+                watcher.atexit = False
+                self._live[pointer] = (watcher, nbytes, blocks)
+                self._total += nbytes
+                self._blocks += blocks
+                self.on_register(pointer)
+
+    def _forget(self, pointer: int) -> None:
+        known = self._live.pop(pointer, None)
+        if known is not None:
+            self._total -= known[1]
+            self._blocks -= known[2]
+
+    def close(self) -> None:
+        """Stop watching the storages still alive (the mode's exit does it)."""
+        for watcher, _, _ in list(self._live.values()):
+            watcher.detach()
+
+    def __exit__(self, *exc: Any) -> None:  # noqa: D105
+        try:
+            super().__exit__(*exc)
+        finally:
+            self.close()
 
     def on_register(self, pointer: int) -> None:
         """Note a storage newly registered (by its ``data_ptr()``); nothing here, for subclasses.
@@ -98,38 +122,17 @@ class StorageTracker(TorchDispatchMode):
         self._parameter_pointers |= {p.untyped_storage().data_ptr() for p in parameters}
 
     def alive(self) -> dict[int, int]:
-        """Return the registered storages still alive, ``data_ptr()`` to bytes; forget the dead.
+        """Return the registered storages still alive, ``data_ptr()`` to bytes.
 
         Also raises :attr:`block_peak` to their total in allocator blocks.
         """
-        alive: dict[int, int] = {}
-        blocks = 0
-        dead = []
-        for pointer, (ref, nbytes, block) in self._live.items():
-            if ref.expired():
-                dead.append(pointer)
-            else:
-                alive[pointer] = nbytes
-                blocks += block
-        for pointer in dead:
-            del self._live[pointer]
-        self.block_peak = max(self.block_peak, blocks)
-        return alive
+        self.block_peak = max(self.block_peak, self._blocks)
+        return {pointer: nbytes for pointer, (_, nbytes, _) in self._live.copy().items()}
 
     def live_bytes(self) -> int:
         """Bytes of the registered storages that are still alive (what :meth:`alive` sums)."""
-        total = blocks = 0
-        dead = []
-        for pointer, (ref, nbytes, block) in self._live.items():
-            if ref.expired():
-                dead.append(pointer)
-            else:
-                total += nbytes
-                blocks += block
-        for pointer in dead:
-            del self._live[pointer]
-        self.block_peak = max(self.block_peak, blocks)
-        return total
+        self.block_peak = max(self.block_peak, self._blocks)
+        return self._total
 
     def start(self, phase: str = "start") -> int:
         """Read the live total now, and make it the peak so far."""
@@ -160,3 +163,10 @@ class StorageTracker(TorchDispatchMode):
         if self.record:
             self.timeline.append((self.phase, str(func), live))
         return out
+
+
+def _freed(tracker: weakref.ref[StorageTracker], pointer: int) -> None:
+    """Take a freed storage's bytes off its tracker's totals."""
+    owner = tracker()
+    if owner is not None:
+        owner._forget(pointer)

@@ -457,39 +457,48 @@ class Tracker:
 
     def _snapshot(self, alive: dict[int, int]) -> None:
         """Sort the storages alive at a new peak into categories and modules."""
-        grads = _pointers(p.grad for p in self._parameters.values())
-        state: set[int] = set()
-        counters: set[int] = set()
-        for optimizer in self.optimizers:
-            for per_parameter in optimizer.state.values():
-                for key, value in per_parameter.items():
-                    if isinstance(value, torch.Tensor):
-                        target = counters if key == "step" else state
-                        target.add(value.untyped_storage().data_ptr())
+        owned = self._owned()
         components = dict.fromkeys(CATEGORIES, 0)
         modules: dict[str, int] = {}
         for pointer, nbytes in alive.items():
             tag = self._tags.get(pointer)
-            if pointer in self._parameter_pointers:
-                category = "parameters"
-            elif pointer in self._buffer_pointers:
-                category = "buffers"
-            elif pointer in grads:
-                category = "gradients"
-            elif pointer in state:
-                category = "optimizer_state"
-            elif pointer in counters:
-                category = "optimizer_step_counters"
-            elif tag is None:
-                category = "temporaries"
-            else:
-                category = _category(tag)
+            category = owned.get(pointer) or ("temporaries" if tag is None else _category(tag))
             components[category] += nbytes
             if tag is not None and tag.module and category in _MADE_BY_THE_STEP:
                 modules[tag.module] = modules.get(tag.module, 0) + nbytes
         order = {name: index for index, name in enumerate(self._names.values())}
         ordered = sorted(modules, key=lambda name: order.get(name, len(order)))
         self._at_peak = (components, {name: modules[name] for name in ordered})
+
+    def _owned(self) -> dict[int, str]:
+        """Return the category of each storage the model or an optimizer holds, by ``data_ptr()``.
+
+        Where one storage is several things, the first category of the table wins.
+        """
+        state = [
+            (key, value)
+            for optimizer in self.optimizers
+            for per_parameter in optimizer.state.values()
+            for key, value in per_parameter.items()
+            if isinstance(value, torch.Tensor)
+        ]
+        # Later assignments win: from the last category of the table to the first.
+        owned = {
+            value.untyped_storage().data_ptr(): "optimizer_step_counters"
+            for key, value in state
+            if key == "step"
+        }
+        owned.update(
+            (value.untyped_storage().data_ptr(), "optimizer_state")
+            for key, value in state
+            if key != "step"
+        )
+        owned.update(
+            dict.fromkeys(_pointers(p.grad for p in self._parameters.values()), "gradients")
+        )
+        owned.update(dict.fromkeys(self._buffer_pointers, "buffers"))
+        owned.update(dict.fromkeys(self._parameter_pointers, "parameters"))
+        return owned
 
 
 def _category(tag: _Tag) -> str:

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
 
 import sympy as sp
 import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-from memtheory.errors import InvalidArgumentError, MissingArgumentError, UnsupportedError
+from memtheory.errors import (
+    InvalidArgumentError,
+    MemtheoryError,
+    MissingArgumentError,
+    UnsupportedError,
+)
 from memtheory.maximum import maximum, undominated
 from memtheory.optimizers import OptimizerLike
+from memtheory.torch.tracing.budget import DEFAULT_TIME_LIMIT, time_budget
+from memtheory.torch.tracing.errors import failed, located
 from memtheory.torch.tracing.fakes import fake_inputs, fake_parameters
-from memtheory.torch.tracing.guards import conditions, specialised
+from memtheory.torch.tracing.guards import Specialisation, conditions, specialised
 from memtheory.torch.tracing.modules import LOSS
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
@@ -35,9 +44,10 @@ def trace(
     loss: Callable[..., torch.Tensor] | None = None,
     target: torch.Tensor | None = None,
     optimizer: OptimizerChoice = "adamw",
-    dtype: torch.dtype | None = None,
-    autocast: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
+    autocast: torch.dtype | str | None = None,
     fit: bool = True,
+    time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> TracedMemory:
     """Trace a training step of ``model`` on fake tensors into exact formulas in its sizes.
 
@@ -73,16 +83,23 @@ def trace(
         A memtheory optimizer (``"adam"``, ``"sgd+momentum"``, ...) built with
         :func:`memtheory.torch.torch_optimizer`, or ``factory(parameters)``
         returning any ``torch.optim`` optimizer.
-    dtype : torch.dtype, optional
+    dtype : torch.dtype or str, optional
         Cast floating parameters, buffers and inputs to this dtype first
-        (``torch.bfloat16``).
-    autocast : torch.dtype, optional
-        Run the forward and the loss under ``torch.autocast("cpu", dtype=autocast)``.
+        (``torch.bfloat16``, or a name: ``"bf16"``, ``"fp16"``, ``"fp32"``, ``"fp64"``).
+    autocast : torch.dtype or str, optional
+        Run the forward and the loss under ``torch.autocast("cpu", dtype=autocast)``:
+        ``torch.bfloat16`` or ``torch.float16`` (or ``"bf16"``, ``"fp16"``).
     fit : bool, default True
         If the model's code fixes a size to its example value (e.g. Hugging
-        Face mask code), trace at several concrete sizes and fit each moment
-        exactly (see :func:`memtheory.torch.tracing.fit.fitted_trace`);
-        False raises instead, naming the size and the line.
+        Face mask code), or the symbolic trace fails on an operation (an LSTM
+        or GRU, ``F.interpolate(size=...)``), trace at several concrete sizes
+        the model accepts and fit each moment exactly (see
+        :func:`memtheory.torch.tracing.fit.fitted_trace`); False raises
+        instead, naming the size and the line, or the operation and the module.
+    time_limit : float, default 1800
+        Seconds the whole trace may take; past them it stops with a
+        :class:`~memtheory.errors.TraceTimeoutError` (a forward that sleeps
+        or waits cannot hang it).
 
     Returns
     -------
@@ -94,8 +111,24 @@ def trace(
     ------
     UntraceableError
         For an operation whose output shape depends on values (``nonzero``),
-        code that reads values, or an operator without a fake kernel: the
-        operator and the module are named.
+        code that reads values, or an operator without a fake kernel, and for
+        any other error the step raises on fake tensors (a move to ``"cuda"``,
+        runaway recursion): the operator and the module are named.
+    InvalidArgumentError
+        Where a real step would raise a dtype error (an ``int64`` or
+        ``float64`` input to a ``float32`` ``Linear``): the operator, the
+        module and the fix are named.
+    TraceTimeoutError
+        Past ``time_limit`` seconds.
+
+    Notes
+    -----
+    The model's ``forward`` (and the loss) really run, on fake tensors:
+    twice for a symbolic trace (the training step and the inference pass).
+    A fitted trace runs them twice at each size it traces: for ``k`` symbols
+    and degree ``d``, ``C(k + d, d) + 2`` sizes (8 for B and S at degree 2,
+    more if the degree must rise), each size once. Side effects in
+    ``forward`` (printing, counting calls, writing files) happen that often.
 
     Examples
     --------
@@ -117,33 +150,126 @@ def trace(
         raise InvalidArgumentError(
             f"trace() takes a torch.nn.Module, got {type(model).__name__}."
         )
+    step = _Step(loss, target, optimizer, _dtype(dtype, "dtype"), _dtype(autocast, "autocast"))
     warn_if_unchecked_torch()
     sizes = dimension_symbols(dims)
     was_training = model.training
     model.train()
     try:
-        record, symbols, env = _symbolic(model, example_inputs, sizes, loss, target, optimizer,
-                                         dtype, autocast)
-        fixed = specialised(env, symbols)
-        if fixed:
-            if not fit:
-                raise UnsupportedError(
-                    "the model's code fixed a size, so no formula can be traced: "
-                    + "; ".join(map(str, fixed))
-                    + ". Pass fit=True to recover the formula from traces at several sizes."
-                )
-            from memtheory.torch.tracing.fit import fitted_trace
-
-            return fitted_trace(
-                lambda values: _concrete(model, example_inputs, sizes, values, loss, target,
-                                         optimizer, dtype, autocast),
-                sizes,
-                fixed,
-            )
-        where = conditions(env, symbols)
-        return _result(record, symbols, where.words, where.constraints)
+        with time_budget(time_limit), _quiet_fake_tensor_errors():
+            return _traced(model, example_inputs, sizes, step, fit)
     finally:
         model.train(was_training)
+        _forget_shape_envs()
+
+
+class _Step(NamedTuple):
+    """How the step runs, beside the model and its inputs (trace's keyword arguments)."""
+
+    loss: Callable[..., torch.Tensor] | None
+    target: torch.Tensor | None
+    optimizer: OptimizerChoice
+    dtype: torch.dtype | None
+    autocast: torch.dtype | None
+
+
+_DTYPES = {
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+    "half": torch.float16,
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "float": torch.float32,
+    "fp64": torch.float64,
+    "float64": torch.float64,
+    "double": torch.float64,
+}
+
+
+def _dtype(value: Any, name: str) -> torch.dtype | None:
+    """Read ``dtype=`` or ``autocast=``: a floating torch.dtype or its name (``"bf16"``)."""
+    if value is None:
+        return None
+    chosen = _DTYPES.get(value.strip().lower()) if isinstance(value, str) else value
+    allowed = (torch.bfloat16, torch.float16) if name == "autocast" else tuple(_DTYPES.values())
+    if not isinstance(chosen, torch.dtype) or chosen not in allowed:
+        names = "'bf16', 'fp16'" if name == "autocast" else "'bf16', 'fp16', 'fp32', 'fp64'"
+        raise InvalidArgumentError(
+            f"{name}= takes a floating torch.dtype or its name ({names}), got {value!r:.60}"
+            + (" (CPU autocast runs in bfloat16 or float16 only)" if name == "autocast" else "")
+            + f". Pass e.g. {name}=torch.bfloat16."
+        )
+    return chosen
+
+
+@contextmanager
+def _quiet_fake_tensor_errors() -> Iterator[None]:
+    """Keep PyTorch's fake-tensor logger from printing tracebacks that trace turns into errors."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _traced(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _Step, fit: bool
+) -> TracedMemory:
+    """Trace symbolically; fit at concrete sizes where the model's code fixes a size or fails."""
+    traced = _symbolic_or_why(model, example_inputs, sizes, step, fit)
+    if isinstance(traced, str):  # outside the except block: the raw error is not chained
+        return _fitted(model, example_inputs, sizes, step, [traced])
+    record, symbols, env = traced
+    fixed = specialised(env, symbols)
+    if fixed:
+        if not fit:
+            raise UnsupportedError(
+                "the model's code fixed a size, so no formula can be traced: "
+                + "; ".join(map(str, fixed))
+                + ". Pass fit=True to recover the formula from traces at several sizes."
+            )
+        return _fitted(model, example_inputs, sizes, step, fixed)
+    where = conditions(env, symbols)
+    return _result(record, symbols, where.words, where.constraints)
+
+
+def _symbolic_or_why(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _Step, fit: bool
+) -> tuple[StepRecord, SymbolMap, Any] | str:
+    """Return the symbolic trace, or why it failed where a fit may still succeed."""
+    try:
+        return _symbolic(model, example_inputs, sizes, *step)
+    except MemtheoryError:
+        raise
+    except Exception as error:  # noqa: BLE001 (PyTorch's or the model's own: said plainly)
+        if not fit or isinstance(error, RecursionError):
+            raise failed(error) from None
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+        return f"the symbolic trace failed at {located(error)} ({first})"
+
+
+def _fitted(
+    model: nn.Module,
+    example_inputs: Any,
+    sizes: dict[int, sp.Symbol],
+    step: _Step,
+    fixed: Sequence[Specialisation | str],
+) -> TracedMemory:
+    from memtheory.torch.tracing.fit import fitted_trace
+
+    try:
+        return fitted_trace(
+            lambda values: _concrete(model, example_inputs, sizes, values, *step), sizes, fixed
+        )
+    except MemtheoryError:
+        raise
+    except Exception as error:  # noqa: BLE001 (the step fails at the example sizes themselves)
+        shown = ", ".join(f"{s.name}={k}" for k, s in sizes.items())
+        raise failed(error, f"at the example sizes ({shown})") from None
 
 
 def _symbolic(
@@ -167,6 +293,22 @@ def _symbolic(
         with mode, SizeGenericFunctions():
             record = _record(model, inputs, fake_target, loss, optimizer, symbols, autocast)
     return record, symbols, env
+
+
+def _forget_shape_envs() -> None:
+    """Empty the caches that ShapeEnv's methods keep on the class, keyed by the ShapeEnv.
+
+    PyTorch caches ``ShapeEnv`` methods with ``functools.lru_cache`` (some
+    unbounded), so every traced ShapeEnv, with its symbols and fake-tensor
+    cache, stayed alive after its trace: about 2 MB more per ``trace`` call.
+    The caches only save time within one trace.
+    """
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    for value in vars(ShapeEnv).values():
+        clear = getattr(value, "cache_clear", None)
+        if callable(clear):
+            clear()
 
 
 def _concrete(

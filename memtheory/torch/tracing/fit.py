@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from memtheory.errors import UnsupportedError
+from memtheory.errors import MemtheoryError, UnsupportedError
 from memtheory.maximum import maximum, undominated
 from memtheory.torch.tracing.guards import Specialisation
 from memtheory.torch.tracing.modules import LOSS
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.step import StepRecord
 
-__all__ = ["MAX_DEGREE", "fitted_trace"]
+__all__ = ["MAX_DEGREE", "STEPS", "OperationsDifferError", "fitted_trace"]
 
 MIN_DEGREE = 2
 """Total degree tried first (attention makes bytes quadratic in the sequence length)."""
@@ -53,9 +53,13 @@ Point = tuple[int, ...]
 def fitted_trace(
     run: Callable[[dict[sp.Symbol, int]], StepRecord],
     sizes: dict[int, sp.Symbol],
-    fixed: Sequence[Specialisation],
+    fixed: Sequence[Specialisation | str],
 ) -> TracedMemory:
     """Recover the exact formulas of a step whose code fixed a size, from concrete traces.
+
+    The lattice is taken in steps of 1 first; where the model refuses one of
+    its sizes (a skip connection that needs even sizes), in steps of 2, 4,
+    ..., up to the largest of :data:`STEPS`: sizes it accepts.
 
     Parameters
     ----------
@@ -64,37 +68,122 @@ def fitted_trace(
         sizes, one moment per operation.
     sizes : dict
         Example size to symbol, as :func:`~memtheory.torch.tracing.sizes.dimension_symbols` gives.
-    fixed : sequence of Specialisation
-        What the symbolic trace found fixed (said in the result's conditions).
+    fixed : sequence of Specialisation or str
+        Why the formulas are fitted (what the symbolic trace found fixed, or
+        where it failed), said in the result's conditions.
 
     Raises
     ------
     UnsupportedError
         If the traces run different operations at different sizes, or no
         polynomial of degree up to :data:`MAX_DEGREE` matches at the confirming sizes.
+    Exception
+        What the step raised at the example sizes themselves (nothing to fit).
     """
     symbols = list(sizes.values())
     base = tuple(sizes)
     cache: dict[Point, StepRecord] = {}
 
-    def traced(offsets: Point) -> StepRecord:
-        point = tuple(b + o for b, o in zip(base, offsets, strict=True))
+    def traced(point: Point) -> StepRecord:
         if point not in cache:
-            cache[point] = run(dict(zip(symbols, point, strict=True)))
+            try:
+                cache[point] = run(dict(zip(symbols, point, strict=True)))
+            except MemtheoryError:
+                raise
+            except Exception as error:  # noqa: BLE001 (a size the model refuses: try others)
+                if point == base:
+                    raise
+                raise _RefusedError(point, error) from error
         return cache[point]
 
-    reference = traced((0,) * len(symbols))
-    layout = _Layout(reference)
+    reference = traced(base)
+    try:
+        return _over_steps(traced, _Layout(reference), base, symbols, fixed)
+    except OperationsDifferError:
+        from memtheory.torch.tracing.totals import TotalsLayout
+
+        why = (
+            "the step runs other operations at other sizes (a loop over a size, as in a "
+            "recurrent layer), so its totals and peaks were fitted, not each moment"
+        )
+        return _over_steps(traced, TotalsLayout(reference), base, symbols, [*fixed, why])
+
+
+def _over_steps(
+    traced: Callable[[Point], StepRecord],
+    layout: _Layout,
+    base: Point,
+    symbols: list[sp.Symbol],
+    fixed: Sequence[Specialisation | str],
+) -> TracedMemory:
+    """Fit on lattices in steps of 1, 2, 4, ... until the model takes every size and one fits."""
+    refused: _RefusedError | None = None
+    missed = ""
+    for step in STEPS:
+        try:
+            fitted = _fit(traced, layout, base, symbols, step, fixed)
+        except _RefusedError as error:
+            refused = error
+            continue
+        if isinstance(fitted, TracedMemory):
+            return fitted
+        missed = missed or fitted
+    if refused is None or missed:
+        raise UnsupportedError(
+            "the model's code fixed a size ("
+            + "; ".join(map(str, fixed))
+            + f"), and its bytes are no polynomial of degree up to {MAX_DEGREE} in "
+            f"{', '.join(s.name for s in symbols)} ({missed}, not what the fit predicts). "
+            "Measure it at the sizes you need with memtheory.torch.measure."
+        )
+    shown = ", ".join(f"{s.name}={v}" for s, v in zip(symbols, refused.point, strict=True))
+    raise UnsupportedError(
+        "the formulas must be fitted from traces at several sizes ("
+        + "; ".join(map(str, fixed))
+        + f"), but the model refused sizes near the example in steps up to {STEPS[-1]} (at "
+        f"{shown}: {type(refused.error).__name__}: {str(refused.error).splitlines()[0][:200]}). "
+        "Trace at example sizes that leave room on both sides, or measure it at the sizes you "
+        "need with memtheory.torch.measure."
+    )
+
+
+class OperationsDifferError(UnsupportedError):
+    """At another size the step runs other operations: its moments do not line up."""
+
+
+STEPS = (1, 2, 4, 8, 16, 32)
+"""Distances between the sizes a fit traces at, tried in turn until the model takes them all."""
+
+
+class _RefusedError(Exception):
+    """The model refused a size of the fit's lattice (not the example's own)."""
+
+    def __init__(self, point: Point, error: Exception) -> None:
+        super().__init__(point, error)
+        self.point = point
+        self.error = error
+
+
+def _fit(
+    traced: Callable[[Point], StepRecord],
+    layout: _Layout,
+    base: Point,
+    symbols: list[sp.Symbol],
+    step: int,
+    fixed: Sequence[Specialisation | str],
+) -> TracedMemory | str:
+    """Fit on the lattice ``base + step * offsets``, raising the degree until it is confirmed.
+
+    Returns the result, or what the highest degree missed.
+    """
     last_error = ""
     for degree in range(MIN_DEGREE, MAX_DEGREE + 1):
         exponents = [
             e for e in product(range(degree + 1), repeat=len(symbols)) if sum(e) <= degree
         ]
-        confirm = _confirming(len(symbols), degree)
-        records = [traced(e) for e in exponents]
-        checks = [traced(c) for c in confirm]
-        vectors = [layout.vector(r) for r in records + checks]
-        points = [tuple(b + o for b, o in zip(base, e, strict=True)) for e in exponents + confirm]
+        offsets = exponents + _confirming(len(symbols), degree)
+        points = [tuple(b + step * o for b, o in zip(base, e, strict=True)) for e in offsets]
+        vectors = [layout.vector(traced(p)) for p in points]
         matrix = [[_monomial_value(p, m) for m in exponents] for p in points[: len(exponents)]]
         inverse = sp.Matrix(matrix).inv()
         denominator = int(sp.ilcm(*[sp.fraction(v)[1] for v in inverse]))
@@ -114,15 +203,15 @@ def fitted_trace(
                 sp.Mul(*(s**e for s, e in zip(symbols, m, strict=True))) for m in exponents
             ]
             words = _conditions(fixed, symbols, points, len(exponents), degree)
+            if step > 1:
+                words += (
+                    f"sizes taken in steps of {step} (the model refused, or its bytes are no "
+                    f"polynomial over, sizes in steps of {step // 2}): the formulas are confirmed "
+                    f"only where each size differs from the example's by a multiple of {step}",
+                )
             return layout.result(coefficients, monomials, words)
         last_error = f"degree {degree}: {layout.name(wrong[0])} is {wrong[1]} at {wrong[2]}"
-    raise UnsupportedError(
-        "the model's code fixed a size ("
-        + "; ".join(map(str, fixed))
-        + "), and its bytes are no polynomial of degree up to "
-        f"{MAX_DEGREE} in {', '.join(s.name for s in symbols)} ({last_error}, not what the fit "
-        "predicts). Measure it at the sizes you need with memtheory.torch.measure."
-    )
+    return last_error
 
 
 def _confirming(count: int, degree: int) -> list[Point]:
@@ -159,7 +248,7 @@ def _first_mismatch(
 
 
 def _conditions(
-    fixed: Sequence[Specialisation],
+    fixed: Sequence[Specialisation | str],
     symbols: list[sp.Symbol],
     points: list[Point],
     fitted: int,
@@ -227,7 +316,7 @@ class _Layout:
             )
             shown = theirs[first] if first < len(theirs) else "the end of the step"
             expected = ours[first] if first < len(ours) else "the end of the step"
-            raise UnsupportedError(
+            raise OperationsDifferError(
                 "the model's code fixed a size, and at another size the step runs other "
                 f"operations (operation {first}: {shown!r} instead of {expected!r}), so no single "
                 "formula describes it. Measure it at the sizes you need with "

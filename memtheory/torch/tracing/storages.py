@@ -5,9 +5,10 @@ does for :func:`memtheory.torch.measure`, on fake tensors whose sizes are
 symbolic:
 
 * every storage an operation returns is registered once (views and in-place
-  results share their storage), with a weak reference that says when it is
-  freed; storages that exist before the step count only if :meth:`track`
-  registers them (parameters, gradients, optimizer state, the data);
+  results share their storage), with a finalizer that takes its bytes off the
+  running total when it is freed (storages that exist before the step count
+  only if :meth:`track` registers them: parameters, gradients, optimizer
+  state, the data), so no live storage is looked at again after each operation;
 * the live total is read after every operation, when its inputs and outputs
   are both alive, exactly when ``measure`` reads it.
 
@@ -21,19 +22,22 @@ in the timeline only while no later moment is provably at least as large
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
 import sympy as sp
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from memtheory.maximum import provably_nonnegative
+from memtheory.torch.tracing.budget import check_budget
+from memtheory.torch.tracing.dtypes import CHECKED, check_dtypes
 from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.kernels import real_storage_bytes
+from memtheory.torch.tracing.opaque import OPAQUE, check_opaque
 from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
 
 __all__ = ["SymbolicStorageTracker", "storage_key", "storage_size"]
@@ -70,8 +74,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self.keep_all = keep_all
         self.symbols = symbols
         self.label = label
-        self._live: dict[int, tuple[StorageWeakRef, Polynomial]] = {}
-        self._permanent: set[int] = set()
+        self._live: dict[int, tuple[weakref.finalize[Any, Any] | None, Polynomial]] = {}
         self.total: Polynomial = {}
         self.moments: list[tuple[str, Polynomial]] = []
         self.copies_of: set[int] = set()
@@ -86,50 +89,54 @@ class SymbolicStorageTracker(TorchDispatchMode):
         ``nbytes``, if given, is the storage size to count instead of the fake one.
         """
         for tensor in tensors:
-            if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
-                continue
-            size = (
-                storage_size(tensor, self.symbols)
-                if nbytes is None
-                else self.symbols.polynomial(nbytes)
-            )
-            if not size:
-                continue
-            key = storage_key(tensor)
-            known = self._live.get(key)
-            if known is not None and not known[0].expired():
-                continue
-            if known is not None:
-                add_into(self.total, known[1], -1)
-            self._live[key] = (StorageWeakRef(tensor.untyped_storage()), size)
-            add_into(self.total, size)
+            self._register(tensor, nbytes, permanent=False)
 
     def keep(self, *tensors: Any) -> None:
         """Register storages that outlive the step (parameters, optimizer state, the data).
 
-        They are counted like any other, but never checked for being freed:
+        They are counted like any other, but never watched for being freed:
         the module, the optimizer and the caller hold them throughout.
         """
-        self.track(*tensors)
-        self._permanent |= {
-            storage_key(t) for t in tensors if isinstance(t, torch.Tensor)
-        }
+        for tensor in tensors:
+            self._register(tensor, None, permanent=True)
+
+    def _register(self, tensor: Any, nbytes: Any, permanent: bool) -> None:
+        if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
+            return
+        storage = tensor.untyped_storage()
+        key = int(storage._cdata)
+        known = self._live.get(key)
+        if known is not None:
+            if permanent and known[0] is not None:
+                known[0].detach()
+                self._live[key] = (None, known[1])
+            return
+        size = self.symbols.polynomial(storage.nbytes() if nbytes is None else nbytes)
+        if not size:
+            return
+        # PyTorch keeps one Python object per storage for as long as the storage lives, so its
+        # finalizer runs when the storage is freed (the tracker is held weakly: no cycle).
+        watcher = None if permanent else weakref.finalize(storage, _freed, weakref.ref(self), key)
+        self._live[key] = (watcher, size)
+        add_into(self.total, size)
+
+    def _forget(self, key: int) -> None:
+        known = self._live.pop(key, None)
+        if known is not None:
+            add_into(self.total, known[1], -1)
+
+    def close(self) -> None:
+        """Stop watching the storages still alive (their finalizers would outlive the trace)."""
+        for watcher, _ in self._live.values():
+            if watcher is not None:
+                watcher.detach()
 
     def watch_parameters(self, parameters: Sequence[torch.Tensor]) -> None:
         """Remember parameter storages, to recognise casts of them (autocast's weight copies)."""
         self._parameter_keys |= {storage_key(p) for p in parameters}
 
     def refresh(self) -> Polynomial:
-        """Forget freed storages; return the live total."""
-        expired = torch.Storage._expired  # type: ignore[attr-defined]
-        permanent = self._permanent
-        dead = [
-            key
-            for key, (ref, _) in self._live.items()
-            if key not in permanent and expired(ref.cdata)
-        ]
-        for key in dead:
-            add_into(self.total, self._live.pop(key)[1], -1)
+        """Return the live total (freed storages were taken off when they were freed)."""
         return self.total
 
     def start(self, label: str) -> Polynomial:
@@ -156,6 +163,12 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self._last = snapshot
 
     # -- the dispatch mode -----------------------------------------------------------------
+    def __exit__(self, *exc: Any) -> None:  # noqa: D105
+        try:
+            super().__exit__(*exc)
+        finally:
+            self.close()
+
     def __torch_dispatch__(  # noqa: D105
         self,
         func: Callable[..., Any],
@@ -163,12 +176,19 @@ class SymbolicStorageTracker(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        check_budget()
+        if func in CHECKED:
+            check_dtypes(func, args, self.label(""))
+        elif func in OPAQUE:
+            check_opaque(func, self.label(""))
         try:
             out = func(*args, **(kwargs or {}))
         except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
             raise untraceable(error, str(func), self.label("")) from error
         self.operations += 1
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if not outputs:  # nothing was made: the total can only have fallen since the last moment
+            return out
         try:
             self.track(*outputs, nbytes=real_storage_bytes(func, args, kwargs or {}))
         except DataDependentSize as error:
@@ -178,6 +198,13 @@ class SymbolicStorageTracker(TorchDispatchMode):
                 self.copies_of |= {storage_key(t) for t in outputs}
         self.record(self.label(str(func)))
         return out
+
+
+def _freed(tracker: weakref.ref[SymbolicStorageTracker], key: int) -> None:
+    """Take a freed storage's bytes off its tracker's total."""
+    owner = tracker()
+    if owner is not None:
+        owner._forget(key)
 
 
 def _at_least(later: Polynomial, earlier: Polynomial) -> bool:
