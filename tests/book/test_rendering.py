@@ -7,7 +7,8 @@ Screenshots land in ``book/_build/screenshots`` for a person to look at.
 Every page of the table of contents is checked: no JavaScript error logged,
 math typeset offline without errors, every figure loaded and numbered with a
 caption, no executed cell left an error, no table or printed output cut off,
-and, at 390 px, nothing wider than the screen.
+no table column hidden until the table is scrolled (at 1280 px and 390 px), and,
+at 390 px, nothing wider than the screen.
 """
 
 import re
@@ -190,7 +191,9 @@ def test_citations_link_to_the_bibliography(browser):
 
 
 # A table wider than the text column must sit in something that scrolls sideways (the theme's
-# scrollable container or memtheory's table wrapper). A printed text table cannot: its <pre>
+# scrollable container or memtheory's table wrapper), and even then no column may be hidden
+# until the reader scrolls: a table has to fit its column, at 1280 px and at 390 px
+# (transpose, split or narrow it). A printed text table cannot: its <pre>
 # scrolls, but a reader sees it cut at the column's edge, so no cell output may be wider than
 # the column: wide tables are shown as HTML tables, not printed.
 _OVERFLOW = """
@@ -212,6 +215,12 @@ _OVERFLOW = """
     }
     if (!scroller && el.scrollWidth > el.parentElement.clientWidth + 1) {
       bad.push(`table wider than its column without a scroll wrapper: ${text}`);
+    }
+    if (scroller && scroller.scrollWidth > scroller.clientWidth + 1) {
+      const hidden = [...el.querySelectorAll('tr:first-child > *')]
+        .filter(c => c.getBoundingClientRect().right > scroller.getBoundingClientRect().right + 1)
+        .map(c => c.textContent.trim().slice(0, 30));
+      bad.push(`a column is hidden until the table is scrolled (${hidden.join(', ')}): ${text}`);
     }
   }
   for (const el of article.querySelectorAll('img')) {
@@ -244,10 +253,10 @@ def test_no_table_is_cut_off(browser, page):
 
 @pytest.mark.parametrize("page", PAGES)
 def test_phone_width(phone, page):
-    """At 390 px the page never scrolls sideways and wide tables scroll inside their wrapper.
+    """At 390 px the page never scrolls sideways and every table fits, no column hidden.
 
     Code and printed output scroll inside their own boxes on a phone, as in any book; tables
-    and figures must fit or scroll in a wrapper.
+    and figures must fit.
     """
     phone.open(HTML / f"{page}.html")
     assert phone.evaluate(_OVERFLOW + "(false)") == []
