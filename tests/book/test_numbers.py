@@ -60,7 +60,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("11", "24"): _REFERENCE,
     ("11", "40"): _REFERENCE,
     ("11", "32"): _REFERENCE,
-    ("12", "34"): "Korthikanti et al. (2022)'s coefficient, cited; the chapter's cells derive it",
     ("12", "11"): "Korthikanti et al. (2022)'s attention share of the 34, cited",
     ("12", "19"): "Korthikanti et al. (2022)'s MLP share of the 34, cited",
     ("15", "36"): _REFERENCE,
