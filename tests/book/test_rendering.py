@@ -216,12 +216,6 @@ _OVERFLOW = """
     if (!scroller && el.scrollWidth > el.parentElement.clientWidth + 1) {
       bad.push(`table wider than its column without a scroll wrapper: ${text}`);
     }
-    if (scroller && scroller.scrollWidth > scroller.clientWidth + 1) {
-      const hidden = [...el.querySelectorAll('tr:first-child > *')]
-        .filter(c => c.getBoundingClientRect().right > scroller.getBoundingClientRect().right + 1)
-        .map(c => c.textContent.trim().slice(0, 30));
-      bad.push(`a column is hidden until the table is scrolled (${hidden.join(', ')}): ${text}`);
-    }
   }
   for (const el of article.querySelectorAll('img')) {
     if (shown(el) && el.getBoundingClientRect().right > limit) {
@@ -242,6 +236,56 @@ _OVERFLOW = """
   return bad;
 })
 """
+
+
+# A table that scrolls sideways hides its last columns until the reader scrolls: every table
+# has to fit its column (transpose, split or narrow it).
+_HIDDEN_COLUMNS = """
+(() => {
+  const article = document.querySelector('article') || document.querySelector('main');
+  const bad = [];
+  for (const table of article.querySelectorAll('table')) {
+    if (table.getClientRects().length === 0) continue;  // folded away
+    let box = table.parentElement;
+    const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+    while (box && box !== article && !scrolls(box)) box = box.parentElement;
+    const frame = box && box !== article ? box : table.parentElement;
+    const right = frame.getBoundingClientRect().right;
+    const hidden = [...table.querySelectorAll('tr:first-child > *')]
+      .filter(cell => cell.getBoundingClientRect().right > right + 1)
+      .map(cell => cell.textContent.trim().slice(0, 30) || '(unnamed)');
+    if (hidden.length) {
+      const text = table.textContent.trim().replace(/\\s+/g, ' ').slice(0, 50);
+      bad.push(`columns hidden (${hidden.join(' | ')}) in: ${text}`);
+    }
+  }
+  return bad;
+})()
+"""
+
+# Pages whose tables still hide a column, with the table; strict, so a fixed page fails here
+# until it leaves the list. Each is to be transposed, split or narrowed (issue 23).
+HIDDEN_AT_1280: dict[str, str] = {}
+HIDDEN_AT_390: dict[str, str] = {}
+
+
+def _expect_hidden(known: dict[str, str]) -> list:
+    return [pytest.param(page, marks=pytest.mark.xfail(strict=True, reason=known[page]))
+            if page in known else page for page in PAGES]
+
+
+@pytest.mark.parametrize("page", _expect_hidden(HIDDEN_AT_1280))
+def test_no_column_is_hidden_at_1280_px(browser, page):
+    """At 1280 px every column of every table is in view without scrolling the table."""
+    browser.open(HTML / f"{page}.html")
+    assert browser.evaluate(_HIDDEN_COLUMNS) == []
+
+
+@pytest.mark.parametrize("page", _expect_hidden(HIDDEN_AT_390))
+def test_no_column_is_hidden_at_390_px(phone, page):
+    """On a 390 px phone screen every column of every table is in view without scrolling it."""
+    phone.open(HTML / f"{page}.html")
+    assert phone.evaluate(_HIDDEN_COLUMNS) == []
 
 
 @pytest.mark.parametrize("page", PAGES)
