@@ -75,7 +75,7 @@ SET = ExerciseSet(
         Exercise(
             id="q2",
             title="GB to GiB",
-            question="A GPU is sold with {size} GB of memory, in decimal gigabytes. How many GiB "
+            question="A dataset takes {size} GB on disk, in decimal gigabytes. How many GiB "
             "is "
             "that?",
             params={"size": (16, 8, 12, 24, 40, 80)},

@@ -180,13 +180,14 @@ SET = ExerciseSet(
         ),
         Exercise(
             id="q6",
-            title="a larger image on a card sold in GB",
+            title="a larger image in a budget given in GB",
             question="The small CNN of a StackExchange question (two 3x3 padded convolutions with "
             "32 "
             "and 64 filters, each followed by 2x2 max pooling with stride 2, dense layers of 500 "
             "and "
             "10 units, softmax) is fed {image}x{image}x3 images and trained with {optimizer_title} "
-            "in fp32 on a GPU sold as {gpu} GB (decimal). Counting weights, gradients, optimizer "
+            "in fp32 with {gpu} GB (decimal, 10^9 bytes) of GPU memory free for the step. Counting "
+            "weights, gradients, optimizer "
             "state, every layer's output with its gradient, and the input batch, what is the "
             "largest "
             "batch that fits?",

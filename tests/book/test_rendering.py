@@ -7,7 +7,8 @@ Screenshots land in ``book/_build/screenshots`` for a person to look at.
 Every page of the table of contents is checked: no JavaScript error logged,
 math typeset offline without errors, every figure loaded and numbered with a
 caption, no executed cell left an error, no table or printed output cut off,
-and, at 390 px, nothing wider than the screen.
+no table column hidden until the table is scrolled (at 1280 px and 390 px), and,
+at 390 px, nothing wider than the screen.
 """
 
 import re
@@ -190,7 +191,9 @@ def test_citations_link_to_the_bibliography(browser):
 
 
 # A table wider than the text column must sit in something that scrolls sideways (the theme's
-# scrollable container or memtheory's table wrapper). A printed text table cannot: its <pre>
+# scrollable container or memtheory's table wrapper), and even then no column may be hidden
+# until the reader scrolls: a table has to fit its column, at 1280 px and at 390 px
+# (transpose, split or narrow it). A printed text table cannot: its <pre>
 # scrolls, but a reader sees it cut at the column's edge, so no cell output may be wider than
 # the column: wide tables are shown as HTML tables, not printed.
 _OVERFLOW = """
@@ -235,6 +238,112 @@ _OVERFLOW = """
 """
 
 
+# A table that scrolls sideways hides its last columns until the reader scrolls: every table
+# has to fit its column (transpose, split or narrow it).
+_HIDDEN_COLUMNS = """
+(() => {
+  const article = document.querySelector('article') || document.querySelector('main');
+  const bad = [];
+  for (const table of article.querySelectorAll('table')) {
+    if (table.getClientRects().length === 0) continue;  // folded away
+    let box = table.parentElement;
+    const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+    while (box && box !== article && !scrolls(box)) box = box.parentElement;
+    const frame = box && box !== article ? box : table.parentElement;
+    const right = frame.getBoundingClientRect().right;
+    const hidden = [...table.querySelectorAll('tr:first-child > *')]
+      .filter(cell => cell.getBoundingClientRect().right > right + 1)
+      .map(cell => cell.textContent.trim().slice(0, 30) || '(unnamed)');
+    if (hidden.length) {
+      const text = table.textContent.trim().replace(/\\s+/g, ' ').slice(0, 50);
+      bad.push(`columns hidden (${hidden.join(' | ')}) in: ${text}`);
+    }
+  }
+  return bad;
+})()
+"""
+
+# Pages whose tables still hide a column, with the table; strict, so a fixed page fails here
+# until it leaves the list. Each is to be transposed, split or narrowed (issue 23).
+HIDDEN_AT_1280: dict[str, str] = {
+    "chapters/07_precision":
+        "2 table(s) hide a column, first: measured (CPU, live tensors)fp32autocast",
+    "chapters/10_what_estimates_miss":
+        "2 table(s) hide a column, first: What autograd saved in one forward pass ",
+    "chapters/11_theory_vs_measurement":
+        "5 table(s) hide a column, first: componentbytes parameters (weights and b",
+    "chapters/12_transformers":
+        "1 table(s) hide a column, first: setupprecisionattentionAdamWlogits keptp",
+    "chapters/14_inference":
+        "3 table(s) hide a column, first: batchweights (MiB)every activation (MiB)",
+    "chapters/15_residual_networks":
+        "2 table(s) hide a column, first: Autograd convention, batch 32, fp32 mode",
+    "chapters/19_your_own_model":
+        "1 table(s) hide a column, first: moduletypeoutput shapeparameterssaved (K",
+}
+HIDDEN_AT_390: dict[str, str] = {
+    "chapters/01_why_memory_runs_out":
+        "2 table(s) hide a column, first: consumer how many values grows with para",
+    "chapters/03_shapes_and_activations":
+        "1 table(s) hide a column, first: StackExchange CNN layeroutput shapeweigh",
+    "chapters/04_backprop_and_the_x2":
+        "1 table(s) hide a column, first: conventioncountswhat it counts rule of t",
+    "chapters/05_optimizers":
+        "2 table(s) hide a column, first: optimizerstatebuffers SGD0 x P- SGD with",
+    "chapters/06_batch_size":
+        "4 table(s) hide a column, first: componentpaid once (MiB)per sample (MiB)",
+    "chapters/07_precision":
+        "5 table(s) hide a column, first: typebyteswhat it is fp648IEEE 754 double",
+    "chapters/08_worked_examples":
+        "5 table(s) hide a column, first: figure printed memtheory unit verdict in",
+    "chapters/09_case_study_vgg16":
+        "1 table(s) hide a column, first: VGG-16 layeroutput shapeweightsbiasesact",
+    "chapters/10_what_estimates_miss":
+        "2 table(s) hide a column, first: What autograd saved in one forward pass ",
+    "chapters/11_theory_vs_measurement":
+        "12 table(s) hide a column, first: componentbytes parameters (weights and b",
+    "chapters/12_transformers":
+        "6 table(s) hide a column, first: layer output parameters activations laye",
+    "chapters/13_memory_techniques":
+        "5 table(s) hide a column, first: layers n best k peak (layers’ worth) lay",
+    "chapters/14_inference":
+        "6 table(s) hide a column, first: batchweights (MiB)every activation (MiB)",
+    "chapters/15_residual_networks":
+        "6 table(s) hide a column, first: blocksaved activationslive at conv2's ba",
+    "chapters/16_language_models":
+        "5 table(s) hide a column, first: modelVparametersembedding + headshare gp",
+    "chapters/17_fine_tuning":
+        "1 table(s) hide a column, first: componentpredicted (bytes)measured (byte",
+    "chapters/18_distributed_training":
+        "4 table(s) hide a column, first: kept by tensor split by t bytes per devi",
+    "chapters/19_your_own_model":
+        "3 table(s) hide a column, first: moduletypeoutput shapeparameterssaved (K",
+    "chapters/20_measuring_on_a_gpu":
+        "4 table(s) hide a column, first: number what it counts where it comes fro",
+    "cheatsheet":
+        "2 table(s) hide a column, first: optimizer fp32 autocast (fp32 states) fp",
+}
+
+
+def _expect_hidden(known: dict[str, str]) -> list:
+    return [pytest.param(page, marks=pytest.mark.xfail(strict=True, reason=known[page]))
+            if page in known else page for page in PAGES]
+
+
+@pytest.mark.parametrize("page", _expect_hidden(HIDDEN_AT_1280))
+def test_no_column_is_hidden_at_1280_px(browser, page):
+    """At 1280 px every column of every table is in view without scrolling the table."""
+    browser.open(HTML / f"{page}.html")
+    assert browser.evaluate(_HIDDEN_COLUMNS) == []
+
+
+@pytest.mark.parametrize("page", _expect_hidden(HIDDEN_AT_390))
+def test_no_column_is_hidden_at_390_px(phone, page):
+    """On a 390 px phone screen every column of every table is in view without scrolling it."""
+    phone.open(HTML / f"{page}.html")
+    assert phone.evaluate(_HIDDEN_COLUMNS) == []
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_no_table_is_cut_off(browser, page):
     """At 1280 px no table, figure or printed output is wider than the page without a scroll."""
@@ -244,10 +353,10 @@ def test_no_table_is_cut_off(browser, page):
 
 @pytest.mark.parametrize("page", PAGES)
 def test_phone_width(phone, page):
-    """At 390 px the page never scrolls sideways and wide tables scroll inside their wrapper.
+    """At 390 px the page never scrolls sideways and every table fits, no column hidden.
 
     Code and printed output scroll inside their own boxes on a phone, as in any book; tables
-    and figures must fit or scroll in a wrapper.
+    and figures must fit.
     """
     phone.open(HTML / f"{page}.html")
     assert phone.evaluate(_OVERFLOW + "(false)") == []
