@@ -36,7 +36,7 @@ from typing import Any
 import sympy as sp
 
 from memtheory.constraints import candidates
-from memtheory.errors import EvaluationError
+from memtheory.errors import EvaluationError, InvalidArgumentError
 from memtheory.evaluation import _ExactPythonPrinter
 from memtheory.footprint import Footprint
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -222,7 +222,7 @@ def _source(expression: sp.Expr, names: list[str]) -> str:
     :func:`~memtheory.evaluation.compile_exact` prints it.
     """
     if not all(name.isidentifier() and not iskeyword(name) for name in names):
-        raise ValueError(f"sizes {names} are not all plain names")
+        raise InvalidArgumentError(f"sizes {names} are not all plain names")
     code = _ExactPythonPrinter().doprint(sp.sympify(expression))
     return f"lambda {', '.join(names)}: ({code})"
 
