@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sympy as sp
@@ -13,18 +14,22 @@ from torch.utils._pytree import tree_flatten
 from memtheory.errors import InvalidArgumentError, MissingArgumentError, UnsupportedError
 from memtheory.maximum import maximum, undominated
 from memtheory.optimizers import OptimizerLike
+from memtheory.torch.loop import Loop
 from memtheory.torch.tracing.fakes import fake_inputs, fake_parameters
-from memtheory.torch.tracing.guards import conditions, specialised
+from memtheory.torch.tracing.guards import conditions, name_user_frames, specialised
 from memtheory.torch.tracing.modules import LOSS
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
 from memtheory.torch.tracing.step import StepRecord, record_step
+from memtheory.torch.tracing.values import mask_branches
 from memtheory.torch.versions import warn_if_unchecked_torch
 
 __all__ = ["trace"]
 
-OptimizerChoice = OptimizerLike | Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+OptimizerChoice = (
+    OptimizerLike | torch.optim.Optimizer | Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+)
 
 
 def trace(
@@ -37,6 +42,7 @@ def trace(
     optimizer: OptimizerChoice = "adamw",
     dtype: torch.dtype | None = None,
     autocast: torch.dtype | None = None,
+    keeps_outputs: bool = True,
     fit: bool = True,
 ) -> TracedMemory:
     """Trace a training step of ``model`` on fake tensors into exact formulas in its sizes.
@@ -55,7 +61,10 @@ def trace(
         torch.device("meta"):``), whose weights are then never allocated.
     example_inputs : tensor, tuple or dict
         What the model is called with: ``model(x)``, ``model(*inputs)`` or
-        ``model(**inputs)``. Only shapes and dtypes are read (meta tensors are fine).
+        ``model(**inputs)``. Only shapes and dtypes are read (meta tensors are
+        fine), except a Hugging Face model's ``attention_mask``: all ones, it is
+        skipped as the model's own code skips it, and the result's conditions
+        say so (:mod:`memtheory.torch.tracing.values`).
     dims : mapping
         A name (``"B"``, or a sympy Symbol) for each example size to keep
         symbolic, mapped to that size: ``{"B": 4, "S": 128}`` makes every
@@ -69,15 +78,24 @@ def trace(
         or the output itself when it is a scalar.
     target : torch.Tensor, optional
         Labels for ``loss``; its sizes are matched against ``dims`` too.
-    optimizer : str, memtheory Optimizer or callable, default "adamw"
+    optimizer : str, memtheory Optimizer, torch optimizer or callable, default "adamw"
         A memtheory optimizer (``"adam"``, ``"sgd+momentum"``, ...) built with
-        :func:`memtheory.torch.torch_optimizer`, or ``factory(parameters)``
-        returning any ``torch.optim`` optimizer.
+        :func:`memtheory.torch.torch_optimizer`, a ``torch.optim`` optimizer
+        (one of its class, with its ``defaults``, is built over the fake
+        parameters), or ``factory(parameters)`` returning any ``torch.optim``
+        optimizer.
     dtype : torch.dtype, optional
         Cast floating parameters, buffers and inputs to this dtype first
         (``torch.bfloat16``).
     autocast : torch.dtype, optional
         Run the forward and the loss under ``torch.autocast("cpu", dtype=autocast)``.
+    keeps_outputs : bool, default True
+        Which loop is traced (:class:`memtheory.torch.loop.Loop`, the result's
+        :attr:`~TracedMemory.loop`): True holds the model's output (logits,
+        a decoder's cache) until the step ends, as ``out = model(**batch);
+        out.loss.backward()`` does; False frees it once the loss exists, as
+        ``model(**batch).loss.backward()`` and Hugging Face's ``Trainer`` do.
+        A :class:`memtheory.recipes.Setup`'s ``keeps_logits`` is this choice.
     fit : bool, default True
         If the model's code fixes a size to its example value (e.g. Hugging
         Face mask code), trace at several concrete sizes and fit each moment
@@ -112,6 +130,17 @@ def trace(
     ...                    target=y)
     >>> memory.evaluate(B=64).peak == measured.peak
     True
+    >>> print(memory.loop)  # the loop traced, as measure runs it by default
+    out = model(x); loss_fn(out, y).backward() (outputs kept until the step ends)
+
+    ``measure`` takes the same arguments (``dims`` is not needed there):
+
+    >>> again = measure(model, x, loss=nn.CrossEntropyLoss(), target=y, optimizer="adam",
+    ...                 keeps_outputs=False)
+    >>> x8, y8 = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    >>> trace(model, x8, {"B": 8}, loss=nn.CrossEntropyLoss(), target=y8, optimizer="adam",
+    ...       keeps_outputs=False).evaluate(B=64).peak == again.peak
+    True
     """
     if not isinstance(model, nn.Module):
         raise InvalidArgumentError(
@@ -119,53 +148,74 @@ def trace(
         )
     warn_if_unchecked_torch()
     sizes = dimension_symbols(dims)
+    loop = Loop(keeps_outputs=keeps_outputs, loss_inside=loss is None)
+    branches = mask_branches(model, example_inputs)
+    step = _StepChoices(loss, target, optimizer, dtype, autocast, keeps_outputs, branches.skipped)
     was_training = model.training
     model.train()
     try:
-        record, symbols, env = _symbolic(model, example_inputs, sizes, loss, target, optimizer,
-                                         dtype, autocast)
-        fixed = specialised(env, symbols)
-        if fixed:
-            if not fit:
-                raise UnsupportedError(
-                    "the model's code fixed a size, so no formula can be traced: "
-                    + "; ".join(map(str, fixed))
-                    + ". Pass fit=True to recover the formula from traces at several sizes."
-                )
-            from memtheory.torch.tracing.fit import fitted_trace
-
-            return fitted_trace(
-                lambda values: _concrete(model, example_inputs, sizes, values, loss, target,
-                                         optimizer, dtype, autocast),
-                sizes,
-                fixed,
-            )
-        where = conditions(env, symbols)
-        return _result(record, symbols, where.words, where.constraints)
+        traced = _traced(model, example_inputs, sizes, step, fit)
+        return replace(
+            traced,
+            loop=loop,
+            conditions=(*traced.conditions, *branches.conditions),
+            notes=(*traced.notes, *branches.notes),
+        )
     finally:
         model.train(was_training)
 
 
+@dataclass(frozen=True)
+class _StepChoices:
+    """What the step runs besides the model: the loss, the optimizer, dtypes, the loop."""
+
+    loss: Callable[..., torch.Tensor] | None
+    target: torch.Tensor | None
+    optimizer: OptimizerChoice
+    dtype: torch.dtype | None
+    autocast: torch.dtype | None
+    keeps_outputs: bool
+    skipped: frozenset[str] = frozenset()
+
+
+def _traced(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices,
+    fit: bool,
+) -> TracedMemory:
+    record, symbols, env = _symbolic(model, example_inputs, sizes, step)
+    fixed = specialised(env, symbols)
+    if fixed:
+        if not fit:
+            raise UnsupportedError(
+                "the model's code fixed a size, so no formula can be traced: "
+                + "; ".join(map(str, fixed))
+                + ". Pass fit=True to recover the formula from traces at several sizes."
+            )
+        from memtheory.torch.tracing.fit import fitted_trace
+
+        return fitted_trace(
+            lambda values: _concrete(model, example_inputs, sizes, values, step), sizes, fixed
+        )
+    where = conditions(env, symbols)
+    return _result(record, symbols, where.words, where.constraints)
+
+
 def _symbolic(
-    model: nn.Module,
-    example_inputs: Any,
-    sizes: dict[int, sp.Symbol],
-    loss: Callable[..., torch.Tensor] | None,
-    target: torch.Tensor | None,
-    optimizer: OptimizerChoice,
-    dtype: torch.dtype | None,
-    autocast: torch.dtype | None,
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices
 ) -> tuple[StepRecord, SymbolMap, Any]:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     env = ShapeEnv()
+    name_user_frames(env)
     mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
-    with fake_parameters(model, mode, dtype):
-        (inputs, fake_target), found = fake_inputs((example_inputs, target), mode, sizes, dtype)
+    with fake_parameters(model, mode, step.dtype):
+        (inputs, fake_target), found = fake_inputs(
+            (example_inputs, step.target), mode, sizes, step.dtype
+        )
         symbols = SymbolMap(found)
         with mode, SizeGenericFunctions():
-            record = _record(model, inputs, fake_target, loss, optimizer, symbols, autocast)
+            record = _record(model, inputs, fake_target, step, symbols)
     return record, symbols, env
 
 
@@ -174,23 +224,17 @@ def _concrete(
     example_inputs: Any,
     sizes: dict[int, sp.Symbol],
     values: Mapping[sp.Symbol, int],
-    loss: Callable[..., torch.Tensor] | None,
-    target: torch.Tensor | None,
-    optimizer: OptimizerChoice,
-    dtype: torch.dtype | None,
-    autocast: torch.dtype | None,
+    step: _StepChoices,
 ) -> StepRecord:
     """Trace the step on fake tensors of fixed sizes: each size in ``sizes`` set to ``values``."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    resized = _resized((example_inputs, target), {k: values[s] for k, s in sizes.items()})
+    resized = _resized((example_inputs, step.target), {k: values[s] for k, s in sizes.items()})
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with fake_parameters(model, mode, dtype):
-        (inputs, fake_target), _ = fake_inputs(resized, mode, {}, dtype)
+    with fake_parameters(model, mode, step.dtype):
+        (inputs, fake_target), _ = fake_inputs(resized, mode, {}, step.dtype)
         with mode:
-            return _record(
-                model, inputs, fake_target, loss, optimizer, SymbolMap({}), autocast, keep_all=True
-            )
+            return _record(model, inputs, fake_target, step, SymbolMap({}), keep_all=True)
 
 
 def _resized(value: Any, sizes: Mapping[int, int]) -> Any:
@@ -209,14 +253,13 @@ def _record(
     model: nn.Module,
     inputs: Any,
     target: torch.Tensor | None,
-    loss: Callable[..., torch.Tensor] | None,
-    optimizer: OptimizerChoice,
+    step: _StepChoices,
     symbols: SymbolMap,
-    autocast: torch.dtype | None,
     keep_all: bool = False,
 ) -> StepRecord:
     if isinstance(inputs, Mapping):
-        call: Callable[[], Any] = lambda: model(**inputs)  # noqa: E731
+        passed = {k: v for k, v in inputs.items() if k not in step.skipped}
+        call: Callable[[], Any] = lambda: model(**passed)  # noqa: E731
     elif isinstance(inputs, tuple | list):
         call = lambda: model(*inputs)  # noqa: E731
     else:
@@ -226,13 +269,14 @@ def _record(
     return record_step(
         model,
         call,
-        _loss(loss, target),
-        _optimizer(optimizer),
+        _loss(step.loss, target),
+        _optimizer(step.optimizer),
         data,
         targets,
         symbols,
-        autocast,
+        step.autocast,
         keep_all,
+        step.keeps_outputs,
     )
 
 
@@ -265,6 +309,9 @@ def _loss(
 
 
 def _optimizer(choice: OptimizerChoice) -> Callable[[list[torch.Tensor]], torch.optim.Optimizer]:
+    if isinstance(choice, torch.optim.Optimizer):
+        kind, defaults = type(choice), dict(choice.defaults)
+        return lambda parameters: kind(parameters, **defaults)
     if callable(choice) and not isinstance(choice, str):
         return choice
     from memtheory.torch.optimizers import torch_optimizer

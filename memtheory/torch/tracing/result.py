@@ -12,6 +12,7 @@ from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import replaced, substitution
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.tables import Column, Table
+from memtheory.torch.loop import Loop
 from memtheory.units import convert, round_half_up
 
 __all__ = ["ModuleRow", "TracedMemory"]
@@ -81,6 +82,10 @@ class TracedMemory(Footprint):
         confirmed at sizes not used to fit it.
     notes : tuple of str
         What was assumed or found, in words.
+    loop : Loop or None
+        The training loop traced (:class:`memtheory.torch.loop.Loop`): whether
+        it keeps the model's outputs through backward, and whether the loss is
+        the model's own.
     """
 
     components: Mapping[str, sp.Expr]
@@ -92,6 +97,7 @@ class TracedMemory(Footprint):
     modules: tuple[ModuleRow, ...] = ()
     method: Literal["symbolic", "fitted"] = "symbolic"
     notes: tuple[str, ...] = ()
+    loop: Loop | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.components) - set(COMPONENT_TITLES)
@@ -196,6 +202,8 @@ class TracedMemory(Footprint):
 
     def __str__(self) -> str:
         lines = [f"training step traced ({self.method}), in bytes:"]
+        if self.loop is not None:
+            lines.append(f"  loop: {self.loop}")
         lines += [f"  {name}: {value}" for name, value in self.components.items()]
         lines.append(f"  total: {self.total}")
         lines.append(f"  peak: {self.peak}")
