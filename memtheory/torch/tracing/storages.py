@@ -33,7 +33,7 @@ from torch.utils._pytree import tree_flatten
 
 from memtheory.maximum import provably_nonnegative
 from memtheory.torch.tracing.errors import untraceable
-from memtheory.torch.tracing.kernels import real_storage_bytes
+from memtheory.torch.tracing.kernels import cpu_outputs, real_storage_bytes
 from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
 
 __all__ = ["SymbolicStorageTracker", "storage_key", "storage_size"]
@@ -167,6 +167,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
             out = func(*args, **(kwargs or {}))
         except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
             raise untraceable(error, str(func), self.label("")) from error
+        out = cpu_outputs(func, args, kwargs or {}, out)
         self.operations += 1
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         try:
