@@ -23,6 +23,7 @@ from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
 from memtheory.torch.tracing.step import StepRecord, record_step
 from memtheory.torch.tracing.values import mask_branches
+from memtheory.torch.tracing.verify import drop_harmless
 from memtheory.torch.versions import warn_if_unchecked_torch
 
 __all__ = ["trace"]
@@ -44,6 +45,7 @@ def trace(
     autocast: torch.dtype | None = None,
     keeps_outputs: bool = True,
     fit: bool = True,
+    check_conditions: bool = True,
 ) -> TracedMemory:
     """Trace a training step of ``model`` on fake tensors into exact formulas in its sizes.
 
@@ -101,6 +103,13 @@ def trace(
         Face mask code), trace at several concrete sizes and fit each moment
         exactly (see :func:`memtheory.torch.tracing.fit.fitted_trace`);
         False raises instead, naming the size and the line.
+    check_conditions : bool, default True
+        Trace again at fixed sizes just beyond each condition on one size
+        (:mod:`memtheory.torch.tracing.verify`, at most
+        :data:`~memtheory.torch.tracing.verify.MAX_CHECKS` traces): one
+        under which the bytes are those of the formulas (a kernel choice such
+        as ``B < 16``, ``B >= 2``) stops limiting evaluation and is marked
+        harmless. False skips this (faster; every condition then limits).
 
     Returns
     -------
@@ -150,7 +159,8 @@ def trace(
     sizes = dimension_symbols(dims)
     loop = Loop(keeps_outputs=keeps_outputs, loss_inside=loss is None)
     branches = mask_branches(model, example_inputs)
-    step = _StepChoices(loss, target, optimizer, dtype, autocast, keeps_outputs, branches.skipped)
+    step = _StepChoices(loss, target, optimizer, dtype, autocast, keeps_outputs, branches.skipped,
+                        check_conditions)
     was_training = model.training
     model.train()
     try:
@@ -176,6 +186,7 @@ class _StepChoices:
     autocast: torch.dtype | None
     keeps_outputs: bool
     skipped: frozenset[str] = frozenset()
+    check_conditions: bool = True
 
 
 def _traced(
@@ -197,7 +208,15 @@ def _traced(
             lambda values: _concrete(model, example_inputs, sizes, values, step), sizes, fixed
         )
     where = conditions(env, symbols)
-    return _result(record, symbols, where.words, where.constraints)
+    memory = _result(record, symbols, where.words, where.constraints)
+    if not step.check_conditions or not memory.constraints:
+        return memory
+
+    def at(values: dict[sp.Symbol, int]) -> TracedMemory:
+        concrete = _concrete(model, example_inputs, sizes, values, step, keep_all=False)
+        return _result(concrete, SymbolMap({}), (), {})
+
+    return drop_harmless(memory, at, {symbol: size for size, symbol in sizes.items()})
 
 
 def _symbolic(
@@ -225,6 +244,7 @@ def _concrete(
     sizes: dict[int, sp.Symbol],
     values: Mapping[sp.Symbol, int],
     step: _StepChoices,
+    keep_all: bool = True,
 ) -> StepRecord:
     """Trace the step on fake tensors of fixed sizes: each size in ``sizes`` set to ``values``."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -234,7 +254,7 @@ def _concrete(
     with fake_parameters(model, mode, step.dtype):
         (inputs, fake_target), _ = fake_inputs(resized, mode, {}, step.dtype)
         with mode:
-            return _record(model, inputs, fake_target, step, SymbolMap({}), keep_all=True)
+            return _record(model, inputs, fake_target, step, SymbolMap({}), keep_all=keep_all)
 
 
 def _resized(value: Any, sizes: Mapping[int, int]) -> Any:

@@ -225,8 +225,30 @@ class TracedMemory(Footprint):
         lines.append(f"  total: {self.total}")
         lines.append(f"  peak: {self.peak}")
         lines.append(f"  inference peak: {self.inference_peak}")
-        lines += [f"  holds for {condition}" for condition in self.conditions]
-        return "\n".join(lines)
+        return "\n".join(lines + self.condition_lines())
+
+    def condition_lines(self) -> list[str]:
+        """Return the conditions as a short list: the limits, then those checked harmless.
+
+        Examples
+        --------
+        >>> import sympy as sp
+        >>> memory = TracedMemory({"input": sp.S(4)}, conditions=(
+        ...     "B >= 2: harmless (traced at B=1: the same bytes as the formulas)",
+        ...     "S <= 64", "attention_mask all ones (no padding), as in the example batch"))
+        >>> for line in memory.condition_lines():
+        ...     print(line)
+          holds for S <= 64
+          holds for attention_mask all ones (no padding), as in the example batch
+          checked harmless (traced beyond them, the same bytes): B >= 2
+        """
+        harmless = [c.split(": harmless", 1)[0] for c in self.conditions if ": harmless" in c]
+        lines = [f"  holds for {c}" for c in self.conditions if ": harmless" not in c]
+        if harmless:
+            lines.append(
+                f"  checked harmless (traced beyond them, the same bytes): {', '.join(harmless)}"
+            )
+        return lines
 
 
 def _folded(
