@@ -85,3 +85,23 @@ def test_derived_values_keep_the_conditions(traced, derived):
     }[derived]()
     with pytest.raises(EvaluationError, match="B < 16"):
         max_batch(value, "1 TiB", H=12)
+
+
+@pytest.mark.slow
+def test_resnet_traced_at_224_answers_cifar_sizes():
+    """A ResNet-18-shaped model traced at H=224 evaluates at H=32, equal to measure there.
+
+    Its shape conditions (each stage's feature map not 1 x 1) are traced beyond,
+    at H = 32, 16, ..., and change no byte, so none blocks CIFAR's 32 x 32.
+    """
+    from memtheory.torch.reference_models import ResNetReference
+
+    torch.manual_seed(0)
+    model = ResNetReference("basic", (2, 2, 2, 2), width=8, classes=10).train()
+    x, y = torch.randn(5, 3, 224, 224), torch.randint(0, 10, (5,))
+    memory = trace(model, x, {"B": 5, "H": 224}, loss=nn.CrossEntropyLoss(), target=y,
+                   optimizer="adam")
+    assert not memory.constraints
+    x, y = _data(4, 32)
+    measured = measure(model, x, loss=nn.CrossEntropyLoss(), target=y, optimizer="adam")
+    assert memory.evaluate(B=4, H=32).peak == measured.peak

@@ -29,7 +29,7 @@ from memtheory.torch.tracing.result import TracedMemory
 
 __all__ = ["MAX_CHECKS", "drop_harmless"]
 
-MAX_CHECKS = 6
+MAX_CHECKS = 10
 """Most fixed-size traces spent on checking conditions (each costs one trace)."""
 
 _SCAN = 256
@@ -53,7 +53,7 @@ def drop_harmless(
     example : mapping
         Each symbol's example value.
     checks : int, default MAX_CHECKS
-        Most fixed-size traces to run.
+        Most fixed-size traces to run; conditions whose points would need more are kept.
     """
     done: dict[tuple[int, ...], TracedMemory | None] = {}
     constraints = dict(memory.constraints)
@@ -92,7 +92,12 @@ def _key(point: Mapping[sp.Symbol, int]) -> tuple[int, ...]:
 
 
 def _outside(margin: sp.Expr, example: Mapping[sp.Symbol, int]) -> list[dict[sp.Symbol, int]]:
-    """Up to two points just beyond the condition ``margin >= 1``, along its one size."""
+    """Points just beyond the condition ``margin >= 1``, along its one size.
+
+    Two above an upper bound (``B = 16, 17`` for ``B < 16``); one below a
+    lower bound, the largest size it excludes (``H = 32`` for a final feature
+    map of 1 x 1), which is the nearest a user is likely to ask for.
+    """
     if len(margin.free_symbols) != 1:
         return []
     (symbol,) = margin.free_symbols
@@ -100,9 +105,9 @@ def _outside(margin: sp.Expr, example: Mapping[sp.Symbol, int]) -> list[dict[sp.
         return []
     start = example[symbol]
     found: list[int] = []
-    for step in (1, -1):
+    for step, wanted in ((1, 2), (-1, 1)):
         value = start + step
-        while 1 <= value <= start + _SCAN and len(found) < 2:
+        while 1 <= value <= start + _SCAN and len(found) < wanted:
             if margin.subs(symbol, value) < 1:
                 found.append(value)
             elif found:
@@ -131,7 +136,9 @@ def _agrees(
     traced = done[key]
     if traced is None:
         return False
-    others = {k: v for k, v in constraints.items() if k != label}
+    # a point beyond one condition is often beyond its twins (``X != 1`` and ``X**2 != 1``):
+    # the same trace tests them all, so the formulas are evaluated without any it breaks
+    others = {k: v for k, v in constraints.items() if k != label and v.subs(point) >= 1}
     try:
         formula = replace(memory, constraints=others).evaluate(
             **{s.name: v for s, v in point.items()}
