@@ -351,7 +351,13 @@ def _key(expression: sp.Basic) -> object:
 
     A sum becomes its terms with their coefficients divided by their common
     factor (built from Python integers: no sympy sum is rebuilt or sorted).
+    A peak (a maximum) shifted by a number, as ``peak + reserve`` is, carries
+    what the peak carries.
     """
+    if expression.is_Add:
+        constant, rest = expression.as_coeff_Add()
+        if constant and not rest.is_Add and rest.has(sp.Max):
+            return _key(rest)
     if expression.is_Mul:
         return expression.as_coeff_Mul()[1]
     if not expression.is_Add:

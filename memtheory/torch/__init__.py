@@ -13,8 +13,10 @@ when one of its functions is first used.
   byte on CPU, and sorts what is alive at the peak by category, phase and module
   (a :class:`TrackedMemory`); its :class:`Tracker` reads the peak.
 * :func:`measure` measures a training step on CPU or a CUDA device, to the
-  byte, running the standard step inside :func:`track`, in the categories of
-  memtheory's memory breakdowns (on CUDA with the
+  byte (called as :func:`trace` is; a :class:`Loop` says which loop: outputs
+  kept through backward or not, loss inside the model or not), running the
+  standard step inside :func:`track`, in the categories of memtheory's memory
+  breakdowns (on CUDA with the
   caching allocator's statistics per phase, an :class:`AllocatorReport`);
   :func:`check_against_allocator` counts the same step again with the CPU
   allocator's own events (PyTorch's profiler, no dispatch mode);
@@ -71,6 +73,7 @@ __all__ = [
     "AllocatorTrace",
     "CudaCounters",
     "CHECKED_TORCH_VERSION",
+    "Loop",
     "Measurement",
     "PhasePeak",
     "MeasuredSavedTensor",
@@ -102,6 +105,7 @@ _HOMES = {
     "CudaCounters": "memtheory.torch.allocator_counters",
     "SUPPORTED_MODULES": "memtheory.torch.convert",
     "from_module": "memtheory.torch.convert",
+    "Loop": "memtheory.torch.loop",
     "Measurement": "memtheory.torch.measurement",
     "StorageTracker": "memtheory.torch.storages",
     "measure": "memtheory.torch.measurement",

@@ -53,6 +53,7 @@ from memtheory.torch.allocator_counters import (
     CudaCounters,
     PhaseRecorder,
 )
+from memtheory.torch.loop import Loop
 from memtheory.torch.step_state import eval_without_gradients
 from memtheory.torch.storages import StorageTracker
 from memtheory.torch.tracker import Tracker
@@ -119,6 +120,8 @@ class Measurement(Footprint):
     allocator : AllocatorReport or None
         The device allocator's statistics around each phase (on CUDA, or when
         counters were given); None on CPU.
+    loop : Loop or None
+        The training loop measured (:class:`memtheory.torch.loop.Loop`).
     """
 
     parameters: int
@@ -145,6 +148,7 @@ class Measurement(Footprint):
     device: str = "cpu"
     block_peak: int = 0
     allocator: AllocatorReport | None = None
+    loop: Loop | None = None
 
     @property
     def components(self) -> dict[str, int]:
@@ -234,23 +238,31 @@ def optimizer_implementation(optimizer: torch.optim.Optimizer) -> Implementation
 
 
 def measure(
-    module: nn.Module,
-    input: Batch,  # noqa: A002 (PyTorch's name)
+    model: nn.Module,
+    example_inputs: Batch,
+    *positional: Any,
     loss: LossFunction | None = None,
-    optimizer: torch.optim.Optimizer | None = None,
-    *,
     target: torch.Tensor | None = None,
+    optimizer: Any = "adamw",
     autocast: torch.dtype | None = None,
+    keeps_outputs: bool = True,
     warmup_steps: int = 2,
     record: bool = False,
     counters: AllocatorCounters | None = None,
 ) -> Measurement:
     """Measure one steady-state training step of ``module``, and one inference pass.
 
+    The calling convention is :func:`memtheory.torch.trace`'s, so one call
+    traces or measures the same step: ``measure(model, batch, loss=...,
+    target=..., optimizer="adamw", keeps_outputs=...)`` (a ``dims`` mapping
+    in third place, as ``trace`` takes it, is accepted and not needed). The
+    older form ``measure(module, input, loss, optimizer)`` still works.
+
     The step is ``optimizer.zero_grad()`` (``set_to_none=True``), ``output =
-    module(input)``, ``loss(output, target)`` (or ``loss(output)`` without a
+    model(input)``, ``loss(output, target)`` (or ``loss(output)`` without a
     target), ``backward()`` and ``optimizer.step()``, run in a function, so the
-    output and loss die when it returns, inside :func:`memtheory.torch.track`
+    output and loss die when it returns (the output once the loss exists, with
+    ``keeps_outputs=False``), inside :func:`memtheory.torch.track`
     with a phase each (``"zero_grad"``, ``"forward"``, ``"loss"``,
     ``"backward"``, ``"optimizer step"``). ``warmup_steps`` steps run first, so
     that the optimizer state exists and the previous step's gradients are
@@ -258,9 +270,10 @@ def measure(
     copy of the module if that matters.
 
     A Hugging Face style batch works too: with a mapping the step calls
-    ``module(**input)``, and without a loss function the loss is the output's
-    ``.loss``. Its ``"labels"`` entry is then the targets (counted as
-    ``targets``, and left out of the inference pass) unless ``target`` is given.
+    ``model(**input)`` (with a tuple, ``model(*input)``), and without a loss
+    function the loss is the output's ``.loss``. Its ``"labels"`` entry is
+    then the targets (counted as ``targets``, and left out of the inference
+    pass) unless ``target`` is given.
 
     The module and the input may be on the CPU or on one CUDA device. The
     tensor storages are counted the same way on both; on CUDA the caching
@@ -269,20 +282,28 @@ def measure(
 
     Parameters
     ----------
-    module : torch.nn.Module
+    model : torch.nn.Module
         In training mode, on the CPU or one CUDA device.
-    input : torch.Tensor or mapping of str to tensors
-        The input batch, on the module's device: a tensor, or keyword
-        arguments of ``module`` (``{"input_ids": ..., "labels": ...}``).
+    example_inputs : torch.Tensor, tuple or mapping of str to tensors
+        The input batch, on the model's device: a tensor, positional
+        arguments, or keyword arguments of ``model`` (``{"input_ids": ...,
+        "labels": ...}``).
+    *positional
+        The older form's ``loss, optimizer``, or ``trace``'s ``dims`` (unused).
     loss : callable, optional
         ``loss(output, target)``, e.g. ``torch.nn.CrossEntropyLoss()``. Without
         it, the output's ``.loss`` (a Hugging Face model given ``labels``).
-    optimizer : torch.optim.Optimizer
-        Over the module's parameters.
     target : torch.Tensor, optional
+    optimizer : torch.optim.Optimizer, str, memtheory Optimizer or callable, default "adamw"
+        An optimizer over the model's parameters, or what ``trace`` takes: a
+        name built with :func:`memtheory.torch.torch_optimizer`, or
+        ``factory(parameters)``.
     autocast : torch.dtype, optional
         Run the forward and the loss under ``torch.autocast(device_type,
         dtype=autocast)``.
+    keeps_outputs : bool, default True
+        Whether the loop holds the model's output until the step ends
+        (:class:`memtheory.torch.loop.Loop`); False frees it once the loss exists.
     warmup_steps : int, default 2
     record : bool, default False
         Keep the live bytes after every operation in ``timeline``.
@@ -314,15 +335,19 @@ def measure(
     >>> m.peak, m.block_peak  # up to 27 small storages at once, each in a 512-byte block
     (3048, 13824)
     """
-    if optimizer is None:
-        raise MissingArgumentError(
-            "measure() runs a training step and needs the optimizer: "
-            "measure(module, input, loss, optimizer) or measure(module, batch, optimizer=...)."
-        )
+    module, input = model, example_inputs  # noqa: A001 (PyTorch's name)
     if not isinstance(module, nn.Module):
         raise InvalidArgumentError(
             f"measure() takes a torch.nn.Module, got {type(module).__name__}."
         )
+    loss, optimizer = _positional(positional, loss, optimizer)
+    if optimizer is None:
+        raise MissingArgumentError(
+            "measure() runs a training step and needs the optimizer: "
+            'measure(model, batch, loss=..., optimizer="adamw") or an optimizer instance.'
+        )
+    optimizer = _built(optimizer, module)
+    loop = Loop(keeps_outputs=bool(keeps_outputs), loss_inside=loss is None)
     parameters = [p for p in module.parameters()]
     device = _device_of(module, input, target)
     if not module.training:
@@ -336,7 +361,7 @@ def measure(
     features, targets = _split(input, target)
     context = _autocast(autocast, device.type)
     for _ in range(warmup_steps):
-        _step(module, input, loss, optimizer, target, context, None, None)
+        _step(module, input, loss, optimizer, target, context, None, None, loop.keeps_outputs)
 
     recorder = PhaseRecorder(counters) if counters is not None else None
     tracker = Tracker(
@@ -348,7 +373,8 @@ def measure(
         start="step start",
     )
     with tracker:
-        _step(module, input, loss, optimizer, target, context, tracker, recorder)
+        _step(module, input, loss, optimizer, target, context, tracker, recorder,
+              loop.keeps_outputs)
     block_peak = tracker.block_peak
     device_in_use = counters.device_in_use() if counters is not None else None
 
@@ -392,7 +418,51 @@ def measure(
         device=str(device),
         block_peak=block_peak,
         allocator=allocator,
+        loop=loop,
     )
+
+
+def _positional(
+    positional: tuple[Any, ...], loss: LossFunction | None, optimizer: Any
+) -> tuple[LossFunction | None, Any]:
+    """Read the older ``measure(module, input, loss, optimizer)`` form, or trace's ``dims``."""
+    given = list(positional)
+    if given and isinstance(given[0], Mapping):
+        given.pop(0)  # trace's dims: measure runs at the example inputs' sizes
+    new_form = ('measure(model, batch, loss=loss_fn, target=labels, optimizer="adamw") '
+                "(trace's arguments, with dims optional)")
+    if len(given) > 2:
+        raise InvalidArgumentError(
+            f"measure() takes at most loss and optimizer after the input, got {len(given)} "
+            f"more arguments: call {new_form}."
+        )
+    if (given and loss is not None) or (len(given) == 2 and optimizer != "adamw"):
+        raise InvalidArgumentError(
+            f"measure() was given the loss or the optimizer both by position and by name: call "
+            f"{new_form}."
+        )
+    if given:
+        loss = given[0]
+    if len(given) == 2:
+        optimizer = given[1]
+    return loss, optimizer
+
+
+def _built(optimizer: Any, module: nn.Module) -> torch.optim.Optimizer:
+    """Return the optimizer, or the one a name (``"adamw"``) or a factory builds over the module."""
+    if isinstance(optimizer, torch.optim.Optimizer):
+        return optimizer
+    if callable(optimizer) and not isinstance(optimizer, str):
+        built = optimizer(list(module.parameters()))
+        if not isinstance(built, torch.optim.Optimizer):
+            raise InvalidArgumentError(
+                f"the optimizer factory returned {type(built).__name__}, not a torch.optim "
+                "optimizer: pass a function of the parameters that builds one, or a name."
+            )
+        return built
+    from memtheory.torch.optimizers import torch_optimizer
+
+    return torch_optimizer(optimizer, module.parameters())
 
 
 def _tensors(data: Any) -> list[torch.Tensor]:
@@ -418,7 +488,7 @@ def _device_of(
         places.setdefault(str(parameter.device), f"parameter {name!r}")
     for name, buffer in module.named_buffers():
         places.setdefault(str(buffer.device), f"buffer {name!r}")
-    batch = dict(input) if isinstance(input, Mapping) else {"": input}
+    batch = _named(input)
     for key, data in batch.items():
         if isinstance(data, torch.Tensor):
             places.setdefault(str(data.device), f"the input {key!r}" if key else "the input")
@@ -453,6 +523,15 @@ def _device_of(
     return device
 
 
+def _named(input: Batch) -> dict[str, Any]:  # noqa: A002
+    """Name the batch's parts: a mapping's keys, a tuple's positions, ``""`` for a tensor."""
+    if isinstance(input, Mapping):
+        return dict(input)
+    if isinstance(input, tuple | list):
+        return {f"#{i}": value for i, value in enumerate(input)}
+    return {"": input}
+
+
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
@@ -466,8 +545,12 @@ def _autocast(dtype: torch.dtype | None, device_type: str = "cpu") -> Callable[[
 
 
 def _forward(module: nn.Module, batch: Batch) -> Any:
-    """``module(**batch)`` for a mapping, ``module(batch)`` for a tensor."""
-    return module(**batch) if isinstance(batch, Mapping) else module(batch)
+    """Call ``module(**batch)`` (a mapping), ``module(*batch)`` (a tuple) or ``module(batch)``."""
+    if isinstance(batch, Mapping):
+        return module(**batch)
+    if isinstance(batch, tuple | list):
+        return module(*batch)
+    return module(batch)
 
 
 def _loss(loss: LossFunction | None, output: Any, target: torch.Tensor | None) -> torch.Tensor:
@@ -493,8 +576,9 @@ def _step(
     context: Callable[[], Any],
     tracker: Tracker | None,
     recorder: PhaseRecorder | None,
+    keeps_outputs: bool = True,
 ) -> None:
-    """One training step; its output and loss die when it returns."""
+    """One training step; its output (unless not kept) and its loss die when it returns."""
 
     def phase(name: str) -> Any:
         return _phase(tracker, recorder, name)
@@ -506,11 +590,13 @@ def _step(
             output = _forward(module, input)
         with phase("loss"):
             value = _loss(loss, output, target)
+            kept = [output] if keeps_outputs else []
+            del output
     with phase("backward"):
         value.backward()
     with phase("optimizer step"):
         optimizer.step()
-    del output, value
+    del kept, value
 
 
 @contextmanager

@@ -318,4 +318,4 @@ def test_bad_arguments_get_clear_errors():
         with track() as tracker, tracker.phase(""):
             pass
     with pytest.raises(MissingArgumentError, match="needs the optimizer"):
-        measure(nn.Linear(2, 2), torch.ones(1, 2), lambda out: out.sum())
+        measure(nn.Linear(2, 2), torch.ones(1, 2), loss=lambda out: out.sum(), optimizer=None)

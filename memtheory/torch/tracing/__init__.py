@@ -9,7 +9,10 @@ fakes       a model's parameters and its example inputs as fake tensors
 storages    following storages op by op, bytes as polynomials
 modules     which module runs: moment labels, per-module records
 step        the training step and inference pass, as ``measure`` runs them
+kernels     where CPU kernels return other dtypes or storages than fake kernels
+values      input values that decide a branch (a Hugging Face all-ones mask)
 guards      where the formulas hold (PyTorch's guards), and sizes the code fixed
+verify      conditions traced beyond, and dropped where the bytes are the same
 fit         exact polynomials from traces at several fixed sizes, when code fixes sizes
 result      :class:`TracedMemory`, the Footprint a trace returns
 errors      what cannot be traced, said with the operator and the module

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any
 
 import sympy as sp
 import torch
@@ -18,22 +19,32 @@ from memtheory.errors import (
     MissingArgumentError,
     UnsupportedError,
 )
-from memtheory.maximum import maximum, undominated
+from memtheory.max_pruning import maximum, undominated
 from memtheory.optimizers import OptimizerLike
+from memtheory.torch.loop import Loop
 from memtheory.torch.tracing.budget import DEFAULT_TIME_LIMIT, time_budget
 from memtheory.torch.tracing.errors import failed, located
 from memtheory.torch.tracing.fakes import fake_inputs, fake_parameters
-from memtheory.torch.tracing.guards import Specialisation, conditions, specialised
+from memtheory.torch.tracing.guards import (
+    Specialisation,
+    conditions,
+    name_user_frames,
+    specialised,
+)
 from memtheory.torch.tracing.modules import LOSS
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
 from memtheory.torch.tracing.step import StepRecord, record_step
+from memtheory.torch.tracing.values import mask_branches
+from memtheory.torch.tracing.verify import drop_harmless
 from memtheory.torch.versions import warn_if_unchecked_torch
 
 __all__ = ["trace"]
 
-OptimizerChoice = OptimizerLike | Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+OptimizerChoice = (
+    OptimizerLike | torch.optim.Optimizer | Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+)
 
 
 def trace(
@@ -46,7 +57,9 @@ def trace(
     optimizer: OptimizerChoice = "adamw",
     dtype: torch.dtype | str | None = None,
     autocast: torch.dtype | str | None = None,
+    keeps_outputs: bool = True,
     fit: bool = True,
+    check_conditions: bool = True,
     time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> TracedMemory:
     """Trace a training step of ``model`` on fake tensors into exact formulas in its sizes.
@@ -65,7 +78,10 @@ def trace(
         torch.device("meta"):``), whose weights are then never allocated.
     example_inputs : tensor, tuple or dict
         What the model is called with: ``model(x)``, ``model(*inputs)`` or
-        ``model(**inputs)``. Only shapes and dtypes are read (meta tensors are fine).
+        ``model(**inputs)``. Only shapes and dtypes are read (meta tensors are
+        fine), except a Hugging Face model's ``attention_mask``: all ones, it is
+        skipped as the model's own code skips it, and the result's conditions
+        say so (:mod:`memtheory.torch.tracing.values`).
     dims : mapping
         A name (``"B"``, or a sympy Symbol) for each example size to keep
         symbolic, mapped to that size: ``{"B": 4, "S": 128}`` makes every
@@ -79,16 +95,25 @@ def trace(
         or the output itself when it is a scalar.
     target : torch.Tensor, optional
         Labels for ``loss``; its sizes are matched against ``dims`` too.
-    optimizer : str, memtheory Optimizer or callable, default "adamw"
+    optimizer : str, memtheory Optimizer, torch optimizer or callable, default "adamw"
         A memtheory optimizer (``"adam"``, ``"sgd+momentum"``, ...) built with
-        :func:`memtheory.torch.torch_optimizer`, or ``factory(parameters)``
-        returning any ``torch.optim`` optimizer.
+        :func:`memtheory.torch.torch_optimizer`, a ``torch.optim`` optimizer
+        (one of its class, with its ``defaults``, is built over the fake
+        parameters), or ``factory(parameters)`` returning any ``torch.optim``
+        optimizer.
     dtype : torch.dtype or str, optional
         Cast floating parameters, buffers and inputs to this dtype first
         (``torch.bfloat16``, or a name: ``"bf16"``, ``"fp16"``, ``"fp32"``, ``"fp64"``).
     autocast : torch.dtype or str, optional
         Run the forward and the loss under ``torch.autocast("cpu", dtype=autocast)``:
         ``torch.bfloat16`` or ``torch.float16`` (or ``"bf16"``, ``"fp16"``).
+    keeps_outputs : bool, default True
+        Which loop is traced (:class:`memtheory.torch.loop.Loop`, the result's
+        :attr:`~TracedMemory.loop`): True holds the model's output (logits,
+        a decoder's cache) until the step ends, as ``out = model(**batch);
+        out.loss.backward()`` does; False frees it once the loss exists, as
+        ``model(**batch).loss.backward()`` and Hugging Face's ``Trainer`` do.
+        A :class:`memtheory.recipes.Setup`'s ``keeps_logits`` is this choice.
     fit : bool, default True
         If the model's code fixes a size to its example value (e.g. Hugging
         Face mask code), or the symbolic trace fails on an operation (an LSTM
@@ -96,6 +121,13 @@ def trace(
         the model accepts and fit each moment exactly (see
         :func:`memtheory.torch.tracing.fit.fitted_trace`); False raises
         instead, naming the size and the line, or the operation and the module.
+    check_conditions : bool, default True
+        Trace again at fixed sizes just beyond each condition on one size
+        (:mod:`memtheory.torch.tracing.verify`, at most
+        :data:`~memtheory.torch.tracing.verify.MAX_CHECKS` traces): one
+        under which the bytes are those of the formulas (a kernel choice such
+        as ``B < 16``, ``B >= 2``) stops limiting evaluation and is marked
+        harmless. False skips this (faster; every condition then limits).
     time_limit : float, default 1800
         Seconds the whole trace may take; past them it stops with a
         :class:`~memtheory.errors.TraceTimeoutError` (a forward that sleeps
@@ -145,32 +177,57 @@ def trace(
     ...                    target=y)
     >>> memory.evaluate(B=64).peak == measured.peak
     True
+    >>> print(memory.loop)  # the loop traced, as measure runs it by default
+    out = model(x); loss_fn(out, y).backward() (outputs kept until the step ends)
+
+    ``measure`` takes the same arguments (``dims`` is not needed there):
+
+    >>> again = measure(model, x, loss=nn.CrossEntropyLoss(), target=y, optimizer="adam",
+    ...                 keeps_outputs=False)
+    >>> x8, y8 = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    >>> trace(model, x8, {"B": 8}, loss=nn.CrossEntropyLoss(), target=y8, optimizer="adam",
+    ...       keeps_outputs=False).evaluate(B=64).peak == again.peak
+    True
     """
     if not isinstance(model, nn.Module):
         raise InvalidArgumentError(
             f"trace() takes a torch.nn.Module, got {type(model).__name__}."
         )
-    step = _Step(loss, target, optimizer, _dtype(dtype, "dtype"), _dtype(autocast, "autocast"))
     warn_if_unchecked_torch()
     sizes = dimension_symbols(dims)
+    loop = Loop(keeps_outputs=keeps_outputs, loss_inside=loss is None)
+    branches = mask_branches(model, example_inputs)
+    step = _StepChoices(loss, target, optimizer, _dtype(dtype, "dtype"),
+                        _dtype(autocast, "autocast"), keeps_outputs, branches.skipped,
+                        check_conditions)
     was_training = model.training
     model.train()
     try:
         with time_budget(time_limit), _quiet_fake_tensor_errors():
-            return _traced(model, example_inputs, sizes, step, fit)
+            traced = _traced(model, example_inputs, sizes, step, fit)
+        return replace(
+            traced,
+            loop=loop,
+            conditions=(*traced.conditions, *branches.conditions),
+            notes=(*traced.notes, *branches.notes),
+        )
     finally:
         model.train(was_training)
         _forget_shape_envs()
 
 
-class _Step(NamedTuple):
-    """How the step runs, beside the model and its inputs (trace's keyword arguments)."""
+@dataclass(frozen=True)
+class _StepChoices:
+    """What the step runs besides the model: the loss, the optimizer, dtypes, the loop."""
 
     loss: Callable[..., torch.Tensor] | None
     target: torch.Tensor | None
     optimizer: OptimizerChoice
     dtype: torch.dtype | None
     autocast: torch.dtype | None
+    keeps_outputs: bool
+    skipped: frozenset[str] = frozenset()
+    check_conditions: bool = True
 
 
 _DTYPES = {
@@ -216,85 +273,6 @@ def _quiet_fake_tensor_errors() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _traced(
-    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _Step, fit: bool
-) -> TracedMemory:
-    """Trace symbolically; fit at concrete sizes where the model's code fixes a size or fails."""
-    traced = _symbolic_or_why(model, example_inputs, sizes, step, fit)
-    if isinstance(traced, str):  # outside the except block: the raw error is not chained
-        return _fitted(model, example_inputs, sizes, step, [traced])
-    record, symbols, env = traced
-    fixed = specialised(env, symbols)
-    if fixed:
-        if not fit:
-            raise UnsupportedError(
-                "the model's code fixed a size, so no formula can be traced: "
-                + "; ".join(map(str, fixed))
-                + ". Pass fit=True to recover the formula from traces at several sizes."
-            )
-        return _fitted(model, example_inputs, sizes, step, fixed)
-    where = conditions(env, symbols)
-    return _result(record, symbols, where.words, where.constraints)
-
-
-def _symbolic_or_why(
-    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _Step, fit: bool
-) -> tuple[StepRecord, SymbolMap, Any] | str:
-    """Return the symbolic trace, or why it failed where a fit may still succeed."""
-    try:
-        return _symbolic(model, example_inputs, sizes, *step)
-    except MemtheoryError:
-        raise
-    except Exception as error:  # noqa: BLE001 (PyTorch's or the model's own: said plainly)
-        if not fit or isinstance(error, RecursionError):
-            raise failed(error) from None
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
-        return f"the symbolic trace failed at {located(error)} ({first})"
-
-
-def _fitted(
-    model: nn.Module,
-    example_inputs: Any,
-    sizes: dict[int, sp.Symbol],
-    step: _Step,
-    fixed: Sequence[Specialisation | str],
-) -> TracedMemory:
-    from memtheory.torch.tracing.fit import fitted_trace
-
-    try:
-        return fitted_trace(
-            lambda values: _concrete(model, example_inputs, sizes, values, *step), sizes, fixed
-        )
-    except MemtheoryError:
-        raise
-    except Exception as error:  # noqa: BLE001 (the step fails at the example sizes themselves)
-        shown = ", ".join(f"{s.name}={k}" for k, s in sizes.items())
-        raise failed(error, f"at the example sizes ({shown})") from None
-
-
-def _symbolic(
-    model: nn.Module,
-    example_inputs: Any,
-    sizes: dict[int, sp.Symbol],
-    loss: Callable[..., torch.Tensor] | None,
-    target: torch.Tensor | None,
-    optimizer: OptimizerChoice,
-    dtype: torch.dtype | None,
-    autocast: torch.dtype | None,
-) -> tuple[StepRecord, SymbolMap, Any]:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    env = ShapeEnv()
-    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
-    with fake_parameters(model, mode, dtype):
-        (inputs, fake_target), found = fake_inputs((example_inputs, target), mode, sizes, dtype)
-        symbols = SymbolMap(found)
-        with mode, SizeGenericFunctions():
-            record = _record(model, inputs, fake_target, loss, optimizer, symbols, autocast)
-    return record, symbols, env
-
-
 def _forget_shape_envs() -> None:
     """Empty the caches that ShapeEnv's methods keep on the class, keyed by the ShapeEnv.
 
@@ -311,28 +289,108 @@ def _forget_shape_envs() -> None:
             clear()
 
 
+def _traced(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices,
+    fit: bool,
+) -> TracedMemory:
+    """Trace symbolically; fit at concrete sizes where the model's code fixes a size or fails."""
+    traced = _symbolic_or_why(model, example_inputs, sizes, step, fit)
+    if isinstance(traced, str):  # outside the except block: the raw error is not chained
+        return _fitted(model, example_inputs, sizes, step, [traced])
+    record, symbols, env = traced
+    fixed = specialised(env, symbols)
+    if fixed:
+        if not fit:
+            raise UnsupportedError(
+                "the model's code fixed a size, so no formula can be traced: "
+                + "; ".join(map(str, fixed))
+                + ". Pass fit=True to recover the formula from traces at several sizes."
+            )
+        return _fitted(model, example_inputs, sizes, step, fixed)
+    where = conditions(env, symbols)
+    memory = _result(record, symbols, where.words, where.constraints)
+    if not step.check_conditions or not memory.constraints:
+        return memory
+
+    def at(values: dict[sp.Symbol, int]) -> TracedMemory:
+        concrete = _concrete(model, example_inputs, sizes, values, step, keep_all=False)
+        return _result(concrete, SymbolMap({}), (), {})
+
+    return drop_harmless(memory, at, {symbol: size for size, symbol in sizes.items()})
+
+
+def _symbolic_or_why(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices,
+    fit: bool,
+) -> tuple[StepRecord, SymbolMap, Any] | str:
+    """Return the symbolic trace, or why it failed where a fit may still succeed."""
+    try:
+        return _symbolic(model, example_inputs, sizes, step)
+    except MemtheoryError:
+        raise
+    except Exception as error:  # noqa: BLE001 (PyTorch's or the model's own: said plainly)
+        if not fit or isinstance(error, RecursionError):
+            raise failed(error) from None
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+        return f"the symbolic trace failed at {located(error)} ({first})"
+
+
+def _fitted(
+    model: nn.Module,
+    example_inputs: Any,
+    sizes: dict[int, sp.Symbol],
+    step: _StepChoices,
+    fixed: Sequence[Specialisation | str],
+) -> TracedMemory:
+    from memtheory.torch.tracing.fit import fitted_trace
+
+    try:
+        return fitted_trace(
+            lambda values: _concrete(model, example_inputs, sizes, values, step), sizes, fixed
+        )
+    except MemtheoryError:
+        raise
+    except Exception as error:  # noqa: BLE001 (the step fails at the example sizes themselves)
+        shown = ", ".join(f"{s.name}={k}" for k, s in sizes.items())
+        raise failed(error, f"at the example sizes ({shown})") from None
+
+
+def _symbolic(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices
+) -> tuple[StepRecord, SymbolMap, Any]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    name_user_frames(env)
+    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+    with fake_parameters(model, mode, step.dtype):
+        (inputs, fake_target), found = fake_inputs(
+            (example_inputs, step.target), mode, sizes, step.dtype
+        )
+        symbols = SymbolMap(found)
+        with mode, SizeGenericFunctions():
+            record = _record(model, inputs, fake_target, step, symbols)
+    return record, symbols, env
+
+
 def _concrete(
     model: nn.Module,
     example_inputs: Any,
     sizes: dict[int, sp.Symbol],
     values: Mapping[sp.Symbol, int],
-    loss: Callable[..., torch.Tensor] | None,
-    target: torch.Tensor | None,
-    optimizer: OptimizerChoice,
-    dtype: torch.dtype | None,
-    autocast: torch.dtype | None,
+    step: _StepChoices,
+    keep_all: bool = True,
 ) -> StepRecord:
     """Trace the step on fake tensors of fixed sizes: each size in ``sizes`` set to ``values``."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    resized = _resized((example_inputs, target), {k: values[s] for k, s in sizes.items()})
+    resized = _resized((example_inputs, step.target), {k: values[s] for k, s in sizes.items()})
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with fake_parameters(model, mode, dtype):
-        (inputs, fake_target), _ = fake_inputs(resized, mode, {}, dtype)
+    with fake_parameters(model, mode, step.dtype):
+        (inputs, fake_target), _ = fake_inputs(resized, mode, {}, step.dtype)
         with mode:
-            return _record(
-                model, inputs, fake_target, loss, optimizer, SymbolMap({}), autocast, keep_all=True
-            )
+            return _record(model, inputs, fake_target, step, SymbolMap({}), keep_all=keep_all)
 
 
 def _resized(value: Any, sizes: Mapping[int, int]) -> Any:
@@ -351,14 +409,13 @@ def _record(
     model: nn.Module,
     inputs: Any,
     target: torch.Tensor | None,
-    loss: Callable[..., torch.Tensor] | None,
-    optimizer: OptimizerChoice,
+    step: _StepChoices,
     symbols: SymbolMap,
-    autocast: torch.dtype | None,
     keep_all: bool = False,
 ) -> StepRecord:
     if isinstance(inputs, Mapping):
-        call: Callable[[], Any] = lambda: model(**inputs)  # noqa: E731
+        passed = {k: v for k, v in inputs.items() if k not in step.skipped}
+        call: Callable[[], Any] = lambda: model(**passed)  # noqa: E731
     elif isinstance(inputs, tuple | list):
         call = lambda: model(*inputs)  # noqa: E731
     else:
@@ -368,13 +425,14 @@ def _record(
     return record_step(
         model,
         call,
-        _loss(loss, target),
-        _optimizer(optimizer),
+        _loss(step.loss, target),
+        _optimizer(step.optimizer),
         data,
         targets,
         symbols,
-        autocast,
+        step.autocast,
         keep_all,
+        step.keeps_outputs,
     )
 
 
@@ -407,6 +465,9 @@ def _loss(
 
 
 def _optimizer(choice: OptimizerChoice) -> Callable[[list[torch.Tensor]], torch.optim.Optimizer]:
+    if isinstance(choice, torch.optim.Optimizer):
+        kind, defaults = type(choice), dict(choice.defaults)
+        return lambda parameters: kind(parameters, **defaults)
     if callable(choice) and not isinstance(choice, str):
         return choice
     from memtheory.torch.optimizers import torch_optimizer

@@ -33,7 +33,7 @@ import numpy as np
 import sympy as sp
 
 from memtheory.errors import MemtheoryError, UnsupportedError
-from memtheory.maximum import maximum, undominated
+from memtheory.max_pruning import maximum, undominated
 from memtheory.torch.tracing.guards import Specialisation
 from memtheory.torch.tracing.modules import LOSS
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory

@@ -7,19 +7,52 @@ position table has 1024 rows). The traced formulas hold wherever every guard
 holds. A guard that fixes a size (``Eq(s0, 4)``) means the code specialised
 it: the trace is then a number, not a formula, and :func:`specialised` says
 which size and which line did it.
+
+PyTorch names a guard's place by the innermost frame outside its own
+tracing files, which is often ``torch/nn/functional.py`` or memtheory's own
+``rewrites.py``. :func:`name_user_frames` makes a ShapeEnv skip every frame
+in PyTorch's and memtheory's packages instead, so the line named is the
+first one in the user's code (or the model library's, such as transformers).
 """
 
 from __future__ import annotations
 
+import inspect
+import os
+import types
 from dataclasses import dataclass
 
 import sympy as sp
+import torch
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from memtheory.maximum import provably_nonnegative
+from memtheory.max_pruning import provably_nonnegative
 from memtheory.torch.tracing.sizes import SymbolMap
 
-__all__ = ["Conditions", "Specialisation", "conditions", "specialised"]
+__all__ = ["Conditions", "Specialisation", "conditions", "name_user_frames", "specialised"]
+
+_LIBRARIES = (
+    os.path.dirname(torch.__file__) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep,
+)
+"""PyTorch's package folder and memtheory's: frames there are not the user's code."""
+
+
+def name_user_frames(env: ShapeEnv) -> None:
+    """Make ``env`` place each guard at the innermost frame outside PyTorch and memtheory."""
+    default = env._get_user_frame
+
+    def user_frame() -> types.FrameType | None:
+        frame = inspect.currentframe()
+        while frame is not None and _in_libraries(frame.f_code.co_filename):
+            frame = frame.f_back
+        return frame if frame is not None else default()
+
+    env._get_user_frame = user_frame  # type: ignore[method-assign]
+
+
+def _in_libraries(filename: str) -> bool:
+    return filename.startswith(_LIBRARIES) or filename == "<string>"
 
 
 @dataclass(frozen=True)

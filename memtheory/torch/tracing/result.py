@@ -12,6 +12,7 @@ from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import replaced, substitution
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.tables import Column, Table
+from memtheory.torch.loop import Loop
 from memtheory.units import convert, round_half_up
 
 __all__ = ["ModuleRow", "TracedMemory"]
@@ -81,6 +82,10 @@ class TracedMemory(Footprint):
         confirmed at sizes not used to fit it.
     notes : tuple of str
         What was assumed or found, in words.
+    loop : Loop or None
+        The training loop traced (:class:`memtheory.torch.loop.Loop`): whether
+        it keeps the model's outputs through backward, and whether the loss is
+        the model's own.
     """
 
     components: Mapping[str, sp.Expr]
@@ -92,6 +97,7 @@ class TracedMemory(Footprint):
     modules: tuple[ModuleRow, ...] = ()
     method: Literal["symbolic", "fitted"] = "symbolic"
     notes: tuple[str, ...] = ()
+    loop: Loop | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.components) - set(COMPONENT_TITLES)
@@ -155,7 +161,7 @@ class TracedMemory(Footprint):
         return found.union(sp.sympify(self.inference_peak).free_symbols)
 
     def module_table(self, unit: str = "bytes", *, depth: int | None = None) -> Table:
-        """Tabulate the modules: path, type, output shape, own parameters, saved bytes.
+        """Tabulate the modules: path, type, output shape, parameters, saved bytes.
 
         Parameters
         ----------
@@ -163,17 +169,34 @@ class TracedMemory(Footprint):
             Unit of the saved column once the result is evaluated (``"MiB"``);
             symbolic results show exact byte formulas.
         depth : int, optional
-            Show modules nested at most this deep (0: the model alone).
+            Show modules nested at most this deep (0: the model alone). A row
+            at that depth counts its hidden submodules' parameters and saved
+            bytes with its own (marked ``+``), so the rows always add up to
+            the total, which is the saved activations.
+
+        Examples
+        --------
+        >>> import sympy as sp
+        >>> rows = (ModuleRow("Net", "Net", 0, None, 0, sp.S(0)),
+        ...         ModuleRow("block", "Block", 1, None, 10, sp.S(100)),
+        ...         ModuleRow("block.fc", "Linear", 2, None, 20, sp.S(400)),
+        ...         ModuleRow("loss", "loss function", 0, None, 0, sp.S(8)))
+        >>> memory = TracedMemory({"saved_activations": sp.S(508)}, modules=rows)
+        >>> print(memory.module_table(depth=1))
+        module    type           output shape  parameters  saved (bytes)
+        --------  -------------  ------------  ----------  -------------
+        Net       Net                                   0              0
+          block+  Block                                30            500
+        loss      loss function                         0              8
+        --------  -------------  ------------  ----------  -------------
+        total                                          30            508
         """
         rows = []
         symbolic = any(not sp.sympify(r.saved).is_number for r in self.modules)
-        for row in self.modules:
-            if depth is not None and row.depth > depth:
-                continue
+        for row, parameters, saved, folded in _folded(self.modules, depth):
             shape = "" if row.output_shape is None else f"({', '.join(map(str, row.output_shape))})"
-            saved = _size(row.saved, unit, symbolic)
-            name = "  " * row.depth + row.path
-            rows.append((name, row.kind, shape, str(row.parameters), saved))
+            name = "  " * row.depth + row.path + ("+" if folded else "")
+            rows.append((name, row.kind, shape, str(parameters), _size(saved, unit, symbolic)))
         total_saved = sp.Add(*(row.saved for row in self.modules))
         footer = [
             (
@@ -196,12 +219,66 @@ class TracedMemory(Footprint):
 
     def __str__(self) -> str:
         lines = [f"training step traced ({self.method}), in bytes:"]
+        if self.loop is not None:
+            lines.append(f"  loop: {self.loop}")
         lines += [f"  {name}: {value}" for name, value in self.components.items()]
         lines.append(f"  total: {self.total}")
         lines.append(f"  peak: {self.peak}")
         lines.append(f"  inference peak: {self.inference_peak}")
-        lines += [f"  holds for {condition}" for condition in self.conditions]
-        return "\n".join(lines)
+        return "\n".join(lines + self.condition_lines())
+
+    def condition_lines(self) -> list[str]:
+        """Return the conditions as a short list: the limits, then those checked harmless.
+
+        Examples
+        --------
+        >>> import sympy as sp
+        >>> memory = TracedMemory({"input": sp.S(4)}, conditions=(
+        ...     "B >= 2: harmless (traced at B=1: the same bytes as the formulas)",
+        ...     "S <= 64", "attention_mask all ones (no padding), as in the example batch"))
+        >>> for line in memory.condition_lines():
+        ...     print(line)
+          holds for S <= 64
+          holds for attention_mask all ones (no padding), as in the example batch
+          checked harmless (traced beyond them, the same bytes): B >= 2
+        """
+        harmless = [c.split(": harmless", 1)[0] for c in self.conditions if ": harmless" in c]
+        lines = [f"  holds for {c}" for c in self.conditions if ": harmless" not in c]
+        if harmless:
+            lines.append(
+                f"  checked harmless (traced beyond them, the same bytes): {', '.join(harmless)}"
+            )
+        return lines
+
+
+def _folded(
+    modules: tuple[ModuleRow, ...], depth: int | None
+) -> list[tuple[ModuleRow, int, sp.Expr, bool]]:
+    """Rows down to ``depth``, each deepest one with its hidden submodules' sums folded in.
+
+    Returns (row, parameters, saved bytes, whether anything was folded in).
+    """
+    if depth is None:
+        return [(row, row.parameters, row.saved, False) for row in modules]
+    shown = [row for row in modules if row.depth <= depth]
+    root = next((row.path for row in modules if row.depth == 0 and row.path != "loss"), None)
+    parameters = {row.path: row.parameters for row in shown}
+    saved = {row.path: sp.sympify(row.saved) for row in shown}
+    folded: set[str] = set()
+    for row in modules:
+        parent = _ancestor(row.path, depth, root) if row.depth > depth else None
+        if parent is not None and parent in saved:
+            parameters[parent] += row.parameters
+            saved[parent] += row.saved
+            folded.add(parent)
+    return [(row, parameters[row.path], saved[row.path], row.path in folded) for row in shown]
+
+
+def _ancestor(path: str, depth: int, root: str | None) -> str | None:
+    """Return the path of the module at ``depth`` that contains the module at ``path``."""
+    if depth == 0:
+        return root
+    return ".".join(path.split(".")[:depth])
 
 
 def _size(value: sp.Expr, unit: str, symbolic: bool) -> str:

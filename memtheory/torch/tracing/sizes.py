@@ -17,8 +17,9 @@ module
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import sympy as sp
@@ -153,40 +154,43 @@ def plain_sympy(expr: sp.Expr) -> sp.Expr:
     >>> plain_sympy(FloorDiv(x - 1, 2) + 1)
     floor(x/2 - 1/2) + 1
     """
-    from torch.utils._sympy import functions as fn
+    rules = _rules()
 
     def rewrite(node: sp.Expr) -> sp.Expr:
         if not node.args or node.is_Symbol or node.is_Number:
             return node
         args = [rewrite(a) for a in node.args]
-        if isinstance(node, fn.CleanDiv):
-            return args[0] / args[1]
-        if isinstance(node, fn.FloorDiv):
-            return sp.floor(args[0] / args[1])
-        if isinstance(node, fn.CeilDiv):
-            return sp.ceiling(args[0] / args[1])
-        if isinstance(node, fn.PythonMod | fn.Mod):
-            return args[0] - args[1] * sp.floor(args[0] / args[1])
-        if isinstance(node, fn.ModularIndexing):
-            quotient = sp.floor(args[0] / args[1])
-            return quotient - args[2] * sp.floor(quotient / args[2])
-        if isinstance(node, fn.Max):
-            return sp.Max(*args)
-        if isinstance(node, fn.Min):
-            return sp.Min(*args)
-        if isinstance(node, fn.PowByNatural):
-            return args[0] ** args[1]
-        if isinstance(node, fn.IntTrueDiv):
-            return args[0] / args[1]
-        if isinstance(node, fn.CeilToInt):
-            return sp.ceiling(args[0])
-        if isinstance(node, fn.FloorToInt | fn.TruncToInt):
-            return sp.floor(args[0])
-        if isinstance(node, fn.Identity):
-            return args[0]
+        for kinds, rule in rules:
+            if isinstance(node, kinds):
+                return rule(*args)
         return node.func(*args)
 
     return rewrite(expr)
+
+
+def _modular_indexing(base: sp.Expr, divisor: sp.Expr, modulus: sp.Expr) -> sp.Expr:
+    quotient = sp.floor(base / divisor)
+    return quotient - modulus * sp.floor(quotient / modulus)
+
+
+@lru_cache(maxsize=1)
+def _rules() -> tuple[tuple[tuple[type, ...], Callable[..., sp.Expr]], ...]:
+    """Each PyTorch integer function (its classes) and its plain sympy form, given its arguments."""
+    from torch.utils._sympy import functions as fn
+
+    return (
+        ((fn.CleanDiv, fn.IntTrueDiv), lambda a, b: a / b),
+        ((fn.FloorDiv,), lambda a, b: sp.floor(a / b)),
+        ((fn.CeilDiv,), lambda a, b: sp.ceiling(a / b)),
+        ((fn.PythonMod, fn.Mod), lambda a, b: a - b * sp.floor(a / b)),
+        ((fn.ModularIndexing,), _modular_indexing),
+        ((fn.Max,), sp.Max),
+        ((fn.Min,), sp.Min),
+        ((fn.PowByNatural,), lambda a, b: a**b),
+        ((fn.CeilToInt,), sp.ceiling),
+        ((fn.FloorToInt, fn.TruncToInt), sp.floor),
+        ((fn.Identity,), lambda a: a),
+    )
 
 
 def as_polynomial(expr: sp.Expr) -> Polynomial:

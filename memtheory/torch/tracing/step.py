@@ -60,6 +60,7 @@ def record_step(
     symbols: SymbolMap,
     autocast: torch.dtype | None = None,
     keep_all: bool = False,
+    keeps_outputs: bool = True,
 ) -> StepRecord:
     """Trace one steady-state training step and an inference pass of ``module``.
 
@@ -80,6 +81,9 @@ def record_step(
     autocast : torch.dtype, optional
     keep_all : bool, default False
         Keep one moment per operation (see :class:`SymbolicStorageTracker`).
+    keeps_outputs : bool, default True
+        Hold the model's output until the step ends (see :class:`memtheory.torch.loop.Loop`);
+        False drops it once the loss is computed.
     """
     parameters: list[torch.Tensor] = list(module.parameters())
     watch = ModuleWatch(module)
@@ -97,7 +101,7 @@ def record_step(
         saved: dict[int, Polynomial] = {}
         watch.recording = True
         with tracker:
-            _step(module, call, loss, optimizer, context, watch, (tracker, saved))
+            _step(module, call, loss, optimizer, context, watch, (tracker, saved), keeps_outputs)
         watch.recording = False
         moments = tracker.moments
 
@@ -150,8 +154,12 @@ def _step(
     context: Callable[[], Any],
     watch: ModuleWatch,
     tracking: tuple[SymbolicStorageTracker, dict[int, Polynomial]] | None,
+    keeps_outputs: bool = True,
 ) -> None:
-    """One training step, as ``measure`` runs it; its output and loss die when it returns."""
+    """One training step, as ``measure`` runs it; its output and loss die when it returns.
+
+    A loop that does not keep its outputs drops the output once the loss exists.
+    """
     with _phase(watch, "zero_grad"):
         optimizer.zero_grad(set_to_none=True)
     with _phase(watch, "forward"), _saving(tracking, watch), context():
@@ -160,11 +168,13 @@ def _step(
         value = _guarded(partial(loss, output), watch)
         if isinstance(value, torch.Tensor) and value.grad_fn is not None:
             watch.name_nodes([value], "loss")
+        kept = [output] if keeps_outputs else []
+        del output
     with _phase(watch, "backward"):
         _guarded(value.backward, watch)
     with _phase(watch, "optimizer step"):
         _guarded(optimizer.step, watch)
-    del output, value
+    del kept, value
 
 
 def _guarded(function: Callable[[], Any], watch: ModuleWatch) -> Any:

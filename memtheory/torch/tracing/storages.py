@@ -32,11 +32,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from memtheory.maximum import provably_nonnegative
+from memtheory.max_pruning import provably_nonnegative
 from memtheory.torch.tracing.budget import check_budget
 from memtheory.torch.tracing.dtypes import CHECKED, check_dtypes
 from memtheory.torch.tracing.errors import untraceable
-from memtheory.torch.tracing.kernels import real_storage_bytes
+from memtheory.torch.tracing.kernels import cpu_outputs, real_storage_bytes
 from memtheory.torch.tracing.opaque import OPAQUE, check_opaque
 from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
 
@@ -185,6 +185,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
             out = func(*args, **(kwargs or {}))
         except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
             raise untraceable(error, str(func), self.label("")) from error
+        out = cpu_outputs(func, args, kwargs or {}, out)
         self.operations += 1
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if not outputs:  # nothing was made: the total can only have fallen since the last moment

@@ -19,7 +19,7 @@ from fractions import Fraction
 import sympy as sp
 
 from memtheory.errors import UnsupportedError
-from memtheory.maximum import maximum
+from memtheory.max_pruning import maximum
 from memtheory.torch.tracing.fit import _expression, _Layout, _number
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.step import StepRecord

@@ -1,0 +1,153 @@
+"""Conditions that do not change the memory: checked by tracing on their other side, then dropped.
+
+PyTorch records a guard wherever code branches on a size, and most branches
+change nothing a trace counts: the CPU convolution picks its kernel by batch
+(``B < 16``), a size of 1 is treated apart (``B >= 2``), and shape checks
+give CNNs many floor-expression conditions. Each such condition would block
+the formulas where they are exact. For a condition on one size,
+:func:`drop_harmless` traces the step at fixed sizes just beyond it (the
+other sizes at their example values) and compares every component, the peak
+and the inference peak with the formulas there. Where all agree at every
+point tried, the condition no longer limits evaluation; it stays in the words,
+marked harmless with the points that showed it. A condition that does change
+the bytes stays a limit.
+
+This is evidence at the points tried, not a proof: the words say where.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+
+import sympy as sp
+
+from memtheory.errors import MemtheoryError
+from memtheory.torch.tracing.result import TracedMemory
+
+__all__ = ["MAX_CHECKS", "drop_harmless"]
+
+MAX_CHECKS = 10
+"""Most fixed-size traces spent on checking conditions (each costs one trace)."""
+
+_SCAN = 256
+"""How far beyond its example value a size is searched for a point outside a condition."""
+
+
+def drop_harmless(
+    memory: TracedMemory,
+    run: Callable[[dict[sp.Symbol, int]], TracedMemory],
+    example: Mapping[sp.Symbol, int],
+    checks: int = MAX_CHECKS,
+) -> TracedMemory:
+    """Drop the constraints whose other side gives the same bytes as the formulas.
+
+    Parameters
+    ----------
+    memory : TracedMemory
+        The symbolic trace.
+    run : callable
+        ``run({B: 16, H: 20})``: the step traced at those fixed sizes.
+    example : mapping
+        Each symbol's example value.
+    checks : int, default MAX_CHECKS
+        Most fixed-size traces to run; conditions whose points would need more are kept.
+    """
+    done: dict[tuple[int, ...], TracedMemory | None] = {}
+    constraints = dict(memory.constraints)
+    words = list(memory.conditions)
+    for label, margin in memory.constraints.items():
+        points = _outside(margin, example)
+        if not points or len(done.keys() | {_key(p) for p in points}) > checks:
+            continue
+        if all(_agrees(memory, constraints, label, point, run, done) for point in points):
+            del constraints[label]
+            shown = " and ".join(", ".join(f"{s.name}={v}" for s, v in p.items()) for p in points)
+            words = [_harmless(word, label, shown) for word in words]
+    return replace(memory, constraints=constraints, conditions=tuple(words))
+
+
+def _harmless(word: str, label: str, shown: str) -> str:
+    if word != label and not word.startswith(f"{label} ("):
+        return word
+    return f"{label}: harmless (traced at {shown}: the same bytes as the formulas)"
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence fake tensors' error log while a point outside a condition fails to run."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _key(point: Mapping[sp.Symbol, int]) -> tuple[int, ...]:
+    return tuple(v for _, v in sorted(point.items(), key=lambda kv: kv[0].name))
+
+
+def _outside(margin: sp.Expr, example: Mapping[sp.Symbol, int]) -> list[dict[sp.Symbol, int]]:
+    """Points just beyond the condition ``margin >= 1``, along its one size.
+
+    Two above an upper bound (``B = 16, 17`` for ``B < 16``); one below a
+    lower bound, the largest size it excludes (``H = 32`` for a final feature
+    map of 1 x 1), which is the nearest a user is likely to ask for.
+    """
+    if len(margin.free_symbols) != 1:
+        return []
+    (symbol,) = margin.free_symbols
+    if symbol not in example:
+        return []
+    start = example[symbol]
+    found: list[int] = []
+    for step, wanted in ((1, 2), (-1, 1)):
+        value = start + step
+        while 1 <= value <= start + _SCAN and len(found) < wanted:
+            if margin.subs(symbol, value) < 1:
+                found.append(value)
+            elif found:
+                break
+            value += step
+        if found:
+            break
+    return [{**example, symbol: value} for value in found]
+
+
+def _agrees(
+    memory: TracedMemory,
+    constraints: Mapping[str, sp.Expr],
+    label: str,
+    point: dict[sp.Symbol, int],
+    run: Callable[[dict[sp.Symbol, int]], TracedMemory],
+    done: dict[tuple[int, ...], TracedMemory | None],
+) -> bool:
+    key = _key(point)
+    if key not in done:
+        try:
+            with _quiet():
+                done[key] = run(point)
+        except Exception:  # noqa: BLE001 (the step cannot run there: the condition is real)
+            done[key] = None
+    traced = done[key]
+    if traced is None:
+        return False
+    # a point beyond one condition is often beyond its twins (``X != 1`` and ``X**2 != 1``):
+    # the same trace tests them all, so the formulas are evaluated without any it breaks
+    others = {k: v for k, v in constraints.items() if k != label and v.subs(point) >= 1}
+    try:
+        formula = replace(memory, constraints=others).evaluate(
+            **{s.name: v for s, v in point.items()}
+        )
+    except MemtheoryError:
+        return False
+    return (
+        {k: int(v) for k, v in formula.components.items()}
+        == {k: int(v) for k, v in traced.components.items()}
+        and formula.peak == traced.peak
+        and formula.inference_peak == traced.inference_peak
+    )

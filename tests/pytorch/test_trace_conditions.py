@@ -1,0 +1,107 @@
+"""Conditions that help: harmless ones checked and dropped, the rest kept by derived values.
+
+A small CNN traced at B=5, H=20 on PyTorch 2.13's CPU: its convolution picks
+a kernel by batch (a guard ``B < 16``) and a size of 1 is treated apart
+(``B >= 2``). Traced at fixed sizes beyond them, neither changes a byte, so
+neither blocks B=16 or B=1, which are then exact against ``measure``. A
+condition that is kept (with ``check_conditions=False``) is respected by
+``max_batch`` on the result, on a pickled copy, and on ``peak + reserve``.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from memtheory.errors import EvaluationError  # noqa: E402
+from memtheory.torch import measure, trace  # noqa: E402
+from memtheory.whatif import max_batch  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+_GIB = 2**30
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)).train()
+
+
+def _data(batch, side):
+    generator = torch.Generator().manual_seed(batch * 100 + side)
+    return (torch.randn(batch, 3, side, side, generator=generator),
+            torch.randint(0, 10, (batch,), generator=generator))
+
+
+def _trace(model, check):
+    x, y = _data(5, 20)
+    return trace(model, x, {"B": 5, "H": 20}, loss=nn.CrossEntropyLoss(), target=y,
+                 optimizer="adam", check_conditions=check)
+
+
+@pytest.fixture(scope="module")
+def traced():
+    """The model, its trace with conditions checked, and one without."""
+    model = _model()
+    return model, _trace(model, True), _trace(model, False)
+
+
+def test_kernel_choice_and_size_one_are_harmless_and_exact(traced):
+    """B < 16 and B >= 2 are marked harmless; B=1 and B=16 equal measure to the byte."""
+    model, checked, unchecked = traced
+    assert "B < 16" in unchecked.constraints and "B >= 2" in unchecked.constraints
+    assert "B < 16" not in checked.constraints and "B >= 2" not in checked.constraints
+    assert any(c.startswith("B < 16: harmless (traced at B=16") for c in checked.conditions)
+    for batch in (1, 16):
+        x, y = _data(batch, 12)
+        measured = measure(model, x, loss=nn.CrossEntropyLoss(), target=y, optimizer="adam")
+        at = checked.evaluate(B=batch, H=12)
+        assert at.peak == measured.peak
+        assert {k: int(v) for k, v in at.components.items()} == measured.components
+
+
+def test_max_batch_answers_one(traced):
+    """When only B=1 fits, max_batch says 1 (the formula holds there)."""
+    _, checked, _ = traced
+    one, two = (checked.evaluate(B=b, H=12).peak for b in (1, 2))
+    assert max_batch(checked, (one + two) // 2, H=12) == 1
+
+
+@pytest.mark.parametrize("derived", ["pickled", "peak", "peak plus a reserve"])
+def test_derived_values_keep_the_conditions(traced, derived):
+    """max_batch refuses past B < 16 on a pickled result, its peak, and peak + 1.5 GiB."""
+    _, _, unchecked = traced
+    value = {
+        "pickled": lambda: pickle.loads(pickle.dumps(unchecked)),
+        "peak": lambda: unchecked.peak,
+        "peak plus a reserve": lambda: unchecked.peak + 3 * _GIB // 2,
+    }[derived]()
+    with pytest.raises(EvaluationError, match="B < 16"):
+        max_batch(value, "1 TiB", H=12)
+
+
+@pytest.mark.slow
+def test_resnet_traced_at_224_answers_cifar_sizes():
+    """A ResNet-18-shaped model traced at H=224 evaluates at H=32, equal to measure there.
+
+    Its shape conditions (each stage's feature map not 1 x 1) are traced beyond,
+    at H = 32, 16, ..., and change no byte, so none blocks CIFAR's 32 x 32.
+    """
+    from memtheory.torch.reference_models import ResNetReference
+
+    torch.manual_seed(0)
+    model = ResNetReference("basic", (2, 2, 2, 2), width=8, classes=10).train()
+    x, y = torch.randn(5, 3, 224, 224), torch.randint(0, 10, (5,))
+    memory = trace(model, x, {"B": 5, "H": 224}, loss=nn.CrossEntropyLoss(), target=y,
+                   optimizer="adam")
+    assert not memory.constraints
+    x, y = _data(4, 32)
+    measured = measure(model, x, loss=nn.CrossEntropyLoss(), target=y, optimizer="adam")
+    assert memory.evaluate(B=4, H=32).peak == measured.peak
