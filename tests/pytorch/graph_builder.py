@@ -96,6 +96,15 @@ def _reads(options: dict[str, Any], inputs: tuple[str, ...]) -> tuple[str, ...]:
     return (*inputs, block) if block else inputs
 
 
+_SAME_WIDTH: dict[str, tuple[Any, Any]] = {
+    "bn": (lambda name: mt.BatchNorm2d(name=name), nn.BatchNorm2d),
+    "gelu": (lambda name: mt.layers.GELU(name=name), lambda _: nn.GELU()),
+    "silu": (lambda name: mt.layers.SiLU(name=name), lambda _: nn.SiLU()),
+    "relu6": (lambda name: mt.layers.ReLU6(name=name), lambda _: nn.ReLU6()),
+}
+"""Steps without options that keep the width: (memtheory layer, PyTorch module of the width)."""
+
+
 def _layer(kind: str, options: dict[str, Any], name: str, channels: int):
     """The memtheory layer and the PyTorch module of one step."""
     if kind == "conv":
@@ -108,16 +117,11 @@ def _layer(kind: str, options: dict[str, Any], name: str, channels: int):
                       padding=options["k"] // 2, groups=groups, bias=options["bias"]),
             out,
         )
-    if kind == "bn":
-        return mt.BatchNorm2d(name=name), nn.BatchNorm2d(channels), channels
+    if kind in _SAME_WIDTH:
+        ours, theirs = _SAME_WIDTH[kind]
+        return ours(name=name), theirs(channels), channels
     if kind == "relu":
         return mt.ReLU(inplace=options["inplace"], name=name), nn.ReLU(options["inplace"]), channels
-    if kind in ("gelu", "silu", "relu6"):
-        layers = {"gelu": (mt.layers.GELU, nn.GELU), "silu": (mt.layers.SiLU, nn.SiLU)}
-        if kind == "relu6":
-            return mt.layers.ReLU6(name=name), nn.ReLU6(), channels
-        ours, theirs = layers[kind]
-        return ours(name=name), theirs(), channels
     if kind == "dropout":
         return mt.Dropout(options["p"], device="cpu", name=name), nn.Dropout(options["p"]), channels
     if kind == "linear":
