@@ -40,11 +40,19 @@ class KernelPlan(Protocol):
         ...
 
 
-_PLANS: dict[type[Layer], KernelPlan] = {}
+_PLANS: dict[str, KernelPlan] = {}
 
 
-def register_plan(layer_type: type[Layer]) -> Callable[[KernelPlan], KernelPlan]:
+def _path(layer_type: type) -> str:
+    return f"{layer_type.__module__}.{layer_type.__qualname__}"
+
+
+def register_plan(layer_type: type[Layer] | str) -> Callable[[KernelPlan], KernelPlan]:
     """Register the decorated function as the kernel plan of ``layer_type`` and its subclasses.
+
+    ``layer_type`` is the class, or its dotted path
+    (``"memtheory.layers.attention.MultiHeadAttention"``): a plan named by path
+    leaves the layer's module unimported until a network uses it.
 
     Examples
     --------
@@ -52,9 +60,10 @@ def register_plan(layer_type: type[Layer]) -> Callable[[KernelPlan], KernelPlan]
     >>> plan_for(MultiHeadAttention(4)).__module__
     'memtheory.conventions.autograd.kernels.torch_2_13.attention'
     """
+    key = layer_type if isinstance(layer_type, str) else _path(layer_type)
 
     def register(plan: KernelPlan) -> KernelPlan:
-        _PLANS[layer_type] = plan
+        _PLANS[key] = plan
         return plan
 
     return register
@@ -73,7 +82,7 @@ def plan_for(layer: Layer) -> KernelPlan | None:
     'soft_capped_attention'
     """
     for cls in type(layer).__mro__:
-        plan = _PLANS.get(cls)
+        plan = _PLANS.get(_path(cls))
         if plan is not None:
             return plan
     return None

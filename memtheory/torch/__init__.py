@@ -60,10 +60,10 @@ the exact figures were checked against; on another, :func:`trace`,
 :func:`track` and :func:`measure` warn once (:class:`TorchVersionWarning`).
 """
 
-from importlib import import_module
+
 from typing import Any
 
-from memtheory.errors import UnknownAttributeError
+from memtheory._lazy import lazy_attribute
 
 __all__ = [
     "SUPPORTED_MODULES",
@@ -128,18 +128,7 @@ _HOMES = {
 
 def __getattr__(name: str) -> Any:
     """Import the public names on first use, so that this package imports without PyTorch."""
-    if name not in _HOMES:
-        raise UnknownAttributeError(f"module 'memtheory.torch' has no attribute {name!r}")
-    try:
-        module = import_module(_HOMES[name])
-    except ImportError as error:
-        if error.name != "torch" and "torch" not in str(error):
-            raise
-        raise ImportError(
-            "memtheory.torch needs PyTorch: pip install 'memtheory[torch]' (torch==2.13.0). "
-            "The rest of memtheory works without it."
-        ) from error
-    return getattr(module, name)
+    return lazy_attribute('memtheory.torch', _HOMES, name)
 
 
 def __dir__() -> list[str]:

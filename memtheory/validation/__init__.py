@@ -24,10 +24,10 @@ Examples
 True
 """
 
-from importlib import import_module
+
 from typing import Any
 
-from memtheory.errors import UnknownAttributeError
+from memtheory._lazy import lazy_attribute
 
 __all__ = [
     "PAIRS",
@@ -52,18 +52,7 @@ _HOMES = {
 
 def __getattr__(name: str) -> Any:
     """Import the public names on first use, so that this package imports without PyTorch."""
-    if name not in _HOMES:
-        raise UnknownAttributeError(f"module 'memtheory.validation' has no attribute {name!r}")
-    try:
-        module = import_module(_HOMES[name])
-    except ImportError as error:
-        if error.name != "torch" and "torch" not in str(error):
-            raise
-        raise ImportError(
-            "memtheory.validation needs PyTorch: pip install 'memtheory[torch]' "
-            "(torch==2.13.0). The rest of memtheory works without it."
-        ) from error
-    return getattr(module, name)
+    return lazy_attribute('memtheory.validation', _HOMES, name)
 
 
 def __dir__() -> list[str]:

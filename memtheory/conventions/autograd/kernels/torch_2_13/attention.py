@@ -23,17 +23,20 @@ Examples
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, cast
 
 import sympy as sp
 
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
-from memtheory.layers.attention import MultiHeadAttention
 from memtheory.layers.base import Autograd, Layer, Role, Shape, Stage, TensorSpec
-from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.kernel_plans import register_plan
 from memtheory.layers.saved_storages import compute_dtype
-from memtheory.layers.softcap import SoftCappedAttention
+
+if TYPE_CHECKING:  # the layers' modules load when a network uses them, not with memtheory
+    from memtheory.layers.attention import MultiHeadAttention
+    from memtheory.layers.grouped_attention import GroupedQueryAttention
+    from memtheory.layers.softcap import SoftCappedAttention
 
 __all__ = [
     "cpu_kernel",
@@ -99,6 +102,7 @@ def cpu_kernel(layer: MultiHeadAttention, training: bool = True) -> str:
 
     Examples
     --------
+    >>> from memtheory.layers import MultiHeadAttention
     >>> attn = MultiHeadAttention(4, dropout=0.1, implementation="torch")
     >>> cpu_kernel(attn, training=True), cpu_kernel(attn, training=False)
     ('math', 'flash')
@@ -110,7 +114,7 @@ def cpu_kernel(layer: MultiHeadAttention, training: bool = True) -> str:
     return "math" if training and layer.dropout else "flash"
 
 
-@register_plan(MultiHeadAttention)
+@register_plan("memtheory.layers.attention.MultiHeadAttention")
 def multi_head_attention(
     layer: Layer,
     input_shapes: tuple[Shape, ...],
@@ -163,12 +167,13 @@ def multi_head_attention(
     Examples
     --------
     >>> from memtheory.symbols import B, S
+    >>> from memtheory.layers import MultiHeadAttention
     >>> attn = MultiHeadAttention(12, dropout=0.1, implementation="torch")
     >>> [(s.shape, s.dtype.name) for s in multi_head_attention(
     ...     attn, ((B, S, 768),), input_dtype="bf16").saved if s.role == "mask"]
     [((B, 12, S, S), 'fp32')]
     """
-    assert isinstance(layer, MultiHeadAttention)
+    layer = cast("MultiHeadAttention", layer)  # registered for this class (and subclasses)
     shape = tuple(input_shapes[0])
     saved = _storages(layer, shape, input_dtype, training, autocast)
     if input_dtype is None:  # the activation dtype left open: what follows it says None
@@ -392,7 +397,7 @@ def _causal_condition(layer: MultiHeadAttention, sequence: sp.Expr) -> tuple[Ten
 
 
 # -- Llama's attention: Hugging Face's eager_attention_forward ------------------------------
-@register_plan(GroupedQueryAttention)
+@register_plan("memtheory.layers.grouped_attention.GroupedQueryAttention")
 def grouped_query_attention(
     layer: Layer,
     input_shapes: tuple[Shape, ...],
@@ -408,12 +413,13 @@ def grouped_query_attention(
     Examples
     --------
     >>> from memtheory.symbols import B, S
+    >>> from memtheory.layers.grouped_attention import GroupedQueryAttention
     >>> attn = GroupedQueryAttention(4, kv_heads=2, head_dim=8, flash=True)
     >>> [t.role for t in grouped_query_attention(
     ...     attn, ((B, S, 32), (B, S, 16), (B, S, 16))).saved]
     ['input', 'input', 'input', 'output', 'statistics']
     """
-    assert isinstance(layer, GroupedQueryAttention)
+    layer = cast("GroupedQueryAttention", layer)  # registered for this class (and subclasses)
     query, key, value = (tuple(s) for s in input_shapes)
     if layer.flash:
         return Autograd(
@@ -531,7 +537,7 @@ def _grouped_stages(
     return tuple(stages)
 
 
-@register_plan(SoftCappedAttention)
+@register_plan("memtheory.layers.softcap.SoftCappedAttention")
 def soft_capped_attention(
     layer: Layer,
     input_shapes: tuple[Shape, ...],
@@ -545,12 +551,13 @@ def soft_capped_attention(
     Examples
     --------
     >>> from memtheory.symbols import B, S
+    >>> from memtheory.layers.softcap import SoftCappedAttention
     >>> attn = SoftCappedAttention(4, kv_heads=2, head_dim=8, softcap=50.0)
     >>> [t.label for t in soft_capped_attention(
     ...     attn, ((B, S, 32), (B, S, 16), (B, S, 16))).saved]
     ['queries', 'keys', 'tanh', 'softmax', 'values']
     """
-    assert isinstance(layer, SoftCappedAttention)
+    layer = cast("SoftCappedAttention", layer)  # registered for this class (and subclasses)
     plain = grouped_query_attention(
         layer, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
     )
