@@ -92,7 +92,7 @@ def test_guards_become_conditions_in_words(cnn_trace):
     assert any(c.startswith("B < 16: harmless") for c in memory.conditions)
     assert any(c.startswith("B >= 2: harmless") for c in memory.conditions)
     assert memory.evaluate(B=16, H=20).peak > memory.evaluate(B=1, H=20).peak > 0
-    with pytest.raises(mt.EvaluationError, match="H >= 3"):  # size 1 or 2 runs other code
+    with pytest.raises(mt.errors.EvaluationError, match="H >= 3"):  # size 1 or 2 runs other code
         memory.evaluate(B=4, H=2)
 
 

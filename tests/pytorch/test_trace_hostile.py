@@ -25,6 +25,7 @@ from memtheory.errors import (  # noqa: E402
     UntraceableError,
 )
 from memtheory.torch import TracedMemory, measure, trace  # noqa: E402
+from memtheory.torch.tracing.verify import MAX_CHECKS  # noqa: E402
 
 
 def _sum(output):
@@ -196,12 +197,15 @@ def test_a_forward_that_sleeps_stops_at_the_time_budget():
 
 
 def test_a_symbolic_trace_runs_forward_twice():
-    """The docs' count: the training step and the inference pass, nothing else."""
+    """The docs' count: the training step and the inference pass, then two per condition checked."""
     calls = []
     model = nn.Linear(4, 4)
     model.register_forward_hook(lambda *_: calls.append(1))
-    trace(model, torch.ones(8, 4), {"B": 8}, loss=_sum)
+    trace(model, torch.ones(8, 4), {"B": 8}, loss=_sum, check_conditions=False)
     assert len(calls) == 2
+    calls.clear()
+    trace(model, torch.ones(8, 4), {"B": 8}, loss=_sum)
+    assert len(calls) % 2 == 0 and 2 <= len(calls) <= 2 + 2 * MAX_CHECKS
 
 
 @pytest.mark.slow

@@ -156,7 +156,9 @@ def trace(
     Notes
     -----
     The model's ``forward`` (and the loss) really run, on fake tensors:
-    twice for a symbolic trace (the training step and the inference pass).
+    twice for a symbolic trace (the training step and the inference pass),
+    and twice more for each condition ``check_conditions`` checks (at most
+    :data:`~memtheory.torch.tracing.verify.MAX_CHECKS`).
     A fitted trace runs them twice at each size it traces: for ``k`` symbols
     and degree ``d``, ``C(k + d, d) + 2`` sizes (8 for B and S at degree 2,
     more if the degree must rise), each size once. Side effects in
