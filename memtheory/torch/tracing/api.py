@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +30,7 @@ from memtheory.torch.tracing.guards import (
     specialised,
 )
 from memtheory.torch.tracing.modules import LOSS
+from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
@@ -205,7 +204,7 @@ def trace(
     was_training = model.training
     model.train()
     try:
-        with time_budget(time_limit), _quiet_fake_tensor_errors():
+        with time_budget(time_limit), quiet_fake_tensor_errors():
             traced = _traced(model, example_inputs, sizes, step, fit)
         return replace(
             traced,
@@ -261,18 +260,6 @@ def _dtype(value: Any, name: str) -> torch.dtype | None:
             + f". Pass e.g. {name}=torch.bfloat16."
         )
     return chosen
-
-
-@contextmanager
-def _quiet_fake_tensor_errors() -> Iterator[None]:
-    """Keep PyTorch's fake-tensor logger from printing tracebacks that trace turns into errors."""
-    logger = logging.getLogger("torch._subclasses.fake_tensor")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def _forget_shape_envs() -> None:

@@ -17,14 +17,13 @@ This is evidence at the points tried, not a proof: the words say where.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import sympy as sp
 
 from memtheory.errors import MemtheoryError
+from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import TracedMemory
 
 __all__ = ["MAX_CHECKS", "drop_harmless"]
@@ -75,18 +74,6 @@ def _harmless(word: str, label: str, shown: str) -> str:
     return f"{label}: harmless (traced at {shown}: the same bytes as the formulas)"
 
 
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence fake tensors' error log while a point outside a condition fails to run."""
-    logger = logging.getLogger("torch._subclasses.fake_tensor")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def _key(point: Mapping[sp.Symbol, int]) -> tuple[int, ...]:
     return tuple(v for _, v in sorted(point.items(), key=lambda kv: kv[0].name))
 
@@ -129,7 +116,7 @@ def _agrees(
     key = _key(point)
     if key not in done:
         try:
-            with _quiet():
+            with quiet_fake_tensor_errors():
                 done[key] = run(point)
         except Exception:  # noqa: BLE001 (the step cannot run there: the condition is real)
             done[key] = None
