@@ -12,7 +12,12 @@ for it and prints the result (sympy's LaTeX, or a number):
   (:func:`memtheory.transformer_activations.activation_bytes`) and the
   key/value cache (:func:`memtheory.techniques.kv_cache_formula`);
 * :func:`batch_table`: memory against the batch and the largest batch that
-  fits, solved by sympy from the breakdown convention.
+  fits, solved by sympy from the breakdown convention;
+* :func:`zero_table`: the model states per device under each ZeRO stage
+  (:func:`memtheory.techniques.zero.zero_model_states`);
+* :func:`weights_table`: the bytes of one weight matrix in each format a
+  model is fine-tuned or served in
+  (:func:`memtheory.techniques.quantization.quantization`, :func:`memtheory.finetuning.nf4_bytes`).
 
 Every table renders as Markdown with inline math (``Table.markdown()``), so
 the book pastes it as it is.
@@ -36,6 +41,7 @@ import sympy as sp
 from memtheory import layers
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import dtype
+from memtheory.finetuning import nf4_bytes
 from memtheory.layers.base import Layer, Shape
 from memtheory.memory import training_memory
 from memtheory.optimizers import optimizer as get_optimizer
@@ -44,6 +50,8 @@ from memtheory.symbols import B, L, P, S, size_symbol
 from memtheory.tables import Column, Table
 from memtheory.techniques import kv_cache_formula
 from memtheory.techniques.mixed_precision import bytes_per_parameter
+from memtheory.techniques.quantization import quantization
+from memtheory.techniques.zero import ZERO_STAGES, zero_model_states
 from memtheory.transformer_activations import HEADS, activation_bytes
 
 __all__ = [
@@ -54,6 +62,8 @@ __all__ = [
     "layer_examples",
     "saved_tensors_table",
     "transformer_table",
+    "weights_table",
+    "zero_table",
 ]
 
 EIGHT_BIT_STATES = Precision(parameters="fp32", optimizer_state="int8")
@@ -202,3 +212,75 @@ def batch_table() -> Table:
         ("largest batch in $M$ bytes", _latex(sp.floor(sp.factor(solved)))),
     ]
     return Table(["quantity", "bytes"], rows)
+
+
+def zero_table(optimizer: str = "adam", precision: PrecisionLike = "mixed-fp16") -> Table:
+    r"""Model states per device under each ZeRO stage: :math:`P` parameters over :math:`N` GPUs.
+
+    Stage 1 partitions the optimizer state (and the master copy), stage 2 the
+    gradients too, stage 3 the parameters too (Rajbhandari et al. 2020);
+    activations are not partitioned and come on top.
+
+    Examples
+    --------
+    >>> print(zero_table().text())
+    stage  partitioned                         model states per device
+    -----  ----------------------------------  -----------------------
+    0      nothing (plain data parallel)       $16 P$
+    1      optimizer state                     $4 P + \frac{12 P}{N}$
+    2      optimizer state, gradients          $2 P + \frac{14 P}{N}$
+    3      optimizer state, gradients, params  $\frac{16 P}{N}$
+    """
+    n = size_symbol("N")
+    what = {0: "nothing (plain data parallel)", 1: "optimizer state",
+            2: "optimizer state, gradients", 3: "optimizer state, gradients, params"}
+    rows = [
+        (str(stage), what[stage],
+         _latex(zero_model_states(P, n, stage, optimizer=optimizer, precision=precision).total))
+        for stage in ZERO_STAGES
+    ]
+    return Table(["stage", "partitioned", "model states per device"], rows)
+
+
+WEIGHT_FORMATS: dict[str, str] = {
+    "bf16 / fp16": "bf16",
+    "int8 (one fp32 scale per row)": "int8",
+    "GPTQ (groups of 128, g_idx)": "gptq",
+    "AWQ (groups of 128)": "awq",
+    "NF4 (QLoRA, double quantized)": "nf4",
+}
+"""The formats :func:`weights_table` compares, by the name it shows."""
+
+
+def weights_table(side: int = 4096) -> Table:
+    """Bytes of one ``side x side`` weight matrix in each format, and bits per weight.
+
+    Constants (scales, zeros, group indices) included, as each library stores
+    them; 16-bit weights are two bytes each.
+
+    Examples
+    --------
+    >>> table = weights_table()
+    >>> dict(zip(table.column("format"), table.column("bits per weight")))["AWQ (groups of 128)"]
+    '4.156'
+    """
+    rows = []
+    for title, name in WEIGHT_FORMATS.items():
+        if name == "bf16":
+            nbytes = sp.Integer(2 * side * side)
+        elif name == "nf4":
+            nbytes = sp.sympify(nf4_bytes(side * side))
+        else:
+            nbytes = sp.sympify(quantization(name).matrix_bytes(side, side))
+        bits = sp.Rational(8 * nbytes, side * side)
+        rows.append((title, f"{int(nbytes):,}", f"{float(bits):.{_digits(bits)}f}"))
+    return Table(["format", Column(f"bytes ({side} x {side})", "right"),
+                  Column("bits per weight", "right")], rows)
+
+
+def _digits(value: sp.Rational) -> int:
+    """Decimals that show ``value`` without rounding it away (at most 3)."""
+    for digits in range(4):
+        if sp.Rational(round(float(value) * 10**digits), 10**digits) == value:
+            return digits
+    return 3

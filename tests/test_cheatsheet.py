@@ -8,6 +8,8 @@ from memtheory.cheatsheet import (
     bytes_per_parameter_table,
     saved_tensors_table,
     transformer_table,
+    weights_table,
+    zero_table,
 )
 from memtheory.layers import Dropout, MaxPool2d
 from memtheory.symbols import B
@@ -42,3 +44,37 @@ def test_transformer_and_batch_formulas_are_the_papers_and_the_solved_line():
     assert rows[2][1] == "$4 B L S a d$"
     batch = batch_table().rows
     assert batch[0][1] == "$8 A B + 4 B I + 16 P$"
+
+
+def test_zero_table_gives_the_zero_papers_figure_1():
+    """Figure 1 of Rajbhandari et al. 2020 (Adam, K = 12): 7.5B parameters on 64 GPUs."""
+    p, n = sp.symbols("P N", positive=True, integer=True)
+    figure_1_gb = {"0": 120, "1": 31.4, "2": 16.6, "3": 1.9}
+    table = zero_table()
+    stages, cells = table.column("stage"), table.column("model states per device")
+    for stage, cell in zip(stages, cells, strict=True):
+        formula = {"0": 16 * p, "1": 4 * p + 12 * p / n, "2": 2 * p + 14 * p / n,
+                   "3": 16 * p / n}[stage]
+        assert cell == f"${sp.latex(formula)}$"
+        assert round(float(formula.subs({p: 7_500_000_000, n: 64})) / 1e9, 1) == figure_1_gb[stage]
+
+
+def test_weights_table_bytes_are_each_formats_layout():
+    """Each format's bytes are its codes plus the constants its library stores.
+
+    AWQ: an fp16 scale and a 4-bit zero per 128; GPTQ adds an int32 g_idx per input
+    feature; int8 one fp32 scale per row; NF4 8-bit constants per 64 plus fp32 ones per
+    256 of those (QLoRA, Section 3).
+    """
+    side = 4096
+    bits = {
+        "bf16 / fp16": 16,
+        "int8 (one fp32 scale per row)": 8 + sp.Rational(32, side),
+        "GPTQ (groups of 128, g_idx)": 4 + sp.Rational(16 + 4, 128) + sp.Rational(32, side),
+        "AWQ (groups of 128)": 4 + sp.Rational(16 + 4, 128),
+        "NF4 (QLoRA, double quantized)": 4 + sp.Rational(8, 64) + sp.Rational(32, 64 * 256),
+    }
+    table = weights_table(side)
+    titles, sizes = table.column("format"), table.column(f"bytes ({side} x {side})")
+    for title, nbytes in zip(titles, sizes, strict=True):
+        assert int(nbytes.replace(",", "")) == bits[title] * side * side / 8
