@@ -20,8 +20,9 @@ Examples
 True
 """
 
+from memtheory.estimate.answer import Estimate
 from memtheory.estimate.devices import DeviceSearch, fewest_gpus
-from memtheory.estimate.plan import Estimate, estimate
+from memtheory.estimate.plan import estimate
 from memtheory.estimate.resolve import (
     BUILDER_REGISTRY,
     BUILDERS,

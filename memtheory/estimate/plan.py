@@ -19,272 +19,40 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import sympy as sp
 
-from memtheory._shown import shown
 from memtheory.conventions import convention as _convention
 from memtheory.errors import DoesNotFitError, InvalidArgumentError
 from memtheory.estimate.accumulation import accumulated, accumulation_steps
+from memtheory.estimate.answer import Estimate
 from memtheory.estimate.compiled import CompiledFootprint, largest_fitting
 from memtheory.estimate.derivation_cache import remembered
-from memtheory.estimate.devices import Counts, DeviceSearch, fewest_gpus
+from memtheory.estimate.devices import Counts, fewest_gpus
+from memtheory.estimate.options import (
+    check_options,
+    check_sizes,
+    check_split,
+    device_counts,
+    step_precision,
+)
 from memtheory.estimate.resolve import ResolvedModel, model_type, resolve_model
 from memtheory.estimate.step import Step, step_memory
 from memtheory.finetuning import LoRA
-from memtheory.footprint import COMPONENT_TITLES, Footprint
+from memtheory.footprint import Footprint
 from memtheory.gpus import Budget, ReserveLike, usable_memory
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.precision import precision as _precision
 from memtheory.recipes import Setup, default_recipe, setup_from
 from memtheory.symbols import B, S
-from memtheory.tables import Table
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
-from memtheory.units import format_bytes
 from memtheory.whatif import max_value
 
-__all__ = ["Estimate", "chosen_setup", "estimate"]
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """The answer of :func:`estimate`: what was assumed, the memory per device, and what fits.
-
-    Attributes
-    ----------
-    model : ResolvedModel
-    settings : dict
-        Batch, sequence, optimizer, precision, LoRA, devices, ... as used.
-    symbolic : Footprint
-        Per device, in ``B`` and ``S``.
-    memory : Footprint
-        Per device, at the sizes asked for.
-    budget : Budget or None
-        The card (or limit) less the reserve.
-    max_batch, max_sequence : int or None
-        Largest batch (at the sequence asked for) and sequence (at the batch
-        asked for) that fit the budget; 0 when even 1 does not; None without a budget.
-    convention : str
-        Title of the accounting convention.
-    notes : tuple of str
-        What was assumed, in words.
-    host : sympy expression or None
-        Host RAM per node for CPU offload, in bytes.
-    """
-
-    model: ResolvedModel
-    settings: dict[str, Any]
-    symbolic: Footprint
-    memory: Footprint
-    budget: Budget | None
-    max_batch: int | None
-    max_sequence: int | None
-    convention: str
-    notes: tuple[str, ...] = field(default=())
-    host: sp.Expr | None = None
-    convention_name: str = "breakdown"
-    why: str = ""
-    assumptions: tuple[str, ...] = field(default=())
-    search: DeviceSearch | None = None
-
-    @property
-    def peak(self) -> sp.Expr:
-        """Bytes per device at its peak (the total, where the convention follows no timeline)."""
-        return self.memory.peak
-
-    @property
-    def fits(self) -> bool | None:
-        """Whether the peak fits the usable memory; None without a budget."""
-        return None if self.budget is None else bool(self.peak <= self.budget.usable)
-
-    @property
-    def formula(self) -> sp.Expr:
-        """The peak per device in bytes, in the symbols still free (``B``, ``S``)."""
-        return self.symbolic.peak
-
-    @property
-    def formula_at_peak(self) -> sp.Expr:
-        """The formula of the moment that peaks at the sizes asked for (each ``Max`` resolved)."""
-        values = {x: self.settings[_SIZES[x.name]] for x in self.formula.free_symbols
-                  if x.name in _SIZES}
-        return _branch(self.formula, values)
-
-    @property
-    def unit(self) -> str:
-        """GiB from 1 GiB of peak up, MiB below."""
-        return "GiB" if self.peak >= 2**30 else "MiB"
-
-    def table(self, unit: str | None = None) -> Table:
-        """Return the per-component table of one device (text, Markdown or HTML)."""
-        return self.memory.table(unit or self.unit)
-
-    def report(self, unit: str | None = None) -> str:
-        """Return everything as text: settings, table, total and peak, budget, limits, formula."""
-        unit = unit or self.unit
-        s = self.settings
-        sizes = f"batch {s['batch']}" + (
-            f", sequence {s['sequence']}"
-            if self.model.kind == "sequence"
-            else f", image {s['image']}"
-        )
-        lines = [
-            f"{self.model.name}: {s['parameters']:,} parameters, {s['trainable']:,} trainable",
-            f"training step per device: {sizes}, {s['optimizer']}, {s['precision']}"
-            + (f", {s['method']}" if s["method"] else "")
-            + (f", {s['parallel']}" if s["parallel"] else ""),
-            "",
-            str(self.table(unit)),
-            "",
-            f"total {format_bytes(self.memory.total, unit)} "
-            f"({format_bytes(self.memory.total, 'GB')}), "
-            f"peak {format_bytes(self.peak, unit)} ({format_bytes(self.peak, 'GB')})",
-        ]
-        if self.host is not None:
-            lines.append(
-                f"host RAM per node for offload: {format_bytes(self.host, 'GiB')} "
-                f"({format_bytes(self.host, 'GB')})"
-            )
-        if self.budget is not None:
-            verdict = "fits" if self.fits else "does NOT fit"
-            share = 100 * float(self.peak / self.budget.usable)
-            lines.append(f"{self.budget.describe()}: {verdict} ({share:.0f}% of usable)")
-            where = f"sequence {s['sequence']}" if self.model.kind == "sequence" else (
-                f"image {s['image']}"
-            )
-            lines.append(f"largest batch at {where}: {_limit(self.max_batch)}")
-            if self.model.kind == "sequence":
-                cap = f" (model limit {self.model.positions})" if self.model.positions else ""
-                lines.append(
-                    f"largest sequence at batch {s['batch']}: {_limit(self.max_sequence)}{cap}"
-                )
-        if self.search is not None:
-            lines.append(self.search_line())
-        symbols = ", ".join(sorted(x.name for x in self.symbolic.free_symbols))
-        branch = self.formula_at_peak
-        lines += [
-            "",
-            f"peak per device in bytes ({symbols or 'no symbols'}; B = batch, S = sequence):",
-            f"  {branch}",
-        ]
-        if branch != self.formula:
-            lines.append(
-                "  (the moment of the step that peaks at these sizes; the peak is the largest of "
-                "several moments, all in --json's formula)"
-            )
-        lines += [
-            f"convention: {self.why or self.convention}",
-        ]
-        lines += [f"assumed: {line}" for line in self.assumptions]
-        lines += [f"note: {note}" for note in self.notes]
-        return "\n".join(lines)
-
-    def search_line(self) -> str:
-        """Return the answer of ``gpus="auto"`` in words: the fewest GPUs, each count tried."""
-        found = self.search
-        if found is None:
-            return ""
-        s = self.settings
-        where = f"batch {s['batch']} per GPU" + (
-            f", sequence {s['sequence']}" if self.model.kind == "sequence" else ""
-        )
-        shown = [(n, peak) for n, peak in found.tried
-                 if found.gpus is None or n <= 2 * found.gpus]
-        tried = "; ".join(f"{n}: {format_bytes(peak, 'GiB')}" for n, peak in shown)
-        answer = (
-            str(found.gpus) if found.gpus is not None
-            else f"none up to {found.tried[-1][0] if found.tried else 1}"
-        )
-        return (
-            f"fewest GPUs ({found.counts}, ZeRO-{s['zero']}, {where}): {answer} "
-            f"(peak per GPU at each count tried: {tried})"
-        )
-
-    def _repr_html_(self) -> str:
-        """Show the table in a notebook, with the verdict and the limits under it."""
-        from html import escape
-
-        lines = [f"total {format_bytes(self.memory.total, 'GiB')}, "
-                 f"peak {format_bytes(self.peak, 'GiB')}"]
-        if self.budget is not None:
-            lines.append(f"{self.budget.describe()}: {'fits' if self.fits else 'does NOT fit'}")
-            lines.append(f"largest batch {_limit(self.max_batch)}"
-                         + (f", largest sequence {_limit(self.max_sequence)}"
-                            if self.max_sequence is not None else ""))
-        notes = "".join(f"<br>{escape(line)}" for line in lines)
-        return f"{self.table().html()}<p>{escape(self.model.name)}{notes}</p>"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready summary: bytes as integers, sizes, limits, formula, convention."""
-        memory = self.memory
-        return {
-            "model": self.model.name,
-            "source": self.model.source,
-            "settings": self.settings,
-            "components": {name: int(value) for name, value in memory.components.items()},
-            "component_titles": {n: COMPONENT_TITLES.get(n, n) for n in memory.components},
-            "total_bytes": int(memory.total),
-            "peak_bytes": int(self.peak),
-            "host_ram_per_node_bytes": None if self.host is None else int(self.host),
-            "budget": None
-            if self.budget is None
-            else {
-                "device": self.budget.device,
-                "memory_bytes": int(self.budget.memory),
-                "reserve_bytes": int(self.budget.reserve),
-                "usable_bytes": int(self.budget.usable),
-            },
-            "fits": self.fits,
-            "max_batch": self.max_batch,
-            "max_sequence": self.max_sequence,
-            "formula": str(self.formula),
-            "formula_at_peak": str(self.formula_at_peak),
-            "convention": self.convention_name,
-            "convention_title": self.convention,
-            "convention_why": self.why,
-            "assumptions": list(self.assumptions),
-            "notes": list(self.notes),
-            "unit": self.unit,
-            "component_shares": {
-                name: float(value / memory.total) if memory.total else 0.0
-                for name, value in memory.components.items()
-            },
-            "usable_share": None if self.budget is None else float(self.peak / self.budget.usable),
-            "gpu_search": None
-            if self.search is None
-            else {
-                "gpus": self.search.gpus,
-                "counts": self.search.counts,
-                "tried": [
-                    {"gpus": n, "peak_bytes": int(peak)} for n, peak in self.search.tried
-                ],
-            },
-        }
-
-
-_SIZES = {"B": "batch", "S": "sequence", "H": "image"}
-
-
-def _branch(expression: sp.Expr, values: Mapping[sp.Symbol, int]) -> sp.Expr:
-    """Replace each ``Max`` by its argument that is largest at ``values``."""
-    if isinstance(expression, sp.Max):
-        best = max(expression.args, key=lambda arg: sp.sympify(arg).xreplace(values))
-        return _branch(best, values)
-    if expression.args:
-        return expression.func(*(_branch(arg, values) for arg in expression.args))
-    return expression
-
-
-def _limit(value: int | None) -> str:
-    return "none fits" if value == 0 else str(value)
-
-
-def _positive(value: int | None, name: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise InvalidArgumentError(f"{name} must be a positive whole number, got {value!r}.")
+__all__ = ["chosen_setup", "estimate"]
 
 
 def estimate(
@@ -409,11 +177,11 @@ def estimate(
     >>> answer.memory.format("GiB"), answer.max_batch
     ('1.75 GiB', 531)
     """
-    auto, count, group = _device_counts(
+    auto, count, group = device_counts(
         gpus, sequence_parallel=sequence_parallel, sizes=(batch, sequence, image, lora),
         tensor=tensor, pipeline=pipeline, card=bool(gpu or limit),
     )
-    _check_options(auto=auto, data=count // group, zero=zero, offload=offload, lora=lora,
+    check_options(auto=auto, data=count // group, zero=zero, offload=offload, lora=lora,
                    qlora=qlora, lora_alpha=lora_alpha, lora_targets=lora_targets,
                    global_batch=global_batch)
     chosen = chosen_setup(
@@ -427,8 +195,8 @@ def estimate(
         sequence=sequence,
     )
     resolved, step = derived.resolved, derived.step
-    _check_sizes(resolved, sequence, image)
-    _check_split(resolved.network, resolved.name, tensor, pipeline)
+    check_sizes(resolved, sequence, image)
+    check_split(resolved.network, resolved.name, tensor, pipeline)
     image = image or 224
     tuned = step.network
     sequence, values = _sizes(resolved, batch, sequence)
@@ -526,151 +294,6 @@ def estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
         title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
     )
-
-
-def _device_counts(
-    gpus: int | str | None,
-    *,
-    sequence_parallel: bool,
-    sizes: tuple[int | None, ...],
-    tensor: int,
-    pipeline: int,
-    card: bool,
-) -> tuple[bool, int, int]:
-    """Check the device options; return whether ``gpus="auto"``, the count, tensor x pipeline.
-
-    ``sizes`` are the batch, sequence, image and LoRA rank, each None or positive.
-    """
-    if isinstance(gpus, str) and gpus != "auto":
-        raise InvalidArgumentError(
-            f"gpus must be a positive whole number or 'auto', got {gpus!r}."
-        )
-    if sequence_parallel not in (True, False):
-        raise InvalidArgumentError(
-            f"sequence_parallel must be True or False, got {sequence_parallel!r}."
-        )
-    auto = gpus == "auto"
-    count = 1 if auto or gpus is None else gpus
-    batch, sequence, image, lora = sizes
-    for given, name in ((tensor, "tensor"), (pipeline, "pipeline")):
-        if given is None:
-            raise InvalidArgumentError(f"{name} must be a positive whole number, got None.")
-    for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
-                        (count, "gpus"), (tensor, "tensor"), (pipeline, "pipeline"),
-                        (lora, "lora")):
-        _positive(value, name)  # type: ignore[arg-type]
-    assert isinstance(count, int)
-    group = tensor * pipeline
-    if auto or gpus is None:
-        count = group
-    if count % group:
-        raise InvalidArgumentError(
-            f"--gpus {gpus} is not a multiple of tensor x pipeline = {group}: "
-            "data parallelism takes what is left, so it must divide evenly."
-        )
-    if auto and not card:
-        raise InvalidArgumentError(
-            "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
-            '(e.g. --gpu H100-80GB) or --limit "80 GB".'
-        )
-    return auto, count, group
-
-
-def _check_adapters(
-    lora: int | None, qlora: bool, lora_alpha: Any, lora_targets: Any
-) -> None:
-    """Refuse LoRA's options without LoRA: they would change nothing."""
-    if lora is None and not qlora:
-        for value, flag in ((lora_alpha, "--lora-alpha"), (lora_targets, "--lora-targets")):
-            if value is not None:
-                raise InvalidArgumentError(
-                    f"{flag} applies to LoRA adapters, and none were asked for: add --lora RANK "
-                    "(or --qlora), or drop it."
-                )
-
-
-def _check_split(network: Network, name: str, tensor: int, pipeline: int) -> None:
-    """Refuse a tensor-parallel size that splits heads, more stages than blocks."""
-    heads = [int(h) for row in network.rows
-             if (h := getattr(row.layer, "heads", None)) is not None and sp.sympify(h).is_Integer]
-    if tensor > 1 and heads and heads[0] % tensor:
-        raise InvalidArgumentError(
-            f"--tp {tensor} does not divide {name}'s {heads[0]} attention heads: tensor "
-            "parallelism gives each GPU whole heads. Choose a divisor of the heads."
-        )
-    blocks = len(heads) or len(network.rows) - 1
-    if pipeline > max(blocks, 1):
-        raise InvalidArgumentError(
-            f"--pp {pipeline} is more pipeline stages than {name} has blocks ({blocks}): each "
-            "stage needs at least one. Use at most that many."
-        )
-
-
-def _check_sharding(zero: int | None, offload: str | None, data: int) -> None:
-    """Refuse ZeRO and CPU offload with one data-parallel GPU: nothing they do is modelled there."""
-    if data == 1 and zero:
-        raise InvalidArgumentError(
-            f"--zero {zero} shards over the data-parallel GPUs, and there is one: it changes "
-            "nothing. Give --gpus N (more than tensor x pipeline), or --gpus auto with a card."
-        )
-    if data == 1 and offload not in (None, "none"):
-        raise InvalidArgumentError(
-            f"--offload {offload} is modelled as ZeRO's offload across data-parallel GPUs; "
-            "with one GPU it is not (DeepSpeed's single-GPU ZeRO-Offload is not modelled). "
-            "Give --gpus N."
-        )
-
-
-def _step_precision(
-    chosen: Setup, dtype: str | None, precision: str | None, lora: int | None, qlora: bool
-) -> str:
-    """Return the step's precision: the setup's, a LoRA base kept in one dtype; floats only."""
-    step_precision = chosen.precision_for(dtype)
-    if precision is None and (lora is not None or qlora) and step_precision.startswith("autocast"):
-        # Frozen layers under torch.autocast are not modelled: a LoRA base stays in one dtype.
-        step_precision = "bf16"
-    kinds = _precision(step_precision)
-    if kinds.parameters.kind != "float" or kinds.activations.kind != "float":
-        raise InvalidArgumentError(
-            f"precision {shown(step_precision)} trains in {kinds.parameters.name}: gradients "
-            "need floating-point weights. Use bf16, fp16, fp32 or autocast-bf16; for 8-bit or "
-            "4-bit weights use --qlora (a frozen quantized base with adapters)."
-        )
-    return step_precision
-
-
-def _check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None) -> None:
-    """Refuse a sequence for a vision model, an image for a language model (lengths: _sizes)."""
-    if resolved.kind == "image" and sequence is not None:
-        raise InvalidArgumentError(
-            f"--seq applies to language models; {resolved.name} is a vision model: give its "
-            "image side with --image instead."
-        )
-    if resolved.kind == "sequence" and image is not None:
-        raise InvalidArgumentError(
-            f"--image applies to vision models; {resolved.name} is a language model: give its "
-            "tokens per sequence with --seq instead."
-        )
-    if sequence is not None and resolved.positions is not None and sequence > resolved.positions:
-        raise InvalidArgumentError(
-            f"{resolved.name} takes at most {resolved.positions} positions; --seq "
-            f"{sequence} is longer. Use a shorter sequence."
-        )
-
-
-def _check_options(
-    *, auto: bool, data: int, zero: int | None, offload: str | None, lora: int | None,
-    qlora: bool, lora_alpha: Any, lora_targets: Any, global_batch: int | None,
-) -> None:
-    """Refuse options that would change nothing in the setup asked, before deriving anything."""
-    if auto and global_batch is not None:
-        raise InvalidArgumentError(
-            "--global-batch with --gpus auto: the data-parallel size is what is searched, so "
-            "the accumulation steps are not known; give --grad-accum instead."
-        )
-    if not auto:
-        _check_sharding(zero, offload, data)
-    _check_adapters(lora, qlora, lora_alpha, lora_targets)
 
 
 def _accumulated(compiled: CompiledFootprint, accumulate: int) -> CompiledFootprint:
@@ -856,7 +479,7 @@ def _derived(
     def derive() -> _Derived:
         resolved = resolve_model(model, batch=B, sequence=S, image=image or 224,
                                  flash=chosen.flash)
-        step_precision = _step_precision(chosen, resolved.dtype, precision, lora, qlora)
+        chosen_precision = step_precision(chosen, resolved.dtype, precision, lora, qlora)
         _, values = _sizes(resolved, 1, sequence)
         adapters = None
         if lora is not None or qlora:
@@ -864,7 +487,7 @@ def _derived(
             adapters = LoRA(lora or 64, lora_alpha, targets=targets)
         step = step_memory(
             resolved.network, lora=adapters, qlora=qlora, optimizer=chosen.optimizer,
-            precision=step_precision, convention=convention, checkpointing=chosen.checkpointing,
+            precision=chosen_precision, convention=convention, checkpointing=chosen.checkpointing,
             values=values, exact=chosen.convention(), adapter_dtype=chosen.adapter_dtype,
         )
         memory = step.memory

@@ -34,7 +34,7 @@ from memtheory.tables import Column, Table
 from memtheory.units import convert, round_half_up
 
 if TYPE_CHECKING:
-    from memtheory.estimate.plan import Estimate
+    from memtheory.estimate.answer import Estimate
 
 __all__ = ["MOST_POINTS", "SWEEPABLE", "parse_sweeps", "points", "sweep", "sweep_table"]
 

@@ -23,6 +23,7 @@ from memtheory.torch.loop import Loop
 from memtheory.torch.tracing.budget import DEFAULT_TIME_LIMIT, time_budget
 from memtheory.torch.tracing.errors import failed, located
 from memtheory.torch.tracing.fakes import fake_inputs, fake_parameters
+from memtheory.torch.tracing.fit import fitted_trace
 from memtheory.torch.tracing.guards import (
     Specialisation,
     conditions,
@@ -331,8 +332,6 @@ def _fitted(
     step: _StepChoices,
     fixed: Sequence[Specialisation | str],
 ) -> TracedMemory:
-    from memtheory.torch.tracing.fit import fitted_trace
-
     try:
         return fitted_trace(
             lambda values: _concrete(model, example_inputs, sizes, values, step), sizes, fixed

@@ -20,14 +20,14 @@ import sympy as sp
 
 from memtheory.errors import UnsupportedError
 from memtheory.max_pruning import maximum
-from memtheory.torch.tracing.fit import _expression, _Layout, _number
+from memtheory.torch.tracing.layout import MomentLayout, fitted_expression, record_number
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.step import StepRecord
 
 __all__ = ["TotalsLayout"]
 
 
-class TotalsLayout(_Layout):
+class TotalsLayout(MomentLayout):
     """The numbers of a concrete trace that do not depend on its operations lining up."""
 
     def __init__(self, reference: StepRecord) -> None:
@@ -76,11 +76,11 @@ class TotalsLayout(_Layout):
                 )
             shapes.extend(int(size) for size in shape)
         return [
-            *(_number(record.components.get(c, {})) for c in self.components),
+            *(record_number(record.components.get(c, {})) for c in self.components),
             *(peaks[p][0] for p in self.phases),
-            max(_number(m) for _, m in record.inference),
-            _number(record.moments[0][1]),
-            *(_number(records[r.path].saved_bytes(excluded)) for r in self.modules),
+            max(record_number(m) for _, m in record.inference),
+            record_number(record.moments[0][1]),
+            *(record_number(records[r.path].saved_bytes(excluded)) for r in self.modules),
             *shapes,
         ]
 
@@ -88,7 +88,7 @@ class TotalsLayout(_Layout):
         self, coefficients: list[list[Fraction]], monomials: list[sp.Expr], words: tuple[str, ...]
     ) -> TracedMemory:
         """Build the traced memory from the fitted coefficients, in :meth:`names` order."""
-        built = iter([_expression(c, monomials) for c in coefficients])
+        built = iter([fitted_expression(c, monomials) for c in coefficients])
         components = {name: next(built) for name in self.components}
         timeline = {label: next(built) for label in self.labels}
         inference, start = next(built), next(built)
@@ -127,7 +127,7 @@ def _phase_peaks(record: StepRecord) -> dict[str, tuple[int, str]]:
     """Each phase's most bytes and the first moment that reached them, in the order they ran."""
     peaks: dict[str, tuple[int, str]] = {}
     for label, moment in record.moments:
-        phase, value = _phase(label), _number(moment)
+        phase, value = _phase(label), record_number(moment)
         if phase not in peaks or value > peaks[phase][0]:
             peaks[phase] = (value, label)
     return peaks

@@ -1,0 +1,199 @@
+"""The options of :func:`~memtheory.estimate.estimate`, checked before anything is derived.
+
+Each check refuses an option that would change nothing in the setup asked for
+(``--lora-alpha`` without LoRA, ``--zero`` on one GPU, ``--seq`` for a vision
+model), or one that cannot be split as asked (``--tp`` that does not divide the
+heads, more pipeline stages than blocks), with the reason and the fix.
+
+Examples
+--------
+>>> check_sharding(3, None, data=1)
+Traceback (most recent call last):
+...
+memtheory.errors.InvalidArgumentError: --zero 3 shards over the data-parallel GPUs, ...
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+
+from memtheory._shown import shown
+from memtheory.errors import InvalidArgumentError
+from memtheory.estimate.resolve import ResolvedModel
+from memtheory.network import Network
+from memtheory.precision import precision as _precision
+from memtheory.recipes import Setup
+
+__all__ = [
+    "check_adapters",
+    "check_options",
+    "check_sharding",
+    "check_sizes",
+    "check_split",
+    "device_counts",
+    "positive",
+    "step_precision",
+]
+
+
+def positive(value: int | None, name: str) -> None:
+    """Refuse a size or count that is given and is not a positive whole number.
+
+    Examples
+    --------
+    >>> positive(None, "sequence"), positive(4, "batch")
+    (None, None)
+    >>> positive(0, "batch")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: batch must be a positive whole number, got 0.
+    """
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidArgumentError(f"{name} must be a positive whole number, got {value!r}.")
+
+
+def device_counts(
+    gpus: int | str | None,
+    *,
+    sequence_parallel: bool,
+    sizes: tuple[int | None, ...],
+    tensor: int,
+    pipeline: int,
+    card: bool,
+) -> tuple[bool, int, int]:
+    """Check the device options; return whether ``gpus="auto"``, the count, tensor x pipeline.
+
+    ``sizes`` are the batch, sequence, image and LoRA rank, each None or positive.
+    """
+    if isinstance(gpus, str) and gpus != "auto":
+        raise InvalidArgumentError(
+            f"gpus must be a positive whole number or 'auto', got {gpus!r}."
+        )
+    if sequence_parallel not in (True, False):
+        raise InvalidArgumentError(
+            f"sequence_parallel must be True or False, got {sequence_parallel!r}."
+        )
+    auto = gpus == "auto"
+    count = 1 if auto or gpus is None else gpus
+    batch, sequence, image, lora = sizes
+    for given, name in ((tensor, "tensor"), (pipeline, "pipeline")):
+        if given is None:
+            raise InvalidArgumentError(f"{name} must be a positive whole number, got None.")
+    for value, name in ((batch, "batch"), (sequence, "sequence"), (image, "image"),
+                        (count, "gpus"), (tensor, "tensor"), (pipeline, "pipeline"),
+                        (lora, "lora")):
+        positive(value, name)  # type: ignore[arg-type]
+    assert isinstance(count, int)
+    group = tensor * pipeline
+    if auto or gpus is None:
+        count = group
+    if count % group:
+        raise InvalidArgumentError(
+            f"--gpus {gpus} is not a multiple of tensor x pipeline = {group}: "
+            "data parallelism takes what is left, so it must divide evenly."
+        )
+    if auto and not card:
+        raise InvalidArgumentError(
+            "--gpus auto looks for the fewest GPUs that fit a card: name one with --gpu "
+            '(e.g. --gpu H100-80GB) or --limit "80 GB".'
+        )
+    return auto, count, group
+
+
+def check_adapters(
+    lora: int | None, qlora: bool, lora_alpha: Any, lora_targets: Any
+) -> None:
+    """Refuse LoRA's options without LoRA: they would change nothing."""
+    if lora is None and not qlora:
+        for value, flag in ((lora_alpha, "--lora-alpha"), (lora_targets, "--lora-targets")):
+            if value is not None:
+                raise InvalidArgumentError(
+                    f"{flag} applies to LoRA adapters, and none were asked for: add --lora RANK "
+                    "(or --qlora), or drop it."
+                )
+
+
+def check_split(network: Network, name: str, tensor: int, pipeline: int) -> None:
+    """Refuse a tensor-parallel size that splits heads, more stages than blocks."""
+    heads = [int(h) for row in network.rows
+             if (h := getattr(row.layer, "heads", None)) is not None and sp.sympify(h).is_Integer]
+    if tensor > 1 and heads and heads[0] % tensor:
+        raise InvalidArgumentError(
+            f"--tp {tensor} does not divide {name}'s {heads[0]} attention heads: tensor "
+            "parallelism gives each GPU whole heads. Choose a divisor of the heads."
+        )
+    blocks = len(heads) or len(network.rows) - 1
+    if pipeline > max(blocks, 1):
+        raise InvalidArgumentError(
+            f"--pp {pipeline} is more pipeline stages than {name} has blocks ({blocks}): each "
+            "stage needs at least one. Use at most that many."
+        )
+
+
+def check_sharding(zero: int | None, offload: str | None, data: int) -> None:
+    """Refuse ZeRO and CPU offload with one data-parallel GPU: nothing they do is modelled there."""
+    if data == 1 and zero:
+        raise InvalidArgumentError(
+            f"--zero {zero} shards over the data-parallel GPUs, and there is one: it changes "
+            "nothing. Give --gpus N (more than tensor x pipeline), or --gpus auto with a card."
+        )
+    if data == 1 and offload not in (None, "none"):
+        raise InvalidArgumentError(
+            f"--offload {offload} is modelled as ZeRO's offload across data-parallel GPUs; "
+            "with one GPU it is not (DeepSpeed's single-GPU ZeRO-Offload is not modelled). "
+            "Give --gpus N."
+        )
+
+
+def step_precision(
+    chosen: Setup, dtype: str | None, precision: str | None, lora: int | None, qlora: bool
+) -> str:
+    """Return the step's precision: the setup's, a LoRA base kept in one dtype; floats only."""
+    step_precision = chosen.precision_for(dtype)
+    if precision is None and (lora is not None or qlora) and step_precision.startswith("autocast"):
+        # Frozen layers under torch.autocast are not modelled: a LoRA base stays in one dtype.
+        step_precision = "bf16"
+    kinds = _precision(step_precision)
+    if kinds.parameters.kind != "float" or kinds.activations.kind != "float":
+        raise InvalidArgumentError(
+            f"precision {shown(step_precision)} trains in {kinds.parameters.name}: gradients "
+            "need floating-point weights. Use bf16, fp16, fp32 or autocast-bf16; for 8-bit or "
+            "4-bit weights use --qlora (a frozen quantized base with adapters)."
+        )
+    return step_precision
+
+
+def check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None) -> None:
+    """Refuse a sequence for a vision model, an image for a language model (lengths: _sizes)."""
+    if resolved.kind == "image" and sequence is not None:
+        raise InvalidArgumentError(
+            f"--seq applies to language models; {resolved.name} is a vision model: give its "
+            "image side with --image instead."
+        )
+    if resolved.kind == "sequence" and image is not None:
+        raise InvalidArgumentError(
+            f"--image applies to vision models; {resolved.name} is a language model: give its "
+            "tokens per sequence with --seq instead."
+        )
+    if sequence is not None and resolved.positions is not None and sequence > resolved.positions:
+        raise InvalidArgumentError(
+            f"{resolved.name} takes at most {resolved.positions} positions; --seq "
+            f"{sequence} is longer. Use a shorter sequence."
+        )
+
+
+def check_options(
+    *, auto: bool, data: int, zero: int | None, offload: str | None, lora: int | None,
+    qlora: bool, lora_alpha: Any, lora_targets: Any, global_batch: int | None,
+) -> None:
+    """Refuse options that would change nothing in the setup asked, before deriving anything."""
+    if auto and global_batch is not None:
+        raise InvalidArgumentError(
+            "--global-batch with --gpus auto: the data-parallel size is what is searched, so "
+            "the accumulation steps are not known; give --grad-accum instead."
+        )
+    if not auto:
+        check_sharding(zero, offload, data)
+    check_adapters(lora, qlora, lora_alpha, lora_targets)
