@@ -43,9 +43,9 @@ MOST_POINTS = 10_000
 
 
 def _whole(text: str) -> int:
-    value = int(text)
+    value = int(text)  # int() raises ValueError for text that is not a whole number
     if value < 1:
-        raise ValueError(text)
+        raise InvalidArgumentError(f"{text!r} is not a positive whole number.")
     return value
 
 
