@@ -148,7 +148,7 @@ _MOE = {**TINY, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_
     [
         ({**TINY, "model_type": "olmo"}, "UpcastLayerNorm 'model.layers.0.input_layernorm'"),
         ({**TINY, "model_type": "olmo2"}, "UpcastRMSNorm 'model.layers.0.self_attn.q_norm'"),
-        ({**TINY, "model_type": "gemma3_text", "head_dim": 8}, "Scale 'model.embed_scale'"),
+        ({**TINY, "model_type": "gemma3_text", "head_dim": 8}, "TensorScale 'model.embed_scale'"),
         ({**TINY, "model_type": "gpt_neox"}, "Slice 'layers.0.attention.q'"),
         ({**_FALCON, "model_type": "falcon"}, "Slice 'layers.0.attention.q'"),
         ({**_MOE, "model_type": "qwen3_moe"}, "MixtureOfExperts 'model.layers.0.mlp'"),

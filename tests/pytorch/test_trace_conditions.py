@@ -94,7 +94,7 @@ def test_resnet_traced_at_224_answers_cifar_sizes():
     Its shape conditions (each stage's feature map not 1 x 1) are traced beyond,
     at H = 32, 16, ..., and change no byte, so none blocks CIFAR's 32 x 32.
     """
-    from memtheory.torch.reference_models import ResNetReference
+    from memtheory.validation.reference_models import ResNetReference
 
     torch.manual_seed(0)
     model = ResNetReference("basic", (2, 2, 2, 2), width=8, classes=10).train()
