@@ -7,6 +7,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memtheory import constraints
 from memtheory.errors import DoesNotFitError
 from memtheory.estimate import derivation_cache
 from memtheory.estimate.compiled import CompiledFootprint, largest_fitting
@@ -17,6 +18,21 @@ from memtheory.techniques.parallel import parallel_memory
 from memtheory.whatif import max_value
 
 QUESTION = {"batch": 2, "sequence": 128, "lora": 8, "gpu": "T4"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _as_in_a_fresh_process():
+    """Each test sees the size-constraint registry of a process that built nothing else.
+
+    ``memtheory estimate`` runs in a process of its own. In a long test session
+    other networks register size constraints under expressions this step shares,
+    and a step that might carry them is (rightly) neither compiled to the fast
+    path nor written to disk: correct, only slower, and not what these tests pin.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("_WHOLE", "_CROWDED", "_NODES", "_RANK"):
+            patch.setattr(constraints, name, {})
+        yield
 
 
 def _fresh(monkeypatch, cache):
