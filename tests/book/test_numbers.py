@@ -41,7 +41,9 @@ CARD_SIZES = {str(card.memory // 2**30) for card in GPUS.values()}
 
 # (chapter stem prefix, number as printed) -> why it is not computed in the chapter.
 _QUESTION = "quoted from the StackExchange question the chapter discusses"
-_REFERENCE = "a size memtheory.validation.reference_models builds its test models at (its docstring)"
+_REFERENCE = (
+    "a size memtheory.validation.reference_models builds its test models at (its docstring)"
+)
 ALLOWED: dict[tuple[str, str], str] = {
     ("03", "12.5"): "quoted: the non-integer size the StackExchange answer pointed out",
     ("06", "500"): "the StackExchange CNN's dense width, from its question (chapter 2 asserts it)",
