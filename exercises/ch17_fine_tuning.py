@@ -3,6 +3,7 @@
 from memtheory import Dense, Input, Network, ReLU
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity
 from memtheory.exercises.derivation import note, shown
+from memtheory.exercises.step_log import took
 from memtheory.exercises.steps_scaling import (
     adam8bit_state,
     constant_bits,
@@ -62,6 +63,7 @@ _SAVED = (
 
 
 def _what_frozen_base_keeps(p, how):
+    took("frozen_saved")
     note(
         "A frozen Linear needs its input only for its weight's gradient, which is not computed; "
         "its input's gradient needs only the weight. The adapter's lora_A, a trainable Linear on "

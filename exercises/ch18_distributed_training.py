@@ -5,6 +5,7 @@ from functools import cache
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Quantity
 from memtheory.exercises.derivation import note, quantity_text, shown
 from memtheory.exercises.shared import parameters_only
+from memtheory.exercises.step_log import took
 from memtheory.exercises.steps_scaling import host_ram, in_flight, per_device
 from memtheory.exercises.technique_steps import layer_activations, zero_states
 from memtheory.models import preset
@@ -48,6 +49,7 @@ def _adamw(p, how):
 
 
 def _activations_stay():
+    took("zero_not_sharded")
     note(
         "ZeRO shards the model states (optimizer state from stage 1, gradients from 2, the "
         "16-bit weights from 3) across the data-parallel devices; each device still runs the "

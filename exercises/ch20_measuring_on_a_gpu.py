@@ -5,9 +5,21 @@ import sympy as sp
 from memtheory.cuda_allocator import pool
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity
 from memtheory.exercises.derivation import shown
+from memtheory.exercises.step_log import took
 from memtheory.exercises.steps_gpu import allocated_block, reserved_segment, small_segments
 
 _POOLS = ("the small pool (2 MiB segments)", "the large pool")
+
+
+def _which_pool(p, how):
+    took("allocator_pool")
+    chosen = shown(
+        f"{p.rows} x {p.columns} fp32 values take 4 x {p.rows} x {p.columns} = "
+        f"{4 * p.rows * p.columns:,} bytes; the small pool serves up to 1 MiB "
+        "(1,048,576 bytes), so the pool is",
+        pool(4 * p.rows * p.columns),
+    )
+    return _POOLS[chosen == "large"]
 
 
 SET = ExerciseSet(
@@ -48,15 +60,7 @@ SET = ExerciseSet(
             "({rows}, {columns})?",
             params={"rows": (512, 256, 1024, 64), "columns": (512, 1024, 768, 2048)},
             answer=Choice(_POOLS),
-            solve=lambda p, how: _POOLS[
-                shown(
-                    f"{p.rows} x {p.columns} fp32 values take 4 x {p.rows} x {p.columns} = "
-                    f"{4 * p.rows * p.columns:,} bytes; the small pool serves up to 1 MiB "
-                    "(1,048,576 bytes), so the pool is",
-                    pool(4 * p.rows * p.columns),
-                )
-                == "large"
-            ],
+            solve=_which_pool,
         ),
         Exercise(
             id="q4",

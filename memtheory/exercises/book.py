@@ -48,6 +48,8 @@ Examples
 >>> q1.label, sorted(q1.texts())
 ('ex-ch02-q1', ['ex-ch02-q1-question', 'ex-ch02-q1-solution', 'ex-ch02-q1-title'])
 >>> print(q1.solution)
+Where each step is taught: <a href="02_counting_parameters.html#dense-layers">2. ...</a>, ...
+<BLANKLINE>
 Working, step by step (the computation that grades the answer):
 <BLANKLINE>
 ```text
@@ -69,6 +71,7 @@ Answers that common mistakes lead to:
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -86,6 +89,7 @@ from memtheory.exercises.kinds import (
 )
 from memtheory.exercises.loader import PathLike, get_set
 from memtheory.exercises.model import MistakenAnswer, Variant
+from memtheory.exercises.sections import Section
 from memtheory.exercises.selfcheck import selfcheck_html, selfcheck_script
 from memtheory.units import unit_bytes
 
@@ -99,6 +103,7 @@ __all__ = [
     "grading_key",
     "grading_text",
     "label",
+    "section_links",
     "short_instructions",
 ]
 
@@ -258,12 +263,38 @@ def _question(variant: Variant) -> str:
     return "\n\n".join(parts)
 
 
+def section_links(sections: Iterable[Section]) -> str:
+    """Return links to the book's sections that teach a solution's steps, as one line of HTML.
+
+    A chapter's page links to the others beside it (``book/chapters/``), at the
+    heading's anchor (:attr:`~memtheory.exercises.sections.Section.anchor`).
+
+    Examples
+    --------
+    >>> from memtheory.exercises.sections import STEP_SECTIONS
+    >>> print(section_links([STEP_SECTIONS["in_unit"]]))  # doctest: +NORMALIZE_WHITESPACE
+    Where each step is taught:
+    <a href="01_why_memory_runs_out.html#units-mb-is-not-mib">1. Units: MB is not MiB</a>.
+    """
+    links = [
+        f'<a href="{section.page}.html#{section.anchor}">'
+        f"{section.chapter}. {html.escape(section.plain_title)}</a>"
+        for section in sections
+    ]
+    return "Where each step is taught: " + ", ".join(links) + "." if links else ""
+
+
 def _working(variant: Variant) -> str:
-    """Return the worked solution (:func:`~memtheory.exercises.derivation.derive`), a code block."""
-    steps = derive(variant).steps
-    return "Working, step by step (the computation that grades the answer):\n\n```text\n" + (
-        "\n".join(steps) + "\n```"
+    """Return the worked solution (:func:`~memtheory.exercises.derivation.derive`), a code block.
+
+    It starts with links to the sections that teach its steps.
+    """
+    derivation = derive(variant)
+    working = "Working, step by step (the computation that grades the answer):\n\n```text\n" + (
+        "\n".join(derivation.steps) + "\n```"
     )
+    links = section_links(derivation.sections)
+    return f"{links}\n\n{working}" if links else working
 
 
 def _solution(variant: Variant) -> str:

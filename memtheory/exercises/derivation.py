@@ -6,7 +6,9 @@ the activations, a pooled size with its floor, the optimizer and precision,
 each memory component as elements x bytes, a substitution, a unit
 conversion. :func:`derive` runs an exercise's own solver with a recorder and
 ends with the answer that solver gives, so a worked solution cannot disagree
-with the grade: it is the grading computation, written out.
+with the grade: it is the grading computation, written out. The recorder also
+keeps the kinds of step taken, and a solution names the book's section that
+teaches each (:data:`~memtheory.exercises.sections.STEP_SECTIONS`).
 
 Steps the sets take outside ``how`` (a substitution with
 :func:`~memtheory.exercises.numeric.at`, the techniques of
@@ -18,7 +20,9 @@ Examples
 >>> from memtheory.exercises.loader import find_variant
 >>> variant = find_variant("ch02.q1")
 >>> print("\n".join(derive(variant).lines))
-Uses: Chapter 2 of the book.
+Uses, from the book (where each step is taught):
+  Chapter 2, "Dense layers" (chapters/02_counting_parameters.html#dense-layers)
+  Chapter 2, "A whole network" (chapters/02_counting_parameters.html#a-whole-network)
 Output shapes, layer by layer:
   input: (64, 784)
   dense_1: (64, 100)
@@ -37,17 +41,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import sympy as sp
 
-from memtheory.conventions import ConventionLike, Model
+from memtheory.conventions import Convention, ConventionLike, Model
 from memtheory.dtypes import DType, DTypeLike, dtype
 from memtheory.exercises.errors import ExerciseDefinitionError
 from memtheory.exercises.numeric import decimal_text
 from memtheory.exercises.reasoning import Reasoning
+from memtheory.exercises.sections import Section, sections_for
 from memtheory.exercises.step_log import active, note, note_lines, recording, shown
 from memtheory.layers import Layer
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import Optimizer, OptimizerLike
-from memtheory.precision import PrecisionLike
+from memtheory.precision import Precision, PrecisionLike, precision
 from memtheory.units import unit_bytes
 
 if TYPE_CHECKING:
@@ -219,6 +224,7 @@ def _step(method: F) -> F:
             result = method(self, *args, **kwargs)
         finally:
             self._depth -= 1
+        self.took(name)  # nested or not: the solution names the section teaching it
         if not self._depth:
             writer = getattr(self, f"_record_{name}")
             lines = tuple(writer(result, *args, **kwargs))
@@ -251,8 +257,22 @@ class Recorder(Reasoning):
 
     def __init__(self) -> None:
         self.steps: list[str] = []
+        self.kinds: list[str] = []
         self._depth = 0
         self._written: set[tuple[str, ...]] = set()
+
+    def took(self, kind: str) -> None:
+        """Keep the kind of a step taken (:func:`~.step_log.took`), once.
+
+        Examples
+        --------
+        >>> how = Recorder()
+        >>> how.took("zero_stage"); how.took("zero_stage")
+        >>> how.kinds
+        ['zero_stage']
+        """
+        if kind and kind not in self.kinds:
+            self.kinds.append(kind)
 
     def noted(self, text: str, value: object = None) -> None:
         """Write down a step a solver took outside this reasoning (:func:`~.step_log.note`).
@@ -290,11 +310,29 @@ class Recorder(Reasoning):
     @_step
     def network(self, layers: Sequence[Layer], *, name: str = "network") -> Network:
         """Build a network from ``layers``."""
-        return super().network(layers, name=name)
+        built = super().network(layers, name=name)
+        if any(hasattr(row.layer, "kernel_size") for row in built.rows):
+            self.took("output_size")  # a convolution or a pooling: the output-size formula
+        return built
+
+    def precision(self, spec: PrecisionLike) -> Precision:
+        """Choose the dtype of each component; keep which precision recipe it is."""
+        chosen = super().precision(spec)
+        self.took(_precision_kind(chosen))
+        return chosen
+
+    def convention(self, spec: ConventionLike) -> Convention:
+        """Look up the accounting convention; keep which one it is."""
+        chosen = super().convention(spec)
+        self.took(f"convention_{chosen.name}")
+        return chosen
 
     @_step
     def parameter_count(self, network: Network) -> sp.Expr:
-        """Trainable parameters of ``network``."""
+        """Trainable parameters of ``network``; keep which kinds of layer hold them."""
+        for row in network.rows:
+            if row.weights:
+                self.took(f"parameters_{type(row.layer).__name__}")
         return super().parameter_count(network)
 
     @_step
@@ -342,8 +380,10 @@ class Recorder(Reasoning):
     def inference_memory(
         self, model: Model, *, precision: PrecisionLike = "fp32"
     ) -> MemoryBreakdown:
-        """Memory of a forward pass by component."""
-        return super().inference_memory(model, precision=precision)
+        """Memory of a forward pass by component; keep whether it counts activations."""
+        memory = super().inference_memory(model, precision=precision)
+        self.took("forward_pass" if memory["activations"] else "memory_consumers")
+        return memory
 
     @_step
     def to_bytes(self, value: sp.Expr | int | str, unit: str) -> sp.Expr:
@@ -433,6 +473,15 @@ class Recorder(Reasoning):
         ]
 
 
+def _precision_kind(chosen: Precision) -> str:
+    """Return the kind of precision step: ``""`` for fp32 throughout (nothing to read up on)."""
+    if chosen.master_weights is not None:
+        return "precision_master_copy"
+    if chosen.parameters != chosen.activations:
+        return "precision_autocast"
+    return "" if chosen == precision("fp32") else "precision_one_type"
+
+
 def _window_text(layer: Layer, before: tuple[sp.Expr, ...], after: tuple[sp.Expr, ...]) -> str:
     """How a sliding window's output height follows from the input's, with the numbers in.
 
@@ -476,17 +525,27 @@ class Derivation:
         The answer (:meth:`~memtheory.exercises.kinds.AnswerKind.display` of
         the graded value).
     chapter : str
-        The book's chapter whose sections the steps use (``"Chapter 2"``).
+        The book's chapter the exercise belongs to (``"Chapter 2"``).
+    sections : tuple of Section
+        The sections of the book that teach the steps taken, in the order
+        first taken (:func:`~memtheory.exercises.sections.sections_for`).
     """
 
     steps: tuple[str, ...]
     answer: str
     chapter: str = ""
+    sections: tuple[Section, ...] = ()
 
     @property
     def lines(self) -> tuple[str, ...]:
-        """The chapter it uses (when known), the steps, then ``Answer: ...`` (the last line)."""
-        source = (f"Uses: {self.chapter} of the book.",) if self.chapter else ()
+        """The sections it uses (else its chapter), the steps, then ``Answer: ...`` (last)."""
+        if self.sections:
+            source: tuple[str, ...] = (
+                "Uses, from the book (where each step is taught):",
+                *(f"  {section}" for section in self.sections),
+            )
+        else:
+            source = (f"Uses: {self.chapter} of the book.",) if self.chapter else ()
         return (*source, *self.steps, f"Answer: {self.answer}")
 
     def __str__(self) -> str:
@@ -523,7 +582,12 @@ def derive(variant: Variant) -> Derivation:
         raise ExerciseDefinitionError(
             f"{variant.id}: its solver records no step; note() what it computes."
         )
-    return Derivation(tuple(recorder.steps), variant.kind.display(value), _chapter(variant.set_id))
+    return Derivation(
+        tuple(recorder.steps),
+        variant.kind.display(value),
+        _chapter(variant.set_id),
+        sections_for(recorder.kinds),
+    )
 
 
 def _chapter(set_id: str) -> str:

@@ -28,6 +28,7 @@ import sympy as sp
 
 from memtheory.conventions import Convention, ConventionLike, Model, convention, model_counts
 from memtheory.counts import ModelCounts
+from memtheory.exercises.step_log import took
 from memtheory.layers import Layer
 from memtheory.memory import inference_memory, training_memory
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -173,6 +174,8 @@ class OwnStep(Protocol):
 def own_step(how: Reasoning, step: str) -> OwnStep | None:
     """Return ``how``'s own version of ``step`` (a misconception's), or ``None`` to do it right.
 
+    A worked solution being recorded is told the step was taken (:func:`~.step_log.took`).
+
     Examples
     --------
     >>> class Halved(Reasoning):
@@ -183,5 +186,6 @@ def own_step(how: Reasoning, step: str) -> OwnStep | None:
     >>> own_step(CORRECT, "kv_cache_formula") is None
     True
     """
+    took(step)  # a worked solution names the section that teaches it
     found = getattr(how, step, None)
     return found if callable(found) else None

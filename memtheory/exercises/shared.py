@@ -22,7 +22,7 @@ import sympy as sp
 
 from memtheory.counts import ModelCounts
 from memtheory.exercises.derivation import quantity_text
-from memtheory.exercises.step_log import note
+from memtheory.exercises.step_log import note, took
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.models import vgg16
 from memtheory.optimizers import optimizer
@@ -119,6 +119,7 @@ def noted_max_value(expression: Any, symbol: sp.Symbol, limit: Any, **options: A
     10
     """
     value = _max_value(expression, symbol, limit, **options)
+    took("largest_value")
     shown = limit if isinstance(limit, str) else f"{quantity_text(sp.sympify(limit))} bytes"
     note(f"Largest {symbol} with {sp.sstr(sp.sympify(expression))} <= {shown}", value)
     return value
@@ -136,6 +137,7 @@ def noted_max_value_formula(
     floor(M/4 - 5/2)
     """
     value = _max_value_formula(expression, symbol, memory_symbol, **options)
+    took("largest_value")
     note(
         f"Largest {symbol} with {sp.sstr(sp.sympify(expression))} <= {memory_symbol} "
         "(rounded down from where they are equal)",

@@ -5,8 +5,10 @@ Steps a solver takes outside its ``how`` (a substitution with
 :mod:`~memtheory.exercises.technique_steps`) call :func:`note`; it hands the
 step to the :class:`StepSink` that :func:`recording` installed for the current
 context (a :class:`~memtheory.exercises.derivation.Recorder`), and does nothing
-when none is. This module imports nothing of the exercises, so any of them can
-note a step.
+when none is. :func:`took` says which kind of step was taken (the key of
+:data:`~memtheory.exercises.sections.STEP_SECTIONS` that names the book's
+section teaching it), without a line of text. This module imports nothing of
+the exercises, so any of them can note a step.
 
 Examples
 --------
@@ -15,12 +17,15 @@ Examples
 ...         self.append((text, value))
 ...     def noted_lines(self, lines):
 ...         self.extend(lines)
+...     def took(self, kind):
+...         self.append(kind)
 >>> steps = Steps()
 >>> with recording(steps):
 ...     note("Batch", 64)
+...     took("zero_stage")
 >>> note("not recorded")
 >>> steps
-[('Batch', 64)]
+[('Batch', 64), 'zero_stage']
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol, TypeVar
 
-__all__ = ["StepSink", "active", "note", "note_lines", "recording", "shown"]
+__all__ = ["StepSink", "active", "note", "note_lines", "recording", "shown", "took"]
 
 T = TypeVar("T")
 
@@ -43,6 +48,9 @@ class StepSink(Protocol):
 
     def noted_lines(self, lines: Sequence[str]) -> None:
         """Record a block of steps: a heading, then indented lines."""
+
+    def took(self, kind: str) -> None:
+        """Record that a step of this kind was taken (a key of ``STEP_SECTIONS``)."""
 
 
 _ACTIVE: ContextVar[StepSink | None] = ContextVar("memtheory_step_sink", default=None)
@@ -89,6 +97,18 @@ def note_lines(lines: Sequence[str]) -> None:
     sink = _ACTIVE.get()
     if sink is not None:
         sink.noted_lines(lines)
+
+
+def took(kind: str) -> None:
+    """Record in the running sink, if any, that a step of ``kind`` was taken (no text).
+
+    Examples
+    --------
+    >>> took("kv_cache_formula")
+    """
+    sink = _ACTIVE.get()
+    if sink is not None:
+        sink.took(kind)
 
 
 def active() -> StepSink | None:

@@ -34,6 +34,7 @@ from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: 
     register,
 )
 from memtheory.exercises.reasoning import Reasoning, own_step
+from memtheory.exercises.step_log import took
 from memtheory.gpus import usable_memory
 from memtheory.layers import BatchNorm2d, Conv2d
 from memtheory.symbols import B
@@ -171,6 +172,7 @@ def quadratic_takes_over(how: Reasoning, quadratic: int, linear: int) -> int:
     >>> quadratic_takes_over(CORRECT, 96, 20176)
     211
     """
+    took("quadratic_takes_over")
     s = sp.Symbol("S", positive=True)
     (crossing,) = sp.solve(sp.Eq(quadratic * s**2, linear * s), s)
     note(
@@ -191,6 +193,7 @@ def untraceable_option(options: tuple[str, ...]) -> str:
     found = [o for o in options if o in UNTRACEABLE]
     if len(found) != 1:
         raise ExerciseDefinitionError(f"expected one untraceable option among {options}.")
+    took("untraceable")
     note(
         f"{found[0]}: what it gives (an output shape, a branch or a Python number) depends on "
         "the tensor's values, which fake "

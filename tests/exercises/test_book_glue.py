@@ -58,7 +58,8 @@ def test_every_exercise_has_a_question_and_a_solution(exercise_id):
     variant = find_variant(exercise_id)
     assert exercise.id == exercise_id and exercise.label == label(exercise_id)
     assert exercise.title.strip()
-    assert exercise.question.strip() and exercise.solution.startswith("Working, step by step")
+    assert exercise.question.strip() and exercise.solution.startswith("Where each step is taught: ")
+    assert "\n\nWorking, step by step" in exercise.solution
     working = "\n".join(derive(variant).steps)  # the worked solution, in a code block
     assert f"```text\n{working}\n```" in exercise.solution
     assert "\n\nAnswer: " in exercise.solution
