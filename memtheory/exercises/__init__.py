@@ -28,6 +28,7 @@ Modules
 ``check``          ``check()`` for notebooks
 ``book``           questions and solutions as Markdown for the book's chapters (glued)
 ``derivation``     worked solutions: the grading computation's steps, recorded as it runs
+``sections``       the book's section that teaches each kind of step a solution takes
 ``selfcheck``      the book's answer boxes: data for the browser, and its checker script
 ``class_summary``  a graded folder exercise by exercise: who got it right, common mistakes
 ``numeric``        exact substitution and decimal text
