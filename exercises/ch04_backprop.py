@@ -65,13 +65,21 @@ def _weights_and_gradients(p, how):
 
 
 def _ratio(p, how):
-    counts = _activations_only(1_000)
-    training = _activation_side(how.training_memory(counts, optimizer="sgd"))
+    counts = _activations_only(p.activations)
+    training = at(_activation_side(how.training_memory(counts, optimizer="sgd")), B=p.batch)
     inference = shown(
-        "Inference keeps the activations only, in bytes",
+        "A forward pass alone keeps the activations only, in bytes",
         how.inference_memory(counts)["activations"],
     )
-    return shown("The ratio: training's activation side / inference's", training / inference)
+    return shown(
+        "The ratio: training's activation side / the forward pass's",
+        training / at(inference, B=p.served),
+    )
+
+
+def _distinct_ratio(p):
+    """Return whether the batches divide and no listed mistake gives the right ratio (1 or 2)."""
+    return p.batch % p.served == 0 and p.batch // p.served > 2
 
 
 def _mlp_total(p, how):
@@ -180,11 +188,19 @@ SET = ExerciseSet(
         Exercise(
             id="q6",
             title="training over inference",
-            question="For the same network and batch, how many times more memory do the "
-            "activations need when training (with their gradients) than in a forward pass alone?",
+            question="A network keeps {activations:,} activations per image, in fp32. It is "
+            "trained at batch {batch}, and served by a forward pass alone at batch {served}. How "
+            "many times as much memory do its activations need in the training step (with their "
+            "gradients) as in the forward pass?",
+            params={
+                "activations": ACTIVATIONS,
+                "batch": (64, 128, 32, 256, 16),
+                "served": (16, 8, 4, 1, 32, 2),
+            },
+            constraint=_distinct_ratio,
             answer=Number(rtol=0, what="a whole ratio"),
             solve=_ratio,
-            misconceptions=("forgot_x2",),
+            misconceptions=("forgot_x2", "activations_per_image"),
         ),
         Exercise(
             id="q7",

@@ -13,10 +13,18 @@ def _vgg(how, **options):
     return how.network(vgg16(**options).layers, name="VGG-16")
 
 
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
+
+
+def _which_pool(p):
+    return {"which": _ORDINALS[p.pools - 1]}
+
+
 def _after_pools(p, how):
     net = _vgg(how, image_size=H)
     pools = [row for row in net.rows if isinstance(row.layer, MaxPool2d)]
-    return shown("The last pooling's height", pools[-1].output_shape[2])
+    which = _ORDINALS[p.pools - 1]
+    return shown(f"The {which} pooling's height", pools[p.pools - 1].output_shape[2])
 
 
 SET = ExerciseSet(
@@ -98,11 +106,12 @@ SET = ExerciseSet(
         ),
         Exercise(
             id="q5",
-            title="after the five poolings",
+            title="the height after a pooling",
             question="VGG-16 is fed H x H x 3 images. Its convolutions keep the size (padding 1) "
-            "and "
-            "each of its five 2x2 max poolings with stride 2 floors. Write the height of the last "
-            "pooling's output as a formula in H.",
+            "and each of its five 2x2 max poolings with stride 2 floors. Write the height of the "
+            "output of its {which} pooling as a formula in H.",
+            params={"pools": (5, 3, 4, 2)},
+            derive=_which_pool,
             answer=Expression((H,)),
             solve=_after_pools,
             misconceptions=("round_in_pooling",),
