@@ -154,6 +154,15 @@ def test_exercise_labels_are_unique_across_the_book():
     assert labels and len(labels) == len(set(labels))
 
 
+def test_every_exercise_of_every_set_is_in_the_book_with_its_answer_box():
+    """Issue 24: every graded exercise is shown by a chapter, so each has a self-check box."""
+    shown = set()
+    for chapter in CHAPTERS:
+        for set_id, ids in CALL.findall(chapter.read_text(encoding="utf-8")):
+            shown |= {f"{set_id}.{short}" for short in re.findall(r'"(\w+)"', ids)}
+    assert sorted(set(ALL_IDS) - shown) == []
+
+
 def test_every_chapter_ends_with_exercises_from_its_set():
     """Every chapter shows exercises of a set, its own chapter's from chapter 10 on (15-20 too)."""
     with_sets = {c.stem[:2] for c in CHAPTERS if glued_by(c.read_text(encoding="utf-8"))[1]}
