@@ -367,16 +367,19 @@ def _check_attention(setup: Setup, model: nn.Module) -> list[str]:
 def _check_checkpointing(setup: Setup, model: nn.Module) -> list[str]:
     """Refuse a Hugging Face model whose gradient checkpointing is not the Setup's."""
     found = _hugging_face(model)
-    if found is None or not hasattr(found, "is_gradient_checkpointing"):
+    # transformers 5 renames gradient_checkpointing_* to activation_checkpointing_*
+    kind = next((k for k in ("activation", "gradient")
+                 if hasattr(type(found), f"is_{k}_checkpointing")), None)
+    if found is None or kind is None:
         return ["activation checkpointing: as the module's forward does it "
                 "(torch.utils.checkpoint is followed as it runs)"] if setup.checkpointing else []
-    on = bool(found.is_gradient_checkpointing)
+    on = bool(getattr(found, f"is_{kind}_checkpointing"))
     if on != setup.checkpointing:
         call = "enable" if setup.checkpointing else "disable"
         raise InvalidArgumentError(
             f"setup {setup.label} has checkpointing={setup.checkpointing}, but the model has "
-            f"gradient checkpointing {'on' if on else 'off'}: call "
-            f"model.gradient_checkpointing_{call}() first, or pass "
+            f"{kind} checkpointing {'on' if on else 'off'}: call "
+            f"model.{kind}_checkpointing_{call}() first, or pass "
             f"setup=<setup>.changed(checkpointing={on})."
         )
     return []

@@ -459,15 +459,21 @@ def _record(
     symbols: SymbolMap,
     keep_all: bool = False,
 ) -> StepRecord:
+    targets = [target] if target is not None else []
+    infer: Callable[[], Any] | None = None
     if isinstance(inputs, Mapping):
         passed = {k: v for k, v in inputs.items() if k not in step.skipped}
         call: Callable[[], Any] = lambda: model(**passed)  # noqa: E731
+        if target is None and isinstance(passed.get("labels"), torch.Tensor):
+            # as measure does: the labels are the targets, left out of the inference pass
+            features = {k: v for k, v in passed.items() if k != "labels"}
+            infer, targets = lambda: model(**features), [passed["labels"]]  # noqa: E731
+            inputs = features
     elif isinstance(inputs, tuple | list):
         call = lambda: model(*inputs)  # noqa: E731
     else:
         call = lambda: model(inputs)  # noqa: E731
     data = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
-    targets = [target] if target is not None else []
     return record_step(
         model,
         call,
@@ -479,6 +485,7 @@ def _record(
         step.autocast,
         keep_all,
         step.keeps_outputs,
+        inference_call=infer,
     )
 
 
