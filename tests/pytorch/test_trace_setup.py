@@ -285,3 +285,21 @@ def test_adapter_dtype_must_match_the_models_adapters():
 
     with pytest.raises(InvalidArgumentError, match=r"adapters are torch\.bfloat16"):
         setup_step("pytorch-fp32", Adapted())
+
+
+def test_track_checks_the_model_against_the_setup_and_keeps_it():
+    """track(setup=) refuses a for-loop AdamW under hf-trainer and records the Setup it checked."""
+    from memtheory.torch import track
+
+    model = _mlp()
+    with pytest.raises(InvalidArgumentError, match=r"AdamW \(for-loop\).*adamw \(fused\)"):
+        track(model, torch.optim.AdamW(model.parameters(), foreach=False), setup="hf-trainer")
+    with pytest.raises(InvalidArgumentError, match=r"pass the model"):
+        track(setup="hf-trainer")
+    fused = torch.optim.AdamW(model.parameters(), fused=True)
+    x = torch.randn(6, 8)
+    with track(model, fused, inputs=x, setup="hf-trainer") as tracker:
+        model(x).sum().backward()
+        fused.step()
+    assert tracker.footprint.setup == Setup.recipe("hf-trainer")
+    assert tracker.footprint.assumed[0] == Setup.recipe("hf-trainer").describe("fp32")[0]

@@ -468,7 +468,7 @@ def _record(
             # as measure does: the labels are the targets, left out of the inference pass
             features = {k: v for k, v in passed.items() if k != "labels"}
             infer, targets = lambda: model(**features), [passed["labels"]]  # noqa: E731
-            inputs = features
+            inputs = {k: v for k, v in inputs.items() if k != "labels"}  # a skipped mask stays
     elif isinstance(inputs, tuple | list):
         call = lambda: model(*inputs)  # noqa: E731
     else:
