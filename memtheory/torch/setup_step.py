@@ -326,7 +326,7 @@ def _check_adapters(
         )
     if not adapters:
         return
-    if adapters != {wanted} or (cast is not None and wanted != cast):
+    if ({cast} if cast is not None else adapters) != {wanted}:  # trace's cast casts them too
         held = ", ".join(sorted(str(d) for d in adapters))
         raise InvalidArgumentError(
             f"the model's LoRA adapters are {held}, but setup {setup.label} keeps them in "

@@ -303,3 +303,18 @@ def test_track_checks_the_model_against_the_setup_and_keeps_it():
         fused.step()
     assert tracker.footprint.setup == Setup.recipe("hf-trainer")
     assert tracker.footprint.assumed[0] == Setup.recipe("hf-trainer").describe("fp32")[0]
+
+
+def test_adapters_cast_with_the_weights_are_accepted():
+    """A bf16 module with bf16 adapters under pytorch-fp32: trace casts both, nothing refused."""
+
+    class Adapted(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base = nn.Linear(8, 4)
+            self.lora_A = nn.Linear(8, 2, bias=False)
+
+    step = setup_step("pytorch-fp32", Adapted().to(torch.bfloat16))
+    assert step.dtype == torch.float32
+    with pytest.raises(InvalidArgumentError, match="model.to"):
+        setup_step("pytorch-fp32", Adapted().to(torch.bfloat16), casts=False)
