@@ -24,6 +24,10 @@ when one of its functions is first used.
   :func:`measured_saved_tensors` lists what autograd saved, layer by layer;
   :func:`torch_optimizer` builds the ``torch.optim`` optimizer a memtheory
   optimizer describes, options included.
+* ``trace``, ``measure`` and ``track`` take ``setup=`` (a
+  :class:`~memtheory.recipes.Setup` or a recipe's name):
+  :func:`~memtheory.torch.setup_step.setup_step` maps it onto their keywords,
+  checks the model against it and refuses what one CPU process cannot run.
 * :func:`~memtheory.torch.hf_losses.causal_lm_loss` and
   :func:`~memtheory.torch.hf_losses.masked_lm_loss` are Hugging Face's losses.
 

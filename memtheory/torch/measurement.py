@@ -46,6 +46,7 @@ from memtheory.conventions.autograd.convention import Implementation
 from memtheory.errors import InvalidArgumentError, MissingArgumentError
 from memtheory.evaluation import substitution
 from memtheory.footprint import COMPONENT_TITLES, Footprint
+from memtheory.recipes import Setup
 from memtheory.tables import Table
 from memtheory.torch.allocator_counters import (
     AllocatorCounters,
@@ -54,6 +55,7 @@ from memtheory.torch.allocator_counters import (
     PhaseRecorder,
 )
 from memtheory.torch.loop import Loop
+from memtheory.torch.setup_step import DEFAULT_OPTIMIZER, optimizer_implementation, setup_step
 from memtheory.torch.step_state import eval_without_gradients
 from memtheory.torch.storages import StorageTracker
 from memtheory.torch.tracker import Tracker
@@ -122,6 +124,11 @@ class Measurement(Footprint):
         counters were given); None on CPU.
     loop : Loop or None
         The training loop measured (:class:`memtheory.torch.loop.Loop`).
+    setup : Setup or None
+        The :class:`~memtheory.recipes.Setup` measured (``measure(..., setup=)``).
+    assumed : tuple of str
+        The Setup's ``assumed:`` lines for this model, as ``memtheory
+        estimate`` prints them, then what the measurement could not check.
     """
 
     parameters: int
@@ -149,6 +156,8 @@ class Measurement(Footprint):
     block_peak: int = 0
     allocator: AllocatorReport | None = None
     loop: Loop | None = None
+    setup: Setup | None = None
+    assumed: tuple[str, ...] = ()
 
     @property
     def components(self) -> dict[str, int]:
@@ -206,35 +215,25 @@ class Measurement(Footprint):
         peak live (backward: aten.mm)    2600
         """
         table = super().table(unit, digits)
-        if self.timeline:
-            return table
-        peak = str(round_half_up(convert(self.peak, unit), digits))
-        footer = [*table.footer, (f"peak live ({self.peak_moment})", peak, "")]
-        return Table(table.columns, table.rows, footer=footer, title=table.title, notes=table.notes)
+        footer = list(table.footer)
+        if not self.timeline:
+            peak = str(round_half_up(convert(self.peak, unit), digits))
+            footer.append((f"peak live ({self.peak_moment})", peak, ""))
+        notes = [*table.notes, *(f"assumed: {line}" for line in self.assumed)]
+        return Table(table.columns, table.rows, footer=footer, title=table.title, notes=notes)
 
+    def __str__(self) -> str:
+        """Print the table, the loop measured and the Setup's ``assumed:`` lines.
 
-def optimizer_implementation(optimizer: torch.optim.Optimizer) -> Implementation:
-    """Return which implementation ``optimizer.step()`` runs: for-loop, foreach or fused.
-
-    Examples
-    --------
-    >>> import torch
-    >>> p = [torch.nn.Parameter(torch.ones(2))]
-    >>> optimizer_implementation(torch.optim.Adam(p))  # PyTorch's default on CPU
-    'for-loop'
-    >>> optimizer_implementation(torch.optim.Adam(p, foreach=True))
-    'foreach'
-    """
-    from torch.optim.optimizer import _default_to_fused_or_foreach
-
-    defaults = optimizer.defaults
-    if defaults.get("fused"):
-        return "fused"
-    foreach = defaults.get("foreach")
-    if foreach is None:
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        _, foreach = _default_to_fused_or_foreach(params, differentiable=False, use_fused=False)
-    return "foreach" if foreach else "for-loop"
+        Examples
+        --------
+        >>> m = Measurement(8, 0, 8, 0, 0, 0, 4, 4, 0, 24, "loss", 16,
+        ...                 assumed=("optimizer adamw, fused implementation",))
+        >>> print(str(m).splitlines()[-1])
+        assumed: optimizer adamw, fused implementation
+        """
+        loop = [] if self.loop is None else [f"loop: {self.loop}"]
+        return "\n".join([str(self.table()), *loop])
 
 
 def measure(
@@ -243,9 +242,10 @@ def measure(
     *positional: Any,
     loss: LossFunction | None = None,
     target: torch.Tensor | None = None,
-    optimizer: Any = "adamw",
+    optimizer: Any = DEFAULT_OPTIMIZER,
     autocast: torch.dtype | None = None,
-    keeps_outputs: bool = True,
+    keeps_outputs: bool | None = None,
+    setup: Setup | str | Mapping[str, Any] | None = None,
     warmup_steps: int = 2,
     record: bool = False,
     counters: AllocatorCounters | None = None,
@@ -304,6 +304,18 @@ def measure(
     keeps_outputs : bool, default True
         Whether the loop holds the model's output until the step ends
         (:class:`memtheory.torch.loop.Loop`); False frees it once the loss exists.
+    setup : Setup, str or mapping, optional
+        A :class:`memtheory.recipes.Setup` or a recipe's name (``"pytorch-amp"``,
+        ``"hf-trainer"``), as :func:`~memtheory.torch.trace` takes it
+        (:func:`memtheory.torch.setup_step.setup_step`): ``autocast``, the
+        optimizer (a ``torch.optim`` class with the Setup's ``foreach=`` or
+        ``fused=``) and ``keeps_outputs`` are the Setup's. The model runs as
+        it is, so its weights must already be in the Setup's dtype, and a
+        Hugging Face model's attention and gradient checkpointing must be the
+        Setup's; an optimizer instance must be the Setup's class and
+        implementation. Fields one process cannot run (``zero``, ``offload``,
+        ``quantization``, ``mixed-*``) and explicit keywords that say otherwise
+        are refused. The result keeps the Setup and prints its ``assumed:`` lines.
     warmup_steps : int, default 2
     record : bool, default False
         Keep the live bytes after every operation in ``timeline``.
@@ -334,6 +346,16 @@ def measure(
     ('cpu', None)
     >>> m.peak, m.block_peak  # up to 27 small storages at once, each in a 512-byte block
     (3048, 13824)
+
+    A recipe's step: ``"hf-trainer"`` keeps an fp32 model's weights, runs
+    ``torch.autocast(bfloat16)``, fused AdamW, and keeps only the loss:
+
+    >>> trainer = measure(model, x, loss=torch.nn.CrossEntropyLoss(), target=y,
+    ...                   setup="hf-trainer")
+    >>> trainer.implementation, trainer.autocast, trainer.loop.keeps_outputs
+    ('fused', 'bfloat16', False)
+    >>> print(trainer.setup.label, trainer.assumed[2], sep="; ")
+    hf-trainer; optimizer adamw, fused implementation
     """
     module, input = model, example_inputs  # noqa: A001 (PyTorch's name)
     if not isinstance(module, nn.Module):
@@ -346,10 +368,18 @@ def measure(
             "measure() runs a training step and needs the optimizer: "
             'measure(model, batch, loss=..., optimizer="adamw") or an optimizer instance.'
         )
-    optimizer = _built(optimizer, module)
-    loop = Loop(keeps_outputs=bool(keeps_outputs), loss_inside=loss is None)
-    parameters = [p for p in module.parameters()]
     device = _device_of(module, input, target)
+    chosen: Setup | None = None
+    assumed: tuple[str, ...] = ()
+    if setup is not None:
+        mapped = setup_step(setup, module, autocast=autocast, optimizer=optimizer,
+                            keeps_outputs=keeps_outputs, casts=False, device=str(device))
+        chosen, assumed = mapped.setup, mapped.assumed
+        optimizer, autocast, keeps_outputs = mapped.optimizer, mapped.autocast, mapped.keeps_outputs
+    optimizer = _built("adamw" if optimizer is DEFAULT_OPTIMIZER else optimizer, module)
+    loop = Loop(keeps_outputs=True if keeps_outputs is None else bool(keeps_outputs),
+                loss_inside=loss is None)
+    parameters = [p for p in module.parameters()]
     if not module.training:
         raise InvalidArgumentError("measure() measures a training step: call module.train() first.")
     if counters is None and device.type == "cuda":
@@ -419,6 +449,8 @@ def measure(
         block_peak=block_peak,
         allocator=allocator,
         loop=loop,
+        setup=chosen,
+        assumed=assumed,
     )
 
 
@@ -436,7 +468,7 @@ def _positional(
             f"measure() takes at most loss and optimizer after the input, got {len(given)} "
             f"more arguments: call {new_form}."
         )
-    if (given and loss is not None) or (len(given) == 2 and optimizer != "adamw"):
+    if (given and loss is not None) or (len(given) == 2 and optimizer is not DEFAULT_OPTIMIZER):
         raise InvalidArgumentError(
             f"measure() was given the loss or the optimizer both by position and by name: call "
             f"{new_form}."

@@ -69,6 +69,8 @@ from torch.utils._pytree import tree_flatten
 
 from memtheory.errors import InvalidArgumentError
 from memtheory.footprint import Footprint
+from memtheory.recipes import Setup
+from memtheory.torch.setup_step import DEFAULT_OPTIMIZER, setup_step
 from memtheory.torch.step_state import state_tensors
 from memtheory.torch.storages import StorageTracker
 from memtheory.torch.versions import warn_if_unchecked_torch
@@ -129,6 +131,12 @@ class TrackedMemory(Footprint):
         module running), parameters, gradients, state and the data excluded.
     operations : tuple of (phase, operation, live bytes)
         Live bytes after every operation (when tracked with ``record=True``).
+    setup : Setup or None
+        The :class:`~memtheory.recipes.Setup` the model was checked against
+        (``track(..., setup=)``).
+    assumed : tuple of str
+        The Setup's ``assumed:`` lines for the model, then what the tracked
+        code decides itself.
     """
 
     components: Mapping[str, sp.Expr]
@@ -136,6 +144,8 @@ class TrackedMemory(Footprint):
     peak_operation: str = ""
     modules: Mapping[str, int] = field(default_factory=dict)
     operations: tuple[tuple[str, str, int], ...] = field(default=(), repr=False)
+    setup: Setup | None = None
+    assumed: tuple[str, ...] = ()
 
     def evaluate(self, **values: object) -> TrackedMemory:
         """Return the result itself: measured bytes are numbers already (no name is a symbol).
@@ -248,6 +258,10 @@ class Tracker:
         self._at_peak: tuple[dict[str, int], dict[str, int]] = ({}, {})
         self._exits = ExitStack()
         self._state = "new"
+        self.setup: Setup | None = None
+        """The Setup the model was checked against (:func:`track`'s ``setup=``)."""
+        self.assumed: tuple[str, ...] = ()
+        """Its ``assumed:`` lines, then what the tracked code decides itself."""
 
     # -- the block ----------------------------------------------------------------------
     def __enter__(self) -> Tracker:
@@ -347,6 +361,8 @@ class Tracker:
             peak_operation=self.peak_moment,
             modules=dict(modules),
             operations=self.timeline,
+            setup=self.setup,
+            assumed=self.assumed,
         )
 
     # -- what the hooks see -------------------------------------------------------------
@@ -524,6 +540,7 @@ def track(
     inputs: Any = (),
     record: bool = False,
     blocks_on: torch.device | None = None,
+    setup: Setup | str | Mapping[str, Any] | None = None,
 ) -> Tracker:
     """Follow every tensor storage of the code run inside: the peak, by category, phase and module.
 
@@ -553,6 +570,14 @@ def track(
     blocks_on : torch.device, optional
         Also follow the storages on this device in CUDA allocator blocks
         (:attr:`Tracker.block_peak`).
+    setup : Setup, str or mapping, optional
+        A :class:`memtheory.recipes.Setup` or a recipe's name to check the
+        model (and the optimizer, if given) against, as
+        :func:`~memtheory.torch.measure` checks them: the weights' dtype, a
+        Hugging Face model's attention and checkpointing, the optimizer's
+        class and implementation. The code inside runs as written, so its
+        autocast and its loop are its own; the footprint keeps the Setup and
+        its ``assumed:`` lines.
 
     Returns
     -------
@@ -591,5 +616,27 @@ def track(
     peak live (backward)             2304
     >>> memory.modules  # the ReLU's output, kept for backward, made in module "1"
     {'1': 512}
+
+    Checked against a recipe: ``pytorch-fp32`` runs AdamW with ``foreach=True``:
+
+    >>> adamw = torch.optim.AdamW(model.parameters(), foreach=True)
+    >>> with track(model, adamw, inputs=(x, y), setup="pytorch-fp32") as tracker:
+    ...     torch.nn.functional.cross_entropy(model(x), y).backward()
+    ...     adamw.step()
+    >>> tracker.footprint.setup.label, tracker.footprint.assumed[-1]
+    ('pytorch-fp32', 'the code inside track() decides its own autocast and loop')
     """
-    return Tracker(model, optimizer, inputs=inputs, record=record, blocks_on=blocks_on)
+    tracker = Tracker(model, optimizer, inputs=inputs, record=record, blocks_on=blocks_on)
+    if setup is not None:
+        if model is None:
+            raise InvalidArgumentError(
+                "track(setup=...) checks the model against the Setup: pass the model, "
+                "track(model, optimizer, setup=...)."
+            )
+        device = next((str(p.device) for p in model.parameters()), "cpu")
+        mapped = setup_step(setup, model, optimizer=optimizer or DEFAULT_OPTIMIZER, casts=False,
+                            device=device)
+        tracker.setup = mapped.setup
+        tracker.assumed = (*mapped.assumed,
+                           "the code inside track() decides its own autocast and loop")
+    return tracker

@@ -19,7 +19,9 @@ from memtheory.errors import (
 )
 from memtheory.max_pruning import maximum, undominated
 from memtheory.optimizers import OptimizerLike
+from memtheory.recipes import Setup
 from memtheory.torch.loop import Loop
+from memtheory.torch.setup_step import DEFAULT_OPTIMIZER, SetupStep, setup_step
 from memtheory.torch.tracing.budget import DEFAULT_TIME_LIMIT, time_budget
 from memtheory.torch.tracing.errors import failed, located
 from memtheory.torch.tracing.fakes import fake_inputs, fake_parameters
@@ -54,10 +56,11 @@ def trace(
     *,
     loss: Callable[..., torch.Tensor] | None = None,
     target: torch.Tensor | None = None,
-    optimizer: OptimizerChoice = "adamw",
+    optimizer: OptimizerChoice = DEFAULT_OPTIMIZER,
     dtype: torch.dtype | str | None = None,
     autocast: torch.dtype | str | None = None,
-    keeps_outputs: bool = True,
+    keeps_outputs: bool | None = None,
+    setup: Setup | str | Mapping[str, Any] | None = None,
     fit: bool = True,
     check_conditions: bool = True,
     time_limit: float = DEFAULT_TIME_LIMIT,
@@ -100,7 +103,7 @@ def trace(
         :func:`memtheory.torch.torch_optimizer`, a ``torch.optim`` optimizer
         (one of its class, with its ``defaults``, is built over the fake
         parameters), or ``factory(parameters)`` returning any ``torch.optim``
-        optimizer.
+        optimizer. With ``setup``, the Setup's optimizer and implementation.
     dtype : torch.dtype or str, optional
         Cast floating parameters, buffers and inputs to this dtype first
         (``torch.bfloat16``, or a name: ``"bf16"``, ``"fp16"``, ``"fp32"``, ``"fp64"``).
@@ -113,7 +116,18 @@ def trace(
         a decoder's cache) until the step ends, as ``out = model(**batch);
         out.loss.backward()`` does; False frees it once the loss exists, as
         ``model(**batch).loss.backward()`` and Hugging Face's ``Trainer`` do.
-        A :class:`memtheory.recipes.Setup`'s ``keeps_logits`` is this choice.
+        With ``setup``, the Setup's ``keeps_logits``.
+    setup : Setup, str or mapping, optional
+        A :class:`memtheory.recipes.Setup` or a recipe's name
+        (``"pytorch-amp"``, ``"hf-trainer"``): the precision (``dtype`` and
+        ``autocast``), the optimizer and its implementation, and
+        ``keeps_outputs`` are the Setup's
+        (:func:`memtheory.torch.setup_step.setup_step`). The model is checked,
+        never changed: a Hugging Face model's attention and gradient
+        checkpointing must be the Setup's. What one CPU process cannot run
+        (``zero``, ``offload``, ``quantization``, ``mixed-*`` precision) is
+        refused, and so is an explicit keyword above that says otherwise. The
+        result keeps the Setup and prints its ``assumed:`` lines.
     fit : bool, default True
         If the model's code fixes a size to its example value (e.g. Hugging
         Face mask code), or the symbolic trace fails on an operation (an LSTM
@@ -190,6 +204,17 @@ def trace(
     >>> trace(model, x8, {"B": 8}, loss=nn.CrossEntropyLoss(), target=y8, optimizer="adam",
     ...       keeps_outputs=False).evaluate(B=64).peak == again.peak
     True
+
+    A recipe says the step for both (``"pytorch-amp"``: ``autocast="bf16"``,
+    AdamW with ``foreach=True``, the outputs kept), and the result says it back:
+
+    >>> amp = trace(model, x8, {"B": 8}, loss=nn.CrossEntropyLoss(), target=y8,
+    ...             setup="pytorch-amp")
+    >>> amp.evaluate(B=64).peak == measure(model, x, loss=nn.CrossEntropyLoss(), target=y,
+    ...                                    setup="pytorch-amp").peak
+    True
+    >>> print(amp.assumed[2])
+    optimizer adamw, foreach implementation (PyTorch's default on cuda)
     """
     if not isinstance(model, nn.Module):
         raise InvalidArgumentError(
@@ -197,11 +222,12 @@ def trace(
         )
     warn_if_unchecked_torch()
     sizes = dimension_symbols(dims)
-    loop = Loop(keeps_outputs=keeps_outputs, loss_inside=loss is None)
+    told = _told(model, setup, _dtype(dtype, "dtype"), _dtype(autocast, "autocast"), optimizer,
+                 keeps_outputs)
+    loop = Loop(keeps_outputs=told.keeps_outputs, loss_inside=loss is None)
     branches = mask_branches(model, example_inputs)
-    step = _StepChoices(loss, target, optimizer, _dtype(dtype, "dtype"),
-                        _dtype(autocast, "autocast"), keeps_outputs, branches.skipped,
-                        check_conditions)
+    step = _StepChoices(loss, target, told.optimizer, told.dtype, told.autocast,
+                        told.keeps_outputs, branches.skipped, check_conditions)
     was_training = model.training
     model.train()
     try:
@@ -212,10 +238,42 @@ def trace(
             loop=loop,
             conditions=(*traced.conditions, *branches.conditions),
             notes=(*traced.notes, *branches.notes),
+            setup=told.setup,
+            assumed=told.assumed,
         )
     finally:
         model.train(was_training)
         _forget_shape_envs()
+
+
+@dataclass(frozen=True)
+class _Told:
+    """The step's precision, optimizer and loop: as the keywords or the Setup say."""
+
+    dtype: torch.dtype | None
+    autocast: torch.dtype | None
+    optimizer: OptimizerChoice
+    keeps_outputs: bool
+    setup: Setup | None = None
+    assumed: tuple[str, ...] = ()
+
+
+def _told(
+    model: nn.Module,
+    setup: Setup | str | Mapping[str, Any] | None,
+    dtype: torch.dtype | None,
+    autocast: torch.dtype | None,
+    optimizer: Any,
+    keeps_outputs: bool | None,
+) -> _Told:
+    """Read the keywords, or map the Setup onto them (refusing a keyword that contradicts it)."""
+    if setup is None:
+        chosen = "adamw" if optimizer is DEFAULT_OPTIMIZER else optimizer
+        return _Told(dtype, autocast, chosen, True if keeps_outputs is None else keeps_outputs)
+    mapped: SetupStep = setup_step(setup, model, dtype=dtype, autocast=autocast,
+                                   optimizer=optimizer, keeps_outputs=keeps_outputs)
+    return _Told(mapped.dtype, mapped.autocast, mapped.optimizer, mapped.keeps_outputs,
+                 mapped.setup, mapped.assumed)
 
 
 @dataclass(frozen=True)
@@ -401,15 +459,21 @@ def _record(
     symbols: SymbolMap,
     keep_all: bool = False,
 ) -> StepRecord:
+    targets = [target] if target is not None else []
+    infer: Callable[[], Any] | None = None
     if isinstance(inputs, Mapping):
         passed = {k: v for k, v in inputs.items() if k not in step.skipped}
         call: Callable[[], Any] = lambda: model(**passed)  # noqa: E731
+        if target is None and isinstance(passed.get("labels"), torch.Tensor):
+            # as measure does: the labels are the targets, left out of the inference pass
+            features = {k: v for k, v in passed.items() if k != "labels"}
+            infer, targets = lambda: model(**features), [passed["labels"]]  # noqa: E731
+            inputs = {k: v for k, v in inputs.items() if k != "labels"}  # a skipped mask stays
     elif isinstance(inputs, tuple | list):
         call = lambda: model(*inputs)  # noqa: E731
     else:
         call = lambda: model(inputs)  # noqa: E731
     data = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
-    targets = [target] if target is not None else []
     return record_step(
         model,
         call,
@@ -421,6 +485,7 @@ def _record(
         step.autocast,
         keep_all,
         step.keeps_outputs,
+        inference_call=infer,
     )
 
 

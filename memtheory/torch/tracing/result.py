@@ -11,6 +11,7 @@ import sympy as sp
 from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import replaced, substitution
 from memtheory.footprint import COMPONENT_TITLES, Footprint
+from memtheory.recipes import Setup
 from memtheory.tables import Column, Table
 from memtheory.torch.loop import Loop
 from memtheory.units import convert, round_half_up
@@ -86,6 +87,11 @@ class TracedMemory(Footprint):
         The training loop traced (:class:`memtheory.torch.loop.Loop`): whether
         it keeps the model's outputs through backward, and whether the loss is
         the model's own.
+    setup : Setup or None
+        The :class:`~memtheory.recipes.Setup` traced (``trace(..., setup=)``).
+    assumed : tuple of str
+        The Setup's ``assumed:`` lines for this model, as ``memtheory
+        estimate`` prints them, then what the trace could not check.
     """
 
     components: Mapping[str, sp.Expr]
@@ -98,6 +104,8 @@ class TracedMemory(Footprint):
     method: Literal["symbolic", "fitted"] = "symbolic"
     notes: tuple[str, ...] = ()
     loop: Loop | None = None
+    setup: Setup | None = None
+    assumed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = set(self.components) - set(COMPONENT_TITLES)
@@ -221,6 +229,7 @@ class TracedMemory(Footprint):
         lines = [f"training step traced ({self.method}), in bytes:"]
         if self.loop is not None:
             lines.append(f"  loop: {self.loop}")
+        lines += [f"  assumed: {line}" for line in self.assumed]
         lines += [f"  {name}: {value}" for name, value in self.components.items()]
         lines.append(f"  total: {self.total}")
         lines.append(f"  peak: {self.peak}")

@@ -61,6 +61,7 @@ def record_step(
     autocast: torch.dtype | None = None,
     keep_all: bool = False,
     keeps_outputs: bool = True,
+    inference_call: Callable[[], Any] | None = None,
 ) -> StepRecord:
     """Trace one steady-state training step and an inference pass of ``module``.
 
@@ -84,6 +85,9 @@ def record_step(
     keeps_outputs : bool, default True
         Hold the model's output until the step ends (see :class:`memtheory.torch.loop.Loop`);
         False drops it once the loss is computed.
+    inference_call : callable, optional
+        What the inference pass runs, when not ``call`` (a Hugging Face batch
+        without its labels).
     """
     parameters: list[torch.Tensor] = list(module.parameters())
     watch = ModuleWatch(module)
@@ -125,7 +129,8 @@ def record_step(
             "input": _bytes(data, symbols),
             "targets": _bytes(targets, symbols),
         }
-        inference = _inference(module, call, data, context, symbols, watch, keep_all)
+        inference = _inference(module, inference_call or call, data, context, symbols, watch,
+                               keep_all)
     return StepRecord(
         components, moments, start, inference, watch, tracker.operations,
         excluded | tracker.copies_of,
