@@ -92,7 +92,7 @@ class Column:
             not isinstance(self.wrap, int) or isinstance(self.wrap, bool) or self.wrap < 1
         ):
             raise TableError(
-                f"column {self.title!r:.60}: wrap must be a positive whole width in characters, "
+                f"column {self.title!r:.60}: wrap must be a positive width, in characters, "
                 f"got {self.wrap!r:.60}."
             )
 
