@@ -165,3 +165,18 @@ def test_the_kept_peak_is_the_peak_it_wraps():
     loaded = pickle.loads(pickle.dumps(kept + 5))
     assert loaded == plain + 5
     assert candidates(loaded).sets == ((rule,),)
+
+
+def test_a_peak_of_one_polynomial_keeps_its_conditions_too():
+    """A peak that is one polynomial (an Add) is kept the same way, and evaluates in order."""
+    from memtheory.constraints import SizeConstraint, candidates
+    from memtheory.symbols import B
+    from memtheory.torch.tracing.kept_conditions import keeping
+
+    plain = 12 * B + 7
+    rule = SizeConstraint(16 - B, "B < 16")
+    kept = keeping(plain, (rule,))
+    assert type(kept) is not type(plain) and kept == plain and hash(kept) == hash(plain)
+    loaded = pickle.loads(pickle.dumps(kept))
+    assert loaded == plain and candidates(loaded).sets == ((rule,),)
+    assert keeping(plain, ()) is plain  # nothing to keep: the plain expression
