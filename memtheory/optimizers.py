@@ -400,6 +400,9 @@ def _switched(
         return found
     if momentum is not None and not _rate(momentum):
         raise InvalidSizeError(f"momentum must be a finite number >= 0, got {shown(momentum)}.")
+    for switch, value in (("nesterov", nesterov), ("centered", centered)):
+        if value is not None and value is not True and value is not False:
+            raise InvalidArgumentError(f"{switch} must be True or False, got {shown(value)}.")
     given = {"momentum": momentum, "nesterov": nesterov, "centered": centered}
     family, *defaults = _SWITCHES.get(found.name, (found.title, False, False, False))
     switches = [

@@ -83,13 +83,17 @@ class Column:
     wrap: int | None = None
 
     def __post_init__(self) -> None:
-        if self.align not in ("left", "right"):
+        if not isinstance(self.align, str) or self.align not in ("left", "right"):
             raise TableError(
-                f"column {self.title!r}: align must be 'left' or 'right', got {self.align!r}."
+                f"column {self.title!r:.60}: align must be 'left' or 'right', "
+                f"got {self.align!r:.60}."
             )
-        if self.wrap is not None and self.wrap < 1:
+        if self.wrap is not None and (
+            not isinstance(self.wrap, int) or isinstance(self.wrap, bool) or self.wrap < 1
+        ):
             raise TableError(
-                f"column {self.title!r}: wrap must be a positive width, got {self.wrap!r}."
+                f"column {self.title!r:.60}: wrap must be a positive width, in characters, "
+                f"got {self.wrap!r:.60}."
             )
 
 
@@ -137,19 +141,23 @@ class Table:
         title: str | None = None,
         notes: Iterable[str] = (),
     ) -> None:
-        cols = tuple(c if isinstance(c, Column) else Column(str(c)) for c in columns)
+        cols = tuple(
+            c if isinstance(c, Column) else Column(str(c)) for c in _listed(columns, "columns")
+        )
         if not cols:
             raise TableError("a table needs at least one column.")
         object.__setattr__(self, "columns", cols)
         object.__setattr__(self, "rows", self._cells(rows, "row"))
         object.__setattr__(self, "footer", self._cells(footer, "footer row"))
         object.__setattr__(self, "title", title)
-        object.__setattr__(self, "notes", tuple(str(n) for n in notes))
+        lines = [notes] if isinstance(notes, str) else _listed(notes, "notes")  # one note
+        object.__setattr__(self, "notes", tuple(str(n) for n in lines))
 
     def _cells(self, rows: Iterable[Sequence[object]], what: str) -> tuple[tuple[str, ...], ...]:
         result = []
-        for number, row in enumerate(rows, start=1):
-            cells = tuple("" if cell is None else str(cell) for cell in row)
+        for number, row in enumerate(_listed(rows, f"the {what}s"), start=1):
+            listed = _listed(row, f"{what} {number}")
+            cells = tuple("" if cell is None else str(cell) for cell in listed)
             if len(cells) != len(self.columns):
                 titles = ", ".join(c.title for c in self.columns)
                 raise TableError(
@@ -336,3 +344,13 @@ def _html_align(column: Column) -> str:
     if column.align == "right":
         styles.append("text-align:right")
     return f' style="{";".join(styles)}"' if styles else ""
+
+
+def _listed(values: object, what: str) -> list[object]:
+    """Return ``values`` as a list, or refuse what is not a sequence of them (text included)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise TableError(
+            f"{what} must be a list (or other iterable) of cells, got {type(values).__name__} "
+            f"{values!r:.60}: wrap a single value in a list."
+        )
+    return list(values)

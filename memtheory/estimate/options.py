@@ -15,8 +15,11 @@ memtheory.errors.InvalidArgumentError: --zero 3 shards over the data-parallel GP
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import sympy as sp
 
 from memtheory._shown import shown
@@ -29,6 +32,7 @@ from memtheory.recipes import Setup
 __all__ = [
     "check_adapters",
     "check_options",
+    "check_scalars",
     "check_sharding",
     "check_sizes",
     "check_split",
@@ -36,6 +40,41 @@ __all__ = [
     "positive",
     "step_precision",
 ]
+
+
+_CONTAINERS = frozenset({"model", "setup", "lora_targets"})
+"""The options of ``estimate`` that take a mapping or a sequence; the rest take one value."""
+
+
+def check_scalars(options: Mapping[str, object]) -> None:
+    """Refuse an array, list or other container where ``estimate`` takes one value, and batch=None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_scalars({"batch": 2, "gpus": np.array([1, 2])})
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: gpus takes one value (a number, a name or None), \
+got ndarray array([1, 2]): pass a single value.
+    """
+    for name, value in options.items():
+        if value is None or isinstance(value, str):
+            continue
+        if name in _CONTAINERS:
+            if isinstance(value, Mapping | Setup | tuple | list):
+                continue
+            raise InvalidArgumentError(
+                f"{name} takes a name, a mapping or a Setup, got {type(value).__name__} "
+                f"{shown(value)}."
+            )
+        if not isinstance(value, numbers.Number | np.generic | sp.Basic):
+            raise InvalidArgumentError(
+                f"{name} takes one value (a number, a name or None), got "
+                f"{type(value).__name__} {shown(value)}: pass a single value."
+            )
+    if options.get("batch", 1) is None:
+        raise InvalidArgumentError("batch must be a positive whole number, got None.")
 
 
 def positive(value: int | None, name: str) -> None:

@@ -34,6 +34,7 @@ from memtheory.estimate.derivation_cache import remembered
 from memtheory.estimate.devices import Counts, fewest_gpus
 from memtheory.estimate.options import (
     check_options,
+    check_scalars,
     check_sizes,
     check_split,
     device_counts,
@@ -177,6 +178,7 @@ def estimate(
     >>> answer.memory.format("GiB"), answer.max_batch
     ('1.75 GiB', 531)
     """
+    check_scalars(locals())  # the parameters, before any is read
     auto, count, group = device_counts(
         gpus, sequence_parallel=sequence_parallel, sizes=(batch, sequence, image, lora),
         tensor=tensor, pipeline=pipeline, card=bool(gpu or limit),

@@ -48,6 +48,10 @@ from memtheory.network import Network, Node
 __all__ = ["LoRA", "apply_lora", "freeze", "linear_maps", "match_targets"]
 
 
+MAX_RANK = 2**24
+"""Largest LoRA rank taken: beyond the width of any layer (its alpha must stay a float)."""
+
+
 @dataclass(frozen=True)
 class LoRA:
     r"""What to adapt and how: rank, scaling, target linear maps, dropout.
@@ -82,6 +86,13 @@ class LoRA:
     def __post_init__(self) -> None:
         if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
             raise InvalidArgumentError(f"LoRA rank must be a positive integer, got {self.rank!r}.")
+        if self.rank > MAX_RANK:
+            digits = str(self.rank)
+            shown = digits if len(digits) <= 20 else f"of {len(digits)} digits"
+            raise InvalidArgumentError(
+                f"LoRA rank {shown} is beyond any layer's width (at most {MAX_RANK:,}): "
+                "give the rank of the adapters, e.g. 8 or 64."
+            )
         if self.alpha is None:
             object.__setattr__(self, "alpha", 2 * self.rank)
         if not 0 <= self.dropout < 1:

@@ -59,13 +59,18 @@ class Node:
     inputs: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        inputs = (self.inputs,) if isinstance(self.inputs, str) else tuple(self.inputs)
+        if isinstance(self.inputs, str):
+            inputs: tuple[object, ...] = (self.inputs,)
+        elif isinstance(self.inputs, Iterable):
+            inputs = tuple(self.inputs)
+        else:
+            inputs = ()  # refused below, by name
         if not isinstance(self.layer, Layer):
             raise UnsupportedError(f"Node: layer must be a memtheory layer, got {self.layer!r}.")
         if not inputs or not all(isinstance(name, str) and name for name in inputs):
             raise ShapeError(
                 f"Node({self.layer.label}): inputs must name one or more earlier layers, "
-                f"got {self.inputs!r}."
+                f"got {self.inputs!r:.80}."
             )
         object.__setattr__(self, "inputs", inputs)
 

@@ -145,11 +145,16 @@ class Network:
 
     def _check_calls(self, calls: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         checked = []
+        if isinstance(calls, str) or not isinstance(calls, Iterable):
+            raise UnsupportedError(
+                f"Network {self.name!r}: calls is a list of (first, last) pairs of layer names, "
+                f"got {calls!r:.80}."
+            )
         for call in calls:
-            if isinstance(call, str) or len(call) != 2:
+            if not isinstance(call, tuple | list) or len(call) != 2:
                 raise UnsupportedError(
                     f"Network {self.name!r}: a call is a (first, last) pair of layer names, got "
-                    f"{call!r}."
+                    f"{call!r:.80}."
                 )
             first, last = (self[name] for name in call)
             if first.index > last.index:

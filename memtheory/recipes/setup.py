@@ -217,7 +217,7 @@ class Setup:
             raise InvalidArgumentError(
                 f"reserve must be bytes or a size such as '1.5 GiB', got {_short(self.reserve)}."
             ) from error
-        if not reserve.is_number or reserve < 0:
+        if not (reserve.is_number and reserve.is_real and reserve.is_finite) or reserve < 0:
             raise InvalidArgumentError(
                 f"reserve must be zero or more bytes, got {_short(self.reserve)}."
             )
@@ -420,6 +420,13 @@ def setup_from(spec: Setup | str | Mapping[str, Any] | None) -> Setup | None:
     if isinstance(spec, str):
         return Setup.recipe(spec)
     if isinstance(spec, Mapping):
+        known = {f.name for f in fields(Setup) if f.init}
+        unknown = [k for k in spec if k not in known]
+        if unknown:
+            raise InvalidArgumentError(
+                f"setup has no field {_short(unknown[0])}; its fields are "
+                f"{', '.join(sorted(known))}."
+            )
         return Setup(**spec)
     raise InvalidArgumentError(
         f"setup must be a Setup, a recipe name or a mapping of its fields, got {_short(spec)}."

@@ -134,8 +134,10 @@ def total_bytes(
     >>> sgd == total_bytes(net, optimizer="sgd", by="total")
     True
     """
-    if by not in BY_CHOICES:
+    if not isinstance(by, str) or by not in BY_CHOICES:
         raise UnknownNameError(f"by must be 'peak' or 'total', got {shown(by)}.")
+    if not isinstance(mode, str) or mode not in ("training", "inference"):
+        raise UnknownNameError(f"mode must be 'training' or 'inference', got {shown(mode)}.")
     if isinstance(model, Network | ModelCounts):
         if mode == "inference":
             memory = inference_memory(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import sympy as sp
 
@@ -38,6 +38,8 @@ from memtheory.techniques.checkpointing import (
 from memtheory.techniques.zero import zero_partition
 from memtheory.units import convert, format_bytes, round_half_up
 from memtheory.whatif.limits import By, LimitLike, memory_limit, total_bytes
+
+_T = TypeVar("_T")
 
 __all__ = ["Scenario", "ScenarioComparison", "compare_scenarios"]
 
@@ -195,7 +197,8 @@ def compare_scenarios(
     cap = None if limit is None else memory_limit(limit)
     scenarios = []
     for opt, prec, choice, stage in itertools.product(
-        tuple(optimizers), tuple(precisions), tuple(intervals), tuple(zero_stages)
+        _choices(optimizers, "optimizers"), _choices(precisions, "precisions"),
+        _choices(intervals, "intervals"), _choices(zero_stages, "zero_stages"),
     ):
         interval = _interval(model, choice, values)
         counts = (
@@ -238,3 +241,13 @@ def _plain_counts(model: Model, interval: int | None) -> Model:
     if interval is not None:  # pragma: no cover - refused by _interval
         raise UnsupportedError("checkpointing needs a Network.")
     return model
+
+
+def _choices(values: Iterable[_T], name: str) -> tuple[_T, ...]:
+    """Return the choices to compare, or refuse one value where a list of them belongs."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise UnsupportedError(
+            f"{name} is a list of choices to compare, got {type(values).__name__} "
+            f"{values!r:.60}: pass e.g. {name}=({values!r:.30},)."
+        )
+    return tuple(values)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import sympy as sp
+from sympy.core.evalf import PrecisionExhausted
 
 from memtheory._shown import shown
 from memtheory.constraints import SizeConstraint, candidates, largest_valid, smallest_valid
@@ -87,7 +88,10 @@ def _solved(expression: sp.Expr, symbol: sp.Symbol, limit: sp.Rational) -> int |
     """Floor of the largest real solution of ``expression == limit``, for polynomials only."""
     roots = _roots(expression, symbol, limit)
     real = [r for r in roots or () if r.is_real]
-    return int(sp.floor(max(real))) if real else None
+    try:
+        return int(sp.floor(max(real))) if real else None
+    except PrecisionExhausted:  # a root too large to floor exactly (a limit of 1e300): search
+        return None
 
 
 def _total_in(

@@ -105,3 +105,78 @@ def test_resnet_traced_at_224_answers_cifar_sizes():
     x, y = _data(4, 32)
     measured = measure(model, x, loss=nn.CrossEntropyLoss(), target=y, optimizer="adam")
     assert memory.evaluate(B=4, H=32).peak == measured.peak
+
+
+_FRESH_PROCESS = """
+import pickle, sys
+from memtheory.errors import MemtheoryError
+from memtheory.evaluation import evaluate
+from memtheory.whatif import max_batch
+peak, shifted = pickle.loads(sys.stdin.buffer.read())
+print(type(peak).__name__, evaluate(peak, B=8, H=12), evaluate(shifted, B=8, H=12))
+for call in (lambda: evaluate(peak, B=20, H=12), lambda: max_batch(shifted, "1 TiB", H=12)):
+    try:
+        print("answered", call())
+    except MemtheoryError as error:
+        print("refused", type(error).__name__, error)
+"""
+
+
+def test_a_bare_pickled_peak_keeps_its_conditions_in_a_fresh_process(traced):
+    """traced.peak (and peak + reserve), pickled and loaded elsewhere, refuse B >= 16 by name.
+
+    Inside the conditions the loaded peak gives the bytes ``measure`` gives.
+    """
+    import os
+    import subprocess
+    import sys
+
+    model, _, unchecked = traced
+    reserve = 3 * _GIB // 2
+    payload = pickle.dumps((unchecked.peak, unchecked.peak + reserve))
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run([sys.executable, "-c", _FRESH_PROCESS], input=payload,
+                         capture_output=True, check=True, env=environment, timeout=300)
+    lines = run.stdout.decode().splitlines()
+    x, y = _data(8, 12)
+    measured = measure(model, x, loss=nn.CrossEntropyLoss(), target=y, optimizer="adam").peak
+    assert lines[0] == f"Max {measured} {measured + reserve}"
+    assert lines[1].startswith("refused KernelTooLargeError B=20 is outside B < 16")
+    assert lines[2].startswith("refused") and "B < 16" in lines[2]
+
+
+def test_the_kept_peak_is_the_peak_it_wraps():
+    """The peak that keeps its conditions equals, hashes and prints as the plain maximum.
+
+    ``maximum`` leaves its Max unsorted (moments in step order); the kept one has
+    the same arguments in the same order, so the registry finds it under either.
+    """
+    from memtheory.constraints import SizeConstraint, candidates
+    from memtheory.max_pruning import maximum
+    from memtheory.symbols import B, H
+    from memtheory.torch.tracing.kept_conditions import keeping
+
+    plain = maximum([9 * B * H + 1, 7 * B * H + 40, 8 * B * H + 20])
+    rule = SizeConstraint(16 - B, "B < 16")
+    kept = keeping(plain, (rule,))
+    assert kept is not plain and kept.args == plain.args
+    assert kept == plain and plain == kept and hash(kept) == hash(plain)
+    assert str(kept) == str(plain) and {plain: 1}[kept] == 1
+    loaded = pickle.loads(pickle.dumps(kept + 5))
+    assert loaded == plain + 5
+    assert candidates(loaded).sets == ((rule,),)
+
+
+def test_a_peak_of_one_polynomial_keeps_its_conditions_too():
+    """A peak that is one polynomial (an Add) is kept the same way, and evaluates in order."""
+    from memtheory.constraints import SizeConstraint, candidates
+    from memtheory.symbols import B
+    from memtheory.torch.tracing.kept_conditions import keeping
+
+    plain = 12 * B + 7
+    rule = SizeConstraint(16 - B, "B < 16")
+    kept = keeping(plain, (rule,))
+    assert type(kept) is not type(plain) and kept == plain and hash(kept) == hash(plain)
+    loaded = pickle.loads(pickle.dumps(kept))
+    assert loaded == plain and candidates(loaded).sets == ((rule,),)
+    assert keeping(plain, ()) is plain  # nothing to keep: the plain expression

@@ -180,13 +180,15 @@ class AutogradConvention(Convention):
     def __init__(
         self, implementation: Implementation = "for-loop", *, keeps_logits: bool = True
     ) -> None:
-        if implementation not in IMPLEMENTATIONS:
+        if not isinstance(implementation, str) or implementation not in IMPLEMENTATIONS:
             raise InvalidArgumentError(
                 f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got "
-                f"{implementation!r}."
+                f"{implementation!r:.60}."
             )
-        if keeps_logits not in (True, False):
-            raise InvalidArgumentError(f"keeps_logits must be True or False, got {keeps_logits!r}.")
+        if not isinstance(keeps_logits, bool | int) or keeps_logits not in (True, False):
+            raise InvalidArgumentError(
+                f"keeps_logits must be True or False, got {keeps_logits!r:.60}."
+            )
         self.implementation = implementation
         self.keeps_logits = bool(keeps_logits)
 

@@ -1,22 +1,24 @@
 """Trace a PyTorch training step on fake tensors into exact memory formulas.
 
-==========  ====================================================================
-module      job
-==========  ====================================================================
-api         :func:`trace`: the entry point
-sizes       the user's size symbols, PyTorch's shape expressions in plain sympy
-fakes       a model's parameters and its example inputs as fake tensors
-storages    following storages op by op, bytes as polynomials
-modules     which module runs: moment labels, per-module records
-step        the training step and inference pass, as ``measure`` runs them
-kernels     where CPU kernels return other dtypes or storages than fake kernels
-values      input values that decide a branch (a Hugging Face all-ones mask)
-guards      where the formulas hold (PyTorch's guards), and sizes the code fixed
-verify      conditions traced beyond, and dropped where the bytes are the same
-fit         exact polynomials from traces at several fixed sizes, when code fixes sizes
-result      :class:`TracedMemory`, the Footprint a trace returns
-errors      what cannot be traced, said with the operator and the module
-==========  ====================================================================
+===============  ====================================================================
+module           job
+===============  ====================================================================
+api              :func:`trace`: the entry point
+sizes            the user's size symbols, PyTorch's shape expressions in plain sympy
+fakes            a model's parameters and its example inputs (views made fresh) as fake tensors
+clashes          a ``dims`` size the model fixes too (3 channels, a width of 64), named
+storages         following storages op by op, bytes as polynomials
+modules          which module runs: moment labels, per-module records
+step             the training step and inference pass, as ``measure`` runs them
+kernels          where CPU kernels return other dtypes or storages than fake kernels
+values           input values that decide a branch (a Hugging Face all-ones mask)
+guards           where the formulas hold (PyTorch's guards), and sizes the code fixed
+verify           conditions traced beyond, and dropped where the bytes are the same
+fit              exact polynomials from traces at several fixed sizes, when code fixes sizes
+result           :class:`TracedMemory`, the Footprint a trace returns
+kept_conditions  the peak as sympy's ``Max``, whose pickle keeps the conditions
+errors           what cannot be traced, said with the operator and the module
+===============  ====================================================================
 """
 
 from memtheory.torch.tracing.api import trace

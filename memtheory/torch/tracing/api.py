@@ -23,9 +23,15 @@ from memtheory.recipes import Setup
 from memtheory.torch.loop import Loop
 from memtheory.torch.setup_step import DEFAULT_OPTIMIZER, SetupStep, setup_step
 from memtheory.torch.tracing.budget import DEFAULT_TIME_LIMIT, time_budget
+from memtheory.torch.tracing.clashes import clash_error
 from memtheory.torch.tracing.errors import failed, located
-from memtheory.torch.tracing.fakes import fake_inputs, fake_parameters
-from memtheory.torch.tracing.fit import fitted_trace
+from memtheory.torch.tracing.fakes import (
+    fake_inputs,
+    fake_parameters,
+    layout_of,
+    shared_storage_notes,
+)
+from memtheory.torch.tracing.fit import FitFailedError, fitted_trace
 from memtheory.torch.tracing.guards import (
     Specialisation,
     conditions,
@@ -341,6 +347,16 @@ def _traced(
     model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices,
     fit: bool,
 ) -> TracedMemory:
+    """Trace, noting the example inputs that were views (traced as fresh tensors)."""
+    memory = _formulas(model, example_inputs, sizes, step, fit)
+    views = shared_storage_notes((example_inputs, step.target))
+    return replace(memory, notes=(*memory.notes, *views)) if views else memory
+
+
+def _formulas(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices,
+    fit: bool,
+) -> TracedMemory:
     """Trace symbolically; fit at concrete sizes where the model's code fixes a size or fails."""
     traced = _symbolic_or_why(model, example_inputs, sizes, step, fit)
     if isinstance(traced, str):  # outside the except block: the raw error is not chained
@@ -348,6 +364,10 @@ def _traced(
     record, symbols, env = traced
     fixed = specialised(env, symbols)
     if fixed:
+        clash = clash_error(model, (example_inputs, step.target), sizes,
+                            [f.symbol for f in fixed])
+        if clash is not None and not fit:
+            raise clash
         if not fit:
             raise UnsupportedError(
                 "the model's code fixed a size, so no formula can be traced: "
@@ -394,6 +414,11 @@ def _fitted(
         return fitted_trace(
             lambda values: _concrete(model, example_inputs, sizes, values, step), sizes, fixed
         )
+    except FitFailedError:  # refused at every size tried: a size the model fixes?
+        clash = clash_error(model, (example_inputs, step.target), sizes)
+        if clash is None:
+            raise
+        raise clash from None
     except MemtheoryError:
         raise
     except Exception as error:  # noqa: BLE001 (the step fails at the example sizes themselves)
@@ -445,8 +470,9 @@ def _resized(value: Any, sizes: Mapping[int, int]) -> Any:
     def resize(tensor: Any) -> Any:
         if not isinstance(tensor, torch.Tensor):
             return tensor
-        shape = [sizes.get(int(n), int(n)) for n in tensor.shape]
-        return torch.empty(shape, dtype=tensor.dtype, device="meta")
+        shape = [sizes.get(int(n), int(n)) for n in tensor.shape]  # a view: fresh, dense
+        layout = layout_of(tensor)
+        return torch.empty(shape, dtype=tensor.dtype, device="meta", memory_format=layout)
 
     return tree_map(resize, value)
 

@@ -6,7 +6,10 @@ tied) and puts the originals back afterwards, so a model built on the meta
 device (``with torch.device("meta"):``) is traced as if it lived on the CPU,
 and a real model's weights are neither copied nor changed.
 :func:`fake_inputs` makes the example inputs fake, with the sizes named in
-``dims`` symbolic (or, for a fit, every size fixed).
+``dims`` symbolic (or, for a fit, every size fixed). An example input that
+is a view (``x[:8]``, ``x.t()``) or shares its storage is first replaced by
+a fresh tensor of its shape and dtype (:func:`fresh_tensor`), as a data
+loader's batch is: the trace follows the step, not the example's storage.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from torch.utils._pytree import tree_map
 
 from memtheory.errors import InvalidArgumentError
 
-__all__ = ["fake_inputs", "fake_parameters", "fake_tensor"]
+__all__ = ["fake_inputs", "fake_parameters", "fake_tensor", "fresh_tensor", "layout_of",
+           "shared_storage_notes"]
 
 _CPU = torch.device("cpu")
 
@@ -46,7 +50,7 @@ def fake_tensor(
             return mode.fake_tensor_converter.from_meta_and_device(mode, tensor, _CPU)
         return mode.from_tensor(tensor, static_shapes=True)
     if tensor.is_meta:  # a meta example input: the sizes matter, not the values
-        tensor = torch.empty(tensor.shape, dtype=tensor.dtype)
+        tensor = torch.empty(tensor.shape, dtype=tensor.dtype, memory_format=layout_of(tensor))
     context: StatelessSymbolicContext[Any, Any] = StatelessSymbolicContext(
         dynamic_sizes=[DimDynamic.DYNAMIC if d else DimDynamic.STATIC for d in dynamic]
     )
@@ -81,6 +85,84 @@ def fake_parameters(
             getattr(sub, kind)[name] = value
 
 
+def layout_of(tensor: torch.Tensor) -> torch.memory_format:
+    """Return the layout a fresh tensor like ``tensor`` gets: channels-last kept, else contiguous.
+
+    Examples
+    --------
+    >>> layout_of(torch.empty(2, 3, 4, 4).to(memory_format=torch.channels_last))
+    torch.channels_last
+    >>> layout_of(torch.empty(4, 3).t())
+    torch.contiguous_format
+    """
+    if tensor.dim() > 1 and not tensor.is_contiguous():
+        for layout, rank in ((torch.channels_last, 4), (torch.channels_last_3d, 5)):
+            if tensor.dim() == rank and tensor.is_contiguous(memory_format=layout):
+                return layout
+    return torch.contiguous_format
+
+
+def _owns_storage(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a dense tensor alone in its storage (no view, no stride trick)."""
+    if tensor.layout != torch.strided or tensor._base is not None or tensor.storage_offset():
+        return False
+    if not tensor.is_contiguous(memory_format=layout_of(tensor)):
+        return False
+    return tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
+
+
+def fresh_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """Return ``tensor``, or where it is a view or shares its storage, a new one of its shape.
+
+    The new tensor has the same dtype, device and ``requires_grad``, its own
+    storage and a dense layout (:func:`layout_of`): what a real step receives
+    at other sizes, and what PyTorch's fake tensors follow with symbolic sizes
+    (a view's base would bring sizes of its own).
+
+    Examples
+    --------
+    >>> x = torch.randn(16, 3)[:8]
+    >>> fresh = fresh_tensor(x)
+    >>> fresh.shape, fresh._base is None, fresh.untyped_storage().nbytes()
+    (torch.Size([8, 3]), True, 96)
+    >>> y = torch.randn(4, 3)
+    >>> fresh_tensor(y) is y
+    True
+    """
+    if _owns_storage(tensor):
+        return tensor
+    fresh = torch.empty(
+        tensor.shape, dtype=tensor.dtype, device=tensor.device, memory_format=layout_of(tensor)
+    )
+    return fresh.requires_grad_() if tensor.requires_grad else fresh
+
+
+def shared_storage_notes(inputs: Any) -> tuple[str, ...]:
+    """Say which example inputs were views or shared storage, and by how many bytes.
+
+    Examples
+    --------
+    >>> print(shared_storage_notes((torch.randn(16, 3)[:8],))[0])
+    example input 0, of shape (8, 3), is a view or shares its storage (192 bytes, 96 beyond its \
+own): it was traced as a fresh float32 tensor of its shape, as a data loader's batch is; \
+measure() given this very tensor also counts the rest of its storage.
+    """
+    notes = []
+    for index, tensor in enumerate(_tensors(inputs)):
+        if tensor.layout != torch.strided or _owns_storage(tensor):
+            continue
+        whole = tensor.untyped_storage().nbytes()
+        beyond = whole - tensor.numel() * tensor.element_size()
+        extra = f" ({whole} bytes, {beyond} beyond its own)" if beyond > 0 else ""
+        notes.append(
+            f"example input {index}, of shape {tuple(tensor.shape)}, is a view or shares its "
+            f"storage{extra}: it was traced as a fresh {str(tensor.dtype).removeprefix('torch.')} "
+            "tensor of its shape, as a data loader's batch is; measure() given this very "
+            "tensor also counts the rest of its storage."
+        )
+    return tuple(notes)
+
+
 def fake_inputs(
     inputs: Any,
     mode: FakeTensorMode,
@@ -102,6 +184,8 @@ def fake_inputs(
     def convert(value: Any) -> Any:
         if not isinstance(value, torch.Tensor):
             return value
+        if value.layout == torch.strided:
+            value = fresh_tensor(value)
         dynamic = [int(size) in sizes for size in value.shape]
         fake = fake_tensor(value, mode, dynamic, dtype if value.is_floating_point() else None)
         for size, flag, symbolic in zip(value.shape, dynamic, fake.shape, strict=True):

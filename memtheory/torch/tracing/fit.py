@@ -38,7 +38,7 @@ from memtheory.torch.tracing.result import TracedMemory
 from memtheory.torch.tracing.step import StepRecord
 from memtheory.torch.tracing.totals import TotalsLayout
 
-__all__ = ["MAX_DEGREE", "STEPS", "OperationsDifferError", "fitted_trace"]
+__all__ = ["MAX_DEGREE", "STEPS", "FitFailedError", "OperationsDifferError", "fitted_trace"]
 
 MIN_DEGREE = 2
 """Total degree tried first (attention makes bytes quadratic in the sequence length)."""
@@ -47,6 +47,10 @@ MAX_DEGREE = 4
 """Highest total degree tried before giving up."""
 
 Point = tuple[int, ...]
+
+
+class FitFailedError(UnsupportedError):
+    """The model refused the sizes a fit needs, or no polynomial matched its traces."""
 
 
 def fitted_trace(
@@ -73,9 +77,9 @@ def fitted_trace(
 
     Raises
     ------
-    UnsupportedError
-        If the traces run different operations at different sizes, or no
-        polynomial of degree up to :data:`MAX_DEGREE` matches at the confirming sizes.
+    FitFailedError
+        If the model refuses the sizes near the example, or no polynomial of
+        degree up to :data:`MAX_DEGREE` matches at the confirming sizes.
     Exception
         What the step raised at the example sizes themselves (nothing to fit).
     """
@@ -126,7 +130,7 @@ def _over_steps(
             return fitted
         missed = missed or fitted
     if refused is None or missed:
-        raise UnsupportedError(
+        raise FitFailedError(
             "the model's code fixed a size ("
             + "; ".join(map(str, fixed))
             + f"), and its bytes are no polynomial of degree up to {MAX_DEGREE} in "
@@ -134,7 +138,7 @@ def _over_steps(
             "Measure it at the sizes you need with memtheory.torch.measure."
         )
     shown = ", ".join(f"{s.name}={v}" for s, v in zip(symbols, refused.point, strict=True))
-    raise UnsupportedError(
+    raise FitFailedError(
         "the formulas must be fitted from traces at several sizes ("
         + "; ".join(map(str, fixed))
         + f"), but the model refused sizes near the example in steps up to {STEPS[-1]} (at "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal
 
 import sympy as sp
@@ -14,6 +15,7 @@ from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.recipes import Setup
 from memtheory.tables import Column, Table
 from memtheory.torch.loop import Loop
+from memtheory.torch.tracing.kept_conditions import keeping
 from memtheory.units import convert, round_half_up
 
 __all__ = ["ModuleRow", "TracedMemory"]
@@ -161,6 +163,18 @@ class TracedMemory(Footprint):
             step_start=step_start,
             modules=modules,
         )
+
+    @cached_property
+    def peak(self) -> sp.Expr:
+        """The step's peak: sympy's ``Max`` of the timeline, whose pickle keeps the conditions.
+
+        It equals, prints and hashes as the plain expression; pickled, loaded
+        in another process and evaluated (or given to ``max_batch``), it
+        still refuses sizes outside :attr:`constraints`
+        (:mod:`memtheory.torch.tracing.kept_conditions`).
+        """
+        plain: sp.Expr = vars(Footprint)["peak"].func(self)
+        return keeping(plain, self.size_checks())
 
     @property
     def free_symbols(self) -> set[sp.Symbol]:
