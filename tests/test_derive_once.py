@@ -7,7 +7,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtheory import constraints
+from memtheory.constraints import carried, known_sizes
 from memtheory.errors import DoesNotFitError
 from memtheory.estimate import derivation_cache
 from memtheory.estimate.compiled import CompiledFootprint, largest_fitting
@@ -30,8 +30,13 @@ def _as_in_a_fresh_process():
     path nor written to disk: correct, only slower, and not what these tests pin.
     """
     with pytest.MonkeyPatch.context() as patch:
-        for name in ("_WHOLE", "_CROWDED", "_NODES", "_RANK"):
-            patch.setattr(constraints, name, {})
+        for module, name in (
+            (carried, "_WHOLE"),
+            (carried, "_CROWDED"),
+            (known_sizes, "_NODES"),
+            (known_sizes, "_RANK"),
+        ):
+            patch.setattr(module, name, {})
         yield
 
 

@@ -57,13 +57,10 @@ from memtheory.layers import (
     Add,
     Dense,
     Embedding,
-    Input,
-    LanguageModelLoss,
     Layer,
     Multiply,
     Sigmoid,
     SiLU,
-    Unembedding,
 )
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.head_norm import HeadRMSNorm
@@ -75,6 +72,7 @@ from memtheory.layers.scale import TensorScale
 from memtheory.layers.softcap import SoftCap, SoftCappedAttention
 from memtheory.layers.split import Slice
 from memtheory.layers.upcast_norm import UpcastLayerNorm, UpcastRMSNorm
+from memtheory.models.decoder_stack import decoder_stack, fused_projection
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
@@ -291,31 +289,30 @@ def decoder(
     >>> net.output_shape, net.parameter_count
     ((2, 8, 100), 24992)
     """
-    if loss and not lm_head:
-        raise InvalidSizeError("decoder: loss=True needs the logits; keep lm_head=True.")
     c = config
-    items: list[Layer | Node] = [
-        Input((sequence,), batch=batch, name="input_ids"),
-        Embedding(c.vocabulary, c.hidden, name="model.embed_tokens"),
-    ]
-    source = "model.embed_tokens"
+    embedded: list[Layer | Node] = [Embedding(c.vocabulary, c.hidden, name="model.embed_tokens")]
     if c.gemma:
-        items.append(TensorScale(float(c.hidden) ** 0.5, name="model.embed_scale"))
-        source = "model.embed_scale"
+        embedded.append(TensorScale(float(c.hidden) ** 0.5, name="model.embed_scale"))
     table = RotaryTable(c.head_width, positions=c.positions, name="model.rotary_emb")
-    items.append(Node(table, inputs=("input_ids",)))
-    for index in range(c.layers):
-        block = _layer(c, index, source, flash=flash)
-        items += block
-        source = block[-1].name or ""
-    items.append(Node(_norm(c)(name="model.norm"), inputs=(source,)))
-    if lm_head:
-        items.append(Unembedding(c.vocabulary, tied=c.tied, name="lm_head"))
-        if c.final_softcap is not None:
-            items.append(SoftCap(c.final_softcap, name="final_logit_softcapping"))
-    if loss:
-        items.append(LanguageModelLoss(name="loss"))
-    return Network(items, name=name or c.family)
+    after_head: list[Layer | Node] = []
+    if c.final_softcap is not None:
+        after_head.append(SoftCap(c.final_softcap, name="final_logit_softcapping"))
+    return decoder_stack(
+        "decoder",
+        embedded=embedded,
+        tables=[Node(table, inputs=("input_ids",))],
+        layers=c.layers,
+        layer=partial(_layer, c, flash=flash),
+        final_norm=_norm(c)(name="model.norm"),
+        vocabulary=c.vocabulary,
+        tied=c.tied,
+        after_head=after_head,
+        batch=batch,
+        sequence=sequence,
+        lm_head=lm_head,
+        loss=loss,
+        name=name or c.family,
+    )
 
 
 def _norm(c: DecoderConfig) -> Callable[..., Layer]:
@@ -407,15 +404,7 @@ def _projections(
     width, kv = c.head_width, c.key_value_heads
     queries, keys = c.heads * width, kv * width
     if c.fused:
-        fused = f"{attn}.qkv_proj"
-        items.append(
-            Node(Dense(queries + 2 * keys, bias=c.qkv_bias, name=fused), inputs=(source,))
-        )
-        bounds = {"q": (0, queries), "k": (queries, queries + keys),
-                  "v": (queries + keys, queries + 2 * keys)}
-        for part, (start, stop) in bounds.items():
-            items.append(Node(Slice(start, stop, name=f"{attn}.{part}"), inputs=(fused,)))
-        return f"{attn}.q", f"{attn}.k", f"{attn}.v"
+        return fused_projection(f"{attn}.qkv_proj", attn, source, queries, keys, c.qkv_bias, items)
     items += [
         Node(Dense(queries, bias=c.qkv_bias, name=f"{attn}.q_proj"), inputs=(source,)),
         Node(Dense(keys, bias=c.qkv_bias, name=f"{attn}.k_proj"), inputs=(source,)),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from memtheory._validation import SizeLike
@@ -41,18 +42,16 @@ from memtheory.layers import (
     Add,
     Dense,
     Embedding,
-    Input,
-    LanguageModelLoss,
     Layer,
     Multiply,
     SiLU,
-    Unembedding,
 )
 from memtheory.layers.latent_attention import LatentAttention
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.layers.rms_norm import RMSNorm
 from memtheory.layers.split import Slice
 from memtheory.models._config_keys import _activation, _flag, _need, _optional_int
+from memtheory.models.decoder_stack import decoder_stack
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
@@ -157,24 +156,21 @@ def deepseek(
     name: str | None = None,
 ) -> Network:
     """Build the DeepSeek decoder for ``batch`` sequences of ``sequence`` tokens."""
-    if loss and not lm_head:
-        raise InvalidSizeError("deepseek: loss=True needs the logits; keep lm_head=True.")
     c = config
-    items: list[Layer | Node] = [
-        Input((sequence,), batch=batch, name="input_ids"),
-        Embedding(c.vocab_size, c.hidden_size, name="model.embed_tokens"),
-    ]
-    source = "model.embed_tokens"
-    for index in range(c.num_hidden_layers):
-        block = _layer(c, index, source, flash=flash)
-        items += block
-        source = block[-1].name or ""
-    items.append(Node(RMSNorm(name="model.norm"), inputs=(source,)))
-    if lm_head:
-        items.append(Unembedding(c.vocab_size, tied=c.tie_word_embeddings, name="lm_head"))
-    if loss:
-        items.append(LanguageModelLoss(name="loss"))
-    return Network(items, name=name or c.family)
+    return decoder_stack(
+        "deepseek",
+        embedded=[Embedding(c.vocab_size, c.hidden_size, name="model.embed_tokens")],
+        layers=c.num_hidden_layers,
+        layer=partial(_layer, c, flash=flash),
+        final_norm=RMSNorm(name="model.norm"),
+        vocabulary=c.vocab_size,
+        tied=c.tie_word_embeddings,
+        batch=batch,
+        sequence=sequence,
+        lm_head=lm_head,
+        loss=loss,
+        name=name or c.family,
+    )
 
 
 def _layer(c: DeepSeekConfig, index: int, source: str, *, flash: bool) -> list[Layer | Node]:

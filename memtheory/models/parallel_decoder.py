@@ -27,6 +27,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from memtheory._validation import SizeLike
@@ -36,15 +37,12 @@ from memtheory.layers import (
     Add,
     Dense,
     Embedding,
-    Input,
-    LanguageModelLoss,
     Layer,
     LayerNorm,
-    Unembedding,
 )
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.rotary import Rotary, RotaryTable
-from memtheory.layers.split import Slice
+from memtheory.models.decoder_stack import decoder_stack, fused_projection
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
@@ -160,26 +158,23 @@ def parallel_decoder(
     >>> parallel_decoder(config, batch=2, sequence=8).output_shape
     (2, 8, 100)
     """
-    if loss and not lm_head:
-        raise InvalidSizeError("parallel_decoder: loss=True needs the logits; keep lm_head=True.")
     c = config
-    items: list[Layer | Node] = [
-        Input((sequence,), batch=batch, name="input_ids"),
-        Embedding(c.vocabulary, c.hidden, name="embed_in"),
-        Node(RotaryTable(c.rotary, positions=c.positions, name="rotary_emb"),
-             inputs=("input_ids",)),
-    ]
-    source = "embed_in"
-    for index in range(c.layers):
-        block = _layer(c, index, source, flash=flash)
-        items += block
-        source = block[-1].name or ""
-    items.append(Node(LayerNorm(name="final_layer_norm"), inputs=(source,)))
-    if lm_head:
-        items.append(Unembedding(c.vocabulary, tied=c.tied, name="lm_head"))
-    if loss:
-        items.append(LanguageModelLoss(name="loss"))
-    return Network(items, name=name or c.family)
+    table = RotaryTable(c.rotary, positions=c.positions, name="rotary_emb")
+    return decoder_stack(
+        "parallel_decoder",
+        embedded=[Embedding(c.vocabulary, c.hidden, name="embed_in")],
+        tables=[Node(table, inputs=("input_ids",))],
+        layers=c.layers,
+        layer=partial(_layer, c, flash=flash),
+        final_norm=LayerNorm(name="final_layer_norm"),
+        vocabulary=c.vocabulary,
+        tied=c.tied,
+        batch=batch,
+        sequence=sequence,
+        lm_head=lm_head,
+        loss=loss,
+        name=name or c.family,
+    )
 
 
 def _layer(
@@ -216,19 +211,16 @@ def _attention(
     """Append the fused projection, the rotary, attention and ``dense``; return the output."""
     width, kv = c.head_width, c.kv_heads or c.heads
     queries, keys = c.heads * width, kv * width
-    fused = f"{attn}.query_key_value"
-    items.append(Node(Dense(queries + 2 * keys, bias=c.qkv_bias, name=fused), inputs=(source,)))
-    bounds = {"q": (0, queries), "k": (queries, queries + keys),
-              "v": (queries + keys, queries + 2 * keys)}
-    for part, (start, stop) in bounds.items():
-        items.append(Node(Slice(start, stop, name=f"{attn}.{part}"), inputs=(fused,)))
+    query, key, value = fused_projection(
+        f"{attn}.query_key_value", attn, source, queries, keys, c.qkv_bias, items
+    )
     items += [
-        Node(Rotary(c.rotary, name=f"{attn}.q_rotary"), inputs=(f"{attn}.q", "rotary_emb")),
-        Node(Rotary(c.rotary, name=f"{attn}.k_rotary"), inputs=(f"{attn}.k", "rotary_emb")),
+        Node(Rotary(c.rotary, name=f"{attn}.q_rotary"), inputs=(query, "rotary_emb")),
+        Node(Rotary(c.rotary, name=f"{attn}.k_rotary"), inputs=(key, "rotary_emb")),
         Node(
             GroupedQueryAttention(c.heads, kv_heads=kv, head_dim=width, flash=flash,
                                   name=f"{attn}.attention"),
-            inputs=(f"{attn}.q_rotary", f"{attn}.k_rotary", f"{attn}.v"),
+            inputs=(f"{attn}.q_rotary", f"{attn}.k_rotary", value),
         ),
         Dense(c.hidden, bias=c.bias, name=f"{attn}.dense"),
     ]

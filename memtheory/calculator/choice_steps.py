@@ -1,0 +1,137 @@
+"""The training step behind one choice of the calculator page, derived once per distinct step.
+
+The same derivation as :func:`memtheory.estimate.estimate` on one GPU
+(:func:`step`), its memory (:func:`footprint`) and its assumptions in words
+(:func:`assumptions`).
+
+Examples
+--------
+>>> step("gpt2").convention
+'autograd'
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from memtheory.calculator.choices import (
+    CALCULATOR_MODELS,
+    CONVENTIONS,
+    RECIPES,
+    _attention,
+    _known,
+    _model,
+    setup,
+)
+from memtheory.conventions.autograd import AutogradConvention
+from memtheory.estimate.resolve import ResolvedModel
+from memtheory.estimate.step import Step, step_memory
+from memtheory.footprint import Footprint
+
+__all__ = ["assumptions", "footprint", "step"]
+
+
+@cache
+def _resolved(model: str, flash: bool) -> ResolvedModel:
+    return CALCULATOR_MODELS[model].build(flash)
+
+
+@cache
+def _derived(
+    model: str, flash: bool, optimizer: str, precision: str, exact: tuple[str, bool] | None
+) -> Step:
+    """One derivation per distinct step (recipes that agree on this model share it)."""
+    network = _resolved(model, flash).network
+    if exact is None:
+        return step_memory(network, optimizer=optimizer, precision=precision,
+                           convention="breakdown")
+    implementation, keeps_logits = exact
+    return step_memory(
+        network, optimizer=optimizer, precision=precision, convention="auto",
+        exact=AutogradConvention(implementation, keeps_logits=keeps_logits),  # type: ignore[arg-type]
+    )
+
+
+def step(
+    model: str,
+    optimizer: str = "adamw",
+    recipe: str = "hf-trainer",
+    attention: str | None = None,
+    convention: str = "exact",
+) -> Step:
+    """Return the training step the page shows for one choice, symbolic in B and H or S.
+
+    The same derivation as :func:`memtheory.estimate.estimate` on one GPU: the
+    model resolved with the recipe's attention, and
+    :func:`~memtheory.estimate.step.step_memory` with the recipe's precision
+    for the checkpoint's dtype (:meth:`Setup.precision_for
+    <memtheory.recipes.Setup.precision_for>`) and its exact convention
+    (:meth:`Setup.convention <memtheory.recipes.Setup.convention>`).
+
+    Parameters
+    ----------
+    model : str
+        A key of :data:`CALCULATOR_MODELS`.
+    optimizer, recipe, attention, convention : str
+        Keys of :data:`OPTIMIZERS`, :data:`RECIPES`, :data:`ATTENTIONS` (a
+        language model's; default the recipe's) and :data:`CONVENTIONS`.
+
+    Raises
+    ------
+    UnsupportedError
+        For a name the page does not offer.
+
+    Examples
+    --------
+    >>> found = step("gpt2", recipe="hf-trainer")
+    >>> found.convention, found.precision
+    ('autograd', 'autocast-bf16')
+    >>> step("llama-3-8b", recipe="hf-trainer").precision
+    'bf16'
+    """
+    spec = _model(model)
+    _known("convention", convention, CONVENTIONS)
+    _known("recipe", recipe, RECIPES)
+    attention = _attention(spec, recipe, attention)
+    chosen = setup(recipe, optimizer, attention)
+    flash = chosen.flash and spec.kind == "sequence"
+    resolved = _resolved(model, flash)
+    exact = (chosen.implementation, chosen.keeps_logits) if convention == "exact" else None
+    return _derived(model, flash, chosen.optimizer, chosen.precision_for(resolved.dtype), exact)
+
+
+def footprint(
+    model: str,
+    optimizer: str = "adamw",
+    recipe: str = "hf-trainer",
+    attention: str | None = None,
+    convention: str = "exact",
+) -> Footprint:
+    """Return the memory of :func:`step` (its ``memory``), symbolic in B and H or S.
+
+    Examples
+    --------
+    >>> memory = footprint("stackexchange-cnn", "adamw", "pytorch-fp32", convention="breakdown")
+    >>> memory.evaluate(B=64, H=50).format("MiB")
+    '145.64 MiB'
+    """
+    return step(model, optimizer, recipe, attention, convention).memory
+
+
+def assumptions(
+    model: str, optimizer: str = "adamw", recipe: str = "hf-trainer", attention: str | None = None
+) -> list[str]:
+    """Return the choice's assumptions in words, as ``memtheory estimate`` prints them.
+
+    Examples
+    --------
+    >>> print(assumptions("llama-3-8b")[1])
+    precision bf16 (the checkpoint's dtype, loaded with dtype="auto"): ...
+    """
+    spec = _model(model)
+    attention = _attention(spec, recipe, attention)
+    chosen = setup(recipe, optimizer, attention)
+    said = chosen.describe(_resolved(model, False).dtype)
+    if spec.kind != "sequence":
+        said = [line for line in said if not line.startswith("attention:")]
+    return said

@@ -1,0 +1,283 @@
+"""Constraints carried with the expressions memtheory hands out: registered, then looked up.
+
+A network registers each total it hands out with its constraints
+(:func:`carry`); evaluating a bare expression looks them up
+(:func:`candidates`, :func:`constraints_in`), one set per network known to
+hand it out.
+
+Examples
+--------
+>>> from memtheory.symbols import size_symbol
+>>> side = size_symbol("carried_side")
+>>> total = carry(5 * side**2, [SizeConstraint(side - 3, "layer 2 of 'doc'")])
+>>> [c.condition for c in constraints_in(total / 4)]
+['carried_side - 3 >= 1']
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import sympy as sp
+
+from memtheory.constraints.checks import check_sizes
+from memtheory.constraints.size_constraint import SizeConstraint, as_constraints
+from memtheory.errors import KernelTooLargeError, SizeWarning
+
+__all__ = [
+    "OWNER_LIMIT",
+    "REGISTRY_LIMIT",
+    "Candidates",
+    "candidates",
+    "carry",
+    "constraints_in",
+    "warn_unknown",
+]
+
+
+REGISTRY_LIMIT = 200_000
+"""Most entries each registry keeps; the oldest go first (a long session builds many networks)."""
+
+
+_WHOLE: dict[object, dict[frozenset[sp.Expr], frozenset[SizeConstraint]]] = {}
+"""Per expression (up to a rational factor), each distinct set of sizes it needs, labelled."""
+_CROWDED: dict[object, None] = {}
+
+
+OWNER_LIMIT = 8
+"""Most distinct constraint sets kept for one expression; beyond, its constraints are unknown."""
+
+
+def _store(registry: dict[Any, Any], key: object, value: object) -> None:
+    if key not in registry and len(registry) >= REGISTRY_LIMIT:
+        del registry[next(iter(registry))]
+    registry[key] = value
+
+
+def carry(
+    expression: sp.Expr, constraints: Iterable[SizeConstraint], *, vouch: bool = False
+) -> sp.Expr:
+    """Register ``expression`` as a whole with ``constraints``; return it unchanged.
+
+    Each network (or memory result) that hands out the expression registers
+    its own constraints: several networks can hand out the same expression,
+    each with its own. Evaluating the bare expression then uses the
+    constraints of the one network it is known to, and never one network's
+    constraints for another's expression (:func:`candidates`).
+
+    No constraints register nothing, unless ``vouch``: the caller knows the
+    expression needs none (a network without a size that can fall below 1),
+    which is then one more network it is known to.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> total = carry(2 * H**3 + 7, [SizeConstraint(H - 9, "layer 3 of 'doc'")])
+    >>> [c.condition for c in constraints_in(total)]
+    ['H - 9 >= 1']
+    """
+    expression = sp.sympify(expression)
+    if isinstance(expression, sp.Number) or not isinstance(expression, sp.Basic):
+        return expression
+    owner = frozenset(c for c in constraints if c.size.free_symbols)
+    if not owner and not vouch:
+        return expression
+    key = _key(expression)
+    sizes = frozenset(c.size for c in owner)  # the same sizes give the same verdicts
+    if key in _WHOLE:
+        owners = _WHOLE[key]
+        if sizes not in owners and len(owners) >= OWNER_LIMIT:
+            _store(_CROWDED, key, None)  # not kept: its constraints are unknown from now on
+            return expression
+        owners.pop(sizes, None)
+        owners[sizes] = owner  # labelled as the latest network to hand it out
+    else:
+        _store(_WHOLE, key, {sizes: owner})
+    return expression
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The constraint sets an expression may have to satisfy: one per network it may come from.
+
+    Attributes
+    ----------
+    sets : tuple of tuples of SizeConstraint
+        One set per network (or memory result) known to hand out the
+        expression, or the one set ``within=`` names. Empty when no network
+        is known to hand it out (a formula built by hand).
+    unknown : bool
+        Whether more networks handed it out than are remembered
+        (:data:`OWNER_LIMIT`): its constraints are then unknown, and values
+        that fail every set kept are warned about, not refused.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> rule = SizeConstraint(H - 4, "layer 1 of 'a'")
+    >>> Candidates(((rule,),)).check({H: sp.Integer(5)}).sets
+    ((),)
+    """
+
+    sets: tuple[tuple[SizeConstraint, ...], ...] = ()
+    unknown: bool = False
+
+    @property
+    def known(self) -> bool:
+        """Whether some network (or ``within=``) vouches for the expression."""
+        return bool(self.sets) or self.unknown
+
+    @property
+    def ambiguous(self) -> bool:
+        """Whether the expression's network cannot be told: several sets, or too many."""
+        return self.unknown or len(self.sets) > 1
+
+    @property
+    def every(self) -> tuple[SizeConstraint, ...]:
+        """Every constraint of every set, once: what holds whichever network it comes from."""
+        return tuple(dict.fromkeys(c for group in self.sets for c in group))
+
+    def check(self, values: Mapping[sp.Symbol, sp.Expr], stacklevel: int = 3) -> Candidates:
+        """Check ``values`` against every set; return the constraints still symbolic, per set.
+
+        One set: values that fail it are refused (:func:`check_sizes`). Several
+        (the expression's network is unknown): values that fail every set are
+        refused (whichever network it is, they are out of its range); values
+        that fail some are evaluated with a :class:`SizeWarning` saying the
+        constraints are unknown, and only the sets they pass go on.
+        """
+        remaining: list[tuple[SizeConstraint, ...]] = []
+        errors: list[KernelTooLargeError] = []
+        for group in self.sets:
+            try:
+                remaining.append(check_sizes(group, values))
+            except KernelTooLargeError as error:
+                errors.append(error)
+        if errors and not remaining and not self.unknown:
+            raise errors[0]  # out of range whichever network it comes from
+        if errors:
+            warn_unknown(str(errors[0]), stacklevel=stacklevel + 1)
+        return Candidates(tuple(dict.fromkeys(remaining)), self.unknown)
+
+
+def warn_unknown(failure: str, stacklevel: int = 3) -> None:
+    """Warn that an expression's size constraints are unknown, and that one network refuses."""
+    warnings.warn(
+        SizeWarning(
+            "this expression is handed out by several networks (or memory results) with "
+            "different size constraints, so which apply to it is unknown; it is evaluated, "
+            f"but for one of them these values are out of range: {failure} Evaluate the "
+            "memory result itself (memory.evaluate(...)), or pass within=the network, to "
+            "check its own constraints."
+        ),
+        stacklevel=stacklevel,
+    )
+
+
+def candidates(expression: object, within: object = None) -> Candidates:
+    """Return the constraint sets ``expression`` may have to satisfy (see :class:`Candidates`).
+
+    ``within`` (a network, a memory result, or constraints) names the set:
+    the expression's own registered constraints are added to it only when
+    exactly one network is known to hand the expression out.
+
+    Examples
+    --------
+    >>> from memtheory import Conv2d, Input, Network
+    >>> from memtheory.symbols import size_symbol
+    >>> side = size_symbol("doc_side")
+    >>> first = Network([Input((1, side, side)), Conv2d(8, 5)], "first")
+    >>> [[c.where for c in group] for group in candidates(first.activation_count).sets]
+    [["layer 1 of 'first', Conv2d 'conv2d_1', output dimension 2"]]
+    >>> other = Network([Input((1, side - 6, side - 6)), Conv2d(8, 1, padding=1)], "other")
+    >>> other.activation_count == first.activation_count  # 8*B*(doc_side - 4)**2 both
+    True
+    >>> [[c.condition for c in group] for group in candidates(first.activation_count).sets]
+    [['doc_side - 4 >= 1'], ['doc_side - 6 >= 1', 'doc_side - 4 >= 1']]
+    """
+    owners: dict[frozenset[sp.Expr], frozenset[SizeConstraint]] = {}
+    unknown = False
+    if _WHOLE:
+        roots = expression if isinstance(expression, list | tuple) else [expression]
+        for root in roots:
+            if isinstance(root, sp.Basic) and not isinstance(root, sp.Number):
+                key = _key(root)
+                if key in _WHOLE:
+                    owners.update(_WHOLE[key])
+                    unknown = unknown or key in _CROWDED
+    sets = tuple(  # fewest constraints first, then by label: the same order in any session
+        sorted(
+            (tuple(sorted(group, key=_order)) for group in owners.values()),
+            key=lambda group: (len(group), [c.where for c in group]),
+        )
+    )
+    if within is not None:
+        own = as_constraints(within)
+        extra = sets[0] if len(sets) == 1 and not unknown else ()
+        return Candidates((tuple(dict.fromkeys((*own, *extra))),))
+    return Candidates(sets, unknown)
+
+
+def _key(expression: sp.Basic) -> object:
+    """Return the expression without a rational factor: a total in MiB carries what bytes do.
+
+    A sum becomes its terms with their coefficients divided by their common
+    factor (built from Python integers: no sympy sum is rebuilt or sorted).
+    A peak (a maximum) shifted by a number, as ``peak + reserve`` is, carries
+    what the peak carries.
+    """
+    if expression.is_Add:
+        constant, rest = expression.as_coeff_Add()
+        if constant and not rest.is_Add and rest.has(sp.Max):
+            return _key(rest)
+    if expression.is_Mul:
+        return expression.as_coeff_Mul()[1]
+    if not expression.is_Add:
+        return expression
+    pairs = [term.as_coeff_Mul() for term in expression.args]
+    if not all(coefficient.is_Rational for coefficient, _ in pairs):
+        return expression
+    numerator = math.gcd(*(int(c.p) for c, _ in pairs))
+    denominator = math.lcm(*(int(c.q) for c, _ in pairs))
+    content = Fraction(numerator, denominator)
+    return frozenset((term, Fraction(int(c.p), int(c.q)) / content) for c, term in pairs)
+
+
+def constraints_in(expression: object, within: object = None) -> tuple[SizeConstraint, ...]:
+    """Return every size constraint ``expression`` carries (and those of ``within``).
+
+    Those of ``within`` come first, then those registered for the expression
+    as a whole: :func:`check_sizes` reports the first that fails. When several
+    networks hand out the expression with different constraints, only those
+    every one of them requires (see :func:`candidates` for each set).
+
+    Parameters
+    ----------
+    expression : sympy expression, or a list of them
+    within : Network, memory result, mapping of label to size, or SizeConstraints, optional
+
+    Examples
+    --------
+    >>> from memtheory import Conv2d, Input, MaxPool2d, Network
+    >>> from memtheory.symbols import size_symbol
+    >>> side = size_symbol("side")
+    >>> net = Network([Input((1, side, side)), Conv2d(8, 5), MaxPool2d(2)])
+    >>> sorted(c.condition for c in constraints_in(net.activation_count))
+    ['floor(side/2) - 2 >= 1', 'side - 4 >= 1']
+    >>> constraints_in(side - 3)
+    ()
+    """
+    found = candidates(expression, within)
+    if len(found.sets) == 1:
+        return found.sets[0]
+    shared = set.intersection(*(set(group) for group in found.sets)) if found.sets else set()
+    return tuple(c for c in found.every if c in shared)  # what every one of them requires
+
+
+def _order(constraint: SizeConstraint) -> str:
+    return constraint.where

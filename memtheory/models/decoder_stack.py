@@ -1,0 +1,152 @@
+"""The assembly every decoder builder shares: embeddings, a stack of layers, norm, head, loss.
+
+:func:`decoder_stack` puts together what :func:`~memtheory.models.decoder`,
+:func:`~memtheory.models.parallel_decoder.parallel_decoder` and
+:func:`~memtheory.models.deepseek.deepseek` have in common: the token ids
+(``input_ids``), the embedding chain, the tables the layers read beside it
+(the rotary table), one block per layer each reading the previous one's
+output, the final norm, the output projection ``lm_head`` (and what follows
+it) and the causal-LM loss. Each builder says only what its layers are.
+:func:`fused_projection` is the fused query/key/value projection sliced
+into its three parts, which Phi-3, GPT-NeoX and Falcon share.
+
+Examples
+--------
+>>> from memtheory.layers import Dense, Embedding, RMSNorm
+>>> net = decoder_stack(
+...     "tiny", embedded=[Embedding(10, 4, name="embed")], layers=2,
+...     layer=lambda index, source: [Dense(4, name=f"layers.{index}")],
+...     final_norm=RMSNorm(name="norm"), vocabulary=10, batch=2, sequence=3)
+>>> [row.layer.name for row in net.rows]
+['input_ids', 'embed', 'layers.0', 'layers.1', 'norm', 'lm_head']
+>>> net.output_shape
+(2, 3, 10)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from memtheory._validation import SizeLike
+from memtheory.errors import InvalidSizeError
+from memtheory.layers import Dense, Input, LanguageModelLoss, Layer, Unembedding
+from memtheory.layers.split import Slice
+from memtheory.network import Network, Node
+
+__all__ = ["decoder_stack", "fused_projection"]
+
+
+def decoder_stack(
+    builder: str,
+    *,
+    embedded: Sequence[Layer | Node],
+    layers: int,
+    layer: Callable[[int, str], list[Layer | Node]],
+    final_norm: Layer,
+    vocabulary: int,
+    batch: SizeLike,
+    sequence: SizeLike,
+    tables: Sequence[Layer | Node] = (),
+    tied: bool = False,
+    after_head: Sequence[Layer | Node] = (),
+    lm_head: bool = True,
+    loss: bool = False,
+    name: str | None = None,
+) -> Network:
+    """Return the decoder network: ``input_ids``, embeddings, ``layers`` blocks, norm, head.
+
+    Parameters
+    ----------
+    builder : str
+        The builder's name, for messages (``"decoder"``).
+    embedded : sequence of Layer or Node
+        The chain after the token ids (the embedding, then a scale): the first
+        layer reads its last item.
+    layers : int
+        How many blocks.
+    layer : callable
+        ``layer(index, source)``: block ``index`` reading ``source`` (a name);
+        its last item is its output, which the next block reads.
+    final_norm : Layer
+        The norm of the last block's output.
+    vocabulary : int
+        Rows of the output projection ``lm_head``.
+    batch, sequence : size
+    tables : sequence of Layer or Node
+        Items after the embeddings that the blocks read by name (the rotary
+        table, a :class:`~memtheory.network.Node` reading ``input_ids``).
+    tied : bool, default False
+        ``lm_head`` reads the embedding's matrix.
+    after_head : sequence of Layer or Node
+        What follows ``lm_head`` (Gemma 2's final soft cap).
+    lm_head : bool, default True
+        End with the output projection (and ``after_head``).
+    loss : bool, default False
+        End with the causal-LM loss over the logits; needs ``lm_head``.
+    name : str, optional
+        The network's name (default ``builder``).
+
+    Raises
+    ------
+    InvalidSizeError
+        For ``loss`` without ``lm_head``.
+
+    Examples
+    --------
+    >>> from memtheory.layers import Embedding, RMSNorm
+    >>> decoder_stack("tiny", embedded=[Embedding(10, 4)], layers=0, layer=lambda i, s: [],
+    ...               final_norm=RMSNorm(), vocabulary=10, batch=1, sequence=2,
+    ...               lm_head=False, loss=True)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidSizeError: tiny: loss=True needs the logits; keep lm_head=True.
+    """
+    if loss and not lm_head:
+        raise InvalidSizeError(f"{builder}: loss=True needs the logits; keep lm_head=True.")
+    items: list[Layer | Node] = [
+        Input((sequence,), batch=batch, name="input_ids"),
+        *embedded,
+        *tables,
+    ]
+    source = embedded[-1].name or ""
+    for index in range(layers):
+        block = layer(index, source)
+        items += block
+        source = block[-1].name or ""
+    items.append(Node(final_norm, inputs=(source,)))
+    if lm_head:
+        items.append(Unembedding(vocabulary, tied=tied, name="lm_head"))
+        items += after_head
+    if loss:
+        items.append(LanguageModelLoss(name="loss"))
+    return Network(items, name=name or builder)
+
+
+def fused_projection(
+    fused: str,
+    attn: str,
+    source: str,
+    queries: int,
+    keys: int,
+    bias: bool,
+    items: list[Layer | Node],
+) -> tuple[str, str, str]:
+    """Append one projection of ``source`` to queries, keys and values, sliced in three.
+
+    The projection ``fused`` has ``queries + 2 * keys`` features; its slices
+    are ``{attn}.q``, ``{attn}.k`` and ``{attn}.v`` (views). Returns their names.
+
+    Examples
+    --------
+    >>> items = []
+    >>> fused_projection("attn.qkv_proj", "attn", "x", 8, 4, False, items)
+    ('attn.q', 'attn.k', 'attn.v')
+    >>> [(node.layer.name, node.layer.start, node.layer.stop) for node in items[1:]]
+    [('attn.q', 0, 8), ('attn.k', 8, 12), ('attn.v', 12, 16)]
+    """
+    items.append(Node(Dense(queries + 2 * keys, bias=bias, name=fused), inputs=(source,)))
+    bounds = {"q": (0, queries), "k": (queries, queries + keys),
+              "v": (queries + keys, queries + 2 * keys)}
+    for part, (start, stop) in bounds.items():
+        items.append(Node(Slice(start, stop, name=f"{attn}.{part}"), inputs=(fused,)))
+    return f"{attn}.q", f"{attn}.k", f"{attn}.v"
