@@ -19,6 +19,13 @@ import sympy as sp
 from memtheory.conventions.autograd.backward import run_backward
 from memtheory.conventions.autograd.kernels.torch_2_13.optimizers import step_temporaries, step_text
 from memtheory.conventions.autograd.live_bytes import Timeline
+from memtheory.conventions.autograd.loops import (
+    LOOPS,
+    Loop,
+    LoopScalars,
+    clipping_temporaries,
+    loop_scalars,
+)
 from memtheory.conventions.autograd.storage_plan import (
     StepPlan,
     buffer_bytes,
@@ -178,7 +185,8 @@ class AutogradConvention(Convention):
     title = "autograd (what PyTorch keeps, and the peak)"
 
     def __init__(
-        self, implementation: Implementation = "for-loop", *, keeps_logits: bool = True
+        self, implementation: Implementation = "for-loop", *, keeps_logits: bool = True,
+        loop: Loop = "plain",
     ) -> None:
         if implementation not in IMPLEMENTATIONS:
             raise InvalidArgumentError(
@@ -187,12 +195,16 @@ class AutogradConvention(Convention):
             )
         if keeps_logits not in (True, False):
             raise InvalidArgumentError(f"keeps_logits must be True or False, got {keeps_logits!r}.")
+        if loop not in LOOPS:
+            raise InvalidArgumentError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}.")
         self.implementation = implementation
         self.keeps_logits = bool(keeps_logits)
+        self.loop: Loop = loop
 
     def __repr__(self) -> str:
         logits = "" if self.keeps_logits else ", keeps_logits=False"
-        return f"AutogradConvention(implementation={self.implementation!r}{logits})"
+        loop = "" if self.loop == "plain" else f", loop={self.loop!r}"
+        return f"AutogradConvention(implementation={self.implementation!r}{logits}{loop})"
 
     # -- public ------------------------------------------------------------------------
     def training(
@@ -236,11 +248,14 @@ class AutogradConvention(Convention):
             components["targets"] = plan.sizes["targets"]
         if not optimizer.scalar_states:
             del components["optimizer_step_counters"]
+        scalars = self._loop_scalars(plan)
+        if scalars.total != 0:
+            components["loop_scalars"] = scalars.total
         shapes = (
             list(parameter_shapes(network).values()) if optimizer.factored_state_names else None
         )
         timeline = self._training_timeline(plan, tensors, optimizer, components, shapes)
-        notes = (
+        notes: tuple[str, ...] = (
             f"{optimizer}, {self.implementation} implementation: "
             f"{step_text(optimizer, self.implementation)}",
             "zero_grad(set_to_none=True); the caller keeps the input, targets, "
@@ -248,6 +263,9 @@ class AutogradConvention(Convention):
             "saved activations: each storage once; the input batch and targets counted apart",
             "peak: live tensor storages; kernel workspaces and allocator slack not included",
         )
+        if self.loop != "plain":
+            notes += (f"loop: {LOOPS[self.loop]}; gradient clipping's norms before the "
+                      "optimizer step",)
         return MemoryBreakdown(
             components, "training", self.name, precision, optimizer, notes, timeline
         )
@@ -307,10 +325,13 @@ class AutogradConvention(Convention):
         shapes: list[Shape] | None,
     ) -> dict[str, sp.Expr]:
         precision = plan.precision
+        scalars = self._loop_scalars(plan)
         timeline = Timeline()
         for name in ("parameters", "buffers", "optimizer_state", "optimizer_step_counters"):
             if name in components:
                 timeline.alloc(name, components[name])
+        for key, nbytes in (*scalars.whole_step.items(), *scalars.until_backward_ends.items()):
+            timeline.alloc(key, nbytes)
         for key in sorted(plan.data):
             timeline.alloc(key, plan.sizes[key])
         for tensor, count in tensors.items():
@@ -320,7 +341,14 @@ class AutogradConvention(Convention):
             timeline.free(f"grad {tensor}")
         holders = holders_of(plan)
         run_forward(plan, timeline, holders)
+        for key, nbytes in scalars.in_backward.items():
+            timeline.alloc(key, nbytes)
         run_backward(plan, timeline, holders, tensors)
+        for key in (*scalars.in_backward, *scalars.until_backward_ends):
+            timeline.free(key)
+        clipping = clipping_temporaries(self.loop, len(tensors), precision.gradients.bytes)
+        if clipping != 0:
+            timeline.mark("gradient clipping", clipping)
         temporaries = step_temporaries(
             optimizer,
             self.implementation,
@@ -329,6 +357,13 @@ class AutogradConvention(Convention):
         )
         timeline.mark("optimizer step", temporaries)
         return timeline.moments
+
+    def _loop_scalars(self, plan: StepPlan) -> LoopScalars:
+        """Return the loop's own scalars: the loss in its dtype, the norm in the gradients'."""
+        loss = (sp.Integer(plan.loss.out_dtype.bytes) if plan.loss is not None
+                else plan.sizes["loss"])
+        return loop_scalars(self.loop, loss_bytes=loss,
+                            gradient_bytes=plan.precision.gradients.bytes)
 
 
 def _warn_if_unchecked_torch() -> None:
