@@ -264,8 +264,8 @@ class AutogradConvention(Convention):
             "peak: live tensor storages; kernel workspaces and allocator slack not included",
         )
         if self.loop != "plain":
-            notes += (f"loop: {LOOPS[self.loop]}; gradient clipping's norms before the "
-                      "optimizer step",)
+            notes += ("the Trainer's loop: its bookkeeping scalars (loop_scalars) through the "
+                      "step, gradient clipping's norms before the optimizer step",)
         return MemoryBreakdown(
             components, "training", self.name, precision, optimizer, notes, timeline
         )

@@ -77,9 +77,9 @@ Loop = Literal["plain", "hf-trainer"]
 
 LOOPS: dict[str, str] = {
     "plain": "a plain loop: it holds the input, the targets and the loss, nothing else",
-    "hf-trainer": "transformers' Trainer (5.24) over accelerate (1.15): its bookkeeping "
-    "scalars too (running loss, token count, gradient norm, the previous loss, "
-    "accelerate's scaled loss)",
+    "hf-trainer": "transformers' Trainer (5.24, accelerate 1.15): its bookkeeping scalars "
+    "(running loss, token count, gradient norm, previous loss, accelerate's scaled loss) "
+    "and gradient clipping",
 }
 """The training loops the convention can assume, with what each holds."""
 
