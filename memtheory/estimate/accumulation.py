@@ -97,6 +97,11 @@ def accumulated(memory: MemoryBreakdown, steps: int) -> MemoryBreakdown:
         moment: value + prefetched + (0 if moment.startswith(_AFTER_BACKWARD) else gradients)
         for moment, value in memory.timeline.items()
     }
+    parts = {
+        moment: {**alive, "gradients": alive.get("gradients", 0) + gradients}
+        if not moment.startswith(_AFTER_BACKWARD) else alive
+        for moment, alive in memory.timeline_parts.items()
+    }
     note = (
         f"gradient accumulation over {steps} micro-batches: the gradients stay alive through "
         "the later micro-batches' forward and backward passes, added to every moment before "
@@ -104,7 +109,8 @@ def accumulated(memory: MemoryBreakdown, steps: int) -> MemoryBreakdown:
     )
     if prefetched:
         note += "; the Trainer holds all the micro-batches' data through the step"
-    return replace(memory, timeline=timeline, notes=(*memory.notes, note))
+    return replace(memory, timeline=timeline, timeline_parts=parts,
+                   notes=(*memory.notes, note))
 
 
 _AFTER_BACKWARD = ("optimizer", "gradient clipping")

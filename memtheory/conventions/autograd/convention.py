@@ -254,7 +254,7 @@ class AutogradConvention(Convention):
         shapes = (
             list(parameter_shapes(network).values()) if optimizer.factored_state_names else None
         )
-        timeline = self._training_timeline(plan, tensors, optimizer, components, shapes)
+        timeline, parts = self._training_timeline(plan, tensors, optimizer, components, shapes)
         notes: tuple[str, ...] = (
             f"{optimizer}, {self.implementation} implementation: "
             f"{step_text(optimizer, self.implementation)}",
@@ -267,7 +267,8 @@ class AutogradConvention(Convention):
             notes += ("the Trainer's loop: its bookkeeping scalars (loop_scalars) through the "
                       "step, gradient clipping's norms before the optimizer step",)
         return MemoryBreakdown(
-            components, "training", self.name, precision, optimizer, notes, timeline
+            components, "training", self.name, precision, optimizer, notes, timeline,
+            timeline_parts=parts,
         )
 
     def inference(self, model: Model, precision: Precision) -> MemoryBreakdown:
@@ -323,10 +324,10 @@ class AutogradConvention(Convention):
         optimizer: Optimizer,
         components: dict[str, sp.Expr],
         shapes: list[Shape] | None,
-    ) -> dict[str, sp.Expr]:
+    ) -> tuple[dict[str, sp.Expr], dict[str, dict[str, sp.Expr]]]:
         precision = plan.precision
         scalars = self._loop_scalars(plan)
-        timeline = Timeline()
+        timeline = Timeline(categories=_categories(plan, tensors))
         for name in ("parameters", "buffers", "optimizer_state", "optimizer_step_counters"):
             if name in components:
                 timeline.alloc(name, components[name])
@@ -356,7 +357,7 @@ class AutogradConvention(Convention):
             shapes,
         )
         timeline.mark("optimizer step", temporaries)
-        return timeline.moments
+        return timeline.moments, timeline.parts
 
     def _loop_scalars(self, plan: StepPlan) -> LoopScalars:
         """Return the loop's own scalars: the loss in its dtype, the norm in the gradients'."""
@@ -364,6 +365,22 @@ class AutogradConvention(Convention):
                 else plan.sizes["loss"])
         return loop_scalars(self.loop, loss_bytes=loss,
                             gradient_bytes=plan.precision.gradients.bytes)
+
+
+def _categories(plan: StepPlan, tensors: dict[str, sp.Expr]) -> dict[str, str]:
+    """Return the storages whose live bytes a split step scales, by component.
+
+    The parameters' gradients, the storages backward nodes keep (as
+    :func:`saved_bytes` counts them) and autocast's weight copies: the
+    components that come and go during the step (:attr:`MemoryBreakdown.timeline_parts`).
+    """
+    saved = {key for entry in plan.rows for key in entry.saved}
+    saved -= plan.data
+    saved -= set(plan.weight_copies)
+    categories = dict.fromkeys(saved, "saved_activations")
+    categories.update(dict.fromkeys(plan.weight_copies, "weight_copies"))
+    categories.update(dict.fromkeys((f"grad {tensor}" for tensor in tensors), "gradients"))
+    return categories
 
 
 def _warn_if_unchecked_torch() -> None:
