@@ -40,6 +40,15 @@ from any convention, fine-tuning included) and returns what one device holds:
   up to :math:`p - i` micro-batches in flight: stage 0 holds the most, as much
   as the whole model for one micro-batch (Korthikanti et al. 2022, Section 4.2.3).
 
+A step followed moment by moment (the exact convention's timeline) is split
+moment by moment (:func:`device_timeline`): each device's peak is the largest
+moment of one replica's step with every component at the device's share, the
+gradients and kept activations as alive at that moment; activation gradients
+and temporaries stay whole (an upper bound on them under tensor and pipeline
+parallelism). With one device it is the unsplit step's peak, to the byte.
+Without a timeline (the breakdown convention) the peak is the sum of the
+components.
+
 Examples
 --------
 >>> from memtheory import ModelCounts, training_memory
@@ -83,6 +92,7 @@ __all__ = [
     "REDUCE_BUCKET_SIZE",
     "Offload",
     "ParallelMemory",
+    "device_timeline",
     "parallel_memory",
     "tensor_parallel_activation_ratio",
 ]
