@@ -84,6 +84,7 @@ COMPONENT_TITLES: dict[str, str] = {
     "kv_cache": "key/value cache",
     "input": "input batch",
     "targets": "targets (class labels)",
+    "loop_scalars": "training loop's scalars (Trainer bookkeeping)",
 }
 """Every component name, in display order, with a title for tables."""
 

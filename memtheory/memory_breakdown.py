@@ -46,6 +46,11 @@ class MemoryBreakdown(Footprint):
         tensor; empty otherwise. :attr:`peak` is their maximum: unlike
         :attr:`total`, it is not a sum of components, because not every tensor
         is alive at the same time.
+    timeline_parts : mapping of str to mapping of str to sympy expression
+        For some moments of :attr:`timeline`, the live bytes of the components
+        that come and go during the step (gradients, saved activations, weight
+        copies), so that a split of the step across devices can scale each
+        moment (:func:`~memtheory.techniques.parallel_memory`); empty when not followed.
     constraints : mapping of str to sympy expression
         Symbolic output sizes of the network, labelled, that must stay at least
         1; :meth:`evaluate` raises :class:`~memtheory.errors.KernelTooLargeError`
@@ -81,6 +86,7 @@ class MemoryBreakdown(Footprint):
     notes: tuple[str, ...] = field(default=())
     timeline: Mapping[str, sp.Expr] = field(default_factory=dict)
     constraints: Mapping[str, sp.Expr] = field(default_factory=dict)
+    timeline_parts: Mapping[str, Mapping[str, sp.Expr]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.components) - set(COMPONENT_TITLES)
@@ -111,17 +117,19 @@ class MemoryBreakdown(Footprint):
         >>> memory.evaluate(B=2).total
         136
         """
-        parts = (self.components, self.timeline)
+        moments = list(self.timeline_parts.values())
+        parts = (self.components, self.timeline, *moments)
         values_in_order, remaining = self.substituted(
             values, [v for part in parts for v in part.values()]
         )
         substituted = iter(values_in_order)
-        components, timeline = ({k: next(substituted) for k in p} for p in parts)
+        components, timeline, *evaluated = ({k: next(substituted) for k in p} for p in parts)
         return replace(
             self,
             components=components,
             timeline=timeline,
             constraints={c.where: c.size for c in remaining},
+            timeline_parts=dict(zip(self.timeline_parts, evaluated, strict=True)),
         )
 
     def __str__(self) -> str:

@@ -16,6 +16,7 @@ import sympy as sp
 from memtheory import training_memory
 from memtheory.cli import main
 from memtheory.conventions.autograd import AutogradConvention
+from memtheory.dtypes import dtype
 from memtheory.errors import InvalidArgumentError, UnknownNameError, UnsupportedError
 from memtheory.estimate import estimate, resolve_model
 from memtheory.finetuning import LoRA, finetune_memory
@@ -31,12 +32,14 @@ def test_full_training_matches_training_memory():
 
     GPT-2's checkpoint is fp32, so ``Trainer(bf16=True)`` runs torch.autocast
     over it; the Trainer's optimizer is fused AdamW, its attention SDPA (no
-    S x S tensors: ``flash=True``), and its loop keeps only the loss.
+    S x S tensors: ``flash=True``), its loop keeps only the loss, with the
+    Trainer's bookkeeping scalars (``loop="hf-trainer"``).
     """
     answer = estimate("gpt2", batch=2, sequence=256)
     direct = training_memory(
         gpt2("small", batch=2, sequence=256, loss=True, flash=True), optimizer="adamw",
-        precision="autocast-bf16", convention=AutogradConvention("fused", keeps_logits=False),
+        precision="autocast-bf16",
+        convention=AutogradConvention("fused", keeps_logits=False, loop="hf-trainer"),
     )
     assert dict(answer.memory.components) == dict(direct.components)
     assert answer.memory.total == direct.total and answer.peak == direct.peak
@@ -60,7 +63,8 @@ def test_keywords_override_the_recipe_and_the_answer_says_so():
     answer = estimate("gpt2", batch=1, sequence=128, setup="hf-trainer", flash=False)
     direct = training_memory(
         gpt2("small", batch=1, sequence=128, loss=True), optimizer="adamw",
-        precision="autocast-bf16", convention=AutogradConvention("fused", keeps_logits=False),
+        precision="autocast-bf16",
+        convention=AutogradConvention("fused", keeps_logits=False, loop="hf-trainer"),
     )
     assert answer.peak == direct.peak
     assert answer.settings["recipe"] == "hf-trainer (attention=eager)"
@@ -74,7 +78,10 @@ def test_peft_adapters_in_fp32_double_their_bf16_bytes():
     for name in ("parameters", "gradients", "optimizer_state"):
         assert fp32.memory.components[name] == 2 * bf16.memory.components[name]
     grown = sum(bf16.memory.components[n] for n in ("parameters", "gradients", "optimizer_state"))
-    assert fp32.peak - bf16.peak == grown
+    # the Trainer's gradient norm is taken in the gradients' dtype: fp32 (4 bytes), not bf16 (2)
+    norm = fp32.memory.components["loop_scalars"] - bf16.memory.components["loop_scalars"]
+    assert norm == dtype("fp32").bytes - dtype("bf16").bytes
+    assert fp32.peak - bf16.peak == grown + norm
 
 
 def test_lora_matches_finetune_memory_and_the_limits_are_exact():
@@ -101,7 +108,8 @@ def test_zero3_is_parallel_memory_per_device():
     answer = estimate("gpt2-medium", batch=1, sequence=128, gpus=8, zero=3)
     net = gpt2("medium", batch=B, sequence=S, loss=True, flash=True)
     memory = training_memory(net, optimizer="adamw", precision="autocast-bf16",
-                             convention=AutogradConvention("fused", keeps_logits=False))
+                             convention=AutogradConvention("fused", keeps_logits=False,
+                                                           loop="hf-trainer"))
     copies = memory.components["weight_copies"]
     without = replace(memory, components={k: v for k, v in memory.components.items()
                                           if k != "weight_copies"})

@@ -100,6 +100,7 @@ def test_changed_records_what_differs_from_the_recipe():
         ({"reserve": "lots"}, "reserve must be"),
         ({"reserve": -1}, "zero or more"),
         ({"offload": "disk"}, "offload must be one of"),
+        ({"loop": "keras"}, "loop must be one of plain, hf-trainer"),
     ],
 )
 def test_bad_fields_are_refused_with_the_fix(fields, message):
@@ -262,3 +263,10 @@ def test_a_family_without_sdpa_runs_eager_under_the_trainer():
     assert any("_supports_sdpa = False" in line for line in answer.assumptions)
     assert estimate("gemma-2-2b", sequence=256, flash=True).settings["attention"] == "sdpa"
     assert transformers is not None
+
+
+def test_the_trainer_recipes_run_the_trainers_loop():
+    """hf-trainer and the peft recipes built on it hold the Trainer's scalars; plain loops none."""
+    assert {name for name, entry in RECIPES.items() if entry.setup.loop == "hf-trainer"} == {
+        "hf-trainer", "peft-lora", "qlora"}
+    assert Setup.recipe("hf-trainer").convention().loop == "hf-trainer"

@@ -38,17 +38,18 @@ def _resolved(model: str, flash: bool) -> ResolvedModel:
 
 @cache
 def _derived(
-    model: str, flash: bool, optimizer: str, precision: str, exact: tuple[str, bool] | None
+    model: str, flash: bool, optimizer: str, precision: str, exact: tuple[str, bool, str] | None
 ) -> Step:
     """One derivation per distinct step (recipes that agree on this model share it)."""
     network = _resolved(model, flash).network
     if exact is None:
         return step_memory(network, optimizer=optimizer, precision=precision,
                            convention="breakdown")
-    implementation, keeps_logits = exact
+    implementation, keeps_logits, loop = exact
     return step_memory(
         network, optimizer=optimizer, precision=precision, convention="auto",
-        exact=AutogradConvention(implementation, keeps_logits=keeps_logits),  # type: ignore[arg-type]
+        exact=AutogradConvention(implementation, keeps_logits=keeps_logits,  # type: ignore[arg-type]
+                                 loop=loop),  # type: ignore[arg-type]
     )
 
 
@@ -96,7 +97,8 @@ def step(
     chosen = setup(recipe, optimizer, attention)
     flash = chosen.flash and spec.kind == "sequence"
     resolved = _resolved(model, flash)
-    exact = (chosen.implementation, chosen.keeps_logits) if convention == "exact" else None
+    exact = ((chosen.implementation, chosen.keeps_logits, chosen.loop) if convention == "exact"
+             else None)
     return _derived(model, flash, chosen.optimizer, chosen.precision_for(resolved.dtype), exact)
 
 

@@ -72,6 +72,12 @@ def accumulation_steps(
 def accumulated(memory: MemoryBreakdown, steps: int) -> MemoryBreakdown:
     """Return ``memory`` with the gradients alive through every moment before the optimizer step.
 
+    The moments from gradient clipping on hold the gradients already. Under
+    the Hugging Face ``Trainer``'s loop (a ``loop_scalars`` component), every
+    moment also holds the other micro-batches' data: ``get_batch_samples``
+    fetches the ``steps`` micro-batches of one optimizer step before the first
+    runs (transformers 5.24 ``trainer.py:1881``), and they live until it ends.
+
     Examples
     --------
     >>> from memtheory.precision import precision
@@ -83,13 +89,29 @@ def accumulated(memory: MemoryBreakdown, steps: int) -> MemoryBreakdown:
     gradients = memory.components.get("gradients", 0)
     if steps == 1 or not memory.timeline or not gradients:
         return memory
+    prefetched = 0
+    if "loop_scalars" in memory.components:
+        data = sum(memory.components.get(name, 0) for name in ("input", "targets"))
+        prefetched = (steps - 1) * data
     timeline = {
-        moment: value if moment.startswith("optimizer") else value + gradients
+        moment: value + prefetched + (0 if moment.startswith(_AFTER_BACKWARD) else gradients)
         for moment, value in memory.timeline.items()
+    }
+    parts = {
+        moment: {**alive, "gradients": alive.get("gradients", 0) + gradients}
+        if not moment.startswith(_AFTER_BACKWARD) else alive
+        for moment, alive in memory.timeline_parts.items()
     }
     note = (
         f"gradient accumulation over {steps} micro-batches: the gradients stay alive through "
         "the later micro-batches' forward and backward passes, added to every moment before "
         "the optimizer step (an upper bound in the backward pass, which counts some already)"
     )
-    return replace(memory, timeline=timeline, notes=(*memory.notes, note))
+    if prefetched:
+        note += "; the Trainer holds all the micro-batches' data through the step"
+    return replace(memory, timeline=timeline, timeline_parts=parts,
+                   notes=(*memory.notes, note))
+
+
+_AFTER_BACKWARD = ("optimizer", "gradient clipping")
+"""The moments after the last micro-batch's backward pass: the gradients are counted there."""

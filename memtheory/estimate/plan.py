@@ -332,11 +332,16 @@ def _why(
         why += "; the SDPA flash/memory-efficient attention kernel assumed (see below)"
     if parallel:
         how = "ZeRO / FSDP, chapter 13" + ("; tensor parallel, chapter 18" if tensor else "")
+        if step.convention == "autograd":
+            per_device = (
+                "per device the peak of one replica's timeline with each component at the "
+                "device's share, the activation gradients and temporaries kept whole"
+            )
+        else:
+            per_device = "per device the sum of the components (no timeline to split)"
         why += (
-            f"; the split across GPUs is modelled ({how}), not measured (no GPU was used): per "
-            "device the sum of the components, which is not a bound of its peak: the transient "
-            "tensors of one device's timeline (activation gradients in the backward pass) are "
-            "neither split nor added"
+            f"; the split across GPUs is modelled ({how}), not measured (no GPU was used): "
+            + per_device
         )
     return why
 

@@ -335,6 +335,9 @@ def _adapters_in(
     ):
         extra += components["optimizer_state"] * (scale - 1)
         components["optimizer_state"] = components["optimizer_state"] * scale
+    if "loop_scalars" in components:  # the Trainer's gradient norm, in the gradients' dtype
+        extra += wanted - have
+        components["loop_scalars"] = components["loop_scalars"] + wanted - have
     timeline = {moment: value + extra for moment, value in memory.timeline.items()}
     note = (
         f"LoRA adapters, their gradients and optimizer state in {adapter_dtype} (peft's "

@@ -88,6 +88,11 @@ _LOSS_ONLY = (
     f"{_TRANSFORMERS} trainer.py Trainer.training_step: compute_loss returns the loss alone, "
     "so the outputs (logits) are not held through backward"
 )
+_BOOKKEEPING = (
+    f"{_TRANSFORMERS} trainer.py:1647, 1881, 1917, 1939-1940, 2128, 2363 and accelerate 1.15 "
+    "accelerator.py:2851: the Trainer's running loss, label-token count, gradient norm, "
+    "previous loss and accelerate's scaled loss, 0-dim tensors kept across the step"
+)
 _ACCELERATE_FSDP = (
     "accelerate 1.15 utils/dataclasses.py FullyShardedDataParallelPlugin: with bf16 mixed "
     "precision the weights are gathered in bf16 (MixedPrecision(param_dtype=bfloat16)), so "
@@ -98,7 +103,8 @@ _ACCELERATE_FSDP = (
 def _entries() -> tuple[Recipe, ...]:
     hf = Setup(
         precision=AS_LOADED, optimizer="adamw", optimizer_implementation="fused",
-        attention="sdpa", keeps_logits=False, sharded_autocast_copies=False, name="hf-trainer",
+        attention="sdpa", keeps_logits=False, loop="hf-trainer", sharded_autocast_copies=False,
+        name="hf-trainer",
         source="transformers 5 Trainer defaults (bf16=True, adamw_torch_fused, sdpa, "
         "weights in the checkpoint's dtype, loss-only loop)",
     )
@@ -124,18 +130,20 @@ def _entries() -> tuple[Recipe, ...]:
             "exact on CPU: tests/pytorch/test_recipe_steps.py",
         ),
         Recipe(
-            "hf-trainer", hf, (_LOADED, _FUSED, _SDPA, _LOSS_ONLY, _ACCELERATE_FSDP),
-            "exact on CPU: tests/pytorch/test_recipe_steps.py (the Trainer's step: the "
-            "checkpoint's dtype, fused AdamW, SDPA, the loss-only loop); the real "
-            "transformers Trainer under track() is 20 bytes above it, a few scalars "
-            "(tests/pytorch/test_trainer_recipe.py)",
+            "hf-trainer", hf,
+            (_LOADED, _FUSED, _SDPA, _LOSS_ONLY, _BOOKKEEPING, _ACCELERATE_FSDP),
+            "exact on CPU: the real transformers Trainer under track() is 0 bytes off, in "
+            "fp32, bf16 and bf16=True autocast, with and without clipping, logging and "
+            "gradient accumulation (tests/pytorch/test_trainer_recipe.py); its bookkeeping "
+            "scalars (loop=\"hf-trainer\", conventions/autograd/loops.py) sized from the "
+            "source; the step itself also in tests/pytorch/test_recipe_steps.py",
         ),
         Recipe(
             "peft-lora",
             hf.changed(adapter_dtype="fp32", name="peft-lora",
                        source="transformers 5 Trainer defaults with a peft LoRA model "
                        "(adapters upcast to fp32)"),
-            (_LOADED, _FUSED, _SDPA, _LOSS_ONLY,
+            (_LOADED, _FUSED, _SDPA, _LOSS_ONLY, _BOOKKEEPING,
              "peft 0.21 tuners/tuners_utils.py: get_peft_model(autocast_adapter_dtype=True) "
              "casts bf16/fp16 adapter weights to fp32",
              "peft 0.21 utils/constants.py: LoRA's default target_modules for Llama are "
@@ -155,7 +163,7 @@ def _entries() -> tuple[Recipe, ...]:
              "nn.Linear and Conv1D become Linear4bit; a mixture-of-experts model's fused "
              "experts (MixtralExperts: 3-D gate_up_proj and down_proj) stay in bf16, and "
              "peft's all-linear does not adapt them",
-             _LOADED, _FUSED, _SDPA, _LOSS_ONLY),
+             _LOADED, _FUSED, _SDPA, _LOSS_ONLY, _BOOKKEEPING),
             "modelled from the source: bitsandbytes' 4-bit kernels run on CUDA only",
         ),
         Recipe(

@@ -29,6 +29,7 @@ from typing import Any, Literal, get_args
 import sympy as sp
 
 from memtheory.conventions.autograd import AutogradConvention
+from memtheory.conventions.autograd.loops import LOOPS, Loop
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.gpus import DEFAULT_RESERVE, ReserveLike
 from memtheory.precision import precision as _precision
@@ -119,6 +120,12 @@ class Setup:
         Whether the loop holds the model's output through the backward pass
         (``out = model(x); loss_fn(out, y).backward()``); Hugging Face's
         ``Trainer`` keeps only the loss.
+    loop : {"plain", "hf-trainer"}, default "plain"
+        The loop's own tensors besides the step's
+        (:mod:`memtheory.conventions.autograd.loops`): ``"hf-trainer"`` is
+        transformers' ``Trainer``, with its bookkeeping scalars (running
+        loss, token count, gradient norm, the previous loss, accelerate's
+        scaled loss) and its gradient clipping.
     zero_grad_set_to_none : bool, default True
         ``optimizer.zero_grad()``'s default since PyTorch 2.0: the gradients
         are freed before the forward. ``False`` (zeroed in place) is not
@@ -169,6 +176,7 @@ class Setup:
     attention: Attention = "sdpa"
     device: Device = "cuda"
     keeps_logits: bool = True
+    loop: Loop = "plain"
     zero_grad_set_to_none: bool = True
     checkpointing: bool = False
     zero: int = 0
@@ -196,6 +204,7 @@ class Setup:
                 (None, *get_args(Implementation)))
         _one_of("attention", self.attention, get_args(Attention))
         _one_of("device", self.device, get_args(Device))
+        _one_of("loop", self.loop, tuple(LOOPS))
         for flag in ("keeps_logits", "zero_grad_set_to_none", "checkpointing",
                      "sharded_autocast_copies"):
             _one_of(flag, getattr(self, flag), (True, False))
@@ -312,7 +321,8 @@ class Setup:
 
     def convention(self) -> AutogradConvention:
         """Return the exact (autograd) convention for this step's loop and optimizer."""
-        return AutogradConvention(self.implementation, keeps_logits=self.keeps_logits)
+        return AutogradConvention(self.implementation, keeps_logits=self.keeps_logits,
+                                  loop=self.loop)
 
     def describe(self, checkpoint_dtype: str | None = None) -> list[str]:
         """Return the assumptions in words, one line each (what ``assumed:`` lines print).
@@ -352,6 +362,8 @@ class Setup:
             if self.keeps_logits else
             "the loop keeps only the loss; the logits are freed in the forward unless saved"
         )
+        if self.loop != "plain":
+            lines.append(f"loop: {LOOPS[self.loop]}")
         if self.checkpointing:
             lines.append("activation checkpointing")
         if self.zero:

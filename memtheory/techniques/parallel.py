@@ -40,6 +40,15 @@ from any convention, fine-tuning included) and returns what one device holds:
   up to :math:`p - i` micro-batches in flight: stage 0 holds the most, as much
   as the whole model for one micro-batch (Korthikanti et al. 2022, Section 4.2.3).
 
+A step followed moment by moment (the exact convention's timeline) is split
+moment by moment (:func:`device_timeline`): each device's peak is the largest
+moment of one replica's step with every component at the device's share, the
+gradients and kept activations as alive at that moment; activation gradients
+and temporaries stay whole (an upper bound on them under tensor and pipeline
+parallelism). With one device it is the unsplit step's peak, to the byte.
+Without a timeline (the breakdown convention) the peak is the sum of the
+components.
+
 Examples
 --------
 >>> from memtheory import ModelCounts, training_memory
@@ -83,6 +92,7 @@ __all__ = [
     "REDUCE_BUCKET_SIZE",
     "Offload",
     "ParallelMemory",
+    "device_timeline",
     "parallel_memory",
     "tensor_parallel_activation_ratio",
 ]
@@ -266,8 +276,8 @@ class ParallelMemory(Footprint):
 
     @property
     def timeline(self) -> Mapping[str, sp.Expr]:  # type: ignore[override]
-        """None followed across devices: the peak per device is its total."""
-        return {}
+        """The busiest device's timeline (:func:`device_timeline`); empty without one."""
+        return self.device.timeline
 
     def host_per_node(self) -> sp.Expr:
         """Host RAM of one node: each of its devices' offloaded state (pinned)."""
@@ -373,7 +383,16 @@ def parallel_memory(
     if zero == 3 and not autocast_copies and "weight_copies" in memory.components:
         memory = _without_weight_copies(memory)
     notes = list(memory.notes)
-    if memory.timeline:
+    followed = bool(memory.timeline) and bool(memory.timeline_parts)
+    if followed:
+        notes.append(
+            "per device, the peak is the largest moment of one replica's timeline with each "
+            "component at the device's share (the gradients and kept activations as they are "
+            "alive at that moment); the activation gradients and temporaries of one replica's "
+            "step are kept whole (under tensor and pipeline parallelism, more than a device "
+            "holds)"
+        )
+    elif memory.timeline:
         notes.append(
             "per device, the peak is the sum of the components: the one-device timeline of the "
             "autograd convention is not split across devices"
@@ -394,6 +413,9 @@ def parallel_memory(
             device, cpu = _offloaded(device, offload)
             if stage == 0:
                 host = cpu
+        if followed:
+            device = replace(device, timeline=device_timeline(memory, device),
+                             timeline_parts={})
         stages.append(device)
     notes += _schedule_notes(data, zero, pipeline, in_flight, bucket_view)
     total = data * tensor * pipeline
@@ -425,14 +447,69 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
     """Drop autocast's weight copies: weights gathered in 16 bits under ZeRO-3 keep none."""
     components = {k: v for k, v in memory.components.items() if k != "weight_copies"}
     removed = memory.components["weight_copies"]
-    timeline = {moment: value - removed for moment, value in memory.timeline.items()}
+    parts = memory.timeline_parts
+    timeline = {
+        moment: value - (parts[moment].get("weight_copies", 0) if moment in parts else removed)
+        for moment, value in memory.timeline.items()
+    }
+    kept = {moment: {k: v for k, v in alive.items() if k != "weight_copies"}
+            for moment, alive in parts.items()}
     note = (
         "ZeRO-3 gathers each layer's weights already in 16 bits and frees them after the "
         "layer: autocast keeps no copies of them (the gathered layer is counted once, as "
         "parameters gathered for one layer)"
     )
-    return replace(memory, components=components, timeline=timeline,
+    return replace(memory, components=components, timeline=timeline, timeline_parts=kept,
                    notes=(*memory.notes, note))
+
+
+_COMING_AND_GOING = ("gradients", "saved_activations", "weight_copies")
+"""The components a step's timeline follows moment by moment (``timeline_parts``)."""
+
+
+def device_timeline(memory: MemoryBreakdown, device: MemoryBreakdown) -> dict[str, sp.Expr]:
+    """Return one device's timeline: each moment of ``memory``'s with the device's share.
+
+    A component the step holds throughout (weights, optimizer state, data)
+    moves every moment by the device's difference; one that comes and goes
+    (gradients, kept activations, weight copies) by its live bytes at that
+    moment times the device's share of it; one only the device has (buckets,
+    the gathered layer) is added to every moment. What is in no component
+    (activation gradients, temporaries) stays as one replica's step has it.
+    A moment whose live components are unknown keeps them whole, and so does
+    a share that depends on the sizes (tensor parallelism's kept activations,
+    split storage by storage): more than the device holds.
+
+    Examples
+    --------
+    >>> from memtheory.precision import precision
+    >>> whole = MemoryBreakdown({"parameters": 8, "gradients": 8}, "training", "autograd",
+    ...     precision("fp32"), timeline={"forward": 8, "backward": 18, "optimizer step": 16},
+    ...     timeline_parts={"forward": {}, "backward": {"gradients": 4},
+    ...                     "optimizer step": {"gradients": 8}})
+    >>> half = replace(whole, components={"parameters": 4, "gradients": 4}, timeline={})
+    >>> device_timeline(whole, half)
+    {'forward': 4, 'backward': 12, 'optimizer step': 8}
+    """
+    parts = memory.timeline_parts
+    shift = sp.S.Zero
+    shares: dict[str, sp.Expr] = {}
+    for name in {*memory.components, *device.components}:
+        whole = memory.components.get(name, sp.S.Zero)
+        mine = device.components.get(name, sp.S.Zero)
+        if name in _COMING_AND_GOING and whole != 0:
+            share = sp.cancel(mine / whole)
+            if share.is_number:  # else (a per-storage split, in B and S) keep it whole
+                shares[name] = share - 1
+        else:
+            shift += mine - whole
+    timeline = {}
+    for moment, value in memory.timeline.items():
+        alive = parts.get(moment, {})
+        changed = sum((share * alive.get(name, 0) for name, share in shares.items()
+                       if moment in parts), sp.S.Zero)
+        timeline[moment] = sp.expand(value + shift + changed)
+    return timeline
 
 
 @dataclass(frozen=True)

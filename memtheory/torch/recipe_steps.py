@@ -221,8 +221,10 @@ def check_recipe(
     )
     network = from_config(dict(config), batch=batch, sequence=sequence, loss=True,
                           flash=setup.flash)
+    # The runner's loop is a plain one: the Trainer's own scalars (loop="hf-trainer") are
+    # checked against the real Trainer in tests/pytorch/test_trainer_recipe.py.
     predicted = training_memory(network, setup=setup.changed(
-        precision=precision, optimizer_implementation=measured.implementation))
+        precision=precision, optimizer_implementation=measured.implementation, loop="plain"))
     return RecipeCheck(setup, precision, int(predicted.peak), predicted.peak_moment or "",
                        measured)
 

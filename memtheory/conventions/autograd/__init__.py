@@ -43,6 +43,9 @@ The package has one module per job:
   :mod:`~memtheory.conventions.autograd.backward` the backward pass (its
   graph of autograd nodes and the engine's order);
   :mod:`~memtheory.conventions.autograd.live_bytes` the live total they keep.
+* :mod:`~memtheory.conventions.autograd.loops`: what the training loop holds
+  besides the step (transformers' ``Trainer``'s bookkeeping scalars and its
+  gradient clipping).
 * :mod:`~memtheory.conventions.autograd.convention`: :class:`AutogradConvention`,
   which turns both into a :class:`~memtheory.memory_breakdown.MemoryBreakdown`.
 

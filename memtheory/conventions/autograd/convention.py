@@ -19,6 +19,13 @@ import sympy as sp
 from memtheory.conventions.autograd.backward import run_backward
 from memtheory.conventions.autograd.kernels.torch_2_13.optimizers import step_temporaries, step_text
 from memtheory.conventions.autograd.live_bytes import Timeline
+from memtheory.conventions.autograd.loops import (
+    LOOPS,
+    Loop,
+    LoopScalars,
+    clipping_temporaries,
+    loop_scalars,
+)
 from memtheory.conventions.autograd.storage_plan import (
     StepPlan,
     buffer_bytes,
@@ -178,7 +185,8 @@ class AutogradConvention(Convention):
     title = "autograd (what PyTorch keeps, and the peak)"
 
     def __init__(
-        self, implementation: Implementation = "for-loop", *, keeps_logits: bool = True
+        self, implementation: Implementation = "for-loop", *, keeps_logits: bool = True,
+        loop: Loop = "plain",
     ) -> None:
         if not isinstance(implementation, str) or implementation not in IMPLEMENTATIONS:
             raise InvalidArgumentError(
@@ -189,12 +197,16 @@ class AutogradConvention(Convention):
             raise InvalidArgumentError(
                 f"keeps_logits must be True or False, got {keeps_logits!r:.60}."
             )
+        if loop not in LOOPS:
+            raise InvalidArgumentError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r:.60}.")
         self.implementation = implementation
         self.keeps_logits = bool(keeps_logits)
+        self.loop: Loop = loop
 
     def __repr__(self) -> str:
         logits = "" if self.keeps_logits else ", keeps_logits=False"
-        return f"AutogradConvention(implementation={self.implementation!r}{logits})"
+        loop = "" if self.loop == "plain" else f", loop={self.loop!r}"
+        return f"AutogradConvention(implementation={self.implementation!r}{logits}{loop})"
 
     # -- public ------------------------------------------------------------------------
     def training(
@@ -238,11 +250,14 @@ class AutogradConvention(Convention):
             components["targets"] = plan.sizes["targets"]
         if not optimizer.scalar_states:
             del components["optimizer_step_counters"]
+        scalars = self._loop_scalars(plan)
+        if scalars.total != 0:
+            components["loop_scalars"] = scalars.total
         shapes = (
             list(parameter_shapes(network).values()) if optimizer.factored_state_names else None
         )
-        timeline = self._training_timeline(plan, tensors, optimizer, components, shapes)
-        notes = (
+        timeline, parts = self._training_timeline(plan, tensors, optimizer, components, shapes)
+        notes: tuple[str, ...] = (
             f"{optimizer}, {self.implementation} implementation: "
             f"{step_text(optimizer, self.implementation)}",
             "zero_grad(set_to_none=True); the caller keeps the input, targets, "
@@ -250,8 +265,12 @@ class AutogradConvention(Convention):
             "saved activations: each storage once; the input batch and targets counted apart",
             "peak: live tensor storages; kernel workspaces and allocator slack not included",
         )
+        if self.loop != "plain":
+            notes += ("the Trainer's loop: its bookkeeping scalars (loop_scalars) through the "
+                      "step, gradient clipping's norms before the optimizer step",)
         return MemoryBreakdown(
-            components, "training", self.name, precision, optimizer, notes, timeline
+            components, "training", self.name, precision, optimizer, notes, timeline,
+            timeline_parts=parts,
         )
 
     def inference(self, model: Model, precision: Precision) -> MemoryBreakdown:
@@ -307,12 +326,15 @@ class AutogradConvention(Convention):
         optimizer: Optimizer,
         components: dict[str, sp.Expr],
         shapes: list[Shape] | None,
-    ) -> dict[str, sp.Expr]:
+    ) -> tuple[dict[str, sp.Expr], dict[str, dict[str, sp.Expr]]]:
         precision = plan.precision
-        timeline = Timeline()
+        scalars = self._loop_scalars(plan)
+        timeline = Timeline(categories=_categories(plan, tensors))
         for name in ("parameters", "buffers", "optimizer_state", "optimizer_step_counters"):
             if name in components:
                 timeline.alloc(name, components[name])
+        for key, nbytes in (*scalars.whole_step.items(), *scalars.until_backward_ends.items()):
+            timeline.alloc(key, nbytes)
         for key in sorted(plan.data):
             timeline.alloc(key, plan.sizes[key])
         for tensor, count in tensors.items():
@@ -322,7 +344,14 @@ class AutogradConvention(Convention):
             timeline.free(f"grad {tensor}")
         holders = holders_of(plan)
         run_forward(plan, timeline, holders)
+        for key, nbytes in scalars.in_backward.items():
+            timeline.alloc(key, nbytes)
         run_backward(plan, timeline, holders, tensors)
+        for key in (*scalars.in_backward, *scalars.until_backward_ends):
+            timeline.free(key)
+        clipping = clipping_temporaries(self.loop, len(tensors), precision.gradients.bytes)
+        if clipping != 0:
+            timeline.mark("gradient clipping", clipping)
         temporaries = step_temporaries(
             optimizer,
             self.implementation,
@@ -330,7 +359,30 @@ class AutogradConvention(Convention):
             shapes,
         )
         timeline.mark("optimizer step", temporaries)
-        return timeline.moments
+        return timeline.moments, timeline.parts
+
+    def _loop_scalars(self, plan: StepPlan) -> LoopScalars:
+        """Return the loop's own scalars: the loss in its dtype, the norm in the gradients'."""
+        loss = (sp.Integer(plan.loss.out_dtype.bytes) if plan.loss is not None
+                else plan.sizes["loss"])
+        return loop_scalars(self.loop, loss_bytes=loss,
+                            gradient_bytes=plan.precision.gradients.bytes)
+
+
+def _categories(plan: StepPlan, tensors: dict[str, sp.Expr]) -> dict[str, str]:
+    """Return the storages whose live bytes a split step scales, by component.
+
+    The parameters' gradients, the storages backward nodes keep (as
+    :func:`saved_bytes` counts them) and autocast's weight copies: the
+    components that come and go during the step (:attr:`MemoryBreakdown.timeline_parts`).
+    """
+    saved = {key for entry in plan.rows for key in entry.saved}
+    saved -= plan.data
+    saved -= set(plan.weight_copies)
+    categories = dict.fromkeys(saved, "saved_activations")
+    categories.update(dict.fromkeys(plan.weight_copies, "weight_copies"))
+    categories.update(dict.fromkeys((f"grad {tensor}" for tensor in tensors), "gradients"))
+    return categories
 
 
 def _warn_if_unchecked_torch() -> None:

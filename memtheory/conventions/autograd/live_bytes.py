@@ -41,8 +41,14 @@ class Timeline:
 
     live: dict[str, sp.Expr] = field(default_factory=dict)
     moments: dict[str, sp.Expr] = field(default_factory=dict)
+    categories: dict[str, str] = field(default_factory=dict)
+    """Storage name -> component, for the storages whose live bytes each moment also keeps
+    by component (:attr:`parts`)."""
+    parts: dict[str, dict[str, sp.Expr]] = field(default_factory=dict)
+    """Moment -> the live bytes of each component of :attr:`categories` at that moment."""
     _sum: _Sum = field(default_factory=lambda: _Sum())
     _nonzero: dict[str, None] = field(default_factory=dict)
+    _by_category: dict[str, sp.Expr] = field(default_factory=dict)
 
     def alloc(self, key: str, nbytes: sp.Expr) -> None:
         """Add a live storage."""
@@ -53,6 +59,7 @@ class Timeline:
         if value is not sp.S.Zero:
             self._nonzero[key] = None
             self._sum.add(value, 1)
+            self._count(key, value)
 
     def free(self, key: str) -> None:
         """Remove a live storage."""
@@ -60,6 +67,12 @@ class Timeline:
         if value is not sp.S.Zero:
             del self._nonzero[key]
             self._sum.add(value, -1)
+            self._count(key, -value)
+
+    def _count(self, key: str, value: sp.Expr) -> None:
+        category = self.categories.get(key)
+        if category is not None:
+            self._by_category[category] = self._by_category.get(category, sp.S.Zero) + value
 
     def total(self) -> sp.Expr:
         """Return the live bytes now."""
@@ -71,6 +84,8 @@ class Timeline:
 
     def mark(self, label: str, extra: sp.Expr | int = 0) -> None:
         """Record the live bytes (plus ``extra``) as the moment ``label``."""
+        if self.categories:
+            self.parts[label] = dict(self._by_category)
         extra = sp.sympify(extra)
         if extra is sp.S.Zero or not self._nonzero or not self._sum.exact or not _parts(extra):
             self.moments[label] = self.total() + extra
