@@ -1,0 +1,7 @@
+"""``python -m memtheory.cli``: the ``memtheory`` command."""
+
+import sys
+
+from memtheory.cli import main
+
+sys.exit(main())
