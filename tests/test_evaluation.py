@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memtheory as mt
-from memtheory.evaluation import INT64_SAFE_LIMIT, replaced, symbols_by_name
+from memtheory.evaluation import replaced, symbols_by_name
+from memtheory.evaluation.overflow import INT64_SAFE_LIMIT, magnitude_bound
 from memtheory.sliding_window import pool_output_size
 from memtheory.symbols import B, H, W
 
@@ -215,20 +216,21 @@ def test_whole_floats_are_accepted_as_sizes():
 
 def test_evaluate_grid_runs_the_compiled_code_once_when_no_step_can_overflow(monkeypatch):
     """A grid whose bound stays in int64 is computed once (no float64 pass); agreeing exactly."""
-    from memtheory import evaluation
+    from memtheory.evaluation import overflow
+    from memtheory.evaluation.numpy_code import NumPyCode, numpy_function
 
     calls = []
     expression = 3 * B * sp.floor(H / 2) ** 2 + sp.Max(B * H, 7 * H) + 5
-    compiled = evaluation._numpy_function(sp.sympify(expression), ("B", "H"))
+    compiled = numpy_function(sp.sympify(expression), ("B", "H"))
 
     def counted(expr, names):
         def function(*values):
             calls.append(values[0].dtype)
-            return compiled(*values)
+            return compiled.function(*values)
 
-        return function
+        return NumPyCode(compiled.expression, function)
 
-    monkeypatch.setattr(evaluation, "_numpy_function", counted)
+    monkeypatch.setattr(overflow, "numpy_function", counted)
     batch, size = np.arange(1, 50).reshape(-1, 1), np.arange(1, 300).reshape(1, -1)
     grid = mt.evaluate_grid(expression, B=batch, H=size)
     assert calls == [np.dtype(np.int64)]
@@ -244,12 +246,10 @@ def test_evaluate_grid_runs_the_compiled_code_once_when_no_step_can_overflow(mon
 )
 def test_magnitude_bound_bounds_every_numerator_the_integer_code_computes(coefficients, b, h):
     """The bound covers the expression and the scaled numerators inside its floors."""
-    from memtheory.evaluation import _magnitude_bound
-
     c0, c1, c2, c3 = coefficients
     inner = sp.Rational(c1, 3) * H + c2
     expression = c0 * B * sp.floor(inner / 2) ** 2 + sp.ceiling(c3 * B / 7) + sp.Max(B, H)
-    bound = _magnitude_bound(expression, {"B": b, "H": h})
+    bound = magnitude_bound(expression, {"B": b, "H": h})
     point = {B: b, H: h}
     # 7 * ceiling(c3*B/7) is a numerator the code computes only while c3/7 is a fraction:
     # for c3 = 2835 sympy writes ceiling(405*B) as 405*B, and nothing is divided.
