@@ -24,7 +24,8 @@ in, checked), :mod:`~memtheory.evaluation.substitution` (sympy),
 :mod:`~memtheory.evaluation.grid` with :mod:`~memtheory.evaluation.grid_checks`
 and :mod:`~memtheory.evaluation.overflow` (NumPy grids), which run code compiled
 by :mod:`~memtheory.evaluation.numpy_code` from the printers of
-:mod:`~memtheory.evaluation.integer_code`.
+:mod:`~memtheory.evaluation.integer_code`, its maxima pruned by
+:mod:`~memtheory.evaluation.envelope`.
 
 Examples
 --------

@@ -1,13 +1,17 @@
 """Compile an integer expression to NumPy code, once per expression and argument order.
 
-The code is printed by :class:`~memtheory.evaluation.integer_code.IntegerNumPyPrinter`,
-each product of sizes that several terms share computed once.
+The code is printed by :class:`~memtheory.evaluation.integer_code.IntegerNumPyPrinter`
+from the expression with its maxima pruned for sizes of at least 1
+(:mod:`~memtheory.evaluation.envelope`), each product of sizes that several terms
+share computed once.
 
 Examples
 --------
 >>> import numpy as np
 >>> from memtheory.symbols import B, S
 >>> code = numpy_function(sp.Max(8 * B * S + 100, 9 * B * S + 90, 10 * B * S + 80), ("B", "S"))
+>>> code.expression  # the middle line is the largest only where all three are level
+Max(8*B*S + 100, 10*B*S + 80)
 >>> code.function(np.array([1, 2, 3]), 5).tolist()
 [140, 180, 230]
 """
@@ -21,6 +25,7 @@ from typing import Any
 
 import sympy as sp
 
+from memtheory.evaluation.envelope import pruned
 from memtheory.evaluation.integer_code import IntegerNumPyPrinter
 from memtheory.evaluation.values import argument_symbols
 
@@ -34,8 +39,9 @@ class NumPyCode:
     Attributes
     ----------
     expression : sympy expression
-        What the code computes (the expression it was compiled from). Overflow is
-        bounded on this one.
+        What the code computes: the expression it was compiled from with its
+        maxima pruned (:func:`~memtheory.evaluation.envelope.pruned`), equal to it
+        wherever every size is at least 1. Overflow is bounded on this one.
     function : callable
         The compiled code: a function of NumPy arrays (or numbers), in the order of
         the names it was compiled for.
@@ -56,7 +62,8 @@ def numpy_function(expr: sp.Expr, names: tuple[str, ...]) -> NumPyCode:
     names : tuple of str
         The argument order: every free symbol's name, and possibly others.
     """
-    return NumPyCode(expr, _compiled_numpy(expr, argument_symbols(expr, names)))
+    expression = pruned(expr)
+    return NumPyCode(expression, _compiled_numpy(expression, argument_symbols(expr, names)))
 
 
 def _compiled_numpy(expr: sp.Expr, arguments: list[sp.Symbol]) -> Callable[..., Any]:
