@@ -202,6 +202,15 @@ def test_evaluate_grid_rejects_bad_arrays(arrays, word):
         mt.evaluate_grid(2 * B, **arrays)
 
 
+@pytest.mark.parametrize("batch", [3, np.array(3), np.array([3])])
+def test_object_grid_of_a_maximum_beyond_int64_at_one_point(batch):
+    """dtype=object at a single point: Max of integers past int64 is exact, not OverflowError."""
+    expression = sp.Max(2**70 * B, 3 * 2**70 + H)
+    expected = mt.evaluate(expression, B=3, H=5)
+    grid = mt.evaluate_grid(expression, B=batch, H=5, dtype=object)
+    assert grid.shape == np.shape(batch) and grid.item() == expected
+
+
 def test_evaluate_grid_rejects_other_dtypes():
     """Only int64 and object are offered: float64 would lose exactness silently."""
     with pytest.raises(mt.errors.EvaluationError, match="int64"):

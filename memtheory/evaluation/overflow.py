@@ -42,8 +42,10 @@ def computed_grid(
     """
     code = numpy_function(expr, names)
     function = code.function
-    if exact:
-        return np.asarray(function(*values), dtype=object)
+    if exact:  # 0-d arrays compute in bare Python ints, which numpy.maximum would cast to int64
+        lifted = [v.reshape(1) if v.ndim == 0 else v for v in values]
+        result = np.asarray(function(*lifted), dtype=object)
+        return result.reshape(()) if all(v.ndim == 0 for v in values) else result
     maxima = {
         name: int(np.max(np.abs(v), initial=0)) for name, v in zip(names, values, strict=True)
     }
