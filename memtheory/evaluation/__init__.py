@@ -46,9 +46,12 @@ from __future__ import annotations
 from memtheory._replace import replaced
 from memtheory.evaluation.exact import compile_exact
 from memtheory.evaluation.grid import evaluate_grid
+from memtheory.evaluation.overflow import INT64_SAFE_LIMIT as INT64_SAFE_LIMIT
 from memtheory.evaluation.substitution import evaluate, substitute, substitution
+from memtheory.evaluation.values import as_expression as as_expression
 from memtheory.evaluation.values import symbols_by_name
 
+# INT64_SAFE_LIMIT and as_expression are importable from here, as before the split, outside __all__.
 __all__ = [
     "compile_exact",
     "evaluate",

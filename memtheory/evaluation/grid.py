@@ -10,6 +10,8 @@ array([3, 6, 9])
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import sympy as sp
 
@@ -74,7 +76,7 @@ def evaluate_grid(
     """
     expr = as_expression(expression, "evaluate_grid")
     exact = grid_dtype(dtype)
-    symbols = symbols_by_name([expr])
+    symbols = dict(_free_symbols(expr))
     names = sorted(symbols)
     missing = sorted(set(names) - set(arrays))
     if missing:
@@ -99,3 +101,9 @@ def evaluate_grid(
         ) from None
     check_grid_constraints(expr, within, values, exact)
     return computed_grid(expr, tuple(names), [values[name] for name in names], exact)
+
+
+@functools.lru_cache(maxsize=256)
+def _free_symbols(expr: sp.Expr) -> tuple[tuple[str, sp.Symbol], ...]:
+    """Return ``expr``'s free symbols by name, kept: a grid is often evaluated again."""
+    return tuple(symbols_by_name([expr]).items())
