@@ -12,7 +12,7 @@ import memtheory as mt
 from memtheory.evaluation import replaced, symbols_by_name
 from memtheory.evaluation.overflow import INT64_SAFE_LIMIT, magnitude_bound
 from memtheory.sliding_window import pool_output_size
-from memtheory.symbols import B, H, W
+from memtheory.symbols import B, H, W, size_symbol
 
 
 def all_paths(expression, **values):
@@ -312,3 +312,27 @@ def test_evaluate_deep_timeline_matches_xreplace_moment_by_moment():
         v.xreplace({H: 2**9 + 3, B: 3}) for v in memory.timeline.values()
     )
     assert symbols_by_name(memory.timeline.values()) == {"B": B, "H": H}
+
+
+def test_a_warning_for_one_network_of_two_points_at_the_caller():
+    """evaluate_grid and compile_exact warn (one network refuses, one takes it) at this line."""
+    side = size_symbol("evaluation_warning_side")
+    counts = [
+        mt.ModelCounts(
+            parameters=3 * side + 11,
+            activations=7 * side**2 * B,
+            input_elements=side**2 * B,
+            constraints={label: side - shift},
+        )
+        for label, shift in (("tight", 4), ("loose", 2))
+    ]
+    activations = counts[0].activations
+    assert activations == counts[1].activations  # one expression, handed out by both
+    calls = [
+        lambda: mt.evaluate_grid(activations, B=1, evaluation_warning_side=np.array([5, 3])),
+        lambda: mt.compile_exact(activations, ["B", side.name])(1, 3),
+    ]
+    for call in calls:
+        with pytest.warns(mt.errors.SizeWarning, match="tight") as caught:
+            call()
+        assert [w.filename for w in caught] == [__file__]

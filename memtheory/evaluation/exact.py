@@ -23,11 +23,15 @@ from memtheory.constraints import (
     sizes_inside,
     too_small,
     warn_outside,
-    warn_unknown,
 )
 from memtheory.errors import EvaluationError
 from memtheory.evaluation.integer_code import ExactPythonPrinter
-from memtheory.evaluation.values import argument_symbols, as_expression, checked_value
+from memtheory.evaluation.values import (
+    argument_symbols,
+    as_expression,
+    checked_value,
+    refuse_or_warn,
+)
 
 __all__ = ["compile_exact"]
 
@@ -119,10 +123,7 @@ def compile_exact(
                     )
                     failures.append(too_small(constraint, shown, value))
                     break
-        if failures:
-            if len(failures) == len(groups) and not found.unknown:
-                raise failures[0]  # out of range for every network it may come from
-            warn_unknown(str(failures[0]))
+        refuse_or_warn(failures, found, stacklevel=3)
         return raw(*values)
 
     compiled.__doc__ = f"Exact value of {expr} for ({', '.join(map(str, arguments))})."

@@ -30,11 +30,10 @@ from memtheory.constraints import (
     sizes_inside,
     too_small,
     warn_outside,
-    warn_unknown,
 )
 from memtheory.errors import EvaluationError, EvaluationOverflowError, KernelTooLargeError
 from memtheory.evaluation.overflow import computed_grid
-from memtheory.evaluation.values import symbols_by_name
+from memtheory.evaluation.values import refuse_or_warn, symbols_by_name
 
 __all__ = ["as_array", "check_grid_constraints", "check_signs", "grid_dtype"]
 
@@ -124,10 +123,7 @@ def check_grid_constraints(
                 _check_grid_constraint(constraint, values, exact, warn=False)
         except KernelTooLargeError as error:
             failures.append(error)
-    if failures:
-        if len(failures) == len(found.sets) and not found.unknown:
-            raise failures[0]  # the grid is out of range whichever network it comes from
-        warn_unknown(str(failures[0]), stacklevel=4)
+    refuse_or_warn(failures, found, stacklevel=4)
 
 
 def _check_grid_constraint(

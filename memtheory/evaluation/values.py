@@ -27,9 +27,16 @@ import numpy as np
 import sympy as sp
 
 from memtheory._shown import shown
-from memtheory.errors import EvaluationError
+from memtheory.constraints import Candidates, warn_unknown
+from memtheory.errors import EvaluationError, KernelTooLargeError
 
-__all__ = ["argument_symbols", "as_expression", "checked_value", "symbols_by_name"]
+__all__ = [
+    "argument_symbols",
+    "as_expression",
+    "checked_value",
+    "refuse_or_warn",
+    "symbols_by_name",
+]
 
 
 def symbols_by_name(expressions: Iterable[sp.Expr]) -> dict[str, sp.Symbol]:
@@ -153,3 +160,30 @@ def argument_symbols(expression: sp.Expr, names: Sequence[str] | None) -> list[s
             "or substitute a value with evaluate() first."
         )
     return [available.get(name, sp.Symbol(name)) for name in names]
+
+
+def refuse_or_warn(
+    failures: Sequence[KernelTooLargeError], found: Candidates, stacklevel: int
+) -> None:
+    """Settle values that some network the expression may come from refuses (``failures``).
+
+    Out of range for every network in ``found`` (and none unknown): the first
+    failure is raised. For some only, or when its constraints are unknown: a
+    warning, pointing ``stacklevel`` frames above the caller.
+
+    Examples
+    --------
+    >>> from memtheory.constraints import SizeConstraint, too_small
+    >>> from memtheory.symbols import H
+    >>> rule = SizeConstraint(H - 4, "layer 1 of 'a'")
+    >>> refuse_or_warn([], Candidates(((rule,),)), stacklevel=2)
+    >>> refuse_or_warn([too_small(rule, "H=2", -2)], Candidates(((rule,),)), stacklevel=2)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.KernelTooLargeError: ...
+    """
+    if not failures:
+        return
+    if len(failures) == len(found.sets) and not found.unknown:
+        raise failures[0]  # out of range whichever network it comes from
+    warn_unknown(str(failures[0]), stacklevel=stacklevel + 1)
