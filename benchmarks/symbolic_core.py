@@ -26,7 +26,9 @@ import sympy as sp
 
 from memtheory import evaluate, training_memory
 from memtheory.estimate import estimate
-from memtheory.evaluation import _NUMPY_CACHE, _IntegerNumPyPrinter, evaluate_grid
+from memtheory.evaluation import evaluate_grid
+from memtheory.evaluation.integer_code import IntegerNumPyPrinter
+from memtheory.evaluation.numpy_code import numpy_function
 from memtheory.models import vgg16
 from memtheory.symbols import H
 
@@ -62,7 +64,7 @@ def main() -> None:
     size = np.arange(32, 1032).reshape(1, -1)
 
     def afresh():
-        _NUMPY_CACHE.clear()
+        numpy_function.cache_clear()
         return evaluate_grid(total, B=batch, H=size)
 
     compiled, _, grid = first_and_rest(afresh)
@@ -79,7 +81,7 @@ def main() -> None:
     peak = estimate("llama-3-8b", sequence=4096, lora=16).symbolic.peak
     symbols = sorted(peak.free_symbols, key=lambda s: s.name)
     sequence = np.arange(1, 1001).reshape(1, -1)
-    plain = sp.lambdify(symbols, peak, modules="numpy", printer=_IntegerNumPyPrinter)
+    plain = sp.lambdify(symbols, peak, modules="numpy", printer=IntegerNumPyPrinter)
     ours, theirs = alternated(
         lambda: evaluate_grid(peak, B=batch, S=sequence), lambda: plain(batch, sequence),
         repeat=REPEATS,

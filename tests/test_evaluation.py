@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memtheory as mt
-from memtheory.evaluation import INT64_SAFE_LIMIT, replaced, symbols_by_name
+from memtheory.evaluation import replaced, symbols_by_name
+from memtheory.evaluation.overflow import INT64_SAFE_LIMIT, magnitude_bound
 from memtheory.sliding_window import pool_output_size
-from memtheory.symbols import B, H, W
+from memtheory.symbols import B, H, W, size_symbol
 
 
 def all_paths(expression, **values):
@@ -201,6 +202,15 @@ def test_evaluate_grid_rejects_bad_arrays(arrays, word):
         mt.evaluate_grid(2 * B, **arrays)
 
 
+@pytest.mark.parametrize("batch", [3, np.array(3), np.array([3])])
+def test_object_grid_of_a_maximum_beyond_int64_at_one_point(batch):
+    """dtype=object at a single point: Max of integers past int64 is exact, not OverflowError."""
+    expression = sp.Max(2**70 * B, 3 * 2**70 + H)
+    expected = mt.evaluate(expression, B=3, H=5)
+    grid = mt.evaluate_grid(expression, B=batch, H=5, dtype=object)
+    assert grid.shape == np.shape(batch) and grid.item() == expected
+
+
 def test_evaluate_grid_rejects_other_dtypes():
     """Only int64 and object are offered: float64 would lose exactness silently."""
     with pytest.raises(mt.errors.EvaluationError, match="int64"):
@@ -215,20 +225,21 @@ def test_whole_floats_are_accepted_as_sizes():
 
 def test_evaluate_grid_runs_the_compiled_code_once_when_no_step_can_overflow(monkeypatch):
     """A grid whose bound stays in int64 is computed once (no float64 pass); agreeing exactly."""
-    from memtheory import evaluation
+    from memtheory.evaluation import overflow
+    from memtheory.evaluation.numpy_code import NumPyCode, numpy_function
 
     calls = []
     expression = 3 * B * sp.floor(H / 2) ** 2 + sp.Max(B * H, 7 * H) + 5
-    compiled = evaluation._numpy_function(sp.sympify(expression), ("B", "H"))
+    compiled = numpy_function(sp.sympify(expression), ("B", "H"))
 
     def counted(expr, names):
         def function(*values):
             calls.append(values[0].dtype)
-            return compiled(*values)
+            return compiled.function(*values)
 
-        return function
+        return NumPyCode(compiled.expression, function)
 
-    monkeypatch.setattr(evaluation, "_numpy_function", counted)
+    monkeypatch.setattr(overflow, "numpy_function", counted)
     batch, size = np.arange(1, 50).reshape(-1, 1), np.arange(1, 300).reshape(1, -1)
     grid = mt.evaluate_grid(expression, B=batch, H=size)
     assert calls == [np.dtype(np.int64)]
@@ -244,12 +255,10 @@ def test_evaluate_grid_runs_the_compiled_code_once_when_no_step_can_overflow(mon
 )
 def test_magnitude_bound_bounds_every_numerator_the_integer_code_computes(coefficients, b, h):
     """The bound covers the expression and the scaled numerators inside its floors."""
-    from memtheory.evaluation import _magnitude_bound
-
     c0, c1, c2, c3 = coefficients
     inner = sp.Rational(c1, 3) * H + c2
     expression = c0 * B * sp.floor(inner / 2) ** 2 + sp.ceiling(c3 * B / 7) + sp.Max(B, H)
-    bound = _magnitude_bound(expression, {"B": b, "H": h})
+    bound = magnitude_bound(expression, {"B": b, "H": h})
     point = {B: b, H: h}
     # 7 * ceiling(c3*B/7) is a numerator the code computes only while c3/7 is a fraction:
     # for c3 = 2835 sympy writes ceiling(405*B) as 405*B, and nothing is divided.
@@ -303,3 +312,27 @@ def test_evaluate_deep_timeline_matches_xreplace_moment_by_moment():
         v.xreplace({H: 2**9 + 3, B: 3}) for v in memory.timeline.values()
     )
     assert symbols_by_name(memory.timeline.values()) == {"B": B, "H": H}
+
+
+def test_a_warning_for_one_network_of_two_points_at_the_caller():
+    """evaluate_grid and compile_exact warn (one network refuses, one takes it) at this line."""
+    side = size_symbol("evaluation_warning_side")
+    counts = [
+        mt.ModelCounts(
+            parameters=3 * side + 11,
+            activations=7 * side**2 * B,
+            input_elements=side**2 * B,
+            constraints={label: side - shift},
+        )
+        for label, shift in (("tight", 4), ("loose", 2))
+    ]
+    activations = counts[0].activations
+    assert activations == counts[1].activations  # one expression, handed out by both
+    calls = [
+        lambda: mt.evaluate_grid(activations, B=1, evaluation_warning_side=np.array([5, 3])),
+        lambda: mt.compile_exact(activations, ["B", side.name])(1, 3),
+    ]
+    for call in calls:
+        with pytest.warns(mt.errors.SizeWarning, match="tight") as caught:
+            call()
+        assert [w.filename for w in caught] == [__file__]

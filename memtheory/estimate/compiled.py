@@ -37,7 +37,7 @@ import sympy as sp
 
 from memtheory.constraints import candidates
 from memtheory.errors import EvaluationError, InvalidArgumentError
-from memtheory.evaluation import _ExactPythonPrinter
+from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.footprint import Footprint
 from memtheory.memory_breakdown import MemoryBreakdown
 
@@ -223,7 +223,7 @@ def _source(expression: sp.Expr, names: list[str]) -> str:
     """
     if not all(name.isidentifier() and not iskeyword(name) for name in names):
         raise InvalidArgumentError(f"sizes {names} are not all plain names")
-    code = _ExactPythonPrinter().doprint(sp.sympify(expression))
+    code = ExactPythonPrinter().doprint(sp.sympify(expression))
     return f"lambda {', '.join(names)}: ({code})"
 
 

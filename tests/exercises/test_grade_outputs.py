@@ -180,7 +180,8 @@ def test_an_output_in_a_missing_folder_is_refused_before_grading(tmp_path, capsy
     (folder / "ada.toml").write_text('[answers]\n"ch02.q2" = "1"\n')
     graded = []
     monkeypatch.setattr(
-        "memtheory.cli.grade_folder", lambda *a, **k: graded.append(1) or grade_folder(*a, **k)
+        "memtheory.cli.exercise_commands.grade_folder",
+        lambda *a, **k: graded.append(1) or grade_folder(*a, **k),
     )
     assert main(["grade", str(folder), "--csv", str(tmp_path / "no" / "such" / "g.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -197,7 +197,7 @@ class AutogradConvention(Convention):
             raise InvalidArgumentError(
                 f"keeps_logits must be True or False, got {keeps_logits!r:.60}."
             )
-        if loop not in LOOPS:
+        if not isinstance(loop, str) or loop not in LOOPS:
             raise InvalidArgumentError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r:.60}.")
         self.implementation = implementation
         self.keeps_logits = bool(keeps_logits)

@@ -1,0 +1,79 @@
+"""``memtheory estimate`` starts without the course and validation code (issue 26).
+
+Each check runs the command in a fresh interpreter (a test session has imported
+everything already) and lists which of the heavy packages it loaded. The grader's
+own subcommand is run the same way, as a control: it must load the grader, which
+shows that the check sees an import when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HEAVY = (
+    "memtheory.exercises",
+    "memtheory.calculator",
+    "memtheory.plotting",
+    "memtheory.validation",
+    "torch",
+)
+"""Packages ``memtheory estimate`` has no use for: the grader, the course pages, torch."""
+
+_SCRIPT = """
+import contextlib, io, json, sys
+from memtheory.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        status = main(sys.argv[1:])
+    except SystemExit as stop:
+        status = stop.code
+heavy = json.loads({heavy!r})
+loaded = sorted(n for n in sys.modules if any(n == h or n.startswith(h + ".") for h in heavy))
+print(json.dumps({{"status": status, "loaded": loaded}}))
+"""
+
+
+def _run(*argv: str) -> dict[str, object]:
+    """Run ``memtheory ARGV`` in a fresh interpreter; its exit status and the heavy modules."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "MEMTHEORY_CACHE": "off"}
+    script = _SCRIPT.format(heavy=json.dumps(HEAVY))
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+        cwd=ROOT,
+    )
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("estimate", "--help"),
+        ("estimate", "gpt2", "--batch", "1", "--seq", "128"),
+        ("serve", "--help"),
+    ],
+    ids=" ".join,
+)
+def test_estimate_and_serve_load_no_course_code_and_no_torch(argv: tuple[str, ...]) -> None:
+    """The command runs (exit 0) without importing the grader, the course pages or torch."""
+    result = _run(*argv)
+    assert result == {"status": 0, "loaded": []}
+
+
+def test_the_grader_is_loaded_when_a_grader_subcommand_runs() -> None:
+    """``memtheory sets`` imports memtheory.exercises: the check above would see it."""
+    result = _run("sets")
+    assert result["status"] == 0
+    assert "memtheory.exercises" in result["loaded"]  # type: ignore[operator]
