@@ -19,6 +19,7 @@ Examples
 
 from memtheory.recipes.catalog import RECIPE_REGISTRY, RECIPES, Recipe, default_recipe, recipe
 from memtheory.recipes.setup import AS_LOADED, Setup, setup_from
+from memtheory.recipes.textbook import TEXTBOOK
 
 __all__ = [
     "AS_LOADED",
@@ -26,6 +27,7 @@ __all__ = [
     "RECIPE_REGISTRY",
     "Recipe",
     "Setup",
+    "TEXTBOOK",
     "default_recipe",
     "recipe",
     "setup_from",

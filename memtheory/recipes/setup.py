@@ -30,7 +30,7 @@ import sympy as sp
 
 from memtheory.conventions.autograd import AutogradConvention
 from memtheory.conventions.autograd.loops import LOOPS, Loop
-from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.errors import InvalidArgumentError, MemtheoryError, UnsupportedError
 from memtheory.gpus import DEFAULT_RESERVE, ReserveLike
 from memtheory.precision import precision as _precision
 from memtheory.units import format_bytes, parse_bytes
@@ -324,6 +324,23 @@ class Setup:
         return AutogradConvention(self.implementation, keeps_logits=self.keeps_logits,
                                   loop=self.loop)
 
+    @property
+    def is_recipe(self) -> bool:
+        """Whether this setup is a named recipe of the catalog, or a copy of one with changes.
+
+        Examples
+        --------
+        >>> Setup.recipe("hf-trainer").is_recipe, Setup(name="mine").is_recipe
+        (True, False)
+        """
+        if not self.name:
+            return False
+        try:
+            _CATALOG[0](self.name)
+        except MemtheoryError:
+            return False
+        return True
+
     def describe(self, checkpoint_dtype: str | None = None) -> list[str]:
         """Return the assumptions in words, one line each (what ``assumed:`` lines print).
 
@@ -337,8 +354,9 @@ class Setup:
         """
         lines = []
         if self.name:
-            lines.append(f"recipe {self.name}: {self.source}" if self.source else
-                         f"recipe {self.name}")
+            kind = "recipe" if self.is_recipe else "setup"
+            lines.append(f"{kind} {self.name}: {self.source}" if self.source else
+                         f"{kind} {self.name}")
         chosen = self.precision_for(checkpoint_dtype)
         how = _precision(chosen).describe()
         if self.precision == AS_LOADED and self.zero:

@@ -4,7 +4,8 @@ A memory figure is the figure of one step: its precision, optimizer and
 implementation, attention kernel, loop and card reserve
 (:class:`memtheory.recipes.Setup`). A chapter whose code calls one of the
 library's memory-computing front doors (:data:`FRONT_DOORS`) must build a
-``Setup(...)`` or ``Setup.recipe(...)`` in a code cell before that call, and
+``Setup(...)`` or ``Setup.recipe(...)``, or take the library's ``TEXTBOOK``
+setup, in a code cell before that call, and
 show it to the reader with ``describe()``, as chapter 6 does. The chapters'
 sources are read, not run: the check takes seconds.
 """
@@ -29,7 +30,7 @@ FRONT_DOORS = (
 that fits one): the answer depends on the step's assumptions, so the chapter must state them."""
 
 _CALL = re.compile(r"(?<![\w.])(?:\w+\.)*(" + "|".join(FRONT_DOORS) + r")\(")
-_SETUP = re.compile(r"(?<![\w.])Setup(?:\.recipe)?\(")
+_SETUP = re.compile(r"(?<![\w.])(?:Setup(?:\.recipe)?\(|TEXTBOOK\b)")
 _DESCRIBE = re.compile(r"\.describe\(\)")
 
 EXEMPT: dict[str, str] = {}
