@@ -1,18 +1,23 @@
 """Run a recipe's training step on a Hugging Face decoder and set it beside the prediction.
 
 :func:`check_recipe` builds transformers' causal language model from a small
-configuration (no download), prepares it as the recipe does (its dtype, its
-attention kernel, ``torch.autocast`` or not, the ``torch.optim`` AdamW
-implementation, a loop that holds the logits or only the loss), measures one
-steady-state step with :func:`~memtheory.torch.measure` and predicts the same
-step with :func:`memtheory.training_memory` under the recipe's
+configuration (no download) in the checkpoint's dtype, with the recipe's
+attention kernel (:func:`recipe_model`), casts it to the dtype the recipe
+trains in, and measures one steady-state step with
+``measure(model, batch, setup=recipe)``: the step (``torch.autocast`` or
+not, the ``torch.optim`` optimizer and its implementation, a loop that holds
+the logits or only the loss) is the one
+:func:`~memtheory.torch.setup_step.setup_step` maps every Setup onto, not a
+second mapping. It predicts the same step with
+:func:`memtheory.training_memory` under the recipe's
 :class:`~memtheory.recipes.Setup`. On the CPU the two are compared to the
 byte; on a GPU (``device="cuda"``) the measurement also reads the caching
 allocator, which is what ``benchmarks/cuda_zoo.py --recipes`` records.
 
 What it cannot run is said, not faked: recipes whose kernels are CUDA-only
-(bitsandbytes' 4-bit weights) or that need several devices (ZeRO, FSDP) are
-refused by :func:`check_recipe` with the reason.
+(bitsandbytes' 4-bit weights), that need several devices (ZeRO, FSDP) or
+that this runner does not build (peft's LoRA adapters) are refused by
+:func:`check_recipe` with the reason.
 
 Examples
 --------
@@ -25,19 +30,19 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from memtheory.errors import UnsupportedError
+from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.memory import training_memory
 from memtheory.models import from_config
 from memtheory.recipes import Setup, setup_from
-from memtheory.torch.hf_losses import causal_lm_loss
 from memtheory.torch.measurement import Measurement, measure
+from memtheory.torch.setup_step import refuse_unrunnable, setup_step
 
 __all__ = [
     "CPU_RECIPES",
@@ -45,6 +50,7 @@ __all__ = [
     "TINY_LLAMA",
     "RecipeCheck",
     "check_recipe",
+    "recipe_model",
     "record_recipe_steps",
 ]
 
@@ -102,48 +108,22 @@ class RecipeCheck:
         return self.predicted_peak - self.measured.peak
 
 
-class _Logits(nn.Module):
-    """The model returns its logits: the loop applies the loss and holds the output."""
+def _refuse(setup: Setup) -> None:
+    """Refuse, before a model is built, what this runner cannot run on one CPU process.
 
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, use_cache=False).logits
-
-
-class _LossOnly(nn.Module):
-    """The model computes the loss from its labels and returns it alone, as ``Trainer`` does."""
-
-    def __init__(self, model: nn.Module, labels: torch.Tensor) -> None:
-        super().__init__()
-        self.model = model
-        self.register_buffer("labels", labels, persistent=False)
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        logits = self.model(input_ids=input_ids, use_cache=False).logits
-        labels = self.labels
-        assert isinstance(labels, torch.Tensor)
-        return causal_lm_loss(logits, labels)
-
-
-def _identity(loss: torch.Tensor) -> torch.Tensor:
-    return loss
-
-
-def _refusal(setup: Setup) -> str | None:
-    if setup.quantization:
-        return "its 4-bit weights run bitsandbytes' CUDA kernels"
-    if setup.zero or setup.offload != "none":
-        return "ZeRO and FSDP shard the step across several devices"
-    if setup.adapter_dtype:
-        return "its LoRA adapters are not built by this runner (see the peft tests)"
-    if setup.precision.startswith("mixed"):
-        return "an fp32 master copy is kept by DeepSpeed's optimizer, not by torch.optim"
-    if setup.optimizer != "adamw":
-        return f"this runner builds torch.optim.AdamW, not {setup.optimizer}"
-    return None
+    What no single process can run is the Setup mapping's rule
+    (:func:`~memtheory.torch.setup_step.refuse_unrunnable`). LoRA adapters are
+    this runner's own limit, not the mapping's (which checks the adapters a
+    model has): it builds the bare decoder, and wrapping it with peft is left
+    to the peft tests, so a Setup with ``adapter_dtype`` is refused here.
+    """
+    try:
+        refuse_unrunnable(setup)
+        if setup.adapter_dtype:
+            raise UnsupportedError(
+                "its LoRA adapters are not built by this runner (see the peft tests)")
+    except UnsupportedError as error:
+        raise UnsupportedError(f"recipe {setup.label} cannot run here: {error}") from None
 
 
 def check_recipe(
@@ -157,6 +137,13 @@ def check_recipe(
     warmup_steps: int = 1,
 ) -> RecipeCheck:
     """Measure one step of ``recipe`` on transformers' model for ``config``, and predict it.
+
+    The model is built in ``checkpoint_dtype`` (as ``from_pretrained`` loads
+    a checkpoint), cast to the dtype the recipe trains its weights in (the
+    cast :func:`~memtheory.torch.setup_step.setup_step` names), and measured
+    with ``measure(model, {"input_ids": ids, "labels": ids}, setup=recipe)``:
+    the recipe's autocast, optimizer and loop are the Setup mapping's, the
+    same as any ``measure(..., setup=)`` call.
 
     Parameters
     ----------
@@ -177,56 +164,72 @@ def check_recipe(
     ------
     UnsupportedError
         For a recipe this runner cannot run on one device (4-bit, sharded,
-        master weights), saying why.
+        master weights, LoRA adapters), saying why.
 
     Examples
     --------
     >>> check_recipe("qlora")
     Traceback (most recent call last):
     ...
-    memtheory.errors.UnsupportedError: recipe qlora cannot run here: its 4-bit weights ...
+    memtheory.errors.UnsupportedError: recipe qlora cannot run here: ... bitsandbytes' 4-bit ...
     """
-    import transformers
-
     setup = setup_from(recipe)
     assert setup is not None
-    reason = _refusal(setup)
-    if reason:
-        raise UnsupportedError(f"recipe {setup.label} cannot run here: {reason}.")
-    precision = setup.precision_for(checkpoint_dtype)
-    values = {k: v for k, v in config.items() if k != "model_type"}
-    hf = transformers.AutoConfig.for_model(
-        config["model_type"], attn_implementation=setup.attention, **values
-    )
-    torch.manual_seed(0)
-    dtype = _DTYPES["fp32" if precision.startswith("autocast") else precision]
-    model = transformers.AutoModelForCausalLM.from_config(hf).to(device=device, dtype=dtype)
-    model.train()
+    _refuse(setup)
+    model = recipe_model(setup, config, checkpoint_dtype=checkpoint_dtype, device=device)
+    step = setup_step(setup, model, device=device)  # the cast, then measure's own mapping
+    if step.dtype is not None:
+        model.to(step.dtype)
     ids = torch.randint(0, int(config["vocab_size"]), (batch, sequence), device=device)
-    module: nn.Module
-    loss: Callable[..., torch.Tensor]
-    target: torch.Tensor | None
-    if setup.keeps_logits:
-        module, loss, target = _Logits(model), causal_lm_loss, ids.clone()
-    else:
-        module, loss, target = _LossOnly(model, ids.clone()), _identity, None
-    implementation = setup.implementation
-    optimizer = torch.optim.AdamW(
-        module.parameters(), lr=1e-3, foreach=implementation == "foreach",
-        fused=implementation == "fused" or None,
-    )
-    measured = measure(
-        module, ids, loss, optimizer, target=target, warmup_steps=warmup_steps,
-        autocast=torch.bfloat16 if precision.startswith("autocast") else None,
-    )
+    measured = measure(model, {"input_ids": ids, "labels": ids.clone()}, setup=setup,
+                       warmup_steps=warmup_steps)
     network = from_config(dict(config), batch=batch, sequence=sequence, loss=True,
                           flash=setup.flash)
     # The runner's loop is a plain one: the Trainer's own scalars (loop="hf-trainer") are
     # checked against the real Trainer in tests/pytorch/test_trainer_recipe.py.
     predicted = training_memory(network, setup=setup.changed(
-        precision=precision, optimizer_implementation=measured.implementation, loop="plain"))
-    return RecipeCheck(setup, precision, int(predicted.peak), predicted.peak_moment or "",
-                       measured)
+        precision=step.precision, optimizer_implementation=measured.implementation,
+        loop="plain"))
+    return RecipeCheck(setup, step.precision, int(predicted.peak),
+                       predicted.peak_moment or "", measured)
+
+
+def recipe_model(
+    recipe: Setup | str,
+    config: Mapping[str, Any] = TINY_LLAMA,
+    *,
+    checkpoint_dtype: str = "bf16",
+    device: str = "cpu",
+) -> nn.Module:
+    """Build transformers' causal language model for ``config`` as a checkpoint would load.
+
+    In ``checkpoint_dtype``, with the recipe's attention kernel and
+    ``use_cache=False`` (a training forward fills no ``DynamicCache``), in
+    training mode, with the weights ``torch.manual_seed(0)`` gives. No
+    download: the model is built from the configuration.
+
+    Examples
+    --------
+    >>> model = recipe_model("hf-trainer", checkpoint_dtype="bf16")
+    >>> model.config._attn_implementation, next(model.parameters()).dtype, model.training
+    ('sdpa', torch.bfloat16, True)
+    """
+    import transformers
+
+    setup = setup_from(recipe)
+    assert setup is not None
+    if checkpoint_dtype not in _DTYPES:
+        raise InvalidArgumentError(
+            f"checkpoint_dtype must be one of {', '.join(_DTYPES)}, got {checkpoint_dtype!r}."
+        )
+    values = {k: v for k, v in config.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model(
+        config["model_type"], attn_implementation=setup.attention,
+        **{"use_cache": False, **values},
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(hf)
+    return model.to(device=device, dtype=_DTYPES[checkpoint_dtype]).train()
 
 
 def record_recipe_steps(

@@ -68,6 +68,7 @@ __all__ = [
     "DEFAULT_OPTIMIZER",
     "SetupStep",
     "optimizer_implementation",
+    "refuse_unrunnable",
     "setup_step",
 ]
 
@@ -186,7 +187,7 @@ def setup_step(
     chosen = setup_from(setup)
     if chosen is None:
         raise InvalidArgumentError("setup= is None: pass a Setup or a recipe's name.")
-    _refuse_unrunnable(chosen)
+    refuse_unrunnable(chosen)
     loaded = _weights_dtype(model)
     precision = chosen.precision_for(None if loaded is None else _NAMES.get(loaded))
     weights, wanted_autocast = _precision_dtypes(chosen, precision)
@@ -228,8 +229,26 @@ def setup_step(
     )
 
 
-def _refuse_unrunnable(setup: Setup) -> None:
-    """Refuse the fields that need several devices, CUDA kernels or another optimizer."""
+def refuse_unrunnable(setup: Setup) -> None:
+    """Refuse the fields one CPU process cannot run: sharding, offload, 4-bit, master weights.
+
+    :func:`setup_step` calls it first; it needs no model, so a runner can
+    refuse a Setup before building one. An optimizer not in ``torch.optim``
+    is refused too.
+
+    Raises
+    ------
+    UnsupportedError
+        Naming the field, why, and the fix.
+
+    Examples
+    --------
+    >>> refuse_unrunnable(Setup.recipe("pytorch-amp"))  # nothing to refuse
+    >>> refuse_unrunnable(Setup.recipe("qlora"))
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnsupportedError: setup qlora has quantization='nf4': bitsandbytes' 4-bit ...
+    """
     fix = ("; trace or measure the step one CPU process runs with setup=<setup>.changed("
            "{field}={value}), and ask memtheory.estimate or memtheory.training_memory "
            "(which take setup=) for this one")

@@ -1,11 +1,11 @@
 """Who keeps the logits: a loop that holds the model's output, and one that holds only the loss.
 
-``measure`` runs ``loss(module(input))`` inside a function: when the module
-returns the logits, the loop holds them until the step ends (``out =
-model(x); loss_fn(out, y).backward()``). When the module computes the loss
-itself and returns it, as a Hugging Face model given ``labels`` does inside
-``Trainer.compute_loss`` (which returns the loss alone), the logits die in the
-forward unless a backward node saved them. ``AutogradConvention(keeps_logits=)``
+``measure`` runs ``model(**batch)`` inside a function: with
+``keeps_outputs=True`` the loop holds the whole output (the logits and the
+loss) until the step ends (``out = model(**batch); out.loss.backward()``).
+With ``keeps_outputs=False`` it keeps only the loss, as
+``Trainer.compute_loss`` does (it returns the loss alone), and the logits die
+in the forward unless a backward node saved them. ``AutogradConvention(keeps_logits=)``
 predicts both loops; each is compared with ``measure`` to the byte on
 transformers' Llama at sizes no other test uses.
 """
@@ -17,14 +17,10 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 transformers = pytest.importorskip("transformers", reason="needs Hugging Face transformers")
 
-from torch import nn  # noqa: E402
-
 import memtheory as mt  # noqa: E402
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
-from memtheory.torch.hf_losses import causal_lm_loss  # noqa: E402
-from memtheory.torch.recipe_steps import _identity, _Logits, _LossOnly  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -35,19 +31,17 @@ TINY = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32, "intermediat
 
 def _pair(keeps_logits: bool, precision: str, attention: str, batch: int, sequence: int):
     values = {k: v for k, v in TINY.items() if k != "model_type"}
-    hf = transformers.AutoConfig.for_model("llama", attn_implementation=attention, **values)
+    # use_cache=False: a training forward then fills no DynamicCache (memtheory.models.decoder)
+    hf = transformers.AutoConfig.for_model("llama", attn_implementation=attention,
+                                           use_cache=False, **values)
     torch.manual_seed(0)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     model = transformers.AutoModelForCausalLM.from_config(hf).to(dtype).train()
     ids = torch.randint(0, TINY["vocab_size"], (batch, sequence))
-    if keeps_logits:
-        module: nn.Module = _Logits(model)
-        loss, target = causal_lm_loss, ids.clone()
-    else:
-        module, loss, target = _LossOnly(model, ids.clone()), _identity, None
-    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     measured = measure(
-        module, ids, loss, optimizer, target=target, warmup_steps=1,
+        model, {"input_ids": ids, "labels": ids.clone()}, optimizer=optimizer,
+        keeps_outputs=keeps_logits, warmup_steps=1,
         autocast=torch.bfloat16 if precision == "autocast" else None,
     )
     network = from_config(TINY, batch=batch, sequence=sequence, loss=True,

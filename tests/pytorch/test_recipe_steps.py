@@ -54,3 +54,49 @@ def test_recipes_that_need_a_gpu_or_several_say_so(recipe):
     """4-bit, sharded and master-weight recipes are refused with the reason, never faked."""
     with pytest.raises(UnsupportedError, match="cannot run here"):
         check_recipe(recipe)
+
+
+TRAINS_IN = {
+    # (recipe, checkpoint dtype) -> the dtype its weights train in, from catalog.py's sources:
+    # plain PyTorch and Lightning train fp32 weights (under autocast for amp and bf16-mixed);
+    # the Trainer keeps a bf16 checkpoint's dtype and runs autocast over an fp32 one.
+    ("pytorch-fp32", "bf16"): "float32", ("pytorch-fp32", "fp32"): "float32",
+    ("pytorch-amp", "bf16"): "float32", ("pytorch-amp", "fp32"): "float32",
+    ("hf-trainer", "bf16"): "bfloat16", ("hf-trainer", "fp32"): "float32",
+    ("lightning-bf16", "bf16"): "float32", ("lightning-bf16", "fp32"): "float32",
+}
+
+
+@pytest.mark.parametrize(("recipe", "checkpoint"), list(TRAINS_IN))
+def test_the_checked_step_is_measure_with_the_setup(recipe, checkpoint):
+    """check_recipe measures measure(model, batch, setup=recipe)'s step, every field equal.
+
+    The model is built here, not by the runner: transformers' Llama from the
+    same configuration in the dtype the recipe trains in, and a batch of the
+    same shape; its measurement with ``setup=`` alone (measure's default
+    warm-up) is the runner's, byte for byte, so the runner adds no mapping
+    of its own.
+    """
+    import dataclasses
+
+    import torch
+    import transformers
+
+    from memtheory.torch import measure
+
+    assert set(CPU_RECIPES) == {name for name, _ in TRAINS_IN}
+    batch, sequence = 2, 7
+    checked = check_recipe(recipe, TINY_LLAMA, batch=batch, sequence=sequence,
+                           checkpoint_dtype=checkpoint).measured
+    values = {k: v for k, v in TINY_LLAMA.items() if k != "model_type"}
+    config = transformers.LlamaConfig(attn_implementation="sdpa", use_cache=False, **values)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    model = model.to(getattr(torch, TRAINS_IN[recipe, checkpoint])).train()
+    ids = torch.randint(0, TINY_LLAMA["vocab_size"], (batch, sequence))
+    measured = measure(model, {"input_ids": ids, "labels": ids.clone()}, setup=recipe)
+
+    def fields(m):
+        return {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
+
+    assert fields(checked) == fields(measured)
+    assert checked.setup == Setup.recipe(recipe)
