@@ -56,6 +56,11 @@ class LatentAttention(Merge):
     flash : bool, default False
         Memory-efficient attention (no :math:`S^2` tensors kept).
     name : str, optional
+    latent_dim : size, optional
+        Features of the compressed key/value latent (``kv_lora_rank``): what a
+        generating model caches per position, beside the shared rotary key.
+        Needed by :func:`~memtheory.techniques.cache_layers.cache_layers`; None:
+        unknown, and the cache is refused.
     """
 
     heads: SizeLike
@@ -64,6 +69,7 @@ class LatentAttention(Merge):
     value_dim: SizeLike
     flash: bool = False
     name: str | None = None
+    latent_dim: SizeLike | None = None
     kind = "LatentAttention"
     autograd_checked = False
     autograd_refusal = (
@@ -75,6 +81,10 @@ class LatentAttention(Merge):
         for field_name in ("heads", "nope_dim", "rope_dim", "value_dim"):
             object.__setattr__(
                 self, field_name, as_size(getattr(self, field_name), field_name, self.label)
+            )
+        if self.latent_dim is not None:
+            object.__setattr__(
+                self, "latent_dim", as_size(self.latent_dim, "latent_dim", self.label)
             )
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
