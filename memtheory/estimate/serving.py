@@ -430,7 +430,8 @@ def serving_memory(
         kv_format=kv_name or target.compute,
         compute=target.compute,
         draft=None if draft is None else sides[1].name,
-        assumptions=_assumptions(tensor, chosen, tokens, max_sequences, spare),
+        assumptions=_assumptions(tensor, chosen, tokens, max_sequences, spare)
+        + tuple(dict.fromkeys(note for side in sides for note in side.notes)),
     )
     if memory is None:
         return answer

@@ -8,8 +8,9 @@ one layer's keys plus values. DeepSeek's latent attention
 (:class:`~memtheory.layers.latent_attention.LatentAttention`) caches, as
 transformers' ``DeepseekV3Attention`` does, one "head" of the compressed
 latent (``kv_lora_rank`` features, in the keys' place) and the shared rotary
-key (``qk_rope_head_dim``, in the values'), and expands them at every step. :func:`~memtheory.techniques.kv_cache.kv_cache_bytes`
-sums them and :func:`~memtheory.techniques.working_memory.working_memory` reads
+key (``qk_rope_head_dim``, in the values'), and expands them at every step.
+:func:`~memtheory.techniques.kv_cache.kv_cache_bytes` sums them and
+:func:`~memtheory.techniques.working_memory.working_memory` reads
 them for the decoding steps.
 
 Examples
@@ -92,7 +93,8 @@ class CacheLayer:
 
         DeepSeek V3's latent (512 features) and rotary key (64), per position:
 
-        >>> CacheLayer("mla", B, sp.Integer(1), sp.Integer(512), S, value_dim=sp.Integer(64)).nbytes()
+        >>> one = sp.Integer(1)
+        >>> CacheLayer("mla", B, one, sp.Integer(512), S, value_dim=sp.Integer(64)).nbytes()
         1152*B*S
         """
         positions = self.positions
@@ -145,7 +147,7 @@ def cache_layers(model: Network) -> tuple[CacheLayer, ...]:
 
 
 def _latent(name: str, layer: LatentAttention, query: tuple[sp.Expr, ...]) -> CacheLayer:
-    """The latent (as one key head) and the shared rotary key (as its value), every position."""
+    """Return the cache of the latent (as one key head) and the rotary key (as its value)."""
     if layer.latent_dim is None:
         raise UnsupportedError(
             f"{layer.label}: its cache is the compressed latent (kv_lora_rank features) plus "
