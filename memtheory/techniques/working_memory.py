@@ -194,11 +194,12 @@ def working_memory(
     )
     if any(cached.latent for cached in layers):
         assumptions += (
-            "latent attention (DeepSeek MLA): the cache (latent + rotary key) is exact; the "
-            "prefill and decode working memory are an estimate from transformers' expand_kv "
-            f"path, within {latent_memory.MEASURED_ERROR:.0%} of a tiny model measured on CPU "
-            "(not a bound); a decoding step expands every cached position to each head's keys "
-            "and values, which vLLM's absorbed MLA kernels avoid: for vLLM the decode term is "
+            "latent attention (DeepSeek MLA): the cache (latent + rotary key) is exact, and "
+            "so is the working memory where the attention or the logits hold the peak "
+            "(transformers' expand_kv path, measured on CPU); where the experts hold it, an "
+            f"estimate, up to {latent_memory.MEASURED_ERROR:.0%} low on a tiny model (not a "
+            "bound); a decoding step expands every cached position to each head's keys and "
+            "values, which vLLM's absorbed MLA kernels avoid: for vLLM the decode term is "
             "likely high",
         )
     return WorkingMemory(
