@@ -128,7 +128,7 @@ def decode_step(
     """
     token = batch * hidden * c.bytes
     heads = sp.sympify(layer.heads)
-    throughout = token + 8 + 2 * sp.sympify(layer.rope_dim) * c.bytes
+    throughout = token + 8 + layer.rotary_bytes(1, c)
     held = attention(layer, batch, sp.Integer(1), cached, hidden, c, flash)
     probabilities = sp.Integer(0)
     if not flash:

@@ -238,7 +238,7 @@ def _prefill_attention(
             attention = sp.Max(
                 attention, latent_memory.prefill_attention(layer, batch, tokens, hidden, c, flash)
             )
-            rotary = 2 * tokens * sp.sympify(layer.rope_dim) * c.bytes
+            rotary = layer.rotary_bytes(tokens, c)
         elif isinstance(layer, GroupedQueryAttention):
             attention = sp.Max(attention, _attention(layer, batch, tokens, hidden, c, flash, True))
             rotary = 2 * tokens * sp.sympify(layer.head_dim) * c.bytes  # cos and sin, shared

@@ -107,20 +107,22 @@ def _predicted(config: dict, precision: str, batch: int, prompt: int) -> tuple[i
     return int(before.prefill), int(after.decode)
 
 
-EXACT = [  # (config changes, precision, batch, prompt): the attention or logits hold the peak
-    ({"first_k_dense_replace": 2}, "fp32", 2, 64),  # no experts; matmul copies the values
-    ({"first_k_dense_replace": 2}, "bf16", 1, 200),  # one sequence: the values stay a view
-    ({}, "fp32", 2, 64),  # with experts in layer 1, the attention's peak
-    ({}, "bf16", 2, 64),
-    ({"vocab_size": 3000}, "fp32", 2, 64),  # the logits
+EXACT = [  # (config, precision, batch, prompt): the attention or logits hold the peak
+    ({**V3, "first_k_dense_replace": 2}, "fp32", 2, 64),  # no experts; matmul copies values
+    ({**V3, "first_k_dense_replace": 2}, "bf16", 1, 200),  # one sequence: values stay a view
+    (V3, "fp32", 2, 64),  # with experts in layer 1, the attention's peak
+    (V3, "bf16", 2, 64),
+    ({**V3, "vocab_size": 3000}, "fp32", 2, 64),  # the logits
+    ({**V2, "first_k_dense_replace": 2}, "fp32", 2, 64),  # V2: a complex64 rotary table
+    (V2, "bf16", 1, 200),
 ]
 
 
-@pytest.mark.parametrize(("extra", "precision", "batch", "prompt"), EXACT)
-def test_working_memory_is_exact_where_attention_or_logits_peak(extra, precision, batch,
+@pytest.mark.parametrize(("config", "precision", "batch", "prompt"), EXACT,
+                         ids=lambda v: v["model_type"] if isinstance(v, dict) else str(v))
+def test_working_memory_is_exact_where_attention_or_logits_peak(config, precision, batch,
                                                                  prompt):
-    """Prefill and a decoding step (V3): the measured working memory, to the byte."""
-    config = {**V3, **extra}
+    """Prefill and a decoding step (V2, V3): the measured working memory, to the byte."""
     assert _predicted(config, precision, batch, prompt) == _measured(config, precision, batch,
                                                                      prompt)
 
