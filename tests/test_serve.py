@@ -294,3 +294,13 @@ def test_deepseek_v3_serves_its_latent_cache(capsys) -> None:
     assert printed == json.loads(json.dumps(api.to_dict()))
     assert any("latent attention" in line and "estimate" in line
                for line in printed["assumptions"])
+
+
+def test_deepseek_v3_too_large_is_not_told_to_use_tensor_parallelism(capsys) -> None:
+    """MLA serving refuses --tp, so the "does NOT fit" advice does not suggest it."""
+    assert main(["serve", "deepseek-v3", "--context", "4096", "--gpu", "H200",
+                 "--weights", "int4"]) == 0
+    out = capsys.readouterr().out
+    assert "does NOT fit" in out and "--tp" not in out
+    assert main(["serve", "llama-3.1-70b", "--context", "8192", "--gpu", "L4"]) == 0
+    assert "--tp" in capsys.readouterr().out  # the advice still given where --tp is modelled

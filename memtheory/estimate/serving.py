@@ -245,10 +245,13 @@ class ServingMemory(Footprint):
 
     def _why_not(self) -> str:
         if self.max_concurrency == 0:
+            # tensor-parallel serving of latent attention is refused (serving_model)
+            latent = any(a.startswith("latent attention") for a in self.assumptions)
             return (
                 "the weights and the working memory leave no room for one sequence's KV "
-                "cache; use a smaller weight format, more GPUs (--tp), a shorter context or "
-                "a larger card"
+                "cache; use a smaller weight format, "
+                + ("" if latent else "more GPUs (--tp), ")
+                + "a shorter context or a larger card"
             )
         return (
             f"{self.batch} sequences need more than the budget; at most "
