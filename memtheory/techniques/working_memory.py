@@ -54,6 +54,9 @@ the largest of:
 * **logits**: the final hidden states, their normalised copy and the
   logits; after the forward, the next token's logits and their fp32 copy.
 
+DeepSeek's latent attention follows transformers' ``expand_kv`` path
+instead (:mod:`memtheory.techniques.latent_memory`).
+
 These are derived from the code paths named, not measured on a GPU;
 ``tests/pytorch/test_generation_memory.py`` compares the prefill and a
 decoding step with transformers' ``LlamaForCausalLM`` (and Mistral with and
