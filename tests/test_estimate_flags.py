@@ -170,8 +170,8 @@ def test_serving_finds_the_most_sequences_by_bisection_on_a_tiny_model():
     assert most > 0 and held(most) <= budget < held(most + 1)
 
 
-def test_deepseek_trains_but_its_latent_cache_is_not_served():
-    """DeepSeek V3 estimates a training step; serving refuses its latent KV cache, saying so."""
+def test_deepseek_trains_and_serves_its_latent_cache():
+    """DeepSeek V3: a training step, and serving with the latent cache; no tensor-parallel MLA."""
     from memtheory.estimate.serving import serving_memory
 
     config = {"model_type": "deepseek_v3", "vocab_size": 96, "hidden_size": 32,
@@ -181,8 +181,13 @@ def test_deepseek_trains_but_its_latent_cache_is_not_served():
               "qk_nope_head_dim": 4, "v_head_dim": 6, "first_k_dense_replace": 1}
     answer = estimate(config, batch=2, sequence=32)
     assert answer.settings["parameters"] == from_config(config).parameter_count
-    with pytest.raises(UnsupportedError, match="compressed latent"):
-        serving_memory(config, context=64, gpu="T4")
+    served = serving_memory(config, context=64, gpu="T4")
+    # per sequence: layers x 64 positions x (kv_lora_rank + qk_rope_head_dim) x 2 bytes (fp16)
+    assert served.kv_per_sequence == 2 * 64 * (8 + 4) * 2
+    assert served.max_concurrency > 0
+    assert any("estimate" in note and "latent" in note for note in served.assumptions)
+    with pytest.raises(UnsupportedError, match="latent attention.*--tp 1"):
+        serving_memory(config, context=64, gpu="T4", tensor=2)
 
 
 @pytest.mark.parametrize(

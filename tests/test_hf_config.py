@@ -203,6 +203,7 @@ def test_new_presets_carry_their_source_and_dtype():
         "qwen3-8b": ("Qwen/Qwen3-8B", "bf16"),
         "phi-3-mini": ("microsoft/Phi-3-mini-4k-instruct", "bf16"),
         "gemma-2-2b": ("google/gemma-2-2b", "fp32"),
+        "deepseek-v3": ("deepseek-ai/DeepSeek-V3", "bf16"),
     }
     for name, (repository, dtype) in expected.items():
         entry = PRESETS[name]

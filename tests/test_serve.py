@@ -277,3 +277,30 @@ def test_a_limit_stands_for_the_card_memory() -> None:
     card = serving_memory("llama-3-8b", context=4096, gpu="L4")
     limit = serving_memory("llama-3-8b", context=4096, limit="24 GiB")
     assert (limit.max_concurrency, limit.blocks) == (card.max_concurrency, card.blocks)
+
+
+def test_deepseek_v3_serves_its_latent_cache(capsys) -> None:
+    """DeepSeek-V3 from the command line: the latent cache per sequence, the estimate labelled."""
+    config = PRESETS["deepseek-v3"].config
+    argv = ["serve", "deepseek-v3", "--context", "32768", "--limit", "1200 GiB",
+            "--weights", "int8", "--json"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    # per sequence: 61 layers x 32768 positions x (kv_lora_rank 512 + qk_rope_head_dim 64), bf16
+    per_position = config["kv_lora_rank"] + config["qk_rope_head_dim"]
+    expected = config["num_hidden_layers"] * 32768 * per_position * 2
+    api = serving_memory("deepseek-v3", context=32768, limit="1200 GiB", weights="int8")
+    assert api.kv_per_sequence == expected
+    assert printed == json.loads(json.dumps(api.to_dict()))
+    assert any("latent attention" in line and "estimate" in line
+               for line in printed["assumptions"])
+
+
+def test_deepseek_v3_too_large_is_not_told_to_use_tensor_parallelism(capsys) -> None:
+    """MLA serving refuses --tp, so the "does NOT fit" advice does not suggest it."""
+    assert main(["serve", "deepseek-v3", "--context", "4096", "--gpu", "H200",
+                 "--weights", "int4"]) == 0
+    out = capsys.readouterr().out
+    assert "does NOT fit" in out and "--tp" not in out
+    assert main(["serve", "llama-3.1-70b", "--context", "8192", "--gpu", "L4"]) == 0
+    assert "--tp" in capsys.readouterr().out  # the advice still given where --tp is modelled

@@ -245,10 +245,13 @@ class ServingMemory(Footprint):
 
     def _why_not(self) -> str:
         if self.max_concurrency == 0:
+            # tensor-parallel serving of latent attention is refused (serving_model)
+            latent = any(a.startswith("latent attention") for a in self.assumptions)
             return (
                 "the weights and the working memory leave no room for one sequence's KV "
-                "cache; use a smaller weight format, more GPUs (--tp), a shorter context or "
-                "a larger card"
+                "cache; use a smaller weight format, "
+                + ("" if latent else "more GPUs (--tp), ")
+                + "a shorter context or a larger card"
             )
         return (
             f"{self.batch} sequences need more than the budget; at most "
@@ -430,7 +433,8 @@ def serving_memory(
         kv_format=kv_name or target.compute,
         compute=target.compute,
         draft=None if draft is None else sides[1].name,
-        assumptions=_assumptions(tensor, chosen, tokens, max_sequences, spare),
+        assumptions=_assumptions(tensor, chosen, tokens, max_sequences, spare)
+        + tuple(dict.fromkeys(note for side in sides for note in side.notes)),
     )
     if memory is None:
         return answer

@@ -100,6 +100,9 @@ class ServedModel:
         A decoding step's working memory, in the batch ``B``.
     compute : str
         The compute dtype.
+    notes : tuple of str
+        What the working memory assumes beyond the common serving assumptions
+        (latent attention: an estimate, with its measured error).
     """
 
     name: str
@@ -109,6 +112,7 @@ class ServedModel:
     prefill: sp.Expr
     decode: sp.Expr
     compute: str
+    notes: tuple[str, ...] = ()
 
 
 def weight_format(name: str | None) -> str | None:
@@ -238,16 +242,18 @@ def served_model(
     # the sampler: the pass's hidden states, then max_num_seqs rows of logits in the compute
     # dtype, their fp32 copy and fp32 probabilities (the vocabulary whole, as gathered)
     sampler = sequences * length * hidden * c + max_sequences * _vocabulary(whole) * (c + 8)
-    decode = working_memory(build(B, context), prompt=context, dtype=compute, cache=cache,
-                            flash=True, block_size=block_size).decode
+    decoding = working_memory(build(B, context), prompt=context, dtype=compute, cache=cache,
+                              flash=True, block_size=block_size)
+    notes = tuple(a for a in decoding.assumptions if a.startswith("latent attention"))
     return ServedModel(
         name=str(name),
         weights=sp.sympify(stored),
         kv_per_sequence=sp.sympify(per_sequence),
         block_bytes=sp.sympify(block),
         prefill=sp.Max(sp.sympify(prefill), sp.Integer(sampler)),
-        decode=sp.sympify(decode),
+        decode=sp.sympify(decoding.decode),
         compute=compute,
+        notes=notes,
     )
 
 
@@ -287,6 +293,12 @@ def per_device_config(
     from memtheory.techniques.kv_cache import cache_layers
     from memtheory.techniques.tensor_parallel import decoder_split
 
+    if any(layer.latent for layer in cache_layers(resolved.network)):
+        raise UnsupportedError(
+            f"tensor-parallel serving of {resolved.name!r} (DeepSeek's latent attention: every "
+            "GPU caches the whole latent, the heads split) is not modelled; pass tensor=1 "
+            "(--tp 1)."
+        )
     if resolved.source != "config":
         raise UnsupportedError(
             f"tensor parallelism is modelled for Hugging Face decoders (presets and config.json "

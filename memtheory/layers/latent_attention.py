@@ -32,6 +32,7 @@ import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike
+from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import ShapeError
 from memtheory.layers.base import Autograd, Shape, describe_shape
 from memtheory.layers.grouped_attention import GroupedQueryAttention
@@ -56,6 +57,15 @@ class LatentAttention(Merge):
     flash : bool, default False
         Memory-efficient attention (no :math:`S^2` tensors kept).
     name : str, optional
+    latent_dim : size, optional
+        Features of the compressed key/value latent (``kv_lora_rank``): what a
+        generating model caches per position, beside the shared rotary key.
+        Needed by :func:`~memtheory.techniques.cache_layers.cache_layers`; None:
+        unknown, and the cache is refused.
+    complex_rotary : bool, default False
+        DeepSeek V2's rotary table: transformers' ``freqs_cis``, one complex64
+        per pair of rotary features, rather than V3's cos and sin in the
+        compute dtype (what a generating model holds for the whole pass).
     """
 
     heads: SizeLike
@@ -64,6 +74,8 @@ class LatentAttention(Merge):
     value_dim: SizeLike
     flash: bool = False
     name: str | None = None
+    latent_dim: SizeLike | None = None
+    complex_rotary: bool = False
     kind = "LatentAttention"
     autograd_checked = False
     autograd_refusal = (
@@ -75,6 +87,10 @@ class LatentAttention(Merge):
         for field_name in ("heads", "nope_dim", "rope_dim", "value_dim"):
             object.__setattr__(
                 self, field_name, as_size(getattr(self, field_name), field_name, self.label)
+            )
+        if self.latent_dim is not None:
+            object.__setattr__(
+                self, "latent_dim", as_size(self.latent_dim, "latent_dim", self.label)
             )
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
@@ -112,6 +128,21 @@ class LatentAttention(Merge):
         like = GroupedQueryAttention(self.heads, head_dim=width, flash=self.flash)
         return like.autograd((query, query, query), training=training,
                              input_dtype=input_dtype, autocast=autocast)
+
+    def rotary_bytes(self, positions: SizeLike, dtype: DTypeLike) -> sp.Expr:
+        """Bytes of the rotary table for ``positions``: cos and sin, or V2's complex64 one.
+
+        Examples
+        --------
+        >>> LatentAttention(16, 128, 64, 128).rotary_bytes(10, "fp32")
+        5120
+        >>> LatentAttention(16, 128, 64, 128, complex_rotary=True).rotary_bytes(10, "fp32")
+        2560
+        """
+        rope = sp.sympify(self.rope_dim)
+        if self.complex_rotary:
+            return sp.sympify(positions) * rope / 2 * 8
+        return 2 * sp.sympify(positions) * rope * as_dtype(dtype).bytes
 
     def describe(self) -> str:
         """Heads and head widths."""

@@ -202,7 +202,8 @@ def _layer(c: DeepSeekConfig, index: int, source: str, *, flash: bool) -> list[L
         Node(Slice(latent, latent + rope, name=f"{attn}.k_rope"), inputs=(kv_a,)),
         Node(
             LatentAttention(heads, c.qk_nope_head_dim, rope, c.v_head_dim, flash=flash,
-                            name=f"{attn}.attention"),
+                            name=f"{attn}.attention", latent_dim=latent,
+                            complex_rotary=c.family == "deepseek_v2"),
             inputs=(query, f"{attn}.k_nope", f"{attn}.k_rope", f"{attn}.v"),
         ),
         Dense(c.hidden_size, bias=c.attention_bias, name=f"{attn}.o_proj"),

@@ -204,6 +204,18 @@ _ENTRIES: tuple[Preset, ...] = (
         _hub("google/gemma-2-2b"), "fp32",
     ),
     Preset(
+        "deepseek-v3",
+        {"model_type": "deepseek_v3", "vocab_size": 129280, "hidden_size": 7168,
+         "intermediate_size": 18432, "num_hidden_layers": 61, "num_attention_heads": 128,
+         "num_key_value_heads": 128, "kv_lora_rank": 512, "q_lora_rank": 1536,
+         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+         "moe_intermediate_size": 2048, "n_routed_experts": 256, "num_experts_per_tok": 8,
+         "n_shared_experts": 1, "first_k_dense_replace": 3, "n_group": 8, "topk_group": 4,
+         "max_position_embeddings": 163840, "attention_bias": False,
+         "tie_word_embeddings": False},
+        _hub("deepseek-ai/DeepSeek-V3"), "bf16",
+    ),
+    Preset(
         "gpt2",
         {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12,
          "n_head": 12, "n_positions": 1024},
@@ -244,6 +256,7 @@ PRESETS: Registry[Preset] = Registry(
         "google/gemma-2b": "gemma-2b",
         "google/gemma-7b": "gemma-7b",
         "google/gemma-2-2b": "gemma-2-2b",
+        "deepseek-ai/DeepSeek-V3": "deepseek-v3",
         # Chat and instruct releases whose config.json has the same keys memtheory reads and
         # the same torch_dtype as the base model's. Left out: Qwen2-7B-Instruct (32768
         # positions, not 131072), Qwen3-8B-Base and gemma-2-2b-it (not checked here).

@@ -17,7 +17,10 @@ round up to a whole number of blocks.
 
 :func:`kv_cache_bytes` derives the cache from a network's attention layers
 (:class:`~memtheory.layers.MultiHeadAttention`,
-:class:`~memtheory.layers.GroupedQueryAttention`), and
+:class:`~memtheory.layers.GroupedQueryAttention`, and DeepSeek's
+:class:`~memtheory.layers.latent_attention.LatentAttention`, which caches
+:math:`L \cdot (d_c + d_{rope}) \cdot S \cdot B` elements: its latent and
+rotary key), and
 :func:`generation_memory` adds the weights (optionally quantised, see
 :mod:`memtheory.techniques.quantization`) and, given a prompt length, the
 working memory of the prefill (the whole prompt in one forward pass) and of

@@ -54,6 +54,9 @@ the largest of:
 * **logits**: the final hidden states, their normalised copy and the
   logits; after the forward, the next token's logits and their fp32 copy.
 
+DeepSeek's latent attention follows transformers' ``expand_kv`` path
+instead (:mod:`memtheory.techniques.latent_memory`).
+
 These are derived from the code paths named, not measured on a GPU;
 ``tests/pytorch/test_generation_memory.py`` compares the prefill and a
 decoding step with transformers' ``LlamaForCausalLM`` (and Mistral with and
@@ -79,8 +82,10 @@ from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.layers import GELU, Dense, MultiHeadAttention, Multiply, Unembedding
 from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.layers.latent_attention import LatentAttention
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.network import Network
+from memtheory.techniques import latent_memory
 from memtheory.techniques.cache_layers import CacheLayer, cache_layers
 
 __all__ = ["WorkingMemory", "working_memory"]
@@ -181,7 +186,7 @@ def working_memory(
     decode = _decode(
         model, layers, batch, tokens, hidden, vocabulary, c, kv_dtype, flash, block_size
     )
-    assumptions = (
+    assumptions: tuple[str, ...] = (
         "attention: "
         + ("memory-efficient kernel (no S^2 tensor, no mask; CUDA assumption)" if flash
            else "Hugging Face eager (S^2 scores, fp32 softmax, (B,1,S,S) mask)"),
@@ -190,6 +195,16 @@ def working_memory(
         "cache: " + ("DynamicCache grown by torch.cat" if block_size is None
                      else f"paged, blocks of {block_size} positions"),
     )
+    if any(cached.latent for cached in layers):
+        assumptions += (
+            "latent attention (DeepSeek MLA): the cache (latent + rotary key) is exact, and "
+            "so is the working memory where the attention or the logits hold the peak "
+            "(transformers' expand_kv path, measured on CPU); where the experts hold it, an "
+            f"estimate, up to {latent_memory.MEASURED_ERROR:.0%} low on a tiny model (not a "
+            "bound); a decoding step expands every cached position to each head's keys and "
+            "values, which vLLM's absorbed MLA kernels avoid: for vLLM the decode term is "
+            "likely high",
+        )
     return WorkingMemory(
         sp.expand(prompt_cache), prefill, sp.sympify(decode), assumptions
     )
@@ -222,7 +237,12 @@ def _prefill_attention(
     rotary = sp.Integer(0)
     for row in model.rows:
         layer = row.layer
-        if isinstance(layer, GroupedQueryAttention):
+        if isinstance(layer, LatentAttention):
+            attention = sp.Max(
+                attention, latent_memory.prefill_attention(layer, batch, tokens, hidden, c, flash)
+            )
+            rotary = layer.rotary_bytes(tokens, c)
+        elif isinstance(layer, GroupedQueryAttention):
             attention = sp.Max(attention, _attention(layer, batch, tokens, hidden, c, flash, True))
             rotary = 2 * tokens * sp.sympify(layer.head_dim) * c.bytes  # cos and sin, shared
         elif isinstance(layer, MultiHeadAttention):
@@ -259,6 +279,12 @@ def _decode(
     its int64 position, the ``(B, 1, 1, S)`` mask and one position's rotary
     tables).
     """
+    latent = next((row.layer for row in model.rows if isinstance(row.layer, LatentAttention)), None)
+    if latent is not None:
+        return latent_memory.decode_step(
+            latent, batch=batch, cached=sp.sympify(model.input_shape[1]), hidden=hidden,
+            vocabulary=vocabulary, mlp=_mlp(model, batch, c), c=c, flash=flash,
+        )
     fp32 = as_dtype("fp32")
     token = batch * hidden * c.bytes
     attention_layers = sum(
