@@ -41,6 +41,16 @@ class Logits(nn.Module):
         return self.model(input_ids=input_ids, use_cache=False).logits
 
 
+def eval_model(config: dict[str, Any], precision: str) -> nn.Module:
+    """Return a Hugging Face causal LM built from ``config`` (eager attention), in eval mode."""
+    values = {k: v for k, v in config.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model(config["model_type"], attn_implementation="eager",
+                                           **values)
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    return transformers.AutoModelForCausalLM.from_config(hf).to(dtype).eval()
+
+
 def torch_optimizer(name: str, parameters: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
     """SGD, Adam or AdamW over ``parameters``, PyTorch's default implementation."""
     if name == "sgd":

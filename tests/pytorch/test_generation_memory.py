@@ -23,6 +23,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 transformers = pytest.importorskip("transformers", reason="needs Hugging Face transformers")
 
+from hf_decoders import eval_model  # noqa: E402
+
 from memtheory.models import from_config  # noqa: E402
 from memtheory.techniques import generation_memory  # noqa: E402
 from memtheory.torch.measurement import StorageTracker  # noqa: E402
@@ -31,15 +33,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 TINY = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
         "num_attention_heads": 4, "max_position_embeddings": 512, "tie_word_embeddings": False}
-
-
-def _model(config: dict, precision: str):
-    values = {k: v for k, v in config.items() if k != "model_type"}
-    hf = transformers.AutoConfig.for_model(config["model_type"], attn_implementation="eager",
-                                           **values)
-    torch.manual_seed(0)
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    return transformers.AutoModelForCausalLM.from_config(hf).to(dtype).eval()
 
 
 def _tracker(model, *tensors) -> StorageTracker:
@@ -70,7 +63,7 @@ MATRIX = [
 def test_prefill_peak_is_exact(extra, precision, logits, batch, prompt):
     """Weights + prompt cache + prefill working memory = the measured forward peak."""
     config = {**TINY, **extra}
-    model = _model(config, precision)
+    model = eval_model(config, precision)
     ids = torch.randint(0, config["vocab_size"], (batch, prompt))
     tracker = _tracker(model, ids)
     with torch.no_grad(), tracker:
@@ -89,7 +82,7 @@ def test_prefill_peak_is_exact(extra, precision, logits, batch, prompt):
 
 def _decode_step(config: dict, precision: str, batch: int, prompt: int) -> tuple[int, int]:
     """Measured and predicted peak of the first decoding step after a ``prompt``-token prefill."""
-    model = _model(config, precision)
+    model = eval_model(config, precision)
     ids = torch.randint(0, config["vocab_size"], (batch, prompt))
     with torch.no_grad():
         out = model(input_ids=ids, logits_to_keep=1)

@@ -18,6 +18,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 transformers = pytest.importorskip("transformers", reason="needs Hugging Face transformers")
 
+from hf_decoders import eval_model  # noqa: E402
+
 from memtheory.models import from_config  # noqa: E402
 from memtheory.techniques import latent_memory  # noqa: E402
 from memtheory.techniques.kv_cache import kv_cache_bytes  # noqa: E402
@@ -36,15 +38,6 @@ _DEEPSEEK = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 48,
              "first_k_dense_replace": 1, "max_position_embeddings": 512}
 V3 = {"model_type": "deepseek_v3", **_DEEPSEEK, "n_group": 2, "topk_group": 1}
 V2 = {"model_type": "deepseek_v2", **_DEEPSEEK}
-
-
-def _model(config: dict, precision: str):
-    values = {k: v for k, v in config.items() if k != "model_type"}
-    hf = transformers.AutoConfig.for_model(config["model_type"], attn_implementation="eager",
-                                           **values)
-    torch.manual_seed(0)
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    return transformers.AutoModelForCausalLM.from_config(hf).to(dtype).eval()
 
 
 def _cache_tensors(cache) -> list:
@@ -66,7 +59,7 @@ def _tracker(model, *tensors) -> StorageTracker:
 @pytest.mark.parametrize(("batch", "prompt"), [(1, 16), (3, 37)])
 def test_prefill_cache_is_exact(config, batch, prompt):
     """The DynamicCache a prefill fills holds kv_cache_bytes, to the byte (V2 and V3)."""
-    model = _model(config, "bf16")
+    model = eval_model(config, "bf16")
     ids = torch.randint(0, config["vocab_size"], (batch, prompt))
     with torch.no_grad():
         cache = model(input_ids=ids, use_cache=True).past_key_values
@@ -76,7 +69,7 @@ def test_prefill_cache_is_exact(config, batch, prompt):
 
 def _measured(config: dict, precision: str, batch: int, prompt: int) -> tuple[int, int]:
     """The prefill's and the first decoding step's working memory, as measured."""
-    model = _model(config, precision)
+    model = eval_model(config, precision)
     resident = _bytes([*model.parameters(), *model.buffers()])
     ids = torch.randint(0, config["vocab_size"], (batch, prompt))
     tracker = _tracker(model, ids)
