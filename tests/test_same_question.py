@@ -107,6 +107,12 @@ BOOK_ANSWERS = [
      lambda answer: format_bytes(usable_memory("RTX 4090",
                                                reserve=answer.settings["reserve_bytes"]).usable,
                                  "GiB")),
+    ("18", "tp_zero3_gpus",
+     ("llama-3-8b", {"sequence": 4096, "gpus": "auto", "zero": 3, "gpu": "H100-80GB"}),
+     lambda answer: answer.settings["gpus"]),
+    ("18", "tp_zero3_peak",
+     ("llama-3-8b", {"sequence": 4096, "gpus": "auto", "zero": 3, "gpu": "H100-80GB"}),
+     lambda answer: format_bytes(answer.peak, "GiB")),
 ]
 
 

@@ -6,12 +6,14 @@ implementation, attention kernel, loop and card reserve
 library's memory-computing front doors (:data:`FRONT_DOORS`) must build a
 ``Setup(...)`` or ``Setup.recipe(...)``, or take the library's ``TEXTBOOK``
 setup, in a code cell before that call, and
-show it to the reader with ``describe()``, as chapter 6 does. The chapters'
-sources are read, not run: the check takes seconds.
+show it to the reader with ``describe()``, as chapter 6 does; and every step it
+traces, measures or tracks (:data:`STEP_DOORS`) takes that Setup as ``setup=``.
+The chapters' sources are read, not run: the check takes seconds.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -135,3 +137,42 @@ def test_a_stated_setup_passes(tmp_path: Path):
                       "training_memory(net, setup=S)")
     assert setup_problem(source) is None
     assert setup_problem(_chapter(tmp_path, "print(1 + 1)")) is None
+
+
+STEP_DOORS = ("trace", "measure", "track")
+"""Front doors that run a real (or fake) step: a chapter passes them its Setup (``setup=``), so
+the step measured and the Setup stated cannot drift apart (:mod:`memtheory.torch.setup_step`)."""
+
+
+def steps_without_setup(source: Path) -> list[str]:
+    """Each ``trace``/``measure``/``track`` call in the code cells that passes no ``setup=``."""
+    missing = []
+    for start, code in code_cells(source):
+        tree = ast.parse("\n".join(line for line in code.splitlines()
+                                   if not line.lstrip().startswith(("%", "!"))))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in STEP_DOORS and all(k.arg != "setup" for k in node.keywords):
+                missing.append(f"{source.name}: {name}() in the code cell at line {start} "
+                               f"(its line {node.lineno}) passes no setup=: pass the "
+                               "chapter's Setup, or a named change of it")
+    return missing
+
+
+@pytest.mark.parametrize("source", CHAPTERS, ids=lambda path: path.stem)
+def test_chapter_steps_run_its_setup(source: Path):
+    """Every step a chapter traces, measures or tracks is run from a Setup (``setup=``)."""
+    assert steps_without_setup(source) == []
+
+
+def test_a_step_without_its_setup_fails(tmp_path: Path):
+    """A measure() spelling out the optimizer instead of passing setup= is named; setup= passes."""
+    source = _chapter(tmp_path, 'S = Setup(precision="fp32")\nS.describe()',
+                      "m = mt.torch.measure(net, x, loss, torch.optim.Adam(p), target=y)",
+                      "t = trace(net, x, {}, setup=S.changed(optimizer='sgd'))")
+    (problem,) = steps_without_setup(source)
+    measuring_cell = code_cells(source)[1][0]
+    assert "measure()" in problem and f"line {measuring_cell} " in problem
