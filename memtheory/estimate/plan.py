@@ -291,7 +291,8 @@ def estimate(
     }
     title = _convention(step.convention).title
     why = _why(step, chosen, resolved, parallel=bool(parallel),
-               tensor=tensor > 1 or sequence_parallel, accumulate=accumulate)
+               tensor=tensor > 1 or sequence_parallel, pipeline=pipeline > 1,
+               accumulate=accumulate)
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
         title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
@@ -321,7 +322,7 @@ def _parallel_words(
 
 def _why(
     step: Step, chosen: Setup, resolved: ResolvedModel, *, parallel: bool, tensor: bool,
-    accumulate: int = 1,
+    pipeline: bool = False, accumulate: int = 1,
 ) -> str:
     """Return the convention's reason, with the attention kernel and the split across GPUs."""
     why = step.why
@@ -332,10 +333,15 @@ def _why(
         why += "; the SDPA flash/memory-efficient attention kernel assumed (see below)"
     if parallel:
         how = "ZeRO / FSDP, chapter 13" + ("; tensor parallel, chapter 18" if tensor else "")
-        if step.convention == "autograd":
+        if step.convention == "autograd" and not tensor and not pipeline:
             per_device = (
                 "per device the peak of one replica's timeline with each component at the "
-                "device's share, the activation gradients and temporaries kept whole"
+                "device's share (each device runs a whole replica's forward and backward)"
+            )
+        elif step.convention == "autograd":
+            per_device = (
+                "per device the sum of the components, which is not a bound of its peak "
+                "(tensor and pipeline splits of the timeline are not followed)"
             )
         else:
             per_device = "per device the sum of the components (no timeline to split)"

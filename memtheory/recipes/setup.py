@@ -330,13 +330,13 @@ class Setup:
 
         Examples
         --------
-        >>> Setup.recipe("hf-trainer").is_recipe, Setup(name="mine").is_recipe
+        >>> Setup.recipe("hf-trainer").changed(zero=3).is_recipe, Setup(name="mine").is_recipe
         (True, False)
         """
         if not self.name:
             return False
         try:
-            _CATALOG[0](self.name)
+            _CATALOG[0](self.name.split(" (")[0])  # "hf-trainer (zero=3)": a changed recipe
         except MemtheoryError:
             return False
         return True

@@ -40,14 +40,16 @@ from any convention, fine-tuning included) and returns what one device holds:
   up to :math:`p - i` micro-batches in flight: stage 0 holds the most, as much
   as the whole model for one micro-batch (Korthikanti et al. 2022, Section 4.2.3).
 
-A step followed moment by moment (the exact convention's timeline) is split
-moment by moment (:func:`device_timeline`): each device's peak is the largest
-moment of one replica's step with every component at the device's share, the
-gradients and kept activations as alive at that moment; activation gradients
-and temporaries stay whole (an upper bound on them under tensor and pipeline
-parallelism). With one device it is the unsplit step's peak, to the byte.
-Without a timeline (the breakdown convention) the peak is the sum of the
-components.
+Under data parallelism and ZeRO, where every device runs a whole replica's
+forward and backward, a step followed moment by moment (the exact
+convention's timeline) is split moment by moment (:func:`device_timeline`):
+each device's peak is the largest moment of one replica's step with every
+component at the device's share, the gradients and kept activations as alive
+at that moment, the activation gradients and temporaries one replica's. With
+one device it is the unsplit step's peak, to the byte. Under tensor or
+pipeline parallelism, and without a timeline (the breakdown convention), the
+per-device figure is the sum of the components, which is not a bound of the
+device's peak.
 
 Examples
 --------
@@ -383,19 +385,24 @@ def parallel_memory(
     if zero == 3 and not autocast_copies and "weight_copies" in memory.components:
         memory = _without_weight_copies(memory)
     notes = list(memory.notes)
-    followed = bool(memory.timeline) and bool(memory.timeline_parts)
+    # Each device of data parallelism and ZeRO runs a whole replica's forward and backward,
+    # so its activation gradients and temporaries are one replica's: its timeline is the
+    # replica's with each component at the device's share. Tensor and pipeline parallelism
+    # split those too, in ways the one-device timeline does not follow.
+    followed = (bool(memory.timeline) and bool(memory.timeline_parts)
+                and tensor == 1 and pipeline == 1)
     if followed:
         notes.append(
             "per device, the peak is the largest moment of one replica's timeline with each "
             "component at the device's share (the gradients and kept activations as they are "
-            "alive at that moment); the activation gradients and temporaries of one replica's "
-            "step are kept whole (under tensor and pipeline parallelism, more than a device "
-            "holds)"
+            "alive at that moment); each device runs a whole replica's forward and backward, "
+            "so its activation gradients and temporaries are one replica's"
         )
     elif memory.timeline:
         notes.append(
-            "per device, the peak is the sum of the components: the one-device timeline of the "
-            "autograd convention is not split across devices"
+            "per device, the sum of the components, which is not a bound of its peak: under "
+            "tensor and pipeline parallelism the one-device timeline is not split, and the "
+            "activation gradients of the backward pass are in no component"
         )
     split = _TensorSplit.of(memory, network, tensor, sequence_parallel)
     notes += split.notes
@@ -478,7 +485,9 @@ def device_timeline(memory: MemoryBreakdown, device: MemoryBreakdown) -> dict[st
     (activation gradients, temporaries) stays as one replica's step has it.
     A moment whose live components are unknown keeps them whole, and so does
     a share that depends on the sizes (tensor parallelism's kept activations,
-    split storage by storage): more than the device holds.
+    split storage by storage): more than the device holds, which is why
+    :func:`parallel_memory` follows the timeline only for data parallelism
+    and ZeRO, where every device runs a whole replica's step.
 
     Examples
     --------
