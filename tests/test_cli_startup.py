@@ -41,10 +41,18 @@ print(json.dumps({{"status": status, "loaded": loaded}}))
 """
 
 
-def _run(*argv: str) -> dict[str, object]:
+ESTIMATE_WORK = (
+    "memtheory.estimate.plan",
+    "memtheory.estimate.step",
+    "memtheory.estimate.serving",
+)
+"""What answers ``estimate`` and ``serve``: the grader's subcommands have no use for it."""
+
+
+def _run(*argv: str, heavy: tuple[str, ...] = HEAVY) -> dict[str, object]:
     """Run ``memtheory ARGV`` in a fresh interpreter; its exit status and the heavy modules."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "MEMTHEORY_CACHE": "off"}
-    script = _SCRIPT.format(heavy=json.dumps(HEAVY))
+    script = _SCRIPT.format(heavy=json.dumps(heavy))
     done = subprocess.run(
         [sys.executable, "-c", script, *argv],
         capture_output=True,
@@ -77,3 +85,17 @@ def test_the_grader_is_loaded_when_a_grader_subcommand_runs() -> None:
     result = _run("sets")
     assert result["status"] == 0
     assert "memtheory.exercises" in result["loaded"]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("argv", [("sets",), ("misconceptions",)], ids=" ".join)
+def test_grader_subcommands_load_no_estimate_work(argv: tuple[str, ...]) -> None:
+    """The parser names ``estimate`` and ``serve`` without importing what answers them."""
+    result = _run(*argv, heavy=ESTIMATE_WORK)
+    assert result == {"status": 0, "loaded": []}
+
+
+def test_the_estimate_work_is_loaded_when_estimate_runs() -> None:
+    """Control for the check above: ``memtheory estimate`` does load it."""
+    result = _run("estimate", "gpt2", "--batch", "1", "--seq", "128", heavy=ESTIMATE_WORK)
+    assert result["status"] == 0
+    assert "memtheory.estimate.plan" in result["loaded"]  # type: ignore[operator]

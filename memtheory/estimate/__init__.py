@@ -15,23 +15,49 @@ serve_command   the ``memtheory serve`` subcommand
 
 Examples
 --------
+>>> from memtheory.estimate import estimate
 >>> answer = estimate("gpt2", batch=8, sequence=1024, gpu="RTX 4090")
 >>> answer.fits
 True
 """
 
-from memtheory.estimate.answer import Estimate
-from memtheory.estimate.devices import DeviceSearch, fewest_gpus
-from memtheory.estimate.plan import estimate
-from memtheory.estimate.resolve import (
-    BUILDER_REGISTRY,
-    BUILDERS,
-    Builder,
-    ResolvedModel,
-    resolve_model,
-)
-from memtheory.estimate.serving import ServingMemory, serving_memory
-from memtheory.estimate.step import Step, step_memory
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memtheory._lazy import lazy_attribute
+
+if TYPE_CHECKING:  # the names, for type checkers; at run time each is imported on first use
+    from memtheory.estimate.answer import Estimate
+    from memtheory.estimate.devices import DeviceSearch, fewest_gpus
+    from memtheory.estimate.plan import estimate
+    from memtheory.estimate.resolve import (
+        BUILDER_REGISTRY,
+        BUILDERS,
+        Builder,
+        ResolvedModel,
+        resolve_model,
+    )
+    from memtheory.estimate.serving import ServingMemory, serving_memory
+    from memtheory.estimate.step import Step, step_memory
+
+_HOMES = {
+    "BUILDERS": "memtheory.estimate.resolve",
+    "BUILDER_REGISTRY": "memtheory.estimate.resolve",
+    "Builder": "memtheory.estimate.resolve",
+    "DeviceSearch": "memtheory.estimate.devices",
+    "Estimate": "memtheory.estimate.answer",
+    "ResolvedModel": "memtheory.estimate.resolve",
+    "ServingMemory": "memtheory.estimate.serving",
+    "Step": "memtheory.estimate.step",
+    "estimate": "memtheory.estimate.plan",
+    "fewest_gpus": "memtheory.estimate.devices",
+    "resolve_model": "memtheory.estimate.resolve",
+    "serving_memory": "memtheory.estimate.serving",
+    "step_memory": "memtheory.estimate.step",
+}
+"""Where each public name lives: the subcommands' parsers (``command``, ``serve_command``)
+import this package without deriving anything, so ``memtheory grade`` starts without it."""
 
 __all__ = [
     "BUILDERS",
@@ -48,3 +74,8 @@ __all__ = [
     "serving_memory",
     "step_memory",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (see ``_HOMES``)."""
+    return lazy_attribute("memtheory.estimate", _HOMES, name)
