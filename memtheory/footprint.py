@@ -59,6 +59,7 @@ from memtheory.constraints import (
 from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import evaluate_grid, substitution
 from memtheory.max_pruning import maximum as _maximum
+from memtheory.number_timeline import NumberTimeline
 from memtheory.tables import Column, Table
 from memtheory.units import UNITS, convert, format_bytes, round_half_up
 
@@ -148,7 +149,10 @@ class Footprint(ABC):
     @property
     def total(self) -> sp.Expr:
         """Sum of all components, in bytes."""
-        return carry(sp.Add(*self.components.values()), self.size_checks())
+        values = list(self.components.values())
+        if all(isinstance(value, sp.Rational) for value in values):  # no Add to flatten
+            return sum(values, sp.Integer(0))
+        return carry(sp.Add(*values), self.size_checks())
 
     @cached_property
     def peak(self) -> sp.Expr:
@@ -207,7 +211,8 @@ class Footprint(ABC):
     @property
     def free_symbols(self) -> set[sp.Symbol]:
         """Symbols the result still depends on."""
-        expressions = [*self.components.values(), *self.timeline.values()]
+        moments = () if isinstance(self.timeline, NumberTimeline) else self.timeline.values()
+        expressions = [*self.components.values(), *moments]
         return set().union(*(sp.sympify(e).free_symbols for e in expressions))
 
     # -- units -----------------------------------------------------------------------

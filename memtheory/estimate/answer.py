@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import sympy as sp
@@ -254,11 +255,27 @@ _SIZES = {"B": "batch", "S": "sequence", "H": "image"}
 def _branch(expression: sp.Expr, values: Mapping[sp.Symbol, int]) -> sp.Expr:
     """Replace each ``Max`` by its argument that is largest at ``values``."""
     if isinstance(expression, sp.Max):
-        best = max(expression.args, key=lambda arg: sp.sympify(arg).xreplace(values))
+        best = max(expression.args, key=lambda arg: _value_at(arg, values))
         return _branch(best, values)
     if expression.args:
         return expression.func(*(_branch(arg, values) for arg in expression.args))
     return expression
+
+
+def _value_at(expression: sp.Expr, values: Mapping[sp.Symbol, int]) -> Fraction | sp.Expr:
+    """Return ``expression`` at ``values``: a polynomial in plain integers, else by sympy."""
+    total = Fraction(0)
+    for term, coefficient in sp.sympify(expression).as_coefficients_dict().items():
+        factor = Fraction(int(coefficient.p), int(coefficient.q))
+        for base, power in term.as_powers_dict().items():
+            if base is sp.S.One:
+                continue
+            if base not in values or not isinstance(power, sp.Integer) or power < 0:
+                number = sp.sympify(expression).xreplace(values)  # a floor or Max inside
+                return Fraction(int(number.p), int(number.q)) if number.is_Rational else number
+            factor *= values[base] ** int(power)
+        total += factor
+    return total
 
 
 def _limit(value: int | None) -> str:

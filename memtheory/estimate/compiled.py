@@ -25,7 +25,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from copy import copy
 from dataclasses import replace
 from fractions import Fraction
@@ -40,6 +40,7 @@ from memtheory.errors import EvaluationError, InvalidArgumentError
 from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.footprint import Footprint
 from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.number_timeline import NumberTimeline, as_sympy_number
 
 __all__ = ["CompiledFootprint", "largest_fitting"]
 
@@ -61,41 +62,19 @@ class _Table:
     def evaluate(self, at: list[int]) -> MemoryBreakdown:
         """Return the breakdown at sizes whose terms are ``at`` (:attr:`terms` order)."""
         plain = [sum(map(mul, row, at)) for row in self.rows]
-        components = map(_sympy, plain[: self.split])
+        components = map(as_sympy_number, plain[: self.split])
         evaluated = copy(self.memory)  # the fields replace() would set, without re-checking them
         fields = {
             "components": dict(zip(self.memory.components, components, strict=True)),
-            "timeline": _Moments(self.memory.timeline, plain[self.split :]),
+            "timeline": NumberTimeline(self.memory.timeline, plain[self.split :]),
             "constraints": {},
         }
         for name, value in fields.items():
             object.__setattr__(evaluated, name, value)
         evaluated.__dict__.pop("peak", None)
         if len(plain) > self.split:  # the maximum of numbers is the largest, as maximum() finds
-            evaluated.__dict__["peak"] = _sympy(max(plain[self.split :]))
+            evaluated.__dict__["peak"] = as_sympy_number(max(plain[self.split :]))
         return evaluated
-
-
-class _Moments(Mapping[str, sp.Expr]):
-    """Bytes at each moment of a step, kept as Python numbers, handed out as sympy numbers.
-
-    Thousands of moments are computed at each size; most answers read only their maximum.
-    """
-
-    def __init__(self, labels: Iterable[str], values: list[int | Fraction]) -> None:
-        self._values = dict(zip(labels, values, strict=True))
-
-    def __getitem__(self, label: str) -> sp.Expr:
-        return _sympy(self._values[label])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
 
 
 class CompiledFootprint:
@@ -205,14 +184,6 @@ def _unconstrained(memory: MemoryBreakdown) -> bool:
 def _number(coefficient: sp.Expr) -> int | Fraction:
     rational = sp.Rational(coefficient)
     return int(rational) if rational.q == 1 else Fraction(int(rational.p), int(rational.q))
-
-
-def _sympy(value: int | Fraction) -> sp.Rational:
-    if type(value) is int:
-        return sp.Integer(value)
-    if isinstance(value, Fraction):
-        return sp.Rational(value.numerator, value.denominator)
-    return sp.Integer(value)
 
 
 def _source(expression: sp.Expr, names: list[str]) -> str:
