@@ -6,7 +6,13 @@ Times, in child processes of this checkout (CPU: the child's user + system time)
   ZeRO-3 over as many H100s as needed), each run alternately with an empty cache
   directory (the step derived) and with a warm one (the step read back), A B A B;
 * a ``--sweep`` of 100 (sequence, batch, card) points, warm;
-* ``import memtheory.cli`` alone, the floor under all of them.
+* ``import memtheory.cli`` alone, the floor under all of them, and
+  ``import sympy, numpy``, the floor under that.
+
+Every child may write and read Python's bytecode cache (``__pycache__``), as an installed
+package has: ``PYTHONDONTWRITEBYTECODE`` is removed from the children's environment, since with
+it set (as on the machines this project is developed on) every run compiles about 70 modules
+again, about 0.6 s of CPU that no user pays.
 
 Targets (issue 26): the command under 1 s, the 100-point sweep under 2 s, on a quiet 2-core
 machine. Run with ``make bench`` or ``python benchmarks/estimate_command.py [--repeat N]``.
@@ -41,6 +47,7 @@ SWEEP = ["llama-3-8b", "--lora", "16", "--sweep", "seq=256,512,1024,2048,4096",
 def run(arguments: list[str], cache: str) -> tuple[float, float]:
     """CPU and wall seconds of one child process running ``arguments``."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "MEMTHEORY_CACHE": cache}
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its bytecode
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([sys.executable, *arguments], env=environment, check=True,
@@ -67,6 +74,10 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.repeat):
             keep(floor, run(["-c", "import memtheory.cli"], "off"))
         print(f"import memtheory.cli alone: {floor.shown()}")
+        libraries = Timing()
+        for _ in range(args.repeat):
+            keep(libraries, run(["-c", "import sympy, numpy"], "off"))
+        print(f"import sympy, numpy alone: {libraries.shown()}")
         for name, question in QUESTIONS.items():
             arguments = ["-c", COMMAND, "estimate", *question]
             run(arguments, warm)  # fills the warm cache
@@ -79,7 +90,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"estimate, {name}, step read back (warm cache): {hot.shown()}")
             report(NAME, f"estimate {name}, derived", cold.median_cpu, 1.0)
             report(NAME, f"estimate {name}, cached", hot.median_cpu, 1.0,
-                   detail=f"{cold.median_cpu / hot.median_cpu:.1f}x faster than derived")
+                   detail=f"{cold.median_cpu / hot.median_cpu:.1f}x faster than derived; "
+                   f"{hot.median_cpu / libraries.median_cpu:.2f}x import sympy, numpy")
         arguments = ["-c", COMMAND, "estimate", *SWEEP]
         run(arguments, warm)
         sweep = Timing()
