@@ -1,7 +1,7 @@
 """Steps of the later chapters' calculations, and the misconceptions that do one of them wrong.
 
 Chapters 10-14 compute with memtheory's techniques (the key/value cache,
-gradient checkpointing, ZeRO, CPU offload, the memory left on a card). An
+gradient checkpointing, ZeRO, CPU offload). An
 exercise's solver calls these steps with its ``how``
 (:class:`~memtheory.exercises.reasoning.Reasoning`): the correct reasoning
 has no step of its own and gets the library's function; a misconception
@@ -37,7 +37,6 @@ from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: 
 )
 from memtheory.exercises.reasoning import Reasoning, own_step
 from memtheory.exercises.step_log import note
-from memtheory.gpus import usable_memory
 from memtheory.layers import Layer, ReLU
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import OptimizerLike
@@ -54,8 +53,6 @@ from memtheory.techniques.zero import MODEL_STATES
 from memtheory.transformer_activations import activation_bytes
 
 __all__ = [
-    "CONTEXT",
-    "RESERVE",
     "checkpoint_peak",
     "checkpoint_recompute",
     "index_dtype",
@@ -63,15 +60,8 @@ __all__ = [
     "layer_activations",
     "offloaded",
     "step_implementation",
-    "usable_bytes",
     "zero_states",
 ]
-
-CONTEXT = "1 GiB"
-"""The CUDA context the book budgets for (chapters 6 and 10)."""
-
-RESERVE = sp.Rational(1, 10)
-"""The share of what the context leaves that the book keeps for workspaces and fragmentation."""
 
 
 def _shape_text(shape: dict[str, Any], prefix: str = "") -> str:
@@ -224,33 +214,6 @@ def offloaded(how: Reasoning, memory: MemoryBreakdown) -> OffloadSplit:
     return split
 
 
-def usable_bytes(how: Reasoning, card: SizeLike, unit: str) -> sp.Expr:
-    """Bytes left for the estimate on a card of ``card`` ``unit``: the book's budget.
-
-    The CUDA context (:data:`CONTEXT`) comes off first, then :data:`RESERVE`
-    of the rest, as chapter 6 budgets a card (:func:`memtheory.gpus.usable_memory`
-    with ``headroom``).
-
-    Examples
-    --------
-    >>> from memtheory.exercises.reasoning import CORRECT
-    >>> usable_bytes(CORRECT, 11, "GiB") / 2**30
-    9
-    """
-    own = own_step(how, "usable_bytes")
-    total = how.to_bytes(card, unit)
-    context = how.to_bytes(*CONTEXT.split())
-    if own:
-        return own(total, context)
-    usable = usable_memory(limit=total, reserve=context, headroom=RESERVE).usable
-    note(
-        f"Usable: (card - {CONTEXT} CUDA context) x (1 - {RESERVE}) reserve "
-        f"= ({quantity_text(total)} - {quantity_text(context)}) x {1 - RESERVE} bytes",
-        usable,
-    )
-    return usable
-
-
 def index_dtype(how: Reasoning) -> DType:
     """Return the element type of max pooling's saved indices (int64, as PyTorch keeps them).
 
@@ -363,20 +326,6 @@ class _OffloadedStatesOnly(Reasoning):
         return ("optimizer_state", "optimizer_step_counters")
 
 
-class _ReserveFirst(Reasoning):
-    detail = "10% taken off the whole card, then the context"
-
-    def usable_bytes(self, total: sp.Expr, context: sp.Expr) -> sp.Expr:
-        return total * (1 - RESERVE) - context
-
-
-class _ForgotContext(Reasoning):
-    detail = "no CUDA context taken off"
-
-    def usable_bytes(self, total: sp.Expr, context: sp.Expr) -> sp.Expr:
-        return total * (1 - RESERVE)
-
-
 class _IndicesAsFloats(Reasoning):
     detail = "the indices counted at 4 bytes each, like fp32 activations"
 
@@ -461,12 +410,6 @@ LATER_MISCONCEPTIONS = (
         "ZeRO-Offload moves what the optimizer step reads and writes (gradients, optimizer "
         "state, fp32 master weights); the 16-bit weights stay for the forward and backward.",
         (_OffloadedWeights(), _OffloadedStatesOnly()),
-    ),
-    Misconception(
-        "budget_reserve_order",
-        "budgeted the card in the wrong order, or without the context",
-        "Take the CUDA context off first, then keep 10% of what is left as a reserve.",
-        (_ReserveFirst(), _ForgotContext()),
     ),
     Misconception(
         "indices_as_floats",

@@ -66,8 +66,6 @@ HAND_WRITTEN = {
     # document 001's batch total without the 64 x 7,500 input values.
     "input_left_out": ("ch08.q5", size((A001 - 10) * 64 * 4, "MB", MB)),
     # Chapters 10-14 (memtheory.exercises.technique_steps), on each question's stated numbers.
-    # 16 GiB card: 10% off the whole card, then the 1 GiB context: 14.4 - 1 GiB.
-    "budget_reserve_order": ("ch10.q1", size(16 * GIB * 9 // 10 - GIB, "GiB", GIB)),
     # 3x3 conv to 16 channels on 32x32, then an in-place ReLU given its own 16x32x32 output.
     "inplace_not_shared": ("ch10.q3", 2 * 16 * 32 * 32),
     # document 001, batch 64: pooled outputs 25x25x32 and 12x12x64, indices at 4 bytes.
