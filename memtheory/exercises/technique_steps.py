@@ -29,15 +29,15 @@ import sympy as sp
 from memtheory._validation import SizeLike
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
-from memtheory.exercises.derivation import quantity_text
+from memtheory.exercises.derivation import note_tensors, quantity_text
 from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: the doctests)
     MISCONCEPTIONS,
     Misconception,
     register,
 )
 from memtheory.exercises.reasoning import Reasoning, own_step
-from memtheory.exercises.step_log import note
-from memtheory.layers import Layer, ReLU
+from memtheory.exercises.step_log import note, took
+from memtheory.layers import Layer, MultiHeadAttention, ReLU
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
@@ -53,6 +53,7 @@ from memtheory.techniques.zero import MODEL_STATES
 from memtheory.transformer_activations import activation_bytes
 
 __all__ = [
+    "attention_saved_bytes",
     "checkpoint_peak",
     "checkpoint_recompute",
     "index_dtype",
@@ -110,6 +111,38 @@ def layer_activations(how: Reasoning, **shape: Any) -> sp.Expr:
     value = (own or activation_bytes)(**shape)
     note(f"Activations one transformer layer keeps, in bytes{_shape_text(shape, ', with ')}", value)
     return value
+
+
+def attention_saved_bytes(
+    how: Reasoning, *, heads: int, hidden: int, sequence: int, flash: bool
+) -> sp.Expr:
+    """Bytes one attention layer keeps for backward on one fp16 sequence, standard or flash.
+
+    :meth:`memtheory.layers.MultiHeadAttention.saved_for_backward` with GPT-2's
+    attention dropout (0.1): the standard kernel keeps three ``heads x S x S``
+    tensors (the softmax output, its one-byte dropout mask, the dropped
+    probabilities), 5 bytes per element, Korthikanti et al.'s ``5as/h``; a
+    flash kernel keeps none of them but an fp32 log-sum-exp per row and head.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> shape = dict(heads=2, hidden=8, sequence=4)
+    >>> standard = attention_saved_bytes(CORRECT, flash=False, **shape)
+    >>> standard - attention_saved_bytes(CORRECT, flash=True, **shape)  # 2*4*(5*4 - 4)
+    128
+    """
+    took("attention_saved")
+    layer = MultiHeadAttention(heads, dropout=0.1, flash=flash)
+    specs = layer.saved_for_backward((1, sequence, hidden))
+    own = own_step(how, "attention_specs")
+    if own:
+        specs = own(specs)
+    kind = "a flash kernel" if flash else "the standard kernel"
+    note_tensors(
+        f"One attention layer with {kind}, one sequence of {sequence}, keeps", specs, "fp16"
+    )
+    return sp.Add(*(spec.nbytes(dtype("fp16")) for spec in specs))
 
 
 def checkpoint_peak(how: Reasoning, layers: SizeLike, interval: SizeLike) -> sp.Expr:
@@ -349,6 +382,20 @@ class _InplaceNotShared(Reasoning):
         return layer
 
 
+class _MaskLeftOut(Reasoning):
+    detail = "the one-byte dropout mask on the probabilities left out"
+
+    def attention_specs(self, specs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(spec for spec in specs if spec.dtype is None or spec.dtype.name != "bool")
+
+
+class _NoLogsumexp(Reasoning):
+    detail = "the flash kernel's fp32 log-sum-exp left out"
+
+    def attention_specs(self, specs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(spec for spec in specs if spec.dtype is None or spec.dtype.name != "fp32")
+
+
 LATER_MISCONCEPTIONS = (
     Misconception(
         "kv_forgot_values",
@@ -410,6 +457,22 @@ LATER_MISCONCEPTIONS = (
         "ZeRO-Offload moves what the optimizer step reads and writes (gradients, optimizer "
         "state, fp32 master weights); the 16-bit weights stay for the forward and backward.",
         (_OffloadedWeights(), _OffloadedStatesOnly()),
+    ),
+    Misconception(
+        "attention_mask_left_out",
+        "left out the dropout mask on the attention probabilities",
+        "Standard attention keeps three a x S x S tensors per layer and sequence: the softmax "
+        "output, the dropout mask on it (one byte per element) and the dropped probabilities "
+        "(the input of PV), 2 + 1 + 2 = 5 bytes per element in fp16: Korthikanti's 5as/h.",
+        (_MaskLeftOut(),),
+    ),
+    Misconception(
+        "flash_logsumexp_left_out",
+        "forgot the log-sum-exp a flash kernel keeps",
+        "A flash kernel keeps, instead of the S x S probabilities, one fp32 log-sum-exp per "
+        "row and head (a x S per sequence) for its backward pass: the saving is the S^2 "
+        "tensors less those 4 x a x S bytes.",
+        (_NoLogsumexp(),),
     ),
     Misconception(
         "indices_as_floats",

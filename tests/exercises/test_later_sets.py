@@ -11,13 +11,15 @@ from fractions import Fraction
 
 import pytest
 
+from memtheory import training_memory
 from memtheory.conventions.autograd import forward_storages
-from memtheory.exercises import Params, find_variant, load_sets
+from memtheory.exercises import Params, check, find_variant, load_sets
 from memtheory.exercises.model import Variant
 from memtheory.exercises.technique_steps import LATER_MISCONCEPTIONS
 from memtheory.gpus import usable_memory
 from memtheory.models import gpt2, vgg16
 from memtheory.recipes import Setup
+from memtheory.symbols import B, S
 from memtheory.techniques import generation_memory, uniform_memory, uniform_recompute
 from memtheory.whatif import max_batch
 from memtheory.worked_examples import small_cnn_network
@@ -118,6 +120,29 @@ def test_ch10_for_loop_temporaries_by_hand():
 def test_ch12_crossover_is_34d_over_5a():
     """34*B*D*S = 5*B*a*S^2 at S = 34 D / (5 a) (Korthikanti et al. 2022, eq. 2's terms)."""
     assert find_variant("ch12.q3").expected == Fraction(34 * 768, 5 * 12)
+
+
+def test_ch12_flash_saving_counts_the_three_square_tensors():
+    """ch12.q6: GPT-2 small, S = 1,024, fp16: 12 layers x 12 heads x S x (5 S - 4) bytes.
+
+    The three a x S x S tensors the chapter names (softmax output 2 bytes, dropout mask 1,
+    dropped probabilities 2: Korthikanti et al.'s 5as/h) less the flash kernel's fp32
+    log-sum-exp (4 bytes per row and head). Checked against the whole network's saved
+    activations under the autograd convention. The question used to grade the two fp16
+    tensors' elements (12 x 12 x 2 x S^2) after naming three.
+    """
+    s, heads, layers = 1024, 12, 12
+    by_hand = layers * heads * s * (5 * s - 4)
+    saved = {
+        flash: training_memory(
+            gpt2("small", flash=flash), optimizer="sgd", precision="fp16", convention="autograd"
+        )["saved_activations"]
+        for flash in (False, True)
+    }
+    network = (saved[False] - saved[True]).subs({B: 1, S: s})
+    assert find_variant("ch12.q6").expected == by_hand == network
+    two_tensors = layers * heads * 2 * s * s  # the old answer, in elements
+    assert not check("ch12.q6", two_tensors).passed
 
 
 def test_ch13_checkpointing_by_hand():
