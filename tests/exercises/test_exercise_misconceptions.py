@@ -110,6 +110,8 @@ HAND_WRITTEN = {
     "nf4_constants_fp32": ("ch17.q3", "4.5"),
     # 1024 x 4096 weight at 2 bytes per value, no absmax; the 1024 bias in fp32 Adam.
     "adam8bit_forgot_constants": ("ch17.q5", 2 * 4096 * 1024 + 8 * 1024),
+    # the same layer with one fp32 constant per block of 2,048 values (the paper's block).
+    "adam8bit_paper_block": ("ch17.q5", 2 * 4096 * 1024 + 8 * 4096 * 1024 // 2048 + 8 * 1024),
     # the 1024 bias quantized too: 2 bytes + 8 per 256 values, like the weight.
     "adam8bit_small_tensors": (
         "ch17.q5",
