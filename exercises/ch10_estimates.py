@@ -5,7 +5,7 @@ from memtheory.conventions.autograd import AutogradConvention
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
 from memtheory.exercises.derivation import note, quantity_text, shown
 from memtheory.exercises.shared import MODELS, model_names, model_values, noted_max_value
-from memtheory.exercises.steps_residual import step_peak
+from memtheory.exercises.steps_residual import saved_activation_bytes, step_peak
 from memtheory.exercises.steps_trace import card_usable_bytes
 from memtheory.exercises.technique_steps import index_dtype, step_implementation
 from memtheory.layers.base import elements
@@ -51,6 +51,14 @@ def _planned_values(p):
 def _planned_batch(p, how):
     peak = step_peak(how, _PLANNED[p.model](), optimizer=p.optimizer)
     return noted_max_value(peak, B, card_usable_bytes(how, p.card))
+
+
+def _relu_pair_saved(p, how):
+    """Elements autograd saves for a padded 3x3 convolution and its ReLU, per image."""
+    layers = [Input((3, p.size, p.size)), Conv2d(p.filters, 3, padding=1)]
+    net = how.network([*layers, ReLU(inplace=p.relu != "ReLU()")], name="convolution and ReLU")
+    nbytes = at(saved_activation_bytes(how, net, optimizer="sgd"), B=1)
+    return shown(f"{quantity_text(nbytes)} bytes / 4 bytes per fp32 element", nbytes / 4)
 
 
 def _indices(p, how):
@@ -152,24 +160,18 @@ SET = ExerciseSet(
         Exercise(
             id="q3",
             title="an in-place ReLU",
-            question="A 3x3 convolution with padding 1 takes {size}x{size}x3 images to {filters} "
-            "channels and is followed by ReLU(inplace=True). Counting each layer's output "
-            "activation, how many activation elements does the pair keep per image?",
-            params={"size": (32, 28, 64, 48), "filters": (16, 32, 64)},
+            question="A 3x3 convolution with padding 1 takes {size}x{size}x3 fp32 images to "
+            "{filters} channels and is followed by {relu}. How many activation elements per "
+            "image does autograd keep for the backward pass (its saved activations; the input "
+            "image is counted apart, as the input)?",
+            params={
+                "relu": ("ReLU()", "ReLU(inplace=True)"),
+                "size": (32, 28, 64, 48),
+                "filters": (16, 32, 64),
+            },
             answer=Integer(),
-            solve=lambda p, how: at(
-                how.activation_count(
-                    how.network(
-                        [
-                            Input((3, p.size, p.size)),
-                            Conv2d(p.filters, 3, padding=1),
-                            ReLU(inplace=True),
-                        ]
-                    )
-                ),
-                B=1,
-            ),
-            misconceptions=("inplace_not_shared",),
+            solve=_relu_pair_saved,
+            misconceptions=("breakdown_for_autograd",),
         ),
         Exercise(
             id="q4",

@@ -37,7 +37,7 @@ from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: 
 )
 from memtheory.exercises.reasoning import Reasoning, own_step
 from memtheory.exercises.step_log import note, took
-from memtheory.layers import Layer, MultiHeadAttention, ReLU
+from memtheory.layers import MultiHeadAttention
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
@@ -373,15 +373,6 @@ class _SwappedImplementation(Reasoning):
         return {"for-loop": "foreach", "foreach": "for-loop"}.get(implementation, implementation)
 
 
-class _InplaceNotShared(Reasoning):
-    detail = "the in-place ReLU given a new output tensor"
-
-    def layer(self, layer: Layer) -> Layer:
-        if isinstance(layer, ReLU) and layer.inplace:
-            return ReLU()
-        return layer
-
-
 class _MaskLeftOut(Reasoning):
     detail = "the one-byte dropout mask on the probabilities left out"
 
@@ -479,12 +470,6 @@ LATER_MISCONCEPTIONS = (
         "counted the pooling indices at 4 bytes",
         "PyTorch keeps max pooling's indices as int64: 8 bytes per output element.",
         (_IndicesAsFloats(),),
-    ),
-    Misconception(
-        "inplace_not_shared",
-        "gave an in-place operation its own output",
-        "An in-place ReLU writes over its input: it keeps no new activation tensor.",
-        (_InplaceNotShared(),),
     ),
     Misconception(
         "swapped_step_implementation",

@@ -71,8 +71,6 @@ HAND_WRITTEN = {
     "attention_mask_left_out": ("ch12.q6", 12 * 12 * 1024 * (4 * 1024 - 4)),
     # the same with the mask (5 bytes per S^2 element) and no log-sum-exp subtracted.
     "flash_logsumexp_left_out": ("ch12.q6", 12 * 12 * 1024 * 1024 * 5),
-    # 3x3 conv to 16 channels on 32x32, then an in-place ReLU given its own 16x32x32 output.
-    "inplace_not_shared": ("ch10.q3", 2 * 16 * 32 * 32),
     # document 001, batch 64: pooled outputs 25x25x32 and 12x12x64, indices at 4 bytes.
     "indices_as_floats": ("ch10.q4", size((25 * 25 * 32 + 12 * 12 * 64) * 64 * 4, "MiB", MIB)),
     # ch10.q7, document 001 with foreach Adam: the for-loop's two copies of the 12*12*64 x 500

@@ -91,6 +91,28 @@ def test_ch10_inplace_relu_keeps_only_the_convolution_output():
     assert find_variant("ch10.q3").expected == 16 * 32 * 32
 
 
+def test_ch10_relu_pair_saves_the_same_in_place_or_not():
+    """ch10.q3 grades what autograd keeps: the ReLU's output, F x size^2, with either ReLU.
+
+    Chapter 10 measures that an in-place ReLU leaves the saved activations unchanged (the
+    convolution saves its input, the ReLU its output). The exercise used to count every
+    layer's output, the breakdown's saving the chapter shows is not one; that count, two
+    outputs for ReLU(), is now the named slip breakdown_for_autograd.
+    """
+    exercise = load_sets()["ch10"].exercise("q3")
+    for size in exercise.params["size"]:
+        for filters in exercise.params["filters"]:
+            answers = {
+                relu: Variant(
+                    "ch10", exercise, "x", Params(relu=relu, size=size, filters=filters)
+                ).expected
+                for relu in exercise.params["relu"]
+            }
+            assert set(answers.values()) == {filters * size * size}, (size, filters)
+    result = check("ch10.q3", 2 * 16 * 32 * 32)  # the book's ReLU(): both outputs counted
+    assert result.misconceptions == ("breakdown_for_autograd",)
+
+
 def test_ch10_and_ch11_indices_agree_with_the_autograd_storages():
     """The int64 pooling indices of the small CNN, as the autograd convention lists them."""
     storages = forward_storages(small_cnn_network(batch=64))
