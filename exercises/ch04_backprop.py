@@ -189,9 +189,11 @@ SET = ExerciseSet(
             id="q6",
             title="training over inference",
             question="A network keeps {activations:,} activations per image, in fp32. It is "
-            "trained at batch {batch}, and served by a forward pass alone at batch {served}. How "
-            "many times as much memory do its activations need in the training step (with their "
-            "gradients) as in the forward pass?",
+            "trained at batch {batch}, and served by a forward pass alone at batch {served}. "
+            "Counting as the breakdown convention does (every activation with its gradient, all "
+            "at once: the x2, an overcount of what a framework holds at its peak), how many "
+            "times as much memory do the activations take in the training step as in the "
+            "forward pass?",
             params={
                 "activations": ACTIVATIONS,
                 "batch": (64, 128, 32, 256, 16),

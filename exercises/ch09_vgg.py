@@ -5,6 +5,7 @@ from memtheory.exercises import Exercise, ExerciseSet, Expression, Integer, Quan
 from memtheory.exercises.derivation import shown
 from memtheory.exercises.shared import noted_max_value
 from memtheory.exercises.steps_residual import step_peak
+from memtheory.exercises.steps_trace import card_usable_bytes
 from memtheory.models import vgg16
 from memtheory.symbols import B, H
 
@@ -85,24 +86,23 @@ SET = ExerciseSet(
         Exercise(
             id="q4",
             title="the largest batch on a GPU",
-            question="VGG-16 (1000 classes, 224x224x3 images) is trained with Adam in fp32 on a "
-            "GPU "
-            "with {gpu} GiB. Counting the same components, what is the largest batch that fits?",
+            question="VGG-16 (1000 classes, 224x224x3 images) is trained with Adam in fp32 (a "
+            "plain PyTorch loop) on a card sold as {gpu} GB. Planning as chapter 6 does, with the "
+            "autograd peak (the most bytes alive at once in PyTorch's step, not the breakdown's "
+            "total) within the book's card budget (a 1.5 GiB reserve for the CUDA context, the "
+            "driver and the allocator), what is the largest batch that fits?",
             params={"gpu": (24, 16, 40, 80, 12)},
             answer=Integer(),
             solve=lambda p, how: noted_max_value(
-                how.training_memory(_vgg(how), optimizer="adam").total,
-                B,
-                how.to_bytes(p.gpu, "GiB"),
+                step_peak(how, vgg16(), optimizer="adam"), B, card_usable_bytes(how, p.gpu)
             ),
             misconceptions=(
-                "forgot_x2",
+                "breakdown_for_autograd",
+                "no_card_reserve",
+                "card_gb_as_decimal",
                 "forgot_optimizer_state",
-                "wrong_optimizer_factor",
-                "mib_vs_mb",
             ),
             points=2,
-            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q5",

@@ -5,11 +5,15 @@ from memtheory.conventions.autograd import AutogradConvention
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
 from memtheory.exercises.derivation import note, quantity_text, shown
 from memtheory.exercises.shared import MODELS, model_names, model_values, noted_max_value
-from memtheory.exercises.technique_steps import index_dtype, step_implementation, usable_bytes
+from memtheory.exercises.steps_residual import saved_activation_bytes, step_peak
+from memtheory.exercises.steps_trace import card_usable_bytes
+from memtheory.exercises.technique_steps import index_dtype, step_implementation
 from memtheory.layers.base import elements
+from memtheory.models import vgg16
+from memtheory.optimizers import optimizer
 from memtheory.symbols import B
 from memtheory.techniques import autocast_weight_copy_bytes
-from memtheory.worked_examples import small_cnn_layers
+from memtheory.worked_examples import small_cnn_layers, small_cnn_network
 
 _LARGEST = {
     "parameters": "the weights",
@@ -25,6 +29,36 @@ def _largest(p, how):
     memory = how.training_memory(MODELS[p.model], optimizer=p.optimizer)
     sizes = {name: at(value, B=p.batch) for name, value in memory.components.items()}
     return _LARGEST[max((name for name in sizes if name in _LARGEST), key=sizes.__getitem__)]
+
+
+_PLANNED = {
+    "VGG-16 on 224x224x3 images": vgg16,
+    "the small CNN of a StackExchange question on 224x224x3 images": lambda: small_cnn_network(
+        image_size=224
+    ),
+}
+"""Networks whose step chapter 6 plans with the autograd peak (live tensors), by description."""
+
+
+def _planned_values(p):
+    model = str(p["model"])
+    return {
+        "model_title": model[0].upper() + model[1:],
+        "optimizer_title": optimizer(p["optimizer"]).title,
+    }
+
+
+def _planned_batch(p, how):
+    peak = step_peak(how, _PLANNED[p.model](), optimizer=p.optimizer)
+    return noted_max_value(peak, B, card_usable_bytes(how, p.card))
+
+
+def _relu_pair_saved(p, how):
+    """Elements autograd saves for a padded 3x3 convolution and its ReLU, per image."""
+    layers = [Input((3, p.size, p.size)), Conv2d(p.filters, 3, padding=1)]
+    net = how.network([*layers, ReLU(inplace=p.relu != "ReLU()")], name="convolution and ReLU")
+    nbytes = at(saved_activation_bytes(how, net, optimizer="sgd"), B=1)
+    return shown(f"{quantity_text(nbytes)} bytes / 4 bytes per fp32 element", nbytes / 4)
 
 
 def _indices(p, how):
@@ -83,72 +117,61 @@ SET = ExerciseSet(
     id="ch10",
     title="What an estimate misses",
     intro="A card holds more than the model's tensors: the CUDA context, workspaces and the "
-    "allocator's cache. The book budgets a card as its memory less 1 GiB for the context, less "
-    "10% of the rest; in-place layers and shared tensors make counts too high, indices, the "
-    "optimizer's temporaries and autocast's copies too low.",
+    "allocator's cache. The book budgets every card one way (chapter 6): the vendor's 'GB' "
+    "read as GiB, less a 1.5 GiB reserve for the context, the driver and the allocator, and "
+    "plans a batch with the autograd peak; in-place layers and shared tensors make counts too "
+    "high, indices, the optimizer's temporaries and autocast's copies too low.",
     exercises=(
         Exercise(
             id="q1",
             title="the usable memory of a card",
-            question="With the book's budget (1 GiB for the CUDA context, then 10% of what is "
-            "left kept for workspaces and fragmentation), how much of a card with {card} GiB of "
-            "memory is left for the estimate?",
+            question="A card is sold as {card} GB. With the book's card budget (its memory less "
+            "a 1.5 GiB reserve for the CUDA context, the driver and the allocator), how much "
+            "memory is left for the training step?",
             params={"card": (16, 8, 12, 24, 40, 80)},
             answer=Quantity("GiB"),
-            solve=lambda p, how: usable_bytes(how, p.card, "GiB"),
-            misconceptions=("budget_reserve_order", "mib_vs_mb"),
+            solve=lambda p, how: card_usable_bytes(how, p.card),
+            misconceptions=("no_card_reserve", "card_gb_as_decimal"),
         ),
         Exercise(
             id="q2",
             title="the largest batch within the budget",
-            question="{model_title} has {parameters:,} parameters, keeps {activations:,} "
-            "activations per image and reads {inputs:,} input values per image. It is trained "
-            "with {optimizer_title} in fp32 on a card with {card} GiB of memory. Counting "
-            "weights, gradients, optimizer state, activations with their gradients, and the "
-            "input batch, and keeping the book's budget (1 GiB for the context, then 10% of the "
-            "rest), what is the largest batch that fits?",
+            question="{model_title} is trained with {optimizer_title} in fp32 (a plain PyTorch "
+            "loop) on a card sold as {card} GB. Planning as chapter 6 does, with the autograd "
+            "peak (the most bytes alive at once in PyTorch's step, not the breakdown's every "
+            "output with its gradient) within the book's card budget (a 1.5 GiB reserve), what "
+            "is the largest batch that fits?",
             params={
-                "model": model_names(2, 0, 1),
+                "model": tuple(_PLANNED),
                 "optimizer": ("adam", "sgd+momentum", "sgd"),
                 "card": (16, 8, 12, 24),
             },
-            derive=model_values,
+            derive=_planned_values,
             answer=Integer(),
-            solve=lambda p, how: noted_max_value(
-                how.training_memory(MODELS[p.model], optimizer=p.optimizer).total,
-                B,
-                usable_bytes(how, p.card, "GiB"),
-            ),
+            solve=_planned_batch,
             misconceptions=(
-                "budget_reserve_order",
-                "forgot_x2",
+                "breakdown_for_autograd",
+                "no_card_reserve",
+                "card_gb_as_decimal",
                 "forgot_optimizer_state",
-                "mib_vs_mb",
             ),
             points=2,
-            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
         Exercise(
             id="q3",
             title="an in-place ReLU",
-            question="A 3x3 convolution with padding 1 takes {size}x{size}x3 images to {filters} "
-            "channels and is followed by ReLU(inplace=True). Counting each layer's output "
-            "activation, how many activation elements does the pair keep per image?",
-            params={"size": (32, 28, 64, 48), "filters": (16, 32, 64)},
+            question="A 3x3 convolution with padding 1 takes {size}x{size}x3 fp32 images to "
+            "{filters} channels and is followed by {relu}. How many activation elements per "
+            "image does autograd keep for the backward pass (its saved activations; the input "
+            "image is counted apart, as the input)?",
+            params={
+                "relu": ("ReLU()", "ReLU(inplace=True)"),
+                "size": (32, 28, 64, 48),
+                "filters": (16, 32, 64),
+            },
             answer=Integer(),
-            solve=lambda p, how: at(
-                how.activation_count(
-                    how.network(
-                        [
-                            Input((3, p.size, p.size)),
-                            Conv2d(p.filters, 3, padding=1),
-                            ReLU(inplace=True),
-                        ]
-                    )
-                ),
-                B=1,
-            ),
-            misconceptions=("inplace_not_shared",),
+            solve=_relu_pair_saved,
+            misconceptions=("breakdown_for_autograd",),
         ),
         Exercise(
             id="q4",

@@ -3,8 +3,9 @@
 import sympy as sp
 
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Integer, Number, Quantity, at
+from memtheory.exercises.derivation import shown
 from memtheory.exercises.step_log import note
-from memtheory.exercises.technique_steps import layer_activations
+from memtheory.exercises.technique_steps import attention_saved_bytes, layer_activations
 from memtheory.models import GPT2_SIZES, gpt2
 from memtheory.optimizers import optimizer
 from memtheory.symbols import B, D, S
@@ -50,13 +51,24 @@ def _dominant(p, how):
     return _TERMS[0] if quadratic.subs(point) > linear.subs(point) else _TERMS[1]
 
 
+def _flash_saving(p, how):
+    config = GPT2_SIZES[p.size]
+    shape = {"heads": config.heads, "hidden": config.hidden, "sequence": p.sequence}
+    standard = attention_saved_bytes(how, flash=False, **shape)
+    flash = attention_saved_bytes(how, flash=True, **shape)
+    return shown(
+        f"{config.layers} layers x ({standard} - {flash}) bytes", config.layers * (standard - flash)
+    )
+
+
 SET = ExerciseSet(
     id="ch12",
     title="Transformers",
     intro="A transformer layer keeps 34*B*D*S bytes of activations in 16 bits, plus 5*B*a*S^2 "
-    "for the attention scores, their softmax and its dropout mask (Korthikanti et al.); a "
-    "flash kernel keeps none of the S^2 tensors. GPT-2's sizes: small 12 layers of 768 with 12 "
-    "heads, medium 24 of 1024 with 16, large 36 of 1280 with 20, xl 48 of 1600 with 25.",
+    "for the softmax output, its dropout mask and the dropped probabilities (Korthikanti et "
+    "al.); a flash kernel keeps none of the S^2 tensors. GPT-2's sizes: small 12 layers of "
+    "768 with 12 heads, medium 24 of 1024 with 16, large 36 of 1280 with 20, xl 48 of 1600 "
+    "with 25.",
     exercises=(
         Exercise(
             id="q1",
@@ -145,17 +157,18 @@ SET = ExerciseSet(
         Exercise(
             id="q6",
             title="what flash attention saves",
-            question="GPT-2 {size} ({layers} layers, {heads} heads) reads one sequence of "
-            "{sequence} tokens. How many fewer activation elements does its forward pass keep "
-            "with a flash attention kernel than with the standard one?",
+            question="GPT-2 {size} ({layers} layers of {hidden}, {heads} heads, attention "
+            "dropout 0.1) is trained in fp16 on one sequence of {sequence} tokens. Its standard "
+            "attention keeps three {heads} x {sequence} x {sequence} tensors per layer (the "
+            "softmax output, its dropout mask at one byte per element, the dropped "
+            "probabilities); a flash kernel keeps none of them, but keeps an fp32 log-sum-exp "
+            "per row and head. How many fewer bytes do the attention layers keep for the "
+            "backward pass with the flash kernel?",
             params={"size": ("small", "medium"), "sequence": (1024, 512, 256)},
             derive=_config,
-            answer=Integer(),
-            solve=lambda p, how: at(
-                how.activation_count(gpt2(p.size)) - how.activation_count(gpt2(p.size, flash=True)),
-                B=1,
-                S=p.sequence,
-            ),
+            answer=Integer(unit="B"),
+            solve=_flash_saving,
+            misconceptions=("attention_mask_left_out", "flash_logsumexp_left_out"),
         ),
     ),
 )

@@ -4,7 +4,8 @@ from memtheory.dtypes import dtype
 from memtheory.exercises import Choice, Exercise, ExerciseSet, Expression, Integer, Quantity
 from memtheory.exercises.derivation import shown
 from memtheory.exercises.shared import noted_max_value
-from memtheory.exercises.technique_steps import kv_cache, usable_bytes
+from memtheory.exercises.steps_trace import card_usable_bytes
+from memtheory.exercises.technique_steps import kv_cache
 from memtheory.models import GPT2_SIZES, gpt2
 from memtheory.symbols import B, S
 
@@ -40,7 +41,7 @@ def _larger(p, how):
 def _largest_batch(p, how):
     weights = _weights(how, p.size, p.weights)
     cache = _gpt2_cache(how, p.size, p.weights, sequence=p.sequence)
-    return noted_max_value(weights + cache, B, usable_bytes(how, p.card, "GiB"))
+    return noted_max_value(weights + cache, B, card_usable_bytes(how, p.card))
 
 
 SET = ExerciseSet(
@@ -170,9 +171,10 @@ SET = ExerciseSet(
             id="q7",
             title="the largest batch for generation",
             question="GPT-2 {size} generates sequences of {sequence} tokens with {weights} "
-            "weights and a {weights} key/value cache on a card with {card} GiB of memory. With "
-            "the book's budget (1 GiB for the CUDA context, then 10% of the rest kept), and "
-            "counting only the weights and the cache, what is the largest batch?",
+            "weights and a {weights} key/value cache on a card sold as {card} GB. With the "
+            "book's card budget (its memory less a 1.5 GiB reserve for the CUDA context, the "
+            "driver and the allocator), and counting only the weights and the cache, what is "
+            "the largest batch?",
             params={
                 "size": ("medium", "small", "large"),
                 "sequence": (1024, 512),
@@ -184,11 +186,10 @@ SET = ExerciseSet(
             misconceptions=(
                 "kv_forgot_values",
                 "kv_one_layer",
-                "budget_reserve_order",
-                "mib_vs_mb",
+                "no_card_reserve",
+                "card_gb_as_decimal",
             ),
             points=2,
-            partial={"mib_vs_mb": 1},  # the memory right, the unit misread
         ),
     ),
 )

@@ -147,7 +147,11 @@ SET = ExerciseSet(
             params={"n_in": (4096, 1024, 768), "n_out": (1024, 4096, 3072, 64)},
             answer=Integer(unit="B"),
             solve=lambda p, how: adam8bit_state(how, [(p.n_out, p.n_in), (p.n_out,)]),
-            misconceptions=("adam8bit_forgot_constants", "adam8bit_small_tensors"),
+            misconceptions=(
+                "adam8bit_forgot_constants",
+                "adam8bit_paper_block",
+                "adam8bit_small_tensors",
+            ),
         ),
         Exercise(
             id="q6",

@@ -127,6 +127,8 @@ _LAYER_NORM = Section(*_in("12_transformers"), "Layer norm")
 _BLOCK = Section(*_in("12_transformers"), "The transformer block")
 _SEQUENCE = Section(*_in("12_transformers"), "Memory against the sequence length")
 _LAYER = Section(*_in("12_transformers"), "Activation memory per layer")
+_ATTENTION = Section(*_in("12_transformers"), "Attention and its $S^2$ tensors")
+_FLASH = Section(*_in("12_transformers"), "Flash attention")
 _CHECKPOINT = Section(*_in("13_memory_techniques"), "Gradient checkpointing")
 _ZERO = Section(*_in("13_memory_techniques"), "ZeRO: sharding the model states")
 _OFFLOAD = Section(*_in("13_memory_techniques"), "CPU offload")
@@ -189,6 +191,8 @@ STEP_SECTIONS: dict[str, Section] = {
     "saved": _SAVED,
     "accounting": _ALIVE,
     "activation_bytes": _LAYER,
+    "attention_saved": _ATTENTION,
+    "attention_specs": _FLASH,
     "uniform_memory": _CHECKPOINT,
     "uniform_recompute": _CHECKPOINT,
     "zero_stage": _ZERO,

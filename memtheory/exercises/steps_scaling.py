@@ -62,6 +62,9 @@ __all__ = [
     "per_device",
 ]
 
+PAPER_BLOCK = 2048
+"""The block size of Dettmers et al. (2022); bitsandbytes' optimizers use 256 instead."""
+
 ACTIVATION_PARTS = ("activations", "activation_gradients", "saved_activations", "input", "targets")
 """Components that belong to the batch, not to the model: what "model states" leave out."""
 
@@ -334,6 +337,16 @@ class _Adam8bitForgotConstants(Reasoning):
         )
 
 
+class _Adam8bitPaperBlock(Reasoning):
+    detail = "one fp32 constant per block of 2,048 values (the paper's block), not 256"
+
+    def adam8bit_state_bytes(self, shapes: list[tuple[int, ...]]) -> sp.Expr:
+        large = [sp.Mul(*s) for s in shapes if sp.Mul(*s) >= MIN_8BIT_SIZE]
+        return adam8bit_state_bytes(shapes) + sp.Add(
+            *(8 * (sp.ceiling(n / PAPER_BLOCK) - sp.ceiling(n / EIGHT_BIT_BLOCK)) for n in large)
+        )
+
+
 class _Adam8bitSmallTensors(Reasoning):
     detail = "small tensors (under 4,096 values) given 8-bit state too"
 
@@ -418,6 +431,14 @@ SCALING_MISCONCEPTIONS = (
         "Each moment keeps one byte per value and an fp32 absolute maximum per block of 256 "
         "values: 2n + 8 ceil(n/256) bytes for a tensor of n values.",
         (_Adam8bitForgotConstants(),),
+    ),
+    Misconception(
+        "adam8bit_paper_block",
+        "took 8-bit Adam's blocks as 2,048 values",
+        "Dettmers et al.'s paper quantises in blocks of 2,048 values, but bitsandbytes' 8-bit "
+        "optimizers (the ones chapter 17 counts) use blocks of 256: each moment keeps one "
+        "fp32 absolute maximum per 256 values, 2n + 8 ceil(n/256) bytes for n values.",
+        (_Adam8bitPaperBlock(),),
     ),
     Misconception(
         "adam8bit_small_tensors",

@@ -45,6 +45,7 @@ __all__ = [
     "batchnorm_saved",
     "block_parameters",
     "card_batch",
+    "card_usable_bytes",
     "quadratic_takes_over",
     "traced_batch",
     "untraceable_option",
@@ -143,6 +144,36 @@ def card_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str) ->
             batch,
         )
     return batch
+
+
+def card_usable_bytes(how: Reasoning, sold: Any) -> sp.Expr:
+    """Return the bytes a card sold as ``sold`` GB leaves for the step: the book's one budget.
+
+    The vendor's "GB" read as GiB, as :mod:`memtheory.gpus` reads every card,
+    less :data:`memtheory.gpus.DEFAULT_RESERVE` (1.5 GiB) for the CUDA context,
+    the driver and the allocator: :func:`memtheory.gpus.usable_memory`, the
+    rule of chapter 6 that every chapter, the CLI and the calculator use. The
+    misconceptions of :func:`card_batch` (the whole card, the "GB" read as
+    10^9 bytes) apply here too.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> card_usable_bytes(CORRECT, 24) / 2**30
+    45/2
+    >>> card_usable_bytes(MISCONCEPTIONS["no_card_reserve"].ways[0], 24) / 2**30
+    24
+    """
+    took("usable_bytes")  # taught where chapter 6 budgets a card
+    budget = usable_memory(limit=how.to_bytes(sold, "GiB"))
+    own = getattr(how, "card_bytes", None)  # a misconception's reading of the card
+    limit = own(budget) if callable(own) else budget.usable
+    note(
+        f"A card sold as {sold} GB: {sold} GiB = {quantity_text(budget.memory)} bytes, less "
+        f"the {quantity_text(budget.reserve)}-byte (1.5 GiB) reserve, leaves (bytes)",
+        limit,
+    )
+    return limit
 
 
 def traced_batch(how: Reasoning, *, per: Any, fixed: Any, unit: str, card: str, below: int) -> int:

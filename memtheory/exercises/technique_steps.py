@@ -1,7 +1,7 @@
 """Steps of the later chapters' calculations, and the misconceptions that do one of them wrong.
 
 Chapters 10-14 compute with memtheory's techniques (the key/value cache,
-gradient checkpointing, ZeRO, CPU offload, the memory left on a card). An
+gradient checkpointing, ZeRO, CPU offload). An
 exercise's solver calls these steps with its ``how``
 (:class:`~memtheory.exercises.reasoning.Reasoning`): the correct reasoning
 has no step of its own and gets the library's function; a misconception
@@ -29,16 +29,15 @@ import sympy as sp
 from memtheory._validation import SizeLike
 from memtheory.counts import ModelCounts
 from memtheory.dtypes import DType, dtype
-from memtheory.exercises.derivation import quantity_text
+from memtheory.exercises.derivation import note_tensors, quantity_text
 from memtheory.exercises.misconceptions import (  # noqa: F401 (MISCONCEPTIONS: the doctests)
     MISCONCEPTIONS,
     Misconception,
     register,
 )
 from memtheory.exercises.reasoning import Reasoning, own_step
-from memtheory.exercises.step_log import note
-from memtheory.gpus import usable_memory
-from memtheory.layers import Layer, ReLU
+from memtheory.exercises.step_log import note, took
+from memtheory.layers import MultiHeadAttention
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.optimizers import OptimizerLike
 from memtheory.precision import PrecisionLike
@@ -54,8 +53,7 @@ from memtheory.techniques.zero import MODEL_STATES
 from memtheory.transformer_activations import activation_bytes
 
 __all__ = [
-    "CONTEXT",
-    "RESERVE",
+    "attention_saved_bytes",
     "checkpoint_peak",
     "checkpoint_recompute",
     "index_dtype",
@@ -63,15 +61,8 @@ __all__ = [
     "layer_activations",
     "offloaded",
     "step_implementation",
-    "usable_bytes",
     "zero_states",
 ]
-
-CONTEXT = "1 GiB"
-"""The CUDA context the book budgets for (chapters 6 and 10)."""
-
-RESERVE = sp.Rational(1, 10)
-"""The share of what the context leaves that the book keeps for workspaces and fragmentation."""
 
 
 def _shape_text(shape: dict[str, Any], prefix: str = "") -> str:
@@ -120,6 +111,38 @@ def layer_activations(how: Reasoning, **shape: Any) -> sp.Expr:
     value = (own or activation_bytes)(**shape)
     note(f"Activations one transformer layer keeps, in bytes{_shape_text(shape, ', with ')}", value)
     return value
+
+
+def attention_saved_bytes(
+    how: Reasoning, *, heads: int, hidden: int, sequence: int, flash: bool
+) -> sp.Expr:
+    """Bytes one attention layer keeps for backward on one fp16 sequence, standard or flash.
+
+    :meth:`memtheory.layers.MultiHeadAttention.saved_for_backward` with GPT-2's
+    attention dropout (0.1): the standard kernel keeps three ``heads x S x S``
+    tensors (the softmax output, its one-byte dropout mask, the dropped
+    probabilities), 5 bytes per element, Korthikanti et al.'s ``5as/h``; a
+    flash kernel keeps none of them but an fp32 log-sum-exp per row and head.
+
+    Examples
+    --------
+    >>> from memtheory.exercises.reasoning import CORRECT
+    >>> shape = dict(heads=2, hidden=8, sequence=4)
+    >>> standard = attention_saved_bytes(CORRECT, flash=False, **shape)
+    >>> standard - attention_saved_bytes(CORRECT, flash=True, **shape)  # 2*4*(5*4 - 4)
+    128
+    """
+    took("attention_saved")
+    layer = MultiHeadAttention(heads, dropout=0.1, flash=flash)
+    specs = layer.saved_for_backward((1, sequence, hidden))
+    own = own_step(how, "attention_specs")
+    if own:
+        specs = own(specs)
+    kind = "a flash kernel" if flash else "the standard kernel"
+    note_tensors(
+        f"One attention layer with {kind}, one sequence of {sequence}, keeps", specs, "fp16"
+    )
+    return sp.Add(*(spec.nbytes(dtype("fp16")) for spec in specs))
 
 
 def checkpoint_peak(how: Reasoning, layers: SizeLike, interval: SizeLike) -> sp.Expr:
@@ -222,33 +245,6 @@ def offloaded(how: Reasoning, memory: MemoryBreakdown) -> OffloadSplit:
     moved = ", ".join(own() if own else OFFLOADED)
     note(f"Offloaded to the CPU: {moved}; left on the GPU (bytes)", split.gpu.total)
     return split
-
-
-def usable_bytes(how: Reasoning, card: SizeLike, unit: str) -> sp.Expr:
-    """Bytes left for the estimate on a card of ``card`` ``unit``: the book's budget.
-
-    The CUDA context (:data:`CONTEXT`) comes off first, then :data:`RESERVE`
-    of the rest, as chapter 6 budgets a card (:func:`memtheory.gpus.usable_memory`
-    with ``headroom``).
-
-    Examples
-    --------
-    >>> from memtheory.exercises.reasoning import CORRECT
-    >>> usable_bytes(CORRECT, 11, "GiB") / 2**30
-    9
-    """
-    own = own_step(how, "usable_bytes")
-    total = how.to_bytes(card, unit)
-    context = how.to_bytes(*CONTEXT.split())
-    if own:
-        return own(total, context)
-    usable = usable_memory(limit=total, reserve=context, headroom=RESERVE).usable
-    note(
-        f"Usable: (card - {CONTEXT} CUDA context) x (1 - {RESERVE}) reserve "
-        f"= ({quantity_text(total)} - {quantity_text(context)}) x {1 - RESERVE} bytes",
-        usable,
-    )
-    return usable
 
 
 def index_dtype(how: Reasoning) -> DType:
@@ -363,20 +359,6 @@ class _OffloadedStatesOnly(Reasoning):
         return ("optimizer_state", "optimizer_step_counters")
 
 
-class _ReserveFirst(Reasoning):
-    detail = "10% taken off the whole card, then the context"
-
-    def usable_bytes(self, total: sp.Expr, context: sp.Expr) -> sp.Expr:
-        return total * (1 - RESERVE) - context
-
-
-class _ForgotContext(Reasoning):
-    detail = "no CUDA context taken off"
-
-    def usable_bytes(self, total: sp.Expr, context: sp.Expr) -> sp.Expr:
-        return total * (1 - RESERVE)
-
-
 class _IndicesAsFloats(Reasoning):
     detail = "the indices counted at 4 bytes each, like fp32 activations"
 
@@ -391,13 +373,18 @@ class _SwappedImplementation(Reasoning):
         return {"for-loop": "foreach", "foreach": "for-loop"}.get(implementation, implementation)
 
 
-class _InplaceNotShared(Reasoning):
-    detail = "the in-place ReLU given a new output tensor"
+class _MaskLeftOut(Reasoning):
+    detail = "the one-byte dropout mask on the probabilities left out"
 
-    def layer(self, layer: Layer) -> Layer:
-        if isinstance(layer, ReLU) and layer.inplace:
-            return ReLU()
-        return layer
+    def attention_specs(self, specs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(spec for spec in specs if spec.dtype is None or spec.dtype.name != "bool")
+
+
+class _NoLogsumexp(Reasoning):
+    detail = "the flash kernel's fp32 log-sum-exp left out"
+
+    def attention_specs(self, specs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(spec for spec in specs if spec.dtype is None or spec.dtype.name != "fp32")
 
 
 LATER_MISCONCEPTIONS = (
@@ -463,22 +450,26 @@ LATER_MISCONCEPTIONS = (
         (_OffloadedWeights(), _OffloadedStatesOnly()),
     ),
     Misconception(
-        "budget_reserve_order",
-        "budgeted the card in the wrong order, or without the context",
-        "Take the CUDA context off first, then keep 10% of what is left as a reserve.",
-        (_ReserveFirst(), _ForgotContext()),
+        "attention_mask_left_out",
+        "left out the dropout mask on the attention probabilities",
+        "Standard attention keeps three a x S x S tensors per layer and sequence: the softmax "
+        "output, the dropout mask on it (one byte per element) and the dropped probabilities "
+        "(the input of PV), 2 + 1 + 2 = 5 bytes per element in fp16: Korthikanti's 5as/h.",
+        (_MaskLeftOut(),),
+    ),
+    Misconception(
+        "flash_logsumexp_left_out",
+        "forgot the log-sum-exp a flash kernel keeps",
+        "A flash kernel keeps, instead of the S x S probabilities, one fp32 log-sum-exp per "
+        "row and head (a x S per sequence) for its backward pass: the saving is the S^2 "
+        "tensors less those 4 x a x S bytes.",
+        (_NoLogsumexp(),),
     ),
     Misconception(
         "indices_as_floats",
         "counted the pooling indices at 4 bytes",
         "PyTorch keeps max pooling's indices as int64: 8 bytes per output element.",
         (_IndicesAsFloats(),),
-    ),
-    Misconception(
-        "inplace_not_shared",
-        "gave an in-place operation its own output",
-        "An in-place ReLU writes over its input: it keeps no new activation tensor.",
-        (_InplaceNotShared(),),
     ),
     Misconception(
         "swapped_step_implementation",

@@ -47,6 +47,31 @@ def test_formula_exercise_gives_the_number_exercise_at_4_gib():
     assert formula.subs(memory, 4 * 2**30) == find_variant("ch06.q2").expected
 
 
+def test_vgg16_batch_is_chapter_6s_plan():
+    """ch09.q4 (VGG-16, Adam, a card sold as 24 GB) answers what chapter 6's table plans.
+
+    Chapter 6 plans with the autograd peak of the pytorch-fp32 recipe with Adam, on the card
+    less memtheory's 1.5 GiB reserve (memtheory.gpus). The exercise used to grade the
+    breakdown's total on the whole card (194), the count the chapters call an overcount;
+    that answer, under the reserve, is now the named slip breakdown_for_autograd.
+    """
+    from memtheory.exercises import check
+    from memtheory.gpus import usable_memory
+    from memtheory.models import vgg16
+    from memtheory.recipes import Setup
+
+    setup = Setup.recipe("pytorch-fp32", optimizer="adam")
+    usable = usable_memory("RTX 4090").usable  # sold as 24 GB
+    planned = max_batch(vgg16(), usable, setup=setup)
+    assert find_variant("ch09.q4").expected == planned
+    breakdown = max_batch(vgg16(), usable, setup=setup, convention="breakdown")
+    old = max_batch(vgg16(), "24 GiB", setup=setup, convention="breakdown")
+    assert breakdown < planned and old != planned
+    result = check("ch09.q4", breakdown)
+    assert not result.passed and result.misconceptions == ("breakdown_for_autograd",)
+    assert not check("ch09.q4", old).passed
+
+
 @pytest.mark.parametrize("exercise_id", BATCH_EXERCISES)
 def test_every_variant_fits_at_least_one_sample(exercise_id):
     """For every combination of parameters a batch of one fits, so no learner's answer is 'none'.

@@ -66,10 +66,11 @@ HAND_WRITTEN = {
     # document 001's batch total without the 64 x 7,500 input values.
     "input_left_out": ("ch08.q5", size((A001 - 10) * 64 * 4, "MB", MB)),
     # Chapters 10-14 (memtheory.exercises.technique_steps), on each question's stated numbers.
-    # 16 GiB card: 10% off the whole card, then the 1 GiB context: 14.4 - 1 GiB.
-    "budget_reserve_order": ("ch10.q1", size(16 * GIB * 9 // 10 - GIB, "GiB", GIB)),
-    # 3x3 conv to 16 channels on 32x32, then an in-place ReLU given its own 16x32x32 output.
-    "inplace_not_shared": ("ch10.q3", 2 * 16 * 32 * 32),
+    # GPT-2 small, S = 1,024, fp16: 12 layers x 12 heads x S^2 x (2 + 2) bytes, without the
+    # one-byte mask, less the flash kernel's fp32 log-sum-exp (12 x 12 x S x 4 bytes).
+    "attention_mask_left_out": ("ch12.q6", 12 * 12 * 1024 * (4 * 1024 - 4)),
+    # the same with the mask (5 bytes per S^2 element) and no log-sum-exp subtracted.
+    "flash_logsumexp_left_out": ("ch12.q6", 12 * 12 * 1024 * 1024 * 5),
     # document 001, batch 64: pooled outputs 25x25x32 and 12x12x64, indices at 4 bytes.
     "indices_as_floats": ("ch10.q4", size((25 * 25 * 32 + 12 * 12 * 64) * 64 * 4, "MiB", MIB)),
     # ch10.q7, document 001 with foreach Adam: the for-loop's two copies of the 12*12*64 x 500
@@ -107,9 +108,13 @@ HAND_WRITTEN = {
     "nf4_constants_fp32": ("ch17.q3", "4.5"),
     # 1024 x 4096 weight at 2 bytes per value, no absmax; the 1024 bias in fp32 Adam.
     "adam8bit_forgot_constants": ("ch17.q5", 2 * 4096 * 1024 + 8 * 1024),
+    # the same layer with one fp32 constant per block of 2,048 values (the paper's block).
+    "adam8bit_paper_block": ("ch17.q5", 2 * 4096 * 1024 + 8 * 4096 * 1024 // 2048 + 8 * 1024),
     # the 1024 bias quantized too: 2 bytes + 8 per 256 values, like the weight.
-    "adam8bit_small_tensors": ("ch17.q5", 2 * 4096 * 1024 + 8 * 4096 * 1024 // 256
-                               + 2 * 1024 + 8 * 1024 // 256),
+    "adam8bit_small_tensors": (
+        "ch17.q5",
+        2 * 4096 * 1024 + 8 * 4096 * 1024 // 256 + 2 * 1024 + 8 * 1024 // 256,
+    ),
     # 1.5B parameters under DDP: 16 bytes of states, the bucket copy of the gradients forgotten.
     "ddp_forgot_buckets": ("ch18.q3", size(1_500_000_000 * 16, "GB", 10**9)),
     # pipeline of 8 stages, 32 micro-batches, stage 0: GPipe's 32 instead of 1F1B's 8.

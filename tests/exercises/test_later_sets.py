@@ -11,10 +11,15 @@ from fractions import Fraction
 
 import pytest
 
+from memtheory import training_memory
 from memtheory.conventions.autograd import forward_storages
-from memtheory.exercises import find_variant, load_sets
+from memtheory.exercises import Params, check, find_variant, load_sets
+from memtheory.exercises.model import Variant
 from memtheory.exercises.technique_steps import LATER_MISCONCEPTIONS
+from memtheory.gpus import usable_memory
 from memtheory.models import gpt2, vgg16
+from memtheory.recipes import Setup
+from memtheory.symbols import B, S
 from memtheory.techniques import generation_memory, uniform_memory, uniform_recompute
 from memtheory.whatif import max_batch
 from memtheory.worked_examples import small_cnn_network
@@ -23,9 +28,9 @@ GIB, GB = 2**30, 10**9
 LATER = ("ch10", "ch11", "ch12", "ch13", "ch14")
 
 
-def usable(card_gib):
-    """The book's budget (chapter 6): 1 GiB of context off, then 10% of the rest kept."""
-    return Fraction(card_gib * GIB - GIB) * Fraction(9, 10)
+def usable(sold_gb):
+    """The book's one card budget (chapter 6): the vendor's GB read as GiB, less 1.5 GiB."""
+    return Fraction(sold_gb * GIB) - Fraction(3, 2) * GIB
 
 
 def test_every_later_chapter_has_a_set_of_six_or_more():
@@ -44,21 +49,68 @@ def test_later_misconceptions_are_registered_and_used():
     assert {m.name for m in LATER_MISCONCEPTIONS} <= used
 
 
-def test_ch10_budget_of_a_16_gib_card():
-    """(16 - 1) GiB x 0.9 = 13.5 GiB."""
-    assert find_variant("ch10.q1").expected == Fraction(27, 2) == usable(16) / GIB
+def test_ch10_budget_of_a_16_gb_card():
+    """A card sold as 16 GB: 16 GiB less the 1.5 GiB reserve = 14.5 GiB."""
+    assert find_variant("ch10.q1").expected == Fraction(29, 2) == usable(16) / GIB
 
 
-def test_ch10_largest_batch_is_max_batch_under_the_budget():
-    """ch10.q2's book answer (VGG-16, Adam, 16 GiB card) is memtheory.whatif.max_batch's."""
-    assert find_variant("ch10.q2").expected == max_batch(
-        vgg16().counts(), int(usable(16)), optimizer="adam"
-    )
+def test_ch10_budget_is_the_one_rule_of_memtheory_gpus():
+    """Every ch10.q1 card is budgeted as memtheory.gpus budgets a named card of that size.
+
+    The RTX 3060 (12 GB), T4 (16 GB), RTX 4090 (24 GB) and the A100s (40, 80 GB):
+    usable_memory reads the vendor's GB as GiB and keeps its 1.5 GiB reserve.
+    """
+    exercise = load_sets()["ch10"].exercise("q1")
+    for card, name in (
+        (12, "RTX 3060"),
+        (16, "T4"),
+        (24, "RTX 4090"),
+        (40, "A100-40GB"),
+        (80, "A100-80GB"),
+    ):
+        variant = Variant("ch10", exercise, "x", Params(card=card))
+        assert variant.expected * GIB == usable_memory(name).usable, card
+
+
+def test_ch10_largest_batch_is_max_batch_of_the_autograd_peak():
+    """ch10.q2's book answer (VGG-16, Adam, a 16 GB card) is max_batch under chapter 6's setup.
+
+    Chapter 6 plans with the autograd peak of the pytorch-fp32 recipe with Adam and the
+    card less the 1.5 GiB reserve; the old answer, 101, took the breakdown's total and a
+    1 GiB + 10% budget that no chapter uses.
+    """
+    setup = Setup.recipe("pytorch-fp32", optimizer="adam")
+    expected = max_batch(vgg16(), int(usable(16)), setup=setup)
+    assert find_variant("ch10.q2").expected == expected
+    breakdown = max_batch(vgg16(), int(usable(16)), setup=setup, convention="breakdown")
+    assert breakdown < expected  # the breakdown overcounts: its answer is a named slip
 
 
 def test_ch10_inplace_relu_keeps_only_the_convolution_output():
     """A 16-filter padded conv on 32x32 keeps 16 x 32 x 32 values; the in-place ReLU none."""
     assert find_variant("ch10.q3").expected == 16 * 32 * 32
+
+
+def test_ch10_relu_pair_saves_the_same_in_place_or_not():
+    """ch10.q3 grades what autograd keeps: the ReLU's output, F x size^2, with either ReLU.
+
+    Chapter 10 measures that an in-place ReLU leaves the saved activations unchanged (the
+    convolution saves its input, the ReLU its output). The exercise used to count every
+    layer's output, the breakdown's saving the chapter shows is not one; that count, two
+    outputs for ReLU(), is now the named slip breakdown_for_autograd.
+    """
+    exercise = load_sets()["ch10"].exercise("q3")
+    for size in exercise.params["size"]:
+        for filters in exercise.params["filters"]:
+            answers = {
+                relu: Variant(
+                    "ch10", exercise, "x", Params(relu=relu, size=size, filters=filters)
+                ).expected
+                for relu in exercise.params["relu"]
+            }
+            assert set(answers.values()) == {filters * size * size}, (size, filters)
+    result = check("ch10.q3", 2 * 16 * 32 * 32)  # the book's ReLU(): both outputs counted
+    assert result.misconceptions == ("breakdown_for_autograd",)
 
 
 def test_ch10_and_ch11_indices_agree_with_the_autograd_storages():
@@ -90,6 +142,29 @@ def test_ch10_for_loop_temporaries_by_hand():
 def test_ch12_crossover_is_34d_over_5a():
     """34*B*D*S = 5*B*a*S^2 at S = 34 D / (5 a) (Korthikanti et al. 2022, eq. 2's terms)."""
     assert find_variant("ch12.q3").expected == Fraction(34 * 768, 5 * 12)
+
+
+def test_ch12_flash_saving_counts_the_three_square_tensors():
+    """ch12.q6: GPT-2 small, S = 1,024, fp16: 12 layers x 12 heads x S x (5 S - 4) bytes.
+
+    The three a x S x S tensors the chapter names (softmax output 2 bytes, dropout mask 1,
+    dropped probabilities 2: Korthikanti et al.'s 5as/h) less the flash kernel's fp32
+    log-sum-exp (4 bytes per row and head). Checked against the whole network's saved
+    activations under the autograd convention. The question used to grade the two fp16
+    tensors' elements (12 x 12 x 2 x S^2) after naming three.
+    """
+    s, heads, layers = 1024, 12, 12
+    by_hand = layers * heads * s * (5 * s - 4)
+    saved = {
+        flash: training_memory(
+            gpt2("small", flash=flash), optimizer="sgd", precision="fp16", convention="autograd"
+        )["saved_activations"]
+        for flash in (False, True)
+    }
+    network = (saved[False] - saved[True]).subs({B: 1, S: s})
+    assert find_variant("ch12.q6").expected == by_hand == network
+    two_tensors = layers * heads * 2 * s * s  # the old answer, in elements
+    assert not check("ch12.q6", two_tensors).passed
 
 
 def test_ch13_checkpointing_by_hand():

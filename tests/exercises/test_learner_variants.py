@@ -40,6 +40,8 @@ def test_training_over_inference_is_twice_the_batch_ratio(learner):
     assert variant.expected == _activation_ratio(variant.params)
     assert f"batch {variant.params['batch']}" in variant.question
     assert f"batch {variant.params['served']}" in variant.question
+    # the x2 is the breakdown's count, which chapter 4 calls an overcount: the question says so
+    assert "breakdown convention" in variant.question and "overcount" in variant.question
     mistakes = {m.name: m.value for m in variant.mistaken_answers()}
     assert mistakes["forgot_x2"] == variant.expected / 2  # the gradients left out
     assert mistakes["activations_per_image"] == 2  # the batches left out: the bare x2

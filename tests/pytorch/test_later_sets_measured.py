@@ -80,3 +80,23 @@ def test_ch12_gpt2_parameters_are_hugging_faces():
         exercise = variant.exercise
         params = type(variant.params)(size=size)
         assert type(variant)("ch12", exercise, None, params).expected == counted, size
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_ch10_relu_pair_saves_what_autograd_keeps(inplace):
+    """ch10.q3: a padded 3x3 conv (3 -> 16 channels, 32x32) and its ReLU, in place or not.
+
+    The saved activations measured on the CPU (loss: the output's sum, which saves nothing) are
+    the ReLU's output, whichever ReLU: the exercise's answer for either variant.
+    """
+    from memtheory.exercises import Params
+    from memtheory.exercises.loader import get_set
+    from memtheory.exercises.model import Variant
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(inplace=inplace))
+    step = measure(module, torch.randn(1, 3, 32, 32), loss=lambda out: out.sum(), optimizer="sgd")
+    relu = "ReLU(inplace=True)" if inplace else "ReLU()"
+    exercise = get_set("ch10").exercise("q3")
+    variant = Variant("ch10", exercise, None, Params(relu=relu, size=32, filters=16))
+    assert variant.expected * 4 == step.components["saved_activations"]
