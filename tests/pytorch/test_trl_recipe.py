@@ -88,22 +88,26 @@ def _tokenizer():
                                                 eos_token="t1")
 
 
-def _tracked(tmp_path, batch: int, sequence: int, autocast: bool):
-    """Track two steps of the real SFTTrainer on fp32 weights, checkpointing off."""
+def _tracked(tmp_path, batch: int, sequence: int, autocast: bool | None):
+    """Track two steps of the real SFTTrainer on fp32 weights, checkpointing off.
+
+    ``autocast=None`` keeps TRL's defaults: bf16 autocast and checkpointing on.
+    """
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(transformers.LlamaConfig(**TINY))
     ids = torch.randint(2, TINY["vocab_size"], (2 * batch, sequence))
     rows = datasets.Dataset.from_list([{"input_ids": row.tolist()} for row in ids])
+    precision = {} if autocast is None else {"bf16": autocast, "gradient_checkpointing": False}
     args = trl.SFTConfig(
         output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=batch, report_to=[],
-        use_cpu=True, disable_tqdm=True, bf16=autocast, gradient_checkpointing=False,
-        save_strategy="no", logging_strategy="no",
+        use_cpu=True, disable_tqdm=True, save_strategy="no", logging_strategy="no", **precision,
     )
     trainer = trl.SFTTrainer(model=model, args=args, train_dataset=rows,
                              processing_class=_tokenizer())
     assert model.config._attn_implementation == "sdpa"
     with track(model, record=True) as tracker:
         trainer.train()
+    assert model.is_gradient_checkpointing is (autocast is None)
     return tracker
 
 
@@ -182,3 +186,18 @@ def test_the_sft_step_is_the_recipe_up_to_the_norm_plus_the_fused_head(tmp_path,
     tile_buffer = fp32 * min(tokens, token_chunk) * vocabulary_chunk
     assert tracker.peak - int(predicted.peak) > tile_buffer - (
         int(predicted.peak) - int(predicted.timeline["forward model.norm"]))
+
+
+def test_with_trls_defaults_the_fused_head_still_peaks(tmp_path):
+    """Checkpointing on and bf16 autocast (SFTConfig's defaults): the same backward is the peak.
+
+    The checkpointed layers recompute after the head's backward has freed its
+    buffers, so checkpointing lowers what is alive beneath the head, not what
+    the head adds.
+    """
+    batch, sequence = SIZES[0]
+    tracker = _tracked(tmp_path, batch, sequence, None)
+    plain = _tracked(tmp_path, batch, sequence, True)
+    before = tracker.timeline[_fused_backward_start(tracker) - 1][2]
+    assert tracker.peak - before == _fused_backward_bytes(batch, sequence, True)
+    assert tracker.peak < plain.peak
