@@ -38,6 +38,14 @@ these tests name and size the difference instead of claiming a match:
   hidden states, the targets, log Z, entropy and masks): an estimate, checked
   as a bound (second test).
 
+Other SFTConfig defaults (``sft_config.py:198-266``): ``packing=False``,
+``padding_free=False``, ``completion_only_loss=None`` (labels -100 on the
+prompt of a prompt-completion dataset; on CPU every position is still
+projected, on CUDA only the labelled ones), ``assistant_only_loss=False``,
+``loss_type="nll"``, ``activation_offloading=False``. Label smoothing or a
+``compute_loss_func`` bring back the full logits plus a second, no-grad fused
+forward for the metrics (``sft_trainer.py:1593-1609``): not measured here.
+
 Not modelled: a ``trl-sft`` recipe. The autograd convention has no fused,
 chunked LM head; adding one is the way to 0 bytes. On CUDA with Triton the
 fold runs in a kernel (no N x V' temporaries) and only the labelled
