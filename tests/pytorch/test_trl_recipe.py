@@ -38,7 +38,7 @@ these tests name and size the difference instead of claiming a match:
   hidden states, the targets, log Z, entropy and masks): an estimate, checked
   as a bound (second test).
 
-Other SFTConfig defaults (``sft_config.py:198-266``): ``packing=False``,
+Other SFTConfig defaults (``sft_config.py:222-294``): ``packing=False``,
 ``padding_free=False``, ``completion_only_loss=None`` (labels -100 on the
 prompt of a prompt-completion dataset; on CPU every position is still
 projected, on CUDA only the labelled ones), ``assistant_only_loss=False``,
