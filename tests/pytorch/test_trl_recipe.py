@@ -10,7 +10,7 @@ step in two ways (read from the installed source):
   Trainer's (``adamw_torch_fused``).
 * **A fused LM head** (``sft_trainer.py:1142-1147`` calls
   ``trl/trainer/utils.py:1548`` ``add_fused_lm_head``; ``compute_loss``,
-  ``sft_trainer.py:1560-1652``, calls ``model(**inputs, fused_lm_head=True)``):
+  ``sft_trainer.py:1560-1677``, calls ``model(**inputs, fused_lm_head=True)``):
   the (B, S, V) logits are never built. ``ChunkedLogProbFunction``
   (``trl/kernels/chunked_logprob.py:299-465``) projects the hidden states in
   tiles of ``TOKEN_CHUNK_SIZE`` (4096) tokens by ``_CHUNKED_LOGPROB_CHUNK_SIZE``
