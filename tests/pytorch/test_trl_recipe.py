@@ -1,0 +1,211 @@
+"""TRL's ``SFTTrainer`` under ``track()``: not the ``hf-trainer`` step, and why, to the byte.
+
+TRL 1.16's ``SFTTrainer`` subclasses transformers' ``Trainer`` but changes the
+step in two ways (read from the installed source):
+
+* **Defaults** (``trl/trainer/base_config.py:55-75,108``, ``sft_config.py:140``):
+  ``gradient_checkpointing=True`` (the Trainer's is False), ``bf16=True``
+  unless ``fp16`` is set (autocast over the checkpoint's weights),
+  ``logging_steps=10``, ``learning_rate=2e-5``. The optimizer is the
+  Trainer's (``adamw_torch_fused``).
+* **A fused LM head** (``sft_trainer.py:1142-1147`` calls
+  ``trl/trainer/utils.py:1548`` ``add_fused_lm_head``; ``compute_loss``,
+  ``sft_trainer.py:1560-1677``, calls ``model(**inputs, fused_lm_head=True)``):
+  the (B, S, V) logits are never built. ``ChunkedLogProbFunction``
+  (``trl/kernels/chunked_logprob.py:299-465``) projects the hidden states in
+  tiles of ``TOKEN_CHUNK_SIZE`` (4096) tokens by ``_CHUNKED_LOGPROB_CHUNK_SIZE``
+  (32768) vocabulary columns and keeps per-token log-probabilities, entropy
+  and top-1 flags (the ``entropy`` and ``mean_token_accuracy`` metrics,
+  ``sft_trainer.py:1639-1644``, are reduced to Python floats with ``.item()``
+  and hold nothing). Its tile buffer ``mm_buf`` is ``min(N, 4096) x 32768``
+  in the compute dtype *whatever the vocabulary*: on a small model it is the
+  largest tensor of the step.
+
+The ``hf-trainer`` recipe is 0 bytes off the real ``Trainer``
+(``tests/pytorch/test_trainer_recipe.py``); the SFT step is far from it, so
+these tests name and size the difference instead of claiming a match:
+
+* the fused head's backward (the step's peak on these models) allocates, on
+  top of what is alive when it starts, an fp32 gradient of the hidden states
+  (N x H) and of the head's weight (V x H), the tile buffer, and on CPU the
+  torch fallback ``_backward_tile`` (``chunked_logprob.py:257-296``), which
+  holds seven fp32 N x V' temporaries and one bool one at its most (V' the
+  tile's width, here V). Under autocast the hidden chunk and the weight tile
+  are cast to bf16 as well (the bf16 tile's fp32 copy is freed before the
+  most). That is exact (first test).
+* what is alive when it starts is the recipe's step up to the final norm,
+  within the fused head's own saved tensors (the N x H copy of the shifted
+  hidden states, the targets, log Z, entropy and masks): an estimate, checked
+  as a bound (second test).
+
+Other SFTConfig defaults (``sft_config.py:222-294``): ``packing=False``,
+``padding_free=False``, ``completion_only_loss=None`` (labels -100 on the
+prompt of a prompt-completion dataset; on CPU every position is still
+projected, on CUDA only the labelled ones), ``assistant_only_loss=False``,
+``loss_type="nll"``, ``activation_offloading=False``. Label smoothing or a
+``compute_loss_func`` bring back the full logits plus a second, no-grad fused
+forward for the metrics (``sft_trainer.py:1593-1609``): not measured here.
+
+Not modelled: a ``trl-sft`` recipe. The autograd convention has no fused,
+chunked LM head; adding one is the way to 0 bytes. On CUDA with Triton the
+fold runs in a kernel (no N x V' temporaries) and only the labelled
+positions are projected (``utils.py:1642-1645``, ``hidden_states[mask]``):
+the CPU numbers here are the CPU path's. N is B x (S - 1): every position
+is scored on CPU, labelled or not.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
+transformers = pytest.importorskip("transformers", reason="needs Hugging Face transformers")
+trl = pytest.importorskip("trl", reason="TRL is in the optional 'torch' extra (trl>=1.16)")
+datasets = pytest.importorskip("datasets", reason="TRL's SFTTrainer takes a datasets.Dataset")
+
+from memtheory import training_memory  # noqa: E402
+from memtheory.dtypes import dtype  # noqa: E402
+from memtheory.models import from_config  # noqa: E402
+from memtheory.recipes import Setup  # noqa: E402
+from memtheory.torch import track  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+TINY = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+        "tie_word_embeddings": False}
+SIZES = [(2, 7), (3, 12)]
+"""(batch, sequence): not the sizes the Trainer's recipe test uses."""
+
+
+def _chunk_sizes() -> tuple[int, int]:
+    """TRL's token and vocabulary tile sizes, read from the installed library."""
+    from trl.kernels import chunked_logprob
+    from trl.trainer import utils
+
+    return chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE
+
+
+def _tokenizer():
+    """A word-level tokenizer over the tiny vocabulary, built in memory (no download)."""
+    from tokenizers import Tokenizer, models
+
+    vocabulary = {f"t{i}": i for i in range(TINY["vocab_size"])}
+    backend = Tokenizer(models.WordLevel(vocabulary, unk_token="t0"))
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="t0",
+                                                eos_token="t1")
+
+
+def _tracked(tmp_path, batch: int, sequence: int, autocast: bool | None):
+    """Track two steps of the real SFTTrainer on fp32 weights, checkpointing off.
+
+    ``autocast=None`` keeps TRL's defaults: bf16 autocast and checkpointing on.
+    """
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(transformers.LlamaConfig(**TINY))
+    ids = torch.randint(2, TINY["vocab_size"], (2 * batch, sequence))
+    rows = datasets.Dataset.from_list([{"input_ids": row.tolist()} for row in ids])
+    precision = {} if autocast is None else {"bf16": autocast, "gradient_checkpointing": False}
+    args = trl.SFTConfig(
+        output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=batch, report_to=[],
+        use_cpu=True, disable_tqdm=True, save_strategy="no", logging_strategy="no", **precision,
+    )
+    trainer = trl.SFTTrainer(model=model, args=args, train_dataset=rows,
+                             processing_class=_tokenizer())
+    assert model.config._attn_implementation == "sdpa"
+    with track(model, record=True) as tracker:
+        trainer.train()
+    assert model.is_gradient_checkpointing is (autocast is None)
+    return tracker
+
+
+def _fused_backward_start(tracker) -> int:
+    """Index of the fused head's backward: two fp32 gradient buffers, then the tile buffer."""
+    operations = tracker.timeline
+    for i, (phase, operation, _) in enumerate(operations):
+        if phase == "backward (2)" and operation == "aten.empty.memory_format":
+            assert [op for _, op, _ in operations[i - 2:i]] == ["aten.zeros.default"] * 2
+            return i - 2
+    raise AssertionError("no fused-head backward in the tracked step")
+
+
+def _fused_backward_bytes(batch: int, sequence: int, autocast: bool) -> int:
+    """What the fused head's backward allocates at its most, sized from the source."""
+    token_chunk, vocabulary_chunk = _chunk_sizes()
+    hidden, vocabulary = TINY["hidden_size"], TINY["vocab_size"]
+    tokens = batch * (sequence - 1)
+    width = min(vocabulary, vocabulary_chunk)
+    fp32, bf16, flag = dtype("fp32").bytes, dtype("bf16").bytes, dtype("bool").bytes
+    compute = bf16 if autocast else fp32
+    rows = min(tokens, token_chunk)  # the tile's rows: one chunk of tokens
+    gradients = fp32 * (tokens * hidden + vocabulary * hidden)
+    tile_buffer = compute * rows * vocabulary_chunk
+    temporaries = rows * width * (7 * fp32 + flag)
+    if autocast:  # the hidden chunk and the weight tile, cast to bf16 (chunked_logprob.py:420-423)
+        temporaries += bf16 * (rows * hidden + width * hidden)
+    return int(gradients + tile_buffer + temporaries)
+
+
+def _prediction(batch: int, sequence: int, precision: str):
+    network = from_config({"model_type": "llama", **TINY}, batch=batch, sequence=sequence,
+                          loss=True, flash=True)
+    return training_memory(network, setup=Setup.recipe("hf-trainer"), precision=precision)
+
+
+def test_sft_defaults_differ_from_the_trainers(tmp_path):
+    """SFTConfig turns on checkpointing and bf16 autocast; the optimizer is the Trainer's."""
+    sft = trl.SFTConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    plain = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    assert (sft.gradient_checkpointing, plain.gradient_checkpointing) == (True, False)
+    assert (sft.bf16, plain.bf16) == (True, False)
+    assert sft.optim == plain.optim
+    assert sft.learning_rate < plain.learning_rate
+
+
+@pytest.mark.parametrize(("batch", "sequence"), SIZES)
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "autocast-bf16"])
+def test_the_fused_heads_backward_is_the_peak_and_is_sized(tmp_path, batch, sequence, autocast):
+    """The SFT step peaks in the fused head's backward, by exactly its buffers and temporaries."""
+    tracker = _tracked(tmp_path, batch, sequence, autocast)
+    start = _fused_backward_start(tracker)
+    before = tracker.timeline[start - 1][2]
+    assert tracker.peak - before == _fused_backward_bytes(batch, sequence, autocast)
+
+
+@pytest.mark.parametrize(("batch", "sequence"), SIZES)
+def test_the_sft_step_is_the_recipe_up_to_the_norm_plus_the_fused_head(tmp_path, batch,
+                                                                         sequence):
+    """Estimate, not exact: the recipe's step up to the final norm, then the fused head.
+
+    The hf-trainer recipe at the final norm's output, plus the fused head's
+    backward (exact, above), is within the fused head's saved tensors of the
+    real peak; the hf-trainer recipe itself is below by about the tile buffer.
+    """
+    tracker = _tracked(tmp_path, batch, sequence, False)
+    predicted = _prediction(batch, sequence, "fp32")
+    tokens, hidden = batch * (sequence - 1), TINY["hidden_size"]
+    fp32, index, flag = dtype("fp32").bytes, dtype("int64").bytes, dtype("bool").bytes
+    # the shifted hidden states' copy, the targets, log Z, entropy, the masks
+    saved = tokens * (hidden * fp32 + index + 2 * fp32 + 2 * flag)
+    estimate = int(predicted.timeline["forward model.norm"]) + _fused_backward_bytes(
+        batch, sequence, False)
+    assert abs(tracker.peak - estimate) <= saved
+    token_chunk, vocabulary_chunk = _chunk_sizes()
+    tile_buffer = fp32 * min(tokens, token_chunk) * vocabulary_chunk
+    assert tracker.peak - int(predicted.peak) > tile_buffer - (
+        int(predicted.peak) - int(predicted.timeline["forward model.norm"]))
+
+
+def test_with_trls_defaults_the_fused_head_still_peaks(tmp_path):
+    """Checkpointing on and bf16 autocast (SFTConfig's defaults): the same backward is the peak.
+
+    The checkpointed layers recompute after the head's backward has freed its
+    buffers, so checkpointing lowers what is alive beneath the head, not what
+    the head adds.
+    """
+    batch, sequence = SIZES[0]
+    tracker = _tracked(tmp_path, batch, sequence, None)
+    plain = _tracked(tmp_path, batch, sequence, True)
+    before = tracker.timeline[_fused_backward_start(tracker) - 1][2]
+    assert tracker.peak - before == _fused_backward_bytes(batch, sequence, True)
+    assert tracker.peak < plain.peak
