@@ -82,6 +82,7 @@ def training_memory(
     chosen_setup = setup_from(setup)
     if chosen_setup is not None:
         _check_attention(model, chosen_setup)
+        _refuse_unapplied(chosen_setup, "training_memory", _TRAINING_ELSEWHERE)
         optimizer = chosen_setup.optimizer if optimizer is None else optimizer
         precision = chosen_setup.precision_for(None) if precision is None else precision
         convention = chosen_setup.convention() if convention is None else convention
@@ -115,12 +116,53 @@ def inference_memory(
     chosen_setup = setup_from(setup)
     if chosen_setup is not None:
         _check_attention(model, chosen_setup)
+        _refuse_unapplied(chosen_setup, "inference_memory", _INFERENCE_ELSEWHERE)
         precision = chosen_setup.precision_for(None) if precision is None else precision
         convention = "autograd" if convention is None else convention
     chosen = _convention("breakdown" if convention is None else convention)
     with nesting_guard(f"inference memory ({chosen.name} convention)"):
         chosen_precision = _precision("fp32" if precision is None else precision)
         return _checked_sizes(chosen.inference(model, chosen_precision), model)
+
+
+_TRAINING_ELSEWHERE = {
+    "checkpointing": (
+        False,
+        "memtheory.estimate.step_memory(network, checkpointing=True) or "
+        "memtheory.estimate.estimate(..., checkpointing=True) (every decoder layer a checkpoint, "
+        "as Hugging Face's gradient_checkpointing_enable()), or build the network from "
+        "memtheory.techniques.checkpointed_counts",
+    ),
+    "zero": (0, "memtheory.techniques.parallel_memory(step, data=N, zero=STAGE) on this result, "
+                "or memtheory.estimate.estimate(..., gpus=N, zero=STAGE)"),
+    "offload": ("none", "memtheory.techniques.parallel_memory(step, ..., offload=...) on this "
+                        "result, or memtheory.estimate.estimate(..., offload=...)"),
+    "quantization": (None, "memtheory.finetuning.finetune_memory(network, quantization=...) "
+                           "or memtheory.estimate.estimate(..., qlora=True)"),
+}
+"""Setup fields one replica's plain step does not carry out, with the front door that does."""
+
+_INFERENCE_ELSEWHERE = {
+    "zero": _TRAINING_ELSEWHERE["zero"],
+    "offload": _TRAINING_ELSEWHERE["offload"],
+    "quantization": (None, "memtheory.techniques.generation_memory(..., weights=FORMAT) or "
+                           "memtheory.estimate.serving_memory"),
+}
+"""Setup fields a forward pass here does not carry out (checkpointing changes no forward)."""
+
+
+def _refuse_unapplied(
+    setup: Setup, front_door: str, elsewhere: dict[str, tuple[object, str]]
+) -> None:
+    """Refuse a setup that asks for something ``front_door`` would silently leave out."""
+    for field, (plain, where) in elsewhere.items():
+        value = getattr(setup, field)
+        if value != plain:
+            raise InvalidArgumentError(
+                f"{front_door}() computes one replica's plain step and does not apply the "
+                f"setup's {field}={value!r}: its answer would leave it out. Ask {where}; or "
+                f"pass setup.changed({field}={plain!r}) to have the step without it."
+            )
 
 
 def _check_attention(model: Model, setup: Setup) -> None:

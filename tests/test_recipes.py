@@ -212,6 +212,48 @@ def test_training_memory_refuses_a_network_built_for_another_attention():
         training_memory(gpt2("small", batch=1, sequence=16, loss=True), setup="hf-trainer")
 
 
+@pytest.mark.parametrize(
+    ("change", "plain"),
+    [({"checkpointing": True}, {"checkpointing": False}),
+     ({"zero": 3}, {"zero": 0}),
+     ({"offload": "optimizer"}, {"offload": "none"}),
+     ({"quantization": "nf4"}, {"quantization": None})],
+    ids=lambda fields: ",".join(f"{k}={v}" for k, v in fields.items()),
+)
+def test_training_memory_refuses_what_one_plain_step_leaves_out(change, plain):
+    """A setup asking for checkpointing, ZeRO, offload or quantization is refused by name.
+
+    One replica's plain step applies none of them; before, the answer left them out and
+    printed the setup as if it had (checkpointing=True gave the same peak as without).
+    The setup changed back is answered, and equals the recipe's own step.
+    """
+    from memtheory import training_memory
+    from memtheory.models import gpt2
+
+    base = Setup.recipe("pytorch-amp")
+    network = gpt2("small", batch=1, sequence=32, loss=True, flash=base.flash)
+    field = next(iter(change))
+    with pytest.raises(InvalidArgumentError, match=f"{field}=") as refused:
+        training_memory(network, setup=base.changed(**change))
+    assert "memtheory." in str(refused.value)  # names the front door that applies it
+    again = training_memory(network, setup=base.changed(**change).changed(**plain))
+    assert again.peak == training_memory(network, setup=base).peak
+
+
+@pytest.mark.parametrize("name", ["deepspeed-zero3", "fsdp2-bf16", "qlora"])
+def test_recipes_that_shard_or_quantize_are_not_one_plain_step(name):
+    """training_memory(setup=NAME) refuses the recipes whose step it would not carry out."""
+    from memtheory import inference_memory, training_memory
+    from memtheory.models import gpt2
+
+    setup = Setup.recipe(name)
+    network = gpt2("small", batch=1, sequence=32, loss=True, flash=setup.flash)
+    with pytest.raises(InvalidArgumentError, match="does not apply"):
+        training_memory(network, setup=setup)
+    with pytest.raises(InvalidArgumentError, match="does not apply"):
+        inference_memory(network, setup=setup)
+
+
 def test_qlora_leaves_fused_experts_unquantized_as_transformers_does():
     """Hugging Face's transformers 5 fuses Mixtral's experts: no nn.Linear to quantize.
 
