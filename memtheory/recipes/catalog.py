@@ -198,15 +198,16 @@ def _entries() -> tuple[Recipe, ...]:
                   source='PyTorch Lightning Trainer(precision="bf16-mixed"): torch.autocast '
                   "over fp32 weights; training_step returns the loss; zero_grad after it"),
             ("Lightning 2.6.6 plugins/precision/amp.py:113-114 MixedPrecision: "
-             "torch.autocast(bfloat16, cache_enabled=False)",
+             "torch.autocast(bfloat16, cache_enabled=False): no cache of weight casts",
              "Lightning 2.6.6 loops/optimization/automatic.py:130-142: training_step, then "
              "zero_grad (set_to_none), then backward on the loss it returned: the previous "
              "gradients live through the forward (loop=\"lightning\", "
              "conventions/autograd/loops.py)",
              _OPTIM_DEFAULT, _SDPA),
             "modelled from the source, and checked against the real Trainer on CPU "
-            "(tests/pytorch/test_lightning_recipe.py): exact after the forward; in the "
-            "forward below it by what a Hugging Face model still holds while its loss "
+            "(tests/pytorch/test_lightning_recipe.py): exact on plain nn.Sequential "
+            "classifiers; on a Hugging Face model exact after the forward, and in the "
+            "forward below it by what the model still holds while its loss "
             "runs (the last hidden state, B x S x hidden fp32, and the loss's padded "
             "labels, B x (S+1) int64)",
         ),

@@ -33,7 +33,13 @@ What Lightning 2.6.6 does, read from its source
 - ``loops/fetchers.py:104-108``: a DataLoader with a length is not
   prefetched, so only the current batch is alive.
 
-So Lightning's step peaks in the forward: the recipe step's most before
+On a plain ``nn.Sequential`` classifier (an MLP whose step peaks in the
+forward, a CNN whose step peaks in the backward; each at two batch sizes)
+``loop="lightning"`` is 0 bytes off the real Trainer, and the plain loop is
+not: there the cache matters (every bias cast, and the first layer's weight
+cast, are freed at once instead of at the forward's end).
+
+On the tiny Llama, Lightning's step peaks in the forward: the recipe step's most before
 its backward plus every gradient; after the forward it holds the recipe
 step's bytes and one fp32 scalar. Both are checked to the byte against
 ``measure`` under the recipe, at two sizes the conventions were not checked
@@ -62,6 +68,7 @@ from memtheory import training_memory  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
 from memtheory.recipes import Setup  # noqa: E402
 from memtheory.torch import measure, track  # noqa: E402
+from memtheory.torch.convert import from_module  # noqa: E402
 from memtheory.torch.recipe_steps import TINY_LLAMA, recipe_model  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings(
@@ -121,14 +128,12 @@ class _Run:
     gradients: int  # bytes of every parameter's gradient
 
 
-def _lightning(batch: int, sequence: int, **config) -> _Run:
-    """Track two steps of the real Lightning Trainer; the second is the steady one."""
-    torch.manual_seed(0)
-    module = _Llama({**TINY_LLAMA, **config})
-    assert module.model.config._attn_implementation == "sdpa"
-    assert all(p.dtype == torch.float32 for p in module.parameters())
-    ids = torch.randint(0, int(TINY_LLAMA["vocab_size"]), (2 * batch, sequence))
-    rows = [{"input_ids": row.clone(), "labels": row.clone()} for row in ids]
+def _fit(module, rows, batch: int) -> _Run:
+    """Track two steps of the real Lightning Trainer over ``rows``; the second is the steady one.
+
+    The rows are separate tensors made before the block: ``track`` counts a
+    view made inside it (``TensorDataset``'s ``x[i]``) with its whole storage.
+    """
     marks = _Marks()
     trainer = lightning.Trainer(
         accelerator="cpu", devices=1, precision="bf16-mixed", max_steps=2, logger=False,
@@ -145,6 +150,17 @@ def _lightning(batch: int, sequence: int, **config) -> _Run:
     backward, end = marks.backwards[1], marks.ends[1]
     gradients = sum(p.numel() * p.element_size() for p in module.parameters())
     return _Run(tracker.peak, max(live[start:zero_grad]), max(live[backward:end]), gradients)
+
+
+def _lightning(batch: int, sequence: int, **config) -> _Run:
+    """The tiny Llama's two steps under the real Trainer."""
+    torch.manual_seed(0)
+    module = _Llama({**TINY_LLAMA, **config})
+    assert module.model.config._attn_implementation == "sdpa"
+    assert all(p.dtype == torch.float32 for p in module.parameters())
+    ids = torch.randint(0, int(TINY_LLAMA["vocab_size"]), (2 * batch, sequence))
+    rows = [{"input_ids": row.clone(), "labels": row.clone()} for row in ids]
+    return _fit(module, rows, batch)
 
 
 def _recipe_step(batch: int, sequence: int):
@@ -262,3 +278,67 @@ def test_a_default_config_also_fills_a_kv_cache_in_training():
                        * int(TINY_LLAMA["num_key_value_heads"]) * sequence * (hidden // heads))
     bf16 = torch.finfo(torch.bfloat16).bits // 8
     assert cached.peak - plain.peak == keys_and_values * bf16
+
+
+class _Classifier(lightning.LightningModule):
+    """A plain ``nn.Sequential`` classifier: ``training_step`` applies the loss to its output."""
+
+    def __init__(self, net, foreach: bool) -> None:
+        super().__init__()
+        self.net, self.loss, self.foreach = net, torch.nn.CrossEntropyLoss(), foreach
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return self.loss(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=1e-3, foreach=self.foreach)
+
+
+def _mlp():
+    """Seven narrow layers: at a large batch the forward, holding every gradient, peaks."""
+    nn = torch.nn
+    hidden = [m for _ in range(5) for m in (nn.ReLU(), nn.Linear(128, 128))]
+    return nn.Sequential(nn.Linear(64, 128), *hidden, nn.ReLU(), nn.Linear(128, 10))
+
+
+def _cnn():
+    """A small CNN: its step peaks in the backward pass (max pooling's gradient)."""
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(8 * 8 * 8, 10))
+
+
+CLASSIFIERS = {
+    # name -> (builder, one sample's shape, AdamW's implementation, two batch sizes)
+    "mlp for-loop": (_mlp, (64,), "for-loop", (256, 384)),
+    "cnn foreach": (_cnn, (3, 16, 16), "foreach", (4, 10)),
+}
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_a_plain_module_under_lightning_is_the_lightning_loop_to_the_byte(name):
+    """The real Trainer's peak is loop="lightning"'s prediction, 0 bytes off, at two batches.
+
+    A plain module has no loss inside its forward, so nothing is held past
+    the convention's moments: the gradients through the forward (the MLP
+    peaks there), autocast without its cache (every bias cast freed at once)
+    and the kept clone of the loss (the CNN peaks in its backward, 4 bytes
+    above the plain loop) are the whole difference from the plain recipe.
+    """
+    build, sample, implementation, batches = CLASSIFIERS[name]
+    for batch in batches:
+        torch.manual_seed(0)
+        x, y = torch.randn(2 * batch, *sample), torch.randint(0, 10, (2 * batch,))
+        rows = [(features.clone(), label.clone()) for features, label in zip(x, y, strict=True)]
+        run = _fit(_Classifier(build(), foreach=implementation == "foreach"), rows, batch)
+        network = from_module(build(), (batch, *sample), loss=torch.nn.CrossEntropyLoss())
+        setup = Setup.recipe("lightning-bf16", optimizer_implementation=implementation)
+        predicted = training_memory(network, setup=setup, precision="autocast-bf16")
+        plain = training_memory(network, setup=setup.changed(loop="plain"),
+                                precision="autocast-bf16")
+        assert run.peak == int(predicted.peak), (batch, predicted.peak_moment)
+        assert run.peak != int(plain.peak)
+        if name.startswith("mlp"):
+            assert predicted.peak_moment.startswith("forward")
+            assert run.peak == run.before_zero_grad > run.after_forward

@@ -23,6 +23,7 @@ from memtheory.conventions.autograd.loops import (
     LOOPS,
     Loop,
     LoopScalars,
+    autocast_cache,
     clipping_temporaries,
     loop_scalars,
     zero_grad_after_forward,
@@ -347,7 +348,7 @@ class AutogradConvention(Convention):
         for tensor in () if late else tensors:
             timeline.free(f"grad {tensor}")
         holders = holders_of(plan)
-        run_forward(plan, timeline, holders)
+        run_forward(plan, timeline, holders, autocast_cache=autocast_cache(self.loop))
         for key, nbytes in scalars.after_forward.items():
             timeline.alloc(key, nbytes)
         for tensor in tensors if late else ():

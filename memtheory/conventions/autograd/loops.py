@@ -68,6 +68,11 @@ step differently and keeps one scalar more:
   ``loss.detach().clone()``; both live until ``consume_result``
   (``automatic.py:194``), after the optimizer step. One scalar in the loss's
   dtype more than a plain loop, from the forward's end to the step's end.
+- ``plugins/precision/amp.py:113-114``: ``torch.autocast(device, dtype,
+  cache_enabled=False)``: a cast of a weight or bias that no backward node
+  keeps (every bias; the first layer's weight when its input needs no
+  gradient) is freed once its layer ran, not at the forward's end
+  (:func:`autocast_cache`).
 - ``plugins/precision/precision.py:122-123``: the closure runs inside
   ``optimizer.step(closure=...)``, which holds what the closure returns (the
   clone) while it updates; no clipping unless ``gradient_clip_val`` is set.
@@ -95,7 +100,7 @@ import sympy as sp
 from memtheory.errors import InvalidArgumentError
 
 __all__ = [
-    "LOOPS", "Loop", "LoopScalars", "clipping_temporaries", "loop_scalars",
+    "LOOPS", "Loop", "LoopScalars", "autocast_cache", "clipping_temporaries", "loop_scalars",
     "zero_grad_after_forward",
 ]
 
@@ -107,8 +112,8 @@ LOOPS: dict[str, str] = {
     "(running loss, token count, gradient norm, previous loss, accelerate's scaled loss) "
     "and gradient clipping",
     "lightning": "PyTorch Lightning's automatic optimization (2.6): zero_grad after "
-    "training_step (the previous gradients live through the forward) and a clone of the loss "
-    "kept to the step's end",
+    "training_step (the previous gradients live through the forward), a clone of the loss "
+    "kept to the step's end, autocast without its cache of weight casts",
 }
 """The training loops the convention can assume, with what each holds."""
 
@@ -226,6 +231,21 @@ def zero_grad_after_forward(loop: str) -> bool:
     """
     _check(loop)
     return loop == "lightning"
+
+
+def autocast_cache(loop: str) -> bool:
+    """Return whether ``loop`` runs ``torch.autocast`` with its cache of weight casts.
+
+    torch's default is ``cache_enabled=True``; Lightning's ``MixedPrecision``
+    plugin turns it off (``plugins/precision/amp.py:113-114``).
+
+    Examples
+    --------
+    >>> autocast_cache("plain"), autocast_cache("lightning")
+    (True, False)
+    """
+    _check(loop)
+    return loop != "lightning"
 
 
 def _check(loop: str) -> None:
