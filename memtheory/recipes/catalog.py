@@ -193,14 +193,23 @@ def _entries() -> tuple[Recipe, ...]:
         Recipe(
             "lightning-bf16",
             Setup(precision="autocast-bf16", optimizer="adamw", attention="sdpa",
-                  keeps_logits=False, sharded_autocast_copies=False, name="lightning-bf16",
+                  keeps_logits=False, loop="lightning", sharded_autocast_copies=False,
+                  name="lightning-bf16",
                   source='PyTorch Lightning Trainer(precision="bf16-mixed"): torch.autocast '
-                  "over fp32 weights; training_step returns the loss"),
-            ("Lightning 2.6 plugins/precision/amp.py MixedPrecision: torch.autocast(bfloat16)",
-             "Lightning 2.6 loops/optimization/automatic.py: backward runs on the loss "
-             "training_step returned, after it returned",
+                  "over fp32 weights; training_step returns the loss; zero_grad after it"),
+            ("Lightning 2.6.6 plugins/precision/amp.py:113-114 MixedPrecision: "
+             "torch.autocast(bfloat16, cache_enabled=False): no cache of weight casts",
+             "Lightning 2.6.6 loops/optimization/automatic.py:130-142: training_step, then "
+             "zero_grad (set_to_none), then backward on the loss it returned: the previous "
+             "gradients live through the forward (loop=\"lightning\", "
+             "conventions/autograd/loops.py)",
              _OPTIM_DEFAULT, _SDPA),
-            "exact on CPU: tests/pytorch/test_recipe_steps.py",
+            "modelled from the source, and checked against the real Trainer on CPU "
+            "(tests/pytorch/test_lightning_recipe.py): exact on plain nn.Sequential "
+            "classifiers; on a Hugging Face model exact after the forward, and in the "
+            "forward below it by what the model still holds while its loss "
+            "runs (the last hidden state, B x S x hidden fp32, and the loss's padded "
+            "labels, B x (S+1) int64)",
         ),
     )
 

@@ -120,12 +120,14 @@ class Setup:
         Whether the loop holds the model's output through the backward pass
         (``out = model(x); loss_fn(out, y).backward()``); Hugging Face's
         ``Trainer`` keeps only the loss.
-    loop : {"plain", "hf-trainer"}, default "plain"
+    loop : {"plain", "hf-trainer", "lightning"}, default "plain"
         The loop's own tensors besides the step's
         (:mod:`memtheory.conventions.autograd.loops`): ``"hf-trainer"`` is
         transformers' ``Trainer``, with its bookkeeping scalars (running
         loss, token count, gradient norm, the previous loss, accelerate's
-        scaled loss) and its gradient clipping.
+        scaled loss) and its gradient clipping; ``"lightning"`` is
+        Lightning's automatic optimization (``zero_grad`` after the forward,
+        a clone of the loss kept to the step's end).
     zero_grad_set_to_none : bool, default True
         ``optimizer.zero_grad()``'s default since PyTorch 2.0: the gradients
         are freed before the forward. ``False`` (zeroed in place) is not

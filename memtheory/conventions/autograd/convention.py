@@ -23,8 +23,10 @@ from memtheory.conventions.autograd.loops import (
     LOOPS,
     Loop,
     LoopScalars,
+    autocast_cache,
     clipping_temporaries,
     loop_scalars,
+    zero_grad_after_forward,
 )
 from memtheory.conventions.autograd.storage_plan import (
     StepPlan,
@@ -251,7 +253,7 @@ class AutogradConvention(Convention):
         if not optimizer.scalar_states:
             del components["optimizer_step_counters"]
         scalars = self._loop_scalars(plan)
-        if scalars.total != 0:
+        if scalars.total != 0 and self.loop == "hf-trainer":  # Lightning's: in the timeline
             components["loop_scalars"] = scalars.total
         shapes = (
             list(parameter_shapes(network).values()) if optimizer.factored_state_names else None
@@ -265,7 +267,9 @@ class AutogradConvention(Convention):
             "saved activations: each storage once; the input batch and targets counted apart",
             "peak: live tensor storages; kernel workspaces and allocator slack not included",
         )
-        if self.loop != "plain":
+        if self.loop == "lightning":
+            notes += (f"loop: {LOOPS[self.loop]}",)
+        elif self.loop != "plain":
             notes += ("the Trainer's loop: its bookkeeping scalars (loop_scalars) through the "
                       "step, gradient clipping's norms before the optimizer step",)
         return MemoryBreakdown(
@@ -340,10 +344,15 @@ class AutogradConvention(Convention):
         for tensor, count in tensors.items():
             timeline.alloc(f"grad {tensor}", count * precision.gradients.bytes)
         timeline.mark("step start")
-        for tensor in tensors:
+        late = zero_grad_after_forward(self.loop)  # Lightning: zero_grad after training_step
+        for tensor in () if late else tensors:
             timeline.free(f"grad {tensor}")
         holders = holders_of(plan)
-        run_forward(plan, timeline, holders)
+        run_forward(plan, timeline, holders, autocast_cache=autocast_cache(self.loop))
+        for key, nbytes in scalars.after_forward.items():
+            timeline.alloc(key, nbytes)
+        for tensor in tensors if late else ():
+            timeline.free(f"grad {tensor}")
         for key, nbytes in scalars.in_backward.items():
             timeline.alloc(key, nbytes)
         run_backward(plan, timeline, holders, tensors)

@@ -53,6 +53,32 @@ each, freed before the logits' gradient is made.
 Gradient clipping runs between the backward pass and the optimizer step:
 :func:`clipping_temporaries` is what it holds at its most.
 
+PyTorch Lightning's automatic optimization (Lightning 2.6.6,
+``Trainer(precision="bf16-mixed")``, ``lightning/pytorch/...``) orders the
+step differently and keeps one scalar more:
+
+- ``loops/optimization/automatic.py:130-142`` ``Closure.closure`` runs
+  ``training_step`` first and ``zero_grad`` after it (``core/module.py:1391``
+  ``optimizer.zero_grad()``, ``set_to_none=True``), then the backward pass:
+  the previous step's gradients are alive through the whole forward pass and
+  the loss (:func:`zero_grad_after_forward`).
+- ``automatic.py:80-83, 56-59``: ``ClosureResult`` replaces the loss by
+  ``closure_loss = loss / accumulate_grad_batches`` (the loss itself is then
+  freed: the division's backward keeps no tensor) and keeps a detached clone,
+  ``loss.detach().clone()``; both live until ``consume_result``
+  (``automatic.py:194``), after the optimizer step. One scalar in the loss's
+  dtype more than a plain loop, from the forward's end to the step's end.
+- ``plugins/precision/amp.py:113-114``: ``torch.autocast(device, dtype,
+  cache_enabled=False)``: a cast of a weight or bias that no backward node
+  keeps (every bias; the first layer's weight when its input needs no
+  gradient) is freed once its layer ran, not at the forward's end
+  (:func:`autocast_cache`).
+- ``plugins/precision/precision.py:122-123``: the closure runs inside
+  ``optimizer.step(closure=...)``, which holds what the closure returns (the
+  clone) while it updates; no clipping unless ``gradient_clip_val`` is set.
+- ``loops/fetchers.py:104-108``: a DataLoader with a length is not
+  prefetched; only the current batch is alive.
+
 Examples
 --------
 >>> scalars = loop_scalars("hf-trainer", loss_bytes=4, gradient_bytes=2)
@@ -60,6 +86,8 @@ Examples
 (18, ['Trainer._tr_loss', 'grad_norm', 'num_items_in_batch'])
 >>> loop_scalars("plain", loss_bytes=4, gradient_bytes=4).total
 0
+>>> loop_scalars("lightning", loss_bytes=4, gradient_bytes=4).after_forward
+{'ClosureResult.loss (detached clone)': 4}
 """
 
 from __future__ import annotations
@@ -71,15 +99,21 @@ import sympy as sp
 
 from memtheory.errors import InvalidArgumentError
 
-__all__ = ["LOOPS", "Loop", "LoopScalars", "clipping_temporaries", "loop_scalars"]
+__all__ = [
+    "LOOPS", "Loop", "LoopScalars", "autocast_cache", "clipping_temporaries", "loop_scalars",
+    "zero_grad_after_forward",
+]
 
-Loop = Literal["plain", "hf-trainer"]
+Loop = Literal["plain", "hf-trainer", "lightning"]
 
 LOOPS: dict[str, str] = {
     "plain": "a plain loop: it holds the input, the targets and the loss, nothing else",
     "hf-trainer": "transformers' Trainer (5.24, accelerate 1.15): its bookkeeping scalars "
     "(running loss, token count, gradient norm, previous loss, accelerate's scaled loss) "
     "and gradient clipping",
+    "lightning": "PyTorch Lightning's automatic optimization (2.6): zero_grad after "
+    "training_step (the previous gradients live through the forward), a clone of the loss "
+    "kept to the step's end, autocast without its cache of weight casts",
 }
 """The training loops the convention can assume, with what each holds."""
 
@@ -99,17 +133,20 @@ class LoopScalars:
         Alive from the step's start until the backward pass returns.
     in_backward : mapping of str to sympy expression
         Made just before the backward pass, freed as it returns.
+    after_forward : mapping of str to sympy expression
+        Made as the forward pass (and the loss) ends, alive to the step's end.
     """
 
     whole_step: dict[str, sp.Expr] = field(default_factory=dict)
     until_backward_ends: dict[str, sp.Expr] = field(default_factory=dict)
     in_backward: dict[str, sp.Expr] = field(default_factory=dict)
+    after_forward: dict[str, sp.Expr] = field(default_factory=dict)
 
     @property
     def total(self) -> sp.Expr:
         """Bytes of all of them (alive together during the backward pass)."""
         parts = (*self.whole_step.values(), *self.until_backward_ends.values(),
-                 *self.in_backward.values())
+                 *self.in_backward.values(), *self.after_forward.values())
         return sp.Add(*parts) if parts else sp.S.Zero
 
 
@@ -119,7 +156,7 @@ def loop_scalars(loop: str, *, loss_bytes: sp.Expr | int,
 
     Parameters
     ----------
-    loop : {"plain", "hf-trainer"}
+    loop : {"plain", "hf-trainer", "lightning"}
     loss_bytes : int
         Bytes of the loss (its dtype's size).
     gradient_bytes : int
@@ -137,13 +174,14 @@ def loop_scalars(loop: str, *, loss_bytes: sp.Expr | int,
     >>> loop_scalars("keras", loss_bytes=4, gradient_bytes=4)
     Traceback (most recent call last):
     ...
-    memtheory.errors.InvalidArgumentError: loop must be one of plain, hf-trainer, got 'keras'.
+    memtheory.errors.InvalidArgumentError: loop must be one of plain, hf-trainer, ... got 'keras'.
     """
-    if loop not in LOOPS:
-        raise InvalidArgumentError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}.")
+    _check(loop)
     if loop == "plain":
         return LoopScalars()
     loss, gradient = sp.sympify(loss_bytes), sp.sympify(gradient_bytes)
+    if loop == "lightning":  # closure_loss replaces the loss, which the step counts already
+        return LoopScalars(after_forward={"ClosureResult.loss (detached clone)": loss})
     return LoopScalars(
         whole_step={
             "Trainer._tr_loss": sp.Integer(_FP32),
@@ -170,9 +208,47 @@ def clipping_temporaries(loop: str, gradients: int, gradient_bytes: sp.Expr | in
     --------
     >>> clipping_temporaries("hf-trainer", gradients=21, gradient_bytes=4)
     168
+    >>> clipping_temporaries("lightning", gradients=21, gradient_bytes=4)
+    0
     """
-    if loop not in LOOPS:
-        raise InvalidArgumentError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}.")
-    if loop == "plain":
+    _check(loop)
+    if loop != "hf-trainer":  # Lightning clips only when gradient_clip_val is set
         return sp.S.Zero
     return 2 * gradients * sp.sympify(gradient_bytes)
+
+
+def zero_grad_after_forward(loop: str) -> bool:
+    """Return whether ``loop`` frees the previous gradients after the forward, not before.
+
+    Lightning's closure runs ``training_step`` and then ``zero_grad``
+    (``loops/optimization/automatic.py:130-142``), so the previous step's
+    gradients are alive through the forward pass and the loss.
+
+    Examples
+    --------
+    >>> zero_grad_after_forward("lightning"), zero_grad_after_forward("hf-trainer")
+    (True, False)
+    """
+    _check(loop)
+    return loop == "lightning"
+
+
+def autocast_cache(loop: str) -> bool:
+    """Return whether ``loop`` runs ``torch.autocast`` with its cache of weight casts.
+
+    torch's default is ``cache_enabled=True``; Lightning's ``MixedPrecision``
+    plugin turns it off (``plugins/precision/amp.py:113-114``).
+
+    Examples
+    --------
+    >>> autocast_cache("plain"), autocast_cache("lightning")
+    (True, False)
+    """
+    _check(loop)
+    return loop != "lightning"
+
+
+def _check(loop: str) -> None:
+    """Raise :class:`InvalidArgumentError` for a loop not in :data:`LOOPS`."""
+    if loop not in LOOPS:
+        raise InvalidArgumentError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}.")

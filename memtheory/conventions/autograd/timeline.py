@@ -113,11 +113,15 @@ class _Ancestry:
         return self.names.get(common.bit_length() - 1) if common > 0 else None
 
 
-def run_forward(plan: StepPlan, timeline: Timeline, holders: Holders) -> None:
+def run_forward(plan: StepPlan, timeline: Timeline, holders: Holders, *,
+                autocast_cache: bool = True) -> None:
     """Run the forward (and the loss) in topological order: allocate, mark, free what is done.
 
     A storage is freed once the last layer that reads it has run, unless a
-    backward node keeps it or the caller holds it.
+    backward node keeps it or the caller holds it. Autocast's casts of the
+    parameters that no backward node keeps stay in its cache until the
+    forward ends; with ``autocast_cache=False`` (``torch.autocast(...,
+    cache_enabled=False)``, as Lightning runs it) each is freed once its layer ran.
     """
     last = _last_reads(plan)
     ends = _ends(last)
@@ -132,7 +136,10 @@ def run_forward(plan: StepPlan, timeline: Timeline, holders: Holders) -> None:
             if key != entry.out_key and last.get(key, -1) <= position:
                 if freeable(key, plan, holders, timeline):
                     timeline.free(key)
-        cached += [key for key in entry.copies if not holders.get(key)]
+        unkept = [key for key in entry.copies if not holders.get(key)]
+        for key in () if autocast_cache else unkept:
+            timeline.free(key)
+        cached += unkept if autocast_cache else []
     if plan.loss is None:  # the network alone is trained on output.sum()
         timeline.alloc("loss", plan.sizes["loss"])
         timeline.mark("forward output.sum()")
