@@ -308,10 +308,13 @@ def usable_memory(
     >>> usable_memory(limit="24 GB", reserve=0).usable
     24000000000
 
-    The book's chapter on batch size plans with 1 GiB for the context and 10% of the rest:
+    The book plans with one rule, the card less the default reserve; a margin for large
+    models' workspaces, 10% of what the reserve leaves, is a choice a planner may add:
 
-    >>> usable_memory(limit="16 GiB", reserve="1 GiB", headroom=sp.Rational(1, 10)).format()
-    '13.50 GiB'
+    >>> usable_memory("V100-16GB").format()
+    '14.50 GiB'
+    >>> usable_memory("V100-16GB", headroom=sp.Rational(1, 10)).format()
+    '13.05 GiB'
     """
     if (device is None) == (limit is None):
         raise InvalidArgumentError(
