@@ -191,6 +191,27 @@ def test_cli_unknown_recipe_is_a_clear_error(capsys):
     assert "unknown recipe 'megatron'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("loop", ["plain", "hf-trainer", "lightning"])
+def test_cli_loop_flag_is_the_setup_with_that_loop(capsys, loop):
+    """--loop changes only the recipe's loop: the answer is estimate() under that Setup."""
+    assert main(["estimate", "gpt2", "--seq", "128", "--recipe", "pytorch-amp", "--loop", loop,
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["settings"]["setup"]["loop"] == loop
+    direct = estimate("gpt2", sequence=128, setup=Setup.recipe("pytorch-amp").changed(loop=loop))
+    assert data["peak_bytes"] == int(direct.peak)
+
+
+def test_cli_loop_flag_changes_the_answer(capsys):
+    """Lightning's loop keeps the previous gradients through the forward: a higher peak."""
+    peaks = {}
+    for loop in ("plain", "lightning"):
+        assert main(["estimate", "gpt2", "--seq", "128", "--recipe", "pytorch-amp",
+                     "--loop", loop, "--json"]) == 0
+        peaks[loop] = json.loads(capsys.readouterr().out)["peak_bytes"]
+    assert peaks["lightning"] > peaks["plain"]
+
+
 def test_training_memory_under_a_setup_is_the_estimate_step():
     """training_memory(setup=) is the step estimate() derives under the same setup."""
     from memtheory import training_memory

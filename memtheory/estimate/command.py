@@ -166,6 +166,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "dropped (the Trainer's and Lightning's loss-only loop; the recipe's default)",
     )
     training.add_argument(
+        "--loop", choices=("plain", "hf-trainer", "lightning"), default=None,
+        help="the training loop whose own tensors are counted: plain (a for loop), hf-trainer "
+        "(transformers' Trainer: its scalars and gradient clipping) or lightning (gradients "
+        "cleared after the next forward); default the recipe's",
+    )
+    training.add_argument(
         "--convention", default="auto", choices=("auto", "autograd", "breakdown"),
         help="auto (default: autograd, exact to the byte on CPU, wherever the layers and options "
         "are checked, else breakdown, saying why), autograd, or breakdown (every activation and "
@@ -249,7 +255,8 @@ def _keywords(args: argparse.Namespace) -> dict[str, Any]:
     targets = tuple(t.strip() for t in args.lora_targets.split(",")) if args.lora_targets else None
     setup: Setup | str = args.recipe
     fields = {"optimizer_implementation": args.optimizer_impl,
-              "keeps_logits": None if args.logits is None else args.logits == "kept"}
+              "keeps_logits": None if args.logits is None else args.logits == "kept",
+              "loop": args.loop}
     fields = {k: v for k, v in fields.items() if v is not None}
     if fields:
         setup = _recipe_with(args.model, args.recipe, args.lora, args.qlora, fields)
