@@ -41,8 +41,8 @@ def _fresh() -> tuple[sp.Symbol, sp.Symbol]:
     return size_symbol(f"kept_batch_{n}"), size_symbol(f"kept_side_{n}")
 
 
-_PEAKS = st.lists(  # a moment's bytes: a*B*H + b*B + c, as a trace gives them
-    st.tuples(st.integers(1, 64), st.integers(0, 4096), st.integers(0, 10**6)),
+_PEAKS = st.lists(  # a moment's bytes: a*B*H + b*B + c (c >= 1: the parameters at least)
+    st.tuples(st.integers(1, 64), st.integers(0, 4096), st.integers(1, 10**6)),
     min_size=1, max_size=3, unique=True,
 ).map(tuple)
 
@@ -60,6 +60,7 @@ _OPS = st.one_of(
     st.tuples(st.just("in MiB"), st.just(2**20)),
     st.tuples(st.just("subs side"), st.integers(1, 512)),
     st.tuples(st.just("subs side by an expression"), st.integers(1, 4)),
+    st.tuples(st.just("xreplace side"), st.integers(1, 512)),
     st.tuples(st.just("expand"), st.just(0)),
     st.tuples(st.just("pickled"), st.just(0)),
 )
@@ -76,6 +77,7 @@ def _apply(value: sp.Expr, op: _Op, batch: sp.Symbol, side: sp.Symbol) -> sp.Exp
         "in MiB": lambda: value / n,
         "subs side": lambda: value.subs(side, n),
         "subs side by an expression": lambda: value.subs(side, n * side + 1),
+        "xreplace side": lambda: value.xreplace({side: n}),
         "expand": lambda: sp.expand(value),
         "simplify": lambda: sp.simplify(value),
         "pickled": lambda: pickle.loads(pickle.dumps(value)),
@@ -141,6 +143,8 @@ def test_substituting_the_batch_checks_the_condition(moments, limit):
         kept.subs(batch, limit)
     with pytest.raises(KernelTooLargeError, match=f"{batch.name}={limit + 5} is outside"):
         (kept + 1).subs([(side, 2), (batch, limit + 5)])
+    with pytest.raises(KernelTooLargeError, match=f"{batch.name}={limit} is outside"):
+        (2 * kept).xreplace({batch: limit})
 
 
 def test_simplify_keeps_the_condition():

@@ -162,3 +162,20 @@ def test_derived_values_pickled_keep_the_conditions_in_a_fresh_process(traced):
     expected = [f"{_DERIVED[name][1](measured)} | refused B < 16 | refused B < 16"
                 for name in names]
     assert dict(zip(names, lines, strict=True)) == dict(zip(names, expected, strict=True))
+
+
+def test_a_checked_result_keeps_its_own_conditions_in_max_batch(traced):
+    """max_batch on a result uses its own conditions, not those of an equal peak traced unchecked.
+
+    The same model traced with ``check_conditions=True`` drops B >= 2 as harmless, so its
+    peak equals the unchecked trace's, which is registered with B >= 2. max_batch on the
+    checked result answered "even B=2 needs ..." where only B = 1 fits; it answers 1.
+    """
+    unchecked, _ = traced
+    assert "B >= 2" in unchecked.constraints and unchecked.peak is not None  # registered
+    x, y = _data(5, 20)
+    checked = trace(_model(), x, {"B": 5, "H": 20}, loss=nn.CrossEntropyLoss(), target=y,
+                    optimizer="adam")
+    assert "B >= 2" not in checked.constraints and checked.peak == unchecked.peak
+    one, two = (checked.evaluate(B=b, H=12).peak for b in (1, 2))
+    assert max_batch(checked, (one + two) // 2, H=12) == 1

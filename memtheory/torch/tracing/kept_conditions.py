@@ -22,7 +22,7 @@ conditions and hands them on:
 * **arithmetic** (``+``, ``-``, ``*``, ``/``, ``**`` with a number or an
   expression, on either side): the result keeps the conditions of every kept
   operand, and is registered with them;
-* **substitution** (:meth:`~_Keeping.subs`): the conditions are substituted
+* **substitution** (``subs``, ``xreplace``): the conditions are substituted
   too; those that become numbers are checked, and values outside them are
   refused there (:class:`~memtheory.errors.KernelTooLargeError`), as
   ``evaluate`` refuses them;
@@ -31,8 +31,10 @@ conditions and hands them on:
 * **pickling**: the pickle holds the conditions, registered again when it is
   loaded (a notebook saved and reopened, a worker).
 
-A result of another kind (``peak // 2**20``, a floor) is registered but not
-wrapped: it keeps the conditions within the process, not through a pickle.
+A result of another kind (``peak // 2**20``, a floor; a lone symbol) is
+registered but not wrapped: it keeps the conditions within the process, not
+through a pickle, and arithmetic on it starts afresh. (A traced peak has a
+constant term, the parameters' bytes, so it stays a sum under substitution.)
 Functions that build a new expression from the parts without calling the
 value's methods (``sympy.Add(peak, c)`` on a one-polynomial peak,
 ``sympy.factor(peak)``) carry nothing: do the arithmetic on the value itself,
@@ -96,6 +98,19 @@ class _Keeping:
         result = super().subs(*args, **kwargs)  # type: ignore[misc]
         shown = _shown_values(args)
         conditions = substituted(self._conditions, lambda size: size.subs(*args, **kwargs), shown)
+        return keeping(result, conditions)
+
+    def xreplace(self, rule: Any, **kwargs: Any) -> sp.Basic:
+        """Replace as sympy does, the conditions too, checked where they become numbers.
+
+        Raises
+        ------
+        KernelTooLargeError
+            Where the values make a condition false: the formula does not hold there.
+        """
+        result = super().xreplace(rule, **kwargs)  # type: ignore[misc]
+        shown = _shown_values((rule,))
+        conditions = substituted(self._conditions, lambda size: size.xreplace(rule), shown)
         return keeping(result, conditions)
 
     def _eval_simplify(self, **kwargs: Any) -> sp.Basic:
@@ -169,7 +184,7 @@ def keeping(expression: sp.Basic, conditions: Iterable[SizeConstraint]) -> Any:
 
     A number, an expression without conditions, or one that is not a ``Max``,
     an ``Add`` or a ``Mul`` comes back as it is (registered, when it has
-    symbols and conditions).
+    symbols: without conditions, as needing none).
 
     Examples
     --------
@@ -203,7 +218,10 @@ def keeping(expression: sp.Basic, conditions: Iterable[SizeConstraint]) -> Any:
     memtheory.errors.KernelTooLargeError: B=20 is outside B < 16: ...
     """
     conditions = tuple(dict.fromkeys(conditions))
-    expression = carry(expression, conditions)
+    # None left (every one checked harmless, or substituted and checked): the value vouches
+    # that it needs none, so another result's conditions for an equal expression (the same
+    # model traced with check_conditions=False) are not taken for its own.
+    expression = carry(expression, conditions, vouch=not conditions)
     kind = _KINDS.get(type(expression))
     if kind is None or not conditions or expression.is_number:
         return expression
