@@ -414,6 +414,8 @@ def max_batch(
     >>> max_batch(gpt2("small", flash=True), "80 GB", setup="pytorch-amp", S=1024) > 33
     True
     """
+    if isinstance(model, Footprint):  # its own constraints, not those registered for its peak
+        return max_value(model, symbol, limit, stop=stop, by=by, **_sizes(values))
     total = total_bytes(
         model, optimizer=optimizer, precision=precision, convention=convention, mode=mode, by=by,
         setup=setup,

@@ -16,7 +16,7 @@ guards           where the formulas hold (PyTorch's guards), and sizes the code 
 verify           conditions traced beyond, and dropped where the bytes are the same
 fit              exact polynomials from traces at several fixed sizes, when code fixes sizes
 result           :class:`TracedMemory`, the Footprint a trace returns
-kept_conditions  the peak as sympy's ``Max``, whose pickle keeps the conditions
+kept_conditions  values derived from a result keep its conditions: arithmetic, subs, pickles
 errors           what cannot be traced, said with the operator and the module
 ===============  ====================================================================
 """

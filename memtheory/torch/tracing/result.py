@@ -166,14 +166,21 @@ class TracedMemory(Footprint):
 
     @cached_property
     def peak(self) -> sp.Expr:
-        """The step's peak: sympy's ``Max`` of the timeline, whose pickle keeps the conditions.
+        """The step's peak: sympy's ``Max`` of the timeline, keeping the conditions.
 
-        It equals, prints and hashes as the plain expression; pickled, loaded
-        in another process and evaluated (or given to ``max_batch``), it
-        still refuses sizes outside :attr:`constraints`
-        (:mod:`memtheory.torch.tracing.kept_conditions`).
+        It equals, prints and hashes as the plain expression. What is derived
+        from it (``peak + reserve``, ``peak - x``, ``2 * peak``,
+        ``peak.subs(H, 32)``, ``expand``), pickled, loaded in another process
+        and evaluated (or given to ``max_batch``), still refuses sizes outside
+        :attr:`constraints` (:mod:`memtheory.torch.tracing.kept_conditions`).
         """
         plain: sp.Expr = vars(Footprint)["peak"].func(self)
+        return keeping(plain, self.size_checks())
+
+    @property
+    def total(self) -> sp.Expr:
+        """Sum of all components, in bytes: it keeps the conditions as :attr:`peak` does."""
+        plain: sp.Expr = vars(Footprint)["total"].fget(self)
         return keeping(plain, self.size_checks())
 
     @property
