@@ -68,12 +68,12 @@ from memtheory.dtypes import dtype  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
 from memtheory.recipes import Setup  # noqa: E402
 from memtheory.torch import track  # noqa: E402
+from memtheory.torch.recipe_steps import TINY_LLAMA  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
-TINY = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
-        "tie_word_embeddings": False}
+TINY = {k: v for k, v in TINY_LLAMA.items() if k != "model_type"}
+"""The recipes' tiny Llama (memtheory.torch.recipe_steps), as LlamaConfig's keywords."""
 SIZES = [(2, 7), (3, 12)]
 """(batch, sequence): not the sizes the Trainer's recipe test uses."""
 
