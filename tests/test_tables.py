@@ -170,6 +170,15 @@ def test_html_lets_long_names_break_after_their_separators():
     assert name in table.text() and "<wbr>" not in table.text() + table.markdown()
 
 
+def test_html_breaks_only_long_camel_case_words_between_their_humps():
+    """A 20+ character CamelCase name breaks before its capitals; a short one stays whole."""
+    long, short = "MaxPool2DWithIndicesBackward0", "StackExchange"
+    table = Table(["kept by", "model"], [(f"2: {long}.self", short)])
+    parts = _cell_html(table, f"2: {long}.self").split("<wbr>")
+    assert parts == ["2: Max", "Pool2D", "With", "Indices", "Backward0.", "self"]
+    assert _cell_html(table, short) == short
+
+
 @pytest.mark.parametrize("number", ["20,480,000", "1.50", "+43.3%", "-7.90%", "3.14e-05", "v1.2"])
 def test_html_never_breaks_a_number(number):
     """Numbers (digits around a dot or comma) get no <wbr> and keep their no-wrap cell."""
