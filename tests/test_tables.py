@@ -171,7 +171,7 @@ def test_html_lets_long_names_break_after_their_separators():
 
 
 def test_html_breaks_only_long_camel_case_words_between_their_humps():
-    """A 20+ character CamelCase name breaks before its capitals; a short one stays whole."""
+    """A CamelCase word over 20 characters breaks before its capitals; a short one stays whole."""
     long, short = "MaxPool2DWithIndicesBackward0", "StackExchange"
     table = Table(["kept by", "model"], [(f"2: {long}.self", short)])
     parts = _cell_html(table, f"2: {long}.self").split("<wbr>")
