@@ -65,7 +65,7 @@ _BREAK_AFTER = re.compile(
 """A separator inside a name, after which HTML may break the line (numbers have none)."""
 
 _LONG_NAME = 20
-"""A word longer than this (``LogSoftmaxBackward0.result``) may also break between its humps."""
+"""A word longer than this may break between its humps even when it is no code name."""
 
 _HUMP = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z0-9])(?=[A-Z][a-z])")
 """Where a capitalised part starts: Max|Pool2D|With|Indices|Backward0, HTTP|Server."""
@@ -366,9 +366,10 @@ def _html_align(column: Column) -> str:
 def _breakable(text: str) -> str:
     """Let HTML break a long name after its ``.``, ``_`` and ``::``, with ``<wbr>``.
 
-    A word longer than 20 characters also breaks between the humps of its
-    camel case (``LogSoftmaxBackward0.result``); a short word
-    (``StackExchange``, ``MobileNetV2-style``) does not. ``<wbr>`` has no text: the cell reads and
+    A code name (one with such a separator) or a word longer than 20
+    characters also breaks between the humps of its camel case
+    (``ReluBackward0.result``); a word (``StackExchange``,
+    ``MobileNetV2-style``) does not. ``<wbr>`` has no text: the cell reads and
     copies as the exact name. Numbers (``1.50``, ``20,480,000``) get none.
     ``text`` is already HTML-escaped; an entity (``&amp;``) holds none of the
     separators.
@@ -376,9 +377,7 @@ def _breakable(text: str) -> str:
     Examples
     --------
     >>> _breakable("ReluBackward0.result")
-    'ReluBackward0.<wbr>result'
-    >>> _breakable("LogSoftmaxBackward0.result")
-    'Log<wbr>Softmax<wbr>Backward0.<wbr>result'
+    'Relu<wbr>Backward0.<wbr>result'
     >>> _breakable("aten::max_pool2d")
     'aten::<wbr>max_<wbr>pool2d'
     >>> _breakable("2: MaxPool2DWithIndicesBackward0.self, StackExchange CNN")
@@ -386,10 +385,14 @@ def _breakable(text: str) -> str:
     >>> _breakable("1.50 MiB, +43.3%")
     '1.50 MiB, +43.3%'
     """
-    text = re.sub(
-        rf"\S{{{_LONG_NAME + 1},}}", lambda word: _HUMP.sub("<wbr>", word.group()), text
-    )
+    text = re.sub(r"\S+", lambda word: _humps(word.group()), text)
     return _BREAK_AFTER.sub(lambda match: match.group() + "<wbr>", text)
+
+
+def _humps(word: str) -> str:
+    """Put ``<wbr>`` between the humps of a code name's CamelCase, or of a long word's."""
+    code = _BREAK_AFTER.search(word) is not None
+    return _HUMP.sub("<wbr>", word) if code or len(word) > _LONG_NAME else word
 
 
 def _listed(values: object, what: str) -> list[object]:
