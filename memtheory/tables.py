@@ -11,7 +11,10 @@ footer rows (totals) and notes. The same rows render as
   book and for reports;
 * :meth:`Table.html`: an HTML table inside a horizontally scrolling wrapper,
   so a wide table scrolls instead of being cut off; Jupyter shows it through
-  ``_repr_html_``.
+  ``_repr_html_``. Long identifier-like names (``ReluBackward0.result``,
+  ``aten.max_pool2d_with_indices_backward.default``) may break after their
+  ``.``, ``_`` and ``::`` there (a ``<wbr>``, which copies as nothing, so a
+  copied name is the exact name); numbers never break.
 
 No other module of memtheory builds table strings: it builds a :class:`Table`.
 
@@ -39,6 +42,7 @@ total       4.06
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +56,19 @@ Align = Literal["left", "right"]
 
 _GAP = "  "
 """Space between two columns of a text table."""
+
+_BREAK_AFTER = re.compile(
+    r"(?<=[^\W\d])\.(?=\w)"  # a dot after a letter: ReluBackward0.result, torch.float32
+    r"|(?<=\w)\.(?=[^\W\d])"  # or before one: 1.x; never between two digits, as in 1.50
+    r"|(?<=[^\W_])(?:_+|::)(?=[^\W_])"  # underscores or :: between letters or digits
+)
+"""A separator inside a name, after which HTML may break the line (numbers have none)."""
+
+_LONG_NAME = 20
+"""A word longer than this may break between its humps even when it is no code name."""
+
+_HUMP = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z0-9])(?=[A-Z][a-z])")
+"""Where a capitalised part starts: Max|Pool2D|With|Indices|Backward0, HTTP|Server."""
 
 
 @dataclass(frozen=True)
@@ -288,7 +305,7 @@ class Table:
 
         def cells(row: Sequence[str], tag: str) -> str:
             return "".join(
-                f"<{tag}{_html_align(c)}>{escape(cell)}</{tag}>"
+                f"<{tag}{_html_align(c)}>{_breakable(escape(cell))}</{tag}>"
                 for c, cell in zip(self.columns, row, strict=True)
             )
 
@@ -344,6 +361,38 @@ def _html_align(column: Column) -> str:
     if column.align == "right":
         styles.append("text-align:right")
     return f' style="{";".join(styles)}"' if styles else ""
+
+
+def _breakable(text: str) -> str:
+    """Let HTML break a long name after its ``.``, ``_`` and ``::``, with ``<wbr>``.
+
+    A code name (one with such a separator) or a word longer than 20
+    characters also breaks between the humps of its camel case
+    (``ReluBackward0.result``); a word (``StackExchange``,
+    ``MobileNetV2-style``) does not. ``<wbr>`` has no text: the cell reads and
+    copies as the exact name. Numbers (``1.50``, ``20,480,000``) get none.
+    ``text`` is already HTML-escaped; an entity (``&amp;``) holds none of the
+    separators.
+
+    Examples
+    --------
+    >>> _breakable("ReluBackward0.result")
+    'Relu<wbr>Backward0.<wbr>result'
+    >>> _breakable("aten::max_pool2d")
+    'aten::<wbr>max_<wbr>pool2d'
+    >>> _breakable("2: MaxPool2DWithIndicesBackward0.self, StackExchange CNN")
+    '2: Max<wbr>Pool2D<wbr>With<wbr>Indices<wbr>Backward0.<wbr>self, StackExchange CNN'
+    >>> _breakable("1.50 MiB, +43.3%")
+    '1.50 MiB, +43.3%'
+    """
+    text = re.sub(r"\S+", lambda word: _humps(word.group()), text)
+    return _BREAK_AFTER.sub(lambda match: match.group() + "<wbr>", text)
+
+
+def _humps(word: str) -> str:
+    """Put ``<wbr>`` between the humps of a code name's CamelCase, or of a long word's."""
+    code = _BREAK_AFTER.search(word) is not None
+    return _HUMP.sub("<wbr>", word) if code or len(word) > _LONG_NAME else word
 
 
 def _listed(values: object, what: str) -> list[object]:

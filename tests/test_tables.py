@@ -144,6 +144,48 @@ def test_html_scrolls_wide_tables_and_escapes():
     assert "<caption>a &amp; b</caption>" in out and "<p>n&lt;1</p>" in out
 
 
+def _cell_html(table: Table, text: str) -> str:
+    """Return the inner HTML of the first th/td cell whose text content is ``text``."""
+    for match in re.finditer(r"<t[dh][^>]*>(.*?)</t[dh]>", table.html()):
+        if match.group(1).replace("<wbr>", "") == text:
+            return match.group(1)
+    raise AssertionError(f"no cell reads {text!r}")
+
+
+def test_html_lets_long_names_break_after_their_separators():
+    """A long name gets <wbr> after each . _ :: in HTML; its text and the plain text stay exact."""
+    name = "aten.max_pool2d_with_indices_backward.default"
+    node = "ReluBackward0.result"
+    table = Table(["kept by", Column("bytes", "right")], [(node, "20,480,000")],
+                  footer=[(f"peak ({name})", "1.50")])
+    cell = _cell_html(table, f"peak ({name})")
+    separators = name.count(".") + name.count("_")
+    assert cell.count("<wbr>") == separators
+    assert all(part.endswith((".", "_")) for part in cell.split("<wbr>")[:-1])
+    assert _cell_html(table, node) == "Relu<wbr>Backward0.<wbr>result"
+    assert _cell_html(Table(["op"], [("at::native::add",)]), "at::native::add") == (
+        "at::<wbr>native::<wbr>add"
+    )
+    assert html_cells(table)[1] == [node, "20,480,000"]  # what a reader copies
+    assert name in table.text() and "<wbr>" not in table.text() + table.markdown()
+
+
+def test_html_breaks_only_long_camel_case_words_between_their_humps():
+    """A code name breaks before its capitals; a plain word stays whole, however CamelCase."""
+    long, short = "MaxPool2DWithIndicesBackward0", "StackExchange"
+    table = Table(["kept by", "model"], [(f"2: {long}.self", short)])
+    parts = _cell_html(table, f"2: {long}.self").split("<wbr>")
+    assert parts == ["2: Max", "Pool2D", "With", "Indices", "Backward0.", "self"]
+    assert _cell_html(table, short) == short
+
+
+@pytest.mark.parametrize("number", ["20,480,000", "1.50", "+43.3%", "-7.90%", "3.14e-05", "v1.2"])
+def test_html_never_breaks_a_number(number):
+    """Numbers (digits around a dot or comma) get no <wbr> and keep their no-wrap cell."""
+    cell = Table([Column("n", "right")], [(number,)]).html()
+    assert f'<td style="white-space:nowrap;text-align:right">{number}</td>' in cell
+
+
 def test_notebooks_get_html_and_markdown():
     """Jupyter's rich display hooks return the HTML and Markdown renderings."""
     table = Table(["a"], [("1",)])
