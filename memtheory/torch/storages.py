@@ -152,6 +152,8 @@ class StorageTracker(TorchDispatchMode):
     ) -> Any:
         out = func(*args, **(kwargs or {}))
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if func not in _MADE_OUTSIDE:
+            outputs = _allocated(outputs, self._live, (args, kwargs))
         self.track(*outputs)
         if func is torch.ops.aten._to_copy.default and args:
             source = args[0]
@@ -163,6 +165,34 @@ class StorageTracker(TorchDispatchMode):
         if self.record:
             self.timeline.append((self.phase, str(func), live))
         return out
+
+
+_MADE_OUTSIDE = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift.default})
+"""Operations that hand back, as their input, a tensor made outside the dispatcher:
+``torch.tensor(...)`` builds its storage in C++ and then calls ``lift_fresh`` on it."""
+
+
+def _allocated(
+    outputs: list[torch.Tensor], known: dict[int, Any], given: object
+) -> list[torch.Tensor]:
+    """Return the outputs whose storage is not one of the operation's inputs' it was not told of.
+
+    A view or an in-place result of a tensor made before the tracker started (a dataset
+    indexed row by row, a tensor never registered) allocates nothing: its storage is not
+    counted. Storages the tracker registered are counted once, as before.
+    """
+    unknown = [t for t in outputs if _pointer(t) not in known]
+    if not unknown:
+        return unknown
+    inputs = {_pointer(t) for t in tree_flatten(given)[0] if isinstance(t, torch.Tensor)}
+    return [t for t in unknown if _pointer(t) not in inputs]
+
+
+def _pointer(tensor: torch.Tensor) -> int | None:
+    """Return the address of a strided tensor's storage (None for other layouts)."""
+    if tensor.layout != torch.strided:
+        return None
+    return int(tensor.untyped_storage().data_ptr())
 
 
 def _freed(tracker: weakref.ref[StorageTracker], pointer: int) -> None:

@@ -131,8 +131,7 @@ class _Run:
 def _fit(module, rows, batch: int) -> _Run:
     """Track two steps of the real Lightning Trainer over ``rows``; the second is the steady one.
 
-    The rows are separate tensors made before the block: ``track`` counts a
-    view made inside it (``TensorDataset``'s ``x[i]``) with its whole storage.
+    The rows are separate tensors made before the block, as a dataset's are.
     """
     marks = _Marks()
     trainer = lightning.Trainer(

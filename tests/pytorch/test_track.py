@@ -319,3 +319,28 @@ def test_bad_arguments_get_clear_errors():
             pass
     with pytest.raises(MissingArgumentError, match="needs the optimizer"):
         measure(nn.Linear(2, 2), torch.ones(1, 2), loss=lambda out: out.sum(), optimizer=None)
+
+
+def test_a_view_of_a_tensor_made_before_the_block_allocates_nothing():
+    """Indexing a dataset made before ``track`` counts the row's copy, not the dataset.
+
+    A view or in-place result shares its input's storage; where that storage was made
+    before the block and never registered, the block allocated nothing for it (it was
+    counted whole before: the dataset's 400,000 bytes for one row).
+    """
+    data = torch.zeros(1000, 100)
+    row_bytes = 100 * data.element_size()
+    with track() as tracker:
+        row = data[3]  # a view: no new storage
+        data.add_(1)  # in place: none either
+        doubled = row * 2  # one new row
+    del doubled
+    assert tracker.peak == row_bytes
+
+
+def test_tensors_built_from_python_data_inside_the_block_are_counted():
+    """``torch.tensor(...)`` builds its storage outside the dispatcher, then lifts it: counted."""
+    with track() as tracker:
+        values = torch.tensor([1.0, 2.0, 3.0])
+        step = torch.tensor(0.0)
+    assert tracker.peak == values.untyped_storage().nbytes() + step.untyped_storage().nbytes()
