@@ -14,12 +14,22 @@ STAMP_BOOK := $(VENV)/.stamp-book
 BOOK_HTML := book/_build/html
 # `make test` also builds the book and checks it in a browser; `make test BOOK=0` skips that.
 BOOK ?= 1
+# pytest runs in this many worker processes (pytest-xdist), one per CPU core by default.
+# `--dist loadfile` sends every test of a file to one worker, so a module-scoped fixture (the
+# measured zoo, a built wheel) is built once, not once per worker; session-scoped fixtures (the
+# browser) are built once per worker. `make test PYTEST_WORKERS=0` runs pytest in one process.
+PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
+# Each stage prints one line with its wall-clock and CPU seconds; `make test` repeats them all
+# at its end (from this file), so the next reader sees where the time goes.
+STAGE_TIMES := build/stage-times.txt
+TIMED := bash .ci/timed
 
-.PHONY: help venv test book book-check browser bench clean distclean
+.PHONY: help venv test stage-times book book-check browser bench clean distclean
 
 help:
 	@echo "make venv       create .venv and install memtheory with the dev extra"
 	@echo "make test       ruff, mypy, lint-imports (layers), book-check, pytest (tests, doctests, browser test); BOOK=0 skips the book"
+	@echo "                pytest runs on PYTEST_WORKERS processes (default: nproc); each stage prints its time"
 	@echo "make book       install the book extra and build book/ (warnings are errors)"
 	@echo "make book-check make book, then check the HTML: no CDN, no unrendered math or roles"
 	@echo "make browser    install Debian's chromium for the browser test, if missing"
@@ -43,11 +53,17 @@ $(STAMP_BOOK): pyproject.toml | $(BIN)/python
 venv: $(STAMP_DEV)
 
 # pytest exits 5 when it collects no test; nothing here masks that, so `make test` fails.
-test: venv
-	$(BIN)/ruff check .
-	$(BIN)/mypy memtheory
-	$(BIN)/lint-imports
-	$(BIN)/python -m pytest
+test: stage-times venv
+	$(TIMED) checks $(STAGE_TIMES) \
+	  bash -c '$(BIN)/ruff check . && $(BIN)/mypy memtheory && $(BIN)/lint-imports'
+	$(TIMED) pytest $(STAGE_TIMES) \
+	  $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	@echo "time per stage (wall-clock varies with the machine's load; CPU is steadier):"
+	@cat $(STAGE_TIMES)
+
+# Forget the stage times of an earlier `make test`: listed first, it runs before the book.
+stage-times:
+	@mkdir -p $(dir $(STAGE_TIMES)) && : > $(STAGE_TIMES)
 
 # With BOOK=1 (the default) the book is built and checked before pytest runs, so the browser
 # test in tests/book/ sees the fresh HTML and a broken chapter fails `make test`.
@@ -58,7 +74,7 @@ endif
 # JUPYTER_PATH puts the venv's python3 kernelspec ahead of any user-level one, so cells run
 # in .venv (where memtheory is installed) whatever else is on the machine.
 book: $(STAMP_BOOK)
-	JUPYTER_PATH="$(CURDIR)/$(VENV)/share/jupyter" \
+	JUPYTER_PATH="$(CURDIR)/$(VENV)/share/jupyter" $(TIMED) book $(STAGE_TIMES) \
 	  $(BIN)/jupyter-book build book --all -W --keep-going
 
 # The built site must work offline: MathJax from _static/, no script or stylesheet from a CDN.
@@ -68,7 +84,7 @@ book: $(STAMP_BOOK)
 book-check: book
 	grep -l 'src="_static/mathjax/tex-chtml.js' $(BOOK_HTML)/intro.html
 	! grep -rnoE '(src|href)="(https?:)?//[^"]*\.(js|css)([?#][^"]*)?"' --include='*.html' $(BOOK_HTML)
-	$(BIN)/python tests/book/check_built_html.py $(BOOK_HTML)
+	$(TIMED) book-check $(STAGE_TIMES) $(BIN)/python tests/book/check_built_html.py $(BOOK_HTML)
 
 # The browser test needs Chromium; install Debian's package when it is missing and apt works.
 # If it cannot be installed, the test skips with a message saying so.

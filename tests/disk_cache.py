@@ -1,8 +1,8 @@
 """Slow measurements computed once per checkout and kept on disk, keyed by the code behind them.
 
 A fixture that measures many PyTorch steps (the zoo: minutes on a shared 2-core machine) stores
-its results as JSON in pytest's cache (``.pytest_cache/v/memtheory/<name>``, ignored by git)
-beside what produced them: the SHA-256 of every memtheory source file that was loaded when they
+its results as JSON in pytest's cache (``.pytest_cache/d/memtheory/<name>.json``, ignored by
+git) beside what produced them: the SHA-256 of every memtheory source file that was loaded when they
 were computed (the code that can have run) and of the test module that computes them, and the
 versions the caller names (PyTorch, sympy) with Python's. A later run in the same checkout reuses
 the results while all of that is unchanged; a change to any of those files recomputes them.
@@ -10,14 +10,21 @@ the results while all of that is unchanged; a change to any of those files recom
 
 The value comes back through ``json`` in both cases, so a fresh run and a cached one hand the
 tests the same thing.
+
+``make test`` runs pytest in several worker processes (pytest-xdist) that share the cache
+directory: an entry is written to a temporary file beside it and moved into place with
+``os.replace``, so a reader sees the old entry or the new one, never half of one, and an entry
+that cannot be read is a miss.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,6 +69,26 @@ def _unchanged(sources: dict[str, str | None]) -> bool:
     )
 
 
+def _load(path: Path) -> Any:
+    """The JSON data in ``path``, or None when it is missing or cannot be read whole."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _store(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically: a temporary file, then ``os.replace``."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(data, stream)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def cached_on_disk(
     request: pytest.FixtureRequest,
     name: str,
@@ -74,7 +101,8 @@ def cached_on_disk(
     Parameters
     ----------
     request : pytest.FixtureRequest
-        The fixture's request: its config holds the cache, its path is the test module.
+        The fixture's request: its config holds the cache (its ``mkdir`` gives the directory
+        of the entries), its path is the test module.
     name : str
         The entry's name, unique among cached fixtures (``"zoo-comparisons"``).
     compute : callable
@@ -86,9 +114,9 @@ def cached_on_disk(
     versions = {**key, "python": sys.version, "machine": platform.machine(), "format": FORMAT}
     cache = getattr(request.config, "cache", None)
     package = _package_dir()
-    entry = f"memtheory/{name}"
-    if cache is not None and package is not None:
-        stored = cache.get(entry, None)
+    entry = cache.mkdir("memtheory") / f"{name}.json" if cache is not None else None
+    if entry is not None and package is not None:
+        stored = _load(entry)
         if (
             isinstance(stored, dict)
             and stored.get("key") == json.loads(json.dumps(versions))
@@ -97,7 +125,7 @@ def cached_on_disk(
             return stored["value"]
     value = json.loads(json.dumps(compute()))
     package = _package_dir()  # compute() may be what imported memtheory
-    if cache is not None and package is not None:
+    if entry is not None and package is not None:
         sources = _sources(package, Path(request.path))
-        cache.set(entry, {"key": versions, "sources": sources, "value": value})
+        _store(entry, {"key": versions, "sources": sources, "value": value})
     return value

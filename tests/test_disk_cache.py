@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from pathlib import Path
@@ -12,19 +13,17 @@ import pytest
 from tests import disk_cache
 
 
-class DictCache:
-    """pytest's config.cache, in memory: get and set of JSON data."""
+class DirCache:
+    """pytest's config.cache, reduced to ``mkdir``: a named directory under ``root``."""
 
-    def __init__(self) -> None:
-        self.entries: dict[str, Any] = {}
+    def __init__(self, root: Path) -> None:
+        self.root = root
 
-    def get(self, key: str, default: Any) -> Any:
-        """The stored value, or ``default``."""
-        return self.entries.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        """Store ``value``."""
-        self.entries[key] = value
+    def mkdir(self, name: str) -> Path:
+        """The directory ``name`` under the root, created if missing."""
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
 
 @pytest.fixture
@@ -40,7 +39,7 @@ def setting(tmp_path, monkeypatch):
     monkeypatch.setattr(disk_cache, "_package_dir", lambda: package.resolve())
     test_module = tmp_path / "test_fake.py"
     test_module.write_text("# measures\n")
-    config = types.SimpleNamespace(cache=DictCache())
+    config = types.SimpleNamespace(cache=DirCache(tmp_path / "cache"))
     request = types.SimpleNamespace(config=config, path=test_module)
     return request, source, test_module
 
@@ -99,3 +98,26 @@ def test_without_a_cache_it_always_computes(setting):
     disk_cache.cached_on_disk(request, "x", compute, key={})
     disk_cache.cached_on_disk(request, "x", compute, key={})
     assert len(calls) == 2
+
+
+def test_a_torn_or_failed_write_leaves_a_whole_entry_or_a_miss(setting, monkeypatch):
+    """Workers share the cache: a write that dies midway keeps the old entry and no temp file."""
+    request, _, _ = setting
+    calls, compute = counting({"peak": 7})
+    disk_cache.cached_on_disk(request, "x", compute, key={"torch": "1"})
+    folder = request.config.cache.mkdir("memtheory")
+    before = (folder / "x.json").read_text()
+
+    def dies(data: Any, stream: Any) -> None:
+        stream.write(json.dumps(data)[:10])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(disk_cache.json, "dump", dies)
+    with pytest.raises(KeyboardInterrupt):
+        disk_cache.cached_on_disk(request, "x", compute, key={"torch": "2"})
+    monkeypatch.undo()
+    assert sorted(p.name for p in folder.iterdir()) == ["x.json"]
+    assert (folder / "x.json").read_text() == before
+    (folder / "x.json").write_text(before[: len(before) // 2])
+    assert disk_cache.cached_on_disk(request, "x", compute, key={"torch": "1"}) == {"peak": 7}
+    assert len(calls) == 3
