@@ -190,3 +190,27 @@ def test_a_kept_maximum_substituted_is_the_larger_one():
     kept = keeping(plain, (SizeConstraint(3 - Bk, "B < 3"),))
     assert kept.subs(Hk, 393) == plain.subs(Hk, 393) == (58 * 393 + 81) * Bk + 1332
     assert kept.func is sp.Max
+
+
+@pytest.mark.parametrize("shape", ["one polynomial", "a maximum"])
+def test_an_equal_expression_vouched_for_elsewhere_does_not_lift_the_conditions(shape):
+    """Another result that needs no conditions for an equal expression changes nothing here.
+
+    The same model traced twice (once with its conditions verified away) hands out equal
+    peaks; the registry then holds "needs none" for that expression. A value that holds its
+    own conditions is checked against those (found when a whole-suite run put
+    test_trace_conditions before test_trace_derived_conditions in one process).
+    """
+    from memtheory.constraints import carry
+
+    batch, side = _fresh()
+    moments = ((3, 7, 11),) if shape == "one polynomial" else ((3, 7, 11), (1, 900, 5))
+    plain = _peak(moments, batch, side)
+    condition = SizeConstraint(16 - batch, f"{batch} < 16 (kernel choice)")
+    kept = keeping(plain, [condition])
+    carry(plain, (), vouch=True)  # the other trace: the same peak, no conditions
+    for value in (kept, kept + 2**30, 2 * kept):
+        with pytest.raises(KernelTooLargeError):
+            evaluate(value, **{batch.name: 20, side.name: 3})
+        assert evaluate(value, **{batch.name: 8, side.name: 3}) == sp.sympify(value).xreplace(
+            {batch: 8, side: 3})

@@ -78,10 +78,16 @@ from memtheory.constraints.carried import (
 )
 from memtheory.constraints.checks import check_sizes, too_small
 from memtheory.constraints.known_sizes import register_sizes, sizes_inside, warn_outside
-from memtheory.constraints.size_constraint import MODEL_LIMIT, SizeConstraint, as_constraints
+from memtheory.constraints.size_constraint import (
+    MODEL_LIMIT,
+    CarriesConstraints,
+    SizeConstraint,
+    as_constraints,
+)
 
 __all__ = [
     "MODEL_LIMIT",
+    "CarriesConstraints",
     "OWNER_LIMIT",
     "REGISTRY_LIMIT",
     "Candidates",

@@ -26,7 +26,11 @@ from typing import Any
 import sympy as sp
 
 from memtheory.constraints.checks import check_sizes
-from memtheory.constraints.size_constraint import SizeConstraint, as_constraints
+from memtheory.constraints.size_constraint import (
+    CarriesConstraints,
+    SizeConstraint,
+    as_constraints,
+)
 from memtheory.errors import KernelTooLargeError, SizeWarning
 
 __all__ = [
@@ -202,6 +206,12 @@ def candidates(expression: object, within: object = None) -> Candidates:
     """
     owners: dict[frozenset[sp.Expr], frozenset[SizeConstraint]] = {}
     unknown = False
+    roots = expression if isinstance(expression, list | tuple) else [expression]
+    holders = [root for root in roots if isinstance(root, CarriesConstraints)]
+    if roots and len(holders) == len(roots):
+        # values that hold their own constraints: theirs apply, whatever else was registered
+        held = tuple(dict.fromkeys(c for root in holders for c in root.carried_constraints))
+        return Candidates((tuple(dict.fromkeys((*as_constraints(within), *held))),))
     if _WHOLE:
         roots = expression if isinstance(expression, list | tuple) else [expression]
         for root in roots:

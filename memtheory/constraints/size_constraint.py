@@ -19,7 +19,8 @@ import sympy as sp
 from memtheory._shown import shown
 from memtheory.errors import InvalidArgumentError
 
-__all__ = ["MODEL_LIMIT", "SizeConstraint", "as_constraints"]
+__all__ = [
+    "CarriesConstraints","MODEL_LIMIT", "SizeConstraint", "as_constraints"]
 
 
 MODEL_LIMIT = "the model's limit: "
@@ -82,6 +83,20 @@ class SizeConstraint:
 @runtime_checkable
 class _HasConstraints(Protocol):
     def size_checks(self) -> tuple[SizeConstraint, ...]: ...
+
+
+@runtime_checkable
+class CarriesConstraints(Protocol):
+    """An expression that holds its own constraints (a traced result's value, for one).
+
+    Its own are the ones that apply to it: what other results registered for an equal
+    expression does not (see :func:`memtheory.constraints.candidates`).
+    """
+
+    @property
+    def carried_constraints(self) -> tuple[SizeConstraint, ...]:
+        """The constraints this value holds."""
+        ...
 
 
 def as_constraints(within: object) -> tuple[SizeConstraint, ...]:

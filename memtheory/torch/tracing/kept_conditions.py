@@ -78,6 +78,11 @@ class _Keeping:
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         return (_loaded, (self._plain, self.args, self._conditions))  # type: ignore[attr-defined]
 
+    @property
+    def carried_constraints(self) -> tuple[SizeConstraint, ...]:
+        """The conditions this value holds: they, not an equal expression's, apply to it."""
+        return self._conditions
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, self._plain):
             return bool(self._hashable_content() == other._hashable_content())  # type: ignore[attr-defined]
