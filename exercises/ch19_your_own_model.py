@@ -133,7 +133,7 @@ SET = ExerciseSet(
         Exercise(
             id="q7",
             title="the card's budget",
-            question="How many bytes of a {card} ({stated}, as its vendor states it) does "
+            question="How much memory of a {card} ({stated}, as its vendor states it) does "
             "memtheory leave for the training step, after its 1.5 GiB reserve for the CUDA "
             "context and the allocator? Answer in GiB.",
             params={"card": _CARDS},
