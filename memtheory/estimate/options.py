@@ -201,6 +201,14 @@ def step_precision(
             "need floating-point weights. Use bf16, fp16, fp32 or autocast-bf16; for 8-bit or "
             "4-bit weights use --qlora (a frozen quantized base with adapters)."
         )
+    if kinds.parameters.name.startswith("fp8") or kinds.optimizer_state.name.startswith("fp8"):
+        raise InvalidArgumentError(
+            f"precision {shown(step_precision)} would keep the weights, gradients and optimizer "
+            "state in 8-bit floats, which no training stack does. FP8 training (Transformer "
+            "Engine, torchao's float8) keeps bf16 or fp32 weights and casts the inputs of the "
+            "matrix multiplications to fp8; it is not modelled yet. autocast-bf16 answers for "
+            "the same step with bf16 matrix multiplications."
+        )
     return step_precision
 
 
