@@ -46,7 +46,6 @@ _REFERENCE = (
 )
 ALLOWED: dict[tuple[str, str], str] = {
     ("03", "12.5"): "quoted: the non-integer size the StackExchange answer pointed out",
-    ("06", "500"): "the StackExchange CNN's dense width, from its question (chapter 2 asserts it)",
     ("08", "532,752"): _QUESTION + " (the asker's activation count)",
     ("08", "19,072,984"): _QUESTION + " (the asker's parameter count)",
     ("08", "500"): "the width the question's CNN is built with (chapter 2 asserts it)",
@@ -55,7 +54,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("08", "16"): "the sentence's own sum: 12 bytes per parameter and a 4-byte master copy",
     ("08", "0.12"): "quoted: the calculator page's activation estimate",
     ("08", "50"): "quoted: the calculator page's guess (50 MB)",
-    ("09", "1000"): "quoted: the online calculator's activation guess (batch x 1000)",
     ("10", "1.5"): "an illustration of fragmentation (1.5 GiB free in pieces), no model's figure",
     ("11", "64"): "the StackExchange question's batch, which chapter 8 reproduces",
     ("12", "1.16"): "TRL's version, the one tests/pytorch/test_trl_recipe.py tracks",
