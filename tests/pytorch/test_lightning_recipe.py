@@ -259,14 +259,13 @@ def test_the_lightning_loop_is_exact_at_its_peak_in_the_loss(runs):
 
 
 def test_the_loss_moment_holds_the_norm_output_and_the_padded_labels(runs):
-    """The "forward loss" moment holds B x S x hidden fp32 and B x (S + 1) int64 more than
-    the plain step's moment before it, beside what the loss itself allocates.
+    """From "forward lm_head" to "forward loss" the prediction adds the loss's storages only.
 
-    Sized independently of the plan: the difference between the lightning
-    prediction's "forward loss" moment and its "forward lm_head" moment is
-    the loss's own storages (the fp32 logits cast, the fp32 log-probabilities,
-    the total weight, the shifted labels, the loss scalar) plus the padded labels;
-    the norm's output is alive at both.
+    Sized here from the shapes: the fp32 logits cast, the fp32
+    log-probabilities, the total weight, the shifted labels, the loss scalar,
+    and the B x (S + 1) int64 padded labels; nothing is freed between the two
+    moments, so the final norm's fp32 output, alive at lm_head, is alive in
+    the loss too.
     """
     batch, sequence = runs["size"]
     vocabulary = int(TINY_LLAMA["vocab_size"])
