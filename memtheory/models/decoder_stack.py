@@ -36,6 +36,11 @@ from memtheory.network import Network, Node
 __all__ = ["decoder_stack", "fused_projection"]
 
 
+_HEAD_AND_LOSS = ("lm_head", "loss")
+"""The tail of ``*ForCausalLM.forward``: its ``hidden_states`` variable (the final norm's output)
+lives until the loss has run (transformers 5.24 ``models/llama/modeling_llama.py:469-475``)."""
+
+
 def decoder_stack(
     builder: str,
     *,
@@ -117,9 +122,11 @@ def decoder_stack(
     if lm_head:
         items.append(Unembedding(vocabulary, tied=tied, name="lm_head"))
         items += after_head
+    calls: list[tuple[str, str]] = []
     if loss:
         items.append(LanguageModelLoss(name="loss"))
-    return Network(items, name=name or builder)
+        calls.append(_HEAD_AND_LOSS)
+    return Network(items, name=name or builder, calls=calls)
 
 
 def fused_projection(

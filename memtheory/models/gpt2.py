@@ -131,6 +131,8 @@ def gpt2(
         layers.append(Unembedding(config.vocabulary, name="lm_head"))
     if loss:
         layers.append(LanguageModelLoss(name="loss"))
+        # GPT2LMHeadModel.forward keeps hidden_states (ln_f's output) until its loss has run.
+        calls.append(("lm_head", "loss"))
     name = size if isinstance(size, str) else "custom"
     return Network(layers, name=f"GPT-2 {name}", calls=calls)
 

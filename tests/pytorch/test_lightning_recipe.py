@@ -44,11 +44,11 @@ its backward plus every gradient; after the forward it holds the recipe
 step's bytes and one fp32 scalar. Both are checked to the byte against
 ``measure`` under the recipe, at two sizes the conventions were not checked
 at. ``loop="lightning"`` (:mod:`memtheory.conventions.autograd.loops`),
-which the recipe now uses, models both. Its prediction is exact after the
-forward and short at the forward's peak by two tensors a Hugging Face model
-holds while its loss runs, which the convention frees before its "forward
-loss" moment (a plain loop never peaks there): named and sized in
-:func:`test_the_prediction_is_short_in_the_forward_by_what_the_model_holds_in_its_loss`.
+which the recipe now uses, models both: its prediction is exact after the
+forward and at the forward's peak, where a Hugging Face model holds two
+tensors while its loss runs (the final norm's output and the padded labels,
+which a plain loop's peak never showed):
+:func:`test_the_lightning_loop_is_exact_at_its_peak_in_the_loss`.
 A model built from a config with ``use_cache=True`` (transformers' default)
 also fills a key/value cache in the training forward, sized in the last test.
 """
@@ -240,25 +240,42 @@ def test_the_lightning_loop_is_exact_after_the_forward(runs):
     assert int(after) == runs["lightning"].after_forward
 
 
-def test_the_prediction_is_short_in_the_forward_by_what_the_model_holds_in_its_loss(runs):
-    """The recipe's peak is Lightning's less two tensors the convention frees too early.
+def test_the_lightning_loop_is_exact_at_its_peak_in_the_loss(runs):
+    """loop="lightning"'s peak is the real Trainer's, 0 bytes off, at the model's loss.
 
     While ``LlamaForCausalLM.forward`` computes its loss (transformers 5.24
     ``models/llama/modeling_llama.py:469-475``), ``outputs.last_hidden_state``
     (the final norm's fp32 output, B x S x hidden) is still held, and
     ``ForCausalLMLoss`` holds the labels padded by one position
-    (``loss/loss_utils.py:65``: B x (S + 1) int64) while the cross-entropy runs.
-    The convention's "forward loss" moment has both freed; without
-    ``loop="lightning"`` the prediction misses every gradient as well.
+    (``loss/loss_utils.py:65``: B x (S + 1) int64) while the cross-entropy
+    runs: the convention's "forward loss" moment holds both. Without
+    ``loop="lightning"`` the prediction misses every gradient there, so the
+    plain loop's peak is elsewhere and lower.
     """
-    batch, sequence = runs["size"]
-    fp32, int64 = torch.finfo(torch.float32).bits // 8, torch.iinfo(torch.int64).bits // 8
-    held = batch * sequence * int(TINY_LLAMA["hidden_size"]) * fp32
-    padded_labels = batch * (sequence + 1) * int64
     predicted, run = runs["predicted"], runs["lightning"]
     assert predicted.peak_moment == "forward loss"
-    assert run.peak - int(predicted.peak) == held + padded_labels
+    assert int(predicted.peak) == run.peak
     assert int(predicted.peak) - int(runs["plain"].peak) > 0
+
+
+def test_the_loss_moment_holds_the_norm_output_and_the_padded_labels(runs):
+    """From "forward lm_head" to "forward loss" the prediction adds the loss's storages only.
+
+    Sized here from the shapes: the fp32 logits cast, the fp32
+    log-probabilities, the total weight, the shifted labels, the loss scalar,
+    and the B x (S + 1) int64 padded labels; nothing is freed between the two
+    moments, so the final norm's fp32 output, alive at lm_head, is alive in
+    the loss too.
+    """
+    batch, sequence = runs["size"]
+    vocabulary = int(TINY_LLAMA["vocab_size"])
+    fp32, int64 = torch.finfo(torch.float32).bits // 8, torch.iinfo(torch.int64).bits // 8
+    loss_storages = (2 * batch * sequence * vocabulary * fp32 + fp32
+                     + batch * sequence * int64 + fp32)
+    padded_labels = batch * (sequence + 1) * int64
+    moments = runs["predicted"].timeline
+    assert int(moments["forward loss"] - moments["forward lm_head"]) == (
+        loss_storages + padded_labels)
 
 
 def test_a_default_config_also_fills_a_kv_cache_in_training():

@@ -138,12 +138,22 @@ def language_model_loss(
     even without ``upcast`` the log-probabilities are fp32 under autocast
     (``autocast="fp32"``).
 
+    With ``shift`` (transformers 5 ``loss/loss_utils.py`` ``ForCausalLMLoss``)
+    the labels are first padded by one position, ``F.pad(labels, (0, 1),
+    value=ignore_index)``: a ``(batch, sequence + 1)`` int64 tensor that the
+    function's ``labels`` variable holds while the cross-entropy runs, freed
+    when it returns (a transient); its ``[..., 1:].contiguous()`` is the
+    shifted labels that NLL keeps.
+
     Examples
     --------
     >>> from memtheory.symbols import B, S
     >>> spec = language_model_loss(LanguageModelLoss(upcast=False), ((B, S, 97),))
     >>> [(t.label or t.role, t.dtype) for t in spec.saved][:2]
     [('log-probabilities', None), ('total weight', None)]
+    >>> [(t.label, t.shape, t.dtype.name) for t in language_model_loss(
+    ...     LanguageModelLoss(), ((B, S, 97),)).transients]
+    [('padded labels', (B, S + 1), 'int64')]
     """
     assert isinstance(layer, LanguageModelLoss)
     shape = tuple(input_shapes[0])
@@ -157,9 +167,14 @@ def language_model_loss(
             label="shifted labels" if layer.shift else None,
         ),
     )
+    padded = (shape[0], shape[1] + 1)
     return Autograd(
         saved=saved,
         target=TensorSpec("target", shape[:2], dtype("int64")),
+        transients=(
+            (TensorSpec("intermediate", padded, dtype("int64"), label="padded labels"),)
+            if layer.shift else ()
+        ),
         autocast="fp32",
         compute_dtype=fp32,
         stages=(Stage("log_softmax", (0,)), Stage("nll_loss", (0, 1, 2))),
