@@ -16,6 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from small_cnn import small_cnn, small_cnn_data  # noqa: E402
 from torch import nn  # noqa: E402
 
 from memtheory.errors import EvaluationError  # noqa: E402
@@ -27,17 +28,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 _GIB = 2**30
 
 
-def _model():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)).train()
-
-
-def _data(batch, side):
-    generator = torch.Generator().manual_seed(batch * 100 + side)
-    return (torch.randn(batch, 3, side, side, generator=generator),
-            torch.randint(0, 10, (batch,), generator=generator))
+_model, _data = small_cnn, small_cnn_data
 
 
 def _trace(model, check):

@@ -22,6 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import numpy as np  # noqa: E402
+from small_cnn import small_cnn, small_cnn_data  # noqa: E402
 from torch import nn  # noqa: E402
 
 from memtheory.errors import EvaluationError, KernelTooLargeError  # noqa: E402
@@ -38,17 +39,7 @@ _PER_SAMPLE = 4096  # bytes per sample taken off: ``peak - x`` with x an express
 _AT, _SIDE, _OUTSIDE = 8, 32, 20  # inside the conditions and not traced; beyond B < 16
 
 
-def _model():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)).train()
-
-
-def _data(batch, side):
-    generator = torch.Generator().manual_seed(batch * 100 + side)
-    return (torch.randn(batch, 3, side, side, generator=generator),
-            torch.randint(0, 10, (batch,), generator=generator))
+_model, _data = small_cnn, small_cnn_data
 
 
 @pytest.fixture(scope="module")
