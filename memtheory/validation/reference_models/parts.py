@@ -144,10 +144,10 @@ class _AddedEmbedding(nn.Embedding):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, sequence = x.shape[:2]
-        if self.ids == "positions":
-            ids = torch.arange(sequence)
+        if self.ids == "positions":  # made on the input's device (a GPU run as well as the CPU)
+            ids = torch.arange(sequence, device=x.device)
         else:
-            ids = torch.zeros(batch, sequence, dtype=torch.long)
+            ids = torch.zeros(batch, sequence, dtype=torch.long, device=x.device)
         rows = super().forward(ids)
         if self.inplace:
             x += rows
