@@ -166,8 +166,8 @@ def card_usable_bytes(how: Reasoning, sold: Any) -> sp.Expr:
     """
     took("usable_bytes")  # taught where chapter 6 budgets a card
     budget = usable_memory(limit=how.to_bytes(sold, "GiB"))
-    own = getattr(how, "card_bytes", None)  # a misconception's reading of the card
-    limit = own(budget) if callable(own) else budget.usable
+    own = own_step(how, "card_bytes")  # a misconception's reading of the card
+    limit = own(budget) if own else budget.usable
     note(
         f"A card sold as {sold} GB: {sold} GiB = {quantity_text(budget.memory)} bytes, less "
         f"the {quantity_text(budget.reserve)}-byte (1.5 GiB) reserve, leaves (bytes)",
