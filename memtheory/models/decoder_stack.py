@@ -33,10 +33,10 @@ from memtheory.layers import Dense, Input, LanguageModelLoss, Layer, Unembedding
 from memtheory.layers.split import Slice
 from memtheory.network import Network, Node
 
-__all__ = ["decoder_stack", "fused_projection"]
+__all__ = ["HEAD_AND_LOSS", "decoder_stack", "fused_projection"]
 
 
-_HEAD_AND_LOSS = ("lm_head", "loss")
+HEAD_AND_LOSS = ("lm_head", "loss")
 """The tail of ``*ForCausalLM.forward``: its ``hidden_states`` variable (the final norm's output)
 lives until the loss has run (transformers 5.24 ``models/llama/modeling_llama.py:469-475``)."""
 
@@ -125,7 +125,7 @@ def decoder_stack(
     calls: list[tuple[str, str]] = []
     if loss:
         items.append(LanguageModelLoss(name="loss"))
-        calls.append(_HEAD_AND_LOSS)
+        calls.append(HEAD_AND_LOSS)
     return Network(items, name=name or builder, calls=calls)
 
 

@@ -28,6 +28,7 @@ from memtheory.layers import (
     PositionEmbedding,
     Unembedding,
 )
+from memtheory.models.decoder_stack import HEAD_AND_LOSS
 from memtheory.models.transformer import block_calls, transformer_block
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
@@ -132,7 +133,7 @@ def gpt2(
     if loss:
         layers.append(LanguageModelLoss(name="loss"))
         # GPT2LMHeadModel.forward keeps hidden_states (ln_f's output) until its loss has run.
-        calls.append(("lm_head", "loss"))
+        calls.append(HEAD_AND_LOSS)
     name = size if isinstance(size, str) else "custom"
     return Network(layers, name=f"GPT-2 {name}", calls=calls)
 
