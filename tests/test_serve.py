@@ -304,3 +304,42 @@ def test_deepseek_v3_too_large_is_not_told_to_use_tensor_parallelism(capsys) -> 
     assert "does NOT fit" in out and "--tp" not in out
     assert main(["serve", "llama-3.1-70b", "--context", "8192", "--gpu", "L4"]) == 0
     assert "--tp" in capsys.readouterr().out  # the advice still given where --tp is modelled
+
+
+def test_estimate_serve_is_the_issues_command_and_equals_the_api(capsys) -> None:
+    """Issue 25's command, `memtheory estimate ... --serve ... --quant awq`, answers the API's."""
+    argv = ["estimate", "llama-3.1-70b", "--serve", "--context", "32768", "--gpu", "H100-80GB",
+            "--quant", "awq", "--json"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out)
+    api = serving_memory("llama-3.1-70b", context=32768, weights="awq", gpu="H100-80GB")
+    assert printed == json.loads(json.dumps(api.to_dict()))
+    assert printed["max_concurrency"] == api.max_concurrency >= 1
+
+
+def test_estimate_serve_prints_what_serve_prints(capsys) -> None:
+    """`estimate MODEL --serve` and `serve MODEL` are one command: same text, same status."""
+    rest = ["--context", "4096", "--gpu", "L4", "--weights", "int8"]
+    assert main(["serve", "llama-3-8b", *rest]) == 0
+    served = capsys.readouterr().out
+    assert main(["estimate", "llama-3-8b", *rest[:2], "--serve", *rest[2:]]) == 0
+    assert capsys.readouterr().out == served
+
+
+@pytest.mark.parametrize("training", [["--lora", "16"], ["--recipe", "hf-trainer"],
+                                      ["--zero", "3"]])
+def test_estimate_serve_refuses_a_training_option(capsys, training) -> None:
+    """A training option has no effect on the serving question: refused, named, exit 2."""
+    argv = ["estimate", "llama-3-8b", "--serve", "--context", "4096", "--gpu", "L4", *training]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert training[0] in captured.err and "estimate --serve" in captured.err
+
+
+def test_serve_after_a_double_dash_is_not_the_flag() -> None:
+    """Only options before `--` ask for serving (a model file may be named --serve)."""
+    from memtheory.estimate.serve_command import serve_instead
+
+    assert serve_instead(["--", "--serve"]) is None
+    assert serve_instead(["m", "--serve", "--", "--serve"]) == ["m", "--", "--serve"]

@@ -254,7 +254,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     >>> main(["grade", "no/such/file.toml"])
     2
     """
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["estimate"]:  # `estimate MODEL --serve ...` is `serve MODEL ...`
+        from memtheory.estimate.serve_command import main_serve, serve_instead
+
+        served = serve_instead(arguments[1:])
+        if served is not None:
+            return main_serve(served, asked_as="estimate --serve")
+    args = build_parser().parse_args(arguments)
     try:
         return args.run(args)
     except (MemtheoryError, ValueError, OSError) as error:  # the grader's errors are ours too

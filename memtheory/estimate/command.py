@@ -36,6 +36,7 @@ examples:
   memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"
   memtheory estimate llama-3-8b --lora 16 --batch 2 --global-batch 64 --gpu MI300X --check
   memtheory estimate my_model.py:build --gpu L4                       (with torch and trace)
+  memtheory estimate llama-3.1-70b --serve --context 32768 --gpu H100-80GB --quant awq
 
 Every answer is for one recipe, printed first under "assumed:". By default
 it is the one a user most likely runs on a GPU: hf-trainer for a language
@@ -45,6 +46,10 @@ qlora with --qlora, pytorch-amp for a vision model. Name another with
 --recipe (pytorch-amp, pytorch-fp32, hf-trainer, peft-lora, qlora,
 deepspeed-zero3, fsdp2-bf16, lightning-bf16); the other options override
 its fields.
+
+With --serve the question is serving, not training: the command runs as
+memtheory serve with the same arguments (vLLM's paged KV cache; see its
+--help).
 
 With --check the exit status is the verdict: 0 if the step fits the card,
 1 if it does not, 2 for a question memtheory refuses.
@@ -219,6 +224,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument(
+        "--serve", action="store_true",
+        help="ask the serving question instead: how many sequences fit with vLLM; takes "
+        "memtheory serve's options (--context, --quant or --weights, --kv-cache, --draft, "
+        "--batch, --gpu, --tp, ...; see memtheory serve --help)",
+    )
+    parser.add_argument(
         "--check", action="store_true",
         help="exit status for scripts: 0 if it fits the card (--gpu or --limit), 1 if not",
     )
@@ -229,6 +240,11 @@ def run_estimate(args: argparse.Namespace) -> int:
     from memtheory.estimate.plan import estimate
 
     try:
+        if args.serve:  # the command lines run it as serve (serve_instead); a parsed one cannot
+            raise InvalidArgumentError(
+                "--serve asks the serving question: run it as a command line "
+                "(memtheory estimate MODEL --serve --context L ...) or as memtheory serve."
+            )
         keywords = _keywords(args)
         if args.sweep:
             return _run_sweep(args, keywords)
@@ -330,5 +346,15 @@ def _gpus(text: str) -> int | str:
 
 
 def main_estimate(argv: Sequence[str] | None = None) -> int:
-    """Run ``memtheory estimate`` on its own (``argv`` without the word ``estimate``)."""
-    return run_estimate(build_estimate_parser().parse_args(argv))
+    """Run ``memtheory estimate`` on its own (``argv`` without the word ``estimate``).
+
+    With ``--serve`` it answers as ``memtheory serve`` does (see
+    :func:`~memtheory.estimate.serve_command.serve_instead`).
+    """
+    from memtheory.estimate.serve_command import main_serve, serve_instead
+
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    served = serve_instead(arguments)
+    if served is not None:
+        return main_serve(served, asked_as="estimate --serve")
+    return run_estimate(build_estimate_parser().parse_args(arguments))

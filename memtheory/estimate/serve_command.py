@@ -20,7 +20,17 @@ from typing import Any
 
 from memtheory.errors import MemtheoryError
 
-__all__ = ["add_serve_parser", "build_serve_parser", "main_serve", "run_serve"]
+__all__ = [
+    "SERVE_FLAG",
+    "add_serve_parser",
+    "build_serve_parser",
+    "main_serve",
+    "run_serve",
+    "serve_instead",
+]
+
+SERVE_FLAG = "--serve"
+"""``memtheory estimate``'s flag that asks the serving question (``memtheory serve``'s)."""
 
 _EPILOG = """\
 examples:
@@ -88,7 +98,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                       help="auto (default): the most sequences that fit the card")
     formats = parser.add_argument_group("formats")
     formats.add_argument(
-        "--weights", metavar="FORMAT",
+        "--weights", "--quant", dest="weights", metavar="FORMAT",
         help=f"{', '.join(WEIGHT_FORMATS)} (default the checkpoint's dtype, bf16 for Llama 3)",
     )
     formats.add_argument("--kv-cache", metavar="DTYPE",
@@ -144,6 +154,49 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def main_serve(argv: Sequence[str] | None = None) -> int:
-    """Run ``memtheory serve`` on its own (``argv`` without the word ``serve``)."""
-    return run_serve(build_serve_parser().parse_args(argv))
+def serve_instead(argv: Sequence[str]) -> list[str] | None:
+    """Return ``argv`` for ``memtheory serve`` when an ``estimate`` command asks ``--serve``.
+
+    ``memtheory estimate MODEL --serve ...`` asks the serving question, so it runs as
+    ``memtheory serve MODEL ...`` with the same arguments (``--context``, ``--quant`` or
+    ``--weights``, ``--gpu``, ...); a training option there is refused by ``serve``'s parser.
+    Returns ``None`` when ``argv`` (without the word ``estimate``) does not ask it; only
+    arguments before a ``--`` count.
+
+    Examples
+    --------
+    >>> serve_instead(["llama-3.1-70b", "--serve", "--context", "32768", "--quant", "awq"])
+    ['llama-3.1-70b', '--context', '32768', '--quant', 'awq']
+    >>> serve_instead(["gpt2", "--batch", "8"]) is None
+    True
+    """
+    arguments = list(argv)
+    options = arguments[: arguments.index("--")] if "--" in arguments else arguments
+    if SERVE_FLAG not in options:
+        return None
+    arguments.remove(SERVE_FLAG)
+    return arguments
+
+
+def main_serve(argv: Sequence[str] | None = None, *, asked_as: str = "serve") -> int:
+    """Run ``memtheory serve`` on its own (``argv`` without the word ``serve``).
+
+    ``asked_as`` names the command the user typed (``"estimate --serve"``) in the message
+    that refuses an option ``serve`` does not take, such as a training option.
+
+    Examples
+    --------
+    >>> main_serve(["llama-3-8b", "--context", "4096", "--lora", "16"], asked_as="estimate --serve")
+    2
+    """
+    parser = build_serve_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        print(
+            f"memtheory {asked_as}: {' '.join(unknown)[:200]}: not an option of the serving "
+            "question (training options such as --lora, --recipe or --zero apply to memtheory "
+            "estimate without --serve); memtheory serve --help lists the options it takes",
+            file=sys.stderr,
+        )
+        return 2
+    return run_serve(args)
