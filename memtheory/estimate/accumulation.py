@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from memtheory._shown import shown
@@ -72,7 +73,10 @@ def accumulation_steps(
 def accumulated(memory: MemoryBreakdown, steps: int) -> MemoryBreakdown:
     """Return ``memory`` with the gradients alive through every moment before the optimizer step.
 
-    The moments from gradient clipping on hold the gradients already. Under
+    The moments from gradient clipping on hold the gradients already, and so do
+    the moments where the step holds every gradient (Lightning's loop, whose
+    ``zero_grad`` runs after the forward: the previous window's gradients are
+    alive there in every micro-batch, accumulating or not). Under
     the Hugging Face ``Trainer``'s loop (a ``loop_scalars`` component), every
     moment also holds the other micro-batches' data: ``get_batch_samples``
     fetches the ``steps`` micro-batches of one optimizer step before the first
@@ -93,13 +97,15 @@ def accumulated(memory: MemoryBreakdown, steps: int) -> MemoryBreakdown:
     if "loop_scalars" in memory.components:
         data = sum(memory.components.get(name, 0) for name in ("input", "targets"))
         prefetched = (steps - 1) * data
+    added = {
+        moment: _gradients_added(moment, memory.timeline_parts.get(moment, {}), gradients)
+        for moment in memory.timeline
+    }
     timeline = {
-        moment: value + prefetched + (0 if moment.startswith(_AFTER_BACKWARD) else gradients)
-        for moment, value in memory.timeline.items()
+        moment: value + prefetched + added[moment] for moment, value in memory.timeline.items()
     }
     parts = {
-        moment: {**alive, "gradients": alive.get("gradients", 0) + gradients}
-        if not moment.startswith(_AFTER_BACKWARD) else alive
+        moment: {**alive, "gradients": alive.get("gradients", 0) + added.get(moment, 0)}
         for moment, alive in memory.timeline_parts.items()
     }
     note = (
@@ -115,3 +121,21 @@ def accumulated(memory: MemoryBreakdown, steps: int) -> MemoryBreakdown:
 
 _AFTER_BACKWARD = ("optimizer", "gradient clipping")
 """The moments after the last micro-batch's backward pass: the gradients are counted there."""
+
+
+def _gradients_added(moment: str, alive: Mapping[str, object], gradients: object) -> object:
+    """Return the gradient bytes accumulation adds at ``moment``: none where all are counted.
+
+    After the backward pass, and wherever the step already holds every gradient
+    (Lightning's loop keeps the previous step's through the forward and the loss,
+    ``Setup(loop="lightning")``), accumulation adds nothing; elsewhere it adds them all
+    (in the backward pass, where some are counted already, an upper bound).
+
+    Examples
+    --------
+    >>> _gradients_added("forward x", {"gradients": 10}, 10), _gradients_added("forward x", {}, 10)
+    (0, 10)
+    """
+    if moment.startswith(_AFTER_BACKWARD) or alive.get("gradients", 0) == gradients:
+        return 0
+    return gradients

@@ -358,3 +358,50 @@ def test_a_plain_module_under_lightning_is_the_lightning_loop_to_the_byte(name):
         if name.startswith("mlp"):
             assert predicted.peak_moment.startswith("forward")
             assert run.peak == run.before_zero_grad > run.after_forward
+
+
+def _fit_accumulating(batch: int, sequence: int, steps: int):
+    """Track two optimizer steps of ``steps`` micro-batches each under the real Trainer.
+
+    Returns the tracker's live bytes and the marks; the second window is the steady one.
+    """
+    torch.manual_seed(0)
+    module = _Llama(dict(TINY_LLAMA))
+    ids = torch.randint(0, int(TINY_LLAMA["vocab_size"]), (2 * steps * batch, sequence))
+    rows = [{"input_ids": row.clone(), "labels": row.clone()} for row in ids]
+    marks = _Marks()
+    trainer = lightning.Trainer(
+        accelerator="cpu", devices=1, precision="bf16-mixed", max_steps=2, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        callbacks=[marks], accumulate_grad_batches=steps,
+    )
+    with track(module, record=True) as tracker:
+        marks.tracker = tracker
+        trainer.fit(module, torch.utils.data.DataLoader(rows, batch_size=batch))
+    assert trainer.global_step == 2 and len(marks.batches) == 2 * steps
+    # Lightning zeroes the gradients once per window, in its first micro-batch
+    # (loops/optimization/automatic.py ``_make_zero_grad_fn``)
+    assert len(marks.zero_grads) == 2 and len(marks.backwards) == 2 * steps
+    return [bytes_ for _, _, bytes_ in tracker.timeline], marks
+
+
+def test_accumulating_under_lightning_adds_no_gradient_to_its_forward():
+    """With ``accumulate_grad_batches=2`` every forward holds every gradient, counted once.
+
+    Each micro-batch's forward and loss run with all the gradients alive: the
+    previous window's in the first (Lightning zeroes them after ``training_step``),
+    the window's own sum in the others. ``accumulated()`` on the lightning loop's
+    prediction, whose forward already holds them, must not add them again: its
+    forward moments are the real Trainer's to the byte, in both micro-batches of
+    the steady window, and its peak bounds the window's from above.
+    """
+    from memtheory.estimate.accumulation import accumulated
+
+    batch, sequence, steps = 2, 9, 2
+    live, marks = _fit_accumulating(batch, sequence, steps)
+    predicted = accumulated(_predicted(batch, sequence, "lightning"), steps)
+    forward = max(v for k, v in predicted.timeline.items() if k.startswith(("forward", "loss")))
+    first, second = marks.batches[steps], marks.batches[steps + 1]
+    assert max(live[first:marks.zero_grads[1]]) == int(forward)
+    assert max(live[second:marks.backwards[steps + 1]]) == int(forward)
+    assert max(live[first:]) <= int(predicted.peak)
