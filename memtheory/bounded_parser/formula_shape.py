@@ -4,7 +4,7 @@ Examples
 --------
 >>> from memtheory.symbols import B
 >>> _size((B + 1) ** 3, DEFAULT_LIMITS, 1)
-_Shape(degree=3, terms=4, den_degree=0, den_terms=1)
+FormulaShape(degree=3, terms=4, den_degree=0, den_terms=1)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sympy as sp
 from memtheory.bounded_parser.parse_limits import DEFAULT_LIMITS, Limits
 from memtheory.errors import ParseError
 
-__all__ = ["check_formula_size"]
+__all__ = ["ATOM_SHAPE", "CONSTANT_SHAPE", "FormulaShape", "check_formula_size"]
 
 
 def _monomials(terms: int, n: int, degree: int, atoms: int) -> int:
@@ -27,7 +27,7 @@ def _monomials(terms: int, n: int, degree: int, atoms: int) -> int:
 
 
 @dataclass(frozen=True)
-class _Shape:
+class FormulaShape:
     """Bounds on a formula put over one common denominator: degree and terms of each part."""
 
     degree: int = 0
@@ -37,33 +37,38 @@ class _Shape:
 
     @property
     def total(self) -> int:
+        """The degree of the numerator and the denominator together."""
         return self.degree + self.den_degree
 
-    def plus(self, other: _Shape) -> _Shape:
+    def plus(self, other: FormulaShape) -> FormulaShape:
+        """Return the shape of a sum, over the product of the two denominators."""
         if self.den_degree == 0 and other.den_degree == 0:
-            return _Shape(max(self.degree, other.degree), self.terms + other.terms)
-        return _Shape(
+            return FormulaShape(max(self.degree, other.degree), self.terms + other.terms)
+        return FormulaShape(
             max(self.degree + other.den_degree, other.degree + self.den_degree),
             self.terms * other.den_terms + other.terms * self.den_terms,
             self.den_degree + other.den_degree,
             self.den_terms * other.den_terms,
         )
 
-    def times(self, other: _Shape) -> _Shape:
-        return _Shape(
+    def times(self, other: FormulaShape) -> FormulaShape:
+        """Return the shape of a product: degrees add, term counts multiply."""
+        return FormulaShape(
             self.degree + other.degree,
             self.terms * other.terms,
             self.den_degree + other.den_degree,
             self.den_terms * other.den_terms,
         )
 
-    def inverse(self) -> _Shape:
-        return _Shape(self.den_degree, self.den_terms, self.degree, self.terms)
+    def inverse(self) -> FormulaShape:
+        """Return the shape of the reciprocal: numerator and denominator swapped."""
+        return FormulaShape(self.den_degree, self.den_terms, self.degree, self.terms)
 
-    def power(self, n: int, atoms: int) -> _Shape:
+    def power(self, n: int, atoms: int) -> FormulaShape:
+        """Return the shape of the ``n``-th power, with at most as many terms as ``atoms`` allow."""
         base = self.inverse() if n < 0 else self
         n = abs(n)
-        return _Shape(
+        return FormulaShape(
             base.degree * n,
             _monomials(base.terms, n, base.degree * n, atoms),
             base.den_degree * n,
@@ -80,19 +85,19 @@ class _Shape:
         return None
 
 
-_CONSTANT = _Shape()
-_ATOM = _Shape(1, 1)
+CONSTANT_SHAPE = FormulaShape()
+ATOM_SHAPE = FormulaShape(1, 1)
 
 
-def _size(expr: sp.Basic, limits: Limits, atoms: int) -> _Shape:
+def _size(expr: sp.Basic, limits: Limits, atoms: int) -> FormulaShape:
     """Bound a sympy expression's shape, refusing what breaks the limits."""
     if expr.is_Number:
         if expr.is_Rational:
             if max(abs(int(expr.p)).bit_length(), int(expr.q).bit_length()) > limits.bits:
                 raise ParseError(f"a number in the formula exceeds {limits.bits} bits.")
-        return _CONSTANT
+        return CONSTANT_SHAPE
     if expr.is_Symbol:
-        return _ATOM
+        return ATOM_SHAPE
     if isinstance(expr, sp.Pow):
         exponent = expr.exp
         if not exponent.is_Integer or abs(int(exponent)) > limits.power:
@@ -108,7 +113,7 @@ def _size(expr: sp.Basic, limits: Limits, atoms: int) -> _Shape:
     else:
         for arg in expr.args:
             _size(arg, limits, atoms)
-        shape = _ATOM if expr.args else _CONSTANT
+        shape = ATOM_SHAPE if expr.args else CONSTANT_SHAPE
     refusal = shape.refusal(limits)
     if refusal:
         raise ParseError(f"the formula is too large to compute: {refusal}.")

@@ -14,7 +14,7 @@ from fractions import Fraction
 import sympy as sp
 
 from memtheory.bounded_parser.parse_limits import DEFAULT_LIMITS, Limits
-from memtheory.bounded_parser.reader import _Reader
+from memtheory.bounded_parser.reader import FormulaReader
 from memtheory.bounded_parser.tokens import FORMULA_FUNCTIONS
 from memtheory.errors import ParseError
 
@@ -78,7 +78,7 @@ def parse_arithmetic(text: str, limits: Limits = DEFAULT_LIMITS) -> Fraction:
     memtheory.errors.ParseError: cannot read '224,69' as a number: a comma may only group ...
     """
     source = _prepare(text, limits, "a number such as 4632902 or 22.9")
-    value = _Reader(source, numeric=True, symbols={}, functions={}, limits=limits).read()
+    value = FormulaReader(source, numeric=True, symbols={}, functions={}, limits=limits).read()
     assert isinstance(value, Fraction)
     return value
 
@@ -116,7 +116,9 @@ def parse_formula(
     memtheory.errors.ParseError: '((B+1)^64)^64' is too large to compute: its degree reaches ...
     """
     source = _prepare(text, limits, "a formula such as 2*B + 5")
-    reader = _Reader(source, numeric=False, symbols=symbols, functions=functions, limits=limits)
+    reader = FormulaReader(
+        source, numeric=False, symbols=symbols, functions=functions, limits=limits
+    )
     value = reader.read()
     if isinstance(value, Fraction):
         return sp.Rational(value.numerator, value.denominator)

@@ -3,7 +3,7 @@
 Examples
 --------
 >>> from memtheory.bounded_parser.parse_limits import DEFAULT_LIMITS
->>> _Reader("2^10 + 1", numeric=True, symbols={}, functions={}, limits=DEFAULT_LIMITS).read()
+>>> FormulaReader("2^10 + 1", numeric=True, symbols={}, functions={}, limits=DEFAULT_LIMITS).read()
 Fraction(1025, 1)
 """
 
@@ -15,9 +15,9 @@ from fractions import Fraction
 
 import sympy as sp
 
-from memtheory.bounded_parser.formula_shape import _ATOM, _CONSTANT, _Shape
+from memtheory.bounded_parser.formula_shape import ATOM_SHAPE, CONSTANT_SHAPE, FormulaShape
 from memtheory.bounded_parser.parse_limits import Limits
-from memtheory.bounded_parser.tokens import _Token, _tokens
+from memtheory.bounded_parser.tokens import Token, tokenize
 from memtheory.errors import ParseError
 
 __all__: list[str] = []
@@ -31,7 +31,7 @@ class _Formula:
     """A non-constant part of a formula, with bounds on what expanding it would cost."""
 
     expr: sp.Expr
-    shape: _Shape
+    shape: FormulaShape
 
 
 _Value = Fraction | _Formula
@@ -41,7 +41,7 @@ def _bits(value: Fraction) -> int:
     return max(abs(value.numerator).bit_length(), value.denominator.bit_length())
 
 
-class _Reader:
+class FormulaReader:
     """A recursive-descent reader over the tokens of one text."""
 
     def __init__(
@@ -59,7 +59,7 @@ class _Reader:
         self.limits = limits
         self.numeric = numeric
         names = {*symbols, *functions}
-        self.tokens = _tokens(text, numeric=numeric, limits=limits, names=names)
+        self.tokens = tokenize(text, numeric=numeric, limits=limits, names=names)
         if len(self.tokens) > limits.nodes:
             raise ParseError(f"{text!r} has more than {limits.nodes} parts.")
         self.index = 0
@@ -68,10 +68,10 @@ class _Reader:
 
     # .. helpers
     @property
-    def peek(self) -> _Token:
+    def peek(self) -> Token:
         return self.tokens[self.index]
 
-    def take(self) -> _Token:
+    def take(self) -> Token:
         token = self.tokens[self.index]
         self.index += 1
         return token
@@ -201,7 +201,7 @@ class _Reader:
             self.expect(")")
             self.depth -= 1
             return self.call(name, arguments)
-        return _Formula(self.symbols[name], _ATOM)
+        return _Formula(self.symbols[name], ATOM_SHAPE)
 
     # .. arithmetic, each bounded before it is computed
     def checked(self, value: Fraction) -> Fraction:
@@ -211,10 +211,10 @@ class _Reader:
 
     def formula(self, value: _Value) -> _Formula:
         if isinstance(value, Fraction):
-            return _Formula(sp.Rational(value.numerator, value.denominator), _CONSTANT)
+            return _Formula(sp.Rational(value.numerator, value.denominator), CONSTANT_SHAPE)
         return value
 
-    def bounded(self, expr: sp.Expr, shape: _Shape) -> _Formula:
+    def bounded(self, expr: sp.Expr, shape: FormulaShape) -> _Formula:
         refusal = shape.refusal(self.limits)
         if refusal:
             raise self.too_large(refusal)
@@ -283,4 +283,4 @@ class _Reader:
             return self.checked(Fraction(int(expr.p), int(expr.q)))
         for part in parts:  # each argument is expanded on its own when compared
             self.bounded(part.expr, part.shape)
-        return self.bounded(expr, _ATOM)
+        return self.bounded(expr, ATOM_SHAPE)

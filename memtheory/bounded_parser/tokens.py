@@ -2,7 +2,7 @@
 
 Examples
 --------
->>> [token.text for token in _tokens("2B^2", numeric=False, limits=DEFAULT_LIMITS, names={"B"})]
+>>> [token.text for token in tokenize("2B^2", numeric=False, limits=DEFAULT_LIMITS, names={"B"})]
 ['2', 'B', '^', '2', '']
 """
 
@@ -18,7 +18,7 @@ import sympy as sp
 from memtheory.bounded_parser.parse_limits import DEFAULT_LIMITS, Limits
 from memtheory.errors import ParseError
 
-__all__ = ["FORMULA_FUNCTIONS", "read_literal"]
+__all__ = ["FORMULA_FUNCTIONS", "Token", "read_literal", "tokenize"]
 
 
 FORMULA_FUNCTIONS: dict[str, Callable[..., sp.Expr]] = {
@@ -63,7 +63,9 @@ _COMMA_HINT = (
 
 
 @dataclass(frozen=True)
-class _Token:
+class Token:
+    """One token of a formula or number: its kind, its text and, for a number, its value."""
+
     kind: str  # "number", "name", "op", "end"
     text: str
     value: Fraction | None = None
@@ -133,14 +135,15 @@ def _check_name(name: str, text: str, *, numeric: bool, names: Collection[str]) 
     )
 
 
-def _tokens(
+def tokenize(
     text: str, *, numeric: bool, limits: Limits, names: Collection[str] = ()
-) -> list[_Token]:
+) -> list[Token]:
+    """Split ``text`` into tokens, ending with an ``"end"`` token (see the module's example)."""
     source = _superscripts(text.translate(_SYMBOLS_TO_ASCII))
     if numeric:
         source = _SPACE_GROUP.sub("", source)
     literal = _NUMERIC_LITERAL if numeric else _FORMULA_LITERAL
-    tokens: list[_Token] = []
+    tokens: list[Token] = []
     position = 0
     while position < len(source):
         char = source[position]
@@ -148,7 +151,7 @@ def _tokens(
             position += 1
             continue
         if source.startswith("**", position):
-            tokens.append(_Token("op", "^"))
+            tokens.append(Token("op", "^"))
             position += 2
             continue
         if source.startswith("//", position):
@@ -156,18 +159,18 @@ def _tokens(
         number = literal.match(source, position)
         if number:
             tokens.append(
-                _Token("number", number.group(), read_literal(number.group(), limits, where=text))
+                Token("number", number.group(), read_literal(number.group(), limits, where=text))
             )
             position = number.end()
             continue
         if numeric and char in "xX" and not _NAME.match(source, position + 1):
-            tokens.append(_Token("op", "*"))
+            tokens.append(Token("op", "*"))
             position += 1
             continue
         name = _NAME.match(source, position)
         if name:
             _check_name(name.group(), text, numeric=numeric, names=names)
-            tokens.append(_Token("name", name.group()))
+            tokens.append(Token("name", name.group()))
             position = name.end()
             continue
         if char in "'\"":
@@ -175,11 +178,11 @@ def _tokens(
         if char == "," and numeric:
             raise ParseError(f"cannot read {text!r} as a number: {_COMMA_HINT}.")
         if char in _OPERATORS:
-            tokens.append(_Token("op", char))
+            tokens.append(Token("op", char))
             position += 1
             continue
         raise ParseError(
             f"{char!r} is not allowed in {text!r}: use numbers, + - * / ^ and parentheses."
         )
-    tokens.append(_Token("end", ""))
+    tokens.append(Token("end", ""))
     return tokens

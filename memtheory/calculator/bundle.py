@@ -18,7 +18,7 @@ from typing import Any
 
 import sympy as sp
 
-from memtheory.calculator.choice_steps import _resolved, assumptions, step
+from memtheory.calculator.choice_steps import assumptions, resolved_model, step
 from memtheory.calculator.choices import (
     ATTENTIONS,
     CALCULATOR_MODELS,
@@ -26,13 +26,13 @@ from memtheory.calculator.choices import (
     NO_ATTENTION,
     OPTIMIZERS,
     RECIPES,
-    _attentions,
-    _model,
+    attentions_of,
+    calculator_model,
     choice_key,
 )
 from memtheory.calculator.js_printer import exact_js
-from memtheory.calculator.peaks import _nondecreasing_in_batch, peak_candidates
-from memtheory.calculator.size_limits import _smallest_size, batchnorm_counts
+from memtheory.calculator.peaks import nondecreasing_in_batch, peak_candidates
+from memtheory.calculator.size_limits import batchnorm_counts, smallest_size
 from memtheory.errors import UnsupportedError
 from memtheory.footprint import COMPONENT_TITLES
 from memtheory.gpus import GPUS
@@ -141,7 +141,7 @@ def bundle(models: Iterable[str] | None = None) -> dict[str, Any]:
     code, text = _Table(), _Table()
     out: dict[str, Any] = {}
     for key in keys:
-        model = _model(key)
+        model = calculator_model(key)
         choices: dict[str, Any] = {}
         atoms = _Atoms()
 
@@ -150,7 +150,7 @@ def bundle(models: Iterable[str] | None = None) -> dict[str, Any]:
 
         for optimizer in OPTIMIZERS:
             for recipe in RECIPES:
-                for attention in _attentions(model):
+                for attention in attentions_of(model):
                     said = [text.add(line) for line in assumptions(key, optimizer, recipe,
                                                                    attention)]
                     for convention in CONVENTIONS:
@@ -159,7 +159,7 @@ def bundle(models: Iterable[str] | None = None) -> dict[str, Any]:
                         candidates = peak_candidates(key, optimizer, recipe, attention,
                                                      convention)
                         for candidate, _ in candidates:
-                            if not _nondecreasing_in_batch(atoms.replace(candidate)):
+                            if not nondecreasing_in_batch(atoms.replace(candidate)):
                                 raise UnsupportedError(
                                     f"{model.title}: a peak candidate may decrease as the batch "
                                     "grows, so the page's search for the largest batch would "
@@ -179,14 +179,14 @@ def bundle(models: Iterable[str] | None = None) -> dict[str, Any]:
                             "assumed": said,
                             "why": text.add(found.why),
                         }
-        resolved = _resolved(key, False)
+        resolved = resolved_model(key, False)
         out[key] = {
             "title": model.title,
             "kind": model.kind,
             "symbol": model.size_symbol.name,
             "default_size": model.default_size,
-            "min_size": _smallest_size(key, batch=2),
-            "min_size_batch1": _smallest_size(key, batch=1),
+            "min_size": smallest_size(key, batch=2),
+            "min_size_batch1": smallest_size(key, batch=1),
             "max_size": model.max_size,
             "default_batch": model.default_batch,
             "note": model.note,

@@ -18,9 +18,9 @@ from memtheory.calculator.choices import (
     CALCULATOR_MODELS,
     CONVENTIONS,
     RECIPES,
-    _attention,
-    _known,
-    _model,
+    attention_for,
+    calculator_model,
+    require_known,
     setup,
 )
 from memtheory.conventions.autograd import AutogradConvention
@@ -28,11 +28,12 @@ from memtheory.estimate.resolve import ResolvedModel
 from memtheory.estimate.step import Step, step_memory
 from memtheory.footprint import Footprint
 
-__all__ = ["assumptions", "footprint", "step"]
+__all__ = ["assumptions", "footprint", "resolved_model", "step"]
 
 
 @cache
-def _resolved(model: str, flash: bool) -> ResolvedModel:
+def resolved_model(model: str, flash: bool) -> ResolvedModel:
+    """Return the calculator's model, built once per attention kernel (cached)."""
     return CALCULATOR_MODELS[model].build(flash)
 
 
@@ -41,7 +42,7 @@ def _derived(
     model: str, flash: bool, optimizer: str, precision: str, exact: tuple[str, bool, str] | None
 ) -> Step:
     """One derivation per distinct step (recipes that agree on this model share it)."""
-    network = _resolved(model, flash).network
+    network = resolved_model(model, flash).network
     if exact is None:
         return step_memory(network, optimizer=optimizer, precision=precision,
                            convention="breakdown")
@@ -90,13 +91,13 @@ def step(
     >>> step("llama-3-8b", recipe="hf-trainer").precision
     'bf16'
     """
-    spec = _model(model)
-    _known("convention", convention, CONVENTIONS)
-    _known("recipe", recipe, RECIPES)
-    attention = _attention(spec, recipe, attention)
+    spec = calculator_model(model)
+    require_known("convention", convention, CONVENTIONS)
+    require_known("recipe", recipe, RECIPES)
+    attention = attention_for(spec, recipe, attention)
     chosen = setup(recipe, optimizer, attention)
     flash = chosen.flash and spec.kind == "sequence"
-    resolved = _resolved(model, flash)
+    resolved = resolved_model(model, flash)
     exact = ((chosen.implementation, chosen.keeps_logits, chosen.loop) if convention == "exact"
              else None)
     return _derived(model, flash, chosen.optimizer, chosen.precision_for(resolved.dtype), exact)
@@ -130,10 +131,10 @@ def assumptions(
     >>> print(assumptions("llama-3-8b")[1])
     precision bf16 (the checkpoint's dtype, loaded with dtype="auto"): ...
     """
-    spec = _model(model)
-    attention = _attention(spec, recipe, attention)
+    spec = calculator_model(model)
+    attention = attention_for(spec, recipe, attention)
     chosen = setup(recipe, optimizer, attention)
-    said = chosen.describe(_resolved(model, False).dtype)
+    said = chosen.describe(resolved_model(model, False).dtype)
     if spec.kind != "sequence":
         said = [line for line in said if not line.startswith("attention:")]
     return said

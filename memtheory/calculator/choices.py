@@ -31,11 +31,15 @@ __all__ = [
     "ATTENTIONS",
     "CALCULATOR_MODELS",
     "CONVENTIONS",
+    "CalculatorModel",
     "NO_ATTENTION",
     "OPTIMIZERS",
     "RECIPES",
-    "CalculatorModel",
+    "attention_for",
+    "attentions_of",
+    "calculator_model",
     "choice_key",
+    "require_known",
     "setup",
 ]
 
@@ -165,14 +169,16 @@ NO_ATTENTION = "-"
 """The attention key of an image model's choices (it has no attention)."""
 
 
-def _known(what: str, name: str, table: Mapping[str, str]) -> None:
+def require_known(what: str, name: str, table: Mapping[str, str]) -> None:
+    """Raise naming the choices when ``name`` is not a key of ``table``."""
     if name not in table:
         raise UnsupportedError(
             f"the calculator has no {what} {name!r}; choose one of {', '.join(table)}."
         )
 
 
-def _model(model: str) -> CalculatorModel:
+def calculator_model(model: str) -> CalculatorModel:
+    """Return the calculator's model named ``model``, or an error naming the ones it has."""
     if model not in CALCULATOR_MODELS:
         raise UnsupportedError(
             f"the calculator has no model {model!r}; choose one of {', '.join(CALCULATOR_MODELS)}."
@@ -180,7 +186,7 @@ def _model(model: str) -> CalculatorModel:
     return CALCULATOR_MODELS[model]
 
 
-def _attention(model: CalculatorModel, recipe: str, attention: str | None) -> str:
+def attention_for(model: CalculatorModel, recipe: str, attention: str | None) -> str:
     """Return a choice's attention key: the recipe's if not given; images: :data:`NO_ATTENTION`."""
     if model.kind == "image":
         if attention not in (None, NO_ATTENTION):
@@ -190,7 +196,7 @@ def _attention(model: CalculatorModel, recipe: str, attention: str | None) -> st
         return NO_ATTENTION
     if attention is None:
         return Setup.recipe(recipe).attention
-    _known("attention", attention, ATTENTIONS)
+    require_known("attention", attention, ATTENTIONS)
     return attention
 
 
@@ -212,11 +218,11 @@ def setup(recipe: str, optimizer: str = "adamw", attention: str | None = None) -
     >>> setup("hf-trainer").label, setup("hf-trainer", "sgd", "eager").label
     ('hf-trainer', 'hf-trainer (optimizer=sgd, attention=eager)')
     """
-    _known("recipe", recipe, RECIPES)
-    _known("optimizer", optimizer, OPTIMIZERS)
+    require_known("recipe", recipe, RECIPES)
+    require_known("optimizer", optimizer, OPTIMIZERS)
     changes: dict[str, str] = {"optimizer": optimizer}
     if attention is not None and attention != NO_ATTENTION:
-        _known("attention", attention, ATTENTIONS)
+        require_known("attention", attention, ATTENTIONS)
         changes["attention"] = attention
     return Setup.recipe(recipe, **changes)
 
@@ -232,5 +238,6 @@ def choice_key(optimizer: str, recipe: str, attention: str, convention: str) -> 
     return f"{optimizer}|{recipe}|{attention}|{convention}"
 
 
-def _attentions(model: CalculatorModel) -> list[str]:
+def attentions_of(model: CalculatorModel) -> list[str]:
+    """Return the attention kernels the page offers for ``model`` (none for a vision model)."""
     return list(ATTENTIONS) if model.kind == "sequence" else [NO_ATTENTION]

@@ -18,7 +18,7 @@ from memtheory.footprint import Footprint
 from memtheory.max_pruning import undominated
 from memtheory.symbols import B
 
-__all__ = ["peak_candidates"]
+__all__ = ["nondecreasing_in_batch", "peak_candidates"]
 
 
 def _flat(expr: sp.Expr) -> list[sp.Expr]:
@@ -55,7 +55,7 @@ def _candidates(memory: Footprint) -> list[tuple[sp.Expr, str]]:
     return [(values[i], labels[i]) for i in undominated(values)]
 
 
-def _nondecreasing_in_batch(candidate: sp.Expr) -> bool:
+def nondecreasing_in_batch(candidate: sp.Expr) -> bool:
     """Return whether every term with the batch B has a positive coefficient (atoms are >= 0)."""
     for term in sp.Add.make_args(candidate):
         if not term.has(B):

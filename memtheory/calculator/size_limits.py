@@ -12,15 +12,15 @@ from functools import cache
 
 import sympy as sp
 
-from memtheory.calculator.choice_steps import _resolved
-from memtheory.calculator.choices import CALCULATOR_MODELS, _model
+from memtheory.calculator.choice_steps import resolved_model
+from memtheory.calculator.choices import CALCULATOR_MODELS, calculator_model
 from memtheory.errors import MemtheoryError, UnsupportedError
 from memtheory.evaluation import evaluate
 from memtheory.layers import BatchNorm2d
 from memtheory.memory import training_memory
 from memtheory.symbols import B
 
-__all__ = ["batchnorm_counts"]
+__all__ = ["batchnorm_counts", "smallest_size"]
 
 
 @cache
@@ -43,8 +43,8 @@ def batchnorm_counts(model: str) -> tuple[tuple[sp.Expr, str], ...]:
     ()
     """
     found: dict[sp.Expr, str] = {}
-    _model(model)
-    for row in _resolved(model, False).network.rows:
+    calculator_model(model)
+    for row in resolved_model(model, False).network.rows:
         if isinstance(row.layer, BatchNorm2d):
             shape = [sp.sympify(size) for size in row.input_shape]
             count = sp.Mul(shape[0], *shape[2:])
@@ -52,10 +52,10 @@ def batchnorm_counts(model: str) -> tuple[tuple[sp.Expr, str], ...]:
     return tuple(found.items())
 
 
-def _smallest_size(key: str, batch: int = 1) -> int:
+def smallest_size(key: str, batch: int = 1) -> int:
     """Return the smallest image side or sequence every layer takes, BatchNorm's at ``batch``."""
     model = CALCULATOR_MODELS[key]
-    total = training_memory(_resolved(key, False).network, optimizer="sgd").total
+    total = training_memory(resolved_model(key, False).network, optimizer="sgd").total
     counts = batchnorm_counts(key)
     for size in range(1, model.max_size + 1):
         values = {B: batch, model.size_symbol: size}

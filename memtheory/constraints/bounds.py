@@ -16,10 +16,10 @@ import sympy as sp
 from memtheory.constraints.size_constraint import SizeConstraint
 from memtheory.errors import KernelTooLargeError
 
-__all__ = ["largest_valid", "smallest_valid"]
+__all__ = ["largest_valid", "size_shrinks", "smallest_valid"]
 
 
-def _shrinks(size: sp.Expr, symbol: sp.Symbol) -> bool:
+def size_shrinks(size: sp.Expr, symbol: sp.Symbol) -> bool:
     """Whether ``size`` falls as ``symbol`` grows large (an upper bound on ``symbol``).
 
     Compared far out, where a layer's size (even a square such as a flattened
@@ -42,7 +42,7 @@ def largest_valid(constraints: Iterable[SizeConstraint], symbol: sp.Symbol) -> i
     15
     """
     bounds = [
-        c for c in constraints if c.size.free_symbols == {symbol} and _shrinks(c.size, symbol)
+        c for c in constraints if c.size.free_symbols == {symbol} and size_shrinks(c.size, symbol)
     ]
     if not bounds:
         return None

@@ -34,12 +34,14 @@ from memtheory.constraints.size_constraint import (
 from memtheory.errors import KernelTooLargeError, SizeWarning
 
 __all__ = [
+    "Candidates",
     "OWNER_LIMIT",
     "REGISTRY_LIMIT",
-    "Candidates",
     "candidates",
     "carry",
     "constraints_in",
+    "expression_key",
+    "store_keyed",
     "warn_unknown",
 ]
 
@@ -57,7 +59,8 @@ OWNER_LIMIT = 8
 """Most distinct constraint sets kept for one expression; beyond, its constraints are unknown."""
 
 
-def _store(registry: dict[Any, Any], key: object, value: object) -> None:
+def store_keyed(registry: dict[Any, Any], key: object, value: object) -> None:
+    """Store ``value`` under ``key``, dropping the oldest entry once the registry is full."""
     if key not in registry and len(registry) >= REGISTRY_LIMIT:
         del registry[next(iter(registry))]
     registry[key] = value
@@ -91,17 +94,17 @@ def carry(
     owner = frozenset(c for c in constraints if c.size.free_symbols)
     if not owner and not vouch:
         return expression
-    key = _key(expression)
+    key = expression_key(expression)
     sizes = frozenset(c.size for c in owner)  # the same sizes give the same verdicts
     if key in _WHOLE:
         owners = _WHOLE[key]
         if sizes not in owners and len(owners) >= OWNER_LIMIT:
-            _store(_CROWDED, key, None)  # not kept: its constraints are unknown from now on
+            store_keyed(_CROWDED, key, None)  # not kept: its constraints are unknown from now on
             return expression
         owners.pop(sizes, None)
         owners[sizes] = owner  # labelled as the latest network to hand it out
     else:
-        _store(_WHOLE, key, {sizes: owner})
+        store_keyed(_WHOLE, key, {sizes: owner})
     return expression
 
 
@@ -216,7 +219,7 @@ def candidates(expression: object, within: object = None) -> Candidates:
         roots = expression if isinstance(expression, list | tuple) else [expression]
         for root in roots:
             if isinstance(root, sp.Basic) and not isinstance(root, sp.Number):
-                key = _key(root)
+                key = expression_key(root)
                 if key in _WHOLE:
                     owners.update(_WHOLE[key])
                     unknown = unknown or key in _CROWDED
@@ -233,7 +236,7 @@ def candidates(expression: object, within: object = None) -> Candidates:
     return Candidates(sets, unknown)
 
 
-def _key(expression: sp.Basic) -> object:
+def expression_key(expression: sp.Basic) -> object:
     """Return the expression without a rational factor: a total in MiB carries what bytes do.
 
     A sum becomes its terms with their coefficients divided by their common
@@ -244,7 +247,7 @@ def _key(expression: sp.Basic) -> object:
     if expression.is_Add:
         constant, rest = expression.as_coeff_Add()
         if constant and not rest.is_Add and rest.has(sp.Max):
-            return _key(rest)
+            return expression_key(rest)
     if expression.is_Mul:
         return expression.as_coeff_Mul()[1]
     if not expression.is_Add:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 import sympy as sp
 
 from memtheory._replace import replaced
-from memtheory.constraints.bounds import _shrinks, largest_valid, smallest_valid
+from memtheory.constraints.bounds import largest_valid, size_shrinks, smallest_valid
 from memtheory.constraints.size_constraint import SizeConstraint
 from memtheory.errors import KernelTooLargeError
 
@@ -90,7 +90,7 @@ def too_small(constraint: SizeConstraint, shown: str, size: object) -> KernelToo
         )
     if len(symbols) == 1:
         (symbol,) = symbols
-        if _shrinks(constraint.size, symbol):
+        if size_shrinks(constraint.size, symbol):
             # An upper bound (a traced formula's "B < 16"), not a window that must fit.
             return KernelTooLargeError(
                 f"{shown} is outside {constraint.where}: it would be {size}, and "

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 import sympy as sp
 
 from memtheory._replace import replaced
-from memtheory.constraints.carried import _key, _store
+from memtheory.constraints.carried import expression_key, store_keyed
 from memtheory.constraints.size_constraint import SizeConstraint
 from memtheory.errors import SizeWarning
 
@@ -45,10 +45,10 @@ def register_sizes(constraints: Iterable[SizeConstraint]) -> None:
     """
     for position, constraint in enumerate(constraints):
         if constraint.size.free_symbols:
-            key = _key(constraint.size)
+            key = expression_key(constraint.size)
             known = _NODES.get(key, ())
             if constraint not in known:
-                _store(_NODES, key, (*known, constraint))
+                store_keyed(_NODES, key, (*known, constraint))
                 # its place among its own network's sizes, then the order networks were built
                 _RANK.setdefault(constraint, (position, len(_RANK)))
 
@@ -73,7 +73,7 @@ def sizes_inside(expression: sp.Basic) -> tuple[SizeConstraint, ...]:
             continue
         seen.add(node)
         if node.is_Add:
-            found.update(dict.fromkeys(_NODES.get(_key(node), ())))
+            found.update(dict.fromkeys(_NODES.get(expression_key(node), ())))
         stack.extend(node.args)
     return tuple(sorted(found, key=lambda c: _RANK.get(c, (0, 0))))  # in the order layers run
 
@@ -105,7 +105,8 @@ def warn_outside(
             )
             # several networks (or layers) may have this very size: name them, the most recently
             # built first (the likeliest source of the expression), a few at most
-            same = {c for c in _NODES.get(_key(constraint.size), ()) if c.size == constraint.size}
+            same = {c for c in _NODES.get(expression_key(constraint.size), ())
+                    if c.size == constraint.size}
             ranked = sorted(same | {constraint}, key=lambda c: -_RANK.get(c, (0, 0))[1])
             owners = [c.where for c in ranked]
             named = "; ".join(owners[:3]) + (

@@ -34,7 +34,7 @@ from memtheory.exercises.reasoning import Reasoning
 from memtheory.layers import AvgPool2d, Conv2d, Dense, Layer, MaxPool2d
 from memtheory.layers.base import Shape
 from memtheory.layers.conv import check_window_fits
-from memtheory.layers.pooling import _Pool2d
+from memtheory.layers.pooling import Pool2d
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import OPTIMIZERS, Optimizer, OptimizerLike
@@ -123,7 +123,7 @@ def rounded_window_count(
     return sp.floor(window_steps(size, kernel, stride, padding, dilation) + sp.Rational(3, 2))
 
 
-class _RoundingPool(_Pool2d):
+class _RoundingPool(Pool2d):
     """Mixin: pooling output sizes rounded half up."""
 
     def output_shape(self, input_shape: Shape) -> Shape:

@@ -14,11 +14,13 @@ from memtheory.layers.base import Layer, Shape, TensorSpec, describe_shape
 from memtheory.layers.conv import check_window_fits
 from memtheory.sliding_window import effective_kernel, pool_output_size
 
-__all__ = ["AvgPool2d", "MaxPool2d"]
+__all__ = ["AvgPool2d", "MaxPool2d", "Pool2d"]
 
 
 @dataclass(frozen=True)
-class _Pool2d(Layer):
+class Pool2d(Layer):
+    """What max and average pooling share: the window, its stride, padding and ceil mode."""
+
     kernel_size: PairLike
     stride: PairLike | None = None
     padding: PairLike = 0
@@ -91,7 +93,7 @@ class _Pool2d(Layer):
 
 
 @dataclass(frozen=True)
-class MaxPool2d(_Pool2d):
+class MaxPool2d(Pool2d):
     """Max pooling: each output is the largest value in its window.
 
     Training keeps the input and, for each output, the int64 index of the
@@ -139,7 +141,7 @@ class MaxPool2d(_Pool2d):
 
 
 @dataclass(frozen=True)
-class AvgPool2d(_Pool2d):
+class AvgPool2d(Pool2d):
     """Average pooling: each output is the mean of its window.
 
     Parameters

@@ -24,7 +24,7 @@ _ACTIVATIONS = {
 }
 
 
-def _need(config: Mapping[str, Any], key: str, kind: type = int) -> Any:
+def required_value(config: Mapping[str, Any], key: str, kind: type = int) -> Any:
     """Return ``config[key]``, or raise naming the missing or mistyped key."""
     family = config.get("model_type", "?")
     if key not in config or config[key] is None:
@@ -40,7 +40,7 @@ def _need(config: Mapping[str, Any], key: str, kind: type = int) -> Any:
     return value
 
 
-def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
+def config_flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
     """Return ``config[key]`` as a boolean: JSON true or false only (null: the default).
 
     ``"silu"``, ``-4`` or ``7.5e10`` are not booleans, though Python would read
@@ -48,9 +48,9 @@ def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
 
     Examples
     --------
-    >>> _flag({"attention_bias": True}, "attention_bias", False)
+    >>> config_flag({"attention_bias": True}, "attention_bias", False)
     True
-    >>> _flag({"attention_bias": "no"}, "attention_bias", False)
+    >>> config_flag({"attention_bias": "no"}, "attention_bias", False)
     Traceback (most recent call last):
     ...
     memtheory.errors.InvalidArgumentError: from_config: 'attention_bias' must be true or false ...
@@ -66,7 +66,7 @@ def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def _optional_int(config: Mapping[str, Any], key: str, default: int | None) -> int | None:
+def optional_int(config: Mapping[str, Any], key: str, default: int | None) -> int | None:
     value = config.get(key)
     if value is None:
         return default
@@ -77,7 +77,7 @@ def _optional_int(config: Mapping[str, Any], key: str, default: int | None) -> i
     return value
 
 
-def _activation(config: Mapping[str, Any], default: str) -> str:
+def config_activation(config: Mapping[str, Any], default: str) -> str:
     key = "hidden_activation" if config.get("hidden_activation") else "hidden_act"
     name = config.get(key) or default
     if not isinstance(name, str):
@@ -94,7 +94,7 @@ def _activation(config: Mapping[str, Any], default: str) -> str:
     return _ACTIVATIONS[name]
 
 
-def _cap(config: Mapping[str, Any], key: str, default: float | None) -> float | None:
+def soft_cap(config: Mapping[str, Any], key: str, default: float | None) -> float | None:
     """Return a soft-capping value: the config's (null: none), or the family's default."""
     if key not in config:
         return default

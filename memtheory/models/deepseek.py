@@ -50,7 +50,12 @@ from memtheory.layers.latent_attention import LatentAttention
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.layers.rms_norm import RMSNorm
 from memtheory.layers.split import Slice
-from memtheory.models._config_keys import _activation, _flag, _need, _optional_int
+from memtheory.models._config_keys import (
+    config_activation,
+    config_flag,
+    optional_int,
+    required_value,
+)
 from memtheory.models.decoder_stack import decoder_stack
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
@@ -113,34 +118,34 @@ def deepseek_config(config: Mapping[str, Any]) -> DeepSeekConfig:
     """
     family = str(config.get("model_type"))
     v3 = family == "deepseek_v3"
-    if _activation(config, "silu") != "silu":
+    if config_activation(config, "silu") != "silu":
         raise UnsupportedError(
             "from_config: DeepSeek with an activation other than SiLU is not modelled."
         )
     first = config.get("first_k_dense_replace", 3 if v3 else 0)
     if isinstance(first, bool) or not isinstance(first, int) or first < 0:
-        first = _need(config, "first_k_dense_replace")
+        first = required_value(config, "first_k_dense_replace")
     return DeepSeekConfig(
-        vocab_size=_need(config, "vocab_size"),
-        hidden_size=_need(config, "hidden_size"),
-        intermediate_size=_need(config, "intermediate_size"),
-        num_hidden_layers=_need(config, "num_hidden_layers"),
-        num_attention_heads=_need(config, "num_attention_heads"),
-        kv_lora_rank=_optional_int(config, "kv_lora_rank", 512) or 512,
-        q_lora_rank=_optional_int(config, "q_lora_rank", None)
+        vocab_size=required_value(config, "vocab_size"),
+        hidden_size=required_value(config, "hidden_size"),
+        intermediate_size=required_value(config, "intermediate_size"),
+        num_hidden_layers=required_value(config, "num_hidden_layers"),
+        num_attention_heads=required_value(config, "num_attention_heads"),
+        kv_lora_rank=optional_int(config, "kv_lora_rank", 512) or 512,
+        q_lora_rank=optional_int(config, "q_lora_rank", None)
         if "q_lora_rank" in config else 1536,
-        qk_nope_head_dim=_optional_int(config, "qk_nope_head_dim", 128) or 128,
-        qk_rope_head_dim=_optional_int(config, "qk_rope_head_dim", 64) or 64,
-        v_head_dim=_optional_int(config, "v_head_dim", 128) or 128,
-        moe_intermediate_size=_optional_int(
+        qk_nope_head_dim=optional_int(config, "qk_nope_head_dim", 128) or 128,
+        qk_rope_head_dim=optional_int(config, "qk_rope_head_dim", 64) or 64,
+        v_head_dim=optional_int(config, "v_head_dim", 128) or 128,
+        moe_intermediate_size=optional_int(
             config, "moe_intermediate_size", 2048 if v3 else 1407) or 1,
-        n_routed_experts=_optional_int(config, "n_routed_experts", 256 if v3 else 64) or 1,
-        num_experts_per_tok=_need(config, "num_experts_per_tok") if not v3 else (
-            _optional_int(config, "num_experts_per_tok", 8) or 8),
-        n_shared_experts=_optional_int(config, "n_shared_experts", 1 if v3 else 2),
+        n_routed_experts=optional_int(config, "n_routed_experts", 256 if v3 else 64) or 1,
+        num_experts_per_tok=required_value(config, "num_experts_per_tok") if not v3 else (
+            optional_int(config, "num_experts_per_tok", 8) or 8),
+        n_shared_experts=optional_int(config, "n_shared_experts", 1 if v3 else 2),
         first_k_dense_replace=first,
-        attention_bias=_flag(config, "attention_bias", False),
-        tie_word_embeddings=_flag(config, "tie_word_embeddings", False),
+        attention_bias=config_flag(config, "attention_bias", False),
+        tie_word_embeddings=config_flag(config, "tie_word_embeddings", False),
         family=family,
     )
 

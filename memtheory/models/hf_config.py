@@ -58,7 +58,13 @@ from typing import Any
 from memtheory._shown import shown
 from memtheory._validation import SizeLike
 from memtheory.errors import InvalidArgumentError, UnsupportedError
-from memtheory.models._config_keys import _activation, _cap, _flag, _need, _optional_int
+from memtheory.models._config_keys import (
+    config_activation,
+    config_flag,
+    optional_int,
+    required_value,
+    soft_cap,
+)
 from memtheory.models.bert import bert
 from memtheory.models.decoder import DecoderConfig, decoder
 from memtheory.models.deepseek import deepseek, deepseek_config
@@ -171,12 +177,12 @@ def _windows(config: Mapping[str, Any], layers: int) -> tuple[int | None, ...]:
     """
     family = config.get("model_type")
     pattern = _SLIDING_PATTERNS.get(str(family))
-    window = _optional_int(config, "sliding_window", 4096 if pattern else None)
-    if family in _QWEN and not _flag(config, "use_sliding_window", False):
+    window = optional_int(config, "sliding_window", 4096 if pattern else None)
+    if family in _QWEN and not config_flag(config, "use_sliding_window", False):
         window = None
     types = config.get("layer_types")
     if types is None and pattern:
-        pattern = _optional_int(config, "sliding_window_pattern", pattern) or pattern
+        pattern = optional_int(config, "sliding_window_pattern", pattern) or pattern
         types = ["full_attention" if (index + 1) % pattern == 0 else "sliding_attention"
                  for index in range(layers)]
     if types is not None:
@@ -198,7 +204,7 @@ def _windows(config: Mapping[str, Any], layers: int) -> tuple[int | None, ...]:
             )
         return tuple(window if t == "sliding_attention" else None for t in types)
     if family in _QWEN and window is not None:
-        first = _optional_int(config, "max_window_layers", 28) or 0
+        first = optional_int(config, "max_window_layers", 28) or 0
         return tuple(window if index >= first else None for index in range(layers))
     return tuple(window for _ in range(layers)) if window is not None else ()
 
@@ -237,10 +243,10 @@ def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
         )
     gemma = family in _GEMMA
     phi3 = family == "phi3"
-    layers = _need(config, "num_hidden_layers")
-    heads = _need(config, "num_attention_heads")
-    attention_bias = _flag(config, "attention_bias", False) and not phi3
-    qwen = family == "qwen2" or (family == "qwen2_moe" and _flag(config, "qkv_bias", True))
+    layers = required_value(config, "num_hidden_layers")
+    heads = required_value(config, "num_attention_heads")
+    attention_bias = config_flag(config, "attention_bias", False) and not phi3
+    qwen = family == "qwen2" or (family == "qwen2_moe" and config_flag(config, "qkv_bias", True))
     if phi3:
         _check_phi3(config)
     dropout = config.get("attention_dropout", 0.0) or 0.0
@@ -249,19 +255,19 @@ def decoder_config(config: Mapping[str, Any]) -> DecoderConfig:
             f"from_config: attention_dropout must be in [0, 1), got {shown(dropout)}."
         )
     fields: dict[str, Any] = dict(
-        vocabulary=_need(config, "vocab_size"),
-        hidden=_need(config, "hidden_size"),
+        vocabulary=required_value(config, "vocab_size"),
+        hidden=required_value(config, "hidden_size"),
         layers=layers,
         heads=heads,
-        ffn_hidden=_need(config, "intermediate_size"),
-        kv_heads=_optional_int(config, "num_key_value_heads", heads),
-        head_dim=_optional_int(config, "head_dim", _HEAD_DIMS.get(family)),
-        positions=_optional_int(config, "max_position_embeddings", None),
-        tied=_flag(config, "tie_word_embeddings", gemma),
+        ffn_hidden=required_value(config, "intermediate_size"),
+        kv_heads=optional_int(config, "num_key_value_heads", heads),
+        head_dim=optional_int(config, "head_dim", _HEAD_DIMS.get(family)),
+        positions=optional_int(config, "max_position_embeddings", None),
+        tied=config_flag(config, "tie_word_embeddings", gemma),
         qkv_bias=attention_bias or qwen,
         output_bias=attention_bias and not qwen,
-        mlp_bias=family in _MLP_BIAS and _flag(config, "mlp_bias", False),
-        activation=_activation(config, "gelu_pytorch_tanh" if gemma else "silu"),
+        mlp_bias=family in _MLP_BIAS and config_flag(config, "mlp_bias", False),
+        activation=config_activation(config, "gelu_pytorch_tanh" if gemma else "silu"),
         windows=_windows(config, layers),
         gemma=gemma,
         attention_dropout=float(dropout),
@@ -280,8 +286,8 @@ def _mixtral(config: Mapping[str, Any], family: str) -> dict[str, Any]:
     """Mixtral's experts and experts per token (8 and 2 by default); none for the others."""
     if family != "mixtral":
         return {}
-    return {"experts": _optional_int(config, "num_local_experts", 8),
-            "top_k": _optional_int(config, "num_experts_per_tok", 2)}
+    return {"experts": optional_int(config, "num_local_experts", 8),
+            "top_k": optional_int(config, "num_experts_per_tok", 2)}
 
 
 def _softcaps(config: Mapping[str, Any], family: str) -> dict[str, Any]:
@@ -289,8 +295,10 @@ def _softcaps(config: Mapping[str, Any], family: str) -> dict[str, Any]:
     if family not in ("gemma2", "gemma3_text"):
         return {}
     gemma2 = family == "gemma2"
-    return {"attention_softcap": _cap(config, "attn_logit_softcapping", 50.0 if gemma2 else None),
-            "final_softcap": _cap(config, "final_logit_softcapping", 30.0 if gemma2 else None)}
+    return {
+        "attention_softcap": soft_cap(config, "attn_logit_softcapping", 50.0 if gemma2 else None),
+        "final_softcap": soft_cap(config, "final_logit_softcapping", 30.0 if gemma2 else None),
+    }
 
 
 _SLIDING_PATTERNS = {"gemma2": 2, "gemma3_text": 6, "olmo3": 4}
@@ -341,7 +349,7 @@ def _deepseek(
 def _gpt2(
     config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
 ) -> Network:
-    hidden = _need(config, "n_embd")
+    hidden = required_value(config, "n_embd")
     inner = config.get("n_inner")
     if inner not in (None, 4 * hidden):
         raise UnsupportedError(
@@ -349,11 +357,11 @@ def _gpt2(
             "modelled; memtheory's GPT-2 blocks have a 4x MLP."
         )
     size = GPT2Config(
-        layers=_need(config, "n_layer"),
+        layers=required_value(config, "n_layer"),
         hidden=hidden,
-        heads=_need(config, "n_head"),
-        vocabulary=_need(config, "vocab_size"),
-        positions=_need(config, "n_positions"),
+        heads=required_value(config, "n_head"),
+        vocabulary=required_value(config, "vocab_size"),
+        positions=required_value(config, "n_positions"),
     )
     kept = _only(options, "gpt2", "flash", "lm_head", "loss")
     return gpt2(size, batch=batch, sequence=sequence, **kept)
@@ -362,8 +370,8 @@ def _gpt2(
 def _bert(
     config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
 ) -> Network:
-    hidden = _need(config, "hidden_size")
-    inner = _need(config, "intermediate_size")
+    hidden = required_value(config, "hidden_size")
+    inner = required_value(config, "intermediate_size")
     if inner != 4 * hidden:
         raise UnsupportedError(
             f"from_config: BERT with intermediate_size={inner} (not 4 * hidden_size = "
@@ -382,12 +390,12 @@ def _bert(
     mlm = "BertForMaskedLM" in (config.get("architectures") or [])
     kept = _only(options, "bert", "flash", "loss")
     return bert(
-        layers=_need(config, "num_hidden_layers"),
+        layers=required_value(config, "num_hidden_layers"),
         hidden=hidden,
-        heads=_need(config, "num_attention_heads"),
-        vocabulary=_need(config, "vocab_size"),
-        positions=_need(config, "max_position_embeddings"),
-        token_types=_optional_int(config, "type_vocab_size", 2) or 2,
+        heads=required_value(config, "num_attention_heads"),
+        vocabulary=required_value(config, "vocab_size"),
+        positions=required_value(config, "max_position_embeddings"),
+        token_types=optional_int(config, "type_vocab_size", 2) or 2,
         batch=batch,
         sequence=sequence,
         pooler=not mlm,
@@ -404,7 +412,7 @@ def _vit(
             "from_config: a ViT's sequence is its patches plus the class token, fixed by "
             "image_size and patch_size; leave sequence unset."
         )
-    if not _flag(config, "qkv_bias", True):
+    if not config_flag(config, "qkv_bias", True):
         raise UnsupportedError("from_config: a ViT with qkv_bias=false is not modelled.")
     if config.get("num_channels", 3) != 3:
         raise UnsupportedError("from_config: memtheory's ViT takes RGB images (num_channels 3).")
@@ -412,12 +420,12 @@ def _vit(
     classes = len(labels) if isinstance(labels, Mapping) and labels else 1000
     _only(options, "vit")
     return vision_transformer(
-        image_size=_need(config, "image_size"),
-        patch_size=_need(config, "patch_size"),
-        layers=_need(config, "num_hidden_layers"),
-        hidden=_need(config, "hidden_size"),
-        heads=_need(config, "num_attention_heads"),
-        mlp_dim=_need(config, "intermediate_size"),
+        image_size=required_value(config, "image_size"),
+        patch_size=required_value(config, "patch_size"),
+        layers=required_value(config, "num_hidden_layers"),
+        hidden=required_value(config, "hidden_size"),
+        heads=required_value(config, "num_attention_heads"),
+        mlp_dim=required_value(config, "intermediate_size"),
         classes=classes,
         batch=batch,
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 from memtheory._shown import shown
 from memtheory.errors import InvalidArgumentError, UnsupportedError
-from memtheory.models._config_keys import _flag, _need, _optional_int
+from memtheory.models._config_keys import config_flag, optional_int, required_value
 from memtheory.models.parallel_decoder import ParallelDecoderConfig
 
 __all__ = ["MOE_FAMILIES", "REFUSED", "decoder_fields", "parallel_config"]
@@ -89,10 +89,10 @@ def decoder_fields(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def _experts(config: Mapping[str, Any], family: str) -> dict[str, Any]:
     """Read the experts, the dense layers and Qwen2-MoE's shared expert."""
-    layers = _need(config, "num_hidden_layers")
-    dense = _need(config, "intermediate_size")
-    width = dense if family == "olmoe" else _need(config, "moe_intermediate_size")
-    step = _optional_int(config, "decoder_sparse_step", 1) or 1
+    layers = required_value(config, "num_hidden_layers")
+    dense = required_value(config, "intermediate_size")
+    width = dense if family == "olmoe" else required_value(config, "moe_intermediate_size")
+    step = optional_int(config, "decoder_sparse_step", 1) or 1
     only = config.get("mlp_only_layers") or []
     if not isinstance(only, list) or any(
         isinstance(i, bool) or not isinstance(i, int) for i in only
@@ -104,14 +104,14 @@ def _experts(config: Mapping[str, Any], family: str) -> dict[str, Any]:
         index not in only and (index + 1) % step == 0 for index in range(layers)
     )
     fields: dict[str, Any] = {
-        "experts": _optional_int(config, "num_experts", _EXPERTS[family]),
-        "top_k": _optional_int(config, "num_experts_per_tok", MOE_FAMILIES[family]),
+        "experts": optional_int(config, "num_experts", _EXPERTS[family]),
+        "top_k": optional_int(config, "num_experts_per_tok", MOE_FAMILIES[family]),
         "ffn_hidden": width,
         "dense_ffn_hidden": dense,
         "sparse_layers": sparse if not all(sparse) else (),
     }
     if family == "qwen2_moe":
-        fields["shared_expert"] = _optional_int(config, "shared_expert_intermediate_size", 5632)
+        fields["shared_expert"] = optional_int(config, "shared_expert_intermediate_size", 5632)
     return fields
 
 
@@ -134,25 +134,25 @@ def parallel_config(config: Mapping[str, Any]) -> ParallelDecoderConfig:
     1
     """
     family = config.get("model_type")
-    hidden = _need(config, "hidden_size")
-    heads = _need(config, "num_attention_heads")
+    hidden = required_value(config, "hidden_size")
+    heads = required_value(config, "num_attention_heads")
     common = {
-        "vocabulary": _need(config, "vocab_size"),
+        "vocabulary": required_value(config, "vocab_size"),
         "hidden": hidden,
-        "layers": _need(config, "num_hidden_layers"),
+        "layers": required_value(config, "num_hidden_layers"),
         "heads": heads,
-        "positions": _optional_int(config, "max_position_embeddings", None),
+        "positions": optional_int(config, "max_position_embeddings", None),
         "family": str(family),
     }
     if family == "gpt_neox":
         return ParallelDecoderConfig(
             **common,
-            ffn_hidden=_need(config, "intermediate_size"),
+            ffn_hidden=required_value(config, "intermediate_size"),
             rotary_dim=_rotary_dim(config, hidden // heads),
-            tied=_flag(config, "tie_word_embeddings", False),
-            qkv_bias=_flag(config, "attention_bias", True),
+            tied=config_flag(config, "tie_word_embeddings", False),
+            qkv_bias=config_flag(config, "attention_bias", True),
             bias=True,
-            parallel=_flag(config, "use_parallel_residual", True),
+            parallel=config_flag(config, "use_parallel_residual", True),
         )
     return _falcon(config, common)
 
@@ -173,25 +173,25 @@ def _rotary_dim(config: Mapping[str, Any], head: int) -> int:
 
 def _falcon(config: Mapping[str, Any], common: dict[str, Any]) -> ParallelDecoderConfig:
     """Read Falcon's variants: multi-query, new decoder architecture, parallel or not."""
-    if _flag(config, "alibi", False):
+    if config_flag(config, "alibi", False):
         raise UnsupportedError(
             "from_config: Falcon with alibi=true is not modelled (ALiBi biases in place of "
             "rotary embeddings); the nearest supported family is falcon with alibi=false."
         )
     hidden, heads = common["hidden"], common["heads"]
-    new = _flag(config, "new_decoder_architecture", False)
-    parallel = _flag(config, "parallel_attn", True)
+    new = config_flag(config, "new_decoder_architecture", False)
+    parallel = config_flag(config, "parallel_attn", True)
     if new:
-        kv = _optional_int(config, "num_kv_heads", heads)
+        kv = optional_int(config, "num_kv_heads", heads)
     else:
-        kv = 1 if _flag(config, "multi_query", True) else heads
-    norms = _optional_int(config, "num_ln_in_parallel_attn", 2 if new else 1)
-    bias = _flag(config, "bias", False)
+        kv = 1 if config_flag(config, "multi_query", True) else heads
+    norms = optional_int(config, "num_ln_in_parallel_attn", 2 if new else 1)
+    bias = config_flag(config, "bias", False)
     return ParallelDecoderConfig(
         **common,
-        ffn_hidden=_optional_int(config, "ffn_hidden_size", 4 * hidden) or 4 * hidden,
+        ffn_hidden=optional_int(config, "ffn_hidden_size", 4 * hidden) or 4 * hidden,
         kv_heads=kv,
-        tied=_flag(config, "tie_word_embeddings", True),
+        tied=config_flag(config, "tie_word_embeddings", True),
         qkv_bias=bias,
         bias=bias,
         parallel=parallel,

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from memtheory.models import MOBILENETV2_SETTING, make_divisible
-from memtheory.validation.reference_models.parts import _Chain
+from memtheory.validation.reference_models.parts import Chain
 
 __all__ = ["MobileNetV2Reference", "ResNetReference"]
 
@@ -44,7 +44,7 @@ class _Block(nn.Module):
             self.bn3 = nn.BatchNorm2d(out_channels)
         self.downsample: nn.Module | None = None
         if stride != 1 or in_channels != out_channels:
-            self.downsample = _Chain(
+            self.downsample = Chain(
                 nn.Conv2d(in_channels, out_channels, 1, stride, bias=False),
                 nn.BatchNorm2d(out_channels),
             )
@@ -84,7 +84,7 @@ class ResNetReference(nn.Module):
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         channels = width
         expansion = 1 if kind == "basic" else 4
-        self.stages: list[_Chain] = []
+        self.stages: list[Chain] = []
         for stage, count in enumerate(blocks):
             inner = width * 2**stage
             stage_blocks = []
@@ -92,7 +92,7 @@ class ResNetReference(nn.Module):
                 stride = 2 if index == 0 and stage > 0 else 1
                 stage_blocks.append(_Block(kind, channels, inner, stride))
                 channels = inner * expansion
-            chain = _Chain(*stage_blocks)
+            chain = Chain(*stage_blocks)
             self.add_module(f"layer{stage + 1}", chain)
             self.stages.append(chain)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
@@ -109,8 +109,8 @@ class ResNetReference(nn.Module):
 # -- MobileNetV2 -----------------------------------------------------------------------------
 def _conv_bn_relu6(
     in_channels: int, out_channels: int, kernel: int, stride: int = 1, groups: int = 1
-) -> _Chain:
-    return _Chain(
+) -> Chain:
+    return Chain(
         nn.Conv2d(
             in_channels, out_channels, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False
         ),
@@ -132,7 +132,7 @@ class _InvertedResidual(nn.Module):
             nn.Conv2d(hidden, out_channels, 1, 1, 0, bias=False),
             nn.BatchNorm2d(out_channels),
         ]
-        self.conv = _Chain(*parts)
+        self.conv = Chain(*parts)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.conv(x) if self.use_res_connect else self.conv(x)
@@ -161,9 +161,9 @@ class MobileNetV2Reference(nn.Module):
                 )
                 channels = out_channels
         features.append(_conv_bn_relu6(channels, last, 1))
-        self.features = _Chain(*features)
+        self.features = Chain(*features)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.classifier = _Chain(nn.Dropout(dropout), nn.Linear(last, classes))
+        self.classifier = Chain(nn.Dropout(dropout), nn.Linear(last, classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Run the model on a batch."""

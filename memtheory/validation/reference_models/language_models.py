@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from memtheory.validation.reference_models.parts import (
-    _AddedEmbedding,
-    _Chain,
-    _TiedDecoder,
-    _TransformerBlock,
+    AddedEmbedding,
+    Chain,
+    TiedDecoder,
+    TransformerBlock,
 )
 
 __all__ = ["BertMLMReference", "GPT2Reference"]
@@ -63,8 +63,8 @@ class _BertEmbeddings(nn.Module):
     ) -> None:
         super().__init__()
         self.word_embeddings = nn.Embedding(vocabulary, hidden)
-        self.token_type_embeddings = _AddedEmbedding(token_types, hidden, ids="zeros")
-        self.position_embeddings = _AddedEmbedding(
+        self.token_type_embeddings = AddedEmbedding(token_types, hidden, ids="zeros")
+        self.position_embeddings = AddedEmbedding(
             positions, hidden, ids="positions", inplace=True
         )
         self.LayerNorm = nn.LayerNorm(hidden, eps=1e-12)
@@ -85,7 +85,7 @@ class _BertEncoder(nn.Module):
     def __init__(self, layers: int, hidden: int, heads: int, dropout: float) -> None:
         super().__init__()
         self.layer = nn.ModuleList(
-            _TransformerBlock(
+            TransformerBlock(
                 hidden, heads, 4 * hidden, norm="post", dropout=dropout, activation=nn.GELU()
             )
             for _ in range(layers)
@@ -102,13 +102,13 @@ class _BertOnlyMLMHead(nn.Module):
 
     def __init__(self, hidden: int, embedding: nn.Embedding) -> None:
         super().__init__()
-        self.predictions = _Chain()
-        transform = _Chain()
+        self.predictions = Chain()
+        transform = Chain()
         transform.add_module("dense", nn.Linear(hidden, hidden))
         transform.add_module("transform_act_fn", nn.GELU())
         transform.add_module("LayerNorm", nn.LayerNorm(hidden, eps=1e-12))
         self.predictions.add_module("transform", transform)
-        self.predictions.add_module("decoder", _TiedDecoder(embedding, bias=True))
+        self.predictions.add_module("decoder", TiedDecoder(embedding, bias=True))
 
     def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
         prediction_scores = self.predictions(sequence_output)
@@ -130,10 +130,10 @@ class GPT2Reference(nn.Module):
     ) -> None:
         super().__init__()
         self.wte = nn.Embedding(vocabulary, hidden)
-        self.wpe = _AddedEmbedding(positions, hidden, ids="positions")
+        self.wpe = AddedEmbedding(positions, hidden, ids="positions")
         self.drop = nn.Dropout(dropout)
         self.h = nn.ModuleList(
-            _TransformerBlock(
+            TransformerBlock(
                 hidden,
                 heads,
                 4 * hidden,
@@ -144,7 +144,7 @@ class GPT2Reference(nn.Module):
             for _ in range(layers)
         )
         self.ln_f = nn.LayerNorm(hidden)
-        self.lm_head = _TiedDecoder(self.wte, bias=False)
+        self.lm_head = TiedDecoder(self.wte, bias=False)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Run the model on a batch: ``GPT2Model.forward``, then the head."""

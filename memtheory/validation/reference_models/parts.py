@@ -1,6 +1,6 @@
 """The pieces the reference modules share: a chain of children, self-attention, a block.
 
-:class:`_TransformerBlock` is memtheory's ``transformer_block`` written as
+:class:`TransformerBlock` is memtheory's ``transformer_block`` written as
 torchvision's ``EncoderBlock`` or Hugging Face's ``GPT2Block`` or ``BertLayer``
 (its ``style``); the embeddings that add their rows and the tied decoder are
 the language models'.
@@ -9,7 +9,7 @@ Examples
 --------
 >>> import torch
 >>> from torch import nn
->>> _Chain(nn.Linear(2, 3), nn.ReLU())(torch.ones(1, 2)).shape
+>>> Chain(nn.Linear(2, 3), nn.ReLU())(torch.ones(1, 2)).shape
 torch.Size([1, 3])
 """
 
@@ -24,7 +24,7 @@ from torch import nn
 __all__: list[str] = []
 
 
-class _Chain(nn.Module):
+class Chain(nn.Module):
     """Children named ``0``, ``1``, ... run one after the other (an explicit forward)."""
 
     def __init__(self, *modules: nn.Module, names: Sequence[str] | None = None) -> None:
@@ -49,7 +49,7 @@ class _SelfAttention(nn.MultiheadAttention):
         return super().forward(x, x, x, need_weights=False)[0]
 
 
-class _TransformerBlock(nn.Module):
+class TransformerBlock(nn.Module):
     """memtheory's ``transformer_block``: ``pre`` (GPT-2, ViT) or ``post`` (BERT) norm."""
 
     def __init__(
@@ -132,7 +132,7 @@ class _TransformerBlock(nn.Module):
         return hidden_states
 
 
-class _AddedEmbedding(nn.Embedding):
+class AddedEmbedding(nn.Embedding):
     """Rows looked up and added to ``x``: position ids ``arange(sequence)`` or zero token types.
 
     memtheory's ``PositionEmbedding`` and ``TokenTypeEmbedding``, whose output is the sum.
@@ -155,7 +155,7 @@ class _AddedEmbedding(nn.Embedding):
         return x + rows
 
 
-class _TiedDecoder(nn.Module):
+class TiedDecoder(nn.Module):
     """A projection onto the vocabulary that reads the token embedding's matrix (tied)."""
 
     def __init__(self, embedding: nn.Embedding, bias: bool) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from memtheory.validation.reference_models.parts import _Chain, _TransformerBlock
+from memtheory.validation.reference_models.parts import Chain, TransformerBlock
 
 __all__ = ["ViTReference"]
 
@@ -62,7 +62,7 @@ class ViTReference(nn.Module):
         self.class_token = _ClassToken(hidden)
         sequence = (image_size // patch_size) ** 2 + 1
         self.encoder = _ViTEncoder(sequence, layers, hidden, heads, mlp_dim, dropout)
-        self.heads = _Chain()
+        self.heads = Chain()
         self.heads.add_module("head", nn.Linear(hidden, classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -92,9 +92,9 @@ class _ViTEncoder(nn.Module):
         self.pos_embedding = _LearnedPositions(sequence, hidden)
         if dropout:
             self.dropout = nn.Dropout(dropout)
-        self.layers = _Chain(
+        self.layers = Chain(
             *(
-                _TransformerBlock(
+                TransformerBlock(
                     hidden,
                     heads,
                     mlp_dim,
