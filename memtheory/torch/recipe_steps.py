@@ -220,9 +220,9 @@ def predict_recipe(
 
     Examples
     --------
-    >>> cpu = predict_recipe("pytorch-fp32", precision="fp32", implementation="foreach")
-    >>> gpu = predict_recipe("pytorch-fp32", precision="fp32", implementation="foreach",
-    ...                      device="cuda")
+    >>> step = {"sequence": 64, "precision": "fp32", "implementation": "foreach"}
+    >>> cpu = predict_recipe("pytorch-fp32", **step)
+    >>> gpu = predict_recipe("pytorch-fp32", **step, device="cuda")
     >>> gpu[0] > cpu[0]  # the math path keeps S x S probabilities, the CPU flash kernel none
     True
     """
