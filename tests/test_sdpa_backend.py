@@ -127,3 +127,12 @@ def test_setup_picks_the_kernel_for_its_device():
     assert Setup.recipe("hf-trainer").attention_kernel(layer, checkpoint_dtype="fp32") == "flash"
     same = GroupedQueryAttention(4, kv_heads=4, head_dim=8)
     assert fp32.attention_kernel(same) == "efficient"
+
+
+def test_the_assumed_attention_line_names_the_fp32_math_path_on_cuda():
+    """describe(): an fp32 CUDA setup with SDPA says grouped heads run the math path."""
+    line = next(x for x in Setup.recipe("pytorch-fp32").describe() if x.startswith("attention"))
+    assert "math path" in line
+    for setup in (Setup.recipe("pytorch-amp"), Setup.recipe("pytorch-fp32", device="cpu"),
+                  Setup.recipe("pytorch-fp32", attention="eager")):
+        assert "math path" not in "\n".join(setup.describe())

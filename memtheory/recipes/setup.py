@@ -444,6 +444,9 @@ class Setup:
             "transformers' default attn_implementation)" if self.flash else
             "attention: eager (S x S scores and probabilities kept for the backward pass)"
         )
+        if self.flash and self.device == "cuda" and _precision(chosen).activations.name == "fp32":
+            lines[-1] += ("; in fp32 with grouped key/value heads CUDA runs SDPA's math path, "
+                          "which keeps S x S as eager attention does")
         lines.append(
             "the loop holds the logits through the backward pass (out = model(x))"
             if self.keeps_logits else
