@@ -136,3 +136,26 @@ def test_the_assumed_attention_line_names_the_fp32_math_path_on_cuda():
     for setup in (Setup.recipe("pytorch-amp"), Setup.recipe("pytorch-fp32", device="cpu"),
                   Setup.recipe("pytorch-fp32", attention="eager")):
         assert "math path" not in "\n".join(setup.describe())
+
+
+def test_training_memory_takes_the_math_path_network_only_where_cuda_runs_it():
+    """A Llama built without flash is refused under 16-bit SDPA, taken under fp32 CUDA SDPA."""
+    from memtheory import training_memory
+    from memtheory.models import from_config
+
+    llama = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32,
+             "intermediate_size": 40, "num_hidden_layers": 1, "num_attention_heads": 4,
+             "num_key_value_heads": 2}
+    math = from_config(llama, batch=2, sequence=8, loss=True, flash=False)
+    fused = from_config(llama, batch=2, sequence=8, loss=True, flash=True)
+    fp32 = Setup.recipe("pytorch-fp32")
+    assert training_memory(math, setup=fp32).peak == training_memory(
+        math, setup=fp32.changed(attention="eager")).peak
+    kept = "saved_activations"  # the math path keeps S x S probabilities, a fused kernel none
+    assert training_memory(fused, setup=fp32)[kept] < training_memory(math, setup=fp32)[kept]
+    with pytest.raises(InvalidArgumentError, match="built with eager"):
+        training_memory(math, setup=Setup.recipe("pytorch-amp"))
+    with pytest.raises(InvalidArgumentError, match="built with eager"):
+        training_memory(math, setup=fp32.changed(device="cpu"))
+    with pytest.raises(InvalidArgumentError, match="built with SDPA"):
+        training_memory(fused, setup=fp32.changed(attention="eager"))
