@@ -59,8 +59,9 @@ def training_memory(
     setup : Setup or recipe name, optional
         Every assumption of the step at once (:mod:`memtheory.recipes`); the
         keywords above override its fields. The network must be built with
-        the setup's attention kernel (``flash=setup.flash``): a mismatch is
-        refused.
+        the setup's attention kernel (``flash=setup.flash``, or
+        ``flash=setup.flash_for(network)`` where CUDA's SDPA falls to its
+        math path): a mismatch is refused.
 
     Examples
     --------
@@ -172,7 +173,9 @@ def _check_attention(model: Model, setup: Setup) -> None:
     for row in model.rows:
         layer = getattr(row.layer, "layer", row.layer)  # a frozen or adapted layer
         flash = getattr(layer, "flash", None)
-        if isinstance(flash, bool) and flash != setup.flash:
+        # SDPA built without flash is the CUDA math path when CUDA selects it for the layer
+        math = setup.flash and setup.attention_kernel(layer) == "math"
+        if isinstance(flash, bool) and flash != setup.flash and not (math and not flash):
             built = "SDPA (flash=True)" if flash else "eager (flash=False)"
             raise InvalidArgumentError(
                 f"{model.name!r} was built with {built} attention ({row.name}), but the setup "

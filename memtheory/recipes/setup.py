@@ -30,6 +30,7 @@ import sympy as sp
 
 from memtheory.conventions.autograd import AutogradConvention
 from memtheory.conventions.autograd.loops import LOOPS, Loop
+from memtheory.conventions.autograd.sdpa_backend import keeps_scores, layer_sdpa_backend
 from memtheory.errors import InvalidArgumentError, MemtheoryError, UnsupportedError
 from memtheory.gpus import DEFAULT_RESERVE, ReserveLike
 from memtheory.precision import precision as _precision
@@ -287,8 +288,74 @@ class Setup:
 
     @property
     def flash(self) -> bool:
-        """Whether attention keeps no S x S tensors (SDPA's flash or memory-efficient kernel)."""
+        """Whether attention is SDPA, asked for a kernel that keeps no S x S tensors.
+
+        Whether the kernel that runs keeps none depends on the model and the
+        dtype too: see :meth:`attention_kernel` and :meth:`flash_for`.
+        """
         return self.attention == "sdpa"
+
+    def attention_kernel(
+        self, layer: object, checkpoint_dtype: str | None = None, device: Device | None = None
+    ) -> str:
+        """Return the kernel the step runs for attention ``layer``.
+
+        ``"eager"`` for eager attention; on the CPU ``"flash"`` (SDPA's CPU
+        flash kernel, what memtheory measures for SDPA); on CUDA the backend
+        :func:`~memtheory.conventions.autograd.sdpa_backend.layer_sdpa_backend`
+        selects for the layer at the precision's activation dtype
+        (``"flash"``, ``"cudnn"``, ``"efficient"`` or ``"math"``), or
+        ``"flash"`` for a layer it cannot read. ``device`` overrides the
+        setup's (the device the step runs on).
+
+        Examples
+        --------
+        >>> from memtheory.layers.grouped_attention import GroupedQueryAttention
+        >>> gqa = GroupedQueryAttention(4, kv_heads=2, head_dim=8)
+        >>> fp32 = Setup.recipe("pytorch-fp32")
+        >>> fp32.attention_kernel(gqa), fp32.attention_kernel(gqa, device="cpu")
+        ('math', 'flash')
+        >>> Setup.recipe("pytorch-amp").attention_kernel(gqa)
+        'flash'
+        """
+        if self.attention == "eager":
+            return "eager"
+        if (device or self.device) == "cpu":
+            return "flash"
+        activations = _precision(self.precision_for(checkpoint_dtype)).activations
+        return layer_sdpa_backend(layer, activations) or "flash"
+
+    def flash_for(
+        self, model: object, checkpoint_dtype: str | None = None, device: Device | None = None
+    ) -> bool:
+        """Return whether ``model``'s attention keeps no S x S tensors under this setup.
+
+        False for eager attention, and for SDPA when CUDA's selection
+        (:meth:`attention_kernel`) falls to the math path for one of the
+        network's attention layers: math keeps the S x S probabilities as
+        eager attention does, so such a model is built with ``flash=False``.
+        The one GPU recording shows it: fp32 SDPA on a grouped-query Llama
+        kept, on an H200 with PyTorch 2.11, what eager attention kept.
+
+        Examples
+        --------
+        >>> from memtheory.models import from_config
+        >>> llama = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32,
+        ...          "intermediate_size": 40, "num_hidden_layers": 2,
+        ...          "num_attention_heads": 4, "num_key_value_heads": 2}
+        >>> net = from_config(llama, batch=2, sequence=8, loss=True, flash=True)
+        >>> Setup.recipe("pytorch-fp32").flash_for(net), Setup.recipe("hf-trainer").flash_for(net)
+        (False, True)
+        >>> Setup.recipe("pytorch-fp32").flash_for(net, device="cpu")
+        True
+        """
+        if not self.flash:
+            return False
+        return not any(
+            keeps_scores(kernel)
+            for layer in _attention_layers(model)
+            if (kernel := self.attention_kernel(layer, checkpoint_dtype, device)) != "eager"
+        )
 
     @property
     def reserve_bytes(self) -> sp.Expr:
@@ -377,6 +444,9 @@ class Setup:
             "transformers' default attn_implementation)" if self.flash else
             "attention: eager (S x S scores and probabilities kept for the backward pass)"
         )
+        if self.flash and self.device == "cuda" and _precision(chosen).activations.name == "fp32":
+            lines[-1] += ("; in fp32 with grouped key/value heads CUDA runs SDPA's math path, "
+                          "which keeps S x S as eager attention does")
         lines.append(
             "the loop holds the logits through the backward pass (out = model(x))"
             if self.keeps_logits else
@@ -464,3 +534,12 @@ def setup_from(spec: Setup | str | Mapping[str, Any] | None) -> Setup | None:
         f"setup must be a Setup, a recipe name or a mapping of its fields, got {_short(spec)}."
     )
 
+
+def _attention_layers(model: object) -> list[object]:
+    """Return the layers of ``model`` (a network) that carry an attention kernel (``flash``)."""
+    layers = []
+    for row in getattr(model, "rows", ()):
+        layer = getattr(row.layer, "layer", row.layer)  # a frozen or adapted layer
+        if isinstance(getattr(layer, "flash", None), bool):
+            layers.append(layer)
+    return layers

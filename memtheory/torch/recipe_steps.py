@@ -41,6 +41,7 @@ from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.memory import training_memory
 from memtheory.models import from_config
 from memtheory.recipes import Setup, setup_from
+from memtheory.recipes.setup import Device, Implementation
 from memtheory.torch.measurement import Measurement, measure
 from memtheory.torch.setup_step import refuse_unrunnable, setup_step
 
@@ -50,6 +51,7 @@ __all__ = [
     "TINY_LLAMA",
     "RecipeCheck",
     "check_recipe",
+    "predict_recipe",
     "recipe_model",
     "record_recipe_steps",
 ]
@@ -156,8 +158,12 @@ def check_recipe(
         The dtype the weights would be published in: the recipes that keep
         the checkpoint's dtype load the model in it.
     device : str, default "cpu"
-        ``"cuda"`` measures on a GPU with the allocator's counters; the
-        prediction follows the CPU kernels either way.
+        ``"cuda"`` measures on a GPU with the allocator's counters. The
+        prediction follows that device's attention kernel
+        (:meth:`Setup.flash_for <memtheory.recipes.Setup.flash_for>`: on
+        CUDA, SDPA in fp32 with grouped key/value heads runs the math path,
+        which keeps S x S as eager attention does); the other kernels are
+        the CPU's.
     warmup_steps : int, default 1
 
     Raises
@@ -183,15 +189,54 @@ def check_recipe(
     ids = torch.randint(0, int(config["vocab_size"]), (batch, sequence), device=device)
     measured = measure(model, {"input_ids": ids, "labels": ids.clone()}, setup=setup,
                        warmup_steps=warmup_steps)
+    peak, moment = predict_recipe(
+        setup, config, batch=batch, sequence=sequence, precision=step.precision,
+        implementation=measured.implementation, device=device)
+    return RecipeCheck(setup, step.precision, peak, moment, measured)
+
+
+def predict_recipe(
+    recipe: Setup | str,
+    config: Mapping[str, Any] = TINY_LLAMA,
+    *,
+    batch: int = 2,
+    sequence: int = 8,
+    precision: str,
+    implementation: Implementation,
+    device: str = "cpu",
+) -> tuple[int, str]:
+    """Return the peak (bytes) and its moment :func:`check_recipe` predicts for one step.
+
+    The network is transformers' model for ``config`` as memtheory builds it
+    (:func:`memtheory.models.from_config`), with the attention kernel that
+    runs on ``device``: the recipe's, except where CUDA's SDPA falls to its
+    math path (:meth:`Setup.flash_for <memtheory.recipes.Setup.flash_for>`:
+    fp32 with grouped key/value heads), which keeps S x S as eager
+    attention does. ``precision`` and ``implementation`` are the step's (the
+    cast :func:`~memtheory.torch.setup_step.setup_step` names, the optimizer
+    implementation that ran). The loop is a plain one: the Trainer's own
+    scalars (``loop="hf-trainer"``) are checked against the real Trainer in
+    ``tests/pytorch/test_trainer_recipe.py``.
+
+    Examples
+    --------
+    >>> step = {"sequence": 64, "precision": "fp32", "implementation": "foreach"}
+    >>> cpu = predict_recipe("pytorch-fp32", **step)
+    >>> gpu = predict_recipe("pytorch-fp32", **step, device="cuda")
+    >>> gpu[0] > cpu[0]  # the math path keeps S x S probabilities, the CPU flash kernel none
+    True
+    """
+    setup = setup_from(recipe)
+    assert setup is not None
     network = from_config(dict(config), batch=batch, sequence=sequence, loss=True,
                           flash=setup.flash)
-    # The runner's loop is a plain one: the Trainer's own scalars (loop="hf-trainer") are
-    # checked against the real Trainer in tests/pytorch/test_trainer_recipe.py.
+    where: Device = "cpu" if device == "cpu" else "cuda"
+    if setup.flash and not setup.changed(precision=precision).flash_for(network, device=where):
+        network = from_config(dict(config), batch=batch, sequence=sequence, loss=True,
+                              flash=False)
     predicted = training_memory(network, setup=setup.changed(
-        precision=step.precision, optimizer_implementation=measured.implementation,
-        loop="plain"))
-    return RecipeCheck(setup, step.precision, int(predicted.peak),
-                       predicted.peak_moment or "", measured)
+        precision=precision, optimizer_implementation=implementation, loop="plain"))
+    return int(predicted.peak), predicted.peak_moment or ""
 
 
 def recipe_model(

@@ -7,8 +7,8 @@ the autograd convention's prediction, the measured live storages, the storages
 in 512-byte blocks, and on a GPU the caching allocator's allocated and reserved
 peaks phase by phase. :func:`write_measurements` saves it as JSON named after
 the device and PyTorch version, never over an existing file unless told to;
-:func:`load_measurements` and :func:`measurements_table` read it back, as the
-book's GPU chapter does.
+:func:`load_measurements`, :func:`measurements_table` and :func:`recipes_table`
+read it back, as the book's GPU chapter does (``book/data/gpu/``).
 
 On the CPU the same records have no allocator figures; they are how the
 recording is tested on machines without a GPU. ``benchmarks/cuda_zoo.py`` is
@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from memtheory import __version__
+from memtheory.conventions.autograd.torch_version import CHECKED_TORCH_VERSION, same_release
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.tables import Column, Table
 from memtheory.units import format_bytes
@@ -53,6 +54,7 @@ __all__ = [
     "load_measurements",
     "measurements_table",
     "record_measurements",
+    "recipes_table",
     "write_measurements",
 ]
 
@@ -269,52 +271,140 @@ def load_measurements(folder: str | Path) -> list[dict[str, Any]]:
     return sorted(recordings, key=lambda data: str(data["device"]["name"]))
 
 
+def _size(nbytes: object, unit: str) -> str:
+    """Bytes in ``unit`` without the unit, or ``-`` for a figure not recorded."""
+    if not isinstance(nbytes, int):
+        return "-"
+    return format_bytes(nbytes, unit).rsplit(" ", 1)[0]
+
+
+def _difference(measured: object, predicted: object) -> str:
+    """Live less predicted bytes, signed (``0`` when equal), or ``-`` without a prediction."""
+    if not isinstance(measured, int) or not isinstance(predicted, int):
+        return "-"
+    return f"{measured - predicted:+,}" if measured != predicted else "0"
+
+
+def _version_note(device: dict[str, Any]) -> list[str]:
+    """Say when the recording's PyTorch is not the release memtheory's plans were checked on."""
+    if same_release(str(device["torch"])):
+        return []
+    return [
+        f"PyTorch {device['torch']} is not {CHECKED_TORCH_VERSION}, the release memtheory's "
+        "kernel plans were checked against: a difference may be the version's as well as "
+        "the device's kernels'."
+    ]
+
+
 def measurements_table(data: dict[str, Any], unit: str = "MiB") -> Table:
-    """Tabulate one recording: predicted and live peaks, blocks, allocated and reserved peaks.
+    """Tabulate one recording's steps: predicted and live peaks, their difference, the allocator.
+
+    Per step: the predicted and the live peak, live less predicted in bytes
+    (``0`` when exact), the live storages in 512-byte blocks, and the
+    caching allocator's allocated and reserved peaks. The notes say which
+    device and versions made it, and when its PyTorch is not the one
+    memtheory was checked against. The recipes of the recording are
+    :func:`recipes_table`'s.
 
     Examples
     --------
     >>> data = record_measurements("cpu", models=["MLP"], precisions=["fp32"])
     >>> print(measurements_table(data, "KiB"))  # doctest: +ELLIPSIS
     Training steps on ...
-    model  precision  predicted peak (KiB)  live peak (KiB)  in blocks (KiB) ...
-    MLP    fp32 ...
+    model  precision  predicted peak (KiB)  live peak (KiB)  live - predicted (bytes) ...
+    MLP    fp32 ... 0 ...
     """
-
-    def size(nbytes: object) -> str:
-        if not isinstance(nbytes, int):
-            return "-"
-        return format_bytes(nbytes, unit).rsplit(" ", 1)[0]
-
     rows = []
     for step in data["steps"]:
         allocator = step["allocator"] or {}
+        predicted, measured = step["predicted"].get("peak"), step["measured"]["peak"]
         rows.append(
             (
                 step["model"],
                 step["precision"],
-                size(step["predicted"].get("peak")),
-                size(step["measured"]["peak"]),
-                size(step["measured"]["block peak"]),
-                size(allocator.get("peak allocated")),
-                size(allocator.get("peak reserved")),
+                _size(predicted, unit),
+                _size(measured, unit),
+                _difference(measured, predicted),
+                _size(step["measured"]["block peak"], unit),
+                _size(allocator.get("peak allocated"), unit),
+                _size(allocator.get("peak reserved"), unit),
             )
         )
     device = data["device"]
     columns = [
         Column("model"),
         Column("precision"),
+        Column(f"predicted peak ({unit})", "right"),
+        Column(f"live peak ({unit})", "right"),
+        Column("live - predicted (bytes)", "right"),
         *(
             Column(f"{title} ({unit})", "right")
-            for title in ("predicted peak", "live peak", "in blocks", "allocated", "reserved")
+            for title in ("in blocks", "allocated", "reserved")
         ),
     ]
+    exact = sum(row[4] == "0" for row in rows)
     notes = [
         f"PyTorch {device['torch']}, CUDA {device['cuda']}, driver {device['driver']}; "
         f"recorded {data['recorded']}.",
+        *_version_note(device),
+        f"live peak equal to the prediction in {exact} of {len(rows)} steps.",
         "predicted: memtheory's autograd convention; live: tensor storages (measure); "
         "in blocks: the same storages in 512-byte blocks; allocated and reserved: the caching "
         "allocator's peaks (none on a CPU).",
     ]
     title = f"Training steps on {device['name']} ({device['type']})"
+    return Table(columns, rows, title=title, notes=notes)
+
+
+def recipes_table(data: dict[str, Any], unit: str = "MiB") -> Table:
+    """Tabulate one recording's recipes (``benchmarks/cuda_zoo.py``'s ``recipes`` list).
+
+    Per recipe step (a recipe, a model size, an attention kernel): the
+    precision and optimizer implementation it ran, the peak memtheory
+    predicted when it was recorded, the live peak, live less predicted in
+    bytes, and the caching allocator's allocated and reserved peaks. A
+    recording without recipes gives an empty table that says so.
+
+    Examples
+    --------
+    >>> record = {"recipe": "pytorch-fp32", "size": "tiny", "batch": 2, "sequence": 5,
+    ...           "precision": "fp32", "implementation": "for-loop", "predicted_peak": 2048,
+    ...           "measured_peak": 2080, "block_peak": 2560, "allocator": None}
+    >>> data = {"recorded": "today", "recipes": [record], "device": {
+    ...     "name": "a CPU", "type": "cpu", "torch": "2.13.0", "cuda": None, "driver": None}}
+    >>> print(recipes_table(data, "KiB"))  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+    Recipes on a CPU (cpu)
+    recipe        size  batch x sequence  precision  optimizer  predicted peak (KiB) ...
+    ------------  ...
+    pytorch-fp32  tiny  2 x 5             fp32       for-loop   2.00 ... +32 ...
+    """
+    rows = []
+    for record in data.get("recipes") or []:
+        allocator = record.get("allocator") or {}
+        predicted, measured = record["predicted_peak"], record["measured_peak"]
+        rows.append((
+            record["recipe"], record["size"], f"{record['batch']} x {record['sequence']}",
+            record["precision"], record["implementation"], _size(predicted, unit),
+            _size(measured, unit), _difference(measured, predicted),
+            _size(allocator.get("peak_allocated"), unit),
+            _size(allocator.get("peak_reserved"), unit),
+        ))
+    device = data["device"]
+    columns = [
+        Column("recipe"), Column("size"), Column("batch x sequence"), Column("precision"),
+        Column("optimizer"),
+        *(Column(f"{title} ({unit})", "right") for title in ("predicted peak", "live peak")),
+        Column("live - predicted (bytes)", "right"),
+        *(Column(f"{title} ({unit})", "right") for title in ("allocated", "reserved")),
+    ]
+    exact = sum(row[7] == "0" for row in rows)
+    notes = [
+        f"PyTorch {device['torch']}, recorded {data['recorded']}.",
+        *_version_note(device),
+        f"live peak equal to the prediction in {exact} of {len(rows)} recipe steps."
+        if rows else "this recording has no recipes.",
+        "predicted: memtheory's prediction when the step was recorded; live: tensor storages "
+        "(measure); allocated and reserved: the caching allocator's peaks (none on a CPU).",
+    ]
+    title = f"Recipes on {device['name']} ({device['type']})"
     return Table(columns, rows, title=title, notes=notes)

@@ -148,3 +148,102 @@ def test_writing_refuses_other_data_and_unwritable_places(recording, tmp_path):
     with pytest.raises(InvalidArgumentError, match="cannot write"):
         write_measurements(recording, blocker / "gpu")
     assert blocker.read_text() == "kept"
+
+
+# -- the H200 recording (book/data/gpu/nvidia-h200-torch-2-11-0-cu130.json) ----------------
+RECORDING = ROOT / "book" / "data" / "gpu" / "nvidia-h200-torch-2-11-0-cu130.json"
+"""``benchmarks/cuda_zoo.py --write`` on one NVIDIA H200, PyTorch 2.11.0+cu130, 2026-11-27."""
+
+
+@pytest.fixture(scope="module")
+def h200():
+    """The recording as chapter 20 loads it, and its recipe steps by (recipe, size)."""
+    [data] = [d for d in load_measurements(RECORDING.parent)
+              if d["device"]["name"] == "NVIDIA H200"]
+    return data, {(r["recipe"], r["size"]): r for r in data["recipes"]}
+
+
+def _recorded_setups():
+    """The setups record_recipe_steps ran, by label (its loops, not the file's labels)."""
+    from memtheory.recipes import Setup
+    from memtheory.torch.recipe_steps import CPU_RECIPES
+
+    setups = {}
+    for name in CPU_RECIPES:
+        bases = [Setup.recipe(name)]
+        if name == "pytorch-amp":
+            bases += [Setup.recipe(name, optimizer_implementation=i) for i in ("for-loop", "fused")]
+        for base in bases:
+            for attention in ("eager", "sdpa"):
+                setup = base.changed(attention=attention)
+                setups[setup.label] = setup
+    return setups
+
+
+def test_the_h200_recording_loads_with_its_recipes(h200):
+    """Format 1, a CUDA device on PyTorch 2.11, 30 zoo steps and 24 recipe steps, tabulated."""
+    from memtheory.validation.gpu_measurements import recipes_table
+
+    data, recipes = h200
+    assert data["format"] == FORMAT_VERSION and data["device"]["type"] == "cuda"
+    assert data["device"]["torch"].startswith("2.11")
+    assert set(recipes) == {(label, size) for label in _recorded_setups()
+                            for size in ("tiny", "mid")}
+    steps = measurements_table(data)
+    differ = [s for s in data["steps"] if s["measured"]["peak"] != s["predicted"]["peak"]]
+    assert len(steps.rows) == len(data["steps"])
+    assert any(f"in {len(steps.rows) - len(differ)} of {len(steps.rows)} steps" in n
+               for n in steps.notes)
+    assert any("is not 2.13.0" in n for n in steps.notes)
+    table = recipes_table(data)
+    assert [row[0] for row in table.rows] == [r["recipe"] for r in data["recipes"]]
+    fp32_sdpa = recipes[("pytorch-fp32", "mid")]
+    assert f"{fp32_sdpa['measured_peak'] - fp32_sdpa['predicted_peak']:+,}" in {
+        row[7] for row in table.rows}
+
+
+@pytest.mark.parametrize("size", ["tiny", "mid"])
+def test_fp32_sdpa_on_cuda_is_the_math_path_the_h200_measured(h200, size):
+    """pytorch-fp32 with SDPA predicts, for CUDA, the recorded live peak to the byte (math path).
+
+    The recorded SDPA step kept what the eager step kept; the prediction at recording time
+    was the fused kernel's (no S x S), which CUDA does not run for fp32 with grouped heads.
+    """
+    from memtheory.torch.recipe_steps import RECORDED_SIZES, predict_recipe
+
+    _, recipes = h200
+    config, batch, sequence = RECORDED_SIZES[size]
+    for label in ("pytorch-fp32", "pytorch-fp32 (attention=eager)"):
+        record = recipes[(label, size)]
+        predicted, _ = predict_recipe(
+            _recorded_setups()[label], config, batch=batch, sequence=sequence,
+            precision=record["precision"], implementation=record["implementation"],
+            device="cuda")
+        assert predicted == record["measured_peak"]
+    assert recipes[("pytorch-fp32", size)]["measured_peak"] == \
+        recipes[("pytorch-fp32 (attention=eager)", size)]["measured_peak"]
+    on_cpu, _ = predict_recipe("pytorch-fp32", config, batch=batch, sequence=sequence,
+                               precision="fp32", implementation="foreach", device="cpu")
+    assert on_cpu == recipes[("pytorch-fp32", size)]["predicted_peak"]  # the CPU's flash kernel
+
+
+@pytest.mark.parametrize("label", ["pytorch-amp", "hf-trainer", "lightning-bf16"])
+def test_16_bit_sdpa_predictions_stay_as_recorded(h200, label):
+    """16-bit SDPA (a fused kernel) predicts what was recorded: 16 bytes per layer below live.
+
+    The 16 bytes a decoder layer are consistent with the two int64 scalars (Philox seed and
+    offset) CUDA's fused SDPA kernels return for their backward; not modelled.
+    """
+    from memtheory.torch.recipe_steps import RECORDED_SIZES, predict_recipe
+
+    _, recipes = h200
+    config, batch, sequence = RECORDED_SIZES["tiny"]
+    record = recipes[(label, "tiny")]
+    predicted, _ = predict_recipe(
+        _recorded_setups()[label], config, batch=batch, sequence=sequence,
+        precision=record["precision"], implementation=record["implementation"], device="cuda")
+    assert predicted == record["predicted_peak"]
+    for size, (config, _, _) in RECORDED_SIZES.items():
+        record = recipes[(label, size)]
+        layers = config["num_hidden_layers"]
+        assert record["measured_peak"] - record["predicted_peak"] == 2 * 8 * layers
