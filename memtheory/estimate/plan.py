@@ -330,7 +330,10 @@ def _why(
         why += (f"; {accumulate} micro-batches per optimizer step: the gradients are added to "
                 "every moment before the step (an upper bound in the backward pass)")
     if chosen.flash and step.convention == "autograd" and resolved.kind == "sequence":
-        why += "; the SDPA flash/memory-efficient attention kernel assumed (see below)"
+        if chosen.flash_for(resolved.network, resolved.dtype):
+            why += "; the SDPA flash/memory-efficient attention kernel assumed (see below)"
+        else:
+            why += "; SDPA's math path assumed, as CUDA selects it here (see below)"
     if parallel:
         how = "ZeRO / FSDP, chapter 13" + ("; tensor parallel, chapter 18" if tensor else "")
         if step.convention == "autograd" and not tensor and not pipeline:
@@ -492,6 +495,10 @@ def _derived(
     def derive() -> _Derived:
         resolved = resolve_model(model, batch=B, sequence=S, image=image or 224,
                                  flash=chosen.flash)
+        if chosen.flash and not chosen.flash_for(resolved.network, resolved.dtype):
+            # CUDA's SDPA runs its math path here (fp32 with grouped key/value heads), which
+            # keeps the S x S probabilities as eager attention does (Setup.attention_kernel)
+            resolved = resolve_model(model, batch=B, sequence=S, image=image or 224, flash=False)
         chosen_precision = step_precision(chosen, resolved.dtype, precision, lora, qlora)
         _, values = _sizes(resolved, 1, sequence)
         adapters = None

@@ -247,3 +247,26 @@ def test_16_bit_sdpa_predictions_stay_as_recorded(h200, label):
         record = recipes[(label, size)]
         layers = config["num_hidden_layers"]
         assert record["measured_peak"] - record["predicted_peak"] == 2 * 8 * layers
+
+
+@pytest.mark.parametrize("size", ["tiny", "mid"])
+def test_memtheory_estimate_answers_the_fp32_sdpa_peak_the_h200_measured(h200, size):
+    """The front door, estimate(), builds the math path too: its peak is the recorded live peak.
+
+    Under the same recipe on the CPU (whose SDPA runs its flash kernel for fp32 as well) it
+    answers the fused kernel's peak, the prediction recorded beside the measurement.
+    """
+    from memtheory.estimate import estimate
+    from memtheory.recipes import Setup
+    from memtheory.torch.recipe_steps import RECORDED_SIZES
+
+    _, recipes = h200
+    config, batch, sequence = RECORDED_SIZES[size]
+    record = recipes[("pytorch-fp32", size)]
+    setup = Setup.recipe("pytorch-fp32", optimizer_implementation=record["implementation"])
+    answer = estimate(dict(config), setup=setup, batch=batch, sequence=sequence)
+    assert answer.to_dict()["peak_bytes"] == record["measured_peak"]
+    assert "math path" in answer.to_dict()["convention_why"]
+    on_cpu = estimate(dict(config), setup=setup.changed(device="cpu"), batch=batch,
+                      sequence=sequence)
+    assert on_cpu.to_dict()["peak_bytes"] == record["predicted_peak"]
