@@ -66,7 +66,7 @@ from memtheory.finetuning.lora import LoRA
 from memtheory.finetuning.memory import finetune_memory
 from memtheory.memory import training_memory
 from memtheory.models import from_config
-from memtheory.recipes import Setup
+from memtheory.recipes import REFUSED_RECIPES, Setup
 
 __all__ = [
     "DPO_UNSUPPORTED",
@@ -83,14 +83,8 @@ TRL_TOKEN_CHUNK = 4096
 TRL_VOCAB_CHUNK = 32768
 """Tile columns (TRL 1.16 ``trainer/utils.py`` ``_CHUNKED_LOGPROB_CHUNK_SIZE``)."""
 
-DPO_UNSUPPORTED = (
-    "TRL's DPOTrainer is not a recipe memtheory estimate can answer exactly: it scores tokens "
-    "with a fused, chunked LM head (trl 1.16 kernels/chunked_logprob.py) that the autograd "
-    "convention does not model, over 2B sequences (chosen and rejected), beside a frozen "
-    "reference model. Use memtheory.finetuning.dpo_step_memory(config, pairs=..., "
-    "sequence=...) for its documented estimate (CPU path, fp32, checkpointing off)."
-)
-"""Why ``--recipe trl-dpo`` is refused by ``memtheory estimate``, and what to use instead."""
+DPO_UNSUPPORTED = REFUSED_RECIPES["trl-dpo"]
+"""Why ``Setup.recipe("trl-dpo")`` and ``memtheory estimate --recipe trl-dpo`` refuse."""
 
 _FP32 = int(dtype("fp32").bytes)
 _BF16 = int(dtype("bf16").bytes)
