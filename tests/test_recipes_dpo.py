@@ -19,6 +19,7 @@ from memtheory.finetuning import (
     TRL_TOKEN_CHUNK,
     TRL_VOCAB_CHUNK,
     LoRA,
+    dpo_head_bytes,
     dpo_step_memory,
     fused_head_backward_bytes,
 )
@@ -98,8 +99,8 @@ def test_full_fine_tuning_adds_a_second_copy_of_the_weights():
     assert step.parts["reference weights"] == step.parts["policy weights"] == weights
     assert step.parts["up to the final norm"] == int(trainer.timeline["forward model.norm"])
     assert step.parts["fused head backward"] == fused_head_backward_bytes(6 * 8, 32, 96)
-    assert step.peak == sum(step.parts[k] for k in ("up to the final norm", "reference weights",
-                                                      "fused head backward"))
+    assert step.parts["batch and head beyond the recipe"] == dpo_head_bytes(6, 9, 32)
+    assert step.peak == sum(v for k, v in step.parts.items() if k != "policy weights")
 
 
 def test_lora_keeps_no_reference_copy_and_no_head_gradient():
@@ -110,7 +111,17 @@ def test_lora_keeps_no_reference_copy_and_no_head_gradient():
     assert full.parts["fused head backward"] - lora.parts["fused head backward"] == (
         dtype("fp32").bytes * TINY["vocab_size"] * TINY["hidden_size"])
     assert lora.peak < full.peak
-    assert any("estimate" in line for line in lora.assumed)
+    assert any("else an estimate" in line for line in lora.assumed)
+
+
+@given(sequences=st.integers(1, 64), sequence=st.integers(2, 4096), hidden=st.integers(1, 8192))
+def test_the_head_replaces_the_norms_output_by_its_shifted_copy(sequences, sequence, hidden):
+    """One position per row fewer of hidden states; per scored token: targets, log Z, etc."""
+    fp32, index = dtype("fp32").bytes, dtype("int64").bytes
+    tokens = sequences * (sequence - 1)
+    assert dpo_head_bytes(sequences, sequence, hidden) == (
+        index * sequences * sequence - fp32 * sequences * hidden
+        + tokens * (index + 3 * fp32) + 2 * fp32)
 
 
 def test_the_vocabulary_tile_is_capped():

@@ -8,7 +8,7 @@ lora                :class:`LoRA`, :func:`apply_lora`, :func:`freeze`, target ma
 nf4                 NF4 codes and double-quantized constants (QLoRA Section 3)
 optimizer8bit       bitsandbytes' block-wise 8-bit Adam state
 memory              :func:`finetune_memory`: the step's footprint by component
-preference          :func:`dpo_step_memory`: TRL's DPO step (frozen reference), estimated
+preference          :func:`dpo_step_memory`: TRL's DPO step with a frozen reference model
 ==================  ==================================================================
 
 Examples
@@ -52,6 +52,7 @@ from memtheory.finetuning.preference import (
     TRL_TOKEN_CHUNK,
     TRL_VOCAB_CHUNK,
     PreferenceEstimate,
+    dpo_head_bytes,
     dpo_step_memory,
     fused_head_backward_bytes,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "apply_lora",
     "constant_bits_per_parameter",
     "dequantized_copy_bytes",
+    "dpo_head_bytes",
     "dpo_step_memory",
     "finetune_memory",
     "freeze",

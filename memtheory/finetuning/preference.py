@@ -1,4 +1,4 @@
-"""DPO with a frozen reference model, as TRL's ``DPOTrainer`` runs it: an estimate of the step.
+"""DPO with a frozen reference model, as TRL's ``DPOTrainer`` runs it: the step's peak.
 
 Read from TRL 1.16's installed source (``trl/trainer/dpo_trainer.py``,
 ``dpo_config.py``, ``utils.py``, ``kernels/chunked_logprob.py``):
@@ -29,17 +29,19 @@ Read from TRL 1.16's installed source (``trl/trainer/dpo_trainer.py``,
   ``bf16=True`` unless ``fp16``, ``learning_rate=1e-6``; ``padding_free=False``;
   the optimizer is the ``Trainer``'s (``adamw_torch_fused``).
 
-The autograd convention has no fused, chunked head, so :func:`dpo_step_memory`
-is an **estimate**: the ``hf-trainer`` (or ``peft-lora``) recipe's step over 2B
-sequences up to the final norm, plus the reference weights, plus the fused
-head's backward (:func:`fused_head_backward_bytes`, exact on CPU). What it
-leaves out is the fused head's saved tensors, which sit beneath its backward:
-checked against the real ``DPOTrainer`` under ``memtheory.torch.track`` in
-``tests/pytorch/test_dpo_recipe.py`` (under 1.2 kB off on the tiny Llama,
-within that bound). It models the CPU path, fp32 weights, checkpointing off: on
-CUDA with Triton only the completion tokens are projected
-(``utils.py:1642-1645``) and the fold runs in a kernel without the N x V'
-temporaries.
+The autograd convention has no fused, chunked head, so no :class:`~memtheory.recipes.Setup`
+expresses the step (``Setup.recipe("trl-dpo")`` refuses, with the reason).
+:func:`dpo_step_memory` builds it from the convention's pieces instead: the
+``hf-trainer`` (or ``peft-lora``) recipe's step over 2B sequences up to the
+final norm, plus the reference weights, plus what the DPO batch and the fused
+head hold beyond it (:func:`dpo_head_bytes`), plus the fused head's backward
+(:func:`fused_head_backward_bytes`). On CPU, in fp32, without checkpointing,
+that is 0 bytes off the real ``DPOTrainer`` under ``memtheory.torch.track``
+(``tests/pytorch/test_dpo_recipe.py``: two sizes, full fine-tuning and peft
+LoRA). Anywhere else it is an estimate: bf16 autocast and checkpointing
+(TRL's own defaults) are not modelled, and on CUDA with Triton only the
+completion tokens are projected (``utils.py:1642-1645``) and the fold runs
+in a kernel without the N x V' temporaries.
 
 Examples
 --------
@@ -49,8 +51,8 @@ Examples
 >>> step = dpo_step_memory(tiny, pairs=2, sequence=7)
 >>> step.parts["reference weights"] == step.parts["policy weights"]
 True
->>> step.peak == sum(step.parts[k] for k in ("up to the final norm", "reference weights",
-...                                          "fused head backward"))
+>>> step.peak - step.parts["up to the final norm"] - step.parts["reference weights"] == (
+...     dpo_head_bytes(4, 7, 32) + fused_head_backward_bytes(4 * 6, 32, 96))
 True
 """
 
@@ -73,6 +75,7 @@ __all__ = [
     "TRL_TOKEN_CHUNK",
     "TRL_VOCAB_CHUNK",
     "PreferenceEstimate",
+    "dpo_head_bytes",
     "dpo_step_memory",
     "fused_head_backward_bytes",
 ]
@@ -145,6 +148,61 @@ def fused_head_backward_bytes(
     return gradients + tile_buffer + temporaries
 
 
+def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
+    """Return what a DPO step holds at its fused head's backward beyond the recipe's at the norm.
+
+    Set beside the ``hf-trainer`` (or ``peft-lora``) recipe's live bytes at the
+    end of the final norm's forward, over the same ``sequences`` rows, the
+    real step (TRL 1.16, fp32, CPU) holds, when the policy's fused head starts
+    its backward:
+
+    * one more ``sequences x sequence`` int64 tensor: the collator's
+      ``input_ids``, ``attention_mask`` and ``completion_mask`` are alive
+      (``dpo_trainer.py:146-190``), the labels (the recipe's targets) are not
+      (``_compute_loss`` made them, ``dpo_trainer.py:1297``, and has returned);
+    * not the final norm's output (``sequences x sequence x hidden`` fp32),
+      but the fused head's saved copy of the shifted hidden states
+      (``last_hidden_state[:, :-1].reshape(-1, H)``, ``utils.py:1617,1643``):
+      ``N x hidden`` fp32, ``N = sequences x (sequence - 1)``;
+    * the fused head's saved targets (``N`` int64), log Z and entropy (``N``
+      fp32 each, ``chunked_logprob.py:380``), and the incoming gradient of the
+      per-token log-probabilities (``N`` fp32);
+    * 8 bytes of scalars, net: three fp32 scalars of the DPO loss's graph,
+      one fewer than the recipe's loop holds at the norm (measured, not read
+      from the source).
+
+    The reference forward (under ``no_grad``) leaves nothing behind by then.
+
+    Parameters
+    ----------
+    sequences : int
+        Rows of the batch: twice the preference pairs.
+    sequence : int
+        Tokens per row.
+    hidden : int
+        The model's hidden size.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> dpo_head_bytes(4, 7, 32)  # tests/pytorch/test_dpo_recipe.py measures this size
+    200
+    """
+    fp32, index = _FP32, int(dtype("int64").bytes)
+    tokens = sequences * (sequence - 1)
+    return (index * sequences * sequence
+            - fp32 * sequences * sequence * hidden + fp32 * tokens * hidden
+            + tokens * (index + 3 * fp32)
+            + 2 * fp32)
+
+
+_PEAK_PARTS = ("up to the final norm", "reference weights", "batch and head beyond the recipe",
+               "fused head backward")
+
+
 @dataclass(frozen=True)
 class PreferenceEstimate:
     """A DPO step's estimated peak and the parts it adds up from, in bytes.
@@ -152,9 +210,10 @@ class PreferenceEstimate:
     Attributes
     ----------
     peak : int
-        ``up to the final norm + reference weights + fused head backward``.
+        The sum of the parts ``up to the final norm``, ``reference weights``,
+        ``batch and head beyond the recipe`` and ``fused head backward``.
     parts : dict of str to int
-        Those three, and ``policy weights`` (the weights' bytes) for reference.
+        Those four, and ``policy weights`` (the weights' bytes) for reference.
     assumed : tuple of str
         What the estimate takes for granted, one line each.
     """
@@ -218,24 +277,25 @@ def dpo_step_memory(
                                convention=convention)
         reference = 0
     weights = int(step.components["parameters"] + step.components.get("frozen_parameters", 0))
-    head = fused_head_backward_bytes(
-        2 * pairs * (sequence - 1), int(config["hidden_size"]), int(config["vocab_size"]),
-        weight_gradient=lora is None,
-    )
+    sequences, hidden = 2 * pairs, int(config["hidden_size"])
+    tokens = sequences * (sequence - 1)
+    head = fused_head_backward_bytes(tokens, hidden, int(config["vocab_size"]),
+                                     weight_gradient=lora is None)
     parts = {
         "up to the final norm": int(step.timeline["forward model.norm"]),
         "reference weights": reference,
+        "batch and head beyond the recipe": dpo_head_bytes(sequences, sequence, hidden),
         "fused head backward": head,
         "policy weights": weights,
     }
     assumed = (
         "trl-dpo: TRL 1.16 DPOTrainer, loss_type sigmoid, precompute_ref_log_probs=False",
-        f"{2 * pairs} sequences (chosen and rejected) in one forward, {sequence} tokens each",
+        f"{sequences} sequences (chosen and rejected) in one forward, {sequence} tokens each, "
+        "no padding",
         "reference: " + ("the same weights, adapters disabled (peft)" if lora else
                          "a frozen copy of the weights, forward under no_grad"),
-        "fused chunked LM head (no logits), its saved tensors not counted: an estimate",
-        "CPU path, fp32 weights, gradient checkpointing off",
+        "fused chunked LM head (no logits): the peak is its backward",
+        "CPU path, fp32 weights, gradient checkpointing off (exact there; else an estimate)",
     )
-    return PreferenceEstimate(
-        peak=parts["up to the final norm"] + reference + head, parts=parts, assumed=assumed,
-    )
+    peak = sum(parts[name] for name in _PEAK_PARTS)
+    return PreferenceEstimate(peak=peak, parts=parts, assumed=assumed)

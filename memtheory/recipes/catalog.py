@@ -21,7 +21,7 @@ lightning-bf16      PyTorch Lightning ``Trainer(precision="bf16-mixed")``
 
 Stacks whose step the autograd convention cannot express are refused by name,
 with the reason and what to use instead (:data:`REFUSED_RECIPES`): ``trl-dpo``
-(TRL's ``DPOTrainer``) is estimated by :func:`memtheory.finetuning.dpo_step_memory`.
+(TRL's ``DPOTrainer``) is :func:`memtheory.finetuning.dpo_step_memory`.
 
 Examples
 --------
@@ -256,8 +256,8 @@ REFUSED_RECIPES: dict[str, str] = {
         "with a fused, chunked LM head (trl 1.16 kernels/chunked_logprob.py) that the "
         "autograd convention does not model, over 2B sequences (chosen and rejected) beside "
         "a frozen reference model. Use memtheory.finetuning.dpo_step_memory(config, "
-        "pairs=..., sequence=...) for its documented estimate (CPU path, fp32, "
-        "checkpointing off; checked in tests/pytorch/test_dpo_recipe.py)."
+        "pairs=..., sequence=...): built from the recipe's pieces, exact on CPU in fp32 "
+        "without checkpointing (tests/pytorch/test_dpo_recipe.py), an estimate elsewhere."
     ),
 }
 """Stacks asked for by name that no Setup expresses, with the reason and what to use."""

@@ -10,14 +10,14 @@ adapters disabled). fp32 weights, checkpointing off, so the step is the one
 :func:`memtheory.finetuning.dpo_step_memory` models; TRL's own defaults
 (checkpointing, bf16) are checked to differ, not run.
 
-What is exact (0 bytes): the batch of 2B sequences, the reference weights (a
-second copy, or none under peft), and the fused LM head's backward, which is
-the step's peak (:func:`~memtheory.finetuning.fused_head_backward_bytes`).
-What is an estimate: what is alive beneath that backward, taken as the
+What is checked exact (0 bytes): the batch of 2B sequences, the reference
+weights (a second copy, or none under peft), the fused LM head's backward,
+which is the step's peak (:func:`~memtheory.finetuning.fused_head_backward_bytes`),
+and the whole peak: :func:`~memtheory.finetuning.dpo_step_memory`, the
 ``hf-trainer`` (``peft-lora``) recipe's step over 2B sequences up to the final
-norm: within the fused head's saved tensors of the real one. The reference
-forward runs under ``no_grad`` after the policy's: it keeps only its per-token
-outputs, which are freed before the backward.
+norm plus the reference weights plus :func:`~memtheory.finetuning.dpo_head_bytes`
+plus that backward. The reference forward runs under ``no_grad`` after the
+policy's and leaves nothing behind by the backward.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ trl = pytest.importorskip("trl", reason="TRL is in the optional 'torch' extra (t
 datasets = pytest.importorskip("datasets", reason="TRL's DPOTrainer takes a datasets.Dataset")
 peft = pytest.importorskip("peft", reason="the LoRA case needs peft")
 
-from memtheory.dtypes import dtype  # noqa: E402
 from memtheory.finetuning import (  # noqa: E402
     TRL_TOKEN_CHUNK,
     TRL_VOCAB_CHUNK,
@@ -134,16 +133,6 @@ def _fused_backward_start(tracker) -> int:
     raise AssertionError("no fused-head backward in the tracked step")
 
 
-def _saved_by_the_fused_head(pairs: int, sequence: int) -> int:
-    """The fused head's saved tensors: the shifted hidden states' copy, targets, log Z, entropy.
-
-    With the output's masks (two bool per position): what the estimate leaves out.
-    """
-    tokens, hidden = 2 * pairs * (sequence - 1), TINY["hidden_size"]
-    fp32, index, flag = dtype("fp32").bytes, dtype("int64").bytes, dtype("bool").bytes
-    return int(tokens * (hidden * fp32 + index + 2 * fp32 + 2 * flag))
-
-
 def test_dpo_defaults_are_read_from_the_installed_trl(tmp_path):
     """Sigmoid loss, beta 0.1, reference log-probs not precomputed, TRL's base-config defaults."""
     dpo = trl.DPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
@@ -207,13 +196,13 @@ def test_the_fused_heads_backward_is_the_peak_and_is_sized(tracked, pairs, promp
 
 @pytest.mark.parametrize(("pairs", "prompt", "completion"), SIZES)
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_the_dpo_step_is_estimated_within_the_fused_heads_saved_tensors(tracked, pairs, prompt,
-                                                                        completion, lora):
-    """Estimate, not exact: dpo_step_memory is within the fused head's saved tensors."""
-    _, tracker = tracked(pairs, prompt, completion, lora)
+def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora):
+    """dpo_step_memory is 0 bytes off the real DPOTrainer's peak, and so is what lies beneath."""
+    trainer, tracker = tracked(pairs, prompt, completion, lora)
     sequence = prompt + completion
-    estimate = dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=sequence,
-                               lora=LoRA(RANK, 2 * RANK, targets=TARGETS) if lora else None)
-    assert abs(tracker.peak - estimate.peak) <= _saved_by_the_fused_head(pairs, sequence)
-    weights = sum(p.nbytes for p in _RUNS[(pairs, prompt, completion, lora)][0].model.parameters())
-    assert estimate.parts["policy weights"] == weights
+    step = dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=sequence,
+                           lora=LoRA(RANK, 2 * RANK, targets=TARGETS) if lora else None)
+    before = tracker.timeline[_fused_backward_start(tracker) - 1][2]
+    assert before == step.peak - step.parts["fused head backward"]
+    assert tracker.peak == step.peak
+    assert step.parts["policy weights"] == sum(p.nbytes for p in trainer.model.parameters())
