@@ -130,3 +130,25 @@ def test_the_vocabulary_tile_is_capped():
     fp32, flag = dtype("fp32").bytes, dtype("bool").bytes
     assert wide == fp32 * (10 * 8 + 10 * TRL_VOCAB_CHUNK) + 10 * TRL_VOCAB_CHUNK * (
         7 * fp32 + flag)
+
+
+def test_only_fp32_weights_are_modelled():
+    """A precision other than fp32 weights (bf16 autocast or not) is refused, naming the choices."""
+    with pytest.raises(InvalidArgumentError, match="'fp32', 'autocast-bf16'"):
+        dpo_step_memory(TINY, pairs=2, sequence=7, precision="bf16")
+
+
+def test_adapters_under_autocast_are_refused():
+    """LoRA under bf16 autocast: the frozen layers' copies are not modelled, so no number."""
+    with pytest.raises(UnsupportedError, match="precision='fp32'"):
+        dpo_step_memory(TINY, pairs=2, sequence=7, lora=LoRA(4, 8), precision="autocast-bf16")
+
+
+def test_autocast_halves_the_tile_buffer():
+    """bf16=True: the head's tile buffer is bf16; the weights and the base step are the recipe's."""
+    fp32 = dpo_step_memory(TINY, pairs=2, sequence=7)
+    bf16 = dpo_step_memory(TINY, pairs=2, sequence=7, precision="autocast-bf16")
+    assert bf16.parts["fused head backward"] == fused_head_backward_bytes(24, 32, 96,
+                                                                          autocast=True)
+    assert bf16.parts["reference weights"] == fp32.parts["reference weights"]
+    assert bf16.peak < fp32.peak

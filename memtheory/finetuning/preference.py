@@ -35,11 +35,12 @@ expresses the step (``Setup.recipe("trl-dpo")`` refuses, with the reason).
 ``hf-trainer`` (or ``peft-lora``) recipe's step over 2B sequences up to the
 final norm, plus the reference weights, plus what the DPO batch and the fused
 head hold beyond it (:func:`dpo_head_bytes`), plus the fused head's backward
-(:func:`fused_head_backward_bytes`). On CPU, in fp32, without checkpointing,
-that is 0 bytes off the real ``DPOTrainer`` under ``memtheory.torch.track``
-(``tests/pytorch/test_dpo_recipe.py``: two sizes, full fine-tuning and peft
-LoRA). Anywhere else it is an estimate: bf16 autocast and checkpointing
-(TRL's own defaults) are not modelled, and on CUDA with Triton only the
+(:func:`fused_head_backward_bytes`). On CPU, fp32 weights with ``bf16`` off or
+on (autocast), without checkpointing, that is 0 bytes off the real
+``DPOTrainer`` under ``memtheory.torch.track`` (``tests/pytorch/test_dpo_recipe.py``:
+two sizes, full fine-tuning and peft LoRA, LoRA in fp32 only). Anywhere else it is an estimate:
+gradient checkpointing (TRL's default) is not modelled (it lowers what lies
+beneath the head, measured, not sized), and on CUDA with Triton only the
 completion tokens are projected (``utils.py:1642-1645``) and the fold runs
 in a kernel without the N x V' temporaries.
 
@@ -63,7 +64,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtheory.dtypes import dtype
-from memtheory.errors import InvalidArgumentError
+from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.finetuning.lora import LoRA
 from memtheory.finetuning.memory import finetune_memory
 from memtheory.memory import training_memory
@@ -199,6 +200,8 @@ def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
             + 2 * fp32)
 
 
+_PRECISIONS = ("fp32", "autocast-bf16")
+
 _PEAK_PARTS = ("up to the final norm", "reference weights", "batch and head beyond the recipe",
                "fused head backward")
 
@@ -229,8 +232,9 @@ def dpo_step_memory(
     pairs: int,
     sequence: int,
     lora: LoRA | None = None,
+    precision: str = "fp32",
 ) -> PreferenceEstimate:
-    """Estimate the peak of one ``DPOTrainer`` step (TRL 1.16, CPU path, fp32, no checkpointing).
+    """Return the peak of one ``DPOTrainer`` step (TRL 1.16, CPU path, no checkpointing).
 
     Parameters
     ----------
@@ -244,6 +248,11 @@ def dpo_step_memory(
     lora : LoRA, optional
         peft adapters: the reference is the same model with its adapters
         disabled, so no second copy of the weights.
+    precision : {"fp32", "autocast-bf16"}, default "fp32"
+        fp32 weights, with ``bf16=False`` or with ``bf16=True`` (TRL's
+        default: ``torch.autocast`` in bf16, so the fused head's tile buffer is
+        bf16 and its hidden chunk and weight tile are cast). With ``lora``
+        only ``"fp32"``: frozen layers under autocast are not modelled.
 
     Returns
     -------
@@ -265,22 +274,35 @@ def dpo_step_memory(
                 f"{name} must be a whole number of at least {2 if name == 'sequence' else 1}, "
                 f"got {value!r}: DPO scores the next token of each position but the last."
             )
+    if precision not in _PRECISIONS:
+        raise InvalidArgumentError(
+            f"precision must be one of {', '.join(map(repr, _PRECISIONS))} (fp32 weights, "
+            f"bf16=False or True), got {precision!r}: other weights' dtypes are not modelled "
+            "for the DPO step."
+        )
+    if lora is not None and precision != "fp32":
+        raise UnsupportedError(
+            f"dpo_step_memory(lora=..., precision={precision!r}): peft adapters under bf16 "
+            "autocast are not modelled (the frozen layers' autocast weight copies); ask "
+            "precision='fp32' (DPOConfig(bf16=False))."
+        )
     network = from_config(dict(config), batch=2 * pairs, sequence=sequence, loss=True,
                           flash=True)
     if lora is None:
         step = training_memory(network, setup=Setup.recipe("hf-trainer", device="cpu"),
-                               precision="fp32")
+                               precision=precision)
         reference = int(step.components["parameters"])
     else:
         convention = Setup.recipe("peft-lora", device="cpu").convention()
-        step = finetune_memory(network, lora=lora, optimizer="adamw", precision="fp32",
+        step = finetune_memory(network, lora=lora, optimizer="adamw", precision=precision,
                                convention=convention)
         reference = 0
     weights = int(step.components["parameters"] + step.components.get("frozen_parameters", 0))
     sequences, hidden = 2 * pairs, int(config["hidden_size"])
     tokens = sequences * (sequence - 1)
     head = fused_head_backward_bytes(tokens, hidden, int(config["vocab_size"]),
-                                     weight_gradient=lora is None)
+                                     weight_gradient=lora is None,
+                                     autocast=precision == "autocast-bf16")
     parts = {
         "up to the final norm": int(step.timeline["forward model.norm"]),
         "reference weights": reference,
@@ -295,7 +317,8 @@ def dpo_step_memory(
         "reference: " + ("the same weights, adapters disabled (peft)" if lora else
                          "a frozen copy of the weights, forward under no_grad"),
         "fused chunked LM head (no logits): the peak is its backward",
-        "CPU path, fp32 weights, gradient checkpointing off (exact there; else an estimate)",
+        f"CPU path, fp32 weights, {precision}, gradient checkpointing off (exact there; "
+        "else an estimate)",
     )
     peak = sum(parts[name] for name in _PEAK_PARTS)
     return PreferenceEstimate(peak=peak, parts=parts, assumed=assumed)

@@ -256,8 +256,9 @@ REFUSED_RECIPES: dict[str, str] = {
         "with a fused, chunked LM head (trl 1.16 kernels/chunked_logprob.py) that the "
         "autograd convention does not model, over 2B sequences (chosen and rejected) beside "
         "a frozen reference model. Use memtheory.finetuning.dpo_step_memory(config, "
-        "pairs=..., sequence=...): built from the recipe's pieces, exact on CPU in fp32 "
-        "without checkpointing (tests/pytorch/test_dpo_recipe.py), an estimate elsewhere."
+        "pairs=..., sequence=...): built from the recipe's pieces, exact on CPU over fp32 "
+        "weights without checkpointing (tests/pytorch/test_dpo_recipe.py), an estimate "
+        "elsewhere."
     ),
 }
 """Stacks asked for by name that no Setup expresses, with the reason and what to use."""

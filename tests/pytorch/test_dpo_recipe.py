@@ -6,9 +6,10 @@ configuration (no download), on a pre-tokenized in-memory preference dataset
 preparation is skipped, the collator is TRL's own), full fine-tuning (with a
 ``deepcopy`` of the model as ``ref_model``, as TRL would load a second copy of
 the checkpoint, ``dpo_trainer.py:908-929``) and peft LoRA (no reference model:
-adapters disabled). fp32 weights, checkpointing off, so the step is the one
-:func:`memtheory.finetuning.dpo_step_memory` models; TRL's own defaults
-(checkpointing, bf16) are checked to differ, not run.
+adapters disabled). fp32 weights, ``bf16`` off or on (autocast), checkpointing
+off: the step :func:`memtheory.finetuning.dpo_step_memory` models. With TRL's
+own defaults (checkpointing too) the fused head's backward is still the peak,
+exactly sized, above less than the model gives (last test).
 
 What is checked exact (0 bytes): the batch of 2B sequences, the reference
 weights (a second copy, or none under peft), the fused LM head's backward,
@@ -33,6 +34,7 @@ trl = pytest.importorskip("trl", reason="TRL is in the optional 'torch' extra (t
 datasets = pytest.importorskip("datasets", reason="TRL's DPOTrainer takes a datasets.Dataset")
 peft = pytest.importorskip("peft", reason="the LoRA case needs peft")
 
+from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.finetuning import (  # noqa: E402
     TRL_TOKEN_CHUNK,
     TRL_VOCAB_CHUNK,
@@ -82,14 +84,15 @@ def _rows(pairs: int, prompt: int, completion: int) -> list[dict[str, list[int]]
              "rejected_ids": ids(completion)} for _ in range(2 * pairs)]
 
 
-def _trainer(tmp_path, pairs: int, prompt: int, completion: int, lora: bool):
-    """The real DPOTrainer: fp32 weights, checkpointing off, two steps."""
+def _trainer(tmp_path, pairs: int, prompt: int, completion: int, lora: bool,
+             autocast: bool = False, checkpointing: bool = False):
+    """The real DPOTrainer: fp32 weights, bf16 autocast or not, checkpointing off, two steps."""
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(transformers.LlamaConfig(**TINY))
     args = trl.DPOConfig(
         output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=pairs, report_to=[],
         use_cpu=True, disable_tqdm=True, save_strategy="no", logging_strategy="no",
-        bf16=False, gradient_checkpointing=False,
+        bf16=autocast, gradient_checkpointing=checkpointing,
     )
     reference = (
         {"peft_config": peft.LoraConfig(r=RANK, target_modules=list(TARGETS))} if lora
@@ -101,17 +104,19 @@ def _trainer(tmp_path, pairs: int, prompt: int, completion: int, lora: bool):
                          **reference)
 
 
-_RUNS: dict[tuple[int, int, int, bool], tuple] = {}
+_RUNS: dict[tuple[int, int, int, bool, bool, bool], tuple] = {}
 
 
 @pytest.fixture
 def tracked(tmp_path) -> Iterator:
     """Track two steps of the real DPOTrainer, once per size and case, the reference counted."""
 
-    def run(pairs: int, prompt: int, completion: int, lora: bool):
-        key = (pairs, prompt, completion, lora)
+    def run(pairs: int, prompt: int, completion: int, lora: bool, autocast: bool = False,
+            checkpointing: bool = False):
+        key = (pairs, prompt, completion, lora, autocast, checkpointing)
         if key not in _RUNS:
-            trainer = _trainer(tmp_path, pairs, prompt, completion, lora)
+            trainer = _trainer(tmp_path, pairs, prompt, completion, lora, autocast,
+                               checkpointing)
             reference = () if trainer.ref_model is None else tuple(
                 trainer.ref_model.parameters())
             with track(trainer.model, record=True, inputs=reference) as tracker:
@@ -181,28 +186,58 @@ def test_the_reference_is_a_second_copy_or_the_adapters_off(tracked, lora):
 
 @pytest.mark.parametrize(("pairs", "prompt", "completion"), SIZES)
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "autocast-bf16"])
 def test_the_fused_heads_backward_is_the_peak_and_is_sized(tracked, pairs, prompt, completion,
-                                                           lora):
+                                                           lora, autocast):
     """The DPO step peaks in the policy's fused-head backward, by exactly its buffers."""
-    _, tracker = tracked(pairs, prompt, completion, lora)
+    _, tracker = tracked(pairs, prompt, completion, lora, autocast)
     start = _fused_backward_start(tracker)
     before = tracker.timeline[start - 1][2]
     sequence = prompt + completion
     assert tracker.peak - before == fused_head_backward_bytes(
         2 * pairs * (sequence - 1), TINY["hidden_size"], TINY["vocab_size"],
-        weight_gradient=not lora)
+        weight_gradient=not lora, autocast=autocast)
     assert tracker.peak_moment.startswith("backward (2)")
 
 
 @pytest.mark.parametrize(("pairs", "prompt", "completion"), SIZES)
-@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora):
+@pytest.mark.parametrize(("lora", "autocast"), [(False, False), (True, False), (False, True)],
+                         ids=["full-fp32", "lora-fp32", "full-autocast-bf16"])
+def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora, autocast):
     """dpo_step_memory is 0 bytes off the real DPOTrainer's peak, and so is what lies beneath."""
-    trainer, tracker = tracked(pairs, prompt, completion, lora)
+    trainer, tracker = tracked(pairs, prompt, completion, lora, autocast)
     sequence = prompt + completion
     step = dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=sequence,
-                           lora=LoRA(RANK, 2 * RANK, targets=TARGETS) if lora else None)
+                           lora=LoRA(RANK, 2 * RANK, targets=TARGETS) if lora else None,
+                           precision="autocast-bf16" if autocast else "fp32")
     before = tracker.timeline[_fused_backward_start(tracker) - 1][2]
     assert before == step.peak - step.parts["fused head backward"]
     assert tracker.peak == step.peak
     assert step.parts["policy weights"] == sum(p.nbytes for p in trainer.model.parameters())
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_with_trls_defaults_the_fused_head_still_peaks_lower(tracked, lora):
+    """Checkpointing on and bf16 autocast (DPOConfig's defaults): not modelled, and lower.
+
+    The same fused-head backward is the peak, by exactly its buffers; the
+    checkpointed layers keep less beneath it than the step without
+    checkpointing, which dpo_step_memory gives: it is an upper bound there
+    (LoRA under autocast it refuses).
+    """
+    pairs, prompt, completion = SIZES[0]
+    _, tracker = tracked(pairs, prompt, completion, lora, True, True)
+    before = tracker.timeline[_fused_backward_start(tracker) - 1][2]
+    sequence = prompt + completion
+    assert tracker.peak - before == fused_head_backward_bytes(
+        2 * pairs * (sequence - 1), TINY["hidden_size"], TINY["vocab_size"],
+        weight_gradient=not lora, autocast=True)
+    if lora:  # adapters under autocast: refused by the model, said so
+        with pytest.raises(UnsupportedError, match="precision='fp32'"):
+            dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=sequence,
+                            lora=LoRA(RANK, 2 * RANK, targets=TARGETS),
+                            precision="autocast-bf16")
+        return
+    step = dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=sequence,
+                           precision="autocast-bf16")
+    assert tracker.peak < step.peak
