@@ -168,9 +168,11 @@ def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
     * the fused head's saved targets (``N`` int64), log Z and entropy (``N``
       fp32 each, ``chunked_logprob.py:380``), and the incoming gradient of the
       per-token log-probabilities (``N`` fp32);
-    * 8 bytes of scalars, net: three fp32 scalars of the DPO loss's graph,
-      one fewer than the recipe's loop holds at the norm (measured, not read
-      from the source).
+    * 8 bytes of scalars, net: three fp32 scalars alive as the backward
+      starts (the loss, the Trainer's scaled copy of it, and its gradient,
+      ``ones_like``), less one 4-byte scalar of the Trainer's bookkeeping that
+      the ``hf-trainer`` recipe holds at the norm and this run does not
+      (measured under ``track()``, not read from the source).
 
     The reference forward (under ``no_grad``) leaves nothing behind by then.
 
