@@ -198,6 +198,9 @@ def test_the_fused_heads_backward_is_the_peak_and_is_sized(tracked, pairs, promp
         2 * pairs * (sequence - 1), TINY["hidden_size"], TINY["vocab_size"],
         weight_gradient=not lora, autocast=autocast)
     assert tracker.peak_moment.startswith("backward (2)")
+    reference_forward = max(live for phase, _, live in tracker.timeline
+                            if phase == "forward (4)")  # step two: policy (3), reference (4)
+    assert reference_forward < tracker.peak
 
 
 @pytest.mark.parametrize(("pairs", "prompt", "completion"), SIZES)
