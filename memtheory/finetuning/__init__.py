@@ -8,6 +8,7 @@ lora                :class:`LoRA`, :func:`apply_lora`, :func:`freeze`, target ma
 nf4                 NF4 codes and double-quantized constants (QLoRA Section 3)
 optimizer8bit       bitsandbytes' block-wise 8-bit Adam state
 memory              :func:`finetune_memory`: the step's footprint by component
+preference          :func:`dpo_step_memory`: TRL's DPO step with a frozen reference model
 ==================  ==================================================================
 
 Examples
@@ -46,26 +47,42 @@ from memtheory.finetuning.optimizer8bit import (
     MIN_8BIT_SIZE,
     adam8bit_state_bytes,
 )
+from memtheory.finetuning.preference import (
+    DPO_UNSUPPORTED,
+    TRL_TOKEN_CHUNK,
+    TRL_VOCAB_CHUNK,
+    PreferenceEstimate,
+    dpo_head_bytes,
+    dpo_step_memory,
+    fused_head_backward_bytes,
+)
 
 __all__ = [
     "ATTENTION_PROJECTIONS",
+    "DPO_UNSUPPORTED",
     "EIGHT_BIT_BLOCK",
     "EIGHT_BIT_OPTIMIZERS",
     "MIN_8BIT_SIZE",
     "NF4_BLOCK",
     "NF4_SECOND_BLOCK",
     "QUANTIZATIONS",
+    "TRL_TOKEN_CHUNK",
+    "TRL_VOCAB_CHUNK",
     "Frozen",
     "LoRA",
     "LoRAAttention",
     "LoRAUp",
+    "PreferenceEstimate",
     "ConstantScale",
     "adam8bit_state_bytes",
     "apply_lora",
     "constant_bits_per_parameter",
     "dequantized_copy_bytes",
+    "dpo_head_bytes",
+    "dpo_step_memory",
     "finetune_memory",
     "freeze",
+    "fused_head_backward_bytes",
     "linear_maps",
     "match_targets",
     "nf4_bits_per_parameter",

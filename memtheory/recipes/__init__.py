@@ -17,7 +17,14 @@ Examples
 'sdpa'
 """
 
-from memtheory.recipes.catalog import RECIPE_REGISTRY, RECIPES, Recipe, default_recipe, recipe
+from memtheory.recipes.catalog import (
+    RECIPE_REGISTRY,
+    RECIPES,
+    REFUSED_RECIPES,
+    Recipe,
+    default_recipe,
+    recipe,
+)
 from memtheory.recipes.setup import AS_LOADED, Setup, setup_from
 from memtheory.recipes.textbook import TEXTBOOK
 
@@ -25,6 +32,7 @@ __all__ = [
     "AS_LOADED",
     "RECIPES",
     "RECIPE_REGISTRY",
+    "REFUSED_RECIPES",
     "Recipe",
     "Setup",
     "TEXTBOOK",

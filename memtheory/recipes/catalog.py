@@ -19,6 +19,10 @@ fsdp2-bf16          FSDP2 ``MixedPrecisionPolicy(param_dtype=bfloat16)``
 lightning-bf16      PyTorch Lightning ``Trainer(precision="bf16-mixed")``
 ==================  ===========================================================
 
+Stacks whose step the autograd convention cannot express are refused by name,
+with the reason and what to use instead (:data:`REFUSED_RECIPES`): ``trl-dpo``
+(TRL's ``DPOTrainer``) is :func:`memtheory.finetuning.dpo_step_memory`.
+
 Examples
 --------
 >>> sorted(RECIPES)[:3]
@@ -27,16 +31,21 @@ Examples
 False
 >>> default_recipe(kind="sequence", lora=True, qlora=False)
 'peft-lora'
+>>> recipe("trl-dpo")
+Traceback (most recent call last):
+...
+memtheory.errors.UnsupportedError: TRL's DPOTrainer is not a recipe memtheory can ...
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memtheory.errors import UnsupportedError
 from memtheory.recipes.setup import AS_LOADED, Setup, use_catalog
-from memtheory.registry import Registry
+from memtheory.registry import Registry, normalize_name
 
-__all__ = ["RECIPES", "RECIPE_REGISTRY", "Recipe", "default_recipe", "recipe"]
+__all__ = ["RECIPES", "RECIPE_REGISTRY", "REFUSED_RECIPES", "Recipe", "default_recipe", "recipe"]
 
 
 @dataclass(frozen=True)
@@ -241,18 +250,43 @@ RECIPE_REGISTRY: Registry[Recipe] = Registry(
 """The recipes by any spelling."""
 
 
-use_catalog(lambda name: RECIPE_REGISTRY[name].setup)
+REFUSED_RECIPES: dict[str, str] = {
+    "trl-dpo": (
+        "TRL's DPOTrainer is not a recipe memtheory can answer exactly: it scores tokens "
+        "with a fused, chunked LM head (trl 1.16 kernels/chunked_logprob.py) that the "
+        "autograd convention does not model, over 2B sequences (chosen and rejected) beside "
+        "a frozen reference model. Use memtheory.finetuning.dpo_step_memory(config, "
+        "pairs=..., sequence=...): built from the recipe's pieces, exact on CPU over fp32 "
+        "weights without checkpointing (tests/pytorch/test_dpo_recipe.py), an estimate "
+        "elsewhere."
+    ),
+}
+"""Stacks asked for by name that no Setup expresses, with the reason and what to use."""
+
+_REFUSED = {normalize_name(alias): name
+            for name, aliases in {"trl-dpo": ("trl-dpo", "dpo", "dpo-trainer")}.items()
+            for alias in aliases}
 
 
 def recipe(name: str) -> Recipe:
     """Return the recipe ``name`` (any spelling the registry accepts).
+
+    Raises
+    ------
+    UnsupportedError
+        ``name`` is one of :data:`REFUSED_RECIPES`, with the reason.
 
     Examples
     --------
     >>> recipe("zero3").setup.zero
     3
     """
+    if isinstance(name, str) and normalize_name(name) in _REFUSED:
+        raise UnsupportedError(REFUSED_RECIPES[_REFUSED[normalize_name(name)]])
     return RECIPE_REGISTRY[name]
+
+
+use_catalog(lambda name: recipe(name).setup)
 
 
 def default_recipe(*, kind: str, lora: bool, qlora: bool) -> str:

@@ -1,0 +1,332 @@
+"""DPO with a frozen reference model, as TRL's ``DPOTrainer`` runs it: the step's peak.
+
+Read from TRL 1.16's installed source (``trl/trainer/dpo_trainer.py``,
+``dpo_config.py``, ``utils.py``, ``kernels/chunked_logprob.py``):
+
+* **One forward of 2B sequences.** ``DataCollatorForPreference``
+  (``dpo_trainer.py:146-190``) puts the B prompt+chosen sequences and then the B
+  prompt+rejected ones in one ``input_ids`` batch of 2B rows (right-padded), with
+  a ``completion_mask``; ``_compute_loss`` (``dpo_trainer.py:1285-1340``) runs
+  the policy on it once and splits the summed log-probabilities with
+  ``chunk(2)``.
+* **The reference forward comes second, under no_grad** (``dpo_trainer.py:1318-1338``),
+  while the policy's saved activations are alive: for full fine-tuning
+  ``self.ref_model``, a second, frozen copy of the weights (made from the
+  checkpoint, ``dpo_trainer.py:908-929``, or the ``ref_model`` passed); under
+  peft no copy: the same model with its adapters disabled (``use_adapter``).
+  ``precompute_ref_log_probs=False`` by default (``dpo_config.py:227``).
+* **A fused, chunked LM head** (``dpo_trainer.py:957-962``, ``utils.py:1548-1650``):
+  neither forward builds the (2B, S, V) logits; ``ChunkedLogProbFunction``
+  (``chunked_logprob.py:299-465``) projects tiles of at most ``TOKEN_CHUNK_SIZE``
+  tokens by ``_CHUNKED_LOGPROB_CHUNK_SIZE`` vocabulary columns and keeps
+  per-token log-probabilities, entropy, mean logit and top-1 flag (the entropy,
+  ``logits/*`` and ``mean_token_accuracy`` metrics are reduced to floats with
+  ``.item()``, ``dpo_trainer.py:1537-1601``, and hold nothing). Its backward is
+  the step's peak on small models.
+* **The loss** is ``-logsigmoid(beta * delta)`` (``loss_type=["sigmoid"]``,
+  ``beta=0.1``, ``dpo_config.py:245-298``) over B scalars: a few bytes.
+* Defaults inherited from TRL's base config: ``gradient_checkpointing=True``,
+  ``bf16=True`` unless ``fp16``, ``learning_rate=1e-6``; ``padding_free=False``;
+  the optimizer is the ``Trainer``'s (``adamw_torch_fused``).
+
+The autograd convention has no fused, chunked head, so no :class:`~memtheory.recipes.Setup`
+expresses the step (``Setup.recipe("trl-dpo")`` refuses, with the reason).
+:func:`dpo_step_memory` builds it from the convention's pieces instead: the
+``hf-trainer`` (or ``peft-lora``) recipe's step over 2B sequences up to the
+final norm, plus the reference weights, plus what the DPO batch and the fused
+head hold beyond it (:func:`dpo_head_bytes`), plus the fused head's backward
+(:func:`fused_head_backward_bytes`). On CPU, fp32 weights with ``bf16`` off or
+on (autocast), without checkpointing, that is 0 bytes off the real
+``DPOTrainer`` under ``memtheory.torch.track`` (``tests/pytorch/test_dpo_recipe.py``:
+two sizes, full fine-tuning and peft LoRA, LoRA in fp32 only). Anywhere else it is an estimate:
+gradient checkpointing (TRL's default) is not modelled (it lowers what lies
+beneath the head, measured, not sized), and on CUDA with Triton only the
+completion tokens are projected (``utils.py:1642-1645``) and the fold runs
+in a kernel without the N x V' temporaries.
+
+Examples
+--------
+>>> tiny = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32,
+...         "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4,
+...         "num_key_value_heads": 2, "tie_word_embeddings": False}
+>>> step = dpo_step_memory(tiny, pairs=2, sequence=7)
+>>> step.parts["reference weights"] == step.parts["policy weights"]
+True
+>>> step.peak - step.parts["up to the final norm"] - step.parts["reference weights"] == (
+...     dpo_head_bytes(4, 7, 32) + fused_head_backward_bytes(4 * 6, 32, 96))
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memtheory.dtypes import dtype
+from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.finetuning.lora import LoRA
+from memtheory.finetuning.memory import finetune_memory
+from memtheory.memory import training_memory
+from memtheory.models import from_config
+from memtheory.recipes import REFUSED_RECIPES, Setup
+
+__all__ = [
+    "DPO_UNSUPPORTED",
+    "TRL_TOKEN_CHUNK",
+    "TRL_VOCAB_CHUNK",
+    "PreferenceEstimate",
+    "dpo_head_bytes",
+    "dpo_step_memory",
+    "fused_head_backward_bytes",
+]
+
+TRL_TOKEN_CHUNK = 4096
+"""Rows of the fused head's tile (TRL 1.16 ``kernels/chunked_logprob.py`` ``TOKEN_CHUNK_SIZE``)."""
+
+TRL_VOCAB_CHUNK = 32768
+"""Tile columns (TRL 1.16 ``trainer/utils.py`` ``_CHUNKED_LOGPROB_CHUNK_SIZE``)."""
+
+DPO_UNSUPPORTED = REFUSED_RECIPES["trl-dpo"]
+"""Why ``Setup.recipe("trl-dpo")`` and ``memtheory estimate --recipe trl-dpo`` refuse."""
+
+_FP32 = int(dtype("fp32").bytes)
+_BF16 = int(dtype("bf16").bytes)
+_BOOL = int(dtype("bool").bytes)
+
+
+def fused_head_backward_bytes(
+    tokens: int,
+    hidden: int,
+    vocabulary: int,
+    *,
+    weight_gradient: bool = True,
+    autocast: bool = False,
+) -> int:
+    """Bytes TRL's fused LM head allocates at the most of its backward, on CPU.
+
+    ``ChunkedLogProbFunction.backward`` (TRL 1.16 ``chunked_logprob.py:384-448``)
+    makes an fp32 gradient of the hidden states (tokens x hidden) and, when the
+    head is trained, of its weight (vocabulary x hidden), then the tile buffer
+    (``min(tokens, TRL_TOKEN_CHUNK) x TRL_VOCAB_CHUNK`` in the compute dtype,
+    whatever the vocabulary), and the torch fold ``_backward_tile``
+    (``chunked_logprob.py:257-296``) holds seven fp32 tile-sized temporaries and
+    one bool one at its most. Under autocast the hidden chunk and the weight
+    tile are cast to bf16 too.
+
+    Parameters
+    ----------
+    tokens : int
+        Positions scored: on CPU every position but the last of each
+        sequence, ``2 * pairs * (sequence - 1)`` for DPO.
+    hidden, vocabulary : int
+    weight_gradient : bool, default True
+        False when the head is frozen (LoRA adapters elsewhere).
+    autocast : bool, default False
+        ``bf16=True`` (``torch.autocast``) over fp32 weights.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> fused_head_backward_bytes(24, 32, 96) - fused_head_backward_bytes(
+    ...     24, 32, 96, weight_gradient=False) == 4 * 96 * 32
+    True
+    """
+    for name, value in (("tokens", tokens), ("hidden", hidden), ("vocabulary", vocabulary)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidArgumentError(f"{name} must be a positive whole number, got {value!r}.")
+    rows = min(tokens, TRL_TOKEN_CHUNK)
+    width = min(vocabulary, TRL_VOCAB_CHUNK)
+    compute = _BF16 if autocast else _FP32
+    gradients = _FP32 * tokens * hidden + (_FP32 * vocabulary * hidden if weight_gradient else 0)
+    tile_buffer = compute * rows * TRL_VOCAB_CHUNK
+    temporaries = rows * width * (7 * _FP32 + _BOOL)
+    if autocast:
+        temporaries += _BF16 * (rows * hidden + width * hidden)
+    return gradients + tile_buffer + temporaries
+
+
+def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
+    """Return what a DPO step holds at its fused head's backward beyond the recipe's at the norm.
+
+    Set beside the ``hf-trainer`` (or ``peft-lora``) recipe's live bytes at the
+    end of the final norm's forward, over the same ``sequences`` rows, the
+    real step (TRL 1.16, fp32, CPU) holds, when the policy's fused head starts
+    its backward:
+
+    * one more ``sequences x sequence`` int64 tensor: the collator's
+      ``input_ids``, ``attention_mask`` and ``completion_mask`` are alive
+      (``dpo_trainer.py:146-190``), the labels (the recipe's targets) are not
+      (``_compute_loss`` made them, ``dpo_trainer.py:1297``, and has returned);
+    * not the final norm's output (``sequences x sequence x hidden`` fp32),
+      but the fused head's saved copy of the shifted hidden states
+      (``last_hidden_state[:, :-1].reshape(-1, H)``, ``utils.py:1617,1643``):
+      ``N x hidden`` fp32, ``N = sequences x (sequence - 1)``;
+    * the fused head's saved targets (``N`` int64), log Z and entropy (``N``
+      fp32 each, ``chunked_logprob.py:380``), and the incoming gradient of the
+      per-token log-probabilities (``N`` fp32);
+    * 8 bytes of scalars, net: three fp32 scalars alive as the backward
+      starts (the loss, the Trainer's scaled copy of it, and its gradient,
+      ``ones_like``), less one 4-byte scalar of the Trainer's bookkeeping that
+      the ``hf-trainer`` recipe holds at the norm and this run does not
+      (measured under ``track()``, not read from the source).
+
+    The reference forward (under ``no_grad``) leaves nothing behind by then.
+
+    Parameters
+    ----------
+    sequences : int
+        Rows of the batch: twice the preference pairs.
+    sequence : int
+        Tokens per row.
+    hidden : int
+        The model's hidden size.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> dpo_head_bytes(4, 7, 32)  # tests/pytorch/test_dpo_recipe.py measures this size
+    200
+    """
+    fp32, index = _FP32, int(dtype("int64").bytes)
+    tokens = sequences * (sequence - 1)
+    return (index * sequences * sequence
+            - fp32 * sequences * sequence * hidden + fp32 * tokens * hidden
+            + tokens * (index + 3 * fp32)
+            + 2 * fp32)
+
+
+_PRECISIONS = ("fp32", "autocast-bf16")
+
+_PEAK_PARTS = ("up to the final norm", "reference weights", "batch and head beyond the recipe",
+               "fused head backward")
+
+
+@dataclass(frozen=True)
+class PreferenceEstimate:
+    """A DPO step's peak and the parts it adds up from, in bytes (:func:`dpo_step_memory`).
+
+    Attributes
+    ----------
+    peak : int
+        The sum of the parts ``up to the final norm``, ``reference weights``,
+        ``batch and head beyond the recipe`` and ``fused head backward``.
+    parts : dict of str to int
+        Those four, and ``policy weights`` (the weights' bytes) for reference.
+    assumed : tuple of str
+        What the estimate takes for granted, one line each.
+
+    Examples
+    --------
+    >>> step = PreferenceEstimate(peak=10, parts={"reference weights": 4}, assumed=("x",))
+    >>> step.parts["reference weights"], step.assumed
+    (4, ('x',))
+    """
+
+    peak: int
+    parts: Mapping[str, int]
+    assumed: tuple[str, ...]
+
+
+def dpo_step_memory(
+    config: Mapping[str, Any],
+    *,
+    pairs: int,
+    sequence: int,
+    lora: LoRA | None = None,
+    precision: str = "fp32",
+) -> PreferenceEstimate:
+    """Return the peak of one ``DPOTrainer`` step (TRL 1.16, CPU path, no checkpointing).
+
+    Parameters
+    ----------
+    config : mapping
+        A Hugging Face decoder configuration (``model_type`` included).
+    pairs : int
+        Preference pairs per step (``per_device_train_batch_size``): the
+        forward sees ``2 * pairs`` sequences.
+    sequence : int
+        Prompt plus completion tokens of each sequence (no padding).
+    lora : LoRA, optional
+        peft adapters: the reference is the same model with its adapters
+        disabled, so no second copy of the weights.
+    precision : {"fp32", "autocast-bf16"}, default "fp32"
+        fp32 weights, with ``bf16=False`` or with ``bf16=True`` (TRL's
+        default: ``torch.autocast`` in bf16, so the fused head's tile buffer is
+        bf16 and its hidden chunk and weight tile are cast). With ``lora``
+        only ``"fp32"``: frozen layers under autocast are not modelled.
+
+    Returns
+    -------
+    PreferenceEstimate
+
+    Examples
+    --------
+    >>> tiny = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32,
+    ...         "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4,
+    ...         "num_key_value_heads": 2, "tie_word_embeddings": False}
+    >>> step = dpo_step_memory(tiny, pairs=2, sequence=7, lora=LoRA(4, 8))
+    >>> step.parts["reference weights"], step.assumed[2]
+    (0, 'reference: the same weights, adapters disabled (peft)')
+    """
+    for name, value in (("pairs", pairs), ("sequence", sequence)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < (2 if name ==
+                                                                            "sequence" else 1):
+            raise InvalidArgumentError(
+                f"{name} must be a whole number of at least {2 if name == 'sequence' else 1}, "
+                f"got {value!r}: DPO scores the next token of each position but the last."
+            )
+    if precision not in _PRECISIONS:
+        raise InvalidArgumentError(
+            f"precision must be one of {', '.join(map(repr, _PRECISIONS))} (fp32 weights, "
+            f"bf16=False or True), got {precision!r}: other weights' dtypes are not modelled "
+            "for the DPO step."
+        )
+    if lora is not None and precision != "fp32":
+        raise UnsupportedError(
+            f"dpo_step_memory(lora=..., precision={precision!r}): peft adapters under bf16 "
+            "autocast are not modelled (the frozen layers' autocast weight copies); ask "
+            "precision='fp32' (DPOConfig(bf16=False))."
+        )
+    network = from_config(dict(config), batch=2 * pairs, sequence=sequence, loss=True,
+                          flash=True)
+    if lora is None:
+        step = training_memory(network, setup=Setup.recipe("hf-trainer", device="cpu"),
+                               precision=precision)
+        reference = int(step.components["parameters"])
+    else:
+        convention = Setup.recipe("peft-lora", device="cpu").convention()
+        step = finetune_memory(network, lora=lora, optimizer="adamw", precision=precision,
+                               convention=convention)
+        reference = 0
+    weights = int(step.components["parameters"] + step.components.get("frozen_parameters", 0))
+    sequences, hidden = 2 * pairs, int(config["hidden_size"])
+    tokens = sequences * (sequence - 1)
+    head = fused_head_backward_bytes(tokens, hidden, int(config["vocab_size"]),
+                                     weight_gradient=lora is None,
+                                     autocast=precision == "autocast-bf16")
+    parts = {
+        "up to the final norm": int(step.timeline["forward model.norm"]),
+        "reference weights": reference,
+        "batch and head beyond the recipe": dpo_head_bytes(sequences, sequence, hidden),
+        "fused head backward": head,
+        "policy weights": weights,
+    }
+    assumed = (
+        "trl-dpo: TRL 1.16 DPOTrainer, loss_type sigmoid, precompute_ref_log_probs=False",
+        f"{sequences} sequences (chosen and rejected) in one forward, {sequence} tokens each, "
+        "no padding",
+        "reference: " + ("the same weights, adapters disabled (peft)" if lora else
+                         "a frozen copy of the weights, forward under no_grad"),
+        "fused chunked LM head (no logits): the peak is its backward",
+        f"CPU path, fp32 weights, {precision}, gradient checkpointing off (exact there; "
+        "else an estimate)",
+    )
+    peak = sum(parts[name] for name in _PEAK_PARTS)
+    return PreferenceEstimate(peak=peak, parts=parts, assumed=assumed)

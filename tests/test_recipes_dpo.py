@@ -1,0 +1,154 @@
+"""``trl-dpo``: refused by name with the reason, and :func:`dpo_step_memory`'s composition.
+
+The measurement against the real ``DPOTrainer`` is ``tests/pytorch/test_dpo_recipe.py``;
+these tests need neither torch nor TRL.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memtheory import training_memory
+from memtheory.cli import main
+from memtheory.dtypes import dtype
+from memtheory.errors import InvalidArgumentError, UnsupportedError
+from memtheory.finetuning import (
+    DPO_UNSUPPORTED,
+    TRL_TOKEN_CHUNK,
+    TRL_VOCAB_CHUNK,
+    LoRA,
+    dpo_head_bytes,
+    dpo_step_memory,
+    fused_head_backward_bytes,
+)
+from memtheory.models import from_config
+from memtheory.recipes import RECIPES, REFUSED_RECIPES, Setup
+
+TINY = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32, "intermediate_size": 40,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "tie_word_embeddings": False}
+"""The recipes' tiny Llama (memtheory.torch.recipe_steps.TINY_LLAMA), written out: no torch."""
+
+
+@pytest.mark.parametrize("name", ["trl-dpo", "DPO", "TRL DPO", "dpo_trainer"])
+def test_setup_recipe_refuses_trl_dpo_with_the_reason(name):
+    """Setup.recipe("trl-dpo") names the fused head and points to dpo_step_memory."""
+    with pytest.raises(UnsupportedError, match="fused, chunked LM head") as error:
+        Setup.recipe(name)
+    assert "dpo_step_memory" in str(error.value)
+    assert str(error.value) == DPO_UNSUPPORTED
+
+
+def test_refused_recipes_are_not_recipes():
+    """No refused name is also a recipe of the catalog."""
+    assert not set(REFUSED_RECIPES) & set(RECIPES)
+
+
+def test_estimate_refuses_recipe_trl_dpo(capsys):
+    """`memtheory estimate MODEL --recipe trl-dpo` exits 2 with the reason, no number."""
+    assert main(["estimate", "gpt2", "--recipe", "trl-dpo"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("memtheory estimate: TRL's DPOTrainer")
+    assert "2B sequences" in captured.err
+
+
+@given(tokens=st.integers(1, 10_000), hidden=st.integers(1, 512),
+       vocabulary=st.integers(1, 70_000))
+def test_a_frozen_head_saves_its_weights_gradient(tokens, hidden, vocabulary):
+    """Training the head adds exactly its fp32 weight gradient to the backward."""
+    trained = fused_head_backward_bytes(tokens, hidden, vocabulary)
+    frozen = fused_head_backward_bytes(tokens, hidden, vocabulary, weight_gradient=False)
+    assert trained - frozen == dtype("fp32").bytes * vocabulary * hidden
+
+
+@given(tokens=st.integers(1, 3 * TRL_TOKEN_CHUNK), hidden=st.integers(1, 64))
+def test_the_tile_buffer_is_the_full_width_whatever_the_vocabulary(tokens, hidden):
+    """Below one tile's width the buffer stays TRL_VOCAB_CHUNK wide; rows stop at a chunk."""
+    small = fused_head_backward_bytes(tokens, hidden, 2)
+    rows = min(tokens, TRL_TOKEN_CHUNK)
+    fp32, flag = dtype("fp32").bytes, dtype("bool").bytes
+    assert small == fp32 * (tokens * hidden + 2 * hidden + rows * TRL_VOCAB_CHUNK) + (
+        rows * 2 * (7 * fp32 + flag))
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "8"])
+def test_bad_sizes_are_refused_clearly(bad):
+    """Sizes that are not positive whole numbers get a memtheory error naming them."""
+    with pytest.raises(InvalidArgumentError, match="tokens must be a positive whole number"):
+        fused_head_backward_bytes(bad, 32, 96)
+    with pytest.raises(InvalidArgumentError, match="pairs must be a whole number"):
+        dpo_step_memory(TINY, pairs=bad, sequence=7)
+
+
+def test_a_sequence_needs_two_tokens():
+    """One token leaves no next token to score."""
+    with pytest.raises(InvalidArgumentError, match="sequence must be a whole number of at least 2"):
+        dpo_step_memory(TINY, pairs=2, sequence=1)
+
+
+def test_full_fine_tuning_adds_a_second_copy_of_the_weights():
+    """The reference weights are the policy's bytes; the base is the Trainer's step over 2B rows."""
+    step = dpo_step_memory(TINY, pairs=3, sequence=9)
+    network = from_config(TINY, batch=6, sequence=9, loss=True, flash=True)
+    trainer = training_memory(network, setup=Setup.recipe("hf-trainer", device="cpu"),
+                              precision="fp32")
+    weights = int(trainer.components["parameters"])
+    assert step.parts["reference weights"] == step.parts["policy weights"] == weights
+    assert step.parts["up to the final norm"] == int(trainer.timeline["forward model.norm"])
+    assert step.parts["fused head backward"] == fused_head_backward_bytes(6 * 8, 32, 96)
+    assert step.parts["batch and head beyond the recipe"] == dpo_head_bytes(6, 9, 32)
+    assert step.peak == sum(v for k, v in step.parts.items() if k != "policy weights")
+
+
+def test_lora_keeps_no_reference_copy_and_no_head_gradient():
+    """Under peft the reference is the model with adapters off: no copy, a frozen head."""
+    lora = dpo_step_memory(TINY, pairs=3, sequence=9, lora=LoRA(4, 8))
+    full = dpo_step_memory(TINY, pairs=3, sequence=9)
+    assert lora.parts["reference weights"] == 0
+    assert full.parts["fused head backward"] - lora.parts["fused head backward"] == (
+        dtype("fp32").bytes * TINY["vocab_size"] * TINY["hidden_size"])
+    assert lora.peak < full.peak
+    assert any("else an estimate" in line for line in lora.assumed)
+
+
+@given(sequences=st.integers(1, 64), sequence=st.integers(2, 4096), hidden=st.integers(1, 8192))
+def test_the_head_replaces_the_norms_output_by_its_shifted_copy(sequences, sequence, hidden):
+    """One position per row fewer of hidden states; per scored token: targets, log Z, etc."""
+    fp32, index = dtype("fp32").bytes, dtype("int64").bytes
+    tokens = sequences * (sequence - 1)
+    assert dpo_head_bytes(sequences, sequence, hidden) == (
+        index * sequences * sequence - fp32 * sequences * hidden
+        + tokens * (index + 3 * fp32) + 2 * fp32)
+
+
+def test_the_vocabulary_tile_is_capped():
+    """A vocabulary wider than TRL_VOCAB_CHUNK is folded a tile at a time."""
+    wide = fused_head_backward_bytes(10, 8, 2 * TRL_VOCAB_CHUNK, weight_gradient=False)
+    fp32, flag = dtype("fp32").bytes, dtype("bool").bytes
+    assert wide == fp32 * (10 * 8 + 10 * TRL_VOCAB_CHUNK) + 10 * TRL_VOCAB_CHUNK * (
+        7 * fp32 + flag)
+
+
+def test_only_fp32_weights_are_modelled():
+    """A precision other than fp32 weights (bf16 autocast or not) is refused, naming the choices."""
+    with pytest.raises(InvalidArgumentError, match="'fp32', 'autocast-bf16'"):
+        dpo_step_memory(TINY, pairs=2, sequence=7, precision="bf16")
+
+
+def test_adapters_under_autocast_are_refused():
+    """LoRA under bf16 autocast: the frozen layers' copies are not modelled, so no number."""
+    with pytest.raises(UnsupportedError, match="precision='fp32'"):
+        dpo_step_memory(TINY, pairs=2, sequence=7, lora=LoRA(4, 8), precision="autocast-bf16")
+
+
+def test_autocast_halves_the_tile_buffer():
+    """bf16=True: the head's tile buffer is bf16; the weights and the base step are the recipe's."""
+    fp32 = dpo_step_memory(TINY, pairs=2, sequence=7)
+    bf16 = dpo_step_memory(TINY, pairs=2, sequence=7, precision="autocast-bf16")
+    assert bf16.parts["fused head backward"] == fused_head_backward_bytes(24, 32, 96,
+                                                                          autocast=True)
+    assert bf16.parts["reference weights"] == fp32.parts["reference weights"]
+    assert bf16.peak < fp32.peak
