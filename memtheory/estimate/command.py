@@ -29,6 +29,7 @@ examples:
   memtheory estimate gpt2-large --qlora --optimizer paged-adamw-8bit --limit "12 GB"
   memtheory estimate gpt2-xl --gpus 8 --zero 3 --gpu A100-40GB --json
   memtheory estimate llama-3-8b --lora 16 --seq 4096 --gpu "RTX 4090"
+  memtheory estimate llama-3-8b --lora 16 --seq 4096 --activation-offload --gpu "RTX 4090"
   memtheory estimate llama-3-8b --seq 4096 --flash --gpus auto --zero 3 --gpu H100-80GB
   memtheory estimate llama-3-8b --seq 2048 --tp 2 --sequence-parallel --gpu H100-80GB
   memtheory estimate llama-3-8b --lora 16 --sweep seq=1024,2048,4096 --sweep batch=1,2,4 \
@@ -149,6 +150,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="activation checkpointing of every decoder layer, as Hugging Face's "
         "gradient_checkpointing_enable() does (chapter 13's model, in the "
         "breakdown convention)",
+    )
+    training.add_argument(
+        "--activation-offload", action="store_true",
+        help="the tensors saved for backward kept in pinned host memory between the passes, "
+        "as torch.autograd.graph.save_on_cpu(pin_memory=True) (torchtune's "
+        "OffloadActivations, Megatron/NeMo's cpu_offloading); one GPU, autograd convention; "
+        "prints the host RAM it needs (modelled, not measured)",
     )
     attention = training.add_mutually_exclusive_group()
     attention.add_argument(
@@ -286,6 +294,7 @@ def _keywords(args: argparse.Namespace) -> dict[str, Any]:
         "convention": args.convention,
         "grad_accum": args.grad_accum,
         "global_batch": args.global_batch,
+        "activation_offload": args.activation_offload,
     }
 
 

@@ -30,6 +30,7 @@ from memtheory.precision import precision as _precision
 from memtheory.recipes import Setup
 
 __all__ = [
+    "check_activation_offload",
     "check_adapters",
     "check_options",
     "check_scalars",
@@ -234,6 +235,7 @@ def check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None
 def check_options(
     *, auto: bool, data: int, zero: int | None, offload: str | None, lora: int | None,
     qlora: bool, lora_alpha: Any, lora_targets: Any, global_batch: int | None,
+    activation_offload: bool = False, gpus: int = 1,
 ) -> None:
     """Refuse options that would change nothing in the setup asked, before deriving anything."""
     if auto and global_batch is not None:
@@ -244,3 +246,27 @@ def check_options(
     if not auto:
         check_sharding(zero, offload, data)
     check_adapters(lora, qlora, lora_alpha, lora_targets)
+    check_activation_offload(activation_offload, auto=auto, gpus=gpus)
+
+
+def check_activation_offload(offload: object, *, auto: bool, gpus: int) -> None:
+    """Refuse activation offload where it is not modelled: more than one GPU, not a bool.
+
+    Examples
+    --------
+    >>> check_activation_offload(True, auto=False, gpus=1)
+    >>> check_activation_offload(True, auto=False, gpus=8)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: --activation-offload is modelled on one GPU ...
+    """
+    if offload not in (True, False):
+        raise InvalidArgumentError(
+            f"activation_offload must be True or False, got {shown(offload)}."
+        )
+    if offload and (auto or gpus > 1):
+        raise InvalidArgumentError(
+            "--activation-offload is modelled on one GPU (a replica's saved tensors, moment by "
+            "moment); with several GPUs (data, ZeRO/FSDP, tensor, pipeline or --gpus auto) it is "
+            "not modelled yet. Drop --gpus/--tp/--pp, or drop --activation-offload."
+        )

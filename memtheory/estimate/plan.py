@@ -50,6 +50,7 @@ from memtheory.network import Network
 from memtheory.precision import precision as _precision
 from memtheory.recipes import Setup, default_recipe, setup_from
 from memtheory.symbols import B, S
+from memtheory.techniques.activation_offload import offload_activations
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
 from memtheory.whatif import max_value
 
@@ -84,6 +85,7 @@ def estimate(
     convention: str = "auto",
     grad_accum: int | None = None,
     global_batch: int | None = None,
+    activation_offload: bool = False,
 ) -> Estimate:
     """Estimate one training step's memory per device, and what fits a card.
 
@@ -162,6 +164,11 @@ def estimate(
     global_batch : int, optional
         Samples per optimizer step, ``batch * grad_accum * data-parallel GPUs``:
         gives ``grad_accum``.
+    activation_offload : bool, default False
+        The tensors saved for backward kept in host memory between the passes,
+        as ``torch.autograd.graph.save_on_cpu(pin_memory=True)`` does
+        (:mod:`memtheory.techniques.activation_offload`): one GPU, autograd
+        convention; the host memory it needs is the answer's ``host``.
 
     Raises
     ------
@@ -185,7 +192,7 @@ def estimate(
     )
     check_options(auto=auto, data=count // group, zero=zero, offload=offload, lora=lora,
                    qlora=qlora, lora_alpha=lora_alpha, lora_targets=lora_targets,
-                   global_batch=global_batch)
+                   global_batch=global_batch, activation_offload=activation_offload, gpus=count)
     chosen = chosen_setup(
         setup, model, lora=lora, qlora=qlora, flash=flash, optimizer=optimizer,
         precision=precision, zero=zero, offload=offload, checkpointing=checkpointing,
@@ -204,12 +211,15 @@ def estimate(
     sequence, values = _sizes(resolved, batch, sequence)
     accumulate = accumulation_steps(batch=batch, data=count // group,
                                     grad_accum=grad_accum, global_batch=global_batch)
-    compiled = _accumulated(derived.compiled, accumulate)
+    offloaded = _offloaded(derived) if activation_offload else None
+    compiled = _accumulated(offloaded[0] if offloaded else derived.compiled, accumulate)
     memory = cast(MemoryBreakdown, compiled.footprint)
     adapters = derived.adapters
     zero = chosen.zero
     offload = cast(Offload, chosen.offload)
     assumptions = list(derived.assumptions)
+    if offloaded:
+        assumptions.append(OFFLOAD_ASSUMED)
     notes = [n for n in memory.notes if not n.startswith("precision ")]  # said in assumptions
     budget = (
         usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
@@ -247,6 +257,8 @@ def estimate(
         host = split.host_per_node() if split.host is not None else None
         parallel = _parallel_words(count, data, tensor, pipeline, zero, sequence_parallel, offload)
     evaluated = compiled.evaluate(**values)
+    if offloaded:
+        host = offloaded[1]
     if host is not None:
         host = sp.sympify(host).subs({s: values[s.name] for s in sp.sympify(host).free_symbols
                                       if s.name in values})
@@ -285,6 +297,7 @@ def estimate(
         "parallel": parallel,
         "grad_accum": accumulate,
         "global_batch": batch * accumulate * data,
+        "activation_offload": bool(activation_offload),
         "parameters": parameters,
         "trainable": trainable,
         "reserve_bytes": int(budget.reserve) if budget else None,
@@ -293,10 +306,35 @@ def estimate(
     why = _why(step, chosen, resolved, parallel=bool(parallel),
                tensor=tensor > 1 or sequence_parallel, pipeline=pipeline > 1,
                accumulate=accumulate)
+    if offloaded:
+        why += ("; activation offload modelled from the saved tensors, not measured (on CPU "
+                "the host and the device are one memory)")
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
         title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
     )
+
+
+OFFLOAD_ASSUMED = (
+    "activation offload: torch.autograd.graph.save_on_cpu(pin_memory=True) around the "
+    "forward (as torchtune's OffloadActivations, Megatron/NeMo's cpu_offloading): the saved "
+    "activations in pinned host memory between the passes, at most one layer's of them on "
+    "the device at a time; the host RAM it needs is each saved storage once"
+)
+
+
+def _offloaded(derived: _Derived) -> tuple[CompiledFootprint, sp.Expr]:
+    """Return the step with its saved activations offloaded, and the host bytes they need."""
+    step = derived.step
+    if step.convention != "autograd":
+        raise InvalidArgumentError(
+            "--activation-offload is derived from the autograd convention's saved tensors, "
+            f"and this step uses the breakdown convention ({step.why.split('; ')[-1]}): drop "
+            "--activation-offload, or the option that needs the breakdown convention."
+        )
+    moved = offload_activations(cast(MemoryBreakdown, derived.compiled.footprint), step.network,
+                                _precision(step.precision))
+    return _compiled(moved.memory), moved.host
 
 
 def _accumulated(compiled: CompiledFootprint, accumulate: int) -> CompiledFootprint:

@@ -8,6 +8,7 @@ checkpointing       keep every k-th layer's output, recompute the rest (Chen et 
 accumulation        gradient accumulation: micro-batch memory, effective-batch update
 zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
 offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
+activation_offload  saved activations in host memory between the passes (save_on_cpu)
 parallel            per device: DDP buckets, ZeRO/FSDP, offload, tensor, sequence, pipeline
 tensor_parallel     a Llama-style decoder's tensors under tensor and sequence parallelism
 kv_cache            inference: weights plus the key/value cache (grouped, windowed, paged)
@@ -25,6 +26,11 @@ Examples
 """
 
 from memtheory.techniques.accumulation import Accumulation, gradient_accumulation
+from memtheory.techniques.activation_offload import (
+    OffloadedActivations,
+    offload_activations,
+    unit_working_sets,
+)
 from memtheory.techniques.checkpointing import (
     CheckpointPlan,
     Unit,
@@ -82,6 +88,7 @@ __all__ = [
     "DecoderSplit",
     "GenerationMemory",
     "OffloadSplit",
+    "OffloadedActivations",
     "ParallelMemory",
     "Unit",
     "WeightQuantization",
@@ -102,6 +109,7 @@ __all__ = [
     "kv_cache_bytes",
     "kv_cache_formula",
     "minimal_memory",
+    "offload_activations",
     "parallel_memory",
     "parameter_bytes",
     "positions_limit",
@@ -109,6 +117,7 @@ __all__ = [
     "relaxed_optimal_interval",
     "tensor_parallel_activation_ratio",
     "tradeoff",
+    "unit_working_sets",
     "uniform_memory",
     "uniform_recompute",
     "weight_bytes",

@@ -1,0 +1,164 @@
+"""Activation offload: the tensors saved for backward kept in host memory between the passes.
+
+PyTorch's ``torch.autograd.graph.save_on_cpu(pin_memory=True)`` is a pair of
+saved-tensor hooks (``torch/autograd/graph.py``, PyTorch 2.13): the pack hook
+copies every tensor a backward node saves into a new pinned host tensor
+(``torch.empty(..., pin_memory=True)`` then ``copy_``), and the unpack hook
+copies it back to its device (``tensor.to(device, non_blocking=True)``) when
+the node's backward runs. A device tensor that only autograd kept is freed
+in the forward pass; one that the forward still references (a layer's input,
+the residual stream) stays until the forward lets it go. The same idea, with
+more care for overlap, is torchtune's ``OffloadActivations``
+(``torchtune/training/_activation_offloading.py``: it skips parameters,
+buffers and tensors under 1,024 bytes, copies a storage saved twice only
+once, and keeps up to 5 tensors alive for overlap), Transformer Engine's CPU
+offloading and Megatron / NeMo's ``cpu_offloading`` (a number of transformer
+layers whose activations go to the CPU in the forward and come back for the
+backward; docs.nvidia.com/nemo, "CPU Offloading").
+
+The model here is derived from the autograd convention's step (chapter 11),
+not a new formula: at each moment of its timeline the saved activations
+alive (:attr:`~memtheory.memory_breakdown.MemoryBreakdown.timeline_parts`)
+are replaced by at most one **unit**'s working set, where a unit is one
+repeated layer (``h.3.``, ``model.layers.3.``: the rows
+:func:`~memtheory.techniques.checkpointing.repeated_layers` groups) or one row
+outside them (the embeddings, the output projection, the loss), and its
+working set is every saved storage that a row of the unit produces or keeps
+(:func:`~memtheory.conventions.autograd.storage_plan.forward_storages`). So
+the device holds a layer's working set instead of every layer's saved
+tensors, an upper bound at the unit's granularity. Autocast's weight copies
+are left on the device (the autocast cache keeps them through the forward).
+The host holds the saved activations, each storage once (torchtune's
+amount); PyTorch's plain ``save_on_cpu`` copies each save separately and
+also copies the parameters that nodes save, so it needs more host memory.
+Modelled, not measured: on CPU the host and the device are the same memory.
+
+Examples
+--------
+>>> from memtheory import Dense, Input, Network, ReLU, training_memory
+>>> net = Network([Input((64,), batch=8), Dense(256), ReLU(), Dense(256), ReLU(), Dense(10)])
+>>> step = training_memory(net, optimizer="adam", convention="autograd")
+>>> moved = offload_activations(step, net)
+>>> moved.memory.peak <= step.peak, moved.host == step.components["saved_activations"]
+(True, True)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+import sympy as sp
+
+from memtheory.conventions.autograd.storage_plan import forward_storages
+from memtheory.errors import UnsupportedError
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.network import Network
+
+__all__ = ["OffloadedActivations", "offload_activations", "unit_working_sets"]
+
+_REPEATED = re.compile(r"^((?:.*\.)?(?:layers|layer|h)\.\d+)\.")
+"""A row of a repeated layer, and the layer's prefix: ``model.layers.3``, ``h.3``."""
+
+NOTE = (
+    "activation offload (torch.autograd.graph.save_on_cpu(pin_memory=True); torchtune's "
+    "OffloadActivations, Megatron/NeMo's cpu_offloading): the saved activations go to host "
+    "memory in the forward and come back for the backward, so the device holds at most one "
+    "layer's working set of them at each moment (an upper bound at the layer's granularity; "
+    "autocast's weight copies stay on the device); modelled from the autograd convention's "
+    "saved tensors, not measured (on CPU host and device are one memory)"
+)
+
+
+@dataclass(frozen=True)
+class OffloadedActivations:
+    """A step with its saved activations offloaded: the device's memory and the host's.
+
+    Attributes
+    ----------
+    memory : MemoryBreakdown
+        Per device: each moment's saved activations at most one unit's working set.
+    host : sympy expression
+        Host bytes for the offloaded tensors (the saved activations, each storage once).
+    working_set : sympy expression
+        The largest unit's saved bytes: what the device can hold of them at once.
+    """
+
+    memory: MemoryBreakdown
+    host: sp.Expr
+    working_set: sp.Expr
+
+
+def _unit(name: str) -> str:
+    match = _REPEATED.match(name)
+    return match.group(1) if match else name
+
+
+def unit_working_sets(network: Network, precision: object = "fp32") -> dict[str, sp.Expr]:
+    """Return each unit's saved bytes: the storages a row of it produces or keeps for backward.
+
+    A unit is a repeated layer (its rows share a prefix such as ``h.0``) or a row
+    outside the repeated layers.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Dropout, Input, Network, ReLU
+    >>> net = Network([Input((8,), batch=2), Dense(4), ReLU(), Dropout(0.5, device="cpu"),
+    ...                Dense(3)])
+    >>> unit_working_sets(net)
+    {'relu_1': 32, 'dropout_1': 64, 'dense_2': 32}
+    """
+    sets: dict[str, sp.Expr] = {}
+    for storage in forward_storages(network, precision=precision):  # type: ignore[arg-type]
+        if storage.category != "saved_activations":
+            continue
+        units = dict.fromkeys(_unit(layer) for layer in (storage.layer, *storage.kept_by))
+        for unit in units:
+            sets[unit] = sets.get(unit, sp.Integer(0)) + storage.nbytes
+    return sets
+
+
+def offload_activations(
+    memory: MemoryBreakdown, network: Network, precision: object | None = None
+) -> OffloadedActivations:
+    """Return ``memory`` (the autograd convention's step) with its saved activations offloaded.
+
+    Parameters
+    ----------
+    memory : MemoryBreakdown
+        A training step that follows its timeline moment by moment (the
+        autograd convention), for ``network``.
+    network : Network
+        The network as trained (LoRA applied).
+    precision : Precision or str, optional
+        Default the step's.
+
+    Raises
+    ------
+    UnsupportedError
+        For a step without a timeline of its saved activations (the breakdown convention).
+    """
+    if not memory.timeline_parts or "saved_activations" not in memory.components:
+        raise UnsupportedError(
+            "activation offload is derived from the autograd convention's saved tensors, moment "
+            f"by moment; this step uses the {memory.convention} convention, which does not "
+            "follow them. Drop the option that needs it (checkpointing, QLoRA, an 8-bit "
+            "optimizer, mixed-* precision, --convention breakdown) or drop the offload."
+        )
+    sets = unit_working_sets(network, precision or memory.precision)
+    working = sp.Max(*sets.values()) if sets else sp.Integer(0)
+    timeline = {}
+    parts = {}
+    for moment, value in memory.timeline.items():
+        alive = memory.timeline_parts.get(moment, {})
+        saved = sp.sympify(alive.get("saved_activations", 0))
+        kept = sp.Min(saved, working)
+        timeline[moment] = value - saved + kept
+        parts[moment] = {**alive, "saved_activations": kept} if "saved_activations" in alive \
+            else dict(alive)
+    host = sp.sympify(memory.components["saved_activations"])
+    components = {**memory.components,
+                  "saved_activations": sp.Min(host, working)}
+    moved = replace(memory, components=components, timeline=timeline, timeline_parts=parts,
+                    notes=(*memory.notes, NOTE))
+    return OffloadedActivations(moved, host, working)
