@@ -32,6 +32,7 @@ examples:
   memtheory estimate llama-3-8b --lora 16 --seq 4096 --activation-offload --gpu "RTX 4090"
   memtheory estimate llama-3-8b --seq 4096 --flash --gpus auto --zero 3 --gpu H100-80GB
   memtheory estimate llama-3-8b --seq 2048 --tp 2 --sequence-parallel --gpu H100-80GB
+  memtheory estimate llama-3.1-8b --seq 65536 --cp 8 --gpu H100-80GB
   memtheory estimate llama-3-8b --lora 16 --sweep seq=1024,2048,4096 --sweep batch=1,2,4 \
       --sweep gpu="RTX 4090",H100-80GB
   memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"
@@ -209,6 +210,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     devices.add_argument("--pp", type=int, default=1, help="pipeline stages (1F1B)")
     devices.add_argument(
+        "--cp", type=int, default=1, metavar="N",
+        help="context parallelism: N GPUs split each sequence, as PyTorch's context_parallel "
+        "(ring attention; Megatron's CP): S/N of every activation per GPU, the model states "
+        "whole, one layer's keys and values of the whole sequence in flight; Llama-style "
+        "models with SDPA, --seq a multiple of 2N, alone (modelled, not measured)",
+    )
+    devices.add_argument(
         "--offload", default=None, choices=("none", "optimizer", "optimizer+parameters"),
         help="ZeRO CPU offload (default none)",
     )
@@ -295,6 +303,7 @@ def _keywords(args: argparse.Namespace) -> dict[str, Any]:
         "grad_accum": args.grad_accum,
         "global_batch": args.global_batch,
         "activation_offload": args.activation_offload,
+        "context_parallel": args.cp,
     }
 
 

@@ -32,7 +32,9 @@ from memtheory.recipes import Setup
 __all__ = [
     "check_activation_offload",
     "check_adapters",
+    "check_context_parallel",
     "check_options",
+    "check_ring",
     "check_scalars",
     "check_sharding",
     "check_sizes",
@@ -269,4 +271,79 @@ def check_activation_offload(offload: object, *, auto: bool, gpus: int) -> None:
             "--activation-offload is modelled on one GPU (a replica's saved tensors, moment by "
             "moment); with several GPUs (data, ZeRO/FSDP, tensor, pipeline or --gpus auto) it is "
             "not modelled yet. Drop --gpus/--tp/--pp, or drop --activation-offload."
+        )
+
+
+def check_context_parallel(
+    size: object, *, gpus: int | str | None, tensor: int, pipeline: int, zero: int | None,
+    offload: str | None, sequence_parallel: bool, activation_offload: bool,
+) -> int | str | None:
+    """Refuse a context-parallel size that is not a count, or a split it is not modelled with.
+
+    Returns the ``gpus`` that hold replicas: ``gpus`` itself without context
+    parallelism, None (one replica, split) with it.
+
+    Examples
+    --------
+    >>> check_context_parallel(1, gpus=8, tensor=1, pipeline=1, zero=None, offload=None,
+    ...                        sequence_parallel=False, activation_offload=False)
+    8
+    >>> check_context_parallel(4, gpus=None, tensor=1, pipeline=1, zero=None, offload=None,
+    ...                        sequence_parallel=False, activation_offload=False)
+    >>> check_context_parallel(4, gpus=8, tensor=1, pipeline=1, zero=None, offload=None,
+    ...                        sequence_parallel=False, activation_offload=False)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: --cp 4 is modelled alone: ...
+    """
+    positive(size, "context_parallel")  # type: ignore[arg-type]
+    if size == 1:
+        return gpus
+    others = [flag for flag, given in (
+        (f"--gpus {gpus}", gpus not in (None, size)), (f"--tp {tensor}", tensor != 1),
+        (f"--pp {pipeline}", pipeline != 1), (f"--zero {zero}", bool(zero)),
+        (f"--offload {offload}", offload not in (None, "none")),
+        ("--sequence-parallel", bool(sequence_parallel)),
+        ("--activation-offload", bool(activation_offload)),
+    ) if given]
+    if others:
+        raise InvalidArgumentError(
+            f"--cp {size} is modelled alone: {size} GPUs that split each sequence, the model "
+            f"states whole on each; with {', '.join(others)} it is not modelled yet. Drop "
+            f"{'it' if len(others) == 1 else 'them'}, or --cp (--gpus is then {size})."
+        )
+    return None
+
+
+def check_ring(size: int, kind: str, sequence: int, zero: int | None) -> None:
+    """Refuse context parallelism for a vision model, a recipe that shards, an uneven sequence.
+
+    PyTorch's head-tail load balancer cuts the sequence into ``2 * size`` equal
+    chunks (torch 2.13 ``_context_parallel/_load_balancer.py``: ``seq_length %
+    (world_size * 2)``).
+
+    Examples
+    --------
+    >>> check_ring(4, "sequence", 4096, 0)
+    >>> check_ring(4, "sequence", 1020, 0)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: --cp 4 needs the sequence a multiple of 8 ...
+    """
+    if kind != "sequence":
+        raise InvalidArgumentError(
+            f"--cp {size} splits a sequence across GPUs, and this is a vision model: drop --cp."
+        )
+    if zero:
+        raise InvalidArgumentError(
+            f"--cp {size} is modelled with the model states whole on each GPU; the recipe "
+            f"shards them (ZeRO-{zero}), which is not modelled with it yet. Use --zero 0 or "
+            "another recipe, or drop --cp."
+        )
+    if sequence % (2 * size):
+        raise InvalidArgumentError(
+            f"--cp {size} needs the sequence a multiple of {2 * size} (PyTorch's "
+            f"context_parallel balances causal attention by cutting it into {2 * size} equal "
+            f"chunks, two per GPU); --seq {sequence} is not. Use --seq "
+            f"{max(2 * size, sequence - sequence % (2 * size))}."
         )
