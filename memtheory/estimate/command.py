@@ -134,7 +134,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="default the recipe's (the Hugging Face recipes keep the checkpoint's dtype: bf16 "
         "for Llama 3, autocast-bf16 over GPT-2's fp32); autocast-bf16 (torch.autocast, fp32 "
         "weights and state, bf16 activations), bf16 (the model cast to bf16), fp32, fp16, "
-        "autocast-fp16, mixed-bf16 (fp32 master copy, as DeepSpeed's bf16 mode)",
+        "autocast-fp16, mixed-bf16 (fp32 master copy, as DeepSpeed's bf16 mode); fp8 (FP8 "
+        "training as torchao / Transformer Engine do it) is refused with what is known of it",
     )
     training.add_argument("--lora", type=int, metavar="RANK", help="LoRA adapters of this rank")
     training.add_argument("--lora-alpha", type=float, metavar="ALPHA", help="default 2 x rank")

@@ -33,6 +33,7 @@ __all__ = [
     "check_activation_offload",
     "check_adapters",
     "check_context_parallel",
+    "check_fp8",
     "check_options",
     "check_ring",
     "check_scalars",
@@ -207,12 +208,45 @@ def step_precision(
     if kinds.parameters.name.startswith("fp8") or kinds.optimizer_state.name.startswith("fp8"):
         raise InvalidArgumentError(
             f"precision {shown(step_precision)} would keep the weights, gradients and optimizer "
-            "state in 8-bit floats, which no training stack does. FP8 training (Transformer "
-            "Engine, torchao's float8) keeps bf16 or fp32 weights and casts the inputs of the "
-            "matrix multiplications to fp8; it is not modelled yet. autocast-bf16 answers for "
-            "the same step with bf16 matrix multiplications."
+            f"state in 8-bit floats, which no training stack does. {FP8_TRAINING}"
         )
     return step_precision
+
+
+FP8_TRAINING = (
+    "FP8 training is not modelled yet. What is known from the source: torchao's Float8Linear "
+    "(torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args) saves the high-precision "
+    "input and weight for backward (ctx.save_for_backward(input_hp, weight_hp_t)) and casts "
+    "them, and the output gradient, to float8 inside each matmul with one fp32 scale per "
+    "tensor (tensorwise dynamic, i.e. current, scaling); weights, gradients and optimizer state "
+    "stay in bf16/fp32, as do norms and attention (convert_to_float8_training swaps only "
+    "nn.Linear modules). So --precision bf16 (a "
+    "bf16 model) answers for the model states and saved tensors of torchao's recipe; its float8 "
+    "copies are transients per matmul whose size depends on torch.compile's fusion, which "
+    "cannot be measured on CPU. Transformer Engine's delayed scaling also keeps an amax "
+    "history per quantized tensor (DelayedScaling(amax_history_len=1024), fp32) and its own "
+    "saved tensors, which are not modelled."
+)
+"""Why ``--precision fp8`` is refused, and what answers the nearest question."""
+
+_FP8_WORDS = frozenset({"fp8", "float8", "fp8-training", "fp8_training", "float8-training",
+                        "te-fp8", "torchao-fp8"})
+"""Names a user may give for FP8 training (not an 8-bit element type for every tensor)."""
+
+
+def check_fp8(precision: object) -> None:
+    """Refuse FP8 training asked by name (``--precision fp8``) with what is known of it.
+
+    Examples
+    --------
+    >>> check_fp8("bf16")
+    >>> check_fp8("fp8")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: --precision fp8: FP8 training is not modelled yet. ...
+    """
+    if isinstance(precision, str) and precision.strip().lower() in _FP8_WORDS:
+        raise InvalidArgumentError(f"--precision {precision.strip()}: {FP8_TRAINING}")
 
 
 def check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None) -> None:

@@ -34,6 +34,7 @@ from memtheory.estimate.derivation_cache import remembered
 from memtheory.estimate.devices import Counts, fewest_gpus
 from memtheory.estimate.options import (
     check_context_parallel,
+    check_fp8,
     check_options,
     check_ring,
     check_scalars,
@@ -195,6 +196,7 @@ def estimate(
     ('1.75 GiB', 531)
     """
     check_scalars(locals())  # the parameters, before any is read
+    check_fp8(precision)
     ring = context_parallel
     replicas = check_context_parallel(
         ring, gpus=gpus, tensor=tensor, pipeline=pipeline, zero=zero, offload=offload,
