@@ -152,3 +152,15 @@ def test_setups_it_does_not_model_are_refused(capsys, argv, message):
     """Several GPUs, or a step in the breakdown convention: exit 2 with the reason."""
     assert main(["estimate", "gpt2", "--seq", "128", "--activation-offload", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_gradient_accumulation_adds_the_same_gradients_with_or_without_offload():
+    """Accumulating over 4 micro-batches raises the offloaded peak by the gradients, as without."""
+    sizes = dict(batch=2, sequence=256)
+    for offloaded in (False, True):
+        one = estimate("gpt2", activation_offload=offloaded, **sizes)
+        four = estimate("gpt2", activation_offload=offloaded, grad_accum=4, **sizes)
+        components = one.memory.components
+        # the Trainer fetches the 3 other micro-batches' input and targets before the first runs
+        prefetched = 3 * (components["input"] + components["targets"])
+        assert four.peak - one.peak == components["gradients"] + prefetched

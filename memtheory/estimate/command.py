@@ -155,10 +155,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     training.add_argument(
         "--activation-offload", action="store_true",
-        help="the tensors saved for backward kept in pinned host memory between the passes, "
-        "as torch.autograd.graph.save_on_cpu(pin_memory=True) (torchtune's "
-        "OffloadActivations, Megatron/NeMo's cpu_offloading); one GPU, autograd convention; "
-        "prints the host RAM it needs (modelled, not measured)",
+        help="the activations saved for backward kept in pinned host memory between the "
+        "passes, as torchtune's OffloadActivations (the idea of torch's save_on_cpu and "
+        "Megatron/NeMo's cpu_offloading); one GPU, autograd convention; prints the host RAM it "
+        "needs (modelled, not measured)",
     )
     attention = training.add_mutually_exclusive_group()
     attention.add_argument(

@@ -170,8 +170,8 @@ def estimate(
         Samples per optimizer step, ``batch * grad_accum * data-parallel GPUs``:
         gives ``grad_accum``.
     activation_offload : bool, default False
-        The tensors saved for backward kept in host memory between the passes,
-        as ``torch.autograd.graph.save_on_cpu(pin_memory=True)`` does
+        The activations saved for backward kept in host memory between the
+        passes, as torchtune's ``OffloadActivations`` does
         (:mod:`memtheory.techniques.activation_offload`): one GPU, autograd
         convention; the host memory it needs is the answer's ``host``.
     context_parallel : int, default 1
@@ -330,10 +330,11 @@ def estimate(
 
 
 OFFLOAD_ASSUMED = (
-    "activation offload: torch.autograd.graph.save_on_cpu(pin_memory=True) around the "
-    "forward (as torchtune's OffloadActivations, Megatron/NeMo's cpu_offloading): the saved "
-    "activations in pinned host memory between the passes, at most one layer's of them on "
-    "the device at a time; the host RAM it needs is each saved storage once"
+    "activation offload: saved-tensor hooks around the forward (torchtune's "
+    "OffloadActivations; the idea of torch.autograd.graph.save_on_cpu(pin_memory=True) and "
+    "Megatron/NeMo's cpu_offloading): the saved activations in pinned host memory between the "
+    "passes, at most one layer's of them on the device at a time; the host RAM it needs is "
+    "each saved storage once (save_on_cpu needs more: it also copies the saved weights)"
 )
 
 

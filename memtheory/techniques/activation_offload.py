@@ -29,9 +29,14 @@ the device holds a layer's working set instead of every layer's saved
 tensors, an upper bound at the unit's granularity. Autocast's weight copies
 are left on the device (the autocast cache keeps them through the forward).
 The host holds the saved activations, each storage once (torchtune's
-amount); PyTorch's plain ``save_on_cpu`` copies each save separately and
-also copies the parameters that nodes save, so it needs more host memory.
-Modelled, not measured: on CPU the host and the device are the same memory.
+amount). Not counted: PyTorch's plain ``save_on_cpu`` also packs the
+parameters that nodes save (a ``Linear``'s weight in a bf16 or fp32 step:
+host copies of those weights, and one layer's weights copied back to the
+device in its backward) and packs a storage saved twice twice, so it needs
+more host memory than this; torchtune keeps up to 5 tensors in a forward
+stash for overlap (``max_fwd_stash_size=5``) and leaves tensors under
+1,024 bytes on the device. Modelled, not measured: on CPU the host and the
+device are the same memory.
 
 Examples
 --------
@@ -65,8 +70,11 @@ NOTE = (
     "OffloadActivations, Megatron/NeMo's cpu_offloading): the saved activations go to host "
     "memory in the forward and come back for the backward, so the device holds at most one "
     "layer's working set of them at each moment (an upper bound at the layer's granularity; "
-    "autocast's weight copies stay on the device); modelled from the autograd convention's "
-    "saved tensors, not measured (on CPU host and device are one memory)"
+    "autocast's weight copies stay on the device); host: each saved storage once, as "
+    "torchtune's (save_on_cpu also copies the parameters nodes save and each save apart: "
+    "more host, not counted; torchtune's 5-tensor forward stash not counted); modelled from "
+    "the autograd convention's saved tensors, not measured (on CPU host and device are one "
+    "memory)"
 )
 
 
