@@ -26,10 +26,14 @@ outside them (the embeddings, the output projection, the loss), and its
 working set is every saved storage that a row of the unit produces or keeps
 (:func:`~memtheory.conventions.autograd.storage_plan.forward_storages`). So
 the device holds a layer's working set instead of every layer's saved
-tensors, an upper bound at the unit's granularity. Autocast's weight copies
-are left on the device (the autocast cache keeps them through the forward).
-The host holds the saved activations, each storage once (torchtune's
-amount). Not counted: PyTorch's plain ``save_on_cpu`` also packs the
+tensors, an upper bound at the unit's granularity. The input batch and
+targets a layer saves go to the host too (they are not parameters) while the
+caller keeps them on the device, and come back as a copy in that layer's
+backward. Autocast's weight copies are left on the device (the autocast cache
+keeps them through the forward). The host holds the saved activations, the
+saved input and targets, each storage once (torchtune's amount). So the
+peak can rise where it sits in the first layer's backward, by the input's
+copy. Not counted: PyTorch's plain ``save_on_cpu`` also packs the
 parameters that nodes save (a ``Linear``'s weight in a bf16 or fp32 step:
 host copies of those weights, and one layer's weights copied back to the
 device in its backward) and packs a storage saved twice twice, so it needs
@@ -44,8 +48,8 @@ Examples
 >>> net = Network([Input((64,), batch=8), Dense(256), ReLU(), Dense(256), ReLU(), Dense(10)])
 >>> step = training_memory(net, optimizer="adam", convention="autograd")
 >>> moved = offload_activations(step, net)
->>> moved.memory.peak <= step.peak, moved.host == step.components["saved_activations"]
-(True, True)
+>>> moved.host == step.components["saved_activations"] + step.components["input"]
+True
 """
 
 from __future__ import annotations
@@ -87,7 +91,8 @@ class OffloadedActivations:
     memory : MemoryBreakdown
         Per device: each moment's saved activations at most one unit's working set.
     host : sympy expression
-        Host bytes for the offloaded tensors (the saved activations, each storage once).
+        Host bytes for the offloaded tensors: the saved activations, and the
+        input batch and targets that layers save, each storage once.
     working_set : sympy expression
         The largest unit's saved bytes: what the device can hold of them at once.
     """
@@ -126,6 +131,35 @@ def unit_working_sets(network: Network, precision: object = "fp32") -> dict[str,
     return sets
 
 
+def saved_data(network: Network, precision: object = "fp32") -> dict[str, sp.Expr]:
+    """Return the input batch and targets each unit saves for backward, in bytes.
+
+    The caller holds them anyway, so offloading them frees nothing on the
+    device; but the hooks copy them to the host too (they are not
+    parameters), and the unpack hook makes a device copy in the unit's backward.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network, ReLU
+    >>> saved_data(Network([Input((8,), batch=2), Dense(4), ReLU(), Dense(3)]))
+    {'dense_1': 64}
+    """
+    data: dict[str, sp.Expr] = {}
+    for storage in forward_storages(network, precision=precision):  # type: ignore[arg-type]
+        if storage.category not in ("input", "targets"):
+            continue
+        for unit in dict.fromkeys(_unit(layer) for layer in storage.kept_by):
+            data[unit] = data.get(unit, sp.Integer(0)) + storage.nbytes
+    return data
+
+
+def _data_once(network: Network, precision: object) -> sp.Expr:
+    """Bytes of the input batch and targets that some layer saves, each storage once."""
+    return sp.Add(*(storage.nbytes
+                    for storage in forward_storages(network, precision=precision)  # type: ignore[arg-type]
+                    if storage.category in ("input", "targets") and storage.kept_by))
+
+
 def offload_activations(
     memory: MemoryBreakdown, network: Network, precision: object | None = None
 ) -> OffloadedActivations:
@@ -153,7 +187,9 @@ def offload_activations(
             "follow them. Drop the option that needs it (checkpointing, QLoRA, an 8-bit "
             "optimizer, mixed-* precision, --convention breakdown) or drop the offload."
         )
-    sets = unit_working_sets(network, precision or memory.precision)
+    chosen = precision or memory.precision
+    sets = unit_working_sets(network, chosen)
+    data = saved_data(network, chosen)
     working = sp.Max(*sets.values()) if sets else sp.Integer(0)
     timeline = {}
     parts = {}
@@ -161,12 +197,15 @@ def offload_activations(
         alive = memory.timeline_parts.get(moment, {})
         saved = sp.sympify(alive.get("saved_activations", 0))
         kept = sp.Min(saved, working)
-        timeline[moment] = value - saved + kept
+        phase, _, rest = moment.partition(" ")
+        copied = data.get(_unit(rest.split(" ")[0]), 0) if phase == "backward" else 0
+        timeline[moment] = value - saved + kept + copied
         parts[moment] = {**alive, "saved_activations": kept} if "saved_activations" in alive \
             else dict(alive)
-    host = sp.sympify(memory.components["saved_activations"])
+    saved_total = sp.sympify(memory.components["saved_activations"])
+    host = saved_total + _data_once(network, chosen)
     components = {**memory.components,
-                  "saved_activations": sp.Min(host, working)}
+                  "saved_activations": sp.Min(saved_total, working)}
     moved = replace(memory, components=components, timeline=timeline, timeline_parts=parts,
                     notes=(*memory.notes, NOTE))
     return OffloadedActivations(moved, host, working)
