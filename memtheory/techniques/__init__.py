@@ -9,6 +9,7 @@ accumulation        gradient accumulation: micro-batch memory, effective-batch u
 zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
 offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
 activation_offload  saved activations in host memory between the passes (save_on_cpu)
+context_parallel    the sequence split across devices, attention as a ring (ring attention)
 parallel            per device: DDP buckets, ZeRO/FSDP, offload, tensor, sequence, pipeline
 tensor_parallel     a Llama-style decoder's tensors under tensor and sequence parallelism
 kv_cache            inference: weights plus the key/value cache (grouped, windowed, paged)
@@ -29,6 +30,7 @@ from memtheory.techniques.accumulation import Accumulation, gradient_accumulatio
 from memtheory.techniques.activation_offload import (
     OffloadedActivations,
     offload_activations,
+    saved_data,
     unit_working_sets,
 )
 from memtheory.techniques.checkpointing import (
@@ -44,6 +46,11 @@ from memtheory.techniques.checkpointing import (
     tradeoff,
     uniform_memory,
     uniform_recompute,
+)
+from memtheory.techniques.context_parallel import (
+    attention_width,
+    context_parallel,
+    ring_buffers,
 )
 from memtheory.techniques.kv_cache import (
     CacheLayer,
@@ -93,6 +100,7 @@ __all__ = [
     "Unit",
     "WeightQuantization",
     "WorkingMemory",
+    "attention_width",
     "autocast",
     "autocast_weight_copy_bytes",
     "best_network_interval",
@@ -102,6 +110,7 @@ __all__ = [
     "checkpoint_units",
     "checkpointed_activations",
     "checkpointed_counts",
+    "context_parallel",
     "cpu_offload",
     "decoder_split",
     "generation_memory",
@@ -114,7 +123,9 @@ __all__ = [
     "parameter_bytes",
     "positions_limit",
     "quantization",
+    "saved_data",
     "relaxed_optimal_interval",
+    "ring_buffers",
     "tensor_parallel_activation_ratio",
     "tradeoff",
     "unit_working_sets",

@@ -64,7 +64,7 @@ from memtheory.errors import UnsupportedError
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 
-__all__ = ["OffloadedActivations", "offload_activations", "unit_working_sets"]
+__all__ = ["OffloadedActivations", "offload_activations", "saved_data", "unit_working_sets"]
 
 _REPEATED = re.compile(r"^((?:.*\.)?(?:layers|layer|h)\.\d+)\.")
 """A row of a repeated layer, and the layer's prefix: ``model.layers.3``, ``h.3``."""
@@ -74,6 +74,7 @@ NOTE = (
     "OffloadActivations, Megatron/NeMo's cpu_offloading): the saved activations go to host "
     "memory in the forward and come back for the backward, so the device holds at most one "
     "layer's working set of them at each moment (an upper bound at the layer's granularity; "
+    "the saved input batch and targets come back as a copy in their layer's backward; "
     "autocast's weight copies stay on the device); host: each saved storage once, as "
     "torchtune's (save_on_cpu also copies the parameters nodes save and each save apart: "
     "more host, not counted; torchtune's 5-tensor forward stash not counted); modelled from "
@@ -95,6 +96,15 @@ class OffloadedActivations:
         input batch and targets that layers save, each storage once.
     working_set : sympy expression
         The largest unit's saved bytes: what the device can hold of them at once.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network, ReLU, training_memory
+    >>> net = Network([Input((8,), batch=2), Dense(4), ReLU(), Dense(3)])
+    >>> moved = offload_activations(training_memory(net, optimizer="sgd", convention="autograd"),
+    ...                             net)
+    >>> moved.working_set, moved.host  # the ReLU output (2 x 4 fp32); it and the 2 x 8 input
+    (32, 96)
     """
 
     memory: MemoryBreakdown
@@ -179,6 +189,15 @@ def offload_activations(
     ------
     UnsupportedError
         For a step without a timeline of its saved activations (the breakdown convention).
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network, ReLU, training_memory
+    >>> net = Network([Input((64,), batch=512), Dense(128), ReLU(), Dense(128), ReLU(),
+    ...                Dense(128), ReLU(), Dense(10)])
+    >>> step = training_memory(net, optimizer="sgd", convention="autograd")
+    >>> offload_activations(step, net).memory.peak < step.peak
+    True
     """
     if not memory.timeline_parts or "saved_activations" not in memory.components:
         raise UnsupportedError(

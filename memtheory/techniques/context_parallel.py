@@ -70,6 +70,12 @@ def attention_width(network: Network) -> int:
     ------
     UnsupportedError
         Without a Llama-style attention layer run by SDPA's fused kernels.
+
+    Examples
+    --------
+    >>> from memtheory.models import from_config
+    >>> attention_width(from_config("llama-3-8b", flash=True))  # 32 heads of 128
+    4096
     """
     widths = []
     for row in network.rows:
@@ -101,6 +107,11 @@ def ring_buffers(*, heads_width: int, activation_bytes: int, size: int) -> dict[
     values gathered again with the local concatenation, the fp32
     ``grad_query``/``grad_key``/``grad_value``, and the fp32 key/value
     gradients sent and received. Zero for ``size`` 1 (no ring).
+
+    Examples
+    --------
+    >>> ring_buffers(heads_width=64, activation_bytes=2, size=2)["forward"]
+    512*B*S
     """
     if size == 1:
         return {"forward": sp.Integer(0), "backward": sp.Integer(0)}
@@ -118,6 +129,18 @@ def context_parallel(memory: MemoryBreakdown, network: Network, size: int) -> Me
     ``memory`` is one replica's step in ``B`` and ``S`` (the whole sequence);
     the result is the step at ``S/size`` with ring attention's buffers added
     at the attention layers' moments (:func:`ring_buffers`).
+
+    Examples
+    --------
+    >>> from memtheory import training_memory
+    >>> from memtheory.models import from_config
+    >>> net = from_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+    ...     "num_key_value_heads": 2, "intermediate_size": 128, "num_hidden_layers": 1,
+    ...     "vocab_size": 256}, flash=True, loss=True)
+    >>> step = training_memory(net, optimizer="adamw", precision="bf16", convention="autograd")
+    >>> split = context_parallel(step, net, 4)
+    >>> split["parameters"] == step["parameters"], "ring_attention_buffers" in split.components
+    (True, True)
     """
     if size == 1:
         return memory
