@@ -82,6 +82,7 @@ COMPONENT_TITLES: dict[str, str] = {
     "activation_gradients": "activation gradients",
     "gradient_buckets": "gradient buckets (all-reduce / reduce-scatter)",
     "gathered_parameters": "parameters gathered for one layer (ZeRO-3 / FSDP)",
+    "ring_attention_buffers": "ring attention's keys, values and fp32 sums (context parallel)",
     "kv_cache": "key/value cache",
     "input": "input batch",
     "targets": "targets (class labels)",

@@ -29,8 +29,10 @@ examples:
   memtheory estimate gpt2-large --qlora --optimizer paged-adamw-8bit --limit "12 GB"
   memtheory estimate gpt2-xl --gpus 8 --zero 3 --gpu A100-40GB --json
   memtheory estimate llama-3-8b --lora 16 --seq 4096 --gpu "RTX 4090"
+  memtheory estimate llama-3-8b --lora 16 --seq 4096 --activation-offload --gpu "RTX 4090"
   memtheory estimate llama-3-8b --seq 4096 --flash --gpus auto --zero 3 --gpu H100-80GB
   memtheory estimate llama-3-8b --seq 2048 --tp 2 --sequence-parallel --gpu H100-80GB
+  memtheory estimate llama-3.1-8b --seq 65536 --cp 8 --gpu H100-80GB
   memtheory estimate llama-3-8b --lora 16 --sweep seq=1024,2048,4096 --sweep batch=1,2,4 \
       --sweep gpu="RTX 4090",H100-80GB
   memtheory estimate config.json --lora 16 --seq 4096 --gpu "RTX 4090"
@@ -137,7 +139,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="default the recipe's (the Hugging Face recipes keep the checkpoint's dtype: bf16 "
         "for Llama 3, autocast-bf16 over GPT-2's fp32); autocast-bf16 (torch.autocast, fp32 "
         "weights and state, bf16 activations), bf16 (the model cast to bf16), fp32, fp16, "
-        "autocast-fp16, mixed-bf16 (fp32 master copy, as DeepSpeed's bf16 mode)",
+        "autocast-fp16, mixed-bf16 (fp32 master copy, as DeepSpeed's bf16 mode); fp8 (FP8 "
+        "training as torchao / Transformer Engine do it) is refused with what is known of it",
     )
     training.add_argument("--lora", type=int, metavar="RANK", help="LoRA adapters of this rank")
     training.add_argument("--lora-alpha", type=float, metavar="ALPHA", help="default 2 x rank")
@@ -154,6 +157,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="activation checkpointing of every decoder layer, as Hugging Face's "
         "gradient_checkpointing_enable() does (chapter 13's model, in the "
         "breakdown convention)",
+    )
+    training.add_argument(
+        "--activation-offload", action="store_true",
+        help="the activations saved for backward kept in pinned host memory between the "
+        "passes, as torchtune's OffloadActivations (the idea of torch's save_on_cpu and "
+        "Megatron/NeMo's cpu_offloading); one GPU, autograd convention; prints the host RAM it "
+        "needs (modelled, not measured)",
     )
     attention = training.add_mutually_exclusive_group()
     attention.add_argument(
@@ -205,6 +215,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "and the column-parallel maps' inputs split along the sequence)",
     )
     devices.add_argument("--pp", type=int, default=1, help="pipeline stages (1F1B)")
+    devices.add_argument(
+        "--cp", type=int, default=1, metavar="N",
+        help="context parallelism: N GPUs split each sequence, as PyTorch's context_parallel "
+        "(ring attention; Megatron's CP): S/N of every activation per GPU, the model states "
+        "whole, one layer's keys and values of the whole sequence in flight; Llama-style "
+        "models with SDPA, --seq a multiple of 2N, alone (modelled, not measured)",
+    )
     devices.add_argument(
         "--offload", default=None, choices=("none", "optimizer", "optimizer+parameters"),
         help="ZeRO CPU offload (default none)",
@@ -302,6 +319,8 @@ def _keywords(args: argparse.Namespace) -> dict[str, Any]:
         "convention": args.convention,
         "grad_accum": args.grad_accum,
         "global_batch": args.global_batch,
+        "activation_offload": args.activation_offload,
+        "context_parallel": args.cp,
     }
 
 

@@ -30,8 +30,12 @@ from memtheory.precision import precision as _precision
 from memtheory.recipes import Setup
 
 __all__ = [
+    "check_activation_offload",
     "check_adapters",
+    "check_context_parallel",
+    "check_fp8",
     "check_options",
+    "check_ring",
     "check_scalars",
     "check_sharding",
     "check_sizes",
@@ -204,12 +208,45 @@ def step_precision(
     if kinds.parameters.name.startswith("fp8") or kinds.optimizer_state.name.startswith("fp8"):
         raise InvalidArgumentError(
             f"precision {shown(step_precision)} would keep the weights, gradients and optimizer "
-            "state in 8-bit floats, which no training stack does. FP8 training (Transformer "
-            "Engine, torchao's float8) keeps bf16 or fp32 weights and casts the inputs of the "
-            "matrix multiplications to fp8; it is not modelled yet. autocast-bf16 answers for "
-            "the same step with bf16 matrix multiplications."
+            f"state in 8-bit floats, which no training stack does. {FP8_TRAINING}"
         )
     return step_precision
+
+
+FP8_TRAINING = (
+    "FP8 training is not modelled yet. What is known from the source: torchao's Float8Linear "
+    "(torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args) saves the high-precision "
+    "input and weight for backward (ctx.save_for_backward(input_hp, weight_hp_t)) and casts "
+    "them, and the output gradient, to float8 inside each matmul with one fp32 scale per "
+    "tensor (tensorwise dynamic, i.e. current, scaling); weights, gradients and optimizer state "
+    "stay in bf16/fp32, as do norms and attention (convert_to_float8_training swaps only "
+    "nn.Linear modules). So --precision bf16 (a "
+    "bf16 model) answers for the model states and saved tensors of torchao's recipe; its float8 "
+    "copies are transients per matmul whose size depends on torch.compile's fusion, which "
+    "cannot be measured on CPU. Transformer Engine's delayed scaling also keeps an amax "
+    "history per quantized tensor (DelayedScaling(amax_history_len=1024), fp32) and its own "
+    "saved tensors, which are not modelled."
+)
+"""Why ``--precision fp8`` is refused, and what answers the nearest question."""
+
+_FP8_WORDS = frozenset({"fp8", "float8", "fp8-training", "fp8_training", "float8-training",
+                        "te-fp8", "torchao-fp8"})
+"""Names a user may give for FP8 training (not an 8-bit element type for every tensor)."""
+
+
+def check_fp8(precision: object) -> None:
+    """Refuse FP8 training asked by name (``--precision fp8``) with what is known of it.
+
+    Examples
+    --------
+    >>> check_fp8("bf16")
+    >>> check_fp8("fp8")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: --precision fp8: FP8 training is not modelled yet. ...
+    """
+    if isinstance(precision, str) and precision.strip().lower() in _FP8_WORDS:
+        raise InvalidArgumentError(f"--precision {precision.strip()}: {FP8_TRAINING}")
 
 
 def check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None) -> None:
@@ -234,6 +271,7 @@ def check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None
 def check_options(
     *, auto: bool, data: int, zero: int | None, offload: str | None, lora: int | None,
     qlora: bool, lora_alpha: Any, lora_targets: Any, global_batch: int | None,
+    activation_offload: bool = False, gpus: int = 1,
 ) -> None:
     """Refuse options that would change nothing in the setup asked, before deriving anything."""
     if auto and global_batch is not None:
@@ -244,3 +282,102 @@ def check_options(
     if not auto:
         check_sharding(zero, offload, data)
     check_adapters(lora, qlora, lora_alpha, lora_targets)
+    check_activation_offload(activation_offload, auto=auto, gpus=gpus)
+
+
+def check_activation_offload(offload: object, *, auto: bool, gpus: int) -> None:
+    """Refuse activation offload where it is not modelled: more than one GPU, not a bool.
+
+    Examples
+    --------
+    >>> check_activation_offload(True, auto=False, gpus=1)
+    >>> check_activation_offload(True, auto=False, gpus=8)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: --activation-offload is modelled on one GPU ...
+    """
+    if offload not in (True, False):
+        raise InvalidArgumentError(
+            f"activation_offload must be True or False, got {shown(offload)}."
+        )
+    if offload and (auto or gpus > 1):
+        raise InvalidArgumentError(
+            "--activation-offload is modelled on one GPU (a replica's saved tensors, moment by "
+            "moment); with several GPUs (data, ZeRO/FSDP, tensor, pipeline or --gpus auto) it is "
+            "not modelled yet. Drop --gpus/--tp/--pp, or drop --activation-offload."
+        )
+
+
+def check_context_parallel(
+    size: object, *, gpus: int | str | None, tensor: int, pipeline: int, zero: int | None,
+    offload: str | None, sequence_parallel: bool, activation_offload: bool,
+) -> int | str | None:
+    """Refuse a context-parallel size that is not a count, or a split it is not modelled with.
+
+    Returns the ``gpus`` that hold replicas: ``gpus`` itself without context
+    parallelism, None (one replica, split) with it.
+
+    Examples
+    --------
+    >>> check_context_parallel(1, gpus=8, tensor=1, pipeline=1, zero=None, offload=None,
+    ...                        sequence_parallel=False, activation_offload=False)
+    8
+    >>> check_context_parallel(4, gpus=None, tensor=1, pipeline=1, zero=None, offload=None,
+    ...                        sequence_parallel=False, activation_offload=False)
+    >>> check_context_parallel(4, gpus=8, tensor=1, pipeline=1, zero=None, offload=None,
+    ...                        sequence_parallel=False, activation_offload=False)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: --cp 4 is modelled alone: ...
+    """
+    positive(size, "context_parallel")  # type: ignore[arg-type]
+    if size == 1:
+        return gpus
+    others = [flag for flag, given in (
+        (f"--gpus {gpus}", gpus not in (None, size)), (f"--tp {tensor}", tensor != 1),
+        (f"--pp {pipeline}", pipeline != 1), (f"--zero {zero}", bool(zero)),
+        (f"--offload {offload}", offload not in (None, "none")),
+        ("--sequence-parallel", bool(sequence_parallel)),
+        ("--activation-offload", bool(activation_offload)),
+    ) if given]
+    if others:
+        raise InvalidArgumentError(
+            f"--cp {size} is modelled alone: {size} GPUs that split each sequence, the model "
+            f"states whole on each; with {', '.join(others)} it is not modelled yet. Drop "
+            f"{'it' if len(others) == 1 else 'them'}, or --cp (--gpus is then {size})."
+        )
+    return None
+
+
+def check_ring(size: int, kind: str, sequence: int, zero: int | None) -> None:
+    """Refuse context parallelism for a vision model, a recipe that shards, an uneven sequence.
+
+    PyTorch's head-tail load balancer cuts the sequence into ``2 * size`` equal
+    chunks (torch 2.13 ``_context_parallel/_load_balancer.py``: ``seq_length %
+    (world_size * 2)``).
+
+    Examples
+    --------
+    >>> check_ring(4, "sequence", 4096, 0)
+    >>> check_ring(4, "sequence", 1020, 0)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: --cp 4 needs the sequence a multiple of 8 ...
+    """
+    if kind != "sequence":
+        raise InvalidArgumentError(
+            f"--cp {size} splits a sequence across GPUs, and this is a vision model: drop --cp."
+        )
+    if zero:
+        raise InvalidArgumentError(
+            f"--cp {size} is modelled with the model states whole on each GPU; the recipe "
+            f"shards them (ZeRO-{zero}), which is not modelled with it yet. Use --zero 0 or "
+            "another recipe, or drop --cp."
+        )
+    if sequence % (2 * size):
+        raise InvalidArgumentError(
+            f"--cp {size} needs the sequence a multiple of {2 * size} (PyTorch's "
+            f"context_parallel balances causal attention by cutting it into {2 * size} equal "
+            f"chunks, two per GPU); --seq {sequence} is not. Use --seq "
+            f"{max(2 * size, sequence - sequence % (2 * size))}."
+        )

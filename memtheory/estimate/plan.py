@@ -33,7 +33,10 @@ from memtheory.estimate.compiled import CompiledFootprint, largest_fitting
 from memtheory.estimate.derivation_cache import remembered
 from memtheory.estimate.devices import Counts, fewest_gpus
 from memtheory.estimate.options import (
+    check_context_parallel,
+    check_fp8,
     check_options,
+    check_ring,
     check_scalars,
     check_sizes,
     check_split,
@@ -50,6 +53,8 @@ from memtheory.network import Network
 from memtheory.precision import precision as _precision
 from memtheory.recipes import Setup, default_recipe, setup_from
 from memtheory.symbols import B, S
+from memtheory.techniques.activation_offload import offload_activations
+from memtheory.techniques.context_parallel import context_parallel as split_sequence
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
 from memtheory.whatif import max_value
 
@@ -84,6 +89,8 @@ def estimate(
     convention: str = "auto",
     grad_accum: int | None = None,
     global_batch: int | None = None,
+    activation_offload: bool = False,
+    context_parallel: int = 1,
 ) -> Estimate:
     """Estimate one training step's memory per device, and what fits a card.
 
@@ -162,6 +169,16 @@ def estimate(
     global_batch : int, optional
         Samples per optimizer step, ``batch * grad_accum * data-parallel GPUs``:
         gives ``grad_accum``.
+    activation_offload : bool, default False
+        The activations saved for backward kept in host memory between the
+        passes, as torchtune's ``OffloadActivations`` does
+        (:mod:`memtheory.techniques.activation_offload`): one GPU, autograd
+        convention; the host memory it needs is the answer's ``host``.
+    context_parallel : int, default 1
+        GPUs that split each sequence, as PyTorch's ``context_parallel``
+        (ring attention) does (:mod:`memtheory.techniques.context_parallel`):
+        a Llama-style model with SDPA attention, the sequence a multiple of
+        ``2 * context_parallel``, no other split; ``gpus`` is then this count.
 
     Raises
     ------
@@ -179,13 +196,19 @@ def estimate(
     ('1.75 GiB', 531)
     """
     check_scalars(locals())  # the parameters, before any is read
+    check_fp8(precision)
+    ring = context_parallel
+    replicas = check_context_parallel(
+        ring, gpus=gpus, tensor=tensor, pipeline=pipeline, zero=zero, offload=offload,
+        sequence_parallel=sequence_parallel, activation_offload=activation_offload,
+    )
     auto, count, group = device_counts(
-        gpus, sequence_parallel=sequence_parallel, sizes=(batch, sequence, image, lora),
+        replicas, sequence_parallel=sequence_parallel, sizes=(batch, sequence, image, lora),
         tensor=tensor, pipeline=pipeline, card=bool(gpu or limit),
     )
     check_options(auto=auto, data=count // group, zero=zero, offload=offload, lora=lora,
                    qlora=qlora, lora_alpha=lora_alpha, lora_targets=lora_targets,
-                   global_batch=global_batch)
+                   global_batch=global_batch, activation_offload=activation_offload, gpus=count)
     chosen = chosen_setup(
         setup, model, lora=lora, qlora=qlora, flash=flash, optimizer=optimizer,
         precision=precision, zero=zero, offload=offload, checkpointing=checkpointing,
@@ -204,12 +227,14 @@ def estimate(
     sequence, values = _sizes(resolved, batch, sequence)
     accumulate = accumulation_steps(batch=batch, data=count // group,
                                     grad_accum=grad_accum, global_batch=global_batch)
-    compiled = _accumulated(derived.compiled, accumulate)
+    extra = _techniques(derived, accumulate, activation_offload=activation_offload, ring=ring,
+                        sequence=sequence, zero=chosen.zero)
+    compiled = extra.compiled
     memory = cast(MemoryBreakdown, compiled.footprint)
     adapters = derived.adapters
     zero = chosen.zero
     offload = cast(Offload, chosen.offload)
-    assumptions = list(derived.assumptions)
+    assumptions = [*derived.assumptions, *extra.assumed]
     notes = [n for n in memory.notes if not n.startswith("precision ")]  # said in assumptions
     budget = (
         usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
@@ -237,8 +262,8 @@ def estimate(
         count = search.gpus or count
     data = count // group
     footprint: Footprint = memory
-    host = None
-    parallel = ""
+    host = extra.host
+    parallel = extra.parallel
     if count > 1 or zero or offload != "none" or auto or sequence_parallel:
         compiled = split_at(data)
         split = cast(ParallelMemory, compiled.footprint)
@@ -254,7 +279,9 @@ def estimate(
     if budget is not None:
         max_batch = _largest(compiled, "B", budget, {k: v for k, v in values.items() if k != "B"})
         if resolved.kind == "sequence" and "S" in values:
-            max_sequence = _largest(compiled, "S", budget, {"B": batch}, stop=resolved.positions)
+            max_sequence = _ring_multiple(
+                _largest(compiled, "S", budget, {"B": batch}, stop=resolved.positions), ring
+            )
     method = ""
     if adapters is not None:
         method = f"{'QLoRA' if qlora else 'LoRA'} r={adapters.rank} on "
@@ -274,8 +301,9 @@ def estimate(
         "precision": step.precision,
         "method": method,
         "checkpointing": chosen.checkpointing,
-        "gpus": count,
-        "gpus_asked": group if gpus is None else gpus,
+        "gpus": count * ring,
+        "gpus_asked": group * ring if gpus is None else gpus,
+        "context_parallel": ring,
         "data": data,
         "zero": zero,
         "tensor": tensor,
@@ -285,18 +313,91 @@ def estimate(
         "parallel": parallel,
         "grad_accum": accumulate,
         "global_batch": batch * accumulate * data,
+        "activation_offload": bool(activation_offload),
         "parameters": parameters,
         "trainable": trainable,
         "reserve_bytes": int(budget.reserve) if budget else None,
     }
     title = _convention(step.convention).title
-    why = _why(step, chosen, resolved, parallel=bool(parallel),
+    why = _why(step, chosen, resolved, parallel=bool(parallel) and ring == 1,
                tensor=tensor > 1 or sequence_parallel, pipeline=pipeline > 1,
                accumulate=accumulate)
+    why += extra.why
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
         title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
     )
+
+
+OFFLOAD_ASSUMED = (
+    "activation offload: saved-tensor hooks around the forward (torchtune's "
+    "OffloadActivations; the idea of torch.autograd.graph.save_on_cpu(pin_memory=True) and "
+    "Megatron/NeMo's cpu_offloading): the saved activations in pinned host memory between the "
+    "passes, at most one layer's of them on the device at a time; the host RAM it needs is "
+    "each saved storage once (save_on_cpu needs more: it also copies the saved weights)"
+)
+
+
+RING_ASSUMED = (
+    "context parallel {n}: torch.distributed.tensor.experimental.context_parallel over {n} "
+    "GPUs (ring attention, all-gather of keys and values, head-tail load balancing; as "
+    "Megatron's CP and torchtitan): each GPU holds S/{n} of every activation, the model states "
+    "whole (not sharded), and one attention layer's keys and values of the whole sequence in "
+    "flight"
+)
+
+
+@dataclass(frozen=True)
+class _Techniques:
+    """The step with activation offload and context parallelism applied, and what they add."""
+
+    compiled: CompiledFootprint
+    host: sp.Expr | None = None
+    assumed: tuple[str, ...] = ()
+    why: str = ""
+    parallel: str = ""
+
+
+def _techniques(
+    derived: _Derived, accumulate: int, *, activation_offload: bool, ring: int, sequence: int,
+    zero: int,
+) -> _Techniques:
+    """Return the step accumulated, offloaded (activation offload) and split (context parallel)."""
+    base, host, assumed, why, parallel = derived.compiled, None, [], "", ""
+    if activation_offload:
+        base, host = _offloaded(derived)
+        assumed.append(OFFLOAD_ASSUMED)
+        why += ("; activation offload modelled from the saved tensors, not measured (on CPU "
+                "the host and the device are one memory)")
+    compiled = _accumulated(base, accumulate)
+    if ring > 1:
+        check_ring(ring, derived.resolved.kind, sequence, zero)
+        split = split_sequence(cast(MemoryBreakdown, compiled.footprint), derived.step.network,
+                               ring)
+        compiled = _compiled(split)
+        assumed.append(RING_ASSUMED.format(n=ring))
+        why += "; the sequence split across GPUs is modelled (ring attention), not measured"
+        parallel = f"{ring} GPUs (context parallel {ring}: ring attention, model states whole)"
+    return _Techniques(compiled, host, tuple(assumed), why, parallel)
+
+
+def _ring_multiple(sequence: int, ring: int) -> int:
+    """Return ``sequence`` rounded down to what context parallelism of ``ring`` takes."""
+    return sequence - sequence % (2 * ring) if ring > 1 else sequence
+
+
+def _offloaded(derived: _Derived) -> tuple[CompiledFootprint, sp.Expr]:
+    """Return the step with its saved activations offloaded, and the host bytes they need."""
+    step = derived.step
+    if step.convention != "autograd":
+        raise InvalidArgumentError(
+            "--activation-offload is derived from the autograd convention's saved tensors, "
+            f"and this step uses the breakdown convention ({step.why.split('; ')[-1]}): drop "
+            "--activation-offload, or the option that needs the breakdown convention."
+        )
+    moved = offload_activations(cast(MemoryBreakdown, derived.compiled.footprint), step.network,
+                                _precision(step.precision))
+    return _compiled(moved.memory), moved.host
 
 
 def _accumulated(compiled: CompiledFootprint, accumulate: int) -> CompiledFootprint:

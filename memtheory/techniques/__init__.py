@@ -8,6 +8,8 @@ checkpointing       keep every k-th layer's output, recompute the rest (Chen et 
 accumulation        gradient accumulation: micro-batch memory, effective-batch update
 zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
 offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
+activation_offload  saved activations in host memory between the passes (save_on_cpu)
+context_parallel    the sequence split across devices, attention as a ring (ring attention)
 parallel            per device: DDP buckets, ZeRO/FSDP, offload, tensor, sequence, pipeline
 tensor_parallel     a Llama-style decoder's tensors under tensor and sequence parallelism
 kv_cache            inference: weights plus the key/value cache (grouped, windowed, paged)
@@ -25,6 +27,12 @@ Examples
 """
 
 from memtheory.techniques.accumulation import Accumulation, gradient_accumulation
+from memtheory.techniques.activation_offload import (
+    OffloadedActivations,
+    offload_activations,
+    saved_data,
+    unit_working_sets,
+)
 from memtheory.techniques.checkpointing import (
     CheckpointPlan,
     Unit,
@@ -38,6 +46,11 @@ from memtheory.techniques.checkpointing import (
     tradeoff,
     uniform_memory,
     uniform_recompute,
+)
+from memtheory.techniques.context_parallel import (
+    attention_width,
+    context_parallel,
+    ring_buffers,
 )
 from memtheory.techniques.kv_cache import (
     CacheLayer,
@@ -82,10 +95,12 @@ __all__ = [
     "DecoderSplit",
     "GenerationMemory",
     "OffloadSplit",
+    "OffloadedActivations",
     "ParallelMemory",
     "Unit",
     "WeightQuantization",
     "WorkingMemory",
+    "attention_width",
     "autocast",
     "autocast_weight_copy_bytes",
     "best_network_interval",
@@ -95,6 +110,7 @@ __all__ = [
     "checkpoint_units",
     "checkpointed_activations",
     "checkpointed_counts",
+    "context_parallel",
     "cpu_offload",
     "decoder_split",
     "generation_memory",
@@ -102,13 +118,17 @@ __all__ = [
     "kv_cache_bytes",
     "kv_cache_formula",
     "minimal_memory",
+    "offload_activations",
     "parallel_memory",
     "parameter_bytes",
     "positions_limit",
     "quantization",
+    "saved_data",
     "relaxed_optimal_interval",
+    "ring_buffers",
     "tensor_parallel_activation_ratio",
     "tradeoff",
+    "unit_working_sets",
     "uniform_memory",
     "uniform_recompute",
     "weight_bytes",
