@@ -120,6 +120,7 @@ _MODEL_STATES = (
     "optimizer_state",
     "optimizer_step_counters",
     "master_weights",
+    "master_gradients",
 )
 _ACTIVATIONS = ("activations", "activation_gradients", "saved_activations", "weight_copies")
 
@@ -470,7 +471,7 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
                    notes=(*memory.notes, note))
 
 
-_COMING_AND_GOING = ("gradients", "saved_activations", "weight_copies")
+_COMING_AND_GOING = ("gradients", "saved_activations", "weight_copies", "master_gradients")
 """The components a step's timeline follows moment by moment (``timeline_parts``)."""
 
 
