@@ -180,10 +180,10 @@ def _entries() -> tuple[Recipe, ...]:
              "(conventions/autograd/master_weights.py); engine.py:1492-1493: gradients "
              "accumulated in the model's dtype, bf16",
              _SDPA, _LOSS_ONLY),
-            "the bf16 model's forward and backward exact on CPU under the autograd convention "
-            "(tests/pytorch/test_master_weights_step.py); the fp32 master copy, its optimizer "
-            "state and the step's fp32 gradient, and the sharding, modelled from DeepSpeed's "
-            "source: sharding needs several GPUs",
+            "modelled from DeepSpeed's source: the fp32 master copy, its optimizer state and "
+            "the step's fp32 gradient, and the sharding (which needs several GPUs); the bf16 "
+            "model's forward and backward beside them exact on CPU under the autograd "
+            "convention (tests/pytorch/test_master_weights_step.py)",
         ),
         Recipe(
             "fsdp2-bf16",
