@@ -126,10 +126,28 @@ def test_master_copy_peak_is_at_least_the_bf16_peak_plus_master_and_state(batch,
 @settings(max_examples=15, deadline=None)
 @given(batch=st.integers(1, 8), width=st.integers(4, 48), zero=st.sampled_from([1, 2, 3]))
 def test_per_device_peak_does_not_grow_with_the_zero_world_size(batch, width, zero):
-    """More data-parallel devices never raise one device's peak, at every ZeRO stage."""
+    """More data-parallel devices never raise one device's peak, at every ZeRO stage.
+
+    From 2 devices on: ZeRO-3's reduce bucket (reduce_bucket_size elements,
+    whatever the model) exists only when there is something to reduce.
+    """
     memory = _step(_mlp(batch, width), "mixed-bf16")
-    peaks = [parallel_memory(memory, data=n, zero=zero).device.peak for n in (1, 2, 4, 8)]
+    peaks = [parallel_memory(memory, data=n, zero=zero).device.peak for n in (2, 3, 4, 8, 16)]
     assert all(later <= earlier for earlier, later in zip(peaks, peaks[1:], strict=False))
+
+
+def test_zero3_keeps_deepspeeds_gradient_partition_and_reduce_bucket():
+    """stage3.py:731-744: a reduce bucket (bf16) and every gradient's partition, kept."""
+    memory = _step(_mlp(4, 16), "mixed-bf16")
+    bucket = 1000  # elements
+    device = parallel_memory(memory, data=4, zero=3, reduce_bucket_size=bucket).device
+    assert device["gradient_buckets"] == bucket * BF16
+    # at the step's start (after zero_grad) torch holds no gradient; DeepSpeed its partition
+    plain = parallel_memory(memory, data=4, zero=2).device  # stage 2: grads at their share, freed
+    held = memory["gradients"] / 4
+    stage3_shift = device.timeline["forward dense_1"] - plain.timeline["forward dense_1"]
+    weights = memory["parameters"] - memory["parameters"] / 4  # stage 3 partitions them too
+    assert stage3_shift == held + bucket * BF16 - plain["gradient_buckets"] - weights
 
 
 def test_one_device_split_is_the_replica_peak():
