@@ -17,7 +17,11 @@ from any convention, fine-tuning included) and returns what one device holds:
   the parameters by :math:`N_d` (:func:`~memtheory.techniques.zero.zero_partition`).
   Stages 1 and 2 reduce gradients through a bucket of ``reduce_bucket_size``
   elements (DeepSpeed's default :math:`5 \cdot 10^8`); stage 3 gathers each
-  layer's full parameters while it runs: the largest layer's, once.
+  layer's full parameters while it runs: the largest layer's, once. A step
+  with a master copy (DeepSpeed's bf16 mode, ``precision="mixed-bf16"``)
+  followed moment by moment keeps, under stage 3, the rank's partition of
+  every gradient through the whole step and a reduce bucket of
+  ``reduce_bucket_size`` elements (DeepSpeed 0.19.6 ``stage3.py:731-744``).
 * **CPU offload** (ZeRO-Offload, :func:`~memtheory.techniques.offload.cpu_offload`)
   moves gradients, master weights and optimizer state to host RAM
   (``offload="optimizer"``), and with ZeRO-3 the parameters too
