@@ -76,6 +76,7 @@ COMPONENT_TITLES: dict[str, str] = {
     "optimizer_state": "optimizer state",
     "optimizer_step_counters": "optimizer step counters",
     "master_weights": "master weights (full-precision copy)",
+    "master_gradients": "fp32 gradient of the master copy (optimizer step)",
     "weight_copies": "low-precision weight copies (autocast)",
     "activations": "forward activations",
     "saved_activations": "activations saved for backward",

@@ -181,7 +181,6 @@ def test_defaults_are_a_recipe_and_are_stated():
     [
         ({"qlora": True}, "QLoRA"),
         ({"optimizer": "paged-adamw-8bit"}, "8-bit"),
-        ({"precision": "mixed-bf16"}, "master copy"),
         ({"checkpointing": True}, "checkpointing"),
         ({"lora": 8}, "tie_word_embeddings"),  # GPT-2's lm_head is tied: LoRA there unmeasured
     ],

@@ -207,12 +207,12 @@ def test_lightning_mixed_and_memtheory_mixed_cost_the_same_per_parameter(low):
 
 
 def test_lightning_mixed_runs_under_the_autograd_convention():
-    """'bf16-mixed' is torch.autocast, which the autograd convention models (mixed-bf16 is not)."""
+    """'bf16-mixed' is torch.autocast (no master copy); memtheory's 'mixed-bf16' keeps one."""
     net = mt.Network([mt.Input((4,), batch=2), mt.Dense(3)])
     memory = mt.training_memory(net, optimizer="sgd", precision="bf16-mixed", convention="autograd")
-    assert memory.total > 0
-    with pytest.raises(mt.UnsupportedError, match="master copy"):
-        mt.training_memory(net, optimizer="sgd", precision="mixed-bf16", convention="autograd")
+    assert memory.total > 0 and "master_weights" not in memory.components
+    mixed = mt.training_memory(net, optimizer="sgd", precision="mixed-bf16", convention="autograd")
+    assert mixed["master_weights"] == (4 * 3 + 3) * 4  # the Dense layer's weights and biases, fp32
 
 
 # -- unknown names ------------------------------------------------------------------------

@@ -12,8 +12,6 @@ follow the step, and says why:
 
 * QLoRA's 4-bit base and 8-bit optimizer state run bitsandbytes' CUDA kernels,
   which cannot be measured on CPU;
-* ``mixed-*`` precision keeps an fp32 master copy that ``torch.optim`` does not
-  have (chapter 7, "Precision");
 * activation checkpointing recomputes layers in the backward pass, which
   the autograd convention does not follow; the breakdown convention's
   checkpointing model is used instead: every decoder layer a checkpoint, as
@@ -22,6 +20,13 @@ follow the step, and says why:
   the default for ``True``), or chapter 13's best interval
   (``checkpointing="best-interval"``, "Checkpointing, sharding and offload");
 * a layer the autograd convention has not been checked on (it refuses it).
+
+``mixed-*`` precision (an fp32 master copy, as DeepSpeed's bf16 mode keeps)
+runs under the autograd convention too: the 16-bit model's forward and
+backward, exact, with the master weights, the fp32 optimizer state and the
+optimizer step's fp32 gradient modelled from DeepSpeed's source
+(:mod:`memtheory.conventions.autograd.master_weights`), which
+:data:`MASTER` says.
 
 Defaults: ``torch.autocast`` bf16 for full training (fp32 weights, gradients
 and Adam state; bf16 activations and autocast's weight copies; chapter 7), and
@@ -44,6 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from memtheory.conventions.autograd import AutogradConvention
+from memtheory.conventions.autograd.master_weights import DEEPSPEED
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.finetuning import LoRA, apply_lora, finetune_memory
 from memtheory.finetuning.memory import EIGHT_BIT_OPTIMIZERS
@@ -62,6 +68,7 @@ __all__ = [
     "BREAKDOWN_RATIO",
     "CHECKPOINTING",
     "CONVENTIONS",
+    "MASTER",
     "Step",
     "default_precision",
     "step_memory",
@@ -82,6 +89,12 @@ framework picks it for you).
 EXACT = (
     "autograd: exact, every layer checked byte for byte against PyTorch on CPU "
     "(chapter 11, Theory vs measurement)"
+)
+MASTER = (
+    "autograd: the forward and backward exact, every layer checked byte for byte against "
+    "PyTorch on CPU (chapter 11, Theory vs measurement); the fp32 master weights, fp32 "
+    f"optimizer state and the optimizer step's fp32 gradient modelled from DeepSpeed's "
+    f"source ({DEEPSPEED}), not measured"
 )
 BREAKDOWN_RATIO = (0.37, 4.3)
 """Breakdown total over the exact peak, least and most observed where both conventions answer.
@@ -146,11 +159,6 @@ def _blockers(
     key = normalize_name(optimizer, prefixes=("bnb.optim.", "bitsandbytes.optim."))
     if key in EIGHT_BIT_OPTIMIZERS:
         found.append(f"{optimizer}'s 8-bit state runs bitsandbytes' CUDA kernels")
-    if _precision(precision).master_weights is not None:
-        found.append(
-            f"precision {precision} keeps an fp32 master copy that torch.optim does not have "
-            "(use autocast-bf16 or bf16)"
-        )
     if checkpointing:
         found.append(
             "the autograd convention does not follow activation checkpointing's recomputation"
@@ -251,7 +259,8 @@ def step_memory(
             memory = finetune_memory(
                 network, convention=exact or "autograd", **common  # type: ignore[arg-type]
             )
-            return Step(_described(memory, chosen), "autograd", EXACT, chosen, tuned)
+            why = MASTER if _precision(chosen).master_weights is not None else EXACT
+            return Step(_described(memory, chosen), "autograd", why, chosen, tuned)
         except UnsupportedError as error:
             if convention == "autograd":
                 raise

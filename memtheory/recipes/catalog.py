@@ -182,10 +182,17 @@ def _entries() -> tuple[Recipe, ...]:
                   name="deepspeed-zero3",
                   source="DeepSpeed ZeRO-3 in bf16: bf16 weights and gradients, fp32 master "
                   "weights and Adam state, all sharded"),
-            ("DeepSpeed 0.19 runtime/zero/stage3.py: bf16 parameters partitioned, fp32 "
+            ("DeepSpeed 0.19.6 runtime/zero/stage3.py: bf16 parameters partitioned, fp32 "
              "optimizer partitions (16 bytes per parameter over the data-parallel group)",
+             "DeepSpeed 0.19.6 runtime/zero/stage3.py:2401-2402, 2452: the step casts each "
+             "sub-group's flat bf16 gradient to fp32 and frees it after the optimizer step "
+             "(conventions/autograd/master_weights.py); engine.py:1492-1493: gradients "
+             "accumulated in the model's dtype, bf16",
              _SDPA, _LOSS_ONLY),
-            "modelled from the source: sharding needs several GPUs",
+            "modelled from DeepSpeed's source: the fp32 master copy, its optimizer state and "
+            "the step's fp32 gradient, and the sharding (which needs several GPUs); the bf16 "
+            "model's forward and backward beside them exact on CPU under the autograd "
+            "convention (tests/pytorch/test_master_weights_step.py)",
         ),
         Recipe(
             "fsdp2-bf16",

@@ -28,7 +28,9 @@ from memtheory.memory_breakdown import MemoryBreakdown
 
 __all__ = ["OFFLOADED", "OffloadSplit", "cpu_offload"]
 
-OFFLOADED = ("gradients", "optimizer_state", "optimizer_step_counters", "master_weights")
+OFFLOADED = (
+    "gradients", "optimizer_state", "optimizer_step_counters", "master_weights", "master_gradients"
+)
 """What ZeRO-Offload moves to the CPU: everything the optimizer step reads or writes."""
 
 

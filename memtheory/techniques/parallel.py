@@ -17,7 +17,11 @@ from any convention, fine-tuning included) and returns what one device holds:
   the parameters by :math:`N_d` (:func:`~memtheory.techniques.zero.zero_partition`).
   Stages 1 and 2 reduce gradients through a bucket of ``reduce_bucket_size``
   elements (DeepSpeed's default :math:`5 \cdot 10^8`); stage 3 gathers each
-  layer's full parameters while it runs: the largest layer's, once.
+  layer's full parameters while it runs: the largest layer's, once. A step
+  with a master copy (DeepSpeed's bf16 mode, ``precision="mixed-bf16"``)
+  followed moment by moment keeps, under stage 3, the rank's partition of
+  every gradient through the whole step and a reduce bucket of
+  ``reduce_bucket_size`` elements (DeepSpeed 0.19.6 ``stage3.py:731-744``).
 * **CPU offload** (ZeRO-Offload, :func:`~memtheory.techniques.offload.cpu_offload`)
   moves gradients, master weights and optimizer state to host RAM
   (``offload="optimizer"``), and with ZeRO-3 the parameters too
@@ -120,6 +124,7 @@ _MODEL_STATES = (
     "optimizer_state",
     "optimizer_step_counters",
     "master_weights",
+    "master_gradients",
 )
 _ACTIVATIONS = ("activations", "activation_gradients", "saved_activations", "weight_copies")
 
@@ -391,6 +396,9 @@ def parallel_memory(
     # split those too, in ways the one-device timeline does not follow.
     followed = (bool(memory.timeline) and bool(memory.timeline_parts)
                 and tensor == 1 and pipeline == 1)
+    deepspeed = followed and zero == 3 and data > 1 and "master_weights" in memory.components
+    if deepspeed:
+        memory = _gradient_partition_held(memory)
     if followed:
         notes.append(
             "per device, the peak is the largest moment of one replica's timeline with each "
@@ -416,6 +424,11 @@ def parallel_memory(
             replica, memory, split, data=data, zero=zero, pipeline=pipeline, tensor=tensor,
             network=network, bucket_view=bucket_view, reduce_bucket_size=reduce_bucket_size,
         )
+        if deepspeed:  # stage3.py:731-735: torch.empty(reduce_bucket_size, dtype), kept
+            device = replace(device, components={
+                **device.components,
+                "gradient_buckets": reduce_bucket_size * memory.precision.gradients.bytes,
+            })
         if offload != "none":
             device, cpu = _offloaded(device, offload)
             if stage == 0:
@@ -470,7 +483,34 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
                    notes=(*memory.notes, note))
 
 
-_COMING_AND_GOING = ("gradients", "saved_activations", "weight_copies")
+def _gradient_partition_held(memory: MemoryBreakdown) -> MemoryBreakdown:
+    """Hold every gradient through the step: DeepSpeed ZeRO-3's flat gradient partition.
+
+    DeepSpeed 0.19.6 ``stage3.py:742-744`` allocates
+    ``grad_partitions_flat_buffer``, the rank's partition of every gradient in
+    the accumulation dtype (bf16 by default, ``engine.py:1492-1493``), once,
+    and keeps it; ``zero_grad`` does not free it. Each moment of the replica's
+    timeline gets the gradients it had freed back, so that the split keeps
+    the device's share of all of them at every moment. (The full 16-bit
+    gradients of the layer in flight, before their reduce-scatter, are
+    counted at the device's share too.)
+    """
+    held = memory.components.get("gradients", sp.S.Zero)
+    parts = memory.timeline_parts
+    timeline = {
+        moment: value + held - parts[moment].get("gradients", 0) if moment in parts else value
+        for moment, value in memory.timeline.items()
+    }
+    kept = {moment: {**alive, "gradients": held} for moment, alive in parts.items()}
+    note = (
+        "DeepSpeed ZeRO-3 keeps the rank's partition of every gradient through the step "
+        "(grad_partitions_flat_buffer) and a reduce bucket of reduce_bucket_size elements "
+        "(gradient_buckets), DeepSpeed 0.19.6 stage3.py:731-744"
+    )
+    return replace(memory, timeline=timeline, timeline_parts=kept, notes=(*memory.notes, note))
+
+
+_COMING_AND_GOING = ("gradients", "saved_activations", "weight_copies", "master_gradients")
 """The components a step's timeline follows moment by moment (``timeline_parts``)."""
 
 

@@ -42,17 +42,29 @@ __all__ = ["MODEL_STATES", "ZERO_STAGES", "zero_model_states", "zero_partition"]
 
 ZERO_STAGES: dict[int, tuple[str, ...]] = {
     0: (),
-    1: ("optimizer_state", "optimizer_step_counters", "master_weights"),
-    2: ("optimizer_state", "optimizer_step_counters", "master_weights", "gradients"),
+    1: ("optimizer_state", "optimizer_step_counters", "master_weights", "master_gradients"),
+    2: (
+        "optimizer_state",
+        "optimizer_step_counters",
+        "master_weights",
+        "master_gradients",
+        "gradients",
+    ),
     3: (
         "optimizer_state",
         "optimizer_step_counters",
         "master_weights",
+        "master_gradients",
         "gradients",
         "parameters",
     ),
 }
-"""Components each stage partitions (stage 1 is the paper's P_os, 2 P_os+g, 3 P_os+g+p)."""
+"""Components each stage partitions (stage 1 is the paper's P_os, 2 P_os+g, 3 P_os+g+p).
+
+``master_gradients``, the fp32 gradient of the master copy that DeepSpeed's
+optimizer step casts, is as large as the rank's master partition at every stage
+(``stage_1_and_2.py:2361``, ``stage3.py:2401``).
+"""
 
 MODEL_STATES = (
     "parameters",
@@ -60,6 +72,7 @@ MODEL_STATES = (
     "optimizer_state",
     "optimizer_step_counters",
     "master_weights",
+    "master_gradients",
 )
 """The components that scale with the parameter count."""
 

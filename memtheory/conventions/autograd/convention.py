@@ -28,6 +28,13 @@ from memtheory.conventions.autograd.loops import (
     loop_scalars,
     zero_grad_after_forward,
 )
+from memtheory.conventions.autograd.master_weights import (
+    CAST_MOMENT,
+    DEEPSPEED,
+    MASTER_GRADIENT,
+    cast_moment,
+    working_precision,
+)
 from memtheory.conventions.autograd.storage_plan import (
     StepPlan,
     buffer_bytes,
@@ -65,6 +72,13 @@ IMPLEMENTATIONS: dict[str, str] = {
     "fused": "one kernel per step (fused=True)",
 }
 """The implementations of ``torch.optim`` optimizers, which differ in their temporaries."""
+
+MASTER_NOTE = (
+    f"fp32 master weights, optimizer state and the step's fp32 gradient as {DEEPSPEED} "
+    "keeps them: modelled from its source, not measured; the forward and backward are the "
+    "16-bit model's, exact"
+)
+"""The note a step with a master copy carries (:mod:`.master_weights`)."""
 
 _STEP_COUNTER = dtype("fp32")
 """torch.optim keeps each ``state["step"]`` as a float32 scalar tensor (``_get_scalar_dtype()``)."""
@@ -223,7 +237,9 @@ class AutogradConvention(Convention):
             )
         _warn_if_unchecked_torch()
         network = checked_network(model)
-        plan = step_plan(network, precision, training=True, keeps_logits=self.keeps_logits)
+        master = precision.master_weights is not None
+        working = working_precision(precision) if master else precision
+        plan = step_plan(network, working, training=True, keeps_logits=self.keeps_logits)
         if not any(r.records for r in plan.rows):
             raise UnsupportedError(
                 f"{network.name!r} has no parameters: a training step has nothing to train."
@@ -233,7 +249,9 @@ class AutogradConvention(Convention):
         parameters = count * precision.parameters.bytes
         gradients = count * precision.gradients.bytes
         state = state_bytes(optimizer, network, precision)
-        counters = sp.Integer(len(tensors) * len(optimizer.scalar_states) * _STEP_COUNTER.bytes)
+        counters = sp.Integer(
+            0 if master else len(tensors) * len(optimizer.scalar_states) * _STEP_COUNTER.bytes
+        )
         saved = saved_bytes(plan)
         components = {
             "parameters": parameters,
@@ -250,18 +268,23 @@ class AutogradConvention(Convention):
             components["weight_copies"] = sp.Add(*plan.weight_copies.values())
         if "targets" in plan.sizes:
             components["targets"] = plan.sizes["targets"]
-        if not optimizer.scalar_states:
+        if not optimizer.scalar_states or master:
             del components["optimizer_step_counters"]
+        if master:
+            components.update(_master_components(count, precision, optimizer))
         scalars = self._loop_scalars(plan)
         if scalars.total != 0 and self.loop == "hf-trainer":  # Lightning's: in the timeline
             components["loop_scalars"] = scalars.total
         shapes = (
             list(parameter_shapes(network).values()) if optimizer.factored_state_names else None
         )
-        timeline, parts = self._training_timeline(plan, tensors, optimizer, components, shapes)
+        timeline, parts = self._training_timeline(
+            plan, tensors, optimizer, components, shapes, precision
+        )
         notes: tuple[str, ...] = (
             f"{optimizer}, {self.implementation} implementation: "
             f"{step_text(optimizer, self.implementation)}",
+            *((MASTER_NOTE,) if master else ()),
             "zero_grad(set_to_none=True); the caller keeps the input, targets, "
             + ("logits and loss" if self.keeps_logits else "and loss (not the logits)"),
             "saved activations: each storage once; the input batch and targets counted apart",
@@ -330,11 +353,13 @@ class AutogradConvention(Convention):
         optimizer: Optimizer,
         components: dict[str, sp.Expr],
         shapes: list[Shape] | None,
+        stepped: Precision,
     ) -> tuple[dict[str, sp.Expr], dict[str, dict[str, sp.Expr]]]:
         precision = plan.precision
         scalars = self._loop_scalars(plan)
         timeline = Timeline(categories=_categories(plan, tensors))
-        for name in ("parameters", "buffers", "optimizer_state", "optimizer_step_counters"):
+        for name in ("parameters", "buffers", "optimizer_state", "optimizer_step_counters",
+                     "master_weights"):
             if name in components:
                 timeline.alloc(name, components[name])
         for key, nbytes in (*scalars.whole_step.items(), *scalars.until_backward_ends.items()):
@@ -361,12 +386,8 @@ class AutogradConvention(Convention):
         clipping = clipping_temporaries(self.loop, len(tensors), precision.gradients.bytes)
         if clipping != 0:
             timeline.mark("gradient clipping", clipping)
-        temporaries = step_temporaries(
-            optimizer,
-            self.implementation,
-            [count * precision.parameters.bytes for count in tensors.values()],
-            shapes,
-        )
+        stepped_bytes = _stepped_tensors(timeline, tensors, stepped)
+        temporaries = step_temporaries(optimizer, self.implementation, stepped_bytes, shapes)
         timeline.mark("optimizer step", temporaries)
         return timeline.moments, timeline.parts
 
@@ -391,7 +412,44 @@ def _categories(plan: StepPlan, tensors: dict[str, sp.Expr]) -> dict[str, str]:
     categories = dict.fromkeys(saved, "saved_activations")
     categories.update(dict.fromkeys(plan.weight_copies, "weight_copies"))
     categories.update(dict.fromkeys((f"grad {tensor}" for tensor in tensors), "gradients"))
+    categories.update(dict.fromkeys(("flat 16-bit gradient", MASTER_GRADIENT), "master_gradients"))
     return categories
+
+
+def _stepped_tensors(
+    timeline: Timeline, tensors: dict[str, sp.Expr], stepped: Precision
+) -> list[sp.Expr]:
+    """Return the bytes of each tensor the optimizer steps, casting DeepSpeed's gradient first.
+
+    ``torch.optim`` steps the parameters themselves. With a master copy
+    (:mod:`.master_weights`) DeepSpeed casts the flat 16-bit gradients to
+    fp32 (a moment of its own) and steps the one flat fp32 master tensor.
+    """
+    if stepped.master_weights is None:
+        return [count * stepped.parameters.bytes for count in tensors.values()]
+    cast = cast_moment(sp.Add(*tensors.values()), stepped)
+    for key, nbytes in cast.items():
+        timeline.alloc(key, nbytes)
+    timeline.mark(CAST_MOMENT)
+    timeline.free("flat 16-bit gradient")
+    return [cast[MASTER_GRADIENT]]
+
+
+def _master_components(
+    count: sp.Expr, precision: Precision, optimizer: Optimizer
+) -> dict[str, sp.Expr]:
+    """Return the master copy and the fp32 gradient its optimizer step holds (DeepSpeed)."""
+    if optimizer.factored_state_names:
+        raise UnsupportedError(
+            f"{optimizer}'s factored state is kept per weight matrix; over DeepSpeed's flat "
+            "fp32 master partition it is not modelled: use a non-factored optimizer "
+            "(adamw) or precision='bf16'."
+        )
+    assert precision.master_weights is not None
+    return {
+        "master_weights": count * precision.master_weights.bytes,
+        "master_gradients": count * precision.master_weights.bytes,
+    }
 
 
 def _warn_if_unchecked_torch() -> None:
