@@ -24,12 +24,19 @@ PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 STAGE_TIMES := build/stage-times.txt
 TIMED := bash .ci/timed
 
-.PHONY: help venv test stage-times book book-check browser bench clean distclean
+# Tests marked `slow` (a real library's training step measured, the zoo of measured models, a
+# built wheel, a trace of a whole Hugging Face model) run in `make test-slow`, not `make test`,
+# so that `make test` stays within 15 minutes on two cores; `.ci/run` runs both.
+SLOW := -m slow
+QUICK := -m "not slow"
+
+.PHONY: help venv test test-slow stage-times book book-check browser bench clean distclean
 
 help:
 	@echo "make venv       create .venv and install memtheory with the dev extra"
 	@echo "make test       ruff, mypy, lint-imports (layers), book-check, pytest (tests, doctests, browser test); BOOK=0 skips the book"
 	@echo "                pytest runs on PYTEST_WORKERS processes (default: nproc); each stage prints its time"
+	@echo "make test-slow  the tests marked slow (real libraries' steps, the measured zoo); .ci/run runs both"
 	@echo "make book       install the book extra and build book/ (warnings are errors)"
 	@echo "make book-check make book, then check the HTML: no CDN, no unrendered math or roles"
 	@echo "make browser    install Debian's chromium for the browser test, if missing"
@@ -57,7 +64,16 @@ test: stage-times venv
 	$(TIMED) checks $(STAGE_TIMES) \
 	  bash -c '$(BIN)/ruff check . && $(BIN)/mypy memtheory && $(BIN)/lint-imports'
 	$(TIMED) pytest $(STAGE_TIMES) \
-	  $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	  $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(QUICK)
+	@echo "time per stage (wall-clock varies with the machine's load; CPU is steadier):"
+	@cat $(STAGE_TIMES)
+
+# The slow tests alone (no doctests: `make test` ran them). Its stage time is added to the
+# file `make test` wrote, so after `.ci/run` the table lists every stage.
+test-slow: venv
+	@mkdir -p $(dir $(STAGE_TIMES)) && touch $(STAGE_TIMES)
+	$(TIMED) pytest-slow $(STAGE_TIMES) \
+	  $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(SLOW) tests
 	@echo "time per stage (wall-clock varies with the machine's load; CPU is steadier):"
 	@cat $(STAGE_TIMES)
 
