@@ -152,3 +152,21 @@ def test_autocast_halves_the_tile_buffer():
                                                                           autocast=True)
     assert bf16.parts["reference weights"] == fp32.parts["reference weights"]
     assert bf16.peak < fp32.peak
+
+
+def test_a_preset_name_or_config_file_is_read_as_from_config_reads_it(tmp_path):
+    """dpo_step_memory takes what from_config takes: a preset's name, a config.json, a mapping."""
+    import json
+
+    from memtheory.errors import MemtheoryError
+    from memtheory.finetuning import dpo_step_memory
+    from memtheory.models.hf_config import load_config
+
+    config = load_config("llama-3.2-1b")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    answers = {dpo_step_memory(source, pairs=1, sequence=64).peak
+               for source in ("llama-3.2-1b", path, config)}
+    assert len(answers) == 1
+    with pytest.raises(MemtheoryError, match="llama-3.2-1"):
+        dpo_step_memory("llama-3.2-1", pairs=1, sequence=64)

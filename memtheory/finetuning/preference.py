@@ -61,7 +61,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from memtheory.dtypes import dtype
 from memtheory.errors import InvalidArgumentError, UnsupportedError
@@ -69,6 +68,7 @@ from memtheory.finetuning.lora import LoRA
 from memtheory.finetuning.memory import finetune_memory
 from memtheory.memory import training_memory
 from memtheory.models import from_config
+from memtheory.models.hf_config import ConfigLike, load_config
 from memtheory.recipes import REFUSED_RECIPES, Setup
 
 __all__ = [
@@ -235,7 +235,7 @@ class PreferenceEstimate:
 
 
 def dpo_step_memory(
-    config: Mapping[str, Any],
+    config: ConfigLike,
     *,
     pairs: int,
     sequence: int,
@@ -246,8 +246,10 @@ def dpo_step_memory(
 
     Parameters
     ----------
-    config : mapping
-        A Hugging Face decoder configuration (``model_type`` included).
+    config : mapping, str or path
+        A Hugging Face decoder configuration (``model_type`` included): a mapping,
+        a ``config.json`` or a preset's name (``"llama-3-8b"``), as
+        :func:`~memtheory.models.from_config` reads it.
     pairs : int
         Preference pairs per step (``per_device_train_batch_size``): the
         forward sees ``2 * pairs`` sequences.
@@ -294,8 +296,8 @@ def dpo_step_memory(
             "autocast are not modelled (the frozen layers' autocast weight copies); ask "
             "precision='fp32' (DPOConfig(bf16=False))."
         )
-    network = from_config(dict(config), batch=2 * pairs, sequence=sequence, loss=True,
-                          flash=True)
+    config = load_config(config)  # a preset's name, a config.json or a mapping
+    network = from_config(config, batch=2 * pairs, sequence=sequence, loss=True, flash=True)
     if lora is None:
         step = training_memory(network, setup=Setup.recipe("hf-trainer", device="cpu"),
                                precision=precision)
