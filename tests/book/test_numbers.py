@@ -57,6 +57,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("10", "1.5"): "an illustration of fragmentation (1.5 GiB free in pieces), no model's figure",
     ("11", "64"): "the StackExchange question's batch, which chapter 8 reproduces",
     ("12", "1.16"): "TRL's version, the one tests/pytorch/test_trl_recipe.py tracks",
+    ("17", "1.16"): "TRL's version, the one tests/pytorch/test_dpo_recipe.py tracks",
     ("12", "32,768"): "TRL 1.16's tile width (trl/kernels/chunked_logprob.py), read from the "
                       "installed TRL in tests/pytorch/test_trl_recipe.py",
     ("11", "240,000"): "quoted: the forum thread's layer width, which the reference model scales",
