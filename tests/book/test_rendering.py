@@ -69,6 +69,58 @@ def phone():
         yield chromium
 
 
+_MATH = """
+(() => ({
+  scripts: [...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s)),
+  formulas: document.querySelectorAll('main .math').length,
+  typeset: document.querySelectorAll('mjx-container').length,
+  errors: document.querySelectorAll('mjx-merror').length,
+}))()
+"""
+_CELL_ERRORS = "document.querySelectorAll('.output.error, .output.traceback').length"
+_EXERCISE_NUMBERS = (
+    "[...document.querySelectorAll('.exercise > .admonition-title .caption-number')]"
+    ".map(n => n.textContent.trim())"
+)
+_SEEN: dict[tuple[int, str], dict] = {}
+
+
+def _settled(chromium, page: str) -> None:
+    """Open ``page`` and wait for MathJax and for late, asynchronous scripts."""
+    chromium.open(HTML / f"{page}.html")
+    chromium.evaluate("window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    chromium.evaluate("new Promise(done => setTimeout(done, 200))")
+
+
+def seen(chromium, page: str) -> dict:
+    """What a browser shows of ``page``, read once per browser and page and kept.
+
+    Each page is loaded once at each width and every check reads these facts (a
+    browser load is the slow part: nine loads a page became two). The facts are read
+    after MathJax has typeset the page, as a reader sees it; the screenshot too.
+    """
+    key = (id(chromium), page)
+    if key not in _SEEN:
+        _settled(chromium, page)
+        phone = chromium.evaluate("window.innerWidth") < 600
+        facts = {
+            "console errors": list(chromium.console_errors),
+            "hidden columns": chromium.evaluate(_HIDDEN_COLUMNS),
+            "overflow": chromium.evaluate(_OVERFLOW + f"({'false' if phone else 'true'})"),
+        }
+        if not phone:
+            facts |= {
+                "math": chromium.evaluate(_MATH),
+                "figures": chromium.evaluate(_FIGURES),
+                "cell errors": chromium.evaluate(_CELL_ERRORS),
+                "exercise numbers": chromium.evaluate(_EXERCISE_NUMBERS),
+            }
+        folder = SCREENSHOTS / "390px" if phone else SCREENSHOTS
+        chromium.screenshot(folder / f"{page.replace('/', '_')}.png")
+        _SEEN[key] = facts
+    return _SEEN[key]
+
+
 def test_every_page_was_built():
     """Each page of the table of contents has its HTML (a missing page fails, not skips)."""
     if not (HTML / "intro.html").exists():
@@ -80,17 +132,12 @@ def test_every_page_was_built():
 @pytest.mark.parametrize("page", NOTEBOOK_PAGES)
 def test_math_is_typeset_offline(browser, page):
     """MathJax, served from the book itself, typesets every formula without an error."""
-    browser.open(HTML / f"{page}.html")
-    browser.evaluate("window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-    scripts = browser.evaluate(
-        "[...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s))"
-    )
-    assert all(src.startswith("file://") for src in scripts), scripts
-    if browser.evaluate("document.querySelectorAll('main .math').length"):
-        assert scripts, "a page with math loads no MathJax"
-        assert browser.evaluate("document.querySelectorAll('mjx-container').length") > 0
-    assert browser.evaluate("document.querySelectorAll('mjx-merror').length") == 0
-    browser.screenshot(SCREENSHOTS / f"{page.replace('/', '_')}.png")
+    math = seen(browser, page)["math"]
+    assert all(src.startswith("file://") for src in math["scripts"]), math["scripts"]
+    if math["formulas"]:
+        assert math["scripts"], "a page with math loads no MathJax"
+        assert math["typeset"] > 0
+    assert math["errors"] == 0
 
 
 _FIGURES = """
@@ -108,9 +155,8 @@ _FIGURES = """
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_figures_load_and_are_numbered_with_a_caption(browser, page):
     """Every image loads, sits in a figure numbered per chapter ("Fig. 5.1") with a caption."""
-    browser.open(HTML / f"{page}.html")
     chapter = int(re.search(r"chapters/(\d+)_", page).group(1))
-    for image in browser.evaluate(_FIGURES):
+    for image in seen(browser, page)["figures"]:
         assert image["complete"] and image["width"] > 0, image["src"]
         assert image["number"].startswith(f"Fig. {chapter}."), image
         assert len(image["caption"]) > len(image["number"]) + 20, f"no caption: {image}"
@@ -140,9 +186,7 @@ def test_sidebar_lists_every_page(browser):
 @pytest.mark.parametrize("page", PAGES)
 def test_no_cell_failed_or_printed_a_traceback(browser, page):
     """No executed cell left an error output on a page (the build also fails on these)."""
-    browser.open(HTML / f"{page}.html")
-    errors = "document.querySelectorAll('.output.error, .output.traceback').length"
-    assert browser.evaluate(errors) == 0
+    assert seen(browser, page)["cell errors"] == 0
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -152,21 +196,14 @@ def test_no_javascript_error(browser, page):
     No uncaught exception (such as a script included twice, whose second ``const`` does not
     parse), no ``console.error``, no file that failed to load.
     """
-    browser.open(HTML / f"{page}.html")
-    browser.evaluate("window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-    browser.evaluate("new Promise(done => setTimeout(done, 200))")  # late, async scripts
-    assert browser.console_errors == []
+    assert seen(browser, page)["console errors"] == []
 
 
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_exercises_are_numbered_per_chapter(browser, page):
     """Exercises read "Exercise 5.1", "Exercise 5.2", ...: numbered within their chapter."""
-    browser.open(HTML / f"{page}.html")
     chapter = int(re.search(r"chapters/(\d+)_", page).group(1))
-    numbers = browser.evaluate(
-        "[...document.querySelectorAll('.exercise > .admonition-title .caption-number')]"
-        ".map(n => n.textContent.trim())"
-    )
+    numbers = seen(browser, page)["exercise numbers"]
     assert numbers == [f"Exercise {chapter}.{i}" for i in range(1, len(numbers) + 1)]
 
 
@@ -280,22 +317,19 @@ def _expect_hidden(known: dict[str, str]) -> list:
 @pytest.mark.parametrize("page", _expect_hidden(HIDDEN_AT_1280))
 def test_no_column_is_hidden_at_1280_px(browser, page):
     """At 1280 px every column of every table is in view without scrolling the table."""
-    browser.open(HTML / f"{page}.html")
-    assert browser.evaluate(_HIDDEN_COLUMNS) == []
+    assert seen(browser, page)["hidden columns"] == []
 
 
 @pytest.mark.parametrize("page", _expect_hidden(HIDDEN_AT_390))
 def test_no_column_is_hidden_at_390_px(phone, page):
     """On a 390 px phone screen every column of every table is in view without scrolling it."""
-    phone.open(HTML / f"{page}.html")
-    assert phone.evaluate(_HIDDEN_COLUMNS) == []
+    assert seen(phone, page)["hidden columns"] == []
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_no_table_is_cut_off(browser, page):
     """At 1280 px no table, figure or printed output is wider than the page without a scroll."""
-    browser.open(HTML / f"{page}.html")
-    assert browser.evaluate(_OVERFLOW + "(true)") == []
+    assert seen(browser, page)["overflow"] == []
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -305,6 +339,4 @@ def test_phone_width(phone, page):
     Code and printed output scroll inside their own boxes on a phone, as in any book; tables
     and figures must fit.
     """
-    phone.open(HTML / f"{page}.html")
-    assert phone.evaluate(_OVERFLOW + "(false)") == []
-    phone.screenshot(SCREENSHOTS / "390px" / f"{page.replace('/', '_')}.png")
+    assert seen(phone, page)["overflow"] == []

@@ -96,6 +96,7 @@ def _step_peak(measured):
     return max(live for phase, _, live in measured.timeline if phase == "optimizer step")
 
 
+@pytest.mark.slow  # 216 measured steps: `make test-slow` (and CI) run them
 @pytest.mark.parametrize(("name", "implementation", "options", "precision"), list(_cases()))
 def test_step_with_options_is_predicted_exactly(name, implementation, options, precision):
     """P, G, optimizer state and counters, the optimizer step's peak and the step's peak."""

@@ -25,7 +25,8 @@ from memtheory.validation import ZOO, accuracy_table, compare_with_measurement  
 from memtheory.validation.accuracy import CATEGORIES, OPTIMIZERS, PRECISIONS, Comparison  # noqa: E402
 from tests.disk_cache import cached_on_disk  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+# Measures every zoo model in every precision and optimizer (minutes): `make test-slow` (and CI).
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.slow]
 
 CASES = list(itertools.product(sorted(ZOO), PRECISIONS, OPTIMIZERS))
 
