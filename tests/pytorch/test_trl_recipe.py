@@ -202,11 +202,10 @@ def test_sft_defaults_differ_from_the_trainers(tmp_path):
     assert (sft.packing, sft.padding_free, sft.loss_type) == (False, False, "nll")
 
 
-def test_the_collator_keeps_ids_labels_and_mask(tmp_path):
+def test_the_collator_keeps_ids_labels_and_mask(tracked):
     """One SFT batch: input_ids, labels and attention_mask, B x S int64 each (no padding)."""
     batch, sequence = SIZES[0]
-    trainer, _ = _RUNS.get((batch, sequence, False, False)) or _run(tmp_path, batch, sequence,
-                                                                      False)
+    trainer, _ = tracked(batch, sequence, False)
     inputs = next(iter(trainer.get_train_dataloader()))
     assert sorted(inputs) == ["attention_mask", "input_ids", "labels"]
     for tensor in inputs.values():
