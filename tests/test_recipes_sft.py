@@ -151,3 +151,9 @@ def test_a_preset_name_is_read_as_from_config_reads_it():
         load_config("llama-3.2-1b"), batch=1, sequence=64).peak
     with pytest.raises(MemtheoryError, match="llama-3.2-1"):
         sft_step_memory("llama-3.2-1", batch=1, sequence=64)
+
+
+def test_a_model_without_a_llama_style_final_norm_is_refused():
+    """GPT-2 (final norm ln_f) is not the measured layout: a memtheory error, not a KeyError."""
+    with pytest.raises(UnsupportedError, match="model_type 'gpt2'.*Llama-style"):
+        sft_step_memory("gpt2", batch=1, sequence=16)

@@ -47,6 +47,8 @@ TRL_VOCAB_CHUNK = 32768
 TRL_PRECISIONS = ("fp32", "autocast-bf16")
 """fp32 weights with TRL's ``bf16=False`` or ``bf16=True`` (``torch.autocast``)."""
 
+_FINAL_NORM = "forward model.norm"
+
 _FP32 = int(dtype("fp32").bytes)
 _BF16 = int(dtype("bf16").bytes)
 _BOOL = int(dtype("bool").bytes)
@@ -174,6 +176,12 @@ def trainer_step_to_norm(
         The live bytes at the end of the final norm's forward, the weights'
         bytes, and the configuration as read (``hidden_size``, ``vocab_size``).
 
+    Raises
+    ------
+    UnsupportedError
+        A model whose final norm is not ``model.norm`` (GPT-2's ``ln_f``): not
+        modelled.
+
     Examples
     --------
     >>> tiny = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32,
@@ -194,4 +202,10 @@ def trainer_step_to_norm(
         step = finetune_memory(network, lora=lora, optimizer="adamw", precision=precision,
                                convention=convention)
     weights = int(step.components["parameters"] + step.components.get("frozen_parameters", 0))
-    return int(step.timeline["forward model.norm"]), weights, dict(read)
+    if _FINAL_NORM not in step.timeline:
+        raise UnsupportedError(
+            f"model_type {read.get('model_type')!r} has no final norm named 'model.norm': "
+            "TRL's step is modelled, and measured, on Llama-style decoders (Llama, Mistral, "
+            "Qwen, ...), whose fused head takes that norm's output; ask for one of those."
+        )
+    return int(step.timeline[_FINAL_NORM]), weights, dict(read)
