@@ -122,7 +122,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="the stack whose defaults the step follows: auto (default: hf-trainer for a "
         "language model, peft-lora with --lora, qlora with --qlora, pytorch-amp for vision), "
         "pytorch-amp, pytorch-fp32, hf-trainer, peft-lora, qlora, deepspeed-zero3, "
-        "fsdp2-bf16, lightning-bf16 (trl-dpo is refused, with the reason)",
+        "fsdp2-bf16, lightning-bf16 (trl-dpo and trl-sft are refused, with the reason)",
     )
     training.add_argument(
         "--optimizer", default=None,

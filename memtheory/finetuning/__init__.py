@@ -8,7 +8,9 @@ lora                :class:`LoRA`, :func:`apply_lora`, :func:`freeze`, target ma
 nf4                 NF4 codes and double-quantized constants (QLoRA Section 3)
 optimizer8bit       bitsandbytes' block-wise 8-bit Adam state
 memory              :func:`finetune_memory`: the step's footprint by component
+trl_head            TRL's fused, chunked LM head: :func:`fused_head_backward_bytes`
 preference          :func:`dpo_step_memory`: TRL's DPO step with a frozen reference model
+sft                 :func:`sft_step_memory`: TRL's SFT step
 ==================  ==================================================================
 
 Examples
@@ -49,11 +51,14 @@ from memtheory.finetuning.optimizer8bit import (
 )
 from memtheory.finetuning.preference import (
     DPO_UNSUPPORTED,
-    TRL_TOKEN_CHUNK,
-    TRL_VOCAB_CHUNK,
     PreferenceEstimate,
     dpo_head_bytes,
     dpo_step_memory,
+)
+from memtheory.finetuning.sft import SFT_UNSUPPORTED, SFTEstimate, sft_head_bytes, sft_step_memory
+from memtheory.finetuning.trl_head import (
+    TRL_TOKEN_CHUNK,
+    TRL_VOCAB_CHUNK,
     fused_head_backward_bytes,
 )
 
@@ -66,6 +71,7 @@ __all__ = [
     "NF4_BLOCK",
     "NF4_SECOND_BLOCK",
     "QUANTIZATIONS",
+    "SFT_UNSUPPORTED",
     "TRL_TOKEN_CHUNK",
     "TRL_VOCAB_CHUNK",
     "Frozen",
@@ -73,6 +79,7 @@ __all__ = [
     "LoRAAttention",
     "LoRAUp",
     "PreferenceEstimate",
+    "SFTEstimate",
     "ConstantScale",
     "adam8bit_state_bytes",
     "apply_lora",
@@ -88,5 +95,7 @@ __all__ = [
     "nf4_bits_per_parameter",
     "nf4_bytes",
     "nf4_constant_bytes",
+    "sft_head_bytes",
+    "sft_step_memory",
     "trainable_shapes",
 ]

@@ -63,13 +63,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from memtheory.dtypes import dtype
-from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.finetuning.lora import LoRA
-from memtheory.finetuning.memory import finetune_memory
-from memtheory.memory import training_memory
-from memtheory.models import from_config
-from memtheory.models.hf_config import ConfigLike, load_config
-from memtheory.recipes import REFUSED_RECIPES, Setup
+from memtheory.finetuning.trl_head import (
+    TRL_TOKEN_CHUNK,
+    TRL_VOCAB_CHUNK,
+    check_trl_step,
+    fused_head_backward_bytes,
+    trainer_step_to_norm,
+)
+from memtheory.models.hf_config import ConfigLike
+from memtheory.recipes import REFUSED_RECIPES
 
 __all__ = [
     "DPO_UNSUPPORTED",
@@ -81,72 +84,10 @@ __all__ = [
     "fused_head_backward_bytes",
 ]
 
-TRL_TOKEN_CHUNK = 4096
-"""Rows of the fused head's tile (TRL 1.16 ``kernels/chunked_logprob.py`` ``TOKEN_CHUNK_SIZE``)."""
-
-TRL_VOCAB_CHUNK = 32768
-"""Tile columns (TRL 1.16 ``trainer/utils.py`` ``_CHUNKED_LOGPROB_CHUNK_SIZE``)."""
-
 DPO_UNSUPPORTED = REFUSED_RECIPES["trl-dpo"]
 """Why ``Setup.recipe("trl-dpo")`` and ``memtheory estimate --recipe trl-dpo`` refuse."""
 
 _FP32 = int(dtype("fp32").bytes)
-_BF16 = int(dtype("bf16").bytes)
-_BOOL = int(dtype("bool").bytes)
-
-
-def fused_head_backward_bytes(
-    tokens: int,
-    hidden: int,
-    vocabulary: int,
-    *,
-    weight_gradient: bool = True,
-    autocast: bool = False,
-) -> int:
-    """Bytes TRL's fused LM head allocates at the most of its backward, on CPU.
-
-    ``ChunkedLogProbFunction.backward`` (TRL 1.16 ``chunked_logprob.py:384-448``)
-    makes an fp32 gradient of the hidden states (tokens x hidden) and, when the
-    head is trained, of its weight (vocabulary x hidden), then the tile buffer
-    (``min(tokens, TRL_TOKEN_CHUNK) x TRL_VOCAB_CHUNK`` in the compute dtype,
-    whatever the vocabulary), and the torch fold ``_backward_tile``
-    (``chunked_logprob.py:257-296``) holds seven fp32 tile-sized temporaries and
-    one bool one at its most. Under autocast the hidden chunk and the weight
-    tile are cast to bf16 too.
-
-    Parameters
-    ----------
-    tokens : int
-        Positions scored: on CPU every position but the last of each
-        sequence, ``2 * pairs * (sequence - 1)`` for DPO.
-    hidden, vocabulary : int
-    weight_gradient : bool, default True
-        False when the head is frozen (LoRA adapters elsewhere).
-    autocast : bool, default False
-        ``bf16=True`` (``torch.autocast``) over fp32 weights.
-
-    Returns
-    -------
-    int
-
-    Examples
-    --------
-    >>> fused_head_backward_bytes(24, 32, 96) - fused_head_backward_bytes(
-    ...     24, 32, 96, weight_gradient=False) == 4 * 96 * 32
-    True
-    """
-    for name, value in (("tokens", tokens), ("hidden", hidden), ("vocabulary", vocabulary)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InvalidArgumentError(f"{name} must be a positive whole number, got {value!r}.")
-    rows = min(tokens, TRL_TOKEN_CHUNK)
-    width = min(vocabulary, TRL_VOCAB_CHUNK)
-    compute = _BF16 if autocast else _FP32
-    gradients = _FP32 * tokens * hidden + (_FP32 * vocabulary * hidden if weight_gradient else 0)
-    tile_buffer = compute * rows * TRL_VOCAB_CHUNK
-    temporaries = rows * width * (7 * _FP32 + _BOOL)
-    if autocast:
-        temporaries += _BF16 * (rows * hidden + width * hidden)
-    return gradients + tile_buffer + temporaries
 
 
 def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
@@ -201,8 +142,6 @@ def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
             + tokens * (index + 3 * fp32)
             + 2 * fp32)
 
-
-_PRECISIONS = ("fp32", "autocast-bf16")
 
 _PEAK_PARTS = ("up to the final norm", "reference weights", "batch and head beyond the recipe",
                "fused head backward")
@@ -277,44 +216,20 @@ def dpo_step_memory(
     >>> step.parts["reference weights"], step.assumed[2]
     (0, 'reference: the same weights, adapters disabled (peft)')
     """
-    for name, value in (("pairs", pairs), ("sequence", sequence)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < (2 if name ==
-                                                                            "sequence" else 1):
-            raise InvalidArgumentError(
-                f"{name} must be a whole number of at least {2 if name == 'sequence' else 1}, "
-                f"got {value!r}: DPO scores the next token of each position but the last."
-            )
-    if precision not in _PRECISIONS:
-        raise InvalidArgumentError(
-            f"precision must be one of {', '.join(map(repr, _PRECISIONS))} (fp32 weights, "
-            f"bf16=False or True), got {precision!r}: other weights' dtypes are not modelled "
-            "for the DPO step."
-        )
-    if lora is not None and precision != "fp32":
-        raise UnsupportedError(
-            f"dpo_step_memory(lora=..., precision={precision!r}): peft adapters under bf16 "
-            "autocast are not modelled (the frozen layers' autocast weight copies); ask "
-            "precision='fp32' (DPOConfig(bf16=False))."
-        )
-    config = load_config(config)  # a preset's name, a config.json or a mapping
-    network = from_config(config, batch=2 * pairs, sequence=sequence, loss=True, flash=True)
-    if lora is None:
-        step = training_memory(network, setup=Setup.recipe("hf-trainer", device="cpu"),
-                               precision=precision)
-        reference = int(step.components["parameters"])
-    else:
-        convention = Setup.recipe("peft-lora", device="cpu").convention()
-        step = finetune_memory(network, lora=lora, optimizer="adamw", precision=precision,
-                               convention=convention)
-        reference = 0
-    weights = int(step.components["parameters"] + step.components.get("frozen_parameters", 0))
-    sequences, hidden = 2 * pairs, int(config["hidden_size"])
+    check_trl_step("dpo_step_memory", {"pairs": pairs, "sequence": sequence}, lora=lora,
+                   precision=precision)
+    sequences = 2 * pairs
+    to_norm, weights, read = trainer_step_to_norm(config, sequences=sequences,
+                                                  sequence=sequence, lora=lora,
+                                                  precision=precision)
+    reference = weights if lora is None else 0
+    hidden = int(read["hidden_size"])
     tokens = sequences * (sequence - 1)
-    head = fused_head_backward_bytes(tokens, hidden, int(config["vocab_size"]),
+    head = fused_head_backward_bytes(tokens, hidden, int(read["vocab_size"]),
                                      weight_gradient=lora is None,
                                      autocast=precision == "autocast-bf16")
     parts = {
-        "up to the final norm": int(step.timeline["forward model.norm"]),
+        "up to the final norm": to_norm,
         "reference weights": reference,
         "batch and head beyond the recipe": dpo_head_bytes(sequences, sequence, hidden),
         "fused head backward": head,

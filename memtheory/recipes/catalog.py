@@ -21,7 +21,8 @@ lightning-bf16      PyTorch Lightning ``Trainer(precision="bf16-mixed")``
 
 Stacks whose step the autograd convention cannot express are refused by name,
 with the reason and what to use instead (:data:`REFUSED_RECIPES`): ``trl-dpo``
-(TRL's ``DPOTrainer``) is :func:`memtheory.finetuning.dpo_step_memory`.
+(TRL's ``DPOTrainer``) is :func:`memtheory.finetuning.dpo_step_memory`, ``trl-sft``
+(TRL's ``SFTTrainer``) :func:`memtheory.finetuning.sft_step_memory`.
 
 Examples
 --------
@@ -267,11 +268,21 @@ REFUSED_RECIPES: dict[str, str] = {
         "weights without checkpointing (tests/pytorch/test_dpo_recipe.py), an estimate "
         "elsewhere."
     ),
+    "trl-sft": (
+        "TRL's SFTTrainer is not a recipe memtheory can answer exactly: it scores tokens "
+        "with a fused, chunked LM head (trl 1.16 kernels/chunked_logprob.py) that the "
+        "autograd convention does not model, so the hf-trainer recipe (which builds the "
+        "logits) is not its step, and it turns gradient checkpointing on by default. Use "
+        "memtheory.finetuning.sft_step_memory(config, batch=..., sequence=...): built from "
+        "the recipe's pieces, exact on CPU over fp32 weights without checkpointing "
+        "(tests/pytorch/test_trl_recipe.py), an estimate elsewhere."
+    ),
 }
 """Stacks asked for by name that no Setup expresses, with the reason and what to use."""
 
 _REFUSED = {normalize_name(alias): name
-            for name, aliases in {"trl-dpo": ("trl-dpo", "dpo", "dpo-trainer")}.items()
+            for name, aliases in {"trl-dpo": ("trl-dpo", "dpo", "dpo-trainer"),
+                                  "trl-sft": ("trl-sft", "sft", "sft-trainer")}.items()
             for alias in aliases}
 
 
