@@ -50,7 +50,7 @@ def cells(body: str) -> list[tuple[bool, str]]:
 
 
 def code_lines(code: str) -> list[str]:
-    """The non-blank lines of a cell's code, its ``:option:`` lines and YAML front matter left out."""
+    """The non-blank lines of a cell's code, without its ``:option:`` lines and front matter."""
     lines = code.splitlines()
     if lines and lines[0].strip() == "---":  # front matter, up to its closing ``---``
         lines = lines[lines.index("---", 1) + 1 :]
