@@ -26,6 +26,8 @@ _ADMONITION = re.compile(
 # A ``:tags: [remove-cell]`` option, or ``tags: [remove-cell]`` in the cell's YAML front matter.
 _HIDDEN = re.compile(r"^:?tags:.*\bremove-cell\b", re.M)
 _LINK = re.compile(r"\{(ref|numref|doc)\}`[^`]+`|\]\([^)]+\)")
+# Issue 23 asks for "five lines a learner can run": allow a few more, never a page.
+MAX_LINES = 8
 
 
 def section(source: Path) -> str:
@@ -45,6 +47,14 @@ def section(source: Path) -> str:
 def cells(body: str) -> list[tuple[bool, str]]:
     """``(hidden, code)`` of each code cell in ``body``; hidden means tagged ``remove-cell``."""
     return [(bool(_HIDDEN.search(code)), code) for _, code in _CELL.findall(body)]
+
+
+def code_lines(code: str) -> list[str]:
+    """The non-blank lines of a cell's code, without its ``:option:`` lines and front matter."""
+    lines = code.splitlines()
+    if lines and lines[0].strip() == "---":  # front matter, up to its closing ``---``
+        lines = lines[lines.index("---", 1) + 1 :]
+    return [line for line in lines if line.strip() and not re.match(r"^:[\w-]+:", line)]
 
 
 def test_every_chapter_is_listed() -> None:
@@ -68,6 +78,27 @@ def test_box_is_plain_pytorch(source: Path) -> None:
     )
     for code in visible:
         assert "memtheory" not in code, f"{source.name}: the box must not use memtheory"
+
+
+def test_code_lines_counts_what_a_learner_pastes() -> None:
+    """Options and front matter are not code; blank lines are not counted; every other line is."""
+    code = ":tags: [hide-input]\nimport torch\n\nx = torch.zeros(2)  # a comment\nprint(x)\n"
+    assert code_lines(code) == ["import torch", "x = torch.zeros(2)  # a comment", "print(x)"]
+    front = "---\ntags: [remove-cell]\n---\nimport torch\n"
+    assert code_lines(front) == ["import torch"]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
+def test_box_is_short(source: Path) -> None:
+    """Each visible cell of the box has at most ``MAX_LINES`` non-blank lines: a box, not a page."""
+    for hidden, code in cells(section(source)):
+        if not hidden:
+            count = len(code_lines(code))
+            assert count <= MAX_LINES, (
+                f"{source.name}: the box's code cell has {count} non-blank lines, over "
+                f"{MAX_LINES}: use shorter idioms (sum(p.numel() for p in m.parameters()), "
+                "t.nbytes, one-line models) rather than hiding setup the learner needs"
+            )
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
