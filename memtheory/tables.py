@@ -223,6 +223,43 @@ class Table:
             ) from None
         return tuple(row[index] for row in self.rows)
 
+    def selected(self, *titles: str, title: str | None = None) -> Table:
+        """Return a table of the columns called ``titles`` only, in that order.
+
+        A wide table can be shown as two narrower ones (a phone shows each column),
+        each with the first columns that name its rows. The footer keeps the same
+        columns; ``title`` replaces the title line (default: kept), the notes are kept.
+
+        Examples
+        --------
+        >>> t = Table(["name", "a", "b"], [("x", "1", "2")], title="all")
+        >>> print(t.selected("name", "b"))
+        all
+        name  b
+        ----  -
+        x     2
+        >>> t.selected("c")
+        Traceback (most recent call last):
+        ...
+        memtheory.errors.TableError: no column 'c'; the columns are name, a, b.
+        """
+        indices = []
+        for wanted in titles:
+            if wanted not in self.titles:
+                raise TableError(
+                    f"no column {wanted!r}; the columns are {', '.join(self.titles)}."
+                )
+            indices.append(self.titles.index(wanted))
+        if not indices:
+            raise TableError("select at least one column by its title.")
+        return Table(
+            [self.columns[i] for i in indices],
+            [[row[i] for i in indices] for row in self.rows],
+            footer=[[row[i] for i in indices] for row in self.footer],
+            title=self.title if title is None else title,
+            notes=self.notes,
+        )
+
     # -- text --------------------------------------------------------------------------
     def text(self) -> str:
         """Render as aligned plain text (what ``str()`` returns)."""
