@@ -51,14 +51,14 @@ from memtheory.finetuning.optimizer8bit import (
 )
 from memtheory.finetuning.preference import (
     DPO_UNSUPPORTED,
-    PreferenceEstimate,
     dpo_head_bytes,
     dpo_step_memory,
 )
-from memtheory.finetuning.sft import SFT_UNSUPPORTED, SFTEstimate, sft_head_bytes, sft_step_memory
+from memtheory.finetuning.sft import SFT_UNSUPPORTED, sft_head_bytes, sft_step_memory
 from memtheory.finetuning.trl_head import (
     TRL_TOKEN_CHUNK,
     TRL_VOCAB_CHUNK,
+    TRLStepEstimate,
     fused_head_backward_bytes,
 )
 
@@ -78,8 +78,7 @@ __all__ = [
     "LoRA",
     "LoRAAttention",
     "LoRAUp",
-    "PreferenceEstimate",
-    "SFTEstimate",
+    "TRLStepEstimate",
     "ConstantScale",
     "adam8bit_state_bytes",
     "apply_lora",

@@ -59,14 +59,12 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
 from memtheory.dtypes import dtype
 from memtheory.finetuning.lora import LoRA
 from memtheory.finetuning.trl_head import (
     TRL_TOKEN_CHUNK,
     TRL_VOCAB_CHUNK,
+    TRLStepEstimate,
     check_trl_step,
     fused_head_backward_bytes,
     trainer_step_to_norm,
@@ -78,7 +76,6 @@ __all__ = [
     "DPO_UNSUPPORTED",
     "TRL_TOKEN_CHUNK",
     "TRL_VOCAB_CHUNK",
-    "PreferenceEstimate",
     "dpo_head_bytes",
     "dpo_step_memory",
     "fused_head_backward_bytes",
@@ -147,30 +144,6 @@ _PEAK_PARTS = ("up to the final norm", "reference weights", "batch and head beyo
                "fused head backward")
 
 
-@dataclass(frozen=True)
-class PreferenceEstimate:
-    """A DPO step's peak and the parts it adds up from, in bytes (:func:`dpo_step_memory`).
-
-    Attributes
-    ----------
-    peak : int
-        The sum of the parts ``up to the final norm``, ``reference weights``,
-        ``batch and head beyond the recipe`` and ``fused head backward``.
-    parts : dict of str to int
-        Those four, and ``policy weights`` (the weights' bytes) for reference.
-    assumed : tuple of str
-        What the estimate takes for granted, one line each.
-
-    Examples
-    --------
-    >>> step = PreferenceEstimate(peak=10, parts={"reference weights": 4}, assumed=("x",))
-    >>> step.parts["reference weights"], step.assumed
-    (4, ('x',))
-    """
-
-    peak: int
-    parts: Mapping[str, int]
-    assumed: tuple[str, ...]
 
 
 def dpo_step_memory(
@@ -180,7 +153,7 @@ def dpo_step_memory(
     sequence: int,
     lora: LoRA | None = None,
     precision: str = "fp32",
-) -> PreferenceEstimate:
+) -> TRLStepEstimate:
     """Return the peak of one ``DPOTrainer`` step (TRL 1.16, CPU path, no checkpointing).
 
     Parameters
@@ -205,7 +178,7 @@ def dpo_step_memory(
 
     Returns
     -------
-    PreferenceEstimate
+    TRLStepEstimate
 
     Examples
     --------
@@ -246,4 +219,4 @@ def dpo_step_memory(
         "else an estimate)",
     )
     peak = sum(parts[name] for name in _PEAK_PARTS)
-    return PreferenceEstimate(peak=peak, parts=parts, assumed=assumed)
+    return TRLStepEstimate(peak=peak, parts=parts, assumed=assumed)

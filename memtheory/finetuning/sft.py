@@ -56,12 +56,10 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
 from memtheory.dtypes import dtype
 from memtheory.finetuning.lora import LoRA
 from memtheory.finetuning.trl_head import (
+    TRLStepEstimate,
     check_trl_step,
     fused_head_backward_bytes,
     trainer_step_to_norm,
@@ -69,7 +67,7 @@ from memtheory.finetuning.trl_head import (
 from memtheory.models.hf_config import ConfigLike
 from memtheory.recipes import REFUSED_RECIPES
 
-__all__ = ["SFT_UNSUPPORTED", "SFTEstimate", "sft_head_bytes", "sft_step_memory"]
+__all__ = ["SFT_UNSUPPORTED", "sft_head_bytes", "sft_step_memory"]
 
 SFT_UNSUPPORTED = REFUSED_RECIPES["trl-sft"]
 """Why ``Setup.recipe("trl-sft")`` and ``memtheory estimate --recipe trl-sft`` refuse."""
@@ -139,30 +137,6 @@ def sft_head_bytes(batch: int, sequence: int, hidden: int) -> int:
             + 3 * _FP32)
 
 
-@dataclass(frozen=True)
-class SFTEstimate:
-    """An SFT step's peak and the parts it adds up from, in bytes (:func:`sft_step_memory`).
-
-    Attributes
-    ----------
-    peak : int
-        The sum of the parts ``up to the final norm``, ``batch and head beyond
-        the recipe`` and ``fused head backward``.
-    parts : dict of str to int
-        Those three, and ``weights`` (the model's weights' bytes) for reference.
-    assumed : tuple of str
-        What the estimate takes for granted, one line each.
-
-    Examples
-    --------
-    >>> step = SFTEstimate(peak=10, parts={"weights": 4}, assumed=("x",))
-    >>> step.parts["weights"], step.assumed
-    (4, ('x',))
-    """
-
-    peak: int
-    parts: Mapping[str, int]
-    assumed: tuple[str, ...]
 
 
 def sft_step_memory(
@@ -172,7 +146,7 @@ def sft_step_memory(
     sequence: int,
     lora: LoRA | None = None,
     precision: str = "fp32",
-) -> SFTEstimate:
+) -> TRLStepEstimate:
     """Return the peak of one ``SFTTrainer`` step (TRL 1.16, CPU path, no checkpointing).
 
     Parameters
@@ -195,7 +169,7 @@ def sft_step_memory(
 
     Returns
     -------
-    SFTEstimate
+    TRLStepEstimate
 
     Raises
     ------
@@ -236,4 +210,4 @@ def sft_step_memory(
         "on: not modelled; exact here, else an estimate)",
     )
     peak = sum(parts[name] for name in _PEAK_PARTS)
-    return SFTEstimate(peak=peak, parts=parts, assumed=assumed)
+    return TRLStepEstimate(peak=peak, parts=parts, assumed=assumed)

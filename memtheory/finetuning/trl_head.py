@@ -20,6 +20,9 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from memtheory.dtypes import dtype
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.finetuning.lora import LoRA
@@ -30,6 +33,7 @@ from memtheory.models.hf_config import ConfigLike, load_config
 from memtheory.recipes import Setup
 
 __all__ = [
+    "TRLStepEstimate",
     "TRL_PRECISIONS",
     "TRL_TOKEN_CHUNK",
     "TRL_VOCAB_CHUNK",
@@ -209,3 +213,33 @@ def trainer_step_to_norm(
             "Qwen, ...), whose fused head takes that norm's output; ask for one of those."
         )
     return int(step.timeline[_FINAL_NORM]), weights, dict(read)
+
+
+@dataclass(frozen=True)
+class TRLStepEstimate:
+    """A TRL trainer step's peak and the parts it adds up from, in bytes.
+
+    What :func:`~memtheory.finetuning.dpo_step_memory` and
+    :func:`~memtheory.finetuning.sft_step_memory` return. Each function's docstring
+    names its parts; the peak is the sum of all of them but the weights, which
+    are listed for reference (they are inside ``up to the final norm``).
+
+    Attributes
+    ----------
+    peak : int
+        The step's peak: the sum of its parts, the weights' entry excepted.
+    parts : dict of str to int
+        What the peak adds up from, and the weights' bytes.
+    assumed : tuple of str
+        What the estimate takes for granted, one line each.
+
+    Examples
+    --------
+    >>> step = TRLStepEstimate(peak=10, parts={"reference weights": 4}, assumed=("x",))
+    >>> step.parts["reference weights"], step.assumed
+    (4, ('x',))
+    """
+
+    peak: int
+    parts: Mapping[str, int]
+    assumed: tuple[str, ...]

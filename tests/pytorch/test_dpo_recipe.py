@@ -44,6 +44,7 @@ from memtheory.finetuning import (  # noqa: E402
 )
 from memtheory.torch import track  # noqa: E402
 from memtheory.torch.recipe_steps import TINY_LLAMA  # noqa: E402
+from tests.pytorch.trl_support import fused_backward_start  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -127,17 +128,6 @@ def tracked(tmp_path) -> Iterator:
     yield run
 
 
-def _fused_backward_start(tracker) -> int:
-    """Index of step two's fused-head backward: its fp32 gradient(s), then the tile buffer."""
-    operations = tracker.timeline
-    for i, (phase, operation, _) in enumerate(operations):
-        if phase == "backward (2)" and operation == "aten.empty.memory_format":
-            while operations[i - 1][1] == "aten.zeros.default":
-                i -= 1
-            return i
-    raise AssertionError("no fused-head backward in the tracked step")
-
-
 def test_dpo_defaults_are_read_from_the_installed_trl(tmp_path):
     """Sigmoid loss, beta 0.1, reference log-probs not precomputed, TRL's base-config defaults."""
     dpo = trl.DPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
@@ -191,7 +181,7 @@ def test_the_fused_heads_backward_is_the_peak_and_is_sized(tracked, pairs, promp
                                                            lora, autocast):
     """The DPO step peaks in the policy's fused-head backward, by exactly its buffers."""
     _, tracker = tracked(pairs, prompt, completion, lora, autocast)
-    start = _fused_backward_start(tracker)
+    start = fused_backward_start(tracker)
     before = tracker.timeline[start - 1][2]
     sequence = prompt + completion
     assert tracker.peak - before == fused_head_backward_bytes(
@@ -213,7 +203,7 @@ def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora, 
     step = dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=sequence,
                            lora=LoRA(RANK, 2 * RANK, targets=TARGETS) if lora else None,
                            precision="autocast-bf16" if autocast else "fp32")
-    before = tracker.timeline[_fused_backward_start(tracker) - 1][2]
+    before = tracker.timeline[fused_backward_start(tracker) - 1][2]
     assert before == step.peak - step.parts["fused head backward"]
     assert tracker.peak == step.peak
     assert step.parts["policy weights"] == sum(p.nbytes for p in trainer.model.parameters())
@@ -230,7 +220,7 @@ def test_with_trls_defaults_the_fused_head_still_peaks_lower(tracked, lora):
     """
     pairs, prompt, completion = SIZES[0]
     _, tracker = tracked(pairs, prompt, completion, lora, True, True)
-    before = tracker.timeline[_fused_backward_start(tracker) - 1][2]
+    before = tracker.timeline[fused_backward_start(tracker) - 1][2]
     sequence = prompt + completion
     assert tracker.peak - before == fused_head_backward_bytes(
         2 * pairs * (sequence - 1), TINY["hidden_size"], TINY["vocab_size"],

@@ -85,6 +85,7 @@ from memtheory.models import from_config  # noqa: E402
 from memtheory.recipes import Setup  # noqa: E402
 from memtheory.torch import track  # noqa: E402
 from memtheory.torch.recipe_steps import TINY_LLAMA  # noqa: E402
+from tests.pytorch.trl_support import fused_backward_start  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -157,17 +158,6 @@ def tracked(tmp_path) -> Iterator:
     yield run
 
 
-def _fused_backward_start(tracker) -> int:
-    """Index of step two's fused-head backward: its fp32 gradient(s), then the tile buffer."""
-    operations = tracker.timeline
-    for i, (phase, operation, _) in enumerate(operations):
-        if phase == "backward (2)" and operation == "aten.empty.memory_format":
-            while operations[i - 1][1] == "aten.zeros.default":
-                i -= 1
-            return i
-    raise AssertionError("no fused-head backward in the tracked step")
-
-
 def _fused_backward_bytes(batch: int, sequence: int, autocast: bool, lora: bool = False) -> int:
     """What the fused head's backward allocates at its most, sized from the source."""
     token_chunk, vocabulary_chunk = _chunk_sizes()
@@ -217,7 +207,7 @@ def test_the_collator_keeps_ids_labels_and_mask(tracked):
 def test_the_fused_heads_backward_is_the_peak_and_is_sized(tracked, batch, sequence, autocast):
     """The SFT step peaks in the fused head's backward, by exactly its buffers and temporaries."""
     _, tracker = tracked(batch, sequence, autocast)
-    start = _fused_backward_start(tracker)
+    start = fused_backward_start(tracker)
     before = tracker.timeline[start - 1][2]
     assert tracker.peak - before == _fused_backward_bytes(batch, sequence, autocast)
     assert tracker.peak_moment.startswith("backward (2)")
@@ -232,7 +222,7 @@ def test_the_sft_step_is_exact_on_cpu(tracked, batch, sequence, lora, autocast):
     step = sft_step_memory(TINY_LLAMA, batch=batch, sequence=sequence,
                            lora=LoRA(RANK, 2 * RANK, targets=TARGETS) if lora else None,
                            precision="autocast-bf16" if autocast else "fp32")
-    before = tracker.timeline[_fused_backward_start(tracker) - 1][2]
+    before = tracker.timeline[fused_backward_start(tracker) - 1][2]
     assert step.parts["fused head backward"] == _fused_backward_bytes(batch, sequence, autocast,
                                                                       lora)
     assert before == step.peak - step.parts["fused head backward"]
@@ -262,7 +252,7 @@ def test_with_trls_defaults_the_fused_head_still_peaks(tracked):
     batch, sequence = SIZES[0]
     _, tracker = tracked(batch, sequence, None)
     _, plain = tracked(batch, sequence, True)
-    before = tracker.timeline[_fused_backward_start(tracker) - 1][2]
+    before = tracker.timeline[fused_backward_start(tracker) - 1][2]
     assert tracker.peak - before == _fused_backward_bytes(batch, sequence, True)
     assert tracker.peak < plain.peak
     step = sft_step_memory(TINY_LLAMA, batch=batch, sequence=sequence, precision="autocast-bf16")
