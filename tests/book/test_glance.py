@@ -3,8 +3,8 @@
 Issue 23 asks for a summary box up front in the long chapters (chapter 11 was about
 21,000 px tall). The box sits before the chapter's first section and links every
 section a learner reads (not "Check it yourself", "Summary" or "Exercises", which
-every chapter ends with), through the label just above the section's heading, so a
-section added later without a line in the box fails here. The links themselves are
+every chapter ends with), through the label just above or just below the section's
+heading, so a section added later without a line in the box fails here. The links themselves are
 checked by the book's ``-W`` build.
 """
 
@@ -30,12 +30,19 @@ def _long_chapters() -> list[Path]:
 
 
 def _sections(text: str) -> dict[str, str | None]:
-    """Each ``## `` heading a learner reads, with the label on the line above it (or None)."""
+    """Each ``## `` heading a learner reads, with its label (or None).
+
+    The label is on the line above the heading (then it is the section's anchor), or the
+    first line after it (a target at the section's start that leaves the section its own
+    anchor, which the exercises' solutions link to).
+    """
     lines = text.splitlines()
     found: dict[str, str | None] = {}
     for index, line in enumerate(lines):
         if line.startswith("## ") and line[3:] not in _ENDINGS:
-            label = re.fullmatch(r"\(([\w-]+)\)=", lines[index - 1])
+            after = next((x for x in lines[index + 1:] if x.strip()), "")
+            label = (re.fullmatch(r"\(([\w-]+)\)=", lines[index - 1])
+                     or re.fullmatch(r"\(([\w-]+)\)=", after))
             found[line[3:]] = label.group(1) if label else None
     return found
 
