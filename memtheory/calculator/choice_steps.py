@@ -64,7 +64,9 @@ def step(
     """Return the training step the page shows for one choice, symbolic in B and H or S.
 
     The same derivation as :func:`memtheory.estimate.estimate` on one GPU: the
-    model resolved with the recipe's attention, and
+    model resolved with the recipe's attention as CUDA runs it (SDPA's math path,
+    which keeps the S x S probabilities, for fp32 with grouped key/value heads:
+    :meth:`Setup.flash_for <memtheory.recipes.Setup.flash_for>`), and
     :func:`~memtheory.estimate.step.step_memory` with the recipe's precision
     for the checkpoint's dtype (:meth:`Setup.precision_for
     <memtheory.recipes.Setup.precision_for>`) and its exact convention
@@ -97,6 +99,9 @@ def step(
     attention = attention_for(spec, recipe, attention)
     chosen = setup(recipe, optimizer, attention)
     flash = chosen.flash and spec.kind == "sequence"
+    if flash and not chosen.flash_for(resolved_model(model, True).network,
+                                      resolved_model(model, True).dtype):
+        flash = False  # CUDA's SDPA runs its math path here (S x S kept), as estimate builds it
     resolved = resolved_model(model, flash)
     exact = ((chosen.implementation, chosen.keeps_logits, chosen.loop) if convention == "exact"
              else None)
