@@ -98,11 +98,10 @@ def step(
     require_known("recipe", recipe, RECIPES)
     attention = attention_for(spec, recipe, attention)
     chosen = setup(recipe, optimizer, attention)
-    flash = chosen.flash and spec.kind == "sequence"
-    if flash and not chosen.flash_for(resolved_model(model, True).network,
-                                      resolved_model(model, True).dtype):
-        flash = False  # CUDA's SDPA runs its math path here (S x S kept), as estimate builds it
-    resolved = resolved_model(model, flash)
+    resolved, flash = chosen.built_for_kernel(
+        lambda flash: resolved_model(model, flash and spec.kind == "sequence"),
+        network=lambda built: built.network, checkpoint_dtype=lambda built: built.dtype)
+    flash = flash and spec.kind == "sequence"
     exact = ((chosen.implementation, chosen.keeps_logits, chosen.loop) if convention == "exact"
              else None)
     return _derived(model, flash, chosen.optimizer, chosen.precision_for(resolved.dtype), exact)

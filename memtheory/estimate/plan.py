@@ -594,12 +594,10 @@ def _derived(
     )
 
     def derive() -> _Derived:
-        resolved = resolve_model(model, batch=B, sequence=S, image=image or 224,
-                                 flash=chosen.flash)
-        if chosen.flash and not chosen.flash_for(resolved.network, resolved.dtype):
-            # CUDA's SDPA runs its math path here (fp32 with grouped key/value heads), which
-            # keeps the S x S probabilities as eager attention does (Setup.attention_kernel)
-            resolved = resolve_model(model, batch=B, sequence=S, image=image or 224, flash=False)
+        resolved, _ = chosen.built_for_kernel(
+            lambda flash: resolve_model(model, batch=B, sequence=S, image=image or 224,
+                                        flash=flash),
+            network=lambda built: built.network, checkpoint_dtype=lambda built: built.dtype)
         chosen_precision = step_precision(chosen, resolved.dtype, precision, lora, qlora)
         _, values = _sizes(resolved, 1, sequence)
         adapters = None

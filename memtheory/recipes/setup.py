@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import sympy as sp
 
@@ -45,6 +45,8 @@ __all__ = [
     "setup_from",
     "use_catalog",
 ]
+
+_Built = TypeVar("_Built")
 
 _CATALOG: list[Callable[[str], Setup]] = []
 """How :meth:`Setup.recipe` looks a recipe up: :mod:`.catalog` (which builds its
@@ -356,6 +358,41 @@ class Setup:
             for layer in _attention_layers(model)
             if (kernel := self.attention_kernel(layer, checkpoint_dtype, device)) != "eager"
         )
+
+    def built_for_kernel(
+        self,
+        build: Callable[[bool], _Built],
+        network: Callable[[_Built], object] = lambda built: built,
+        checkpoint_dtype: Callable[[_Built], str | None] = lambda built: None,
+        device: Device | None = None,
+    ) -> tuple[_Built, bool]:
+        """Build a model for the attention kernel this setup runs; say whether it is SDPA's.
+
+        ``build(flash)`` builds the model with (``True``) or without SDPA's
+        fused attention. A setup with SDPA builds it fused first, then again
+        without when :meth:`flash_for` finds a layer whose kernel keeps the
+        S x S probabilities (CUDA's math path): every front door (``estimate``,
+        the calculator, the recipe checks) builds its model this way, so they
+        cannot disagree on the kernel. ``network`` and ``checkpoint_dtype``
+        read the built object's network and its checkpoint's dtype.
+
+        Examples
+        --------
+        >>> from memtheory.models import from_config
+        >>> llama = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32,
+        ...          "intermediate_size": 40, "num_hidden_layers": 2,
+        ...          "num_attention_heads": 4, "num_key_value_heads": 2}
+        >>> def build(flash):
+        ...     return from_config(llama, batch=2, sequence=8, loss=True, flash=flash)
+        >>> Setup.recipe("pytorch-fp32").built_for_kernel(build)[1]  # CUDA's math path
+        False
+        >>> Setup.recipe("pytorch-fp32").built_for_kernel(build, device="cpu")[1]
+        True
+        """
+        built = build(self.flash)
+        if self.flash and not self.flash_for(network(built), checkpoint_dtype(built), device):
+            return build(False), False
+        return built, self.flash
 
     @property
     def reserve_bytes(self) -> sp.Expr:

@@ -228,12 +228,10 @@ def predict_recipe(
     """
     setup = setup_from(recipe)
     assert setup is not None
-    network = from_config(dict(config), batch=batch, sequence=sequence, loss=True,
-                          flash=setup.flash)
     where: Device = "cpu" if device == "cpu" else "cuda"
-    if setup.flash and not setup.changed(precision=precision).flash_for(network, device=where):
-        network = from_config(dict(config), batch=batch, sequence=sequence, loss=True,
-                              flash=False)
+    network, _ = setup.changed(precision=precision).built_for_kernel(
+        lambda flash: from_config(dict(config), batch=batch, sequence=sequence, loss=True,
+                                  flash=flash), device=where)
     predicted = training_memory(network, setup=setup.changed(
         precision=precision, optimizer_implementation=implementation, loop="plain"))
     return int(predicted.peak), predicted.peak_moment or ""
