@@ -29,8 +29,16 @@ TIMED := bash .ci/timed
 # so that `make test` stays within 15 minutes on two cores; `.ci/run` runs both.
 SLOW := -m slow
 QUICK := -m "not slow"
+# With the book (BOOK=1), `make test` builds it while the quick tests that do not read it run
+# beside it (the build executes its notebooks on one core): the tests marked `built_book` (the
+# built HTML, the browser) run after the book is built and checked.
+QUICK_BESIDE_BOOK := -m "not slow and not built_book"
+AFTER_BOOK := -m "built_book and not slow"
+# Where the `built_book` tests live (collecting only these is quicker than all of tests/);
+# tests/book/test_built_book_marker.py fails when a marked test lives elsewhere.
+AFTER_BOOK_PATHS := tests/book tests/exercises/test_sections.py
 
-.PHONY: help venv test test-slow stage-times book book-check browser bench clean distclean
+.PHONY: help venv test checks-and-quick-tests test-slow stage-times book book-check browser bench clean distclean
 
 help:
 	@echo "make venv       create .venv and install memtheory with the dev extra"
@@ -60,13 +68,31 @@ $(STAMP_BOOK): pyproject.toml | $(BIN)/python
 venv: $(STAMP_DEV)
 
 # pytest exits 5 when it collects no test; nothing here masks that, so `make test` fails.
+# With BOOK=1 (the default) the book is built and checked beside the checks and the quick tests
+# (`make -j2`: the book's notebooks run on one core), then the tests of the built book run, so
+# the browser test sees the fresh HTML and a broken chapter fails `make test`. Everything is
+# installed first (the book extra), so the two sides never install into .venv at once.
+ifeq ($(BOOK),1)
+test: stage-times $(STAMP_BOOK) browser
+	$(MAKE) --no-print-directory -j2 book-check checks-and-quick-tests
+	$(TIMED) pytest-book $(STAGE_TIMES) \
+	  $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(AFTER_BOOK) $(AFTER_BOOK_PATHS)
+	@echo "time per stage (wall-clock varies with the machine's load; CPU is steadier):"
+	@cat $(STAGE_TIMES)
+else
 test: stage-times venv
+	$(MAKE) --no-print-directory checks-and-quick-tests PYTEST_MARKS='$(QUICK)'
+	@echo "time per stage (wall-clock varies with the machine's load; CPU is steadier):"
+	@cat $(STAGE_TIMES)
+endif
+
+# The checks, then the quick tests (those that need no built book unless BOOK=0 said no book).
+PYTEST_MARKS ?= $(QUICK_BESIDE_BOOK)
+checks-and-quick-tests: venv
 	$(TIMED) checks $(STAGE_TIMES) \
 	  bash -c '$(BIN)/ruff check . && $(BIN)/mypy memtheory && $(BIN)/lint-imports'
 	$(TIMED) pytest $(STAGE_TIMES) \
-	  $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(QUICK)
-	@echo "time per stage (wall-clock varies with the machine's load; CPU is steadier):"
-	@cat $(STAGE_TIMES)
+	  $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_MARKS)
 
 # The slow tests alone (no doctests: `make test` ran them). Its stage time is added to the
 # file `make test` wrote, so after `.ci/run` the table lists every stage.
@@ -80,12 +106,6 @@ test-slow: venv
 # Forget the stage times of an earlier `make test`: listed first, it runs before the book.
 stage-times:
 	@mkdir -p $(dir $(STAGE_TIMES)) && : > $(STAGE_TIMES)
-
-# With BOOK=1 (the default) the book is built and checked before pytest runs, so the browser
-# test in tests/book/ sees the fresh HTML and a broken chapter fails `make test`.
-ifeq ($(BOOK),1)
-test: book-check browser
-endif
 
 # JUPYTER_PATH puts the venv's python3 kernelspec ahead of any user-level one, so cells run
 # in .venv (where memtheory is installed) whatever else is on the machine.

@@ -17,6 +17,7 @@ HTML = BOOK / "_build" / "html"
 MATH = '<span class="math notranslate nohighlight">\\(x_i\\)</span>'
 
 
+@pytest.mark.built_book
 def test_the_built_book_renders_all_its_markup():
     """Every page of the built book passes the HTML checker (one line per problem if not)."""
     if not (HTML / "intro.html").exists():

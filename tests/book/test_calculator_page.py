@@ -21,6 +21,9 @@ from memtheory.gpus import GPUS
 from tests.book.chromium import Browser, find_chromium
 from tests.book.test_rendering import HTML
 
+# These tests read book/_build/html: `make test` runs them after it builds the book.
+pytestmark = pytest.mark.built_book
+
 PAGE = HTML / "calculator.html"
 
 _SET = """

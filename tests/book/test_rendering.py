@@ -18,6 +18,9 @@ import pytest
 
 from tests.book.chromium import Browser, find_chromium
 
+# These tests read book/_build/html: `make test` runs them after it builds the book.
+pytestmark = pytest.mark.built_book
+
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 HTML = BOOK / "_build" / "html"

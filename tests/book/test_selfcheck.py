@@ -23,6 +23,9 @@ from memtheory.units import unit_bytes
 from tests.book.chromium import Browser, find_chromium
 from tests.book.test_rendering import CHAPTERS, HTML
 
+# These tests read book/_build/html: `make test` runs them after it builds the book.
+pytestmark = pytest.mark.built_book
+
 MALFORMED = ("zzz", "224,69", "12k", "~", "(3 +", "3 parsecs")
 
 # chapters of the built book, and the exercises typed into on each (several kinds)

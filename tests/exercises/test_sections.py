@@ -66,6 +66,7 @@ def test_anchors_are_the_ones_docutils_gives(section):
     assert section.anchor == expected
 
 
+@pytest.mark.built_book
 @pytest.mark.skipif(not HTML.is_dir(), reason="the book is not built (make book)")
 def test_anchors_are_on_the_built_pages():
     """Each section's anchor is an id on its built page."""
