@@ -189,6 +189,7 @@ class PatchMerge(Layer):
         """Return ``(batch, patches / group, group * features)``."""
         _check_rank3(self, input_shape)
         batch, patches, features = input_shape
+        patches = sp.sympify(patches)
         rest = sp.Mod(patches, self.group)
         if rest.is_number and rest != 0:
             raise ShapeError(
@@ -243,6 +244,13 @@ class ImageTokenScatter(Merge):
                 "(batch, tokens, hidden) tensors."
             )
         text, image = (tuple(s) for s in input_shapes)
+        gap = sp.expand(text[2] - image[2]) if text[0] == image[0] else sp.Integer(1)
+        if gap.is_number and gap != 0:
+            raise ShapeError(
+                f"{self.label}: image features {describe_shape(image)} do not match the text "
+                f"embeddings {describe_shape(text)} (batch and width must agree); the "
+                "projector must end at the language model's hidden size."
+            )
         room = sp.expand(text[1] - image[1])
         if room.is_number and room < 0:
             raise ShapeError(

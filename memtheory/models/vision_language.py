@@ -43,9 +43,9 @@ Examples
 >>> config = {"model_type": "qwen2_vl", "vocab_size": 96, "hidden_size": 32,
 ...     "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
 ...     "num_key_value_heads": 2, "vision_config": {"depth": 2, "embed_dim": 16,
-...     "mlp_ratio": 2, "num_heads": 2}}
+...     "hidden_size": 32, "mlp_ratio": 2, "num_heads": 2}}
 >>> vision_language(config, image=56).parameter_count
-34256
+51328
 >>> image_tokens(config, 448)
 256
 """
@@ -185,7 +185,7 @@ def _sides(image: SizeLike | tuple[int, int]) -> tuple[int, int]:
 def _llava_vision(config: Mapping[str, Any]) -> dict[str, Any]:
     vision = config.get("vision_config")
     if vision is None:
-        return dict(_LLAVA_VISION)
+        return {**_CLIP_DEFAULTS, **_LLAVA_VISION}
     if not isinstance(vision, Mapping):
         raise InvalidArgumentError(
             f"from_config: 'vision_config' must be an object, got {shown(vision)}."
