@@ -33,11 +33,13 @@ from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import RankError, ShapeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
 from memtheory.layers.core import Dense
+from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.merge import Merge
 from memtheory.layers.vision_transformer import ClassToken, LearnedPositions
 
 __all__ = [
     "DropClassToken",
+    "EncoderAttention",
     "FlatClassToken",
     "FlatPositions",
     "ImageTokenScatter",
@@ -226,18 +228,18 @@ class ImageTokenScatter(Merge):
     >>> from memtheory.symbols import B, S
     >>> ImageTokenScatter().merged_shape(((B, S, 32), (B, 4, 32)))
     (B, S, 32)
-    >>> ImageTokenScatter(name="scatter").merged_shape(((B, 3, 32), (B, 4, 32)))
+    >>> ImageTokenScatter(name="scatter").merged_shape(((B, S, 32), (B, 4, 16)))
     Traceback (most recent call last):
     ...
-    memtheory.errors.ShapeError: ImageTokenScatter 'scatter': 4 image tokens per sequence do not fit in 3 positions; ...
-    """  # noqa: E501 - a doctest's expected output is one line
+    memtheory.errors.ShapeError: ImageTokenScatter 'scatter': image features (B, 4, 16) do not match ...
+    """
 
     name: str | None = None
     kind = "ImageTokenScatter"
     autograd_checked = False
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
-        """Return the text embeddings' shape; refuse more image tokens than positions."""
+        """Return the text embeddings' shape (whose sequence counts the image tokens)."""
         if len(input_shapes) != 2 or any(len(s) != 3 for s in input_shapes):
             raise RankError(
                 f"{self.label}: reads the text embeddings and the image features, two "
@@ -250,12 +252,6 @@ class ImageTokenScatter(Merge):
                 f"{self.label}: image features {describe_shape(image)} do not match the text "
                 f"embeddings {describe_shape(text)} (batch and width must agree); the "
                 "projector must end at the language model's hidden size."
-            )
-        room = sp.expand(text[1] - image[1])
-        if room.is_number and room < 0:
-            raise ShapeError(
-                f"{self.label}: {image[1]} image tokens per sequence do not fit in {text[1]} "
-                "positions; give a sequence at least as long as the image tokens plus the text."
             )
         return text
 
@@ -336,3 +332,24 @@ class DropClassToken(Layer):
     def stores_output(self) -> bool:
         """A view: no new storage."""
         return False
+
+
+@dataclass(frozen=True)
+class EncoderAttention(GroupedQueryAttention):
+    """A vision tower's attention: every patch of an image attends to every other.
+
+    Its memory in a training step is modelled as
+    :class:`~memtheory.layers.GroupedQueryAttention`'s with as many key/value
+    heads as heads; it runs once per image, before the language model, so
+    generation caches none of its keys and values
+    (:func:`~memtheory.techniques.cache_layers.cache_layers` skips it).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> EncoderAttention(2, kv_heads=2, head_dim=8).merged_shape(((B, 4, 16),) * 3)
+    (B, 4, 16)
+    """
+
+    kind = "EncoderAttention"
+    autograd_checked = False

@@ -60,10 +60,10 @@ from memtheory._shown import shown
 from memtheory._validation import SizeLike
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.layers import GELU, Add, Dense, Layer, LayerNorm, Multiply, SiLU
-from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.rms_norm import RMSNorm
 from memtheory.layers.vision_language import (
     DropClassToken,
+    EncoderAttention,
     FlatClassToken,
     FlatPositions,
     ImageTokenScatter,
@@ -275,19 +275,29 @@ def vision_language(
                 "leave image unset."
             )
         vision = _llava(config, tower, c.hidden, flash=flash)
+        side = int(_llava_vision(config)["image_size"])
+        height, width = side, side
     else:
         height, width = _sides(image if image is not None else DEFAULT_IMAGE)
         unit = tower.patch * tower.merge
         rows, columns = (max(1, round(side / unit)) * tower.merge for side in (height, width))
+        height, width = rows * tower.patch, columns * tower.patch  # as the processor resizes
         vision = _qwen(str(family), tower, rows * columns, flash=flash)
     vision.append(Node(ImageTokenScatter(name="model.image_scatter"),
                        inputs=("model.embed_tokens", vision[-1].name or "")))
     return decoder(c, batch=batch, sequence=sequence, flash=flash, lm_head=lm_head, loss=loss,
-                   name=str(family), vision=vision)
+                   name=_name(str(family), height, width, config), vision=vision)
 
 
-def _attention(prefix: str, heads: int, width: int, *, flash: bool) -> GroupedQueryAttention:
-    return GroupedQueryAttention(heads, kv_heads=heads, head_dim=width // heads, flash=flash,
+def _name(family: str, height: int, width: int, config: Mapping[str, Any]) -> str:
+    """The network's name, saying the image and its tokens: they are part of the sequence."""
+    tokens = image_tokens(config, (height, width))
+    return (f"{family} (one {height}x{width} image per sequence: {tokens} of its tokens are "
+            "image tokens)")
+
+
+def _attention(prefix: str, heads: int, width: int, *, flash: bool) -> EncoderAttention:
+    return EncoderAttention(heads, kv_heads=heads, head_dim=width // heads, flash=flash,
                                  name=f"{prefix}.attention")
 
 
