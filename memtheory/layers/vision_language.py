@@ -205,7 +205,7 @@ class PatchMerge(Layer):
         return ()
 
     def stores_output(self) -> bool:
-        """A view: no new storage."""
+        """Return False: a view, no new storage."""
         return False
 
     def describe(self) -> str:
@@ -215,7 +215,9 @@ class PatchMerge(Layer):
 
 @dataclass(frozen=True)
 class ImageTokenScatter(Merge):
-    """Put the image features at the image tokens' positions: ``embeds.masked_scatter(mask, image)``.
+    """Put the image features at the image tokens' positions (``masked_scatter``).
+
+    ``inputs_embeds.masked_scatter(mask, image)`` in transformers.
 
     Reads the text embeddings ``(batch, sequence, hidden)`` and the image
     features ``(batch, image_tokens, hidden)``; returns a new tensor of the
@@ -232,7 +234,7 @@ class ImageTokenScatter(Merge):
     Traceback (most recent call last):
     ...
     memtheory.errors.ShapeError: ImageTokenScatter 'scatter': image features (B, 4, 16) do not match ...
-    """
+    """  # noqa: E501 - a doctest's expected output is one line
 
     name: str | None = None
     kind = "ImageTokenScatter"
@@ -256,12 +258,12 @@ class ImageTokenScatter(Merge):
         return text
 
     def merged_saved_for_backward(self, input_shapes: tuple[Shape, ...]) -> tuple[TensorSpec, ...]:
-        """The boolean mask, the output's shape."""
+        """Return the boolean mask, of the output's shape."""
         shape = self.merged_shape(tuple(tuple(s) for s in input_shapes))
         return (TensorSpec("mask", shape, as_dtype("bool"), label="image_mask"),)
 
     def stores_output(self) -> bool:
-        """A new tensor."""
+        """Return True: a new tensor."""
         return True
 
 
@@ -286,8 +288,9 @@ class FlatClassToken(ClassToken):
 
 @dataclass(frozen=True)
 class FlatPositions(LearnedPositions):
-    """CLIP's positions: :class:`~memtheory.layers.LearnedPositions` as a ``(positions, features)``
-    embedding table, looked up with ``arange(positions)`` and added.
+    """CLIP's positions: :class:`~memtheory.layers.LearnedPositions` as an embedding table.
+
+    The table is ``(positions, features)``, looked up with ``arange(positions)`` and added.
 
     Examples
     --------
@@ -330,7 +333,7 @@ class DropClassToken(Layer):
         return ()
 
     def stores_output(self) -> bool:
-        """A view: no new storage."""
+        """Return False: a view, no new storage."""
         return False
 
 

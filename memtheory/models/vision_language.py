@@ -290,7 +290,7 @@ def vision_language(
 
 
 def _name(family: str, height: int, width: int, config: Mapping[str, Any]) -> str:
-    """The network's name, saying the image and its tokens: they are part of the sequence."""
+    """Return the network's name, saying the image and its tokens (part of the sequence)."""
     tokens = image_tokens(config, (height, width))
     return (f"{family} (one {height}x{width} image per sequence: {tokens} of its tokens are "
             "image tokens)")
@@ -336,7 +336,8 @@ def _qwen(family: str, t: _Tower, patches: int, *, flash: bool) -> list[Layer | 
         else:
             items += [Dense(t.ffn, name=f"{mlp}.fc1"), GELU(name=f"{mlp}.act"),
                       Dense(t.width, name=f"{mlp}.fc2")]
-        items.append(Node(Add(name=f"{block}.add_2"), inputs=(f"{block}.add_1", items[-1].name)))
+        mlp_out = items[-1].name or ""
+        items.append(Node(Add(name=f"{block}.add_2"), inputs=(f"{block}.add_1", mlp_out)))
         source = f"{block}.add_2"
     group = t.merge * t.merge
     items += [
@@ -402,7 +403,7 @@ def _llava(config: Mapping[str, Any], t: _Tower, hidden: int, *, flash: bool) ->
 
 
 def _feature_layer(config: Mapping[str, Any], depth: int) -> int:
-    """The index into the hidden states (embeddings, then each layer) LLaVA reads."""
+    """Return the index into the hidden states (embeddings, then each layer) LLaVA reads."""
     index = config.get("vision_feature_layer", -2)
     if isinstance(index, bool) or not isinstance(index, int) or not -depth - 1 <= index <= depth:
         raise UnsupportedError(
