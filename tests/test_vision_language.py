@@ -79,9 +79,9 @@ def test_serving_caches_only_the_language_models_keys_and_values(config):
 @pytest.mark.parametrize("config", [QWEN2_VL, LLAVA], ids=lambda c: c["model_type"])
 def test_training_estimates_say_they_are_a_breakdown(config):
     """Full fine-tuning and LoRA answer, with the breakdown convention and its reason."""
-    answer = estimate(config, batch=1, sequence=128)
+    answer = estimate(config, batch=1, sequence=512)
     assert answer.convention_name.startswith("breakdown")
-    lora = estimate(config, batch=1, sequence=128, lora=8)
+    lora = estimate(config, batch=1, sequence=512, lora=8)
     assert 0 < lora.settings["trainable"] < answer.settings["trainable"]
     assert "breakdown" in lora.report()
 
@@ -117,3 +117,11 @@ def test_unmodelled_vision_towers_are_refused():
         from_config(siglip)
     with pytest.raises(UnsupportedError, match="vision_feature_layer"):
         from_config({**LLAVA, "vision_feature_layer": [-2, -5]})
+
+
+def test_a_sequence_shorter_than_the_image_tokens_is_refused():
+    """LLaVA's 16 image tokens (56 / 14 squared) need a sequence of at least 16: 8 is refused."""
+    tokens = (56 // 14) ** 2
+    assert estimate(LLAVA, batch=1, sequence=tokens).peak > 0
+    with pytest.raises(ShapeError, match=f"at least {tokens} positions.*use a larger one"):
+        estimate(LLAVA, batch=1, sequence=tokens - 1)

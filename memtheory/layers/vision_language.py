@@ -221,7 +221,8 @@ class ImageTokenScatter(Merge):
 
     Reads the text embeddings ``(batch, sequence, hidden)`` and the image
     features ``(batch, image_tokens, hidden)``; returns a new tensor of the
-    text embeddings' shape. Its backward keeps the mask, one byte per element
+    text embeddings' shape. With ``tokens`` (the image tokens per sequence) a
+    symbolic sequence must be at least that long when sizes are given. Its backward keeps the mask, one byte per element
     of the output (the gradient of the image features is
     ``grad.masked_select(mask)``).
 
@@ -236,6 +237,7 @@ class ImageTokenScatter(Merge):
     memtheory.errors.ShapeError: ImageTokenScatter 'scatter': image features (B, 4, 16) do not match ...
     """  # noqa: E501 - a doctest's expected output is one line
 
+    tokens: int | None = None
     name: str | None = None
     kind = "ImageTokenScatter"
     autograd_checked = False
@@ -256,6 +258,24 @@ class ImageTokenScatter(Merge):
                 "projector must end at the language model's hidden size."
             )
         return text
+
+    def size_limits(self, input_shape: Shape) -> tuple[tuple[str, sp.Expr], ...]:
+        """Return the shortest sequence it takes: the image tokens (checked when sizes are given).
+
+        ``input_shape`` is the text embeddings'; the layer must know its
+        ``tokens``.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> ImageTokenScatter(tokens=256).size_limits((B, S, 32))
+        (('at least 256 positions (the image tokens)', S - 255),)
+        """
+        sequence = sp.sympify(input_shape[1]) if len(input_shape) == 3 else sp.Integer(0)
+        if self.tokens is None or sequence.is_number:
+            return ()
+        tokens = sp.sympify(self.tokens)
+        return ((f"at least {tokens} positions (the image tokens)", sequence - tokens + 1),)
 
     def merged_saved_for_backward(self, input_shapes: tuple[Shape, ...]) -> tuple[TensorSpec, ...]:
         """Return the boolean mask, of the output's shape."""

@@ -283,7 +283,8 @@ def vision_language(
         rows, columns = (max(1, round(side / unit)) * tower.merge for side in (height, width))
         height, width = rows * tower.patch, columns * tower.patch  # as the processor resizes
         vision = _qwen(str(family), tower, rows * columns, flash=flash)
-    vision.append(Node(ImageTokenScatter(name="model.image_scatter"),
+    tokens = image_tokens(config, (height, width))
+    vision.append(Node(ImageTokenScatter(tokens, name="model.image_scatter"),
                        inputs=("model.embed_tokens", vision[-1].name or "")))
     return decoder(c, batch=batch, sequence=sequence, flash=flash, lm_head=lm_head, loss=loss,
                    name=_name(str(family), height, width, config), vision=vision)
