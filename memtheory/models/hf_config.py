@@ -74,7 +74,7 @@ from memtheory.models.gpt2 import GPT2Config, gpt2
 from memtheory.models.hf_families import REFUSED, decoder_fields, parallel_config
 from memtheory.models.parallel_decoder import parallel_decoder
 from memtheory.models.presets import PRESETS
-from memtheory.models.vision_language import VISION_LANGUAGE, vision_language
+from memtheory.models.vision_language import VISION_LANGUAGE, text_config, vision_language
 from memtheory.models.vit import vision_transformer
 from memtheory.network import Network
 from memtheory.registry import Registry
@@ -437,7 +437,8 @@ def _vit(
 def _vision_language(
     config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
 ) -> Network:
-    return vision_language(config, batch=batch, sequence=sequence, **options)
+    language = decoder_config(text_config(config))
+    return vision_language(config, language, batch=batch, sequence=sequence, **options)
 
 
 def _only(options: Mapping[str, Any], family: str, *allowed: str) -> dict[str, Any]:

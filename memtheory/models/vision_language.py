@@ -44,7 +44,9 @@ Examples
 ...     "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
 ...     "num_key_value_heads": 2, "vision_config": {"depth": 2, "embed_dim": 16,
 ...     "hidden_size": 32, "mlp_ratio": 2, "num_heads": 2}}
->>> vision_language(config, image=56).parameter_count
+>>> from memtheory.models import decoder_config
+>>> language = decoder_config(text_config(config))
+>>> vision_language(config, language, image=56).parameter_count
 51328
 >>> image_tokens(config, 448)
 256
@@ -72,7 +74,7 @@ from memtheory.layers.vision_language import (
     PixelPatches,
 )
 from memtheory.models._config_keys import config_flag, optional_int, required_value
-from memtheory.models.decoder import decoder
+from memtheory.models.decoder import DecoderConfig, decoder
 from memtheory.models.decoder_stack import fused_projection
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
@@ -140,7 +142,10 @@ def text_config(config: Mapping[str, Any]) -> dict[str, Any]:
         return {**base, **nested, "model_type": kind}
     skip = ("model_type", "vision_config", "text_config", "architectures")
     flat = {k: v for k, v in config.items() if k not in skip}
-    return {**flat, **nested, "model_type": "qwen2"}
+    text = {**flat, **nested, "model_type": "qwen2"}
+    if "tie_word_embeddings" in config:
+        text["tie_word_embeddings"] = config["tie_word_embeddings"]
+    return text
 
 
 def image_tokens(config: Mapping[str, Any], image: SizeLike | tuple[int, int]) -> int:
@@ -233,6 +238,7 @@ def _tower(config: Mapping[str, Any]) -> _Tower:
 
 def vision_language(
     config: Mapping[str, Any],
+    language: DecoderConfig,
     *,
     batch: SizeLike = B,
     sequence: SizeLike = S,
@@ -247,6 +253,9 @@ def vision_language(
     ----------
     config : mapping
         The model's ``config.json`` (``model_type`` one of :data:`VISION_LANGUAGE`).
+    language : DecoderConfig
+        The language model's sizes: :func:`~memtheory.models.decoder_config`
+        of :func:`text_config` (what :func:`~memtheory.models.from_config` passes).
     batch, sequence : size
         Sequences per step, and tokens per sequence, the image tokens included.
     image : int or (int, int), optional
@@ -261,12 +270,7 @@ def vision_language(
         raise UnsupportedError(
             f"vision_language: model_type {family!r} is not one of {', '.join(VISION_LANGUAGE)}."
         )
-    from memtheory.models.hf_config import decoder_config  # noqa: PLC0415 - a cycle otherwise
-
-    text = text_config(config)
-    if family != "llava" and "tie_word_embeddings" in config:
-        text["tie_word_embeddings"] = config["tie_word_embeddings"]
-    c = decoder_config(text)
+    c = language
     tower = _tower(config)
     if family == "llava":
         if image is not None:
