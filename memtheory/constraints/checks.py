@@ -75,6 +75,13 @@ def too_small(constraint: SizeConstraint, shown: str, size: object) -> KernelToo
     """Return the error for values (``shown``, as ``"H=2"``) that make ``constraint`` fail."""
     hint = ""
     symbols = constraint.size.free_symbols
+    if constraint.is_limit and len(symbols) == 1 and not size_shrinks(
+        constraint.size, next(iter(symbols))
+    ):  # a shortest size the model takes (a vision-language model's image tokens)
+        return KernelTooLargeError(
+            f"{shown} is below {constraint.where}; {constraint.condition} must hold. The "
+            "model takes no smaller size: use a larger one."
+        )
     if constraint.is_limit:
         largest = (
             largest_valid([constraint], next(iter(symbols))) if len(symbols) == 1 else None

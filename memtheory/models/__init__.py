@@ -17,6 +17,8 @@ builder            architecture                                parameters
 ``decoder``        Llama, Mistral, Qwen2, Qwen3, Phi-3,        Llama-2-7B:
                    Gemma, Gemma 2, Mixtral                     6,738,415,616
                    (``LlamaForCausalLM`` and relatives)
+``vision_``        Qwen2-VL, Qwen2.5-VL, LLaVA: a vision       Qwen2-VL-2B:
+``language``       tower, a projector, the language model      2,208,985,600
 =================  ==========================================  ===================
 
 :func:`from_config` builds any of these from a Hugging Face ``config.json`` (a
@@ -60,6 +62,7 @@ from memtheory.models.resnet import (
 )
 from memtheory.models.transformer import transformer_block
 from memtheory.models.vgg import VGG16_CONFIG, vgg, vgg16
+from memtheory.models.vision_language import image_tokens, vision_language
 from memtheory.models.vit import vision_transformer, vit_b_16
 
 __all__ = [
@@ -84,6 +87,7 @@ __all__ = [
     "decoder_config",
     "from_config",
     "gpt2",
+    "image_tokens",
     "inverted_residual",
     "load_config",
     "make_divisible",
@@ -96,6 +100,7 @@ __all__ = [
     "transformer_block",
     "vgg",
     "vgg16",
+    "vision_language",
     "vision_transformer",
     "vit_b_16",
 ]

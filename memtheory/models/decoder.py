@@ -43,7 +43,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal
@@ -262,6 +262,7 @@ def decoder(
     lm_head: bool = True,
     loss: bool = False,
     name: str | None = None,
+    vision: Sequence[Layer | Node] = (),
 ) -> Network:
     """Build the decoder for ``batch`` sequences of ``sequence`` tokens.
 
@@ -280,6 +281,11 @@ def decoder(
         them to fp32 first); needs ``lm_head``.
     name : str, optional
         The network's name; default from the family.
+    vision : sequence of Layer or Node, optional
+        A vision-language model's image path, placed after the token
+        embeddings (``model.embed_tokens``): the first layer reads its last
+        item, which puts the image features into the sequence
+        (:mod:`memtheory.models.vision_language`).
 
     Examples
     --------
@@ -293,6 +299,7 @@ def decoder(
     embedded: list[Layer | Node] = [Embedding(c.vocabulary, c.hidden, name="model.embed_tokens")]
     if c.gemma:
         embedded.append(TensorScale(float(c.hidden) ** 0.5, name="model.embed_scale"))
+    embedded += vision
     table = RotaryTable(c.head_width, positions=c.positions, name="model.rotary_emb")
     after_head: list[Layer | Node] = []
     if c.final_softcap is not None:

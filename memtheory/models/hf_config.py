@@ -22,9 +22,11 @@ Nothing is downloaded. :func:`from_config` reads the configuration's
 
 ``deepseek_v2`` and ``deepseek_v3`` build :func:`~memtheory.models.deepseek.deepseek`
 (multi-head latent attention, routed and shared experts). The vision-language
-models (``mllama``, ``qwen2_vl``, ``gemma3``, ``llava``) are refused with the
-reason and the nearest family memtheory builds
-(:data:`~memtheory.models.hf_families.REFUSED`).
+models ``qwen2_vl``, ``qwen2_5_vl`` and ``llava`` build
+:func:`~memtheory.models.vision_language.vision_language` (a vision tower, a
+projector, the language model; ``image`` sets Qwen's image size); ``mllama``
+and ``gemma3`` are refused with the reason and the nearest family memtheory
+builds (:data:`~memtheory.models.hf_families.REFUSED`).
 
 A key the architecture cannot do without (``hidden_size``, ...) that is
 missing raises :class:`~memtheory.errors.InvalidArgumentError` naming it; a
@@ -72,6 +74,7 @@ from memtheory.models.gpt2 import GPT2Config, gpt2
 from memtheory.models.hf_families import REFUSED, decoder_fields, parallel_config
 from memtheory.models.parallel_decoder import parallel_decoder
 from memtheory.models.presets import PRESETS
+from memtheory.models.vision_language import VISION_LANGUAGE, text_config, vision_language
 from memtheory.models.vit import vision_transformer
 from memtheory.network import Network
 from memtheory.registry import Registry
@@ -431,6 +434,13 @@ def _vit(
     )
 
 
+def _vision_language(
+    config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
+) -> Network:
+    language = decoder_config(text_config(config))
+    return vision_language(config, language, batch=batch, sequence=sequence, **options)
+
+
 def _only(options: Mapping[str, Any], family: str, *allowed: str) -> dict[str, Any]:
     """Return ``options`` after refusing any this family's builder does not take."""
     extra = sorted(set(options) - set(allowed))
@@ -455,6 +465,7 @@ _BUILDERS: dict[str, _Builder] = {
     "deepseek_v2": _deepseek,
     "deepseek_v3": _deepseek,
     "falcon": _parallel,
+    **{family: _vision_language for family in VISION_LANGUAGE},
 }
 
 MODEL_TYPES: Registry[_Builder] = Registry(
@@ -473,6 +484,7 @@ def from_config(
     flash: bool = False,
     lm_head: bool = True,
     loss: bool = False,
+    image: SizeLike | tuple[int, int] | None = None,
 ) -> Network:
     """Build the memtheory network of a Hugging Face configuration; nothing is downloaded.
 
@@ -492,6 +504,9 @@ def from_config(
         Decoders and GPT-2: end with the logits ``(B, S, vocab_size)``.
     loss : bool, default False
         Decoders, GPT-2 and masked-LM BERT: end with the training loss.
+    image : int or (int, int), optional
+        Qwen2-VL and Qwen2.5-VL: the image's side, or (height, width), in
+        pixels (one image per sequence; default 448). Refused for the others.
 
     Returns
     -------
@@ -535,8 +550,15 @@ def from_config(
     options: dict[str, Any] = {}
     if flash:
         options["flash"] = True
+    if image is not None:
+        if family not in ("qwen2_vl", "qwen2_5_vl"):
+            raise UnsupportedError(
+                f"from_config: image applies to Qwen2-VL and Qwen2.5-VL, not {family} (LLaVA "
+                "resizes every image to its vision tower's image_size)."
+            )
+        options["image"] = image
     if family in _DECODERS or family in ("gpt2", "gpt_neox", "falcon", "deepseek_v2",
-                                         "deepseek_v3"):
+                                         "deepseek_v3", *VISION_LANGUAGE):
         options["lm_head"] = lm_head
     elif not lm_head:
         raise UnsupportedError(f"from_config: lm_head applies to decoders and GPT-2, not {family}.")

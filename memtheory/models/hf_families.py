@@ -35,20 +35,17 @@ _EXPERTS = {"qwen2_moe": 60, "qwen3_moe": 128, "olmoe": 64}
 REFUSED = {
     "mllama": "Llama-3.2-Vision is a vision-language model (a vision encoder and "
     "cross-attention layers) that memtheory does not model; its text decoder is a llama: "
-    "pass its text_config with \"model_type\": \"llama\" for the decoder alone",
-    "qwen2_vl": "Qwen2-VL is a vision-language model (a vision encoder with its own "
-    "rotary layout) that memtheory does not model; its decoder is a qwen2: pass the text "
-    "keys with \"model_type\": \"qwen2\" for the decoder alone",
-    "qwen2_5_vl": "Qwen2.5-VL is a vision-language model that memtheory does not model; "
-    "its decoder is a qwen2",
+    "pass its text_config with \"model_type\": \"llama\" for the decoder alone; the nearest "
+    "vision-language family memtheory builds is llava (a vision tower feeding image tokens "
+    "into the decoder's sequence, no cross-attention)",
     "gemma3": "this is Gemma 3's vision-language model (a SigLIP encoder and the text "
-    "decoder); pass its text_config (\"model_type\": \"gemma3_text\") for the decoder alone",
-    "llava": "LLaVA is a vision-language model that memtheory does not model; pass its "
-    "text_config for the language model alone",
+    "decoder); pass its text_config (\"model_type\": \"gemma3_text\") for the decoder alone; "
+    "the nearest vision-language family memtheory builds is llava",
 }
 """Why each family memtheory does not build is refused, and the nearest it builds.
 
-DeepSeek V2 and V3 are built (:mod:`memtheory.models.deepseek`)."""
+DeepSeek V2 and V3 are built (:mod:`memtheory.models.deepseek`), and so are Qwen2-VL,
+Qwen2.5-VL and LLaVA (:mod:`memtheory.models.vision_language`)."""
 
 
 def decoder_fields(config: Mapping[str, Any]) -> dict[str, Any]:

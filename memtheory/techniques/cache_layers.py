@@ -34,6 +34,7 @@ from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.layers import MultiHeadAttention
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.latent_attention import LatentAttention
+from memtheory.layers.vision_language import EncoderAttention
 from memtheory.network import Network
 
 __all__ = ["CacheLayer", "cache_layers"]
@@ -125,6 +126,8 @@ def cache_layers(model: Network) -> tuple[CacheLayer, ...]:
     found = []
     for row in model.rows:
         layer = row.layer
+        if isinstance(layer, EncoderAttention):  # a vision tower's: runs once, caches nothing
+            continue
         if isinstance(layer, LatentAttention):
             found.append(_latent(row.name, layer, row.input_shapes[0]))
         elif isinstance(layer, MultiHeadAttention):

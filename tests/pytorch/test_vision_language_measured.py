@@ -1,0 +1,168 @@
+"""Tiny Qwen2-VL and LLaVA training steps, measured on transformers: what is exact, the known gaps.
+
+transformers 5.24 builds ``Qwen2VLForConditionalGeneration`` from a tiny
+configuration (eager attention, fp32); ``memtheory.torch.measure`` runs one
+SGD step on CPU with one 56 x 56 image per sequence (16 patches, 4 image
+tokens). memtheory's network (``from_config(..., image=56, loss=True)``) is
+a breakdown estimate (the autograd convention refuses the vision layers).
+Exact: the parameters and their gradients. Known differences, pinned: the
+vision tower's axial rotary buffers (``inv_freq`` and ``original_inv_freq``,
+``head_dim // 4`` each) are not modelled; the measured input holds the pixel
+values, ``image_grid_thw`` and ``mm_token_type_ids`` beside the token ids;
+and the breakdown's peak is above the measured one by the amount measured
+here (CPU, PyTorch 2.13, transformers 5.24, 27 November 2026).
+
+LLaVA (a 56 x 56 image, 16 image tokens): the parameters are exact; the CLIP
+layers after ``vision_feature_layer`` (-2: the last layer) and
+``post_layernorm`` do not reach the loss, so PyTorch gives them no gradient,
+while the breakdown counts one for every parameter (pinned, derived from the
+configuration); the breakdown's peak gap is pinned as measured.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
+transformers = pytest.importorskip("transformers", reason="needs Hugging Face transformers")
+
+from torch import nn  # noqa: E402
+
+import memtheory as mt  # noqa: E402
+from memtheory.models import from_config  # noqa: E402
+from memtheory.torch import measure  # noqa: E402
+from memtheory.torch.hf_losses import causal_lm_loss  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+IMAGE, VISION_START, VISION_END = 90, 92, 93
+CONFIG = {"model_type": "qwen2_vl", "vocab_size": 96, "hidden_size": 32,
+          "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "image_token_id": IMAGE, "video_token_id": 91,
+          "vision_start_token_id": VISION_START, "vision_end_token_id": VISION_END,
+          "bos_token_id": 0, "eos_token_id": 1,
+          "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]},
+          "vision_config": {"depth": 2, "embed_dim": 16, "hidden_size": 32, "mlp_ratio": 2,
+                            "num_heads": 2}}
+BATCH, SIDE, PATCH = 2, 56, 14
+
+PEAK_GAP = 599_328
+"""The breakdown's peak minus the measured peak, in bytes (measured: 571,992; memtheory's
+breakdown: 1,171,320), CPU, PyTorch 2.13, transformers 5.24."""
+
+
+class Logits(nn.Module):
+    """The Hugging Face model, returning its logits (the loss is applied by measure)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, pixel_values, image_grid_thw, mm_token_type_ids):  # noqa: D102
+        return self.model(input_ids=input_ids, pixel_values=pixel_values,
+                          image_grid_thw=image_grid_thw, mm_token_type_ids=mm_token_type_ids,
+                          use_cache=False).logits
+
+
+@pytest.fixture(scope="module")
+def step():
+    """Measure the step, and build memtheory's breakdown of it."""
+    values = {k: v for k, v in CONFIG.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model("qwen2_vl", attn_implementation="eager", **values)
+    torch.manual_seed(0)
+    module = Logits(transformers.AutoModelForImageTextToText.from_config(hf)).train()
+    grid = SIDE // PATCH
+    tokens = grid * grid // 4
+    row = [5, 6, VISION_START] + [IMAGE] * tokens + [VISION_END, 7, 8]
+    ids = torch.tensor([row] * BATCH)
+    batch = {"input_ids": ids, "pixel_values": torch.randn(BATCH * grid * grid, 3 * 2 * 14 * 14),
+             "image_grid_thw": torch.tensor([[1, grid, grid]] * BATCH),
+             "mm_token_type_ids": (ids == IMAGE).long()}
+    measured = measure(module, batch, loss=causal_lm_loss, target=ids.clone(),
+                       optimizer=torch.optim.SGD(module.parameters(), lr=0.01), warmup_steps=1)
+    net = from_config(CONFIG, batch=BATCH, sequence=len(row), image=SIDE, loss=True)
+    return net, mt.training_memory(net, optimizer="sgd", precision="fp32"), measured, batch
+
+
+def test_parameters_and_gradients_are_exact(step):
+    """The vision tower, merger and language model: parameters and gradients to the byte."""
+    net, predicted, measured, _ = step
+    assert int(predicted.components["parameters"]) == measured.parameters
+    assert int(predicted.components["gradients"]) == measured.gradients
+    assert measured.parameters == 4 * int(net.parameter_count)
+
+
+def test_known_gaps_buffers_and_inputs(step):
+    """Not modelled: the vision rotary's two buffers; the pixels and grids of the input."""
+    _, predicted, measured, batch = step
+    head = CONFIG["vision_config"]["embed_dim"] // CONFIG["vision_config"]["num_heads"]
+    assert measured.buffers - int(predicted.components["buffers"]) == 2 * (head // 4) * 4
+    assert measured.input == sum(t.numel() * t.element_size() for t in batch.values())
+    assert int(predicted.components["input"]) < measured.input
+
+
+def test_the_breakdown_peak_gap_is_the_one_measured(step):
+    """The breakdown estimate is above the measured peak by the pinned amount."""
+    _, predicted, measured, _ = step
+    assert int(predicted.peak) - measured.peak == PEAK_GAP
+
+
+LLAVA_TEXT = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32,
+              "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "pad_token_id": 0}
+LLAVA_VISION = {"model_type": "clip_vision_model", "hidden_size": 16, "intermediate_size": 24,
+                "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 56,
+                "patch_size": 14}
+LLAVA = {"model_type": "llava", "image_token_index": IMAGE, "text_config": LLAVA_TEXT,
+         "vision_config": LLAVA_VISION}
+
+LLAVA_PEAK_GAP = 683_488
+"""The breakdown's peak minus the measured peak, in bytes (measured: 563,112; memtheory's
+breakdown: 1,246,600), CPU, PyTorch 2.13, transformers 5.24."""
+
+
+class LlavaLogits(nn.Module):
+    """LLaVA, returning its logits."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, pixel_values):  # noqa: D102
+        return self.model(input_ids=input_ids, pixel_values=pixel_values,
+                          use_cache=False).logits
+
+
+@pytest.fixture(scope="module")
+def llava_step():
+    """Measure LLaVA's step, and build memtheory's breakdown of it."""
+    values = {k: v for k, v in LLAVA.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model("llava", attn_implementation="eager", **values)
+    torch.manual_seed(0)
+    module = LlavaLogits(transformers.AutoModelForImageTextToText.from_config(hf)).train()
+    side, patch = LLAVA_VISION["image_size"], LLAVA_VISION["patch_size"]
+    row = [5, 6] + [IMAGE] * (side // patch) ** 2 + [7, 8]
+    ids = torch.tensor([row] * BATCH)
+    batch = {"input_ids": ids, "pixel_values": torch.randn(BATCH, 3, side, side)}
+    measured = measure(module, batch, loss=causal_lm_loss, target=ids.clone(),
+                       optimizer=torch.optim.SGD(module.parameters(), lr=0.01), warmup_steps=1)
+    net = from_config(LLAVA, batch=BATCH, sequence=len(row), loss=True)
+    return net, mt.training_memory(net, optimizer="sgd", precision="fp32"), measured, batch
+
+
+def test_llava_parameters_exact_and_the_unused_layers_have_no_gradient(llava_step):
+    """Parameters exact; the gradient gap: the last CLIP layer and post_layernorm (fp32)."""
+    _, predicted, measured, batch = llava_step
+    assert int(predicted.components["parameters"]) == measured.parameters
+    width, ffn = LLAVA_VISION["hidden_size"], LLAVA_VISION["intermediate_size"]
+    last_layer = 2 * 2 * width + 4 * (width * width + width) + (width * ffn + ffn) + (
+        ffn * width + width)
+    unused = last_layer + 2 * width  # and post_layernorm
+    assert int(predicted.components["gradients"]) - measured.gradients == 4 * unused
+    assert measured.input == sum(t.numel() * t.element_size() for t in batch.values())
+
+
+def test_llava_breakdown_peak_gap_is_the_one_measured(llava_step):
+    """The breakdown estimate is above the measured peak by the pinned amount."""
+    _, predicted, measured, _ = llava_step
+    assert int(predicted.peak) - measured.peak == LLAVA_PEAK_GAP

@@ -1,0 +1,127 @@
+"""Vision-language models (Qwen2-VL, Qwen2.5-VL, LLaVA): image tokens, serving, training, refusals.
+
+The parameter counts are checked against transformers in
+``tests/pytorch/test_vision_language_counts.py`` and a measured training step
+in ``tests/pytorch/test_vision_language_measured.py``; here, without PyTorch:
+the image tokens an image makes, that serving caches only the language
+model's keys and values, that a training step estimates and says it is a
+breakdown, and the refusals.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memtheory.errors import InvalidArgumentError, ShapeError, UnsupportedError
+from memtheory.estimate import estimate
+from memtheory.estimate.serving_model import served_model
+from memtheory.layers.vision_language import EncoderAttention, ImageTokenScatter, PixelPatches
+from memtheory.models import from_config
+from memtheory.models.vision_language import image_tokens
+from memtheory.symbols import B, S
+
+TEXT = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096}
+QWEN2_VL = {"model_type": "qwen2_vl", **TEXT, "vision_config": {
+    "depth": 2, "embed_dim": 16, "hidden_size": 32, "mlp_ratio": 2, "num_heads": 2}}
+QWEN2_5_VL = {"model_type": "qwen2_5_vl", **TEXT, "vision_config": {
+    "depth": 2, "hidden_size": 16, "intermediate_size": 24, "num_heads": 2,
+    "out_hidden_size": 32}}
+LLAVA = {"model_type": "llava", "text_config": {"model_type": "llama", **TEXT},
+         "vision_config": {"model_type": "clip_vision_model", "hidden_size": 16,
+                           "intermediate_size": 24, "num_hidden_layers": 2,
+                           "num_attention_heads": 2, "image_size": 56, "patch_size": 14}}
+
+
+@given(st.integers(1, 40), st.integers(1, 40))
+def test_qwen_image_tokens_are_the_patches_over_four(rows, columns):
+    """An image of whole 28-pixel units makes (H/14)(W/14)/4 tokens (Wang et al. 2024, 2.1)."""
+    height, width = 28 * rows, 28 * columns
+    assert image_tokens(QWEN2_VL, (height, width)) == (height // 14) * (width // 14) // 4
+
+
+def test_qwen2_vl_paper_example():
+    """Wang et al. 2024 (arXiv:2409.12191), section 2.1: 224 x 224 is 64 image tokens plus 2."""
+    assert image_tokens(QWEN2_VL, 224) + 2 == 66
+
+
+def test_llava_image_tokens_are_fixed_by_the_tower():
+    """LLaVA resizes to image_size: (56 / 14)^2 tokens, whatever the image; a CLIP-L/336 576."""
+    assert image_tokens(LLAVA, 1000) == (56 // 14) ** 2
+    assert image_tokens({"model_type": "llava"}, 10) == (336 // 14) ** 2
+
+
+@pytest.mark.parametrize("config", [QWEN2_VL, QWEN2_5_VL, LLAVA], ids=lambda c: c["model_type"])
+def test_the_vision_path_feeds_the_sequence(config):
+    """The image features enter the language model's sequence: the output is (B, S, vocab)."""
+    net = from_config(config, batch=2, sequence=64)
+    assert net.output_shape == (2, 64, TEXT["vocab_size"])
+    scatter = next(r for r in net.rows if isinstance(r.layer, ImageTokenScatter))
+    tokens = scatter.input_shapes[1][1]
+    assert tokens == image_tokens(config, 448)
+    assert str(tokens) in net.name
+
+
+@pytest.mark.parametrize("config", [QWEN2_VL, QWEN2_5_VL, LLAVA], ids=lambda c: c["model_type"])
+def test_serving_caches_only_the_language_models_keys_and_values(config):
+    """KV cache per sequence: 2 x layers x KV heads x head width x context x 2 bytes (bf16)."""
+    context = 1024
+    served = served_model(config, context=context, compute="bf16")
+    head = TEXT["hidden_size"] // TEXT["num_attention_heads"]
+    expected = 2 * TEXT["num_hidden_layers"] * TEXT["num_key_value_heads"] * head * context * 2
+    assert served.kv_per_sequence == expected
+    net = from_config(config, batch=1, sequence=context)
+    assert any(isinstance(r.layer, EncoderAttention) for r in net.rows)
+
+
+@pytest.mark.parametrize("config", [QWEN2_VL, LLAVA], ids=lambda c: c["model_type"])
+def test_training_estimates_say_they_are_a_breakdown(config):
+    """Full fine-tuning and LoRA answer, with the breakdown convention and its reason."""
+    answer = estimate(config, batch=1, sequence=512)
+    assert answer.convention_name.startswith("breakdown")
+    lora = estimate(config, batch=1, sequence=512, lora=8)
+    assert 0 < lora.settings["trainable"] < answer.settings["trainable"]
+    assert "breakdown" in lora.report()
+
+
+def test_image_size_is_read_for_qwen_and_refused_for_llava():
+    """A larger image makes more patches (more activations); LLaVA refuses an image size."""
+    small = from_config(QWEN2_VL, batch=1, sequence=512, image=56)
+    large = from_config(QWEN2_VL, batch=1, sequence=512, image=112)
+    patches = [next(r for r in n.rows if isinstance(r.layer, PixelPatches)).output_shape[1]
+               for n in (small, large)]
+    assert patches == [(56 // 14) ** 2, (112 // 14) ** 2]
+    with pytest.raises(UnsupportedError, match="LLaVA resizes"):
+        from_config(LLAVA, image=336)
+    with pytest.raises(UnsupportedError, match="Qwen2-VL"):
+        from_config({"model_type": "llama", **TEXT}, image=336)
+    with pytest.raises(InvalidArgumentError, match="whole pixels"):
+        from_config(QWEN2_VL, image=(0, 28))
+
+
+def test_a_projector_of_the_wrong_width_is_refused():
+    """A merger ending at another width than the language model's is a clear ShapeError."""
+    wrong = {**QWEN2_VL, "vision_config": {**QWEN2_VL["vision_config"], "hidden_size": 48}}
+    with pytest.raises(ShapeError, match="hidden size"):
+        from_config(wrong)
+    assert ImageTokenScatter().merged_shape(((B, S, 32), (B, 4, 32))) == (B, S, 32)
+
+
+def test_unmodelled_vision_towers_are_refused():
+    """LLaVA with a SigLIP tower, or with a list of feature layers: refused with the reason."""
+    siglip = {**LLAVA, "vision_config": {**LLAVA["vision_config"],
+                                         "model_type": "siglip_vision_model"}}
+    with pytest.raises(UnsupportedError, match="clip_vision_model"):
+        from_config(siglip)
+    with pytest.raises(UnsupportedError, match="vision_feature_layer"):
+        from_config({**LLAVA, "vision_feature_layer": [-2, -5]})
+
+
+def test_a_sequence_shorter_than_the_image_tokens_is_refused():
+    """LLaVA's 16 image tokens (56 / 14 squared) need a sequence of at least 16: 8 is refused."""
+    tokens = (56 // 14) ** 2
+    assert estimate(LLAVA, batch=1, sequence=tokens).peak > 0
+    with pytest.raises(ShapeError, match=f"at least {tokens} positions.*use a larger one"):
+        estimate(LLAVA, batch=1, sequence=tokens - 1)
