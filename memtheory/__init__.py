@@ -49,6 +49,7 @@ Examples
 
 import sys
 from importlib import import_module
+from importlib.util import find_spec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -210,17 +211,25 @@ not import sympy: ``memtheory estimate`` answers a question it answered before w
 _SUBPACKAGES = ("exercises", "models", "techniques", "whatif", "worked_examples")
 """Subpackages reachable as attributes (``memtheory.models``), imported on first use."""
 
-
 def __getattr__(name: str) -> Any:
     """Import a lazily loaded public name or subpackage on first use, then keep it here."""
     if name in _LAZY:
         value = getattr(import_module(_LAZY[name]), name)
-    elif name in _SUBPACKAGES:
+    elif name in _SUBPACKAGES or _is_module(name):
         value = import_module(f"memtheory.{name}")
     else:
         raise UnknownAttributeError(f"module 'memtheory' has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``memtheory.NAME`` is a public module (``memtheory.units``, ...).
+
+    ``import memtheory`` imported many of them before its names became lazy, and code
+    written then reads them as attributes (``memtheory.units.UNITS``) without importing them.
+    """
+    return not name.startswith("_") and find_spec(f"memtheory.{name}") is not None
 
 
 def __dir__() -> list[str]:
