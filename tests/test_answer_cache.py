@@ -124,10 +124,17 @@ def test_a_config_file_is_part_of_the_question(monkeypatch, tmp_path, capsys) ->
     config.write_text('{"n_layer": 3}')
     assert _ask(monkeypatch, cache, [str(config)], "three layers") == [1]
     assert _ask(monkeypatch, cache, [str(config)], "not run") == []
-    assert capsys.readouterr().out.splitlines() == ["two layers", "three layers", "three layers"]
+    assert _ask(monkeypatch, cache, ["gpt2", f"--draft={config}"], "drafted") == [1]
+    config.write_text('{"n_layer": 4}')
+    assert _ask(monkeypatch, cache, ["gpt2", f"--draft={config}"], "drafted again") == [1]
+    assert capsys.readouterr().out.splitlines() == [
+        "two layers", "three layers", "three layers", "drafted", "drafted again"
+    ]
 
 
-@pytest.mark.parametrize("argv", [["model.py:build"], ["model.py"], ["gpt2", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["model.py:build"], ["model.py"], ["gpt2", "--help"], ["gpt2", "--draft=d.py:f"]]
+)
 def test_traced_code_and_help_are_never_kept(argv: list[str]) -> None:
     """A traced factory (code that is not memtheory's) and --help have no key."""
     assert question_key("estimate", argv) is None

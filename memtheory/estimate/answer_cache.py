@@ -19,6 +19,8 @@ Examples
 True
 >>> question_key("estimate", ["my_model.py:build"]) is None
 True
+>>> question_key("serve", ["llama-3-8b", "--draft=draft.py:build"]) is None
+True
 """
 
 from __future__ import annotations
@@ -58,10 +60,11 @@ def question_key(command: str, arguments: Sequence[str]) -> str | None:
     """
     parts: list[str] = [command]
     for argument in arguments:
-        if argument in ("-h", "--help") or _traced(argument):
+        value = argument.partition("=")[2] if argument.startswith("-") else argument
+        if argument in ("-h", "--help") or _traced(value):
             return None
         parts.append(argument)
-        path = Path(argument)
+        path = Path(value)
         try:
             if path.is_file():  # a model's config: its bytes are part of the question
                 parts.append(hashlib.sha256(path.read_bytes()).hexdigest())
