@@ -36,7 +36,10 @@ The parser is built here, and each subcommand's work is imported only when it
 runs: the grader's five from :mod:`memtheory.cli.exercise_commands` (which
 imports :mod:`memtheory.exercises`), ``estimate`` and ``serve`` from
 :mod:`memtheory.estimate` (whose parsers are built here too). So
-``memtheory estimate`` never loads the grader.
+``memtheory estimate`` never loads the grader. An ``estimate`` or ``serve``
+question asked before is answered from the cache
+(:mod:`memtheory.estimate.answer_cache`) before the parser is built: no sympy
+is imported, nothing derived.
 
 Examples
 --------
