@@ -258,9 +258,9 @@ def _branch(expression: sp.Expr, values: Mapping[sp.Symbol, int]) -> sp.Expr:
     if isinstance(expression, sp.Max):
         best = max(expression.args, key=lambda arg: _value_at(arg, values))
         return _branch(best, values)
-    if expression.args:
-        return expression.func(*(_branch(arg, values) for arg in expression.args))
-    return expression
+    if not expression.has(sp.Max):  # kept as it is: rebuilt, a sum is flattened and sorted again
+        return expression
+    return expression.func(*(_branch(arg, values) for arg in expression.args))
 
 
 def _value_at(expression: sp.Expr, values: Mapping[sp.Symbol, int]) -> Fraction | sp.Expr:
