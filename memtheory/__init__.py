@@ -47,12 +47,12 @@ Examples
 '53.73 MiB'
 """
 
+import sys
 from importlib import import_module
+from importlib.util import find_spec
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from memtheory.conventions import AutogradConvention, convention
-from memtheory.counts import ModelCounts
-from memtheory.dtypes import dtype
 from memtheory.errors import (
     DoesNotFitError,
     InvalidArgumentError,
@@ -62,28 +62,38 @@ from memtheory.errors import (
     UnknownAttributeError,
     UnsupportedError,
 )
-from memtheory.evaluation import compile_exact, evaluate, evaluate_grid
-from memtheory.footprint import Footprint
-from memtheory.layers import Add, BatchNorm2d, Concat, Conv2d, Dense, Flatten, Input, LayerNorm
-from memtheory.memory import MemoryBreakdown, inference_memory, training_memory
-from memtheory.network import Network, Node
-from memtheory.optimizers import optimizer
-from memtheory.precision import precision
-from memtheory.tables import Column, Table
-from memtheory.units import convert, format_bytes, parse_bytes
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the names, for type checkers; at run time each is imported on first use
+    from memtheory.conventions import AutogradConvention, convention
+    from memtheory.counts import ModelCounts
+    from memtheory.dtypes import dtype
+    from memtheory.evaluation import compile_exact, evaluate, evaluate_grid
+    from memtheory.footprint import Footprint
     from memtheory.layers import (
+        Add,
         AvgPool2d,
+        BatchNorm2d,
+        Concat,
+        Conv2d,
         CrossEntropyLoss,
+        Dense,
         Dropout,
         Embedding,
+        Flatten,
+        Input,
+        LayerNorm,
         MaxPool2d,
         MultiHeadAttention,
         ReLU,
         Sigmoid,
         Softmax,
     )
+    from memtheory.memory import MemoryBreakdown, inference_memory, training_memory
+    from memtheory.network import Network, Node
+    from memtheory.optimizers import optimizer
+    from memtheory.precision import precision
+    from memtheory.tables import Column, Table
+    from memtheory.units import convert, format_bytes, parse_bytes
     from memtheory.whatif import (
         compare_scenarios,
         max_batch,
@@ -151,6 +161,34 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Add": "memtheory.layers",
+    "AutogradConvention": "memtheory.conventions",
+    "BatchNorm2d": "memtheory.layers",
+    "Column": "memtheory.tables",
+    "Concat": "memtheory.layers",
+    "Conv2d": "memtheory.layers",
+    "Dense": "memtheory.layers",
+    "Flatten": "memtheory.layers",
+    "Footprint": "memtheory.footprint",
+    "Input": "memtheory.layers",
+    "LayerNorm": "memtheory.layers",
+    "MemoryBreakdown": "memtheory.memory",
+    "ModelCounts": "memtheory.counts",
+    "Network": "memtheory.network",
+    "Node": "memtheory.network",
+    "Table": "memtheory.tables",
+    "compile_exact": "memtheory.evaluation",
+    "convention": "memtheory.conventions",
+    "convert": "memtheory.units",
+    "dtype": "memtheory.dtypes",
+    "evaluate": "memtheory.evaluation",
+    "evaluate_grid": "memtheory.evaluation",
+    "format_bytes": "memtheory.units",
+    "inference_memory": "memtheory.memory",
+    "optimizer": "memtheory.optimizers",
+    "parse_bytes": "memtheory.units",
+    "precision": "memtheory.precision",
+    "training_memory": "memtheory.memory",
     "AvgPool2d": "memtheory.layers",
     "CrossEntropyLoss": "memtheory.layers",
     "Dropout": "memtheory.layers",
@@ -166,17 +204,18 @@ _LAZY = {
     "max_value": "memtheory.whatif",
     "sensitivity": "memtheory.whatif",
 }
-"""Public names imported on first use: most layers, and what-if analysis (with the techniques)."""
+"""Public names imported on first use (all but the errors), so that ``import memtheory`` does
+not import sympy: ``memtheory estimate`` answers a question it answered before without it
+(:mod:`memtheory.estimate.answer_cache`)."""
 
 _SUBPACKAGES = ("exercises", "models", "techniques", "whatif", "worked_examples")
 """Subpackages reachable as attributes (``memtheory.models``), imported on first use."""
-
 
 def __getattr__(name: str) -> Any:
     """Import a lazily loaded public name or subpackage on first use, then keep it here."""
     if name in _LAZY:
         value = getattr(import_module(_LAZY[name]), name)
-    elif name in _SUBPACKAGES:
+    elif name in _SUBPACKAGES or _is_module(name):
         value = import_module(f"memtheory.{name}")
     else:
         raise UnknownAttributeError(f"module 'memtheory' has no attribute {name!r}")
@@ -184,5 +223,31 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def _is_module(name: str) -> bool:
+    """Whether ``memtheory.NAME`` is a public module (``memtheory.units``, ...).
+
+    ``import memtheory`` imported many of them before its names became lazy, and code
+    written then reads them as attributes (``memtheory.units.UNITS``) without importing them.
+    """
+    return not name.startswith("_") and find_spec(f"memtheory.{name}") is not None
+
+
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__, *_SUBPACKAGES})
+
+
+class _Package(ModuleType):
+    """memtheory's module type: the public function ``precision`` keeps its name.
+
+    Importing the submodule ``memtheory.precision`` sets the package's attribute of
+    that name to the module; imported eagerly, the function was bound after it.
+    Imported lazily, the module may come second, so it is not let to replace the function.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "precision" and isinstance(value, ModuleType):
+            value = value.precision
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

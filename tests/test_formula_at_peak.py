@@ -42,3 +42,36 @@ def test_the_branch_is_a_line_as_large_as_the_max(lines, b, s):
     peak = sp.Max(*expressions)
     chosen = _branch(peak, {B: b, S: s})
     assert chosen.xreplace({B: b, S: s}) == peak.xreplace({B: b, S: s})
+
+
+def _nested(draw: st.DrawFn, depth: int) -> sp.Expr:
+    """A random expression of the sizes: lines under floors, ceilings, maxima, minima, powers."""
+    if depth == 0:
+        return _line(draw(coefficients), draw(coefficients), draw(coefficients),
+                     draw(st.booleans()))
+    kind = draw(st.sampled_from(["floor", "ceiling", "Max", "Min", "sum", "product", "power"]))
+    inner = [_nested(draw, depth - 1) for _ in range(draw(st.integers(2, 3)))]
+    divisor = draw(st.integers(1, 7))
+    if kind == "floor":
+        return sp.floor(inner[0] / divisor)
+    if kind == "ceiling":
+        return sp.ceiling(inner[0] / divisor)
+    if kind == "Max":
+        return sp.Max(*inner)
+    if kind == "Min":
+        return sp.Min(*inner)
+    if kind == "sum":
+        return sp.Add(*inner)
+    if kind == "product":
+        return inner[0] * inner[1]
+    return inner[0] ** draw(st.integers(0, 3))
+
+
+nested = st.composite(_nested)
+
+
+@given(st.integers(0, 3).flatmap(nested), sizes, sizes)
+def test_floors_and_maxima_evaluate_as_sympy_substitutes(expression, b, s):
+    """Floors, ceilings, maxima and minima of the sizes, in plain fractions: sympy's value."""
+    expected = expression.xreplace({B: b, S: s})
+    assert _value_at(expression, {B: b, S: s}) == Fraction(int(expected.p), int(expected.q))

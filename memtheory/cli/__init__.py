@@ -36,7 +36,10 @@ The parser is built here, and each subcommand's work is imported only when it
 runs: the grader's five from :mod:`memtheory.cli.exercise_commands` (which
 imports :mod:`memtheory.exercises`), ``estimate`` and ``serve`` from
 :mod:`memtheory.estimate` (whose parsers are built here too). So
-``memtheory estimate`` never loads the grader.
+``memtheory estimate`` never loads the grader. An ``estimate`` or ``serve``
+question asked before is answered from the cache
+(:mod:`memtheory.estimate.answer_cache`) before the parser is built: no sympy
+is imported, nothing derived.
 
 Examples
 --------
@@ -255,13 +258,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     2
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == ["estimate"]:  # `estimate MODEL --serve ...` is `serve MODEL ...`
+    if arguments[:1] in (["estimate"], ["serve"]):
+        return _answer(arguments)
+    return _run(build_parser().parse_args(arguments))
+
+
+def _answer(arguments: list[str]) -> int:
+    """Run ``memtheory estimate`` or ``serve``: a question asked before is answered from the cache.
+
+    The cache is looked up before the parser is built (whose help lists the
+    models, which imports sympy): only a command line that parsed and ran is kept.
+    """
+    from memtheory.estimate.answer_cache import answered
+
+    if arguments[0] == "estimate":  # `estimate MODEL --serve ...` is `serve MODEL ...`
         from memtheory.estimate.serve_command import main_serve, serve_instead
 
         served = serve_instead(arguments[1:])
         if served is not None:
-            return main_serve(served, asked_as="estimate --serve")
-    args = build_parser().parse_args(arguments)
+            return answered("estimate --serve", served,
+                            lambda: main_serve(served, asked_as="estimate --serve"))
+    return answered(arguments[0], arguments[1:],
+                    lambda: _run(build_parser().parse_args(arguments)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed subcommand; a memtheory error is a message and exit status 2."""
     try:
         return args.run(args)
     except (MemtheoryError, ValueError, OSError) as error:  # the grader's errors are ours too

@@ -11,6 +11,8 @@ command         the ``memtheory estimate`` subcommand
 serving_model   one served model's per-GPU weights (in a format), cache, working memory
 serving         :func:`serving_memory`: vLLM serving, KV blocks, max concurrency
 serve_command   the ``memtheory serve`` subcommand
+cache_key       where the caches live, and the digest of the code that wrote them
+answer_cache    a question asked again: its printed answer read back, without sympy
 ==============  ================================================================
 
 Examples

@@ -17,6 +17,7 @@ GPT-2 small: 124,439,808 parameters, 124,439,808 trainable
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -257,25 +258,64 @@ def _branch(expression: sp.Expr, values: Mapping[sp.Symbol, int]) -> sp.Expr:
     if isinstance(expression, sp.Max):
         best = max(expression.args, key=lambda arg: _value_at(arg, values))
         return _branch(best, values)
-    if expression.args:
-        return expression.func(*(_branch(arg, values) for arg in expression.args))
-    return expression
+    if not expression.has(sp.Max):  # kept as it is: rebuilt, a sum is flattened and sorted again
+        return expression
+    return expression.func(*(_branch(arg, values) for arg in expression.args))
 
 
 def _value_at(expression: sp.Expr, values: Mapping[sp.Symbol, int]) -> Fraction | sp.Expr:
-    """Return ``expression`` at ``values``: a polynomial in plain integers, else by sympy."""
-    total = Fraction(0)
-    for term, coefficient in sp.sympify(expression).as_coefficients_dict().items():
-        factor = Fraction(int(coefficient.p), int(coefficient.q))
-        for base, power in term.as_powers_dict().items():
-            if base is sp.S.One:
-                continue
-            if base not in values or not isinstance(power, sp.Integer) or power < 0:
-                number = sp.sympify(expression).xreplace(values)  # a floor or Max inside
-                return Fraction(int(number.p), int(number.q)) if number.is_Rational else number
-            factor *= values[base] ** int(power)
-        total += factor
-    return total
+    """Return ``expression`` at ``values``: in plain fractions where it can, else by sympy.
+
+    Sums, products, whole powers, floors, ceilings, maxima and minima of
+    rational numbers and the sizes are computed exactly with :class:`~fractions.Fraction`
+    (sympy's substitution would ask its assumptions system about every floor);
+    anything else is left to sympy's ``xreplace``.
+    """
+    exact = _exact(sp.sympify(expression), values)
+    if exact is not None:
+        return exact
+    number = sp.sympify(expression).xreplace(values)
+    return Fraction(int(number.p), int(number.q)) if number.is_Rational else number
+
+
+def _exact(expression: sp.Basic, values: Mapping[sp.Symbol, int]) -> Fraction | None:
+    """Return ``expression`` at ``values`` as a fraction, or None for a node not handled here."""
+    if expression.is_Rational:
+        return Fraction(int(expression.p), int(expression.q))
+    if expression.is_Symbol:
+        value = values.get(expression)
+        return None if value is None else Fraction(value)
+    if isinstance(expression, sp.Pow):
+        base, power = expression.args
+        found = _exact(base, values)
+        if found is None or not power.is_Integer or (found == 0 and power < 0):
+            return None
+        return found ** int(power)
+    parts = [_exact(arg, values) for arg in expression.args]
+    if not parts or any(part is None for part in parts):
+        return None
+    known = [part for part in parts if part is not None]
+    return _combine(expression, known)
+
+
+def _combine(expression: sp.Basic, parts: list[Fraction]) -> Fraction | None:
+    """Return the value of ``expression``'s node over its arguments' values, or None."""
+    if isinstance(expression, sp.Add):
+        return sum(parts, Fraction(0))
+    if isinstance(expression, sp.Mul):
+        product = Fraction(1)
+        for part in parts:
+            product *= part
+        return product
+    if isinstance(expression, sp.floor):
+        return Fraction(math.floor(parts[0]))
+    if isinstance(expression, sp.ceiling):
+        return Fraction(math.ceil(parts[0]))
+    if isinstance(expression, sp.Max):
+        return max(parts)
+    if isinstance(expression, sp.Min):
+        return min(parts)
+    return None
 
 
 def _limit(value: int | None) -> str:

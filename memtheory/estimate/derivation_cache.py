@@ -7,14 +7,13 @@ returned, for the rest of the process and in a file under the user's cache
 directory, so that ``memtheory estimate`` (and every point of ``--sweep``)
 derives a question once.
 
-An entry's key is the SHA-256 of every memtheory source file, the versions of
-Python and sympy, and the question (the model, the setup, the options that
-change the formulas). A change to the code or to any of those is a new key;
-the entries of other code are deleted when a new one is written. The directory
-is ``$MEMTHEORY_CACHE`` when that is set (``off``, ``0`` or an empty value
-turn the disk cache off), else ``memtheory`` under ``$XDG_CACHE_HOME``
-(default ``~/.cache``). A cache that cannot be read, written or unpickled is
-ignored: the answer is derived again, never refused.
+An entry's key is the code's digest (:func:`~memtheory.estimate.cache_key.source_digest`:
+every memtheory source file, the versions of Python and sympy) and the question
+(the model, the setup, the options that change the formulas). A change to the
+code or to any of those is a new key; the entries of other code are deleted
+when a new one is written. The directory is
+:func:`~memtheory.estimate.cache_key.cache_directory`. A cache that cannot be
+read, written or unpickled is ignored: the answer is derived again, never refused.
 
 Examples
 --------
@@ -35,65 +34,21 @@ import hashlib
 import io
 import os
 import pickle
-import platform
 import re
 import tempfile
 from collections.abc import Callable, Hashable
-from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
 import sympy as sp
 from sympy.core.basic import Basic
 
+from memtheory.estimate.cache_key import ENVIRONMENT, cache_directory, source_digest
+
 __all__ = ["ENVIRONMENT", "cache_directory", "remembered", "source_digest"]
 
-ENVIRONMENT = "MEMTHEORY_CACHE"
-"""Environment variable: the cache directory, or ``off`` to keep nothing on disk."""
-
-FORMAT = 1
-"""Bumped when the layout of an entry changes."""
-
-_OFF = frozenset({"", "0", "off", "no", "false", "none"})
 _MEMORY: dict[str, Any] = {}
 T = TypeVar("T")
-
-
-def cache_directory() -> Path | None:
-    """Return the directory of the disk cache, or None when ``$MEMTHEORY_CACHE`` turns it off.
-
-    Examples
-    --------
-    >>> import os
-    >>> os.environ["MEMTHEORY_CACHE"] = "off"
-    >>> cache_directory() is None
-    True
-    >>> del os.environ["MEMTHEORY_CACHE"]
-    """
-    chosen = os.environ.get(ENVIRONMENT)
-    if chosen is not None:
-        return None if chosen.strip().lower() in _OFF else Path(chosen).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "memtheory"
-
-
-@cache
-def source_digest() -> str:
-    """Return the SHA-256 of memtheory's source files and of Python's and sympy's versions.
-
-    Computed once per process.
-
-    Examples
-    --------
-    >>> len(source_digest())
-    64
-    """
-    package = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256(f"{FORMAT} {platform.python_version()} {sp.__version__}".encode())
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def remembered(

@@ -9,19 +9,21 @@ themselves here by layer type, as sympy's printers find ``_print_<Class>`` by
 walking the class's method resolution order; a layer whose
 :meth:`~memtheory.layers.Layer.autograd` has a plan hands the question to it
 (:func:`planned_autograd`). This module holds no PyTorch knowledge, only the
-lookup, so the layers need not import the convention.
+lookup, so the layers need not import the convention: the first lookup loads the
+plans (:data:`PLANS_MODULE`, named, not imported here) if nothing has yet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
 from typing import Protocol
 
 from memtheory.dtypes import DTypeLike
 from memtheory.errors import UnsupportedError
 from memtheory.layers.base import Autograd, Layer, Shape
 
-__all__ = ["KernelPlan", "plan_for", "planned_autograd", "register_plan"]
+__all__ = ["PLANS_MODULE", "KernelPlan", "plan_for", "planned_autograd", "register_plan"]
 
 
 class KernelPlan(Protocol):
@@ -41,6 +43,9 @@ class KernelPlan(Protocol):
 
 
 _PLANS: dict[str, KernelPlan] = {}
+
+PLANS_MODULE = "memtheory.conventions.autograd.kernels"
+"""The module whose import registers the plans (``import memtheory`` no longer imports it)."""
 
 
 def _path(layer_type: type) -> str:
@@ -81,6 +86,8 @@ def plan_for(layer: Layer) -> KernelPlan | None:
     >>> plan_for(SoftCappedAttention(4, head_dim=8)).__name__
     'soft_capped_attention'
     """
+    if not _PLANS:  # a process that imported a layer but not the convention
+        import_module(PLANS_MODULE)
     for cls in type(layer).__mro__:
         plan = _PLANS.get(_path(cls))
         if plan is not None:
@@ -109,7 +116,7 @@ def planned_autograd(
     if plan is None:
         raise UnsupportedError(
             f"no kernel plan says how PyTorch runs {layer.label}: the plans register when "
-            "memtheory.conventions.autograd.kernels is imported (import memtheory does it)."
+            f"{PLANS_MODULE} is imported (the first lookup does it)."
         )
     return plan(
         layer, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
