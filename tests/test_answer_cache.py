@@ -132,6 +132,19 @@ def test_a_config_file_is_part_of_the_question(monkeypatch, tmp_path, capsys) ->
     ]
 
 
+def test_a_model_folder_is_asked_by_its_config(monkeypatch, tmp_path, capsys) -> None:
+    """A folder holding a config.json (the form users download) is keyed by that file's bytes."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"n_layer": 2}')
+    cache = tmp_path / "cache"
+    assert _ask(monkeypatch, cache, [str(folder)], "two layers") == [1]
+    assert _ask(monkeypatch, cache, [str(folder)], "not run") == []
+    (folder / "config.json").write_text('{"n_layer": 3}')
+    assert _ask(monkeypatch, cache, [str(folder)], "three layers") == [1]
+    assert capsys.readouterr().out.splitlines() == ["two layers", "two layers", "three layers"]
+
+
 @pytest.mark.parametrize(
     "argv", [["model.py:build"], ["model.py"], ["gpt2", "--help"], ["gpt2", "--draft=d.py:f"]]
 )

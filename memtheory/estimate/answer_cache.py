@@ -8,7 +8,7 @@ directory, keyed by the code's digest
 (:func:`~memtheory.estimate.cache_key.source_digest`) and the command line;
 asked the same question again, the command prints it without importing sympy
 or deriving anything. An argument that names a file (a ``config.json``) is
-keyed by the file's bytes too; a traced ``file.py:factory`` (code that is
+keyed by the file's bytes too (a folder by its ``config.json``'s); a traced ``file.py:factory`` (code that is
 not memtheory's) is never kept, nor is an answer refused (exit status 2).
 A cache that cannot be read or written is ignored: the answer is derived again.
 
@@ -66,6 +66,9 @@ def question_key(command: str, arguments: Sequence[str]) -> str | None:
         parts.append(argument)
         path = Path(value)
         try:
+            if path.is_dir():  # a model's folder: the config.json it holds is what is read
+                path = path / "config.json"
+                parts.append("folder")
             if path.is_file():  # a model's config: its bytes are part of the question
                 parts.append(hashlib.sha256(path.read_bytes()).hexdigest())
         except (OSError, ValueError):
