@@ -214,3 +214,100 @@ def test_an_equal_expression_vouched_for_elsewhere_does_not_lift_the_conditions(
             evaluate(value, **{batch.name: 20, side.name: 3})
         assert evaluate(value, **{batch.name: 8, side.name: 3}) == sp.sympify(value).xreplace(
             {batch: 8, side: 3})
+
+
+_DERIVED = {  # what a user does to a traced peak, with the operators and with sympy's functions
+    "peak // 2**20": lambda peak, batch, side: peak // 2**20,
+    "peak.subs(side, 64)": lambda peak, batch, side: peak.subs(side, 64),
+    "peak * 2": lambda peak, batch, side: peak * 2,
+    "peak + 2**30": lambda peak, batch, side: peak + 2**30,
+    "sympy.Max(peak, 2**25)": lambda peak, batch, side: sp.Max(peak, 2**25),
+    "sympy.Max(peak, 3*B*H)": lambda peak, batch, side: sp.Max(peak, 3 * batch * side),
+    "sympy.floor(peak / 2**20)": lambda peak, batch, side: sp.floor(peak / 2**20),
+    "sympy.ceiling(peak / 2**20)": lambda peak, batch, side: sp.ceiling(peak / 2**20),
+    "sympy.Add(peak, 2**30)": lambda peak, batch, side: sp.Add(peak, 2**30),
+}
+"""Each derived form of a two-moment peak: ``sympy.Max(peak, c)`` and ``sympy.floor(...)``
+are built from the peak's parts without calling its methods, and used to carry nothing
+(``sympy.Max(peak, 2**25)`` and ``sympy.ceiling(...)`` were evaluated at B=20 even in the
+process that traced, and every floor after a pickle)."""
+
+
+def _derived_peak(batch: sp.Symbol, side: sp.Symbol) -> sp.Expr:
+    plain = sp.Max(7 * batch * side + 5 * batch + 2**20, 9 * batch * side + 3 + 2**20)
+    return keeping(plain, (SizeConstraint(16 - batch, "B < 16"),))
+
+
+def _verdicts(values: dict[str, sp.Expr], batch: str, side: str) -> dict[str, list[str]]:
+    """Which of the five entry points answered for each value at B = 20 (outside B < 16)."""
+    return {name: _answered(value, batch, side) for name, value in values.items()}
+
+
+def _answered(value: sp.Expr, batch: str, side: str) -> list[str]:
+    """The entry points that gave a number for ``value`` at B = 20; the others must name B < 16."""
+    from memtheory.evaluation import evaluate_grid
+    from memtheory.whatif import max_batch
+
+    sizes = {side: 64} if side in {s.name for s in value.free_symbols} else {}
+    calls: dict[str, Callable[[], object]] = {
+        "evaluate": lambda: evaluate(value, **{batch: 20}, **sizes),
+        "evaluate_grid": lambda: evaluate_grid(value, **{batch: [4, 20]}, **sizes),
+        "compile_exact": lambda: compile_exact(value, [batch, *sizes])(20, *sizes.values()),
+        "max_value": lambda: max_value(value, batch, 10**12, **sizes),
+        "max_batch": lambda: max_batch(value, 10**12, **sizes),
+    }
+    answered = []
+    for call, run in calls.items():
+        try:
+            run()
+            answered.append(call)
+        except (EvaluationError, KernelTooLargeError) as error:
+            assert "B < 16" in str(error), str(error)
+    return answered
+
+
+@pytest.mark.parametrize("form", sorted(_DERIVED))
+def test_a_derived_form_keeps_the_conditions_in_the_process(form):
+    """Each derived form: exact inside B < 16, refused outside by all five entry points."""
+    from memtheory.symbols import B, H
+
+    peak = _derived_peak(B, H)
+    value = _DERIVED[form](peak, B, H)
+    plain = _DERIVED[form](sp.sympify(peak.plain()), B, H)  # the same, done on sympy's own
+    sizes = {"H": 64} if H in value.free_symbols else {}
+    assert evaluate(value, B=4, **sizes) == plain.xreplace({B: 4, H: 64})
+    assert _verdicts({form: value}, "B", "H") == {form: []}
+
+
+_PICKLER = """
+import pickle, sys
+sys.path[:0] = {path!r}
+import test_kept_conditions as here
+from memtheory.symbols import B, H
+peak = here._derived_peak(B, H)
+sys.stdout.buffer.write(pickle.dumps({{k: f(peak, B, H) for k, f in here._DERIVED.items()}}))
+"""
+
+_LOADER = """
+import json, pickle, sys
+sys.path[:0] = {path!r}
+import test_kept_conditions as here
+values = pickle.loads(sys.stdin.buffer.read())
+print(json.dumps(here._verdicts(values, "B", "H")))
+"""
+
+
+@pytest.mark.slow
+def test_derived_forms_keep_the_conditions_through_a_pickle_in_a_fresh_process():
+    """Pickled in one process, loaded in a fresh one that traced nothing: every form refuses."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = [str(Path(__file__).resolve().parent), *sys.path]
+    dumped = subprocess.run([sys.executable, "-c", _PICKLER.format(path=path)],
+                            capture_output=True, check=True, timeout=300).stdout
+    loaded = subprocess.run([sys.executable, "-c", _LOADER.format(path=path)], input=dumped,
+                            capture_output=True, check=True, timeout=300)
+    assert json.loads(loaded.stdout) == {form: [] for form in _DERIVED}

@@ -41,6 +41,8 @@ __all__ = [
     "carry",
     "constraints_in",
     "expression_key",
+    "held_within",
+    "note_held",
     "store_keyed",
     "warn_unknown",
 ]
@@ -215,8 +217,12 @@ def candidates(expression: object, within: object = None) -> Candidates:
         # values that hold their own constraints: theirs apply, whatever else was registered
         held = tuple(dict.fromkeys(c for root in holders for c in root.carried_constraints))
         return Candidates((tuple(dict.fromkeys((*as_constraints(within), *held))),))
+    inside = held_within(roots)
+    if inside is not None:
+        # a value built from held ones (sympy.Max(peak, x), floor(peak / 2**20), pickled):
+        # theirs apply to it, with what ``within`` names
+        return Candidates((tuple(dict.fromkeys((*as_constraints(within), *inside))),))
     if _WHOLE:
-        roots = expression if isinstance(expression, list | tuple) else [expression]
         for root in roots:
             if isinstance(root, sp.Basic) and not isinstance(root, sp.Number):
                 key = expression_key(root)
@@ -234,6 +240,47 @@ def candidates(expression: object, within: object = None) -> Candidates:
         extra = sets[0] if len(sets) == 1 and not unknown else ()
         return Candidates((tuple(dict.fromkeys((*own, *extra))),))
     return Candidates(sets, unknown)
+
+
+_HELD = [False]
+"""Whether this process has built a value that holds its own constraints (else none is searched)."""
+
+
+def note_held() -> None:
+    """Note that a value holding its own constraints exists: :func:`held_within` then searches."""
+    _HELD[0] = True
+
+
+def held_within(roots: Iterable[object]) -> tuple[SizeConstraint, ...] | None:
+    """Return the constraints of every value inside ``roots`` that holds its own; None if none.
+
+    A value built from a traced peak by a function that does not call the
+    peak's methods (``sympy.Max(peak, 2**25)`` takes the peak's moments,
+    ``sympy.floor(peak / 2**20)``) is a plain expression, but the parts it
+    was built from still hold the peak's conditions, in this process and
+    through a pickle: they apply to the whole, since its value depends on theirs.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import size_symbol
+    >>> held_within([size_symbol("held_side") + 1]) is None  # nothing holds constraints
+    True
+    """
+    if not _HELD[0]:
+        return None
+    found: dict[SizeConstraint, None] = {}
+    seen = False
+    for root in roots:
+        if not isinstance(root, sp.Basic):
+            continue
+        nodes = sp.preorder_traversal(root)
+        for node in nodes:
+            held = getattr(type(node), "carried_constraints", None)
+            if held is not None:
+                seen = True
+                found.update(dict.fromkeys(held.__get__(node)))
+                nodes.skip()
+    return tuple(found) if seen else None
 
 
 def expression_key(expression: sp.Basic) -> object:

@@ -44,7 +44,7 @@ from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
 from memtheory.torch.tracing.step import StepRecord, record_step
-from memtheory.torch.tracing.values import mask_branches
+from memtheory.torch.tracing.values import branches_taken, mask_branches
 from memtheory.torch.tracing.verify import drop_harmless
 from memtheory.torch.versions import warn_if_unchecked_torch
 
@@ -237,7 +237,8 @@ def trace(
     was_training = model.training
     model.train()
     try:
-        with time_budget(time_limit), quiet_fake_tensor_errors():
+        with (time_budget(time_limit), quiet_fake_tensor_errors(),
+              branches_taken(model, branches)):
             traced = _traced(model, example_inputs, sizes, step, fit)
         return replace(
             traced,

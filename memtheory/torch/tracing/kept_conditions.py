@@ -32,13 +32,16 @@ conditions and hands them on:
   loaded (a notebook saved and reopened, a worker).
 
 A result of another kind (``peak // 2**20``, a floor; a lone symbol) is
-registered but not wrapped: it keeps the conditions within the process, not
-through a pickle, and arithmetic on it starts afresh. (A traced peak has a
-constant term, the parameters' bytes, so it stays a sum under substitution.)
-Functions that build a new expression from the parts without calling the
-value's methods (``sympy.Add(peak, c)`` on a one-polynomial peak,
-``sympy.factor(peak)``) carry nothing: do the arithmetic on the value itself,
-or pass ``within=memory`` to the evaluation.
+registered but not wrapped; a function that builds a new expression from the
+parts without calling the value's methods (``sympy.Max(peak, 2**25)`` takes
+the peak's moments; ``sympy.floor(peak / 2**20)``) returns a plain one. Both
+still contain parts that hold the conditions (the peak, and each moment of a
+maximum holds them too), in this process and through a pickle, and
+:func:`~memtheory.constraints.carried.held_within` finds them there: every
+evaluation path checks them. Only a sum that sympy merges term by term
+(``sympy.Add(peak, c)`` on a one-polynomial peak, ``sympy.factor(peak)``)
+keeps no part: do the arithmetic on the value itself, or pass
+``within=memory`` to the evaluation.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import Any
 import sympy as sp
 
 from memtheory.constraints import SizeConstraint, carry, too_small
+from memtheory.constraints.carried import note_held
 
 __all__ = ["Add", "Max", "Mul", "keeping"]
 
@@ -230,9 +234,23 @@ def keeping(expression: sp.Basic, conditions: Iterable[SizeConstraint]) -> Any:
     kind = _KINDS.get(type(expression))
     if kind is None or not conditions or expression.is_number:
         return expression
-    kept = _built(kind, expression.args)
+    args = expression.args
+    if kind is Max:  # each moment holds them too: sympy.Max(peak, x) is built from the moments
+        args = tuple(_held(arg, conditions) for arg in args)
+    kept = _built(kind, args)
     kept._conditions = conditions
+    note_held()
     return kept
+
+
+def _held(part: sp.Expr, conditions: tuple[SizeConstraint, ...]) -> sp.Expr:
+    """Return a moment of a kept maximum as one holding ``conditions`` (not registered)."""
+    kind = _KINDS.get(type(part))
+    if kind is None or part.is_number or isinstance(part, _Keeping):
+        return part
+    held = _built(kind, part.args)
+    held._conditions = conditions
+    return held
 
 
 def substituted(
