@@ -28,6 +28,7 @@ says so.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -136,10 +137,14 @@ def branches_taken(model: nn.Module, branches: ValueBranches) -> Iterator[None]:
 def _without_mask(
     module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """Return the call's keywords without the attention mask (a forward pre-hook)."""
-    if kwargs.get(MASK) is None:
+    """Return the call without the attention mask, by keyword or by position (a forward pre-hook)."""
+    if kwargs.get(MASK) is not None:
+        return args, {k: v for k, v in kwargs.items() if k != MASK}
+    names = list(inspect.signature(module.forward).parameters)
+    at = names.index(MASK) if MASK in names else len(args)
+    if at >= len(args) or args[at] is None:
         return None
-    return args, {k: v for k, v in kwargs.items() if k != MASK}
+    return (*args[:at], None, *args[at + 1:]), kwargs
 
 
 def _outermost(model: nn.Module) -> list[nn.Module]:
