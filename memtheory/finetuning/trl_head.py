@@ -46,6 +46,7 @@ __all__ = [
     "TRL_VOCAB_CHUNK",
     "check_trl_step",
     "checkpointing_line",
+    "lora_checkpoint_extra",
     "fused_head_backward_bytes",
     "trainer_step_beneath",
     "trainer_step_to_norm",
@@ -343,6 +344,8 @@ def trainer_step_beneath(
                                        "lora": lora, "precision": precision,
                                        "checkpointing": True}
         saving = _layer_saving(network, step.timeline, read, settings)
+    kept = lora_checkpoint_extra(sequences, sequence, int(read["hidden_size"])) \
+        if checkpointing and lora is not None else 0
     moments = list(step.timeline.items())
     head = next(i for i, (name, _) in enumerate(moments) if name == _HEAD_BACKWARD)
     after = 0
@@ -352,8 +355,35 @@ def trainer_step_beneath(
         below = layers if name.startswith(_NORM_BACKWARD) else (
             int(match.group(1)) if match else 0)
         after = max(after, int(live) - below * saving)
-    return TrainerBeneath(int(step.timeline[_FINAL_NORM]) - layers * saving, weights,
+    return TrainerBeneath(int(step.timeline[_FINAL_NORM]) - layers * saving + kept, weights,
                           dict(read), after, saving, layers)
+
+
+def lora_checkpoint_extra(sequences: int, sequence: int, hidden: int) -> int:
+    """What checkpointing keeps under peft that the ``peft-lora`` recipe's step does not.
+
+    With adapters and checkpointing, TRL calls ``model.enable_input_require_grads()``
+    (``sft_trainer.py:897-900``, ``dpo_trainer.py:717``), and the first layer
+    runs under the checkpoint like the others. Measured under ``track()`` at
+    (2, 7) and (3, 12) (``tests/pytorch/test_trl_recipe.py``), the step then
+    holds beyond the recipe less the layers' saving:
+
+    * the embeddings' output (``sequences x sequence x hidden`` fp32): the first
+      layer's checkpointed input; without checkpointing nothing trainable reads
+      it and it is freed;
+    * ``sequences x sequence`` fp32: the first layer's saving is smaller than
+      the others' by the input norm's ``rsqrt``, which it does not save when its
+      input needs no gradient;
+    * one ``(1, sequence)`` int64 tensor (the position ids the checkpoint's
+      closure holds; sized by measurement, its name read from the call).
+
+    Examples
+    --------
+    >>> lora_checkpoint_extra(3, 12, 32)  # measured: 4,848 B
+    4848
+    """
+    index = int(dtype("int64").bytes)
+    return _FP32 * sequences * sequence * (hidden + 1) + index * sequence
 
 
 @dataclass(frozen=True)
