@@ -111,7 +111,7 @@ def test_checkpointing_lowers_what_lies_beneath_the_head():
     on = dpo_step_memory(TINY, pairs=3, sequence=9)
     saving = on.parts["checkpointing keeps less, per layer"]
     assert saving > 0
-    assert off.peak - on.peak == TINY["num_hidden_layers"] * saving
+    assert off.peak - on.peak == TINY["num_hidden_layers"] * saving - dtype("int64").bytes * 9
     assert on.parts["fused head backward"] == off.parts["fused head backward"]
 
 

@@ -62,10 +62,10 @@ TRL_PRECISIONS = ("fp32", "autocast-bf16")
 """fp32 weights with TRL's ``bf16=False`` or ``bf16=True`` (``torch.autocast``)."""
 
 _FINAL_NORM = "forward model.norm"
-_NORM_BACKWARD = "backward model.norm"
 _HEAD_BACKWARD = "backward lm_head"
 
 _FP32 = int(dtype("fp32").bytes)
+_INDEX = int(dtype("int64").bytes)
 _BF16 = int(dtype("bf16").bytes)
 _BOOL = int(dtype("bool").bytes)
 
@@ -286,7 +286,9 @@ def trainer_step_beneath(
     output the next one's (fp32: the residual stream, under autocast too). So
     at the final norm the step holds ``layers x layer_saving`` less than the
     recipe's (measured under ``track()``: each checkpointed layer adds exactly
-    its output). In the backward the layer being recomputed holds what the
+    its output), plus the ``(1, sequence)`` int64 position ids that the
+    checkpoints' closures hold (measured: ``8 x sequence`` bytes), plus under
+    peft :func:`lora_checkpoint_extra`. In the backward the layer being recomputed holds what the
     recipe's holds, and the layers below it their inputs only.
 
     Parameters
@@ -318,7 +320,7 @@ def trainer_step_beneath(
     ...         "num_key_value_heads": 2, "tie_word_embeddings": False}
     >>> off, on = (trainer_step_beneath(tiny, sequences=2, sequence=7, lora=None,
     ...                                 precision="fp32", checkpointing=c) for c in (False, True))
-    >>> off.to_norm - on.to_norm == on.layers * on.layer_saving > 0 == off.layer_saving
+    >>> off.to_norm - on.to_norm == on.layers * on.layer_saving - 8 * 7  # less the position ids
     True
     """
     read = load_config(config)  # a preset's name, a config.json or a mapping
@@ -344,23 +346,25 @@ def trainer_step_beneath(
                                        "lora": lora, "precision": precision,
                                        "checkpointing": True}
         saving = _layer_saving(network, step.timeline, read, settings)
-    kept = lora_checkpoint_extra(sequences, sequence, int(read["hidden_size"])) \
-        if checkpointing and lora is not None else 0
+    kept = 0
+    if checkpointing:  # the checkpoints' closures hold the (1, S) int64 position ids
+        kept = _INDEX * sequence
+        if lora is not None:
+            kept += lora_checkpoint_extra(sequences, sequence, int(read["hidden_size"]))
     moments = list(step.timeline.items())
     head = next(i for i, (name, _) in enumerate(moments) if name == _HEAD_BACKWARD)
-    after = 0
+    after, below = 0, layers  # before any layer's backward (the norm's), none is recomputed
     for name, live in moments[head + 1:]:
         match = _LAYER_ROW.match(name)
-        # before any layer's backward (the norm's), no layer is recomputed yet
-        below = layers if name.startswith(_NORM_BACKWARD) else (
-            int(match.group(1)) if match else 0)
+        if match:  # layer j recomputed: the j layers below it keep their inputs only
+            below = int(match.group(1))
         after = max(after, int(live) - below * saving)
     return TrainerBeneath(int(step.timeline[_FINAL_NORM]) - layers * saving + kept, weights,
                           dict(read), after, saving, layers)
 
 
 def lora_checkpoint_extra(sequences: int, sequence: int, hidden: int) -> int:
-    """What checkpointing keeps under peft that the ``peft-lora`` recipe's step does not.
+    """Return what checkpointing keeps under peft beyond the ``peft-lora`` recipe's step.
 
     With adapters and checkpointing, TRL calls ``model.enable_input_require_grads()``
     (``sft_trainer.py:897-900``, ``dpo_trainer.py:717``), and the first layer
@@ -373,17 +377,17 @@ def lora_checkpoint_extra(sequences: int, sequence: int, hidden: int) -> int:
       it and it is freed;
     * ``sequences x sequence`` fp32: the first layer's saving is smaller than
       the others' by the input norm's ``rsqrt``, which it does not save when its
-      input needs no gradient;
-    * one ``(1, sequence)`` int64 tensor (the position ids the checkpoint's
-      closure holds; sized by measurement, its name read from the call).
+      input needs no gradient.
+
+    (The ``(1, sequence)`` int64 position ids that every checkpointed step
+    holds, full fine-tuning too, are :func:`trainer_step_beneath`'s.)
 
     Examples
     --------
-    >>> lora_checkpoint_extra(3, 12, 32)  # measured: 4,848 B
+    >>> lora_checkpoint_extra(3, 12, 32) + 8 * 12  # measured at (3, 12): 4,848 B
     4848
     """
-    index = int(dtype("int64").bytes)
-    return _FP32 * sequences * sequence * (hidden + 1) + index * sequence
+    return _FP32 * sequences * sequence * (hidden + 1)
 
 
 @dataclass(frozen=True)
