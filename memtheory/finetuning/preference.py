@@ -233,7 +233,7 @@ def dpo_step_memory(
         "no padding",
         "reference: " + ("the same weights, adapters disabled (peft)" if lora else
                          "a frozen copy of the weights, forward under no_grad"),
-        "fused chunked LM head (no logits): the peak is its backward",
+        "fused chunked LM head (no logits): the peak is its backward or the rest of the backward",
         f"CPU path, fp32 weights, {precision}",
         checkpointing_line(checkpointing),
     )

@@ -38,9 +38,9 @@ only its input through the forward) or none. On CPU, fp32 weights with
 the real ``SFTTrainer`` under ``track()`` (``tests/pytorch/test_trl_recipe.py``:
 three sizes, full fine-tuning and peft LoRA, LoRA in fp32 only), where the
 head's backward is the peak. Where the rest of the backward is (a large
-model's gradients), the answer is the recipe's later moments: exact measured
-in fp32 full fine-tuning, above the measured by a few kB under autocast and
-LoRA (an estimate). Anywhere else it is an estimate: on CUDA with Triton
+model's gradients), the answer is the recipe's later moments, at or above the
+measured ones (the recipe's loss over the logits leaves a little more behind
+early in its backward): an estimate. Anywhere else it is an estimate: on CUDA with Triton
 only the labelled positions are projected (``utils.py:1642-1645``) and the
 fold runs in a kernel without the N x V' temporaries. On CPU every position
 is projected, labelled or not, so a prompt-completion dataset
@@ -159,8 +159,7 @@ def sft_step_memory(
     and ``"fused head backward"``; a small model's peak, exact on CPU with
     checkpointing on or off) and ``"after the head"``, the rest of the
     backward and the optimizer step (the recipe's moments, plus the
-    collator's attention mask; exact measured in fp32 full fine-tuning, above
-    the measured under autocast and LoRA: an estimate, see
+    collator's attention mask: an estimate, at or above the measured ones, see
     :func:`~memtheory.finetuning.trainer_step_beneath`). Where it lies is
     :attr:`~memtheory.finetuning.TRLStepEstimate.peak_moment`.
 
@@ -231,7 +230,7 @@ def sft_step_memory(
         "trl-sft: TRL 1.16 SFTTrainer, loss_type nll, no packing, no padding-free",
         f"{batch} sequences of {sequence} tokens, no padding",
         "adapters: " + ("peft LoRA, the head frozen" if lora else "none: full fine-tuning"),
-        "fused chunked LM head (no logits): the peak is its backward",
+        "fused chunked LM head (no logits): the peak is its backward or the rest of the backward",
         f"CPU path, fp32 weights, {precision}",
         checkpointing_line(checkpointing),
     )

@@ -231,7 +231,10 @@ class TrainerBeneath:
     after_head : int
         The recipe's most live after its head's backward (the decoder layers'
         backward, the embeddings', gradient clipping, the optimizer step),
-        each moment less what checkpointing does not keep then.
+        each moment less what checkpointing does not keep then: an estimate
+        of the TRL step's later moments, at or above the measured ones (the
+        recipe's loss over the logits leaves more behind early in its
+        backward; a recomputed layer's forward temporaries are not added).
     layer_saving : int
         What checkpointing does not keep of one decoder layer through the
         forward: its saved tensors less its output (0 when it is off).

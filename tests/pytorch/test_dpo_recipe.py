@@ -34,6 +34,7 @@ trl = pytest.importorskip("trl", reason="TRL is in the optional 'torch' extra (t
 datasets = pytest.importorskip("datasets", reason="TRL's DPOTrainer takes a datasets.Dataset")
 peft = pytest.importorskip("peft", reason="the LoRA case needs peft")
 
+from memtheory.dtypes import dtype  # noqa: E402
 from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.finetuning import (  # noqa: E402
     TRL_TOKEN_CHUNK,
@@ -212,9 +213,16 @@ def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora, 
     assert tracker.peak == step.peak
     assert step.parts["policy weights"] == sum(p.nbytes for p in trainer.model.parameters())
     # after the head: the recipe's later moments with the reference and the extra mask, at least
-    peak_at = max(range(len(tracker.timeline)), key=lambda i: tracker.timeline[i][2])
-    later = max(live for phase, _, live in tracker.timeline[peak_at:]
-                if phase in ("backward (2)", "optimizer step (2)") and live < before)
+    tokens = 2 * pairs * (sequence - 1)
+    fp32 = dtype("fp32").bytes
+    gradients = fp32 * tokens * TINY["hidden_size"] + (
+        0 if lora else fp32 * TINY["vocab_size"] * TINY["hidden_size"])
+    start = fused_backward_start(tracker)
+    operations = tracker.timeline
+    end = next(i for i in range(start + 2, len(operations))
+               if operations[i][2] <= before + gradients)
+    later = max(live for phase, _, live in operations[end:]
+                if phase in ("backward (2)", "optimizer step (2)"))
     assert step.parts["after the head"] >= later
 
 
