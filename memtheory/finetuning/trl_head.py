@@ -231,7 +231,9 @@ class TrainerBeneath:
     after_head : int
         The recipe's most live after its head's backward (the decoder layers'
         backward, the embeddings', gradient clipping, the optimizer step),
-        each moment less what checkpointing does not keep then: an estimate
+        each moment less what checkpointing does not keep then, plus what
+        it keeps beyond the recipe (the position ids; under peft
+        :func:`lora_checkpoint_extra`, measured alive then too): an estimate
         of the TRL step's later moments, at or above the measured ones (the
         recipe's loss over the logits leaves more behind early in its
         backward; a recomputed layer's forward temporaries are not added).
@@ -363,7 +365,7 @@ def trainer_step_beneath(
             below = int(match.group(1))
         after = max(after, int(live) - below * saving)
     return TrainerBeneath(int(step.timeline[_FINAL_NORM]) - layers * saving + kept, weights,
-                          dict(read), after, saving, layers)
+                          dict(read), after + kept, saving, layers)
 
 
 def lora_checkpoint_extra(sequences: int, sequence: int, hidden: int) -> int:
