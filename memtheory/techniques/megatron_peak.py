@@ -186,10 +186,12 @@ def megatron_device_peak(
             f"recompute must be 'none', 'selective' or 'full', got {recompute!r}.")
     chosen = pipeline if micro_batches is None else _whole("micro_batches", micro_batches)
     in_flight = min(pipeline - stage, chosen)
-    shape = {"sequence": sequence, "batch": micro_batch, "hidden": hidden, "heads": heads,
-             "tensor_parallel": tensor, "sequence_parallel": sequence_parallel}
-    per_layer = int(activation_bytes(**shape, recompute=recompute))
-    kept_whole = int(activation_bytes(**shape, recompute="none"))
+    def kept(how: Recompute) -> int:
+        return int(activation_bytes(sequence=sequence, batch=micro_batch, hidden=hidden,
+                                    heads=heads, tensor_parallel=tensor,
+                                    sequence_parallel=sequence_parallel, recompute=how))
+
+    per_layer, kept_whole = kept(recompute), kept("none")
     hidden_state = 2 * sequence * micro_batch * hidden
     working = (kept_whole if recompute == "full" else per_layer) + (
         hidden_state // tensor if sequence_parallel else hidden_state)
