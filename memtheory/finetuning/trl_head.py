@@ -34,9 +34,8 @@ from memtheory.layers.base import elements
 from memtheory.memory import training_memory
 from memtheory.models import from_config
 from memtheory.models.hf_config import ConfigLike, load_config
-from memtheory.network import Network
+from memtheory.network import LayerRow, Network
 from memtheory.recipes import Setup
-from memtheory.techniques.checkpointing import repeated_layers
 
 __all__ = [
     "TRLStepEstimate",
@@ -253,6 +252,17 @@ class TrainerBeneath:
 
 
 _LAYER_ROW = re.compile(r"^backward model\.layers\.(\d+)\.")
+_DECODER_ROW = re.compile(r"^model\.layers\.(\d+)\.")
+
+
+def _decoder_layers(network: Network) -> list[list[LayerRow]]:
+    """Return the rows of each decoder layer (``model.layers.{i}.``), in order."""
+    groups: dict[int, list[LayerRow]] = {}
+    for row in network.rows:
+        match = _DECODER_ROW.match(row.name)
+        if match:
+            groups.setdefault(int(match.group(1)), []).append(row)
+    return [groups[i] for i in sorted(groups)]
 
 
 def _layer_saving(network: Network, timeline: Mapping[str, sp.Expr], read: Mapping[str, int],
@@ -263,7 +273,7 @@ def _layer_saving(network: Network, timeline: Mapping[str, sp.Expr], read: Mappi
     layer's share of the step's own bookkeeping differs); a one-layer model is
     read from the same configuration with two layers.
     """
-    layers = repeated_layers(network)
+    layers = _decoder_layers(network)
     if len(layers) < 2:
         twice = trainer_step_beneath({**read, "num_hidden_layers": 2}, **settings)  # type: ignore[arg-type]
         return twice.layer_saving
@@ -344,7 +354,7 @@ def trainer_step_beneath(
             "TRL's step is modelled, and measured, on Llama-style decoders (Llama, Mistral, "
             "Qwen, ...), whose fused head takes that norm's output; ask for one of those."
         )
-    layers = len(repeated_layers(network))
+    layers = len(_decoder_layers(network))
     saving = 0
     if checkpointing:
         settings: dict[str, object] = {"sequences": sequences, "sequence": sequence,
