@@ -120,3 +120,31 @@ def test_autocast_copies_are_dropped_only_under_zero3(zero):
     removed = sp.sympify(kept.stages[0].total) - sp.sympify(dropped.stages[0].total)
     assert removed == (copies if zero == 3 else 0)
     assert ("weight_copies" in dropped.stages[0].components) == (zero != 3)
+
+
+def test_pipeline_device_adds_one_replicas_working_memory():
+    """Under 1F1B the device's estimate adds the replica's activation gradients and temporaries.
+
+    The working memory is read off the replica's own timeline here: at each
+    moment, the live bytes less the components held throughout and the
+    coming-and-going ones alive then.
+    """
+    net = gpt2("small", batch=1, sequence=32)
+    memory = training_memory(net, optimizer="adamw", precision="fp32", convention="autograd")
+    assert "activation_gradients" not in memory.components
+    coming = ("gradients", "saved_activations", "weight_copies", "master_gradients")
+    held = sum(v for k, v in memory.components.items() if k not in coming)
+    working = max(0, *(value - held - sum(memory.timeline_parts[moment].values())
+                       for moment, value in memory.timeline.items()
+                       if moment in memory.timeline_parts))
+    assert working > 0
+    result = parallel_memory(memory, pipeline=2)
+    for stage in result.stages:
+        assert stage["activation_gradients"] == working
+    assert any("an estimate of its peak" in note for note in result.notes)
+    assert not any("not a bound" in note for note in result.notes)
+    plain = parallel_memory(memory, data=2)  # data parallel: the timeline is followed instead
+    assert "activation_gradients" not in plain.stages[0].components
+    split = parallel_memory(memory, tensor=2, network=net)  # Korthikanti's ratio, as the kept
+    ratio = tensor_parallel_activation_ratio(net, 2)
+    assert split.stages[0]["activation_gradients"] == working * ratio

@@ -91,7 +91,7 @@ def test_a_sequence_needs_two_tokens():
 
 def test_full_fine_tuning_adds_a_second_copy_of_the_weights():
     """The reference weights are the policy's bytes; the base is the Trainer's step over 2B rows."""
-    step = dpo_step_memory(TINY, pairs=3, sequence=9)
+    step = dpo_step_memory(TINY, pairs=3, sequence=9, checkpointing=False)
     network = from_config(TINY, batch=6, sequence=9, loss=True, flash=True)
     trainer = training_memory(network, setup=Setup.recipe("hf-trainer", device="cpu"),
                               precision="fp32")
@@ -100,7 +100,19 @@ def test_full_fine_tuning_adds_a_second_copy_of_the_weights():
     assert step.parts["up to the final norm"] == int(trainer.timeline["forward model.norm"])
     assert step.parts["fused head backward"] == fused_head_backward_bytes(6 * 8, 32, 96)
     assert step.parts["batch and head beyond the recipe"] == dpo_head_bytes(6, 9, 32)
-    assert step.peak == sum(v for k, v in step.parts.items() if k != "policy weights")
+    head = ("up to the final norm", "reference weights", "batch and head beyond the recipe",
+            "fused head backward")
+    assert step.peak == max(sum(step.parts[k] for k in head), step.parts["after the head"])
+
+
+def test_checkpointing_lowers_what_lies_beneath_the_head():
+    """TRL's default checkpointing: the same head, less beneath it, by the layers' saving."""
+    off = dpo_step_memory(TINY, pairs=3, sequence=9, checkpointing=False)
+    on = dpo_step_memory(TINY, pairs=3, sequence=9)
+    saving = on.parts["checkpointing keeps less, per layer"]
+    assert saving > 0
+    assert off.peak - on.peak == TINY["num_hidden_layers"] * saving - dtype("int64").bytes * 9
+    assert on.parts["fused head backward"] == off.parts["fused head backward"]
 
 
 def test_lora_keeps_no_reference_copy_and_no_head_gradient():
@@ -111,7 +123,7 @@ def test_lora_keeps_no_reference_copy_and_no_head_gradient():
     assert full.parts["fused head backward"] - lora.parts["fused head backward"] == (
         dtype("fp32").bytes * TINY["vocab_size"] * TINY["hidden_size"])
     assert lora.peak < full.peak
-    assert any("else an estimate" in line for line in lora.assumed)
+    assert any("checkpointing on, TRL's default" in line for line in lora.assumed)
 
 
 @given(sequences=st.integers(1, 64), sequence=st.integers(2, 4096), hidden=st.integers(1, 8192))

@@ -57,7 +57,7 @@ def test_estimate_refuses_recipe_trl_sft(capsys):
 
 def test_the_step_is_the_trainers_up_to_the_norm_then_the_fused_head():
     """The parts: the hf-trainer recipe at the norm, the SFT batch and head, the head's backward."""
-    step = sft_step_memory(TINY, batch=3, sequence=9)
+    step = sft_step_memory(TINY, batch=3, sequence=9, checkpointing=False)
     network = from_config(TINY, batch=3, sequence=9, loss=True, flash=True)
     trainer = training_memory(network, setup=Setup.recipe("hf-trainer", device="cpu"),
                               precision="fp32")
@@ -65,12 +65,42 @@ def test_the_step_is_the_trainers_up_to_the_norm_then_the_fused_head():
     assert step.parts["weights"] == int(trainer.components["parameters"])
     assert step.parts["fused head backward"] == fused_head_backward_bytes(3 * 8, 32, 96)
     assert step.parts["batch and head beyond the recipe"] == sft_head_bytes(3, 9, 32)
-    assert step.peak == sum(v for k, v in step.parts.items() if k != "weights")
+    head = ("up to the final norm", "batch and head beyond the recipe", "fused head backward")
+    assert step.peak == max(sum(step.parts[k] for k in head), step.parts["after the head"])
+    assert step.parts["checkpointing keeps less, per layer"] == 0
+
+
+def test_checkpointing_keeps_each_layers_output_only():
+    """TRL's default: each decoder layer keeps its fp32 output, not its saved tensors."""
+    off = sft_step_memory(TINY, batch=3, sequence=9, checkpointing=False)
+    on = sft_step_memory(TINY, batch=3, sequence=9)
+    network = from_config(TINY, batch=3, sequence=9, loss=True, flash=True)
+    trainer = training_memory(network, setup=Setup.recipe("hf-trainer", device="cpu"),
+                              precision="fp32")
+    grown = int(trainer.timeline["forward model.layers.1.add_2"]
+                - trainer.timeline["forward model.layers.0.add_2"])
+    kept = dtype("fp32").bytes * 3 * 9 * TINY["hidden_size"]
+    saving = grown - kept
+    assert on.parts["checkpointing keeps less, per layer"] == saving > 0
+    layers = TINY["num_hidden_layers"]
+    position_ids = dtype("int64").bytes * 9  # (1, S), held by the checkpoints
+    assert off.parts["up to the final norm"] - on.parts["up to the final norm"] == (
+        layers * saving - position_ids)
+    assert on.parts["after the head"] <= off.parts["after the head"]
+    assert on.peak_moment == off.peak_moment == "fused head backward"
+    assert "checkpointing on" in on.assumed[-1] and "off" in off.assumed[-1]
+
+
+def test_a_large_models_peak_is_after_the_head():
+    """Llama-3-8B at one short sequence: the gradients, not the head's tile, set the peak."""
+    step = sft_step_memory("llama-3-8b", batch=1, sequence=256)
+    assert step.peak_moment == "after the head"
+    assert step.peak == step.parts["after the head"] > step.parts["weights"] * 2
 
 
 def test_the_recipes_answer_is_not_the_sft_steps():
     """hf-trainer keeps a loss over the logits; the SFT step peaks in the fused head instead."""
-    step = sft_step_memory(TINY, batch=2, sequence=7)
+    step = sft_step_memory(TINY, batch=2, sequence=7, checkpointing=False)
     network = from_config(TINY, batch=2, sequence=7, loss=True, flash=True)
     trainer = training_memory(network, setup=Setup.recipe("hf-trainer", device="cpu"),
                               precision="fp32")
@@ -109,7 +139,7 @@ def test_lora_freezes_the_head():
     assert full.parts["fused head backward"] - lora.parts["fused head backward"] == (
         dtype("fp32").bytes * TINY["vocab_size"] * TINY["hidden_size"])
     assert lora.peak < full.peak
-    assert any("not modelled" in line for line in lora.assumed)
+    assert any("checkpointing on, TRL's default" in line for line in lora.assumed)
 
 
 def test_autocast_halves_the_tile_buffer():

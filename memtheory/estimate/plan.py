@@ -444,7 +444,8 @@ def _why(
             )
         elif step.convention == "autograd":
             per_device = (
-                "per device the sum of the components, which is not a bound of its peak "
+                "per device an estimate of its peak, not a bound: the sum of the components "
+                "with one replica's activation gradients and temporaries at the device's share "
                 "(tensor and pipeline splits of the timeline are not followed)"
             )
         else:

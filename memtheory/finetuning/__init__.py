@@ -8,7 +8,8 @@ lora                :class:`LoRA`, :func:`apply_lora`, :func:`freeze`, target ma
 nf4                 NF4 codes and double-quantized constants (QLoRA Section 3)
 optimizer8bit       bitsandbytes' block-wise 8-bit Adam state
 memory              :func:`finetune_memory`: the step's footprint by component
-trl_head            TRL's fused, chunked LM head: :func:`fused_head_backward_bytes`
+trl_head            TRL's fused, chunked LM head: :func:`fused_head_backward_bytes`,
+                    and the step beneath it: :func:`trainer_step_beneath`
 preference          :func:`dpo_step_memory`: TRL's DPO step with a frozen reference model
 sft                 :func:`sft_step_memory`: TRL's SFT step
 ==================  ==================================================================
@@ -58,8 +59,10 @@ from memtheory.finetuning.sft import SFT_UNSUPPORTED, sft_head_bytes, sft_step_m
 from memtheory.finetuning.trl_head import (
     TRL_TOKEN_CHUNK,
     TRL_VOCAB_CHUNK,
+    TrainerBeneath,
     TRLStepEstimate,
     fused_head_backward_bytes,
+    trainer_step_beneath,
 )
 
 __all__ = [
@@ -79,6 +82,7 @@ __all__ = [
     "LoRAAttention",
     "LoRAUp",
     "TRLStepEstimate",
+    "TrainerBeneath",
     "ConstantScale",
     "adam8bit_state_bytes",
     "apply_lora",
@@ -97,4 +101,5 @@ __all__ = [
     "sft_head_bytes",
     "sft_step_memory",
     "trainable_shapes",
+    "trainer_step_beneath",
 ]

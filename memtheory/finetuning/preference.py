@@ -35,14 +35,18 @@ expresses the step (``Setup.recipe("trl-dpo")`` refuses, with the reason).
 ``hf-trainer`` (or ``peft-lora``) recipe's step over 2B sequences up to the
 final norm, plus the reference weights, plus what the DPO batch and the fused
 head hold beyond it (:func:`dpo_head_bytes`), plus the fused head's backward
-(:func:`fused_head_backward_bytes`). On CPU, fp32 weights with ``bf16`` off or
-on (autocast), without checkpointing, that is 0 bytes off the real
-``DPOTrainer`` under ``memtheory.torch.track`` (``tests/pytorch/test_dpo_recipe.py``:
-two sizes, full fine-tuning and peft LoRA, LoRA in fp32 only). Anywhere else it is an estimate:
-gradient checkpointing (TRL's default) is not modelled (it lowers what lies
-beneath the head, measured, not sized), and on CUDA with Triton only the
-completion tokens are projected (``utils.py:1642-1645``) and the fold runs
-in a kernel without the N x V' temporaries.
+(:func:`fused_head_backward_bytes`), with every decoder layer of the policy
+checkpointed (TRL's default, ``checkpointing=True``; the reference forward runs
+with checkpointing disabled, ``dpo_trainer.py:1327``) or none. On CPU, fp32
+weights with ``bf16`` off or on (autocast), checkpointing on or off, that is 0
+bytes off the real ``DPOTrainer`` under ``memtheory.torch.track``
+(``tests/pytorch/test_dpo_recipe.py``: two sizes, full fine-tuning and peft
+LoRA, LoRA in fp32 only), where the head's backward is the peak. Where the
+rest of the backward is (a large model's gradients), the answer is the
+recipe's later moments (an estimate, above the measured ones). Anywhere else
+it is an estimate: on CUDA with Triton only the completion tokens are
+projected (``utils.py:1642-1645``) and the fold runs in a kernel without the
+N x V' temporaries.
 
 Examples
 --------
@@ -66,8 +70,9 @@ from memtheory.finetuning.trl_head import (
     TRL_VOCAB_CHUNK,
     TRLStepEstimate,
     check_trl_step,
+    checkpointing_line,
     fused_head_backward_bytes,
-    trainer_step_to_norm,
+    trainer_step_beneath,
 )
 from memtheory.models.hf_config import ConfigLike
 from memtheory.recipes import REFUSED_RECIPES
@@ -85,6 +90,7 @@ DPO_UNSUPPORTED = REFUSED_RECIPES["trl-dpo"]
 """Why ``Setup.recipe("trl-dpo")`` and ``memtheory estimate --recipe trl-dpo`` refuse."""
 
 _FP32 = int(dtype("fp32").bytes)
+_INDEX = int(dtype("int64").bytes)
 
 
 def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
@@ -132,7 +138,7 @@ def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
     >>> dpo_head_bytes(4, 7, 32)  # tests/pytorch/test_dpo_recipe.py measures this size
     200
     """
-    fp32, index = _FP32, int(dtype("int64").bytes)
+    fp32, index = _FP32, _INDEX
     tokens = sequences * (sequence - 1)
     return (index * sequences * sequence
             - fp32 * sequences * sequence * hidden + fp32 * tokens * hidden
@@ -153,8 +159,15 @@ def dpo_step_memory(
     sequence: int,
     lora: LoRA | None = None,
     precision: str = "fp32",
+    checkpointing: bool = True,
 ) -> TRLStepEstimate:
-    """Return the peak of one ``DPOTrainer`` step (TRL 1.16, CPU path, no checkpointing).
+    """Return the peak of one ``DPOTrainer`` step (TRL 1.16, CPU path).
+
+    The peak is the larger of the fused head's backward (the sum of
+    ``"up to the final norm"``, ``"reference weights"``, ``"batch and head
+    beyond the recipe"`` and ``"fused head backward"``) and ``"after the
+    head"`` (the rest of the backward and the optimizer step: the recipe's
+    moments plus the collator's extra mask, an estimate).
 
     Parameters
     ----------
@@ -175,6 +188,9 @@ def dpo_step_memory(
         default: ``torch.autocast`` in bf16, so the fused head's tile buffer is
         bf16 and its hidden chunk and weight tile are cast). With ``lora``
         only ``"fp32"``: frozen layers under autocast are not modelled.
+    checkpointing : bool, default True
+        TRL's default (``DPOConfig.gradient_checkpointing=True``: every decoder
+        layer, ``use_reentrant=False``); ``False`` for ``gradient_checkpointing=False``.
 
     Returns
     -------
@@ -192,9 +208,9 @@ def dpo_step_memory(
     check_trl_step("dpo_step_memory", {"pairs": pairs, "sequence": sequence}, lora=lora,
                    precision=precision)
     sequences = 2 * pairs
-    to_norm, weights, read = trainer_step_to_norm(config, sequences=sequences,
-                                                  sequence=sequence, lora=lora,
-                                                  precision=precision)
+    beneath = trainer_step_beneath(config, sequences=sequences, sequence=sequence, lora=lora,
+                                   precision=precision, checkpointing=checkpointing)
+    read, weights = beneath.read, beneath.weights
     reference = weights if lora is None else 0
     hidden = int(read["hidden_size"])
     tokens = sequences * (sequence - 1)
@@ -202,10 +218,13 @@ def dpo_step_memory(
                                      weight_gradient=lora is None,
                                      autocast=precision == "autocast-bf16")
     parts = {
-        "up to the final norm": to_norm,
+        "up to the final norm": beneath.to_norm,
         "reference weights": reference,
         "batch and head beyond the recipe": dpo_head_bytes(sequences, sequence, hidden),
         "fused head backward": head,
+        # the reference weights and one more int64 mask than the recipe's batch
+        "after the head": beneath.after_head + reference + _INDEX * sequences * sequence,
+        "checkpointing keeps less, per layer": beneath.layer_saving,
         "policy weights": weights,
     }
     assumed = (
@@ -214,9 +233,8 @@ def dpo_step_memory(
         "no padding",
         "reference: " + ("the same weights, adapters disabled (peft)" if lora else
                          "a frozen copy of the weights, forward under no_grad"),
-        "fused chunked LM head (no logits): the peak is its backward",
-        f"CPU path, fp32 weights, {precision}, gradient checkpointing off (exact there; "
-        "else an estimate)",
+        "fused chunked LM head (no logits): the peak is its backward or the rest of the backward",
+        f"CPU path, fp32 weights, {precision}",
+        checkpointing_line(checkpointing),
     )
-    peak = sum(parts[name] for name in _PEAK_PARTS)
-    return TRLStepEstimate(peak=peak, parts=parts, assumed=assumed)
+    return TRLStepEstimate.at_most(parts, _PEAK_PARTS, assumed)

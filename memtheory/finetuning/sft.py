@@ -31,16 +31,19 @@ The autograd convention has no fused, chunked head, so no
 ``hf-trainer`` (or ``peft-lora``) recipe's step up to the final norm, plus
 what the SFT batch and the fused head hold beyond it (:func:`sft_head_bytes`),
 plus the fused head's backward
-(:func:`~memtheory.finetuning.fused_head_backward_bytes`). On CPU, fp32
-weights with ``bf16`` off or on (autocast), without checkpointing, that is 0
-bytes off the real ``SFTTrainer`` under ``track()``
-(``tests/pytorch/test_trl_recipe.py``: two sizes, full fine-tuning and peft
-LoRA, LoRA in fp32 only). Anywhere else it is an estimate: gradient
-checkpointing (TRL's default) is not modelled (it lowers what lies beneath
-the head: the same head's backward stays the peak, measured), and on CUDA
-with Triton only the labelled positions are projected (``utils.py:1642-1645``)
-and the fold runs in a kernel without the N x V' temporaries. On CPU every
-position is projected, labelled or not, so a prompt-completion dataset
+(:func:`~memtheory.finetuning.fused_head_backward_bytes`), with every decoder
+layer checkpointed (TRL's default, ``checkpointing=True``: each layer keeps
+only its input through the forward) or none. On CPU, fp32 weights with
+``bf16`` off or on (autocast), checkpointing on or off, that is 0 bytes off
+the real ``SFTTrainer`` under ``track()`` (``tests/pytorch/test_trl_recipe.py``:
+three sizes, full fine-tuning and peft LoRA, LoRA in fp32 only), where the
+head's backward is the peak. Where the rest of the backward is (a large
+model's gradients), the answer is the recipe's later moments, at or above the
+measured ones (the recipe's loss over the logits leaves a little more behind
+early in its backward): an estimate. Anywhere else it is an estimate: on CUDA with Triton
+only the labelled positions are projected (``utils.py:1642-1645``) and the
+fold runs in a kernel without the N x V' temporaries. On CPU every position
+is projected, labelled or not, so a prompt-completion dataset
 (``completion_only_loss``) holds the same.
 
 Examples
@@ -49,9 +52,9 @@ Examples
 ...         "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4,
 ...         "num_key_value_heads": 2, "tie_word_embeddings": False}
 >>> step = sft_step_memory(tiny, batch=2, sequence=7)
->>> step.peak - step.parts["up to the final norm"] == (
+>>> step.peak_moment, step.peak - step.parts["up to the final norm"] == (
 ...     sft_head_bytes(2, 7, 32) + fused_head_backward_bytes(2 * 6, 32, 96))
-True
+('fused head backward', True)
 """
 
 from __future__ import annotations
@@ -61,8 +64,9 @@ from memtheory.finetuning.lora import LoRA
 from memtheory.finetuning.trl_head import (
     TRLStepEstimate,
     check_trl_step,
+    checkpointing_line,
     fused_head_backward_bytes,
-    trainer_step_to_norm,
+    trainer_step_beneath,
 )
 from memtheory.models.hf_config import ConfigLike
 from memtheory.recipes import REFUSED_RECIPES
@@ -146,8 +150,18 @@ def sft_step_memory(
     sequence: int,
     lora: LoRA | None = None,
     precision: str = "fp32",
+    checkpointing: bool = True,
 ) -> TRLStepEstimate:
-    """Return the peak of one ``SFTTrainer`` step (TRL 1.16, CPU path, no checkpointing).
+    """Return the peak of one ``SFTTrainer`` step (TRL 1.16, CPU path).
+
+    The peak is the larger of two moments: the fused head's backward (the
+    sum of ``"up to the final norm"``, ``"batch and head beyond the recipe"``
+    and ``"fused head backward"``; a small model's peak, exact on CPU with
+    checkpointing on or off) and ``"after the head"``, the rest of the
+    backward and the optimizer step (the recipe's moments, plus the
+    collator's attention mask: an estimate, at or above the measured ones, see
+    :func:`~memtheory.finetuning.trainer_step_beneath`). Where it lies is
+    :attr:`~memtheory.finetuning.TRLStepEstimate.peak_moment`.
 
     Parameters
     ----------
@@ -166,6 +180,11 @@ def sft_step_memory(
         default: ``torch.autocast`` in bf16, so the fused head's tile buffer is
         bf16 and its hidden chunk and weight tile are cast). With ``lora``
         only ``"fp32"``: frozen layers under autocast are not modelled.
+    checkpointing : bool, default True
+        TRL's default (``SFTConfig.gradient_checkpointing=True``, which the
+        ``Trainer`` applies as ``activation_checkpointing_enable()`` with
+        ``use_reentrant=False`` on every decoder layer); ``False`` for
+        ``gradient_checkpointing=False``.
 
     Returns
     -------
@@ -187,27 +206,32 @@ def sft_step_memory(
     >>> lora = sft_step_memory(tiny, batch=2, sequence=7, lora=LoRA(4, 8))
     >>> full.parts["fused head backward"] - lora.parts["fused head backward"] == 4 * 96 * 32
     True
+    >>> plain = sft_step_memory(tiny, batch=2, sequence=7, checkpointing=False)
+    >>> plain.peak - full.peak == 2 * full.parts["checkpointing keeps less, per layer"] - 8 * 7
+    True
     """
     check_trl_step("sft_step_memory", {"batch": batch, "sequence": sequence}, lora=lora,
                    precision=precision)
-    to_norm, weights, read = trainer_step_to_norm(config, sequences=batch, sequence=sequence,
-                                                  lora=lora, precision=precision)
+    beneath = trainer_step_beneath(config, sequences=batch, sequence=sequence, lora=lora,
+                                   precision=precision, checkpointing=checkpointing)
+    read = beneath.read
     hidden = int(read["hidden_size"])
     parts = {
-        "up to the final norm": to_norm,
+        "up to the final norm": beneath.to_norm,
         "batch and head beyond the recipe": sft_head_bytes(batch, sequence, hidden),
         "fused head backward": fused_head_backward_bytes(
             batch * (sequence - 1), hidden, int(read["vocab_size"]),
             weight_gradient=lora is None, autocast=precision == "autocast-bf16"),
-        "weights": weights,
+        "after the head": beneath.after_head + _INDEX * batch * sequence,  # + attention_mask
+        "checkpointing keeps less, per layer": beneath.layer_saving,
+        "weights": beneath.weights,
     }
     assumed = (
         "trl-sft: TRL 1.16 SFTTrainer, loss_type nll, no packing, no padding-free",
         f"{batch} sequences of {sequence} tokens, no padding",
         "adapters: " + ("peft LoRA, the head frozen" if lora else "none: full fine-tuning"),
-        "fused chunked LM head (no logits): the peak is its backward",
-        f"CPU path, fp32 weights, {precision}, gradient checkpointing off (TRL's default is "
-        "on: not modelled; exact here, else an estimate)",
+        "fused chunked LM head (no logits): the peak is its backward or the rest of the backward",
+        f"CPU path, fp32 weights, {precision}",
+        checkpointing_line(checkpointing),
     )
-    peak = sum(parts[name] for name in _PEAK_PARTS)
-    return TRLStepEstimate(peak=peak, parts=parts, assumed=assumed)
+    return TRLStepEstimate.at_most(parts, _PEAK_PARTS, assumed)

@@ -20,25 +20,34 @@ True
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+import sympy as sp
 
 from memtheory.dtypes import dtype
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.finetuning.lora import LoRA
 from memtheory.finetuning.memory import finetune_memory
+from memtheory.layers.base import elements
 from memtheory.memory import training_memory
 from memtheory.models import from_config
 from memtheory.models.hf_config import ConfigLike, load_config
+from memtheory.network import LayerRow, Network
 from memtheory.recipes import Setup
 
 __all__ = [
     "TRLStepEstimate",
     "TRL_PRECISIONS",
+    "TrainerBeneath",
     "TRL_TOKEN_CHUNK",
     "TRL_VOCAB_CHUNK",
     "check_trl_step",
+    "checkpointing_line",
+    "lora_checkpoint_extra",
     "fused_head_backward_bytes",
+    "trainer_step_beneath",
     "trainer_step_to_norm",
 ]
 
@@ -52,8 +61,10 @@ TRL_PRECISIONS = ("fp32", "autocast-bf16")
 """fp32 weights with TRL's ``bf16=False`` or ``bf16=True`` (``torch.autocast``)."""
 
 _FINAL_NORM = "forward model.norm"
+_HEAD_BACKWARD = "backward lm_head"
 
 _FP32 = int(dtype("fp32").bytes)
+_INDEX = int(dtype("int64").bytes)
 _BF16 = int(dtype("bf16").bytes)
 _BOOL = int(dtype("bool").bytes)
 
@@ -164,6 +175,8 @@ def trainer_step_to_norm(
 ) -> tuple[int, int, dict[str, int]]:
     """Return the ``hf-trainer`` (or ``peft-lora``) recipe's step on CPU up to the final norm.
 
+    Without checkpointing: :func:`trainer_step_beneath` with ``checkpointing=False``.
+
     Parameters
     ----------
     config : mapping, str or path
@@ -196,6 +209,135 @@ def trainer_step_to_norm(
     >>> weights == 4 * (2 * 96 * 32 + 32 + 2 * (3 * 32 * 32 + 3 * 32 * 40 + 2 * 32))
     True
     """
+    beneath = trainer_step_beneath(config, sequences=sequences, sequence=sequence, lora=lora,
+                                   precision=precision, checkpointing=False)
+    return beneath.to_norm, beneath.weights, beneath.read
+
+
+@dataclass(frozen=True)
+class TrainerBeneath:
+    """The ``hf-trainer`` (``peft-lora``) recipe's step beneath TRL's fused head, in bytes.
+
+    Attributes
+    ----------
+    to_norm : int
+        Live at the end of the final norm's forward (less what checkpointing
+        does not keep, when it is on).
+    weights : int
+        The weights' bytes (trained and frozen).
+    read : dict
+        The configuration as read (``hidden_size``, ``vocab_size``, ...).
+    after_head : int
+        The recipe's most live after its head's backward (the decoder layers'
+        backward, the embeddings', gradient clipping, the optimizer step),
+        each moment less what checkpointing does not keep then, plus what
+        it keeps beyond the recipe (the position ids; under peft
+        :func:`lora_checkpoint_extra`, measured alive then too): an estimate
+        of the TRL step's later moments, at or above the measured ones (the
+        recipe's loss over the logits leaves more behind early in its
+        backward; a recomputed layer's forward temporaries are not added).
+    layer_saving : int
+        What checkpointing does not keep of one decoder layer through the
+        forward: its saved tensors less its output (0 when it is off).
+    layers : int
+        Decoder layers.
+    """
+
+    to_norm: int
+    weights: int
+    read: dict[str, int]
+    after_head: int
+    layer_saving: int
+    layers: int
+
+
+_LAYER_ROW = re.compile(r"^backward model\.layers\.(\d+)\.")
+_DECODER_ROW = re.compile(r"^model\.layers\.(\d+)\.")
+
+
+def _decoder_layers(network: Network) -> list[list[LayerRow]]:
+    """Return the rows of each decoder layer (``model.layers.{i}.``), in order."""
+    groups: dict[int, list[LayerRow]] = {}
+    for row in network.rows:
+        match = _DECODER_ROW.match(row.name)
+        if match:
+            groups.setdefault(int(match.group(1)), []).append(row)
+    return [groups[i] for i in sorted(groups)]
+
+
+def _layer_saving(network: Network, timeline: Mapping[str, sp.Expr], read: Mapping[str, int],
+                  settings: dict[str, object]) -> int:
+    """One decoder layer's forward growth less its output, from the recipe's timeline.
+
+    The growth is read between the ends of the last two layers (the first
+    layer's share of the step's own bookkeeping differs); a one-layer model is
+    read from the same configuration with two layers.
+    """
+    layers = _decoder_layers(network)
+    if len(layers) < 2:
+        twice = trainer_step_beneath({**read, "num_hidden_layers": 2}, **settings)  # type: ignore[arg-type]
+        return twice.layer_saving
+    last, before = (int(timeline[f"forward {rows[-1].name}"]) for rows in layers[-1:-3:-1])
+    output = _FP32 * int(elements(layers[-1][-1].output_shape))  # the fp32 residual stream
+    return last - before - output
+
+
+def trainer_step_beneath(
+    config: ConfigLike,
+    *,
+    sequences: int,
+    sequence: int,
+    lora: LoRA | None,
+    precision: str,
+    checkpointing: bool,
+) -> TrainerBeneath:
+    """Return the ``hf-trainer`` (``peft-lora``) recipe's step on CPU around TRL's fused head.
+
+    With ``checkpointing``, as TRL's default turns it on: the ``Trainer`` calls
+    ``activation_checkpointing_enable()`` (transformers 5.24 ``trainer.py:1503-1528``)
+    with no kwargs, so ``{"use_reentrant": False}`` and every decoder layer
+    (``modeling_utils.py:3151-3171``, ``modeling_layers.py``): each layer's
+    forward runs under ``torch.utils.checkpoint`` and keeps only its input, its
+    output the next one's (fp32: the residual stream, under autocast too). So
+    at the final norm the step holds ``layers x layer_saving`` less than the
+    recipe's (measured under ``track()``: each checkpointed layer adds exactly
+    its output), plus the ``(1, sequence)`` int64 position ids that the
+    checkpoints' closures hold (measured: ``8 x sequence`` bytes), plus under
+    peft :func:`lora_checkpoint_extra`. In the backward the layer being recomputed holds what the
+    recipe's holds, and the layers below it their inputs only.
+
+    Parameters
+    ----------
+    config : mapping, str or path
+        What :func:`~memtheory.models.from_config` reads.
+    sequences, sequence : int
+        Rows of the batch and tokens per row.
+    lora : LoRA or None
+        peft adapters (the ``peft-lora`` recipe's step) or full fine-tuning.
+    precision : {"fp32", "autocast-bf16"}
+    checkpointing : bool
+        Every decoder layer checkpointed (TRL's default), or none.
+
+    Returns
+    -------
+    TrainerBeneath
+
+    Raises
+    ------
+    UnsupportedError
+        A model whose final norm is not ``model.norm`` (GPT-2's ``ln_f``): not
+        modelled.
+
+    Examples
+    --------
+    >>> tiny = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32,
+    ...         "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4,
+    ...         "num_key_value_heads": 2, "tie_word_embeddings": False}
+    >>> off, on = (trainer_step_beneath(tiny, sequences=2, sequence=7, lora=None,
+    ...                                 precision="fp32", checkpointing=c) for c in (False, True))
+    >>> off.to_norm - on.to_norm == on.layers * on.layer_saving - 8 * 7  # less the position ids
+    True
+    """
     read = load_config(config)  # a preset's name, a config.json or a mapping
     network = from_config(read, batch=sequences, sequence=sequence, loss=True, flash=True)
     if lora is None:
@@ -212,7 +354,55 @@ def trainer_step_to_norm(
             "TRL's step is modelled, and measured, on Llama-style decoders (Llama, Mistral, "
             "Qwen, ...), whose fused head takes that norm's output; ask for one of those."
         )
-    return int(step.timeline[_FINAL_NORM]), weights, dict(read)
+    layers = len(_decoder_layers(network))
+    saving = 0
+    if checkpointing:
+        settings: dict[str, object] = {"sequences": sequences, "sequence": sequence,
+                                       "lora": lora, "precision": precision,
+                                       "checkpointing": True}
+        saving = _layer_saving(network, step.timeline, read, settings)
+    kept = 0
+    if checkpointing:  # the checkpoints' closures hold the (1, S) int64 position ids
+        kept = _INDEX * sequence
+        if lora is not None:
+            kept += lora_checkpoint_extra(sequences, sequence, int(read["hidden_size"]))
+    moments = list(step.timeline.items())
+    head = next(i for i, (name, _) in enumerate(moments) if name == _HEAD_BACKWARD)
+    after, below = 0, layers  # before any layer's backward (the norm's), none is recomputed
+    for name, live in moments[head + 1:]:
+        match = _LAYER_ROW.match(name)
+        if match:  # layer j recomputed: the j layers below it keep their inputs only
+            below = int(match.group(1))
+        after = max(after, int(live) - below * saving)
+    return TrainerBeneath(int(step.timeline[_FINAL_NORM]) - layers * saving + kept, weights,
+                          dict(read), after + kept, saving, layers)
+
+
+def lora_checkpoint_extra(sequences: int, sequence: int, hidden: int) -> int:
+    """Return what checkpointing keeps under peft beyond the ``peft-lora`` recipe's step.
+
+    With adapters and checkpointing, TRL calls ``model.enable_input_require_grads()``
+    (``sft_trainer.py:897-900``, ``dpo_trainer.py:717``), and the first layer
+    runs under the checkpoint like the others. Measured under ``track()`` at
+    (2, 7) and (3, 12) (``tests/pytorch/test_trl_recipe.py``), the step then
+    holds beyond the recipe less the layers' saving:
+
+    * the embeddings' output (``sequences x sequence x hidden`` fp32): the first
+      layer's checkpointed input; without checkpointing nothing trainable reads
+      it and it is freed;
+    * ``sequences x sequence`` fp32: the first layer's saving is smaller than
+      the others' by the input norm's ``rsqrt``, which it does not save when its
+      input needs no gradient.
+
+    (The ``(1, sequence)`` int64 position ids that every checkpointed step
+    holds, full fine-tuning too, are :func:`trainer_step_beneath`'s.)
+
+    Examples
+    --------
+    >>> lora_checkpoint_extra(3, 12, 32) + 8 * 12  # measured at (3, 12): 4,848 B
+    4848
+    """
+    return _FP32 * sequences * sequence * (hidden + 1)
 
 
 @dataclass(frozen=True)
@@ -221,25 +411,64 @@ class TRLStepEstimate:
 
     What :func:`~memtheory.finetuning.dpo_step_memory` and
     :func:`~memtheory.finetuning.sft_step_memory` return. Each function's docstring
-    names its parts; the peak is the sum of all of them but the weights, which
-    are listed for reference (they are inside ``up to the final norm``).
+    names its parts; the peak is the larger of two moments: the fused head's
+    backward, the sum of the parts that add up to it, and ``"after the head"``.
+    The weights and ``"checkpointing keeps less, per layer"`` are listed for
+    reference (the weights are inside ``up to the final norm``).
 
     Attributes
     ----------
     peak : int
-        The step's peak: the sum of its parts, the weights' entry excepted.
+        The step's peak.
     parts : dict of str to int
-        What the peak adds up from, and the weights' bytes.
+        What the peak adds up from, and the entries for reference.
     assumed : tuple of str
         What the estimate takes for granted, one line each.
+    peak_moment : str
+        ``"fused head backward"`` or ``"after the head"``: where the peak lies.
 
     Examples
     --------
     >>> step = TRLStepEstimate(peak=10, parts={"reference weights": 4}, assumed=("x",))
     >>> step.parts["reference weights"], step.assumed
     (4, ('x',))
+    >>> TRLStepEstimate.at_most({"a": 3, "b": 4, "after the head": 6}, ("a", "b"), ()).peak
+    7
     """
 
     peak: int
     parts: Mapping[str, int]
     assumed: tuple[str, ...]
+    peak_moment: str = "fused head backward"
+
+    @classmethod
+    def at_most(cls, parts: Mapping[str, int], head: tuple[str, ...],
+                assumed: tuple[str, ...]) -> TRLStepEstimate:
+        """Return the step whose peak is the larger of the head's moment and the one after it.
+
+        Parameters
+        ----------
+        parts : mapping of str to int
+            The parts, ``"after the head"`` among them.
+        head : tuple of str
+            The parts that add up to the fused head's backward.
+        assumed : tuple of str
+        """
+        at_head = sum(parts[name] for name in head)
+        later = parts["after the head"]
+        moment = "fused head backward" if at_head >= later else "after the head"
+        return cls(peak=max(at_head, later), parts=parts, assumed=assumed, peak_moment=moment)
+
+
+def checkpointing_line(checkpointing: bool) -> str:
+    """Return the "assumed:" line that says how the step checkpoints.
+
+    Examples
+    --------
+    >>> checkpointing_line(False)
+    'gradient checkpointing off (gradient_checkpointing=False)'
+    """
+    if not checkpointing:
+        return "gradient checkpointing off (gradient_checkpointing=False)"
+    return ("gradient checkpointing on, TRL's default: every decoder layer, "
+            "use_reentrant=False, as the Trainer's activation_checkpointing_enable() does")

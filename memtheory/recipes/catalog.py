@@ -264,9 +264,10 @@ REFUSED_RECIPES: dict[str, str] = {
         "with a fused, chunked LM head (trl 1.16 kernels/chunked_logprob.py) that the "
         "autograd convention does not model, over 2B sequences (chosen and rejected) beside "
         "a frozen reference model. Use memtheory.finetuning.dpo_step_memory(config, "
-        "pairs=..., sequence=...): built from the recipe's pieces, exact on CPU over fp32 "
-        "weights without checkpointing (tests/pytorch/test_dpo_recipe.py), an estimate "
-        "elsewhere."
+        "pairs=..., sequence=...): built from the recipe's pieces, with TRL's default "
+        "gradient checkpointing (or checkpointing=False), exact on CPU over fp32 weights "
+        "where the fused head's backward is the peak (tests/pytorch/test_dpo_recipe.py), "
+        "an estimate elsewhere."
     ),
     "trl-sft": (
         "TRL's SFTTrainer is not a recipe memtheory can answer exactly: it scores tokens "
@@ -274,7 +275,8 @@ REFUSED_RECIPES: dict[str, str] = {
         "autograd convention does not model, so the hf-trainer recipe (which builds the "
         "logits) is not its step, and it turns gradient checkpointing on by default. Use "
         "memtheory.finetuning.sft_step_memory(config, batch=..., sequence=...): built from "
-        "the recipe's pieces, exact on CPU over fp32 weights without checkpointing "
+        "the recipe's pieces, with that checkpointing (or checkpointing=False), exact on CPU "
+        "over fp32 weights where the fused head's backward is the peak "
         "(tests/pytorch/test_trl_recipe.py), an estimate elsewhere."
     ),
 }

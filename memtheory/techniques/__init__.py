@@ -12,6 +12,7 @@ activation_offload  saved activations in host memory between the passes (save_on
 context_parallel    the sequence split across devices, attention as a ring (ring attention)
 parallel            per device: DDP buckets, ZeRO/FSDP, offload, tensor, sequence, pipeline
 tensor_parallel     a Llama-style decoder's tensors under tensor and sequence parallelism
+megatron_peak       one device's peak under Megatron tensor and 1F1B pipeline splits
 kv_cache            inference: weights plus the key/value cache (grouped, windowed, paged)
 working_memory      inference: the prefill's and a decoding step's working memory
 quantization        inference: int8 and int4 weights with their scales
@@ -62,6 +63,7 @@ from memtheory.techniques.kv_cache import (
     positions_limit,
     weight_bytes,
 )
+from memtheory.techniques.megatron_peak import MegatronPeak, megatron_device_peak
 from memtheory.techniques.mixed_precision import (
     LOSS_SCALER_BYTES,
     autocast,
@@ -94,6 +96,7 @@ __all__ = [
     "CheckpointPlan",
     "DecoderSplit",
     "GenerationMemory",
+    "MegatronPeak",
     "OffloadSplit",
     "OffloadedActivations",
     "ParallelMemory",
@@ -117,6 +120,7 @@ __all__ = [
     "gradient_accumulation",
     "kv_cache_bytes",
     "kv_cache_formula",
+    "megatron_device_peak",
     "minimal_memory",
     "offload_activations",
     "parallel_memory",

@@ -51,9 +51,16 @@ each device's peak is the largest moment of one replica's step with every
 component at the device's share, the gradients and kept activations as alive
 at that moment, the activation gradients and temporaries one replica's. With
 one device it is the unsplit step's peak, to the byte. Under tensor or
-pipeline parallelism, and without a timeline (the breakdown convention), the
-per-device figure is the sum of the components, which is not a bound of the
-device's peak.
+pipeline parallelism a step followed moment by moment gives an **estimate**
+of the device's peak: the sum of its components, with ``activation_gradients``
+one replica's working memory (the activation gradients and temporaries at
+its largest moment, beyond every component) at the device's share of the
+kept activations, counted on every stage; the all-reduces are taken as in
+place. It is not proven a bound. :func:`~memtheory.techniques.megatron_device_peak`
+gives the same estimate layer by layer from Korthikanti et al. 2022 and
+Narayanan et al. 2021. Without a timeline (the breakdown convention, whose
+``activation_gradients`` are its own), the per-device figure is the sum of
+the components.
 
 Examples
 --------
@@ -80,6 +87,7 @@ from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.footprint import Footprint
 from memtheory.layers import MultiHeadAttention
 from memtheory.layers.grouped_attention import GroupedQueryAttention
+from memtheory.max_pruning import maximum
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.techniques.offload import OFFLOADED, cpu_offload
@@ -406,6 +414,18 @@ def parallel_memory(
             "alive at that moment); each device runs a whole replica's forward and backward, "
             "so its activation gradients and temporaries are one replica's"
         )
+    working = (_working_memory(memory) if not followed and memory.timeline_parts
+               and "activation_gradients" not in memory.components else None)
+    if working is not None:
+        notes.append(
+            "per device, an estimate of its peak: the sum of the components, "
+            "activation_gradients being one replica's working memory (activation gradients "
+            "and temporaries at its largest moment) scaled by the device's share of the kept "
+            "activations; it assumes that working memory splits as the kept activations do, "
+            "counts it on every pipeline stage and counts the tensor-parallel all-reduces as "
+            "in place (memtheory.techniques.megatron_device_peak gives the papers' per-layer "
+            "form)"
+        )
     elif memory.timeline:
         notes.append(
             "per device, the sum of the components, which is not a bound of its peak: under "
@@ -419,6 +439,8 @@ def parallel_memory(
     for stage in range(pipeline):
         held = min(pipeline - stage, in_flight)
         components = _stage_components(memory, split, stage, pipeline, held)
+        if working is not None:  # the autograd convention has no such component of its own
+            components["activation_gradients"] = working * _kept_share(memory, split)
         replica = replace(memory, components=components, timeline={})
         device = _sharded(
             replica, memory, split, data=data, zero=zero, pipeline=pipeline, tensor=tensor,
@@ -442,6 +464,41 @@ def parallel_memory(
     return ParallelMemory(
         tuple(stages), host, total, gpus_per_node or min(total, 8), tuple(notes)
     )
+
+
+def _working_memory(memory: MemoryBreakdown) -> sp.Expr:
+    """One replica's most bytes alive beyond its components: activation gradients, temporaries.
+
+    At each moment of the timeline, the live bytes less the components held
+    throughout and the coming-and-going ones alive then (``timeline_parts``);
+    the largest of these, never below zero.
+
+    Examples
+    --------
+    >>> from memtheory.precision import precision
+    >>> step = MemoryBreakdown({"parameters": 8, "gradients": 8}, "training", "autograd",
+    ...     precision("fp32"), timeline={"forward": 8, "backward": 18},
+    ...     timeline_parts={"forward": {}, "backward": {"gradients": 4}})
+    >>> _working_memory(step)  # 18 - 8 - 4 in the backward
+    6
+    """
+    held = sp.Add(*(value for name, value in memory.components.items()
+                    if name not in _COMING_AND_GOING))
+    parts = memory.timeline_parts
+    beyond = [sp.expand(value - held - sp.Add(*parts[moment].values()))
+              for moment, value in memory.timeline.items() if moment in parts]
+    return sp.Integer(0) if not beyond else maximum([sp.Integer(0), *beyond])
+
+
+def _kept_share(memory: MemoryBreakdown, split: _TensorSplit) -> sp.Expr:
+    """Return the device's share of one micro-batch's kept activations under tensor parallelism."""
+    for name in ("saved_activations", "activations"):
+        whole = memory.components.get(name)
+        if whole:
+            if name in split.activations:
+                return split.activations[name]
+            return sp.cancel(split.base[name] / whole)
+    return sp.Integer(1)
 
 
 def _check_options(

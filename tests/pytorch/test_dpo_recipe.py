@@ -6,10 +6,10 @@ configuration (no download), on a pre-tokenized in-memory preference dataset
 preparation is skipped, the collator is TRL's own), full fine-tuning (with a
 ``deepcopy`` of the model as ``ref_model``, as TRL would load a second copy of
 the checkpoint, ``dpo_trainer.py:908-929``) and peft LoRA (no reference model:
-adapters disabled). fp32 weights, ``bf16`` off or on (autocast), checkpointing
-off: the step :func:`memtheory.finetuning.dpo_step_memory` models. With TRL's
-own defaults (checkpointing too) the fused head's backward is still the peak,
-exactly sized, above less than the model gives (last test).
+adapters disabled). fp32 weights, ``bf16`` off or on (autocast), gradient
+checkpointing on (TRL's default) and off: the steps
+:func:`memtheory.finetuning.dpo_step_memory` models, and with TRL's own
+defaults (last test).
 
 What is checked exact (0 bytes): the batch of 2B sequences, the reference
 weights (a second copy, or none under peft), the fused LM head's backward,
@@ -34,6 +34,7 @@ trl = pytest.importorskip("trl", reason="TRL is in the optional 'torch' extra (t
 datasets = pytest.importorskip("datasets", reason="TRL's DPOTrainer takes a datasets.Dataset")
 peft = pytest.importorskip("peft", reason="the LoRA case needs peft")
 
+from memtheory.dtypes import dtype  # noqa: E402
 from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.finetuning import (  # noqa: E402
     TRL_TOKEN_CHUNK,
@@ -196,41 +197,48 @@ def test_the_fused_heads_backward_is_the_peak_and_is_sized(tracked, pairs, promp
 @pytest.mark.parametrize(("pairs", "prompt", "completion"), SIZES)
 @pytest.mark.parametrize(("lora", "autocast"), [(False, False), (True, False), (False, True)],
                          ids=["full-fp32", "lora-fp32", "full-autocast-bf16"])
-def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora, autocast):
+@pytest.mark.parametrize("checkpointing", [True, False], ids=["checkpointed", "plain"])
+def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora, autocast,
+                                      checkpointing):
     """dpo_step_memory is 0 bytes off the real DPOTrainer's peak, and so is what lies beneath."""
-    trainer, tracker = tracked(pairs, prompt, completion, lora, autocast)
+    trainer, tracker = tracked(pairs, prompt, completion, lora, autocast, checkpointing)
+    assert trainer.model.is_gradient_checkpointing is checkpointing
     sequence = prompt + completion
     step = dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=sequence,
                            lora=LoRA(RANK, 2 * RANK, targets=TARGETS) if lora else None,
-                           precision="autocast-bf16" if autocast else "fp32")
+                           precision="autocast-bf16" if autocast else "fp32",
+                           checkpointing=checkpointing)
     before = tracker.timeline[fused_backward_start(tracker) - 1][2]
     assert before == step.peak - step.parts["fused head backward"]
     assert tracker.peak == step.peak
     assert step.parts["policy weights"] == sum(p.nbytes for p in trainer.model.parameters())
+    # after the head: the recipe's later moments with the reference and the extra mask, at least
+    tokens = 2 * pairs * (sequence - 1)
+    fp32 = dtype("fp32").bytes
+    gradients = fp32 * tokens * TINY["hidden_size"] + (
+        0 if lora else fp32 * TINY["vocab_size"] * TINY["hidden_size"])
+    start = fused_backward_start(tracker)
+    operations = tracker.timeline
+    end = next(i for i in range(start + 2, len(operations))
+               if operations[i][2] <= before + gradients)
+    later = max(live for phase, _, live in operations[end:]
+                if phase in ("backward (2)", "optimizer step (2)"))
+    assert step.parts["after the head"] >= later
 
 
-@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_with_trls_defaults_the_fused_head_still_peaks_lower(tracked, lora):
-    """Checkpointing on and bf16 autocast (DPOConfig's defaults): not modelled, and lower.
-
-    The same fused-head backward is the peak, by exactly its buffers; the
-    checkpointed layers keep less beneath it than the step without
-    checkpointing, which dpo_step_memory gives: it is an upper bound there
-    (LoRA under autocast it refuses).
-    """
+def test_with_trls_defaults_the_step_is_exact(tracked, tmp_path):
+    """DPOConfig's defaults (checkpointing on, bf16 autocast): dpo_step_memory's default, 0 B."""
     pairs, prompt, completion = SIZES[0]
-    _, tracker = tracked(pairs, prompt, completion, lora, True, True)
-    before = tracker.timeline[fused_backward_start(tracker) - 1][2]
-    sequence = prompt + completion
-    assert tracker.peak - before == fused_head_backward_bytes(
-        2 * pairs * (sequence - 1), TINY["hidden_size"], TINY["vocab_size"],
-        weight_gradient=not lora, autocast=True)
-    if lora:  # adapters under autocast: refused by the model, said so
-        with pytest.raises(UnsupportedError, match="precision='fp32'"):
-            dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=sequence,
-                            lora=LoRA(RANK, 2 * RANK, targets=TARGETS),
-                            precision="autocast-bf16")
-        return
-    step = dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=sequence,
+    assert trl.DPOConfig(output_dir=str(tmp_path), use_cpu=True,
+                         report_to=[]).gradient_checkpointing_kwargs in (None, {})
+    _, tracker = tracked(pairs, prompt, completion, False, True, True)
+    _, plain = tracked(pairs, prompt, completion, False, True, False)
+    step = dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=prompt + completion,
                            precision="autocast-bf16")
-    assert tracker.peak < step.peak
+    assert tracker.peak == step.peak
+    position_ids = 8 * (prompt + completion)  # (1, S) int64, held by the checkpoints
+    assert plain.peak - tracker.peak == TINY["num_hidden_layers"] * step.parts[
+        "checkpointing keeps less, per layer"] - position_ids
+    with pytest.raises(UnsupportedError, match="precision='fp32'"):  # adapters under autocast
+        dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=prompt + completion,
+                        lora=LoRA(RANK, 2 * RANK, targets=TARGETS), precision="autocast-bf16")
