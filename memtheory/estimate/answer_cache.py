@@ -9,7 +9,8 @@ directory, keyed by the code's digest
 asked the same question again, the command prints it without importing sympy
 or deriving anything. An argument that names a file (a ``config.json``) is
 keyed by the file's bytes too (a folder by its ``config.json``'s); a traced
-``file.py:factory`` (code that is not memtheory's) is never kept, nor is an answer refused (exit status 2).
+``file.py:factory`` (code that is not memtheory's) is never kept, nor is an
+answer refused (exit status 2).
 A cache that cannot be read or written is ignored: the answer is derived again.
 
 Examples

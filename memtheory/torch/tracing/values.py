@@ -137,7 +137,7 @@ def branches_taken(model: nn.Module, branches: ValueBranches) -> Iterator[None]:
 def _without_mask(
     module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """Return the call without the attention mask, by keyword or by position (a forward pre-hook)."""
+    """Return the call without the attention mask, by keyword or position (a forward pre-hook)."""
     if kwargs.get(MASK) is not None:
         return args, {k: v for k, v in kwargs.items() if k != MASK}
     names = list(inspect.signature(module.forward).parameters)
