@@ -101,6 +101,19 @@ def test_image_size_is_read_for_qwen_and_refused_for_llava():
         from_config(QWEN2_VL, image=(0, 28))
 
 
+def test_estimate_takes_qwens_image_side_and_refuses_it_elsewhere():
+    """estimate(image=...) sizes Qwen2-VL's image (default 448); LLaVA and Llama refuse one."""
+    default = estimate(QWEN2_VL, batch=1, sequence=2048)
+    larger = estimate(QWEN2_VL, batch=1, sequence=2048, image=896)
+    assert default.settings["image"] == 448 and larger.settings["image"] == 896
+    assert f"{image_tokens(QWEN2_VL, 896)} of its tokens are image tokens" in larger.report()
+    assert f"{image_tokens(QWEN2_VL, 448)} of its tokens are image tokens" in default.report()
+    assert int(larger.peak) > int(default.peak)  # four times the patches in the vision tower
+    for other in (LLAVA, {"model_type": "llama", **TEXT}):
+        with pytest.raises(InvalidArgumentError, match="--image applies to vision models"):
+            estimate(other, batch=1, sequence=2048, image=448)
+
+
 def test_a_projector_of_the_wrong_width_is_refused():
     """A merger ending at another width than the language model's is a clear ShapeError."""
     wrong = {**QWEN2_VL, "vision_config": {**QWEN2_VL["vision_config"], "hidden_size": 48}}

@@ -249,14 +249,20 @@ def check_fp8(precision: object) -> None:
         raise InvalidArgumentError(f"--precision {precision.strip()}: {FP8_TRAINING}")
 
 
-def check_sizes(resolved: ResolvedModel, sequence: int | None, image: int | None) -> None:
-    """Refuse a sequence for a vision model, an image for a language model (lengths: _sizes)."""
+def check_sizes(
+    resolved: ResolvedModel, sequence: int | None, image: int | None, takes_image: bool = False
+) -> None:
+    """Refuse a sequence for a vision model, an image for a language model (lengths: _sizes).
+
+    ``takes_image``: the language model reads an image of any size (Qwen2-VL), so
+    ``image`` is its side.
+    """
     if resolved.kind == "image" and sequence is not None:
         raise InvalidArgumentError(
             f"--seq applies to language models; {resolved.name} is a vision model: give its "
             "image side with --image instead."
         )
-    if resolved.kind == "sequence" and image is not None:
+    if resolved.kind == "sequence" and image is not None and not takes_image:
         raise InvalidArgumentError(
             f"--image applies to vision models; {resolved.name} is a language model: give its "
             "tokens per sequence with --seq instead."

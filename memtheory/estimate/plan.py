@@ -43,12 +43,13 @@ from memtheory.estimate.options import (
     device_counts,
     step_precision,
 )
-from memtheory.estimate.resolve import ResolvedModel, model_type, resolve_model
+from memtheory.estimate.resolve import ResolvedModel, model_type, resolve_model, takes_image
 from memtheory.estimate.step import Step, step_memory
 from memtheory.finetuning import LoRA
 from memtheory.footprint import Footprint
 from memtheory.gpus import Budget, ReserveLike, usable_memory
 from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.models.vision_language import DEFAULT_IMAGE
 from memtheory.network import Network
 from memtheory.precision import precision as _precision
 from memtheory.recipes import Setup, default_recipe, setup_from
@@ -103,7 +104,9 @@ def estimate(
     sequence : int, optional
         Tokens per sequence; defaults to 512, or the model's limit if smaller.
     image : int, optional
-        Image side of a vision model; default 224. A language model takes none.
+        Image side of a vision model; default 224. Of the vision-language
+        models, Qwen2-VL and Qwen2.5-VL take it too (default 448: the image's
+        tokens count in the sequence); other language models take none.
     setup : Setup, recipe name or mapping, optional
         Every assumption of the step (:class:`~memtheory.recipes.Setup`). By
         default (``None`` or ``"auto"``) the recipe a user most likely runs
@@ -220,8 +223,10 @@ def estimate(
         sequence=sequence,
     )
     resolved, step = derived.resolved, derived.step
-    check_sizes(resolved, sequence, image)
+    check_sizes(resolved, sequence, image, takes_image=takes_image(model))
     check_split(resolved.network, resolved.name, tensor, pipeline)
+    if takes_image(model) and image is None:
+        image = DEFAULT_IMAGE
     image = image or 224
     tuned = step.network
     sequence, values = _sizes(resolved, batch, sequence)
@@ -290,7 +295,7 @@ def estimate(
     settings = {
         "batch": batch,
         "sequence": sequence if resolved.kind == "sequence" else None,
-        "image": image if resolved.kind == "image" else None,
+        "image": image if resolved.kind == "image" or takes_image(model) else None,
         "recipe": chosen.label,
         "setup": chosen.to_dict(),
         "flash": chosen.flash,
@@ -596,7 +601,7 @@ def _derived(
 
     def derive() -> _Derived:
         resolved, _ = chosen.built_for_kernel(
-            lambda flash: resolve_model(model, batch=B, sequence=S, image=image or 224,
+            lambda flash: resolve_model(model, batch=B, sequence=S, image=image,
                                         flash=flash),
             network=lambda built: built.network, checkpoint_dtype=lambda built: built.dtype)
         chosen_precision = step_precision(chosen, resolved.dtype, precision, lora, qlora)

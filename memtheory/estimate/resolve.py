@@ -29,6 +29,7 @@ from memtheory.symbols import B, S
 
 __all__ = [
     "BUILDERS", "BUILDER_REGISTRY", "Builder", "ResolvedModel", "model_type", "resolve_model",
+    "takes_image",
 ]
 
 Kind = Literal["sequence", "image"]
@@ -137,7 +138,7 @@ def resolve_model(
     *,
     batch: SizeLike = B,
     sequence: SizeLike = S,
-    image: SizeLike = 224,
+    image: SizeLike | None = None,
     flash: bool = False,
 ) -> ResolvedModel:
     """Build the Network that ``spec`` names.
@@ -153,8 +154,10 @@ def resolve_model(
         example_input)``), through ``memtheory.torch.trace``.
     batch, sequence : size
         Symbols by default (``B``, ``S``).
-    image : size, default 224
-        Image side for vision models.
+    image : size, optional
+        Image side for vision models (224 when not given), and for the
+        vision-language models that take an image of any size (Qwen2-VL and
+        Qwen2.5-VL: 448 when not given); other language models ignore it.
     flash : bool, default False
         Memory-efficient (flash) attention in the transformers memtheory
         builds: no :math:`s^2` attention tensors kept.
@@ -173,22 +176,22 @@ def resolve_model(
     (8, 1000)
     """
     if isinstance(spec, Mapping):
-        return _from_config(spec, batch, sequence, flash)
+        return _from_config(spec, batch, sequence, flash, image)
     text = str(spec).strip()
     if ".py:" in text:
-        return _from_trace(text, batch, sequence, image)
+        return _from_trace(text, batch, sequence, 224 if image is None else image)
     if text in BUILDERS or (text and BUILDER_REGISTRY.get(text) is not None):
         name = BUILDER_REGISTRY.canonical(text)
         builder = BUILDERS[name]
         if builder.kind == "sequence":
             network = builder.build(batch=batch, sequence=sequence, flash=flash)
         else:
-            network = builder.build(batch=batch, image_size=image)
+            network = builder.build(batch=batch, image_size=224 if image is None else image)
         return ResolvedModel(
             network, network.name, builder.kind, builder.positions, "builder", "fp32"
         )
     if text.endswith(".json") or Path(text).is_file() or _has_from_config():
-        return _from_config(text, batch, sequence, flash)
+        return _from_config(text, batch, sequence, flash, image)
     error = BUILDER_REGISTRY.unknown(text)
     error.args = (
         f"{error.args[0]} Hugging Face config.json files and presets (such as 'llama-3-8b') "
@@ -204,7 +207,11 @@ def _has_from_config() -> bool:
 
 
 def _from_config(
-    spec: str | Mapping[str, Any], batch: SizeLike, sequence: SizeLike, flash: bool = False
+    spec: str | Mapping[str, Any],
+    batch: SizeLike,
+    sequence: SizeLike,
+    flash: bool = False,
+    image: SizeLike | None = None,
 ) -> ResolvedModel:
     import memtheory.models as models
 
@@ -218,7 +225,8 @@ def _from_config(
         )
     if isinstance(spec, str) and spec.endswith(".json") and not Path(spec).is_file():
         raise UnsupportedError(f"no such config file: {spec!r}.")
-    network = from_config(spec, batch=batch, sequence=sequence, flash=flash, loss=True)
+    sized = {"image": image} if image is not None and takes_image(spec) else {}
+    network = from_config(spec, batch=batch, sequence=sequence, flash=flash, loss=True, **sized)
     positions = _positions(spec)
     name = network.name if isinstance(network, Network) else str(spec)
     return ResolvedModel(network, name, "sequence", positions, "config", _checkpoint_dtype(spec))
@@ -245,6 +253,24 @@ def _config_of(spec: str | Mapping[str, Any]) -> Mapping[str, Any] | None:
 
     found = PRESETS.get(text)
     return None if found is None else {**found.config, "torch_dtype": found.dtype}
+
+
+def takes_image(spec: str | Mapping[str, Any]) -> bool:
+    """Whether ``spec`` is a vision-language model that takes an image of any size.
+
+    Qwen2-VL and Qwen2.5-VL make more image tokens of a larger image
+    (``--image`` sets its side); LLaVA resizes every image to one size.
+
+    Examples
+    --------
+    >>> takes_image({"model_type": "qwen2_vl"}), takes_image({"model_type": "llava"})
+    (True, False)
+    >>> takes_image("resnet50")
+    False
+    """
+    from memtheory.models.vision_language import ANY_RESOLUTION
+
+    return model_type(spec) in ANY_RESOLUTION
 
 
 def model_type(spec: str | Mapping[str, Any]) -> str | None:

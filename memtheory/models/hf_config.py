@@ -74,7 +74,12 @@ from memtheory.models.gpt2 import GPT2Config, gpt2
 from memtheory.models.hf_families import REFUSED, decoder_fields, parallel_config
 from memtheory.models.parallel_decoder import parallel_decoder
 from memtheory.models.presets import PRESETS
-from memtheory.models.vision_language import VISION_LANGUAGE, text_config, vision_language
+from memtheory.models.vision_language import (
+    ANY_RESOLUTION,
+    VISION_LANGUAGE,
+    text_config,
+    vision_language,
+)
 from memtheory.models.vit import vision_transformer
 from memtheory.network import Network
 from memtheory.registry import Registry
@@ -551,7 +556,7 @@ def from_config(
     if flash:
         options["flash"] = True
     if image is not None:
-        if family not in ("qwen2_vl", "qwen2_5_vl"):
+        if family not in ANY_RESOLUTION:
             raise UnsupportedError(
                 f"from_config: image applies to Qwen2-VL and Qwen2.5-VL, not {family} (LLaVA "
                 "resizes every image to its vision tower's image_size)."

@@ -79,10 +79,23 @@ from memtheory.models.decoder_stack import fused_projection
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
-__all__ = ["VISION_LANGUAGE", "image_tokens", "text_config", "vision_language"]
+__all__ = [
+    "ANY_RESOLUTION",
+    "DEFAULT_IMAGE",
+    "VISION_LANGUAGE",
+    "image_tokens",
+    "text_config",
+    "vision_language",
+]
 
 VISION_LANGUAGE = ("qwen2_vl", "qwen2_5_vl", "llava")
 """The vision-language ``model_type`` values :func:`vision_language` builds."""
+
+ANY_RESOLUTION = ("qwen2_vl", "qwen2_5_vl")
+"""The families that take an image of any size (its tokens grow with it): ``image=`` applies.
+
+LLaVA resizes every image to its vision tower's ``image_size``.
+"""
 
 DEFAULT_IMAGE = 448
 """Qwen2-VL's image side when none is given: 448 x 448, 1,024 patches, 256 image tokens."""
