@@ -43,7 +43,7 @@ from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
-from memtheory.torch.tracing.step import StepRecord, record_step
+from memtheory.torch.tracing.step import Expected, StepRecord, record_step
 from memtheory.torch.tracing.values import branches_taken, mask_branches
 from memtheory.torch.tracing.verify import drop_harmless
 from memtheory.torch.versions import warn_if_unchecked_torch
@@ -381,8 +381,9 @@ def _formulas(
     if not step.check_conditions or not memory.constraints:
         return memory
 
-    def at(values: dict[sp.Symbol, int]) -> TracedMemory:
-        concrete = _concrete(model, example_inputs, sizes, values, step, keep_all=False)
+    def at(values: dict[sp.Symbol, int], expected: Expected) -> TracedMemory:
+        concrete = _concrete(model, example_inputs, sizes, values, step, keep_all=False,
+                             expected=expected)
         return _result(concrete, SymbolMap({}), (), {})
 
     return drop_harmless(memory, at, {symbol: size for size, symbol in sizes.items()})
@@ -453,8 +454,12 @@ def _concrete(
     values: Mapping[sp.Symbol, int],
     step: _StepChoices,
     keep_all: bool = True,
+    expected: Expected | None = None,
 ) -> StepRecord:
-    """Trace the step on fake tensors of fixed sizes: each size in ``sizes`` set to ``values``."""
+    """Trace the step on fake tensors of fixed sizes: each size in ``sizes`` set to ``values``.
+
+    With ``expected``, it may stop early with :class:`~memtheory.torch.tracing.step.Departed`.
+    """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     resized = _resized((example_inputs, step.target), {k: values[s] for k, s in sizes.items()})
@@ -462,7 +467,8 @@ def _concrete(
     with fake_parameters(model, mode, step.dtype):
         (inputs, fake_target), _ = fake_inputs(resized, mode, {}, step.dtype)
         with mode:
-            return _record(model, inputs, fake_target, step, SymbolMap({}), keep_all=keep_all)
+            return _record(model, inputs, fake_target, step, SymbolMap({}), keep_all=keep_all,
+                           expected=expected)
 
 
 def _resized(value: Any, sizes: Mapping[int, int]) -> Any:
@@ -485,6 +491,7 @@ def _record(
     step: _StepChoices,
     symbols: SymbolMap,
     keep_all: bool = False,
+    expected: Expected | None = None,
 ) -> StepRecord:
     targets = [target] if target is not None else []
     infer: Callable[[], Any] | None = None
@@ -513,6 +520,7 @@ def _record(
         keep_all,
         step.keeps_outputs,
         inference_call=infer,
+        expected=expected,
     )
 
 

@@ -14,6 +14,13 @@ measurement count the same storages at the same moments:
 
 What autograd saves is sorted as ``measure`` sorts it: parameters, buffers,
 autocast's weight copies and the data are not saved activations.
+
+A trace at fixed sizes that only checks the formulas there (see
+:mod:`memtheory.torch.tracing.verify`) may be given the bytes it should find
+(:class:`Expected`): it stops with :class:`Departed` as soon as it cannot
+match them, after the forward when the saved activations differ, after the
+step when its peak does, instead of running the rest of the step and the
+inference pass for nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import sympy as sp
 import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
@@ -34,7 +42,31 @@ from memtheory.torch.tracing.modules import ModuleWatch
 from memtheory.torch.tracing.sizes import Polynomial, SymbolMap, add_into
 from memtheory.torch.tracing.storages import SymbolicStorageTracker, storage_key, storage_size
 
-__all__ = ["StepRecord", "record_step"]
+__all__ = ["Departed", "Expected", "StepRecord", "record_step"]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Bytes a trace at fixed sizes should give: the formulas evaluated there.
+
+    Examples
+    --------
+    >>> Expected(saved_activations=96, peak=4096)
+    Expected(saved_activations=96, peak=4096)
+    """
+
+    saved_activations: int
+    peak: int
+
+
+class Departed(Exception):  # noqa: N818 (not an error: the answer "they differ", found early)
+    """A trace at fixed sizes cannot give the :class:`Expected` bytes: it stopped there.
+
+    Examples
+    --------
+    >>> str(Departed("saved activations: 104 bytes, expected 96"))
+    'saved activations: 104 bytes, expected 96'
+    """
 
 
 @dataclass
@@ -62,6 +94,7 @@ def record_step(
     keep_all: bool = False,
     keeps_outputs: bool = True,
     inference_call: Callable[[], Any] | None = None,
+    expected: Expected | None = None,
 ) -> StepRecord:
     """Trace one steady-state training step and an inference pass of ``module``.
 
@@ -88,6 +121,15 @@ def record_step(
     inference_call : callable, optional
         What the inference pass runs, when not ``call`` (a Hugging Face batch
         without its labels).
+    expected : Expected, optional
+        At fixed sizes only: the bytes to find; raise :class:`Departed` as
+        soon as the trace cannot give them.
+
+    Raises
+    ------
+    Departed
+        When ``expected`` is given and the saved activations (known after the
+        forward) or the step's peak (known before the inference pass) differ.
     """
     parameters: list[torch.Tensor] = list(module.parameters())
     watch = ModuleWatch(module)
@@ -103,20 +145,20 @@ def record_step(
         tracker.keep(*state_tensors(optimizer))
         start = tracker.start("step start")
         saved: dict[int, Polynomial] = {}
+        excluded = _keys([*parameters, *module.buffers(), *data, *targets])
+        forward_done = None
+        if expected is not None:
+            forward_done = partial(_check_saved, expected, saved, excluded, tracker.copies_of)
         watch.recording = True
         with tracker:
-            _step(module, call, loss, optimizer, context, watch, (tracker, saved), keeps_outputs)
+            _step(module, call, loss, optimizer, context, watch, (tracker, saved), keeps_outputs,
+                  forward_done)
         watch.recording = False
         moments = tracker.moments
+        if expected is not None:
+            _check_peak(expected, moments)
 
-        excluded = _keys([*parameters, *module.buffers(), *data, *targets])
-        activations: Polynomial = {}
-        copies: Polynomial = {}
-        for key, size in saved.items():
-            if key in tracker.copies_of:
-                add_into(copies, size)
-            elif key not in excluded:
-                add_into(activations, size)
+        activations, copies = _sorted_saved(saved, excluded, tracker.copies_of)
         state, counters = _state_bytes(optimizer, symbols)
         components = {
             "parameters": _bytes(parameters, symbols),
@@ -135,6 +177,46 @@ def record_step(
         components, moments, start, inference, watch, tracker.operations,
         excluded | tracker.copies_of,
     )
+
+
+def _sorted_saved(
+    saved: dict[int, Polynomial], excluded: set[int], copies_of: set[int]
+) -> tuple[Polynomial, Polynomial]:
+    """Split what autograd saved into activations and autocast's weight copies."""
+    activations: Polynomial = {}
+    copies: Polynomial = {}
+    for key, size in saved.items():
+        if key in copies_of:
+            add_into(copies, size)
+        elif key not in excluded:
+            add_into(activations, size)
+    return activations, copies
+
+
+def _check_saved(
+    expected: Expected, saved: dict[int, Polynomial], excluded: set[int], copies_of: set[int]
+) -> None:
+    """After the forward, at fixed sizes: stop if the saved activations are not the expected."""
+    found = _constant(_sorted_saved(saved, excluded, copies_of)[0])
+    if found != expected.saved_activations:
+        raise Departed(
+            f"saved activations: {found} bytes, expected {expected.saved_activations}"
+        )
+
+
+def _check_peak(expected: Expected, moments: list[tuple[str, Polynomial]]) -> None:
+    """After the step, at fixed sizes: stop if its peak is not the expected."""
+    if moments:
+        found = max(_constant(m) for _, m in moments)
+        if found != expected.peak:
+            raise Departed(f"peak: {found} bytes, expected {expected.peak}")
+
+
+def _constant(bytes_: Polynomial) -> int:
+    """Return the bytes of a polynomial at fixed sizes (only a constant term)."""
+    if set(bytes_) - {sp.S.One}:
+        raise ValueError(f"not at fixed sizes: {sorted(map(str, bytes_))}")
+    return bytes_.get(sp.S.One, 0)
 
 
 def _warm_up(parameters: Sequence[torch.Tensor], optimizer: torch.optim.Optimizer) -> None:
@@ -160,10 +242,13 @@ def _step(
     watch: ModuleWatch,
     tracking: tuple[SymbolicStorageTracker, dict[int, Polynomial]] | None,
     keeps_outputs: bool = True,
+    forward_done: Callable[[], None] | None = None,
 ) -> None:
     """One training step, as ``measure`` runs it; its output and loss die when it returns.
 
     A loop that does not keep its outputs drops the output once the loss exists.
+    ``forward_done()`` runs once the forward and the loss are done (nothing
+    more is saved for the backward after that).
     """
     with _phase(watch, "zero_grad"):
         optimizer.zero_grad(set_to_none=True)
@@ -175,6 +260,8 @@ def _step(
             watch.name_nodes([value], "loss")
         kept = [output] if keeps_outputs else []
         del output
+    if forward_done is not None:
+        forward_done()
     with _phase(watch, "backward"):
         _guarded(value.backward, watch)
     with _phase(watch, "optimizer step"):

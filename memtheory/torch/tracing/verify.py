@@ -13,6 +13,11 @@ marked harmless with the points that showed it. A condition that does change
 the bytes stays a limit.
 
 This is evidence at the points tried, not a proof: the words say where.
+
+Each check is handed what the formulas give at its point, so a trace that
+cannot match stops early (:class:`~memtheory.torch.tracing.step.Departed`):
+after the forward when the saved activations differ, before the inference
+pass when the peak does. The answer is the same as a whole trace's, sooner.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import sympy as sp
 from memtheory.errors import MemtheoryError
 from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import TracedMemory
+from memtheory.torch.tracing.step import Departed, Expected
 
 __all__ = ["MAX_CHECKS", "drop_harmless"]
 
@@ -37,7 +43,7 @@ _SCAN = 256
 
 def drop_harmless(
     memory: TracedMemory,
-    run: Callable[[dict[sp.Symbol, int]], TracedMemory],
+    run: Callable[[dict[sp.Symbol, int], Expected], TracedMemory],
     example: Mapping[sp.Symbol, int],
     checks: int = MAX_CHECKS,
 ) -> TracedMemory:
@@ -48,13 +54,15 @@ def drop_harmless(
     memory : TracedMemory
         The symbolic trace.
     run : callable
-        ``run({B: 16, H: 20})``: the step traced at those fixed sizes.
+        ``run({B: 16, H: 20}, expected)``: the step traced at those fixed
+        sizes; it may raise :class:`~memtheory.torch.tracing.step.Departed`
+        once it cannot give the ``expected`` bytes.
     example : mapping
         Each symbol's example value.
     checks : int, default MAX_CHECKS
         Most fixed-size traces to run; conditions whose points would need more are kept.
     """
-    done: dict[tuple[int, ...], TracedMemory | None] = {}
+    done: dict[tuple[int, ...], TracedMemory | Expected | None] = {}
     constraints = dict(memory.constraints)
     words = list(memory.conditions)
     for label, margin in memory.constraints.items():
@@ -110,19 +118,14 @@ def _agrees(
     constraints: Mapping[str, sp.Expr],
     label: str,
     point: dict[sp.Symbol, int],
-    run: Callable[[dict[sp.Symbol, int]], TracedMemory],
-    done: dict[tuple[int, ...], TracedMemory | None],
+    run: Callable[[dict[sp.Symbol, int], Expected], TracedMemory],
+    done: dict[tuple[int, ...], TracedMemory | Expected | None],
 ) -> bool:
-    key = _key(point)
-    if key not in done:
-        try:
-            with quiet_fake_tensor_errors():
-                done[key] = run(point)
-        except Exception:  # noqa: BLE001 (the step cannot run there: the condition is real)
-            done[key] = None
-    traced = done[key]
-    if traced is None:
-        return False
+    """Whether the step traced at ``point`` gives the formulas' bytes there.
+
+    ``done`` keeps each point's trace (None where the step cannot run), or
+    the :class:`Expected` bytes a trace stopped early against.
+    """
     # a point beyond one condition is often beyond its twins (``X != 1`` and ``X**2 != 1``):
     # the same trace tests them all, so the formulas are evaluated without any it breaks
     others = {k: v for k, v in constraints.items() if k != label and v.subs(point) >= 1}
@@ -131,6 +134,19 @@ def _agrees(
             **{s.name: v for s, v in point.items()}
         )
     except MemtheoryError:
+        return False
+    expected = Expected(int(formula.components.get("saved_activations", 0)), int(formula.peak))
+    key = _key(point)
+    if key not in done or (isinstance(done[key], Expected) and done[key] != expected):
+        try:
+            with quiet_fake_tensor_errors():
+                done[key] = run(point, expected)
+        except Departed:  # it cannot give these bytes: found before the whole step ran
+            done[key] = expected
+        except Exception:  # noqa: BLE001 (the step cannot run there: the condition is real)
+            done[key] = None
+    traced = done[key]
+    if not isinstance(traced, TracedMemory):
         return False
     return (
         {k: int(v) for k, v in formula.components.items()}

@@ -1,0 +1,82 @@
+"""A condition's check stops its fixed-size trace once the bytes cannot match: same answer, sooner.
+
+``trace`` checks each condition on one size by tracing the step at fixed sizes
+just beyond it (:mod:`memtheory.torch.tracing.verify`). A tiny Hugging Face
+GPT-2 (1 layer, width 32) traced at B=3, S=7 has the conditions ``B >= 2``
+and ``S >= 2`` (PyTorch treats a size of 1 apart). Each check is handed the
+formulas' bytes at its point and stops as soon as it cannot give them: after
+the forward when the saved activations differ, before the inference pass when
+the step's peak does. The result must be the one whole fixed-size traces give
+(the same trace with the early stops switched off), to the byte.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from memtheory.torch import trace  # noqa: E402
+from memtheory.torch.tracing import step as step_module  # noqa: E402
+from memtheory.torch.tracing.step import Departed, Expected  # noqa: E402
+
+_VOCABULARY = 61
+
+
+def _gpt2():
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=4, n_positions=32,
+                                     vocab_size=_VOCABULARY, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(config).train()
+
+
+def _traced(model):
+    tokens = torch.randint(0, _VOCABULARY, (3, 7), generator=torch.Generator().manual_seed(1))
+
+    def loss(output, labels):
+        return model.loss_function(output.logits, labels, vocab_size=_VOCABULARY)
+
+    return trace(model, tokens, {"B": 3, "S": 7}, loss=loss, target=tokens, optimizer="adamw")
+
+
+def _everything(memory):
+    return (memory.components, memory.timeline, memory.inference_peak, memory.step_start,
+            memory.constraints, memory.conditions)
+
+
+def test_early_stops_give_the_answer_of_whole_traces(monkeypatch):
+    """Checks that stopped early give the words, conditions and formulas of whole traces."""
+    model = _gpt2()
+    stops: list[str] = []
+
+    def counted(check):
+        def wrapped(*args):
+            try:
+                check(*args)
+            except Departed as stop:
+                stops.append(str(stop))
+                raise
+        return wrapped
+
+    with monkeypatch.context() as patch:
+        patch.setattr(step_module, "_check_saved", counted(step_module._check_saved))
+        patch.setattr(step_module, "_check_peak", counted(step_module._check_peak))
+        early = _traced(model)
+    with monkeypatch.context() as patch:
+        patch.setattr(step_module, "_check_saved", lambda *args: None)
+        patch.setattr(step_module, "_check_peak", lambda *args: None)
+        whole = _traced(model)
+    assert stops, "no check stopped early: the test no longer exercises the early stop"
+    assert {"B >= 2", "S >= 2"} <= set(early.constraints)
+    assert _everything(early) == _everything(whole)
+
+
+def test_a_check_that_matches_runs_to_the_end():
+    """Given the bytes it finds, the peak check passes; one byte more or less stops it."""
+    moments = [("step start", {}), ("forward", {sp.S.One: 96})]
+    step_module._check_peak(Expected(saved_activations=0, peak=96), moments)
+    for other in (95, 97):
+        with pytest.raises(Departed, match=f"peak: 96 bytes, expected {other}"):
+            step_module._check_peak(Expected(saved_activations=0, peak=other), moments)
