@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import TypeAlias, cast
 
 import sympy as sp
+from sympy.core.cache import cacheit
 
 from memtheory.max_pruning import provably_nonnegative
 
@@ -80,6 +81,7 @@ def window_steps(
     return (size + 2 * padding - effective_kernel(kernel, dilation)) / stride
 
 
+@cacheit
 def conv_output_size(
     size: Size, kernel: Size, stride: Size = 1, padding: Size = 0, dilation: Size = 1
 ) -> sp.Expr:
@@ -98,6 +100,7 @@ def conv_output_size(
     return _rounded(sp.floor, window_steps(size, kernel, stride, padding, dilation)) + 1
 
 
+@cacheit
 def pool_output_size(
     size: Size,
     kernel: Size,
@@ -133,20 +136,21 @@ def pool_output_size(
     stride = kernel if stride is None else stride
     if not ceil_mode:
         return conv_output_size(size, kernel, stride, padding, dilation)
-    size, padding, stride = sp.sympify(size), sp.sympify(padding), sp.sympify(stride)
+    n, padding = sp.sympify(size), sp.sympify(padding)
+    step = sp.sympify(stride)
     span = sp.sympify(effective_kernel(kernel, dilation))
-    slack = padding + stride - span
+    slack = padding + step - span
     if slack.is_nonpositive:
         # ceil((n + 2p - span + s)/s) <= ceil((n + p)/s) = floor((n + p - 1)/s) + 1 for every
         # whole n when p + s <= span: the last window always starts inside, and the size
         # stays one rounding deep instead of doubling with each pooling.
-        return _rounded(sp.ceiling, (size + 2 * padding - span) / stride) + 1
-    last_start_inside = _rounded(sp.floor, (size + padding - 1) / stride) + 1
-    if slack.is_positive and size.is_integer and stride.is_integer:
+        return _rounded(sp.ceiling, (n + 2 * padding - span) / step) + 1
+    last_start_inside = _rounded(sp.floor, (n + padding - 1) / step) + 1
+    if slack.is_positive and n.is_integer and step.is_integer:
         # The other way round: ceil(m/s) = floor((m + s - 1)/s) for whole m, and
         # n + 2p - span + s - 1 > n + p - 1, so the last window's start is the smaller.
         return last_start_inside
-    rounded_up = _rounded(sp.ceiling, (size + 2 * padding - span) / stride)
+    rounded_up = _rounded(sp.ceiling, (n + 2 * padding - span) / step)
     return sp.Min(rounded_up + 1, last_start_inside)
 
 
@@ -274,15 +278,19 @@ def _rounded_polynomial(rounding: Rounding, argument: sp.Expr) -> sp.Expr | None
     is as small as :math:`2^{-80}` (the side after 80 poolings). ``None``
     where a term is not a rational times integer symbols.
     """
+    constant, variable = argument.as_coeff_Add()
+    if not constant.is_Rational:
+        return None
     whole: list[sp.Expr] = []
     rest: list[sp.Expr] = []
-    for term in sp.Add.make_args(argument):
+    for term in sp.Add.make_args(variable):
         coefficient, factor = term.as_coeff_Mul()
         if not (coefficient.is_Rational and _provably_whole(factor)):
             return None
         (whole if coefficient.is_Integer else rest).append(term)
-    if not rest:
-        return argument
+    if not rest:  # a whole polynomial plus a number
+        return sp.Add(*whole) + rounding(constant)
+    (whole if constant.is_Integer else rest).append(constant)
     return sp.Add(*whole) + rounding(sp.Add(*rest), evaluate=False)
 
 
