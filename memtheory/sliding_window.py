@@ -193,7 +193,7 @@ def _rounded(rounding: Rounding, argument: sp.Expr) -> sp.Expr:
 
 
 def collapse_rounding(rounding: Rounding, argument: sp.Expr) -> tuple[Rounding, sp.Expr]:
-    r"""Return a rounding and an argument without a rounding inside: the same value for all sizes.
+    r"""Return the rounding and argument with inner roundings collapsed: the same value everywhere.
 
     For a positive integer :math:`b`, an integer :math:`m` and any real :math:`y`,
 
