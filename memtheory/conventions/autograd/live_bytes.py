@@ -150,6 +150,7 @@ class _Sum:
         self._built: dict[tuple[sp.Expr, sp.Number], sp.Expr] = {}
         self._compared: dict[tuple[sp.Basic, sp.Basic], int] = {}
         self._split: dict[sp.Expr, _Split | None] = {}
+        self._last: dict[sp.Expr, tuple[sp.Number, sp.Expr]] = {}
 
     def add(self, value: sp.Expr, sign: int) -> None:
         """Add ``sign`` (1 or -1) times ``value``'s terms."""
@@ -174,12 +175,17 @@ class _Sum:
 
     def expression(self) -> sp.Expr:
         """Return the sum as ``sp.Add`` would build it from the same values."""
-        built, rank = self._built, self._rank
+        built, rank, last = self._built, self._rank, self._last
         ranked = []
         for term, coefficient in self.terms.items():
-            argument = term if coefficient is sp.S.One else built.get((term, coefficient))
-            if argument is None:
-                argument = self._term(term, coefficient)
+            known = last.get(term)  # the term's argument when its coefficient was this object
+            if known is not None and known[0] is coefficient:
+                argument = known[1]
+            else:
+                argument = term if coefficient is sp.S.One else built.get((term, coefficient))
+                if argument is None:
+                    argument = self._term(term, coefficient)
+                last[term] = (coefficient, argument)
             place = rank.get(argument)
             if place is None:
                 place = self._key(argument)
