@@ -27,15 +27,23 @@ floor(H/2 - 1/2) + 1
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 import sympy as sp
+from sympy.core.cache import cacheit
 
 from memtheory.max_pruning import provably_nonnegative
 
-__all__ = ["conv_output_size", "effective_kernel", "pool_output_size", "window_steps"]
+__all__ = [
+    "collapse_rounding",
+    "conv_output_size",
+    "effective_kernel",
+    "pool_output_size",
+    "window_steps",
+]
 
 Size: TypeAlias = sp.Expr | int
+Rounding: TypeAlias = type[sp.floor] | type[sp.ceiling]
 
 
 def effective_kernel(kernel: Size, dilation: Size = 1) -> sp.Expr:
@@ -73,6 +81,7 @@ def window_steps(
     return (size + 2 * padding - effective_kernel(kernel, dilation)) / stride
 
 
+@cacheit
 def conv_output_size(
     size: Size, kernel: Size, stride: Size = 1, padding: Size = 0, dilation: Size = 1
 ) -> sp.Expr:
@@ -91,6 +100,7 @@ def conv_output_size(
     return _rounded(sp.floor, window_steps(size, kernel, stride, padding, dilation)) + 1
 
 
+@cacheit
 def pool_output_size(
     size: Size,
     kernel: Size,
@@ -113,7 +123,8 @@ def pool_output_size(
         and its left padding (so the result is
         :math:`\min(\lceil (n+2p-d(k-1)-1)/s \rceil + 1, \lfloor (n+p-1)/s \rfloor + 1)`;
         the first term alone where :math:`p + s \le d(k-1)+1`, which makes it the smaller
-        for every whole :math:`n`).
+        for every whole :math:`n`, and the second alone where :math:`p + s > d(k-1)+1` and
+        the stride is a whole number; the ``Min`` is kept only where neither is known).
 
     Examples
     --------
@@ -125,36 +136,44 @@ def pool_output_size(
     stride = kernel if stride is None else stride
     if not ceil_mode:
         return conv_output_size(size, kernel, stride, padding, dilation)
-    rounded_up = _rounded(sp.ceiling, window_steps(size, kernel, stride, padding, dilation))
-    size, padding, stride = sp.sympify(size), sp.sympify(padding), sp.sympify(stride)
+    n, padding = sp.sympify(size), sp.sympify(padding)
+    step = sp.sympify(stride)
     span = sp.sympify(effective_kernel(kernel, dilation))
-    rounded_up = _rounded(sp.ceiling, (size + 2 * padding - span) / stride)
-    if (padding + stride - span).is_nonpositive:
+    slack = padding + step - span
+    if slack.is_nonpositive:
         # ceil((n + 2p - span + s)/s) <= ceil((n + p)/s) = floor((n + p - 1)/s) + 1 for every
         # whole n when p + s <= span: the last window always starts inside, and the size
         # stays one rounding deep instead of doubling with each pooling.
-        return rounded_up + 1
-    last_start_inside = _rounded(sp.floor, (size + padding - 1) / stride)
-    return sp.Min(rounded_up + 1, last_start_inside + 1)
+        return _rounded(sp.ceiling, (n + 2 * padding - span) / step) + 1
+    last_start_inside = _rounded(sp.floor, (n + padding - 1) / step) + 1
+    if slack.is_positive and n.is_integer and step.is_integer:
+        # The other way round: ceil(m/s) = floor((m + s - 1)/s) for whole m, and
+        # n + 2p - span + s - 1 > n + p - 1, so the last window's start is the smaller.
+        return last_start_inside
+    rounded_up = _rounded(sp.ceiling, (n + 2 * padding - span) / step)
+    return sp.Min(rounded_up + 1, last_start_inside)
 
 
-def _rounded(rounding: type[sp.floor] | type[sp.ceiling], argument: sp.Expr) -> sp.Expr:
-    """Return ``rounding(argument)`` as sympy gives it, without re-walking nested floors.
+def _rounded(rounding: Rounding, argument: sp.Expr) -> sp.Expr:
+    """Return ``rounding(argument)``, one rounding deep, without re-walking nested floors.
 
-    sympy's ``floor`` inspects its whole argument (sign, number-ness, free
-    symbols) every time it is built; in a deep network the argument holds the
-    previous layer's size, itself a floor of a floor ..., so a network's
-    shapes would cost time quadratic in its depth. The functions at the top of
-    the argument are replaced by dummies with the same assumptions (integer,
-    sign), sympy rounds that, and the result is rebuilt with each new floor
-    left as sympy returned it (not evaluated a second time).
+    A rounding of a rounding is first collapsed (:func:`collapse_rounding`), so
+    the sizes after a chain of strided layers hold one floor each, not one per
+    layer. sympy's ``floor`` then inspects its whole argument (sign,
+    number-ness, free symbols) every time it is built, so the functions at the
+    top of the argument are replaced by dummies with the same assumptions
+    (integer, sign), sympy rounds that, and the result is rebuilt with each new
+    floor left as sympy returned it (not evaluated a second time).
 
     Examples
     --------
     >>> from memtheory.symbols import H
     >>> _rounded(sp.floor, sp.floor(H / 2) / 2 - 1)
-    floor(floor(H/2)/2) - 1
+    floor(H/4) - 1
+    >>> _rounded(sp.floor, sp.floor(H / 2) * 3 / 2)
+    floor(3*floor(H/2)/2)
     """
+    rounding, argument = collapse_rounding(rounding, argument)
     inner = dict.fromkeys(
         atom
         for term in sp.Add.make_args(argument)
@@ -163,13 +182,131 @@ def _rounded(rounding: type[sp.floor] | type[sp.ceiling], argument: sp.Expr) -> 
         if atom.is_Function
     )
     if not inner:
-        return rounding(argument)
+        quick = _rounded_polynomial(rounding, argument)
+        return rounding(argument) if quick is None else quick
     proxies = {atom: _proxy(position, _facts(atom)) for position, atom in enumerate(inner)}
     stand_in = argument.xreplace(proxies)
     if stand_in.is_integer:  # sympy returns an integer argument as it is
         return argument
     result = rounding(stand_in)
     return _rebuilt(result, {proxy: atom for atom, proxy in proxies.items()})
+
+
+def collapse_rounding(rounding: Rounding, argument: sp.Expr) -> tuple[Rounding, sp.Expr]:
+    r"""Return the rounding and argument with inner roundings collapsed: the same value everywhere.
+
+    For a positive integer :math:`b`, an integer :math:`m` and any real :math:`y`,
+
+    .. math::
+        \left\lfloor \frac{\lfloor y \rfloor + m}{b} \right\rfloor
+            = \left\lfloor \frac{y + m}{b} \right\rfloor, \qquad
+        \left\lceil \frac{\lceil y \rceil + m}{b} \right\rceil
+            = \left\lceil \frac{y + m}{b} \right\rceil,
+
+    (:math:`\lfloor y \rfloor + m = \lfloor y + m \rfloor`, and an integer
+    :math:`q b` is at most :math:`\lfloor z \rfloor` exactly when it is at most
+    :math:`z`); and the other rounding of a whole number over :math:`b` is
+    :math:`\lceil j/b \rceil = \lfloor (j + b - 1)/b \rfloor`,
+    :math:`\lfloor j/b \rfloor = \lceil (j - b + 1)/b \rceil`. So a strided
+    layer applied to a size that is already a floor (or ceiling) plus whole
+    numbers rounds once: a chain of 2x2 poolings over ``H`` gives
+    ``floor(H/4)``, ``floor(H/8)``, ... instead of floors nested as deep as the
+    chain. Anything else (a rounding with a coefficient other than
+    :math:`1/b`, or a rest that is not provably whole) is returned as it is.
+
+    Parameters
+    ----------
+    rounding : sympy.floor or sympy.ceiling
+        The rounding about to be applied to ``argument``.
+    argument : sympy expression
+
+    Returns
+    -------
+    (rounding, argument)
+        To be rounded instead; ``rounding`` changes where the inner rounding
+        was the other one.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> collapse_rounding(sp.floor, sp.floor(H / 2 - sp.Rational(1, 2)) / 2 - sp.Rational(1, 2))
+    (floor, H/4 - 3/4)
+    >>> collapse_rounding(sp.ceiling, sp.floor(H / 2) / 2)
+    (floor, H/4 + 1/2)
+    """
+    while True:
+        found = _inner_rounding(argument)
+        if found is None:
+            return rounding, argument
+        inner, divisor, whole = found
+        shift = whole
+        if inner.func is not rounding:
+            shift += divisor - 1 if rounding is sp.ceiling else 1 - divisor
+            rounding = cast(Rounding, inner.func)
+        argument = (inner.args[0] + shift) / divisor
+
+
+def _inner_rounding(argument: sp.Expr) -> tuple[sp.Expr, int, sp.Expr] | None:
+    """Return ``(r, b, m)`` where ``argument = (r + m)/b``: a rounding, a positive integer, a whole.
+
+    ``None`` if no rounding in the sum has a coefficient ``1/b`` (``b > 1``) with the rest
+    whole over it.
+    """
+    terms = sp.Add.make_args(argument)
+    for position, term in enumerate(terms):
+        coefficient, factor = term.as_coeff_Mul()
+        if not (
+            isinstance(factor, (sp.floor, sp.ceiling))
+            and coefficient.is_Rational
+            and coefficient.p == 1
+            and coefficient.q > 1  # over 1, the argument is whole: _rounded keeps it as it is
+        ):
+            continue
+        divisor = int(coefficient.q)
+        whole = sp.Add(*terms[:position], *terms[position + 1 :]) * divisor
+        if whole.is_Integer or (not whole.is_Number and _provably_whole(whole)):
+            return factor, divisor, whole
+    return None
+
+
+def _rounded_polynomial(rounding: Rounding, argument: sp.Expr) -> sp.Expr | None:
+    """Return ``rounding(argument)`` as sympy writes it, for a polynomial in integer symbols.
+
+    sympy takes the whole terms out (an integer, or an integer times integer
+    symbols) and rounds the rest, left unevaluated; but first it asks for the
+    sign of the argument, which costs tens of milliseconds when a coefficient
+    is as small as :math:`2^{-80}` (the side after 80 poolings). ``None``
+    where a term is not a rational times integer symbols.
+    """
+    constant, variable = argument.as_coeff_Add()
+    if not constant.is_Rational:
+        return None
+    whole: list[sp.Expr] = []
+    rest: list[sp.Expr] = []
+    for term in sp.Add.make_args(variable):
+        coefficient, factor = term.as_coeff_Mul()
+        if not (coefficient.is_Rational and _provably_whole(factor)):
+            return None
+        (whole if coefficient.is_Integer else rest).append(term)
+    if not rest:  # a whole polynomial plus a number
+        return sp.Add(*whole) + rounding(constant)
+    (whole if constant.is_Integer else rest).append(constant)
+    return sp.Add(*whole) + rounding(sp.Add(*rest), evaluate=False)
+
+
+def _provably_whole(expression: sp.Expr) -> bool:
+    """Whether every term is an integer times integer atoms (size symbols, roundings, ...)."""
+    for term in sp.Add.make_args(expression):
+        coefficient, rest = term.as_coeff_Mul()
+        if not coefficient.is_Integer:
+            return False
+        for factor in sp.Mul.make_args(rest):
+            base, exponent = factor.as_base_exp()
+            whole_power = exponent.is_Integer and exponent >= 0
+            rounded = isinstance(base, (sp.floor, sp.ceiling))
+            if not (whole_power and (rounded or base.is_integer)):
+                return False
+    return True
 
 
 @lru_cache(maxsize=1024)

@@ -133,11 +133,12 @@ def pytorch_ceil_size(n, k, s, p):
 def test_ceil_mode_min_evaluates_on_numpy_arrays(kernel, stride, padding):
     """A ceil-mode output size on arrays of sides matches PyTorch's rule elementwise.
 
-    It keeps the last-window Min() only where padding + stride exceeds the kernel: otherwise
-    the last window always starts inside and the rounded-up size alone is PyTorch's.
+    No Min() with whole sizes: where padding + stride exceeds the kernel the last window's
+    start is always the smaller term, otherwise the rounded-up size is.
     """
     expression = pool_output_size(H, kernel, stride, padding, ceil_mode=True)
-    assert expression.has(sp.Min) == (padding + stride > kernel)
+    assert not expression.has(sp.Min)
+    assert expression.has(sp.floor) == (padding + stride > kernel)
     sides = np.arange(max(1, kernel - 2 * padding), 200)
     expected = [pytorch_ceil_size(n, kernel, stride, padding) for n in sides.tolist()]
     assert mt.evaluate_grid(expression, H=sides).tolist() == expected

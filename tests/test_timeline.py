@@ -49,8 +49,12 @@ def _same(got: sp.Expr, expected: sp.Expr) -> bool:
     )
 )
 def test_total_is_sympys_sum_argument_for_argument(steps):
-    """After any allocations and frees, total() and mark() equal sympy's Add of what is live."""
-    timeline = Timeline()
+    """After any allocations and frees, total(), mark() and each component's part are sympy's Adds.
+
+    Every third storage counts towards a component ("a" or "b"), as the autograd convention
+    counts saved activations and gradients.
+    """
+    timeline = Timeline(categories={f"t{i}": "ab"[i % 2] for i in range(0, 40, 3)})
     count = 0
     for number, (allocate, which, extra) in enumerate(steps):
         if allocate or not timeline.live:
@@ -64,6 +68,9 @@ def test_total_is_sympys_sum_argument_for_argument(steps):
         added = _VALUES[extra]
         timeline.mark(f"m{number}", added)
         assert _same(timeline.moments[f"m{number}"], expected + added)
+        for category, part in timeline.parts[f"m{number}"].items():
+            live = [v for k, v in timeline.live.items() if timeline.categories.get(k) == category]
+            assert _same(part, sp.Add(*live))
 
 
 def test_float_bytes_fall_back_to_sympy():
@@ -102,6 +109,9 @@ def test_every_moment_of_real_timelines_is_sympys_sum(monkeypatch, net, optimize
     def checking(self, label, extra=0):
         mark(self, label, extra)
         checked.append(_same(self.moments[label], sp.Add(*self.live.values()) + extra))
+        for category, part in self.parts.get(label, {}).items():
+            live = [v for k, v in self.live.items() if self.categories.get(k) == category]
+            checked.append(_same(part, sp.Add(*live)))
 
     monkeypatch.setattr(live_bytes.Timeline, "mark", checking)
     mt.training_memory(net, optimizer=optimizer, convention="autograd")

@@ -53,6 +53,7 @@ from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.optimizers import Optimizer, OptimizerLike
 from memtheory.precision import Precision, PrecisionLike, precision
+from memtheory.sliding_window import collapse_rounding
 from memtheory.units import unit_bytes
 
 if TYPE_CHECKING:
@@ -504,8 +505,11 @@ def _window_text(layer: Layer, before: tuple[sp.Expr, ...], after: tuple[sp.Expr
     height = sp.sympify(before[2])
     span = sp.Integer(k) if d == 1 else d * (k - 1) + 1
     ceil = bool(getattr(layer, "ceil_mode", False))
-    rounding = sp.ceiling if ceil else sp.floor
-    value = rounding((height + 2 * pad - span) / stride) + 1
+    # the library writes a rounding of a rounding as one (floor(floor(H/2)/2) is floor(H/4))
+    rounding, argument = collapse_rounding(
+        sp.ceiling if ceil else sp.floor, (height + 2 * pad - span) / stride
+    )
+    value = rounding(argument) + 1
     if sp.simplify(value - sp.sympify(after[2])) != 0:
         return ""
     window = str(k) if d == 1 else f"({d}*({k} - 1) + 1)"

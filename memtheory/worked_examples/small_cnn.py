@@ -110,7 +110,7 @@ def small_cnn_network(
     4632902
     >>> from memtheory.symbols import H
     >>> small_cnn_network(image_size=H).parameter_count
-    32000*floor(floor(H/2)/2)**2 + 24902
+    32000*floor(H/4)**2 + 24902
     """
     layers = small_cnn_layers(image_size=image_size, hidden=hidden, batch=batch)
     return Network(layers, name="StackExchange CNN")

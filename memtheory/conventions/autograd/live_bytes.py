@@ -48,7 +48,7 @@ class Timeline:
     """Moment -> the live bytes of each component of :attr:`categories` at that moment."""
     _sum: _Sum = field(default_factory=lambda: _Sum())
     _nonzero: dict[str, None] = field(default_factory=dict)
-    _by_category: dict[str, sp.Expr] = field(default_factory=dict)
+    _by_category: dict[str, _Category] = field(default_factory=dict)
 
     def alloc(self, key: str, nbytes: sp.Expr) -> None:
         """Add a live storage."""
@@ -67,12 +67,12 @@ class Timeline:
         if value is not sp.S.Zero:
             del self._nonzero[key]
             self._sum.add(value, -1)
-            self._count(key, -value)
+            self._count(key, sp.S.Zero)
 
     def _count(self, key: str, value: sp.Expr) -> None:
         category = self.categories.get(key)
         if category is not None:
-            self._by_category[category] = self._by_category.get(category, sp.S.Zero) + value
+            self._by_category.setdefault(category, _Category()).count(key, value)
 
     def total(self) -> sp.Expr:
         """Return the live bytes now."""
@@ -85,7 +85,9 @@ class Timeline:
     def mark(self, label: str, extra: sp.Expr | int = 0) -> None:
         """Record the live bytes (plus ``extra``) as the moment ``label``."""
         if self.categories:
-            self.parts[label] = dict(self._by_category)
+            self.parts[label] = {
+                category: sums.expression() for category, sums in self._by_category.items()
+            }
         extra = sp.sympify(extra)
         if extra is sp.S.Zero or not self._nonzero or not self._sum.exact or not _parts(extra):
             self.moments[label] = self.total() + extra
@@ -96,6 +98,40 @@ class Timeline:
 
 
 _GAP = 1 << 32
+
+
+class _Category:
+    """The live bytes of one component: its storages, and their sum kept as :class:`_Sum` does.
+
+    The same expression as ``sp.Add`` of the component's live storages, built
+    only when a moment asks for it after a change (adding to a growing ``Add``
+    on every allocation re-sorts every term: quadratic in depth).
+    """
+
+    def __init__(self) -> None:
+        self.live: dict[str, sp.Expr] = {}
+        self.sum = _Sum()
+        self.value: sp.Expr | None = sp.S.Zero
+
+    def count(self, key: str, value: sp.Expr) -> None:
+        """Add the storage ``key`` of ``value`` bytes; a value of zero removes it."""
+        if value is sp.S.Zero:
+            self.sum.add(self.live.pop(key), -1)
+        else:
+            self.live[key] = value
+            self.sum.add(value, 1)
+        self.value = None
+
+    def expression(self) -> sp.Expr:
+        """Return the component's live bytes now."""
+        if self.value is None:
+            if not self.sum.exact:
+                self.value = sp.Add(*self.live.values())
+            elif len(self.live) < 2:  # sympy returns a lone argument as it is
+                self.value = next(iter(self.live.values())) if self.live else sp.S.Zero
+            else:
+                self.value = self.sum.expression()
+        return self.value
 
 
 class _Sum:
@@ -114,6 +150,7 @@ class _Sum:
         self._built: dict[tuple[sp.Expr, sp.Number], sp.Expr] = {}
         self._compared: dict[tuple[sp.Basic, sp.Basic], int] = {}
         self._split: dict[sp.Expr, _Split | None] = {}
+        self._last: dict[sp.Expr, tuple[sp.Number, sp.Expr]] = {}
 
     def add(self, value: sp.Expr, sign: int) -> None:
         """Add ``sign`` (1 or -1) times ``value``'s terms."""
@@ -138,12 +175,17 @@ class _Sum:
 
     def expression(self) -> sp.Expr:
         """Return the sum as ``sp.Add`` would build it from the same values."""
-        built, rank = self._built, self._rank
+        built, rank, last = self._built, self._rank, self._last
         ranked = []
         for term, coefficient in self.terms.items():
-            argument = term if coefficient is sp.S.One else built.get((term, coefficient))
-            if argument is None:
-                argument = self._term(term, coefficient)
+            known = last.get(term)  # the term's argument when its coefficient was this object
+            if known is not None and known[0] is coefficient:
+                argument = known[1]
+            else:
+                argument = term if coefficient is sp.S.One else built.get((term, coefficient))
+                if argument is None:
+                    argument = self._term(term, coefficient)
+                last[term] = (coefficient, argument)
             place = rank.get(argument)
             if place is None:
                 place = self._key(argument)
