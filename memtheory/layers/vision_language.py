@@ -1,13 +1,15 @@
 """The layers a vision-language model adds: pixel patches, their projection, merging, scattering.
 
-A vision-language model (Qwen2-VL, Qwen2.5-VL, LLaVA) feeds its language
+A vision-language model (Qwen2-VL, Qwen2.5-VL, LLaVA, Gemma 3) feeds its language
 model a sequence in which some positions hold image tokens. The image enters
 as pixel patches (:class:`PixelPatches`: the processor cuts each image into
 ``patch x patch`` squares, Qwen2-VL also into pairs of frames); a convolution
 whose stride is its kernel embeds each patch, which is one matrix product over
 the flattened patch (:class:`PatchProjection`, whose weight keeps the
 convolution's shape); Qwen2-VL's merger concatenates each ``2 x 2`` group of
-neighbouring patches (:class:`PatchMerge`, a view); and the projected image
+neighbouring patches (:class:`PatchMerge`, a view); Gemma 3's projector
+averages each square of neighbouring patches (:class:`PatchPool`) and
+multiplies by an ``(in, out)`` matrix (:class:`MatrixProjection`); and the projected image
 features replace the image-token positions of the text embeddings
 (:class:`ImageTokenScatter`, ``inputs_embeds.masked_scatter(mask, image)``).
 
@@ -43,7 +45,9 @@ __all__ = [
     "FlatClassToken",
     "FlatPositions",
     "ImageTokenScatter",
+    "MatrixProjection",
     "PatchMerge",
+    "PatchPool",
     "PatchProjection",
     "PixelPatches",
 ]
@@ -126,9 +130,10 @@ class PatchProjection(Dense):
 
     ``Conv2d(C, E, p, stride=p)`` on ``p x p`` patches (CLIP) or
     ``Conv3d(C, E, (t, p, p), stride=(t, p, p))`` (Qwen2-VL) computes
-    ``patches @ W.reshape(E, -1).T``: the same parameters (no bias) and the
-    same ``(batch, patches, E)`` output as a dense layer; the weight keeps the
-    convolution's shape, ``(E, *kernel)``.
+    ``patches @ W.reshape(E, -1).T``: the same parameters and the same
+    ``(batch, patches, E)`` output as a dense layer; the weight keeps the
+    convolution's shape, ``(E, *kernel)``. CLIP's and Qwen's have no bias,
+    SigLIP's (Gemma 3) has one (``bias=True``).
 
     Parameters
     ----------
@@ -149,7 +154,7 @@ class PatchProjection(Dense):
     kind = "PatchProjection"
 
     def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
-        """``weight`` of ``(units, *kernel)``: the convolution's."""
+        """``weight`` of ``(units, *kernel)``: the convolution's; ``bias`` of ``(units,)``."""
         self.check_input(input_shape)
         width = sp.Mul(*(sp.Integer(k) for k in self.kernel))
         if sp.simplify(width - input_shape[-1]) != 0:
@@ -158,7 +163,7 @@ class PatchProjection(Dense):
                 f"patch has {input_shape[-1]}."
             )
         weight = (self.units, *(sp.Integer(k) for k in self.kernel))
-        return (("weight", weight),)
+        return (("weight", weight), ("bias", (self.units,))) if self.bias else (("weight", weight),)
 
 
 @dataclass(frozen=True)
@@ -376,3 +381,85 @@ class EncoderAttention(GroupedQueryAttention):
 
     kind = "EncoderAttention"
     autograd_checked = False
+
+
+@dataclass(frozen=True)
+class PatchPool(Layer):
+    """Average each ``kernel x kernel`` square of a ``side x side`` patch grid (Gemma 3).
+
+    Gemma 3's projector turns the vision tower's ``(batch, side^2, features)``
+    into a ``(batch, features, side, side)`` grid (``transpose``, then
+    ``contiguous``: a copy), averages it with ``AvgPool2d(kernel, kernel)`` and
+    flattens the result back to ``(batch, (side // kernel)^2, features)``.
+    Training keeps the contiguous copy (``avg_pool2d`` keeps its input, as
+    :class:`~memtheory.layers.AvgPool2d`); the output is a new tensor.
+
+    Parameters
+    ----------
+    side : int
+        Patches per side of the image (``image_size // patch_size``).
+    kernel : int
+        Patches per side of each averaged square.
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> PatchPool(64, 4).output_shape((B, 4096, 1152))
+    (B, 256, 1152)
+    >>> PatchPool(4, 2, name="pool").output_shape((B, 9, 8))
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.ShapeError: PatchPool 'pool': a 4 x 4 patch grid has 16 patches, got 9.
+    """
+
+    side: int
+    kernel: int
+    name: str | None = None
+    kind = "PatchPool"
+    autograd_checked = False
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return ``(batch, (side // kernel)^2, features)``."""
+        _check_rank3(self, input_shape)
+        batch, patches, features = input_shape
+        if sp.simplify(sp.sympify(patches) - self.side * self.side) != 0:
+            raise ShapeError(
+                f"{self.label}: a {self.side} x {self.side} patch grid has "
+                f"{self.side * self.side} patches, got {patches}."
+            )
+        per_side = self.side // self.kernel
+        return (batch, sp.Integer(per_side * per_side), features)
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the contiguous ``(batch, features, side, side)`` copy ``avg_pool2d`` keeps."""
+        batch, patches, features = input_shape
+        return (TensorSpec("intermediate", (batch, features, self.side, self.side),
+                           label="pooled_grid"),)
+
+    def describe(self) -> str:
+        """Grid and kernel."""
+        return f"{self.side}x{self.side} / {self.kernel}"
+
+
+@dataclass(frozen=True)
+class MatrixProjection(Dense):
+    """``x @ W`` with ``W`` of ``(in_features, units)``: Gemma 3's ``mm_input_projection_weight``.
+
+    A dense layer without bias whose weight is stored transposed (a bare
+    ``nn.Parameter`` multiplied with ``torch.matmul``, not an ``nn.Linear``).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> MatrixProjection(32).parameter_shapes((B, 4, 16))
+    (('weight', (16, 32)),)
+    """
+
+    bias: bool = False
+    kind = "MatrixProjection"
+
+    def parameter_shapes(self, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+        """``weight`` of ``(in_features, units)``."""
+        self.check_input(input_shape)
+        return (("weight", (input_shape[-1], self.units)),)

@@ -22,11 +22,11 @@ Nothing is downloaded. :func:`from_config` reads the configuration's
 
 ``deepseek_v2`` and ``deepseek_v3`` build :func:`~memtheory.models.deepseek.deepseek`
 (multi-head latent attention, routed and shared experts). The vision-language
-models ``qwen2_vl``, ``qwen2_5_vl`` and ``llava`` build
+models ``qwen2_vl``, ``qwen2_5_vl``, ``llava`` and ``gemma3`` build
 :func:`~memtheory.models.vision_language.vision_language` (a vision tower, a
 projector, the language model; ``image`` sets Qwen's image size); ``mllama``
-and ``gemma3`` are refused with the reason and the nearest family memtheory
-builds (:data:`~memtheory.models.hf_families.REFUSED`).
+is refused with the reason and the nearest family memtheory builds
+(:data:`~memtheory.models.hf_families.REFUSED`).
 
 A key the architecture cannot do without (``hidden_size``, ...) that is
 missing raises :class:`~memtheory.errors.InvalidArgumentError` naming it; a
@@ -559,7 +559,7 @@ def from_config(
         if family not in ANY_RESOLUTION:
             raise UnsupportedError(
                 f"from_config: image applies to Qwen2-VL and Qwen2.5-VL, not {family} (LLaVA "
-                "resizes every image to its vision tower's image_size)."
+                "and Gemma 3 resize every image to their vision tower's image_size)."
             )
         options["image"] = image
     if family in _DECODERS or family in ("gpt2", "gpt_neox", "falcon", "deepseek_v2",

@@ -38,14 +38,11 @@ REFUSED = {
     "pass its text_config with \"model_type\": \"llama\" for the decoder alone; the nearest "
     "vision-language family memtheory builds is llava (a vision tower feeding image tokens "
     "into the decoder's sequence, no cross-attention)",
-    "gemma3": "this is Gemma 3's vision-language model (a SigLIP encoder and the text "
-    "decoder); pass its text_config (\"model_type\": \"gemma3_text\") for the decoder alone; "
-    "the nearest vision-language family memtheory builds is llava",
 }
 """Why each family memtheory does not build is refused, and the nearest it builds.
 
 DeepSeek V2 and V3 are built (:mod:`memtheory.models.deepseek`), and so are Qwen2-VL,
-Qwen2.5-VL and LLaVA (:mod:`memtheory.models.vision_language`)."""
+Qwen2.5-VL, LLaVA and Gemma 3 (:mod:`memtheory.models.vision_language`)."""
 
 
 def decoder_fields(config: Mapping[str, Any]) -> dict[str, Any]:

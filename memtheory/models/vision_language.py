@@ -1,11 +1,12 @@
-"""Vision-language models: a vision tower, a projector, and a language model (Qwen2-VL, LLaVA).
+"""Vision-language models: a vision tower, a projector, a language model (Qwen2-VL, LLaVA, Gemma 3).
 
 :func:`vision_language` builds Hugging Face's ``Qwen2VLForConditionalGeneration``,
-``Qwen2_5_VLForConditionalGeneration`` and ``LlavaForConditionalGeneration``
-from their ``config.json`` as one network: the token ids enter the language
-model's embeddings; beside them, one image per sequence enters as pixel
-patches (:class:`~memtheory.layers.vision_language.PixelPatches`) and runs
-through the vision tower and the projector; the projected image features
+``Qwen2_5_VLForConditionalGeneration``, ``LlavaForConditionalGeneration`` and
+``Gemma3ForConditionalGeneration`` from their ``config.json`` as one network:
+the token ids enter the language model's embeddings; beside them, one image
+per sequence enters as pixel patches
+(:class:`~memtheory.layers.vision_language.PixelPatches`) and runs through
+the vision tower and the projector; the projected image features
 replace the image-token positions of the text embeddings
 (:class:`~memtheory.layers.vision_language.ImageTokenScatter`), and the
 language model (:func:`~memtheory.models.decoder`) runs over the whole
@@ -29,6 +30,14 @@ plus image tokens (:func:`image_tokens` says how many an image makes).
   without the class token (``"default"``), a two-layer GELU projector. An
   image is resized to ``image_size``: ``(image_size / patch_size)^2`` tokens
   (576 for CLIP ViT-L/14 at 336).
+- **Gemma 3** (Gemma Team 2025, arXiv:2503.19786): a SigLIP vision tower (a
+  ``Conv2d`` patch embedding with a bias, learned positions, no class token,
+  encoder layers with tanh-GELU MLPs, ``post_layernorm``); the projector
+  averages each square of patches down to ``mm_tokens_per_image`` tokens
+  (``4 x 4`` for SigLIP-So400m/14 at 896: 4,096 patches, 256 tokens), an RMS
+  norm and an ``(vision, text)`` matrix; the language model is Gemma 3's
+  (``gemma3_text``). An image is resized to ``image_size``; its tokens are
+  fixed.
 
 Parameter counts are exact, tensor for tensor, against transformers on the
 ``meta`` device (``tests/pytorch/test_vision_language_counts.py``). The
@@ -56,7 +65,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from memtheory._shown import shown
 from memtheory._validation import SizeLike
@@ -69,7 +78,9 @@ from memtheory.layers.vision_language import (
     FlatClassToken,
     FlatPositions,
     ImageTokenScatter,
+    MatrixProjection,
     PatchMerge,
+    PatchPool,
     PatchProjection,
     PixelPatches,
 )
@@ -88,14 +99,17 @@ __all__ = [
     "vision_language",
 ]
 
-VISION_LANGUAGE = ("qwen2_vl", "qwen2_5_vl", "llava")
+VISION_LANGUAGE = ("qwen2_vl", "qwen2_5_vl", "llava", "gemma3")
 """The vision-language ``model_type`` values :func:`vision_language` builds."""
 
 ANY_RESOLUTION = ("qwen2_vl", "qwen2_5_vl")
 """The families that take an image of any size (its tokens grow with it): ``image=`` applies.
 
-LLaVA resizes every image to its vision tower's ``image_size``.
+LLaVA and Gemma 3 resize every image to their vision tower's ``image_size``.
 """
+
+_FIXED_SIZE = ("llava", "gemma3")
+"""The families whose image tokens the vision tower's ``image_size`` fixes."""
 
 DEFAULT_IMAGE = 448
 """Qwen2-VL's image side when none is given: 448 x 448, 1,024 patches, 256 image tokens."""
@@ -113,6 +127,16 @@ _LLAVA_VISION = {"model_type": "clip_vision_model", "hidden_size": 1024,
                  "intermediate_size": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
                  "image_size": 336, "patch_size": 14}
 """``LlavaConfig``'s vision tower when ``vision_config`` is absent: CLIP ViT-L/14 at 336."""
+
+_GEMMA3_TEXT = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+                "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+                "head_dim": 256, "max_position_embeddings": 131072}
+"""transformers' ``Gemma3TextConfig`` defaults, which a Gemma 3 ``text_config`` relies on."""
+
+_SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                    "num_attention_heads": 12, "num_channels": 3, "image_size": 224,
+                    "patch_size": 16, "vision_use_head": True}
+"""``SiglipVisionConfig``'s defaults (``Gemma3Config``'s vision tower when none is given)."""
 
 
 @dataclass(frozen=True)
@@ -134,14 +158,18 @@ def text_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """Return the language model's configuration, as a Llama-family ``config.json``.
 
     Qwen2-VL keeps the text keys at the top level (transformers 5 also reads
-    a ``text_config``); LLaVA keeps them in ``text_config``, whose missing
-    keys take its family's defaults (``LlamaConfig``'s for a ``llama``).
+    a ``text_config``); LLaVA and Gemma 3 keep them in ``text_config``, whose
+    missing keys take its family's defaults (``LlamaConfig``'s for a
+    ``llama``, ``Gemma3TextConfig``'s for Gemma 3, whose top-level
+    ``tie_word_embeddings``, True by default, ties the output layer).
 
     Examples
     --------
     >>> text_config({"model_type": "llava", "text_config": {"model_type": "llama",
     ...              "vocab_size": 32064}})["hidden_size"]
     4096
+    >>> text_config({"model_type": "gemma3", "text_config": {}})["vocab_size"]
+    262208
     """
     family = config.get("model_type")
     nested = config.get("text_config") or {}
@@ -153,6 +181,10 @@ def text_config(config: Mapping[str, Any]) -> dict[str, Any]:
         kind = nested.get("model_type", "llama")
         base = dict(_LLAMA_DEFAULTS) if kind == "llama" else {}
         return {**base, **nested, "model_type": kind}
+    if family == "gemma3":
+        tied = config_flag(config, "tie_word_embeddings", True)  # the text_config's is not read
+        return {**_GEMMA3_TEXT, **nested, "model_type": "gemma3_text",
+                "tie_word_embeddings": tied}
     skip = ("model_type", "vision_config", "text_config", "architectures")
     flat = {k: v for k, v in config.items() if k not in skip}
     text = {**flat, **nested, "model_type": "qwen2"}
@@ -168,7 +200,8 @@ def image_tokens(config: Mapping[str, Any], image: SizeLike | tuple[int, int]) -
     multiple of 28 (``Qwen2VLImageProcessor.smart_resize``; Wang et al. 2024,
     section 2.1: "a 224 x 224 image ... is compressed to 66 tokens", 64 image
     tokens plus the two vision start and end tokens). LLaVA: the image is
-    resized to ``image_size``, ``(image_size / patch_size)^2`` tokens.
+    resized to ``image_size``, ``(image_size / patch_size)^2`` tokens. Gemma 3:
+    ``mm_tokens_per_image`` (256), as the projector's pooling gives them.
 
     Examples
     --------
@@ -176,8 +209,14 @@ def image_tokens(config: Mapping[str, Any], image: SizeLike | tuple[int, int]) -
     64
     >>> image_tokens({"model_type": "llava"}, 1000)
     576
+    >>> image_tokens({"model_type": "gemma3", "vision_config": {"image_size": 896,
+    ...     "patch_size": 14, "vision_use_head": False}}, 896)
+    256
     """
     tower = _tower(config)
+    if config.get("model_type") == "gemma3":
+        side, kernel = _gemma3_pool(config, tower)
+        return (side // kernel) ** 2
     if config.get("model_type") == "llava":
         vision = _llava_vision(config)
         side = int(vision["image_size"]) // tower.patch
@@ -217,11 +256,50 @@ def _llava_vision(config: Mapping[str, Any]) -> dict[str, Any]:
     return {**_CLIP_DEFAULTS, **vision}
 
 
+def _siglip_vision(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Gemma 3's vision tower: a SigLIP one, without the pooling head Gemma 3 does not use."""
+    vision = config.get("vision_config")
+    if vision is None:
+        vision = {}
+    if not isinstance(vision, Mapping):
+        raise InvalidArgumentError(
+            f"from_config: 'vision_config' must be an object, got {shown(vision)}."
+        )
+    kind = vision.get("model_type", "siglip_vision_model")
+    if kind != "siglip_vision_model":
+        raise UnsupportedError(
+            f"from_config: Gemma 3 with a {kind!r} vision tower is not modelled; memtheory builds "
+            "Gemma 3 with SigLIP (siglip_vision_model), as its checkpoints have."
+        )
+    values = {**_SIGLIP_DEFAULTS, **vision}
+    if config_flag(values, "vision_use_head", True):
+        raise UnsupportedError(
+            "from_config: Gemma 3 with vision_use_head true (SigLIP's pooling head, whose output "
+            "Gemma 3 discards) is not modelled; Gemma 3's checkpoints set \"vision_use_head\": "
+            "false in vision_config: set it for an estimate."
+        )
+    return values
+
+
+def _gemma3_pool(config: Mapping[str, Any], tower: _Tower) -> tuple[int, int]:
+    """Return Gemma 3's patches per side and the pooling kernel (``mm_tokens_per_image``)."""
+    side = required_value(_siglip_vision(config), "image_size") // tower.patch
+    tokens = optional_int(config, "mm_tokens_per_image", 256) or 256
+    per_side = int(tokens ** 0.5)
+    if per_side * per_side != tokens or not 1 <= per_side <= side:
+        raise UnsupportedError(
+            f"from_config: mm_tokens_per_image={tokens} must be a square of at most the "
+            f"{side} x {side} patch grid (Gemma 3 averages square groups of patches); "
+            "Gemma 3's checkpoints use 256."
+        )
+    return side, side // per_side
+
+
 def _tower(config: Mapping[str, Any]) -> _Tower:
     """Read the vision tower's sizes (each family's configuration defaults)."""
     family = config.get("model_type")
-    if family == "llava":
-        v = _llava_vision(config)
+    if family in _FIXED_SIZE:
+        v = _llava_vision(config) if family == "llava" else _siglip_vision(config)
         return _Tower(
             width=required_value(v, "hidden_size"), depth=required_value(v, "num_hidden_layers"),
             heads=required_value(v, "num_attention_heads"),
@@ -260,7 +338,7 @@ def vision_language(
     lm_head: bool = True,
     loss: bool = False,
 ) -> Network:
-    """Build a Qwen2-VL, Qwen2.5-VL or LLaVA model: one image per sequence of ``sequence`` tokens.
+    """Build a Qwen2-VL, Qwen2.5-VL, LLaVA or Gemma 3 model: one image per sequence.
 
     Parameters
     ----------
@@ -273,8 +351,8 @@ def vision_language(
         Sequences per step, and tokens per sequence, the image tokens included.
     image : int or (int, int), optional
         Qwen: the image's side or (height, width) in pixels (default
-        :data:`DEFAULT_IMAGE`). LLaVA: the image is resized to the vision
-        tower's ``image_size``; leave it unset.
+        :data:`DEFAULT_IMAGE`). LLaVA and Gemma 3: the image is resized to
+        the vision tower's ``image_size``; leave it unset.
     flash, lm_head, loss : bool
         As :func:`~memtheory.models.decoder`.
     """
@@ -285,14 +363,18 @@ def vision_language(
         )
     c = language
     tower = _tower(config)
-    if family == "llava":
+    if family in _FIXED_SIZE:
         if image is not None:
             raise InvalidArgumentError(
-                "from_config: LLaVA resizes every image to its vision tower's image_size; "
-                "leave image unset."
+                f"from_config: {'LLaVA' if family == 'llava' else 'Gemma 3'} resizes every image "
+                "to its vision tower's image_size; leave image unset."
             )
-        vision = _llava(config, tower, c.hidden, flash=flash)
-        side = int(_llava_vision(config)["image_size"])
+        if family == "llava":
+            vision = _llava(config, tower, c.hidden, flash=flash)
+            side = int(_llava_vision(config)["image_size"])
+        else:
+            vision = _gemma3(config, tower, c.hidden, flash=flash)
+            side = int(_siglip_vision(config)["image_size"])
         height, width = side, side
     else:
         height, width = _sides(image if image is not None else DEFAULT_IMAGE)
@@ -383,7 +465,28 @@ def _llava(config: Mapping[str, Any], t: _Tower, hidden: int, *, flash: bool) ->
         FlatPositions(patches + 1, name=f"{tower}.embeddings.position_embedding"),
         LayerNorm(name=f"{tower}.pre_layrnorm"),
     ]
-    outputs = [f"{tower}.pre_layrnorm"]
+    outputs = _encoder(items, tower, t, f"{tower}.pre_layrnorm", flash=flash)
+    items.append(Node(LayerNorm(name=f"{tower}.post_layernorm"), inputs=(outputs[-1],)))
+    chosen = _feature_layer(config, t.depth)
+    items.append(Node(DropClassToken(name="model.image_features"), inputs=(outputs[chosen],)))
+    if config.get("vision_feature_select_strategy", "default") != "default":
+        raise UnsupportedError(
+            "from_config: LLaVA with vision_feature_select_strategy other than 'default' is "
+            "not modelled (it keeps the class token); set it to 'default' for an estimate."
+        )
+    bias = config_flag(config, "multimodal_projector_bias", True)
+    items += [
+        Dense(hidden, bias=bias, name="model.multi_modal_projector.linear_1"),
+        GELU(name="model.multi_modal_projector.act"),
+        Dense(hidden, bias=bias, name="model.multi_modal_projector.linear_2"),
+    ]
+    return items
+
+
+def _encoder(items: list[Layer | Node], tower: str, t: _Tower, source: str, *, flash: bool,
+             approximate: Literal["none", "tanh"] = "none") -> list[str]:
+    """Append CLIP's or SigLIP's encoder layers to ``items``; return each hidden state's name."""
+    outputs = [source]
     for index in range(t.depth):
         layer = f"{tower}.encoder.layers.{index}"
         attn = f"{layer}.self_attn"
@@ -398,24 +501,35 @@ def _llava(config: Mapping[str, Any], t: _Tower, hidden: int, *, flash: bool) ->
             Node(Add(name=f"{layer}.add_1"), inputs=(outputs[-1], f"{attn}.out_proj")),
             LayerNorm(name=f"{layer}.layer_norm2"),
             Dense(t.ffn, name=f"{layer}.mlp.fc1"),
-            GELU(name=f"{layer}.mlp.activation_fn"),
+            GELU(approximate=approximate, name=f"{layer}.mlp.activation_fn"),
             Dense(t.width, name=f"{layer}.mlp.fc2"),
             Node(Add(name=f"{layer}.add_2"), inputs=(f"{layer}.add_1", f"{layer}.mlp.fc2")),
         ]
         outputs.append(f"{layer}.add_2")
-    items.append(Node(LayerNorm(name=f"{tower}.post_layernorm"), inputs=(outputs[-1],)))
-    chosen = _feature_layer(config, t.depth)
-    items.append(Node(DropClassToken(name="model.image_features"), inputs=(outputs[chosen],)))
-    if config.get("vision_feature_select_strategy", "default") != "default":
-        raise UnsupportedError(
-            "from_config: LLaVA with vision_feature_select_strategy other than 'default' is "
-            "not modelled (it keeps the class token); set it to 'default' for an estimate."
-        )
-    bias = config_flag(config, "multimodal_projector_bias", True)
+    return outputs
+
+
+def _gemma3(config: Mapping[str, Any], t: _Tower, hidden: int, *,
+            flash: bool) -> list[Layer | Node]:
+    """Gemma 3's SigLIP vision tower and its projector (pool, soft-embedding norm, matrix)."""
+    side, kernel = _gemma3_pool(config, t)
+    patches = side * side
+    tower = "model.vision_tower"
+    items: list[Layer | Node] = [
+        Node(PixelPatches(patches, t.channels * t.patch * t.patch, name="pixel_values"),
+             inputs=("input_ids",)),
+        PatchProjection(t.width, kernel=(t.channels, t.patch, t.patch), bias=True,
+                        name=f"{tower}.embeddings.patch_embedding"),
+        FlatPositions(patches, name=f"{tower}.embeddings.position_embedding"),
+    ]
+    outputs = _encoder(items, tower, t, f"{tower}.embeddings.position_embedding", flash=flash,
+                       approximate="tanh")
+    projector = "model.multi_modal_projector"
     items += [
-        Dense(hidden, bias=bias, name="model.multi_modal_projector.linear_1"),
-        GELU(name="model.multi_modal_projector.act"),
-        Dense(hidden, bias=bias, name="model.multi_modal_projector.linear_2"),
+        Node(LayerNorm(name=f"{tower}.post_layernorm"), inputs=(outputs[-1],)),
+        PatchPool(side, kernel, name=f"{projector}.avg_pool"),
+        RMSNorm(name=f"{projector}.mm_soft_emb_norm"),
+        MatrixProjection(hidden, name=f"{projector}.mm_input_projection_weight"),
     ]
     return items
 
