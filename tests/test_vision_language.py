@@ -1,4 +1,4 @@
-"""Vision-language models (Qwen2-VL, Qwen2.5-VL, LLaVA): image tokens, serving, training, refusals.
+"""Vision-language models (Qwen2-VL, Qwen2.5-VL, LLaVA, Gemma 3): image tokens, serving, refusals.
 
 The parameter counts are checked against transformers in
 ``tests/pytorch/test_vision_language_counts.py`` and a measured training step
@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from memtheory.errors import InvalidArgumentError, ShapeError, UnsupportedError
 from memtheory.estimate import estimate
 from memtheory.estimate.serving_model import served_model
-from memtheory.layers.vision_language import EncoderAttention, ImageTokenScatter, PixelPatches
+from memtheory.layers.vision_language import (
+    EncoderAttention,
+    ImageTokenScatter,
+    PatchPool,
+    PixelPatches,
+)
 from memtheory.models import from_config
 from memtheory.models.vision_language import image_tokens
 from memtheory.symbols import B, S
@@ -33,6 +38,12 @@ LLAVA = {"model_type": "llava", "text_config": {"model_type": "llama", **TEXT},
          "vision_config": {"model_type": "clip_vision_model", "hidden_size": 16,
                            "intermediate_size": 24, "num_hidden_layers": 2,
                            "num_attention_heads": 2, "image_size": 56, "patch_size": 14}}
+GEMMA3 = {"model_type": "gemma3", "mm_tokens_per_image": 4,
+          "text_config": {"model_type": "gemma3_text", **TEXT, "head_dim": 8},
+          "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 16,
+                            "intermediate_size": 24, "num_hidden_layers": 2,
+                            "num_attention_heads": 2, "image_size": 56, "patch_size": 14,
+                            "vision_use_head": False}}
 
 
 @given(st.integers(1, 40), st.integers(1, 40))
@@ -53,7 +64,8 @@ def test_llava_image_tokens_are_fixed_by_the_tower():
     assert image_tokens({"model_type": "llava"}, 10) == (336 // 14) ** 2
 
 
-@pytest.mark.parametrize("config", [QWEN2_VL, QWEN2_5_VL, LLAVA], ids=lambda c: c["model_type"])
+@pytest.mark.parametrize("config", [QWEN2_VL, QWEN2_5_VL, LLAVA, GEMMA3],
+                         ids=lambda c: c["model_type"])
 def test_the_vision_path_feeds_the_sequence(config):
     """The image features enter the language model's sequence: the output is (B, S, vocab)."""
     net = from_config(config, batch=2, sequence=64)
@@ -64,19 +76,20 @@ def test_the_vision_path_feeds_the_sequence(config):
     assert str(tokens) in net.name
 
 
-@pytest.mark.parametrize("config", [QWEN2_VL, QWEN2_5_VL, LLAVA], ids=lambda c: c["model_type"])
+@pytest.mark.parametrize("config", [QWEN2_VL, QWEN2_5_VL, LLAVA, GEMMA3],
+                         ids=lambda c: c["model_type"])
 def test_serving_caches_only_the_language_models_keys_and_values(config):
     """KV cache per sequence: 2 x layers x KV heads x head width x context x 2 bytes (bf16)."""
-    context = 1024
+    context = 1024  # shorter than Gemma 3's default 4096-token sliding window
     served = served_model(config, context=context, compute="bf16")
-    head = TEXT["hidden_size"] // TEXT["num_attention_heads"]
+    head = TEXT["hidden_size"] // TEXT["num_attention_heads"]  # GEMMA3's head_dim is the same
     expected = 2 * TEXT["num_hidden_layers"] * TEXT["num_key_value_heads"] * head * context * 2
     assert served.kv_per_sequence == expected
     net = from_config(config, batch=1, sequence=context)
     assert any(isinstance(r.layer, EncoderAttention) for r in net.rows)
 
 
-@pytest.mark.parametrize("config", [QWEN2_VL, LLAVA], ids=lambda c: c["model_type"])
+@pytest.mark.parametrize("config", [QWEN2_VL, LLAVA, GEMMA3], ids=lambda c: c["model_type"])
 def test_training_estimates_say_they_are_a_breakdown(config):
     """Full fine-tuning and LoRA answer, with the breakdown convention and its reason."""
     answer = estimate(config, batch=1, sequence=512)
@@ -109,7 +122,7 @@ def test_estimate_takes_qwens_image_side_and_refuses_it_elsewhere():
     assert f"{image_tokens(QWEN2_VL, 896)} of its tokens are image tokens" in larger.report()
     assert f"{image_tokens(QWEN2_VL, 448)} of its tokens are image tokens" in default.report()
     assert int(larger.peak) > int(default.peak)  # four times the patches in the vision tower
-    for other in (LLAVA, {"model_type": "llama", **TEXT}):
+    for other in (LLAVA, GEMMA3, {"model_type": "llama", **TEXT}):
         with pytest.raises(InvalidArgumentError, match="--image applies to vision models"):
             estimate(other, batch=1, sequence=2048, image=448)
 
@@ -138,3 +151,56 @@ def test_a_sequence_shorter_than_the_image_tokens_is_refused():
     assert estimate(LLAVA, batch=1, sequence=tokens).peak > 0
     with pytest.raises(ShapeError, match=f"at least {tokens} positions.*use a larger one"):
         estimate(LLAVA, batch=1, sequence=tokens - 1)
+
+
+GEMMA3_4B_VISION = {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                    "image_size": 896, "intermediate_size": 4304, "num_attention_heads": 16,
+                    "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": False}
+"""google/gemma-3-4b-it's vision_config (typed in from its config.json)."""
+
+
+def test_gemma3_image_tokens_are_the_pooled_patches():
+    """Gemma 3 report (arXiv:2503.19786), 2.1: an 896 x 896 image is 256 tokens, whatever its size.
+
+    SigLIP/14 at 896 makes a 64 x 64 patch grid; the projector averages
+    squares of (64 / 16)^2 patches into mm_tokens_per_image = 16^2 tokens.
+    """
+    config = {"model_type": "gemma3", "vision_config": GEMMA3_4B_VISION}
+    side = 896 // 14
+    assert image_tokens(config, 10) == image_tokens(config, 2000) == (side // (side // 16)) ** 2
+    assert image_tokens(GEMMA3, 1) == 4
+    net = from_config({**config, "text_config": GEMMA3["text_config"]}, batch=1, sequence=300)
+    pool = next(r for r in net.rows if isinstance(r.layer, PatchPool))
+    assert pool.input_shape[1] == side * side and pool.output_shape[1] == 256
+
+
+@given(st.integers(1, 8), st.integers(1, 8))
+def test_gemma3_pools_any_square_grid(per_side, kernel):
+    """A grid of per_side * kernel patches a side, pooled by kernel: per_side^2 image tokens."""
+    side = per_side * kernel
+    config = {**GEMMA3, "mm_tokens_per_image": per_side ** 2,
+              "vision_config": {**GEMMA3["vision_config"], "image_size": side * 14}}
+    assert image_tokens(config, 1) == per_side ** 2
+
+
+def test_gemma3_refusals_say_what_to_do():
+    """An image size, SigLIP's pooling head, another tower, a non-square token count: refused."""
+    with pytest.raises(UnsupportedError, match="so does Gemma 3"):
+        from_config(GEMMA3, image=336)
+    vision = GEMMA3["vision_config"]
+    with pytest.raises(UnsupportedError, match="vision_use_head"):
+        from_config({**GEMMA3, "vision_config": {**vision, "vision_use_head": True}})
+    with pytest.raises(UnsupportedError, match="vision_use_head"):
+        from_config({"model_type": "gemma3"})  # SiglipVisionConfig's default keeps the head
+    with pytest.raises(UnsupportedError, match="siglip_vision_model"):
+        from_config({**GEMMA3, "vision_config": {**vision, "model_type": "clip_vision_model"}})
+    with pytest.raises(UnsupportedError, match="mm_tokens_per_image=3"):
+        from_config({**GEMMA3, "mm_tokens_per_image": 3})
+    with pytest.raises(UnsupportedError, match="mm_tokens_per_image=25"):
+        from_config({**GEMMA3, "mm_tokens_per_image": 25})  # 5 a side, on a 4 x 4 grid
+
+
+def test_llama_3_2_vision_is_still_refused_with_the_nearest_family():
+    """Llama-3.2-Vision (mllama: cross-attention layers) is refused, naming llava as nearest."""
+    with pytest.raises(UnsupportedError, match="cross-attention.*llava"):
+        from_config({"model_type": "mllama"})

@@ -559,7 +559,7 @@ def from_config(
         if family not in ANY_RESOLUTION:
             raise UnsupportedError(
                 f"from_config: image applies to Qwen2-VL and Qwen2.5-VL, not {family} (LLaVA "
-                "and Gemma 3 resize every image to their vision tower's image_size)."
+                "resizes every image to its vision tower's image_size, and so does Gemma 3)."
             )
         options["image"] = image
     if family in _DECODERS or family in ("gpt2", "gpt_neox", "falcon", "deepseek_v2",

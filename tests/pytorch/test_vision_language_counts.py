@@ -23,6 +23,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 _TEXT = {"vocab_size": 96, "hidden_size": 32, "intermediate_size": 48,
          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
 
+_GEMMA3_TEXT = {"model_type": "gemma3_text", **_TEXT, "head_dim": 8}
+_SIGLIP = {"model_type": "siglip_vision_model", "hidden_size": 16, "intermediate_size": 24,
+           "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 56, "patch_size": 14,
+           "vision_use_head": False}
+
 TINY = [
     {"model_type": "qwen2_vl", **_TEXT, "vision_config": {
         "depth": 2, "embed_dim": 16, "hidden_size": 32, "mlp_ratio": 2, "num_heads": 2}},
@@ -42,6 +47,14 @@ TINY = [
          "model_type": "clip_vision_model", "hidden_size": 8, "intermediate_size": 16,
          "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 32,
          "patch_size": 8}},
+    {"model_type": "gemma3", "mm_tokens_per_image": 4, "text_config": _GEMMA3_TEXT,
+     "vision_config": _SIGLIP},
+    {"model_type": "gemma3", "mm_tokens_per_image": 1, "tie_word_embeddings": False,
+     "text_config": _GEMMA3_TEXT, "vision_config": {**_SIGLIP, "image_size": 32,
+                                                     "patch_size": 8, "num_hidden_layers": 1}},
+    # the text_config's tie_word_embeddings is not the one transformers reads: still tied
+    {"model_type": "gemma3", "mm_tokens_per_image": 4,
+     "text_config": {**_GEMMA3_TEXT, "tie_word_embeddings": False}, "vision_config": _SIGLIP},
 ]
 
 # Every key of each config.json as published, from the repository named.
@@ -100,6 +113,21 @@ PUBLISHED = {
         "vision_feature_layer": -2, "vision_feature_select_strategy": "default",
         "vocab_size": 32064,
     },
+    # Typed in from https://huggingface.co/google/gemma-3-4b-it/blob/main/config.json (nothing
+    # can be downloaded here): every key as published.
+    "gemma-3-4b-it": {
+        "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999,
+        "eoi_token_index": 256000, "eos_token_id": [1, 106], "image_token_index": 262144,
+        "initializer_range": 0.02, "mm_tokens_per_image": 256, "model_type": "gemma3",
+        "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+                        "model_type": "gemma3_text", "num_hidden_layers": 34,
+                        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                        "sliding_window": 1024},
+        "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+        "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                          "model_type": "siglip_vision_model", "num_attention_heads": 16,
+                          "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": False},
+    },
 }
 
 _UNREAD = ("architectures", "torch_dtype", "transformers_version")
@@ -133,6 +161,20 @@ def test_tiny_vision_language_configs_match_transformers_tensor_for_tensor(confi
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_published_vision_language_configs_match_transformers(name):
-    """Qwen2-VL-2B, Qwen2.5-VL-7B, LLaVA-1.5-7B as published: transformers' total, exactly."""
+    """Qwen2-VL-2B, Qwen2.5-VL-7B, LLaVA-1.5-7B, Gemma-3-4B as published: transformers' total."""
     published = PUBLISHED[name]
     assert _ours(published)[0] == _hf(published)[0]
+
+
+def test_gemma3_4b_matches_the_published_sizes():
+    """Gemma-3-4B: 4.3B parameters (the model card) and a 417M vision encoder (report, Table 1).
+
+    Gemma Team 2025, "Gemma 3 Technical Report" (arXiv:2503.19786), Table 1:
+    4B has a 417M vision encoder; the Hub page of google/gemma-3-4b-it says
+    4.3B parameters. Both are rounded, so the check is to their rounding.
+    """
+    net = from_config(PUBLISHED["gemma-3-4b-it"])
+    vision = sum(int(row.parameters) for row in net.rows
+                 if (row.name or "").startswith("model.vision_tower."))
+    assert round(vision / 1e6) == 417
+    assert round(int(net.parameter_count) / 1e8) == 43
