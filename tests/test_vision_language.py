@@ -204,3 +204,20 @@ def test_llama_3_2_vision_is_still_refused_with_the_nearest_family():
     """Llama-3.2-Vision (mllama: cross-attention layers) is refused, naming llava as nearest."""
     with pytest.raises(UnsupportedError, match="cross-attention.*llava"):
         from_config({"model_type": "mllama"})
+
+
+def test_gemma3_4b_serving_caches_its_sliding_windows():
+    """gemma-3-4b-it (text_config as published): 5 of 34 layers full, 29 slide over 1,024 tokens.
+
+    Gemma3TextConfig's defaults: 4 KV heads of 256, one full-attention layer
+    in every 6; the published text_config sets 34 layers and a 1,024 window.
+    """
+    config = {"model_type": "gemma3", "vision_config": GEMMA3_4B_VISION,
+              "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+                              "model_type": "gemma3_text", "num_hidden_layers": 34,
+                              "sliding_window": 1024}}
+    context, window, layers = 8192, 1024, 34
+    full = layers // 6
+    served = served_model(config, context=context, compute="bf16")
+    per_token = 2 * 4 * 256 * 2  # K and V, 4 heads of 256, bf16
+    assert served.kv_per_sequence == per_token * (full * context + (layers - full) * window)
