@@ -136,11 +136,17 @@ def test_a_projector_of_the_wrong_width_is_refused():
 
 
 def test_unmodelled_vision_towers_are_refused():
-    """LLaVA with a SigLIP tower, or with a list of feature layers: refused with the reason."""
+    """LLaVA with another tower, SigLIP's head, a list of feature layers: refused, saying why."""
+    other = {**LLAVA, "vision_config": {**LLAVA["vision_config"],
+                                        "model_type": "pixtral"}}
+    with pytest.raises(UnsupportedError, match="clip_vision_model.*siglip_vision_model"):
+        from_config(other)
     siglip = {**LLAVA, "vision_config": {**LLAVA["vision_config"],
                                          "model_type": "siglip_vision_model"}}
-    with pytest.raises(UnsupportedError, match="clip_vision_model"):
+    with pytest.raises(UnsupportedError, match="vision_use_head"):
         from_config(siglip)
+    with pytest.raises(UnsupportedError, match="'default' or 'full'"):
+        from_config({**LLAVA, "vision_feature_select_strategy": "cls"})
     with pytest.raises(UnsupportedError, match="vision_feature_layer"):
         from_config({**LLAVA, "vision_feature_layer": [-2, -5]})
 
@@ -221,3 +227,17 @@ def test_gemma3_4b_serving_caches_its_sliding_windows():
     served = served_model(config, context=context, compute="bf16")
     per_token = 2 * 4 * 256 * 2  # K and V, 4 heads of 256, bf16
     assert served.kv_per_sequence == per_token * (full * context + (layers - full) * window)
+
+
+@pytest.mark.parametrize(("strategy", "dropped"), [("default", 1), ("full", 0)])
+@pytest.mark.parametrize("tower", ["clip_vision_model", "siglip_vision_model"])
+def test_llava_tokens_follow_the_tower_and_the_strategy(tower, strategy, dropped):
+    """CLIP adds a class token, SigLIP none; "default" drops the first position, "full" none."""
+    vision = {**LLAVA["vision_config"], "model_type": tower, "vision_use_head": False}
+    config = {**LLAVA, "vision_config": vision, "vision_feature_select_strategy": strategy}
+    patches = (vision["image_size"] // vision["patch_size"]) ** 2
+    expected = patches + (1 if tower == "clip_vision_model" else 0) - dropped
+    assert image_tokens(config, 1) == expected
+    net = from_config(config, batch=1, sequence=64)
+    scatter = next(r for r in net.rows if isinstance(r.layer, ImageTokenScatter))
+    assert scatter.input_shapes[1][1] == expected

@@ -27,9 +27,11 @@ plus image tokens (:func:`image_tokens` says how many an image makes).
   Tuning", LLaVA-1.5): a CLIP vision tower (a ``Conv2d`` patch embedding, a
   class token, learned positions, ``pre_layrnorm``, encoder layers,
   ``post_layernorm``); the features of layer ``vision_feature_layer`` (-2)
-  without the class token (``"default"``), a two-layer GELU projector. An
-  image is resized to ``image_size``: ``(image_size / patch_size)^2`` tokens
-  (576 for CLIP ViT-L/14 at 336).
+  without the class token (``"default"``; ``"full"`` keeps it), a two-layer
+  GELU projector. An image is resized to ``image_size``: ``(image_size /
+  patch_size)^2`` tokens (576 for CLIP ViT-L/14 at 336). LLaVA with a SigLIP
+  tower (no class token, ``pre_layrnorm`` or pooling head; ``"default"`` drops
+  the first patch, as transformers does) is built the same way.
 - **Gemma 3** (Gemma Team 2025, arXiv:2503.19786): a SigLIP vision tower (a
   ``Conv2d`` patch embedding with a bias, learned positions, no class token,
   encoder layers with tanh-GELU MLPs, ``post_layernorm``); the projector
@@ -220,7 +222,8 @@ def image_tokens(config: Mapping[str, Any], image: SizeLike | tuple[int, int]) -
     if config.get("model_type") == "llava":
         vision = _llava_vision(config)
         side = int(vision["image_size"]) // tower.patch
-        return side * side
+        siglip = vision.get("model_type") == "siglip_vision_model"  # no class token
+        return side * side + (0 if siglip else 1) - (1 if _drops_first(config) else 0)
     height, width = _sides(image)
     unit = tower.patch * tower.merge
     rows, columns = (max(1, round(side / unit)) for side in (height, width))
@@ -248,12 +251,27 @@ def _llava_vision(config: Mapping[str, Any]) -> dict[str, Any]:
             f"from_config: 'vision_config' must be an object, got {shown(vision)}."
         )
     kind = vision.get("model_type", "clip_vision_model")
+    if kind == "siglip_vision_model":
+        return _without_head({**_SIGLIP_DEFAULTS, **vision}, "LLaVA")
     if kind != "clip_vision_model":
         raise UnsupportedError(
             f"from_config: LLaVA with a {kind!r} vision tower is not modelled; memtheory builds "
-            "LLaVA with CLIP (clip_vision_model), as llava-1.5 has."
+            "LLaVA with CLIP (clip_vision_model), as llava-1.5 has, or SigLIP "
+            "(siglip_vision_model)."
         )
     return {**_CLIP_DEFAULTS, **vision}
+
+
+def _without_head(values: dict[str, Any], family: str) -> dict[str, Any]:
+    """Refuse SigLIP's pooling head, which these models build but never use."""
+    if config_flag(values, "vision_use_head", True):
+        raise UnsupportedError(
+            f"from_config: {family} with vision_use_head true (SigLIP's pooling head, whose "
+            f"output {family} discards: its parameters get no gradient) is not modelled; "
+            "published checkpoints set \"vision_use_head\": false in vision_config: set it "
+            "for an estimate."
+        )
+    return values
 
 
 def _siglip_vision(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,14 +289,7 @@ def _siglip_vision(config: Mapping[str, Any]) -> dict[str, Any]:
             f"from_config: Gemma 3 with a {kind!r} vision tower is not modelled; memtheory builds "
             "Gemma 3 with SigLIP (siglip_vision_model), as its checkpoints have."
         )
-    values = {**_SIGLIP_DEFAULTS, **vision}
-    if config_flag(values, "vision_use_head", True):
-        raise UnsupportedError(
-            "from_config: Gemma 3 with vision_use_head true (SigLIP's pooling head, whose output "
-            "Gemma 3 discards) is not modelled; Gemma 3's checkpoints set \"vision_use_head\": "
-            "false in vision_config: set it for an estimate."
-        )
-    return values
+    return _without_head({**_SIGLIP_DEFAULTS, **vision}, "Gemma 3")
 
 
 def _gemma3_pool(config: Mapping[str, Any], tower: _Tower) -> tuple[int, int]:
@@ -450,33 +461,55 @@ def _qwen(family: str, t: _Tower, patches: int, *, flash: bool) -> list[Layer | 
     return items
 
 
+def _drops_first(config: Mapping[str, Any]) -> bool:
+    """Whether LLaVA drops the first position of the features (``"default"``) or keeps all."""
+    strategy = config.get("vision_feature_select_strategy", "default")
+    if strategy not in ("default", "full"):
+        raise UnsupportedError(
+            f"from_config: LLaVA's vision_feature_select_strategy must be 'default' or 'full' "
+            f"(transformers' two), got {shown(strategy)}."
+        )
+    return strategy == "default"
+
+
 def _llava(config: Mapping[str, Any], t: _Tower, hidden: int, *, flash: bool) -> list[Layer | Node]:
-    """LLaVA's CLIP vision tower, the selected layer's features and the projector."""
+    """LLaVA's CLIP or SigLIP vision tower, the selected layer's features and the projector.
+
+    CLIP: a class token and ``pre_layrnorm``; SigLIP: a patch embedding with a
+    bias, no class token, tanh-GELU MLPs. ``"default"`` drops the first
+    position (CLIP's class token; with SigLIP, as transformers does, the first
+    patch); ``"full"`` keeps all.
+    """
     vision = _llava_vision(config)
+    siglip = vision.get("model_type") == "siglip_vision_model"
     side = required_value(vision, "image_size") // t.patch
     patches = side * side
     tower = "model.vision_tower"
     items: list[Layer | Node] = [
         Node(PixelPatches(patches, t.channels * t.patch * t.patch, name="pixel_values"),
              inputs=("input_ids",)),
-        PatchProjection(t.width, kernel=(t.channels, t.patch, t.patch),
+        PatchProjection(t.width, kernel=(t.channels, t.patch, t.patch), bias=siglip,
                         name=f"{tower}.embeddings.patch_embedding"),
-        FlatClassToken(name=f"{tower}.embeddings.class_embedding"),
-        FlatPositions(patches + 1, name=f"{tower}.embeddings.position_embedding"),
-        LayerNorm(name=f"{tower}.pre_layrnorm"),
     ]
-    outputs = _encoder(items, tower, t, f"{tower}.pre_layrnorm", flash=flash)
+    if siglip:
+        items.append(FlatPositions(patches, name=f"{tower}.embeddings.position_embedding"))
+        source = f"{tower}.embeddings.position_embedding"
+    else:
+        items += [FlatClassToken(name=f"{tower}.embeddings.class_embedding"),
+                  FlatPositions(patches + 1, name=f"{tower}.embeddings.position_embedding"),
+                  LayerNorm(name=f"{tower}.pre_layrnorm")]
+        source = f"{tower}.pre_layrnorm"
+    outputs = _encoder(items, tower, t, source, flash=flash,
+                       approximate="tanh" if siglip else "none")
     items.append(Node(LayerNorm(name=f"{tower}.post_layernorm"), inputs=(outputs[-1],)))
-    chosen = _feature_layer(config, t.depth)
-    items.append(Node(DropClassToken(name="model.image_features"), inputs=(outputs[chosen],)))
-    if config.get("vision_feature_select_strategy", "default") != "default":
-        raise UnsupportedError(
-            "from_config: LLaVA with vision_feature_select_strategy other than 'default' is "
-            "not modelled (it keeps the class token); set it to 'default' for an estimate."
-        )
+    chosen = outputs[_feature_layer(config, t.depth)]
+    if _drops_first(config):
+        items.append(Node(DropClassToken(name="model.image_features"), inputs=(chosen,)))
+        chosen = "model.image_features"
     bias = config_flag(config, "multimodal_projector_bias", True)
     items += [
-        Dense(hidden, bias=bias, name="model.multi_modal_projector.linear_1"),
+        Node(Dense(hidden, bias=bias, name="model.multi_modal_projector.linear_1"),
+             inputs=(chosen,)),
         GELU(name="model.multi_modal_projector.act"),
         Dense(hidden, bias=bias, name="model.multi_modal_projector.linear_2"),
     ]

@@ -52,6 +52,11 @@ TINY = [
     {"model_type": "gemma3", "mm_tokens_per_image": 1, "tie_word_embeddings": False,
      "text_config": _GEMMA3_TEXT, "vision_config": {**_SIGLIP, "image_size": 32,
                                                      "patch_size": 8, "num_hidden_layers": 1}},
+    {"model_type": "llava", "text_config": {"model_type": "qwen2", **_TEXT},
+     "vision_feature_layer": -1, "vision_feature_select_strategy": "full",
+     "vision_config": _SIGLIP},
+    {"model_type": "llava", "text_config": {"model_type": "llama", **_TEXT},
+     "vision_config": {**_SIGLIP, "num_hidden_layers": 3}},
     # the text_config's tie_word_embeddings is not the one transformers reads: still tied
     {"model_type": "gemma3", "mm_tokens_per_image": 4,
      "text_config": {**_GEMMA3_TEXT, "tie_word_embeddings": False}, "vision_config": _SIGLIP},

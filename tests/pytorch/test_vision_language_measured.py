@@ -16,7 +16,9 @@ LLaVA (a 56 x 56 image, 16 image tokens): the parameters are exact; the CLIP
 layers after ``vision_feature_layer`` (-2: the last layer) and
 ``post_layernorm`` do not reach the loss, so PyTorch gives them no gradient,
 while the breakdown counts one for every parameter (pinned, derived from the
-configuration); the breakdown's peak gap is pinned as measured.
+configuration); the breakdown's peak gap is pinned as measured. LLaVA with a
+SigLIP tower (no class token: ``"default"`` drops the first patch, 15 image
+tokens): the same gradient gap, and SigLIP's ``position_ids`` buffer.
 
 Gemma 3 (a 56 x 56 image, 16 patches pooled 2 x 2 to 4 image tokens): the
 parameters and gradients are exact (every SigLIP layer reaches the loss); not
@@ -173,6 +175,51 @@ def test_llava_breakdown_peak_gap_is_the_one_measured(llava_step):
     _, predicted, measured, _ = llava_step
     assert int(predicted.peak) - measured.peak == LLAVA_PEAK_GAP
 
+
+LLAVA_SIGLIP_VISION = {"model_type": "siglip_vision_model", "hidden_size": 16,
+                       "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 2,
+                       "image_size": 56, "patch_size": 14, "vision_use_head": False}
+LLAVA_SIGLIP = {**LLAVA, "vision_config": LLAVA_SIGLIP_VISION}
+
+LLAVA_SIGLIP_PEAK_GAP = 666_266
+"""The breakdown's peak minus the measured peak, in bytes (measured: 526,630; memtheory's
+breakdown: 1,192,896), CPU, PyTorch 2.13, transformers 5.24."""
+
+
+@pytest.fixture(scope="module")
+def llava_siglip_step():
+    """Measure LLaVA with a SigLIP tower ("default": the first patch dropped, 15 tokens)."""
+    values = {k: v for k, v in LLAVA_SIGLIP.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model("llava", attn_implementation="eager", **values)
+    torch.manual_seed(0)
+    module = LlavaLogits(transformers.AutoModelForImageTextToText.from_config(hf)).train()
+    side, patch = LLAVA_SIGLIP_VISION["image_size"], LLAVA_SIGLIP_VISION["patch_size"]
+    row = [5, 6] + [IMAGE] * ((side // patch) ** 2 - 1) + [7, 8]  # transformers checks the count
+    ids = torch.tensor([row] * BATCH)
+    batch = {"input_ids": ids, "pixel_values": torch.randn(BATCH, 3, side, side)}
+    measured = measure(module, batch, loss=causal_lm_loss, target=ids.clone(),
+                       optimizer=torch.optim.SGD(module.parameters(), lr=0.01), warmup_steps=1)
+    net = from_config(LLAVA_SIGLIP, batch=BATCH, sequence=len(row), loss=True)
+    return net, mt.training_memory(net, optimizer="sgd", precision="fp32"), measured, batch
+
+
+def test_llava_siglip_parameters_exact_gradient_and_buffer_gaps(llava_siglip_step):
+    """Parameters exact; no gradient for the last SigLIP layer and post_layernorm; position ids."""
+    _, predicted, measured, _ = llava_siglip_step
+    assert int(predicted.components["parameters"]) == measured.parameters
+    width, ffn = LLAVA_SIGLIP_VISION["hidden_size"], LLAVA_SIGLIP_VISION["intermediate_size"]
+    last_layer = 2 * 2 * width + 4 * (width * width + width) + (width * ffn + ffn) + (
+        ffn * width + width)
+    assert int(predicted.components["gradients"]) - measured.gradients == 4 * (
+        last_layer + 2 * width)
+    patches = (LLAVA_SIGLIP_VISION["image_size"] // LLAVA_SIGLIP_VISION["patch_size"]) ** 2
+    assert measured.buffers - int(predicted.components["buffers"]) == 8 * patches
+
+
+def test_llava_siglip_breakdown_peak_gap_is_the_one_measured(llava_siglip_step):
+    """The breakdown estimate is above the measured peak by the pinned amount."""
+    _, predicted, measured, _ = llava_siglip_step
+    assert int(predicted.peak) - measured.peak == LLAVA_SIGLIP_PEAK_GAP
 
 GEMMA3_TEXT = {"model_type": "gemma3_text", "vocab_size": 96, "hidden_size": 32,
                "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
