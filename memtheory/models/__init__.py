@@ -17,8 +17,9 @@ builder            architecture                                parameters
 ``decoder``        Llama, Mistral, Qwen2, Qwen3, Phi-3,        Llama-2-7B:
                    Gemma, Gemma 2, Mixtral                     6,738,415,616
                    (``LlamaForCausalLM`` and relatives)
-``vision_``        Qwen2-VL, Qwen2.5-VL, LLaVA: a vision       Qwen2-VL-2B:
-``language``       tower, a projector, the language model      2,208,985,600
+``vision_``        Qwen2-VL, Qwen2.5-VL, LLaVA, Gemma 3: a     Qwen2-VL-2B:
+``language``       vision tower, a projector, the language     2,208,985,600
+                   model
 =================  ==========================================  ===================
 
 :func:`from_config` builds any of these from a Hugging Face ``config.json`` (a
