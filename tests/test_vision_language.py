@@ -202,6 +202,8 @@ def test_gemma3_refusals_say_what_to_do():
         from_config({**GEMMA3, "vision_config": {**vision, "model_type": "clip_vision_model"}})
     with pytest.raises(UnsupportedError, match="mm_tokens_per_image=3"):
         from_config({**GEMMA3, "mm_tokens_per_image": 3})
+    with pytest.raises(InvalidArgumentError, match="'mm_tokens_per_image' must be a positive"):
+        from_config({**GEMMA3, "mm_tokens_per_image": 0})
     with pytest.raises(UnsupportedError, match="mm_tokens_per_image=25"):
         from_config({**GEMMA3, "mm_tokens_per_image": 25})  # 5 a side, on a 4 x 4 grid
 

@@ -65,6 +65,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -295,8 +296,9 @@ def _siglip_vision(config: Mapping[str, Any]) -> dict[str, Any]:
 def _gemma3_pool(config: Mapping[str, Any], tower: _Tower) -> tuple[int, int]:
     """Return Gemma 3's patches per side and the pooling kernel (``mm_tokens_per_image``)."""
     side = required_value(_siglip_vision(config), "image_size") // tower.patch
-    tokens = optional_int(config, "mm_tokens_per_image", 256) or 256
-    per_side = int(tokens ** 0.5)
+    tokens = optional_int(config, "mm_tokens_per_image", 256)
+    tokens = 256 if tokens is None else tokens
+    per_side = math.isqrt(max(tokens, 0))
     if per_side * per_side != tokens or not 1 <= per_side <= side:
         raise UnsupportedError(
             f"from_config: mm_tokens_per_image={tokens} must be a square of at most the "
