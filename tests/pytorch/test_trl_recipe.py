@@ -237,8 +237,8 @@ def test_the_sft_step_is_exact_on_cpu(tracked, batch, sequence, lora, autocast, 
     assert tracker.peak == step.peak
     assert step.peak_moment == "fused head backward"
     assert step.parts["weights"] == sum(p.nbytes for p in trainer.model.parameters())
-    # after the head: the recipe's later moments, at or above the measured ones
-    assert step.parts["after the head"] >= _after_the_head(tracker, start, before, batch,
+    # after the head: the rest of the backward and the optimizer step, exact too
+    assert step.parts["after the head"] == _after_the_head(tracker, start, before, batch,
                                                            sequence, lora)
 
 
