@@ -41,9 +41,9 @@ with checkpointing disabled, ``dpo_trainer.py:1327``) or none. On CPU, fp32
 weights with ``bf16`` off or on (autocast), checkpointing on or off, that is 0
 bytes off the real ``DPOTrainer`` under ``memtheory.torch.track``
 (``tests/pytorch/test_dpo_recipe.py``: two sizes, full fine-tuning and peft
-LoRA, LoRA in fp32 only), where the head's backward is the peak. Where the
-rest of the backward is (a large model's gradients), the answer is the
-recipe's later moments (an estimate, above the measured ones). Anywhere else
+LoRA, LoRA in fp32 only), at the head's backward and at the rest of the
+backward and the optimizer step (the recipe's later moments as the TRL step
+holds them, where a large model's gradients put the peak). Anywhere else
 it is an estimate: on CUDA with Triton only the completion tokens are
 projected (``utils.py:1642-1645``) and the fold runs in a kernel without the
 N x V' temporaries.
@@ -180,7 +180,8 @@ def dpo_step_memory(
     ``"up to the final norm"``, ``"reference weights"``, ``"batch and head
     beyond the recipe"`` and ``"fused head backward"``) and ``"after the
     head"`` (the rest of the backward and the optimizer step: the recipe's
-    moments plus the collator's extra mask, an estimate).
+    moments as the TRL step holds them, plus the reference weights and the
+    collator's extra mask, less :data:`NO_TOKEN_COUNT`); both exact on CPU.
 
     Parameters
     ----------

@@ -230,12 +230,13 @@ class TrainerBeneath:
     after_head : int
         The recipe's most live after its head's backward (the decoder layers'
         backward, the embeddings', gradient clipping, the optimizer step),
-        each moment less what checkpointing does not keep then, plus what
-        it keeps beyond the recipe (the position ids; under peft
-        :func:`lora_checkpoint_extra`, measured alive then too): an estimate
-        of the TRL step's later moments, at or above the measured ones (the
-        recipe's loss over the logits leaves more behind early in its
-        backward; a recomputed layer's forward temporaries are not added).
+        each moment as the checkpointed step holds it (``_after_head`` names
+        each difference): less what checkpointing does not keep then, plus
+        what it keeps beyond the recipe until the last layer's backward (the
+        position ids; under peft :func:`lora_checkpoint_extra`). 0 bytes off
+        the real trainers' later moments at the tested sizes. A recomputed
+        layer's forward is not counted as a moment of its own: at those sizes
+        it is never the most.
     layer_saving : int
         What checkpointing does not keep of one decoder layer through the
         forward: its saved tensors less its output (0 when it is off).

@@ -49,8 +49,7 @@ find them; full fine-tuning and peft LoRA (rank 4 on ``q_proj``/``v_proj``)
 in fp32, full fine-tuning under autocast, gradient checkpointing on (TRL's
 default: every decoder layer keeps only its input, ``use_reentrant=False``)
 and off. The moment after the head's backward (the rest of the backward, the
-optimizer step) is exact in fp32 full fine-tuning and above the measured
-under autocast and LoRA (by a few kB at these sizes: an estimate, pinned).
+optimizer step) is exact too, in every one of these cases.
 
 Other SFTConfig defaults (``sft_config.py:222-294``): ``packing=False``,
 ``padding_free=False``, ``completion_only_loss=None`` (labels -100 on the
