@@ -41,9 +41,9 @@ with checkpointing disabled, ``dpo_trainer.py:1327``) or none. On CPU, fp32
 weights with ``bf16`` off or on (autocast), checkpointing on or off, that is 0
 bytes off the real ``DPOTrainer`` under ``memtheory.torch.track``
 (``tests/pytorch/test_dpo_recipe.py``: two sizes, full fine-tuning and peft
-LoRA, LoRA in fp32 only), where the head's backward is the peak. Where the
-rest of the backward is (a large model's gradients), the answer is the
-recipe's later moments (an estimate, above the measured ones). Anywhere else
+LoRA, LoRA in fp32 only), at the head's backward and at the rest of the
+backward and the optimizer step (the recipe's later moments as the TRL step
+holds them, where a large model's gradients put the peak). Anywhere else
 it is an estimate: on CUDA with Triton only the completion tokens are
 projected (``utils.py:1642-1645``) and the fold runs in a kernel without the
 N x V' temporaries.
@@ -63,6 +63,7 @@ True
 
 from __future__ import annotations
 
+from memtheory.conventions.autograd.loops import loop_scalars
 from memtheory.dtypes import dtype
 from memtheory.finetuning.lora import LoRA
 from memtheory.finetuning.trl_head import (
@@ -79,6 +80,7 @@ from memtheory.recipes import REFUSED_RECIPES
 
 __all__ = [
     "DPO_UNSUPPORTED",
+    "NO_TOKEN_COUNT",
     "TRL_TOKEN_CHUNK",
     "TRL_VOCAB_CHUNK",
     "dpo_head_bytes",
@@ -91,6 +93,18 @@ DPO_UNSUPPORTED = REFUSED_RECIPES["trl-dpo"]
 
 _FP32 = int(dtype("fp32").bytes)
 _INDEX = int(dtype("int64").bytes)
+
+NO_TOKEN_COUNT = int(loop_scalars("hf-trainer", loss_bytes=_FP32,
+                                  gradient_bytes=_FP32).whole_step["num_items_in_batch"])
+"""Bytes the ``hf-trainer`` recipe holds through the step that a DPO step does not.
+
+The ``Trainer`` counts the batch's tokens (``num_items_in_batch``, a 0-dim
+tensor) only when the batch has ``"labels"`` (transformers 5.24
+``trainer.py:2316-2318``); ``DataCollatorForPreference`` gives ``input_ids``,
+``attention_mask`` and ``completion_mask`` and no labels, so a DPO step holds
+it at no moment (measured under ``track()``: 4 bytes fewer at the fused head's
+backward and at every later moment).
+"""
 
 
 def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
@@ -114,9 +128,8 @@ def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
       per-token log-probabilities (``N`` fp32);
     * 8 bytes of scalars, net: three fp32 scalars alive as the backward
       starts (the loss, the Trainer's scaled copy of it, and its gradient,
-      ``ones_like``), less one 4-byte scalar of the Trainer's bookkeeping that
-      the ``hf-trainer`` recipe holds at the norm and this run does not
-      (measured under ``track()``, not read from the source).
+      ``ones_like``), less the ``hf-trainer`` recipe's ``num_items_in_batch``
+      (:data:`NO_TOKEN_COUNT`), which this step never makes.
 
     The reference forward (under ``no_grad``) leaves nothing behind by then.
 
@@ -143,7 +156,7 @@ def dpo_head_bytes(sequences: int, sequence: int, hidden: int) -> int:
     return (index * sequences * sequence
             - fp32 * sequences * sequence * hidden + fp32 * tokens * hidden
             + tokens * (index + 3 * fp32)
-            + 2 * fp32)
+            + 3 * fp32 - NO_TOKEN_COUNT)
 
 
 _PEAK_PARTS = ("up to the final norm", "reference weights", "batch and head beyond the recipe",
@@ -167,7 +180,8 @@ def dpo_step_memory(
     ``"up to the final norm"``, ``"reference weights"``, ``"batch and head
     beyond the recipe"`` and ``"fused head backward"``) and ``"after the
     head"`` (the rest of the backward and the optimizer step: the recipe's
-    moments plus the collator's extra mask, an estimate).
+    moments as the TRL step holds them, plus the reference weights and the
+    collator's extra mask, less :data:`NO_TOKEN_COUNT`); both exact on CPU.
 
     Parameters
     ----------
@@ -222,8 +236,9 @@ def dpo_step_memory(
         "reference weights": reference,
         "batch and head beyond the recipe": dpo_head_bytes(sequences, sequence, hidden),
         "fused head backward": head,
-        # the reference weights and one more int64 mask than the recipe's batch
-        "after the head": beneath.after_head + reference + _INDEX * sequences * sequence,
+        # the reference weights, one more int64 mask than the recipe's batch, no token count
+        "after the head": (beneath.after_head + reference + _INDEX * sequences * sequence
+                           - NO_TOKEN_COUNT),
         "checkpointing keeps less, per layer": beneath.layer_saving,
         "policy weights": weights,
     }

@@ -36,11 +36,12 @@ layer checkpointed (TRL's default, ``checkpointing=True``: each layer keeps
 only its input through the forward) or none. On CPU, fp32 weights with
 ``bf16`` off or on (autocast), checkpointing on or off, that is 0 bytes off
 the real ``SFTTrainer`` under ``track()`` (``tests/pytorch/test_trl_recipe.py``:
-three sizes, full fine-tuning and peft LoRA, LoRA in fp32 only), where the
-head's backward is the peak. Where the rest of the backward is (a large
-model's gradients), the answer is the recipe's later moments, at or above the
-measured ones (the recipe's loss over the logits leaves a little more behind
-early in its backward): an estimate. Anywhere else it is an estimate: on CUDA with Triton
+three sizes, full fine-tuning and peft LoRA, LoRA in fp32 only), at both
+moments the peak can lie: the head's backward and the rest of the backward
+and the optimizer step (a large model's gradients), which is the recipe's
+later moments as the TRL step holds them
+(:func:`~memtheory.finetuning.trainer_step_beneath`). Anywhere else it is an
+estimate: on CUDA with Triton
 only the labelled positions are projected (``utils.py:1642-1645``) and the
 fold runs in a kernel without the N x V' temporaries. On CPU every position
 is projected, labelled or not, so a prompt-completion dataset
@@ -158,8 +159,8 @@ def sft_step_memory(
     sum of ``"up to the final norm"``, ``"batch and head beyond the recipe"``
     and ``"fused head backward"``; a small model's peak, exact on CPU with
     checkpointing on or off) and ``"after the head"``, the rest of the
-    backward and the optimizer step (the recipe's moments, plus the
-    collator's attention mask: an estimate, at or above the measured ones, see
+    backward and the optimizer step (the recipe's moments as the TRL step
+    holds them, plus the collator's attention mask; exact on CPU too, see
     :func:`~memtheory.finetuning.trainer_step_beneath`). Where it lies is
     :attr:`~memtheory.finetuning.TRLStepEstimate.peak_moment`.
 

@@ -230,12 +230,13 @@ class TrainerBeneath:
     after_head : int
         The recipe's most live after its head's backward (the decoder layers'
         backward, the embeddings', gradient clipping, the optimizer step),
-        each moment less what checkpointing does not keep then, plus what
-        it keeps beyond the recipe (the position ids; under peft
-        :func:`lora_checkpoint_extra`, measured alive then too): an estimate
-        of the TRL step's later moments, at or above the measured ones (the
-        recipe's loss over the logits leaves more behind early in its
-        backward; a recomputed layer's forward temporaries are not added).
+        each moment as the checkpointed step holds it (``_after_head`` names
+        each difference): less what checkpointing does not keep then, plus
+        what it keeps beyond the recipe until the last layer's backward (the
+        position ids; under peft :func:`lora_checkpoint_extra`). 0 bytes off
+        the real trainers' later moments at the tested sizes. A recomputed
+        layer's forward is not counted as a moment of its own: at those sizes
+        it is never the most.
     layer_saving : int
         What checkpointing does not keep of one decoder layer through the
         forward: its saved tensors less its output (0 when it is off).
@@ -252,6 +253,7 @@ class TrainerBeneath:
 
 
 _LAYER_ROW = re.compile(r"^backward model\.layers\.(\d+)\.")
+_ACCUMULATE = re.compile(r" accumulate( \d+)?$")
 _DECODER_ROW = re.compile(r"^model\.layers\.(\d+)\.")
 
 
@@ -366,16 +368,49 @@ def trainer_step_beneath(
         kept = _INDEX * sequence
         if lora is not None:
             kept += lora_checkpoint_extra(sequences, sequence, int(read["hidden_size"]))
-    moments = list(step.timeline.items())
-    head = next(i for i, (name, _) in enumerate(moments) if name == _HEAD_BACKWARD)
-    after, below = 0, layers  # before any layer's backward (the norm's), none is recomputed
-    for name, live in moments[head + 1:]:
-        match = _LAYER_ROW.match(name)
-        if match:  # layer j recomputed: the j layers below it keep their inputs only
-            below = int(match.group(1))
-        after = max(after, int(live) - below * saving)
+    reduced = ({f"backward {row.name} (scale)": _FP32 * int(row.weights)
+                for rows in _decoder_layers(network) for row in rows}
+               if checkpointing else {})
+    after = _after_head(list(step.timeline.items()), saving, layers, kept, reduced)
     return TrainerBeneath(int(step.timeline[_FINAL_NORM]) - layers * saving + kept, weights,
-                          dict(read), after + kept, saving, layers)
+                          dict(read), after, saving, layers)
+
+
+def _after_head(moments: list[tuple[str, sp.Expr]], saving: int, layers: int, kept: int,
+                reduced: Mapping[str, int]) -> int:
+    """Return the most of the recipe's later moments, as the checkpointed step holds them.
+
+    Each of the recipe's later moments, less what the checkpointed step does
+    not hold then (measured under ``track()`` on the real trainers):
+
+    * the recipe's head rows (``backward lm_head``, its autocast casts) are
+      the fused head's moment, not these;
+    * gradient accumulation rows (``... accumulate``) run before the layer
+      they name is recomputed: the layer above's ``j + 1`` layers below it
+      still keep their inputs only;
+    * layer ``j`` recomputed, the ``j`` layers below it keep their inputs only;
+    * ``kept`` (what the checkpoints' closures hold) is alive until the last
+      decoder layer's backward has run, not in the embeddings' backward,
+      gradient clipping or the optimizer step;
+    * ``reduced``: at a checkpointed norm's ``(scale)`` row, the recipe holds
+      its weight's gradient (sum-reduced from the broadcast product) beside
+      the saved normalized input; in a recomputed layer that input, unpacked
+      from the checkpoint, is its node's only reference and is freed when the
+      node returns, before the engine reduces the gradient (``sum_to``), so
+      the moment's most is the product's, the gradient's bytes less.
+    """
+    head = next(i for i, (name, _) in enumerate(moments) if name == _HEAD_BACKWARD)
+    later = [(name, int(live)) for name, live in moments[head + 1:]
+             if not name.startswith(_HEAD_BACKWARD)]
+    last = max((i for i, (name, _) in enumerate(later) if _LAYER_ROW.match(name)), default=-1)
+    after, below = 0, layers  # before any layer's backward (the norm's), none is recomputed
+    for i, (name, live) in enumerate(later):
+        match = _LAYER_ROW.match(name)
+        if match and not _ACCUMULATE.search(name):
+            below = int(match.group(1))  # layer j recomputed: the j below keep their inputs
+        held = live - below * saving - reduced.get(name, 0) + (kept if i <= last else 0)
+        after = max(after, held)
+    return after
 
 
 def lora_checkpoint_extra(sequences: int, sequence: int, hidden: int) -> int:
