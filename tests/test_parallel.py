@@ -145,6 +145,7 @@ def test_pipeline_device_adds_one_replicas_working_memory():
     assert not any("not a bound" in note for note in result.notes)
     plain = parallel_memory(memory, data=2)  # data parallel: the timeline is followed instead
     assert "activation_gradients" not in plain.stages[0].components
+    assert not any("not a bound" in note for note in plain.notes)  # it is the followed peak
     split = parallel_memory(memory, tensor=2, network=net)  # Korthikanti's ratio, as the kept
     ratio = tensor_parallel_activation_ratio(net, 2)
     assert split.stages[0]["activation_gradients"] == working * ratio

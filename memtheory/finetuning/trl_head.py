@@ -242,6 +242,16 @@ class TrainerBeneath:
         forward: its saved tensors less its output (0 when it is off).
     layers : int
         Decoder layers.
+
+    Examples
+    --------
+    >>> tiny = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32,
+    ...         "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4,
+    ...         "num_key_value_heads": 2, "tie_word_embeddings": False}
+    >>> beneath = trainer_step_beneath(tiny, sequences=2, sequence=7, lora=None,
+    ...                                precision="fp32", checkpointing=False)
+    >>> beneath.layers, beneath.layer_saving
+    (2, 0)
     """
 
     to_norm: int

@@ -368,6 +368,20 @@ def vision_language(
         the vision tower's ``image_size``; leave it unset.
     flash, lm_head, loss : bool
         As :func:`~memtheory.models.decoder`.
+
+    Examples
+    --------
+    >>> from memtheory.models import decoder_config
+    >>> qwen = {"model_type": "qwen2_vl", "vocab_size": 96, "hidden_size": 32,
+    ...     "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+    ...     "num_key_value_heads": 2, "vision_config": {"depth": 2, "embed_dim": 16,
+    ...     "hidden_size": 32, "mlp_ratio": 2, "num_heads": 2}}
+    >>> small = vision_language(qwen, decoder_config(text_config(qwen)), batch=1, sequence=512,
+    ...                         image=56)
+    >>> large = vision_language(qwen, decoder_config(text_config(qwen)), batch=1, sequence=512,
+    ...                         image=112)
+    >>> small.parameter_count == large.parameter_count  # a larger image: more tokens, no weights
+    True
     """
     family = config.get("model_type")
     if family not in VISION_LANGUAGE:

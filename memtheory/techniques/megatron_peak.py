@@ -86,6 +86,13 @@ class MegatronPeak:
         Micro-batches whose activations the stage keeps at once.
     assumed : tuple of str
         What the estimate takes for granted, one line each.
+
+    Examples
+    --------
+    >>> found = megatron_device_peak(layers=2, hidden=8, heads=2, sequence=4, micro_batch=1,
+    ...                              vocabulary=16)
+    >>> isinstance(found, MegatronPeak), found.in_flight
+    (True, 1)
     """
 
     peak: int

@@ -426,7 +426,7 @@ def parallel_memory(
             "in place (memtheory.techniques.megatron_device_peak gives the papers' per-layer "
             "form)"
         )
-    elif memory.timeline:
+    elif memory.timeline and not followed:
         notes.append(
             "per device, the sum of the components, which is not a bound of its peak: under "
             "tensor and pipeline parallelism the one-device timeline is not split, and the "

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from memtheory.errors import EvaluationError
 from memtheory.torch.step_state import eval_without_gradients, state_tensors
 from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.modules import ModuleWatch
@@ -215,7 +216,10 @@ def _check_peak(expected: Expected, moments: list[tuple[str, Polynomial]]) -> No
 def _constant(bytes_: Polynomial) -> int:
     """Return the bytes of a polynomial at fixed sizes (only a constant term)."""
     if set(bytes_) - {sp.S.One}:
-        raise ValueError(f"not at fixed sizes: {sorted(map(str, bytes_))}")
+        raise EvaluationError(
+            f"a check at fixed sizes found bytes still in sizes: {sorted(map(str, bytes_))}; "
+            "this is a bug in memtheory's trace: please report it with the model"
+        )
     return bytes_.get(sp.S.One, 0)
 
 
