@@ -122,9 +122,11 @@ def test_estimate_takes_qwens_image_side_and_refuses_it_elsewhere():
     assert f"{image_tokens(QWEN2_VL, 896)} of its tokens are image tokens" in larger.report()
     assert f"{image_tokens(QWEN2_VL, 448)} of its tokens are image tokens" in default.report()
     assert int(larger.peak) > int(default.peak)  # four times the patches in the vision tower
-    for other in (LLAVA, GEMMA3, {"model_type": "llama", **TEXT}):
-        with pytest.raises(InvalidArgumentError, match="--image applies to vision models"):
-            estimate(other, batch=1, sequence=2048, image=448)
+    for fixed in (LLAVA, GEMMA3):  # each image resized to the tower's size: fixed tokens
+        with pytest.raises(InvalidArgumentError, match="resizes every image"):
+            estimate(fixed, batch=1, sequence=2048, image=448)
+    with pytest.raises(InvalidArgumentError, match="--image applies to vision models"):
+        estimate({"model_type": "llama", **TEXT}, batch=1, sequence=2048, image=448)
 
 
 def test_a_projector_of_the_wrong_width_is_refused():

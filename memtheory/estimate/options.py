@@ -250,13 +250,23 @@ def check_fp8(precision: object) -> None:
 
 
 def check_sizes(
-    resolved: ResolvedModel, sequence: int | None, image: int | None, takes_image: bool = False
+    resolved: ResolvedModel,
+    sequence: int | None,
+    image: int | None,
+    takes_image: bool = False,
+    resizes_images: bool = False,
 ) -> None:
     """Refuse a sequence for a vision model, an image for a language model (lengths: _sizes).
 
     ``takes_image``: the language model reads an image of any size (Qwen2-VL), so
-    ``image`` is its side.
+    ``image`` is its side. ``resizes_images``: a vision-language model that
+    resizes every image to one size (LLaVA, Gemma 3), so ``image`` changes nothing.
     """
+    if resolved.kind == "sequence" and image is not None and resizes_images:
+        raise InvalidArgumentError(
+            f"--image: {resolved.name} resizes every image to its vision tower's image_size, "
+            "so its image tokens are fixed: leave --image unset."
+        )
     if resolved.kind == "image" and sequence is not None:
         raise InvalidArgumentError(
             f"--seq applies to language models; {resolved.name} is a vision model: give its "

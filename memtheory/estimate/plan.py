@@ -49,7 +49,7 @@ from memtheory.finetuning import LoRA
 from memtheory.footprint import Footprint
 from memtheory.gpus import Budget, ReserveLike, usable_memory
 from memtheory.memory_breakdown import MemoryBreakdown
-from memtheory.models.vision_language import DEFAULT_IMAGE
+from memtheory.models.vision_language import DEFAULT_IMAGE, VISION_LANGUAGE
 from memtheory.network import Network
 from memtheory.precision import precision as _precision
 from memtheory.recipes import Setup, default_recipe, setup_from
@@ -223,7 +223,8 @@ def estimate(
         sequence=sequence,
     )
     resolved, step = derived.resolved, derived.step
-    check_sizes(resolved, sequence, image, takes_image=takes_image(model))
+    check_sizes(resolved, sequence, image, takes_image=takes_image(model),
+                resizes_images=model_type(model) in VISION_LANGUAGE and not takes_image(model))
     check_split(resolved.network, resolved.name, tensor, pipeline)
     if takes_image(model) and image is None:
         image = DEFAULT_IMAGE
