@@ -120,6 +120,7 @@ def test_zero3_is_parallel_memory_per_device():
     assert kept.memory.total - answer.memory.total == copies.xreplace({B: 1, S: 128})
 
 
+@pytest.mark.slow
 def test_nothing_fits_says_zero():
     """A model that cannot fit reports max batch 0 and 'does NOT fit'."""
     answer = estimate("gpt2-xl", batch=1, sequence=1024, limit="4 GB")

@@ -99,6 +99,7 @@ def gpt2_pair():
     return estimate("gpt2", **sizes), estimate("gpt2", activation_offload=True, **sizes)
 
 
+@pytest.mark.slow
 def test_gpt2_offloaded_needs_less_device_memory_and_its_saved_tensors_on_the_host(gpt2_pair):
     """Device peak falls, the largest batch grows, the host holds the saved activations."""
     plain, moved = gpt2_pair
@@ -114,6 +115,7 @@ def test_gpt2_offloaded_needs_less_device_memory_and_its_saved_tensors_on_the_ho
     assert "not measured" in moved.why
 
 
+@pytest.mark.slow
 def test_gpt2_working_set_is_one_block_or_the_head(gpt2_pair):
     """The device's saved part is at most the largest unit: a block h.i or a row outside."""
     _, moved = gpt2_pair
@@ -127,6 +129,7 @@ def test_gpt2_working_set_is_one_block_or_the_head(gpt2_pair):
     assert 0 < moved.memory.components["saved_activations"] <= at_sizes
 
 
+@pytest.mark.slow
 def test_the_cli_flag_is_in_help_text_and_json(capsys):
     """--activation-offload: in --help, the assumed lines, the host RAM line and --json."""
     with pytest.raises(SystemExit):
@@ -159,6 +162,7 @@ def test_setups_it_does_not_model_are_refused(capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_adds_the_same_gradients_with_or_without_offload():
     """Accumulating over 4 micro-batches raises the offloaded peak by the gradients, as without."""
     sizes = dict(batch=2, sequence=256)

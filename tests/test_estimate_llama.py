@@ -73,6 +73,7 @@ def test_decoders_split_into_checkpoint_units_despite_the_rotary_table():
         assert {f"model.layers.{layer}.add_1", f"model.layers.{layer}.add_2"} <= ends
 
 
+@pytest.mark.slow
 def test_how_many_gpus_for_full_fine_tuning_with_zero_3():
     """Question 2: the fewest powers of two that fit; half as many do not (parallel_memory)."""
     setup = Setup.recipe("pytorch-amp")  # torch.autocast over FSDP's fp32 weights

@@ -285,6 +285,7 @@ def test_network_counts_match_an_independent_reference(spec):
 
 
 # -- exact evaluation paths ---------------------------------------------------------------
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(image_networks(), optimizer_names(), precisions(), st.integers(1, 1000))
 def test_three_evaluation_paths_agree_with_symbolic_image_side(spec, name, chosen, batch):

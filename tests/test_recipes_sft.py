@@ -124,6 +124,7 @@ def test_the_head_replaces_the_norms_output_by_its_shifted_copy(batch, sequence,
         + tokens * (index + 3 * fp32) + 3 * fp32)
 
 
+@pytest.mark.slow
 @given(batch=st.integers(1, 8), sequence=st.integers(2, 64))
 def test_a_longer_batch_never_needs_less(batch, sequence):
     """One more sequence, or one more token per sequence, never lowers the peak."""

@@ -173,6 +173,7 @@ def test_a_config_json_gives_what_the_preset_gives(tmp_path) -> None:
     assert from_file.components == preset.components
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(context=st.integers(1, 8192), extra=st.integers(1, 4096))
 def test_longer_sequences_never_fit_more_of_them(context: int, extra: int) -> None:

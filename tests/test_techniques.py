@@ -91,6 +91,7 @@ def test_relaxed_optimal_interval_is_sqrt_n_and_memory_is_2_sqrt_n():
     assert sp.limit(minimal_memory() / sp.sqrt(n), n, sp.oo) == 2
 
 
+@pytest.mark.slow
 @given(st.integers(min_value=1, max_value=5_000))
 def test_best_uniform_interval_is_next_to_sqrt_n(n):
     """The exact memory ceil(n/k) - 1 + min(k, n) is least at isqrt(n) or isqrt(n) + 1."""

@@ -175,6 +175,7 @@ def test_breakdown_convention_splits_layer_by_layer():
     assert sp.expand(whole - half) != 0 and sp.expand(2 * half - whole) != 0
 
 
+@pytest.mark.slow
 def test_estimate_llama_3_8b_with_tp_2():
     """The command that used to refuse: model states per device from the config, and notes."""
     out = main(["estimate", "llama-3-8b", "--tp", "2", "--gpus", "2", "--seq", "2048",
@@ -196,6 +197,7 @@ def test_estimate_llama_3_8b_with_tp_2():
     assert sequence_parallel.memory["saved_activations"] < answer.memory["saved_activations"]
 
 
+@pytest.mark.slow
 def test_cli_sequence_parallel_and_auto(capsys):
     """--sequence-parallel is accepted; --gpus auto grows data parallelism in multiples of --tp."""
     assert main(["estimate", "llama-3-8b", "--tp", "2", "--sequence-parallel", "--gpus", "auto",

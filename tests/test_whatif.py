@@ -243,6 +243,7 @@ def test_affine_formula_agrees_with_max_value_at_any_limit(limit, optimizer):
     assert formula.subs(M, limit) == max_value(total, B, limit)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.integers(min_value=3 * 2**30, max_value=2**40))
 def test_quadratic_formula_agrees_with_max_value_at_any_limit(limit):

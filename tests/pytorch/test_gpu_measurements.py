@@ -40,6 +40,7 @@ def recording():
     )
 
 
+@pytest.mark.slow  # the module's recording fixture runs the zoo on the CPU (about 14 s)
 def test_a_cpu_recording_is_exact_and_names_what_ran_it(recording):
     """Each step: prediction equal to the live peak; blocks at least the bytes; no allocator."""
     assert recording["format"] == FORMAT_VERSION
@@ -60,6 +61,7 @@ def test_a_cpu_recording_is_exact_and_names_what_ran_it(recording):
     assert recording["steps"][1]["measured"]["peak"] == again.measurement.peak
 
 
+@pytest.mark.slow  # the module's recording fixture runs the zoo on the CPU (about 14 s)
 def test_files_round_trip_and_an_existing_file_is_kept(recording, tmp_path):
     """Writing then loading gives the same data; a second write is refused unless forced."""
     path = write_measurements(recording, tmp_path / "gpu")
@@ -139,6 +141,7 @@ def test_the_command_without_a_gpu_records_nothing(tmp_path, capsys):
     assert not (tmp_path / "gpu").exists()
 
 
+@pytest.mark.slow  # the module's recording fixture runs the zoo on the CPU (about 14 s)
 def test_writing_refuses_other_data_and_unwritable_places(recording, tmp_path):
     """Not a recording, or a folder that is a file: a memtheory error that says what to do."""
     with pytest.raises(InvalidArgumentError, match="writes what record_measurements"):
