@@ -141,31 +141,43 @@ class LlavaLogits(nn.Module):
                           use_cache=False).logits
 
 
-@pytest.fixture(scope="module")
-def llava_step():
-    """Measure LLaVA's step, and build memtheory's breakdown of it."""
-    values = {k: v for k, v in LLAVA.items() if k != "model_type"}
+def _measured_llava(config, image_tokens):
+    """Measure a tiny LLaVA step (``image_tokens`` image positions) and build its breakdown."""
+    vision = config["vision_config"]
+    values = {k: v for k, v in config.items() if k != "model_type"}
     hf = transformers.AutoConfig.for_model("llava", attn_implementation="eager", **values)
     torch.manual_seed(0)
     module = LlavaLogits(transformers.AutoModelForImageTextToText.from_config(hf)).train()
-    side, patch = LLAVA_VISION["image_size"], LLAVA_VISION["patch_size"]
-    row = [5, 6] + [IMAGE] * (side // patch) ** 2 + [7, 8]
+    row = [5, 6] + [IMAGE] * image_tokens + [7, 8]  # transformers checks the count
     ids = torch.tensor([row] * BATCH)
+    side = vision["image_size"]
     batch = {"input_ids": ids, "pixel_values": torch.randn(BATCH, 3, side, side)}
     measured = measure(module, batch, loss=causal_lm_loss, target=ids.clone(),
                        optimizer=torch.optim.SGD(module.parameters(), lr=0.01), warmup_steps=1)
-    net = from_config(LLAVA, batch=BATCH, sequence=len(row), loss=True)
+    net = from_config(config, batch=BATCH, sequence=len(row), loss=True)
     return net, mt.training_memory(net, optimizer="sgd", precision="fp32"), measured, batch
+
+
+def _unused_tower_parameters(vision):
+    """The last encoder layer and post_layernorm: no gradient (LLaVA reads layer -2)."""
+    width, ffn = vision["hidden_size"], vision["intermediate_size"]
+    last_layer = 2 * 2 * width + 4 * (width * width + width) + (width * ffn + ffn) + (
+        ffn * width + width)
+    return last_layer + 2 * width
+
+
+@pytest.fixture(scope="module")
+def llava_step():
+    """Measure LLaVA's step (CLIP: one token per patch), and build memtheory's breakdown."""
+    patches = (LLAVA_VISION["image_size"] // LLAVA_VISION["patch_size"]) ** 2
+    return _measured_llava(LLAVA, patches)
 
 
 def test_llava_parameters_exact_and_the_unused_layers_have_no_gradient(llava_step):
     """Parameters exact; the gradient gap: the last CLIP layer and post_layernorm (fp32)."""
     _, predicted, measured, batch = llava_step
     assert int(predicted.components["parameters"]) == measured.parameters
-    width, ffn = LLAVA_VISION["hidden_size"], LLAVA_VISION["intermediate_size"]
-    last_layer = 2 * 2 * width + 4 * (width * width + width) + (width * ffn + ffn) + (
-        ffn * width + width)
-    unused = last_layer + 2 * width  # and post_layernorm
+    unused = _unused_tower_parameters(LLAVA_VISION)
     assert int(predicted.components["gradients"]) - measured.gradients == 4 * unused
     assert measured.input == sum(t.numel() * t.element_size() for t in batch.values())
 
@@ -189,29 +201,16 @@ breakdown: 1,192,896), CPU, PyTorch 2.13, transformers 5.24."""
 @pytest.fixture(scope="module")
 def llava_siglip_step():
     """Measure LLaVA with a SigLIP tower ("default": the first patch dropped, 15 tokens)."""
-    values = {k: v for k, v in LLAVA_SIGLIP.items() if k != "model_type"}
-    hf = transformers.AutoConfig.for_model("llava", attn_implementation="eager", **values)
-    torch.manual_seed(0)
-    module = LlavaLogits(transformers.AutoModelForImageTextToText.from_config(hf)).train()
-    side, patch = LLAVA_SIGLIP_VISION["image_size"], LLAVA_SIGLIP_VISION["patch_size"]
-    row = [5, 6] + [IMAGE] * ((side // patch) ** 2 - 1) + [7, 8]  # transformers checks the count
-    ids = torch.tensor([row] * BATCH)
-    batch = {"input_ids": ids, "pixel_values": torch.randn(BATCH, 3, side, side)}
-    measured = measure(module, batch, loss=causal_lm_loss, target=ids.clone(),
-                       optimizer=torch.optim.SGD(module.parameters(), lr=0.01), warmup_steps=1)
-    net = from_config(LLAVA_SIGLIP, batch=BATCH, sequence=len(row), loss=True)
-    return net, mt.training_memory(net, optimizer="sgd", precision="fp32"), measured, batch
+    patches = (LLAVA_SIGLIP_VISION["image_size"] // LLAVA_SIGLIP_VISION["patch_size"]) ** 2
+    return _measured_llava(LLAVA_SIGLIP, patches - 1)
 
 
 def test_llava_siglip_parameters_exact_gradient_and_buffer_gaps(llava_siglip_step):
     """Parameters exact; no gradient for the last SigLIP layer and post_layernorm; position ids."""
     _, predicted, measured, _ = llava_siglip_step
     assert int(predicted.components["parameters"]) == measured.parameters
-    width, ffn = LLAVA_SIGLIP_VISION["hidden_size"], LLAVA_SIGLIP_VISION["intermediate_size"]
-    last_layer = 2 * 2 * width + 4 * (width * width + width) + (width * ffn + ffn) + (
-        ffn * width + width)
-    assert int(predicted.components["gradients"]) - measured.gradients == 4 * (
-        last_layer + 2 * width)
+    unused = _unused_tower_parameters(LLAVA_SIGLIP_VISION)
+    assert int(predicted.components["gradients"]) - measured.gradients == 4 * unused
     patches = (LLAVA_SIGLIP_VISION["image_size"] // LLAVA_SIGLIP_VISION["patch_size"]) ** 2
     assert measured.buffers - int(predicted.components["buffers"]) == 8 * patches
 
