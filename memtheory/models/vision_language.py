@@ -115,7 +115,10 @@ _FIXED_SIZE = ("llava", "gemma3")
 """The families whose image tokens the vision tower's ``image_size`` fixes."""
 
 DEFAULT_IMAGE = 448
-"""Qwen2-VL's image side when none is given: 448 x 448, 1,024 patches, 256 image tokens."""
+"""The image side memtheory assumes for Qwen2-VL when a question names none: 448 x 448,
+1,024 patches, 256 image tokens. It is memtheory's choice, not the library's: Qwen2-VL's
+processor takes any size between its ``min_pixels`` and ``max_pixels``; the network's name
+(and ``memtheory estimate``'s first line) says which image was assumed."""
 
 _LLAMA_DEFAULTS = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
                    "num_hidden_layers": 32, "num_attention_heads": 32}
