@@ -72,7 +72,7 @@ SET = ExerciseSet(
             title="the largest batch on a card",
             question="A trace of your model at its image size gives a training peak of {per} MiB "
             "per image plus {fixed} MiB, holding for every batch of at least 16. What is the "
-            "largest batch whose peak fits a {card} ({stated}, as its vendor states it), with "
+            "largest batch whose peak fits one {card} ({stated}, as its vendor states it), with "
             "memtheory's 1.5 GiB reserve?",
             params={
                 "per": (48, 100, 37, 150, 12),
@@ -94,7 +94,7 @@ SET = ExerciseSet(
             title="inside the traced range",
             question="Traced at batch 4, your CNN's step peaks at {per} MiB per image plus "
             "{fixed} MiB, and the trace says the formulas hold for B < {below} (PyTorch's CPU "
-            "convolution changes kernel there). What is the largest batch that both fits a "
+            "convolution changes kernel there). What is the largest batch that both fits one "
             "{card} ({stated}, as its vendor states it; 1.5 GiB reserve) and lies where this "
             "trace is exact?",
             params={
