@@ -108,9 +108,10 @@ stage-times:
 	@mkdir -p $(dir $(STAGE_TIMES)) && : > $(STAGE_TIMES)
 
 # JUPYTER_PATH puts the venv's python3 kernelspec ahead of any user-level one, so cells run
-# in .venv (where memtheory is installed) whatever else is on the machine.
+# in .venv (where memtheory is installed) whatever else is on the machine. IPYTHONDIR gives the
+# kernel the book's own IPython configuration (book/_ipython: figures drawn as SVG).
 book: $(STAMP_BOOK)
-	JUPYTER_PATH="$(CURDIR)/$(VENV)/share/jupyter" $(TIMED) book $(STAGE_TIMES) \
+	JUPYTER_PATH="$(CURDIR)/$(VENV)/share/jupyter" IPYTHONDIR="$(CURDIR)/book/_ipython" $(TIMED) book $(STAGE_TIMES) \
 	  $(BIN)/jupyter-book build book --all -W --keep-going
 
 # The built site must work offline: MathJax from _static/, no script or stylesheet from a CDN.

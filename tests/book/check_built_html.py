@@ -18,7 +18,10 @@ reader gets, ``book/_build/html/**/*.html``, and reports, page by page:
 * **an inline script included twice** in one page when it declares a
   ``const``, ``let`` or ``class`` (sphinx-thebe's ``const THEBE_JS_URL = ...``
   was: the second declaration is a JavaScript SyntaxError on every page). A
-  repeated ``var`` (sphinx-togglebutton's selector) is harmless and not reported.
+  repeated ``var`` (sphinx-togglebutton's selector) is harmless and not reported;
+* **a raster figure**: an ``<img>`` of a PNG, JPEG or GIF. The chapters' figures
+  are drawn as SVG (``make book`` gives the kernel ``book/_ipython``'s
+  configuration), so their text stays sharp when a phone shrinks them.
 
 Exclusions, kept narrow: ``<script>``, ``<style>`` and the ``<head>`` are not
 text a reader sees; code is skipped only for the dollar check, where ``$`` is
@@ -47,6 +50,7 @@ ROLE = re.compile(r"\{(cite(?::[a-z]+)?|ref|numref|doc|eq|term|func|glue(?::[a-z
 ERROR_TEXT = re.compile(r"Math input error|Undefined control sequence|Missing \$ inserted")
 ERROR_CLASSES = {"problematic", "system-message"}
 MATH_CLASSES = {"math"}
+RASTER = re.compile(r"\.(png|jpe?g|gif)(\?.*)?$", re.IGNORECASE)
 DECLARATION = re.compile(r"(^|[;{}]\s*)(const|let|class)\s")  # twice is a SyntaxError
 SKIPPED_TAGS = {"script", "style", "head", "template"}
 VOID_TAGS = {
@@ -87,6 +91,7 @@ class _PageParser(HTMLParser):
         self.math: list[str] = []  # the content of each math element
         self.error_elements: list[str] = []
         self.scripts: list[str] = []
+        self.raster_images: list[str] = []
         self._math_buffer: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -99,6 +104,9 @@ class _PageParser(HTMLParser):
             cell_input=parent.cell_input or "cell_input" in classes,
             skipped=parent.skipped or tag in SKIPPED_TAGS,
         )
+        source = dict(attrs).get("src") or ""
+        if tag == "img" and RASTER.search(source) and not element.skipped:
+            self.raster_images.append(source)
         if tag == "mjx-merror" or (classes & ERROR_CLASSES and not element.skipped):
             self.error_elements.append(tag + "." + ".".join(sorted(classes & ERROR_CLASSES)))
         if element.math and not parent.math:
@@ -166,6 +174,8 @@ def check_page(html: str, page: str = "<page>") -> list[Finding]:
     ['stray $', 'stray $']
     >>> [f.kind for f in check_page('<p>Adam {cite}`kingma` keeps</p><pre>$ make</pre>')]
     ['role left as text']
+    >>> [f.kind for f in check_page('<img src="../_images/a.png"><img src="../_images/b.svg">')]
+    ['raster figure']
     """
     parser = _PageParser()
     parser.feed(html)
@@ -189,6 +199,8 @@ def check_page(html: str, page: str = "<page>") -> list[Finding]:
             findings.append(Finding(page, f"math: {reason}", " ".join(latex.split())[:100]))
     for element in parser.error_elements:
         findings.append(Finding(page, "error element", element))
+    for source in parser.raster_images:
+        findings.append(Finding(page, "raster figure", source))
     seen: set[str] = set()
     for script in parser.scripts:
         body = " ".join(script.split())

@@ -82,3 +82,18 @@ def test_an_inline_script_twice_is_found():
     assert check_page(f"<html><head>{script}{other}{other}</head></html>") == []
     twice = check_page(f"<html><head>{script}{other}{script}</head></html>")
     assert [f.kind for f in twice] == ["inline script included twice"]
+
+
+@pytest.mark.parametrize("source", ["../_images/plot.png", "figure.JPG", "a.gif?v=2"])
+def test_a_raster_figure_is_found(source):
+    """A PNG, JPEG or GIF figure blurs when a phone shrinks it: the chapters draw SVG."""
+    page = f'<p>see</p><img alt="plot" src="{source}"><img src="../_images/sharp.svg">'
+    assert [(f.kind, f.excerpt) for f in check_page(page)] == [("raster figure", source)]
+
+
+def test_the_book_kernel_draws_svg():
+    """``make book`` points IPYTHONDIR at book/_ipython, whose kernel config asks for SVG."""
+    config = (BOOK / "_ipython" / "profile_default" / "ipython_kernel_config.py").read_text()
+    assert 'c.InlineBackend.figure_formats = {"svg"}' in config
+    makefile = (ROOT / "Makefile").read_text()
+    assert 'IPYTHONDIR="$(CURDIR)/book/_ipython"' in makefile
