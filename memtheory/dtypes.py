@@ -38,10 +38,18 @@ class DType:
         Family of the type.
     description : str
         One line for tables and error messages.
+    exponent_bits, mantissa_bits : int, default 0
+        A float's split of its bits after the sign bit: IEEE 754 for fp64, fp32
+        and fp16, the bfloat16 format for bf16, and Micikevicius et al. (2022),
+        "FP8 Formats for Deep Learning", for fp8_e4m3 and fp8_e5m2. Zero for
+        integer types.
 
     Examples
     --------
     >>> dtype("fp32") > dtype("bf16")
+    True
+    >>> bf16 = dtype("bf16")
+    >>> 1 + bf16.exponent_bits + bf16.mantissa_bits == 8 * bf16.bytes
     True
     """
 
@@ -49,6 +57,8 @@ class DType:
     name: str
     kind: Literal["float", "int", "bool"]
     description: str
+    exponent_bits: int = 0
+    mantissa_bits: int = 0
 
     def __str__(self) -> str:
         return self.name
@@ -57,12 +67,12 @@ class DType:
 DTYPES: dict[str, DType] = {
     d.name: d
     for d in (
-        DType(8, "fp64", "float", "IEEE 754 double precision"),
-        DType(4, "fp32", "float", "IEEE 754 single precision"),
-        DType(2, "fp16", "float", "IEEE 754 half precision (5-bit exponent)"),
-        DType(2, "bf16", "float", "bfloat16 (8-bit exponent, 7-bit mantissa)"),
-        DType(1, "fp8_e4m3", "float", "8-bit float, 4-bit exponent"),
-        DType(1, "fp8_e5m2", "float", "8-bit float, 5-bit exponent"),
+        DType(8, "fp64", "float", "IEEE 754 double precision", 11, 52),
+        DType(4, "fp32", "float", "IEEE 754 single precision", 8, 23),
+        DType(2, "fp16", "float", "IEEE 754 half precision (5-bit exponent)", 5, 10),
+        DType(2, "bf16", "float", "bfloat16 (8-bit exponent, 7-bit mantissa)", 8, 7),
+        DType(1, "fp8_e4m3", "float", "8-bit float, 4-bit exponent", 4, 3),
+        DType(1, "fp8_e5m2", "float", "8-bit float, 5-bit exponent", 5, 2),
         DType(8, "int64", "int", "64-bit integer (PyTorch's index type)"),
         DType(4, "int32", "int", "32-bit integer"),
         DType(2, "int16", "int", "16-bit integer"),
@@ -122,7 +132,7 @@ def dtype(spec: DTypeLike) -> DType:
     Examples
     --------
     >>> dtype("half")
-    DType(bytes=2, name='fp16', kind='float', description='IEEE 754 half precision ...')
+    DType(bytes=2, name='fp16', kind='float', description='IEEE 754 half precision ...)
     >>> dtype("fp12")
     Traceback (most recent call last):
     ...
