@@ -12,6 +12,7 @@ FLOATS = [d for d in DTYPES.values() if d.kind == "float"]
 
 @pytest.mark.parametrize("element", FLOATS, ids=str)
 def test_sign_exponent_and_mantissa_fill_the_bytes(element):
+    """One sign bit, the exponent and the mantissa are the element's whole width."""
     assert element.exponent_bits > 0 and element.mantissa_bits > 0
     assert 1 + element.exponent_bits + element.mantissa_bits == 8 * element.bytes
 
@@ -19,6 +20,7 @@ def test_sign_exponent_and_mantissa_fill_the_bytes(element):
 @pytest.mark.parametrize(("name", "numpy_type"),
                          [("fp64", np.float64), ("fp32", np.float32), ("fp16", np.float16)])
 def test_ieee_types_match_numpy(name, numpy_type):
+    """NumPy's finfo gives the IEEE 754 split of fp64, fp32 and fp16."""
     info = np.finfo(numpy_type)
     assert (dtype(name).exponent_bits, dtype(name).mantissa_bits) == (info.nexp, info.nmant)
 
@@ -37,4 +39,6 @@ def test_16_and_8_bit_floats_match_torch(name):
 
 
 def test_integer_types_have_no_float_split():
-    assert all(d.exponent_bits == d.mantissa_bits == 0 for d in DTYPES.values() if d.kind != "float")
+    """Integers and booleans keep the defaults: no exponent, no mantissa."""
+    others = [d for d in DTYPES.values() if d.kind != "float"]
+    assert all(d.exponent_bits == d.mantissa_bits == 0 for d in others)
