@@ -52,6 +52,7 @@ Examples
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -101,6 +102,32 @@ ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
 
 
 
+_JSON_SCALARS = (str, int, float, bool, type(None), numbers.Number)
+
+
+def _check_json_values(config: Mapping[str, Any]) -> None:
+    """Refuse a mapping holding what no ``config.json`` can (arrays, arbitrary objects).
+
+    A configuration read from JSON holds text, numbers, booleans, null, lists and
+    objects; a dict passed in code may hold anything, and a NumPy array or an
+    object where a size belongs would otherwise fail deep in the builder.
+    """
+    pending: list[tuple[str, object]] = [(repr(key), value) for key, value in config.items()]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, Mapping):
+            pending += [(f"{where}[{key!r}]", item) for key, item in value.items()]
+        elif isinstance(value, list | tuple):
+            pending += [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+        elif not isinstance(value, _JSON_SCALARS) or getattr(value, "shape", ()):
+            raise InvalidArgumentError(
+                f"from_config: the configuration's {shown(where)} is a {type(value).__name__}; "
+                "a Hugging Face configuration holds text, numbers, booleans, null, lists and "
+                "dicts only (as in config.json). Pass the value as one of those."
+            )
+
+
+
 def load_config(source: ConfigLike) -> dict[str, Any]:
     """Return the configuration as a dict: from a dict, a ``config.json``, a folder, a preset.
 
@@ -113,6 +140,7 @@ def load_config(source: ConfigLike) -> dict[str, Any]:
     4096
     """
     if isinstance(source, Mapping):
+        _check_json_values(source)
         return dict(source)
     if isinstance(source, str | os.PathLike):
         path = Path(source)
@@ -375,6 +403,17 @@ def _gpt2(
     return gpt2(size, batch=batch, sequence=sequence, **kept)
 
 
+
+def _architectures(config: Mapping[str, Any]) -> list[str]:
+    """Return the config's ``architectures`` (a list of class names), or say it is not one."""
+    names = config.get("architectures") or []
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise InvalidArgumentError(
+            f"from_config: 'architectures' must be a list of class names such as "
+            f"[\"BertForMaskedLM\"], got {shown(names)} ({type(names).__name__})."
+        )
+    return list(names)
+
 def _bert(
     config: Mapping[str, Any], batch: SizeLike, sequence: SizeLike, **options: Any
 ) -> Network:
@@ -395,7 +434,7 @@ def _bert(
         raise UnsupportedError(
             f"from_config: BERT with hidden_act={shown(act)} is not modelled (only 'gelu')."
         )
-    mlm = "BertForMaskedLM" in (config.get("architectures") or [])
+    mlm = "BertForMaskedLM" in _architectures(config)
     kept = _only(options, "bert", "flash", "loss")
     return bert(
         layers=required_value(config, "num_hidden_layers"),
