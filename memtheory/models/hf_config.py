@@ -105,6 +105,12 @@ ConfigLike = Mapping[str, Any] | str | os.PathLike[str]
 _JSON_SCALARS = (str, int, float, bool, type(None), numbers.Number)
 
 
+def _has_elements(value: object) -> bool:
+    """Whether ``value`` is an array of one or more dimensions (a NumPy scalar has shape ())."""
+    shape: object = getattr(value, "shape", None)
+    return bool(shape)
+
+
 def _check_json_values(config: Mapping[str, Any]) -> None:
     """Refuse a mapping holding what no ``config.json`` can (arrays, arbitrary objects).
 
@@ -119,7 +125,7 @@ def _check_json_values(config: Mapping[str, Any]) -> None:
             pending += [(f"{where}[{key!r}]", item) for key, item in value.items()]
         elif isinstance(value, list | tuple):
             pending += [(f"{where}[{i}]", item) for i, item in enumerate(value)]
-        elif not isinstance(value, _JSON_SCALARS) or getattr(value, "shape", ()):
+        elif not isinstance(value, _JSON_SCALARS) or _has_elements(value):
             raise InvalidArgumentError(
                 f"from_config: the configuration's {shown(where)} is a {type(value).__name__}; "
                 "a Hugging Face configuration holds text, numbers, booleans, null, lists and "
