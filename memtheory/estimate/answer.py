@@ -68,7 +68,7 @@ class Estimate:
     (True, 112, 1024)
     >>> answer.peak <= answer.budget.usable, answer.settings["precision"]
     (True, 'autocast-bf16')
-    >>> answer.formula_at_peak  # the peak's moment, in bytes, as B and S vary near (2, 128)
+    >>> answer.formula_at_peak  # bytes at the moment that peaks at B=2, S=128
     16*B*S + 2299816556
     >>> answer.symbolic.evaluate(B=2, S=128).peak == answer.peak
     True
