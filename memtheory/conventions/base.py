@@ -206,6 +206,19 @@ class Convention(ABC):
     Subclasses turn a model, an optimizer and a precision into a
     :class:`~memtheory.memory_breakdown.MemoryBreakdown`. Conventions register in
     :data:`memtheory.conventions.CONVENTIONS` by :attr:`name`.
+
+    Examples
+    --------
+    >>> from memtheory import optimizer, precision
+    >>> from memtheory.conventions import convention
+    >>> from memtheory.models import gpt2
+    >>> breakdown = convention("breakdown")
+    >>> isinstance(breakdown, Convention), breakdown.name
+    (True, 'breakdown')
+    >>> net = gpt2("small", batch=1, sequence=8)
+    >>> step = breakdown.training(net, optimizer("adam"), precision("fp32"))
+    >>> step.components["parameters"] == 4 * net.parameter_count, step.total
+    (True, 2006403168)
     """
 
     name: ClassVar[str]

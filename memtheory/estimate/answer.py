@@ -59,6 +59,19 @@ class Estimate:
         What was assumed, in words.
     host : sympy expression or None
         Host RAM per node for CPU offload, in bytes.
+
+    Examples
+    --------
+    >>> from memtheory.estimate import estimate
+    >>> answer = estimate("gpt2", batch=2, sequence=128, gpu="T4")
+    >>> answer.fits, answer.max_batch, answer.max_sequence
+    (True, 112, 1024)
+    >>> answer.peak <= answer.budget.usable, answer.settings["precision"]
+    (True, 'autocast-bf16')
+    >>> answer.formula_at_peak  # bytes at the moment that peaks at B=2, S=128
+    16*B*S + 2299816556
+    >>> answer.symbolic.evaluate(B=2, S=128).peak == answer.peak
+    True
     """
 
     model: ResolvedModel

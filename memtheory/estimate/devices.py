@@ -53,6 +53,17 @@ class DeviceSearch:
         Each device count tried, with its per-device peak in bytes.
     memory : ParallelMemory or None
         The split at ``gpus`` (symbolic), None when nothing fits.
+
+    Examples
+    --------
+    >>> from memtheory.finetuning import finetune_memory
+    >>> from memtheory.models import gpt2
+    >>> memory = finetune_memory(gpt2("xl", batch=1, sequence=256), precision="autocast-bf16")
+    >>> found = fewest_gpus(memory, usable=12 * 2**30, zero=3)
+    >>> found.gpus, found.memory.devices
+    (4, 4)
+    >>> [(gpus, f"{int(peak) / 2**30:.1f} GiB") for gpus, peak in found.tried]
+    [(1, '25.4 GiB'), (2, '13.8 GiB'), (4, '8.0 GiB')]
     """
 
     gpus: int | None

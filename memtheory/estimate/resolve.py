@@ -46,6 +46,14 @@ class Builder:
     kind : {"sequence", "image"}
     positions : int or None
         Longest sequence the model takes (GPT-2: 1024).
+
+    Examples
+    --------
+    >>> builder = BUILDER_REGISTRY["gpt-2"]  # any spelling of a built-in model
+    >>> builder.kind, builder.positions
+    ('sequence', 1024)
+    >>> builder.build(batch=2, sequence=16).parameter_count
+    124439808
     """
 
     build: Callable[..., Network]
@@ -123,6 +131,14 @@ class ResolvedModel:
         loads by default), where known: a preset's or config's ``torch_dtype``;
         fp32 for the built-in models (the GPT-2, BERT and torchvision
         checkpoints are fp32).
+
+    Examples
+    --------
+    >>> resolved = resolve_model("llama-3-8b", batch=1, sequence=8)
+    >>> resolved.source, resolved.kind, resolved.positions, resolved.dtype
+    ('config', 'sequence', 8192, 'bf16')
+    >>> resolve_model("gpt2", batch=2).dtype  # the built-in models' checkpoints are fp32
+    'fp32'
     """
 
     network: Network

@@ -129,6 +129,15 @@ class Step:
         The precision name used.
     network : Network
         The network as trained (LoRA adapters applied).
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> step = step_memory(gpt2("small", batch=1, sequence=128))
+    >>> step.convention, step.precision
+    ('autograd', 'autocast-bf16')
+    >>> step.why.split(":")[0], step.memory.peak
+    ('autograd', 2312683348)
     """
 
     memory: MemoryBreakdown

@@ -335,6 +335,14 @@ class BookExercise:
     check : str
         The self-check answer box (:func:`~memtheory.exercises.selfcheck.selfcheck_html`):
         one line of HTML, glued after the question.
+
+    Examples
+    --------
+    >>> [exercise] = book_exercises("ch03", ["q1"])
+    >>> exercise.id, exercise.label, exercise.title
+    ('ch03.q1', 'ex-ch03-q1', 'pooling an odd size')
+    >>> list(exercise.texts())
+    ['ex-ch03-q1-title', 'ex-ch03-q1-question', 'ex-ch03-q1-solution']
     """
 
     id: str
@@ -408,6 +416,14 @@ def glue_exercises(
     -------
     list of BookExercise
         What was glued.
+
+    Examples
+    --------
+    Called from a hidden code cell of chapter 3, it glues the keys the chapter's text names:
+
+    >>> glued = glue_exercises("ch03", ["q1"])
+    >>> [key for exercise in glued for key in exercise.texts()] + [grading_key("ch03")]
+    ['ex-ch03-q1-title', 'ex-ch03-q1-question', 'ex-ch03-q1-solution', 'ex-ch03-grading']
     """
     from IPython.display import Markdown
     from myst_nb import glue

@@ -32,11 +32,32 @@ __all__ = [
 
 
 class ExerciseError(MemtheoryError):
-    """Base class of the errors raised by :mod:`memtheory.exercises`."""
+    """Base class of the errors raised by :mod:`memtheory.exercises`.
+
+    Examples
+    --------
+    >>> from memtheory.exercises import get_set
+    >>> try:
+    ...     get_set("ch99")
+    ... except ExerciseError as error:
+    ...     print(type(error).__name__)
+    UnknownExerciseError
+    """
 
 
 class AnswerFormatError(ExerciseError, ValueError):
-    """A learner's answer cannot be read as the kind of answer the exercise asks for."""
+    """A learner's answer cannot be read as the kind of answer the exercise asks for.
+
+    Examples
+    --------
+    >>> from memtheory.exercises import Integer
+    >>> Integer().parse("4,632,902")
+    4632902
+    >>> Integer().parse("four")
+    Traceback (most recent call last):
+    ...
+    memtheory.exercises.errors.AnswerFormatError: cannot read 'four' as a number: ...
+    """
 
 
 class UnitMixupError(AnswerFormatError):
@@ -79,12 +100,39 @@ class AnswerFileError(ExerciseError, ValueError):
 
 
 class UnknownExerciseError(ExerciseError, UnknownNameError):
-    """No exercise (or exercise set) has this id."""
+    """No exercise (or exercise set) has this id.
+
+    Examples
+    --------
+    >>> from memtheory.exercises import get_set
+    >>> get_set("ch99")
+    Traceback (most recent call last):
+    ...
+    memtheory.exercises.errors.UnknownExerciseError: no exercise set 'ch99' (did you mean ch19?)...
+    """
 
 
 class ExerciseSetsNotFoundError(ExerciseError, FileNotFoundError):
-    """No folder of exercise sets was found."""
+    """No folder of exercise sets was found.
+
+    Examples
+    --------
+    >>> from memtheory.exercises import find_sets_dir
+    >>> find_sets_dir("/no/such/folder")
+    Traceback (most recent call last):
+    ...
+    memtheory.exercises.errors.ExerciseSetsNotFoundError: the given path '/no/such/folder' is ...
+    """
 
 
 class ExerciseDefinitionError(ExerciseError, ValueError):
-    """An exercise set is defined wrongly: a bug for its author, not the learner."""
+    """An exercise set is defined wrongly: a bug for its author, not the learner.
+
+    Examples
+    --------
+    >>> from memtheory.exercises import Exercise, Integer
+    >>> Exercise("q1", "How many bytes?", Integer(), solve=lambda p: 4 * p["n"], params={"n": []})
+    Traceback (most recent call last):
+    ...
+    memtheory.exercises.errors.ExerciseDefinitionError: q1: parameter 'n' has no values.
+    """

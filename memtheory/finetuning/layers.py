@@ -94,6 +94,16 @@ class Frozen(Layer):
         whose output only feeds the sum): the breakdown convention, which
         counts every kept output, does not count it. The autograd convention
         follows the storage either way.
+
+    Examples
+    --------
+    A frozen head: its 1010 weights are kept (fp32) but get no gradient and no Adam state.
+
+    >>> from memtheory import Dense, Input, Network, training_memory
+    >>> net = Network([Input((500,)), Dense(100, name="body"), Frozen(Dense(10, name="head"))])
+    >>> memory = training_memory(net, optimizer="adam", convention="autograd")
+    >>> memory.components["buffers"], memory.components["gradients"]  # 4 x 1010; 4 x 50100
+    (4040, 200400)
     """
 
     layer: Layer
@@ -280,6 +290,19 @@ class LoRAAttention(Layer):
         Which of :data:`ATTENTION_PROJECTIONS` carry adapters.
     rank : int
     alpha : float
+
+    Examples
+    --------
+    Rank-8 adapters on the query and value projections of a 4096-wide attention with
+    8 key/value heads (of 128): only they are trained.
+
+    >>> from memtheory.layers import MultiHeadAttention
+    >>> from memtheory.symbols import B, S
+    >>> lora = LoRAAttention(MultiHeadAttention(32, kv_heads=8), ("q_proj", "v_proj"), 8, 16)
+    >>> lora.parameter_count((B, S, 4096))  # 8 x (4096 + 4096) + 8 x (4096 + 1024)
+    106496
+    >>> sum(s.elements for s in lora.buffers((B, S, 4096)))  # the frozen attention
+    41953280
     """
 
     layer: MultiHeadAttention

@@ -384,6 +384,18 @@ class Layer(ABC):
     Layers are frozen dataclasses: hyperparameters are fixed at construction
     and validated there. Every formula takes the input shape (batch first,
     entries may be symbolic) and returns sympy expressions.
+
+    Examples
+    --------
+    Every layer answers the same questions about an input shape:
+
+    >>> from memtheory.layers import Conv2d
+    >>> from memtheory.symbols import B
+    >>> conv = Conv2d(64, 3, padding=1)
+    >>> isinstance(conv, Layer), conv.output_shape((B, 3, 32, 32))
+    (True, (B, 64, 32, 32))
+    >>> conv.parameter_count((B, 3, 32, 32)), conv.activation_count((B, 3, 32, 32))
+    (1792, 65536*B)
     """
 
     kind: ClassVar[str] = "Layer"

@@ -23,7 +23,17 @@ __all__ = ["Add", "BroadcastMultiply", "Concat", "Merge", "Multiply"]
 
 
 class Merge(Layer):
-    """Base of layers that read several inputs; they have no parameters."""
+    """Base of layers that read several inputs; they have no parameters.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> concat = Concat()
+    >>> isinstance(concat, Merge), concat.merged_shape(((B, 64, 28, 28), (B, 32, 28, 28)))
+    (True, (B, 96, 28, 28))
+    >>> concat.parameter_count((B, 64, 28, 28))
+    0
+    """
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
         """Return the output shape for these input shapes, or raise :class:`ShapeError`."""

@@ -57,6 +57,18 @@ class MixtureOfExperts(Layer):
     ffn_hidden : size
         Width :math:`f` of each expert's MLP (``intermediate_size``).
     name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory import Input, Network, training_memory
+    >>> from memtheory.symbols import S
+    >>> net = Network([Input((S, 64)), MixtureOfExperts(4, top_k=2, ffn_hidden=128, name="moe")])
+    >>> net.parameter_count  # 4 x 64 router + 3 x 4 x 64 x 128
+    98560
+    >>> training_memory(net, optimizer="adam", convention="autograd")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnsupportedError: the autograd convention does not model MixtureOfExperts ...
     """
 
     experts: SizeLike

@@ -176,6 +176,15 @@ class CheckpointPlan:
         Peak activations, in layers' worth.
     recompute : int
         Layers rerun in the backward pass.
+
+    Examples
+    --------
+    >>> plan = tradeoff(4)[1]
+    >>> plan
+    CheckpointPlan(interval=2, memory=3, recompute=2)
+    >>> lowest = min(plan.memory for plan in tradeoff(12))  # 12 layers: the least memory
+    >>> [(plan.interval, plan.recompute) for plan in tradeoff(12) if plan.memory == lowest]
+    [(3, 9), (4, 8)]
     """
 
     interval: int
@@ -210,6 +219,15 @@ class Unit:
         Activation elements its layers keep.
     output : sympy expression
         Elements of its last layer's output: what a checkpoint after it keeps.
+
+    Examples
+    --------
+    >>> from memtheory.models import gpt2
+    >>> unit = checkpoint_units(gpt2("small"))[3]
+    >>> unit.layers
+    ('h.0.ln_1', 'h.0.attn', 'h.0.attn_dropout', 'h.0.add_1')
+    >>> unit.output  # the residual stream: 768 values per position
+    768*B*S
     """
 
     layers: tuple[str, ...]

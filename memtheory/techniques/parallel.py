@@ -134,6 +134,17 @@ class ParallelMemory(Footprint):
         Devices in all (data x tensor x pipeline).
     gpus_per_node : int
     notes : tuple of str
+
+    Examples
+    --------
+    >>> from memtheory import ModelCounts, training_memory
+    >>> counts = ModelCounts(parameters=10**9, activations=0, input_elements=0)
+    >>> memory = training_memory(counts, optimizer="adam", precision="mixed-bf16")
+    >>> split = parallel_memory(memory, data=2, pipeline=4, zero=1)
+    >>> split.devices, len(split.stages), split.host
+    (8, 4, None)
+    >>> split.format("GB")  # the busiest stage, per device
+    '3.00 GB'
     """
 
     stages: tuple[MemoryBreakdown, ...]

@@ -147,6 +147,17 @@ class DecoderSplit:
         Devices that hold a copy of each key/value head (1: no replication).
     vocabulary : int
         Rows of the token embedding and of the output projection.
+
+    Examples
+    --------
+    Llama-3-8B's 8 key/value heads over 16 devices: each device keeps one, held twice.
+
+    >>> from memtheory.models import preset
+    >>> split = decoder_split(preset("llama-3-8b", batch=1, sequence=8), 16)
+    >>> split.kv_heads_per_device, split.kv_replicas, split.kv_share
+    (1, 2, 1/8)
+    >>> split.vocabulary_share  # 128256 rows split evenly over 16 devices
+    1/16
     """
 
     tensor: int

@@ -102,6 +102,17 @@ class WorkingMemory:
     prefill, decode : sympy expression
         Bytes beyond the weights and the cache at each phase's peak.
     assumptions : tuple of str
+
+    Examples
+    --------
+    >>> from memtheory.models import preset
+    >>> work = working_memory(preset("llama-2-7b", batch=1, sequence=4096), prompt=4096)
+    >>> work.prompt_cache  # 2 x 32 layers x 32 heads x 128 x 4096 positions x 2 bytes
+    2147483648
+    >>> work.prefill > work.decode
+    True
+    >>> work.assumptions[0]
+    'attention: Hugging Face eager (S^2 scores, fp32 softmax, (B,1,S,S) mask)'
     """
 
     prompt_cache: sp.Expr

@@ -62,6 +62,29 @@ class AllocatorCounters(Protocol):
     the peaks are since the last :meth:`reset_peak`. ``device_in_use`` is the
     device's memory in use by every process, as the driver reports it (what
     ``nvidia-smi`` adds up), or None where unknown.
+
+    Examples
+    --------
+    Any object with these methods is one (a test's simulated allocator here);
+    ``measure(..., counters=)`` reads it around each phase of the step:
+
+    >>> import torch
+    >>> from memtheory.torch import measure
+    >>> class Fixed:
+    ...     def synchronize(self): pass
+    ...     def reset_peak(self): pass
+    ...     def allocated(self): return 1000
+    ...     def peak_allocated(self): return 1100
+    ...     def reserved(self): return 4096
+    ...     def peak_reserved(self): return 4096
+    ...     def device_in_use(self): return None
+    >>> isinstance(Fixed(), AllocatorCounters)
+    True
+    >>> model = torch.nn.Linear(8, 2)
+    >>> m = measure(model, torch.randn(4, 8), loss=torch.nn.CrossEntropyLoss(),
+    ...             target=torch.tensor([0, 1, 0, 1]), optimizer="sgd", counters=Fixed())
+    >>> [(p.phase, p.peak_allocated) for p in m.allocator.phases][:2]
+    [('zero_grad', 1100), ('forward', 1100)]
     """
 
     def synchronize(self) -> None:

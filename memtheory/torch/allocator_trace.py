@@ -52,6 +52,14 @@ class AllocatorTrace:
         Bytes allocated when the function returned, beyond the start.
     allocations : int
         How many blocks were allocated.
+
+    Examples
+    --------
+    >>> import torch
+    >>> kept = []
+    >>> trace = trace_allocator(lambda: kept.append(torch.zeros(256)))
+    >>> trace.peak, trace.end, trace.allocations  # 256 fp32 values, still alive after
+    (1024, 1024, 1)
     """
 
     peak: int
@@ -71,6 +79,16 @@ def trace_allocator(run: Callable[[], Any]) -> AllocatorTrace:
     ----------
     run : callable
         Called once, with no arguments.
+
+    Examples
+    --------
+    >>> import torch
+    >>> def step():
+    ...     x = torch.ones(1000)  # 4000 bytes
+    ...     y = x * 2  # 4000 more, with the scalar 2 as an 8- and a 4-byte tensor
+    >>> trace = trace_allocator(step)
+    >>> trace.peak, trace.end  # all of it freed when step returns
+    (8012, 0)
     """
     with warnings.catch_warnings(), _without_profiler_log_lines():
         warnings.simplefilter("ignore")
@@ -139,6 +157,20 @@ class AllocatorCheck:
     allocator : int
         The CPU allocator's count for the same step, run again without a
         dispatch mode.
+
+    Examples
+    --------
+    >>> import torch
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> model = torch.nn.Linear(8, 2)
+    >>> x, y = torch.randn(4, 8), torch.tensor([0, 1, 0, 1])
+    >>> check = check_against_allocator(model, x, torch.nn.CrossEntropyLoss(),
+    ...                                 torch.optim.SGD(model.parameters(), lr=0.1), target=y)
+    >>> check.allocator == check.storages, check.unseen
+    (True, 0)
+    >>> check.measurement.parameters  # 8 x 2 + 2 fp32 values
+    72
     """
 
     measurement: Measurement

@@ -129,6 +129,20 @@ class Measurement(Footprint):
     assumed : tuple of str
         The Setup's ``assumed:`` lines for this model, as ``memtheory
         estimate`` prints them, then what the measurement could not check.
+
+    Examples
+    --------
+    >>> import torch
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    >>> x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
+    >>> m = measure(model, x, loss=torch.nn.CrossEntropyLoss(), target=y,
+    ...             optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    >>> m.components  # 46 fp32 parameters; the ReLU's output, log-probs and total weight
+    {'parameters': 184, 'gradients': 184, 'saved_activations': 388, 'input': 512, 'targets': 128}
+    >>> m.total, m.peak, m.peak_moment
+    (1396, 1768, 'backward: aten.threshold_backward.default')
     """
 
     parameters: int

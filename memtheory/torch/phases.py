@@ -40,6 +40,22 @@ class PhasePeak:
         ``zero_grad()`` begin with a profiler record that allocates nothing.)
     peak : int
         Most live bytes after any operation of the phase.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from memtheory.torch import measure
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    >>> x, y = torch.randn(16, 8), torch.randint(0, 2, (16,))
+    >>> m = measure(model, x, loss=torch.nn.CrossEntropyLoss(), target=y,
+    ...             optimizer=torch.optim.SGD(model.parameters(), lr=0.1), record=True)
+    >>> backward = phase_peaks(m)["backward"]
+    >>> backward, backward.rise
+    (PhasePeak(start=1344, peak=1768), 424)
+    >>> backward.peak == m.peak
+    True
     """
 
     start: int

@@ -60,6 +60,20 @@ class MeasuredSavedTensor:
         layer saves without copying; ``"weight copy"``: a cast of a parameter
         (autocast's 16-bit weights); ``"input"`` and ``"targets"``: the data
         the caller passed; ``"activation"``: everything else.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> relu, linear = [t for t in measured_saved_tensors(model, torch.randn(16, 8))
+    ...                 if t.category == "activation"]
+    >>> relu.module, relu.node, relu.name, relu.shape, relu.nbytes
+    ('1', 'ReluBackward0', 'result', (16, 4), 256)
+    >>> linear.node, linear.name, linear.storage == relu.storage  # one storage, saved twice
+    ('AddmmBackward0', 'mat1', True)
     """
 
     module: str

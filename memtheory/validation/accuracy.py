@@ -138,6 +138,14 @@ class Comparison:
     refused : dict of str to str
         The conventions that refused the network, each with its reason (the
         :class:`~memtheory.errors.UnsupportedError` message).
+
+    Examples
+    --------
+    >>> c = compare_with_measurement("MLP", precision="fp32", optimizer="sgd")
+    >>> c.conventions, c.refused
+    (('rule_of_thumb', 'breakdown', 'autograd'), {})
+    >>> c.predicted("autograd", "peak") == c.measured("peak")  # to the byte
+    True
     """
 
     model: str

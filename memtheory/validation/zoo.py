@@ -78,6 +78,14 @@ class ZooModel:
         Number of classes of the cross-entropy targets.
     network : callable
         Returns the memtheory Network, loss included, built without PyTorch.
+
+    Examples
+    --------
+    >>> mlp = ZOO["MLP"]
+    >>> mlp.input_shape, mlp.classes
+    ((128, 1, 28, 28), 10)
+    >>> mlp.network().parameter_count == sum(p.numel() for p in mlp.build().parameters())
+    True
     """
 
     name: str

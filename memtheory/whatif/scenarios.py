@@ -62,6 +62,20 @@ class Scenario:
         Per-device memory, evaluated at the comparison's values.
     by : {"peak", "total"}, default "peak"
         Which bytes :attr:`total` reports (see :mod:`memtheory.whatif.limits`).
+
+    Examples
+    --------
+    Adam in fp32 for 10^9 parameters, sharded by ZeRO stage 3 over 8 devices:
+
+    >>> from memtheory import ModelCounts
+    >>> counts = ModelCounts(parameters=10**9, activations=0, input_elements=0)
+    >>> comparison = compare_scenarios(counts, optimizers=("adam",), precisions=("fp32",),
+    ...                                zero_stages=(3,), devices=8)
+    >>> [scenario] = comparison.scenarios
+    >>> scenario.optimizer, scenario.precision, scenario.interval, scenario.zero_stage
+    ('adam', 'fp32', None, 3)
+    >>> scenario.total  # 16 bytes per parameter / 8 devices
+    2000000000
     """
 
     optimizer: str
@@ -86,6 +100,20 @@ class ScenarioComparison:
     scenarios : tuple of Scenario
     limit : sympy number or None
         The device memory, when given.
+
+    Examples
+    --------
+    >>> from memtheory import ModelCounts
+    >>> counts = ModelCounts(parameters=10**9, activations=0, input_elements=0)
+    >>> comparison = compare_scenarios(counts, optimizers=("adam",), precisions=("fp32",),
+    ...                                zero_stages=(0, 3), devices=8, limit="12 GB")
+    >>> comparison.limit
+    12000000000
+    >>> print(comparison)
+    optimizer  precision  checkpointing  ZeRO     total (GiB)  fits 11.18 GiB
+    ---------  ---------  -------------  -------  -----------  --------------
+    adam       fp32       -              -              14.90  no
+    adam       fp32       -              stage 3         1.86  yes
     """
 
     scenarios: tuple[Scenario, ...]

@@ -205,6 +205,21 @@ class WorkedExample:
         The network, where the document describes one layer by layer.
     summary : str
         What the example shows, in a few sentences.
+
+    Examples
+    --------
+    >>> from memtheory.worked_examples import worked_example
+    >>> example = worked_example("003")
+    >>> example.title, dict(example.inputs)["parameters"]
+    ('Two million parameters and a 32 MB input', 2000000)
+    >>> print(example.table())
+    figure                                 printed  memtheory  unit  verdict
+    -------------------------------------  -------  ---------  ----  --------------
+    parameters                                   8          8  MB    agrees
+    input                                       32         32  MB    agrees
+    total                                       40         40  MB    agrees
+    training with SGD, activations aside         -      48.00  MB    memtheory only
+    training with Adam, activations aside        -      64.00  MB    memtheory only
     """
 
     document: str

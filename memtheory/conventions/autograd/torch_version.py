@@ -50,6 +50,17 @@ class TorchVersionWarning(UserWarning):
     :data:`CHECKED_TORCH_VERSION` and may differ from them. Install
     ``torch==2.13.0`` (the ``torch`` extra) to compare them to the byte, or
     silence this with ``warnings.simplefilter("ignore", TorchVersionWarning)``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_if_unchecked_torch("2.99.0")  # warns once per version
+    >>> [warning.category.__name__ for warning in caught]
+    ['TorchVersionWarning']
+    >>> str(caught[0].message)
+    "PyTorch 2.99.0 is installed, but memtheory's exact (autograd) convention was checked ..."
     """
 
 

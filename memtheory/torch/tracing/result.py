@@ -94,6 +94,25 @@ class TracedMemory(Footprint):
     assumed : tuple of str
         The Setup's ``assumed:`` lines for this model, as ``memtheory
         estimate`` prints them, then what the trace could not check.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> from memtheory.torch import measure, trace
+    >>> model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> memory = trace(model, torch.randn(16, 8), {"B": 16}, loss=nn.CrossEntropyLoss(),
+    ...                target=torch.randint(0, 2, (16,)), optimizer="sgd")
+    >>> memory.method, memory.components["saved_activations"]  # ReLU output, log-probs, weight
+    ('symbolic', 24*B + 4)
+    >>> memory.peak  # the largest of the step's candidate moments
+    Max(64*B + 376, 96*B + 232)
+    >>> at_64 = memory.evaluate(B=64)
+    >>> at_64.peak, at_64.peak_moment
+    (6376, 'backward Sequential.1: aten.threshold_backward.default')
+    >>> at_64.peak == measure(model, torch.randn(64, 8), loss=nn.CrossEntropyLoss(),
+    ...                       target=torch.randint(0, 2, (64,)), optimizer="sgd").peak
+    True
     """
 
     components: Mapping[str, sp.Expr]

@@ -47,6 +47,16 @@ class ReferencePair:
         ``example_input(seed=0)``: the batch; ``example_target(seed=0)``: its labels.
     loss : callable
         ``loss(output, target)`` for :func:`memtheory.torch.measure`.
+
+    Examples
+    --------
+    >>> gpt2 = PAIRS["GPT-2-style"]
+    >>> tuple(gpt2.example_input().shape)  # batch 3, 11 tokens
+    (3, 11)
+    >>> gpt2.build_network().parameter_count
+    29856
+    >>> sum(p.numel() for p in gpt2.build_module().parameters())
+    29856
     """
 
     name: str
