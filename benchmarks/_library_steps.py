@@ -105,7 +105,7 @@ def _plain(
                          checkpoint_dtype=checkpoint_dtype)
     model, _ = _model(recipe, config, checkpoint_dtype)  # the same model, for its counts
     return LibraryStep(
-        recipe, "plain PyTorch loop (measure)", check.precision,
+        recipe, "plain PyTorch loop, measure", check.precision,
         check.measured.implementation, _weight_dtype(model), check.predicted_peak,
         check.predicted_moment, check.measured.peak, *parameter_counts(model))
 
