@@ -1,7 +1,7 @@
 """memtheory beside the estimators people use, on the same inputs, and against measurement.
 
-Each peer is re-implemented here from its published formula (none of them is
-installed or imported):
+Each peer is written out from its published formula in
+:mod:`memtheory.validation.peers` (none of them is installed or imported):
 
 * **accelerate** ``estimate-memory`` (Hugging Face accelerate,
   ``src/accelerate/commands/estimate.py``, ``estimate_training_usage``; the
@@ -35,42 +35,12 @@ import sys
 import time
 
 from memtheory.tables import Column, Table
-
-
-def accelerate_peak(parameters: int, dtype: str) -> int:
-    """accelerate's "Training using Adam (Peak vRAM)": the largest of its four stages."""
-    fp32 = 4 * parameters
-    if dtype == "float32":
-        stages = {"model": fp32, "gradients": fp32, "optimizer": 2 * fp32, "step": 4 * fp32}
-    else:  # float16 / bfloat16
-        stages = {
-            "model": fp32,
-            "gradients": fp32 + fp32 // 2,
-            "optimizer": 2 * fp32,
-            "step": 2 * fp32,
-        }
-    return max(stages.values())
-
-
-def deepspeed_zero2(parameters: int, gpus: int = 1, *, offload: bool = False) -> tuple[int, int]:
-    """DeepSpeed's ZeRO-2 model-state estimate per GPU: (gpu bytes, host bytes per node)."""
-    if offload:
-        return 2 * parameters, int(parameters * max(4 * gpus, 16) * 1.5)
-    return 4 * parameters + int(16 * parameters / gpus), int(parameters * 4 * gpus * 1.5)
-
-
-def deepspeed_zero3(
-    parameters: int, largest: int, gpus: int = 1, *, offload: bool = False
-) -> tuple[int, int]:
-    """DeepSpeed's ZeRO-3 model-state estimate per GPU (zero_init): (gpu bytes, host bytes)."""
-    if offload:  # optimizer and parameters offloaded
-        return 4 * largest, int(parameters * 18 * 1.5)
-    return 4 * largest + int(18 * parameters / gpus), int(largest * 4 * gpus * 1.5)
-
-
-def gpu_poor(parameters: int) -> int:
-    """16 bytes per parameter."""
-    return 16 * parameters
+from memtheory.validation.peers import (
+    accelerate_peak,
+    deepspeed_zero2,
+    deepspeed_zero3,
+    gpu_poor,
+)
 
 
 def _mib(value: float) -> str:

@@ -15,6 +15,9 @@ accuracy            :func:`compare_with_measurement` and :func:`accuracy_table`:
                     convention's prediction beside the measured step
 gpu_measurements    :func:`record_measurements`: the zoo measured on a CUDA device,
                     written as JSON for the book
+peers               the peers' formulas (accelerate's ``estimate-memory``, DeepSpeed's
+                    ZeRO-2/3 model states, 16 and 18 bytes per parameter), written out
+                    from their sources for the benchmarks (no PyTorch needed)
 ==================  ===============================================================
 
 Examples
