@@ -40,7 +40,8 @@ Weights come in 16-bit, int8, GPTQ (``int4``, ``gptq``), AWQ or NF4
 maps inside the decoder layers are quantised, the embedding, the norms and
 ``lm_head`` stay 16-bit. GGUF mixes (``gguf-q4_k_m``, ``gguf-q8_0``, ...)
 count every tensor as llama.cpp stores it in the file
-(:mod:`~memtheory.estimate.serving_gguf`), the runtime by vLLM's rule. Each model's share of a GPU is derived by
+(:mod:`~memtheory.estimate.serving_gguf`), the runtime by vLLM's rule.
+Each model's share of a GPU is derived by
 :func:`~memtheory.estimate.serving_model.served_model`, which says where each
 format's layout comes from.
 

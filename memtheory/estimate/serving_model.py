@@ -137,7 +137,7 @@ def weight_format(name: str | None) -> str | None:
     >>> weight_format("q4_k_m")
     Traceback (most recent call last):
     ...
-    memtheory.errors.UnknownNameError: unknown weight format 'q4_k_m'; did you mean 'gguf-q4_k_m'? ...
+    memtheory.errors.UnknownNameError: unknown weight format 'q4_k_m'; did you mean ...
     >>> weight_format("gguf")
     Traceback (most recent call last):
     ...
@@ -364,7 +364,7 @@ def _vocabulary(resolved: ResolvedModel) -> int:
 def _gguf_weights(
     spec: str | Mapping[str, Any], net: Network, weights: str, tensor: int
 ) -> tuple[sp.Expr, tuple[str, ...]]:
-    """The GGUF file's tensors in ``weights``' mix, and a note of their types."""
+    """Return the GGUF file's tensor bytes in ``weights``' mix, and a note of their types."""
     from memtheory.estimate.serving_gguf import gguf_weight_bytes
 
     if tensor > 1:
