@@ -29,8 +29,8 @@ A *mix* (the file type a user asks ``llama-quantize`` for: ``Q4_K_M``,
 ``Q8_0``, ...) picks each tensor's type by its role and layer, in
 ``src/llama-quant.cpp`` (``llama_ftype_get_default_type``,
 ``llama_tensor_get_type_impl``, ``tensor_type_fallback``; read at commit
-007dbbf3). For the dense Llama, Mistral and Qwen2/Qwen3 decoders, without an
-importance matrix:
+007dbbf3). For the dense Llama, Mistral, Qwen2/Qwen3 and Gemma 1/2 decoders,
+without an importance matrix:
 
 * one-dimensional tensors (norms, biases) stay F32, as ``convert_hf_to_gguf.py``
   writes every tensor of at most one dimension;
@@ -67,6 +67,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from memtheory._shown import shown
 from memtheory.errors import UnknownNameError, UnsupportedError
 from memtheory.network import Network
 
@@ -145,7 +146,7 @@ GGUF_MIXES: dict[str, str] = {
 
 _FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 
-_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2")
 
 _ROLES = {
     "self_attn.q_proj": "attn_q",
@@ -159,6 +160,11 @@ _ROLES = {
     "mlp.down_proj": "ffn_down",
     "input_layernorm": "attn_norm",
     "post_attention_layernorm": "ffn_norm",
+}
+_GEMMA2 = {  # Gemma 2's four norms a layer, as convert_hf_to_gguf.py names them
+    "post_attention_layernorm": "post_attention_norm",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
 }
 _TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 _LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
@@ -202,7 +208,7 @@ def gguf_mix(name: str) -> str:
     key = str(name).strip().lower().removeprefix("gguf-")
     if key not in GGUF_MIXES:
         raise UnknownNameError(
-            f"unknown GGUF mix {name!r}; known: {', '.join(GGUF_MIXES)} (llama-quantize's "
+            f"unknown GGUF mix {shown(name)}; known: {', '.join(GGUF_MIXES)} (llama-quantize's "
             "file types; the IQ types and imatrix mixes are not modelled).",
             name=name,
             known=tuple(GGUF_MIXES),
@@ -219,7 +225,7 @@ def gguf_tensors(
     ----------
     spec : str or mapping
         A preset, ``config.json`` path or configuration dict of a dense Llama,
-        Mistral, Qwen2 or Qwen3 decoder.
+        Mistral, Qwen2, Qwen3, Gemma or Gemma 2 decoder.
     mix : str
         A :data:`GGUF_MIXES` name (``gguf-`` prefix allowed).
     network : Network, optional
@@ -243,12 +249,16 @@ def gguf_tensors(
     from memtheory.estimate.serving_model import config_of
 
     chosen = gguf_mix(mix)
-    config = config_of(spec) if not isinstance(spec, Mapping) else spec
+    try:
+        config = config_of(spec)
+    except KeyError:  # a built-in model or a factory: no Hugging Face configuration
+        config = {}
     family = str(config.get("model_type", ""))
     if family not in _FAMILIES:
         raise UnsupportedError(
-            f"GGUF weights of {family or 'this'!s} models are not modelled: llama.cpp's "
-            "llama-quantize has its own rules for mixtures of experts, latent attention and "
+            f"GGUF weights of {shown(family) if family else shown(spec)} models are not "
+            "modelled: llama.cpp's llama-quantize has its own rules for mixtures of experts, "
+            "latent attention and "
             f"other architectures; modelled: {', '.join(_FAMILIES)}. Pass awq, gptq, int8 or "
             "bf16 instead."
         )
@@ -258,7 +268,7 @@ def gguf_tensors(
     kv_heads = int(config.get("num_key_value_heads") or heads)
     big = layers == 80 and (family == "qwen2" or heads != kv_heads)  # LLM_TYPE_70B
     rule = _Rule(chosen, layers, heads // kv_heads, big)
-    named = list(_named_parameters(net))
+    named = list(_named_parameters(net, {**_ROLES, **(_GEMMA2 if family == "gemma2" else {})}))
     tied = not any(name == "output.weight" for name, _ in named)
     found = [
         GGUFTensor(name, shape, rule.type_of(name, shape, tied=tied)) for name, shape in named
@@ -301,7 +311,9 @@ def gguf_weight_bytes(
     return sum(t.bytes for t in tensors), ", ".join(f"{n} {counts[n]}" for n in order)
 
 
-def _named_parameters(net: Network) -> list[tuple[str, tuple[int, ...]]]:
+def _named_parameters(
+    net: Network, roles: Mapping[str, str]
+) -> list[tuple[str, tuple[int, ...]]]:
     """Each stored parameter of a dense decoder under its GGUF name, in PyTorch's shape."""
     from memtheory.layers.moe import MixtureOfExperts
 
@@ -316,7 +328,7 @@ def _named_parameters(net: Network) -> list[tuple[str, tuple[int, ...]]]:
                 "awq, gptq or int8."
             )
         match = _LAYER.match(row.name)
-        role = _ROLES.get(match.group(2)) if match else _TOP.get(row.name)
+        role = roles.get(match.group(2)) if match else _TOP.get(row.name)
         if role is None:
             raise UnsupportedError(
                 f"GGUF weights: no llama.cpp tensor name for {row.name!r} is modelled; the "

@@ -22,8 +22,8 @@ Weight formats (:data:`WEIGHT_FORMATS`) and what each stores:
   :data:`~memtheory.estimate.serving_gguf.GGUF_MIXES` name after ``gguf-``):
   each tensor as llama.cpp's ``llama-quantize`` stores it in a GGUF file, the
   embedding and the output projection included
-  (:mod:`memtheory.estimate.serving_gguf`); dense Llama, Mistral and Qwen
-  decoders on one GPU. ``gguf`` alone says nothing about the bits and is
+  (:mod:`memtheory.estimate.serving_gguf`); dense Llama, Mistral, Qwen and
+  Gemma decoders on one GPU. ``gguf`` alone says nothing about the bits and is
   refused.
 
 For the other formats only the linear maps inside the decoder layers are quantised: the token
@@ -61,6 +61,7 @@ from typing import Any
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.errors import UnknownNameError, UnsupportedError
 from memtheory.estimate.resolve import ResolvedModel, resolve_model
 from memtheory.estimate.serving_gguf import GGUF_MIXES
@@ -156,7 +157,7 @@ def weight_format(name: str | None) -> str | None:
         )
     if key in GGUF_MIXES:
         raise UnknownNameError(
-            f"unknown weight format {name!r}; did you mean 'gguf-{key}'? (a GGUF mix is "
+            f"unknown weight format {shown(name)}; did you mean 'gguf-{key}'? (a GGUF mix is "
             "named after its container: gguf-q4_k_m, gguf-q8_0, ...)",
             name=name,
             known=tuple(WEIGHT_FORMATS),
