@@ -9,6 +9,7 @@ devices         :func:`fewest_gpus`: the fewest devices a sharded step fits on
 plan            :func:`estimate`: footprint per device, budget, largest batch/sequence
 command         the ``memtheory estimate`` subcommand
 serving_model   one served model's per-GPU weights (in a format), cache, working memory
+serving_gguf    GGUF weights: llama.cpp's block types and the per-tensor types of its mixes
 serving         :func:`serving_memory`: vLLM serving, KV blocks, max concurrency
 serve_command   the ``memtheory serve`` subcommand
 cache_key       where the caches live, and the digest of the code that wrote them

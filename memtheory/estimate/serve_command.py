@@ -99,7 +99,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     formats = parser.add_argument_group("formats")
     formats.add_argument(
         "--weights", "--quant", dest="weights", metavar="FORMAT",
-        help=f"{', '.join(WEIGHT_FORMATS)} (default the checkpoint's dtype, bf16 for Llama 3)",
+        help=f"{', '.join(f for f in WEIGHT_FORMATS if not f.startswith('gguf-'))}, or a GGUF "
+        "mix: gguf-q4_k_m, gguf-q5_k_m, gguf-q6_k, gguf-q8_0, gguf-q4_0, ... (default the "
+        "checkpoint's dtype, bf16 for Llama 3)",
     )
     formats.add_argument("--kv-cache", metavar="DTYPE",
                          help=f"{', '.join(KV_FORMATS)} (default the compute dtype)")

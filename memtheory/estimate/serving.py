@@ -38,7 +38,10 @@ concurrency"), not measured, and not read from vLLM's source:
 Weights come in 16-bit, int8, GPTQ (``int4``, ``gptq``), AWQ or NF4
 (:data:`~memtheory.estimate.serving_model.WEIGHT_FORMATS`); only the linear
 maps inside the decoder layers are quantised, the embedding, the norms and
-``lm_head`` stay 16-bit. Each model's share of a GPU is derived by
+``lm_head`` stay 16-bit. GGUF mixes (``gguf-q4_k_m``, ``gguf-q8_0``, ...)
+count every tensor as llama.cpp stores it in the file
+(:mod:`~memtheory.estimate.serving_gguf`), the runtime by vLLM's rule.
+Each model's share of a GPU is derived by
 :func:`~memtheory.estimate.serving_model.served_model`, which says where each
 format's layout comes from.
 
@@ -517,6 +520,17 @@ def _assumptions(
         "sliding-window layers cache at most their window per sequence",
         "scheduler limit not applied: vLLM also runs at most max_num_seqs sequences at once",
     ]
+    if chosen is not None and chosen.startswith("gguf-"):
+        found.append(
+            f"{chosen}: weights counted as the GGUF file stores them, each tensor in the type "
+            "llama.cpp's llama-quantize picks for this mix (llama-quant.cpp, no importance "
+            "matrix; norms and biases F32; the file's metadata and tokenizer not counted)"
+        )
+        found.append(
+            f"{chosen}: the runtime modelled by vLLM's rule (vLLM loads GGUF with dequantizing "
+            "kernels); llama.cpp, where most GGUF is served, allocates its KV cache and compute "
+            "buffers differently"
+        )
     if chosen in ("int4", "gptq", "awq", "int8", "nf4"):
         found.append(
             f"{chosen}: only the linear maps inside the decoder layers quantised; embeddings, "

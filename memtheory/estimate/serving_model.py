@@ -17,9 +17,16 @@ Weight formats (:data:`WEIGHT_FORMATS`) and what each stores:
   output column, an int32 group index per input feature;
 * ``awq``: AutoAWQ's GEMM layout: the same without the group index;
 * ``nf4``: bitsandbytes' 4-bit NormalFloat with double-quantized constants
-  (QLoRA, Section 3; :func:`memtheory.finetuning.nf4_bytes`).
+  (QLoRA, Section 3; :func:`memtheory.finetuning.nf4_bytes`);
+* ``gguf-q4_k_m``, ``gguf-q8_0``, ... (every
+  :data:`~memtheory.estimate.serving_gguf.GGUF_MIXES` name after ``gguf-``):
+  each tensor as llama.cpp's ``llama-quantize`` stores it in a GGUF file, the
+  embedding and the output projection included
+  (:mod:`memtheory.estimate.serving_gguf`); dense Llama, Mistral, Qwen and
+  Gemma decoders on one GPU. ``gguf`` alone says nothing about the bits and is
+  refused.
 
-Only the linear maps inside the decoder layers are quantised: the token
+For the other formats only the linear maps inside the decoder layers are quantised: the token
 embedding, the norms and the output projection (``lm_head``) stay 16-bit.
 AutoAWQ and AutoGPTQ quantise the linear layers of each decoder layer only,
 and transformers' quantizers keep the output embedding unquantised
@@ -54,8 +61,10 @@ from typing import Any
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.errors import UnknownNameError, UnsupportedError
 from memtheory.estimate.resolve import ResolvedModel, resolve_model
+from memtheory.estimate.serving_gguf import GGUF_MIXES
 from memtheory.network import Network
 from memtheory.symbols import B
 
@@ -76,6 +85,10 @@ WEIGHT_FORMATS: dict[str, str] = {
     "gptq": "GPTQ: 4-bit, fp16 scale and 4-bit zero per group of 128, int32 g_idx",
     "awq": "AWQ: 4-bit, fp16 scale and 4-bit zero per group of 128",
     "nf4": "bitsandbytes NF4: 4-bit codes, double-quantized constants per 64",
+    **{
+        f"gguf-{mix}": f"GGUF {mix.upper()}: llama-quantize's per-tensor types (mostly {kind})"
+        for mix, kind in GGUF_MIXES.items()
+    },
 }
 """The weight formats :func:`served_model` knows, with what each stores."""
 
@@ -125,11 +138,30 @@ def weight_format(name: str | None) -> str | None:
     >>> weight_format("q4_k_m")
     Traceback (most recent call last):
     ...
-    memtheory.errors.UnknownNameError: unknown weight format 'q4_k_m'; known: ...
+    memtheory.errors.UnknownNameError: unknown weight format 'q4_k_m'; did you mean ...
+    >>> weight_format("gguf")
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.UnknownNameError: weight format 'gguf' does not say the bits: ...
     """
     if name is None:
         return None
     key = str(name).strip().lower()
+    if key == "gguf":
+        raise UnknownNameError(
+            "weight format 'gguf' does not say the bits: a GGUF file is one of llama-quantize's "
+            f"mixes; pass one of {', '.join(f'gguf-{m}' for m in GGUF_MIXES)} "
+            "(gguf-q4_k_m is the common one).",
+            name=name,
+            known=tuple(WEIGHT_FORMATS),
+        )
+    if key in GGUF_MIXES:
+        raise UnknownNameError(
+            f"unknown weight format {shown(name)}; did you mean 'gguf-{key}'? (a GGUF mix is "
+            "named after its container: gguf-q4_k_m, gguf-q8_0, ...)",
+            name=name,
+            known=tuple(WEIGHT_FORMATS),
+        )
     if key not in WEIGHT_FORMATS:
         raise UnknownNameError(
             f"unknown weight format {name!r}; known: {', '.join(WEIGHT_FORMATS)} (int4 and "
@@ -226,7 +258,10 @@ def served_model(
 
     net = build(1, context)
     cache = dtype(KV_FORMATS[kv_cache] if kv_cache is not None else compute)
-    if weights == "nf4":
+    stored_notes: tuple[str, ...] = ()
+    if weights is not None and weights.startswith("gguf-"):
+        stored, stored_notes = _gguf_weights(spec, net, weights, tensor)
+    elif weights == "nf4":
         stored = _nf4_weights(net, compute)
     else:
         stored = weight_bytes(net, dtype=compute, quantization=_SCHEMES.get(weights or ""))
@@ -244,7 +279,9 @@ def served_model(
     sampler = sequences * length * hidden * c + max_sequences * _vocabulary(whole) * (c + 8)
     decoding = working_memory(build(B, context), prompt=context, dtype=compute, cache=cache,
                               flash=True, block_size=block_size)
-    notes = tuple(a for a in decoding.assumptions if a.startswith("latent attention"))
+    notes = stored_notes + tuple(
+        a for a in decoding.assumptions if a.startswith("latent attention")
+    )
     return ServedModel(
         name=str(name),
         weights=sp.sympify(stored),
@@ -323,6 +360,22 @@ def _vocabulary(resolved: ResolvedModel) -> int:
         if isinstance(row.layer, Unembedding):
             return int(row.layer.num_embeddings)
     raise UnsupportedError(f"{resolved.name!r} has no output projection (lm_head): not a decoder.")
+
+
+def _gguf_weights(
+    spec: str | Mapping[str, Any], net: Network, weights: str, tensor: int
+) -> tuple[sp.Expr, tuple[str, ...]]:
+    """Return the GGUF file's tensor bytes in ``weights``' mix, and a note of their types."""
+    from memtheory.estimate.serving_gguf import gguf_weight_bytes
+
+    if tensor > 1:
+        raise UnsupportedError(
+            f"{weights} under tensor parallelism is not modelled (llama-quantize picks each "
+            "tensor's type for the whole tensor; a split row need not hold whole blocks); pass "
+            "tensor=1 (--tp 1), or awq or gptq."
+        )
+    total, counts = gguf_weight_bytes(spec, weights, network=net)
+    return sp.Integer(total), (f"{weights} tensors by type: {counts}",)
 
 
 def _nf4_weights(net: Network, compute: str) -> sp.Expr:
