@@ -72,6 +72,7 @@ __all__ = [
     "is_workspace_marker",
     "modelled_sizes",
     "onednn_workspace",
+    "workspace_condition",
     "workspace_marker",
 ]
 
@@ -163,6 +164,21 @@ def workspace_marker(index: int) -> sp.Symbol:
 def is_workspace_marker(monomial: sp.Expr) -> bool:
     """Tell whether ``monomial`` is a :func:`workspace_marker`."""
     return isinstance(monomial, sp.Symbol) and monomial.name.startswith(_MARKER)
+
+
+def workspace_condition(count: int) -> str:
+    """Say how a fitted result counts ``count`` oneDNN LSTM workspaces.
+
+    Examples
+    --------
+    >>> workspace_condition(2).split(" counted")[0]
+    "oneDNN's LSTM workspaces (2, one per layer and direction)"
+    """
+    return (
+        f"oneDNN's LSTM workspaces ({count}, one per layer and direction) counted by oneDNN "
+        "3.12's own sizes (seven buffers, each rounded up to 4 KiB pages; hence the ceilings), "
+        "not fitted: their steps and batch were fitted and confirmed like every other quantity"
+    )
 
 
 def onednn_workspace(func: Any, args: tuple[Any, ...], out: Any) -> Workspace | None:

@@ -18,7 +18,11 @@ import sympy as sp
 
 from memtheory.errors import UnsupportedError
 from memtheory.max_pruning import maximum, undominated
-from memtheory.torch.tracing.kernels_onednn import Workspace, is_workspace_marker
+from memtheory.torch.tracing.kernels_onednn import (
+    Workspace,
+    is_workspace_marker,
+    workspace_condition,
+)
 from memtheory.torch.tracing.modules import LOSS
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.step import StepRecord
@@ -166,6 +170,8 @@ class MomentLayout:
             )
             for r, s, shape in zip(self.modules, saved_values, shapes, strict=True)
         )
+        if self.workspaces:
+            words = (*words, workspace_condition(len(self.workspaces)))
         return TracedMemory(
             components={
                 name: value
