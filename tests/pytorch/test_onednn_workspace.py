@@ -17,7 +17,7 @@ from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-from memtheory.errors import UntraceableError  # noqa: E402
+from memtheory.errors import UnsupportedError, UntraceableError  # noqa: E402
 from memtheory.symbols import B, S  # noqa: E402
 from memtheory.torch import TracedMemory, measure, trace  # noqa: E402
 from memtheory.torch.tracing.kernels_onednn import (  # noqa: E402
@@ -168,3 +168,26 @@ def test_lstm_classifier_traces_exactly_with_onednn(layers, bidirectional):
     assert memory.components["saved_activations"].has(sp.ceiling)  # the workspace, by formula
     for b, s in ((3, 7), (9, 23)):
         _agrees(memory, model, loss, b, s)
+
+
+class _GruThenLstm(nn.Module):
+    """A GRU (PyTorch's cell, one loop step per token) feeding an LSTM on oneDNN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(50, 8)
+        self.gru = nn.GRU(8, 8, batch_first=True)
+        self.rnn = nn.LSTM(8, 16, batch_first=True)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):  # noqa: D102
+        out, _ = self.rnn(self.gru(self.emb(x))[0])
+        return self.head(out[:, -1])
+
+
+@pytest.mark.slow
+def test_workspace_beside_a_loop_over_the_sequence_is_refused_with_the_fix():
+    """Only totals can be fitted there, and rounded pages are no polynomial: refused, not 0 B."""
+    with pytest.raises(UnsupportedError, match=r"oneDNN's LSTM workspace.*flags\(enabled=False\)"):
+        trace(_GruThenLstm(), torch.randint(0, 50, (4, 10)), {"B": 4, "S": 10},
+              loss=nn.CrossEntropyLoss(), target=torch.randint(0, 3, (4,)))
