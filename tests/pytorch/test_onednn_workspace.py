@@ -191,3 +191,36 @@ def test_workspace_beside_a_loop_over_the_sequence_is_refused_with_the_fix():
     with pytest.raises(UnsupportedError, match=r"oneDNN's LSTM workspace.*flags\(enabled=False\)"):
         trace(_GruThenLstm(), torch.randint(0, 50, (4, 10)), {"B": 4, "S": 10},
               loss=nn.CrossEntropyLoss(), target=torch.randint(0, 3, (4,)))
+
+
+class _SequenceFirst(nn.Module):
+    """A sequence-first, bias-free, two-layer bidirectional LSTM; H = 64 makes ``ld(4H)`` 272."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(40, 64, num_layers=2, bias=False, bidirectional=True)
+        self.head = nn.Linear(128, 5)
+
+    def forward(self, x):  # noqa: D102
+        out, _ = self.rnn(x)
+        return self.head(out.mean(0))
+
+
+@pytest.mark.slow
+def test_sequence_first_lstm_without_bias_traces_exactly_far_from_the_example():
+    """Traced at S=10, B=4: 0 B off measure at S=B=1, at (40, 33) and at (3, 100)."""
+    torch.manual_seed(0)
+    model = _SequenceFirst()
+
+    def loss(out):
+        return out.float().pow(2).sum()
+
+    memory = trace(model, torch.randn(10, 4, 40), {"S": 10, "B": 4}, loss=loss,
+                   optimizer="adamw")
+    for s, b in ((1, 1), (40, 33), (3, 100)):
+        torch.manual_seed(0)
+        measured = measure(model, torch.randn(s, b, 40), loss,
+                           torch.optim.AdamW(model.parameters()))
+        at = memory.evaluate(S=s, B=b)
+        assert {k: int(v) for k, v in at.components.items() if v} == measured.components
+        assert (at.peak, at.inference_peak) == (measured.peak, measured.inference_peak)
