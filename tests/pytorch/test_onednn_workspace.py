@@ -224,3 +224,37 @@ def test_sequence_first_lstm_without_bias_traces_exactly_far_from_the_example():
         at = memory.evaluate(S=s, B=b)
         assert {k: int(v) for k, v in at.components.items() if v} == measured.components
         assert (at.peak, at.inference_peak) == (measured.peak, measured.inference_peak)
+
+
+def _distinct_bytes(tensors) -> int:
+    storages = {t.untyped_storage()._cdata: t.untyped_storage().nbytes()
+                for t in tensors if isinstance(t, torch.Tensor)}
+    return sum(storages.values())
+
+
+def test_backward_outputs_take_the_cpus_storages():
+    """``mkldnn_rnn_layer_backward``: the fake outputs, corrected, hold what the CPU's hold."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from memtheory.torch.tracing.kernels import cpu_outputs
+
+    backward = torch.ops.aten.mkldnn_rnn_layer_backward.default
+    calls = []
+
+    class _Backward(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105
+            out = func(*args, **(kwargs or {}))
+            if func is backward:
+                calls.append((args, out))
+            return out
+
+    lstm = nn.LSTM(6, 8)
+    with _Backward():
+        lstm(torch.randn(5, 3, 6, requires_grad=True))[0].sum().backward()
+    (args, real), = calls
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        fake = backward(*args)
+        fixed = cpu_outputs(backward, args, {}, fake)
+    bias_gradient = 4 * 8 * 4  # 4 H fp32 numbers
+    assert _distinct_bytes(fake) == _distinct_bytes(real) - bias_gradient
+    assert _distinct_bytes(fixed) == _distinct_bytes(real)
