@@ -30,8 +30,9 @@ workspace is the sum of the buffers, each rounded up to whole pages: at least
 7 pages (28,672 bytes). Measured on PyTorch 2.13 CPU (oneDNN 3.12) at 188
 random layers (1-3 layers, both directions, with and without bias, batch
 first or not, T, N, I, H up to 70) and at edge sizes (``H = 64`` where
-``ld(4H)`` adds 16, ``I = 256``, ``N = 200, T = 300``): 0 bytes off at every one
-(``tests/pytorch/test_onednn_workspace.py``).
+``ld(4H)`` adds 16, ``I = 256``, ``N = 200, T = 300``): 0 bytes off at every one;
+``tests/pytorch/test_onednn_workspace.py`` repeats the comparison over a
+hypothesis-drawn grid. (A later layer's ``I`` is ``H`` times the directions.)
 
 Only fp32 is modelled: a bf16 LSTM runs on oneDNN only on CPUs with AVX-512
 bf16 support, with other buffer types, and stays refused
