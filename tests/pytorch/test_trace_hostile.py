@@ -242,14 +242,16 @@ def test_gru_classifier_traces_exactly():
 
 
 @pytest.mark.slow
-def test_lstm_classifier_traces_exactly_and_its_onednn_workspace_is_named():
-    """LSTM: oneDNN's workspace (0 B to fake tensors) is refused; without it, 0 B off."""
+def test_lstm_classifier_traces_exactly_with_and_without_onednn():
+    """LSTM: with oneDNN (its workspace sized by formula) and without, 0 B off at new sizes."""
     torch.manual_seed(0)
     model = Recurrent(nn.LSTM)
     loss = nn.CrossEntropyLoss()
     x, y = torch.randint(0, 50, (4, 10)), torch.randint(0, 3, (4,))
-    with pytest.raises(UntraceableError, match=r"mkldnn_rnn_layer.*in forward rnn.*flags"):
-        trace(model, x, {"B": 4, "S": 10}, loss=loss, target=y)
+    memory = trace(model, x, {"B": 4, "S": 10}, loss=loss, target=y, optimizer="adamw")
+    for b, s in ((3, 7), (9, 23)):
+        assert_agrees(memory, model, torch.randint(0, 50, (b, s)), torch.randint(0, 3, (b,)),
+                      loss, B=b, S=s)
     with torch.backends.mkldnn.flags(enabled=False):
         memory = trace(model, x, {"B": 4, "S": 10}, loss=loss, target=y, optimizer="adamw")
         for b, s in ((3, 7), (9, 23)):

@@ -11,6 +11,8 @@ storages         following storages op by op, bytes as polynomials
 modules          which module runs: moment labels, per-module records
 step             the training step and inference pass, as ``measure`` runs them
 kernels          where CPU kernels return other dtypes or storages than fake kernels
+kernels_onednn   oneDNN's LSTM workspace, to the byte (pages, hence ceilings)
+opaque           kernels no fake tensor can size, refused by name
 values           input values that decide a branch (a Hugging Face all-ones mask)
 guards           where the formulas hold (PyTorch's guards), and sizes the code fixed
 verify           conditions traced beyond, and dropped where the bytes are the same

@@ -22,7 +22,12 @@ tensors and on fake copies of its inputs side by side
   returns the input's gradient in the input's dtype, not fp32;
 * ``_embedding_bag`` in mean or max mode returns its ``offset2bag`` in a
   storage one element longer than its shape (8 bytes); with bf16 weights in
-  sum mode it returns none at all.
+  sum mode it returns none at all;
+* oneDNN's ``mkldnn_rnn_layer_backward`` returns the bias gradient twice, the
+  second a clone (``diff_b2_``, ``aten/src/ATen/native/mkldnn/RNN.cpp``), where
+  the fake kernel returns one tensor twice: ``4 H`` fp32 numbers under-counted
+  per LSTM layer and direction. (Its forward's workspace is sized in
+  :mod:`~memtheory.torch.tracing.kernels_onednn`.)
 """
 
 from __future__ import annotations
@@ -100,6 +105,8 @@ def cpu_outputs(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: A
         return _group_norm_input_gradient(args, out)
     if func is torch.ops.aten._embedding_bag.default:
         return _embedding_bag(args, kwargs, out)
+    if func is torch.ops.aten.mkldnn_rnn_layer_backward.default:
+        return _rnn_bias_gradients(out)
     return out
 
 
@@ -123,6 +130,16 @@ def _group_norm_input_gradient(args: tuple[Any, ...], out: Any) -> Any:
     if gradient is None or gradient.dtype == x.dtype:
         return out
     return (gradient.to(x.dtype), *out[1:])
+
+
+def _rnn_bias_gradients(out: Any) -> Any:
+    """Give ``mkldnn_rnn_layer_backward``'s second bias gradient its own storage (a clone)."""
+    first, second = out[3], out[4]
+    if not isinstance(first, torch.Tensor) or not isinstance(second, torch.Tensor):
+        return out
+    if first.untyped_storage()._cdata != second.untyped_storage()._cdata:
+        return out
+    return (*out[:4], torch.empty_like(second), *out[5:])
 
 
 def _embedding_bag(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Any:

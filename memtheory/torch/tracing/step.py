@@ -39,6 +39,7 @@ from torch.utils._pytree import tree_flatten
 from memtheory.errors import EvaluationError
 from memtheory.torch.step_state import eval_without_gradients, state_tensors
 from memtheory.torch.tracing.errors import untraceable
+from memtheory.torch.tracing.kernels_onednn import Workspace
 from memtheory.torch.tracing.modules import ModuleWatch
 from memtheory.torch.tracing.sizes import Polynomial, SymbolMap, add_into
 from memtheory.torch.tracing.storages import SymbolicStorageTracker, storage_key, storage_size
@@ -81,6 +82,8 @@ class StepRecord:
     watch: ModuleWatch
     operations: int = 0
     not_activations: set[int] = field(default_factory=set)
+    workspaces: dict[sp.Symbol, Workspace] = field(default_factory=dict)
+    """oneDNN LSTM workspaces of a fit's trace, by the marker their bytes ride on."""
 
 
 def record_step(
@@ -176,7 +179,7 @@ def record_step(
                                keep_all)
     return StepRecord(
         components, moments, start, inference, watch, tracker.operations,
-        excluded | tracker.copies_of,
+        excluded | tracker.copies_of, tracker.workspaces,
     )
 
 
@@ -299,7 +302,7 @@ def _saving(
     tracker, saved = tracking
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
-        size = storage_size(tensor, tracker.symbols)
+        size = tracker.bytes_of(tensor)  # oneDNN's LSTM workspace at its CPU size
         if size:
             key = storage_key(tensor)
             if key not in saved:

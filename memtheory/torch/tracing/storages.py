@@ -37,6 +37,7 @@ from memtheory.torch.tracing.budget import check_budget
 from memtheory.torch.tracing.dtypes import CHECKED, check_dtypes
 from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.kernels import cpu_outputs, real_storage_bytes
+from memtheory.torch.tracing.kernels_onednn import Workspace, onednn_workspace, workspace_marker
 from memtheory.torch.tracing.opaque import OPAQUE, check_opaque
 from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
 
@@ -81,6 +82,8 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self._parameter_keys: set[int] = set()
         self._last: Polynomial | None = None
         self.operations = 0
+        self.workspaces: dict[sp.Symbol, Workspace] = {}
+        self._workspace_keys: set[int] = set()
 
     # -- registering -------------------------------------------------------------------
     def track(self, *tensors: Any, nbytes: Any = None) -> None:
@@ -91,6 +94,28 @@ class SymbolicStorageTracker(TorchDispatchMode):
         for tensor in tensors:
             self._register(tensor, nbytes, permanent=False)
 
+    def track_workspace(self, tensor: torch.Tensor, workspace: Workspace) -> None:
+        """Register oneDNN's LSTM workspace (0 bytes to its fake kernel) at its CPU size.
+
+        Keeping every moment (a fit's trace), its bytes ride on a
+        :func:`~memtheory.torch.tracing.kernels_onednn.workspace_marker`, so
+        that the fit can tell them from the polynomial rest and add the
+        workspace's formula back (it rounds to pages: no polynomial).
+        """
+        self._workspace_keys.add(storage_key(tensor))
+        if not self.keep_all:
+            self._register(tensor, None, permanent=False, terms={sp.S.One: workspace.nbytes})
+            return
+        marker = workspace_marker(len(self.workspaces))
+        self.workspaces[marker] = workspace
+        self._register(tensor, None, permanent=False, terms={marker: workspace.nbytes})
+
+    def bytes_of(self, tensor: torch.Tensor) -> Polynomial:
+        """Bytes of a tensor's storage as this tracker counts them (a workspace at its CPU size)."""
+        key = storage_key(tensor)
+        known = self._live.get(key) if key in self._workspace_keys else None
+        return known[1] if known is not None else storage_size(tensor, self.symbols)
+
     def keep(self, *tensors: Any) -> None:
         """Register storages that outlive the step (parameters, optimizer state, the data).
 
@@ -100,7 +125,9 @@ class SymbolicStorageTracker(TorchDispatchMode):
         for tensor in tensors:
             self._register(tensor, None, permanent=True)
 
-    def _register(self, tensor: Any, nbytes: Any, permanent: bool) -> None:
+    def _register(
+        self, tensor: Any, nbytes: Any, permanent: bool, terms: Polynomial | None = None
+    ) -> None:
         if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
             return
         storage = tensor.untyped_storage()
@@ -111,7 +138,10 @@ class SymbolicStorageTracker(TorchDispatchMode):
                 known[0].detach()
                 self._live[key] = (None, known[1])
             return
-        size = self.symbols.polynomial(storage.nbytes() if nbytes is None else nbytes)
+        if terms is not None:
+            size = terms
+        else:
+            size = self.symbols.polynomial(storage.nbytes() if nbytes is None else nbytes)
         if not size:
             return
         # PyTorch keeps one Python object per storage for as long as the storage lives, so its
@@ -180,7 +210,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
         if func in CHECKED:
             check_dtypes(func, args, self.label(""))
         elif func in OPAQUE:
-            check_opaque(func, self.label(""))
+            check_opaque(func, self.label(""), args)
         try:
             out = func(*args, **(kwargs or {}))
         except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
@@ -190,8 +220,13 @@ class SymbolicStorageTracker(TorchDispatchMode):
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if not outputs:  # nothing was made: the total can only have fallen since the last moment
             return out
+        workspace = onednn_workspace(func, args, out)
         try:
-            self.track(*outputs, nbytes=real_storage_bytes(func, args, kwargs or {}))
+            if workspace is not None:
+                self.track(*out[:3])
+                self.track_workspace(out[3], workspace)
+            else:
+                self.track(*outputs, nbytes=real_storage_bytes(func, args, kwargs or {}))
         except DataDependentSize as error:
             raise untraceable(error, str(func), self.label("")) from None
         if func is torch.ops.aten._to_copy.default and args and isinstance(args[0], torch.Tensor):

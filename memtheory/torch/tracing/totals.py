@@ -32,6 +32,14 @@ class TotalsLayout(MomentLayout):
 
     def __init__(self, reference: StepRecord) -> None:
         super().__init__(reference)
+        if reference.workspaces:
+            raise UnsupportedError(
+                "the step runs other operations at other sizes and keeps oneDNN's LSTM "
+                "workspace, whose size rounds to pages: its totals are no polynomial to fit. "
+                "Turn oneDNN's RNN off around both the trace and the real training (with "
+                "torch.backends.mkldnn.flags(enabled=False): ...), or measure the model at the "
+                "sizes you need with memtheory.torch.measure."
+            )
         self.phases = list(dict.fromkeys(_phase(label) for label, _ in reference.moments))
         peaks = _phase_peaks(reference)
         self.labels = [peaks[phase][1] for phase in self.phases]
