@@ -195,8 +195,9 @@ def test_the_fused_heads_backward_is_the_peak_and_is_sized(tracked, pairs, promp
 
 
 @pytest.mark.parametrize(("pairs", "prompt", "completion"), SIZES)
-@pytest.mark.parametrize(("lora", "autocast"), [(False, False), (True, False), (False, True)],
-                         ids=["full-fp32", "lora-fp32", "full-autocast-bf16"])
+@pytest.mark.parametrize(("lora", "autocast"),
+                         [(False, False), (True, False), (False, True), (True, True)],
+                         ids=["full-fp32", "lora-fp32", "full-autocast-bf16", "lora-autocast-bf16"])
 @pytest.mark.parametrize("checkpointing", [True, False], ids=["checkpointed", "plain"])
 def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora, autocast,
                                       checkpointing):
