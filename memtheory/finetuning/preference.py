@@ -225,6 +225,15 @@ def dpo_step_memory(
     >>> step = dpo_step_memory(tiny, pairs=2, sequence=7, lora=LoRA(4, 8))
     >>> step.parts["reference weights"], step.assumed[2]
     (0, 'reference: the same weights, adapters disabled (peft)')
+
+    Under autocast (TRL's ``bf16=True``) without checkpointing, every frozen
+    projection whose input needs a gradient keeps its weight's bf16 copy
+    until the backward:
+
+    >>> mixed = dpo_step_memory(tiny, pairs=2, sequence=7, lora=LoRA(4, 8),
+    ...                         precision="autocast-bf16", checkpointing=False)
+    >>> mixed.peak_moment, mixed.parts["reference weights"]
+    ('fused head backward', 0)
     """
     check_trl_step("dpo_step_memory", {"pairs": pairs, "sequence": sequence}, lora=lora,
                    precision=precision)

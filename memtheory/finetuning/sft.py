@@ -217,6 +217,18 @@ def sft_step_memory(
     >>> plain = sft_step_memory(tiny, batch=2, sequence=7, checkpointing=False)
     >>> plain.peak - full.peak == 2 * full.parts["checkpointing keeps less, per layer"] - 8 * 7
     True
+
+    TRL's defaults with a ``peft_config``: LoRA under autocast, checkpointed.
+    Each layer keeps its fp32 input only, so the head's backward starts on
+    what fp32 LoRA holds (measured); the line that says what is left out
+    comes last:
+
+    >>> mixed = sft_step_memory(tiny, batch=2, sequence=7, lora=LoRA(4, 8),
+    ...                         precision="autocast-bf16")
+    >>> mixed.parts["up to the final norm"] == lora.parts["up to the final norm"]
+    True
+    >>> mixed.assumed[-1].startswith("after the head is a lower estimate")
+    True
     """
     check_trl_step("sft_step_memory", {"batch": batch, "sequence": sequence}, lora=lora,
                    precision=precision)

@@ -143,8 +143,9 @@ def first_layer_shortfall(plan: StepPlan) -> int:
     input norm's ``rsqrt`` (:func:`~memtheory.finetuning.trl_head.lora_checkpoint_extra`,
     measured); under autocast also the bf16 copies of the frozen projections
     that read the norm, and the ``lora_A`` weights' casts (which the recipe's
-    first layer leaves in autocast's cache, :func:`autocast_cache_bytes`). 0 for full fine-tuning, and for a model of one layer
-    (ask the same model with two).
+    first layer leaves in autocast's cache, :func:`autocast_cache_bytes`).
+    0 for full fine-tuning, and for a model of one layer (ask the same model
+    with two).
 
     Parameters
     ----------
