@@ -23,6 +23,7 @@ from memtheory.finetuning import (
     dpo_step_memory,
     fused_head_backward_bytes,
 )
+from memtheory.finetuning.trl_head import RECOMPUTE_NOT_COUNTED
 from memtheory.models import from_config
 from memtheory.recipes import RECIPES, REFUSED_RECIPES, Setup
 
@@ -150,10 +151,15 @@ def test_only_fp32_weights_are_modelled():
         dpo_step_memory(TINY, pairs=2, sequence=7, precision="bf16")
 
 
-def test_adapters_under_autocast_are_refused():
-    """LoRA under bf16 autocast: the frozen layers' copies are not modelled, so no number."""
-    with pytest.raises(UnsupportedError, match="precision='fp32'"):
-        dpo_step_memory(TINY, pairs=2, sequence=7, lora=LoRA(4, 8), precision="autocast-bf16")
+@pytest.mark.parametrize("checkpointing", [True, False])
+def test_adapters_under_autocast_are_answered_and_say_what_they_leave_out(checkpointing):
+    """LoRA under bf16 autocast: no reference copy, the head's backward frozen; the gap is said."""
+    step = dpo_step_memory(TINY, pairs=2, sequence=7, lora=LoRA(4, 8),
+                           precision="autocast-bf16", checkpointing=checkpointing)
+    assert step.parts["reference weights"] == 0
+    assert step.parts["fused head backward"] == fused_head_backward_bytes(
+        4 * 6, 32, 96, weight_gradient=False, autocast=True)
+    assert (RECOMPUTE_NOT_COUNTED in step.assumed) is checkpointing
 
 
 def test_autocast_halves_the_tile_buffer():

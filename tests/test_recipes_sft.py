@@ -22,6 +22,7 @@ from memtheory.finetuning import (
     sft_head_bytes,
     sft_step_memory,
 )
+from memtheory.finetuning.trl_head import RECOMPUTE_NOT_COUNTED
 from memtheory.models import from_config
 from memtheory.recipes import RECIPES, REFUSED_RECIPES, Setup
 
@@ -166,12 +167,20 @@ def test_a_sequence_needs_two_tokens():
         sft_step_memory(TINY, batch=2, sequence=1)
 
 
-def test_other_precisions_and_adapters_under_autocast_are_refused():
-    """Only fp32 weights are modelled; LoRA under autocast is refused with the fix."""
+def test_other_precisions_are_refused():
+    """Only fp32 weights are modelled (bf16 off or on), named with the choices."""
     with pytest.raises(InvalidArgumentError, match="'fp32', 'autocast-bf16'"):
         sft_step_memory(TINY, batch=2, sequence=7, precision="bf16")
-    with pytest.raises(UnsupportedError, match="precision='fp32'"):
-        sft_step_memory(TINY, batch=2, sequence=7, lora=LoRA(4, 8), precision="autocast-bf16")
+
+
+@pytest.mark.parametrize("checkpointing", [True, False])
+def test_adapters_under_autocast_are_answered_and_say_what_they_leave_out(checkpointing):
+    """LoRA under bf16 autocast: the head's backward is autocast's, frozen; the gap is said."""
+    step = sft_step_memory(TINY, batch=2, sequence=7, lora=LoRA(4, 8),
+                           precision="autocast-bf16", checkpointing=checkpointing)
+    assert step.parts["fused head backward"] == fused_head_backward_bytes(
+        12, 32, 96, weight_gradient=False, autocast=True)
+    assert (RECOMPUTE_NOT_COUNTED in step.assumed) is checkpointing
 
 
 def test_a_preset_name_is_read_as_from_config_reads_it():

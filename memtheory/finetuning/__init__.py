@@ -10,6 +10,8 @@ optimizer8bit       bitsandbytes' block-wise 8-bit Adam state
 memory              :func:`finetune_memory`: the step's footprint by component
 trl_head            TRL's fused, chunked LM head: :func:`fused_head_backward_bytes`,
                     and the step beneath it: :func:`trainer_step_beneath`
+trl_plan            what that step reads from the recipe's storage plan: autocast's
+                    cache at the norm, the first decoder layer's shortfall
 preference          :func:`dpo_step_memory`: TRL's DPO step with a frozen reference model
 sft                 :func:`sft_step_memory`: TRL's SFT step
 ==================  ==================================================================

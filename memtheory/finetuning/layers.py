@@ -10,6 +10,14 @@ no new memory), *not* its input, which only the weight's gradient would need.
 A LoRA adapter beside it keeps that same input storage through its ``A``
 matrix, so the input stays alive all the same.
 
+Under ``torch.autocast`` (fp32 weights, bf16 compute: TRL's and the Trainer's
+``bf16=True``) a frozen ``Linear`` casts its weight to bf16 at every call and,
+when its input needs a gradient, its backward node keeps that copy: a new
+storage, half the weight's fp32 bytes, per frozen projection, for as long as
+the node lives (autocast caches only the casts of weights that need a
+gradient). Measured on CPU in peft-LoRA Llama steps under TRL
+(``tests/pytorch/test_trl_recipe.py``).
+
 Examples
 --------
 >>> from memtheory.layers import Dense
@@ -17,6 +25,8 @@ Examples
 >>> frozen = Frozen(Dense(10, name="fc"))
 >>> frozen.parameter_count((B, 500)), [s.elements for s in frozen.buffers((B, 500))]
 (0, [5000, 10])
+>>> [s.label for s in frozen.autograd(((B, 500),), autocast="bf16").saved]
+['frozen weight copy']
 """
 
 from __future__ import annotations
@@ -81,7 +91,8 @@ class Frozen(Layer):
     :class:`~memtheory.layers.Embedding` fed token ids records nothing: both
     measured. Other frozen layers are described as the layer itself and are
     not marked as checked, so the autograd convention refuses them rather
-    than guess.
+    than guess. Under ``torch.autocast`` a frozen Dense keeps its weight's
+    low-precision copy instead (see :meth:`autograd`).
 
     Parameters
     ----------
@@ -174,25 +185,64 @@ class Frozen(Layer):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """As the wrapped layer, but a frozen Dense keeps nothing (its weight is a parameter)."""
-        if autocast is not None:
+        """As the wrapped layer, but a frozen Dense keeps nothing (its weight is a parameter).
+
+        Under ``torch.autocast`` a frozen Dense (or untied
+        :class:`~memtheory.layers.Unembedding`) casts its weight to the low
+        dtype at every call: autocast caches only the casts of leaves that
+        need a gradient, so the copy is the layer's own storage, kept by its
+        backward node when its input needs a gradient (``grad_input = grad @
+        weight``) and freed once it has run otherwise; its bias's cast is
+        freed at once. Measured on CPU (PyTorch 2.13) in peft-LoRA Llama steps
+        under TRL (``tests/pytorch/test_trl_recipe.py``,
+        ``test_dpo_recipe.py``), as were a frozen Llama RMSNorm and Embedding
+        under autocast; other frozen layers under autocast are refused.
+        """
+        if autocast is not None and not self._autocast_checked():
             raise UnsupportedError(
-                f"{self.label}: frozen layers under torch.autocast are not modelled (their "
-                "low-precision weight copies); use one dtype (precision='bf16') for fine-tuning."
+                f"{self.label}: a frozen {self.layer.kind} under torch.autocast is not "
+                "modelled (measured: frozen Dense, untied lm_head, Llama RMSNorm and Embedding); "
+                "use one dtype (precision='bf16') for fine-tuning."
             )
         spec = self.layer.autograd(
             input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
         if isinstance(self.layer, Dense | Unembedding):
-            return replace(spec, saved=(), weight_copy="never")
+            frozen = replace(spec, saved=(), weight_copy="never")
+            if autocast is None:
+                return frozen
+            return _own_casts(frozen, frozen_tensors(self.layer, tuple(input_shapes[0])))
         if type(self.layer) is RMSNorm and self.layer.elementwise_affine:
             return _frozen_scale(spec)
         return spec
+
+    def _autocast_checked(self) -> bool:
+        """Whether the layer, frozen, was measured under autocast."""
+        layer = self.layer
+        if type(layer) is Unembedding:
+            return not layer.tied
+        if type(layer) is RMSNorm:
+            return layer.implementation == "llama"
+        return type(layer) in (Dense, Embedding)
 
     def describe(self) -> str:
         """``frozen`` and the wrapped layer's description."""
         inner = self.layer.describe()
         return f"frozen {self.layer.kind}" + (f" {inner}" if inner else "")
+
+
+def _own_casts(spec: Autograd, tensors: tuple[tuple[str, Shape], ...]) -> Autograd:
+    """Return a frozen linear layer's autograd under autocast: its weight's cast is its own.
+
+    The low-precision copy of the weight is saved (kept only when the node
+    is recorded, that is when the input needs a gradient); the bias's copy
+    is a transient. Both in the compute dtype (dtype ``None``).
+    """
+    saved = tuple(TensorSpec("weight copy", shape, label=f"frozen {name} copy")
+                  for name, shape in tensors if name == "weight")
+    transients = tuple(TensorSpec("weight copy", shape, label=f"frozen {name} copy")
+                       for name, shape in tensors if name != "weight")
+    return replace(spec, saved=saved, transients=(*spec.transients, *transients))
 
 
 def _frozen_scale(spec: Autograd) -> Autograd:

@@ -41,9 +41,14 @@ with checkpointing disabled, ``dpo_trainer.py:1327``) or none. On CPU, fp32
 weights with ``bf16`` off or on (autocast), checkpointing on or off, that is 0
 bytes off the real ``DPOTrainer`` under ``memtheory.torch.track``
 (``tests/pytorch/test_dpo_recipe.py``: two sizes, full fine-tuning and peft
-LoRA, LoRA in fp32 only), at the head's backward and at the rest of the
-backward and the optimizer step (the recipe's later moments as the TRL step
-holds them, where a large model's gradients put the peak). Anywhere else
+LoRA), at the head's backward and at the rest of the backward and the
+optimizer step (the recipe's later moments as the TRL step holds them, where
+a large model's gradients put the peak). One exception: peft LoRA under
+autocast with checkpointing (TRL's defaults with a ``peft_config``) is exact
+at the head's backward, but ``"after the head"`` leaves out the recomputed
+layers' forward, where each frozen projection's bf16 weight copy is made
+(measured up to 4,864 B more at these sizes; the step's ``assumed`` says so,
+:data:`~memtheory.finetuning.trl_head.RECOMPUTE_NOT_COUNTED`). Anywhere else
 it is an estimate: on CUDA with Triton only the completion tokens are
 projected (``utils.py:1642-1645``) and the fold runs in a kernel without the
 N x V' temporaries.
@@ -73,6 +78,7 @@ from memtheory.finetuning.trl_head import (
     check_trl_step,
     checkpointing_line,
     fused_head_backward_bytes,
+    recompute_lines,
     trainer_step_beneath,
 )
 from memtheory.models.hf_config import ConfigLike
@@ -201,7 +207,8 @@ def dpo_step_memory(
         fp32 weights, with ``bf16=False`` or with ``bf16=True`` (TRL's
         default: ``torch.autocast`` in bf16, so the fused head's tile buffer is
         bf16 and its hidden chunk and weight tile are cast). With ``lora``
-        only ``"fp32"``: frozen layers under autocast are not modelled.
+        under autocast each frozen projection whose input needs a gradient
+        keeps its weight's bf16 copy (:class:`~memtheory.finetuning.Frozen`).
     checkpointing : bool, default True
         TRL's default (``DPOConfig.gradient_checkpointing=True``: every decoder
         layer, ``use_reentrant=False``); ``False`` for ``gradient_checkpointing=False``.
@@ -218,6 +225,15 @@ def dpo_step_memory(
     >>> step = dpo_step_memory(tiny, pairs=2, sequence=7, lora=LoRA(4, 8))
     >>> step.parts["reference weights"], step.assumed[2]
     (0, 'reference: the same weights, adapters disabled (peft)')
+
+    Under autocast (TRL's ``bf16=True``) without checkpointing, every frozen
+    projection whose input needs a gradient keeps its weight's bf16 copy
+    until the backward:
+
+    >>> mixed = dpo_step_memory(tiny, pairs=2, sequence=7, lora=LoRA(4, 8),
+    ...                         precision="autocast-bf16", checkpointing=False)
+    >>> mixed.peak_moment, mixed.parts["reference weights"]
+    ('fused head backward', 0)
     """
     check_trl_step("dpo_step_memory", {"pairs": pairs, "sequence": sequence}, lora=lora,
                    precision=precision)
@@ -251,5 +267,6 @@ def dpo_step_memory(
         "fused chunked LM head (no logits): the peak is its backward or the rest of the backward",
         f"CPU path, fp32 weights, {precision}",
         checkpointing_line(checkpointing),
+        *recompute_lines(lora, precision, checkpointing),
     )
     return TRLStepEstimate.at_most(parts, _PEAK_PARTS, assumed)

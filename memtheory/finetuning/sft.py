@@ -36,12 +36,17 @@ layer checkpointed (TRL's default, ``checkpointing=True``: each layer keeps
 only its input through the forward) or none. On CPU, fp32 weights with
 ``bf16`` off or on (autocast), checkpointing on or off, that is 0 bytes off
 the real ``SFTTrainer`` under ``track()`` (``tests/pytorch/test_trl_recipe.py``:
-three sizes, full fine-tuning and peft LoRA, LoRA in fp32 only), at both
-moments the peak can lie: the head's backward and the rest of the backward
-and the optimizer step (a large model's gradients), which is the recipe's
-later moments as the TRL step holds them
-(:func:`~memtheory.finetuning.trainer_step_beneath`). Anywhere else it is an
-estimate: on CUDA with Triton
+three sizes, full fine-tuning and peft LoRA), at both moments the peak can
+lie: the head's backward and the rest of the backward and the optimizer
+step (a large model's gradients), which is the recipe's later moments as
+the TRL step holds them (:func:`~memtheory.finetuning.trainer_step_beneath`).
+One exception: peft LoRA under autocast with checkpointing (TRL's defaults
+with a ``peft_config``) is exact at the head's backward, but ``"after the
+head"`` leaves out the recomputed layers' forward, where each frozen
+projection's bf16 weight copy is made (measured up to 3,712 B more at these
+sizes; the step's ``assumed`` says so,
+:data:`~memtheory.finetuning.trl_head.RECOMPUTE_NOT_COUNTED`). Anywhere else
+it is an estimate: on CUDA with Triton
 only the labelled positions are projected (``utils.py:1642-1645``) and the
 fold runs in a kernel without the N x V' temporaries. On CPU every position
 is projected, labelled or not, so a prompt-completion dataset
@@ -67,6 +72,7 @@ from memtheory.finetuning.trl_head import (
     check_trl_step,
     checkpointing_line,
     fused_head_backward_bytes,
+    recompute_lines,
     trainer_step_beneath,
 )
 from memtheory.models.hf_config import ConfigLike
@@ -180,7 +186,8 @@ def sft_step_memory(
         fp32 weights, with ``bf16=False`` or with ``bf16=True`` (TRL's
         default: ``torch.autocast`` in bf16, so the fused head's tile buffer is
         bf16 and its hidden chunk and weight tile are cast). With ``lora``
-        only ``"fp32"``: frozen layers under autocast are not modelled.
+        under autocast each frozen projection whose input needs a gradient
+        keeps its weight's bf16 copy (:class:`~memtheory.finetuning.Frozen`).
     checkpointing : bool, default True
         TRL's default (``SFTConfig.gradient_checkpointing=True``, which the
         ``Trainer`` applies as ``activation_checkpointing_enable()`` with
@@ -196,7 +203,7 @@ def sft_step_memory(
     InvalidArgumentError
         A size that is not a whole number (``sequence`` below 2), or another precision.
     UnsupportedError
-        ``lora`` under ``"autocast-bf16"``.
+        A model whose final norm is not ``model.norm`` (GPT-2's ``ln_f``).
 
     Examples
     --------
@@ -209,6 +216,18 @@ def sft_step_memory(
     True
     >>> plain = sft_step_memory(tiny, batch=2, sequence=7, checkpointing=False)
     >>> plain.peak - full.peak == 2 * full.parts["checkpointing keeps less, per layer"] - 8 * 7
+    True
+
+    TRL's defaults with a ``peft_config``: LoRA under autocast, checkpointed.
+    Each layer keeps its fp32 input only, so the head's backward starts on
+    what fp32 LoRA holds (measured); the line that says what is left out
+    comes last:
+
+    >>> mixed = sft_step_memory(tiny, batch=2, sequence=7, lora=LoRA(4, 8),
+    ...                         precision="autocast-bf16")
+    >>> mixed.parts["up to the final norm"] == lora.parts["up to the final norm"]
+    True
+    >>> mixed.assumed[-1].startswith("after the head is a lower estimate")
     True
     """
     check_trl_step("sft_step_memory", {"batch": batch, "sequence": sequence}, lora=lora,
@@ -234,5 +253,6 @@ def sft_step_memory(
         "fused chunked LM head (no logits): the peak is its backward or the rest of the backward",
         f"CPU path, fp32 weights, {precision}",
         checkpointing_line(checkpointing),
+        *recompute_lines(lora, precision, checkpointing),
     )
     return TRLStepEstimate.at_most(parts, _PEAK_PARTS, assumed)

@@ -30,6 +30,7 @@ from memtheory.dtypes import dtype
 from memtheory.errors import InvalidArgumentError, UnsupportedError
 from memtheory.finetuning.lora import LoRA
 from memtheory.finetuning.memory import finetune_memory
+from memtheory.finetuning.trl_plan import autocast_cache_bytes, first_layer_shortfall, recipe_plan
 from memtheory.layers.base import elements
 from memtheory.memory import training_memory
 from memtheory.models import from_config
@@ -38,6 +39,7 @@ from memtheory.network import LayerRow, Network
 from memtheory.recipes import Setup
 
 __all__ = [
+    "RECOMPUTE_NOT_COUNTED",
     "TRLStepEstimate",
     "TRL_PRECISIONS",
     "TrainerBeneath",
@@ -45,6 +47,7 @@ __all__ = [
     "TRL_VOCAB_CHUNK",
     "check_trl_step",
     "checkpointing_line",
+    "recompute_lines",
     "lora_checkpoint_extra",
     "fused_head_backward_bytes",
     "trainer_step_beneath",
@@ -59,6 +62,19 @@ TRL_VOCAB_CHUNK = 32768
 
 TRL_PRECISIONS = ("fp32", "autocast-bf16")
 """fp32 weights with TRL's ``bf16=False`` or ``bf16=True`` (``torch.autocast``)."""
+
+RECOMPUTE_NOT_COUNTED = (
+    "after the head is a lower estimate here: a recomputed layer's forward, where each frozen "
+    "projection's bf16 weight copy is made on top of the recomputation, is not counted "
+    "(measured 1,792 B to 4,864 B more on the tiny Llama); the fused head's backward is exact"
+)
+"""The "assumed:" line of a checkpointed step with peft LoRA under autocast.
+
+Measured under ``track()`` (``tests/pytorch/test_trl_recipe.py``,
+``test_dpo_recipe.py``): the real step's most after the head lies in the last
+decoder layer's recomputed forward, as its ``down_proj`` casts its frozen
+weight, above every later moment the recipe's timeline has.
+"""
 
 _FINAL_NORM = "forward model.norm"
 _HEAD_BACKWARD = "backward lm_head"
@@ -157,12 +173,6 @@ def check_trl_step(trainer: str, sizes: dict[str, int], *, lora: LoRA | None,
             f"bf16=False or True), got {precision!r}: other weights' dtypes are not modelled "
             f"by {trainer}."
         )
-    if lora is not None and precision != "fp32":
-        raise UnsupportedError(
-            f"{trainer}(lora=..., precision={precision!r}): peft adapters under bf16 "
-            "autocast are not modelled (the frozen layers' autocast weight copies); ask "
-            "precision='fp32' (bf16=False in TRL's config)."
-        )
 
 
 def trainer_step_to_norm(
@@ -234,9 +244,12 @@ class TrainerBeneath:
         each difference): less what checkpointing does not keep then, plus
         what it keeps beyond the recipe until the last layer's backward (the
         position ids; under peft :func:`lora_checkpoint_extra`). 0 bytes off
-        the real trainers' later moments at the tested sizes. A recomputed
-        layer's forward is not counted as a moment of its own: at those sizes
-        it is never the most.
+        the real trainers' later moments at the tested sizes, except peft
+        LoRA under autocast with checkpointing. A recomputed layer's forward
+        is not counted as a moment of its own: at the tested sizes it is
+        never the most, except there, where each frozen projection's bf16
+        weight copy is made on top of the recomputation (measured 1,792 B
+        to 4,864 B above ``after_head``: :data:`RECOMPUTE_NOT_COUNTED`).
     layer_saving : int
         What checkpointing does not keep of one decoder layer through the
         forward: its saved tensors less its output (0 when it is off).
@@ -314,9 +327,19 @@ def trainer_step_beneath(
     at the final norm the step holds ``layers x layer_saving`` less than the
     recipe's (measured under ``track()``: each checkpointed layer adds exactly
     its output), plus the ``(1, sequence)`` int64 position ids that the
-    checkpoints' closures hold (measured: ``8 x sequence`` bytes), plus under
-    peft :func:`lora_checkpoint_extra`. In the backward the layer being recomputed holds what the
-    recipe's holds, and the layers below it their inputs only.
+    checkpoints' closures hold (measured: ``8 x sequence`` bytes), plus what
+    the recipe's first layer keeps less than the others
+    (:func:`~memtheory.finetuning.trl_plan.first_layer_shortfall`: under peft
+    in fp32 :func:`lora_checkpoint_extra`; under autocast also the bf16 copies
+    of the frozen projections that read its input norm). In the backward the
+    layer being recomputed holds what the recipe's holds, and the layers below
+    it their inputs only.
+
+    Under autocast, the recipe's timeline at the norm counts autocast's cache
+    of weight casts that no node keeps (peft's first-layer ``lora_A``); TRL's
+    fused head starts its backward after the forward, when that cache is
+    empty: ``to_norm`` leaves it out
+    (:func:`~memtheory.finetuning.trl_plan.autocast_cache_bytes`).
 
     Parameters
     ----------
@@ -373,17 +396,37 @@ def trainer_step_beneath(
                                        "lora": lora, "precision": precision,
                                        "checkpointing": True}
         saving = _layer_saving(network, step.timeline, read, settings)
-    kept = 0
-    if checkpointing:  # the checkpoints' closures hold the (1, S) int64 position ids
-        kept = _INDEX * sequence
-        if lora is not None:
-            kept += lora_checkpoint_extra(sequences, sequence, int(read["hidden_size"]))
+    kept, cache = _beyond_recipe(read, layers, sequences, sequence, lora, precision,
+                                 checkpointing)
     reduced = ({f"backward {row.name} (scale)": _FP32 * int(row.weights)
                 for rows in _decoder_layers(network) for row in rows}
                if checkpointing else {})
     after = _after_head(list(step.timeline.items()), saving, layers, kept, reduced)
-    return TrainerBeneath(int(step.timeline[_FINAL_NORM]) - layers * saving + kept, weights,
+    return TrainerBeneath(int(step.timeline[_FINAL_NORM]) - cache - layers * saving + kept,
+                          weights,
                           dict(read), after, saving, layers)
+
+
+def _beyond_recipe(read: dict[str, int], layers: int, sequences: int, sequence: int,
+                   lora: LoRA | None, precision: str, checkpointing: bool) -> tuple[int, int]:
+    """Return what the TRL step keeps beyond the recipe's step, and the recipe's autocast cache.
+
+    Kept, with checkpointing: the ``(1, sequence)`` int64 position ids that
+    the checkpoints' closures hold, and what the recipe's first decoder layer
+    keeps less than the others (:func:`~memtheory.finetuning.trl_plan.first_layer_shortfall`,
+    read from a two-layer model when there is one layer). The cache
+    (:func:`~memtheory.finetuning.trl_plan.autocast_cache_bytes`) at the
+    final norm is freed by the fused head's backward.
+    """
+    plan = recipe_plan(read, sequences=sequences, sequence=sequence, lora=lora,
+                       precision=precision)
+    cache = autocast_cache_bytes(plan, _FINAL_NORM.removeprefix("forward "))
+    if not checkpointing:
+        return 0, cache
+    if layers < 2:
+        plan = recipe_plan({**read, "num_hidden_layers": 2}, sequences=sequences,
+                           sequence=sequence, lora=lora, precision=precision)
+    return _INDEX * sequence + first_layer_shortfall(plan), cache
 
 
 def _after_head(moments: list[tuple[str, sp.Expr]], saving: int, layers: int, kept: int,
@@ -503,6 +546,21 @@ class TRLStepEstimate:
         later = parts["after the head"]
         moment = "fused head backward" if at_head >= later else "after the head"
         return cls(peak=max(at_head, later), parts=parts, assumed=assumed, peak_moment=moment)
+
+
+def recompute_lines(lora: LoRA | None, precision: str, checkpointing: bool) -> tuple[str, ...]:
+    """Return :data:`RECOMPUTE_NOT_COUNTED` where it applies (LoRA, autocast, checkpointing).
+
+    Examples
+    --------
+    >>> recompute_lines(None, "autocast-bf16", True), recompute_lines(LoRA(4, 8), "fp32", True)
+    ((), ())
+    >>> len(recompute_lines(LoRA(4, 8), "autocast-bf16", True))
+    1
+    """
+    if lora is not None and precision == "autocast-bf16" and checkpointing:
+        return (RECOMPUTE_NOT_COUNTED,)
+    return ()
 
 
 def checkpointing_line(checkpointing: bool) -> str:

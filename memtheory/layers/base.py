@@ -30,7 +30,8 @@ Shape = tuple[sp.Expr, ...]
 """A tensor shape, batch first: ``(B, C, H, W)`` for images, ``(B, F)`` for features."""
 
 Role = Literal[
-    "input", "output", "indices", "mask", "statistics", "target", "buffer", "intermediate"
+    "input", "output", "indices", "mask", "statistics", "target", "buffer", "intermediate",
+    "weight copy",
 ]
 AutocastRule = Literal["follow", "low", "fp32", "parameters", "promote"]
 WeightCopyRule = Literal["always", "if the input needs a gradient", "never"]
@@ -71,7 +72,10 @@ class TensorSpec:
         output tensor (shared storage with the neighbouring layer, so an
         accounting convention can count it once); ``"indices"``, ``"mask"``,
         ``"statistics"``, ``"target"``, ``"buffer"`` and ``"intermediate"`` are
-        tensors the layer allocates itself.
+        tensors the layer allocates itself; ``"weight copy"`` is a
+        low-precision cast of a weight that the layer makes itself (a frozen
+        weight under autocast, which autocast does not cache), counted with
+        autocast's weight copies.
     shape : tuple of sympy expressions
         Its shape, batch first where it has a batch dimension.
     dtype : DType or None

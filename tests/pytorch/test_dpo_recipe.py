@@ -35,7 +35,6 @@ datasets = pytest.importorskip("datasets", reason="TRL's DPOTrainer takes a data
 peft = pytest.importorskip("peft", reason="the LoRA case needs peft")
 
 from memtheory.dtypes import dtype  # noqa: E402
-from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.finetuning import (  # noqa: E402
     TRL_TOKEN_CHUNK,
     TRL_VOCAB_CHUNK,
@@ -43,6 +42,7 @@ from memtheory.finetuning import (  # noqa: E402
     dpo_step_memory,
     fused_head_backward_bytes,
 )
+from memtheory.finetuning.trl_head import RECOMPUTE_NOT_COUNTED  # noqa: E402
 from memtheory.torch import track  # noqa: E402
 from memtheory.torch.recipe_steps import TINY_LLAMA  # noqa: E402
 from tests.pytorch.trl_support import fused_backward_start  # noqa: E402
@@ -53,6 +53,15 @@ TINY = {k: v for k, v in TINY_LLAMA.items() if k != "model_type"}
 """The recipes' tiny Llama (memtheory.torch.recipe_steps), as LlamaConfig's keywords."""
 SIZES = [(2, 3, 4), (3, 5, 7)]
 """(pairs, prompt, completion): not the sizes any other recipe test uses."""
+RECOMPUTE_GAP = {(2, 3, 4): 3456, (3, 5, 7): 4864}
+"""What the real step holds above ``"after the head"`` after it (LoRA, autocast, checkpointed).
+
+Measured under ``track()`` (PyTorch 2.13, CPU, TRL 1.16): the most lies in the
+policy's last layer's recomputed forward, as its frozen projections cast their
+weights to bf16, a moment the recipe's timeline does not have
+(memtheory.finetuning.trl_head.RECOMPUTE_NOT_COUNTED). Pinned so that a change
+to either side is seen.
+"""
 RANK, TARGETS = 4, ("q_proj", "v_proj")
 """peft's LoRA: rank 4 on peft's default Llama targets; alpha is LoraConfig's default, 8."""
 
@@ -195,8 +204,11 @@ def test_the_fused_heads_backward_is_the_peak_and_is_sized(tracked, pairs, promp
 
 
 @pytest.mark.parametrize(("pairs", "prompt", "completion"), SIZES)
-@pytest.mark.parametrize(("lora", "autocast"), [(False, False), (True, False), (False, True)],
-                         ids=["full-fp32", "lora-fp32", "full-autocast-bf16"])
+@pytest.mark.parametrize(("lora", "autocast"), [
+    pytest.param(False, False, id="full-fp32"), pytest.param(True, False, id="lora-fp32"),
+    pytest.param(False, True, id="full-autocast-bf16"),
+    pytest.param(True, True, id="lora-autocast-bf16", marks=pytest.mark.slow),  # two more runs
+])
 @pytest.mark.parametrize("checkpointing", [True, False], ids=["checkpointed", "plain"])
 def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora, autocast,
                                       checkpointing):
@@ -223,7 +235,11 @@ def test_the_dpo_step_is_exact_on_cpu(tracked, pairs, prompt, completion, lora, 
                if operations[i][2] <= before + gradients)
     later = max(live for phase, _, live in operations[end:]
                 if phase in ("backward (2)", "optimizer step (2)"))
-    assert step.parts["after the head"] == later
+    if lora and autocast and checkpointing:  # a recomputed layer's forward: not counted
+        assert RECOMPUTE_NOT_COUNTED in step.assumed
+        assert later - step.parts["after the head"] == RECOMPUTE_GAP[(pairs, prompt, completion)]
+    else:
+        assert step.parts["after the head"] == later
 
 
 def test_with_trls_defaults_the_step_is_exact(tracked, tmp_path):
@@ -239,6 +255,7 @@ def test_with_trls_defaults_the_step_is_exact(tracked, tmp_path):
     position_ids = 8 * (prompt + completion)  # (1, S) int64, held by the checkpoints
     assert plain.peak - tracker.peak == TINY["num_hidden_layers"] * step.parts[
         "checkpointing keeps less, per layer"] - position_ids
-    with pytest.raises(UnsupportedError, match="precision='fp32'"):  # adapters under autocast
-        dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=prompt + completion,
-                        lora=LoRA(RANK, 2 * RANK, targets=TARGETS), precision="autocast-bf16")
+    _, adapters = tracked(pairs, prompt, completion, True, True, True)  # and with a peft_config
+    lora = dpo_step_memory(TINY_LLAMA, pairs=pairs, sequence=prompt + completion,
+                           lora=LoRA(RANK, 2 * RANK, targets=TARGETS), precision="autocast-bf16")
+    assert (adapters.peak, lora.peak_moment) == (lora.peak, "fused head backward")

@@ -155,3 +155,39 @@ def test_frozen_embedding_on_token_ids_records_nothing():
     memory = finetune_memory(net, frozen=("emb", "ln"), optimizer="adam", precision="fp32",
                              convention="autograd")
     _compare(memory, measured)
+
+
+@pytest.mark.parametrize("hidden", [32, 48])
+def test_lora_between_frozen_linears_under_autocast(hidden):
+    """Under bf16 autocast a frozen Linear keeps its weight's bf16 copy when its input needs a grad.
+
+    fc1 (frozen, input with no gradient) keeps nothing; fc2's base layer and fc3
+    (frozen, inputs that need gradients) each keep their weight's bf16 cast, a
+    storage of their own: autocast caches only casts of weights that need a
+    gradient. Every component and the peak, against ``measure``.
+    """
+    torch.manual_seed(0)
+    module = nn.Sequential(
+        nn.Linear(16, hidden), nn.ReLU(), LoRALinear(hidden, hidden, 4, 8), nn.Linear(hidden, 8)
+    )
+    module[0].requires_grad_(False)
+    module[3].requires_grad_(False)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 16, generator=generator)
+    y = torch.randint(0, 8, (5,), generator=generator)
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    measured = measure(module, x, nn.CrossEntropyLoss(), torch.optim.Adam(trainable), target=y,
+                       autocast=torch.bfloat16)
+    net = Network([
+        Input((16,), batch=5), Dense(hidden, name="fc1"), ReLU(), Dense(hidden, name="fc2"),
+        Dense(8, name="fc3"), CrossEntropyLoss(),
+    ])
+    memory = finetune_memory(
+        net, lora=LoRA(4, 8, targets="fc2"), optimizer="adam", precision="autocast-bf16",
+        convention="autograd",
+    )
+    _compare(memory, measured)
+    # kept casts: lora_B's (hidden x 4, cached) and fc3's own (8 x hidden); lora_A's input needs
+    # no gradient, so its cast is not kept, nor is fc2's base layer's
+    bf16 = torch.finfo(torch.bfloat16).bits // 8
+    assert measured.weight_copies == memory["weight_copies"] == bf16 * (hidden * 4 + 8 * hidden)

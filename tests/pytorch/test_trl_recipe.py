@@ -81,8 +81,8 @@ peft = pytest.importorskip("peft", reason="the LoRA case needs peft")
 
 from memtheory import training_memory  # noqa: E402
 from memtheory.dtypes import dtype  # noqa: E402
-from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.finetuning import LoRA, sft_step_memory  # noqa: E402
+from memtheory.finetuning.trl_head import RECOMPUTE_NOT_COUNTED  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
 from memtheory.recipes import Setup  # noqa: E402
 from memtheory.torch import track  # noqa: E402
@@ -97,6 +97,15 @@ SIZES = [(2, 7), (3, 12)]
 """(batch, sequence): not the sizes the Trainer's recipe test uses."""
 FRESH = (4, 9)
 """A size never used to find sft_head_bytes' terms: checked, not tuned for."""
+RECOMPUTE_GAP = {(2, 7): 1792, (3, 12): 3712, (4, 9): 3712}
+"""What the real step holds above ``"after the head"`` after it (LoRA, autocast, checkpointed).
+
+Measured under ``track()`` (PyTorch 2.13, CPU, TRL 1.16): the most lies in the
+last layer's recomputed forward as ``down_proj`` casts its frozen weight to
+bf16 (then the recomputation stops early), a moment the recipe's timeline
+does not have (memtheory.finetuning.trl_head.RECOMPUTE_NOT_COUNTED). Pinned so
+that a change to either side is seen.
+"""
 RANK, TARGETS = 4, ("q_proj", "v_proj")
 """peft's LoRA: rank 4 on peft's default Llama targets; alpha is LoraConfig's default, 8."""
 
@@ -219,8 +228,11 @@ def test_the_fused_heads_backward_is_the_peak_and_is_sized(tracked, batch, seque
 
 
 @pytest.mark.parametrize(("batch", "sequence"), [*SIZES, FRESH])
-@pytest.mark.parametrize(("lora", "autocast"), [(False, False), (True, False), (False, True)],
-                         ids=["full-fp32", "lora-fp32", "full-autocast-bf16"])
+@pytest.mark.parametrize(("lora", "autocast"), [
+    pytest.param(False, False, id="full-fp32"), pytest.param(True, False, id="lora-fp32"),
+    pytest.param(False, True, id="full-autocast-bf16"),
+    pytest.param(True, True, id="lora-autocast-bf16", marks=pytest.mark.slow),  # two more runs
+])
 @pytest.mark.parametrize("checkpointing", [True, False], ids=["checkpointed", "plain"])
 def test_the_sft_step_is_exact_on_cpu(tracked, batch, sequence, lora, autocast, checkpointing):
     """sft_step_memory is 0 bytes off the real SFTTrainer's peak, and so is what lies beneath."""
@@ -238,8 +250,12 @@ def test_the_sft_step_is_exact_on_cpu(tracked, batch, sequence, lora, autocast, 
     assert step.peak_moment == "fused head backward"
     assert step.parts["weights"] == sum(p.nbytes for p in trainer.model.parameters())
     # after the head: the rest of the backward and the optimizer step, exact too
-    assert step.parts["after the head"] == _after_the_head(tracker, start, before, batch,
-                                                           sequence, lora)
+    later = _after_the_head(tracker, start, before, batch, sequence, lora)
+    if lora and autocast and checkpointing:  # a recomputed layer's forward: not counted
+        assert RECOMPUTE_NOT_COUNTED in step.assumed
+        assert later - step.parts["after the head"] == RECOMPUTE_GAP[(batch, sequence)]
+    else:
+        assert step.parts["after the head"] == later
 
 
 def _after_the_head(tracker, start: int, before: int, batch: int, sequence: int,
@@ -285,19 +301,20 @@ def test_with_trls_defaults_the_step_is_exact(tracked):
 
 @pytest.mark.parametrize(("batch", "sequence"), SIZES)
 def test_lora_under_autocast_reaches_the_head_as_in_fp32(tracked, batch, sequence):
-    """Checkpointed LoRA under bf16 autocast holds at the head what fp32 LoRA does; still refused.
+    """Checkpointed LoRA under bf16 autocast holds at the head what fp32 LoRA does.
 
     Measured: each checkpointed layer keeps only its fp32 input, so no frozen
     weight's bf16 copy is alive when the fused head's backward starts, and
-    that backward adds its autocast tiles (no weight gradient). The later
-    moments (a recomputed layer's frozen bf16 weight copies) are not modelled,
-    so ``sft_step_memory`` refuses the case.
+    that backward adds its autocast tiles (no weight gradient).
+    ``sft_step_memory`` says the same, from its own parts.
     """
     _, autocast = tracked(batch, sequence, True, True, True)
     _, fp32 = tracked(batch, sequence, False, True, True)
     before = autocast.timeline[fused_backward_start(autocast) - 1][2]
     assert before == fp32.timeline[fused_backward_start(fp32) - 1][2]
     assert autocast.peak - before == _fused_backward_bytes(batch, sequence, True, lora=True)
-    with pytest.raises(UnsupportedError, match="precision='fp32'"):
-        sft_step_memory(TINY_LLAMA, batch=batch, sequence=sequence,
-                        lora=LoRA(RANK, 2 * RANK, targets=TARGETS), precision="autocast-bf16")
+    steps = [sft_step_memory(TINY_LLAMA, batch=batch, sequence=sequence,
+                             lora=LoRA(RANK, 2 * RANK, targets=TARGETS), precision=precision)
+             for precision in ("autocast-bf16", "fp32")]
+    assert steps[0].peak - steps[0].parts["fused head backward"] == before
+    assert steps[0].parts["up to the final norm"] == steps[1].parts["up to the final norm"]

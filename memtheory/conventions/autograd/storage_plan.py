@@ -175,7 +175,8 @@ class PlannedRow:
     its output (casts, pooling indices, dropout masks, batch statistics, a
     loss's intermediates); ``copies`` autocast's parameter casts.
     ``stage_saved`` lists, per backward node of the layer (in creation order),
-    the storages that node keeps.
+    the storages that node keeps; ``own_copies`` those of ``allocs`` that are
+    a weight's low-precision cast made by the layer itself (role ``"weight copy"``).
     """
 
     row: LayerRow
@@ -194,6 +195,7 @@ class PlannedRow:
     copies: dict[str, sp.Expr] = field(default_factory=dict)
     tied: tuple[str, sp.Expr] | None = None
     copy_keys: dict[str, str] = field(default_factory=dict)
+    own_copies: dict[str, sp.Expr] = field(default_factory=dict)
 
     @property
     def saved(self) -> set[str]:
@@ -220,11 +222,15 @@ class StepPlan:
 
     @property
     def weight_copies(self) -> dict[str, sp.Expr]:
-        """Autocast's low-precision weight copies that a backward node keeps."""
+        """Autocast's low-precision weight copies that a backward node keeps.
+
+        Its cached casts of the parameters, and the casts a layer makes of a
+        weight itself (role ``"weight copy"``: a frozen weight's).
+        """
         return {
             key: nbytes
             for entry in self.rows
-            for key, nbytes in entry.copies.items()
+            for key, nbytes in (*entry.copies.items(), *entry.own_copies.items())
             if key in entry.saved
         }
 
@@ -491,6 +497,8 @@ def _plan_layer(
         copies=copies,
         tied=tied,
         copy_keys=copy_keys,
+        own_copies={key: allocs[key] for key, tensor in zip(saved_keys, spec.saved, strict=True)
+                    if tensor.role == "weight copy" and key in allocs},
     )
 
 
