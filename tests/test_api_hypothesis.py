@@ -261,10 +261,15 @@ def test_estimate_takes_hostile_arguments(changes):
     outcome("estimate", lambda: estimate(**kwargs))
 
 
-def test_zz_report(capsys):
-    """Print how many hostile calls each entry point got; every one of them was exercised."""
-    if not TRIED:
+def print_tried(capsys: pytest.CaptureFixture[str], tried: Counter[str], what: str) -> None:
+    """Print how many inputs each entry point got (skip when the fuzz tests did not run)."""
+    if not tried:
         pytest.skip("the fuzz tests did not run in this session")
     with capsys.disabled():
-        shown = ", ".join(f"{name} {count}" for name, count in sorted(TRIED.items()))
-        print(f"\nAPI hypothesis suite: {sum(TRIED.values())} calls; per entry point: {shown}")
+        shown = ", ".join(f"{name} {count}" for name, count in sorted(tried.items()))
+        print(f"\n{what}: {sum(tried.values())} in all; {shown}")
+
+
+def test_zz_report(capsys):
+    """Print how many hostile calls each entry point got; every one of them was exercised."""
+    print_tried(capsys, TRIED, "API hypothesis suite, calls per entry point")

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import memtheory as mt
 from memtheory.models import PRESETS, from_config
 from tests.strategies import hostile_values
-from tests.test_api_hypothesis import HANG_SECONDS, outcome
+from tests.test_api_hypothesis import HANG_SECONDS, outcome, print_tried
 
 TRIED: Counter[str] = Counter()
 """Configurations built, by model_type (printed by the last test)."""
@@ -101,8 +101,4 @@ def test_each_family_builds_unbroken(family):
 
 def test_zz_report(capsys):
     """Print how many configurations each family got."""
-    if not TRIED:
-        pytest.skip("the fuzz tests did not run in this session")
-    with capsys.disabled():
-        shown = ", ".join(f"{name} {count}" for name, count in sorted(TRIED.items()))
-        print(f"\nfrom_config hypothesis suite: {sum(TRIED.values())} configurations; {shown}")
+    print_tried(capsys, TRIED, "from_config hypothesis suite, configurations per family")
