@@ -122,9 +122,10 @@ class LSTM(_Recurrent):
     kind = "LSTM"
     gates = 4
     autograd_refusal = (
-        "on CPU nn.LSTM runs oneDNN's mkldnn_rnn_layer, which saves a uint8 workspace whose "
-        "size follows oneDNN's internal, page-aligned layout (28,672 bytes for any tiny "
-        "LSTM), not a formula of the sizes; Network.saved_tensors() gives the fused-cell "
+        "on CPU nn.LSTM runs oneDNN's mkldnn_rnn_layer, which saves a uint8 workspace of seven "
+        "buffers, each rounded up to a 4 KiB page (28,672 bytes for any tiny LSTM); this layer "
+        "does not model it, but memtheory.torch.trace does (fp32, exact against measure): "
+        "trace the nn.LSTM module itself. Network.saved_tensors() gives the fused-cell "
         "estimate (4H gates and the cell state per step)."
     )
 
@@ -164,8 +165,9 @@ class LSTM(_Recurrent):
         if input_dtype is None:
             return super().autograd(input_shapes, training=training)
         raise UnsupportedError(
-            f"{self.label}: its CPU saved tensors include a oneDNN workspace whose size "
-            "memtheory does not model; saved_for_backward gives the fused-cell estimate "
+            f"{self.label}: its CPU saved tensors include a oneDNN workspace of page-rounded "
+            "buffers that this layer does not model; memtheory.torch.trace sizes it exactly for "
+            "a real nn.LSTM (fp32), and saved_for_backward gives the fused-cell estimate "
             "(4H gates and the cell state per step)."
         )
 

@@ -3,7 +3,8 @@
 Measured with PyTorch 2.13 on CPU (memtheory.torch.measure), batch first, one
 and two layers: a GRU's saved tensors are what ``GRU.autograd`` states, but
 its step-by-step backward sets a training peak the convention does not follow;
-an LSTM saves a uint8 oneDNN workspace whose size is not a formula of the sizes.
+an LSTM saves a uint8 oneDNN workspace of page-rounded buffers that the layer does not model
+(memtheory.torch.trace sizes it; tests/pytorch/test_onednn_workspace.py).
 """
 
 from __future__ import annotations
