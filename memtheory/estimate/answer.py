@@ -59,6 +59,10 @@ class Estimate:
         What was assumed, in words.
     host : sympy expression or None
         Host RAM per node for CPU offload, in bytes.
+    compiled : CompiledFootprint or None
+        :attr:`symbolic` compiled (:mod:`~memtheory.estimate.compiled`), as
+        :func:`estimate` evaluated it; a replay entry is written from it
+        (:mod:`~memtheory.estimate.replay_entry`).
     """
 
     model: ResolvedModel
@@ -75,6 +79,7 @@ class Estimate:
     why: str = ""
     assumptions: tuple[str, ...] = field(default=())
     search: DeviceSearch | None = None
+    compiled: Any = field(default=None, repr=False, compare=False)
 
     @property
     def peak(self) -> sp.Expr:

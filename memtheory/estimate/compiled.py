@@ -37,16 +37,13 @@ import sympy as sp
 
 from memtheory.constraints import candidates
 from memtheory.errors import EvaluationError, InvalidArgumentError
+from memtheory.estimate.fitting import SEARCH_CEILING, largest_fitting
 from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.footprint import Footprint
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.number_timeline import NumberTimeline, as_sympy_number
 
-__all__ = ["CompiledFootprint", "largest_fitting"]
-
-SEARCH_CEILING = 2**80
-"""The search gives up beyond this value (as :func:`~memtheory.whatif.max_value` does)."""
-
+__all__ = ["SEARCH_CEILING", "CompiledFootprint", "largest_fitting"]
 
 class _Table:
     """One breakdown's components and timeline as integer coefficients of shared terms."""
@@ -196,36 +193,3 @@ def _source(expression: sp.Expr, names: list[str]) -> str:
         raise InvalidArgumentError(f"sizes {names} are not all plain names")
     code = ExactPythonPrinter().doprint(sp.sympify(expression))
     return f"lambda {', '.join(names)}: ({code})"
-
-
-def largest_fitting(f: Callable[[int], int], cap: int, stop: int | None = None) -> int | None:
-    """Return the largest whole ``v >= 1`` (at most ``stop``) with ``f(v) <= cap``; 0 if none.
-
-    ``f`` must not decrease. None when ``f`` hardly grows (the answer would be
-    beyond :data:`SEARCH_CEILING`): :func:`~memtheory.whatif.max_value` says why.
-
-    Examples
-    --------
-    >>> largest_fitting(lambda b: 1000 * b + 24, 10**6), largest_fitting(lambda b: b, 10, stop=4)
-    (999, 4)
-    >>> largest_fitting(lambda b: 10 * b, 5)
-    0
-    """
-    if f(1) > cap:
-        return 0
-    if stop is not None and f(stop) <= cap:
-        return stop
-    low, high = 1, 2
-    while (stop is None or high < stop) and f(high) <= cap:
-        low, high = high, 2 * high
-        if high > SEARCH_CEILING:
-            return None
-    if stop is not None:
-        high = min(high, stop)  # f(stop) > cap
-    while high - low > 1:
-        middle = (low + high) // 2
-        if f(middle) <= cap:
-            low = middle
-        else:
-            high = middle
-    return low

@@ -1,0 +1,179 @@
+"""Write a derived answer down as plain data, for :mod:`~memtheory.estimate.replay` to print again.
+
+:func:`replay_entry` takes an :class:`~memtheory.estimate.answer.Estimate` just
+derived (sympy is loaded then) and returns what
+:func:`~memtheory.estimate.replay.replayed` needs to print the same answer at
+any batch and sequence without sympy: the step's coefficient tables
+(:class:`~memtheory.estimate.compiled.CompiledFootprint`'s), its terms, peak
+and the formula's branches as integer-arithmetic Python source, the formula
+printed once for each branch that peaks somewhere on a grid of sizes, and the
+answer's text that does not depend on the sizes. It returns None for an answer
+whose structure may change with the sizes (see the replay module), and for one
+whose entry, replayed at the answer's own sizes, does not print the same text
+and JSON (nothing is kept that would answer differently).
+
+Examples
+--------
+>>> from memtheory.estimate import estimate
+>>> answer = estimate("gpt2", batch=2, sequence=128, gpu="T4")
+>>> entry = replay_entry(answer, check=False, asked_json=False, printed=answer.report())
+>>> entry["names"], sorted(entry["branches"].values())[:1] == [str(answer.formula_at_peak)]
+(['B', 'S'], True)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sympy as sp
+
+from memtheory.errors import EvaluationError
+from memtheory.estimate import replay
+from memtheory.estimate.answer import Estimate, _branch
+from memtheory.estimate.compiled import CompiledFootprint
+from memtheory.evaluation.integer_code import ExactPythonPrinter
+from memtheory.memory_breakdown import MemoryBreakdown
+
+__all__ = ["replay_entry"]
+
+GRID_BATCHES = tuple(2**k for k in range(12))
+"""Batches at which the formula's branches are printed (and the answer's own)."""
+
+GRID_SEQUENCES = tuple(2**k for k in range(18))
+"""Sequences at which the formula's branches are printed (up to the model's positions)."""
+
+
+class _UnsupportedError(Exception):
+    """The answer cannot be replayed: its entry is not written."""
+
+
+def replay_entry(
+    answer: Estimate, *, check: bool, asked_json: bool, printed: str
+) -> dict[str, Any] | None:
+    """Return ``answer`` as a replay entry, or None where it cannot be replayed exactly.
+
+    Parameters
+    ----------
+    answer : Estimate
+        Just derived, with its compiled step (:attr:`Estimate.compiled`).
+    check : bool
+        Whether ``--check`` was asked (the exit status is the verdict).
+    asked_json : bool
+        Whether the answer was printed as JSON.
+    printed : str
+        What was printed, compared with the entry replayed at the same sizes.
+    """
+    try:
+        entry = _entry(answer, check=check, asked_json=asked_json)
+    except (_UnsupportedError, EvaluationError, TypeError, ValueError):
+        return None
+    sizes = {"batch": answer.settings["batch"]}
+    if answer.model.kind == "sequence":
+        sizes["seq"] = answer.settings["sequence"]
+    replayed = replay._answer(entry, sizes)  # noqa: SLF001 - the same package's reader
+    if replayed is None:
+        return None
+    again, numbers = replayed
+    text = json.dumps(again, indent=2) if asked_json else replay._report(entry, again, numbers)  # noqa: SLF001
+    return entry if text == printed else None
+
+
+def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]:
+    compiled = answer.compiled
+    s = answer.settings
+    if (
+        not isinstance(compiled, CompiledFootprint) or compiled.footprint is not answer.symbolic
+        or not isinstance(answer.symbolic, MemoryBreakdown) or not compiled.fast
+        or answer.search is not None or answer.host is not None or s["checkpointing"]
+        or s["activation_offload"] or s["context_parallel"] != 1 or s["gpus"] != 1
+    ):
+        raise _UnsupportedError
+    names = ["B", "S"] if answer.model.kind == "sequence" else ["B"]
+    usable = None if answer.budget is None else sp.sympify(answer.budget.usable)
+    if compiled.names != names or (usable is not None and not usable.is_Integer):
+        raise _UnsupportedError
+    formula = sp.sympify(answer.formula)
+    if not {x.name for x in formula.free_symbols} <= set(names):
+        raise _UnsupportedError
+    tables = compiled._tables or []  # noqa: SLF001 - the same package's compiled step
+    if len(tables) != 1:
+        raise _UnsupportedError
+    table = tables[0]
+    leaves: list[sp.Expr] = []
+    tree = _tree(formula, leaves)
+    entry: dict[str, Any] = {
+        "format": replay.FORMAT,
+        "names": names,
+        "kind": answer.model.kind,
+        "positions": answer.model.positions,
+        "sequence": s["sequence"],
+        "terms": _source(table.terms, names),
+        "rows": [[_plain(c) for c in row] for row in table.rows],
+        "components": list(table.memory.components),
+        "labels": list(table.memory.timeline),
+        "peak": compiled._sources["peak"],  # noqa: SLF001
+        "leaves": _source(leaves, names),
+        "tree": tree,
+        "branches": {},
+        "usable": None if usable is None else int(usable),
+        "budget": None if answer.budget is None else answer.budget.describe(),
+        "title": f"{answer.model.name}: {s['parameters']:,} parameters, "
+        f"{s['trainable']:,} trainable",
+        "symbols": _symbols_line(answer),
+        "answer": answer.to_dict(),
+        "check": check,
+        "json": asked_json,
+    }
+    entry["branches"] = _branches(entry, formula, answer)
+    return json.loads(json.dumps(entry))  # plain data only (a tuple is a list, as read back)
+
+
+def _symbols_line(answer: Estimate) -> str:
+    symbols = ", ".join(sorted(x.name for x in answer.symbolic.free_symbols))
+    return f"peak per device in bytes ({symbols or 'no symbols'}; B = batch, S = sequence):"
+
+
+def _tree(expression: sp.Expr, leaves: list[sp.Expr]) -> Any:
+    """Return the formula's maxima as nested lists, the expressions without one as leaf indices."""
+    if isinstance(expression, sp.Max):
+        return ["max", [_tree(arg, leaves) for arg in expression.args]]
+    if not expression.has(sp.Max):
+        leaves.append(expression)
+        return len(leaves) - 1
+    if isinstance(expression, sp.Add):
+        return ["add", [_tree(arg, leaves) for arg in expression.args]]
+    if isinstance(expression, sp.Mul):
+        return ["mul", [_tree(arg, leaves) for arg in expression.args]]
+    raise _UnsupportedError
+
+
+def _branches(entry: dict[str, Any], formula: sp.Expr, answer: Estimate) -> dict[str, str]:
+    """Return the formula printed for each choice of branches that peaks on the grid."""
+    symbols = {x.name: x for x in formula.free_symbols}
+    leaves = replay._function(entry["leaves"])  # noqa: SLF001
+    points = {(answer.settings["batch"], answer.settings["sequence"])}
+    positions = answer.model.positions
+    sequences = [s for s in GRID_SEQUENCES if positions is None or s <= positions]
+    points |= {(b, s) for b in GRID_BATCHES for s in sequences}
+    branches: dict[str, str] = {}
+    for batch, sequence in sorted(points, key=lambda p: (p[0], p[1] or 0)):
+        values = {"B": batch, "S": sequence}
+        chosen: list[int] = []
+        replay._choose(entry["tree"], leaves(*(values[n] for n in entry["names"])), chosen)  # noqa: SLF001
+        key = ",".join(map(str, chosen))
+        if key not in branches:
+            at = {symbols[name]: value for name, value in values.items() if name in symbols}
+            branches[key] = str(_branch(formula, at))
+    return branches
+
+
+def _source(expressions: list[sp.Expr], names: list[str]) -> str:
+    """Return the source of a function of the sizes returning every expression (integer code)."""
+    printer = ExactPythonPrinter()
+    codes = ", ".join(printer.doprint(sp.sympify(e)) for e in expressions)
+    return f"lambda {', '.join(names)}: ({codes},)"
+
+
+def _plain(coefficient: object) -> int | str:
+    return coefficient if type(coefficient) is int else str(coefficient)
