@@ -115,6 +115,31 @@ class CompiledFootprint:
         """Whether :meth:`evaluate` computes from the tables (no size constraint to check)."""
         return self._tables is not None
 
+    @property
+    def coefficient_tables(
+        self,
+    ) -> list[tuple[list[sp.Expr], list[tuple[int | Fraction, ...]], MemoryBreakdown]]:
+        """Each breakdown's shared terms, coefficient rows (components, then moments) and itself.
+
+        Empty where :attr:`fast` is False. A row's value at some sizes is the sum of its
+        coefficients times the terms at those sizes.
+
+        Examples
+        --------
+        >>> from memtheory import ModelCounts, training_memory
+        >>> counts = ModelCounts.per_sample(parameters=10, activations=3, input_elements=1)
+        >>> memory = training_memory(counts, optimizer="sgd")
+        >>> ((terms, rows, _),) = CompiledFootprint(memory).coefficient_tables
+        >>> terms, rows[0]
+        ([1, B], (40, 0))
+        """
+        return [(t.terms, t.rows, t.memory) for t in self._tables or ()]
+
+    @property
+    def peak_source(self) -> str | None:
+        """Python source of the compiled peak, a function of the sizes :attr:`names` in order."""
+        return self._sources.get("peak")
+
     def _function(self, name: str) -> Callable[..., Any] | None:
         found = self._functions.get(name)
         if found is None and name in self._sources:

@@ -15,10 +15,10 @@ command line with Python integers and :class:`~fractions.Fraction` (exact,
 as :class:`~memtheory.estimate.compiled.CompiledFootprint` is) and prints
 what the derived path prints, byte for byte, importing no sympy.
 
-An entry's key is the code's digest and the command line with the values of
-``--batch`` and ``--seq`` taken out (and ``--json``, which changes only how
-the same answer is printed): every other option may change the step's
-structure, so it is part of the key. An entry is written only where the
+An entry's key is the code's digest and the command line without ``--batch``
+and ``--seq`` (given or not, anywhere: a size left out is its default) and
+``--json`` (which changes only how the same answer is printed): every other
+option may change the step's structure, so it is part of the key. An entry is written only where the
 answer's structure is known not to change with those two sizes (no
 ``--gpus auto`` search, no ``--global-batch``, no checkpointing, no context
 parallelism, no offload, one device, a step compiled into tables); a size the
@@ -30,7 +30,7 @@ read or written is ignored.
 Examples
 --------
 >>> sized(["llama-3-8b", "--lora", "16", "--seq", "4096", "--batch=2"])
-(['llama-3-8b', '--lora', '16', '--seq', '<size>', '--batch', '<size>'], {'seq': 4096, 'batch': 2})
+(['llama-3-8b', '--lora', '16'], {'seq': 4096, 'batch': 2})
 >>> sized(["gpt2", "--bat", "2"]) is None  # an abbreviation is not read here: derived instead
 True
 >>> format_bytes(3 * 2**29, "GiB"), format_bytes(10**9 + 5 * 10**6, "GB")
@@ -56,7 +56,19 @@ from memtheory.estimate.cache_key import cache_directory, source_digest
 from memtheory.estimate.fitting import largest_fitting
 from memtheory.tables import Column, Table
 
-__all__ = ["FORMAT", "format_bytes", "keep", "record", "replayed", "sized"]
+__all__ = [
+    "FORMAT",
+    "answer_at",
+    "chosen_leaves",
+    "compiled_function",
+    "format_bytes",
+    "keep",
+    "record",
+    "replayed",
+    "report_text",
+    "round_half_up",
+    "sized",
+]
 
 FORMAT = 1
 """Bumped when the layout of a replay entry changes."""
@@ -64,7 +76,6 @@ FORMAT = 1
 SIZES = {"--batch": "batch", "--seq": "seq"}
 """The options whose values an entry is evaluated at, by the name kept in :func:`sized`."""
 
-_PLACEHOLDER = "<size>"
 _ENTRY = re.compile(r"[0-9a-f]{16}-replay-[0-9a-f]{64}\.json")
 _UNITS = {"GiB": 2**30, "MiB": 2**20, "GB": 10**9}
 
@@ -73,10 +84,11 @@ _LAST: dict[str, Any] = {}
 
 
 def sized(arguments: Sequence[str]) -> tuple[list[str], dict[str, int]] | None:
-    """Return the arguments with the sizes taken out, and the sizes; None where not readable here.
+    """Return the arguments without the sizes, and the sizes given; None where not readable here.
 
     ``--batch N``, ``--batch=N``, ``--seq N`` and ``--seq=N`` are read (the last
-    of each, as argparse does); ``--json`` is dropped. None for a value that is
+    of each, as argparse does) and taken out with ``--json``; the other
+    arguments keep their order. None for a value that is
     not a whole number, an abbreviated size option, ``--`` or ``--sweep``.
     """
     kept: list[str] = []
@@ -98,7 +110,6 @@ def sized(arguments: Sequence[str]) -> tuple[list[str], dict[str, int]] | None:
                 sizes[SIZES[option]] = int(value)  # as argparse's type=int reads it
             except ValueError:
                 return None
-            kept += [option, _PLACEHOLDER]
         elif token != "--json":
             kept.append(token)
         index += 1
@@ -180,32 +191,32 @@ def replayed(arguments: Sequence[str]) -> int | None:
     if entry is None or found is None:
         return None
     try:
-        answered = _answer(entry, found[1])
+        answered = answer_at(entry, found[1])
         if answered is None:
             return None
         answer, numbers = answered
         as_json = "--json" in arguments or entry["json"]
-        text = json.dumps(answer, indent=2) if as_json else _report(entry, answer, numbers)
+        text = json.dumps(answer, indent=2) if as_json else report_text(entry, answer, numbers)
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, SyntaxError):
         return None  # an entry written by hand or damaged: derive instead
     print(text)
     return 1 if entry["check"] and not answer["fits"] else 0
 
 
-def _function(source: str) -> Callable[..., Any]:
+def compiled_function(source: str) -> Callable[..., Any]:
     """Compile one of the entry's functions: integer arithmetic in the sizes (see the module)."""
     return eval(source, {"math": math})  # noqa: S307
 
 
-def _answer(
+def answer_at(
     entry: dict[str, Any], sizes: dict[str, int]
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Return ``--json``'s answer at ``sizes`` and the numbers the text needs beside it.
 
     None where the derived path must answer.
     """
-    batch = sizes.get("batch", 1)
-    sequence = sizes.get("seq", entry["sequence"])
+    batch = sizes.get("batch", 1)  # the parser's default
+    sequence = sizes.get("seq", entry["default_sequence"])
     positions = entry["positions"]
     if batch < 1 or (sequence is not None and sequence < 1):
         return None  # refused by the derived path, with its message
@@ -221,7 +232,7 @@ def _answer(
     moments = plain[split:]
     peak = max(moments) if moments else total
     usable = entry["usable"]
-    peak_at = _function(entry["peak"])
+    peak_at = compiled_function(entry["peak"])
     max_batch = max_sequence = None
     if usable is not None:
         others = {k: v for k, v in values.items() if k != "B" and k in names}
@@ -256,7 +267,7 @@ def _answer(
 
 def _moments(entry: dict[str, Any], given: list[int]) -> list[int | Fraction]:
     """Return every component's and moment's bytes: the coefficients times the terms."""
-    at = _function(entry["terms"])(*given)
+    at = compiled_function(entry["terms"])(*given)
     rows = [[Fraction(c) if isinstance(c, str) else c for c in row] for row in entry["rows"]]
     return [sum(c * t for c, t in zip(row, at, strict=True)) for row in rows]
 
@@ -283,9 +294,9 @@ def _largest(
 
 def _branch(entry: dict[str, Any], given: list[int]) -> str | None:
     """Return the formula's moment that peaks at these sizes, as printed; None if not kept."""
-    leaves = _function(entry["leaves"])(*given)
+    leaves = compiled_function(entry["leaves"])(*given)
     chosen: list[int] = []
-    _choose(entry["tree"], leaves, chosen)
+    chosen_leaves(entry["tree"], leaves, chosen)
     return entry["branches"].get(",".join(map(str, chosen)))
 
 
@@ -299,7 +310,7 @@ def _value(node: Any, leaves: Sequence[int]) -> int | Fraction:
     return sum(values) if kind == "add" else math.prod(values)
 
 
-def _choose(node: Any, leaves: Sequence[int], chosen: list[int]) -> None:
+def chosen_leaves(node: Any, leaves: Sequence[int], chosen: list[int]) -> None:
     """Append the leaves ``_branch`` of :mod:`~memtheory.estimate.answer` keeps, in order."""
     if isinstance(node, int):
         chosen.append(node)
@@ -307,10 +318,10 @@ def _choose(node: Any, leaves: Sequence[int], chosen: list[int]) -> None:
     kind, children = node
     if kind == "max":  # the first argument at the largest value, as max() picks it
         values = [_value(child, leaves) for child in children]
-        _choose(children[values.index(max(values))], leaves, chosen)
+        chosen_leaves(children[values.index(max(values))], leaves, chosen)
         return
     for child in children:
-        _choose(child, leaves, chosen)
+        chosen_leaves(child, leaves, chosen)
 
 
 def round_half_up(value: Fraction, digits: int) -> Decimal:
@@ -343,7 +354,7 @@ def _table(answer: dict[str, Any], replay: dict[str, Any], unit: str) -> Table:
     return Table(columns, rows, footer=footer)
 
 
-def _report(entry: dict[str, Any], answer: dict[str, Any], numbers: dict[str, Any]) -> str:
+def report_text(entry: dict[str, Any], answer: dict[str, Any], numbers: dict[str, Any]) -> str:
     """Return the text :meth:`~memtheory.estimate.answer.Estimate.report` prints."""
     s, unit = answer["settings"], answer["unit"]
     total, peak = numbers["total"], numbers["peak"]

@@ -15,22 +15,25 @@ and JSON (nothing is kept that would answer differently).
 Examples
 --------
 >>> from memtheory.estimate import estimate
->>> answer = estimate("gpt2", batch=2, sequence=128, gpu="T4")
+>>> answer = estimate("mobilenet-v2", batch=8, gpu="T4")
 >>> entry = replay_entry(answer, check=False, asked_json=False, printed=answer.report())
->>> entry["names"], sorted(entry["branches"].values())[:1] == [str(answer.formula_at_peak)]
-(['B', 'S'], True)
+>>> entry["names"], str(answer.formula_at_peak) in entry["branches"].values()
+(['B'], True)
+>>> replay_entry(estimate("gpt2", gpu="T4"), check=False, asked_json=False, printed="") is None
+True
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import sympy as sp
 
 from memtheory.errors import EvaluationError
 from memtheory.estimate import replay
-from memtheory.estimate.answer import Estimate, _branch
+from memtheory.estimate.answer import Estimate
 from memtheory.estimate.compiled import CompiledFootprint
 from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -71,11 +74,11 @@ def replay_entry(
     sizes = {"batch": answer.settings["batch"]}
     if answer.model.kind == "sequence":
         sizes["seq"] = answer.settings["sequence"]
-    replayed = replay._answer(entry, sizes)  # noqa: SLF001 - the same package's reader
+    replayed = replay.answer_at(entry, sizes)
     if replayed is None:
         return None
     again, numbers = replayed
-    text = json.dumps(again, indent=2) if asked_json else replay._report(entry, again, numbers)  # noqa: SLF001
+    text = json.dumps(again, indent=2) if asked_json else replay.report_text(entry, again, numbers)
     return entry if text == printed else None
 
 
@@ -96,10 +99,10 @@ def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]
     formula = sp.sympify(answer.formula)
     if not {x.name for x in formula.free_symbols} <= set(names):
         raise _UnsupportedError
-    tables = compiled._tables or []  # noqa: SLF001 - the same package's compiled step
-    if len(tables) != 1:
+    tables = compiled.coefficient_tables
+    if len(tables) != 1 or compiled.peak_source is None:
         raise _UnsupportedError
-    table = tables[0]
+    terms, rows, memory = tables[0]
     leaves: list[sp.Expr] = []
     tree = _tree(formula, leaves)
     entry: dict[str, Any] = {
@@ -107,12 +110,12 @@ def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]
         "names": names,
         "kind": answer.model.kind,
         "positions": answer.model.positions,
-        "sequence": s["sequence"],
-        "terms": _source(table.terms, names),
-        "rows": [[_plain(c) for c in row] for row in table.rows],
-        "components": list(table.memory.components),
-        "labels": list(table.memory.timeline),
-        "peak": compiled._sources["peak"],  # noqa: SLF001
+        "default_sequence": _default_sequence(answer),
+        "terms": _source(terms, names),
+        "rows": [[_plain(c) for c in row] for row in rows],
+        "components": list(memory.components),
+        "labels": list(memory.timeline),
+        "peak": compiled.peak_source,
         "leaves": _source(leaves, names),
         "tree": tree,
         "branches": {},
@@ -125,8 +128,15 @@ def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]
         "check": check,
         "json": asked_json,
     }
-    entry["branches"] = _branches(entry, formula, answer)
+    entry["branches"] = _branches(entry, answer)
     return json.loads(json.dumps(entry))  # plain data only (a tuple is a list, as read back)
+
+
+def _default_sequence(answer: Estimate) -> int | None:
+    """Return the sequence asked without ``--seq`` (:func:`~memtheory.estimate.estimate`'s)."""
+    if answer.model.kind != "sequence":
+        return None
+    return min(512, answer.model.positions or 512)
 
 
 def _symbols_line(answer: Estimate) -> str:
@@ -148,10 +158,9 @@ def _tree(expression: sp.Expr, leaves: list[sp.Expr]) -> Any:
     raise _UnsupportedError
 
 
-def _branches(entry: dict[str, Any], formula: sp.Expr, answer: Estimate) -> dict[str, str]:
+def _branches(entry: dict[str, Any], answer: Estimate) -> dict[str, str]:
     """Return the formula printed for each choice of branches that peaks on the grid."""
-    symbols = {x.name: x for x in formula.free_symbols}
-    leaves = replay._function(entry["leaves"])  # noqa: SLF001
+    leaves = replay.compiled_function(entry["leaves"])
     points = {(answer.settings["batch"], answer.settings["sequence"])}
     positions = answer.model.positions
     sequences = [s for s in GRID_SEQUENCES if positions is None or s <= positions]
@@ -160,11 +169,11 @@ def _branches(entry: dict[str, Any], formula: sp.Expr, answer: Estimate) -> dict
     for batch, sequence in sorted(points, key=lambda p: (p[0], p[1] or 0)):
         values = {"B": batch, "S": sequence}
         chosen: list[int] = []
-        replay._choose(entry["tree"], leaves(*(values[n] for n in entry["names"])), chosen)  # noqa: SLF001
+        replay.chosen_leaves(entry["tree"], leaves(*(values[n] for n in entry["names"])), chosen)
         key = ",".join(map(str, chosen))
-        if key not in branches:
-            at = {symbols[name]: value for name, value in values.items() if name in symbols}
-            branches[key] = str(_branch(formula, at))
+        if key not in branches:  # printed as the answer at these sizes prints it
+            settings = {**answer.settings, "batch": batch, "sequence": sequence}
+            branches[key] = str(replace(answer, settings=settings).formula_at_peak)
     return branches
 
 
