@@ -118,22 +118,26 @@ class CompiledFootprint:
     @property
     def coefficient_tables(
         self,
-    ) -> list[tuple[list[sp.Expr], list[tuple[int | Fraction, ...]], MemoryBreakdown]]:
-        """Each breakdown's shared terms, coefficient rows (components, then moments) and itself.
+    ) -> list[tuple[list[sp.Expr], list[str], list[tuple[int | Fraction, ...]], MemoryBreakdown]]:
+        """Each breakdown's shared terms, their sources, coefficient rows, and the breakdown.
 
-        Empty where :attr:`fast` is False. A row's value at some sizes is the sum of its
-        coefficients times the terms at those sizes.
+        Empty where :attr:`fast` is False. A term's source is a Python function of
+        the sizes :attr:`names` (integer arithmetic); a row (the components, then the
+        moments) at some sizes is the sum of its coefficients times the terms there.
 
         Examples
         --------
         >>> from memtheory import ModelCounts, training_memory
         >>> counts = ModelCounts.per_sample(parameters=10, activations=3, input_elements=1)
         >>> memory = training_memory(counts, optimizer="sgd")
-        >>> ((terms, rows, _),) = CompiledFootprint(memory).coefficient_tables
-        >>> terms, rows[0]
-        ([1, B], (40, 0))
+        >>> ((terms, sources, rows, _),) = CompiledFootprint(memory).coefficient_tables
+        >>> terms, sources[1], rows[0]
+        ([1, B], 'lambda B: (B)', (40, 0))
         """
-        return [(t.terms, t.rows, t.memory) for t in self._tables or ()]
+        return [
+            (t.terms, [self._sources[f"{n} {i}"] for i in range(len(t.terms))], t.rows, t.memory)
+            for n, t in enumerate(self._tables or ())
+        ]
 
     @property
     def peak_source(self) -> str | None:

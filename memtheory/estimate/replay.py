@@ -267,7 +267,7 @@ def answer_at(
 
 def _moments(entry: dict[str, Any], given: list[int]) -> list[int | Fraction]:
     """Return every component's and moment's bytes: the coefficients times the terms."""
-    at = compiled_function(entry["terms"])(*given)
+    at = [compiled_function(term)(*given) for term in entry["terms"]]
     rows = [[Fraction(c) if isinstance(c, str) else c for c in row] for row in entry["rows"]]
     return [sum(c * t for c, t in zip(row, at, strict=True)) for row in rows]
 
@@ -295,33 +295,35 @@ def _largest(
 def _branch(entry: dict[str, Any], given: list[int]) -> str | None:
     """Return the formula's moment that peaks at these sizes, as printed; None if not kept."""
     leaves = compiled_function(entry["leaves"])(*given)
-    chosen: list[int] = []
-    chosen_leaves(entry["tree"], leaves, chosen)
-    return entry["branches"].get(",".join(map(str, chosen)))
+    return entry["branches"].get(",".join(map(str, chosen_leaves(entry["tree"], leaves))))
 
 
-def _value(node: Any, leaves: Sequence[int]) -> int | Fraction:
+def chosen_leaves(tree: Any, leaves: Sequence[int | Fraction]) -> list[int]:
+    """Return the leaves of ``tree`` that its moment peaking at ``leaves``' values is made of.
+
+    ``tree`` is a formula's maxima as nested lists (``["max", [...]]``, ``["add", [...]]``,
+    ``["mul", [...]]``) over leaf indices; each maximum keeps its first argument at the
+    largest value, as :attr:`~memtheory.estimate.answer.Estimate.formula_at_peak` does.
+
+    Examples
+    --------
+    >>> chosen_leaves(["add", [0, ["max", [1, 2, 3]]]], [5, 7, 9, 9])
+    [0, 2]
+    """
+    return _peaked(tree, leaves)[1]
+
+
+def _peaked(node: Any, leaves: Sequence[int | Fraction]) -> tuple[int | Fraction, list[int]]:
+    """Return the value of ``node`` and the leaves its peaking moment is made of (one pass)."""
     if isinstance(node, int):
-        return leaves[node]
+        return leaves[node], [node]
     kind, children = node
-    values = [_value(child, leaves) for child in children]
-    if kind == "max":
-        return max(values)
-    return sum(values) if kind == "add" else math.prod(values)
-
-
-def chosen_leaves(node: Any, leaves: Sequence[int], chosen: list[int]) -> None:
-    """Append the leaves ``_branch`` of :mod:`~memtheory.estimate.answer` keeps, in order."""
-    if isinstance(node, int):
-        chosen.append(node)
-        return
-    kind, children = node
+    found = [_peaked(child, leaves) for child in children]
     if kind == "max":  # the first argument at the largest value, as max() picks it
-        values = [_value(child, leaves) for child in children]
-        chosen_leaves(children[values.index(max(values))], leaves, chosen)
-        return
-    for child in children:
-        chosen_leaves(child, leaves, chosen)
+        return max(found, key=lambda pair: pair[0])
+    values = [value for value, _ in found]
+    chosen = [leaf for _, part in found for leaf in part]
+    return (sum(values) if kind == "add" else math.prod(values)), chosen
 
 
 def round_half_up(value: Fraction, digits: int) -> Decimal:

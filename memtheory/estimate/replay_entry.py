@@ -25,8 +25,8 @@ True
 
 from __future__ import annotations
 
+import itertools
 import json
-from dataclasses import replace
 from typing import Any
 
 import sympy as sp
@@ -102,7 +102,7 @@ def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]
     tables = compiled.coefficient_tables
     if len(tables) != 1 or compiled.peak_source is None:
         raise _UnsupportedError
-    terms, rows, memory = tables[0]
+    sources, rows, memory = tables[0][1:]
     leaves: list[sp.Expr] = []
     tree = _tree(formula, leaves)
     entry: dict[str, Any] = {
@@ -111,7 +111,7 @@ def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]
         "kind": answer.model.kind,
         "positions": answer.model.positions,
         "default_sequence": _default_sequence(answer),
-        "terms": _source(terms, names),
+        "terms": sources,
         "rows": [[_plain(c) for c in row] for row in rows],
         "components": list(memory.components),
         "labels": list(memory.timeline),
@@ -128,7 +128,7 @@ def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]
         "check": check,
         "json": asked_json,
     }
-    entry["branches"] = _branches(entry, answer)
+    entry["branches"] = _branches(entry, answer, leaves)
     return json.loads(json.dumps(entry))  # plain data only (a tuple is a list, as read back)
 
 
@@ -158,23 +158,51 @@ def _tree(expression: sp.Expr, leaves: list[sp.Expr]) -> Any:
     raise _UnsupportedError
 
 
-def _branches(entry: dict[str, Any], answer: Estimate) -> dict[str, str]:
-    """Return the formula printed for each choice of branches that peaks on the grid."""
-    leaves = replay.compiled_function(entry["leaves"])
+def _branches(entry: dict[str, Any], answer: Estimate, leaves: list[sp.Expr]) -> dict[str, str]:
+    """Return the formula printed for each choice of branches that peaks on the grid.
+
+    The answer's own is :attr:`~memtheory.estimate.answer.Estimate.formula_at_peak`;
+    the others are rebuilt from their leaves as it rebuilds them (each maximum
+    replaced by its argument), which the entry's check at the answer's sizes confirms.
+    """
+    values_at = replay.compiled_function(entry["leaves"])
     points = {(answer.settings["batch"], answer.settings["sequence"])}
     positions = answer.model.positions
     sequences = [s for s in GRID_SEQUENCES if positions is None or s <= positions]
     points |= {(b, s) for b in GRID_BATCHES for s in sequences}
-    branches: dict[str, str] = {}
-    for batch, sequence in sorted(points, key=lambda p: (p[0], p[1] or 0)):
-        values = {"B": batch, "S": sequence}
-        chosen: list[int] = []
-        replay.chosen_leaves(entry["tree"], leaves(*(values[n] for n in entry["names"])), chosen)
-        key = ",".join(map(str, chosen))
-        if key not in branches:  # printed as the answer at these sizes prints it
-            settings = {**answer.settings, "batch": batch, "sequence": sequence}
-            branches[key] = str(replace(answer, settings=settings).formula_at_peak)
+    own = _key(entry, answer.settings["batch"], answer.settings["sequence"], values_at)
+    branches = {own: str(answer.formula_at_peak)}
+    for batch, sequence in points:
+        key = _key(entry, batch, sequence, values_at)
+        if key not in branches:
+            chosen = iter(int(leaf) for leaf in key.split(","))
+            branches[key] = str(_rebuilt(entry["tree"], leaves, chosen))
     return branches
+
+
+def _key(entry: dict[str, Any], batch: int, sequence: int | None, values_at: Any) -> str:
+    values = {"B": batch, "S": sequence}
+    chosen = replay.chosen_leaves(entry["tree"], values_at(*(values[n] for n in entry["names"])))
+    return ",".join(map(str, chosen))
+
+
+def _rebuilt(node: Any, leaves: list[sp.Expr], chosen: Any) -> sp.Expr:
+    """Return the moment made of the ``chosen`` leaves (in order), as ``_branch`` builds it."""
+    if isinstance(node, int):
+        return leaves[node]
+    kind, children = node
+    if kind == "max":
+        leaf = next(chosen)
+        (child,) = [c for c in children if leaf in _leaves_of(c)]
+        return _rebuilt(child, leaves, itertools.chain([leaf], chosen))
+    parts = [_rebuilt(child, leaves, chosen) for child in children]
+    return sp.Add(*parts) if kind == "add" else sp.Mul(*parts)
+
+
+def _leaves_of(node: Any) -> set[int]:
+    if isinstance(node, int):
+        return {node}
+    return set().union(*(_leaves_of(child) for child in node[1]))
 
 
 def _source(expressions: list[sp.Expr], names: list[str]) -> str:
