@@ -11,6 +11,7 @@ same command line, text and ``--json``, with the same exit status.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -28,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LLAMA_POSITIONS = 8192
 """Llama 3's max_position_embeddings (Meta's config.json for Llama-3-8B), the preset's limit."""
+GPT2_POSITIONS = 1024
+"""GPT-2's n_positions (OpenAI's config.json for gpt2), the built-in model's limit."""
 
 CASES = {
     "README's LoRA question": (
@@ -47,6 +50,14 @@ CASES = {
         ["llama-3-8b", "--lora", "16", "--seq", "{s}", "--batch", "{b}", "--gpu", "A100-80GB",
          "--check"],
         (1, 1024), [(1, 4096), (32, 8192)],
+    ),
+    "GPT-2, the README's first question (a position limit)": (
+        ["gpt2", "--batch", "{b}", "--seq", "{s}", "--gpu", "RTX 4090"],
+        (8, 1024), [(1, 1), (30, 1000), (9, 1024), (200, 64)],
+    ),
+    "BERT, LoRA, --json": (
+        ["bert-base", "--lora", "8", "--batch", "{b}", "--seq", "{s}", "--gpu", "T4", "--json"],
+        (16, 128), [(1, 512), (300, 77)],
     ),
     "vision model, batch only": (["mobilenet-v2", "--batch", "{b}", "--gpu", "T4"], (8, None),
                                  [(1, None), (100, None), (4096, None)]),
@@ -108,10 +119,12 @@ def test_text_and_json_share_one_entry(cache, capsys) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=15)
-@given(batch=st.integers(1, 4096), sequence=st.integers(1, LLAMA_POSITIONS))
-def test_any_sizes_within_the_model_print_the_derived_answer(batch, sequence) -> None:
-    """For sizes drawn anywhere in Llama-3-8B's range, the entry prints the derived answer.
+@settings(max_examples=20)
+@given(question=st.sampled_from(["README's LoRA question",
+                                 "GPT-2, the README's first question (a position limit)"]),
+       batch=st.integers(1, 4096), share=st.fractions(0, 1))
+def test_any_sizes_within_the_model_print_the_derived_answer(question, batch, share) -> None:
+    """For sizes drawn anywhere in the model's range, the entry prints the derived answer.
 
     The entry prints the formula's branches that peak on a grid of sizes; here every
     branch that peaks anywhere in the range is among them (a branch missing would be
@@ -121,12 +134,14 @@ def test_any_sizes_within_the_model_print_the_derived_answer(batch, sequence) ->
     from io import StringIO
     from tempfile import TemporaryDirectory
 
-    template = CASES["README's LoRA question"][0]
+    template, first, _ = CASES[question]
+    positions = LLAMA_POSITIONS if "LoRA" in question else GPT2_POSITIONS
+    sequence = max(1, math.ceil(share * positions))
     with TemporaryDirectory() as directory:
         os.environ["MEMTHEORY_CACHE"] = directory
         try:
             with redirect_stdout(StringIO()):
-                main(["estimate", *_argv(template, 1, 4096)])
+                main(["estimate", *_argv(template, *first)])
             argv = _argv(template, batch, sequence)
             with redirect_stdout(StringIO()) as printed:
                 status = replay.replayed(argv)
@@ -229,3 +244,27 @@ def test_sizes_left_out_are_their_defaults(cache, capsys) -> None:
         assert replayed[1] is not None, argv
         assert replayed == _derived(argv, capsys), argv
     assert len(list(cache.glob("*-replay-*.json"))) == 1
+
+
+@pytest.mark.slow
+def test_every_branch_kept_is_the_formula_printed_where_it_peaks() -> None:
+    """Each formula branch kept is what ``formula_at_peak`` prints at sizes that choose it."""
+    from dataclasses import replace
+
+    from memtheory.estimate import estimate
+    from memtheory.estimate.replay_entry import GRID_BATCHES, GRID_SEQUENCES, replay_entry
+
+    answer = estimate("llama-3-8b", lora=16, sequence=4096, gpu="RTX 4090")
+    entry = replay_entry(answer, check=False, asked_json=False, printed=answer.report())
+    assert entry is not None and len(entry["branches"]) > 1
+    leaves = replay.compiled_function(entry["leaves"])
+    seen: dict[str, str] = {}
+    for batch in GRID_BATCHES:
+        for sequence in GRID_SEQUENCES:
+            if sequence > LLAMA_POSITIONS:
+                continue
+            key = ",".join(map(str, replay.chosen_leaves(entry["tree"], leaves(batch, sequence))))
+            if key not in seen:
+                settings = {**answer.settings, "batch": batch, "sequence": sequence}
+                seen[key] = str(replace(answer, settings=settings).formula_at_peak)
+    assert seen == entry["branches"]

@@ -35,7 +35,7 @@ from typing import Any
 
 import sympy as sp
 
-from memtheory.constraints import candidates
+from memtheory.constraints import SizeConstraint, candidates
 from memtheory.errors import EvaluationError, InvalidArgumentError
 from memtheory.estimate.fitting import SEARCH_CEILING, largest_fitting
 from memtheory.evaluation.integer_code import ExactPythonPrinter
@@ -84,12 +84,18 @@ class CompiledFootprint:
     footprint : MemoryBreakdown or ParallelMemory
         A derived step; any other result (or one with size constraints) is
         evaluated by its own :meth:`~memtheory.footprint.Footprint.evaluate`.
+    checked : callable, optional
+        Says which size constraints the caller checks itself before it
+        evaluates (a model's position limit, say): those do not keep the
+        tables from being used, and :meth:`evaluate` does not check them.
     """
 
-    def __init__(self, footprint: Footprint) -> None:
+    def __init__(
+        self, footprint: Footprint, *, checked: Callable[[SizeConstraint], bool] | None = None
+    ) -> None:
         self.footprint = footprint
         parts = _breakdowns(footprint)
-        fast = parts is not None and all(_unconstrained(part) for part in parts)
+        fast = parts is not None and all(_unconstrained(part, checked) for part in parts)
         self._tables = [_Table(part) for part in parts] if fast and parts else None
         if self._tables is None:
             free = footprint.free_symbols
@@ -200,11 +206,17 @@ def _breakdowns(footprint: Footprint) -> list[MemoryBreakdown] | None:
     return None
 
 
-def _unconstrained(memory: MemoryBreakdown) -> bool:
-    """Whether evaluating ``memory`` checks no size constraint (so none can be skipped)."""
-    if memory.size_checks():
+def _unconstrained(
+    memory: MemoryBreakdown, checked: Callable[[SizeConstraint], bool] | None = None
+) -> bool:
+    """Whether evaluating ``memory`` checks no size constraint but those ``checked`` (the caller's).
+
+    Without ``checked``, whether it checks none (so none can be skipped).
+    """
+    if memory.size_checks() and checked is None:
         return False
-    return not candidates(list(memory.components.values())).every
+    found = [*memory.size_checks(), *candidates(list(memory.components.values())).every]
+    return all(checked is not None and checked(constraint) for constraint in found)
 
 
 def _number(coefficient: sp.Expr) -> int | Fraction:

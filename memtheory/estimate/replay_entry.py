@@ -31,6 +31,7 @@ from typing import Any
 
 import sympy as sp
 
+from memtheory.constraints import SizeConstraint
 from memtheory.errors import EvaluationError
 from memtheory.estimate import replay
 from memtheory.estimate.answer import Estimate
@@ -84,6 +85,12 @@ def replay_entry(
 
 def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]:
     compiled = answer.compiled
+    positions = answer.model.positions
+    if isinstance(compiled, CompiledFootprint) and not compiled.fast and positions is not None:
+        # the model's position limit (GPT-2's, BERT's) is checked by the replay: S <= positions
+        compiled = CompiledFootprint(
+            answer.symbolic, checked=lambda constraint: _position_limit(constraint, positions)
+        )
     s = answer.settings
     if (
         not isinstance(compiled, CompiledFootprint) or compiled.footprint is not answer.symbolic
@@ -130,6 +137,15 @@ def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]
     }
     entry["branches"] = _branches(entry, answer, leaves)
     return json.loads(json.dumps(entry))  # plain data only (a tuple is a list, as read back)
+
+
+def _position_limit(constraint: SizeConstraint, positions: int) -> bool:
+    """Whether ``constraint`` says only that the sequence is at most ``positions``."""
+    size = constraint.size
+    if len(size.free_symbols) != 1:
+        return False
+    (sequence,) = size.free_symbols
+    return getattr(sequence, "name", None) == "S" and sp.expand(size + sequence) == positions + 1
 
 
 def _default_sequence(answer: Estimate) -> int | None:
@@ -189,6 +205,8 @@ def _key(entry: dict[str, Any], batch: int, sequence: int | None, values_at: Any
 def _rebuilt(node: Any, leaves: list[sp.Expr], chosen: Any) -> sp.Expr:
     """Return the moment made of the ``chosen`` leaves (in order), as ``_branch`` builds it."""
     if isinstance(node, int):
+        if next(chosen) != node:
+            raise _UnsupportedError  # the leaves were not chosen from this tree
         return leaves[node]
     kind, children = node
     if kind == "max":
