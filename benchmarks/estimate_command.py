@@ -2,11 +2,13 @@
 
 Times, in child processes of this checkout (CPU: the child's user + system time):
 
-* the README's two Llama-3-8B questions (LoRA rank 16 at 4096 tokens on an RTX 4090;
-  ZeRO-3 over as many H100s as needed), each run alternately with an empty cache
+* the README's first question (GPT-2 small, batch 8 at 1024 tokens on an RTX 4090: its
+  step, with the model's position limit, is not kept on disk) and its two Llama-3-8B
+  questions (LoRA rank 16 at 4096 tokens on an RTX 4090; ZeRO-3 over as many H100s as
+  needed), each run alternately with an empty cache
   directory (the step derived), with a warm one whose answers and replay entries are
   deleted (the step read back and evaluated: what a new card costs), with a warm one
-  asked at new sizes (another ``--batch`` and ``--seq`` each time: the replay entry,
+  asked at new sizes (another ``--seq`` each time: the replay entry,
   :mod:`memtheory.estimate.replay`, evaluated with plain integers, no sympy imported,
   where the question has one) and with a warm one (the answer read back: the same
   question asked again, no sympy imported), A B C D A B C D;
@@ -42,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME = "estimate_command"
 COMMAND = "import sys; from memtheory.cli import main; sys.exit(main(sys.argv[1:]))"
 QUESTIONS = {
+    "GPT-2": ["gpt2", "--batch", "8", "--seq", "1024", "--gpu", "RTX 4090"],
     "LoRA": ["llama-3-8b", "--lora", "16", "--seq", "4096", "--gpu", "RTX 4090"],
     "ZeRO-3": ["llama-3-8b", "--seq", "4096", "--gpus", "auto", "--zero", "3", "--gpu",
                "H100-80GB"],
@@ -77,11 +80,12 @@ def forget_answers(cache: str, *, replays: bool = True) -> None:
 
 
 def new_sizes(question: list[str], run: int) -> list[str]:
-    """Return ``question`` at a batch and sequence not asked before in this benchmark."""
+    """Return ``question`` at a sequence not asked before in this benchmark (the batch kept,
+    so that ``--gpus auto`` finds the same count and compares like with like)."""
     asked = list(question)
-    if "--seq" in asked:
-        asked[asked.index("--seq") + 1] = str(4000 - 8 * run)
-    return [*asked, "--batch", str(2 + run)]
+    where = asked.index("--seq") + 1
+    asked[where] = str(int(asked[where]) - 8 * (run + 1))
+    return asked
 
 
 def has_replay(cache: str) -> bool:

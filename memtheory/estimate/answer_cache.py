@@ -12,6 +12,9 @@ keyed by the file's bytes too (a folder by its ``config.json``'s); a traced
 ``file.py:factory`` (code that is not memtheory's) is never kept, nor is an
 answer refused (exit status 2).
 A cache that cannot be read or written is ignored: the answer is derived again.
+The same ``estimate`` question at a new ``--batch`` or ``--seq`` is answered
+from a replay entry (:mod:`~memtheory.estimate.replay`), without sympy too,
+where the derived answer left one.
 
 Examples
 --------
