@@ -51,8 +51,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from memtheory.estimate.answer_cache import question_key
-from memtheory.estimate.cache_key import cache_directory, source_digest
+from memtheory.estimate.cache_key import cache_directory, question_key, source_digest
 from memtheory.estimate.fitting import largest_fitting
 from memtheory.tables import Column, Table
 
