@@ -268,3 +268,19 @@ def test_every_branch_kept_is_the_formula_printed_where_it_peaks() -> None:
                 settings = {**answer.settings, "batch": batch, "sequence": sequence}
                 seen[key] = str(replace(answer, settings=settings).formula_at_peak)
     assert seen == entry["branches"]
+
+
+def test_an_answer_with_a_warning_leaves_no_entry(cache, capsys) -> None:
+    """Whatever the command says on standard error, the entry could not say: none is written."""
+    from memtheory.estimate.answer_cache import answered
+
+    argv = ["llama-3-8b", "--seq", "512"]
+
+    def warned() -> int:
+        replay.record({"format": replay.FORMAT})  # what a derived answer would leave
+        print("a warning", file=sys.stderr)
+        return 0
+
+    assert answered("estimate", argv, warned) == 0
+    assert "a warning" in capsys.readouterr().err
+    assert not list(cache.glob("*-replay-*.json"))

@@ -77,7 +77,7 @@ def answered(command: str, arguments: Sequence[str], run: Callable[[], int]) -> 
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = _replayed_or_run(command, arguments, run)
+            status = _replayed_or_run(command, arguments, run, err)
     finally:  # what was printed is printed, whatever happened
         sys.stdout.write(out.getvalue())
         sys.stderr.write(err.getvalue())
@@ -86,10 +86,13 @@ def answered(command: str, arguments: Sequence[str], run: Callable[[], int]) -> 
     return status
 
 
-def _replayed_or_run(command: str, arguments: Sequence[str], run: Callable[[], int]) -> int:
+def _replayed_or_run(
+    command: str, arguments: Sequence[str], run: Callable[[], int], err: io.StringIO
+) -> int:
     """Answer ``estimate`` at new sizes from a replay entry (no sympy), else run it (and keep one).
 
-    See :mod:`~memtheory.estimate.replay`.
+    See :mod:`~memtheory.estimate.replay`. An answer that printed anything on
+    standard error (a warning) leaves no entry: the entry prints standard output only.
     """
     if command != "estimate":
         return run()
@@ -100,7 +103,7 @@ def _replayed_or_run(command: str, arguments: Sequence[str], run: Callable[[], i
         return status
     replay.record(None)
     status = run()
-    if status in KEPT_STATUSES:
+    if status in KEPT_STATUSES and not err.getvalue():
         replay.keep(arguments)
     return status
 
