@@ -59,6 +59,11 @@ CASES = {
         ["bert-base", "--lora", "8", "--batch", "{b}", "--seq", "{s}", "--gpu", "T4", "--json"],
         (16, 128), [(1, 512), (300, 77)],
     ),
+    "ZeRO-3 on 8 GPUs (a count given)": (
+        ["llama-3-8b", "--seq", "{s}", "--batch", "{b}", "--gpus", "8", "--zero", "3", "--gpu",
+         "H100-80GB"],
+        (1, 4096), [(2, 2048), (16, 8192)],
+    ),
     "vision model, batch only": (["mobilenet-v2", "--batch", "{b}", "--gpu", "T4"], (8, None),
                                  [(1, None), (100, None), (4096, None)]),
 }

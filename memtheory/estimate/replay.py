@@ -21,7 +21,8 @@ and ``--seq`` (given or not, anywhere: a size left out is its default) and
 option may change the step's structure, so it is part of the key. An entry is written only where the
 answer's structure is known not to change with those two sizes (no
 ``--gpus auto`` search, no ``--global-batch``, no checkpointing, no context
-parallelism, no offload, one device, a step compiled into tables); a size the
+parallelism, no offload, a step compiled into tables; on several devices,
+what the first, busiest one holds); a size the
 derived path would refuse (not positive, past the model's positions) or a
 formula branch not printed when the entry was written is answered by the
 derived path instead (:func:`replayed` returns None). A cache that cannot be

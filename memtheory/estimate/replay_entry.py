@@ -38,6 +38,7 @@ from memtheory.estimate.answer import Estimate
 from memtheory.estimate.compiled import CompiledFootprint
 from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.techniques.parallel import ParallelMemory
 
 __all__ = ["replay_entry"]
 
@@ -94,9 +95,10 @@ def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]
     s = answer.settings
     if (
         not isinstance(compiled, CompiledFootprint) or compiled.footprint is not answer.symbolic
-        or not isinstance(answer.symbolic, MemoryBreakdown) or not compiled.fast
-        or answer.search is not None or answer.host is not None or s["checkpointing"]
-        or s["activation_offload"] or s["context_parallel"] != 1 or s["gpus"] != 1
+        or not isinstance(answer.symbolic, MemoryBreakdown | ParallelMemory) or not compiled.fast
+        or getattr(answer.symbolic, "host", None) is not None or answer.host is not None
+        or answer.search is not None or s["checkpointing"] or s["activation_offload"]
+        or s["context_parallel"] != 1
     ):
         raise _UnsupportedError
     names = ["B", "S"] if answer.model.kind == "sequence" else ["B"]
@@ -106,8 +108,8 @@ def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]
     formula = sp.sympify(answer.formula)
     if not {x.name for x in formula.free_symbols} <= set(names):
         raise _UnsupportedError
-    tables = compiled.coefficient_tables
-    if len(tables) != 1 or compiled.peak_source is None:
+    tables = compiled.coefficient_tables  # a split's: every stage's; one device is the first's
+    if not tables or compiled.peak_source is None:
         raise _UnsupportedError
     sources, rows, memory = tables[0][1:]
     leaves: list[sp.Expr] = []
