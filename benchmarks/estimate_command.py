@@ -2,11 +2,16 @@
 
 Times, in child processes of this checkout (CPU: the child's user + system time):
 
-* the README's two Llama-3-8B questions (LoRA rank 16 at 4096 tokens on an RTX 4090;
-  ZeRO-3 over as many H100s as needed), each run alternately with an empty cache
-  directory (the step derived), with a warm one whose answers are deleted (the step
-  read back and evaluated: what a new size or card costs) and with a warm one (the
-  answer read back: the same question asked again, no sympy imported), A B C A B C;
+* the README's first question (GPT-2 small, batch 8 at 1024 tokens on an RTX 4090: its
+  step, with the model's position limit, is not kept on disk) and its two Llama-3-8B
+  questions (LoRA rank 16 at 4096 tokens on an RTX 4090; ZeRO-3 over as many H100s as
+  needed), each run alternately with an empty cache
+  directory (the step derived), with a warm one whose answers and replay entries are
+  deleted (the step read back and evaluated: what a new card costs), with a warm one
+  asked at new sizes (another ``--seq`` each time: the replay entry,
+  :mod:`memtheory.estimate.replay`, evaluated with plain integers, no sympy imported,
+  where the question has one) and with a warm one (the answer read back: the same
+  question asked again, no sympy imported), A B C D A B C D;
 * a ``--sweep`` of 100 (sequence, batch, card) points, the step read back (its target's
   row), and the answer read back;
 * ``import memtheory.cli`` alone (it imports no sympy), the floor under a question asked
@@ -39,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME = "estimate_command"
 COMMAND = "import sys; from memtheory.cli import main; sys.exit(main(sys.argv[1:]))"
 QUESTIONS = {
+    "GPT-2": ["gpt2", "--batch", "8", "--seq", "1024", "--gpu", "RTX 4090"],
     "LoRA": ["llama-3-8b", "--lora", "16", "--seq", "4096", "--gpu", "RTX 4090"],
     "ZeRO-3": ["llama-3-8b", "--seq", "4096", "--gpus", "auto", "--zero", "3", "--gpu",
                "H100-80GB"],
@@ -61,10 +67,30 @@ def run(arguments: list[str], cache: str) -> tuple[float, float]:
     return cpu, wall
 
 
-def forget_answers(cache: str) -> None:
-    """Delete the answers kept in ``cache`` (memtheory.estimate.answer_cache), not the steps."""
-    for entry in Path(cache).glob("*-answer-*.json"):
-        entry.unlink()
+def forget_answers(cache: str, *, replays: bool = True) -> None:
+    """Delete the answers kept in ``cache`` (memtheory.estimate.answer_cache), not the steps.
+
+    With ``replays`` the replay entries too (memtheory.estimate.replay): what is left
+    is the derived step, read back with sympy.
+    """
+    kinds = ("answer", "replay") if replays else ("answer",)
+    for kind in kinds:
+        for entry in Path(cache).glob(f"*-{kind}-*.json"):
+            entry.unlink()
+
+
+def new_sizes(question: list[str], run: int) -> list[str]:
+    """Return ``question`` at a sequence not asked before in this benchmark (the batch kept,
+    so that ``--gpus auto`` finds the same count and compares like with like)."""
+    asked = list(question)
+    where = asked.index("--seq") + 1
+    asked[where] = str(int(asked[where]) - 8 * (run + 1))
+    return asked
+
+
+def has_replay(cache: str) -> bool:
+    """Whether ``cache`` holds a replay entry (written only for questions it can answer)."""
+    return any(Path(cache).glob("*-replay-*.json"))
 
 
 def keep(timing: Timing, figures: tuple[float, float]) -> None:
@@ -90,20 +116,29 @@ def main(argv: list[str] | None = None) -> None:
         for name, question in QUESTIONS.items():
             arguments = ["-c", COMMAND, "estimate", *question]
             run(arguments, warm)  # fills the warm cache
-            cold, step, hot = Timing(), Timing(), Timing()
-            for _ in range(args.repeat):
+            cold, step, fresh, hot = Timing(), Timing(), Timing(), Timing()
+            replayable = True
+            for index in range(args.repeat):
                 with tempfile.TemporaryDirectory() as empty:
                     keep(cold, run(arguments, empty))
                 forget_answers(warm)
-                keep(step, run(arguments, warm))
+                keep(step, run(arguments, warm))  # the step read back; the entry written again
+                replayable = replayable and has_replay(warm)
+                keep(fresh, run(["-c", COMMAND, "estimate", *new_sizes(question, index)], warm))
                 keep(hot, run(arguments, warm))
             print(f"estimate, {name}, step derived (empty cache): {cold.shown()}")
             print(f"estimate, {name}, step read back (warm cache, no answer): {step.shown()}")
+            how = "replay entry" if replayable else "no replay entry: the step read back"
+            print(f"estimate, {name}, new sizes ({how}): {fresh.shown()}")
             print(f"estimate, {name}, answer read back (asked again): {hot.shown()}")
             report(NAME, f"estimate {name}, derived", cold.median_cpu, 1.0)
             report(NAME, f"estimate {name}, step cached", step.median_cpu, 1.0,
                    detail=f"{cold.median_cpu / step.median_cpu:.1f}x faster than derived; "
                    f"{step.median_cpu / libraries.median_cpu:.2f}x import sympy, numpy")
+            report(NAME, f"estimate {name}, new sizes", fresh.median_cpu, 1.0,
+                   detail=f"{fresh.median_cpu / libraries.median_cpu:.2f}x import sympy, numpy"
+                   + (" (replay entry, no sympy imported)" if replayable else
+                      " (no replay entry for this question: the step read back with sympy)"))
             report(NAME, f"estimate {name}, asked again", hot.median_cpu, 1.0,
                    detail=f"{cold.median_cpu / hot.median_cpu:.1f}x faster than derived; "
                    f"{hot.median_cpu / libraries.median_cpu:.2f}x import sympy, numpy "

@@ -21,6 +21,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import sympy as sp
@@ -59,6 +60,10 @@ class Estimate:
         What was assumed, in words.
     host : sympy expression or None
         Host RAM per node for CPU offload, in bytes.
+    compiled : CompiledFootprint or None
+        :attr:`symbolic` compiled (:mod:`~memtheory.estimate.compiled`), as
+        :func:`estimate` evaluated it; a replay entry is written from it
+        (:mod:`~memtheory.estimate.replay_entry`).
 
     Examples
     --------
@@ -88,6 +93,7 @@ class Estimate:
     why: str = ""
     assumptions: tuple[str, ...] = field(default=())
     search: DeviceSearch | None = None
+    compiled: Any = field(default=None, repr=False, compare=False)
 
     @property
     def peak(self) -> sp.Expr:
@@ -104,9 +110,12 @@ class Estimate:
         """The peak per device in bytes, in the symbols still free (``B``, ``S``)."""
         return self.symbolic.peak
 
-    @property
+    @cached_property
     def formula_at_peak(self) -> sp.Expr:
-        """The formula of the moment that peaks at the sizes asked for (each ``Max`` resolved)."""
+        """The formula of the moment that peaks at the sizes asked for (each ``Max`` resolved).
+
+        Worked out once (the text and ``--json`` both print it).
+        """
         values = {x: self.settings[_SIZES[x.name]] for x in self.formula.free_symbols
                   if x.name in _SIZES}
         return _branch(self.formula, values)

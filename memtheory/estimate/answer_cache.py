@@ -12,6 +12,9 @@ keyed by the file's bytes too (a folder by its ``config.json``'s); a traced
 ``file.py:factory`` (code that is not memtheory's) is never kept, nor is an
 answer refused (exit status 2).
 A cache that cannot be read or written is ignored: the answer is derived again.
+The same ``estimate`` question at a new ``--batch`` or ``--seq`` is answered
+from a replay entry (:mod:`~memtheory.estimate.replay`), without sympy too,
+where the derived answer left one.
 
 Examples
 --------
@@ -27,7 +30,6 @@ True
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -38,7 +40,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memtheory.estimate.cache_key import cache_directory, source_digest
+from memtheory.estimate.cache_key import cache_directory, question_key, source_digest
 
 __all__ = ["answered", "question_key"]
 
@@ -47,39 +49,6 @@ KEPT_STATUSES = (0, 1)
 
 _ENTRY = re.compile(r"[0-9a-f]{16}-answer-[0-9a-f]{64}\.json")
 """The name of an answer: the code's digest (16 digits), the question's (64)."""
-
-
-def question_key(command: str, arguments: Sequence[str]) -> str | None:
-    """Return the digest of a command line's question, or None where its answer is not kept.
-
-    Parameters
-    ----------
-    command : str
-        The subcommand as asked (``"estimate"``, ``"serve"``, ``"estimate --serve"``).
-    arguments : sequence of str
-        Its arguments.
-    """
-    parts: list[str] = [command]
-    for argument in arguments:
-        value = argument.partition("=")[2] if argument.startswith("-") else argument
-        if argument in ("-h", "--help") or _traced(value):
-            return None
-        parts.append(argument)
-        path = Path(value)
-        try:
-            if path.is_dir():  # a model's folder: the config.json it holds is what is read
-                path = path / "config.json"
-                parts.append("folder")
-            if path.is_file():  # a model's config: its bytes are part of the question
-                parts.append(hashlib.sha256(path.read_bytes()).hexdigest())
-        except (OSError, ValueError):
-            return None
-    return hashlib.sha256(json.dumps([source_digest(), parts]).encode()).hexdigest()
-
-
-def _traced(argument: str) -> bool:
-    """Whether ``argument`` names Python code to trace (``file.py`` or ``file.py:factory``)."""
-    return argument.strip().endswith(".py") or ".py:" in argument
 
 
 def answered(command: str, arguments: Sequence[str], run: Callable[[], int]) -> int:
@@ -108,12 +77,34 @@ def answered(command: str, arguments: Sequence[str], run: Callable[[], int]) -> 
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = run()
+            status = _replayed_or_run(command, arguments, run, err)
     finally:  # what was printed is printed, whatever happened
         sys.stdout.write(out.getvalue())
         sys.stderr.write(err.getvalue())
     if status in KEPT_STATUSES:
         _write(path, {"stdout": out.getvalue(), "stderr": err.getvalue(), "status": status})
+    return status
+
+
+def _replayed_or_run(
+    command: str, arguments: Sequence[str], run: Callable[[], int], err: io.StringIO
+) -> int:
+    """Answer ``estimate`` at new sizes from a replay entry (no sympy), else run it (and keep one).
+
+    See :mod:`~memtheory.estimate.replay`. An answer that printed anything on
+    standard error (a warning) leaves no entry: the entry prints standard output only.
+    """
+    if command != "estimate":
+        return run()
+    from memtheory.estimate import replay
+
+    status = replay.replayed(arguments)
+    if status is not None:
+        return status
+    replay.record(None)
+    status = run()
+    if status in KEPT_STATUSES and not err.getvalue():
+        replay.keep(arguments)
     return status
 
 

@@ -20,13 +20,15 @@ Examples
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
+from collections.abc import Sequence
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 
-__all__ = ["ENVIRONMENT", "FORMAT", "cache_directory", "source_digest"]
+__all__ = ["ENVIRONMENT", "FORMAT", "cache_directory", "question_key", "source_digest"]
 
 ENVIRONMENT = "MEMTHEORY_CACHE"
 """Environment variable: the cache directory, or ``off`` to keep nothing on disk."""
@@ -84,3 +86,36 @@ def _sympy_release() -> bytes:
         if release.is_file():
             return release.read_bytes()
     return b"sympy release unknown"
+
+
+def question_key(command: str, arguments: Sequence[str]) -> str | None:
+    """Return the digest of a command line's question, or None where its answer is not kept.
+
+    Parameters
+    ----------
+    command : str
+        The subcommand as asked (``"estimate"``, ``"serve"``, ``"estimate --serve"``).
+    arguments : sequence of str
+        Its arguments.
+    """
+    parts: list[str] = [command]
+    for argument in arguments:
+        value = argument.partition("=")[2] if argument.startswith("-") else argument
+        if argument in ("-h", "--help") or _traced(value):
+            return None
+        parts.append(argument)
+        path = Path(value)
+        try:
+            if path.is_dir():  # a model's folder: the config.json it holds is what is read
+                path = path / "config.json"
+                parts.append("folder")
+            if path.is_file():  # a model's config: its bytes are part of the question
+                parts.append(hashlib.sha256(path.read_bytes()).hexdigest())
+        except (OSError, ValueError):
+            return None
+    return hashlib.sha256(json.dumps([source_digest(), parts]).encode()).hexdigest()
+
+
+def _traced(argument: str) -> bool:
+    """Whether ``argument`` names Python code to trace (``file.py`` or ``file.py:factory``)."""
+    return argument.strip().endswith(".py") or ".py:" in argument

@@ -274,11 +274,22 @@ def run_estimate(args: argparse.Namespace) -> int:
     except MemtheoryError as error:
         print(f"memtheory estimate: {error}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(answer.to_dict(), indent=2))
-    else:
-        print(answer.report())
+    printed = json.dumps(answer.to_dict(), indent=2) if args.json else answer.report()
+    print(printed)
+    _keep_for_replay(args, answer, printed)
     return 1 if args.check and not answer.fits else 0
+
+
+def _keep_for_replay(args: argparse.Namespace, answer: Any, printed: str) -> None:
+    """Leave the answer as a replay entry (:mod:`~memtheory.estimate.replay`) where it can be."""
+    from memtheory.estimate import replay
+
+    entry = None
+    if args.global_batch is None and args.gpus != "auto" and not args.sweep:
+        from memtheory.estimate.replay_entry import replay_entry
+
+        entry = replay_entry(answer, check=args.check, asked_json=args.json, printed=printed)
+    replay.record(entry)
 
 
 def _keywords(args: argparse.Namespace) -> dict[str, Any]:

@@ -35,18 +35,15 @@ from typing import Any
 
 import sympy as sp
 
-from memtheory.constraints import candidates
+from memtheory.constraints import SizeConstraint, candidates
 from memtheory.errors import EvaluationError, InvalidArgumentError
+from memtheory.estimate.fitting import SEARCH_CEILING, largest_fitting
 from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.footprint import Footprint
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.number_timeline import NumberTimeline, as_sympy_number
 
-__all__ = ["CompiledFootprint", "largest_fitting"]
-
-SEARCH_CEILING = 2**80
-"""The search gives up beyond this value (as :func:`~memtheory.whatif.max_value` does)."""
-
+__all__ = ["SEARCH_CEILING", "CompiledFootprint", "largest_fitting"]
 
 class _Table:
     """One breakdown's components and timeline as integer coefficients of shared terms."""
@@ -87,12 +84,18 @@ class CompiledFootprint:
     footprint : MemoryBreakdown or ParallelMemory
         A derived step; any other result (or one with size constraints) is
         evaluated by its own :meth:`~memtheory.footprint.Footprint.evaluate`.
+    checked : callable, optional
+        Says which size constraints the caller checks itself before it
+        evaluates (a model's position limit, say): those do not keep the
+        tables from being used, and :meth:`evaluate` does not check them.
     """
 
-    def __init__(self, footprint: Footprint) -> None:
+    def __init__(
+        self, footprint: Footprint, *, checked: Callable[[SizeConstraint], bool] | None = None
+    ) -> None:
         self.footprint = footprint
         parts = _breakdowns(footprint)
-        fast = parts is not None and all(_unconstrained(part) for part in parts)
+        fast = parts is not None and all(_unconstrained(part, checked) for part in parts)
         self._tables = [_Table(part) for part in parts] if fast and parts else None
         if self._tables is None:
             free = footprint.free_symbols
@@ -117,6 +120,35 @@ class CompiledFootprint:
     def fast(self) -> bool:
         """Whether :meth:`evaluate` computes from the tables (no size constraint to check)."""
         return self._tables is not None
+
+    @property
+    def coefficient_tables(
+        self,
+    ) -> list[tuple[list[sp.Expr], list[str], list[tuple[int | Fraction, ...]], MemoryBreakdown]]:
+        """Each breakdown's shared terms, their sources, coefficient rows, and the breakdown.
+
+        Empty where :attr:`fast` is False. A term's source is a Python function of
+        the sizes :attr:`names` (integer arithmetic); a row (the components, then the
+        moments) at some sizes is the sum of its coefficients times the terms there.
+
+        Examples
+        --------
+        >>> from memtheory import ModelCounts, training_memory
+        >>> counts = ModelCounts.per_sample(parameters=10, activations=3, input_elements=1)
+        >>> memory = training_memory(counts, optimizer="sgd")
+        >>> ((terms, sources, rows, _),) = CompiledFootprint(memory).coefficient_tables
+        >>> terms, sources[1], rows[0]
+        ([1, B], 'lambda B: (B)', (40, 0))
+        """
+        return [
+            (t.terms, [self._sources[f"{n} {i}"] for i in range(len(t.terms))], t.rows, t.memory)
+            for n, t in enumerate(self._tables or ())
+        ]
+
+    @property
+    def peak_source(self) -> str | None:
+        """Python source of the compiled peak, a function of the sizes :attr:`names` in order."""
+        return self._sources.get("peak")
 
     def _function(self, name: str) -> Callable[..., Any] | None:
         found = self._functions.get(name)
@@ -174,11 +206,17 @@ def _breakdowns(footprint: Footprint) -> list[MemoryBreakdown] | None:
     return None
 
 
-def _unconstrained(memory: MemoryBreakdown) -> bool:
-    """Whether evaluating ``memory`` checks no size constraint (so none can be skipped)."""
-    if memory.size_checks():
+def _unconstrained(
+    memory: MemoryBreakdown, checked: Callable[[SizeConstraint], bool] | None = None
+) -> bool:
+    """Whether evaluating ``memory`` checks no size constraint but those ``checked`` (the caller's).
+
+    Without ``checked``, whether it checks none (so none can be skipped).
+    """
+    if memory.size_checks() and checked is None:
         return False
-    return not candidates(list(memory.components.values())).every
+    found = [*memory.size_checks(), *candidates(list(memory.components.values())).every]
+    return all(checked is not None and checked(constraint) for constraint in found)
 
 
 def _number(coefficient: sp.Expr) -> int | Fraction:
@@ -196,36 +234,3 @@ def _source(expression: sp.Expr, names: list[str]) -> str:
         raise InvalidArgumentError(f"sizes {names} are not all plain names")
     code = ExactPythonPrinter().doprint(sp.sympify(expression))
     return f"lambda {', '.join(names)}: ({code})"
-
-
-def largest_fitting(f: Callable[[int], int], cap: int, stop: int | None = None) -> int | None:
-    """Return the largest whole ``v >= 1`` (at most ``stop``) with ``f(v) <= cap``; 0 if none.
-
-    ``f`` must not decrease. None when ``f`` hardly grows (the answer would be
-    beyond :data:`SEARCH_CEILING`): :func:`~memtheory.whatif.max_value` says why.
-
-    Examples
-    --------
-    >>> largest_fitting(lambda b: 1000 * b + 24, 10**6), largest_fitting(lambda b: b, 10, stop=4)
-    (999, 4)
-    >>> largest_fitting(lambda b: 10 * b, 5)
-    0
-    """
-    if f(1) > cap:
-        return 0
-    if stop is not None and f(stop) <= cap:
-        return stop
-    low, high = 1, 2
-    while (stop is None or high < stop) and f(high) <= cap:
-        low, high = high, 2 * high
-        if high > SEARCH_CEILING:
-            return None
-    if stop is not None:
-        high = min(high, stop)  # f(stop) > cap
-    while high - low > 1:
-        middle = (low + high) // 2
-        if f(middle) <= cap:
-            low = middle
-        else:
-            high = middle
-    return low

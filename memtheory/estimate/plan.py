@@ -332,6 +332,7 @@ def estimate(
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
         title, tuple(notes), host, step.convention, why, tuple(assumptions), search,
+        compiled=compiled,
     )
 
 

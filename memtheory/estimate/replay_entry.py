@@ -1,0 +1,236 @@
+"""Write a derived answer down as plain data, for :mod:`~memtheory.estimate.replay` to print again.
+
+:func:`replay_entry` takes an :class:`~memtheory.estimate.answer.Estimate` just
+derived (sympy is loaded then) and returns what
+:func:`~memtheory.estimate.replay.replayed` needs to print the same answer at
+any batch and sequence without sympy: the step's coefficient tables
+(:class:`~memtheory.estimate.compiled.CompiledFootprint`'s), its terms, peak
+and the formula's branches as integer-arithmetic Python source, the formula
+printed once for each branch that peaks somewhere on a grid of sizes, and the
+answer's text that does not depend on the sizes. It returns None for an answer
+whose structure may change with the sizes (see the replay module), and for one
+whose entry, replayed at the answer's own sizes, does not print the same text
+and JSON (nothing is kept that would answer differently).
+
+Examples
+--------
+>>> from memtheory.estimate import estimate
+>>> answer = estimate("mobilenet-v2", batch=8, gpu="T4")
+>>> entry = replay_entry(answer, check=False, asked_json=False, printed=answer.report())
+>>> entry["names"], str(answer.formula_at_peak) in entry["branches"].values()
+(['B'], True)
+>>> replay_entry(estimate("gpt2", gpu="T4"), check=False, asked_json=False, printed="") is None
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import sympy as sp
+
+from memtheory.constraints import SizeConstraint
+from memtheory.errors import EvaluationError
+from memtheory.estimate import replay
+from memtheory.estimate.answer import Estimate
+from memtheory.estimate.compiled import CompiledFootprint
+from memtheory.evaluation.integer_code import ExactPythonPrinter
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.techniques.parallel import ParallelMemory
+
+__all__ = ["replay_entry"]
+
+GRID_BATCHES = tuple(2**k for k in range(12))
+"""Batches at which the formula's branches are printed (and the answer's own)."""
+
+GRID_SEQUENCES = tuple(2**k for k in range(18))
+"""Sequences at which the formula's branches are printed (up to the model's positions)."""
+
+
+class _UnsupportedError(Exception):
+    """The answer cannot be replayed: its entry is not written."""
+
+
+def replay_entry(
+    answer: Estimate, *, check: bool, asked_json: bool, printed: str
+) -> dict[str, Any] | None:
+    """Return ``answer`` as a replay entry, or None where it cannot be replayed exactly.
+
+    Parameters
+    ----------
+    answer : Estimate
+        Just derived, with its compiled step (:attr:`Estimate.compiled`).
+    check : bool
+        Whether ``--check`` was asked (the exit status is the verdict).
+    asked_json : bool
+        Whether the answer was printed as JSON.
+    printed : str
+        What was printed, compared with the entry replayed at the same sizes.
+    """
+    try:
+        entry = _entry(answer, check=check, asked_json=asked_json)
+    except (_UnsupportedError, EvaluationError, TypeError, ValueError):
+        return None
+    sizes = {"batch": answer.settings["batch"]}
+    if answer.model.kind == "sequence":
+        sizes["seq"] = answer.settings["sequence"]
+    replayed = replay.answer_at(entry, sizes)
+    if replayed is None:
+        return None
+    again, numbers = replayed
+    text = json.dumps(again, indent=2) if asked_json else replay.report_text(entry, again, numbers)
+    return entry if text == printed else None
+
+
+def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]:
+    compiled = answer.compiled
+    positions = answer.model.positions
+    if isinstance(compiled, CompiledFootprint) and not compiled.fast and positions is not None:
+        # the model's position limit (GPT-2's, BERT's) is checked by the replay: S <= positions
+        compiled = CompiledFootprint(
+            answer.symbolic, checked=lambda constraint: _position_limit(constraint, positions)
+        )
+    s = answer.settings
+    if (
+        not isinstance(compiled, CompiledFootprint) or compiled.footprint is not answer.symbolic
+        or not isinstance(answer.symbolic, MemoryBreakdown | ParallelMemory) or not compiled.fast
+        or getattr(answer.symbolic, "host", None) is not None or answer.host is not None
+        or answer.search is not None or s["checkpointing"] or s["activation_offload"]
+        or s["context_parallel"] != 1
+    ):
+        raise _UnsupportedError
+    names = ["B", "S"] if answer.model.kind == "sequence" else ["B"]
+    usable = None if answer.budget is None else sp.sympify(answer.budget.usable)
+    if compiled.names != names or (usable is not None and not usable.is_Integer):
+        raise _UnsupportedError
+    formula = sp.sympify(answer.formula)
+    if not {x.name for x in formula.free_symbols} <= set(names):
+        raise _UnsupportedError
+    tables = compiled.coefficient_tables  # a split's: every stage's; one device is the first's
+    if not tables or compiled.peak_source is None:
+        raise _UnsupportedError
+    sources, rows, memory = tables[0][1:]
+    leaves: list[sp.Expr] = []
+    tree = _tree(formula, leaves)
+    entry: dict[str, Any] = {
+        "format": replay.FORMAT,
+        "names": names,
+        "kind": answer.model.kind,
+        "positions": answer.model.positions,
+        "default_sequence": _default_sequence(answer),
+        "terms": sources,
+        "rows": [[_plain(c) for c in row] for row in rows],
+        "components": list(memory.components),
+        "labels": list(memory.timeline),
+        "peak": compiled.peak_source,
+        "leaves": _source(leaves, names),
+        "tree": tree,
+        "branches": {},
+        "usable": None if usable is None else int(usable),
+        "budget": None if answer.budget is None else answer.budget.describe(),
+        "title": f"{answer.model.name}: {s['parameters']:,} parameters, "
+        f"{s['trainable']:,} trainable",
+        "symbols": _symbols_line(answer),
+        "answer": answer.to_dict(),
+        "check": check,
+        "json": asked_json,
+    }
+    entry["branches"] = _branches(entry, answer, leaves)
+    return json.loads(json.dumps(entry))  # plain data only (a tuple is a list, as read back)
+
+
+def _position_limit(constraint: SizeConstraint, positions: int) -> bool:
+    """Whether ``constraint`` says only that the sequence is at most ``positions``."""
+    size = constraint.size
+    if len(size.free_symbols) != 1:
+        return False
+    (sequence,) = size.free_symbols
+    return getattr(sequence, "name", None) == "S" and sp.expand(size + sequence) == positions + 1
+
+
+def _default_sequence(answer: Estimate) -> int | None:
+    """Return the sequence asked without ``--seq`` (:func:`~memtheory.estimate.estimate`'s)."""
+    if answer.model.kind != "sequence":
+        return None
+    return min(512, answer.model.positions or 512)
+
+
+def _symbols_line(answer: Estimate) -> str:
+    symbols = ", ".join(sorted(x.name for x in answer.symbolic.free_symbols))
+    return f"peak per device in bytes ({symbols or 'no symbols'}; B = batch, S = sequence):"
+
+
+def _tree(expression: sp.Expr, leaves: list[sp.Expr]) -> Any:
+    """Return the formula's maxima as nested lists, the expressions without one as leaf indices."""
+    if isinstance(expression, sp.Max):
+        return ["max", [_tree(arg, leaves) for arg in expression.args]]
+    if not expression.has(sp.Max):
+        leaves.append(expression)
+        return len(leaves) - 1
+    if isinstance(expression, sp.Add):
+        return ["add", [_tree(arg, leaves) for arg in expression.args]]
+    if isinstance(expression, sp.Mul):
+        return ["mul", [_tree(arg, leaves) for arg in expression.args]]
+    raise _UnsupportedError
+
+
+def _branches(entry: dict[str, Any], answer: Estimate, leaves: list[sp.Expr]) -> dict[str, str]:
+    """Return the formula printed for each choice of branches that peaks on the grid.
+
+    The answer's own is :attr:`~memtheory.estimate.answer.Estimate.formula_at_peak`;
+    the others are rebuilt from their leaves as it rebuilds them (each maximum
+    replaced by its argument), which the entry's check at the answer's sizes confirms.
+    """
+    values_at = replay.compiled_function(entry["leaves"])
+    points = {(answer.settings["batch"], answer.settings["sequence"])}
+    positions = answer.model.positions
+    sequences = [s for s in GRID_SEQUENCES if positions is None or s <= positions]
+    points |= {(b, s) for b in GRID_BATCHES for s in sequences}
+    own = _key(entry, answer.settings["batch"], answer.settings["sequence"], values_at)
+    branches = {own: str(answer.formula_at_peak)}
+    for batch, sequence in points:
+        key = _key(entry, batch, sequence, values_at)
+        if key not in branches:
+            chosen = iter(int(leaf) for leaf in key.split(","))
+            branches[key] = str(_rebuilt(entry["tree"], leaves, chosen))
+    return branches
+
+
+def _key(entry: dict[str, Any], batch: int, sequence: int | None, values_at: Any) -> str:
+    values = {"B": batch, "S": sequence}
+    chosen = replay.chosen_leaves(entry["tree"], values_at(*(values[n] for n in entry["names"])))
+    return ",".join(map(str, chosen))
+
+
+def _rebuilt(node: Any, leaves: list[sp.Expr], chosen: Any) -> sp.Expr:
+    """Return the moment made of the ``chosen`` leaves (in order), as ``_branch`` builds it."""
+    if isinstance(node, int):
+        if next(chosen) != node:
+            raise _UnsupportedError  # the leaves were not chosen from this tree
+        return leaves[node]
+    kind, children = node
+    if kind == "max":
+        leaf = next(chosen)
+        (child,) = [c for c in children if leaf in _leaves_of(c)]
+        return _rebuilt(child, leaves, itertools.chain([leaf], chosen))
+    parts = [_rebuilt(child, leaves, chosen) for child in children]
+    return sp.Add(*parts) if kind == "add" else sp.Mul(*parts)
+
+
+def _leaves_of(node: Any) -> set[int]:
+    if isinstance(node, int):
+        return {node}
+    return set().union(*(_leaves_of(child) for child in node[1]))
+
+
+def _source(expressions: list[sp.Expr], names: list[str]) -> str:
+    """Return the source of a function of the sizes returning every expression (integer code)."""
+    printer = ExactPythonPrinter()
+    codes = ", ".join(printer.doprint(sp.sympify(e)) for e in expressions)
+    return f"lambda {', '.join(names)}: ({codes},)"
+
+
+def _plain(coefficient: object) -> int | str:
+    return coefficient if type(coefficient) is int else str(coefficient)
