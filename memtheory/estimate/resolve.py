@@ -28,8 +28,8 @@ from memtheory.registry import Registry
 from memtheory.symbols import B, S
 
 __all__ = [
-    "BUILDERS", "BUILDER_REGISTRY", "Builder", "ResolvedModel", "model_type", "resolve_model",
-    "takes_image",
+    "BUILDERS", "BUILDER_REGISTRY", "Builder", "ResolvedModel", "config_of", "model_type",
+    "resolve_model", "takes_image",
 ]
 
 Kind = Literal["sequence", "image"]
@@ -252,16 +252,33 @@ _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf
            "fp16": "fp16", "fp32": "fp32"}
 
 
-def _config_of(spec: str | Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """Return the configuration ``spec`` names: a mapping, a readable config.json, or a preset's."""
+def config_of(spec: str | Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """Return the configuration ``spec`` names, or None: a mapping, config.json, folder or preset.
+
+    A preset's configuration carries its published weights' dtype as
+    ``torch_dtype``. A file that cannot be read as a JSON object, and a name
+    that is no preset (a built-in model, a factory), give None.
+
+    Examples
+    --------
+    >>> config_of("llama-3-8b")["num_key_value_heads"], config_of("resnet50")
+    (8, None)
+    """
     import json
 
     if isinstance(spec, Mapping):
         return spec
     text = str(spec).strip()
-    if text.endswith(".json") and Path(text).is_file():
+    path = Path(text)
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+        readable = path.suffix == ".json" and path.is_file()
+    except OSError:  # a name too long for a path
+        readable = False
+    if readable:
         try:
-            config = json.loads(Path(text).read_text())
+            config = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
         return config if isinstance(config, Mapping) else None
@@ -297,14 +314,14 @@ def model_type(spec: str | Mapping[str, Any]) -> str | None:
     >>> model_type("gemma-2-2b"), model_type("resnet50")
     ('gemma2', None)
     """
-    config = _config_of(spec)
+    config = config_of(spec)
     kind = None if config is None else config.get("model_type")
     return kind if isinstance(kind, str) else None
 
 
 def _checkpoint_dtype(spec: str | Mapping[str, Any]) -> str | None:
     """Return the dtype of the published weights: a preset's, or the config's ``torch_dtype``."""
-    config = _config_of(spec)
+    config = config_of(spec)
     for key in ("torch_dtype", "dtype"):
         value = None if config is None else config.get(key)
         if isinstance(value, str) and value in _DTYPES:
@@ -314,7 +331,7 @@ def _checkpoint_dtype(spec: str | Mapping[str, Any]) -> str | None:
 
 def _positions(spec: str | Mapping[str, Any]) -> int | None:
     """Return ``max_position_embeddings`` (or GPT-2's ``n_positions``) of a config or preset."""
-    config = _config_of(spec)
+    config = config_of(spec)
     if isinstance(config, Mapping):
         for key in ("max_position_embeddings", "n_positions"):
             value = config.get(key)

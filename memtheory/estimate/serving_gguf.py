@@ -245,14 +245,10 @@ def gguf_tensors(
     >>> [t.type for t in tensors if t.name == "token_embd.weight"]   # tied: output's rule
     ['Q8_0']
     """
-    from memtheory.estimate.resolve import resolve_model
-    from memtheory.estimate.serving_model import config_of
+    from memtheory.estimate.resolve import config_of, resolve_model
 
     chosen = gguf_mix(mix)
-    try:
-        config = config_of(spec)
-    except KeyError:  # a built-in model or a factory: no Hugging Face configuration
-        config = {}
+    config = config_of(spec) or {}  # a built-in model or a factory: no configuration
     family = str(config.get("model_type", ""))
     if family not in _FAMILIES:
         raise UnsupportedError(

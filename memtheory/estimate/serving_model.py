@@ -53,10 +53,8 @@ True
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import sympy as sp
@@ -64,6 +62,7 @@ import sympy as sp
 from memtheory._shown import shown
 from memtheory.errors import UnknownNameError, UnsupportedError
 from memtheory.estimate.resolve import ResolvedModel, resolve_model
+from memtheory.estimate.resolve import config_of as _resolved_config
 from memtheory.estimate.serving_gguf import GGUF_MIXES
 from memtheory.network import Network
 from memtheory.symbols import B
@@ -297,22 +296,18 @@ def served_model(
 def config_of(spec: str | Mapping[str, Any]) -> Mapping[str, Any]:
     """Return the Hugging Face configuration a preset, ``config.json`` path or dict names.
 
+    :func:`~memtheory.estimate.resolve.config_of`, with a ``KeyError`` where
+    ``spec`` names no configuration (a built-in model or a factory).
+
     Examples
     --------
     >>> config_of("llama-3-8b")["num_key_value_heads"]
     8
     """
-    if isinstance(spec, Mapping):
-        return spec
-    path = Path(spec)
-    if path.is_dir():
-        path = path / "config.json"
-    if path.is_file():
-        loaded: Mapping[str, Any] = json.loads(path.read_text())
-        return loaded
-    from memtheory.models.presets import PRESETS
-
-    return PRESETS[str(spec)].config
+    found = _resolved_config(spec)
+    if found is None:
+        raise KeyError(spec)
+    return found
 
 
 def per_device_config(
