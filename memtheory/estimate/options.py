@@ -196,7 +196,8 @@ def step_precision(
     """Return the step's precision: the setup's, a LoRA base kept in one dtype; floats only."""
     step_precision = chosen.precision_for(dtype)
     if precision is None and (lora is not None or qlora) and step_precision.startswith("autocast"):
-        # Frozen layers under torch.autocast are not modelled: a LoRA base stays in one dtype.
+        # A LoRA base is loaded in one dtype, as peft recipes load it (torch_dtype=bfloat16);
+        # an fp32 base under torch.autocast is what --precision autocast-bf16 asks for.
         step_precision = "bf16"
     kinds = _precision(step_precision)
     if kinds.parameters.kind != "float" or kinds.activations.kind != "float":

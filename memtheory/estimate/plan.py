@@ -528,7 +528,8 @@ def _assumptions(
     if step.precision != setup.precision_for(resolved.dtype):
         said[1 if setup.name else 0] = (
             f"precision {step.precision}: {_precision(step.precision).describe()} (a LoRA base "
-            "is kept in one dtype: frozen layers under torch.autocast are not modelled)"
+            "is loaded in one dtype, as peft recipes load it; --precision autocast-bf16 asks for "
+            "an fp32 base under torch.autocast)"
         )
     if resolved.kind != "sequence":
         said = [line for line in said if not line.startswith("attention:")]

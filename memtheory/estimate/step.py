@@ -30,8 +30,8 @@ optimizer step's fp32 gradient modelled from DeepSpeed's source
 
 Defaults: ``torch.autocast`` bf16 for full training (fp32 weights, gradients
 and Adam state; bf16 activations and autocast's weight copies; chapter 7), and
-one dtype, bf16, for LoRA (the base loaded in bf16, as LoRA recipes do;
-frozen layers under autocast are not modelled).
+one dtype, bf16, for LoRA (the base loaded in bf16, as LoRA recipes do; an
+fp32 base under autocast, each frozen weight cast per call, when asked for).
 
 Examples
 --------
