@@ -42,11 +42,11 @@ evaluation path checks them. Only a sum that sympy merges term by term
 (``sympy.Add(peak, c)`` on a one-polynomial peak, ``sympy.factor(peak)``)
 keeps no part: do the arithmetic on the value itself, or pass
 ``within=memory`` to the evaluation. Such an expression is still never
-evaluated silently: known to no network, and depending on a size that a
-kept value's conditions constrain in this process, it is evaluated by each
-path with a :class:`~memtheory.errors.SizeWarning` that says so
-(:func:`~memtheory.constraints.carried.warn_lost`). Nothing is registered
-per expression for this, so nothing can collide; a plain expression
+evaluated silently: known to no network, at sizes that break a condition a
+kept value in this process puts on one of its sizes, it is evaluated by each
+path with a :class:`~memtheory.errors.SizeWarning` that names the condition
+(:func:`~memtheory.constraints.carried.warn_lost`). The conditions are noted
+per size, never per expression, so nothing can collide; a plain expression
 unpickled in a process that traced nothing is not warned about.
 """
 
