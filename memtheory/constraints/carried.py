@@ -312,6 +312,7 @@ def warn_lost(expression: object, values: Mapping[sp.Basic, object]) -> bool:
     >>> warn_lost(side + 1, {side: 20})  # no held value constrains this size
     False
     """
+    broken = []
     for condition in held_conditions(expression):
         size = condition.size
         if not size.free_symbols <= set(values):
@@ -319,19 +320,26 @@ def warn_lost(expression: object, values: Mapping[sp.Basic, object]) -> bool:
         number = size.xreplace({s: sp.sympify(values[s]) for s in size.free_symbols})
         if number.is_number and number < 1:
             shown = ", ".join(f"{s}={values[s]}" for s in sorted(size.free_symbols, key=str))
-            warnings.warn(
-                SizeWarning(
-                    f"{shown} is outside {condition.where}, a condition of a traced result in "
-                    "this process, and this expression carries no conditions: if it was built "
-                    "from that result by a sympy function that rebuilds it from its terms "
-                    "(sympy.Add(peak, c), sympy.factor(peak)), its conditions are lost and "
-                    "this number is not its formula's. Do the arithmetic on the result's value "
-                    "itself (memory.peak + c), or pass within=memory to check its conditions."
-                ),
-                stacklevel=_outside_memtheory(),
-            )
-            return True
-    return False
+            broken.append(f"{shown} is outside {condition.where}")
+    if not broken:
+        return False
+    more = f" (and {len(broken) - _SHOWN} more)" if len(broken) > _SHOWN else ""
+    warnings.warn(
+        SizeWarning(
+            f"{'; '.join(broken[:_SHOWN])}{more}: conditions of traced results in this "
+            "process, and this expression carries no conditions. If it was built from such a "
+            "result by a sympy function that rebuilds it from its terms (sympy.Add(peak, c), "
+            "sympy.factor(peak)), its conditions are lost and this number is not its "
+            "formula's. Do the arithmetic on the result's value itself (memory.peak + c), or "
+            "pass within=memory to check its conditions."
+        ),
+        stacklevel=_outside_memtheory(),
+    )
+    return True
+
+
+_SHOWN = 5
+"""Most broken conditions one warning names."""
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

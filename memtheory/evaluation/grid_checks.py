@@ -130,19 +130,24 @@ def check_grid_constraints(
 
 def _warn_lost(expr: sp.Expr, values: Mapping[str, np.ndarray], exact: bool) -> None:
     """Warn at the first grid point outside a traced result's condition on ``expr``'s sizes."""
-    for condition in held_conditions(expr):
-        symbols = symbols_by_name([condition.size])
-        involved = sorted(symbols)
-        if not set(involved) <= set(values):
+    conditions = held_conditions(expr)
+    if not conditions:
+        return
+    names = sorted(values)
+    grid = dict(zip(names, np.broadcast_arrays(*(np.asarray(values[n]) for n in names)),
+                    strict=True))
+    for condition in conditions:
+        involved = sorted(symbols_by_name([condition.size]))
+        if not set(involved) <= set(grid):
             continue
-        inputs = [np.unique(values[n]) if len(involved) == 1 else values[n] for n in involved]
-        bad = np.asarray(computed_grid(condition.size, tuple(involved), inputs, exact) < 1)
+        sizes = computed_grid(condition.size, tuple(involved), [grid[n] for n in involved], exact)
+        bad = np.asarray(sizes < 1)
         if np.any(bad):
             where = tuple(int(i) for i in np.argwhere(bad)[0])
-            at = np.broadcast_arrays(*inputs)
-            point = {symbols[n]: int(a[where]) for n, a in zip(involved, at, strict=True)}
-            if warn_lost(expr, point):
-                return
+            point = {s: int(grid[n][where]) for n, s in symbols_by_name([expr]).items()
+                     if n in grid}
+            warn_lost(expr, point)
+            return
 
 
 def _check_grid_constraint(

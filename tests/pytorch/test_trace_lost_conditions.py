@@ -32,7 +32,7 @@ from memtheory.torch.tracing.kept_conditions import keeping  # noqa: E402
 from memtheory.whatif import max_batch, max_value  # noqa: E402
 
 _CONDITION = (SizeConstraint(16 - B, "B < 16"),)
-_OUTSIDE = {"B": 20, "H": 2}  # beyond B < 16
+_OUTSIDE = {"B": 20, "H": 2}  # beyond B < 16 (other traces in this process may add conditions)
 _REFUSED = (EvaluationError, KernelTooLargeError)  # evaluate refuses with one, max_batch the other
 
 
@@ -47,9 +47,9 @@ def _paths(expression):
     }
 
 
-def _factored():
-    """``sympy.factor`` of a traced one-polynomial peak: 12*(B*H + 1), a plain product."""
-    peak = keeping(12 * B * H + 12, _CONDITION)
+def _factored(b=B, h=H):
+    """``sympy.factor`` of a traced one-polynomial peak: 12*(b*h + 1), a plain product."""
+    peak = keeping(12 * b * h + 12, (SizeConstraint(16 - b, f"{b} < 16"),))
     factored = sp.factor(peak)
     assert factored.is_Mul and sp.expand(factored - peak) == 0  # the same bytes, a product
     assert not getattr(factored, "carried_constraints", ())
@@ -65,7 +65,9 @@ def test_a_factored_peak_is_evaluated_with_a_warning_that_names_the_size(path):
     lost = [w for w in caught if "carries no conditions" in str(w.message)]
     assert len(lost) == 1 and issubclass(lost[0].category, SizeWarning)
     message = str(lost[0].message)
-    assert "is outside B < 16" in message and "within=memory" in message
+    assert "within=memory" in message
+    searched = path in ("max_value", "max_batch")  # their answer: the largest B that fits
+    assert ("is outside B < 16" if searched else "B=20 is outside B < 16") in message
     assert lost[0].filename == __file__
 
 
@@ -92,18 +94,24 @@ def test_sympy_add_of_a_one_polynomial_peak_is_refused_or_warned_about():
 
 
 def test_sizes_inside_the_conditions_or_of_no_trace_get_no_warning():
-    """Only sizes that break a traced result's condition are warned about, on every path."""
-    factored = _factored()  # a traced value with B < 16 exists in this process
+    """Only sizes that break a traced result's condition are warned about, on every path.
+
+    Sizes of their own (other traces in this process put conditions on B and H).
+    """
+    b, h = size_symbol("lost_conditions_b"), size_symbol("lost_conditions_h")
+    factored = _factored(b, h)  # a traced value with b < 16 exists in this process
     side = size_symbol("lost_conditions_side")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert evaluate(factored, B=4, H=2) == 12 * (4 * 2 + 1)
-        assert compile_exact(factored)(4, 2) == 12 * (4 * 2 + 1)
-        grid = evaluate_grid(factored, B=[4, 15], H=[2, 2]).tolist()
-        assert grid == [12 * (4 * 2 + 1), 12 * (15 * 2 + 1)]
-        assert max_value(factored, "B", 12 * (15 * 2 + 1), H=2) == 15
+        assert evaluate(factored, lost_conditions_b=4, lost_conditions_h=2) == 12 * (4 * 2 + 1)
+        assert compile_exact(factored, [b.name, h.name])(4, 2) == 12 * (4 * 2 + 1)
+        grid = evaluate_grid(factored, lost_conditions_b=[4, 15], lost_conditions_h=[2, 2])
+        assert grid.tolist() == [12 * (4 * 2 + 1), 12 * (15 * 2 + 1)]
+        assert max_value(factored, b.name, 12 * (15 * 2 + 1), lost_conditions_h=2) == 15
         assert evaluate(3 * side + 1, lost_conditions_side=40) == 3 * 40 + 1
     assert not [w for w in caught if "carries no conditions" in str(w.message)]
+    with pytest.warns(SizeWarning, match="lost_conditions_b=20 is outside lost_conditions_b < 16"):
+        evaluate(factored, lost_conditions_b=20, lost_conditions_h=2)  # and outside: warned
 
 
 def test_within_the_memory_checks_the_conditions_instead():
