@@ -17,6 +17,8 @@ Examples
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -41,9 +43,11 @@ __all__ = [
     "carry",
     "constraints_in",
     "expression_key",
+    "held_conditions",
     "held_within",
     "note_held",
     "store_keyed",
+    "warn_lost",
     "warn_unknown",
 ]
 
@@ -246,9 +250,107 @@ _HELD = [False]
 """Whether this process has built a value that holds its own constraints (else none is searched)."""
 
 
-def note_held() -> None:
-    """Note that a value holding its own constraints exists: :func:`held_within` then searches."""
+_HELD_SIZES: dict[sp.Symbol, dict[SizeConstraint, None]] = {}
+"""Per size, the conditions on it of values that hold their own (for :func:`warn_lost`)."""
+
+
+def note_held(conditions: Iterable[SizeConstraint] = ()) -> None:
+    """Note that a value holding its own ``conditions`` exists.
+
+    :func:`held_within` then searches expressions for such values, and
+    :func:`warn_lost` checks bare expressions against these conditions.
+    """
     _HELD[0] = True
+    for condition in conditions:
+        for size in condition.size.free_symbols:
+            _HELD_SIZES.setdefault(size, {})[condition] = None
+
+
+def held_conditions(expression: object) -> tuple[SizeConstraint, ...]:
+    """Return the conditions that values holding their own put on ``expression``'s sizes.
+
+    Process-wide and per size, not per expression: what some traced result
+    in this process requires of a size the expression depends on, whether or
+    not the expression comes from it. Only ever warned about
+    (:func:`warn_lost`), never refused.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import size_symbol
+    >>> held_conditions(size_symbol("never_held") + 1)
+    ()
+    """
+    if not _HELD_SIZES or not isinstance(expression, sp.Basic):
+        return ()
+    found: dict[SizeConstraint, None] = {}
+    for size in expression.free_symbols:
+        found.update(_HELD_SIZES.get(size, {}))
+    return tuple(found)
+
+
+def warn_lost(expression: object, values: Mapping[sp.Basic, object]) -> bool:
+    """Warn where ``values`` break a traced result's condition on a bare expression's sizes.
+
+    A value that holds its conditions keeps them through its own arithmetic
+    and through functions that keep a part of it, but sympy can rebuild it
+    from its terms and keep no part (``sympy.Add(peak, c)`` on a peak of one
+    polynomial, ``sympy.factor(peak)``). Such an expression is known to no
+    network and holds nothing. Where it depends on a size that a held value's
+    conditions constrain in this process (:func:`held_conditions`) and
+    ``values`` (symbol to number) make one of them false, it may be that
+    value's formula outside the sizes where it holds: it is evaluated, with
+    a :class:`SizeWarning` that says so, never silently. Nothing is kept per
+    expression, so nothing can collide: an expression that merely shares the
+    size is warned about too, and one unpickled in a process that traced
+    nothing is not. The warning points at the first line outside memtheory.
+    Returns whether it warned.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import size_symbol
+    >>> side = size_symbol("never_held")
+    >>> warn_lost(side + 1, {side: 20})  # no held value constrains this size
+    False
+    """
+    broken = []
+    for condition in held_conditions(expression):
+        size = condition.size
+        if not size.free_symbols <= set(values):
+            continue
+        number = size.xreplace({s: sp.sympify(values[s]) for s in size.free_symbols})
+        if number.is_number and number < 1:
+            shown = ", ".join(f"{s}={values[s]}" for s in sorted(size.free_symbols, key=str))
+            broken.append(f"{shown} is outside {condition.where}")
+    if not broken:
+        return False
+    more = f" (and {len(broken) - _SHOWN} more)" if len(broken) > _SHOWN else ""
+    warnings.warn(
+        SizeWarning(
+            f"{'; '.join(broken[:_SHOWN])}{more}: conditions of traced results in this "
+            "process, and this expression carries no conditions. If it was built from such a "
+            "result by a sympy function that rebuilds it from its terms (sympy.Add(peak, c), "
+            "sympy.factor(peak)), its conditions are lost and this number is not its "
+            "formula's. Do the arithmetic on the result's value itself (memory.peak + c), or "
+            "pass within=memory to check its conditions."
+        ),
+        stacklevel=_outside_memtheory(),
+    )
+    return True
+
+
+_SHOWN = 5
+"""Most broken conditions one warning names."""
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _outside_memtheory() -> int:
+    """Return the ``stacklevel`` of the first frame out of :func:`warn_lost` not in memtheory."""
+    frame, level = sys._getframe(2), 2  # warn_lost's caller
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def held_within(roots: Iterable[object]) -> tuple[SizeConstraint, ...] | None:

@@ -24,6 +24,7 @@ from memtheory.constraints import (
     too_small,
     warn_outside,
 )
+from memtheory.constraints.carried import warn_lost
 from memtheory.errors import EvaluationError
 from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.evaluation.values import (
@@ -75,6 +76,7 @@ def compile_exact(
     arguments = argument_symbols(expr, _names_argument(names))
     raw = sp.lambdify(arguments, expr, modules=[{}, "math"], printer=ExactPythonPrinter)
     given = set(arguments)
+    given_symbols = sp.Tuple(*arguments)
     found = candidates(expr, within)
     warn_only = not found.known  # built by hand: its network's sizes are warned about, not refused
 
@@ -124,6 +126,8 @@ def compile_exact(
                     failures.append(too_small(constraint, shown, value))
                     break
         refuse_or_warn(failures, found, stacklevel=3)
+        if warn_only:  # sizes outside a traced result's conditions
+            warn_lost(given_symbols, dict(zip(arguments, values, strict=True)))
         return raw(*values)
 
     compiled.__doc__ = f"Exact value of {expr} for ({', '.join(map(str, arguments))})."

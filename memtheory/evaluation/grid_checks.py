@@ -31,6 +31,7 @@ from memtheory.constraints import (
     too_small,
     warn_outside,
 )
+from memtheory.constraints.carried import held_conditions, warn_lost
 from memtheory.errors import EvaluationError, EvaluationOverflowError, KernelTooLargeError
 from memtheory.evaluation.overflow import computed_grid
 from memtheory.evaluation.values import refuse_or_warn, symbols_by_name
@@ -113,6 +114,7 @@ def check_grid_constraints(
     """Refuse (or, for an expression built by hand, warn about) sizes below 1 on the grid."""
     found = candidates(expr, within)
     if not found.known:  # built by hand: warn about its network's sizes, never refuse
+        _warn_lost(expr, values, exact)
         for constraint in sizes_inside(expr):
             if _check_grid_constraint(constraint, values, exact, warn=True):
                 break  # warned once: enough
@@ -124,6 +126,28 @@ def check_grid_constraints(
         except KernelTooLargeError as error:
             failures.append(error)
     refuse_or_warn(failures, found, stacklevel=4)
+
+
+def _warn_lost(expr: sp.Expr, values: Mapping[str, np.ndarray], exact: bool) -> None:
+    """Warn at the first grid point outside a traced result's condition on ``expr``'s sizes."""
+    conditions = held_conditions(expr)
+    if not conditions:
+        return
+    names = sorted(values)
+    grid = dict(zip(names, np.broadcast_arrays(*(np.asarray(values[n]) for n in names)),
+                    strict=True))
+    for condition in conditions:
+        involved = sorted(symbols_by_name([condition.size]))
+        if not set(involved) <= set(grid):
+            continue
+        sizes = computed_grid(condition.size, tuple(involved), [grid[n] for n in involved], exact)
+        bad = np.asarray(sizes < 1)
+        if np.any(bad):
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            point = {s: int(grid[n][where]) for n, s in symbols_by_name([expr]).items()
+                     if n in grid}
+            warn_lost(expr, point)
+            return
 
 
 def _check_grid_constraint(

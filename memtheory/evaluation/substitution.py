@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 import sympy as sp
 
 from memtheory.constraints import candidates, carry, sizes_inside, warn_outside
+from memtheory.constraints.carried import warn_lost
 from memtheory.errors import EvaluationError
 from memtheory.evaluation.values import as_expression, checked_value, symbols_by_name
 from memtheory.max_pruning import substituted_maximum
@@ -108,6 +109,7 @@ def evaluate(expression: sp.Expr | int, /, *, within: object = None, **values: o
     remaining = found.check(mapping) if mapping else found
     if not found.known:  # built by hand, perhaps from a network's expressions: warn, never refuse
         warn_outside(sizes_inside(expr), mapping)
+        warn_lost(expr, mapping)  # sizes outside a traced result's conditions
     result = _substituted(expr, mapping)
     if mapping:
         for group in remaining.sets:  # each network's constraints still open go with the result

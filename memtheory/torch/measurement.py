@@ -426,7 +426,7 @@ def measure(
     param_ptrs = _pointers(parameters)
     buffer_ptrs = _pointers(module.buffers())
     data_ptrs = _pointers(_tensors((input, target)))
-    copies = {p: n for p, n in saved.items() if p in tracker.weight_copies}
+    copies = {p: n for p, n in saved.items() if p in tracker.saved_copies}
     activations = {
         p: n
         for p, n in saved.items()

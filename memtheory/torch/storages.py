@@ -89,6 +89,9 @@ class StorageTracker(TorchDispatchMode):
                 watcher = weakref.finalize(storage, _freed, weakref.ref(self), pointer)
                 watcher.atexit = False
                 self._live[pointer] = (watcher, nbytes, blocks)
+                # A new storage at a freed weight copy's address is not a copy (unless
+                # _to_copy made it: it is marked again after this).
+                self.copies_of.discard(pointer)
                 self._total += nbytes
                 self._blocks += blocks
                 self.on_register(pointer)

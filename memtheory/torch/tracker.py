@@ -268,6 +268,8 @@ class Tracker:
         self.model = model
         self.optimizers: list[torch.optim.Optimizer] = [] if optimizer is None else [optimizer]
         self.saved: dict[int, int] = {}
+        self.saved_copies: set[int] = set()
+        """``data_ptr()`` of the saved storages that were casts of a parameter when saved."""
         """Bytes of every storage autograd saved in the block, by ``data_ptr()``."""
         self._storages = _Storages(self, record, blocks_on)
         self._data = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
@@ -436,6 +438,12 @@ class Tracker:
         if nbytes:
             pointer = storage.data_ptr()
             self.saved[pointer] = nbytes
+            # Decided when saved: the address may later hold another storage (the allocator
+            # reuses it), which must not make the copy an activation, nor an activation a copy.
+            if pointer in self._storages.copies_of:
+                self.saved_copies.add(pointer)
+            else:
+                self.saved_copies.discard(pointer)
             tag = self._tags.get(pointer)
             if tag is not None:
                 tag.saved = True

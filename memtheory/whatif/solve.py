@@ -33,6 +33,7 @@ from sympy.core.evalf import PrecisionExhausted
 
 from memtheory._shown import shown
 from memtheory.constraints import SizeConstraint, candidates, largest_valid, smallest_valid
+from memtheory.constraints.carried import warn_lost
 from memtheory.conventions import ConventionLike
 from memtheory.counts import ModelCounts
 from memtheory.errors import DoesNotFitError, EvaluationError, SizeWarning, UnsupportedError
@@ -198,6 +199,25 @@ def max_value(
         raise EvaluationError(
             f"give values for {', '.join(others)} (e.g. {others[0]}=...) to solve for {name}."
         )
+    answer = _largest(total, size, found, limit, start, stop)
+    if not isinstance(expression, Footprint | Network | ModelCounts):
+        bare = total_bytes(expression, by=by)
+        if not candidates(bare).known:  # no network hands it out: it may have lost conditions
+            given = {s: values[n] for n, s in symbols_by_name([bare]).items() if n in values}
+            warn_lost(bare, {**given, size: answer})
+    return answer
+
+
+def _largest(
+    total: sp.Expr,
+    size: sp.Symbol,
+    found: tuple[SizeConstraint, ...],
+    limit: LimitLike,
+    start: int,
+    stop: int | None,
+) -> int:
+    """Return the largest ``size`` at which ``total`` fits in ``limit`` (see :func:`max_value`)."""
+    name = size.name
     cap = memory_limit(limit)
     start = _first(start, "start")
     if stop is not None:

@@ -41,7 +41,13 @@ maximum holds them too), in this process and through a pickle, and
 evaluation path checks them. Only a sum that sympy merges term by term
 (``sympy.Add(peak, c)`` on a one-polynomial peak, ``sympy.factor(peak)``)
 keeps no part: do the arithmetic on the value itself, or pass
-``within=memory`` to the evaluation.
+``within=memory`` to the evaluation. Such an expression is still never
+evaluated silently: known to no network, at sizes that break a condition a
+kept value in this process puts on one of its sizes, it is evaluated by each
+path with a :class:`~memtheory.errors.SizeWarning` that names the condition
+(:func:`~memtheory.constraints.carried.warn_lost`). The conditions are noted
+per size, never per expression, so nothing can collide; a plain expression
+unpickled in a process that traced nothing is not warned about.
 """
 
 from __future__ import annotations
@@ -239,7 +245,7 @@ def keeping(expression: sp.Basic, conditions: Iterable[SizeConstraint]) -> Any:
         args = tuple(_held(arg, conditions) for arg in args)
     kept = _built(kind, args)
     kept._conditions = conditions
-    note_held()
+    note_held(conditions)
     return kept
 
 

@@ -152,7 +152,7 @@ def record_step(
         excluded = _keys([*parameters, *module.buffers(), *data, *targets])
         forward_done = None
         if expected is not None:
-            forward_done = partial(_check_saved, expected, saved, excluded, tracker.copies_of)
+            forward_done = partial(_check_saved, expected, saved, excluded, tracker.saved_copies)
         watch.recording = True
         with tracker:
             _step(module, call, loss, optimizer, context, watch, (tracker, saved), keeps_outputs,
@@ -162,7 +162,7 @@ def record_step(
         if expected is not None:
             _check_peak(expected, moments)
 
-        activations, copies = _sorted_saved(saved, excluded, tracker.copies_of)
+        activations, copies = _sorted_saved(saved, excluded, tracker.saved_copies)
         state, counters = _state_bytes(optimizer, symbols)
         components = {
             "parameters": _bytes(parameters, symbols),
@@ -179,7 +179,7 @@ def record_step(
                                keep_all)
     return StepRecord(
         components, moments, start, inference, watch, tracker.operations,
-        excluded | tracker.copies_of, tracker.workspaces,
+        excluded | tracker.saved_copies, tracker.workspaces,
     )
 
 
@@ -308,6 +308,11 @@ def _saving(
             if key not in saved:
                 watch.saved(key, size)
             saved[key] = size
+            # A weight copy or not is decided when saved (a later storage may take its key).
+            if key in tracker.copies_of:
+                tracker.saved_copies.add(key)
+            else:
+                tracker.saved_copies.discard(key)
         return tensor
 
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)

@@ -79,6 +79,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self.total: Polynomial = {}
         self.moments: list[tuple[str, Polynomial]] = []
         self.copies_of: set[int] = set()
+        self.saved_copies: set[int] = set()
         self._parameter_keys: set[int] = set()
         self._last: Polynomial | None = None
         self.operations = 0
@@ -147,6 +148,8 @@ class SymbolicStorageTracker(TorchDispatchMode):
         # PyTorch keeps one Python object per storage for as long as the storage lives, so its
         # finalizer runs when the storage is freed (the tracker is held weakly: no cycle).
         watcher = None if permanent else weakref.finalize(storage, _freed, weakref.ref(self), key)
+        # A new storage at the key of a freed weight copy is not a copy (unless _to_copy made it).
+        self.copies_of.discard(key)
         self._live[key] = (watcher, size)
         add_into(self.total, size)
 
