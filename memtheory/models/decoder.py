@@ -25,9 +25,9 @@ measured: the autograd convention refuses them, and Gemma 2's soft-capping
 query/key norms (:class:`~memtheory.layers.head_norm.HeadRMSNorm`) are
 measured: its step is exact (transformers 5.24,
 ``tests/pytorch/test_family_autograd.py``). Phi-3's fused ``qkv_proj`` and
-``gate_up_proj``, sliced by :class:`~memtheory.layers.split.Slice`, agree
-with SGD, but a for-loop Adam step's temporaries follow Phi-3's parameter
-order, which the convention does not: it refuses Phi-3.
+``gate_up_proj``, sliced by :class:`~memtheory.layers.split.Slice`, are
+exact too; the network carries Phi-3's parameter registration order
+(``_PHI3_ORDER``), which torch.optim's for-loop step follows.
 
 Most users start from a ``config.json``
 (:func:`memtheory.models.from_config`) or a preset
@@ -319,7 +319,15 @@ def decoder(
         lm_head=lm_head,
         loss=loss,
         name=name or c.family,
+        block_order=_PHI3_ORDER if c.fused else (),
     )
+
+
+_PHI3_ORDER = ("self_attn.o_proj", "self_attn", "mlp", "input_layernorm",
+              "post_attention_layernorm")
+"""The order ``Phi3DecoderLayer`` registers its parameters: ``Phi3Attention`` registers
+``o_proj`` before ``qkv_proj``, and the layer its norms after its MLP (transformers 5.24
+``models/phi3/modeling_phi3.py``)."""
 
 
 def _norm(c: DecoderConfig) -> Callable[..., Layer]:
