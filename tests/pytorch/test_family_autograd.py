@@ -156,6 +156,8 @@ STEPS = [
     ("adamw", "foreach", "bf16"),
     ("adamw", "fused", "fp32"),
     ("adam", "fused", "bf16"),
+    ("adamw", "fused", "autocast"),  # the hf-trainer recipe's step, eager attention
+    ("adam", "for-loop", "autocast"),
 ]
 
 
