@@ -58,7 +58,7 @@ class SoftCap(Layer):
     cap: float
     name: str | None = None
     kind = "SoftCap"
-    autograd_refusal = _NOT_MEASURED
+    autograd_checked = True  # tests/pytorch/test_family_autograd.py (Gemma 2)
 
     def __post_init__(self) -> None:
         _check_cap(self.cap, self.label)
@@ -102,8 +102,7 @@ class SoftCappedAttention(GroupedQueryAttention):
 
     softcap: float = 50.0
     kind = "SoftCappedAttention"
-    autograd_checked = False
-    autograd_refusal = _NOT_MEASURED
+    autograd_checked = True  # tests/pytorch/test_family_autograd.py (Gemma 2, eager)
 
     def __post_init__(self) -> None:
         super().__post_init__()

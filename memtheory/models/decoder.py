@@ -406,8 +406,10 @@ def _qk_norms(
         ]
     else:
         items += [
-            Node(HeadRMSNorm(c.head_width, name=f"{attn}.q_norm"), inputs=(query,)),
-            Node(HeadRMSNorm(c.head_width, name=f"{attn}.k_norm"), inputs=(key,)),
+            Node(HeadRMSNorm(c.head_width, gemma=c.gemma, name=f"{attn}.q_norm"),
+                 inputs=(query,)),
+            Node(HeadRMSNorm(c.head_width, gemma=c.gemma, name=f"{attn}.k_norm"),
+                 inputs=(key,)),
         ]
     return f"{attn}.q_norm", f"{attn}.k_norm"
 

@@ -11,9 +11,9 @@ Qwen3 adds only per-head RMS norms of the queries and keys
 step must be exact, every component and the peak. Phi-3's and GPT-NeoX's
 sliced fused projections are exact too, with every torch.optim
 implementation: the network carries the order the modules register their
-parameters, which the for-loop step's temporaries follow. Falcon's own eager
-attention and Gemma 2's scaled embedding, ``(1 + w)`` norms and soft-capping
-are not modelled: refused.
+parameters, which the for-loop step's temporaries follow. Gemma 1, 2 and 3
+are exact (the scaled embedding, ``(1 + w)`` norms, Gemma 2's soft-capping).
+Falcon's own eager attention is not modelled: refused.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 TINY = {"vocab_size": 50, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
         "num_attention_heads": 4, "max_position_embeddings": 128, "tie_word_embeddings": False}
+
+_BIGGER = {"vocab_size": 64, "hidden_size": 48, "intermediate_size": 56, "num_hidden_layers": 3,
+           "num_attention_heads": 6}
+"""A second size: other widths, depth and head count (each Falcon MLP is 4 h wide)."""
 
 
 def _compare(config: dict, precision: str, optimizer: str, batch: int, sequence: int):
@@ -69,40 +73,50 @@ def test_qwen3_peak_inside_attention_backward_is_exact():
     assert got == want
 
 
-@pytest.mark.parametrize(
-    ("config", "layer"),
-    [
-        ({**TINY, "model_type": "gemma2", "head_dim": 8}, "TensorScale 'model.embed_scale'"),
-    ],
-    ids=["gemma2"],
-)
-def test_unmeasured_families_are_refused_naming_the_layer(config, layer):
-    """Gemma 2: the autograd convention refuses, naming the first unmeasured layer."""
-    network = from_config(config, batch=2, sequence=6, loss=True)
-    with pytest.raises(UnsupportedError, match=f"does not model {layer}"):
-        mt.training_memory(network, optimizer="sgd", precision="fp32",
-                           convention=AutogradConvention())
+GEMMA = {"gemma": {"model_type": "gemma", "head_dim": 8, "num_key_value_heads": 2},
+         "gemma2": {"model_type": "gemma2", "head_dim": 8, "num_key_value_heads": 2},
+         "gemma3": {"model_type": "gemma3_text", "head_dim": 8, "num_key_value_heads": 2}}
+"""Gemma 1, 2 and 3 (text): the scaled embedding, (1 + w) norms, gelu_tanh MLPs; Gemma 2's four
+norms per layer and soft-capping; Gemma 3's (1 + w) query/key norms per head."""
 
 
-def test_gemma2_soft_capping_and_norms_are_refused_too():
-    """Past the embedding, Gemma 2's (1 + w) norm and capped attention are refused with reasons."""
-    from memtheory.layers.rms_norm import GemmaRMSNorm
-    from memtheory.layers.softcap import SoftCap, SoftCappedAttention
+@pytest.mark.slow
+@pytest.mark.parametrize(("precision", "optimizer"),
+                         [("fp32", "sgd"), ("bf16", "adam"), ("autocast", "adamw")])
+@pytest.mark.parametrize("size", [TINY, _BIGGER], ids=["tiny", "bigger"])
+@pytest.mark.parametrize("family", list(GEMMA))
+def test_gemma_training_step_is_exact(family, size, precision, optimizer):
+    """Gemma 1, 2 and 3 (eager attention, as Gemma 2 forces): every component and the peak."""
+    got, want, _ = _compare({**size, **GEMMA[family]}, precision, optimizer, 2, 6)
+    assert got == want
 
-    network = from_config({**TINY, "model_type": "gemma2", "head_dim": 8}, batch=2, sequence=6)
-    kinds = {type(row.layer) for row in network.rows if not row.layer.autograd_checked}
-    assert {GemmaRMSNorm, SoftCap, SoftCappedAttention} <= kinds
-    assert "soft-capping" in (SoftCappedAttention.autograd_refusal or "")
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "autocast"])
+def test_gemma2_peak_inside_soft_capped_attention_backward_is_exact(precision):
+    """At 160 positions Gemma 2's step peaks in its soft-capped attention's backward, exactly."""
+    config = {**TINY, **GEMMA["gemma2"], "vocab_size": 16, "max_position_embeddings": 256}
+    got, want, moment = _compare(config, precision, "sgd", 2, 160)
+    assert moment.startswith("backward model.layers.1.self_attn.attention")
+    assert got == want
 
 
+def test_gemma_embedding_scale_is_a_buffer_the_backward_keeps():
+    """Gemma's sqrt(h) is the embed_scale buffer (transformers 5.24): one scalar of the weights."""
+    buffers = {}
+    for family in ("gemma", "llama"):
+        network = from_config({**TINY, **GEMMA["gemma"], "model_type": family}, batch=2,
+                              sequence=6, loss=True)
+        for precision in ("fp32", "bf16"):
+            memory = mt.training_memory(network, optimizer="sgd", precision=precision,
+                                        convention=AutogradConvention())
+            buffers[family, precision] = memory.components["buffers"]
+    for precision, scalar in (("fp32", 4), ("bf16", 2)):  # torch.tensor(h ** 0.5) in its dtype
+        assert buffers["gemma", precision] - buffers["llama", precision] == scalar
 
 
 _FALCON = {"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4}
-_BIGGER = {"vocab_size": 64, "hidden_size": 48, "intermediate_size": 56, "num_hidden_layers": 3,
-           "num_attention_heads": 6}
-"""A second size: other widths, depth and head count (each Falcon MLP is 4 h wide)."""
-
 LAYOUTS = {
     "phi3": {"model_type": "phi3", "num_key_value_heads": 2, "pad_token_id": 0},
     "gpt_neox": {"model_type": "gpt_neox"},
@@ -231,16 +245,15 @@ _MOE = {**TINY, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_
     [
         ({**TINY, "model_type": "olmo"}, "UpcastLayerNorm 'model.layers.0.input_layernorm'"),
         ({**TINY, "model_type": "olmo2"}, "UpcastRMSNorm 'model.layers.0.self_attn.q_norm'"),
-        ({**TINY, "model_type": "gemma3_text", "head_dim": 8}, "TensorScale 'model.embed_scale'"),
         ({**_MOE, "model_type": "qwen3_moe"}, "MixtureOfExperts 'model.layers.0.mlp'"),
         ({**TINY, "model_type": "deepseek_v3", "kv_lora_rank": 8, "q_lora_rank": None,
           "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 6},
          "LatentAttention 'model.layers.0.self_attn.attention'"),
     ],
-    ids=["olmo", "olmo2", "gemma3", "qwen3_moe", "deepseek_v3"],
+    ids=["olmo", "olmo2", "qwen3_moe", "deepseek_v3"],
 )
 def test_newer_families_are_refused_naming_the_layer(config, layer):
-    """OLMo, OLMo 2, Gemma 3, Qwen3-MoE, DeepSeek: refused, naming a layer."""
+    """OLMo, OLMo 2, Qwen3-MoE, DeepSeek: refused, naming a layer."""
     network = from_config(config, batch=2, sequence=6, loss=True)
     with pytest.raises(UnsupportedError, match=f"does not model {layer}"):
         mt.training_memory(network, optimizer="sgd", precision="fp32",
