@@ -14,7 +14,7 @@ Examples
 --------
 >>> from memtheory.symbols import B, S
 >>> attn = FalconAttention(4, kv_heads=1, head_dim=8)
->>> attn.output_shape(((B, S, 32), (B, S, 8), (B, S, 8)))
+>>> attn.merged_shape(((B, S, 32), (B, S, 8), (B, S, 8)))
 (B, S, 32)
 """
 

@@ -215,7 +215,7 @@ def gemma_rms_norm(
         assert given is not None
         stages.append(Stage(f"to {given.name}", edges=((len(stages) - 1, full),)))
     refused = None
-    if upcast:
+    if given is not None and upcast:
         refused = (
             f"reading a {given.name} tensor that needs no gradient (the network's input), "
             "its forward's transients set the peak; that case is not measured. Put a layer "
