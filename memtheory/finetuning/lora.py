@@ -196,7 +196,10 @@ def freeze(network: Network, patterns: str | Sequence[str] = "*") -> Network:
     for row in network.rows[1:]:
         layer = Frozen(row.layer) if row.name in chosen else row.layer
         items.append(Node(layer, inputs=row.inputs))
-    return Network(items, name=f"{network.name} (frozen: {', '.join(patterns)})")
+    return Network(
+        items, name=f"{network.name} (frozen: {', '.join(patterns)})",
+        parameter_order=network.parameter_order,
+    )
 
 
 def apply_lora(network: Network, lora: LoRA) -> Network:
@@ -228,7 +231,10 @@ def apply_lora(network: Network, lora: LoRA) -> Network:
             items.append(Node(Frozen(layer), inputs=row.inputs))
         else:
             items.append(Node(layer, inputs=row.inputs))
-    return Network(items, name=f"{network.name} (LoRA r={lora.rank})")
+    return Network(  # an adapter 'fc1.lora_A' is registered where 'fc1' is
+        items, name=f"{network.name} (LoRA r={lora.rank})",
+        parameter_order=network.parameter_order,
+    )
 
 
 def _adapted_dense(

@@ -23,7 +23,7 @@ from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike
 from memtheory.errors import ShapeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape
-from memtheory.layers.rms_norm import RMSNorm
+from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
 
 __all__ = ["HeadRMSNorm"]
 
@@ -39,10 +39,15 @@ class HeadRMSNorm(Layer):
     a Qwen3 training step is exact under the autograd convention in fp32, bf16
     and autocast (``tests/pytorch/test_family_autograd.py``).
 
+    Gemma 3 normalises its heads with its ``(1 + w)`` norm (``Gemma3RMSNorm(head_dim)``):
+    ``gemma=True`` keeps what :class:`~memtheory.layers.rms_norm.GemmaRMSNorm` keeps.
+
     Parameters
     ----------
     head_dim : size
         Width :math:`d` of one head.
+    gemma : bool, default False
+        Gemma's ``(1 + w)`` norm, scaled in fp32.
     name : str, optional
 
     Examples
@@ -54,6 +59,7 @@ class HeadRMSNorm(Layer):
 
     head_dim: SizeLike
     name: str | None = None
+    gemma: bool = False
     kind = "HeadRMSNorm"
     autograd_checked = True  # tests/pytorch/test_family_autograd.py (Qwen3)
     #: As RMSNorm's: inference under the autograd convention is not checked.
@@ -93,13 +99,17 @@ class HeadRMSNorm(Layer):
         self._heads(input_shape)
         return (("weight", (sp.sympify(self.head_dim),)),)
 
+    def _norm(self) -> RMSNorm:
+        """Return the norm it runs on each head: Llama's, or Gemma's."""
+        return GemmaRMSNorm() if self.gemma else RMSNorm()
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
         """Return what :class:`RMSNorm` keeps on the per-head view."""
-        return RMSNorm().saved_for_backward(self._heads(input_shape))
+        return self._norm().saved_for_backward(self._heads(input_shape))
 
     def activation_count(self, input_shape: Shape) -> sp.Expr:
         """Elements of its output and of the normalised input it keeps."""
-        return RMSNorm().activation_count(self._heads(input_shape))
+        return self._norm().activation_count(self._heads(input_shape))
 
     def autograd(
         self,
@@ -110,11 +120,11 @@ class HeadRMSNorm(Layer):
         autocast: DTypeLike | None = None,
     ) -> Autograd:
         """Return :class:`RMSNorm`'s description on the per-head view."""
-        return RMSNorm().autograd(
+        return self._norm().autograd(
             (self._heads(input_shapes[0]),), training=training, input_dtype=input_dtype,
             autocast=autocast,
         )
 
     def describe(self) -> str:
         """Show the head width."""
-        return f"per head of {self.head_dim}"
+        return f"per head of {self.head_dim}" + (", 1 + w" if self.gemma else "")

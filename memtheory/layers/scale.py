@@ -1,4 +1,4 @@
-"""Multiplication by a 0-dimensional tensor: Gemma scales its token embeddings by sqrt(width).
+"""Multiplication by a 0-dimensional buffer: Gemma scales its token embeddings by sqrt(width).
 
 Not :class:`~memtheory.finetuning.ConstantScale` (LoRA's multiplication by a Python number,
 which keeps nothing): this one keeps its factor tensor for backward.
@@ -25,10 +25,12 @@ __all__ = ["TensorScale"]
 class TensorScale(Layer):
     """``x * factor``: a new tensor of the input's shape, no parameters.
 
-    Gemma multiplies the embeddings by ``torch.tensor(hidden_size ** 0.5,
-    dtype=hidden.dtype)``: a 0-dimensional tensor, which the product's
-    backward keeps (one element of the compute dtype). Not measured against
-    PyTorch: the autograd convention refuses it.
+    Gemma multiplies the embeddings by its ``embed_scale`` buffer (transformers
+    5.24: ``nn.Buffer(torch.tensor(hidden_size ** 0.5))``, cast with the model,
+    read as ``self.embed_scale.to(self.weight.dtype)``): a 0-dimensional tensor
+    of the parameters' dtype, which the product's backward keeps, its own
+    storage and no new one. Measured against Gemma 1, 2 and 3 on CPU
+    (``tests/pytorch/test_family_autograd.py``).
 
     Parameters
     ----------
@@ -38,13 +40,16 @@ class TensorScale(Layer):
     Examples
     --------
     >>> from memtheory.symbols import B, S
-    >>> [t.shape for t in TensorScale(2.0).saved_for_backward((B, S, 8))]
-    [()]
+    >>> [(t.role, t.shape) for t in TensorScale(2.0).saved_for_backward((B, S, 8))]
+    [('buffer', ())]
     """
 
     factor: float
     name: str | None = None
     kind = "TensorScale"
+    autograd_checked = True  # tests/pytorch/test_family_autograd.py (Gemma 1, 2, 3)
+    #: Checked in training only (Gemma's norms refuse inference anyway).
+    autograd_inference_checked = False
 
     def __post_init__(self) -> None:
         if isinstance(self.factor, bool) or not isinstance(self.factor, int | float):
@@ -54,9 +59,13 @@ class TensorScale(Layer):
         """Return the input's shape."""
         return tuple(input_shape)
 
+    def buffers(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return the 0-dimensional factor, a buffer in the parameters' dtype."""
+        return (TensorSpec("buffer", (), label="factor"),)
+
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return the 0-dimensional factor tensor."""
-        return (TensorSpec("intermediate", (), label="factor"),)
+        """Return the factor buffer, which the product's backward keeps."""
+        return self.buffers(input_shape)
 
     def autograd(
         self,

@@ -25,11 +25,6 @@ from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["SoftCap", "SoftCappedAttention"]
 
-_NOT_MEASURED = (
-    "Gemma 2's logit soft-capping (cap * tanh(x / cap)) has not been measured against "
-    "PyTorch. convention='breakdown' gives an estimate."
-)
-
 
 def _check_cap(cap: object, owner: str) -> None:
     if isinstance(cap, bool) or not isinstance(cap, int | float) or not cap > 0:
@@ -40,7 +35,8 @@ def _check_cap(cap: object, owner: str) -> None:
 class SoftCap(Layer):
     r""":math:`c \tanh(x / c)`: a new tensor of the input's shape; keeps the ``tanh`` output.
 
-    Not measured against PyTorch: the autograd convention refuses it.
+    Measured in training on Gemma 2's final logits (CPU, PyTorch 2.13,
+    ``tests/pytorch/test_family_autograd.py``).
 
     Parameters
     ----------
@@ -58,7 +54,9 @@ class SoftCap(Layer):
     cap: float
     name: str | None = None
     kind = "SoftCap"
-    autograd_refusal = _NOT_MEASURED
+    autograd_checked = True  # tests/pytorch/test_family_autograd.py (Gemma 2)
+    #: Its forward's transients (x / cap, tanh) were not checked in inference.
+    autograd_inference_checked = False
 
     def __post_init__(self) -> None:
         _check_cap(self.cap, self.label)
@@ -84,8 +82,9 @@ class SoftCappedAttention(GroupedQueryAttention):
     cap`` before the mask and the softmax; ``tanh`` keeps its output, one
     more :math:`(B, a, S, S)` tensor in the compute dtype. A memory-efficient
     kernel (``flash=True``; FlashAttention-2 takes ``softcap``) keeps no
-    :math:`S^2` tensor, as without the cap. Not measured against PyTorch: the
-    autograd convention refuses it.
+    :math:`S^2` tensor, as without the cap. The eager path is measured
+    against Gemma 2 on CPU (PyTorch 2.13, ``tests/pytorch/test_family_autograd.py``):
+    exact, its backward's peak included.
 
     Parameters
     ----------
@@ -102,8 +101,7 @@ class SoftCappedAttention(GroupedQueryAttention):
 
     softcap: float = 50.0
     kind = "SoftCappedAttention"
-    autograd_checked = False
-    autograd_refusal = _NOT_MEASURED
+    autograd_checked = True  # tests/pytorch/test_family_autograd.py (Gemma 2, eager)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -27,11 +27,15 @@ __all__ = ["Slice"]
 class Slice(Layer):
     """Features ``start`` to ``stop`` (excluded) of the last axis: a view, no parameters.
 
-    The autograd convention refuses it, for a reason outside the slice: on a
-    tiny Phi-3 (CPU, PyTorch 2.13) every saved tensor and the backward agree
-    with ``measure`` and an SGD step is exact, but the for-loop Adam step's
-    temporaries follow Phi-3's ``module.parameters()`` order, which the
-    convention does not (``tests/pytorch/test_family_autograd.py``).
+    Under the autograd convention a training step with slices is exact
+    against ``measure`` on tiny Phi-3, GPT-NeoX and Falcon models (CPU,
+    PyTorch 2.13, ``tests/pytorch/test_family_autograd.py``): the slices save
+    nothing and their backward allocates the fused gradient. The for-loop
+    Adam step's temporaries follow ``module.parameters()`` order, which Phi-3
+    does not register in the order its layers run (``o_proj`` before
+    ``qkv_proj``, the norms after the MLP): the builders give the network
+    that order (:attr:`~memtheory.network.Network.parameter_order`). Its
+    inference peak was not checked.
 
     Parameters
     ----------
@@ -49,15 +53,8 @@ class Slice(Layer):
     stop: int
     name: str | None = None
     kind = "Slice"
-    autograd_refusal = (
-        "Phi-3's fused projections are sliced (qkv_proj into q, k, v; gate_up_proj into gate "
-        "and up). Measured on a tiny Phi-3 (CPU, PyTorch 2.13) the slices' saved tensors and "
-        "backward agree to the byte, and an SGD step is exact, but torch.optim's for-loop "
-        "Adam/AdamW step is not: its temporaries follow module.parameters() order, and Phi-3 "
-        "registers o_proj before qkv_proj and each layer's norms after its MLP, an order the "
-        "convention (which lists parameters layer by layer, in data-flow order) does not "
-        "follow (4,032 bytes low in bf16). convention='breakdown' gives an estimate."
-    )
+    autograd_checked = True  # tests/pytorch/test_family_autograd.py
+    autograd_inference_checked = False
 
     def __post_init__(self) -> None:
         for key in ("start", "stop"):

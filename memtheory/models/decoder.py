@@ -19,15 +19,16 @@ transformers 5.23's eager models (``tests/pytorch/test_llama_autograd.py``),
 run with ``use_cache=False``: with transformers' default ``use_cache=True``
 the training forward also fills a ``DynamicCache`` with a copy of every
 layer's keys and values until the forward returns, which is not modelled.
-Gemma's scaled embedding and ``(1 + w)`` norms and Mixtral's experts are not
-measured: the autograd convention refuses them, and Gemma 2's soft-capping
-(:mod:`memtheory.layers.softcap`) and extra norms with them. Qwen3's per-head
-query/key norms (:class:`~memtheory.layers.head_norm.HeadRMSNorm`) are
-measured: its step is exact (transformers 5.24,
-``tests/pytorch/test_family_autograd.py``). Phi-3's fused ``qkv_proj`` and
-``gate_up_proj``, sliced by :class:`~memtheory.layers.split.Slice`, agree
-with SGD, but a for-loop Adam step's temporaries follow Phi-3's parameter
-order, which the convention does not: it refuses Phi-3.
+Mixtral's experts are not measured: the autograd convention refuses them.
+Qwen3's per-head query/key norms
+(:class:`~memtheory.layers.head_norm.HeadRMSNorm`) are measured: its step is
+exact (transformers 5.24, ``tests/pytorch/test_family_autograd.py``), and so
+are Gemma 1, 2 and 3's: the scaled embedding, the ``(1 + w)`` norms scaled
+in fp32 (Gemma 3's per head too), Gemma 2's four norms per layer and its
+soft-capping (:mod:`memtheory.layers.softcap`) under eager attention. Phi-3's fused ``qkv_proj`` and
+``gate_up_proj``, sliced by :class:`~memtheory.layers.split.Slice`, are
+exact too; the network carries Phi-3's parameter registration order
+(``_PHI3_ORDER``), which torch.optim's for-loop step follows.
 
 Most users start from a ``config.json``
 (:func:`memtheory.models.from_config`) or a preset
@@ -319,7 +320,15 @@ def decoder(
         lm_head=lm_head,
         loss=loss,
         name=name or c.family,
+        block_order=_PHI3_ORDER if c.fused else (),
     )
+
+
+_PHI3_ORDER = ("self_attn.o_proj", "self_attn", "mlp", "input_layernorm",
+              "post_attention_layernorm")
+"""The order ``Phi3DecoderLayer`` registers its parameters: ``Phi3Attention`` registers
+``o_proj`` before ``qkv_proj``, and the layer its norms after its MLP (transformers 5.24
+``models/phi3/modeling_phi3.py``)."""
 
 
 def _norm(c: DecoderConfig) -> Callable[..., Layer]:
@@ -398,8 +407,10 @@ def _qk_norms(
         ]
     else:
         items += [
-            Node(HeadRMSNorm(c.head_width, name=f"{attn}.q_norm"), inputs=(query,)),
-            Node(HeadRMSNorm(c.head_width, name=f"{attn}.k_norm"), inputs=(key,)),
+            Node(HeadRMSNorm(c.head_width, gemma=c.gemma, name=f"{attn}.q_norm"),
+                 inputs=(query,)),
+            Node(HeadRMSNorm(c.head_width, gemma=c.gemma, name=f"{attn}.k_norm"),
+                 inputs=(key,)),
         ]
     return f"{attn}.q_norm", f"{attn}.k_norm"
 

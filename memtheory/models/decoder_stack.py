@@ -33,7 +33,7 @@ from memtheory.layers import Dense, Input, LanguageModelLoss, Layer, Unembedding
 from memtheory.layers.split import Slice
 from memtheory.network import Network, Node
 
-__all__ = ["HEAD_AND_LOSS", "decoder_stack", "fused_projection"]
+__all__ = ["HEAD_AND_LOSS", "decoder_stack", "fused_projection", "registration_order"]
 
 
 HEAD_AND_LOSS = ("lm_head", "loss")
@@ -57,6 +57,7 @@ def decoder_stack(
     lm_head: bool = True,
     loss: bool = False,
     name: str | None = None,
+    block_order: Sequence[str] = (),
 ) -> Network:
     """Return the decoder network: ``input_ids``, embeddings, ``layers`` blocks, norm, head.
 
@@ -90,6 +91,15 @@ def decoder_stack(
         End with the causal-LM loss over the logits; needs ``lm_head``.
     name : str, optional
         The network's name (default ``builder``).
+    block_order : sequence of str, optional
+        The order the family's decoder layer registers its submodules, where
+        it differs from the order they run: name endings such as
+        ``"self_attn.o_proj"`` or ``"mlp"`` (a layer whose name contains an
+        ending as whole dotted parts takes its place; the first that
+        matches). It gives the network's
+        :attr:`~memtheory.network.Network.parameter_order`, which
+        torch.optim's for-loop step follows; layers no ending matches come
+        last in their block, in the order they run.
 
     Raises
     ------
@@ -114,10 +124,12 @@ def decoder_stack(
         *tables,
     ]
     source = embedded[-1].name or ""
+    order: list[str] = []
     for index in range(layers):
         block = layer(index, source)
         items += block
         source = block[-1].name or ""
+        order += registration_order(block, block_order)
     items.append(Node(final_norm, inputs=(source,)))
     if lm_head:
         items.append(Unembedding(vocabulary, tied=tied, name="lm_head"))
@@ -126,7 +138,43 @@ def decoder_stack(
     if loss:
         items.append(LanguageModelLoss(name="loss"))
         calls.append(HEAD_AND_LOSS)
-    return Network(items, name=name or builder, calls=calls)
+    return Network(
+        items, name=name or builder, calls=calls,
+        parameter_order=_whole_order(items, order) if block_order else (),
+    )
+
+
+def registration_order(block: Sequence[Layer | Node], endings: Sequence[str]) -> list[str]:
+    """Return the names of ``block``'s layers in the order ``endings`` registers them.
+
+    A layer takes the place of the first ending its name contains as whole
+    dotted parts; the rest follow, each group in the order the layers run.
+
+    Examples
+    --------
+    >>> block = [Dense(4, name="l.0.attn.q"), Dense(4, name="l.0.attn.o"),
+    ...          Dense(4, name="l.0.mlp.up"), Dense(4, name="l.0.norm")]
+    >>> registration_order(block, ["attn.o", "attn", "norm"])
+    ['l.0.attn.o', 'l.0.attn.q', 'l.0.norm', 'l.0.mlp.up']
+    """
+    names = [(item.layer if isinstance(item, Node) else item).name or "" for item in block]
+
+    def rank(name: str) -> int:
+        dotted = f".{name}."
+        return next(
+            (i for i, ending in enumerate(endings) if f".{ending}." in dotted), len(endings)
+        )
+
+    return sorted(names, key=rank)
+
+
+def _whole_order(items: Sequence[Layer | Node], blocks: Sequence[str]) -> tuple[str, ...]:
+    """Return every layer's name: the blocks in registration order, the rest where they run."""
+    names = [(item.layer if isinstance(item, Node) else item).name or "" for item in items]
+    inside = set(blocks)
+    first = next((i for i, name in enumerate(names) if name in inside), len(names))
+    outside = [name for name in names if name not in inside]
+    return tuple(name for name in (*outside[:first], *blocks, *outside[first:]) if name)
 
 
 def fused_projection(

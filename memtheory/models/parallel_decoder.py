@@ -12,9 +12,13 @@ their outputs are added to it; otherwise the MLP reads the attention's
 residual sum. A final layer norm and the output projection close the model.
 
 The parameter count is checked tensor for tensor against transformers on
-the ``meta`` device (``tests/pytorch/test_family_parameter_counts.py``). The
-sliced fused projection is not measured under the autograd convention, which
-refuses these models, naming the slice.
+the ``meta`` device (``tests/pytorch/test_family_parameter_counts.py``).
+Under the autograd convention a GPT-NeoX training step is exact against
+``measure`` (``tests/pytorch/test_family_autograd.py``; the network carries
+the order the layers register their parameters, :func:`registration_endings`).
+Falcon's attention is its own eager code
+(:class:`~memtheory.layers.falcon_attention.FalconAttention`), which the
+convention refuses.
 
 Examples
 --------
@@ -40,13 +44,14 @@ from memtheory.layers import (
     Layer,
     LayerNorm,
 )
+from memtheory.layers.falcon_attention import FalconAttention
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.rotary import Rotary, RotaryTable
 from memtheory.models.decoder_stack import decoder_stack, fused_projection
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
-__all__ = ["ParallelDecoderConfig", "parallel_decoder"]
+__all__ = ["ParallelDecoderConfig", "parallel_decoder", "registration_endings"]
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,33 @@ def parallel_decoder(
         lm_head=lm_head,
         loss=loss,
         name=name or c.family,
+        block_order=registration_endings(c),
     )
+
+
+def registration_endings(config: ParallelDecoderConfig) -> tuple[str, ...]:
+    """Return the order the family's decoder layer registers its parameters.
+
+    ``GPTNeoXLayer`` registers its two norms, then the attention and the MLP;
+    ``FalconDecoderLayer`` the attention and the MLP, then its norms: without
+    ``parallel_attn`` ``post_attention_layernorm`` before ``input_layernorm``,
+    with two parallel norms ``ln_attn`` (here ``input_layernorm``) before
+    ``ln_mlp`` (``post_attention_layernorm``) (transformers 5.24
+    ``models/gpt_neox/modeling_gpt_neox.py``, ``models/falcon/modeling_falcon.py``).
+
+    Examples
+    --------
+    >>> config = ParallelDecoderConfig(vocabulary=8, hidden=16, layers=1, heads=4,
+    ...                                ffn_hidden=32, family="falcon", parallel=False)
+    >>> registration_endings(config)
+    ('attention', 'mlp', 'post_attention_layernorm', 'input_layernorm')
+    """
+    norms = ("input_layernorm", "post_attention_layernorm")
+    if config.family == "gpt_neox":
+        return (*norms, "attention", "mlp")
+    if not config.parallel:
+        norms = norms[::-1]
+    return ("attention", "mlp", *norms)
 
 
 def _layer(
@@ -214,12 +245,13 @@ def _attention(
     query, key, value = fused_projection(
         f"{attn}.query_key_value", attn, source, queries, keys, c.qkv_bias, items
     )
+    attention = FalconAttention if c.family == "falcon" else GroupedQueryAttention
     items += [
         Node(Rotary(c.rotary, name=f"{attn}.q_rotary"), inputs=(query, "rotary_emb")),
         Node(Rotary(c.rotary, name=f"{attn}.k_rotary"), inputs=(key, "rotary_emb")),
         Node(
-            GroupedQueryAttention(c.heads, kv_heads=kv, head_dim=width, flash=flash,
-                                  name=f"{attn}.attention"),
+            attention(c.heads, kv_heads=kv, head_dim=width, flash=flash,
+                      name=f"{attn}.attention"),
             inputs=(f"{attn}.q_rotary", f"{attn}.k_rotary", value),
         ),
         Dense(c.hidden, bias=c.bias, name=f"{attn}.dense"),

@@ -60,6 +60,15 @@ class Network:
         has run; the autograd convention's forward and inference timelines
         follow that. Unset, each layer's inputs are freed after their last
         reader, as in a forward written one operation per statement.
+    parameter_order : sequence of str, optional
+        Layer names in the order the module registers their parameters
+        (``module.parameters()``), where that differs from the order the
+        layers run: Phi-3 registers ``o_proj`` before ``qkv_proj`` and each
+        layer's norms after its MLP. Layers it does not name follow those it
+        does, in the order they run; a layer named ``a.b`` that is not listed
+        takes the place of ``a`` if that is. Unset, the parameters are
+        registered in the order the layers run. torch.optim's for-loop
+        optimizer step follows it (:attr:`registered_rows`).
 
     Raises
     ------
@@ -94,6 +103,7 @@ class Network:
         layers: Sequence[Layer | Node],
         name: str = "network",
         calls: Sequence[tuple[str, str]] = (),
+        parameter_order: Sequence[str] = (),
     ) -> None:
         if not isinstance(name, str):
             raise UnsupportedError(f"Network: name must be text, got {shown(name)}.")
@@ -142,6 +152,45 @@ class Network:
         )
         register_sizes(c for c in self._checks if not c.is_limit)
         self.calls: tuple[tuple[str, str], ...] = self._check_calls(calls)
+        self.parameter_order: tuple[str, ...] = self._check_order(parameter_order)
+
+    def _check_order(self, order: Sequence[str]) -> tuple[str, ...]:
+        if isinstance(order, str) or not isinstance(order, Iterable):
+            raise UnsupportedError(
+                f"Network {self.name!r}: parameter_order is a list of layer names, got "
+                f"{order!r:.80}."
+            )
+        names = tuple(order)
+        for name in names:
+            if not isinstance(name, str) or name not in self._by_name:
+                raise UnknownNameError(
+                    f"Network {self.name!r}: parameter_order names {name!r:.80}, which is not "
+                    "one of its layers; list the layers' names (network.rows) in the order "
+                    "the module registers their parameters."
+                )
+        return names
+
+    @property
+    def registered_rows(self) -> tuple[LayerRow, ...]:
+        """The rows in the order the module registers their parameters (:attr:`parameter_order`).
+
+        Examples
+        --------
+        >>> from memtheory.layers import Dense, Input
+        >>> net = Network([Input((4,)), Dense(3, name="a"), Dense(2, name="b")],
+        ...               parameter_order=["b"])
+        >>> [row.name for row in net.registered_rows]
+        ['b', 'input', 'a']
+        """
+        rank = {name: position for position, name in enumerate(self.parameter_order)}
+
+        def key(row: LayerRow) -> int:
+            name = row.name
+            while name not in rank and "." in name:
+                name = name.rsplit(".", 1)[0]
+            return rank.get(name, len(rank))
+
+        return tuple(sorted(self.rows, key=key))
 
     def _check_calls(self, calls: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         checked = []

@@ -51,19 +51,30 @@ def eval_model(config: dict[str, Any], precision: str) -> nn.Module:
     return transformers.AutoModelForCausalLM.from_config(hf).to(dtype).eval()
 
 
-def torch_optimizer(name: str, parameters: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
-    """SGD, Adam or AdamW over ``parameters``, PyTorch's default implementation."""
+def torch_optimizer(
+    name: str, parameters: Iterable[nn.Parameter], implementation: str | None = None
+) -> torch.optim.Optimizer:
+    """SGD, Adam or AdamW over ``parameters``: PyTorch's default implementation, or the named."""
+    options = {
+        None: {}, "for-loop": {"foreach": False}, "foreach": {"foreach": True},
+        "fused": {"fused": True},
+    }[implementation]
     if name == "sgd":
-        return torch.optim.SGD(parameters, lr=0.01)
+        return torch.optim.SGD(parameters, lr=0.01, **options)
     if name == "adam":
-        return torch.optim.Adam(parameters, lr=1e-3)
-    return torch.optim.AdamW(parameters, lr=1e-3)
+        return torch.optim.Adam(parameters, lr=1e-3, **options)
+    return torch.optim.AdamW(parameters, lr=1e-3, **options)
 
 
 def decoder_step(
-    config: dict[str, Any], precision: str, optimizer: str, batch: int, sequence: int
+    config: dict[str, Any], precision: str, optimizer: str, batch: int, sequence: int,
+    implementation: str | None = None,
 ) -> tuple[MemoryBreakdown, Measurement]:
-    """Return memtheory's prediction and the measurement of one step (fp32, bf16 or autocast)."""
+    """Return memtheory's prediction and the measurement of one step (fp32, bf16 or autocast).
+
+    ``implementation``: torch.optim's ``"for-loop"``, ``"foreach"`` or
+    ``"fused"`` step (default PyTorch's choice on CPU).
+    """
     family = config["model_type"]
     values = {k: v for k, v in config.items() if k != "model_type"}
     hf = transformers.AutoConfig.for_model(family, attn_implementation="eager", **values)
@@ -72,7 +83,8 @@ def decoder_step(
     module = Logits(transformers.AutoModelForCausalLM.from_config(hf)).to(dtype).train()
     ids = torch.randint(0, config["vocab_size"], (batch, sequence))
     measured = measure(
-        module, ids, causal_lm_loss, torch_optimizer(optimizer, module.parameters()),
+        module, ids, causal_lm_loss,
+        torch_optimizer(optimizer, module.parameters(), implementation),
         target=ids.clone(), warmup_steps=1, record=True,
         autocast=torch.bfloat16 if precision == "autocast" else None,
     )

@@ -38,6 +38,7 @@ TINY = {"vocab_size": 50, "hidden_size": 32, "intermediate_size": 40, "num_hidde
         "num_attention_heads": 4, "max_position_embeddings": 128, "tie_word_embeddings": False}
 ATTENTION = ("q_proj", "v_proj")
 EVERY_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+PHI3_LINEAR = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 
 
 class PeftLinear(nn.Module):
@@ -109,6 +110,8 @@ CASES = [
     ({"model_type": "qwen2", "num_key_value_heads": 2}, EVERY_LINEAR, 4, "bf16", 2, 6),
     ({"model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 4}, ATTENTION, 4,
      "fp32", 2, 6),
+    ({"model_type": "phi3", "num_key_value_heads": 2, "pad_token_id": 0}, PHI3_LINEAR, 4,
+     "bf16", 2, 6),
 ]
 
 
@@ -136,3 +139,19 @@ def test_estimate_uses_the_exact_convention_for_lora_on_llama():
     assert answer.convention_name == "autograd"
     assert answer.settings["precision"] == "bf16"
     assert int(answer.peak) == measured.peak
+
+
+def test_lora_adapters_keep_the_module_registration_order():
+    """On Phi-3 the adapters are stepped in module order (o_proj's before qkv_proj's), as here."""
+    from memtheory.conventions.autograd.storage_plan import registered_tensors
+    from memtheory.finetuning.lora import apply_lora
+
+    config = {**TINY, "model_type": "phi3", "num_key_value_heads": 2, "pad_token_id": 0}
+    values = {k: v for k, v in config.items() if k != "model_type"}
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model("phi3", **values))
+    _adapt(model, PHI3_LINEAR, 4, 8.0)
+    theirs = [name for name, p in model.named_parameters() if p.requires_grad]
+    network = apply_lora(from_config(config), LoRA(4, 8, targets=PHI3_LINEAR))
+    assert list(registered_tensors(network)) == theirs

@@ -231,9 +231,10 @@ GEMMA3 = {"model_type": "gemma3", "image_token_index": IMAGE, "boi_token_index":
           "eoi_token_index": EOI, "mm_tokens_per_image": 4, "text_config": GEMMA3_TEXT,
           "vision_config": GEMMA3_VISION}
 
-GEMMA3_PEAK_GAP = 507_048
+GEMMA3_PEAK_GAP = 509_612
 """The breakdown's peak minus the measured peak, in bytes (measured: 434,000; memtheory's
-breakdown: 941,048), CPU, PyTorch 2.13, transformers 5.24."""
+breakdown: 943,612, with Gemma's embed_scale buffer and its (1 + w) norms' fp32 saved
+tensors), CPU, PyTorch 2.13, transformers 5.24."""
 
 
 class Gemma3Logits(nn.Module):
@@ -275,10 +276,10 @@ def test_gemma3_parameters_and_gradients_are_exact(gemma3_step):
 
 
 def test_gemma3_known_gaps_buffers_and_inputs(gemma3_step):
-    """Not modelled: SigLIP's int64 position ids and the fp32 embed_scale; pixels, type ids."""
+    """Not modelled: SigLIP's int64 position ids; pixels, type ids (embed_scale is modelled)."""
     _, predicted, measured, batch = gemma3_step
     patches = (GEMMA3_VISION["image_size"] // GEMMA3_VISION["patch_size"]) ** 2
-    assert measured.buffers - int(predicted.components["buffers"]) == 8 * patches + 4
+    assert measured.buffers - int(predicted.components["buffers"]) == 8 * patches
     assert measured.input == sum(t.numel() * t.element_size() for t in batch.values())
     assert int(predicted.components["input"]) < measured.input
 

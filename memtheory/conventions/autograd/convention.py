@@ -41,6 +41,7 @@ from memtheory.conventions.autograd.storage_plan import (
     checked_network,
     holders_of,
     parameter_tensors,
+    registered_tensors,
     saved_bytes,
     step_plan,
 )
@@ -275,11 +276,13 @@ class AutogradConvention(Convention):
         scalars = self._loop_scalars(plan)
         if scalars.total != 0 and self.loop == "hf-trainer":  # Lightning's: in the timeline
             components["loop_scalars"] = scalars.total
-        shapes = (
-            list(parameter_shapes(network).values()) if optimizer.factored_state_names else None
-        )
+        registered = registered_tensors(network)  # the order torch.optim steps them
+        shapes = None
+        if optimizer.factored_state_names:
+            by_name = parameter_shapes(network)
+            shapes = [by_name[name] for name in registered]
         timeline, parts = self._training_timeline(
-            plan, tensors, optimizer, components, shapes, precision
+            plan, tensors, optimizer, components, (registered, shapes), precision
         )
         notes: tuple[str, ...] = (
             f"{optimizer}, {self.implementation} implementation: "
@@ -352,10 +355,12 @@ class AutogradConvention(Convention):
         tensors: dict[str, sp.Expr],
         optimizer: Optimizer,
         components: dict[str, sp.Expr],
-        shapes: list[Shape] | None,
+        step: tuple[dict[str, sp.Expr], list[Shape] | None],
         stepped: Precision,
     ) -> tuple[dict[str, sp.Expr], dict[str, dict[str, sp.Expr]]]:
+        """Run the step; ``step`` is the parameters in registration order, and their shapes."""
         precision = plan.precision
+        registered, shapes = step
         scalars = self._loop_scalars(plan)
         timeline = Timeline(categories=_categories(plan, tensors))
         for name in ("parameters", "buffers", "optimizer_state", "optimizer_step_counters",
@@ -386,7 +391,7 @@ class AutogradConvention(Convention):
         clipping = clipping_temporaries(self.loop, len(tensors), precision.gradients.bytes)
         if clipping != 0:
             timeline.mark("gradient clipping", clipping)
-        stepped_bytes = _stepped_tensors(timeline, tensors, stepped)
+        stepped_bytes = _stepped_tensors(timeline, registered, stepped)
         temporaries = step_temporaries(optimizer, self.implementation, stepped_bytes, shapes)
         timeline.mark("optimizer step", temporaries)
         return timeline.moments, timeline.parts

@@ -39,6 +39,7 @@ __all__ = [
     "forward_storages",
     "holders_of",
     "parameter_tensors",
+    "registered_tensors",
     "row_parameters",
     "saved_bytes",
     "step_plan",
@@ -313,8 +314,27 @@ def row_parameters(row: LayerRow) -> list[tuple[str, sp.Expr]]:
 
 
 def parameter_tensors(network: Network) -> dict[str, sp.Expr]:
-    """Elements of each parameter tensor, in ``module.parameters()`` order."""
+    """Elements of each parameter tensor, in the order the layers run."""
     return {name: count for row in network.rows for name, count in row_parameters(row)}
+
+
+def registered_tensors(network: Network) -> dict[str, sp.Expr]:
+    """Elements of each parameter tensor, in ``module.parameters()`` order.
+
+    The order the network's :attr:`~memtheory.network.Network.parameter_order`
+    gives (Phi-3: ``o_proj`` before ``qkv_proj``, the norms after the MLP),
+    else the order the layers run. torch.optim's for-loop step visits the
+    parameters in this order.
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network
+    >>> net = Network([Input((4,)), Dense(3, name="a"), Dense(2, name="b")],
+    ...               parameter_order=["b", "a"])
+    >>> registered_tensors(net)
+    {'b.weight': 6, 'b.bias': 2, 'a.weight': 12, 'a.bias': 3}
+    """
+    return {name: count for row in network.registered_rows for name, count in row_parameters(row)}
 
 
 def buffer_bytes(network: Network, precision: Precision) -> sp.Expr:

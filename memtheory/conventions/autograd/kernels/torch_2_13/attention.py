@@ -476,6 +476,7 @@ def _grouped_stages(
     key: Shape,
     value: Shape,
     given: DType | None,
+    capped: bool = False,
 ) -> tuple[Stage, ...]:
     r"""Its backward nodes in creation order (eager path), with what each allocates.
 
@@ -486,7 +487,10 @@ def _grouped_stages(
     softmax, the cast back (16 bits), dropout, :math:`PV` (the values' and
     the probabilities' gradients), and the reshape of the incoming
     gradient into heads (a contiguous copy). The mask's ``add`` hands its
-    gradient on and is not listed.
+    gradient on and is not listed. ``capped``: Gemma 2's soft-capping after
+    the scale, three nodes that each make a scores-sized gradient (the
+    division by the cap, ``tanh``, which keeps its output, and the product
+    by the cap).
     """
     per_head, scores = saved[0].shape, saved[2].shape
     label = {spec.label: position for position, spec in enumerate(saved)}
@@ -513,6 +517,10 @@ def _grouped_stages(
         )
     )
     stages.append(Stage("scale", edges=((len(stages) - 1, grad(scores)),)))
+    if capped:
+        stages.append(Stage("divide by cap", edges=((len(stages) - 1, grad(scores)),)))
+        stages.append(Stage("tanh", (label["tanh"],), edges=((len(stages) - 1, grad(scores)),)))
+        stages.append(Stage("times cap", edges=((len(stages) - 1, grad(scores)),)))
     if low:
         stages.append(Stage("softmax input to fp32", edges=((len(stages) - 1, grad(scores)),)))
     stages.append(
@@ -568,4 +576,9 @@ def soft_capped_attention(
     tanh = TensorSpec("intermediate", (batch, heads, sequence, sequence), keys.dtype,
                       label="tanh")
     saved = (*plain.saved[:2], tanh, *plain.saved[2:])
-    return replace(plain, saved=saved, stages=())
+    given = as_dtype(input_dtype) if input_dtype is not None else None
+    if autocast is not None:  # as grouped_query_attention: the scores in the low dtype
+        given = as_dtype(autocast)
+    key, value = (tuple(shape) for shape in input_shapes[1:3])
+    stages = _grouped_stages(layer, saved, key, value, given, capped=True)
+    return replace(plain, saved=saved, stages=stages)

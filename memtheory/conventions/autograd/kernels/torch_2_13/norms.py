@@ -18,9 +18,9 @@ from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec
 from memtheory.layers.kernel_plans import register_plan
 from memtheory.layers.layer_norm import LayerNorm
 from memtheory.layers.normalization import BatchNorm2d
-from memtheory.layers.rms_norm import RMSNorm
+from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
 
-__all__ = ["batch_norm", "layer_norm", "rms_norm"]
+__all__ = ["batch_norm", "gemma_rms_norm", "layer_norm", "rms_norm"]
 
 _FP32 = as_dtype("fp32")
 
@@ -161,3 +161,64 @@ def _stages(layer: RMSNorm, shape: Shape, given: DType | None) -> tuple[Stage, .
             )
         )
     return tuple(stages)
+
+
+@register_plan(GemmaRMSNorm)
+def gemma_rms_norm(
+    layer: Layer,
+    input_shapes: tuple[Shape, ...],
+    *,
+    training: bool = True,
+    input_dtype: DTypeLike | None = None,
+    autocast: DTypeLike | None = None,
+) -> Autograd:
+    """Return the saved storages of :class:`GemmaRMSNorm`, with dtypes and backward nodes.
+
+    Hugging Face's ``GemmaRMSNorm.forward`` (transformers 5.24, the same in
+    Gemma 2 and 3): ``output = self._norm(x.float())``, then ``output *
+    (1.0 + self.weight.float())``, then ``output.type_as(x)``. Where Llama's
+    norm casts the normalised input back before the scale, Gemma scales in
+    fp32: it keeps the fp32 input (or upcast copy), the fp32 inverse RMS, the
+    fp32 normalised input and the fp32 ``1 + w`` (one row of features). Its
+    backward: the cast back (16 bits: the gradient upcast to fp32), the
+    scale (its fp32 product with the normalised input, summed into the
+    weight's gradient), then the nodes of :func:`rms_norm`'s normalisation.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> plan = gemma_rms_norm(GemmaRMSNorm(), ((B, S, 8),), input_dtype="bf16")
+    >>> [(t.shape, t.dtype.name) for t in plan.saved]
+    [((B, S, 8), 'fp32'), ((B, S), 'fp32'), ((B, S, 8), 'fp32'), ((8,), 'fp32')]
+    >>> [s.label for s in plan.stages]
+    ['to fp32', 'pow', 'mean', 'rsqrt', 'mul', 'scale', 'to bf16']
+    """
+    assert isinstance(layer, GemmaRMSNorm)
+    shape = tuple(input_shapes[0])
+    layer.check_input(shape)
+    given = as_dtype(input_dtype) if input_dtype is not None else None
+    upcast = given not in (None, _FP32)
+    full = TensorSpec("intermediate", shape, _FP32)
+    saved = (
+        TensorSpec("intermediate", shape, _FP32) if upcast else TensorSpec("input", shape),
+        TensorSpec("statistics", shape[:-1], _FP32),
+        full,
+        TensorSpec("intermediate", shape[-1:], _FP32, label="1 + weight"),
+    )
+    norm = replace(layer, elementwise_affine=False, implementation="torch")
+    stages = list(_stages(norm, shape, given))
+    stages.append(
+        Stage("scale", (2, 3), edges=((len(stages) - 1, full),), temporaries=(full,),
+              parameters=("weight",))
+    )
+    if upcast:
+        assert given is not None
+        stages.append(Stage(f"to {given.name}", edges=((len(stages) - 1, full),)))
+    refused = None
+    if given is not None and upcast:
+        refused = (
+            f"reading a {given.name} tensor that needs no gradient (the network's input), "
+            "its forward's transients set the peak; that case is not measured. Put a layer "
+            "with parameters before it, or feed fp32 (autocast)."
+        )
+    return Autograd(saved=saved, stages=tuple(stages), without_input_gradient=refused)
