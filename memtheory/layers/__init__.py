@@ -32,7 +32,16 @@ from memtheory.layers.normalization import BatchNorm2d
 
 if TYPE_CHECKING:
     from memtheory.layers.activations import (
-        ELU, GELU, LeakyReLU, NewGELU, ReLU, ReLU6, Sigmoid, SiLU, Tanh)
+        ELU,
+        GELU,
+        LeakyReLU,
+        NewGELU,
+        ReLU,
+        ReLU6,
+        Sigmoid,
+        SiLU,
+        Tanh,
+    )
     from memtheory.layers.adaptive_pooling import AdaptiveAvgPool2d
     from memtheory.layers.attention import MultiHeadAttention
     from memtheory.layers.embedding import (

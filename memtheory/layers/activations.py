@@ -13,8 +13,8 @@ from typing import ClassVar, Literal
 
 import sympy as sp
 
-from memtheory.errors import InvalidSizeError
 from memtheory.dtypes import DTypeLike
+from memtheory.errors import InvalidSizeError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, elements
 from memtheory.layers.kernel_plans import planned_autograd
 
