@@ -30,7 +30,11 @@ import sympy as sp
 
 from memtheory.conventions.autograd import AutogradConvention
 from memtheory.conventions.autograd.loops import LOOPS, Loop
-from memtheory.conventions.autograd.sdpa_backend import keeps_scores, layer_sdpa_backend
+from memtheory.conventions.autograd.sdpa_backend import (
+    cpu_sdpa_backend,
+    keeps_scores,
+    layer_sdpa_backend,
+)
 from memtheory.errors import InvalidArgumentError, MemtheoryError, UnsupportedError
 from memtheory.gpus import DEFAULT_RESERVE, ReserveLike
 from memtheory.precision import precision as _precision
@@ -303,7 +307,10 @@ class Setup:
         """Return the kernel the step runs for attention ``layer``.
 
         ``"eager"`` for eager attention; on the CPU ``"flash"`` (SDPA's CPU
-        flash kernel, what memtheory measures for SDPA); on CUDA the backend
+        flash kernel, what memtheory measures for SDPA), or ``"math"`` for a
+        layer with attention dropout, which the CPU flash kernel refuses
+        (:func:`~memtheory.conventions.autograd.sdpa_backend.cpu_sdpa_backend`:
+        GPT-2's default ``attn_pdrop=0.1`` in training); on CUDA the backend
         :func:`~memtheory.conventions.autograd.sdpa_backend.layer_sdpa_backend`
         selects for the layer at the precision's activation dtype
         (``"flash"``, ``"cudnn"``, ``"efficient"`` or ``"math"``), or
@@ -323,7 +330,7 @@ class Setup:
         if self.attention == "eager":
             return "eager"
         if (device or self.device) == "cpu":
-            return "flash"
+            return cpu_sdpa_backend(layer)
         activations = _precision(self.precision_for(checkpoint_dtype)).activations
         return layer_sdpa_backend(layer, activations) or "flash"
 
