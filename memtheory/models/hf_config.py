@@ -644,11 +644,15 @@ def from_config(
         raise UnsupportedError(f"from_config: lm_head applies to decoders and GPT-2, not {family}.")
     if loss:
         options["loss"] = True
+    options.update(_device_option(device, family))
+    return builder(values, batch, sequence, **options)
+
+
+def _device_option(device: object, family: str) -> dict[str, Any]:
+    """Return the builder's ``device`` option (GPT-2's dropout kernel), or refuse a bad one."""
     if device not in (None, "cuda", "cpu"):
         raise InvalidArgumentError(f"from_config: device must be 'cuda' or 'cpu', got {device!r}.")
-    if device is not None and family == "gpt2":
-        options["device"] = device
-    return builder(values, batch, sequence, **options)
+    return {"device": device} if device is not None and family == "gpt2" else {}
 
 
 def preset(

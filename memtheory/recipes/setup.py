@@ -398,7 +398,8 @@ class Setup:
         """
         built = build(self.flash)
         if self.flash and not self.flash_for(network(built), checkpoint_dtype(built), device):
-            return build(False), False
+            if not _runs_own_math(network(built), device or self.device):
+                return build(False), False
         return built, self.flash
 
     @property
@@ -587,3 +588,18 @@ def _attention_layers(model: object) -> list[object]:
         if isinstance(getattr(layer, "flash", None), bool):
             layers.append(layer)
     return layers
+
+
+def _runs_own_math(model: object, device: Device) -> bool:
+    """Whether every attention layer of ``model`` models SDPA's CPU math path itself.
+
+    A :class:`~memtheory.layers.MultiHeadAttention` built with ``flash=True``
+    and ``device="cpu"`` (GPT-2 from :func:`~memtheory.models.from_config`
+    with ``device="cpu"``) keeps, in training with dropout, what the math
+    path keeps (fp32 at 16 bits), so it is not rebuilt as eager attention.
+    """
+    layers = _attention_layers(model)
+    return device == "cpu" and bool(layers) and all(
+        getattr(layer, "flash", False) and getattr(layer, "device", None) == "cpu"
+        for layer in layers
+    )

@@ -299,6 +299,8 @@ def _storages(
     given = as_dtype(input_dtype or "fp32")
     spec = _Specs(layer, input_shape, compute_dtype(given, autocast))
     kernel = cpu_kernel(layer, training)
+    if layer.flash and layer.device == "cpu" and training and layer.dropout:
+        return _sdpa_math(spec)
     if layer.flash:
         return (
             spec("input", "input", given),
@@ -320,6 +322,33 @@ def _storages(
             spec("intermediate", "heads_output"),
         )
     return _math(spec)
+
+
+def _sdpa_math(spec: _Specs) -> tuple[TensorSpec, ...]:
+    """List transformers' SDPA call on CPU with dropout: the math path, fp32 at 16 bits.
+
+    The CPU flash kernel refuses dropout (``check_for_dropout``), so
+    ``_scaled_dot_product_attention_math`` runs on the head-split views of
+    the packed projection: it upcasts 16-bit Q, K and V to fp32
+    (``allowFP16BF16ReductionMathSDP`` is off by default), scales Q and K,
+    and ``matmul`` keeps contiguous copies of them; the softmax output, the
+    dropout noise and the dropped probabilities are fp32, and so is the copy
+    of V the second ``matmul`` keeps; its output is cast back, and the heads'
+    merged output (the output projection's input) is in the compute dtype.
+    In fp32 the same bytes as Hugging Face's eager attention with its CPU
+    dropout. Measured against transformers' GPT-2 (``attn_pdrop=0.1``) on
+    CPU at fp32, bf16 and autocast-bf16 (``tests/pytorch/test_gpt2_recipes.py``).
+    """
+    return (
+        TensorSpec("input", spec.shapes["input"]),
+        spec("intermediate", "queries", _FP32),
+        spec("intermediate", "keys", _FP32),
+        spec("intermediate", "probabilities", _FP32),
+        spec("mask", "probabilities", _FP32, "dropout mask on P"),
+        spec("intermediate", "probabilities", _FP32, _DROPPED),
+        spec("intermediate", "values", _FP32),
+        spec("intermediate", "heads_output"),
+    )
 
 
 def _math(spec: _Specs) -> tuple[TensorSpec, ...]:
