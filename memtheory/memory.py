@@ -173,10 +173,8 @@ def _check_attention(model: Model, setup: Setup) -> None:
     for row in model.rows:
         layer = getattr(row.layer, "layer", row.layer)  # a frozen or adapted layer
         flash = getattr(layer, "flash", None)
-        # SDPA built without flash is the math path when CUDA selects it for the layer, or the
-        # CPU does (attention dropout in training: the CPU flash kernel refuses dropout)
-        math = setup.flash and any(
-            setup.attention_kernel(layer, device=device) == "math" for device in ("cuda", "cpu"))
+        # SDPA built without flash is the CUDA math path when CUDA selects it for the layer
+        math = setup.flash and setup.attention_kernel(layer) == "math"
         if isinstance(flash, bool) and flash != setup.flash and not (math and not flash):
             built = "SDPA (flash=True)" if flash else "eager (flash=False)"
             raise InvalidArgumentError(

@@ -66,7 +66,7 @@ def test_gpt2_plain_loop_is_exact(recipe, batch, sequence):
 @pytest.mark.slow
 @pytest.mark.parametrize(("batch", "sequence"), SIZES)
 def test_gpt2_trainer_is_exact(batch, sequence):
-    """transformers' Trainer.train() (bf16 weights, fused AdamW) on GPT-2, tracked: 0 B off."""
+    """The Trainer's train() (bf16 weights, fused AdamW) on GPT-2, tracked: 0 B off."""
     step = _library_steps().run_recipe("hf-trainer", GPT2, batch=batch, sequence=sequence)
     assert step.predicted == step.tracked, step.moment
 

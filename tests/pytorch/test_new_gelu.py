@@ -2,7 +2,8 @@
 
 transformers' own ``NewGELUActivation`` between two linear layers, trained one
 step on CPU under :func:`memtheory.torch.measure` at fp32, bf16 and CPU
-autocast-bf16, against :class:`memtheory.layers.NewGELU` in the same network.
+autocast-bf16, against :class:`memtheory.layers.NewGELU` in the same network;
+and the same network in eval mode under ``no_grad`` (``measure``'s inference peak).
 """
 
 from __future__ import annotations
@@ -43,15 +44,21 @@ def _compare(precision: str, batch: int, sequence: int, width: int, inner: int):
         precision=autocast_precision() if precision == "autocast" else precision,
         convention=AutogradConvention(measured.implementation),
     )
+    inference = mt.inference_memory(
+        net, precision=autocast_precision() if precision == "autocast" else precision,
+        convention=AutogradConvention(measured.implementation),
+    )
     got = {n: int(predicted.components.get(n, 0)) for n in NAMES}
     want = {n: getattr(measured, n) for n in NAMES}
     got["peak"], want["peak"] = int(predicted.peak), measured.peak
+    got["inference peak"] = int(inference.peak if inference.timeline else inference.total)
+    want["inference peak"] = measured.inference_peak
     return got, want, predicted.peak_moment
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "autocast"])
 def test_new_gelu_training_step_is_exact(precision):
-    """Every component and the peak (inside gelu_new's backward) equal what PyTorch keeps."""
+    """Every component, the peak (inside gelu_new's backward) and the eval peak are PyTorch's."""
     for size in ((3, 5, 8, 64), (2, 7, 12, 96)):
         got, want, moment = _compare(precision, *size)
         assert got == want, (size, moment)

@@ -42,7 +42,9 @@ def new_gelu(
     sums', which hand theirs on: ``x + q`` to both ``x`` and ``q``. ``pow``'s
     backward, ``grad * (3 * x.pow(2))``, allocates two temporaries. The three
     gradients of ``x`` (from ``x + q``, ``pow`` and ``0.5 * x``) are added as
-    autograd adds them.
+    autograd adds them. In eval mode under ``no_grad`` nothing is kept: at
+    most two input-sized tensors (``0.5 * x`` and one step of the chain) live
+    beside the output.
     """
     shape = tuple(input_shapes[0])
     full = TensorSpec("intermediate", shape)
@@ -56,4 +58,6 @@ def new_gelu(
         Stage("1 + t", gradient_is_view=True, edges=((5, full),)),
         Stage("h u", (1, 3), edges=((0, full), (6, full))),
     )
-    return Autograd(saved=layer.saved_for_backward(shape), stages=stages)
+    # eval under no_grad: 0.5 x lives to the end, and each step of the chain frees the one
+    # before it once the next exists: at most two input-sized tensors beside the output
+    return Autograd(saved=layer.saved_for_backward(shape), stages=stages, no_grad=(full, full))

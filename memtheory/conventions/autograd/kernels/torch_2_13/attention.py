@@ -148,7 +148,11 @@ def multi_head_attention(
       (at fp32 a view of the packed projection, which it keeps whole; at
       16 bits its fp32 copy), and the heads' output.
     * ``flash=True`` (CUDA, an assumption, not measured here): the input,
-      Q, K, V, the heads' output and an fp32 log-sum-exp.
+      Q, K, V, the heads' output and an fp32 log-sum-exp. With
+      ``device="cpu"`` in training with dropout, SDPA's CPU math path
+      (the CPU flash kernel refuses dropout): the input, fp32 copies of
+      Q, K and V, the fp32 probabilities, dropout noise and dropped
+      probabilities, and the heads' output (:func:`_sdpa_math`).
     * eval mode under ``no_grad`` (``training=False``, :attr:`Autograd.no_grad`)
       with ``"torch"``: ``nn.MultiheadAttention``'s fast path, one
       operation (``_native_multi_head_attention``) that keeps nothing;
