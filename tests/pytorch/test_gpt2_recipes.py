@@ -92,3 +92,30 @@ def test_cpu_attention_kernel_follows_dropout():
     assert setup.attention_kernel(plain["h.0.attn"].layer, device="cpu") == "flash"
     assert not setup.flash_for(dropped, device="cpu")
     assert setup.flash_for(plain, device="cpu")
+
+
+@pytest.mark.parametrize(("precision", "optimizer"), [("fp32", "adamw"), ("autocast", "sgd")])
+def test_gpt2_builder_with_gelu_new_matches_gpt2lmheadmodel(precision, optimizer):
+    """GPT2Config(activation="gelu_new") equals GPT2LMHeadModel with its default activation.
+
+    The eager comparison of ``test_hugging_face.py`` (every component and the
+    peak), with transformers' default ``gelu_new`` on both sides rather than
+    the fused GELU it sets there.
+    """
+    import test_hugging_face as hf
+
+    from memtheory.models import gpt2
+    from memtheory.models.gpt2 import GPT2Config
+    from memtheory.validation.reference_models import as_hugging_face
+
+    def build():
+        model, loss, _, vocabulary = hf._gpt2("gelu_new")
+        network = gpt2(
+            GPT2Config(layers=hf.LAYERS, hidden=hf.HIDDEN, heads=hf.HEADS, vocabulary=vocabulary,
+                       positions=hf.POSITIONS, activation="gelu_new"),
+            batch=hf.BATCH, sequence=hf.SEQUENCE, loss=True,
+        )
+        return model, loss, as_hugging_face(network, "gpt2"), vocabulary
+
+    got, want = hf._compare(build, precision, optimizer)
+    assert got == want
