@@ -178,7 +178,6 @@ def gpt2(
             f"h.{index}", source, hidden=config.hidden, heads=config.heads, flash=flash,
             dropout=config.dropout, attention_dropout=config.attention_dropout,
         )
-        block = [_as_run(item, config.activation, device) for item in block]
         layers += block
         calls += block_calls(block, "gpt2")
         source = block[-1].name or ""
@@ -189,8 +188,7 @@ def gpt2(
         layers.append(LanguageModelLoss(name="loss"))
         # GPT2LMHeadModel.forward keeps hidden_states (ln_f's output) until its loss has run.
         calls.append(HEAD_AND_LOSS)
-    if device is not None:
-        layers = [_as_run(item, config.activation, device) for item in layers]
+    layers = [_as_run(item, config.activation, device) for item in layers]
     name = size if isinstance(size, str) else "custom"
     return Network(layers, name=f"GPT-2 {name}", calls=calls)
 
