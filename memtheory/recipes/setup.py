@@ -378,7 +378,10 @@ class Setup:
         ``build(flash)`` builds the model with (``True``) or without SDPA's
         fused attention. A setup with SDPA builds it fused first, then again
         without when :meth:`flash_for` finds a layer whose kernel keeps the
-        S x S probabilities (CUDA's math path): every front door (``estimate``,
+        S x S probabilities (CUDA's math path, or the CPU's with attention
+        dropout), unless on the CPU every attention layer models that path
+        itself (``flash=True, device="cpu"``: GPT-2 from ``from_config(...,
+        device="cpu")``, measured): every front door (``estimate``,
         the calculator, the recipe checks) builds its model this way, so they
         cannot disagree on the kernel. ``network`` and ``checkpoint_dtype``
         read the built object's network and its checkpoint's dtype.
