@@ -118,7 +118,7 @@ def _predict(
     setup = Setup.recipe(recipe, precision=precision, optimizer_implementation=implementation)
     network, _ = setup.built_for_kernel(
         lambda flash: from_config(dict(config), batch=batch, sequence=sequence, loss=True,
-                                  flash=flash), device="cpu")
+                                  flash=flash, device="cpu"), device="cpu")
     predicted = training_memory(network, setup=setup)
     return int(predicted.peak), predicted.peak_moment or ""
 

@@ -31,7 +31,17 @@ from memtheory.layers.merge import Add, Concat, Merge, Multiply
 from memtheory.layers.normalization import BatchNorm2d
 
 if TYPE_CHECKING:
-    from memtheory.layers.activations import ELU, GELU, LeakyReLU, ReLU, ReLU6, Sigmoid, SiLU, Tanh
+    from memtheory.layers.activations import (
+        ELU,
+        GELU,
+        LeakyReLU,
+        NewGELU,
+        ReLU,
+        ReLU6,
+        Sigmoid,
+        SiLU,
+        Tanh,
+    )
     from memtheory.layers.adaptive_pooling import AdaptiveAvgPool2d
     from memtheory.layers.attention import MultiHeadAttention
     from memtheory.layers.embedding import (
@@ -89,6 +99,7 @@ __all__ = [
     "MixtureOfExperts",
     "Multiply",
     "MultiHeadAttention",
+    "NewGELU",
     "PatchSequence",
     "PositionEmbedding",
     "RMSNorm",
@@ -121,6 +132,7 @@ _HOMES = {
     "ELU": "memtheory.layers.activations",
     "Embedding": "memtheory.layers.embedding",
     "GELU": "memtheory.layers.activations",
+    "NewGELU": "memtheory.layers.activations",
     "GemmaRMSNorm": "memtheory.layers.rms_norm",
     "GroupedQueryAttention": "memtheory.layers.grouped_attention",
     "GRU": "memtheory.layers.recurrent",

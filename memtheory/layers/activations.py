@@ -13,10 +13,12 @@ from typing import ClassVar, Literal
 
 import sympy as sp
 
+from memtheory.dtypes import DTypeLike
 from memtheory.errors import InvalidSizeError
-from memtheory.layers.base import Layer, Shape, TensorSpec, elements
+from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, elements
+from memtheory.layers.kernel_plans import planned_autograd
 
-__all__ = ["ELU", "GELU", "LeakyReLU", "ReLU", "ReLU6", "SiLU", "Sigmoid", "Tanh"]
+__all__ = ["ELU", "GELU", "LeakyReLU", "NewGELU", "ReLU", "ReLU6", "SiLU", "Sigmoid", "Tanh"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,56 @@ class GELU(_Elementwise):
     def describe(self) -> str:
         """``tanh`` for the tanh approximation."""
         return "tanh" if self.approximate == "tanh" else ""
+
+
+@dataclass(frozen=True)
+class NewGELU(_Elementwise):
+    r"""Hugging Face's ``gelu_new`` written out: GPT-2's default activation, seven operations.
+
+    ``NewGELUActivation`` (transformers 5.24, ``activations.py``) computes
+    :math:`0.5x\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715\,x^3)))` as separate
+    element-wise PyTorch operations rather than one fused kernel
+    (:class:`GELU` with ``approximate="tanh"``, Hugging Face's
+    ``gelu_pytorch_tanh``). Each operation keeps its own tensors for the
+    backward pass: ``pow`` keeps :math:`x`, ``tanh`` its output :math:`t`,
+    and the last product both of its factors, :math:`0.5x` and :math:`1 + t`:
+    three input-sized tensors more than the fused GELU. How PyTorch's
+    backward runs them, with the temporaries each node allocates, is the
+    kernel plan
+    :func:`memtheory.conventions.autograd.kernels.torch_2_13.activations.new_gelu`.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> [t.label for t in NewGELU().saved_for_backward((B, S, 128))]
+    ['x', '0.5 x', 't = tanh(...)', '1 + t']
+    """
+
+    kind = "NewGELU"
+    autograd_checked = True
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Return :math:`x`, :math:`0.5x`, :math:`t` and :math:`1 + t`, each input-sized."""
+        shape = tuple(input_shape)
+        return (
+            TensorSpec("input", shape, label="x"),
+            TensorSpec("intermediate", shape, label="0.5 x"),
+            TensorSpec("intermediate", shape, label="t = tanh(...)"),
+            TensorSpec("intermediate", shape, label="1 + t"),
+        )
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Return its backward nodes, as its kernel plan says PyTorch runs them."""
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        )
 
 
 @dataclass(frozen=True)

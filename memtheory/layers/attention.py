@@ -85,7 +85,12 @@ class MultiHeadAttention(Layer):
         Whether the projections have biases.
     flash : bool, default False
         A CUDA memory-efficient kernel that does not keep the :math:`s^2`
-        tensors (documented assumption, not measured).
+        tensors (documented assumption, not measured). With ``device="cpu"``:
+        transformers' SDPA call on the CPU, whose flash kernel keeps the same
+        tensors, except in training with ``dropout``, which that kernel
+        refuses: then SDPA's math path keeps the :math:`s^2` probabilities,
+        the dropout noise and the dropped probabilities, in fp32 with Q, K
+        and V at 16 bits (measured against transformers' GPT-2).
     implementation : {"eager", "torch"}, default "eager"
         Hugging Face-style eager attention, or ``torch.nn.MultiheadAttention``
         (which needs ``head_dim`` and ``kv_heads`` left unset).

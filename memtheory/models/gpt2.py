@@ -6,6 +6,13 @@ tied to the token embedding (so it adds no parameters), optionally followed
 by the next-token loss (``loss=True``). Dropout is 0.1 everywhere. Layers
 carry Hugging Face's names (``wte``, ``h.0.attn``, ``ln_f``).
 
+The textbook's GPT-2 (:data:`GPT2_SIZES`) counts one fused GELU. A
+:class:`GPT2Config` can say what a Hugging Face configuration says
+(:func:`~memtheory.models.from_config` reads it): the activation
+(``activation_function``: transformers' default ``gelu_new`` is seven
+element-wise operations, :class:`~memtheory.layers.NewGELU`) and the three
+dropout probabilities.
+
 Examples
 --------
 >>> gpt2("small").parameter_count
@@ -14,17 +21,21 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from memtheory._validation import SizeLike
-from memtheory.errors import InvalidSizeError, UnknownNameError
+from memtheory.errors import InvalidArgumentError, InvalidSizeError, UnknownNameError
 from memtheory.layers import (
+    GELU,
     Dropout,
     Embedding,
     Input,
     LanguageModelLoss,
     Layer,
     LayerNorm,
+    MultiHeadAttention,
+    NewGELU,
     PositionEmbedding,
     Unembedding,
 )
@@ -33,7 +44,12 @@ from memtheory.models.transformer import block_calls, transformer_block
 from memtheory.network import Network, Node
 from memtheory.symbols import B, S
 
-__all__ = ["GPT2_SIZES", "GPT2Config", "gpt2"]
+__all__ = ["GPT2_ACTIVATIONS", "GPT2_SIZES", "GPT2Config", "gpt2"]
+
+GPT2Activation = Literal["gelu", "gelu_pytorch_tanh", "gelu_new"]
+
+GPT2_ACTIVATIONS: tuple[str, ...] = ("gelu", "gelu_pytorch_tanh", "gelu_new")
+"""The ``activation_function`` values modelled: exact GELU, fused tanh GELU, ``gelu_new``."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,19 @@ class GPT2Config:
     vocabulary : int, default 50257
     positions : int, default 1024
         Longest sequence (``n_positions``).
+    activation : {"gelu", "gelu_pytorch_tanh", "gelu_new"}, default "gelu"
+        The MLP's activation (``activation_function``): one fused GELU
+        (``"gelu"``, the textbook's; ``"gelu_pytorch_tanh"``, its tanh
+        approximation, keeps the same bytes), or ``"gelu_new"``,
+        transformers' default for GPT-2, which runs as seven element-wise
+        operations and keeps three more input-sized tensors
+        (:class:`~memtheory.layers.NewGELU`).
+    dropout : float, default 0.1
+        After the attention projection and after the MLP (``resid_pdrop``).
+    attention_dropout : float, default 0.1
+        On the attention probabilities (``attn_pdrop``).
+    embedding_dropout : float, default 0.1
+        On the summed embeddings (``embd_pdrop``).
 
     Examples
     --------
@@ -63,6 +92,21 @@ class GPT2Config:
     heads: int
     vocabulary: int = 50257
     positions: int = 1024
+    activation: GPT2Activation = "gelu"
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    embedding_dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.activation not in GPT2_ACTIVATIONS:
+            raise InvalidArgumentError(
+                f"GPT2Config: activation must be one of {', '.join(GPT2_ACTIVATIONS)}, "
+                f"got {self.activation!r}."
+            )
+        for name in ("dropout", "attention_dropout", "embedding_dropout"):
+            p = getattr(self, name)
+            if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p < 1:
+                raise InvalidArgumentError(f"GPT2Config: {name} must be in [0, 1), got {p!r}.")
 
 
 GPT2_SIZES: dict[str, GPT2Config] = {
@@ -82,6 +126,7 @@ def gpt2(
     flash: bool = False,
     lm_head: bool = True,
     loss: bool = False,
+    device: Literal["cuda", "cpu"] | None = None,
 ) -> Network:
     """Build GPT-2 for ``batch`` sequences of ``sequence`` tokens.
 
@@ -99,6 +144,11 @@ def gpt2(
         End with the language-model loss over those logits
         (:class:`~memtheory.layers.LanguageModelLoss`, as ``GPT2LMHeadModel``
         computes it when given labels); needs ``lm_head``.
+    device : {"cuda", "cpu"} or None, default None
+        Whose dropout kernel runs: CUDA's fused dropout keeps a ``bool``
+        mask (the default), the CPU's keeps its scaled noise in the
+        activation dtype (:class:`~memtheory.layers.Dropout`); the eager
+        attention's dropout likewise.
 
     Examples
     --------
@@ -107,6 +157,9 @@ def gpt2(
     (354823168, (B, 1024, 50257))
     >>> gpt2(loss=True).output_shape
     ()
+    >>> hf = GPT2Config(layers=2, hidden=32, heads=4, vocabulary=96, activation="gelu_new")
+    >>> gpt2(hf, device="cpu")["h.0.mlp_act"].layer.kind
+    'NewGELU'
     """
     if loss and not lm_head:
         raise InvalidSizeError("gpt2: loss=True needs the logits; keep lm_head=True.")
@@ -115,14 +168,15 @@ def gpt2(
         Input((sequence,), batch=batch, name="input_ids"),
         Embedding(config.vocabulary, config.hidden, name="wte"),
         PositionEmbedding(config.positions, name="wpe"),
-        Dropout(0.1, name="drop"),
+        Dropout(config.embedding_dropout, name="drop"),
     ]
     source = "drop"
     # Hugging Face's GPT2Model.forward keeps inputs_embeds (wte's output) until it returns.
     calls = [("wpe", "ln_f")]
     for index in range(config.layers):
         block = transformer_block(
-            f"h.{index}", source, hidden=config.hidden, heads=config.heads, flash=flash
+            f"h.{index}", source, hidden=config.hidden, heads=config.heads, flash=flash,
+            dropout=config.dropout, attention_dropout=config.attention_dropout,
         )
         layers += block
         calls += block_calls(block, "gpt2")
@@ -134,8 +188,27 @@ def gpt2(
         layers.append(LanguageModelLoss(name="loss"))
         # GPT2LMHeadModel.forward keeps hidden_states (ln_f's output) until its loss has run.
         calls.append(HEAD_AND_LOSS)
+    layers = [_as_run(item, config.activation, device) for item in layers]
     name = size if isinstance(size, str) else "custom"
     return Network(layers, name=f"GPT-2 {name}", calls=calls)
+
+
+def _as_run(
+    item: Layer | Node, activation: GPT2Activation, device: Literal["cuda", "cpu"] | None
+) -> Layer | Node:
+    """Return a block's item with the configured activation and the device's dropout kernel."""
+    layer = item.layer if isinstance(item, Node) else item
+    if isinstance(layer, GELU) and activation != "gelu":
+        changed: Layer = (
+            NewGELU(name=layer.name)
+            if activation == "gelu_new"
+            else GELU(approximate="tanh", name=layer.name)
+        )
+    elif isinstance(layer, Dropout | MultiHeadAttention) and device is not None:
+        changed = replace(layer, device=device)
+    else:
+        return item
+    return Node(changed, inputs=item.inputs) if isinstance(item, Node) else changed
 
 
 def _config(size: str | GPT2Config) -> GPT2Config:

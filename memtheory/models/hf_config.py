@@ -56,7 +56,7 @@ import numbers
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from memtheory._shown import shown
 from memtheory._validation import SizeLike
@@ -71,7 +71,7 @@ from memtheory.models._config_keys import (
 from memtheory.models.bert import bert
 from memtheory.models.decoder import DecoderConfig, decoder
 from memtheory.models.deepseek import deepseek, deepseek_config
-from memtheory.models.gpt2 import GPT2Config, gpt2
+from memtheory.models.gpt2 import GPT2_ACTIVATIONS, GPT2Activation, GPT2Config, gpt2
 from memtheory.models.hf_families import REFUSED, decoder_fields, parallel_config
 from memtheory.models.parallel_decoder import parallel_decoder
 from memtheory.models.presets import PRESETS
@@ -404,9 +404,34 @@ def _gpt2(
         heads=required_value(config, "n_head"),
         vocabulary=required_value(config, "vocab_size"),
         positions=required_value(config, "n_positions"),
+        activation=_gpt2_activation(config),
+        dropout=_gpt2_dropout(config, "resid_pdrop"),
+        attention_dropout=_gpt2_dropout(config, "attn_pdrop"),
+        embedding_dropout=_gpt2_dropout(config, "embd_pdrop"),
     )
-    kept = _only(options, "gpt2", "flash", "lm_head", "loss")
+    kept = _only(options, "gpt2", "flash", "lm_head", "loss", "device")
     return gpt2(size, batch=batch, sequence=sequence, **kept)
+
+
+def _gpt2_activation(config: Mapping[str, Any]) -> GPT2Activation:
+    """Return the config's ``activation_function`` (transformers' default ``gelu_new``)."""
+    act = config.get("activation_function", "gelu_new")
+    if act not in GPT2_ACTIVATIONS:
+        raise UnsupportedError(
+            f"from_config: GPT-2 with activation_function={shown(act)} is not modelled; "
+            f"memtheory models {', '.join(GPT2_ACTIVATIONS)}."
+        )
+    return cast("GPT2Activation", act)
+
+
+def _gpt2_dropout(config: Mapping[str, Any], key: str) -> float:
+    """Return a GPT-2 dropout probability (transformers' default 0.1), or refuse it."""
+    p = config.get(key, 0.1)
+    if p is None:
+        p = 0.1
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p < 1:
+        raise InvalidArgumentError(f"from_config: {key} must be in [0, 1), got {shown(p)}.")
+    return float(p)
 
 
 
@@ -535,6 +560,7 @@ def from_config(
     lm_head: bool = True,
     loss: bool = False,
     image: SizeLike | tuple[int, int] | None = None,
+    device: Literal["cuda", "cpu"] | None = None,
 ) -> Network:
     """Build the memtheory network of a Hugging Face configuration; nothing is downloaded.
 
@@ -557,6 +583,10 @@ def from_config(
     image : int or (int, int), optional
         Qwen2-VL and Qwen2.5-VL: the image's side, or (height, width), in
         pixels (one image per sequence; default 448). Refused for the others.
+    device : {"cuda", "cpu"} or None, default None
+        GPT-2: whose dropout kernel runs (``bool`` masks on CUDA, the
+        default; the activation dtype on the CPU, where ``measure`` checks
+        it). The other families build no dropout, and ignore it.
 
     Returns
     -------
@@ -614,7 +644,15 @@ def from_config(
         raise UnsupportedError(f"from_config: lm_head applies to decoders and GPT-2, not {family}.")
     if loss:
         options["loss"] = True
+    options.update(_device_option(device, family))
     return builder(values, batch, sequence, **options)
+
+
+def _device_option(device: object, family: str) -> dict[str, Any]:
+    """Return the builder's ``device`` option (GPT-2's dropout kernel), or refuse a bad one."""
+    if device not in (None, "cuda", "cpu"):
+        raise InvalidArgumentError(f"from_config: device must be 'cuda' or 'cpu', got {device!r}.")
+    return {"device": device} if device is not None and family == "gpt2" else {}
 
 
 def preset(

@@ -30,7 +30,11 @@ import sympy as sp
 
 from memtheory.conventions.autograd import AutogradConvention
 from memtheory.conventions.autograd.loops import LOOPS, Loop
-from memtheory.conventions.autograd.sdpa_backend import keeps_scores, layer_sdpa_backend
+from memtheory.conventions.autograd.sdpa_backend import (
+    cpu_sdpa_backend,
+    keeps_scores,
+    layer_sdpa_backend,
+)
 from memtheory.errors import InvalidArgumentError, MemtheoryError, UnsupportedError
 from memtheory.gpus import DEFAULT_RESERVE, ReserveLike
 from memtheory.precision import precision as _precision
@@ -303,7 +307,10 @@ class Setup:
         """Return the kernel the step runs for attention ``layer``.
 
         ``"eager"`` for eager attention; on the CPU ``"flash"`` (SDPA's CPU
-        flash kernel, what memtheory measures for SDPA); on CUDA the backend
+        flash kernel, what memtheory measures for SDPA), or ``"math"`` for a
+        layer with attention dropout, which the CPU flash kernel refuses
+        (:func:`~memtheory.conventions.autograd.sdpa_backend.cpu_sdpa_backend`:
+        GPT-2's default ``attn_pdrop=0.1`` in training); on CUDA the backend
         :func:`~memtheory.conventions.autograd.sdpa_backend.layer_sdpa_backend`
         selects for the layer at the precision's activation dtype
         (``"flash"``, ``"cudnn"``, ``"efficient"`` or ``"math"``), or
@@ -323,7 +330,7 @@ class Setup:
         if self.attention == "eager":
             return "eager"
         if (device or self.device) == "cpu":
-            return "flash"
+            return cpu_sdpa_backend(layer)
         activations = _precision(self.precision_for(checkpoint_dtype)).activations
         return layer_sdpa_backend(layer, activations) or "flash"
 
@@ -371,7 +378,10 @@ class Setup:
         ``build(flash)`` builds the model with (``True``) or without SDPA's
         fused attention. A setup with SDPA builds it fused first, then again
         without when :meth:`flash_for` finds a layer whose kernel keeps the
-        S x S probabilities (CUDA's math path): every front door (``estimate``,
+        S x S probabilities (CUDA's math path, or the CPU's with attention
+        dropout), unless on the CPU every attention layer models that path
+        itself (``flash=True, device="cpu"``: GPT-2 from ``from_config(...,
+        device="cpu")``, measured): every front door (``estimate``,
         the calculator, the recipe checks) builds its model this way, so they
         cannot disagree on the kernel. ``network`` and ``checkpoint_dtype``
         read the built object's network and its checkpoint's dtype.
@@ -391,7 +401,8 @@ class Setup:
         """
         built = build(self.flash)
         if self.flash and not self.flash_for(network(built), checkpoint_dtype(built), device):
-            return build(False), False
+            if not _runs_own_math(network(built), device or self.device):
+                return build(False), False
         return built, self.flash
 
     @property
@@ -580,3 +591,18 @@ def _attention_layers(model: object) -> list[object]:
         if isinstance(getattr(layer, "flash", None), bool):
             layers.append(layer)
     return layers
+
+
+def _runs_own_math(model: object, device: Device) -> bool:
+    """Whether every attention layer of ``model`` models SDPA's CPU math path itself.
+
+    A :class:`~memtheory.layers.MultiHeadAttention` built with ``flash=True``
+    and ``device="cpu"`` (GPT-2 from :func:`~memtheory.models.from_config`
+    with ``device="cpu"``) keeps, in training with dropout, what the math
+    path keeps (fp32 at 16 bits), so it is not rebuilt as eager attention.
+    """
+    layers = _attention_layers(model)
+    return device == "cpu" and bool(layers) and all(
+        getattr(layer, "flash", False) and getattr(layer, "device", None) == "cpu"
+        for layer in layers
+    )

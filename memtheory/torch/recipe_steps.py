@@ -231,7 +231,7 @@ def predict_recipe(
     where: Device = "cpu" if device == "cpu" else "cuda"
     network, _ = setup.changed(precision=precision).built_for_kernel(
         lambda flash: from_config(dict(config), batch=batch, sequence=sequence, loss=True,
-                                  flash=flash), device=where)
+                                  flash=flash, device=where), device=where)
     predicted = training_memory(network, setup=setup.changed(
         precision=precision, optimizer_implementation=implementation, loop="plain"))
     return int(predicted.peak), predicted.peak_moment or ""

@@ -48,7 +48,16 @@ PyTorch 2.11) shows it: the ``pytorch-fp32`` recipe's SDPA step kept, to
 the byte, what its eager step kept, on the tiny and the mid-size Llama.
 
 On the CPU (where memtheory's exact figures are measured) SDPA runs its CPU
-flash kernel for fp32 too; this module is about CUDA only.
+flash kernel for fp32 too, except with dropout: ``use_flash_attention_cpp``
+(``aten/src/ATen/native/transformers/sdp_utils_cpp.cpp``) gates the CPU flash
+kernel on ``check_for_dropout`` (``dropout_p > 0`` refuses it), and the only
+other CPU backend is the math path (``priority_order_cpp``: flash, math).
+transformers passes the attention dropout in training only
+(``dropout=self.attn_dropout.p if self.training else 0.0``, GPT-2's
+attention, transformers 5.24), so GPT-2 with its default ``attn_pdrop=0.1``
+trains on the math path (S x S probabilities and the dropout mask kept) and
+evaluates on the flash kernel: :func:`cpu_sdpa_backend`. On CUDA the flash
+and memory-efficient kernels take dropout; cuDNN takes it in steps of 1/16.
 
 Examples
 --------
@@ -74,6 +83,7 @@ __all__ = [
     "FUSED",
     "MEM_EFFICIENT_GQA",
     "SDPABackend",
+    "cpu_sdpa_backend",
     "cuda_sdpa_backend",
     "keeps_scores",
     "layer_sdpa_backend",
@@ -217,6 +227,31 @@ def cuda_sdpa_backend(
     if prefer_cudnn:
         order = (("cudnn", cudnn), *order)
     return next(name for name, usable in order if usable)
+
+
+def cpu_sdpa_backend(layer: object, *, training: bool = True) -> SDPABackend:
+    """Return the backend CPU SDPA selects for an attention ``layer``: flash, or math with dropout.
+
+    PyTorch 2.13's ``use_flash_attention_cpp`` refuses a call with
+    ``dropout_p > 0`` (``check_for_dropout``); the math path
+    (``_scaled_dot_product_attention_math``) then runs, keeping the S x S
+    probabilities and the dropout mask. transformers passes the layer's
+    dropout in training only. The layer's ``dropout`` (0 when it has none)
+    is read; its other checks (head sizes, strides, dtypes fp32, bf16, fp16)
+    pass for the decoders memtheory builds.
+
+    Examples
+    --------
+    >>> from memtheory.layers import MultiHeadAttention
+    >>> cpu_sdpa_backend(MultiHeadAttention(4, dropout=0.1))
+    'math'
+    >>> cpu_sdpa_backend(MultiHeadAttention(4, dropout=0.1), training=False)
+    'flash'
+    >>> cpu_sdpa_backend(MultiHeadAttention(4))
+    'flash'
+    """
+    dropout = float(getattr(layer, "dropout", 0.0) or 0.0)
+    return "math" if training and dropout > 0 else "flash"
 
 
 def keeps_scores(backend: str) -> bool:

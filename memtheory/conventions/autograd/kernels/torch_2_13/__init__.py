@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from memtheory.conventions.autograd.kernels.torch_2_13 import attention, losses, norms, optimizers
+from memtheory.conventions.autograd.kernels.torch_2_13 import (
+    activations,
+    attention,
+    losses,
+    norms,
+    optimizers,
+)
 
-__all__ = ["attention", "losses", "norms", "optimizers"]
+__all__ = ["activations", "attention", "losses", "norms", "optimizers"]

@@ -148,7 +148,11 @@ def multi_head_attention(
       (at fp32 a view of the packed projection, which it keeps whole; at
       16 bits its fp32 copy), and the heads' output.
     * ``flash=True`` (CUDA, an assumption, not measured here): the input,
-      Q, K, V, the heads' output and an fp32 log-sum-exp.
+      Q, K, V, the heads' output and an fp32 log-sum-exp. With
+      ``device="cpu"`` in training with dropout, SDPA's CPU math path
+      (the CPU flash kernel refuses dropout): the input, fp32 copies of
+      Q, K and V, the fp32 probabilities, dropout noise and dropped
+      probabilities, and the heads' output (:func:`_sdpa_math`).
     * eval mode under ``no_grad`` (``training=False``, :attr:`Autograd.no_grad`)
       with ``"torch"``: ``nn.MultiheadAttention``'s fast path, one
       operation (``_native_multi_head_attention``) that keeps nothing;
@@ -299,6 +303,8 @@ def _storages(
     given = as_dtype(input_dtype or "fp32")
     spec = _Specs(layer, input_shape, compute_dtype(given, autocast))
     kernel = cpu_kernel(layer, training)
+    if layer.flash and layer.device == "cpu" and training and layer.dropout:
+        return _sdpa_math(spec)
     if layer.flash:
         return (
             spec("input", "input", given),
@@ -320,6 +326,33 @@ def _storages(
             spec("intermediate", "heads_output"),
         )
     return _math(spec)
+
+
+def _sdpa_math(spec: _Specs) -> tuple[TensorSpec, ...]:
+    """List transformers' SDPA call on CPU with dropout: the math path, fp32 at 16 bits.
+
+    The CPU flash kernel refuses dropout (``check_for_dropout``), so
+    ``_scaled_dot_product_attention_math`` runs on the head-split views of
+    the packed projection: it upcasts 16-bit Q, K and V to fp32
+    (``allowFP16BF16ReductionMathSDP`` is off by default), scales Q and K,
+    and ``matmul`` keeps contiguous copies of them; the softmax output, the
+    dropout noise and the dropped probabilities are fp32, and so is the copy
+    of V the second ``matmul`` keeps; its output is cast back, and the heads'
+    merged output (the output projection's input) is in the compute dtype.
+    In fp32 the same bytes as Hugging Face's eager attention with its CPU
+    dropout. Measured against transformers' GPT-2 (``attn_pdrop=0.1``) on
+    CPU at fp32, bf16 and autocast-bf16 (``tests/pytorch/test_gpt2_recipes.py``).
+    """
+    return (
+        TensorSpec("input", spec.shapes["input"]),
+        spec("intermediate", "queries", _FP32),
+        spec("intermediate", "keys", _FP32),
+        spec("intermediate", "probabilities", _FP32),
+        spec("mask", "probabilities", _FP32, "dropout mask on P"),
+        spec("intermediate", "probabilities", _FP32, _DROPPED),
+        spec("intermediate", "values", _FP32),
+        spec("intermediate", "heads_output"),
+    )
 
 
 def _math(spec: _Specs) -> tuple[TensorSpec, ...]:
