@@ -25,6 +25,7 @@ from memtheory.models import gpt2
 from memtheory.recipes import Setup
 from memtheory.symbols import B, S
 from memtheory.techniques import parallel_memory
+from tests.hugging_face_gpt2 import hf_gpt2
 
 
 def test_full_training_matches_training_memory():
@@ -37,7 +38,7 @@ def test_full_training_matches_training_memory():
     """
     answer = estimate("gpt2", batch=2, sequence=256)
     direct = training_memory(
-        gpt2("small", batch=2, sequence=256, loss=True, flash=True), optimizer="adamw",
+        hf_gpt2("small", batch=2, sequence=256, loss=True, flash=True), optimizer="adamw",
         precision="autocast-bf16",
         convention=AutogradConvention("fused", keeps_logits=False, loop="hf-trainer"),
     )
@@ -51,7 +52,7 @@ def test_a_setup_reproduces_the_plain_loop():
     """Setup fields reach the step: eager attention, for-loop AdamW, the logits kept."""
     plain = Setup(precision="autocast-bf16", attention="eager", device="cpu", keeps_logits=True)
     answer = estimate("gpt2", batch=2, sequence=256, setup=plain)
-    direct = training_memory(gpt2("small", batch=2, sequence=256, loss=True), optimizer="adamw",
+    direct = training_memory(hf_gpt2("small", batch=2, sequence=256, loss=True), optimizer="adamw",
                              precision="autocast-bf16", convention="autograd")
     assert answer.peak == direct.peak and answer.memory.total == direct.total
     assert answer.settings["optimizer_implementation"] == "for-loop"
@@ -62,7 +63,7 @@ def test_keywords_override_the_recipe_and_the_answer_says_so():
     """flash=False over hf-trainer is eager attention; the recipe's name records the change."""
     answer = estimate("gpt2", batch=1, sequence=128, setup="hf-trainer", flash=False)
     direct = training_memory(
-        gpt2("small", batch=1, sequence=128, loss=True), optimizer="adamw",
+        hf_gpt2("small", batch=1, sequence=128, loss=True), optimizer="adamw",
         precision="autocast-bf16",
         convention=AutogradConvention("fused", keeps_logits=False, loop="hf-trainer"),
     )
@@ -106,7 +107,7 @@ def test_zero3_is_parallel_memory_per_device():
     torch.autocast over FSDP's fp32 weights keeps them.
     """
     answer = estimate("gpt2-medium", batch=1, sequence=128, gpus=8, zero=3)
-    net = gpt2("medium", batch=B, sequence=S, loss=True, flash=True)
+    net = hf_gpt2("medium", batch=B, sequence=S, loss=True, flash=True)
     memory = training_memory(net, optimizer="adamw", precision="autocast-bf16",
                              convention=AutogradConvention("fused", keeps_logits=False,
                                                            loop="hf-trainer"))
@@ -229,9 +230,9 @@ def test_configs_go_through_from_config_when_it_exists(monkeypatch, tmp_path):
 
     seen = {}
 
-    def from_config(spec, *, batch, sequence, flash=False, loss=False):
+    def from_config(spec, *, batch, sequence, flash=False, loss=False, **options):
         seen["spec"] = spec
-        return gpt2("small", batch=batch, sequence=sequence, loss=True, flash=flash)
+        return hf_gpt2("small", batch=batch, sequence=sequence, loss=True, flash=flash)
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"n_positions": 1024}))

@@ -215,10 +215,10 @@ def test_cli_loop_flag_changes_the_answer(capsys):
 def test_training_memory_under_a_setup_is_the_estimate_step():
     """training_memory(setup=) is the step estimate() derives under the same setup."""
     from memtheory import training_memory
-    from memtheory.models import gpt2
+    from tests.hugging_face_gpt2 import hf_gpt2
 
     setup = Setup.recipe("pytorch-amp")
-    network = gpt2("small", batch=2, sequence=64, loss=True, flash=setup.flash)
+    network = hf_gpt2("small", batch=2, sequence=64, loss=True, flash=setup.flash)
     direct = training_memory(network, setup=setup)
     answer = estimate("gpt2", batch=2, sequence=64, setup=setup)
     assert direct.peak == answer.peak and direct.total == answer.memory.total

@@ -70,7 +70,7 @@ class Estimate:
     >>> from memtheory.estimate import estimate
     >>> answer = estimate("gpt2", batch=2, sequence=128, gpu="T4")
     >>> answer.fits, answer.max_batch, answer.max_sequence
-    (True, 112, 1024)
+    (True, 91, 1024)
     >>> answer.peak <= answer.budget.usable, answer.settings["precision"]
     (True, 'autocast-bf16')
     >>> answer.formula_at_peak  # bytes at the moment that peaks at B=2, S=128

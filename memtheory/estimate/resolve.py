@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -62,10 +62,19 @@ class Builder:
 
 
 def _gpt2(size: str) -> Callable[..., Network]:
-    def build(**sizes: Any) -> Network:
-        from memtheory.models import gpt2
+    """Build GPT-2 as Hugging Face's ``GPT2LMHeadModel`` runs it: ``gelu_new``, dropout 0.1.
 
-        return gpt2(size, loss=True, **sizes)
+    transformers' GPT-2 configurations say ``activation_function="gelu_new"``,
+    seven element-wise operations that keep four tensors per MLP
+    (:class:`~memtheory.layers.NewGELU`), where the textbook builder counts one
+    fused GELU; ``memtheory estimate gpt2`` answers for the model users load.
+    """
+
+    def build(**sizes: Any) -> Network:
+        from memtheory.models import GPT2_SIZES, gpt2
+
+        hugging_face = replace(GPT2_SIZES[size], activation="gelu_new")
+        return gpt2(hugging_face, loss=True, **sizes)
 
     return build
 

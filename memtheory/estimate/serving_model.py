@@ -296,8 +296,9 @@ def served_model(
 def config_of(spec: str | Mapping[str, Any]) -> Mapping[str, Any]:
     """Return the Hugging Face configuration a preset, ``config.json`` path or dict names.
 
-    :func:`~memtheory.estimate.resolve.config_of`, with a ``KeyError`` where
-    ``spec`` names no configuration (a built-in model or a factory).
+    :func:`~memtheory.estimate.resolve.config_of`, with an
+    :class:`~memtheory.errors.UnknownNameError` (a ``KeyError``) where ``spec``
+    names no configuration (a built-in model or a factory).
 
     Examples
     --------
@@ -306,7 +307,11 @@ def config_of(spec: str | Mapping[str, Any]) -> Mapping[str, Any]:
     """
     found = _resolved_config(spec)
     if found is None:
-        raise KeyError(spec)
+        raise UnknownNameError(
+            f"{shown(str(spec))} names no Hugging Face configuration (a preset, a config.json "
+            "or a folder holding one); built-in models and factories have none.",
+            name=spec,
+        )
     return found
 
 

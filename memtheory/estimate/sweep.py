@@ -16,10 +16,10 @@ Examples
 >>> print(sweep_table(answers))  # doctest: +NORMALIZE_WHITESPACE
 seq  gpu       peak (GiB)  usable (GiB)  fits  largest batch  largest seq
 ---  --------  ----------  ------------  ----  -------------  -----------
-256  T4              2.14         14.50  yes              56         1024
-256  RTX 4090        2.14         22.50  yes              91         1024
-512  T4              2.54         14.50  yes              28         1024
-512  RTX 4090        2.54         22.50  yes              45         1024
+256  T4              2.18         14.50  yes              45         1024
+256  RTX 4090        2.18         22.50  yes              74         1024
+512  T4              2.75         14.50  yes              22         1024
+512  RTX 4090        2.75         22.50  yes              37         1024
 """
 
 from __future__ import annotations

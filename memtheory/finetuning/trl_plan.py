@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 
 from memtheory.conventions.autograd.storage_plan import StepPlan, holders_of, step_plan
+from memtheory.errors import UnknownNameError
 from memtheory.finetuning.lora import LoRA, apply_lora
 from memtheory.models import from_config
 from memtheory.models.hf_config import ConfigLike, load_config
@@ -121,7 +122,11 @@ def autocast_cache_bytes(plan: StepPlan, until: str) -> int:
         cached += sum(int(nbytes) for key, nbytes in entry.copies.items() if not holders.get(key))
         if entry.row.name == until:
             return cached
-    raise ValueError(f"no row named {until!r} in the plan")
+    raise UnknownNameError(
+        f"no row named {until!r} in the plan; its rows: "
+        f"{', '.join(entry.row.name for entry in plan.rows[:8])}, ...",
+        name=until,
+    )
 
 
 def _saved_by_layer(plan: StepPlan) -> dict[int, int]:

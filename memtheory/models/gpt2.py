@@ -118,6 +118,16 @@ GPT2_SIZES: dict[str, GPT2Config] = {
 """The four released sizes, from their Hugging Face configurations."""
 
 
+def _size_name(config: GPT2Config) -> str:
+    """Return the released size a configuration has (activation and dropout aside), or "custom"."""
+    shape = (config.layers, config.hidden, config.heads, config.vocabulary, config.positions)
+    for name, released in GPT2_SIZES.items():
+        if shape == (released.layers, released.hidden, released.heads, released.vocabulary,
+                     released.positions):
+            return name
+    return "custom"
+
+
 def gpt2(
     size: str | GPT2Config = "small",
     *,
@@ -189,7 +199,7 @@ def gpt2(
         # GPT2LMHeadModel.forward keeps hidden_states (ln_f's output) until its loss has run.
         calls.append(HEAD_AND_LOSS)
     layers = [_as_run(item, config.activation, device) for item in layers]
-    name = size if isinstance(size, str) else "custom"
+    name = size if isinstance(size, str) else _size_name(config)
     return Network(layers, name=f"GPT-2 {name}", calls=calls)
 
 
