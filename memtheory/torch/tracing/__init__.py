@@ -13,7 +13,8 @@ step             the training step and inference pass, as ``measure`` runs them
 kernels          where CPU kernels return other dtypes or storages than fake kernels
 kernels_onednn   oneDNN's LSTM workspace, to the byte (pages, hence ceilings)
 opaque           kernels no fake tensor can size, refused by name
-values           input values that decide a branch (a Hugging Face all-ones mask)
+dtype_checks     the dtype checks CPU kernels make and fake kernels skip
+branch_values    input values that decide a branch (a Hugging Face all-ones mask)
 guards           where the formulas hold (PyTorch's guards), and sizes the code fixed
 verify           conditions traced beyond, and dropped where the bytes are the same
 fit              exact polynomials from traces at several fixed sizes, when code fixes sizes

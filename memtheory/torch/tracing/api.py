@@ -22,6 +22,7 @@ from memtheory.optimizers import OptimizerLike
 from memtheory.recipes import Setup
 from memtheory.torch.loop import Loop
 from memtheory.torch.setup_step import DEFAULT_OPTIMIZER, SetupStep, setup_step
+from memtheory.torch.tracing.branch_values import branches_taken, mask_branches
 from memtheory.torch.tracing.budget import DEFAULT_TIME_LIMIT, time_budget
 from memtheory.torch.tracing.clashes import clash_error
 from memtheory.torch.tracing.errors import failed, located
@@ -44,7 +45,6 @@ from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
 from memtheory.torch.tracing.step import Expected, StepRecord, record_step
-from memtheory.torch.tracing.values import branches_taken, mask_branches
 from memtheory.torch.tracing.verify import drop_harmless
 from memtheory.torch.versions import warn_if_unchecked_torch
 
@@ -90,7 +90,7 @@ def trace(
         ``model(**inputs)``. Only shapes and dtypes are read (meta tensors are
         fine), except a Hugging Face model's ``attention_mask``: all ones, it is
         skipped as the model's own code skips it, and the result's conditions
-        say so (:mod:`memtheory.torch.tracing.values`).
+        say so (:mod:`memtheory.torch.tracing.branch_values`).
     dims : mapping
         A name (``"B"``, or a sympy Symbol) for each example size to keep
         symbolic, mapped to that size: ``{"B": 4, "S": 128}`` makes every

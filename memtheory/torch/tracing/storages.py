@@ -34,7 +34,7 @@ from torch.utils._pytree import tree_flatten
 
 from memtheory.max_pruning import provably_nonnegative
 from memtheory.torch.tracing.budget import check_budget
-from memtheory.torch.tracing.dtypes import CHECKED, check_dtypes
+from memtheory.torch.tracing.dtype_checks import CHECKED, check_dtypes
 from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.kernels import cpu_outputs, real_storage_bytes
 from memtheory.torch.tracing.kernels_onednn import Workspace, onednn_workspace, workspace_marker
