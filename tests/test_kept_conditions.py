@@ -311,3 +311,21 @@ def test_derived_forms_keep_the_conditions_through_a_pickle_in_a_fresh_process()
     loaded = subprocess.run([sys.executable, "-c", _LOADER.format(path=path)], input=dumped,
                             capture_output=True, check=True, timeout=300)
     assert json.loads(loaded.stdout) == {form: [] for form in _DERIVED}
+
+
+def test_a_hand_built_formula_proportional_to_a_kept_one_takes_none_of_its_conditions():
+    """Issue 27: no process-wide table keyed by the expression (up to a factor) can collide.
+
+    A traced peak 8*B + 4 holding B < 16, then a hand-built 100*B + 50 (12.5 times it):
+    the hand-built one is answered at any batch (a warning at most, since it shares the
+    size B), and the traced one still refuses B = 20.
+    """
+    batch = size_symbol("B")
+    traced = keeping(8 * batch + 4, (SizeConstraint(16 - batch, "B < 16"),))
+    hand_built = 100 * batch + 50
+    with pytest.warns(UserWarning):
+        assert max_value(hand_built, "B", 10**6) == (10**6 - 50) // 100
+    with pytest.warns(UserWarning):
+        assert evaluate(hand_built, B=20) == 100 * 20 + 50
+    with pytest.raises(KernelTooLargeError):
+        evaluate(traced, B=20)

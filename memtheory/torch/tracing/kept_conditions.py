@@ -57,7 +57,7 @@ from typing import Any
 
 import sympy as sp
 
-from memtheory.constraints import SizeConstraint, carry, too_small
+from memtheory.constraints import SizeConstraint, too_small
 from memtheory.constraints.carried import note_held
 
 __all__ = ["Add", "Max", "Mul", "keeping"]
@@ -195,11 +195,15 @@ _KINDS: dict[type, type[sp.Expr]] = {
 
 
 def keeping(expression: sp.Basic, conditions: Iterable[SizeConstraint]) -> Any:
-    """Return ``expression`` as one that keeps ``conditions`` (registered for it too).
+    """Return ``expression`` as one that keeps ``conditions``.
 
     A number, an expression without conditions, or one that is not a ``Max``,
-    an ``Add`` or a ``Mul`` comes back as it is (registered, when it has
-    symbols: without conditions, as needing none).
+    an ``Add`` or a ``Mul`` comes back as it is. Nothing is registered in a
+    process-wide table keyed by the expression: a hand-built formula that
+    equals a traced one up to a factor (``100*B + 50`` against ``8*B + 4``)
+    never takes its conditions. An expression sympy rebuilt from the value's
+    terms keeps none, and is evaluated with a warning where it breaks a traced
+    result's condition on a size (:func:`~memtheory.constraints.carried.warn_lost`).
 
     Examples
     --------
@@ -233,10 +237,6 @@ def keeping(expression: sp.Basic, conditions: Iterable[SizeConstraint]) -> Any:
     memtheory.errors.KernelTooLargeError: B=20 is outside B < 16: ...
     """
     conditions = tuple(dict.fromkeys(conditions))
-    # None left (every one checked harmless, or substituted and checked): the value vouches
-    # that it needs none, so another result's conditions for an equal expression (the same
-    # model traced with check_conditions=False) are not taken for its own.
-    expression = carry(expression, conditions, vouch=not conditions)
     kind = _KINDS.get(type(expression))
     if kind is None or not conditions or expression.is_number:
         return expression
