@@ -17,6 +17,13 @@ lightning-bf16      Lightning's ``Trainer(precision="bf16-mixed").fit()``, two o
                     steps, ``configure_optimizers`` returning ``torch.optim.AdamW``
                     with PyTorch's default implementation (for-loop on CPU), inside
                     ``track()``, as ``tests/pytorch/test_lightning_recipe.py`` runs it
+peft-lora           peft's ``get_peft_model(model, LoraConfig(r=4, lora_alpha=8,
+                    target_modules=["q_proj", "v_proj"]))`` (peft's default Llama
+                    targets; its fp32 adapters on the bf16 base) trained by
+                    transformers' ``Trainer.train()`` with ``bf16=True``, two optimizer
+                    steps, inside ``track()``, as ``tests/pytorch/test_peft_recipe.py``
+                    runs it; predicted by :func:`memtheory.estimate.estimate` (the CLI's
+                    front door) with ``setup="peft-lora"``
 ==================  =================================================================
 
 The model is :func:`memtheory.torch.recipe_steps.recipe_model`'s for every
@@ -79,7 +86,7 @@ def run_recipe(
 ) -> LibraryStep:
     """Track ``recipe``'s real step on transformers' model for ``config``; predict it."""
     runners: dict[str, Callable[..., LibraryStep]] = {
-        "hf-trainer": _trainer, "lightning-bf16": _lightning}
+        "hf-trainer": _trainer, "lightning-bf16": _lightning, "peft-lora": _peft}
     run = runners.get(recipe, _plain)
     return run(recipe, config, batch=batch, sequence=sequence, checkpoint_dtype=checkpoint_dtype)
 
@@ -151,6 +158,75 @@ def _trainer(
     return LibraryStep(
         recipe, "transformers Trainer.train()", precision, implementation,
         _weight_dtype(model), predicted, moment, tracker.peak, *parameter_counts(model))
+
+
+PEFT_LORA = {"rank": 4, "targets": ("q_proj", "v_proj")}
+"""The adapters the peft-lora rows train: rank 4 (alpha 8) on peft's default Llama targets."""
+
+
+def peft_trainer_step(
+    config: Mapping[str, Any], *, batch: int, sequence: int, rank: int = 4,
+    targets: str | tuple[str, ...] = ("q_proj", "v_proj"), checkpointing: bool = False,
+    checkpoint_dtype: str = "bf16",
+) -> tuple[nn.Module, Any, Any]:
+    """Track two steps of the real Trainer on peft's LoRA model; return (model, trainer, tracker).
+
+    The base is :func:`~memtheory.torch.recipe_steps.recipe_model`'s (SDPA,
+    ``use_cache=False``, in ``checkpoint_dtype``); ``peft.get_peft_model``
+    adds the adapters (``lora_alpha = 2 * rank``, peft's
+    ``autocast_adapter_dtype=True`` keeps them in fp32); the Trainer runs with
+    the recipe's ``bf16=True`` and its default ``adamw_torch_fused``, and
+    ``gradient_checkpointing`` as asked (``use_reentrant=False``, its default).
+    """
+    import peft
+    import transformers
+
+    model = recipe_model("peft-lora", config, checkpoint_dtype=checkpoint_dtype)
+    wanted = targets if isinstance(targets, str) else list(targets)
+    model = peft.get_peft_model(
+        model, peft.LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=wanted))
+    rows = _rows(config, 2, batch, sequence)
+    with tempfile.TemporaryDirectory() as folder:
+        args = transformers.TrainingArguments(
+            output_dir=folder, max_steps=2, per_device_train_batch_size=batch, report_to=[],
+            use_cpu=True, disable_tqdm=True, bf16=True, save_strategy="no",
+            logging_strategy="no", gradient_checkpointing=checkpointing,
+        )
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=rows)
+        with track(model, record=True) as tracker:
+            trainer.train()
+    return model, trainer, tracker
+
+
+def peft_prediction(
+    config: Mapping[str, Any], *, batch: int, sequence: int, rank: int = 4,
+    targets: str | tuple[str, ...] = ("q_proj", "v_proj"), checkpointing: bool = False,
+    checkpoint_dtype: str = "bf16",
+) -> Any:
+    """The CLI's answer for the same step: ``estimate(..., setup="peft-lora")``."""
+    from memtheory.estimate import estimate
+
+    dtypes = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+    return estimate({**config, "torch_dtype": dtypes[checkpoint_dtype]}, batch=batch,
+                    sequence=sequence, lora=rank, lora_alpha=2 * rank, lora_targets=targets,
+                    setup="peft-lora", checkpointing=checkpointing or None)
+
+
+def _peft(
+    recipe: str, config: Mapping[str, Any], *, batch: int, sequence: int, checkpoint_dtype: str,
+) -> LibraryStep:
+    rank, targets = PEFT_LORA["rank"], PEFT_LORA["targets"]
+    model, trainer, tracker = peft_trainer_step(
+        config, batch=batch, sequence=sequence, rank=rank, targets=targets,
+        checkpoint_dtype=checkpoint_dtype)
+    answer = peft_prediction(config, batch=batch, sequence=sequence, rank=rank,
+                             targets=targets, checkpoint_dtype=checkpoint_dtype)
+    base = next(p for n, p in model.named_parameters() if "lora_" not in n)
+    return LibraryStep(
+        recipe, "peft get_peft_model + transformers Trainer.train()",
+        answer.settings["precision"], _implementation(trainer.optimizer), base.dtype,
+        int(answer.peak), answer.memory.peak_moment or "", tracker.peak,
+        *parameter_counts(model))
 
 
 def _lightning(

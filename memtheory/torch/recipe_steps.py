@@ -16,8 +16,9 @@ allocator, which is what ``benchmarks/cuda_zoo.py --recipes`` records.
 
 What it cannot run is said, not faked: recipes whose kernels are CUDA-only
 (bitsandbytes' 4-bit weights), that need several devices (ZeRO, FSDP) or
-that this runner does not build (peft's LoRA adapters) are refused by
-:func:`check_recipe` with the reason.
+that another runner builds (peft's LoRA adapters under the Trainer:
+``benchmarks/_library_steps.py``) are refused by :func:`check_recipe` with
+the reason.
 
 Examples
 --------
@@ -116,14 +117,17 @@ def _refuse(setup: Setup) -> None:
     What no single process can run is the Setup mapping's rule
     (:func:`~memtheory.torch.setup_step.refuse_unrunnable`). LoRA adapters are
     this runner's own limit, not the mapping's (which checks the adapters a
-    model has): it builds the bare decoder, and wrapping it with peft is left
-    to the peft tests, so a Setup with ``adapter_dtype`` is refused here.
+    model has): it builds the bare decoder in a plain loop; peft's model
+    under the Trainer is ``benchmarks/_library_steps.py``'s ``peft-lora``
+    runner, so a Setup with ``adapter_dtype`` is refused here.
     """
     try:
         refuse_unrunnable(setup)
         if setup.adapter_dtype:
             raise UnsupportedError(
-                "its LoRA adapters are not built by this runner (see the peft tests)")
+                "its LoRA adapters are peft's, trained by transformers' Trainer, not by this "
+                "plain loop: benchmarks/_library_steps.py run_recipe('peft-lora', ...) runs "
+                "that step (tests/pytorch/test_peft_recipe.py)")
     except UnsupportedError as error:
         raise UnsupportedError(f"recipe {setup.label} cannot run here: {error}") from None
 
