@@ -28,20 +28,14 @@ settings (``gelu_new``, dropout 0.1 everywhere). The checkpoint is bf16, as
 ``from_pretrained`` loads most published ones: the Trainer keeps it (bf16
 weights), the other recipes cast it to fp32.
 
-The Llama and Qwen2 rows are held to 0 bytes off (the Llama ones by
+The Llama, Qwen2 and GPT-2 rows are held to 0 bytes off (the Llama ones by
 ``tests/pytorch/test_recipe_steps.py``, ``test_trainer_recipe.py`` and
-``test_lightning_recipe.py``; ``tests/pytorch/test_recipes_benchmark.py``
-checks this table). GPT-2 under SDPA is not one of the steps the tests hold
-exact (memtheory's GPT-2 is exact against transformers' eager step, through
-``memtheory.validation.reference_models.as_hugging_face``): its rows show the
-gap, measured, and its verdict names what is known of it. Measured here on
-``pytorch-fp32`` at B=3, S=16: 252,928 bytes under; with
-``activation_function="gelu_pytorch_tanh"`` (transformers' ``gelu_new`` is
-seven unfused element-wise ops, memtheory counts one fused tanh GELU)
-95,232; with ``attn_pdrop=0`` as well 23,040, not yet named. With dropout
-``scaled_dot_product_attention`` on CPU runs ``_scaled_dot_product_attention_math``
-(S x S probabilities and the dropout mask kept), without it
-``_scaled_dot_product_flash_attention_for_cpu`` (PyTorch 2.13's profiler).
+``test_lightning_recipe.py``, GPT-2's by ``test_gpt2_recipes.py``;
+``tests/pytorch/test_recipes_benchmark.py`` checks this table). GPT-2 is
+exact because memtheory builds what transformers runs: ``gelu_new`` as seven
+element-wise operations (:class:`memtheory.layers.NewGELU`), the CPU's fp32
+dropout noise, and with attention dropout in training CPU SDPA's math kernel
+(its flash kernel takes no dropout: ``sdp_utils_cpp.cpp``).
 
 ``peft-lora`` (peft's ``get_peft_model``, rank 4 on ``q_proj``/``v_proj``,
 its fp32 adapters on the bf16 base, trained by the Trainer with ``bf16=True``)
@@ -102,13 +96,10 @@ SIZES = ((2, 8), (3, 16))
 CHECKPOINT = "bf16"
 """The dtype the checkpoint is published in (``from_pretrained`` loads it so)."""
 
-HELD_EXACT = ("llama", "qwen2")
+HELD_EXACT = ("llama", "qwen2", "gpt2")
 """Model families whose rows must be 0 bytes off."""
 
 NAMED_DIFFERENCES = {
-    "gpt2": "GPT-2 under SDPA is not modelled to the byte: transformers' gelu_new is unfused "
-            "ops (memtheory counts one fused GELU), attention dropout sends CPU SDPA to its "
-            "math kernel (S x S kept), and a rest is not named yet",
     "peft-lora": "peft casts each adapted layer's bf16 input to the fp32 adapters' dtype "
                  "(tuners/lora/layer.py, _cast_input_dtype) and autocast casts it back, so "
                  "each lora_A keeps its own bf16 copy of its input (memtheory shares the "
