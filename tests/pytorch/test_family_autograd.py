@@ -244,37 +244,34 @@ _MOE = {**TINY, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_
     ("config", "layer"),
     [
         ({**TINY, "model_type": "olmo"}, "UpcastLayerNorm 'model.layers.0.input_layernorm'"),
-        ({**TINY, "model_type": "olmo2"}, "UpcastRMSNorm 'model.layers.0.self_attn.q_norm'"),
         ({**_MOE, "model_type": "qwen3_moe"}, "MixtureOfExperts 'model.layers.0.mlp'"),
         ({**TINY, "model_type": "deepseek_v3", "kv_lora_rank": 8, "q_lora_rank": None,
           "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 6},
          "LatentAttention 'model.layers.0.self_attn.attention'"),
     ],
-    ids=["olmo", "olmo2", "qwen3_moe", "deepseek_v3"],
+    ids=["olmo", "qwen3_moe", "deepseek_v3"],
 )
 def test_newer_families_are_refused_naming_the_layer(config, layer):
-    """OLMo, OLMo 2, Qwen3-MoE, DeepSeek: refused, naming a layer."""
+    """OLMo, Qwen3-MoE, DeepSeek: refused, naming a layer (OLMo 2 and 3: test_olmo_autograd)."""
     network = from_config(config, batch=2, sequence=6, loss=True)
     with pytest.raises(UnsupportedError, match=f"does not model {layer}"):
         mt.training_memory(network, optimizer="sgd", precision="fp32",
                            convention=AutogradConvention())
 
 
-@pytest.mark.parametrize("family", ["olmo", "olmo2"])
-def test_olmo_layout_is_exact_at_fp32_and_the_upcast_norms_are_the_bf16_gap(family, monkeypatch):
-    """OLMo and OLMo 2, their norms let through: exact at fp32; at bf16 only saved tensors differ.
+def test_olmo_layout_is_exact_at_fp32_and_the_upcast_norms_are_the_bf16_gap(monkeypatch):
+    """OLMo, its layer norms let through: exact at fp32; at bf16 only saved tensors differ.
 
-    The layout (weightless layer norms; OLMo 2's norms after each block and
-    full-width query/key norms) is right: an fp32 step is exact, every
-    component. In bf16 the upcasting norms keep fp32 copies the plain norms
-    do not, which is why they stay refused: the gap is in the saved
-    activations (and the peak) only, and memtheory predicts less.
+    The layout (weightless layer norms, fp32 rotary tables) is right: an fp32
+    step is exact, every component. In bf16 the upcasting layer norms keep
+    fp32 copies the plain layer norm does not, which is why they stay
+    refused: the gap is in the saved activations (and the peak) only, and
+    memtheory predicts less.
     """
-    from memtheory.layers.upcast_norm import UpcastLayerNorm, UpcastRMSNorm
+    from memtheory.layers.upcast_norm import UpcastLayerNorm
 
     monkeypatch.setattr(UpcastLayerNorm, "autograd_checked", True)
-    monkeypatch.setattr(UpcastRMSNorm, "autograd_checked", True)
-    config = {**TINY, "model_type": family, "num_key_value_heads": 2}
+    config = {**TINY, "model_type": "olmo", "num_key_value_heads": 2}
     got, want, _ = _compare(config, "fp32", "sgd", 2, 6)
     assert got == want
     got, want, _ = _compare(config, "bf16", "adam", 2, 6)
