@@ -35,12 +35,14 @@ from memtheory.layers.saved_storages import compute_dtype
 
 if TYPE_CHECKING:  # the layers' modules load when a network uses them, not with memtheory
     from memtheory.layers.attention import MultiHeadAttention
+    from memtheory.layers.falcon_attention import FalconAttention
     from memtheory.layers.grouped_attention import GroupedQueryAttention
     from memtheory.layers.softcap import SoftCappedAttention
 
 __all__ = [
     "cpu_kernel",
     "cuda_flash",
+    "falcon_attention",
     "grouped_query_attention",
     "multi_head_attention",
     "soft_capped_attention",
@@ -48,6 +50,7 @@ __all__ = [
 
 _BOOL = as_dtype("bool")
 _FP32 = as_dtype("fp32")
+_INT64 = as_dtype("int64")
 
 _LABELS = {
     "queries": "queries Q",
@@ -615,3 +618,70 @@ def soft_capped_attention(
     key, value = (tuple(shape) for shape in input_shapes[1:3])
     stages = _grouped_stages(layer, saved, key, value, given, capped=True)
     return replace(plain, saved=saved, stages=stages)
+
+
+@register_plan("memtheory.layers.falcon_attention.FalconAttention")
+def falcon_attention(
+    layer: Layer,
+    input_shapes: tuple[Shape, ...],
+    *,
+    training: bool = True,
+    input_dtype: DTypeLike | None = None,
+    autocast: DTypeLike | None = None,
+) -> Autograd:
+    """Return what Falcon's eager attention keeps: no fp32 softmax, and the key/value indices.
+
+    transformers 5.24 ``FalconAttention.forward``, eager: ``F.softmax(...,
+    dtype=hidden_states.dtype)`` keeps only its output, in the model's dtype
+    (Llama's keeps an fp32 one and its cast); with fewer key/value heads
+    than query heads, ``fused_qkv[..., [-2], :]`` and ``[..., [-1], :]``
+    each keep a one-element int64 index, and ``matmul`` broadcasts the
+    single key and value head into per-head copies of the size
+    ``repeat_kv``'s would have. The backward nodes are
+    :func:`grouped_query_attention`'s, the softmax's gradient in the
+    model's dtype.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> from memtheory.layers.falcon_attention import FalconAttention
+    >>> plan = falcon_attention(FalconAttention(4, kv_heads=1, head_dim=8),
+    ...                         ((B, S, 32), (B, S, 8), (B, S, 8)), input_dtype="bf16")
+    >>> [(t.label, t.dtype.name) for t in plan.saved]
+    [('queries', 'bf16'), ('keys', 'bf16'), ('softmax', 'bf16'), ('values', 'bf16'), \
+('key index', 'int64'), ('value index', 'int64')]
+    """
+    layer = cast("FalconAttention", layer)  # registered for this class (and subclasses)
+    if layer.flash:
+        return grouped_query_attention(
+            layer, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        )
+    query, key, value = (tuple(s) for s in input_shapes)
+    given = as_dtype(input_dtype) if input_dtype is not None else None
+    if autocast is not None:  # matmul is on autocast's low-precision list
+        given = as_dtype(autocast)
+    batch, sequence = query[0], query[1]
+    per_head = (batch, layer.heads, sequence, layer.head_dim)
+    scores = (batch, layer.heads, sequence, sequence)
+    saved = [
+        TensorSpec("intermediate", per_head, given, label="queries"),
+        TensorSpec("intermediate", per_head, given, label="keys"),
+        TensorSpec("intermediate", scores, given, label="softmax"),
+    ]
+    if training and layer.dropout:
+        saved.append(TensorSpec("mask", scores, _BOOL, label="dropout mask"))
+        saved.append(TensorSpec("intermediate", scores, given, label="dropped"))
+    saved.append(TensorSpec("intermediate", per_head, given, label="values"))
+    grouped = sp.sympify(layer.kv_heads) != sp.sympify(layer.heads)
+    if grouped:
+        saved.append(TensorSpec("intermediate", (1,), _INT64, label="key index"))
+        saved.append(TensorSpec("intermediate", (1,), _INT64, label="value index"))
+    stages = [  # the softmax's gradient in the model's dtype, not fp32
+        replace(stage, edges=tuple((to, replace(spec, dtype=None)) for to, spec in stage.edges))
+        if stage.label == "softmax" else stage
+        for stage in _grouped_stages(layer, tuple(saved), key, value, None)
+    ]
+    if grouped:  # the index nodes' backward runs with repeat_kv's sum
+        stages[0] = replace(stages[0], saved=(len(saved) - 2,))
+        stages[1] = replace(stages[1], saved=(len(saved) - 1,))
+    return Autograd(saved=tuple(saved), autocast="low", stages=tuple(stages))
