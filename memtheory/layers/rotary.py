@@ -240,7 +240,7 @@ class Rotary(Merge):
         half = (*first[:-1], first[-1] / 2)
         given = as_dtype(input_dtype) if input_dtype is not None else None
         products = as_dtype("fp32") if self.upcast else None
-        transients = (
+        transients: tuple[TensorSpec, ...] = (
             TensorSpec("intermediate", first, products, label="x * cos"),
             TensorSpec("intermediate", half, given, label="-x2"),
             TensorSpec("intermediate", first, given, label="rotate_half"),
