@@ -59,11 +59,18 @@ class RotaryTable(Layer):
         The longest context the model was trained for
         (``max_position_embeddings``): rotary tables have no fixed size, so it
         only bounds what-if answers.
+    fp32 : bool, default False
+        Keep the tables in fp32 whatever the model's dtype: OLMo's, OLMo 2's
+        and OLMo 3's ``rotary_emb`` return them without Llama's cast to the
+        input's dtype (transformers 5.24), and their :class:`Rotary` computes
+        in fp32 (``Rotary(..., upcast=True)``).
     name : str, optional
 
     Examples
     --------
     >>> from memtheory.symbols import B, S
+    >>> RotaryTable(64, fp32=True).autograd(((B, S),)).compute_dtype.name
+    'fp32'
     >>> table = RotaryTable(64)
     >>> [(t.label, t.shape) for t in table.buffers((B, S))]
     [('inv_freq', (32,)), ('original_inv_freq', (32,))]
@@ -71,6 +78,7 @@ class RotaryTable(Layer):
 
     head_dim: SizeLike
     positions: int | None = None
+    fp32: bool = False
     name: str | None = None
     kind = "RotaryTable"
     autograd_checked = True  # tests/pytorch/test_llama_autograd.py
@@ -124,7 +132,8 @@ class RotaryTable(Layer):
 
         Its forward's fp32 temporaries (the positions as floats, the
         frequencies, the doubled angles, their cosine and sine before the scale
-        and the cast) are freed before it returns.
+        and the cast) are freed before it returns. With ``fp32=True`` its
+        tables are fp32 in every precision.
         """
         shape = self.output_shape(tuple(input_shapes[0]))
         fp32 = as_dtype("fp32")
@@ -132,6 +141,7 @@ class RotaryTable(Layer):
         return Autograd(
             reads_ids=True,
             autocast="parameters",
+            compute_dtype=fp32 if self.fp32 else None,
             transients=(
                 TensorSpec("intermediate", (1, sequence, 1), fp32, label="positions"),
                 TensorSpec("intermediate", (1, sequence, self.head_dim / 2), fp32, label="freqs"),
@@ -140,8 +150,8 @@ class RotaryTable(Layer):
         )
 
     def describe(self) -> str:
-        """Head width."""
-        return f"head_dim {self.head_dim}"
+        """Head width, and fp32 tables."""
+        return f"head_dim {self.head_dim}" + (", fp32" if self.fp32 else "")
 
 
 @dataclass(frozen=True)
@@ -162,6 +172,12 @@ class Rotary(Merge):
     ----------
     head_dim : size
         Width of one head; the first input's features must be a multiple.
+    upcast : bool, default False
+        OLMo's ``apply_rotary_pos_emb`` (OLMo 1, 2 and 3, transformers 5.24):
+        the products with fp32 tables (``RotaryTable(..., fp32=True)``) are
+        fp32 and the sum is cast back to the queries' dtype
+        (``q_embed.to(q_type)``). It keeps the same tensors, the tables in
+        fp32; its forward's temporaries are fp32.
     name : str, optional
 
     Examples
@@ -173,6 +189,7 @@ class Rotary(Merge):
     """
 
     head_dim: SizeLike
+    upcast: bool = False
     name: str | None = None
     kind = "Rotary"
     autograd_checked = True  # tests/pytorch/test_llama_autograd.py
@@ -222,18 +239,22 @@ class Rotary(Merge):
         first, table = (tuple(s) for s in input_shapes)
         half = (*first[:-1], first[-1] / 2)
         given = as_dtype(input_dtype) if input_dtype is not None else None
+        products = as_dtype("fp32") if self.upcast else None
+        transients: tuple[TensorSpec, ...] = (
+            TensorSpec("intermediate", first, products, label="x * cos"),
+            TensorSpec("intermediate", half, given, label="-x2"),
+            TensorSpec("intermediate", first, given, label="rotate_half"),
+            TensorSpec("intermediate", first, products, label="rotate_half * sin"),
+        )
+        if self.upcast and given not in (None, as_dtype("fp32")):
+            transients += (TensorSpec("intermediate", first, products, label="q_embed"),)
         return Autograd(
             saved=(TensorSpec("input", table, operand=1, label="cos and sin"),),
             autocast="promote",
             casts_inputs=False,
-            transients=(
-                TensorSpec("intermediate", first, label="x * cos"),
-                TensorSpec("intermediate", half, given, label="-x2"),
-                TensorSpec("intermediate", first, given, label="rotate_half"),
-                TensorSpec("intermediate", first, label="rotate_half * sin"),
-            ),
+            transients=transients,
         )
 
     def describe(self) -> str:
-        """Head width."""
-        return f"head_dim {self.head_dim}"
+        """Head width, and OLMo's fp32 products."""
+        return f"head_dim {self.head_dim}" + (", upcast" if self.upcast else "")

@@ -2,14 +2,18 @@ r"""OLMo's norms, which compute in fp32 and cast back only at the end.
 
 OLMo's ``OlmoLayerNorm`` (a layer norm without weight or bias) upcasts its
 input to fp32 before ``layer_norm`` and casts the result back; OLMo 2's
-``Olmo2RMSNorm`` multiplies by its scale *before* the cast back (Llama's
-after). Their parameters are :class:`~memtheory.layers.LayerNorm`'s and
-:class:`~memtheory.layers.rms_norm.RMSNorm`'s. In fp32 the steps are those of
-the plain norms (a tiny OLMo and OLMo 2 step is exact at fp32); in bf16 they
-keep fp32 copies the plain norms do not (measured on CPU, PyTorch 2.13,
-transformers 5: 4,272 and 6,336 bytes more saved at batch 2, 6 tokens, width
-32): the autograd convention refuses them rather than give a number that is
-exact at one precision only.
+``Olmo2RMSNorm`` (OLMo 3's too) multiplies by its scale *before* the cast
+back (Llama's after). Their parameters are :class:`~memtheory.layers.LayerNorm`'s and
+:class:`~memtheory.layers.rms_norm.RMSNorm`'s.
+
+OLMo 2's norm keeps, as PyTorch runs it, the fp32 input (or its fp32 copy),
+the fp32 inverse RMS and the fp32 normalised input that the scale
+multiplies (:func:`memtheory.conventions.autograd.kernels.torch_2_13.norms.upcast_rms_norm`):
+tiny OLMo 2 and OLMo 3 steps are exact in fp32, bf16 and under autocast
+(``tests/pytorch/test_olmo_autograd.py``). OLMo's layer norm is not
+modelled: in bf16 its fp32 copies are not those of the plain layer norm
+(4,080 bytes more saved at batch 2, 6 tokens, width 32, measured on CPU,
+PyTorch 2.13, transformers 5.24), so the autograd convention refuses it.
 
 Examples
 --------
@@ -30,8 +34,8 @@ from memtheory.layers.rms_norm import RMSNorm
 __all__ = ["UpcastLayerNorm", "UpcastRMSNorm"]
 
 _REFUSAL = (
-    "OLMo's norms compute in fp32 and cast back at the end, keeping fp32 copies of their "
-    "input at 16-bit precision that the plain norms do not; not modelled."
+    "OLMo's layer norm computes in fp32 and casts back at the end, keeping fp32 copies of its "
+    "input at 16-bit precision that the plain layer norm does not; not modelled."
 )
 
 
@@ -49,5 +53,4 @@ class UpcastRMSNorm(RMSNorm):
     """OLMo 2's RMS norm: the scale multiplies the fp32 result before the cast back."""
 
     kind = "UpcastRMSNorm"
-    autograd_checked = False
-    autograd_refusal = _REFUSAL
+    autograd_checked = True  # tests/pytorch/test_olmo_autograd.py

@@ -152,6 +152,12 @@ class DecoderConfig:
     shared_expert : int, optional
         Qwen2-MoE: width of a gated MLP every token also goes through, scaled by
         a sigmoid gate (``shared_expert_intermediate_size``).
+    rotary_fp32 : bool, default False
+        OLMo 1, 2 and 3: the rotary tables stay fp32 and the rotation computes
+        in fp32 before the cast back (:class:`~memtheory.layers.RotaryTable`).
+    rotary_per_attention : bool, default False
+        OLMo 3: one pair of rotary tables (and of ``inv_freq`` buffers) for
+        each kind of attention the layers use, sliding and full.
 
     Examples
     --------
@@ -189,6 +195,8 @@ class DecoderConfig:
     sparse_layers: tuple[bool, ...] = field(default=())
     dense_ffn_hidden: int | None = None
     shared_expert: int | None = None
+    rotary_fp32: bool = False
+    rotary_per_attention: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocabulary", "hidden", "layers", "heads", "ffn_hidden"):
@@ -301,14 +309,18 @@ def decoder(
     if c.gemma:
         embedded.append(TensorScale(float(c.hidden) ** 0.5, name="model.embed_scale"))
     embedded += vision
-    table = RotaryTable(c.head_width, positions=c.positions, name="model.rotary_emb")
+    tables = [
+        Node(RotaryTable(c.head_width, positions=c.positions, fp32=c.rotary_fp32, name=table),
+             inputs=("input_ids",))
+        for table in sorted({_table(c, index) for index in range(c.layers)})
+    ]
     after_head: list[Layer | Node] = []
     if c.final_softcap is not None:
         after_head.append(SoftCap(c.final_softcap, name="final_logit_softcapping"))
     return decoder_stack(
         "decoder",
         embedded=embedded,
-        tables=[Node(table, inputs=("input_ids",))],
+        tables=tables,
         layers=c.layers,
         layer=partial(_layer, c, flash=flash),
         final_norm=_norm(c)(name="model.norm"),
@@ -340,6 +352,14 @@ def _norm(c: DecoderConfig) -> Callable[..., Layer]:
     return UpcastRMSNorm if c.norm == "upcast" else RMSNorm
 
 
+def _table(c: DecoderConfig, index: int) -> str:
+    """Name the rotary tables layer ``index`` reads: OLMo 3 has one pair per attention kind."""
+    if not c.rotary_per_attention:
+        return "model.rotary_emb"
+    kind = "full" if c.window(index) is None else "sliding"
+    return f"model.rotary_emb.{kind}_attention"
+
+
 def _layer(c: DecoderConfig, index: int, source: str, *, flash: bool) -> list[Layer | Node]:
     """One decoder layer reading ``source``; its last item is its output."""
     prefix = f"model.layers.{index}"
@@ -357,8 +377,10 @@ def _layer(c: DecoderConfig, index: int, source: str, *, flash: bool) -> list[La
     )
     options = {} if c.attention_softcap is None else {"softcap": c.attention_softcap}
     items += [
-        Node(Rotary(c.head_width, name=f"{attn}.q_rotary"), inputs=(query, "model.rotary_emb")),
-        Node(Rotary(c.head_width, name=f"{attn}.k_rotary"), inputs=(key, "model.rotary_emb")),
+        Node(Rotary(c.head_width, upcast=c.rotary_fp32, name=f"{attn}.q_rotary"),
+             inputs=(query, _table(c, index))),
+        Node(Rotary(c.head_width, upcast=c.rotary_fp32, name=f"{attn}.k_rotary"),
+             inputs=(key, _table(c, index))),
         Node(
             attention(
                 c.heads,

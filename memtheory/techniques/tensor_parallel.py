@@ -125,7 +125,7 @@ def _kind(name: str) -> str:
         return "inside"
     if name in ("model.embed_tokens", "lm_head", "loss"):
         return "vocabulary"
-    if name == "model.rotary_emb":
+    if name == "model.rotary_emb" or name.startswith("model.rotary_emb."):  # OLMo 3: per kind
         return "whole"
     return "replicated"
 

@@ -35,12 +35,14 @@ from memtheory.layers.saved_storages import compute_dtype
 
 if TYPE_CHECKING:  # the layers' modules load when a network uses them, not with memtheory
     from memtheory.layers.attention import MultiHeadAttention
+    from memtheory.layers.falcon_attention import FalconAttention
     from memtheory.layers.grouped_attention import GroupedQueryAttention
     from memtheory.layers.softcap import SoftCappedAttention
 
 __all__ = [
     "cpu_kernel",
     "cuda_flash",
+    "falcon_attention",
     "grouped_query_attention",
     "multi_head_attention",
     "soft_capped_attention",
@@ -48,6 +50,7 @@ __all__ = [
 
 _BOOL = as_dtype("bool")
 _FP32 = as_dtype("fp32")
+_INT64 = as_dtype("int64")
 
 _LABELS = {
     "queries": "queries Q",
@@ -615,3 +618,133 @@ def soft_capped_attention(
     key, value = (tuple(shape) for shape in input_shapes[1:3])
     stages = _grouped_stages(layer, saved, key, value, given, capped=True)
     return replace(plain, saved=saved, stages=stages)
+
+
+@register_plan("memtheory.layers.falcon_attention.FalconAttention")
+def falcon_attention(
+    layer: Layer,
+    input_shapes: tuple[Shape, ...],
+    *,
+    training: bool = True,
+    input_dtype: DTypeLike | None = None,
+    autocast: DTypeLike | None = None,
+) -> Autograd:
+    """Return what Falcon's eager attention keeps: no fp32 softmax, and the key/value indices.
+
+    transformers 5.24 ``FalconAttention.forward``, eager: ``F.softmax(...,
+    dtype=hidden_states.dtype)`` keeps only its output, in the model's dtype
+    (Llama's keeps an fp32 one and its cast); with fewer key/value heads
+    than query heads, ``fused_qkv[..., [-2], :]`` and ``[..., [-1], :]``
+    each keep a one-element int64 index, and ``matmul`` broadcasts the
+    single key and value head into per-head copies of the size
+    ``repeat_kv``'s would have. The backward nodes are
+    :func:`grouped_query_attention`'s, the softmax's gradient in the
+    model's dtype.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> from memtheory.layers.falcon_attention import FalconAttention
+    >>> plan = falcon_attention(FalconAttention(4, kv_heads=1, head_dim=8),
+    ...                         ((B, S, 32), (B, S, 8), (B, S, 8)), input_dtype="bf16")
+    >>> [(t.label, t.dtype and t.dtype.name) for t in plan.saved]  # None: the model's dtype
+    [('queries', None), ('keys', None), ('softmax', None), ('values', None), \
+('key index', 'int64'), ('value index', 'int64')]
+    """
+    layer = cast("FalconAttention", layer)  # registered for this class (and subclasses)
+    if layer.flash:
+        return grouped_query_attention(
+            layer, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        )
+    query, key, value = (tuple(s) for s in input_shapes)
+    given = as_dtype(input_dtype) if input_dtype is not None else None
+    mixed = as_dtype(autocast) if autocast is not None else None
+    batch, sequence = query[0], query[1]
+    per_head = (batch, layer.heads, sequence, layer.head_dim)
+    scores = (batch, layer.heads, sequence, sequence)
+    # Without autocast everything is in the model's dtype; under it the low scores plus the
+    # fp32 mask are fp32, and the fp32 softmax is cast to the low dtype by ``p @ v``, as
+    # Llama's softmax(dtype=float32) is.
+    saved = list(_grouped_saved(per_head, scores, mixed, training and bool(layer.dropout)))
+    if sp.sympify(layer.kv_heads) != sp.sympify(layer.heads):
+        # fused_qkv[..., [-2], :] and [..., [-1], :]: their index nodes run with the sums
+        saved.append(TensorSpec("intermediate", (1,), _INT64, label="key index"))
+        saved.append(TensorSpec("intermediate", (1,), _INT64, label="value index"))
+    stages = _falcon_stages(layer, tuple(saved), key, value, mixed)
+    low = mixed or given
+    return Autograd(
+        saved=tuple(saved),
+        autocast="low",
+        stages=tuple(stages),
+        transients=(
+            TensorSpec("intermediate", scores, low, label="q @ k^T"),
+            TensorSpec("intermediate", scores, _FP32 if mixed else given, label="plus mask"),
+        ),
+    )
+
+
+def _falcon_stages(
+    layer: FalconAttention,
+    saved: tuple[TensorSpec, ...],
+    key: Shape,
+    value: Shape,
+    mixed: DType | None,
+) -> tuple[Stage, ...]:
+    """Falcon's backward nodes in creation order: ``matmul`` broadcasts the single key head.
+
+    :func:`_grouped_stages`' nodes, but the sum of the keys' (values')
+    per-head gradient into one head is ``matmul``'s own expand, made just
+    before its ``bmm``: it runs right after that ``bmm``'s backward, where
+    ``repeat_kv``'s runs last. Without autocast the softmax's gradient is
+    in the model's dtype.
+    """
+    per_head, scores = saved[0].shape, saved[2].shape
+    label = {spec.label: position for position, spec in enumerate(saved)}
+    grouped = "key index" in label
+
+    def grad(shape: Shape, kind: DType | None = mixed) -> TensorSpec:
+        return TensorSpec("intermediate", shape, kind)
+
+    stages: list[Stage] = []
+    k_to, v_to = -2, -3
+    if grouped:
+        # the index nodes of the split run after the whole attention's backward
+        indices = (label["key index"], label["value index"])
+        stages.append(Stage("expand keys", indices, edges=((-2, grad(key)),)))
+        k_to = 0
+    stages.append(
+        Stage(
+            "q @ k^T",
+            (label["queries"], label["keys"]),
+            edges=((-1, grad(per_head)), (k_to, grad(per_head))),
+            kept_for=((label["queries"], k_to), (label["keys"], -1)),
+        )
+    )
+    stages.append(Stage("scale", edges=((len(stages) - 1, grad(scores)),)))
+    if mixed is not None:  # the low scores plus the fp32 mask: promoted, cast back
+        stages.append(Stage("softmax input to fp32", edges=((len(stages) - 1, grad(scores)),)))
+    softmax = _FP32 if mixed is not None else None
+    stages.append(
+        Stage("softmax", (label["softmax"],), edges=((len(stages) - 1, grad(scores, softmax)),))
+    )
+    if mixed is not None:
+        stages.append(Stage("to low", edges=((len(stages) - 1, grad(scores, _FP32)),)))
+    if "dropout mask" in label:
+        stages.append(
+            Stage("dropout", (label["dropout mask"],), edges=((len(stages) - 1, grad(scores)),))
+        )
+    before = len(stages) - 1
+    if grouped:
+        stages.append(Stage("expand values", edges=((-3, grad(value)),)))
+        v_to = len(stages) - 1
+    probabilities = label.get("dropped", label.get("probabilities", label["softmax"]))
+    stages.append(
+        Stage(
+            "p @ v",
+            (probabilities, label["values"]),
+            edges=((before, grad(scores)), (v_to, grad(per_head))),
+            kept_for=((probabilities, v_to), (label["values"], before)),
+        )
+    )
+    stages.append(Stage("merge heads", edges=((len(stages) - 1, grad(per_head)),)))
+    return tuple(stages)

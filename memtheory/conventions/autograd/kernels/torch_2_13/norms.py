@@ -19,8 +19,9 @@ from memtheory.layers.kernel_plans import register_plan
 from memtheory.layers.layer_norm import LayerNorm
 from memtheory.layers.normalization import BatchNorm2d
 from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
+from memtheory.layers.upcast_norm import UpcastRMSNorm
 
-__all__ = ["batch_norm", "gemma_rms_norm", "layer_norm", "rms_norm"]
+__all__ = ["batch_norm", "gemma_rms_norm", "layer_norm", "rms_norm", "upcast_rms_norm"]
 
 _FP32 = as_dtype("fp32")
 
@@ -216,6 +217,64 @@ def gemma_rms_norm(
         stages.append(Stage(f"to {given.name}", edges=((len(stages) - 1, full),)))
     refused = None
     if given is not None and upcast:
+        refused = (
+            f"reading a {given.name} tensor that needs no gradient (the network's input), "
+            "its forward's transients set the peak; that case is not measured. Put a layer "
+            "with parameters before it, or feed fp32 (autocast)."
+        )
+    return Autograd(saved=saved, stages=tuple(stages), without_input_gradient=refused)
+
+
+@register_plan(UpcastRMSNorm)
+def upcast_rms_norm(
+    layer: Layer,
+    input_shapes: tuple[Shape, ...],
+    *,
+    training: bool = True,
+    input_dtype: DTypeLike | None = None,
+    autocast: DTypeLike | None = None,
+) -> Autograd:
+    """Return the saved storages of :class:`UpcastRMSNorm`, with dtypes and backward nodes.
+
+    Hugging Face's ``Olmo2RMSNorm.forward`` (transformers 5.24, the same in
+    OLMo 3): ``x.to(float32)``, the inverse RMS, then ``(self.weight *
+    normalised).to(input_dtype)``. The scale multiplies the fp32 normalised
+    input (the weight, in the model's dtype, is promoted, not copied): it
+    keeps the fp32 input (or upcast copy), the fp32 inverse RMS and the fp32
+    normalised input, as ``torch.nn.RMSNorm`` does, and scales in fp32. Its
+    backward: the cast back (16 bits), the scale (the fp32 gradient of the
+    normalised input and the fp32 product summed into the weight's
+    gradient), then the nodes of :func:`rms_norm`'s normalisation.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> plan = upcast_rms_norm(UpcastRMSNorm(), ((B, S, 8),), input_dtype="bf16")
+    >>> [(t.shape, t.dtype.name) for t in plan.saved]
+    [((B, S, 8), 'fp32'), ((B, S), 'fp32'), ((B, S, 8), 'fp32')]
+    >>> [s.label for s in plan.stages]
+    ['to fp32', 'pow', 'mean', 'rsqrt', 'mul', 'scale', 'to bf16']
+    """
+    assert isinstance(layer, UpcastRMSNorm)
+    shape = tuple(input_shapes[0])
+    layer.check_input(shape)
+    given = as_dtype(input_dtype) if input_dtype is not None else None
+    upcast = given not in (None, _FP32)
+    full = TensorSpec("intermediate", shape, _FP32)
+    saved = (
+        full if upcast else TensorSpec("input", shape),
+        TensorSpec("statistics", shape[:-1], _FP32),
+        full,
+    )
+    norm = replace(layer, elementwise_affine=False, implementation="torch")
+    stages = list(_stages(norm, shape, given))
+    stages.append(
+        Stage("scale", (2,), edges=((len(stages) - 1, full),), temporaries=(full,),
+              parameters=("weight",))
+    )
+    refused = None
+    if given is not None and upcast:
+        stages.append(Stage(f"to {given.name}", edges=((len(stages) - 1, full),)))
         refused = (
             f"reading a {given.name} tensor that needs no gradient (the network's input), "
             "its forward's transients set the peak; that case is not measured. Put a layer "
