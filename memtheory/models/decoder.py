@@ -156,8 +156,8 @@ class DecoderConfig:
         OLMo 1, 2 and 3: the rotary tables stay fp32 and the rotation computes
         in fp32 before the cast back (:class:`~memtheory.layers.RotaryTable`).
     rotary_per_attention : bool, default False
-        OLMo 3: one pair of rotary tables (and of ``inv_freq`` buffers) for
-        each kind of attention the layers use, sliding and full.
+        OLMo 3 and Gemma 3: one pair of rotary tables (and of ``inv_freq``
+        buffers) for each kind of attention the layers use, sliding and full.
 
     Examples
     --------
@@ -353,7 +353,7 @@ def _norm(c: DecoderConfig) -> Callable[..., Layer]:
 
 
 def _table(c: DecoderConfig, index: int) -> str:
-    """Name the rotary tables layer ``index`` reads: OLMo 3 has one pair per attention kind."""
+    """Name the rotary tables layer ``index`` reads: OLMo 3 and Gemma 3 have one per kind."""
     if not c.rotary_per_attention:
         return "model.rotary_emb"
     kind = "full" if c.window(index) is None else "sliding"

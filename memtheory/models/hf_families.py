@@ -70,7 +70,7 @@ def decoder_fields(config: Mapping[str, Any]) -> dict[str, Any]:
         fields["norm"] = "plain"
     if family in ("olmo", "olmo2", "olmo3"):
         fields["rotary_fp32"] = True  # cos and sin left in fp32, q_embed.to(q_type)
-    if family == "olmo3":
+    if family in ("olmo3", "gemma3_text"):
         fields["rotary_per_attention"] = True  # a table per layer type
     if family in ("olmo2", "olmo3", "olmoe"):
         fields.update(qk_norm=True, qk_norm_width="full", post_norms=family != "olmoe")

@@ -102,6 +102,20 @@ def test_gemma2_peak_inside_soft_capped_attention_backward_is_exact(precision):
     assert got == want
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "autocast"])
+def test_gemma3_past_its_sliding_pattern_is_exact(precision):
+    """Seven layers: a full-attention layer after the sliding ones brings its own rotary tables.
+
+    transformers 5.24's Gemma3RotaryEmbedding keeps an ``inv_freq`` pair per layer type and the
+    model computes cos and sin once per type present, as OLMo 3 does; the tests above stop at
+    three layers, all sliding.
+    """
+    config = {**TINY, **GEMMA["gemma3"], "num_hidden_layers": 7, "sliding_window": 4}
+    got, want, _ = _compare(config, precision, "sgd", 2, 6)
+    assert got == want
+
+
 def test_gemma_embedding_scale_is_a_buffer_the_backward_keeps():
     """Gemma's sqrt(h) is the embed_scale buffer (transformers 5.24): one scalar of the weights."""
     buffers = {}
