@@ -77,6 +77,12 @@ class MixtureOfExperts(Layer):
     name: str | None = None
     kind = "MixtureOfExperts"
     input_rank = 3
+    autograd_refusal = (
+        "which tokens each expert gets is decided by the router's values, so what a step "
+        "keeps depends on the data; memtheory's balanced case (B*S*k/E tokens per expert) has "
+        "not been measured against transformers' grouped expert kernels, and the breakdown "
+        "convention counts every token through its top-k experts instead"
+    )
 
     def __post_init__(self) -> None:
         owner = self.label
