@@ -25,6 +25,7 @@ beyond them is what any formula claims: the same code runs there.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from itertools import product
 
@@ -34,6 +35,7 @@ import sympy as sp
 from memtheory.errors import MemtheoryError, UnsupportedError
 from memtheory.torch.tracing.guards import Specialisation
 from memtheory.torch.tracing.layout import MomentLayout, OperationsDifferError
+from memtheory.torch.tracing.region import region_constraints, verified_corners
 from memtheory.torch.tracing.result import TracedMemory
 from memtheory.torch.tracing.step import StepRecord
 from memtheory.torch.tracing.totals import TotalsLayout
@@ -206,9 +208,52 @@ def _fit(
                     f"polynomial over, sizes in steps of {step // 2}): the formulas are confirmed "
                     f"only where each size differs from the example's by a multiple of {step}",
                 )
-            return layout.result(coefficients, monomials, words)
+            result = layout.result(coefficients, monomials, words)
+            if not isinstance(layout, TotalsLayout):
+                return result
+            return _limited(result, symbols, base, _agreeing(traced, layout, scaled, denominator,
+                                                             exponents))
         last_error = f"degree {degree}: {layout.name(wrong[0])} is {wrong[1]} at {wrong[2]}"
     return last_error
+
+
+def _agreeing(
+    traced: Callable[[Point], StepRecord],
+    layout: MomentLayout,
+    scaled: np.ndarray,
+    denominator: int,
+    exponents: list[Point],
+) -> Callable[[Point], bool]:
+    """Whether a trace at a point gives every quantity its fitted polynomial's value there."""
+
+    def agrees(point: Point) -> bool:
+        try:
+            vector = layout.vector(traced(point))
+        except (_RefusedError, UnsupportedError):
+            return False
+        return _first_mismatch(scaled, denominator, exponents, [point], [vector]) is None
+
+    return agrees
+
+
+def _limited(
+    result: TracedMemory, symbols: list[sp.Symbol], base: Point, agrees: Callable[[Point], bool]
+) -> TracedMemory:
+    """Limit a fitted loop's formulas to the sizes where traces below the fit agree with them."""
+    corners = verified_corners(agrees, base)
+    limits = region_constraints(symbols, corners)
+    if not limits:
+        return result
+    shown = "; ".join(", ".join(f"{s.name}={v}" for s, v in zip(symbols, c, strict=True))
+                      for c in corners)
+    words = (
+        f"{next(iter(limits)) if len(limits) == 1 else ' and '.join(limits)}: traced at fixed "
+        "sizes below the fit, a loop's peak moment (or the code a size of 1 runs) changes, so "
+        f"the formulas are claimed only at sizes at least those of a corner that traced to the "
+        f"byte ({shown}); smaller sizes are refused: trace with example sizes there, or measure"
+    )
+    return replace(result, constraints={**result.constraints, **limits},
+                   conditions=(*result.conditions, words))
 
 
 def _confirming(count: int, degree: int) -> list[Point]:
