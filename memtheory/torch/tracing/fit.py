@@ -18,8 +18,16 @@ can be recovered exactly another way:
    to equal its polynomial there, to the byte; otherwise raise the degree
    (up to :data:`MAX_DEGREE`) and try again.
 
-The result says which sizes it was fitted and confirmed at; what it claims
-beyond them is what any formula claims: the same code runs there.
+5. check below the fit: where each moment was fitted, trace each size at 1
+   (then 2) with the others at the example's, and refuse the sizes below the
+   first that gives the formulas' components and peaks (a size of 1 often
+   runs other code); where only totals were fitted (a loop), a phase's peak
+   may be another moment below the lattice, so claim only the boxes whose
+   corners traced to the byte (:mod:`~memtheory.torch.tracing.region`).
+
+The result says which sizes it was fitted and confirmed at, and the sizes
+below them it checked; what it claims above them is what any formula claims:
+the same code runs there.
 """
 
 from __future__ import annotations
