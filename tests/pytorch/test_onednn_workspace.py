@@ -17,7 +17,7 @@ from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-from memtheory.errors import UnsupportedError, UntraceableError  # noqa: E402
+from memtheory.errors import EvaluationError, UnsupportedError, UntraceableError  # noqa: E402
 from memtheory.symbols import B, S  # noqa: E402
 from memtheory.torch import TracedMemory, measure, trace  # noqa: E402
 from memtheory.torch.tracing.kernels_onednn import (  # noqa: E402
@@ -224,6 +224,43 @@ def test_sequence_first_lstm_without_bias_traces_exactly_far_from_the_example():
         at = memory.evaluate(S=s, B=b)
         assert {k: int(v) for k, v in at.components.items() if v} == measured.components
         assert (at.peak, at.inference_peak) == (measured.peak, measured.inference_peak)
+
+
+class _FloatClassifier(nn.Module):
+    """A batch-first LSTM on float features (no embedding), its last output to a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn, self.head = nn.LSTM(6, 8, batch_first=True), nn.Linear(8, 3)
+
+    def forward(self, x):  # noqa: D102
+        return self.head(self.rnn(x)[0])
+
+
+def _square(out):
+    return out.float().square().mean()
+
+
+@pytest.mark.slow
+def test_a_fitted_lstm_refuses_a_size_of_one_where_its_formulas_miss():
+    """Traced at B=5, S=7: exact at smaller sizes from 2; at B=1 or S=1 refused, where it missed."""
+    torch.manual_seed(0)
+    model = _FloatClassifier()
+    memory = trace(model, torch.randn(5, 7, 6), {"B": 5, "S": 7}, loss=_square,
+                   optimizer="adamw")
+    for b, s in ((2, 2), (3, 3), (2, 4), (9, 11)):
+        measured = measure(model, torch.randn(b, s, 6), _square,
+                           torch.optim.AdamW(model.parameters()))
+        at = memory.evaluate(B=b, S=s)
+        assert {k: int(v) for k, v in at.components.items() if v} == measured.components
+        assert (at.peak, at.inference_peak) == (measured.peak, measured.inference_peak)
+    for b, s in ((1, 4), (4, 1), (1, 1)):
+        measured = measure(model, torch.randn(b, s, 6), _square,
+                           torch.optim.AdamW(model.parameters()))
+        plain = memory.components["saved_activations"].subs({B: b, S: s})
+        assert plain != measured.components["saved_activations"]  # what a refusal protects
+        with pytest.raises(EvaluationError, match="Trace again"):
+            memory.evaluate(B=b, S=s)
 
 
 def _distinct_bytes(tensors) -> int:

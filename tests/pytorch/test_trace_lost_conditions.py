@@ -32,7 +32,8 @@ from memtheory.torch.tracing.kept_conditions import keeping  # noqa: E402
 from memtheory.whatif import max_batch, max_value  # noqa: E402
 
 _CONDITION = (SizeConstraint(16 - B, "B < 16"),)
-_OUTSIDE = {"B": 20, "H": 2}  # beyond B < 16 (other traces in this process may add conditions)
+_OUTSIDE = {"B": 20, "H": 64}  # beyond B < 16 only (H large: other traces in this process
+# hold conditions that refuse small sizes, which would crowd B < 16 out of the message)
 _REFUSED = (EvaluationError, KernelTooLargeError)  # evaluate refuses with one, max_batch the other
 
 
@@ -40,10 +41,10 @@ def _paths(expression):
     """Each evaluation path, called at sizes outside the condition (or searching past it)."""
     return {
         "evaluate": lambda: evaluate(expression, **_OUTSIDE),
-        "compile_exact": lambda: compile_exact(expression)(20, 2),
-        "evaluate_grid": lambda: evaluate_grid(expression, B=[20], H=[2]),
-        "max_value": lambda: max_value(expression, "B", "40 GiB", H=2),
-        "max_batch": lambda: max_batch(expression, "40 GiB", H=2),
+        "compile_exact": lambda: compile_exact(expression)(20, 64),
+        "evaluate_grid": lambda: evaluate_grid(expression, B=[20], H=[64]),
+        "max_value": lambda: max_value(expression, "B", "40 GiB", H=64),
+        "max_batch": lambda: max_batch(expression, "40 GiB", H=64),
     }
 
 

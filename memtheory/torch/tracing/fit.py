@@ -18,13 +18,22 @@ can be recovered exactly another way:
    to equal its polynomial there, to the byte; otherwise raise the degree
    (up to :data:`MAX_DEGREE`) and try again.
 
-The result says which sizes it was fitted and confirmed at; what it claims
-beyond them is what any formula claims: the same code runs there.
+5. check below the fit: where each moment was fitted, trace each size at 1
+   (then 2) with the others at the example's, and refuse the sizes below the
+   first that gives the formulas' components and peaks (a size of 1 often
+   runs other code); where only totals were fitted (a loop), a phase's peak
+   may be another moment below the lattice, so claim only the boxes whose
+   corners traced to the byte (:mod:`~memtheory.torch.tracing.region`).
+
+The result says which sizes it was fitted and confirmed at, and the sizes
+below them it checked; what it claims above them is what any formula claims:
+the same code runs there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from itertools import product
 
@@ -32,8 +41,10 @@ import numpy as np
 import sympy as sp
 
 from memtheory.errors import MemtheoryError, UnsupportedError
+from memtheory.footprint import COMPONENT_TITLES
 from memtheory.torch.tracing.guards import Specialisation
-from memtheory.torch.tracing.layout import MomentLayout, OperationsDifferError
+from memtheory.torch.tracing.layout import MomentLayout, OperationsDifferError, record_number
+from memtheory.torch.tracing.region import region_constraints, verified_corners
 from memtheory.torch.tracing.result import TracedMemory
 from memtheory.torch.tracing.step import StepRecord
 from memtheory.torch.tracing.totals import TotalsLayout
@@ -206,9 +217,114 @@ def _fit(
                     f"polynomial over, sizes in steps of {step // 2}): the formulas are confirmed "
                     f"only where each size differs from the example's by a multiple of {step}",
                 )
-            return layout.result(coefficients, monomials, words)
+            result = layout.result(coefficients, monomials, words)
+            if not isinstance(layout, TotalsLayout):
+                return _ones_checked(result, symbols, base, traced)
+            return _limited(result, symbols, base, _agreeing(traced, layout, scaled, denominator,
+                                                             exponents))
         last_error = f"degree {degree}: {layout.name(wrong[0])} is {wrong[1]} at {wrong[2]}"
     return last_error
+
+
+def _agreeing(
+    traced: Callable[[Point], StepRecord],
+    layout: MomentLayout,
+    scaled: np.ndarray,
+    denominator: int,
+    exponents: list[Point],
+) -> Callable[[Point], bool]:
+    """Whether a trace at a point gives every quantity its fitted polynomial's value there."""
+
+    def agrees(point: Point) -> bool:
+        try:
+            vector = layout.vector(traced(point))
+        except (_RefusedError, UnsupportedError):
+            return False
+        return _first_mismatch(scaled, denominator, exponents, [point], [vector]) is None
+
+    return agrees
+
+
+def _limited(
+    result: TracedMemory, symbols: list[sp.Symbol], base: Point, agrees: Callable[[Point], bool]
+) -> TracedMemory:
+    """Limit a fitted loop's formulas to the sizes where traces below the fit agree with them."""
+    corners = verified_corners(agrees, base)
+    limits = region_constraints(symbols, corners)
+    if not limits:
+        return result
+    shown = "; ".join(", ".join(f"{s.name}={v}" for s, v in zip(symbols, c, strict=True))
+                      for c in corners)
+    words = (
+        f"{next(iter(limits)) if len(limits) == 1 else ' and '.join(limits)}: traced at fixed "
+        "sizes below the fit, a loop's peak moment (or the code a size of 1 runs) changes, so "
+        f"the formulas are claimed only at sizes at least those of a corner that traced to the "
+        f"byte ({shown}); smaller sizes are refused: trace with example sizes there, or measure"
+    )
+    return replace(result, constraints={**result.constraints, **limits},
+                   conditions=(*result.conditions, words))
+
+
+def _ones_checked(
+    result: TracedMemory,
+    symbols: list[sp.Symbol],
+    base: Point,
+    traced: Callable[[Point], StepRecord],
+) -> TracedMemory:
+    """Trace each size at 1 (then 2), the others at the example's: limit it where bytes differ.
+
+    Each moment was fitted where the step runs the same operations; a size of
+    1 often runs other code (no copy of a transposed input whose other size is
+    1: an LSTM classifier's fitted trace was 56 bytes per token high at B = 1),
+    so it is checked, not assumed.
+    """
+    limits: dict[str, sp.Expr] = {}
+    for index, symbol in enumerate(symbols):
+        low = next(
+            (v for v in range(1, min(3, base[index]))
+             if _totals_agree(result, symbols, _moved(base, index, v), traced)),
+            base[index],
+        )
+        if low > 1:
+            limits[f"{symbol.name} >= {low}"] = symbol - low + 1
+    if not limits:
+        return result
+    words = (
+        f"{' and '.join(limits)}: traced at a fixed size of 1 (and 2) with the other sizes at "
+        "the example's, the step's components or peaks differ from the formulas (other code "
+        "runs there), so smaller sizes are refused: trace with example sizes there, or measure"
+    )
+    return replace(result, constraints={**result.constraints, **limits},
+                   conditions=(*result.conditions, words))
+
+
+def _moved(point: Point, index: int, value: int) -> Point:
+    return tuple(value if i == index else v for i, v in enumerate(point))
+
+
+def _totals_agree(
+    result: TracedMemory,
+    symbols: list[sp.Symbol],
+    point: Point,
+    traced: Callable[[Point], StepRecord],
+) -> bool:
+    """Whether a trace at ``point`` has the formulas' components, peak and inference peak."""
+    try:
+        record = traced(point)
+    except _RefusedError:
+        return False
+    values = dict(zip(symbols, point, strict=True))
+    found = [
+        *(record_number(record.components.get(c, {})) for c in COMPONENT_TITLES),
+        max(record_number(m) for _, m in record.moments),
+        max((record_number(m) for _, m in record.inference), default=0),
+    ]
+    formulas = [
+        *(result.components.get(c, sp.S.Zero) for c in COMPONENT_TITLES),
+        sp.Max(*result.timeline.values()),
+        result.inference_peak,
+    ]
+    return all(sp.sympify(f).subs(values) == v for f, v in zip(formulas, found, strict=True))
 
 
 def _confirming(count: int, degree: int) -> list[Point]:

@@ -10,6 +10,8 @@ and output sizes are numbers at every size, and :class:`TotalsLayout` lets
 the fit find (and confirm, at two sizes it did not use) their polynomials. The
 timeline then holds the peak of each phase (zero_grad, forward, loss, backward,
 optimizer step), labelled with the moment of that peak at the example sizes.
+Which moment is a phase's peak changes below the fit's sizes, so the fit
+claims only the sizes :mod:`~memtheory.torch.tracing.region` checked.
 """
 
 from __future__ import annotations
