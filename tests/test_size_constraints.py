@@ -298,6 +298,8 @@ MINIMAL_ARGS = {
     "LSTM": (4,),
     "GRU": (4,),
     "Unembedding": (10,),
+    "Rotary": (8,),
+    "RotaryTable": (8,),
 }
 
 
