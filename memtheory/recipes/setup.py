@@ -475,7 +475,7 @@ class Setup:
             lines.append(f"{kind} {self.name}: {self.source}" if self.source else
                          f"{kind} {self.name}")
         chosen = self.precision_for(checkpoint_dtype)
-        how = _precision(chosen).describe()
+        how = self._precision_words(chosen)
         if self.precision == AS_LOADED and self.zero:
             lines.append(f"precision {chosen} (sharded, the weights are held in fp32 and "
                          f"gathered in bf16, as accelerate and DeepSpeed do): {how}")
@@ -512,9 +512,6 @@ class Setup:
             lines.append(f"ZeRO stage {self.zero}{copies}")
         if self.offload != "none":
             lines.append(f"CPU offload: {self.offload}")
-        if self.adapter_dtype:
-            lines.append(f"LoRA adapters, their gradients and optimizer state in "
-                         f"{self.adapter_dtype}")
         if self.quantization:
             lines.append(f"{self.quantization.upper()} 4-bit frozen weights on every nn.Linear "
                          "(bitsandbytes replaces nn.Linear only: transformers 5's fused "
@@ -522,6 +519,19 @@ class Setup:
         lines.append(f"reserve per card {format_bytes(self.reserve_bytes, 'GiB')} "
                      "(CUDA context, driver, allocator)")
         return lines
+
+    def _precision_words(self, chosen: str) -> str:
+        """Each component's dtype in words; with adapters, the frozen base's and the adapters'."""
+        precision = _precision(chosen)
+        if not self.adapter_dtype:
+            return precision.describe()
+        words = [f"frozen base weights {precision.parameters}"
+                 + (" (the quantized layers: below)" if self.quantization else "")]
+        words += [f"{f.name} {getattr(precision, f.name)}" for f in fields(precision)
+                  if f.name not in ("parameters", "gradients", "optimizer_state")
+                  and getattr(precision, f.name) is not None]
+        words.append(f"LoRA adapters, their gradients and optimizer state {self.adapter_dtype}")
+        return ", ".join(words)
 
     def __str__(self) -> str:
         return "\n".join(f"assumed: {line}" for line in self.describe())
