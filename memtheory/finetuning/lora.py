@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from memtheory.errors import InvalidArgumentError, UnknownNameError
+from memtheory.errors import InvalidArgumentError, UnknownNameError, UnsupportedError
 from memtheory.finetuning.layers import (
     ATTENTION_PROJECTIONS,
     AdapterInputCast,
@@ -223,7 +223,13 @@ def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Net
         weight (:class:`~memtheory.finetuning.layers.CastLoRADown`,
         :class:`~memtheory.finetuning.layers.CastLoRAUp`). Only adapted
         Dense layers follow it; :func:`~memtheory.finetuning.finetune_memory`
-        (``adapter_dtype``) counts the adapters' own bytes.
+        (``adapter_dtype``) counts the adapters' own bytes. Not with
+        ``lora.dropout`` (peft drops out the wide cast, not modelled).
+
+    Raises
+    ------
+    UnsupportedError
+        ``wider`` with LoRA dropout.
 
     Examples
     --------
@@ -237,6 +243,11 @@ def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Net
     >>> [row.name for row in apply_lora(net, LoRA(4, targets="fc1"), wider="fp32").rows][1:4]
     ['fc1.base_layer', 'fc1.input_cast', 'fc1.lora_A']
     """
+    if wider and lora.dropout:
+        raise UnsupportedError(
+            f"LoRA dropout on adapters kept in {wider}: peft drops out the {wider} cast of the "
+            "input, which is not modelled; use dropout=0.0 (peft's default) or leave wider unset."
+        )
     targets = set(match_targets(network, lora.patterns))
     items: list[Layer | Node] = [network.rows[0].layer]
     for row in network.rows[1:]:

@@ -208,7 +208,7 @@ def finetune_memory(
     torch_optimizer: OptimizerLike = eight[0] if eight else optimizer
     _check_options(lora, frozen, quantization, chosen.name, bool(eight))
     p = _precision(precision)
-    wider = _wider(adapter_dtype, p, chosen.name)
+    wider = _wider(adapter_dtype, p, chosen.name) if lora and not lora.dropout else None
     tuned = _tuned(network, lora, frozen, wider)
     base = _precision(base_dtype).parameters.bytes if base_dtype else p.parameters.bytes
     memory = training_memory(tuned, optimizer=torch_optimizer, precision=p, convention=chosen)
@@ -288,7 +288,8 @@ def _wider(adapter_dtype: str | None, precision: Precision, convention: str) -> 
 
     That is under the autograd convention, with adapters wider than a model
     that runs in one dtype (a 16-bit base; the Trainer's autocast changes
-    nothing for its 16-bit weights): see :func:`~memtheory.finetuning.apply_lora`.
+    nothing for its 16-bit weights): see :func:`~memtheory.finetuning.apply_lora`
+    (without LoRA dropout, which the casts are not modelled with).
     """
     if adapter_dtype is None or convention == "breakdown":
         return None
