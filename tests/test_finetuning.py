@@ -215,3 +215,46 @@ def test_fp32_adapters_double_their_bf16_bytes_but_not_8_bit_state():
         assert fp32["parameters"] == 2 * bf16["parameters"]
         assert fp32["gradients"] == 2 * bf16["gradients"]
         assert fp32["optimizer_state"] == state_scales * bf16["optimizer_state"]
+
+
+def test_wider_adapters_plan_peft_casts_only_where_they_are_modelled():
+    """apply_lora(wider=) adds peft's input cast; refuses dropout; finetune_memory falls back.
+
+    With dropout (peft drops out the fp32 cast, not modelled) or under the
+    breakdown convention, finetune_memory plans no casts and says so.
+    """
+    from memtheory.finetuning import LoRA, apply_lora, finetune_memory
+    from memtheory.finetuning.layers import AdapterInputCast, CastLoRADown, CastLoRAUp
+
+    net = Network([Input((16,)), Dense(32, name="fc1"), Dense(8, name="fc2")])
+    tuned = apply_lora(net, LoRA(4, targets="fc1"), wider="fp32")
+    kinds = {row.name: type(row.layer) for row in tuned.rows}
+    assert kinds["fc1.input_cast"] is AdapterInputCast
+    assert kinds["fc1.lora_A"] is CastLoRADown and kinds["fc1.lora_B"] is CastLoRAUp
+    assert tuned.parameter_count == apply_lora(net, LoRA(4, targets="fc1")).parameter_count
+    with pytest.raises(UnsupportedError, match="dropout=0.0"):
+        apply_lora(net, LoRA(4, targets="fc1", dropout=0.1), wider="fp32")
+    network = Network([Input((16,)), Dense(32, name="fc1"), Dense(8, name="fc2")])
+    for lora, convention in ((LoRA(4, targets="fc1", dropout=0.1), "autograd"),
+                             (LoRA(4, targets="fc1"), "breakdown")):
+        memory = finetune_memory(network, lora=lora, precision="bf16", convention=convention,
+                                 adapter_dtype="fp32")
+        assert "not followed" in memory.notes[-1]
+    planned = finetune_memory(network, lora=LoRA(4, targets="fc1"), precision="bf16",
+                              convention="autograd", adapter_dtype="fp32")
+    assert "planned" in planned.notes[-1]
+
+
+def test_an_adapter_keeps_its_weight_copy_only_for_its_inputs_gradient():
+    """CastLoRADown's copy (rank x n_in, compute dtype) is kept only when its input needs a grad."""
+    from memtheory.finetuning.layers import CastLoRADown, CastLoRAUp
+    from memtheory.symbols import B
+
+    down = CastLoRADown(4, bias=False).autograd(((B, 16),))
+    copy = down.saved[-1]
+    assert copy.role == "weight copy" and copy.elements == 4 * 16
+    assert down.kept((False,)) == ((0,),) and down.kept((True,)) == ((0, 1),)
+    up = CastLoRAUp(32, bias=False).autograd(((B, 4),))
+    assert up.saved[-1].elements == 32 * 4
+    with pytest.raises(UnsupportedError, match="counted twice"):
+        CastLoRADown(4, bias=False).autograd(((B, 16),), autocast="bf16")

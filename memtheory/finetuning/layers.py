@@ -35,10 +35,10 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
-from memtheory.dtypes import DTypeLike
+from memtheory.dtypes import DTypeLike, dtype
 from memtheory.errors import UnsupportedError
 from memtheory.layers.attention import MultiHeadAttention
-from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, elements
+from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec, elements
 from memtheory.layers.core import Dense
 from memtheory.layers.embedding import Embedding, Unembedding
 from memtheory.layers.layer_norm import LayerNorm
@@ -46,6 +46,9 @@ from memtheory.layers.rms_norm import RMSNorm
 
 __all__ = [
     "ATTENTION_PROJECTIONS",
+    "AdapterInputCast",
+    "CastLoRADown",
+    "CastLoRAUp",
     "Frozen",
     "LoRAAttention",
     "LoRAUp",
@@ -278,6 +281,179 @@ class LoRAUp(Dense):
     def activation_count(self, input_shape: Shape) -> sp.Expr:
         """Return none: the output is transient."""
         return sp.Integer(0)
+
+
+def _keeps_weight_copy(spec: Autograd, weight: sp.Expr) -> Autograd:
+    """Return a matmul's autograd that also saves autocast's cast of its (wider) weight.
+
+    ``grad_input = grad @ weight_copy``: the copy is kept only when the input
+    needs a gradient (PyTorch's ``mm`` saves one factor for the other's gradient).
+    """
+    copy = TensorSpec("weight copy", (weight,), label="adapter weight copy")
+    saved = (*spec.saved, copy)
+    stage = Stage("mm", saved=tuple(range(len(saved))), kept_for=((len(saved) - 1, -1),))
+    return replace(spec, saved=saved, stages=(stage,))
+
+
+@dataclass(frozen=True)
+class CastLoRADown(Dense):
+    """peft's ``lora_A`` kept in a wider dtype than the step computes in (fp32 under autocast).
+
+    peft 0.21 (``tuners/tuners_utils.py``, ``get_peft_model(...,
+    autocast_adapter_dtype=True)``) keeps the adapters in fp32 on a 16-bit
+    base; under ``torch.autocast`` (the Trainer's ``bf16=True``) each adapter
+    matmul casts its fp32 weight to the compute dtype. Autocast caches that
+    cast (the weight requires a gradient) and the matmul's backward keeps it
+    when the input needs a gradient (``grad_input = grad @ weight``): a
+    compute-dtype copy of the weight per adapter, alive until its backward
+    runs. An adapter whose input needs no gradient (``lora_A`` in the first
+    decoder layer, fed by the frozen embedding) keeps none; its copy lives
+    in autocast's cache until the forward ends, which this layer does not
+    follow (it frees the copy at once). Otherwise as
+    :class:`~memtheory.layers.Dense`, in the step's compute dtype; the
+    adapters' own dtype is applied by
+    :func:`~memtheory.finetuning.finetune_memory` (``adapter_dtype``).
+    Measured on CPU (PyTorch 2.13, peft 0.21, transformers 5) in
+    ``tests/pytorch/test_peft_recipe.py``.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> spec = CastLoRADown(4, bias=False).autograd(((B, S, 32),))
+    >>> [(s.label, s.elements) for s in spec.saved], spec.kept((True,)), spec.kept((False,))
+    ([(None, 32*B*S), ('adapter weight copy', 128)], ((0, 1),), ((0,),))
+    """
+
+    kind = "Dense"
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """As :class:`~memtheory.layers.Dense`, keeping its weight's cast for its input."""
+        _refuse_autocast(self, autocast)
+        spec = super().autograd(
+            input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        )
+        return _keeps_weight_copy(spec, self.weight_count(tuple(input_shapes[0])))
+
+
+@dataclass(frozen=True)
+class CastLoRAUp(LoRAUp):
+    """peft's ``lora_B`` kept wider than the step computes in: as :class:`CastLoRADown`.
+
+    Its input (``lora_A``'s output) always needs a gradient, so its weight's
+    compute-dtype copy is always kept until its backward runs. Its output is
+    transient as :class:`LoRAUp`'s.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> [s.label for s in CastLoRAUp(64, bias=False).autograd(((B, 4),)).saved]
+    [None, 'adapter weight copy']
+    """
+
+    kind = "Dense"
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """As :class:`LoRAUp`, keeping its weight's cast for the input's gradient."""
+        _refuse_autocast(self, autocast)
+        spec = super().autograd(
+            input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        )
+        return _keeps_weight_copy(spec, self.weight_count(tuple(input_shapes[0])))
+
+
+def _refuse_autocast(layer: Layer, autocast: DTypeLike | None) -> None:
+    """Refuse a step planned under autocast: these layers count autocast's copies themselves."""
+    if autocast is not None:
+        raise UnsupportedError(
+            f"{layer.label}: a wider LoRA adapter is planned in the step's compute dtype (the "
+            "16-bit base as loaded); under an autocast precision its weight copy would be "
+            "counted twice: pass precision='bf16' with adapter_dtype='fp32'."
+        )
+
+
+@dataclass(frozen=True)
+class AdapterInputCast(Layer):
+    """peft's cast of an adapted layer's input to the adapters' dtype, and autocast's cast back.
+
+    peft 0.21 ``tuners/lora/layer.py``, ``Linear.forward``: ``x =
+    self._cast_input_dtype(x, lora_A.weight.dtype)`` turns the 16-bit input
+    into a new ``dtype`` (fp32) tensor, and under ``torch.autocast``
+    ``lora_A``'s matmul casts that back to the compute dtype: a new storage,
+    the adapter's *own* copy of its input, which ``lora_A`` keeps for its
+    weight's gradient (the input it was cast from is freed where nothing else
+    keeps it: a frozen ``Linear`` keeps only its weight). The ``dtype``
+    tensor is a transient here (in peft it lives until the adapted layer's
+    sum is made); the backward makes one of the input gradient too.
+    Measured on CPU (PyTorch 2.13, peft 0.21) in
+    ``tests/pytorch/test_peft_recipe.py``.
+
+    Parameters
+    ----------
+    dtype : str, default "fp32"
+        The adapters' dtype.
+    name : str, optional
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> spec = AdapterInputCast().autograd(((B, S, 32),))
+    >>> spec.saved, [(t.elements, t.dtype.name) for t in spec.transients]
+    ((), [(32*B*S, 'fp32')])
+    """
+
+    dtype: str = "fp32"
+    name: str | None = None
+    kind = "AdapterInputCast"
+    autograd_checked = True
+
+    def __post_init__(self) -> None:
+        dtype(self.dtype)  # a clear error for an unknown name
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        """Return the input's shape."""
+        return tuple(input_shape)
+
+    def activation_count(self, input_shape: Shape) -> sp.Expr:
+        """Count the copy (the adapter's ``lora_A`` keeps it)."""
+        return elements(tuple(input_shape))
+
+    def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
+        """Nothing: a cast's gradient is the incoming one cast back."""
+        return ()
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """Make a new copy of the input, the ``dtype`` tensor between (forward and backward)."""
+        shape = tuple(input_shapes[0])
+        wide = TensorSpec("intermediate", shape, dtype(self.dtype), label=f"input in {self.dtype}")
+        return Autograd(
+            transients=(wide,),
+            stages=(Stage("to", temporaries=(wide,)),),
+        )
+
+    def describe(self) -> str:
+        """Show the adapters' dtype."""
+        return f"via {self.dtype}"
 
 
 @dataclass(frozen=True)

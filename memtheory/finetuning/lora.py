@@ -34,9 +34,12 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from memtheory.errors import InvalidArgumentError, UnknownNameError
+from memtheory.errors import InvalidArgumentError, UnknownNameError, UnsupportedError
 from memtheory.finetuning.layers import (
     ATTENTION_PROJECTIONS,
+    AdapterInputCast,
+    CastLoRADown,
+    CastLoRAUp,
     ConstantScale,
     Frozen,
     LoRAAttention,
@@ -202,8 +205,31 @@ def freeze(network: Network, patterns: str | Sequence[str] = "*") -> Network:
     )
 
 
-def apply_lora(network: Network, lora: LoRA) -> Network:
+def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Network:
     """Return ``network`` as LoRA fine-tunes it: every weight frozen, adapters on the targets.
+
+    Parameters
+    ----------
+    network : Network
+    lora : LoRA
+    wider : str, optional
+        The adapters' dtype when peft keeps them wider than the step computes
+        (``"fp32"`` adapters on a bf16 base under ``torch.autocast``: peft's
+        default with the Trainer's ``bf16=True``). The network is still
+        planned in the compute dtype, with what the wider adapters add there:
+        peft's cast of each adapted layer's input
+        (:class:`~memtheory.finetuning.layers.AdapterInputCast`: the
+        adapter's own copy of its input) and autocast's copy of each adapter
+        weight (:class:`~memtheory.finetuning.layers.CastLoRADown`,
+        :class:`~memtheory.finetuning.layers.CastLoRAUp`). Only adapted
+        Dense layers follow it; :func:`~memtheory.finetuning.finetune_memory`
+        (``adapter_dtype``) counts the adapters' own bytes. Not with
+        ``lora.dropout`` (peft drops out the wide cast, not modelled).
+
+    Raises
+    ------
+    UnsupportedError
+        ``wider`` with LoRA dropout.
 
     Examples
     --------
@@ -214,13 +240,20 @@ def apply_lora(network: Network, lora: LoRA) -> Network:
     ['input', 'fc1.base_layer', 'fc1.lora_A', 'fc1.lora_B', 'fc1.scaling', 'fc1', 'fc2']
     >>> tuned.parameter_count  # 4 x (16 + 32); fc2 is frozen
     192
+    >>> [row.name for row in apply_lora(net, LoRA(4, targets="fc1"), wider="fp32").rows][1:4]
+    ['fc1.base_layer', 'fc1.input_cast', 'fc1.lora_A']
     """
+    if wider and lora.dropout:
+        raise UnsupportedError(
+            f"LoRA dropout on adapters kept in {wider}: peft drops out the {wider} cast of the "
+            "input, which is not modelled; use dropout=0.0 (peft's default) or leave wider unset."
+        )
     targets = set(match_targets(network, lora.patterns))
     items: list[Layer | Node] = [network.rows[0].layer]
     for row in network.rows[1:]:
         layer, name = row.layer, row.name
         if isinstance(layer, Dense) and name in targets:
-            items += _adapted_dense(layer, name, row.inputs, lora)
+            items += _adapted_dense(layer, name, row.inputs, lora, wider)
         elif isinstance(layer, MultiHeadAttention) and any(
             f"{name}.{p}" in targets for p in ATTENTION_PROJECTIONS
         ):
@@ -238,9 +271,14 @@ def apply_lora(network: Network, lora: LoRA) -> Network:
 
 
 def _adapted_dense(
-    layer: Dense, name: str, inputs: tuple[str, ...], lora: LoRA
+    layer: Dense, name: str, inputs: tuple[str, ...], lora: LoRA, wider: str | None = None
 ) -> list[Layer | Node]:
-    """Peft's ``lora.Linear``: ``base_layer(x) + lora_B(lora_A(dropout(x))) * scaling``."""
+    """Peft's ``lora.Linear``: ``base_layer(x) + lora_B(lora_A(dropout(x))) * scaling``.
+
+    With ``wider`` (the adapters' dtype, wider than the compute dtype) ``x``
+    is first cast to it (peft's ``_cast_input_dtype``) and the adapters keep
+    their weights' autocast copies.
+    """
     source = inputs[0]
     items: list[Layer | Node] = [
         Node(
@@ -248,12 +286,16 @@ def _adapted_dense(
             inputs=inputs,
         )
     ]
+    down, up = (CastLoRADown, CastLoRAUp) if wider else (Dense, LoRAUp)
+    if wider:
+        items.append(Node(AdapterInputCast(wider, name=f"{name}.input_cast"), inputs=(source,)))
+        source = f"{name}.input_cast"
     if lora.dropout:
         items.append(Node(Dropout(lora.dropout, name=f"{name}.lora_dropout"), inputs=(source,)))
         source = f"{name}.lora_dropout"
     items += [
-        Node(Dense(lora.rank, bias=False, name=f"{name}.lora_A"), inputs=(source,)),
-        LoRAUp(layer.units, bias=False, name=f"{name}.lora_B"),
+        Node(down(lora.rank, bias=False, name=f"{name}.lora_A"), inputs=(source,)),
+        up(layer.units, bias=False, name=f"{name}.lora_B"),
         ConstantScale(lora.scaling, name=f"{name}.scaling"),
         Node(Add(name=name), inputs=(f"{name}.base_layer", f"{name}.scaling")),
     ]

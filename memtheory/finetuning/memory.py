@@ -187,9 +187,12 @@ def finetune_memory(
     adapter_dtype : str, optional
         dtype of the LoRA adapters, their gradients and optimizer state when
         it differs from the precision's (peft's ``get_peft_model`` upcasts
-        adapters to fp32 by default): counted exactly; the timeline rises by
-        the difference; peft's casts of each adapted layer's input are not
-        followed.
+        adapters to fp32 by default): counted exactly; each moment of the
+        timeline rises by the difference of what is alive. Under the autograd
+        convention, with wider adapters on a model run in one dtype (peft's
+        fp32 adapters on a bf16 base), the step also follows peft's cast of
+        each adapted layer's input and autocast's copies of the adapter
+        weights (:func:`~memtheory.finetuning.apply_lora`'s ``wider``).
 
     Examples
     --------
@@ -204,8 +207,9 @@ def finetune_memory(
     eight = _eight_bit(optimizer)
     torch_optimizer: OptimizerLike = eight[0] if eight else optimizer
     _check_options(lora, frozen, quantization, chosen.name, bool(eight))
-    tuned = _tuned(network, lora, frozen)
     p = _precision(precision)
+    wider = _wider(adapter_dtype, p, chosen.name) if lora and not lora.dropout else None
+    tuned = _tuned(network, lora, frozen, wider)
     base = _precision(base_dtype).parameters.bytes if base_dtype else p.parameters.bytes
     memory = training_memory(tuned, optimizer=torch_optimizer, precision=p, convention=chosen)
     components = dict(memory.components)
@@ -240,7 +244,8 @@ def finetune_memory(
     )
     if lora is None or adapter_dtype is None:
         return tuned_memory
-    return _adapters_in(tuned_memory, adapter_dtype, p, state_follows=not eight)
+    return _adapters_in(tuned_memory, adapter_dtype, p, state_follows=not eight,
+                        planned=wider is not None)
 
 
 def _check_options(
@@ -267,13 +272,30 @@ def _check_options(
         raise UnsupportedError("LoRA freezes every weight already; pass lora or frozen, not both.")
 
 
-def _tuned(network: Network, lora: LoRA | None, frozen: str | Sequence[str]) -> Network:
+def _tuned(
+    network: Network, lora: LoRA | None, frozen: str | Sequence[str], wider: str | None = None
+) -> Network:
     """Return the network with LoRA adapters, or the named layers frozen, or as it is."""
     if lora is not None:
-        return apply_lora(network, lora)
+        return apply_lora(network, lora, wider=wider)
     if frozen:
         return freeze(network, frozen)
     return network
+
+
+def _wider(adapter_dtype: str | None, precision: Precision, convention: str) -> str | None:
+    """Return the adapters' dtype where peft's casts of it are planned, else ``None``.
+
+    That is under the autograd convention, with adapters wider than a model
+    that runs in one dtype (a 16-bit base; the Trainer's autocast changes
+    nothing for its 16-bit weights): see :func:`~memtheory.finetuning.apply_lora`
+    (without LoRA dropout, which the casts are not modelled with).
+    """
+    if adapter_dtype is None or convention == "breakdown":
+        return None
+    wider = _precision(adapter_dtype).parameters.bytes > precision.parameters.bytes
+    one_dtype = precision.activations == precision.parameters
+    return adapter_dtype if wider and one_dtype else None
 
 
 def _notes(
@@ -306,18 +328,21 @@ def _notes(
 
 
 def _adapters_in(
-    memory: MemoryBreakdown, adapter_dtype: str, precision: Precision, state_follows: bool
+    memory: MemoryBreakdown, adapter_dtype: str, precision: Precision, state_follows: bool,
+    planned: bool = False,
 ) -> MemoryBreakdown:
     """Return ``memory`` with LoRA adapters kept in ``adapter_dtype`` (peft keeps them in fp32).
 
-    The step is derived with the adapters in the precision's dtype; the
-    adapters' parameters, gradients and optimizer state (those that follow
-    the parameters' dtype) are rescaled to ``adapter_dtype``, and every
-    moment of the timeline rises by the difference (an upper bound on how
-    the peak moves: the gradients are not alive in the forward). peft also
-    casts each adapted layer's input to the adapters' dtype in the forward;
-    those casts are not followed. ``state_follows`` says whether the optimizer
-    state is kept in the parameters' dtype (not for 8-bit optimizers).
+    The step is derived with the adapters in the precision's dtype (under
+    the autograd convention with peft's casts planned in it: see
+    :func:`~memtheory.finetuning.apply_lora`'s ``wider``); the adapters'
+    parameters, gradients and optimizer state (those that follow the
+    parameters' dtype) are rescaled to ``adapter_dtype``. Every moment of the
+    timeline rises by the parameters' and the state's difference, and by the
+    difference of the gradients alive at that moment (from the timeline's
+    parts; all of them where a moment has no parts). ``state_follows`` says
+    whether the optimizer state is kept in the parameters' dtype (not for
+    8-bit optimizers); ``planned`` whether peft's casts are in the step.
     """
     wanted = _precision(adapter_dtype).parameters.bytes
     have = precision.parameters.bytes
@@ -326,9 +351,11 @@ def _adapters_in(
     scale = sp.Rational(wanted, have)
     components = dict(memory.components)
     extra = sp.S.Zero
+    gradients = components.get("gradients", sp.S.Zero)
     for name in ("parameters", "gradients"):
         if name in components:
-            extra += components[name] * (scale - 1)
+            if name == "parameters":
+                extra += components[name] * (scale - 1)
             components[name] = components[name] * scale
     if state_follows and "optimizer_state" in components and (
         precision.optimizer_state == precision.parameters
@@ -338,13 +365,19 @@ def _adapters_in(
     if "loop_scalars" in components:  # the Trainer's gradient norm, in the gradients' dtype
         extra += wanted - have
         components["loop_scalars"] = components["loop_scalars"] + wanted - have
-    timeline = {moment: value + extra for moment, value in memory.timeline.items()}
+    parts = memory.timeline_parts
+    timeline = {
+        moment: value + extra
+        + parts.get(moment, {}).get("gradients", gradients) * (scale - 1)
+        for moment, value in memory.timeline.items()
+    }
     note = (
         f"LoRA adapters, their gradients and optimizer state in {adapter_dtype} (peft's "
-        "default): counted exactly, every moment raised by the difference; peft's casts of "
-        f"each adapted layer's input to {adapter_dtype} are not followed, so the peak is an "
-        "estimate, measured below the real peft + Trainer step by one input copy per adapter "
-        "(tests/pytorch/test_peft_recipe.py)"
+        "default): counted exactly, each moment raised by the difference of what is alive"
+        + ("; peft's casts of each adapted layer's input and autocast's copies of the "
+           "adapter weights planned (0 B off the real peft + Trainer step on CPU, "
+           "tests/pytorch/test_peft_recipe.py)" if planned else
+           f"; peft's casts of each adapted layer's input to {adapter_dtype} not followed")
     )
     return replace(memory, components=components, timeline=timeline,
                    notes=(*memory.notes, note))
