@@ -76,12 +76,12 @@ from memtheory.finetuning.trl_head import (
     trainer_step_beneath,
 )
 from memtheory.models.hf_config import ConfigLike
-from memtheory.recipes import REFUSED_RECIPES
+from memtheory.recipes import TRL_RECIPES
 
 __all__ = ["SFT_UNSUPPORTED", "sft_head_bytes", "sft_step_memory"]
 
-SFT_UNSUPPORTED = REFUSED_RECIPES["trl-sft"]
-"""Why ``Setup.recipe("trl-sft")`` and ``memtheory estimate --recipe trl-sft`` refuse."""
+SFT_UNSUPPORTED = TRL_RECIPES["trl-sft"].why_no_setup
+"""Why ``Setup.recipe("trl-sft")`` refuses (``memtheory estimate --recipe trl-sft`` answers)."""
 
 _FP32 = int(dtype("fp32").bytes)
 _INDEX = int(dtype("int64").bytes)
