@@ -43,11 +43,10 @@ bytes off the real ``DPOTrainer`` under ``memtheory.torch.track``
 (``tests/pytorch/test_dpo_recipe.py``: two sizes, full fine-tuning and peft
 LoRA), at the head's backward and at the rest of the backward and the
 optimizer step (the recipe's later moments as the TRL step holds them, where
-a large model's gradients put the peak). One exception: peft LoRA under
-autocast with checkpointing (TRL's defaults with a ``peft_config``) is exact
-at the head's backward, but ``"after the head"`` leaves out the recomputed
-layers' forward, where each frozen projection's bf16 weight copy is made
-(measured up to 4,864 B more at these sizes; the step's ``assumed`` says so,
+a large model's gradients put the peak), and, with peft LoRA under autocast
+and checkpointing (TRL's defaults with a ``peft_config``), at the last
+layer's recomputation, as its ``down_proj`` casts its frozen weight (adapters
+on the MLP are not modelled there: the step's ``assumed`` says so,
 :data:`~memtheory.finetuning.trl_head.RECOMPUTE_NOT_COUNTED`). Anywhere else
 it is an estimate: on CUDA with Triton only the completion tokens are
 projected (``utils.py:1642-1645``) and the fold runs in a kernel without the
