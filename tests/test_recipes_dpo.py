@@ -1,10 +1,12 @@
-"""``trl-dpo``: refused by name with the reason, and :func:`dpo_step_memory`'s composition.
+"""``trl-dpo``: no Setup but answered by ``estimate``, and :func:`dpo_step_memory`'s composition.
 
 The measurement against the real ``DPOTrainer`` is ``tests/pytorch/test_dpo_recipe.py``;
 these tests need neither torch nor TRL.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from hypothesis import given
@@ -34,26 +36,47 @@ TINY = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32, "intermediat
 
 
 @pytest.mark.parametrize("name", ["trl-dpo", "DPO", "TRL DPO", "dpo_trainer"])
-def test_setup_recipe_refuses_trl_dpo_with_the_reason(name):
-    """Setup.recipe("trl-dpo") names the fused head and points to dpo_step_memory."""
+def test_setup_recipe_says_trl_dpo_is_answered_by_estimate(name):
+    """Setup.recipe("trl-dpo") is no Setup: it names the fused head and what answers it."""
     with pytest.raises(UnsupportedError, match="fused, chunked LM head") as error:
         Setup.recipe(name)
     assert "dpo_step_memory" in str(error.value)
+    assert "memtheory estimate MODEL --recipe trl-dpo" in str(error.value)
     assert str(error.value) == DPO_UNSUPPORTED
 
 
 def test_refused_recipes_are_not_recipes():
-    """No refused name is also a recipe of the catalog."""
+    """No refused name is also a recipe of the catalog; trl-dpo is answered, not refused."""
     assert not set(REFUSED_RECIPES) & set(RECIPES)
+    assert "trl-dpo" not in REFUSED_RECIPES
 
 
-def test_estimate_refuses_recipe_trl_dpo(capsys):
-    """`memtheory estimate MODEL --recipe trl-dpo` exits 2 with the reason, no number."""
-    assert main(["estimate", "gpt2", "--recipe", "trl-dpo"]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err.startswith("memtheory estimate: TRL's DPOTrainer")
-    assert "2B sequences" in captured.err
+def test_estimate_answers_recipe_trl_dpo(capsys, tmp_path, monkeypatch):
+    """`memtheory estimate CONFIG --recipe trl-dpo --json` answers with dpo_step_memory's peak."""
+    monkeypatch.setenv("MEMTHEORY_CACHE", "off")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**TINY, "max_position_embeddings": 64}))
+    assert main(["estimate", str(path), "--recipe", "trl-dpo", "--seq", "7", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    step = dpo_step_memory(TINY, pairs=1, sequence=7, precision="autocast-bf16")
+    assert answer["peak_bytes"] == step.peak
+    assert answer["settings"]["trl_parts"] == dict(step.parts)
+
+
+def test_precomputed_reference_log_probs_replace_the_reference_by_the_batchs_log_probs():
+    """precompute_ref_log_probs: no reference weights; 2 x pairs fp32 more in the batch, always."""
+    fp32 = dtype("fp32").bytes
+    for lora in (None, LoRA(4, 8)):
+        live = dpo_step_memory(TINY, pairs=3, sequence=9, lora=lora)
+        early = dpo_step_memory(TINY, pairs=3, sequence=9, lora=lora,
+                                precompute_ref_log_probs=True)
+        assert early.parts["reference weights"] == 0
+        carried = 2 * 3 * fp32
+        assert (early.parts["batch and head beyond the recipe"]
+                == live.parts["batch and head beyond the recipe"] + carried)
+        assert (early.parts["after the head"] - live.parts["after the head"]
+                == carried - live.parts["reference weights"])
+        assert "precompute_ref_log_probs=True" in early.assumed[0]
 
 
 @given(tokens=st.integers(1, 10_000), hidden=st.integers(1, 512),
@@ -159,7 +182,10 @@ def test_adapters_under_autocast_are_answered_and_say_what_they_leave_out(checkp
     assert step.parts["reference weights"] == 0
     assert step.parts["fused head backward"] == fused_head_backward_bytes(
         4 * 6, 32, 96, weight_gradient=False, autocast=True)
-    assert (RECOMPUTE_NOT_COUNTED in step.assumed) is checkpointing
+    assert RECOMPUTE_NOT_COUNTED not in step.assumed  # modelled: attention adapters
+    every = dpo_step_memory(TINY, pairs=2, sequence=7, lora=LoRA(4, 8, targets="all-linear"),
+                                 precision="autocast-bf16", checkpointing=checkpointing)
+    assert (RECOMPUTE_NOT_COUNTED in every.assumed) is checkpointing  # MLP adapters: not modelled
 
 
 def test_autocast_halves_the_tile_buffer():

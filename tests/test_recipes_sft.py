@@ -1,10 +1,12 @@
-"""``trl-sft``: refused by name with the reason, and :func:`sft_step_memory`'s composition.
+"""``trl-sft``: no Setup but answered by ``estimate``, and :func:`sft_step_memory`'s composition.
 
 The measurement against the real ``SFTTrainer`` is ``tests/pytorch/test_trl_recipe.py``;
 these tests need neither torch nor TRL.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from hypothesis import given
@@ -24,7 +26,7 @@ from memtheory.finetuning import (
 )
 from memtheory.finetuning.trl_head import RECOMPUTE_NOT_COUNTED
 from memtheory.models import from_config
-from memtheory.recipes import RECIPES, REFUSED_RECIPES, Setup
+from memtheory.recipes import RECIPES, REFUSED_RECIPES, TRL_RECIPES, Setup
 
 TINY = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32, "intermediate_size": 40,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -33,27 +35,33 @@ TINY = {"model_type": "llama", "vocab_size": 96, "hidden_size": 32, "intermediat
 
 
 @pytest.mark.parametrize("name", ["trl-sft", "SFT", "TRL SFT", "sft_trainer"])
-def test_setup_recipe_refuses_trl_sft_with_the_reason(name):
-    """Setup.recipe("trl-sft") names the fused head and points to sft_step_memory."""
+def test_setup_recipe_says_trl_sft_is_answered_by_estimate(name):
+    """Setup.recipe("trl-sft") is no Setup: it names the fused head and what answers it."""
     with pytest.raises(UnsupportedError, match="fused, chunked LM head") as error:
         Setup.recipe(name)
     assert "sft_step_memory" in str(error.value)
+    assert "memtheory estimate MODEL --recipe trl-sft" in str(error.value)
     assert str(error.value) == SFT_UNSUPPORTED
 
 
-def test_trl_sft_is_refused_not_a_recipe():
-    """trl-sft is among the refused names and not a recipe of the catalog."""
-    assert "trl-sft" in REFUSED_RECIPES
+def test_trl_sft_is_answered_not_refused_nor_a_recipe():
+    """trl-sft is a TRL recipe: neither refused nor a Setup recipe of the catalog."""
+    assert "trl-sft" in TRL_RECIPES
+    assert "trl-sft" not in REFUSED_RECIPES
     assert "trl-sft" not in RECIPES
 
 
-def test_estimate_refuses_recipe_trl_sft(capsys):
-    """`memtheory estimate MODEL --recipe trl-sft` exits 2 with the reason, no number."""
-    assert main(["estimate", "gpt2", "--recipe", "trl-sft"]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err.startswith("memtheory estimate: TRL's SFTTrainer")
-    assert "sft_step_memory" in captured.err
+def test_estimate_answers_recipe_trl_sft(capsys, tmp_path, monkeypatch):
+    """`memtheory estimate CONFIG --recipe trl-sft --json` answers with sft_step_memory's peak."""
+    monkeypatch.setenv("MEMTHEORY_CACHE", "off")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**TINY, "max_position_embeddings": 64}))
+    assert main(["estimate", str(path), "--recipe", "trl-sft", "--batch", "2", "--seq", "7",
+                 "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    step = sft_step_memory(TINY, batch=2, sequence=7, precision="autocast-bf16")
+    assert answer["peak_bytes"] == step.peak
+    assert answer["settings"]["trl_parts"] == dict(step.parts)
 
 
 def test_the_step_is_the_trainers_up_to_the_norm_then_the_fused_head():
@@ -180,7 +188,10 @@ def test_adapters_under_autocast_are_answered_and_say_what_they_leave_out(checkp
                            precision="autocast-bf16", checkpointing=checkpointing)
     assert step.parts["fused head backward"] == fused_head_backward_bytes(
         12, 32, 96, weight_gradient=False, autocast=True)
-    assert (RECOMPUTE_NOT_COUNTED in step.assumed) is checkpointing
+    assert RECOMPUTE_NOT_COUNTED not in step.assumed  # modelled: attention adapters
+    every = sft_step_memory(TINY, batch=2, sequence=7, lora=LoRA(4, 8, targets="all-linear"),
+                                 precision="autocast-bf16", checkpointing=checkpointing)
+    assert (RECOMPUTE_NOT_COUNTED in every.assumed) is checkpointing  # MLP adapters: not modelled
 
 
 def test_a_preset_name_is_read_as_from_config_reads_it():

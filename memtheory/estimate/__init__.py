@@ -7,6 +7,7 @@ resolve         a model name, config or ``file.py:factory`` to a Network
 step            one replica's step: exact (autograd) where checked, else breakdown, and why
 devices         :func:`fewest_gpus`: the fewest devices a sharded step fits on
 plan            :func:`estimate`: footprint per device, budget, largest batch/sequence
+trl_step        ``--recipe trl-dpo`` / ``trl-sft``: TRL's trainers, by their step functions
 command         the ``memtheory estimate`` subcommand
 serving_model   one served model's per-GPU weights (in a format), cache, working memory
 serving_gguf    GGUF weights: llama.cpp's block types and the per-tensor types of its mixes

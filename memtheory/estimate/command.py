@@ -30,6 +30,8 @@ examples:
   memtheory estimate gpt2-xl --gpus 8 --zero 3 --gpu A100-40GB --json
   memtheory estimate llama-3-8b --lora 16 --seq 4096 --gpu "RTX 4090"
   memtheory estimate llama-3-8b --lora 16 --seq 4096 --activation-offload --gpu "RTX 4090"
+  memtheory estimate llama-3-8b --recipe trl-dpo --lora 16 --seq 1024 --gpu H100-80GB
+  memtheory estimate llama-3-8b --recipe trl-sft --lora 16 --no-checkpointing --gpu L4
   memtheory estimate llama-3-8b --seq 4096 --flash --gpus auto --zero 3 --gpu H100-80GB
   memtheory estimate llama-3-8b --seq 2048 --tp 2 --sequence-parallel --gpu H100-80GB
   memtheory estimate llama-3.1-8b --seq 65536 --cp 8 --gpu H100-80GB
@@ -47,7 +49,11 @@ SDPA attention, a loop that keeps only the loss), peft-lora with --lora,
 qlora with --qlora, pytorch-amp for a vision model. Name another with
 --recipe (pytorch-amp, pytorch-fp32, hf-trainer, peft-lora, qlora,
 deepspeed-zero3, fsdp2-bf16, lightning-bf16); the other options override
-its fields.
+its fields. --recipe trl-dpo and trl-sft (TRL 1.16's DPOTrainer and
+SFTTrainer: fp32 weights under bf16 autocast, gradient checkpointing on,
+a fused LM head, sequences of 1024 tokens by default) are answered by
+memtheory.finetuning's dpo_step_memory and sft_step_memory; --batch is then
+preference pairs for DPO, and the options they do not take are refused.
 
 With --serve the question is serving, not training: the command runs as
 memtheory serve with the same arguments (vLLM's paged KV cache; see its
@@ -122,7 +128,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         help="the stack whose defaults the step follows: auto (default: hf-trainer for a "
         "language model, peft-lora with --lora, qlora with --qlora, pytorch-amp for vision), "
         "pytorch-amp, pytorch-fp32, hf-trainer, peft-lora, qlora, deepspeed-zero3, "
-        "fsdp2-bf16, lightning-bf16 (trl-dpo and trl-sft are refused, with the reason)",
+        "fsdp2-bf16, lightning-bf16, trl-dpo, trl-sft (TRL's trainers: see below)",
     )
     training.add_argument(
         "--optimizer", default=None,
@@ -153,10 +159,22 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "unless --lora)"
     )
     training.add_argument(
-        "--checkpointing", action="store_true", default=None,
+        "--checkpointing", action=argparse.BooleanOptionalAction, default=None,
         help="activation checkpointing of every decoder layer, as Hugging Face's "
         "gradient_checkpointing_enable() does (chapter 13's model, in the "
-        "breakdown convention)",
+        "breakdown convention); default the recipe's (on for trl-dpo and trl-sft, as TRL's "
+        "configs have it: --no-checkpointing turns it off)",
+    )
+    trl = parser.add_argument_group("TRL recipes (--recipe trl-dpo, trl-sft)")
+    trl.add_argument("--prompt", type=int, default=None, metavar="N",
+                     help="prompt tokens per sequence (with --completion; the sequence is "
+                     "their sum, as TRL 1.16's max_length truncates them together)")
+    trl.add_argument("--completion", type=int, default=None, metavar="N",
+                     help="completion tokens per sequence (with --prompt)")
+    trl.add_argument(
+        "--precompute-ref-log-probs", action="store_true", default=None,
+        help="trl-dpo: DPOConfig(precompute_ref_log_probs=True): no reference model in the "
+        "step (modelled from TRL's source)",
     )
     training.add_argument(
         "--activation-offload", action="store_true",
@@ -294,7 +312,7 @@ def _keep_for_replay(args: argparse.Namespace, answer: Any, printed: str) -> Non
 
 def _keywords(args: argparse.Namespace) -> dict[str, Any]:
     """Return :func:`~memtheory.estimate.estimate`'s keywords from the parsed arguments."""
-    from memtheory.recipes import Setup
+    from memtheory.recipes import Setup, trl_recipe_name
 
     targets = tuple(t.strip() for t in args.lora_targets.split(",")) if args.lora_targets else None
     setup: Setup | str = args.recipe
@@ -302,6 +320,14 @@ def _keywords(args: argparse.Namespace) -> dict[str, Any]:
               "keeps_logits": None if args.logits is None else args.logits == "kept",
               "loop": args.loop}
     fields = {k: v for k, v in fields.items() if v is not None}
+    if fields and trl_recipe_name(args.recipe) is not None:
+        flags = {"optimizer_implementation": "--optimizer-impl", "keeps_logits": "--logits",
+                 "loop": "--loop"}
+        raise InvalidArgumentError(
+            f"{', '.join(flags[k] for k in fields)} not taken by --recipe {args.recipe}: the "
+            "TRL step is the Trainer's (fused AdamW, a loop that keeps only the loss, no "
+            "logits at all: TRL's fused head), the only one modelled. Drop it."
+        )
     if fields:
         setup = _recipe_with(args.model, args.recipe, args.lora, args.qlora, fields)
     return {
@@ -332,6 +358,9 @@ def _keywords(args: argparse.Namespace) -> dict[str, Any]:
         "global_batch": args.global_batch,
         "activation_offload": args.activation_offload,
         "context_parallel": args.cp,
+        "prompt": args.prompt,
+        "completion": args.completion,
+        "precompute_ref_log_probs": args.precompute_ref_log_probs,
     }
 
 

@@ -45,6 +45,7 @@ from memtheory.estimate.options import (
 )
 from memtheory.estimate.resolve import ResolvedModel, model_type, resolve_model, takes_image
 from memtheory.estimate.step import Step, step_memory
+from memtheory.estimate.trl_step import check_not_trl, trl_estimate
 from memtheory.finetuning import LoRA
 from memtheory.footprint import Footprint
 from memtheory.gpus import Budget, ReserveLike, usable_memory
@@ -52,7 +53,7 @@ from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.models.vision_language import DEFAULT_IMAGE, VISION_LANGUAGE
 from memtheory.network import Network
 from memtheory.precision import precision as _precision
-from memtheory.recipes import Setup, default_recipe, setup_from
+from memtheory.recipes import Setup, default_recipe, setup_from, trl_recipe_name
 from memtheory.symbols import B, S
 from memtheory.techniques.activation_offload import offload_activations
 from memtheory.techniques.context_parallel import context_parallel as split_sequence
@@ -92,6 +93,9 @@ def estimate(
     global_batch: int | None = None,
     activation_offload: bool = False,
     context_parallel: int = 1,
+    prompt: int | None = None,
+    completion: int | None = None,
+    precompute_ref_log_probs: bool | None = None,
 ) -> Estimate:
     """Estimate one training step's memory per device, and what fits a card.
 
@@ -182,6 +186,16 @@ def estimate(
         (ring attention) does (:mod:`memtheory.techniques.context_parallel`):
         a Llama-style model with SDPA attention, the sequence a multiple of
         ``2 * context_parallel``, no other split; ``gpus`` is then this count.
+    prompt, completion : int, optional
+        With ``setup="trl-dpo"`` or ``"trl-sft"`` only: the sequence is their
+        sum (:mod:`~memtheory.estimate.trl_step`).
+    precompute_ref_log_probs : bool, optional
+        With ``setup="trl-dpo"`` only: TRL's ``DPOConfig`` option (default False).
+
+    The TRL recipes (``setup="trl-dpo"``, ``"trl-sft"``) are answered by
+    :func:`~memtheory.estimate.trl_step.trl_estimate`: the step functions of
+    :mod:`memtheory.finetuning`, to the byte, with the options they do not
+    take refused.
 
     Raises
     ------
@@ -198,8 +212,13 @@ def estimate(
     >>> answer.memory.format("GiB"), answer.max_batch
     ('1.75 GiB', 531)
     """
-    check_scalars(locals())  # the parameters, before any is read
+    options = dict(locals())  # the parameters, before any is read
+    check_scalars(options)
     check_fp8(precision)
+    trl = trl_recipe_name(setup)
+    if trl is not None:  # answered by its step function: no Setup expresses it
+        return trl_estimate(trl, options)
+    check_not_trl(options)
     ring = context_parallel
     replicas = check_context_parallel(
         ring, gpus=gpus, tensor=tensor, pipeline=pipeline, zero=zero, offload=offload,

@@ -43,11 +43,10 @@ bytes off the real ``DPOTrainer`` under ``memtheory.torch.track``
 (``tests/pytorch/test_dpo_recipe.py``: two sizes, full fine-tuning and peft
 LoRA), at the head's backward and at the rest of the backward and the
 optimizer step (the recipe's later moments as the TRL step holds them, where
-a large model's gradients put the peak). One exception: peft LoRA under
-autocast with checkpointing (TRL's defaults with a ``peft_config``) is exact
-at the head's backward, but ``"after the head"`` leaves out the recomputed
-layers' forward, where each frozen projection's bf16 weight copy is made
-(measured up to 4,864 B more at these sizes; the step's ``assumed`` says so,
+a large model's gradients put the peak), and, with peft LoRA under autocast
+and checkpointing (TRL's defaults with a ``peft_config``), at the last
+layer's recomputation, as its ``down_proj`` casts its frozen weight (adapters
+on the MLP are not modelled there: the step's ``assumed`` says so,
 :data:`~memtheory.finetuning.trl_head.RECOMPUTE_NOT_COUNTED`). Anywhere else
 it is an estimate: on CUDA with Triton only the completion tokens are
 projected (``utils.py:1642-1645``) and the fold runs in a kernel without the
@@ -82,7 +81,7 @@ from memtheory.finetuning.trl_head import (
     trainer_step_beneath,
 )
 from memtheory.models.hf_config import ConfigLike
-from memtheory.recipes import REFUSED_RECIPES
+from memtheory.recipes import TRL_RECIPES
 
 __all__ = [
     "DPO_UNSUPPORTED",
@@ -94,8 +93,8 @@ __all__ = [
     "fused_head_backward_bytes",
 ]
 
-DPO_UNSUPPORTED = REFUSED_RECIPES["trl-dpo"]
-"""Why ``Setup.recipe("trl-dpo")`` and ``memtheory estimate --recipe trl-dpo`` refuse."""
+DPO_UNSUPPORTED = TRL_RECIPES["trl-dpo"].why_no_setup
+"""Why ``Setup.recipe("trl-dpo")`` refuses (``memtheory estimate --recipe trl-dpo`` answers)."""
 
 _FP32 = int(dtype("fp32").bytes)
 _INDEX = int(dtype("int64").bytes)
@@ -179,6 +178,7 @@ def dpo_step_memory(
     lora: LoRA | None = None,
     precision: str = "fp32",
     checkpointing: bool = True,
+    precompute_ref_log_probs: bool = False,
 ) -> TRLStepEstimate:
     """Return the peak of one ``DPOTrainer`` step (TRL 1.16, CPU path).
 
@@ -212,6 +212,18 @@ def dpo_step_memory(
     checkpointing : bool, default True
         TRL's default (``DPOConfig.gradient_checkpointing=True``: every decoder
         layer, ``use_reentrant=False``); ``False`` for ``gradient_checkpointing=False``.
+    precompute_ref_log_probs : bool, default False
+        TRL's ``DPOConfig.precompute_ref_log_probs`` (default False,
+        ``dpo_config.py:227``). True: the reference log-probabilities are
+        computed over the dataset before training (``dpo_trainer.py:1013-1031``),
+        so no reference model is loaded (``dpo_trainer.py:908-914``: no
+        ``"reference weights"``) and none runs in the step
+        (``dpo_trainer.py:1318-1319``); the batch carries them instead
+        (``ref_chosen_logps`` and ``ref_rejected_logps``, ``pairs`` fp32 each,
+        ``dpo_trainer.py:177-180, 203-206``), alive through the step. Modelled from the
+        source, not measured; the pass that precomputes them (the policy's
+        forward under ``no_grad``, before the optimizer has any state) holds
+        less than a training step.
 
     Returns
     -------
@@ -234,6 +246,14 @@ def dpo_step_memory(
     ...                         precision="autocast-bf16", checkpointing=False)
     >>> mixed.peak_moment, mixed.parts["reference weights"]
     ('fused head backward', 0)
+
+    With the reference log-probabilities precomputed, full fine-tuning loads
+    no reference model; the batch carries 2 x pairs fp32 log-probabilities:
+
+    >>> full = dpo_step_memory(tiny, pairs=2, sequence=7)
+    >>> early = dpo_step_memory(tiny, pairs=2, sequence=7, precompute_ref_log_probs=True)
+    >>> full.peak - early.peak == full.parts["reference weights"] - 2 * 2 * 4
+    True
     """
     check_trl_step("dpo_step_memory", {"pairs": pairs, "sequence": sequence}, lora=lora,
                    precision=precision)
@@ -241,7 +261,8 @@ def dpo_step_memory(
     beneath = trainer_step_beneath(config, sequences=sequences, sequence=sequence, lora=lora,
                                    precision=precision, checkpointing=checkpointing)
     read, weights = beneath.read, beneath.weights
-    reference = weights if lora is None else 0
+    reference = weights if lora is None and not precompute_ref_log_probs else 0
+    carried = 2 * pairs * _FP32 if precompute_ref_log_probs else 0  # ref_*_logps in the batch
     hidden = int(read["hidden_size"])
     tokens = sequences * (sequence - 1)
     head = fused_head_backward_bytes(tokens, hidden, int(read["vocab_size"]),
@@ -250,23 +271,33 @@ def dpo_step_memory(
     parts = {
         "up to the final norm": beneath.to_norm,
         "reference weights": reference,
-        "batch and head beyond the recipe": dpo_head_bytes(sequences, sequence, hidden),
+        "batch and head beyond the recipe": dpo_head_bytes(sequences, sequence, hidden) + carried,
         "fused head backward": head,
         # the reference weights, one more int64 mask than the recipe's batch, no token count
         "after the head": (beneath.after_head + reference + _INDEX * sequences * sequence
-                           - NO_TOKEN_COUNT),
+                           - NO_TOKEN_COUNT + carried),
         "checkpointing keeps less, per layer": beneath.layer_saving,
         "policy weights": weights,
     }
     assumed = (
-        "trl-dpo: TRL 1.16 DPOTrainer, loss_type sigmoid, precompute_ref_log_probs=False",
+        "trl-dpo: TRL 1.16 DPOTrainer, loss_type sigmoid, "
+        f"precompute_ref_log_probs={precompute_ref_log_probs}",
         f"{sequences} sequences (chosen and rejected) in one forward, {sequence} tokens each, "
         "no padding",
-        "reference: " + ("the same weights, adapters disabled (peft)" if lora else
-                         "a frozen copy of the weights, forward under no_grad"),
+        "reference: " + _reference_line(lora, precompute_ref_log_probs),
         "fused chunked LM head (no logits): the peak is its backward or the rest of the backward",
         f"CPU path, fp32 weights, {precision}",
         checkpointing_line(checkpointing),
         *recompute_lines(lora, precision, checkpointing),
     )
     return TRLStepEstimate.at_most(parts, _PEAK_PARTS, assumed)
+
+
+def _reference_line(lora: LoRA | None, precomputed: bool) -> str:
+    """Return what stands for the reference model, in words (after ``"reference: "``)."""
+    if precomputed:
+        return ("log-probabilities precomputed before training (modelled from the source): "
+                "no reference model, 2 x pairs fp32 log-probabilities in the batch")
+    if lora is not None:
+        return "the same weights, adapters disabled (peft)"
+    return "a frozen copy of the weights, forward under no_grad"

@@ -40,11 +40,10 @@ three sizes, full fine-tuning and peft LoRA), at both moments the peak can
 lie: the head's backward and the rest of the backward and the optimizer
 step (a large model's gradients), which is the recipe's later moments as
 the TRL step holds them (:func:`~memtheory.finetuning.trainer_step_beneath`).
-One exception: peft LoRA under autocast with checkpointing (TRL's defaults
-with a ``peft_config``) is exact at the head's backward, but ``"after the
-head"`` leaves out the recomputed layers' forward, where each frozen
-projection's bf16 weight copy is made (measured up to 3,712 B more at these
-sizes; the step's ``assumed`` says so,
+With peft LoRA under autocast and checkpointing (TRL's defaults with a
+``peft_config``) the most after the head is the last layer's recomputation,
+as its ``down_proj`` casts its frozen weight: modelled, and exact too
+(adapters on the MLP are not modelled there: the step's ``assumed`` says so,
 :data:`~memtheory.finetuning.trl_head.RECOMPUTE_NOT_COUNTED`). Anywhere else
 it is an estimate: on CUDA with Triton
 only the labelled positions are projected (``utils.py:1642-1645``) and the
@@ -76,12 +75,12 @@ from memtheory.finetuning.trl_head import (
     trainer_step_beneath,
 )
 from memtheory.models.hf_config import ConfigLike
-from memtheory.recipes import REFUSED_RECIPES
+from memtheory.recipes import TRL_RECIPES
 
 __all__ = ["SFT_UNSUPPORTED", "sft_head_bytes", "sft_step_memory"]
 
-SFT_UNSUPPORTED = REFUSED_RECIPES["trl-sft"]
-"""Why ``Setup.recipe("trl-sft")`` and ``memtheory estimate --recipe trl-sft`` refuse."""
+SFT_UNSUPPORTED = TRL_RECIPES["trl-sft"].why_no_setup
+"""Why ``Setup.recipe("trl-sft")`` refuses (``memtheory estimate --recipe trl-sft`` answers)."""
 
 _FP32 = int(dtype("fp32").bytes)
 _INDEX = int(dtype("int64").bytes)
@@ -220,14 +219,16 @@ def sft_step_memory(
 
     TRL's defaults with a ``peft_config``: LoRA under autocast, checkpointed.
     Each layer keeps its fp32 input only, so the head's backward starts on
-    what fp32 LoRA holds (measured); the line that says what is left out
-    comes last:
+    what fp32 LoRA holds (measured); with adapters on the MLP too, the line
+    that says what is left out comes last:
 
     >>> mixed = sft_step_memory(tiny, batch=2, sequence=7, lora=LoRA(4, 8),
     ...                         precision="autocast-bf16")
     >>> mixed.parts["up to the final norm"] == lora.parts["up to the final norm"]
     True
-    >>> mixed.assumed[-1].startswith("after the head is a lower estimate")
+    >>> every = sft_step_memory(tiny, batch=2, sequence=7, precision="autocast-bf16",
+    ...                         lora=LoRA(4, 8, targets="all-linear"))
+    >>> every.assumed[-1].startswith("after the head is a lower estimate")
     True
     """
     check_trl_step("sft_step_memory", {"batch": batch, "sequence": sequence}, lora=lora,

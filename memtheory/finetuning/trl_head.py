@@ -50,6 +50,7 @@ __all__ = [
     "recompute_lines",
     "lora_checkpoint_extra",
     "fused_head_backward_bytes",
+    "recomputes_weight_copy",
     "trainer_step_beneath",
     "trainer_step_to_norm",
 ]
@@ -64,17 +65,23 @@ TRL_PRECISIONS = ("fp32", "autocast-bf16")
 """fp32 weights with TRL's ``bf16=False`` or ``bf16=True`` (``torch.autocast``)."""
 
 RECOMPUTE_NOT_COUNTED = (
-    "after the head is a lower estimate here: a recomputed layer's forward, where each frozen "
-    "projection's bf16 weight copy is made on top of the recomputation, is not counted "
-    "(measured 1,792 B to 4,864 B more on the tiny Llama); the fused head's backward is exact"
+    "after the head is a lower estimate here: with adapters on the MLP's projections, a "
+    "recomputed layer's forward (each frozen projection's bf16 weight copy made on top of the "
+    "recomputation) is not modelled; the fused head's backward is exact"
 )
-"""The "assumed:" line of a checkpointed step with peft LoRA under autocast.
+"""The "assumed:" line of a checkpointed step with peft LoRA under autocast on the MLP too.
 
-Measured under ``track()`` (``tests/pytorch/test_trl_recipe.py``,
-``test_dpo_recipe.py``): the real step's most after the head lies in the last
-decoder layer's recomputed forward, as its ``down_proj`` casts its frozen
-weight, above every later moment the recipe's timeline has.
+With peft's default targets (attention only) the recomputation is modelled
+(:func:`recomputes_weight_copy`, :func:`trainer_step_beneath`): measured under
+``track()`` (``tests/pytorch/test_trl_recipe.py``, ``test_dpo_recipe.py``), the
+real step's most after the head lies in the last decoder layer's recomputed
+forward, as its ``down_proj`` casts its frozen weight, and is 0 bytes off.
+Adapters on ``gate_proj``, ``up_proj`` or ``down_proj`` (``all-linear``) change
+what the recomputation makes last: not modelled, and said.
 """
+
+_ATTENTION_TARGETS = frozenset({"q_proj", "k_proj", "v_proj", "o_proj"})
+"""LoRA targets whose recomputation is modelled: the attention's projections (peft's default)."""
 
 _FINAL_NORM = "forward model.norm"
 _HEAD_BACKWARD = "backward lm_head"
@@ -243,18 +250,19 @@ class TrainerBeneath:
         each moment as the checkpointed step holds it (``_after_head`` names
         each difference): less what checkpointing does not keep then, plus
         what it keeps beyond the recipe until the last layer's backward (the
-        position ids; under peft :func:`lora_checkpoint_extra`). 0 bytes off
-        the real trainers' later moments at the tested sizes, except peft
-        LoRA under autocast with checkpointing. A recomputed layer's forward
-        is not counted as a moment of its own: at the tested sizes it is
-        never the most, except there, where each frozen projection's bf16
-        weight copy is made on top of the recomputation (measured 1,792 B
-        to 4,864 B above ``after_head``: :data:`RECOMPUTE_NOT_COUNTED`).
+        position ids; under peft :func:`lora_checkpoint_extra`), and under
+        peft LoRA with autocast and checkpointing each layer's recomputation
+        (``recompute``). 0 bytes off the real trainers' later moments at the
+        tested sizes (:data:`RECOMPUTE_NOT_COUNTED` says where it is not modelled).
     layer_saving : int
         What checkpointing does not keep of one decoder layer through the
         forward: its saved tensors less its output (0 when it is off).
     layers : int
         Decoder layers.
+    recompute : int
+        What a layer's recomputation holds at its most beyond what the step
+        held when it began (:func:`recomputes_weight_copy`; 0 where that is
+        never the most, or not modelled).
 
     Examples
     --------
@@ -273,6 +281,7 @@ class TrainerBeneath:
     after_head: int
     layer_saving: int
     layers: int
+    recompute: int = 0
 
 
 _LAYER_ROW = re.compile(r"^backward model\.layers\.(\d+)\.")
@@ -401,10 +410,74 @@ def trainer_step_beneath(
     reduced = ({f"backward {row.name} (scale)": _FP32 * int(row.weights)
                 for rows in _decoder_layers(network) for row in rows}
                if checkpointing else {})
-    after = _after_head(list(step.timeline.items()), saving, layers, kept, reduced)
+    recompute = 0
+    if checkpointing and recomputes_weight_copy(lora, precision, checkpointing):
+        recompute = _recompute_growth(network, step.timeline, read, {
+            "sequences": sequences, "sequence": sequence, "lora": lora,
+            "precision": precision, "checkpointing": True})
+    after = _after_head(list(step.timeline.items()), saving, layers, kept, reduced, recompute)
     return TrainerBeneath(int(step.timeline[_FINAL_NORM]) - cache - layers * saving + kept,
                           weights,
-                          dict(read), after, saving, layers)
+                          dict(read), after, saving, layers, recompute)
+
+
+def recomputes_weight_copy(lora: LoRA | None, precision: str, checkpointing: bool) -> bool:
+    """Whether a recomputed layer's forward can be the most after the head (and is modelled).
+
+    With peft LoRA under autocast and checkpointing, each frozen projection
+    casts its fp32 weight to bf16 again in the recomputation (autocast
+    caches the casts of weights that need a gradient only), and the MLP's
+    ``down_proj`` copy is made on top of everything the recomputation has
+    rebuilt (:func:`trainer_step_beneath`). Modelled where the MLP has no
+    adapters (peft's default targets); ``all-linear`` LoRA is not.
+
+    Examples
+    --------
+    >>> recomputes_weight_copy(LoRA(4, 8), "autocast-bf16", True)
+    True
+    >>> recomputes_weight_copy(LoRA(4, 8, targets="all-linear"), "autocast-bf16", True)
+    False
+    """
+    if lora is None or precision != "autocast-bf16" or not checkpointing:
+        return False
+    return all(pattern in _ATTENTION_TARGETS for pattern in lora.patterns)
+
+
+def _recompute_growth(network: Network, timeline: Mapping[str, sp.Expr],
+                      read: Mapping[str, int], settings: dict[str, object]) -> int:
+    """Return what a layer's recomputation holds at its most beyond what was held before it.
+
+    ``torch.utils.checkpoint`` (``use_reentrant=False``) recomputes a layer's
+    forward when its backward first unpacks a saved tensor (``down_proj``'s,
+    right after the layer's last residual ``add`` has passed its gradient
+    on), and stops as soon as the last one is made (early stopping): under
+    peft LoRA with autocast, ``down_proj``'s bf16 weight copy, cast right
+    after the MLP's product. Measured under ``track()`` (the real
+    ``SFTTrainer`` and ``DPOTrainer``, five sizes), the recomputation then
+    holds:
+
+    * the recipe's forward growth from the layer's input to the end of
+      ``mlp.mul`` (its saved tensors, rebuilt, and the product);
+    * ``down_proj``'s bf16 weight copy (``hidden x intermediate``);
+    * one more ``sequences x sequence x hidden`` bf16 tensor than the
+      recipe's forward holds there (measured: the size fits every case; which
+      of the recomputation's casts it is, is not named here).
+
+    All layers are alike, so the last one's is read (a one-layer model from
+    the same configuration with two layers).
+    """
+    layers = _decoder_layers(network)
+    if len(layers) < 2:
+        twice = trainer_step_beneath({**read, "num_hidden_layers": 2}, **settings)  # type: ignore[arg-type]
+        return twice.recompute
+    rows = layers[-1]
+    labels = list(timeline)
+    start = labels[labels.index(f"forward {rows[0].name}") - 1]
+    product = next(row for row in rows if row.name.endswith(".mlp.mul"))
+    down = next(row for row in rows if row.name.endswith(".mlp.down_proj"))
+    growth = int(timeline[f"forward {product.name}"]) - int(timeline[start])
+    hidden = int(elements(rows[-1].output_shape))
+    return growth + _BF16 * int(down.weights) + _BF16 * hidden
 
 
 def _beyond_recipe(read: dict[str, int], layers: int, sequences: int, sequence: int,
@@ -430,7 +503,7 @@ def _beyond_recipe(read: dict[str, int], layers: int, sequences: int, sequence: 
 
 
 def _after_head(moments: list[tuple[str, sp.Expr]], saving: int, layers: int, kept: int,
-                reduced: Mapping[str, int]) -> int:
+                reduced: Mapping[str, int], recompute: int = 0) -> int:
     """Return the most of the recipe's later moments, as the checkpointed step holds them.
 
     Each of the recipe's later moments, less what the checkpointed step does
@@ -450,18 +523,28 @@ def _after_head(moments: list[tuple[str, sp.Expr]], saving: int, layers: int, ke
       the saved normalized input; in a recomputed layer that input, unpacked
       from the checkpoint, is its node's only reference and is freed when the
       node returns, before the engine reduces the gradient (``sum_to``), so
-      the moment's most is the product's, the gradient's bytes less.
+      the moment's most is the product's, the gradient's bytes less;
+    * ``recompute`` (:func:`_recompute_growth`, 0 where it is not modelled):
+      layer ``j``'s recomputation runs when its backward starts, on what the
+      step holds just before (its ``j + 1`` layers below keeping their inputs
+      only), and adds at its most this many bytes.
     """
     head = next(i for i, (name, _) in enumerate(moments) if name == _HEAD_BACKWARD)
     later = [(name, int(live)) for name, live in moments[head + 1:]
              if not name.startswith(_HEAD_BACKWARD)]
     last = max((i for i, (name, _) in enumerate(later) if _LAYER_ROW.match(name)), default=-1)
     after, below = 0, layers  # before any layer's backward (the norm's), none is recomputed
+    recomputed = None
     for i, (name, live) in enumerate(later):
         match = _LAYER_ROW.match(name)
+        held_by = kept if i <= last else 0
         if match and not _ACCUMULATE.search(name):
+            if recompute and match.group(1) != recomputed:  # its first row: recomputed after it
+                start = live - below * saving - reduced.get(name, 0) + held_by
+                after = max(after, start + recompute)
+            recomputed = match.group(1)
             below = int(match.group(1))  # layer j recomputed: the j below keep their inputs
-        held = live - below * saving - reduced.get(name, 0) + (kept if i <= last else 0)
+        held = live - below * saving - reduced.get(name, 0) + held_by
         after = max(after, held)
     return after
 
@@ -549,16 +632,19 @@ class TRLStepEstimate:
 
 
 def recompute_lines(lora: LoRA | None, precision: str, checkpointing: bool) -> tuple[str, ...]:
-    """Return :data:`RECOMPUTE_NOT_COUNTED` where it applies (LoRA, autocast, checkpointing).
+    """Return :data:`RECOMPUTE_NOT_COUNTED` where it applies (MLP adapters, autocast, checkpoints).
 
     Examples
     --------
     >>> recompute_lines(None, "autocast-bf16", True), recompute_lines(LoRA(4, 8), "fp32", True)
     ((), ())
-    >>> len(recompute_lines(LoRA(4, 8), "autocast-bf16", True))
+    >>> recompute_lines(LoRA(4, 8), "autocast-bf16", True)  # modelled: attention adapters only
+    ()
+    >>> len(recompute_lines(LoRA(4, 8, targets="all-linear"), "autocast-bf16", True))
     1
     """
-    if lora is not None and precision == "autocast-bf16" and checkpointing:
+    if (lora is not None and precision == "autocast-bf16" and checkpointing
+            and not recomputes_weight_copy(lora, precision, checkpointing)):
         return (RECOMPUTE_NOT_COUNTED,)
     return ()
 

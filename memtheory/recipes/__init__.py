@@ -21,9 +21,12 @@ from memtheory.recipes.catalog import (
     RECIPE_REGISTRY,
     RECIPES,
     REFUSED_RECIPES,
+    TRL_RECIPES,
     Recipe,
+    TRLRecipe,
     default_recipe,
     recipe,
+    trl_recipe_name,
 )
 from memtheory.recipes.setup import AS_LOADED, Setup, setup_from
 from memtheory.recipes.textbook import TEXTBOOK
@@ -36,7 +39,10 @@ __all__ = [
     "Recipe",
     "Setup",
     "TEXTBOOK",
+    "TRLRecipe",
+    "TRL_RECIPES",
     "default_recipe",
     "recipe",
     "setup_from",
+    "trl_recipe_name",
 ]

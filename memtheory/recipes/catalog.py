@@ -19,10 +19,13 @@ fsdp2-bf16          FSDP2 ``MixedPrecisionPolicy(param_dtype=bfloat16)``
 lightning-bf16      PyTorch Lightning ``Trainer(precision="bf16-mixed")``
 ==================  ===========================================================
 
-Stacks whose step the autograd convention cannot express are refused by name,
-with the reason and what to use instead (:data:`REFUSED_RECIPES`): ``trl-dpo``
-(TRL's ``DPOTrainer``) is :func:`memtheory.finetuning.dpo_step_memory`, ``trl-sft``
-(TRL's ``SFTTrainer``) :func:`memtheory.finetuning.sft_step_memory`.
+Two stacks are answered by a step function of their own, not by a
+:class:`~memtheory.recipes.Setup` (:data:`TRL_RECIPES`): ``trl-dpo`` (TRL's
+``DPOTrainer``, :func:`memtheory.finetuning.dpo_step_memory`) and ``trl-sft``
+(TRL's ``SFTTrainer``, :func:`memtheory.finetuning.sft_step_memory`), whose
+fused, chunked LM head the autograd convention does not model.
+``memtheory estimate --recipe trl-dpo`` answers them through those functions;
+``Setup.recipe("trl-dpo")`` says so.
 
 Examples
 --------
@@ -32,10 +35,12 @@ Examples
 False
 >>> default_recipe(kind="sequence", lora=True, qlora=False)
 'peft-lora'
+>>> trl_recipe_name("DPO"), trl_recipe_name("hf-trainer")
+('trl-dpo', None)
 >>> recipe("trl-dpo")
 Traceback (most recent call last):
 ...
-memtheory.errors.UnsupportedError: TRL's DPOTrainer is not a recipe memtheory can ...
+memtheory.errors.UnsupportedError: TRL's DPOTrainer is not one Setup: ...
 """
 
 from __future__ import annotations
@@ -46,7 +51,17 @@ from memtheory.errors import UnsupportedError
 from memtheory.recipes.setup import AS_LOADED, Setup, use_catalog
 from memtheory.registry import Registry, normalize_name
 
-__all__ = ["RECIPES", "RECIPE_REGISTRY", "REFUSED_RECIPES", "Recipe", "default_recipe", "recipe"]
+__all__ = [
+    "RECIPES",
+    "RECIPE_REGISTRY",
+    "REFUSED_RECIPES",
+    "TRL_RECIPES",
+    "Recipe",
+    "TRLRecipe",
+    "default_recipe",
+    "recipe",
+    "trl_recipe_name",
+]
 
 
 @dataclass(frozen=True)
@@ -260,34 +275,106 @@ RECIPE_REGISTRY: Registry[Recipe] = Registry(
 """The recipes by any spelling."""
 
 
-REFUSED_RECIPES: dict[str, str] = {
-    "trl-dpo": (
-        "TRL's DPOTrainer is not a recipe memtheory can answer exactly: it scores tokens "
-        "with a fused, chunked LM head (trl 1.16 kernels/chunked_logprob.py) that the "
-        "autograd convention does not model, over 2B sequences (chosen and rejected) beside "
-        "a frozen reference model. Use memtheory.finetuning.dpo_step_memory(config, "
-        "pairs=..., sequence=...): built from the recipe's pieces, with TRL's default "
-        "gradient checkpointing (or checkpointing=False), exact on CPU over fp32 weights "
-        "where the fused head's backward is the peak (tests/pytorch/test_dpo_recipe.py), "
-        "an estimate elsewhere."
+@dataclass(frozen=True)
+class TRLRecipe:
+    """A TRL trainer answered by a step function of its own, not by a :class:`Setup`.
+
+    Attributes
+    ----------
+    name : str
+    trainer : str
+        The TRL class (``"DPOTrainer"``).
+    function : str
+        The step function that answers it (``"dpo_step_memory"``, in
+        :mod:`memtheory.finetuning`).
+    sources : tuple of str
+        Library, version and file for each default.
+    verified : str
+        How the step is checked.
+
+    Examples
+    --------
+    >>> TRL_RECIPES["trl-sft"].function
+    'sft_step_memory'
+    """
+
+    name: str
+    trainer: str
+    function: str
+    sources: tuple[str, ...]
+    verified: str
+
+    @property
+    def why_no_setup(self) -> str:
+        """Why :meth:`Setup.recipe` refuses the name, and what answers it instead."""
+        return (
+            f"TRL's {self.trainer} is not one Setup: it scores tokens with a fused, chunked LM "
+            "head (trl 1.16 kernels/chunked_logprob.py) that the autograd convention does not "
+            "model, and turns gradient checkpointing on by default. memtheory estimate MODEL "
+            f"--recipe {self.name} (memtheory.estimate.estimate(model, setup={self.name!r})) "
+            f"answers it, through memtheory.finetuning.{self.function}(config, ...): built from "
+            "the hf-trainer (peft-lora) recipe's pieces, exact on CPU over fp32 weights "
+            f"(tests/pytorch/{self.verified}), an estimate elsewhere."
+        )
+
+
+_TRL = "TRL 1.16"
+_TRL_SHARED = (
+    f"{_TRL} trainer/base_config.py: gradient_checkpointing=True, bf16=True unless fp16 "
+    "(torch.autocast over the weights)",
+    f"{_TRL} trainer/utils.py:1332 create_model_from_path: dtype defaults to float32 "
+    "(fp32 weights)",
+    f"{_TRL} trainer/utils.py:1548-1700 add_fused_lm_head and kernels/chunked_logprob.py: "
+    "no logits; tiles of 4096 tokens x 32768 vocabulary columns",
+    _FUSED, _SDPA,
+)
+
+TRL_RECIPES: dict[str, TRLRecipe] = {
+    "trl-dpo": TRLRecipe(
+        "trl-dpo", "DPOTrainer", "dpo_step_memory",
+        (f"{_TRL} trainer/dpo_trainer.py:146-190 DataCollatorForPreference: chosen and "
+         "rejected in one batch of 2B rows",
+         f"{_TRL} trainer/dpo_trainer.py:908-929: a frozen copy of the model as the "
+         "reference, none under peft (adapters disabled, :1328-1336) or with "
+         "precompute_ref_log_probs",
+         f"{_TRL} trainer/dpo_config.py:195-201: max_length=1024 (prompt and completion "
+         "together; no max_prompt_length), :227 precompute_ref_log_probs=False",
+         *_TRL_SHARED),
+        "test_dpo_recipe.py",
     ),
-    "trl-sft": (
-        "TRL's SFTTrainer is not a recipe memtheory can answer exactly: it scores tokens "
-        "with a fused, chunked LM head (trl 1.16 kernels/chunked_logprob.py) that the "
-        "autograd convention does not model, so the hf-trainer recipe (which builds the "
-        "logits) is not its step, and it turns gradient checkpointing on by default. Use "
-        "memtheory.finetuning.sft_step_memory(config, batch=..., sequence=...): built from "
-        "the recipe's pieces, with that checkpointing (or checkpointing=False), exact on CPU "
-        "over fp32 weights where the fused head's backward is the peak "
-        "(tests/pytorch/test_trl_recipe.py), an estimate elsewhere."
+    "trl-sft": TRLRecipe(
+        "trl-sft", "SFTTrainer", "sft_step_memory",
+        (f"{_TRL} trainer/sft_trainer.py:168-227 DataCollatorForLanguageModeling",
+         f"{_TRL} trainer/sft_config.py:202-205: max_length=1024",
+         *_TRL_SHARED),
+        "test_trl_recipe.py",
     ),
 }
-"""Stacks asked for by name that no Setup expresses, with the reason and what to use."""
+"""TRL's trainers, answered by their step functions (``memtheory estimate --recipe``)."""
 
-_REFUSED = {normalize_name(alias): name
-            for name, aliases in {"trl-dpo": ("trl-dpo", "dpo", "dpo-trainer"),
-                                  "trl-sft": ("trl-sft", "sft", "sft-trainer")}.items()
-            for alias in aliases}
+REFUSED_RECIPES: dict[str, str] = {}
+"""Stacks asked for by name that neither a Setup nor a step function answers, with the reason.
+
+Empty since ``trl-dpo`` and ``trl-sft`` are answered (:data:`TRL_RECIPES`).
+"""
+
+_TRL_NAMES = {normalize_name(alias): name
+              for name, aliases in {"trl-dpo": ("trl-dpo", "dpo", "dpo-trainer"),
+                                    "trl-sft": ("trl-sft", "sft", "sft-trainer")}.items()
+              for alias in aliases}
+
+
+def trl_recipe_name(name: object) -> str | None:
+    """Return ``"trl-dpo"`` or ``"trl-sft"`` for any spelling of them, else None.
+
+    Examples
+    --------
+    >>> trl_recipe_name("SFT trainer"), trl_recipe_name(None)
+    ('trl-sft', None)
+    """
+    if not isinstance(name, str):
+        return None
+    return _TRL_NAMES.get(normalize_name(name))
 
 
 def recipe(name: str) -> Recipe:
@@ -296,15 +383,17 @@ def recipe(name: str) -> Recipe:
     Raises
     ------
     UnsupportedError
-        ``name`` is one of :data:`REFUSED_RECIPES`, with the reason.
+        ``name`` is one of :data:`TRL_RECIPES`, answered by a step function and not
+        a Setup: the message says which.
 
     Examples
     --------
     >>> recipe("zero3").setup.zero
     3
     """
-    if isinstance(name, str) and normalize_name(name) in _REFUSED:
-        raise UnsupportedError(REFUSED_RECIPES[_REFUSED[normalize_name(name)]])
+    trl = trl_recipe_name(name)
+    if trl is not None:
+        raise UnsupportedError(TRL_RECIPES[trl].why_no_setup)
     return RECIPE_REGISTRY[name]
 
 
