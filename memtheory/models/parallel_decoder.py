@@ -44,6 +44,7 @@ from memtheory.layers import (
     Layer,
     LayerNorm,
 )
+from memtheory.layers.causal_mask import CausalMask, Positions
 from memtheory.layers.falcon_attention import FalconAttention
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.rotary import Rotary, RotaryTable
@@ -165,10 +166,19 @@ def parallel_decoder(
     """
     c = config
     table = RotaryTable(c.rotary, positions=c.positions, name="rotary_emb")
+    tables = [Node(table, inputs=("input_ids",))]
+    calls: list[tuple[str, str]] = []
+    if c.family == "falcon":  # FalconModel.forward's positions and eager mask, for every layer
+        made: list[Layer] = [Positions(name="position_ids")]
+        if not flash:
+            made.append(CausalMask(name="causal_mask"))
+        tables = [Node(layer, inputs=("input_ids",)) for layer in made] + tables
+        calls.append(("position_ids", "final_layer_norm"))
     return decoder_stack(
         "parallel_decoder",
         embedded=[Embedding(c.vocabulary, c.hidden, name="embed_in")],
-        tables=[Node(table, inputs=("input_ids",))],
+        tables=tables,
+        calls=calls,
         layers=c.layers,
         layer=partial(_layer, c, flash=flash),
         final_norm=LayerNorm(name="final_layer_norm"),

@@ -29,7 +29,15 @@ import sympy as sp
 
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
-from memtheory.layers.base import Autograd, Layer, Role, Shape, Stage, TensorSpec
+from memtheory.layers.base import (
+    Autograd,
+    ForwardMoment,
+    Layer,
+    Role,
+    Shape,
+    Stage,
+    TensorSpec,
+)
 from memtheory.layers.kernel_plans import register_plan
 from memtheory.layers.saved_storages import compute_dtype
 
@@ -672,15 +680,29 @@ def falcon_attention(
         saved.append(TensorSpec("intermediate", (1,), _INT64, label="value index"))
     stages = _falcon_stages(layer, tuple(saved), key, value, mixed)
     low = mixed or given
+    transients = [
+        TensorSpec("intermediate", scores, low, label="q @ k^T"),
+        TensorSpec("intermediate", scores, _FP32 if mixed else given, label="plus mask"),
+    ]
+    if "key index" in (t.label for t in saved):
+        # fused_qkv[..., [-1], :]: the value heads' copy, alive until the attention returns
+        transients.append(TensorSpec("intermediate", value, low, label="value copy"))
     return Autograd(
         saved=tuple(saved),
         autocast="low",
         stages=tuple(stages),
-        transients=(
-            TensorSpec("intermediate", scores, low, label="q @ k^T"),
-            TensorSpec("intermediate", scores, _FP32 if mixed else given, label="plus mask"),
-        ),
+        transients=tuple(transients),
+        forward_moments=_FALCON_MOMENTS,
     )
+
+
+_FALCON_MOMENTS = (
+    ForwardMoment("q @ k^T", ("queries", "keys", "q @ k^T"), frees=("queries", "keys")),
+    ForwardMoment("softmax", ("plus mask", "softmax"), frees=("q @ k^T", "plus mask")),
+    ForwardMoment("p @ v", ("values",)),
+)
+"""Falcon's forward peaks at its softmax: the scores, their sum with the mask and the
+probabilities alive, the values' per-head copy (made by ``p @ v``) and the output not yet."""
 
 
 def _falcon_stages(
