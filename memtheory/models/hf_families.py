@@ -194,4 +194,5 @@ def _falcon(config: Mapping[str, Any], common: dict[str, Any]) -> ParallelDecode
         bias=bias,
         parallel=parallel,
         norms=2 if norms == 2 else 1,
+        broadcast_kv=new,
     )

@@ -45,7 +45,7 @@ from memtheory.layers import (
     LayerNorm,
 )
 from memtheory.layers.causal_mask import CausalMask, Positions
-from memtheory.layers.falcon_attention import FalconAttention
+from memtheory.layers.falcon_attention import FalconAttention, FalconSplit
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.rotary import Rotary, RotaryTable
 from memtheory.models.decoder_stack import decoder_stack, fused_projection
@@ -79,6 +79,10 @@ class ParallelDecoderConfig:
         Attention and MLP read the same input (parallel residual).
     norms : {1, 2}, default 2
         With ``parallel``: one norm shared by both branches, or one each.
+    broadcast_kv : bool, default False
+        Falcon's ``new_decoder_architecture``: the keys and values are copied
+        to every query head before the rotary embedding
+        (:class:`~memtheory.layers.falcon_attention.FalconSplit`).
     family : str, default "gpt_neox"
 
     Examples
@@ -101,6 +105,7 @@ class ParallelDecoderConfig:
     parallel: bool = True
     norms: Literal[1, 2] = 2
     family: str = "gpt_neox"
+    broadcast_kv: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocabulary", "hidden", "layers", "heads", "ffn_hidden"):
@@ -225,12 +230,18 @@ def _layer(
     prefix = f"layers.{index}"
     ln_attn = f"{prefix}.input_layernorm"
     items: list[Layer | Node] = [Node(LayerNorm(name=ln_attn), inputs=(source,))]
+    ln_mlp = ln_attn
+    two = c.parallel and c.norms == 2
+    if two:
+        ln_mlp = f"{prefix}.post_attention_layernorm"
+    # FalconDecoderLayer runs its two parallel norms (ln_attn, ln_mlp) before the attention,
+    # GPTNeoXLayer its second after it (transformers 5.24)
+    if two and c.family == "falcon":
+        items.append(Node(LayerNorm(name=ln_mlp), inputs=(source,)))
     attended = _attention(c, f"{prefix}.attention", ln_attn, items, flash=flash)
+    if two and c.family != "falcon":
+        items.append(Node(LayerNorm(name=ln_mlp), inputs=(source,)))
     if c.parallel:
-        ln_mlp = ln_attn
-        if c.norms == 2:
-            ln_mlp = f"{prefix}.post_attention_layernorm"
-            items.append(Node(LayerNorm(name=ln_mlp), inputs=(source,)))
         mlp_out = _mlp(c, f"{prefix}.mlp", ln_mlp, items)
         items += [
             Node(Add(name=f"{prefix}.add_1"), inputs=(attended, mlp_out)),
@@ -255,13 +266,22 @@ def _attention(
     query, key, value = fused_projection(
         f"{attn}.query_key_value", attn, source, queries, keys, c.qkv_bias, items
     )
+    options = {}
+    if c.family == "falcon":
+        options["broadcast"] = c.broadcast_kv
+    if c.broadcast_kv:  # Falcon-40B's _split_heads: copies of every head
+        parts = [FalconSplit(part, c.heads // kv, name=f"{attn}.{part}")
+                 for part in ("query", "key", "value")]
+        items += [Node(part, inputs=(source_,))
+                  for part, source_ in zip(parts, (query, key, value), strict=True)]
+        query, key, value = (f"{attn}.{part.part}" for part in parts)
     attention = FalconAttention if c.family == "falcon" else GroupedQueryAttention
     items += [
         Node(Rotary(c.rotary, name=f"{attn}.q_rotary"), inputs=(query, "rotary_emb")),
         Node(Rotary(c.rotary, name=f"{attn}.k_rotary"), inputs=(key, "rotary_emb")),
         Node(
             attention(c.heads, kv_heads=kv, head_dim=width, flash=flash,
-                      name=f"{attn}.attention"),
+                      name=f"{attn}.attention", **options),
             inputs=(f"{attn}.q_rotary", f"{attn}.k_rotary", value),
         ),
         Dense(c.hidden, bias=c.bias, name=f"{attn}.dense"),

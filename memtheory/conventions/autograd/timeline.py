@@ -162,7 +162,8 @@ def _inner_moments(entry: PlannedRow, timeline: Timeline) -> Iterator[tuple[str,
 
     Storages no :class:`~memtheory.layers.base.ForwardMoment` names (autocast's
     casts first) are allocated at once; each moment then allocates those it
-    names (matched by label) and is yielded, with the storages to free after it.
+    names (matched by label, or by an autocast cast's name: ``"input cast"``) and
+    is yielded, with the storages to free after it.
     Storages named by no moment yet allocated are left to the layer's own moment.
     """
     moments = entry.spec.forward_moments
@@ -170,7 +171,9 @@ def _inner_moments(entry: PlannedRow, timeline: Timeline) -> Iterator[tuple[str,
     by_label: dict[str, list[str]] = {}
     for key in entry.allocs:
         if moments and key.startswith(prefix):
-            by_label.setdefault(key[len(prefix):].rsplit(" ", 1)[0], []).append(key)
+            name = key[len(prefix):]  # "<label> <position>", or an autocast cast's name
+            label, _, position = name.rpartition(" ")
+            by_label.setdefault(label if position.isdigit() else name, []).append(key)
     named = [[key for label in moment.makes for key in by_label.get(label, ())]
              for moment in moments]
     later = {key for keys in named for key in keys}

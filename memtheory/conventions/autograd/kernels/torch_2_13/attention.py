@@ -674,7 +674,7 @@ def falcon_attention(
     # fp32 mask are fp32, and the fp32 softmax is cast to the low dtype by ``p @ v``, as
     # Llama's softmax(dtype=float32) is.
     saved = list(_grouped_saved(per_head, scores, mixed, training and bool(layer.dropout)))
-    if sp.sympify(layer.kv_heads) != sp.sympify(layer.heads):
+    if sp.sympify(layer.kv_heads) != sp.sympify(layer.heads) and not layer.broadcast:
         # fused_qkv[..., [-2], :] and [..., [-1], :]: their index nodes run with the sums
         saved.append(TensorSpec("intermediate", (1,), _INT64, label="key index"))
         saved.append(TensorSpec("intermediate", (1,), _INT64, label="value index"))
@@ -697,12 +697,16 @@ def falcon_attention(
 
 
 _FALCON_MOMENTS = (
-    ForwardMoment("q @ k^T", ("queries", "keys", "q @ k^T"), frees=("queries", "keys")),
+    ForwardMoment(
+        "q @ k^T", ("queries", "keys", "q @ k^T"), frees=("input cast", "queries", "keys")
+    ),
     ForwardMoment("softmax", ("plus mask", "softmax"), frees=("q @ k^T", "plus mask")),
-    ForwardMoment("p @ v", ("values",)),
+    ForwardMoment("p @ v", ("probabilities", "values")),
 )
 """Falcon's forward peaks at its softmax: the scores, their sum with the mask and the
-probabilities alive, the values' per-head copy (made by ``p @ v``) and the output not yet."""
+probabilities alive; autocast's casts of the queries and keys freed once ``q @ k^T`` ran;
+the probabilities' low cast and the values' per-head copy (both made by ``p @ v``) and the
+output not yet made."""
 
 
 def _falcon_stages(
