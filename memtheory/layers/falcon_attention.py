@@ -8,9 +8,11 @@ each) and never repeated per head (``matmul`` broadcasts them, and sums
 their per-head gradients right after its ``bmm``), the scores are divided in
 place, and the softmax runs in the model's dtype
 (``F.softmax(..., dtype=hidden_states.dtype)``) where Llama's eager attention
-takes it in fp32. Its parameters and activations are those of
-:class:`~memtheory.layers.GroupedQueryAttention`; what PyTorch keeps is its
-kernel plan's to say,
+takes it in fp32. Its forward peaks inside it, at the softmax. The 40B
+layout (``new_decoder_architecture``) copies its queries, keys and values to
+every head first (:class:`FalconSplit`). Its parameters and activations are
+those of :class:`~memtheory.layers.GroupedQueryAttention`; what PyTorch keeps
+is its kernel plan's to say,
 :func:`memtheory.conventions.autograd.kernels.torch_2_13.attention.falcon_attention`.
 
 Examples

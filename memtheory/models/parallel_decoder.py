@@ -17,8 +17,11 @@ Under the autograd convention a GPT-NeoX training step is exact against
 ``measure`` (``tests/pytorch/test_family_autograd.py``; the network carries
 the order the layers register their parameters, :func:`registration_endings`).
 Falcon's attention is its own eager code
-(:class:`~memtheory.layers.falcon_attention.FalconAttention`), which the
-convention refuses.
+(:class:`~memtheory.layers.falcon_attention.FalconAttention`); its model
+call makes the positions and the causal mask once for every layer
+(:mod:`memtheory.layers.causal_mask`), and the 40B layout copies its keys and
+values to every head (:class:`~memtheory.layers.falcon_attention.FalconSplit`):
+a Falcon step is exact too, its peak at the forward's softmax included.
 
 Examples
 --------
@@ -179,6 +182,10 @@ def parallel_decoder(
             made.append(CausalMask(name="causal_mask"))
         tables = [Node(layer, inputs=("input_ids",)) for layer in made] + tables
         calls.append(("position_ids", "final_layer_norm"))
+        # FalconDecoderLayer.forward keeps its norm's output (attention_layernorm_out), the
+        # argument of its attention call, until it returns
+        calls += [(f"layers.{i}.attention.query_key_value", f"layers.{i}.add_2")
+                  for i in range(c.layers)]
     return decoder_stack(
         "parallel_decoder",
         embedded=[Embedding(c.vocabulary, c.hidden, name="embed_in")],

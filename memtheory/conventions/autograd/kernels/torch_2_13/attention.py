@@ -645,9 +645,16 @@ def falcon_attention(
     than query heads, ``fused_qkv[..., [-2], :]`` and ``[..., [-1], :]``
     each keep a one-element int64 index, and ``matmul`` broadcasts the
     single key and value head into per-head copies of the size
-    ``repeat_kv``'s would have. The backward nodes are
+    ``repeat_kv``'s would have; the value heads' index copy lives until the
+    attention returns. The backward nodes are
     :func:`grouped_query_attention`'s, the softmax's gradient in the
-    model's dtype.
+    model's dtype. Its forward runs as three moments
+    (:class:`~memtheory.layers.base.ForwardMoment`): ``q @ k^T`` (autocast's
+    casts of the queries and keys freed after it), the softmax (the scores,
+    their sum with the model's causal mask and the probabilities alive: the
+    peak) and ``p @ v`` (the scores freed, the probabilities' low cast and
+    the values' per-head copy made). With ``broadcast`` (the 40B layout) the
+    keys and values arrive with every head: no index, no group sums.
 
     Examples
     --------
