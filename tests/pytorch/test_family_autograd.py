@@ -330,38 +330,58 @@ _MOE = {**TINY, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_
 @pytest.mark.parametrize(
     ("config", "layer"),
     [
-        ({**TINY, "model_type": "olmo"}, "UpcastLayerNorm 'model.layers.0.input_layernorm'"),
         ({**_MOE, "model_type": "qwen3_moe"}, "MixtureOfExperts 'model.layers.0.mlp'"),
         ({**TINY, "model_type": "deepseek_v3", "kv_lora_rank": 8, "q_lora_rank": None,
           "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 6},
          "LatentAttention 'model.layers.0.self_attn.attention'"),
     ],
-    ids=["olmo", "qwen3_moe", "deepseek_v3"],
+    ids=["qwen3_moe", "deepseek_v3"],
 )
 def test_newer_families_are_refused_naming_the_layer(config, layer):
-    """OLMo, Qwen3-MoE, DeepSeek: refused, naming a layer (OLMo 2 and 3: test_olmo_autograd)."""
+    """Qwen3-MoE, DeepSeek: refused, naming a layer (OLMo 2 and 3: test_olmo_autograd)."""
     network = from_config(config, batch=2, sequence=6, loss=True)
     with pytest.raises(UnsupportedError, match=f"does not model {layer}"):
         mt.training_memory(network, optimizer="sgd", precision="fp32",
                            convention=AutogradConvention())
 
 
-def test_olmo_layout_is_exact_at_fp32_and_the_upcast_norms_are_the_bf16_gap(monkeypatch):
-    """OLMo, its layer norms let through: exact at fp32; at bf16 only saved tensors differ.
+_OLMO = {**TINY, "model_type": "olmo", "num_key_value_heads": 2}
 
-    The layout (weightless layer norms, fp32 rotary tables) is right: an fp32
-    step is exact, every component. In bf16 the upcasting layer norms keep
-    fp32 copies the plain layer norm does not, which is why they stay
-    refused: the gap is in the saved activations (and the peak) only, and
-    memtheory predicts less.
+
+@pytest.mark.parametrize("clip", [None, 8.0], ids=["unclipped", "clip_qkv"])
+@pytest.mark.parametrize(("precision", "optimizer"),
+                         [("fp32", "sgd"), ("bf16", "adam"), ("autocast", "adamw")])
+def test_olmo_training_step_is_exact(precision, optimizer, clip):
+    """OLMo 1 (weightless upcasting layer norms, clip_qkv set or not): every component, the peak.
+
+    In bf16 its layer norm keeps an fp32 copy of its input and fp32
+    statistics; with ``clip_qkv`` each in-place clamp keeps a copy of the
+    projection it overwrites.
     """
-    from memtheory.layers.upcast_norm import UpcastLayerNorm
-
-    monkeypatch.setattr(UpcastLayerNorm, "autograd_checked", True)
-    config = {**TINY, "model_type": "olmo", "num_key_value_heads": 2}
-    got, want, _ = _compare(config, "fp32", "sgd", 2, 6)
+    got, want, _ = _compare({**_OLMO, "clip_qkv": clip}, precision, optimizer, 2, 6)
     assert got == want
-    got, want, _ = _compare(config, "bf16", "adam", 2, 6)
-    differ = {name for name in got if got[name] != want[name]}
-    assert differ <= {"saved_activations", "peak"}
-    assert got["saved_activations"] < want["saved_activations"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "autocast"])
+def test_olmo_peak_inside_attention_backward_is_exact(precision):
+    """At 64 positions an OLMo step with clip_qkv peaks in the softmax's backward, exactly."""
+    got, want, moment = _compare({**_OLMO, "clip_qkv": 8.0}, precision, "adamw", 2, 64)
+    assert got == want
+    assert moment.endswith("self_attn.attention (softmax)")
+
+
+def test_olmo_clip_qkv_keeps_a_copy_of_each_projection():
+    """clip_qkv adds, per layer, one saved copy of the query, key and value projections."""
+    batch, sequence = 2, 6
+    saved = {}
+    for clip in (None, 8.0):
+        network = from_config({**_OLMO, "clip_qkv": clip}, batch=batch, sequence=sequence,
+                              loss=True)
+        result = mt.training_memory(network, optimizer="sgd", precision="bf16",
+                                    convention=AutogradConvention())
+        saved[clip] = result.components["saved_activations"]
+    width = TINY["hidden_size"] // TINY["num_attention_heads"]
+    features = (TINY["num_attention_heads"] + 2 * _OLMO["num_key_value_heads"]) * width
+    copies = TINY["num_hidden_layers"] * batch * sequence * features * 2  # bf16
+    assert saved[8.0] - saved[None] == copies
