@@ -108,14 +108,26 @@ class CausalMask(Layer):
     CPU (PyTorch 2.13) inside tiny Falcon models
     (``tests/pytorch/test_family_autograd.py``).
 
+    Parameters
+    ----------
+    boolean : bool, default False
+        The SDPA path's mask (``attn_implementation="sdpa"``, which Falcon
+        materialises with ``allow_is_causal_skip=False``): ``bool``, one
+        :math:`S \times S` storage that the batch dimension expands (stride 0);
+        its storage was read on CPU, its forward's transients were not.
+    name : str, optional
+
     Examples
     --------
     >>> from memtheory.symbols import B, S
+    >>> CausalMask(boolean=True).autograd(((B, S),)).output_elements
+    S**2
     >>> spec = CausalMask().autograd(((B, S),))
     >>> spec.autocast, [(t.shape, t.dtype.name) for t in spec.transients]
     ('parameters', [((S, S), 'bool')])
     """
 
+    boolean: bool = False
     name: str | None = None
     kind = "CausalMask"
     autograd_checked = True  # tests/pytorch/test_family_autograd.py (Falcon)
@@ -144,6 +156,10 @@ class CausalMask(Layer):
     ) -> Autograd:
         """Nothing saved; the mask in the parameters' dtype, its ``bool`` comparison freed."""
         sequence = _sequence(self, tuple(input_shapes[0]))[1]
+        if self.boolean:
+            return Autograd(
+                reads_ids=True, compute_dtype=as_dtype("bool"), output_elements=sequence**2
+            )
         return Autograd(
             reads_ids=True,
             autocast="parameters",

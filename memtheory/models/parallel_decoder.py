@@ -177,9 +177,9 @@ def parallel_decoder(
     tables = [Node(table, inputs=("input_ids",))]
     calls: list[tuple[str, str]] = []
     if c.family == "falcon":  # FalconModel.forward's positions and eager mask, for every layer
-        made: list[Layer] = [Positions(name="position_ids")]
-        if not flash:
-            made.append(CausalMask(name="causal_mask"))
+        made: list[Layer] = [
+            Positions(name="position_ids"), CausalMask(boolean=flash, name="causal_mask")
+        ]
         tables = [Node(layer, inputs=("input_ids",)) for layer in made] + tables
         calls.append(("position_ids", "final_layer_norm"))
         # FalconDecoderLayer.forward keeps its norm's output (attention_layernorm_out), the

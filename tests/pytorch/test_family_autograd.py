@@ -324,6 +324,26 @@ def test_falcon_model_call_holds_its_mask_and_positions_until_the_final_norm():
     assert drop == held - lm_head_made
 
 
+def test_falcon_sdpa_mask_is_one_bool_square_expanded_over_the_batch():
+    """With SDPA, FalconModel's materialised mask is one S x S bool storage: CausalMask(boolean)."""
+    from transformers.masking_utils import create_causal_mask
+
+    from memtheory.layers.causal_mask import CausalMask
+
+    batch, sequence = 3, 7
+    config = transformers.AutoConfig.for_model(
+        "falcon", attn_implementation="sdpa",
+        **{k: v for k, v in _FALCON.items() if k != "model_type"})
+    mask = create_causal_mask(
+        config=config, inputs_embeds=torch.zeros(batch, sequence, _FALCON["hidden_size"]),
+        attention_mask=None, cache=None, position_ids=torch.arange(sequence)[None],
+        allow_is_causal_skip=False)
+    spec = CausalMask(boolean=True).autograd(((batch, sequence),))
+    assert mask.dtype == torch.bool
+    assert tuple(mask.shape) == CausalMask().output_shape((batch, sequence))
+    assert mask.untyped_storage().nbytes() == spec.output_elements * spec.compute_dtype.bytes
+
+
 _MOE = {**TINY, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2}
 
 
