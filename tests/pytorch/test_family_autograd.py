@@ -1,4 +1,4 @@
-"""Qwen3, Phi-3 and Gemma 2 under the autograd convention against measure() on transformers.
+"""Qwen3, Phi-3, Gemma, GPT-NeoX, Falcon and OLMo under the autograd convention vs measure().
 
 The harness of ``test_llama_autograd.py``: transformers 5.24 builds the
 family's ``...ForCausalLM`` from a tiny configuration with
@@ -14,7 +14,8 @@ implementation: the network carries the order the modules register their
 parameters, which the for-loop step's temporaries follow. Gemma 1, 2 and 3
 are exact (the scaled embedding, ``(1 + w)`` norms, Gemma 2's soft-capping).
 Falcon's own eager attention is exact in every layout, its forward peak
-inside the attention at the softmax included.
+inside the attention at the softmax included. OLMo 1 (weightless upcasting
+layer norms, ``clip_qkv``'s in-place clamps) is exact.
 """
 
 from __future__ import annotations
