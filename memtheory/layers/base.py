@@ -17,6 +17,7 @@ from memtheory.errors import InvalidArgumentError, RankError, UnsupportedError
 
 __all__ = [
     "Autograd",
+    "ForwardMoment",
     "Layer",
     "ReadParameter",
     "Shape",
@@ -198,6 +199,9 @@ class Autograd:
         in the widest (PyTorch's type promotion inside ``add``: no cast
         tensor in the forward; the backward casts the gradient of a narrower
         input to its dtype), rather than casting them to its compute dtype.
+    forward_moments : tuple of ForwardMoment
+        The moments inside its forward, in order, when it peaks before all
+        it allocates is alive (:class:`ForwardMoment`); empty: one moment.
     no_grad : tuple of TensorSpec or None
         In eval mode under ``torch.no_grad()``, the storages its forward
         allocates besides its output and frees once it has run, when they
@@ -233,6 +237,7 @@ class Autograd:
     inference_refusal: str | None = None
     promotes: bool = False
     no_grad: tuple[TensorSpec, ...] | None = None
+    forward_moments: tuple[ForwardMoment, ...] = ()
 
     def stage_list(self) -> tuple[Stage, ...]:
         """Its backward nodes in creation order: :attr:`stages`, or one node keeping everything.
@@ -333,6 +338,38 @@ class ReadParameter:
     kind: str
     parameter: str
     rows: sp.Expr
+
+
+@dataclass(frozen=True)
+class ForwardMoment:
+    """A moment inside a layer's forward, before all it allocates is alive (Falcon's softmax).
+
+    The autograd convention shows a layer's forward as one moment, every
+    storage it allocates alive with its output. A layer whose forward frees
+    some of them before it makes others, and peaks in between, lists its
+    moments in order (:attr:`Autograd.forward_moments`): each allocates the
+    storages it names, is marked, then frees those it names that no backward
+    node keeps. Storages no moment names are allocated before the first;
+    those not yet allocated, and the output, at the layer's own moment, last.
+
+    Attributes
+    ----------
+    label : str
+        Shown in the timeline (``"softmax"``).
+    makes : tuple of str
+        Labels of the saved tensors and transients allocated before it.
+    frees : tuple of str
+        Labels of those freed right after it (unless a backward node keeps them).
+
+    Examples
+    --------
+    >>> ForwardMoment("softmax", ("scores", "softmax"), frees=("scores",)).frees
+    ('scores',)
+    """
+
+    label: str
+    makes: tuple[str, ...] = ()
+    frees: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

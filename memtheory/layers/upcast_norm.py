@@ -10,10 +10,11 @@ OLMo 2's norm keeps, as PyTorch runs it, the fp32 input (or its fp32 copy),
 the fp32 inverse RMS and the fp32 normalised input that the scale
 multiplies (:func:`memtheory.conventions.autograd.kernels.torch_2_13.norms.upcast_rms_norm`):
 tiny OLMo 2 and OLMo 3 steps are exact in fp32, bf16 and under autocast
-(``tests/pytorch/test_olmo_autograd.py``). OLMo's layer norm is not
-modelled: in bf16 its fp32 copies are not those of the plain layer norm
-(4,080 bytes more saved at batch 2, 6 tokens, width 32, measured on CPU,
-PyTorch 2.13, transformers 5.24), so the autograd convention refuses it.
+(``tests/pytorch/test_olmo_autograd.py``). OLMo's layer norm keeps, from a
+16-bit input, its fp32 copy and fp32 statistics
+(:func:`memtheory.conventions.autograd.kernels.torch_2_13.norms.upcast_layer_norm`):
+tiny OLMo steps are exact in fp32, bf16 and under autocast, with and without
+``clip_qkv`` (``tests/pytorch/test_family_autograd.py``).
 
 Examples
 --------
@@ -33,19 +34,12 @@ from memtheory.layers.rms_norm import RMSNorm
 
 __all__ = ["UpcastLayerNorm", "UpcastRMSNorm"]
 
-_REFUSAL = (
-    "OLMo's layer norm computes in fp32 and casts back at the end, keeping fp32 copies of its "
-    "input at 16-bit precision that the plain layer norm does not; not modelled."
-)
-
-
 @dataclass(frozen=True)
 class UpcastLayerNorm(LayerNorm):
     """OLMo's layer norm: fp32 ``layer_norm`` of an upcast input, cast back."""
 
     kind = "UpcastLayerNorm"
-    autograd_checked = False
-    autograd_refusal = _REFUSAL
+    autograd_checked = True  # tests/pytorch/test_family_autograd.py
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ from memtheory.layers import (
     Sigmoid,
     SiLU,
 )
+from memtheory.layers.clamp import Clamp
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.head_norm import HeadRMSNorm
 from memtheory.layers.merge import BroadcastMultiply
@@ -158,6 +159,9 @@ class DecoderConfig:
     rotary_per_attention : bool, default False
         OLMo 3 and Gemma 3: one pair of rotary tables (and of ``inv_freq``
         buffers) for each kind of attention the layers use, sliding and full.
+    clip_qkv : float, optional
+        OLMo and OLMoE: the query, key and value projections are clamped in
+        place to ``[-clip_qkv, clip_qkv]`` (:class:`~memtheory.layers.clamp.Clamp`).
 
     Examples
     --------
@@ -197,6 +201,7 @@ class DecoderConfig:
     shared_expert: int | None = None
     rotary_fp32: bool = False
     rotary_per_attention: bool = False
+    clip_qkv: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocabulary", "hidden", "layers", "heads", "ffn_hidden"):
@@ -230,7 +235,7 @@ class DecoderConfig:
                 "DecoderConfig: fused projections (Phi-3) with a mixture of experts are not "
                 "modelled; set fused=False or experts=None."
             )
-        for name in ("attention_softcap", "final_softcap"):
+        for name in ("attention_softcap", "final_softcap", "clip_qkv"):
             cap = getattr(self, name)
             if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int | float)
                                     or not cap > 0):
@@ -450,7 +455,12 @@ def _projections(
         Node(Dense(keys, bias=c.qkv_bias, name=f"{attn}.k_proj"), inputs=(source,)),
         Node(Dense(keys, bias=c.qkv_bias, name=f"{attn}.v_proj"), inputs=(source,)),
     ]
-    return f"{attn}.q_proj", f"{attn}.k_proj", f"{attn}.v_proj"
+    names = (f"{attn}.q_proj", f"{attn}.k_proj", f"{attn}.v_proj")
+    if c.clip_qkv is None:
+        return names
+    # OLMo's clip_qkv: each projection clamped in place, after all three ran
+    items += [Node(Clamp(c.clip_qkv, name=f"{name}.clamp"), inputs=(name,)) for name in names]
+    return f"{names[0]}.clamp", f"{names[1]}.clamp", f"{names[2]}.clamp"
 
 
 def _mlp(

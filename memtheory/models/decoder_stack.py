@@ -58,6 +58,7 @@ def decoder_stack(
     loss: bool = False,
     name: str | None = None,
     block_order: Sequence[str] = (),
+    calls: Sequence[tuple[str, str]] = (),
 ) -> Network:
     """Return the decoder network: ``input_ids``, embeddings, ``layers`` blocks, norm, head.
 
@@ -100,6 +101,10 @@ def decoder_stack(
         :attr:`~memtheory.network.Network.parameter_order`, which
         torch.optim's for-loop step follows; layers no ending matches come
         last in their block, in the order they run.
+    calls : sequence of (str, str), optional
+        Module calls besides the head and loss's
+        (:attr:`~memtheory.network.Network.calls`): Falcon's model call, from
+        its positions to the final norm, holds its positions and causal mask.
 
     Raises
     ------
@@ -134,7 +139,7 @@ def decoder_stack(
     if lm_head:
         items.append(Unembedding(vocabulary, tied=tied, name="lm_head"))
         items += after_head
-    calls: list[tuple[str, str]] = []
+    calls = list(calls)
     if loss:
         items.append(LanguageModelLoss(name="loss"))
         calls.append(HEAD_AND_LOSS)

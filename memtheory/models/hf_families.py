@@ -48,8 +48,9 @@ Qwen2.5-VL, LLaVA and Gemma 3 (:mod:`memtheory.models.vision_language`)."""
 def decoder_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     """Return the :class:`~memtheory.models.DecoderConfig` fields a newer family sets.
 
-    OLMo: layer norms without weights (``clip_qkv`` clamps in place and keeps
-    nothing). OLMo 2 and 3: norms after the attention and the MLP, and RMS
+    OLMo: layer norms without weights. OLMo and OLMoE: ``clip_qkv`` clamps the
+    query, key and value projections in place (autograd keeps a copy of
+    each). OLMo 2 and 3: norms after the attention and the MLP, and RMS
     norms over all query (key) features. OLMoE: those query/key norms, with
     pre-norms. Qwen3-MoE: Qwen3's per-head query/key norms. Gemma 3
     (``gemma3_text``): Gemma 2's layout with per-head query/key norms and no
@@ -68,6 +69,8 @@ def decoder_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if family == "olmo":
         fields["norm"] = "plain"
+    if family in ("olmo", "olmoe") and config.get("clip_qkv") is not None:
+        fields["clip_qkv"] = config["clip_qkv"]
     if family in ("olmo", "olmo2", "olmo3"):
         fields["rotary_fp32"] = True  # cos and sin left in fp32, q_embed.to(q_type)
     if family in ("olmo3", "gemma3_text"):
@@ -194,4 +197,5 @@ def _falcon(config: Mapping[str, Any], common: dict[str, Any]) -> ParallelDecode
         bias=bias,
         parallel=parallel,
         norms=2 if norms == 2 else 1,
+        broadcast_kv=new,
     )

@@ -17,8 +17,11 @@ Under the autograd convention a GPT-NeoX training step is exact against
 ``measure`` (``tests/pytorch/test_family_autograd.py``; the network carries
 the order the layers register their parameters, :func:`registration_endings`).
 Falcon's attention is its own eager code
-(:class:`~memtheory.layers.falcon_attention.FalconAttention`), which the
-convention refuses.
+(:class:`~memtheory.layers.falcon_attention.FalconAttention`); its model
+call makes the positions and the causal mask once for every layer
+(:mod:`memtheory.layers.causal_mask`), and the 40B layout copies its keys and
+values to every head (:class:`~memtheory.layers.falcon_attention.FalconSplit`):
+a Falcon step is exact too, its peak at the forward's softmax included.
 
 Examples
 --------
@@ -44,7 +47,8 @@ from memtheory.layers import (
     Layer,
     LayerNorm,
 )
-from memtheory.layers.falcon_attention import FalconAttention
+from memtheory.layers.causal_mask import CausalMask, Positions
+from memtheory.layers.falcon_attention import FalconAttention, FalconSplit
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.rotary import Rotary, RotaryTable
 from memtheory.models.decoder_stack import decoder_stack, fused_projection
@@ -78,6 +82,10 @@ class ParallelDecoderConfig:
         Attention and MLP read the same input (parallel residual).
     norms : {1, 2}, default 2
         With ``parallel``: one norm shared by both branches, or one each.
+    broadcast_kv : bool, default False
+        Falcon's ``new_decoder_architecture``: the keys and values are copied
+        to every query head before the rotary embedding
+        (:class:`~memtheory.layers.falcon_attention.FalconSplit`).
     family : str, default "gpt_neox"
 
     Examples
@@ -100,6 +108,7 @@ class ParallelDecoderConfig:
     parallel: bool = True
     norms: Literal[1, 2] = 2
     family: str = "gpt_neox"
+    broadcast_kv: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocabulary", "hidden", "layers", "heads", "ffn_hidden"):
@@ -165,10 +174,23 @@ def parallel_decoder(
     """
     c = config
     table = RotaryTable(c.rotary, positions=c.positions, name="rotary_emb")
+    tables = [Node(table, inputs=("input_ids",))]
+    calls: list[tuple[str, str]] = []
+    if c.family == "falcon":  # FalconModel.forward's positions and eager mask, for every layer
+        made: list[Layer] = [
+            Positions(name="position_ids"), CausalMask(boolean=flash, name="causal_mask")
+        ]
+        tables = [Node(layer, inputs=("input_ids",)) for layer in made] + tables
+        calls.append(("position_ids", "final_layer_norm"))
+        # FalconDecoderLayer.forward keeps its norm's output (attention_layernorm_out), the
+        # argument of its attention call, until it returns
+        calls += [(f"layers.{i}.attention.query_key_value", f"layers.{i}.add_2")
+                  for i in range(c.layers)]
     return decoder_stack(
         "parallel_decoder",
         embedded=[Embedding(c.vocabulary, c.hidden, name="embed_in")],
-        tables=[Node(table, inputs=("input_ids",))],
+        tables=tables,
+        calls=calls,
         layers=c.layers,
         layer=partial(_layer, c, flash=flash),
         final_norm=LayerNorm(name="final_layer_norm"),
@@ -215,12 +237,18 @@ def _layer(
     prefix = f"layers.{index}"
     ln_attn = f"{prefix}.input_layernorm"
     items: list[Layer | Node] = [Node(LayerNorm(name=ln_attn), inputs=(source,))]
+    ln_mlp = ln_attn
+    two = c.parallel and c.norms == 2
+    if two:
+        ln_mlp = f"{prefix}.post_attention_layernorm"
+    # FalconDecoderLayer runs its two parallel norms (ln_attn, ln_mlp) before the attention,
+    # GPTNeoXLayer its second after it (transformers 5.24)
+    if two and c.family == "falcon":
+        items.append(Node(LayerNorm(name=ln_mlp), inputs=(source,)))
     attended = _attention(c, f"{prefix}.attention", ln_attn, items, flash=flash)
+    if two and c.family != "falcon":
+        items.append(Node(LayerNorm(name=ln_mlp), inputs=(source,)))
     if c.parallel:
-        ln_mlp = ln_attn
-        if c.norms == 2:
-            ln_mlp = f"{prefix}.post_attention_layernorm"
-            items.append(Node(LayerNorm(name=ln_mlp), inputs=(source,)))
         mlp_out = _mlp(c, f"{prefix}.mlp", ln_mlp, items)
         items += [
             Node(Add(name=f"{prefix}.add_1"), inputs=(attended, mlp_out)),
@@ -245,13 +273,22 @@ def _attention(
     query, key, value = fused_projection(
         f"{attn}.query_key_value", attn, source, queries, keys, c.qkv_bias, items
     )
+    options = {}
+    if c.family == "falcon":
+        options["broadcast"] = c.broadcast_kv
+    if c.broadcast_kv:  # Falcon-40B's _split_heads: copies of every head
+        parts = [FalconSplit(part, c.heads // kv, name=f"{attn}.{part}")
+                 for part in ("query", "key", "value")]
+        items += [Node(part, inputs=(source_,))
+                  for part, source_ in zip(parts, (query, key, value), strict=True)]
+        query, key, value = (f"{attn}.{part.part}" for part in parts)
     attention = FalconAttention if c.family == "falcon" else GroupedQueryAttention
     items += [
         Node(Rotary(c.rotary, name=f"{attn}.q_rotary"), inputs=(query, "rotary_emb")),
         Node(Rotary(c.rotary, name=f"{attn}.k_rotary"), inputs=(key, "rotary_emb")),
         Node(
             attention(c.heads, kv_heads=kv, head_dim=width, flash=flash,
-                      name=f"{attn}.attention"),
+                      name=f"{attn}.attention", **options),
             inputs=(f"{attn}.q_rotary", f"{attn}.k_rotary", value),
         ),
         Dense(c.hidden, bias=c.bias, name=f"{attn}.dense"),

@@ -1,4 +1,4 @@
-"""Qwen3, Phi-3 and Gemma 2 under the autograd convention against measure() on transformers.
+"""Qwen3, Phi-3, Gemma, GPT-NeoX, Falcon and OLMo under the autograd convention vs measure().
 
 The harness of ``test_llama_autograd.py``: transformers 5.24 builds the
 family's ``...ForCausalLM`` from a tiny configuration with
@@ -13,8 +13,9 @@ sliced fused projections are exact too, with every torch.optim
 implementation: the network carries the order the modules register their
 parameters, which the for-loop step's temporaries follow. Gemma 1, 2 and 3
 are exact (the scaled embedding, ``(1 + w)`` norms, Gemma 2's soft-capping).
-Falcon's own eager attention is exact in short steps but refused: its
-forward peaks at the softmax with the causal mask alive, not modelled.
+Falcon's own eager attention is exact in every layout, its forward peak
+inside the attention at the softmax included. OLMo 1 (weightless upcasting
+layer norms, ``clip_qkv``'s in-place clamps) is exact.
 """
 
 from __future__ import annotations
@@ -229,36 +230,33 @@ def test_phi3_for_loop_adam_needs_the_registration_order():
 
 _FALCON_LAYOUTS = ["falcon", "falcon-new", "falcon-sequential"]
 
+_UNTUNED = {"vocab_size": 40, "hidden_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4}
+"""A third Falcon size no formula was tuned on: four heads of 10, a 40-token vocabulary."""
+
+
+def _falcon(size: dict, layout: str) -> dict:
+    """A Falcon configuration of ``size`` (its MLP is 4 h wide) in ``layout``."""
+    values = {k: v for k, v in size.items() if k != "intermediate_size"}
+    return {**values, **LAYOUTS[layout], "max_position_embeddings": 256}
+
 
 @pytest.mark.parametrize("layout", _FALCON_LAYOUTS)
-def test_falcon_is_refused_naming_its_attention(layout):
-    """Falcon's own eager attention is refused, with the reason."""
+def test_falcon_is_estimated_under_the_autograd_convention(layout):
+    """Falcon's attention is no longer refused: the step has a peak, in bytes."""
     network = from_config({**_FALCON, **LAYOUTS[layout]}, batch=2, sequence=6, loss=True)
-    with pytest.raises(UnsupportedError, match="does not model FalconAttention .*causal mask"):
-        mt.training_memory(network, optimizer="sgd", precision="fp32",
-                           convention=AutogradConvention())
+    result = mt.training_memory(network, optimizer="sgd", precision="fp32",
+                                convention=AutogradConvention())
+    assert result.peak > result.components["parameters"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("precision", "optimizer"),
                          [("fp32", "sgd"), ("bf16", "adam"), ("autocast", "adamw")])
-@pytest.mark.parametrize("size", [TINY, _BIGGER], ids=["tiny", "bigger"])
+@pytest.mark.parametrize("size", [TINY, _BIGGER, _UNTUNED], ids=["tiny", "bigger", "untuned"])
 @pytest.mark.parametrize("layout", _FALCON_LAYOUTS)
-def test_falcon_short_steps_are_exact(layout, size, precision, optimizer, monkeypatch):
-    """Falcon's attention let through: a 6-token step of each layout, every component exact.
-
-    The peak too, but for the 40B layout (``new_decoder_architecture``), whose
-    keys and values broadcast to every head before the rotary embedding are
-    not modelled (the refusal says so).
-    """
-    from memtheory.layers.falcon_attention import FalconAttention
-
-    monkeypatch.setattr(FalconAttention, "autograd_checked", True)
-    values = {k: v for k, v in size.items() if k != "intermediate_size"}  # Falcon's MLP is 4 h
-    got, want, _ = _compare({**values, **LAYOUTS[layout]}, precision, optimizer, 2, 6)
-    if layout == "falcon-new":
-        got.pop("peak")
-        want.pop("peak")
+def test_falcon_short_steps_are_exact(layout, size, precision, optimizer):
+    """A 6-token step of each Falcon layout, at three sizes: every component and the peak."""
+    got, want, _ = _compare(_falcon(size, layout), precision, optimizer, 2, 6)
     assert got == want
 
 
@@ -270,30 +268,81 @@ def _phase_peaks(predicted, measured, phase: str) -> tuple[int, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "autocast"])
+@pytest.mark.parametrize("size", [TINY, _UNTUNED], ids=["tiny", "untuned"])
 @pytest.mark.parametrize("layout", _FALCON_LAYOUTS)
-def test_falcon_long_step_gaps_are_the_refusals(layout, monkeypatch):
-    """At 160 bf16 positions: the multi-query backward is exact; the gaps are those cited.
+def test_falcon_long_steps_are_exact_forward_and_backward(layout, size, precision):
+    """At 160 positions: every component, the peak, and the most alive in each pass, exactly.
 
-    The forward peaks inside the attention (the causal mask, not modelled)
-    and the 40B layout's backward is not modelled: both gaps are pinned,
-    measured, in the refusal and the class docstring.
+    In fp32 and bf16 the step peaks inside the last attention's forward, at
+    its softmax (the causal mask, the scores, their sum with the mask and the
+    probabilities alive); under autocast in its softmax's backward. Both
+    passes' highest moments are checked, whichever sets the peak.
     """
-    from memtheory.layers.falcon_attention import FalconAttention
-
-    monkeypatch.setattr(FalconAttention, "autograd_checked", True)
-    config = {**_FALCON, **LAYOUTS[layout], "max_position_embeddings": 256}
-    predicted, measured = decoder_step(config, "bf16", "sgd", 2, 160)
+    predicted, measured = decoder_step(_falcon(size, layout), precision, "sgd", 2, 160)
     got, want = compared(predicted, measured)
-    assert {name for name in got if got[name] != want[name]} == {"peak"}
-    assert measured.peak_moment.startswith("forward")
-    ours, theirs = _phase_peaks(predicted, measured, "backward")
-    if layout == "falcon-new":
-        assert f"peaks {theirs - ours:,} bytes above" in (FalconAttention.__doc__ or "")
-    else:
-        assert ours == theirs
-    if layout == "falcon":
-        cited = f"peaks {measured.peak - int(predicted.peak):,} bytes above"
-        assert cited in (FalconAttention.autograd_refusal or "")
+    assert got == want
+    for phase in ("forward", "backward"):
+        ours, theirs = _phase_peaks(predicted, measured, phase)
+        assert ours == theirs, phase
+    if precision != "autocast":
+        assert measured.peak_moment == "forward: aten._softmax.default"
+        assert predicted.peak_moment.endswith("attention.attention (softmax)")
+        assert predicted.peak_moment.startswith("forward")
+
+
+def test_falcon_forward_peaks_at_the_softmax_by_the_tensors_not_yet_made():
+    """The last attention's softmax moment exceeds its own by the scores, less what p @ v makes.
+
+    At the softmax the scores and their sum with the mask are alive, freed
+    before ``p @ v`` makes the values' per-head copy and the output (bf16,
+    no autocast: the probabilities are not cast).
+    """
+    batch, sequence = 2, 160
+    network = from_config({**_FALCON, **LAYOUTS["falcon"], "max_position_embeddings": 256},
+                          batch=batch, sequence=sequence, loss=True)
+    result = mt.training_memory(network, optimizer="sgd", precision="bf16",
+                                convention=AutogradConvention())
+    heads, width = _FALCON["num_attention_heads"], _FALCON["hidden_size"]
+    scores = batch * heads * sequence * sequence * 2
+    per_head = batch * sequence * width * 2  # the values' copy, and the output
+    name = "forward layers.1.attention.attention"
+    assert result.timeline[f"{name} (softmax)"] - result.timeline[name] == 2 * scores - 2 * per_head
+    assert result.peak_moment == f"{name} (softmax)"
+
+
+def test_falcon_model_call_holds_its_mask_and_positions_until_the_final_norm():
+    """The causal mask (B, 1, S, S) and the int64 positions are freed once the model returns."""
+    batch, sequence = 2, 12
+    network = from_config({**_FALCON, **LAYOUTS["falcon"]}, batch=batch, sequence=sequence,
+                          loss=True)
+    result = mt.training_memory(network, optimizer="sgd", precision="fp32",
+                                convention=AutogradConvention())
+    held = batch * sequence * sequence * 4 + sequence * 8
+    timeline = result.timeline
+    lm_head_made = batch * sequence * _FALCON["vocab_size"] * 4  # the logits
+    drop = timeline["forward final_layer_norm"] - timeline["forward lm_head"]
+    assert drop == held - lm_head_made
+
+
+def test_falcon_sdpa_mask_is_one_bool_square_expanded_over_the_batch():
+    """With SDPA, FalconModel's materialised mask is one S x S bool storage: CausalMask(boolean)."""
+    from transformers.masking_utils import create_causal_mask
+
+    from memtheory.layers.causal_mask import CausalMask
+
+    batch, sequence = 3, 7
+    config = transformers.AutoConfig.for_model(
+        "falcon", attn_implementation="sdpa",
+        **{k: v for k, v in _FALCON.items() if k != "model_type"})
+    mask = create_causal_mask(
+        config=config, inputs_embeds=torch.zeros(batch, sequence, _FALCON["hidden_size"]),
+        attention_mask=None, cache=None, position_ids=torch.arange(sequence)[None],
+        allow_is_causal_skip=False)
+    spec = CausalMask(boolean=True).autograd(((batch, sequence),))
+    assert mask.dtype == torch.bool
+    assert tuple(mask.shape) == CausalMask().output_shape((batch, sequence))
+    assert mask.untyped_storage().nbytes() == spec.output_elements * spec.compute_dtype.bytes
 
 
 _MOE = {**TINY, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2}
@@ -302,38 +351,58 @@ _MOE = {**TINY, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_
 @pytest.mark.parametrize(
     ("config", "layer"),
     [
-        ({**TINY, "model_type": "olmo"}, "UpcastLayerNorm 'model.layers.0.input_layernorm'"),
         ({**_MOE, "model_type": "qwen3_moe"}, "MixtureOfExperts 'model.layers.0.mlp'"),
         ({**TINY, "model_type": "deepseek_v3", "kv_lora_rank": 8, "q_lora_rank": None,
           "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 6},
          "LatentAttention 'model.layers.0.self_attn.attention'"),
     ],
-    ids=["olmo", "qwen3_moe", "deepseek_v3"],
+    ids=["qwen3_moe", "deepseek_v3"],
 )
 def test_newer_families_are_refused_naming_the_layer(config, layer):
-    """OLMo, Qwen3-MoE, DeepSeek: refused, naming a layer (OLMo 2 and 3: test_olmo_autograd)."""
+    """Qwen3-MoE, DeepSeek: refused, naming a layer (OLMo 2 and 3: test_olmo_autograd)."""
     network = from_config(config, batch=2, sequence=6, loss=True)
     with pytest.raises(UnsupportedError, match=f"does not model {layer}"):
         mt.training_memory(network, optimizer="sgd", precision="fp32",
                            convention=AutogradConvention())
 
 
-def test_olmo_layout_is_exact_at_fp32_and_the_upcast_norms_are_the_bf16_gap(monkeypatch):
-    """OLMo, its layer norms let through: exact at fp32; at bf16 only saved tensors differ.
+_OLMO = {**TINY, "model_type": "olmo", "num_key_value_heads": 2}
 
-    The layout (weightless layer norms, fp32 rotary tables) is right: an fp32
-    step is exact, every component. In bf16 the upcasting layer norms keep
-    fp32 copies the plain layer norm does not, which is why they stay
-    refused: the gap is in the saved activations (and the peak) only, and
-    memtheory predicts less.
+
+@pytest.mark.parametrize("clip", [None, 8.0], ids=["unclipped", "clip_qkv"])
+@pytest.mark.parametrize(("precision", "optimizer"),
+                         [("fp32", "sgd"), ("bf16", "adam"), ("autocast", "adamw")])
+def test_olmo_training_step_is_exact(precision, optimizer, clip):
+    """OLMo 1 (weightless upcasting layer norms, clip_qkv set or not): every component, the peak.
+
+    In bf16 its layer norm keeps an fp32 copy of its input and fp32
+    statistics; with ``clip_qkv`` each in-place clamp keeps a copy of the
+    projection it overwrites.
     """
-    from memtheory.layers.upcast_norm import UpcastLayerNorm
-
-    monkeypatch.setattr(UpcastLayerNorm, "autograd_checked", True)
-    config = {**TINY, "model_type": "olmo", "num_key_value_heads": 2}
-    got, want, _ = _compare(config, "fp32", "sgd", 2, 6)
+    got, want, _ = _compare({**_OLMO, "clip_qkv": clip}, precision, optimizer, 2, 6)
     assert got == want
-    got, want, _ = _compare(config, "bf16", "adam", 2, 6)
-    differ = {name for name in got if got[name] != want[name]}
-    assert differ <= {"saved_activations", "peak"}
-    assert got["saved_activations"] < want["saved_activations"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "autocast"])
+def test_olmo_peak_inside_attention_backward_is_exact(precision):
+    """At 64 positions an OLMo step with clip_qkv peaks in the softmax's backward, exactly."""
+    got, want, moment = _compare({**_OLMO, "clip_qkv": 8.0}, precision, "adamw", 2, 64)
+    assert got == want
+    assert moment.endswith("self_attn.attention (softmax)")
+
+
+def test_olmo_clip_qkv_keeps_a_copy_of_each_projection():
+    """clip_qkv adds, per layer, one saved copy of the query, key and value projections."""
+    batch, sequence = 2, 6
+    saved = {}
+    for clip in (None, 8.0):
+        network = from_config({**_OLMO, "clip_qkv": clip}, batch=batch, sequence=sequence,
+                              loss=True)
+        result = mt.training_memory(network, optimizer="sgd", precision="bf16",
+                                    convention=AutogradConvention())
+        saved[clip] = result.components["saved_activations"]
+    width = TINY["hidden_size"] // TINY["num_attention_heads"]
+    features = (TINY["num_attention_heads"] + 2 * _OLMO["num_key_value_heads"]) * width
+    copies = TINY["num_hidden_layers"] * batch * sequence * features * 2  # bf16
+    assert saved[8.0] - saved[None] == copies

@@ -14,10 +14,12 @@ pass). The live total at each labelled moment is the timeline that
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import sympy as sp
 
 from memtheory.conventions.autograd.live_bytes import Holders, Timeline, freeable
-from memtheory.conventions.autograd.storage_plan import StepPlan
+from memtheory.conventions.autograd.storage_plan import PlannedRow, StepPlan
 
 __all__ = ["inference_timeline", "run_forward"]
 
@@ -49,7 +51,10 @@ def _hold_call_arguments(plan: StepPlan, last: dict[str, int]) -> None:
     """Keep what a module call reads from before it alive until the call returns.
 
     ``nn.Module.__call__`` holds its arguments, and the caller its variables,
-    until ``forward`` returns (:attr:`~memtheory.network.Network.calls`).
+    until ``forward`` returns (:attr:`~memtheory.network.Network.calls`). So
+    does the call's own forward with a tensor it makes and keeps in a variable
+    that no layer of the network reads (the causal mask and the positions
+    that ``FalconModel.forward`` makes and hands every layer).
     """
     position = {entry.row.name: number for number, entry in enumerate(plan.rows)}
     made: dict[str, int] = {}
@@ -64,6 +69,8 @@ def _hold_call_arguments(plan: StepPlan, last: dict[str, int]) -> None:
             for key in entry.in_keys:
                 if made.get(key, -1) < start and last.get(key, -1) < stop:
                     last[key] = stop
+            if entry.out_key not in last and entry is not plan.rows[-1]:
+                last[entry.out_key] = stop  # a variable of the call that no layer reads
 
 
 def _done(ends: dict[int, list[str]], position: int, reads: tuple[str, ...]) -> list[str]:
@@ -127,8 +134,11 @@ def run_forward(plan: StepPlan, timeline: Timeline, holders: Holders, *,
     ends = _ends(last)
     cached: list[str] = []
     for position, entry in enumerate(plan.rows):
-        for key, nbytes in (*entry.allocs.items(), *entry.copies.items()):
-            timeline.alloc(key, nbytes)
+        for label, frees in _inner_moments(entry, timeline):
+            timeline.mark(f"forward {entry.row.name} ({label})")
+            for key in frees:
+                if freeable(key, plan, holders, timeline):
+                    timeline.free(key)
         if entry.out_key not in timeline.live:
             timeline.alloc(entry.out_key, plan.sizes[entry.out_key])
         timeline.mark(f"forward {entry.row.name}")
@@ -147,6 +157,35 @@ def run_forward(plan: StepPlan, timeline: Timeline, holders: Holders, *,
         timeline.free(key)
 
 
+def _inner_moments(entry: PlannedRow, timeline: Timeline) -> Iterator[tuple[str, list[str]]]:
+    """Allocate the layer's storages; yield each moment inside its forward, and what it frees.
+
+    Storages no :class:`~memtheory.layers.base.ForwardMoment` names (autocast's
+    casts first) are allocated at once; each moment then allocates those it
+    names (matched by label, or by an autocast cast's name: ``"input cast"``) and
+    is yielded, with the storages to free after it.
+    Storages named by no moment yet allocated are left to the layer's own moment.
+    """
+    moments = entry.spec.forward_moments
+    prefix = f"{entry.row.name}:"
+    by_label: dict[str, list[str]] = {}
+    for key in entry.allocs:
+        if moments and key.startswith(prefix):
+            name = key[len(prefix):]  # "<label> <position>", or an autocast cast's name
+            label, _, position = name.rpartition(" ")
+            by_label.setdefault(label if position.isdigit() else name, []).append(key)
+    named = [[key for label in moment.makes for key in by_label.get(label, ())]
+             for moment in moments]
+    later = {key for keys in named for key in keys}
+    for key, nbytes in (*entry.allocs.items(), *entry.copies.items()):
+        if key not in later:
+            timeline.alloc(key, nbytes)
+    for moment, makes in zip(moments, named, strict=True):
+        for key in makes:
+            timeline.alloc(key, entry.allocs[key])
+        yield moment.label, [key for label in moment.frees for key in by_label.get(label, ())]
+
+
 def inference_timeline(plan: StepPlan, base: sp.Expr) -> dict[str, sp.Expr]:
     """Eval mode under no_grad: a storage is freed once the last layer that reads it has run.
 
@@ -160,8 +199,11 @@ def inference_timeline(plan: StepPlan, base: sp.Expr) -> dict[str, sp.Expr]:
     ends = _ends(last)
     held = {plan.rows[-1].out_key} if plan.rows else set()
     for position, entry in enumerate(plan.rows):
-        for key, nbytes in (*entry.allocs.items(), *entry.copies.items()):
-            timeline.alloc(key, nbytes)
+        for label, frees in _inner_moments(entry, timeline):
+            timeline.mark(f"forward {entry.row.name} ({label})")
+            for key in frees:
+                if key in timeline.live and key not in held:
+                    timeline.free(key)
         if entry.out_key not in timeline.live and entry.out_key != "input":
             timeline.alloc(entry.out_key, plan.sizes[entry.out_key])
         timeline.mark(f"forward {entry.row.name}")

@@ -29,7 +29,15 @@ import sympy as sp
 
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
-from memtheory.layers.base import Autograd, Layer, Role, Shape, Stage, TensorSpec
+from memtheory.layers.base import (
+    Autograd,
+    ForwardMoment,
+    Layer,
+    Role,
+    Shape,
+    Stage,
+    TensorSpec,
+)
 from memtheory.layers.kernel_plans import register_plan
 from memtheory.layers.saved_storages import compute_dtype
 
@@ -637,9 +645,16 @@ def falcon_attention(
     than query heads, ``fused_qkv[..., [-2], :]`` and ``[..., [-1], :]``
     each keep a one-element int64 index, and ``matmul`` broadcasts the
     single key and value head into per-head copies of the size
-    ``repeat_kv``'s would have. The backward nodes are
+    ``repeat_kv``'s would have; the value heads' index copy lives until the
+    attention returns. The backward nodes are
     :func:`grouped_query_attention`'s, the softmax's gradient in the
-    model's dtype.
+    model's dtype. Its forward runs as three moments
+    (:class:`~memtheory.layers.base.ForwardMoment`): ``q @ k^T`` (autocast's
+    casts of the queries and keys freed after it), the softmax (the scores,
+    their sum with the model's causal mask and the probabilities alive: the
+    peak) and ``p @ v`` (the scores freed, the probabilities' low cast and
+    the values' per-head copy made). With ``broadcast`` (the 40B layout) the
+    keys and values arrive with every head: no index, no group sums.
 
     Examples
     --------
@@ -666,21 +681,39 @@ def falcon_attention(
     # fp32 mask are fp32, and the fp32 softmax is cast to the low dtype by ``p @ v``, as
     # Llama's softmax(dtype=float32) is.
     saved = list(_grouped_saved(per_head, scores, mixed, training and bool(layer.dropout)))
-    if sp.sympify(layer.kv_heads) != sp.sympify(layer.heads):
+    if sp.sympify(layer.kv_heads) != sp.sympify(layer.heads) and not layer.broadcast:
         # fused_qkv[..., [-2], :] and [..., [-1], :]: their index nodes run with the sums
         saved.append(TensorSpec("intermediate", (1,), _INT64, label="key index"))
         saved.append(TensorSpec("intermediate", (1,), _INT64, label="value index"))
     stages = _falcon_stages(layer, tuple(saved), key, value, mixed)
     low = mixed or given
+    transients = [
+        TensorSpec("intermediate", scores, low, label="q @ k^T"),
+        TensorSpec("intermediate", scores, _FP32 if mixed else given, label="plus mask"),
+    ]
+    if "key index" in (t.label for t in saved):
+        # fused_qkv[..., [-1], :]: the value heads' copy, alive until the attention returns
+        transients.append(TensorSpec("intermediate", value, low, label="value copy"))
     return Autograd(
         saved=tuple(saved),
         autocast="low",
         stages=tuple(stages),
-        transients=(
-            TensorSpec("intermediate", scores, low, label="q @ k^T"),
-            TensorSpec("intermediate", scores, _FP32 if mixed else given, label="plus mask"),
-        ),
+        transients=tuple(transients),
+        forward_moments=_FALCON_MOMENTS,
     )
+
+
+_FALCON_MOMENTS = (
+    ForwardMoment(
+        "q @ k^T", ("queries", "keys", "q @ k^T"), frees=("input cast", "queries", "keys")
+    ),
+    ForwardMoment("softmax", ("plus mask", "softmax"), frees=("q @ k^T", "plus mask")),
+    ForwardMoment("p @ v", ("probabilities", "values")),
+)
+"""Falcon's forward peaks at its softmax: the scores, their sum with the mask and the
+probabilities alive; autocast's casts of the queries and keys freed once ``q @ k^T`` ran;
+the probabilities' low cast and the values' per-head copy (both made by ``p @ v``) and the
+output not yet made."""
 
 
 def _falcon_stages(

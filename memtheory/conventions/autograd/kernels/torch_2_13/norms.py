@@ -19,9 +19,16 @@ from memtheory.layers.kernel_plans import register_plan
 from memtheory.layers.layer_norm import LayerNorm
 from memtheory.layers.normalization import BatchNorm2d
 from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
-from memtheory.layers.upcast_norm import UpcastRMSNorm
+from memtheory.layers.upcast_norm import UpcastLayerNorm, UpcastRMSNorm
 
-__all__ = ["batch_norm", "gemma_rms_norm", "layer_norm", "rms_norm", "upcast_rms_norm"]
+__all__ = [
+    "batch_norm",
+    "gemma_rms_norm",
+    "layer_norm",
+    "rms_norm",
+    "upcast_layer_norm",
+    "upcast_rms_norm",
+]
 
 _FP32 = as_dtype("fp32")
 
@@ -281,3 +288,61 @@ def upcast_rms_norm(
             "with parameters before it, or feed fp32 (autocast)."
         )
     return Autograd(saved=saved, stages=tuple(stages), without_input_gradient=refused)
+
+
+@register_plan(UpcastLayerNorm)
+def upcast_layer_norm(
+    layer: Layer,
+    input_shapes: tuple[Shape, ...],
+    *,
+    training: bool = True,
+    input_dtype: DTypeLike | None = None,
+    autocast: DTypeLike | None = None,
+) -> Autograd:
+    """Return the saved storages of :class:`UpcastLayerNorm` (OLMo 1's), with backward nodes.
+
+    Hugging Face's ``OlmoLayerNorm.forward`` (transformers 5.24):
+    ``F.layer_norm(x.to(float32), ..., None, None).to(orig_dtype)``, no
+    weight or bias. An fp32 input (fp32 training, and autocast's fp32
+    residual stream) makes both casts no-ops: :func:`layer_norm`'s storages.
+    A 16-bit input is copied to fp32, and ``layer_norm`` keeps that copy and
+    fp32 statistics; its fp32 output is freed once it is cast back. Its
+    backward: the cast back (an fp32 gradient), the normalisation (an fp32
+    gradient), the upcast (a gradient in the input's dtype).
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> norm = UpcastLayerNorm(elementwise_affine=False, bias=False)
+    >>> plan = upcast_layer_norm(norm, ((B, S, 8),), input_dtype="bf16")
+    >>> [(t.role, t.dtype.name) for t in plan.saved]
+    [('intermediate', 'fp32'), ('statistics', 'fp32'), ('statistics', 'fp32')]
+    >>> [s.label for s in plan.stages]
+    ['to fp32', 'layer_norm', 'to bf16']
+    """
+    assert isinstance(layer, UpcastLayerNorm)
+    given = as_dtype(input_dtype) if input_dtype is not None else None
+    if given in (None, _FP32):
+        return layer_norm(layer, input_shapes, training=training, input_dtype=input_dtype,
+                          autocast=autocast)
+    shape = tuple(input_shapes[0])
+    full = TensorSpec("intermediate", shape, _FP32, label="fp32 input")
+    saved = tuple(
+        full if s.role == "input" else replace(s, dtype=_FP32)
+        for s in layer.saved_for_backward(shape)
+    )
+    stages = (
+        Stage("to fp32"),
+        Stage("layer_norm", (0, 1, 2), edges=((0, full),)),
+        Stage(f"to {given.name}", edges=((1, full),)),
+    )
+    return Autograd(
+        saved=saved,
+        stages=stages,
+        transients=(TensorSpec("intermediate", shape, _FP32, label="fp32 output"),),
+        without_input_gradient=(
+            f"reading a {given.name} tensor that needs no gradient (the network's input), "
+            "its forward's transients set the peak; that case is not measured. Put a layer "
+            "with parameters before it, or feed fp32 (autocast)."
+        ),
+    )
