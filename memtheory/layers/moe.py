@@ -24,9 +24,9 @@ import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike
-from memtheory.dtypes import dtype as as_dtype
 from memtheory.errors import InvalidSizeError, RankError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["MixtureOfExperts"]
 
@@ -77,12 +77,8 @@ class MixtureOfExperts(Layer):
     name: str | None = None
     kind = "MixtureOfExperts"
     input_rank = 3
-    autograd_refusal = (
-        "which tokens each expert gets is decided by the router's values, so what a step "
-        "keeps depends on the data; memtheory's balanced case (B*S*k/E tokens per expert) has "
-        "not been measured against transformers' grouped expert kernels, and the breakdown "
-        "convention counts every token through its top-k experts instead"
-    )
+    autograd_checked = True  # tests/pytorch/test_moe_autograd.py
+    autograd_inference_checked = False
 
     def __post_init__(self) -> None:
         owner = self.label
@@ -140,7 +136,7 @@ class MixtureOfExperts(Layer):
         )
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return what :meth:`autograd` lists for an fp32 run under balanced routing."""
+        """Return what :meth:`autograd` lists for an fp32 run."""
         return self.autograd((tuple(input_shape),)).saved
 
     def autograd(
@@ -151,36 +147,14 @@ class MixtureOfExperts(Layer):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """Return the router's and experts' saved tensors under balanced routing (unmeasured).
+        """Return the router's and experts' saved tensors and backward nodes (its kernel plan).
 
-        Router: its input, the fp32 softmax over the experts, the ``top_k``
-        indices (int64) and the renormalised weights. Experts, over the
-        :math:`B S k` routed rows: the gathered inputs, the gate and up halves,
-        the activated gate, their product, the down projection's output (which
-        the routing weight multiplies) and the rows' positions (int64).
+        The plan is transformers' default grouped experts
+        (:mod:`memtheory.conventions.autograd.kernels.torch_2_13.experts`):
+        every tensor has the :math:`B S k` routed rows, whatever the routing.
         """
-        shape = tuple(input_shapes[0])
-        self.check_input(shape)
-        batch, sequence, hidden = shape
-        rows = batch * sequence
-        routed = rows * self.top_k
-        fp32, int64 = as_dtype("fp32"), as_dtype("int64")
-        given = as_dtype(input_dtype) if input_dtype is not None else None
-        return Autograd(
-            saved=(
-                TensorSpec("input", shape),
-                TensorSpec("intermediate", (rows, self.experts), fp32, label="router softmax"),
-                TensorSpec("indices", (rows, self.top_k), int64, label="top-k experts"),
-                TensorSpec("intermediate", (rows, self.top_k), fp32, label="routing weights"),
-                TensorSpec("intermediate", (routed, hidden), given, label="gathered rows"),
-                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="gate"),
-                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="up"),
-                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="act(gate)"),
-                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="product"),
-                TensorSpec("intermediate", (routed, hidden), given, label="expert output"),
-                TensorSpec("indices", (routed,), int64, label="row positions"),
-            ),
-            autocast="low",
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
 
     def activation_count(self, input_shape: Shape) -> sp.Expr:

@@ -1,0 +1,241 @@
+r"""How PyTorch 2.13 runs transformers' grouped mixture of experts (Mixtral's sparse MoE block).
+
+transformers 5.24 decorates ``MixtralExperts`` with ``@use_experts_implementation``;
+a model built without ``experts_implementation`` gets ``"grouped_mm"``
+(``PreTrainedModel.get_correct_experts_implementation``), and on CPU with
+PyTorch newer than 2.10 ``_can_use_grouped_mm`` is true, so
+``grouped_mm_experts_forward`` runs ``torch.nn.functional.grouped_mm``. It
+sorts the :math:`T k` (token, expert) pairs by expert (:math:`T = B S` tokens,
+:math:`k` = ``top_k``), gathers the rows, runs the up and down projections of
+every expert as one grouped matrix product each, weights the rows in fp32 and
+sums them back per token. Every tensor has :math:`T k` rows, however the
+router splits them among the experts: only the offsets (``E`` int32) say
+where each expert's rows start. The step's storages therefore do not depend
+on the routing; what one expert gets changes nothing here.
+
+Examples
+--------
+>>> from memtheory.layers import MixtureOfExperts
+>>> from memtheory.symbols import B, S
+>>> spec = grouped_experts(MixtureOfExperts(4, top_k=2, ffn_hidden=16), ((B, S, 8),))
+>>> [s.label for s in spec.saved][7:11]
+['gathered rows', 'offsets', 'routing weights (sorted)', 'gate and up']
+>>> spec.saved[10].shape
+(2*B*S, 32)
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from memtheory.dtypes import DType, DTypeLike
+from memtheory.dtypes import dtype as as_dtype
+from memtheory.errors import UnsupportedError
+from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec
+from memtheory.layers.kernel_plans import register_plan
+
+__all__ = ["grouped_experts"]
+
+_FP32, _INT64, _INT32 = as_dtype("fp32"), as_dtype("int64"), as_dtype("int32")
+_BYTE = as_dtype("uint8")  # a storage stated in bytes
+
+_AUTOCAST = (
+    "under torch.autocast the router's linear map runs in the low dtype while "
+    "torch.nn.functional.grouped_mm, which autocast does not cover, casts its input to the "
+    "experts' fp32 weights; that path has not been measured. Cast the model (precision "
+    "'bf16') or train in fp32."
+)
+
+
+@register_plan("memtheory.layers.moe.MixtureOfExperts")
+def grouped_experts(
+    layer: Layer,
+    input_shapes: tuple[Shape, ...],
+    *,
+    training: bool = True,
+    input_dtype: DTypeLike | None = None,
+    autocast: DTypeLike | None = None,
+) -> Autograd:
+    """Return the router's and the grouped experts' saved tensors and backward nodes.
+
+    Measured on CPU (PyTorch 2.13, transformers 5.24,
+    ``tests/pytorch/test_moe_autograd.py``) in fp32 and bf16, with balanced
+    and skewed routing. The router (``MixtralTopKRouter``) keeps its input,
+    the fp32 softmax, the top-k indices, and, for the in-place
+    renormalisation ``w /= w.sum(-1)``, a copy of the weights before it and
+    their sum. The experts keep the sort's permutation, the gathered rows'
+    token positions, the gathered rows, the offsets, the sorted routing
+    weights (fp32), the up projection's output (gate and up halves), the
+    activated gate, the product, the down projection's output and the
+    inverse permutation. In a 16-bit model the weighted rows are fp32 (a
+    16-bit tensor times fp32 weights), and the sum over the :math:`k` rows of a
+    token is cast back.
+
+    Examples
+    --------
+    >>> from memtheory.layers import MixtureOfExperts
+    >>> from memtheory.symbols import B, S
+    >>> spec = grouped_experts(MixtureOfExperts(4, top_k=2, ffn_hidden=16), ((B, S, 8),),
+    ...                        input_dtype="bf16")
+    >>> [stage.label for stage in spec.stages][-3:]
+    ['reshape', 'sum over k', 'to bf16']
+    """
+    if autocast is not None:
+        raise UnsupportedError(f"{layer.label}: {_AUTOCAST}")
+    shape = tuple(input_shapes[0])
+    layer.check_input(shape)
+    given = as_dtype(input_dtype) if input_dtype is not None else _FP32
+    return Autograd(
+        saved=_saved(layer, shape),
+        stages=_stages(layer, shape, given),
+        transients=_transients(layer, shape, given),
+        without_input_gradient=(
+            "reading the network's input, it keeps neither the router's input nor the "
+            "gathered rows' gradient path; that case is not measured. Put a layer with "
+            "parameters before it."
+        ),
+        inference_refusal=(
+            "in eval mode under no_grad its forward frees the routing's intermediates one "
+            "by one; that path is not measured."
+        ),
+    )
+
+
+def _sizes(layer: Layer, shape: Shape) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+    """Tokens T, routed rows T k, experts E, top_k k and expert width f."""
+    tokens = sp.sympify(shape[0] * shape[1])
+    experts, top_k, width = (
+        sp.sympify(getattr(layer, n)) for n in ("experts", "top_k", "ffn_hidden")
+    )
+    return tokens, tokens * top_k, experts, top_k, width
+
+
+def _saved(layer: Layer, shape: Shape) -> tuple[TensorSpec, ...]:
+    """The storages its backward nodes keep, in the order the forward makes them."""
+    tokens, routed, experts, top_k, width = _sizes(layer, shape)
+    hidden = shape[-1]
+    return (
+        TensorSpec("input", shape),                                                  # 0
+        TensorSpec("intermediate", (tokens, experts), _FP32, label="router softmax"),  # 1
+        TensorSpec("indices", (tokens, top_k), _INT64, label="top-k experts"),        # 2
+        TensorSpec("intermediate", (tokens, top_k), _FP32, label="top-k weights"),    # 3
+        TensorSpec("intermediate", (tokens, 1), _FP32, label="their sum"),            # 4
+        TensorSpec("indices", (routed,), _INT64, label="sort permutation"),           # 5
+        TensorSpec("indices", (routed,), _INT64, label="row tokens"),                 # 6
+        TensorSpec("intermediate", (routed, hidden), label="gathered rows"),          # 7
+        TensorSpec("indices", (experts,), _INT32, label="offsets"),                   # 8
+        TensorSpec("intermediate", (routed,), _FP32, label="routing weights (sorted)"),  # 9
+        TensorSpec("intermediate", (routed, 2 * width), label="gate and up"),         # 10
+        TensorSpec("intermediate", (routed, width), label="act(gate)"),               # 11
+        TensorSpec("intermediate", (routed, width), label="product"),                 # 12
+        TensorSpec("intermediate", (routed, hidden), label="expert output"),          # 13
+        TensorSpec("indices", (routed,), _INT64, label="inverse permutation"),        # 14
+    )
+
+
+def _stages(layer: Layer, shape: Shape, given: DType) -> tuple[Stage, ...]:
+    """Its backward nodes in creation order (view nodes, which allocate nothing, left out)."""
+    tokens, routed, experts, top_k, width = _sizes(layer, shape)
+    hidden = shape[-1]
+    low = given != _FP32
+    weighted = _FP32  # rows times fp32 routing weights: fp32 whatever the model's dtype
+
+    def act(*dims: sp.Expr) -> TensorSpec:
+        return TensorSpec("intermediate", tuple(dims))
+
+    def f32(*dims: sp.Expr) -> TensorSpec:
+        return TensorSpec("intermediate", tuple(dims), _FP32)
+
+    stages = [Stage("router linear", (0,), edges=((-1, act(*shape)),),
+                    parameters=("gate.weight",))]
+    if low:  # router_logits.float()
+        stages.append(Stage("router logits to fp32", edges=((0, act(tokens, experts)),)))
+    at = {"cast": len(stages) - 1}
+    stages.append(Stage("softmax", (1,), edges=((at["cast"], f32(tokens, experts)),)))
+    at["softmax"] = len(stages) - 1
+    stages.append(Stage("topk", (2,), edges=((at["softmax"], f32(tokens, experts)),),
+                        temporaries=(f32(tokens, experts),)))
+    at["topk"] = len(stages) - 1
+    # the gradient of w.sum(-1, keepdim=True) is an expanded view of its (T, 1) input
+    stages.append(Stage("sum of top-k", edges=((at["topk"], f32(tokens, 1)),)))
+    at["sum"] = len(stages) - 1
+    stages.append(Stage("renormalise", (3, 4),
+                        edges=((at["topk"], f32(tokens, top_k)), (at["sum"], f32(tokens, 1))),
+                        temporaries=(f32(tokens, top_k), f32(tokens, top_k))))
+    at["div"] = len(stages) - 1
+    stages.append(Stage("gather rows", (6,), edges=((-1, act(*shape)),),
+                        temporaries=(act(*shape),)))
+    stages.append(Stage("gather weights", (5,), edges=((at["div"], f32(routed)),),
+                        temporaries=(f32(routed),)))
+    at["weights"] = len(stages) - 1
+    stages.append(Stage("grouped_mm up", (7, 8), edges=((at["weights"] - 1, act(routed, hidden)),),
+                        parameters=("experts.gate_up_proj",)))
+    at["up"] = len(stages) - 1
+    # chunk's backward concatenates the two halves' gradients, held apart until then
+    stages.append(Stage("chunk", edges=((at["up"], act(routed, 2 * width)),),
+                        temporaries=(act(routed, width),)))
+    at["chunk"] = len(stages) - 1
+    stages.append(Stage("act", (10,), edges=((at["chunk"], act(routed, width)),)))
+    stages.append(Stage("act(gate) * up", (11, 10),
+                        edges=((at["chunk"] + 1, act(routed, width)),
+                               (at["chunk"], act(routed, width)))))
+    at["mul"] = len(stages) - 1
+    stages.append(Stage("grouped_mm down", (12, 8), edges=((at["mul"], act(routed, hidden)),),
+                        parameters=("experts.down_proj",)))
+    at["down"] = len(stages) - 1
+    stages.append(Stage("times routing weights", (13, 9),
+                        edges=((at["down"], act(routed, hidden)), (at["weights"], f32(routed))),
+                        temporaries=_weighting_temporaries(routed, hidden, low)))
+    at["weigh"] = len(stages) - 1
+    rows = TensorSpec("intermediate", (routed, hidden), weighted)
+    stages.append(Stage("unsort", (14,), edges=((at["weigh"], rows),), temporaries=(rows,)))
+    stages.append(Stage("reshape", edges=((len(stages) - 1, rows),)))
+    stages.append(Stage("sum over k", edges=((len(stages) - 1, f32(*shape)),)))
+    if low:
+        stages.append(Stage(f"to {given.name}", edges=((len(stages) - 1, f32(*shape)),)))
+    return tuple(stages)
+
+
+def _weighting_temporaries(routed: sp.Expr, hidden: sp.Expr, low: bool
+                           ) -> tuple[TensorSpec, ...]:
+    """What ``rows * weights``'s backward allocates besides the gradients it hands on.
+
+    Both products are fp32 (T k, h). In fp32 the first is the rows' gradient
+    and the second is summed to the weights' (T k, 1) while it lives. In a
+    16-bit model the first is cast to the rows' dtype while the second lives
+    (that cast is the rows' gradient) and is freed before the sum: its bytes,
+    less the (T k, 1) sum allocated after it, are the most alive at once.
+    """
+    if not low:
+        return (TensorSpec("intermediate", (routed, hidden), _FP32),)
+    return (
+        TensorSpec("intermediate", (routed, hidden), _FP32),
+        TensorSpec("intermediate", (routed, hidden - 1), _FP32, label="fp32 product less sum"),
+    )
+
+
+def _transients(layer: Layer, shape: Shape, given: DType) -> tuple[TensorSpec, ...]:
+    """Storages its forward frees, as many as are alive at its forward's highest moment.
+
+    While the weighted rows are put back in token order, the top-k weights
+    (fp32), the sorted expert ids (int64), their fp32 copy for ``histc`` and
+    the rows per expert (fp32) are alive beside the weighted rows and their
+    unsorted copy (fp32, :math:`T k` rows each). The block's output, which
+    the convention adds, is not yet allocated then: one unsorted copy's bytes
+    less the output's stand for it. In a 16-bit model, when each token has
+    one expert, the later moment is higher: the fp32 sum over ``k`` and its
+    cast back beside one copy.
+    """
+    tokens, routed, experts, top_k, width = _sizes(layer, shape)
+    hidden = shape[-1]
+    common = (
+        TensorSpec("intermediate", (tokens, top_k), _FP32, label="top-k weights"),
+        TensorSpec("indices", (routed,), _INT64, label="sorted expert ids"),
+        TensorSpec("intermediate", (routed,), _FP32, label="expert ids for histc"),
+        TensorSpec("intermediate", (experts,), _FP32, label="rows per expert"),
+        TensorSpec("intermediate", (routed, hidden), _FP32, label="weighted rows"),
+    )
+    # the rest, in bytes: one more copy less the output, or (16-bit, k = 1) the fp32 sum
+    copy, out = routed * hidden * 4, tokens * hidden * given.bytes
+    extra = copy - out if given == _FP32 else sp.Max(copy - out, tokens * hidden * 4)
+    return (*common, TensorSpec("intermediate", (extra,), _BYTE, label="unsorted rows"))
