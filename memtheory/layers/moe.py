@@ -19,12 +19,13 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike
-from memtheory.errors import InvalidSizeError, RankError
+from memtheory.errors import InvalidArgumentError, InvalidSizeError, RankError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape, elements
 from memtheory.layers.kernel_plans import planned_autograd
 
@@ -41,39 +42,53 @@ class MixtureOfExperts(Layer):
     :math:`(E, h, f)`: :math:`E h + 3 E h f` in all, of which a token uses
     :math:`E h + 3 k h f`.
 
-    What a training step keeps depends on the routing, which depends on the
-    data. :meth:`autograd` describes the balanced case (every expert gets
-    :math:`B S k / E` positions, so the experts together process :math:`B S k`
-    rows), an assumption that has not been measured: the autograd convention
-    refuses this layer (``autograd_checked = False``) rather than present it
-    as exact.
+    A training step keeps the same storages however the router splits the
+    tokens: transformers' default experts implementation (``grouped_mm``)
+    sorts the :math:`B S k` (token, expert) pairs by expert and runs every
+    expert's rows as one grouped matrix product, so every tensor has
+    :math:`B S k` rows, the busiest expert's share notwithstanding (measured
+    with balanced, random and fully skewed routing). :meth:`autograd` is
+    therefore exact for every routing: the upper bound and the balanced case
+    are one number. transformers' ``experts_implementation="eager"`` (a loop
+    over the experts, whose temporaries follow each expert's rows) is not
+    modelled.
 
     Parameters
     ----------
     experts : size
-        Experts :math:`E` (``num_local_experts``).
+        Experts :math:`E` (``num_local_experts``, ``num_experts``).
     top_k : size
         Experts per token :math:`k` (``num_experts_per_tok``).
     ffn_hidden : size
-        Width :math:`f` of each expert's MLP (``intermediate_size``).
+        Width :math:`f` of each expert's MLP (``intermediate_size``,
+        ``moe_intermediate_size``).
+    router : {"mixtral", "qwen"}, default "mixtral"
+        ``"mixtral"``: the top-k weights are renormalised and stay fp32, so a
+        16-bit model weights its rows in fp32 (``MixtralTopKRouter``).
+        ``"qwen"``: they are cast back to the model's dtype (Qwen2-MoE,
+        Qwen3-MoE and OLMoE's routers).
+    renormalize : bool, default True
+        Whether the top-k weights are divided by their sum (``norm_topk_prob``;
+        always for Mixtral).
     name : str, optional
 
     Examples
     --------
-    >>> from memtheory import Input, Network, training_memory
-    >>> from memtheory.symbols import S
-    >>> net = Network([Input((S, 64)), MixtureOfExperts(4, top_k=2, ffn_hidden=128, name="moe")])
-    >>> net.parameter_count  # 4 x 64 router + 3 x 4 x 64 x 128
+    >>> from memtheory import Dense, Input, Network, training_memory
+    >>> from memtheory.symbols import B, S
+    >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=128, name="moe")
+    >>> net = Network([Input((S, 64)), Dense(64), moe])
+    >>> net.parameter_count - 64 * 65  # 4 x 64 router + 3 x 4 x 64 x 128
     98560
-    >>> training_memory(net, optimizer="adam", convention="autograd")
-    Traceback (most recent call last):
-    ...
-    memtheory.errors.UnsupportedError: the autograd convention does not model MixtureOfExperts ...
+    >>> training_memory(net, optimizer="sgd", convention="autograd").peak.subs({B: 1, S: 8})
+    835512
     """
 
     experts: SizeLike
     top_k: SizeLike
     ffn_hidden: SizeLike
+    router: Literal["mixtral", "qwen"] = "mixtral"
+    renormalize: bool = True
     name: str | None = None
     kind = "MixtureOfExperts"
     input_rank = 3
@@ -91,6 +106,15 @@ class MixtureOfExperts(Layer):
             raise InvalidSizeError(
                 f"{owner}: top_k ({self.top_k}) cannot exceed the number of experts "
                 f"({self.experts})."
+            )
+        if self.router not in ("mixtral", "qwen"):
+            raise InvalidArgumentError(
+                f"{owner}: router must be 'mixtral' or 'qwen', got {self.router!r}."
+            )
+        if self.router == "mixtral" and not self.renormalize:
+            raise InvalidArgumentError(
+                f"{owner}: Mixtral's router always renormalises its top-k weights; "
+                "use router='qwen' for norm_topk_prob=False."
             )
 
     def check_input(self, input_shape: Shape) -> None:
@@ -168,4 +192,5 @@ class MixtureOfExperts(Layer):
 
     def describe(self) -> str:
         """Experts, top-k and expert width."""
-        return f"{self.experts} experts, top {self.top_k}, ffn {self.ffn_hidden}"
+        text = f"{self.experts} experts, top {self.top_k}, ffn {self.ffn_hidden}"
+        return text if self.router == "mixtral" else f"{text}, {self.router} router"

@@ -158,6 +158,13 @@ class DecoderConfig:
     rotary_per_attention : bool, default False
         OLMo 3 and Gemma 3: one pair of rotary tables (and of ``inv_freq``
         buffers) for each kind of attention the layers use, sliding and full.
+    moe_router : {"mixtral", "qwen"}, default "mixtral"
+        With experts: the router (:class:`~memtheory.layers.MixtureOfExperts`'s
+        ``router``): Mixtral's fp32 routing weights, or Qwen-MoE's and OLMoE's
+        cast back to the model's dtype.
+    moe_renormalize : bool, default True
+        With experts: whether the top-k weights are renormalised
+        (``norm_topk_prob``; always for Mixtral).
 
     Examples
     --------
@@ -197,6 +204,8 @@ class DecoderConfig:
     shared_expert: int | None = None
     rotary_fp32: bool = False
     rotary_per_attention: bool = False
+    moe_router: Literal["mixtral", "qwen"] = "mixtral"
+    moe_renormalize: bool = True
 
     def __post_init__(self) -> None:
         for name in ("vocabulary", "hidden", "layers", "heads", "ffn_hidden"):
@@ -459,7 +468,8 @@ def _mlp(
     """Append the MLP (gated, fused or experts) reading ``source``; return its output's name."""
     mlp = f"model.layers.{index}.mlp"
     if c.experts is not None and c.top_k is not None and c.is_sparse(index):
-        moe = MixtureOfExperts(c.experts, c.top_k, c.ffn_hidden, name=mlp)
+        moe = MixtureOfExperts(c.experts, c.top_k, c.ffn_hidden, router=c.moe_router,
+                               renormalize=c.moe_renormalize, name=mlp)
         if c.shared_expert is None:
             items.append(Node(moe, inputs=(source,)))
             return mlp

@@ -102,7 +102,7 @@ def grouped_experts(
 
 
 def _sizes(layer: Layer, shape: Shape) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
-    """Tokens T, routed rows T k, experts E, top_k k and expert width f."""
+    """Return the tokens T, routed rows T k, experts E, top_k k and expert width f."""
     tokens = sp.sympify(shape[0] * shape[1])
     experts, top_k, width = (
         sp.sympify(getattr(layer, n)) for n in ("experts", "top_k", "ffn_hidden")
@@ -110,21 +110,33 @@ def _sizes(layer: Layer, shape: Shape) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Ex
     return tokens, tokens * top_k, experts, top_k, width
 
 
+def _weights_dtype(layer: Layer) -> DType | None:
+    """Return the routing weights' dtype: fp32 (Mixtral), or None, the model's (Qwen-MoE)."""
+    return _FP32 if getattr(layer, "router", "mixtral") == "mixtral" else None
+
+
 def _saved(layer: Layer, shape: Shape) -> tuple[TensorSpec, ...]:
-    """The storages its backward nodes keep, in the order the forward makes them."""
+    """Return the storages its backward nodes keep, in the order the forward makes them.
+
+    Without renormalisation the copy of the top-k weights and their sum are
+    not made: they are kept as empty (zero-element) tensors, so that the
+    positions stay put.
+    """
     tokens, routed, experts, top_k, width = _sizes(layer, shape)
     hidden = shape[-1]
+    kept = 1 if getattr(layer, "renormalize", True) else 0
     return (
         TensorSpec("input", shape),                                                  # 0
         TensorSpec("intermediate", (tokens, experts), _FP32, label="router softmax"),  # 1
         TensorSpec("indices", (tokens, top_k), _INT64, label="top-k experts"),        # 2
-        TensorSpec("intermediate", (tokens, top_k), _FP32, label="top-k weights"),    # 3
-        TensorSpec("intermediate", (tokens, 1), _FP32, label="their sum"),            # 4
+        TensorSpec("intermediate", (tokens * kept, top_k), _FP32, label="top-k weights"),  # 3
+        TensorSpec("intermediate", (tokens * kept, 1), _FP32, label="their sum"),     # 4
         TensorSpec("indices", (routed,), _INT64, label="sort permutation"),           # 5
         TensorSpec("indices", (routed,), _INT64, label="row tokens"),                 # 6
         TensorSpec("intermediate", (routed, hidden), label="gathered rows"),          # 7
         TensorSpec("indices", (experts,), _INT32, label="offsets"),                   # 8
-        TensorSpec("intermediate", (routed,), _FP32, label="routing weights (sorted)"),  # 9
+        TensorSpec("intermediate", (routed,), _weights_dtype(layer),
+                   label="routing weights (sorted)"),                                 # 9
         TensorSpec("intermediate", (routed, 2 * width), label="gate and up"),         # 10
         TensorSpec("intermediate", (routed, width), label="act(gate)"),               # 11
         TensorSpec("intermediate", (routed, width), label="product"),                 # 12
@@ -133,109 +145,122 @@ def _saved(layer: Layer, shape: Shape) -> tuple[TensorSpec, ...]:
     )
 
 
+def _spec(dtype: DType | None, *dims: sp.Expr) -> TensorSpec:
+    return TensorSpec("intermediate", tuple(dims), dtype)
+
+
+def _router_stages(layer: Layer, shape: Shape, given: DType) -> list[Stage]:
+    """Return the router's nodes: linear map, fp32 cast, softmax, top-k, renormalising, cast."""
+    tokens, _, experts, top_k, _ = _sizes(layer, shape)
+    low = given != _FP32
+    stages = [Stage("router linear", (0,), edges=((-1, _spec(None, *shape)),),
+                    parameters=("gate.weight",))]
+    if low:  # router_logits.float(), or softmax(..., dtype=torch.float)
+        stages.append(Stage("router logits to fp32", edges=((0, _spec(None, tokens, experts)),)))
+    stages.append(Stage("softmax", (1,), edges=((len(stages) - 1, _spec(_FP32, tokens, experts)),)))
+    stages.append(Stage("topk", (2,), edges=((len(stages) - 1, _spec(_FP32, tokens, experts)),),
+                        temporaries=(_spec(_FP32, tokens, experts),)))
+    topk = len(stages) - 1
+    if getattr(layer, "renormalize", True):
+        # the gradient of w.sum(-1, keepdim=True) is an expanded view of its (T, 1) input
+        stages.append(Stage("sum of top-k", edges=((topk, _spec(_FP32, tokens, 1)),)))
+        stages.append(Stage("renormalise", (3, 4),
+                            edges=((topk, _spec(_FP32, tokens, top_k)),
+                                   (topk + 1, _spec(_FP32, tokens, 1))),
+                            temporaries=(_spec(_FP32, tokens, top_k),) * 2))
+    if low and _weights_dtype(layer) is None:  # router_top_value.to(router_logits.dtype)
+        stages.append(Stage(f"top-k weights to {given.name}",
+                            edges=((len(stages) - 1, _spec(_FP32, tokens, top_k)),)))
+    return stages
+
+
 def _stages(layer: Layer, shape: Shape, given: DType) -> tuple[Stage, ...]:
-    """Its backward nodes in creation order (view nodes, which allocate nothing, left out)."""
+    """Return its backward nodes in creation order (view nodes, allocating nothing, left out)."""
     tokens, routed, experts, top_k, width = _sizes(layer, shape)
     hidden = shape[-1]
-    low = given != _FP32
-    weighted = _FP32  # rows times fp32 routing weights: fp32 whatever the model's dtype
-
-    def act(*dims: sp.Expr) -> TensorSpec:
-        return TensorSpec("intermediate", tuple(dims))
-
-    def f32(*dims: sp.Expr) -> TensorSpec:
-        return TensorSpec("intermediate", tuple(dims), _FP32)
-
-    stages = [Stage("router linear", (0,), edges=((-1, act(*shape)),),
-                    parameters=("gate.weight",))]
-    if low:  # router_logits.float()
-        stages.append(Stage("router logits to fp32", edges=((0, act(tokens, experts)),)))
-    at = {"cast": len(stages) - 1}
-    stages.append(Stage("softmax", (1,), edges=((at["cast"], f32(tokens, experts)),)))
-    at["softmax"] = len(stages) - 1
-    stages.append(Stage("topk", (2,), edges=((at["softmax"], f32(tokens, experts)),),
-                        temporaries=(f32(tokens, experts),)))
-    at["topk"] = len(stages) - 1
-    # the gradient of w.sum(-1, keepdim=True) is an expanded view of its (T, 1) input
-    stages.append(Stage("sum of top-k", edges=((at["topk"], f32(tokens, 1)),)))
-    at["sum"] = len(stages) - 1
-    stages.append(Stage("renormalise", (3, 4),
-                        edges=((at["topk"], f32(tokens, top_k)), (at["sum"], f32(tokens, 1))),
-                        temporaries=(f32(tokens, top_k), f32(tokens, top_k))))
-    at["div"] = len(stages) - 1
-    stages.append(Stage("gather rows", (6,), edges=((-1, act(*shape)),),
-                        temporaries=(act(*shape),)))
-    stages.append(Stage("gather weights", (5,), edges=((at["div"], f32(routed)),),
-                        temporaries=(f32(routed),)))
+    weights = _weights_dtype(layer)
+    promoted = weights == _FP32 and given != _FP32  # 16-bit rows times fp32 weights: fp32
+    out = _FP32 if promoted else None
+    stages = _router_stages(layer, shape, given)
+    at = {"weights in": len(stages) - 1}
+    stages.append(Stage("gather rows", (6,), edges=((-1, _spec(None, *shape)),),
+                        temporaries=(_spec(None, *shape),)))
+    stages.append(Stage("gather weights", (5,), edges=((at["weights in"], _spec(weights, routed)),),
+                        temporaries=(_spec(weights, routed),)))
     at["weights"] = len(stages) - 1
-    stages.append(Stage("grouped_mm up", (7, 8), edges=((at["weights"] - 1, act(routed, hidden)),),
+    stages.append(Stage("grouped_mm up", (7, 8),
+                        edges=((at["weights"] - 1, _spec(None, routed, hidden)),),
                         parameters=("experts.gate_up_proj",)))
     at["up"] = len(stages) - 1
     # chunk's backward concatenates the two halves' gradients, held apart until then
-    stages.append(Stage("chunk", edges=((at["up"], act(routed, 2 * width)),),
-                        temporaries=(act(routed, width),)))
+    stages.append(Stage("chunk", edges=((at["up"], _spec(None, routed, 2 * width)),),
+                        temporaries=(_spec(None, routed, width),)))
     at["chunk"] = len(stages) - 1
-    stages.append(Stage("act", (10,), edges=((at["chunk"], act(routed, width)),)))
+    stages.append(Stage("act", (10,), edges=((at["chunk"], _spec(None, routed, width)),)))
     stages.append(Stage("act(gate) * up", (11, 10),
-                        edges=((at["chunk"] + 1, act(routed, width)),
-                               (at["chunk"], act(routed, width)))))
+                        edges=((at["chunk"] + 1, _spec(None, routed, width)),
+                               (at["chunk"], _spec(None, routed, width)))))
     at["mul"] = len(stages) - 1
-    stages.append(Stage("grouped_mm down", (12, 8), edges=((at["mul"], act(routed, hidden)),),
+    stages.append(Stage("grouped_mm down", (12, 8),
+                        edges=((at["mul"], _spec(None, routed, hidden)),),
                         parameters=("experts.down_proj",)))
     at["down"] = len(stages) - 1
     stages.append(Stage("times routing weights", (13, 9),
-                        edges=((at["down"], act(routed, hidden)), (at["weights"], f32(routed))),
-                        temporaries=_weighting_temporaries(routed, hidden, low)))
+                        edges=((at["down"], _spec(None, routed, hidden)),
+                               (at["weights"], _spec(weights, routed))),
+                        temporaries=_weighting_temporaries(routed, hidden, promoted)))
     at["weigh"] = len(stages) - 1
-    rows = TensorSpec("intermediate", (routed, hidden), weighted)
+    rows = _spec(out, routed, hidden)
     stages.append(Stage("unsort", (14,), edges=((at["weigh"], rows),), temporaries=(rows,)))
     stages.append(Stage("reshape", edges=((len(stages) - 1, rows),)))
-    stages.append(Stage("sum over k", edges=((len(stages) - 1, f32(*shape)),)))
-    if low:
-        stages.append(Stage(f"to {given.name}", edges=((len(stages) - 1, f32(*shape)),)))
+    stages.append(Stage("sum over k", edges=((len(stages) - 1, _spec(out, *shape)),)))
+    if promoted:
+        stages.append(Stage(f"to {given.name}", edges=((len(stages) - 1, _spec(_FP32, *shape)),)))
     return tuple(stages)
 
 
-def _weighting_temporaries(routed: sp.Expr, hidden: sp.Expr, low: bool
+def _weighting_temporaries(routed: sp.Expr, hidden: sp.Expr, promoted: bool
                            ) -> tuple[TensorSpec, ...]:
-    """What ``rows * weights``'s backward allocates besides the gradients it hands on.
+    """Return what ``rows * weights``'s backward allocates besides the gradients it hands on.
 
-    Both products are fp32 (T k, h). In fp32 the first is the rows' gradient
-    and the second is summed to the weights' (T k, 1) while it lives. In a
-    16-bit model the first is cast to the rows' dtype while the second lives
-    (that cast is the rows' gradient) and is freed before the sum: its bytes,
-    less the (T k, 1) sum allocated after it, are the most alive at once.
+    Both products have the weighted rows' dtype. The first is the rows'
+    gradient and the second is summed to the weights' (T k, 1) while it
+    lives. When 16-bit rows are weighted in fp32 (Mixtral's router in a
+    16-bit model) the first is cast to the rows' dtype while the second
+    lives (that cast is the rows' gradient) and is freed before the sum: its
+    bytes, less the (T k, 1) sum allocated after it, are the most alive at once.
     """
-    if not low:
-        return (TensorSpec("intermediate", (routed, hidden), _FP32),)
-    return (
-        TensorSpec("intermediate", (routed, hidden), _FP32),
-        TensorSpec("intermediate", (routed, hidden - 1), _FP32, label="fp32 product less sum"),
-    )
+    if not promoted:
+        return (_spec(None, routed, hidden),)
+    return (_spec(_FP32, routed, hidden), _spec(_FP32, routed, hidden - 1))
 
 
 def _transients(layer: Layer, shape: Shape, given: DType) -> tuple[TensorSpec, ...]:
-    """Storages its forward frees, as many as are alive at its forward's highest moment.
+    """Return the storages its forward frees, as many as live at its forward's highest moment.
 
-    While the weighted rows are put back in token order, the top-k weights
-    (fp32), the sorted expert ids (int64), their fp32 copy for ``histc`` and
-    the rows per expert (fp32) are alive beside the weighted rows and their
-    unsorted copy (fp32, :math:`T k` rows each). The block's output, which
-    the convention adds, is not yet allocated then: one unsorted copy's bytes
-    less the output's stand for it. In a 16-bit model, when each token has
-    one expert, the later moment is higher: the fp32 sum over ``k`` and its
-    cast back beside one copy.
+    While the weighted rows are put back in token order, the top-k weights,
+    the sorted expert ids (int64), their fp32 copy for ``histc`` and the rows
+    per expert (fp32) are alive beside the weighted rows and their unsorted
+    copy (:math:`T k` rows each). The block's output, which the convention
+    adds, is not yet allocated then: one unsorted copy's bytes less the
+    output's stand for it. When 16-bit rows are weighted in fp32 and each
+    token has one expert, the later moment is higher: the fp32 sum over
+    ``k`` and its cast back beside one copy.
     """
     tokens, routed, experts, top_k, width = _sizes(layer, shape)
     hidden = shape[-1]
+    weights = _weights_dtype(layer)
+    promoted = weights == _FP32 and given != _FP32
+    row_bytes = (_FP32 if promoted else given).bytes
     common = (
-        TensorSpec("intermediate", (tokens, top_k), _FP32, label="top-k weights"),
+        TensorSpec("intermediate", (tokens, top_k), weights, label="top-k weights"),
         TensorSpec("indices", (routed,), _INT64, label="sorted expert ids"),
         TensorSpec("intermediate", (routed,), _FP32, label="expert ids for histc"),
         TensorSpec("intermediate", (experts,), _FP32, label="rows per expert"),
-        TensorSpec("intermediate", (routed, hidden), _FP32, label="weighted rows"),
+        TensorSpec("intermediate", (routed, hidden), _FP32 if promoted else None,
+                   label="weighted rows"),
     )
-    # the rest, in bytes: one more copy less the output, or (16-bit, k = 1) the fp32 sum
-    copy, out = routed * hidden * 4, tokens * hidden * given.bytes
-    extra = copy - out if given == _FP32 else sp.Max(copy - out, tokens * hidden * 4)
+    # the rest, in bytes: one more copy less the output, or (promoted, k = 1) the fp32 sum
+    copy, out = routed * hidden * row_bytes, tokens * hidden * given.bytes
+    extra = sp.Max(copy - out, tokens * hidden * 4) if promoted else copy - out
     return (*common, TensorSpec("intermediate", (extra,), _BYTE, label="unsorted rows"))
