@@ -296,22 +296,21 @@ def test_falcon_long_step_gaps_are_the_refusals(layout, monkeypatch):
         assert cited in (FalconAttention.autograd_refusal or "")
 
 
-_MOE = {**TINY, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2}
-
-
 @pytest.mark.parametrize(
     ("config", "layer"),
     [
         ({**TINY, "model_type": "olmo"}, "UpcastLayerNorm 'model.layers.0.input_layernorm'"),
-        ({**_MOE, "model_type": "qwen3_moe"}, "MixtureOfExperts 'model.layers.0.mlp'"),
         ({**TINY, "model_type": "deepseek_v3", "kv_lora_rank": 8, "q_lora_rank": None,
           "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 6},
          "LatentAttention 'model.layers.0.self_attn.attention'"),
     ],
-    ids=["olmo", "qwen3_moe", "deepseek_v3"],
+    ids=["olmo", "deepseek_v3"],
 )
 def test_newer_families_are_refused_naming_the_layer(config, layer):
-    """OLMo, Qwen3-MoE, DeepSeek: refused, naming a layer (OLMo 2 and 3: test_olmo_autograd)."""
+    """OLMo, DeepSeek: refused, naming a layer (OLMo 2 and 3: test_olmo_autograd).
+
+    Qwen3-MoE's experts are modelled now: tests/pytorch/test_moe_autograd.py.
+    """
     network = from_config(config, batch=2, sequence=6, loss=True)
     with pytest.raises(UnsupportedError, match=f"does not model {layer}"):
         mt.training_memory(network, optimizer="sgd", precision="fp32",

@@ -23,7 +23,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 transformers = pytest.importorskip("transformers", reason="needs Hugging Face transformers")
 
-from hf_decoders import NAMES, Logits, torch_optimizer  # noqa: E402
+from hf_decoders import NAMES, Logits, compared, decoder_step, torch_optimizer  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
@@ -143,3 +143,32 @@ def test_autocast_is_refused_with_the_reason():
         mt.training_memory(network, optimizer="sgd", precision=autocast_precision(),
                            convention="autograd")
 
+
+
+QWEN = {"vocab_size": 50, "hidden_size": 32, "intermediate_size": 48, "head_dim": 8,
+        "moe_intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "max_position_embeddings": 128, "tie_word_embeddings": False,
+        "num_experts": EXPERTS, "num_experts_per_tok": TOP_K}
+
+
+@pytest.mark.parametrize(
+    ("family", "norm_topk_prob", "precision"),
+    [("qwen3_moe", True, "fp32"), ("qwen3_moe", True, "bf16"), ("qwen3_moe", False, "bf16"),
+     ("olmoe", False, "bf16")],
+)
+def test_qwen_router_step_is_exact(family, norm_topk_prob, precision):
+    """Qwen3-MoE and OLMoE (weights cast back to the model's dtype, optional renorm): exact."""
+    config = {**QWEN, "model_type": family, "norm_topk_prob": norm_topk_prob}
+    if family == "olmoe":
+        config["intermediate_size"] = config.pop("moe_intermediate_size")
+    predicted, measured = decoder_step(config, precision, "sgd", 2, 6)
+    got, want = compared(predicted, measured)
+    assert got == want
+
+
+def test_qwen2_moe_is_refused_at_its_shared_expert_gate():
+    """Qwen2-MoE's experts are modelled; its shared expert's sigmoid gate is not, and says so."""
+    config = {**QWEN, "model_type": "qwen2_moe", "shared_expert_intermediate_size": 24}
+    network = from_config(config, batch=2, sequence=6, loss=True)
+    with pytest.raises(UnsupportedError, match="BroadcastMultiply"):
+        mt.training_memory(network, optimizer="sgd", convention=AutogradConvention())
