@@ -18,7 +18,7 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import sympy as sp
@@ -180,6 +180,39 @@ class MixtureOfExperts(Layer):
         return planned_autograd(
             self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
+
+    def frozen_autograd(self, spec: Autograd) -> Autograd:
+        """Return :meth:`autograd`'s ``spec`` for the layer frozen (no parameter gradients).
+
+        A matrix product keeps its input only for its weight's gradient: with
+        the router and the experts frozen (LoRA on the attention), the router's
+        linear map does not keep the block's input, nor the up projection the
+        gathered rows (freed when the forward returns) nor the down
+        projection the product (freed as soon as the down projection has run,
+        so it is left out of the forward's highest moment). No node makes a
+        parameter gradient.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=8)
+        >>> frozen = moe.frozen_autograd(moe.autograd(((B, S, 4),)))
+        >>> frozen.stages[0].saved, frozen.saved[12].elements
+        ((), 0)
+        """
+        weight_only = {"router linear": "input", "grouped_mm up": "gathered rows",
+                       "grouped_mm down": "product"}
+        labels = [t.label or t.role for t in spec.saved]
+        stages = tuple(
+            replace(stage, parameters=(),
+                    saved=tuple(i for i in stage.saved
+                                if labels[i] != weight_only.get(stage.label)))
+            for stage in spec.stage_list()
+        )
+        saved = tuple(
+            replace(t, shape=(0,)) if t.label == "product" else t for t in spec.saved
+        )
+        return replace(spec, saved=saved, stages=stages)
 
     def activation_count(self, input_shape: Shape) -> sp.Expr:
         """Elements of the output and of the activation-dtype tensors it keeps (balanced)."""

@@ -238,7 +238,8 @@ def _weighting_temporaries(routed: sp.Expr, hidden: sp.Expr, promoted: bool
 def _transients(layer: Layer, shape: Shape, given: DType) -> tuple[TensorSpec, ...]:
     """Return the storages its forward frees, as many as live at its forward's highest moment.
 
-    While the weighted rows are put back in token order, the top-k weights,
+    While the weighted rows are put back in token order, the router's logits
+    (which the block binds to ``_`` until it returns), the top-k weights,
     the sorted expert ids (int64), their fp32 copy for ``histc`` and the rows
     per expert (fp32) are alive beside the weighted rows and their unsorted
     copy (:math:`T k` rows each). The block's output, which the convention
@@ -253,6 +254,7 @@ def _transients(layer: Layer, shape: Shape, given: DType) -> tuple[TensorSpec, .
     promoted = weights == _FP32 and given != _FP32
     row_bytes = (_FP32 if promoted else given).bytes
     common = (
+        TensorSpec("intermediate", (tokens, experts), label="router logits"),
         TensorSpec("intermediate", (tokens, top_k), weights, label="top-k weights"),
         TensorSpec("indices", (routed,), _INT64, label="sorted expert ids"),
         TensorSpec("intermediate", (routed,), _FP32, label="expert ids for histc"),
