@@ -146,7 +146,9 @@ class Frozen(Layer):
             return self.layer.implementation == "llama"
         if type(self.layer) is Unembedding:
             return not self.layer.tied
-        return type(self.layer) in (Dense, LayerNorm, Embedding, MixtureOfExperts)
+        if type(self.layer) is MixtureOfExperts:
+            return self.layer.autograd_checked
+        return type(self.layer) in (Dense, LayerNorm, Embedding)
 
     def check_input(self, input_shape: Shape) -> None:
         """Check the input as the wrapped layer does."""

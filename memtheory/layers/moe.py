@@ -62,11 +62,14 @@ class MixtureOfExperts(Layer):
     ffn_hidden : size
         Width :math:`f` of each expert's MLP (``intermediate_size``,
         ``moe_intermediate_size``).
-    router : {"mixtral", "qwen"}, default "mixtral"
-        ``"mixtral"``: the top-k weights are renormalised and stay fp32, so a
-        16-bit model weights its rows in fp32 (``MixtralTopKRouter``).
-        ``"qwen"``: they are cast back to the model's dtype (Qwen2-MoE,
-        Qwen3-MoE and OLMoE's routers).
+    router : {"mixtral", "qwen"} or None, default None
+        How the routing weights are computed, which only the autograd
+        convention needs: ``"mixtral"``: softmax, top-k, renormalised, kept
+        fp32, so a 16-bit model weights its rows in fp32
+        (``MixtralTopKRouter``); ``"qwen"``: cast back to the model's dtype
+        (Qwen2-MoE, Qwen3-MoE and OLMoE's routers). None (not stated, as for
+        DeepSeek's sigmoid and group-limited routers): the autograd convention
+        refuses the layer (:meth:`autograd` then describes Mixtral's).
     renormalize : bool, default True
         Whether the top-k weights are divided by their sum (``norm_topk_prob``;
         always for Mixtral).
@@ -76,7 +79,7 @@ class MixtureOfExperts(Layer):
     --------
     >>> from memtheory import Dense, Input, Network, training_memory
     >>> from memtheory.symbols import B, S
-    >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=128, name="moe")
+    >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=128, router="mixtral", name="moe")
     >>> net = Network([Input((S, 64)), Dense(64), moe])
     >>> net.parameter_count - 64 * 65  # 4 x 64 router + 3 x 4 x 64 x 128
     98560
@@ -87,13 +90,28 @@ class MixtureOfExperts(Layer):
     experts: SizeLike
     top_k: SizeLike
     ffn_hidden: SizeLike
-    router: Literal["mixtral", "qwen"] = "mixtral"
+    router: Literal["mixtral", "qwen"] | None = None
     renormalize: bool = True
     name: str | None = None
     kind = "MixtureOfExperts"
     input_rank = 3
-    autograd_checked = True  # tests/pytorch/test_moe_autograd.py
     autograd_inference_checked = False
+
+    @property
+    def autograd_checked(self) -> bool:  # type: ignore[override]
+        """Measured with a stated router (tests/pytorch/test_moe_autograd.py)."""
+        return self.router is not None
+
+    @property
+    def autograd_refusal(self) -> str | None:  # type: ignore[override]
+        """Why the autograd convention refuses it: its router is not stated."""
+        if self.router is not None:
+            return None
+        return (
+            "its router is not stated, and what a step keeps depends on it; give "
+            "router='mixtral' (Mixtral) or router='qwen' (Qwen2-MoE, Qwen3-MoE, OLMoE). "
+            "DeepSeek's sigmoid and group-limited routers are not modelled"
+        )
 
     def __post_init__(self) -> None:
         owner = self.label
@@ -107,9 +125,9 @@ class MixtureOfExperts(Layer):
                 f"{owner}: top_k ({self.top_k}) cannot exceed the number of experts "
                 f"({self.experts})."
             )
-        if self.router not in ("mixtral", "qwen"):
+        if self.router not in ("mixtral", "qwen", None):
             raise InvalidArgumentError(
-                f"{owner}: router must be 'mixtral' or 'qwen', got {self.router!r}."
+                f"{owner}: router must be 'mixtral', 'qwen' or None, got {self.router!r}."
             )
         if self.router == "mixtral" and not self.renormalize:
             raise InvalidArgumentError(
@@ -160,7 +178,11 @@ class MixtureOfExperts(Layer):
         )
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return what :meth:`autograd` lists for an fp32 run."""
+        """Return what :meth:`autograd` lists for an fp32 run (Mixtral's router if unstated).
+
+        In fp32 the routers keep tensors of the same sizes, so the activation
+        counts (the breakdown convention's) do not depend on the router.
+        """
         return self.autograd((tuple(input_shape),)).saved
 
     def autograd(
@@ -195,7 +217,7 @@ class MixtureOfExperts(Layer):
         Examples
         --------
         >>> from memtheory.symbols import B, S
-        >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=8)
+        >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=8, router="mixtral")
         >>> frozen = moe.frozen_autograd(moe.autograd(((B, S, 4),)))
         >>> frozen.stages[0].saved, frozen.saved[12].elements
         ((), 0)
@@ -226,4 +248,4 @@ class MixtureOfExperts(Layer):
     def describe(self) -> str:
         """Experts, top-k and expert width."""
         text = f"{self.experts} experts, top {self.top_k}, ffn {self.ffn_hidden}"
-        return text if self.router == "mixtral" else f"{text}, {self.router} router"
+        return text if self.router is None else f"{text}, {self.router} router"

@@ -197,3 +197,16 @@ def test_lora_on_the_attention_with_frozen_experts_is_exact(precision, batch, se
     got["peak"], want["peak"] = int(predicted.peak), measured.peak
     assert predicted.peak_moment.startswith("backward")
     assert got == want
+
+
+def test_an_unstated_router_is_refused_naming_the_fix():
+    """DeepSeek's builder states no router: the autograd convention refuses, saying which to give."""
+    from memtheory import Dense, Input, Network
+    from memtheory.layers import MixtureOfExperts
+    from memtheory.symbols import S
+
+    layers = [Input((S, 16)), Dense(16), MixtureOfExperts(4, top_k=2, ffn_hidden=8, name="moe")]
+    with pytest.raises(UnsupportedError, match="router='mixtral'"):
+        mt.training_memory(Network(layers), optimizer="sgd", convention="autograd")
+    stated = [*layers[:2], MixtureOfExperts(4, top_k=2, ffn_hidden=8, router="mixtral")]
+    assert mt.training_memory(Network(stated), optimizer="sgd", convention="autograd").peak != 0

@@ -17,7 +17,8 @@ Examples
 --------
 >>> from memtheory.layers import MixtureOfExperts
 >>> from memtheory.symbols import B, S
->>> spec = grouped_experts(MixtureOfExperts(4, top_k=2, ffn_hidden=16), ((B, S, 8),))
+>>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=16, router="mixtral")
+>>> spec = grouped_experts(moe, ((B, S, 8),))
 >>> [s.label for s in spec.saved][7:11]
 ['gathered rows', 'offsets', 'routing weights (sorted)', 'gate and up']
 >>> spec.saved[10].shape
@@ -75,8 +76,8 @@ def grouped_experts(
     --------
     >>> from memtheory.layers import MixtureOfExperts
     >>> from memtheory.symbols import B, S
-    >>> spec = grouped_experts(MixtureOfExperts(4, top_k=2, ffn_hidden=16), ((B, S, 8),),
-    ...                        input_dtype="bf16")
+    >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=16, router="mixtral")
+    >>> spec = grouped_experts(moe, ((B, S, 8),), input_dtype="bf16")
     >>> [stage.label for stage in spec.stages][-3:]
     ['reshape', 'sum over k', 'to bf16']
     """
@@ -111,8 +112,8 @@ def _sizes(layer: Layer, shape: Shape) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Ex
 
 
 def _weights_dtype(layer: Layer) -> DType | None:
-    """Return the routing weights' dtype: fp32 (Mixtral), or None, the model's (Qwen-MoE)."""
-    return _FP32 if getattr(layer, "router", "mixtral") == "mixtral" else None
+    """Return the routing weights' dtype: fp32 (Mixtral, or unstated), or None (Qwen-MoE)."""
+    return None if getattr(layer, "router", None) == "qwen" else _FP32
 
 
 def _saved(layer: Layer, shape: Shape) -> tuple[TensorSpec, ...]:
