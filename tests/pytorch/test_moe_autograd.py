@@ -200,7 +200,7 @@ def test_lora_on_the_attention_with_frozen_experts_is_exact(precision, batch, se
 
 
 def test_an_unstated_router_is_refused_naming_the_fix():
-    """DeepSeek's builder states no router: the autograd convention refuses, saying which to give."""
+    """DeepSeek's builder states no router: the autograd convention refuses, naming the fix."""
     from memtheory import Dense, Input, Network
     from memtheory.layers import MixtureOfExperts
     from memtheory.symbols import S
