@@ -103,6 +103,7 @@ def test_grouped_experts_step_is_exact(precision, batch, sequence):
     assert got == want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_all_tokens_to_the_same_experts_is_exact(precision):
     """Skewed routing (two experts get every token) keeps exactly what balanced routing keeps."""
@@ -174,7 +175,8 @@ def test_qwen2_moe_is_refused_at_its_shared_expert_gate():
         mt.training_memory(network, optimizer="sgd", convention=AutogradConvention())
 
 
-@pytest.mark.parametrize(("precision", "batch", "sequence"), [("bf16", 2, 6), ("bf16", 2, 40)])
+@pytest.mark.parametrize(("precision", "batch", "sequence"), [
+    ("bf16", 2, 6), pytest.param("bf16", 2, 40, marks=pytest.mark.slow)])
 def test_lora_on_the_attention_with_frozen_experts_is_exact(precision, batch, sequence):
     """LoRA on q/v of a tiny Mixtral, router and experts frozen: 0 bytes off, peak included.
 
