@@ -300,6 +300,7 @@ MINIMAL_ARGS = {
     "Unembedding": (10,),
     "Rotary": (8,),
     "RotaryTable": (8,),
+    "MixtureOfExperts": (4, 2, 8),
 }
 
 

@@ -42,6 +42,7 @@ from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec, ele
 from memtheory.layers.core import Dense
 from memtheory.layers.embedding import Embedding, Unembedding
 from memtheory.layers.layer_norm import LayerNorm
+from memtheory.layers.moe import MixtureOfExperts
 from memtheory.layers.rms_norm import RMSNorm
 
 __all__ = [
@@ -140,12 +141,16 @@ class Frozen(Layer):
         The RMSNorm (Hugging Face's ``LlamaRMSNorm``) and the untied
         :class:`~memtheory.layers.Unembedding` were measured inside LoRA-tuned
         Llama, Qwen2 and Mistral decoders
-        (``tests/pytorch/test_lora_decoder_measured.py``).
+        (``tests/pytorch/test_lora_decoder_measured.py``); a frozen
+        :class:`~memtheory.layers.MixtureOfExperts` in LoRA-tuned Mixtral
+        (``tests/pytorch/test_moe_autograd.py``).
         """
         if type(self.layer) is RMSNorm:
             return self.layer.implementation == "llama"
         if type(self.layer) is Unembedding:
             return not self.layer.tied
+        if type(self.layer) is MixtureOfExperts:
+            return self.layer.autograd_checked
         return type(self.layer) in (Dense, LayerNorm, Embedding)
 
     def check_input(self, input_shape: Shape) -> None:
@@ -217,6 +222,8 @@ class Frozen(Layer):
             return _own_casts(frozen, frozen_tensors(self.layer, tuple(input_shapes[0])))
         if type(self.layer) is RMSNorm and self.layer.elementwise_affine:
             return _frozen_scale(spec)
+        if isinstance(self.layer, MixtureOfExperts):
+            return self.layer.frozen_autograd(spec)
         return spec
 
     def _autocast_checked(self) -> bool:

@@ -18,15 +18,16 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike
-from memtheory.dtypes import dtype as as_dtype
-from memtheory.errors import InvalidSizeError, RankError
+from memtheory.errors import InvalidArgumentError, InvalidSizeError, RankError
 from memtheory.layers.base import Autograd, Layer, Shape, TensorSpec, describe_shape, elements
+from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["MixtureOfExperts"]
 
@@ -41,48 +42,76 @@ class MixtureOfExperts(Layer):
     :math:`(E, h, f)`: :math:`E h + 3 E h f` in all, of which a token uses
     :math:`E h + 3 k h f`.
 
-    What a training step keeps depends on the routing, which depends on the
-    data. :meth:`autograd` describes the balanced case (every expert gets
-    :math:`B S k / E` positions, so the experts together process :math:`B S k`
-    rows), an assumption that has not been measured: the autograd convention
-    refuses this layer (``autograd_checked = False``) rather than present it
-    as exact.
+    A training step keeps the same storages however the router splits the
+    tokens: transformers' default experts implementation (``grouped_mm``)
+    sorts the :math:`B S k` (token, expert) pairs by expert and runs every
+    expert's rows as one grouped matrix product, so every tensor has
+    :math:`B S k` rows, the busiest expert's share notwithstanding (measured
+    with balanced, random and fully skewed routing). :meth:`autograd` is
+    therefore exact for every routing: the upper bound and the balanced case
+    are one number. transformers' ``experts_implementation="eager"`` (a loop
+    over the experts, whose temporaries follow each expert's rows) is not
+    modelled.
 
     Parameters
     ----------
     experts : size
-        Experts :math:`E` (``num_local_experts``).
+        Experts :math:`E` (``num_local_experts``, ``num_experts``).
     top_k : size
         Experts per token :math:`k` (``num_experts_per_tok``).
     ffn_hidden : size
-        Width :math:`f` of each expert's MLP (``intermediate_size``).
+        Width :math:`f` of each expert's MLP (``intermediate_size``,
+        ``moe_intermediate_size``).
+    router : {"mixtral", "qwen"} or None, default None
+        How the routing weights are computed, which only the autograd
+        convention needs: ``"mixtral"``: softmax, top-k, renormalised, kept
+        fp32, so a 16-bit model weights its rows in fp32
+        (``MixtralTopKRouter``); ``"qwen"``: cast back to the model's dtype
+        (Qwen2-MoE, Qwen3-MoE and OLMoE's routers). None (not stated, as for
+        DeepSeek's sigmoid and group-limited routers): the autograd convention
+        refuses the layer (:meth:`autograd` then describes Mixtral's).
+    renormalize : bool, default True
+        Whether the top-k weights are divided by their sum (``norm_topk_prob``;
+        always for Mixtral).
     name : str, optional
 
     Examples
     --------
-    >>> from memtheory import Input, Network, training_memory
-    >>> from memtheory.symbols import S
-    >>> net = Network([Input((S, 64)), MixtureOfExperts(4, top_k=2, ffn_hidden=128, name="moe")])
-    >>> net.parameter_count  # 4 x 64 router + 3 x 4 x 64 x 128
+    >>> from memtheory import Dense, Input, Network, training_memory
+    >>> from memtheory.symbols import B, S
+    >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=128, router="mixtral", name="moe")
+    >>> net = Network([Input((S, 64)), Dense(64), moe])
+    >>> net.parameter_count - 64 * 65  # 4 x 64 router + 3 x 4 x 64 x 128
     98560
-    >>> training_memory(net, optimizer="adam", convention="autograd")
-    Traceback (most recent call last):
-    ...
-    memtheory.errors.UnsupportedError: the autograd convention does not model MixtureOfExperts ...
+    >>> training_memory(net, optimizer="sgd", convention="autograd").peak.subs({B: 1, S: 8})
+    835512
     """
 
     experts: SizeLike
     top_k: SizeLike
     ffn_hidden: SizeLike
+    router: Literal["mixtral", "qwen"] | None = None
+    renormalize: bool = True
     name: str | None = None
     kind = "MixtureOfExperts"
     input_rank = 3
-    autograd_refusal = (
-        "which tokens each expert gets is decided by the router's values, so what a step "
-        "keeps depends on the data; memtheory's balanced case (B*S*k/E tokens per expert) has "
-        "not been measured against transformers' grouped expert kernels, and the breakdown "
-        "convention counts every token through its top-k experts instead"
-    )
+    autograd_inference_checked = False
+
+    @property
+    def autograd_checked(self) -> bool:  # type: ignore[override]
+        """Measured with a stated router (tests/pytorch/test_moe_autograd.py)."""
+        return self.router is not None
+
+    @property
+    def autograd_refusal(self) -> str | None:  # type: ignore[override]
+        """Why the autograd convention refuses it: its router is not stated."""
+        if self.router is not None:
+            return None
+        return (
+            "its router is not stated, and what a step keeps depends on it; give "
+            "router='mixtral' (Mixtral) or router='qwen' (Qwen2-MoE, Qwen3-MoE, OLMoE). "
+            "DeepSeek's sigmoid and group-limited routers are not modelled"
+        )
 
     def __post_init__(self) -> None:
         owner = self.label
@@ -95,6 +124,15 @@ class MixtureOfExperts(Layer):
             raise InvalidSizeError(
                 f"{owner}: top_k ({self.top_k}) cannot exceed the number of experts "
                 f"({self.experts})."
+            )
+        if self.router not in ("mixtral", "qwen", None):
+            raise InvalidArgumentError(
+                f"{owner}: router must be 'mixtral', 'qwen' or None, got {self.router!r}."
+            )
+        if self.router == "mixtral" and not self.renormalize:
+            raise InvalidArgumentError(
+                f"{owner}: Mixtral's router always renormalises its top-k weights; "
+                "use router='qwen' for norm_topk_prob=False."
             )
 
     def check_input(self, input_shape: Shape) -> None:
@@ -140,7 +178,11 @@ class MixtureOfExperts(Layer):
         )
 
     def saved_for_backward(self, input_shape: Shape) -> tuple[TensorSpec, ...]:
-        """Return what :meth:`autograd` lists for an fp32 run under balanced routing."""
+        """Return what :meth:`autograd` lists for an fp32 run (Mixtral's router if unstated).
+
+        In fp32 the routers keep tensors of the same sizes, so the activation
+        counts (the breakdown convention's) do not depend on the router.
+        """
         return self.autograd((tuple(input_shape),)).saved
 
     def autograd(
@@ -151,37 +193,48 @@ class MixtureOfExperts(Layer):
         input_dtype: DTypeLike | None = None,
         autocast: DTypeLike | None = None,
     ) -> Autograd:
-        """Return the router's and experts' saved tensors under balanced routing (unmeasured).
+        """Return the router's and experts' saved tensors and backward nodes (its kernel plan).
 
-        Router: its input, the fp32 softmax over the experts, the ``top_k``
-        indices (int64) and the renormalised weights. Experts, over the
-        :math:`B S k` routed rows: the gathered inputs, the gate and up halves,
-        the activated gate, their product, the down projection's output (which
-        the routing weight multiplies) and the rows' positions (int64).
+        The plan is transformers' default grouped experts
+        (:mod:`memtheory.conventions.autograd.kernels.torch_2_13.experts`):
+        every tensor has the :math:`B S k` routed rows, whatever the routing.
         """
-        shape = tuple(input_shapes[0])
-        self.check_input(shape)
-        batch, sequence, hidden = shape
-        rows = batch * sequence
-        routed = rows * self.top_k
-        fp32, int64 = as_dtype("fp32"), as_dtype("int64")
-        given = as_dtype(input_dtype) if input_dtype is not None else None
-        return Autograd(
-            saved=(
-                TensorSpec("input", shape),
-                TensorSpec("intermediate", (rows, self.experts), fp32, label="router softmax"),
-                TensorSpec("indices", (rows, self.top_k), int64, label="top-k experts"),
-                TensorSpec("intermediate", (rows, self.top_k), fp32, label="routing weights"),
-                TensorSpec("intermediate", (routed, hidden), given, label="gathered rows"),
-                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="gate"),
-                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="up"),
-                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="act(gate)"),
-                TensorSpec("intermediate", (routed, self.ffn_hidden), given, label="product"),
-                TensorSpec("intermediate", (routed, hidden), given, label="expert output"),
-                TensorSpec("indices", (routed,), int64, label="row positions"),
-            ),
-            autocast="low",
+        return planned_autograd(
+            self, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
+
+    def frozen_autograd(self, spec: Autograd) -> Autograd:
+        """Return :meth:`autograd`'s ``spec`` for the layer frozen (no parameter gradients).
+
+        A matrix product keeps its input only for its weight's gradient: with
+        the router and the experts frozen (LoRA on the attention), the router's
+        linear map does not keep the block's input, nor the up projection the
+        gathered rows (freed when the forward returns) nor the down
+        projection the product (freed as soon as the down projection has run,
+        so it is left out of the forward's highest moment). No node makes a
+        parameter gradient.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=8, router="mixtral")
+        >>> frozen = moe.frozen_autograd(moe.autograd(((B, S, 4),)))
+        >>> frozen.stages[0].saved, frozen.saved[12].elements
+        ((), 0)
+        """
+        weight_only = {"router linear": "input", "grouped_mm up": "gathered rows",
+                       "grouped_mm down": "product"}
+        labels = [t.label or t.role for t in spec.saved]
+        stages = tuple(
+            replace(stage, parameters=(),
+                    saved=tuple(i for i in stage.saved
+                                if labels[i] != weight_only.get(stage.label)))
+            for stage in spec.stage_list()
+        )
+        saved = tuple(
+            replace(t, shape=(0,)) if t.label == "product" else t for t in spec.saved
+        )
+        return replace(spec, saved=saved, stages=stages)
 
     def activation_count(self, input_shape: Shape) -> sp.Expr:
         """Elements of the output and of the activation-dtype tensors it keeps (balanced)."""
@@ -194,4 +247,5 @@ class MixtureOfExperts(Layer):
 
     def describe(self) -> str:
         """Experts, top-k and expert width."""
-        return f"{self.experts} experts, top {self.top_k}, ffn {self.ffn_hidden}"
+        text = f"{self.experts} experts, top {self.top_k}, ffn {self.ffn_hidden}"
+        return text if self.router is None else f"{text}, {self.router} router"

@@ -162,6 +162,13 @@ class DecoderConfig:
     clip_qkv : float, optional
         OLMo and OLMoE: the query, key and value projections are clamped in
         place to ``[-clip_qkv, clip_qkv]`` (:class:`~memtheory.layers.clamp.Clamp`).
+    moe_router : {"mixtral", "qwen"}, default "mixtral"
+        With experts: the router (:class:`~memtheory.layers.MixtureOfExperts`'s
+        ``router``): Mixtral's fp32 routing weights, or Qwen-MoE's and OLMoE's
+        cast back to the model's dtype.
+    moe_renormalize : bool, default True
+        With experts: whether the top-k weights are renormalised
+        (``norm_topk_prob``; always for Mixtral).
 
     Examples
     --------
@@ -202,6 +209,8 @@ class DecoderConfig:
     rotary_fp32: bool = False
     rotary_per_attention: bool = False
     clip_qkv: float | None = None
+    moe_router: Literal["mixtral", "qwen"] = "mixtral"
+    moe_renormalize: bool = True
 
     def __post_init__(self) -> None:
         for name in ("vocabulary", "hidden", "layers", "heads", "ffn_hidden"):
@@ -469,7 +478,8 @@ def _mlp(
     """Append the MLP (gated, fused or experts) reading ``source``; return its output's name."""
     mlp = f"model.layers.{index}.mlp"
     if c.experts is not None and c.top_k is not None and c.is_sparse(index):
-        moe = MixtureOfExperts(c.experts, c.top_k, c.ffn_hidden, name=mlp)
+        moe = MixtureOfExperts(c.experts, c.top_k, c.ffn_hidden, router=c.moe_router,
+                               renormalize=c.moe_renormalize, name=mlp)
         if c.shared_expert is None:
             items.append(Node(moe, inputs=(source,)))
             return mlp

@@ -58,7 +58,9 @@ def decoder_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     OLMoE: ``num_experts`` experts of ``moe_intermediate_size`` (OLMoE:
     ``intermediate_size``), ``num_experts_per_tok`` per token, dense MLPs of
     ``intermediate_size`` in ``mlp_only_layers`` and off the
-    ``decoder_sparse_step``; Qwen2-MoE adds a gated shared expert.
+    ``decoder_sparse_step``, their routers casting the top-k weights back to
+    the model's dtype and renormalising them only with ``norm_topk_prob``
+    (False by default); Qwen2-MoE adds a gated shared expert.
 
     Examples
     --------
@@ -110,6 +112,8 @@ def _experts(config: Mapping[str, Any], family: str) -> dict[str, Any]:
         "ffn_hidden": width,
         "dense_ffn_hidden": dense,
         "sparse_layers": sparse if not all(sparse) else (),
+        "moe_router": "qwen",
+        "moe_renormalize": config_flag(config, "norm_topk_prob", False),
     }
     if family == "qwen2_moe":
         fields["shared_expert"] = optional_int(config, "shared_expert_intermediate_size", 5632)
