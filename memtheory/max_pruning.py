@@ -225,7 +225,7 @@ def _terms(expression: sp.Expr) -> _Terms:
     if expression.is_Add:
         total: _Terms = {}
         for argument in expression.args:
-            _accumulate(total, _terms(argument))
+            _accumulate(total, _argument_terms(argument))
         return total
     if expression.is_Mul:
         coefficient, rest = expression.as_coeff_Mul(rational=True)
@@ -243,6 +243,22 @@ def _terms(expression: sp.Expr) -> _Terms:
             power = _multiply(power, _terms(base))
         return power
     return {expression: Fraction(1)}
+
+
+@lru_cache(maxsize=65536)
+def _argument_terms(argument: sp.Expr) -> _Terms:
+    """``_terms`` of one argument of a sum, kept (read only: callers never change it).
+
+    The moments of a timeline share most of their arguments (the same objects), so a
+    deep network's peak splits each distinct argument once, not once per moment, and
+    every moment then names its monomials by the same objects (dictionary lookups by
+    identity instead of sympy's structural ``==``): equal monomials are interned.
+    """
+    return {_MONOMIALS.setdefault(m, m): c for m, c in _terms(argument).items()}
+
+
+_MONOMIALS: dict[sp.Expr, sp.Expr] = {}
+"""One object per monomial met in a sum's arguments (as many as :func:`_argument_terms` keeps)."""
 
 
 def _needs_expansion(factor: sp.Expr) -> bool:

@@ -183,3 +183,17 @@ def test_many_survivors_share_their_common_terms_and_keep_every_value():
         point = {B: b, H: h}
         assert peak.xreplace(point) == max(v.xreplace(point) for v in values)
         assert evaluate(evaluate(peak, H=h), B=b) == evaluate(peak, B=b, H=h)
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(candidate, min_size=2, max_size=12))
+def test_kept_splits_of_shared_arguments_change_nothing(values):
+    """The peak is the same expression (srepr) whether the arguments' splits are kept or fresh."""
+    from memtheory import max_pruning
+
+    warm = maximum(values)  # fills the kept splits and the interned monomials
+    again = maximum(values)
+    max_pruning._argument_terms.cache_clear()
+    max_pruning._MONOMIALS.clear()
+    fresh = maximum([sp.Add(*v.args) if v.is_Add else v for v in values])
+    assert sp.srepr(warm) == sp.srepr(again) == sp.srepr(fresh)
