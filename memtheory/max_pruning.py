@@ -359,25 +359,43 @@ def _undominated(polynomials: Sequence[_Terms]) -> list[int]:
         at_least_one[constant] = False
         signed[constant] = False
 
-    def dominating(differences: np.ndarray) -> np.ndarray:
-        """Rows ``a - b`` that prove ``a >= b`` (differences is 2-d: one row per pair)."""
-        proven = np.all(differences[:, unknown] == 0, axis=1)
-        proven &= np.all(differences[:, signed] >= 0, axis=1)
-        if constant is not None:
-            cover = differences[:, at_least_one].sum(axis=1) + differences[:, constant]
-            proven &= cover >= 0
-        return proven
-
-    kept: list[int] = []
+    # a - b proves a >= b when it is 0 on every column of unknown sign, >= 0 on every signed
+    # one, and (with a constant) the at-least-one columns' sum covers the constant's difference.
+    # Rows differing on an unknown column never compare, so they are grouped by those columns;
+    # the cover is linear in the rows, so it is summed once per row, not once per pair.
+    positive = matrix[:, signed]
+    cover = (
+        matrix[:, at_least_one].sum(axis=1) + matrix[:, constant] if constant is not None else None
+    )
+    groups: dict[bytes | tuple[object, ...], list[int]] = {}
     for row in range(len(polynomials)):
-        if kept:
-            differences = matrix[kept] - matrix[row]
-            if dominating(differences).any():
-                continue
-            beaten = dominating(-differences)
-            kept = [k for k, lost in zip(kept, beaten, strict=True) if not lost]
+        key = _row_key(matrix[row, unknown])
+        kept = groups.get(key)
+        if not kept:
+            groups[key] = [row]
+            continue
+        differences = positive[kept] - positive[row]
+        over = cover[kept] - cover[row] if cover is not None else None
+        if _dominating(differences, over).any():
+            continue
+        beaten = _dominating(-differences, None if over is None else -over)
+        kept = [k for k, lost in zip(kept, beaten, strict=True) if not lost]
         kept.append(row)
-    return kept
+        groups[key] = kept
+    return sorted(row for kept in groups.values() for row in kept)
+
+
+def _row_key(values: np.ndarray) -> bytes | tuple[object, ...]:
+    """Return a hashable key for a row's values (int64 or Python integers)."""
+    return values.tobytes() if values.dtype != object else tuple(values.tolist())
+
+
+def _dominating(differences: np.ndarray, cover: np.ndarray | None) -> np.ndarray:
+    """Rows ``a - b`` (on the signed columns; the cover's too) that prove ``a >= b``."""
+    proven = np.all(differences >= 0, axis=1)
+    if cover is not None:
+        proven &= cover >= 0
+    return proven
 
 
 def _unevaluated_max(candidates: list[sp.Expr]) -> sp.Expr:
