@@ -133,13 +133,43 @@ def _factored(polynomials: Sequence[_Terms]) -> sp.Expr:
     alive, so a deep network's peak shrinks from one full sum per candidate to
     about the number of candidates times the depth of the halving.
     """
-    if len(polynomials) == 1:
-        return _expression(polynomials[0])
-    common = set(polynomials[0].items()).intersection(*(p.items() for p in polynomials[1:]))
-    shared = dict(common)
-    rest = [{m: c for m, c in p.items() if m not in shared} for p in polynomials]
-    half = len(rest) // 2
-    inner = _unevaluated_max([_factored(rest[:half]), _factored(rest[half:])])
+    commons: dict[tuple[int, int], _Terms] = {}
+    _common(polynomials, 0, len(polynomials), commons)
+    return _factored_within(0, len(polynomials), {}, commons)
+
+
+def _common(
+    polynomials: Sequence[_Terms], start: int, stop: int, commons: dict[tuple[int, int], _Terms]
+) -> _Terms:
+    """Return (and keep in ``commons``) the terms every polynomial in ``start:stop`` has.
+
+    Worked out from the leaves up, each half's as the intersection of its two
+    halves', so a polynomial is read whole once, not once per level.
+    """
+    if stop - start == 1:
+        common = polynomials[start]
+    else:
+        half = start + (stop - start) // 2
+        left = _common(polynomials, start, half, commons)
+        right = _common(polynomials, half, stop, commons)
+        common = {m: c for m, c in left.items() if right.get(m) == c}
+    commons[start, stop] = common
+    return common
+
+
+def _factored_within(
+    start: int, stop: int, outer: _Terms, commons: dict[tuple[int, int], _Terms]
+) -> sp.Expr:
+    """Return the maximum of ``start:stop`` less ``outer``, the terms already moved out."""
+    common = commons[start, stop]
+    shared = {m: c for m, c in common.items() if m not in outer}
+    if stop - start == 1:
+        return _expression(shared)
+    half = start + (stop - start) // 2
+    inner = _unevaluated_max([
+        _factored_within(start, half, common, commons),
+        _factored_within(half, stop, common, commons),
+    ])
     return sp.Add(_expression(shared), inner) if shared else inner
 
 
