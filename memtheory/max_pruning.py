@@ -255,7 +255,12 @@ def _terms(expression: sp.Expr) -> _Terms:
     if expression.is_Add:
         total: _Terms = {}
         for argument in expression.args:
-            _accumulate(total, _argument_terms(argument))
+            for monomial, coefficient in _argument_terms(argument).items():
+                value = total.get(monomial, 0) + coefficient
+                if value:
+                    total[monomial] = value
+                else:
+                    total.pop(monomial, None)
         return total
     if expression.is_Mul:
         coefficient, rest = expression.as_coeff_Mul(rational=True)
@@ -377,9 +382,11 @@ def _undominated(polynomials: Sequence[_Terms]) -> list[int]:
     largest = max((abs(c) * scale for terms in polynomials for c in terms.values()), default=0)
     dtype: type = np.int64 if largest * (len(monomials) + 1) < _INT64_SAFE else object
     matrix: np.ndarray = np.zeros((len(polynomials), len(monomials)), dtype=dtype)
-    for row, terms in enumerate(polynomials):
-        for monomial, coefficient in terms.items():
-            matrix[row, column[monomial]] = int(coefficient * scale)
+    rows = [row for row, terms in enumerate(polynomials) for _ in terms]
+    columns = [column[monomial] for terms in polynomials for monomial in terms]
+    values = [int(c * scale) for terms in polynomials for c in terms.values()]
+    if values:  # one assignment of every coefficient, not one NumPy call each
+        matrix[rows, columns] = np.array(values, dtype=dtype)
     kinds = np.array([_kind(m) for m in monomials])
     unknown = kinds == _UNKNOWN
     signed = kinds != _UNKNOWN
