@@ -339,7 +339,29 @@ def _unique(
 
 
 def _expression(terms: _Terms) -> sp.Expr:
-    return sp.Add(*(sp.Rational(c.numerator, c.denominator) * m for m, c in terms.items()))
+    return sp.Add(*(_scaled(sp.Rational(c.numerator, c.denominator), m) for m, c in terms.items()))
+
+
+def _scaled(coefficient: sp.Rational, monomial: sp.Expr) -> sp.Expr:
+    """``coefficient * monomial``, built directly where ``Mul`` would only put the number first.
+
+    That is so for a product of symbols, roundings and their whole powers (the
+    monomials of a peak); anything else is multiplied by sympy.
+    """
+    if coefficient is sp.S.One:
+        return monomial
+    if monomial.is_Mul and coefficient and all(_plain_factor(f) for f in monomial.args):
+        return monomial._new_rawargs(coefficient, *monomial.args)
+    return coefficient * monomial
+
+
+def _plain_factor(factor: sp.Expr) -> bool:
+    base, exponent = factor.as_base_exp()
+    return bool(
+        (base.is_Symbol or isinstance(base, sp.floor | sp.ceiling))
+        and exponent.is_Integer
+        and exponent > 0
+    )
 
 
 # -- dominance ---------------------------------------------------------------------------

@@ -197,3 +197,18 @@ def test_kept_splits_of_shared_arguments_change_nothing(values):
     max_pruning._MONOMIALS.clear()
     fresh = maximum([sp.Add(*v.args) if v.is_Add else v for v in values])
     assert sp.srepr(warm) == sp.srepr(again) == sp.srepr(fresh)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    coefficient=st.fractions(min_value=-50, max_value=50, max_denominator=12),
+    powers=st.lists(st.tuples(st.sampled_from([B, H, S, HALF, QUARTER]), st.integers(1, 3)),
+                    min_size=2, max_size=4),
+)
+def test_scaled_monomials_are_what_sympy_multiplies(coefficient, powers):
+    """A peak's terms built directly are sympy's own products, argument for argument."""
+    from memtheory.max_pruning import _scaled
+
+    monomial = sp.Mul(*(base**exponent for base, exponent in powers))
+    number = sp.Rational(coefficient.numerator, coefficient.denominator)
+    assert sp.srepr(_scaled(number, monomial)) == sp.srepr(number * monomial)
