@@ -34,6 +34,7 @@ Max(5*B*H**2, 4*B*H**2 + 100)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from functools import lru_cache
@@ -420,41 +421,60 @@ def _undominated(polynomials: Sequence[_Terms]) -> list[int]:
 
     # a - b proves a >= b when it is 0 on every column of unknown sign, >= 0 on every signed
     # one, and (with a constant) the at-least-one columns' sum covers the constant's difference.
-    # Rows differing on an unknown column never compare, so they are grouped by those columns;
-    # the cover is linear in the rows, so it is summed once per row, not once per pair.
+    # Rows differing on an unknown column never compare, so they are grouped by those columns.
+    # If a dominates b, a's signed columns sum to at least b's, and where the sums are level
+    # (every signed difference 0) a's cover is at least b's: so, taken in decreasing order of
+    # (sum, cover), a row can only be dominated by one taken before it, never dominate one, and
+    # the kept rows of a group only grow (of equal rows, the first is taken first).
     positive = matrix[:, signed]
     cover = (
         matrix[:, at_least_one].sum(axis=1) + matrix[:, constant] if constant is not None else None
     )
-    groups: dict[bytes | tuple[object, ...], list[int]] = {}
-    for row in range(len(polynomials)):
-        key = _row_key(matrix[row, unknown])
-        kept = groups.get(key)
-        if not kept:
-            groups[key] = [row]
-            continue
-        differences = positive[kept] - positive[row]
-        over = cover[kept] - cover[row] if cover is not None else None
-        if _dominating(differences, over).any():
-            continue
-        beaten = _dominating(-differences, None if over is None else -over)
-        kept = [k for k, lost in zip(kept, beaten, strict=True) if not lost]
-        kept.append(row)
-        groups[key] = kept
-    return sorted(row for kept in groups.values() for row in kept)
+    sums = positive.sum(axis=1).tolist()
+    covers = cover.tolist() if cover is not None else [0] * len(polynomials)
+    order = sorted(range(len(polynomials)), key=lambda r: (sums[r], covers[r]), reverse=True)
+    keys = [_row_key(values) for values in matrix[:, unknown]]
+    sizes = Counter(keys)
+    groups: dict[bytes | tuple[object, ...], _Group] = {}
+    for row in order:
+        group = groups.get(keys[row])
+        if group is None:
+            group = groups[keys[row]] = _Group(sizes[keys[row]], positive.shape[1], dtype)
+        if not group.dominated(positive[row], None if cover is None else cover[row]):
+            group.keep(row, positive[row], None if cover is None else cover[row])
+    return sorted(row for group in groups.values() for row in group.rows)
+
+
+class _Group:
+    """The kept rows of one group (equal on every column of unknown sign), in NumPy buffers."""
+
+    def __init__(self, size: int, width: int, dtype: type) -> None:
+        self.rows: list[int] = []
+        self.signed: np.ndarray = np.zeros((size, width), dtype=dtype)
+        self.cover: np.ndarray = np.zeros(size, dtype=dtype)
+
+    def dominated(self, signed: np.ndarray, cover: object) -> bool:
+        """Whether a kept row proves itself at least ``signed`` (and ``cover``) everywhere."""
+        count = len(self.rows)
+        if not count:
+            return False
+        proven = np.asarray(self.signed[:count] >= signed).all(axis=1)
+        if cover is not None:
+            proven &= np.asarray(self.cover[:count] >= cover, dtype=bool)
+        return bool(proven.any())
+
+    def keep(self, row: int, signed: np.ndarray, cover: object) -> None:
+        """Add ``row`` to the kept rows."""
+        count = len(self.rows)
+        self.signed[count] = signed
+        if cover is not None:
+            self.cover[count] = cover
+        self.rows.append(row)
 
 
 def _row_key(values: np.ndarray) -> bytes | tuple[object, ...]:
     """Return a hashable key for a row's values (int64 or Python integers)."""
     return values.tobytes() if values.dtype != object else tuple(values.tolist())
-
-
-def _dominating(differences: np.ndarray, cover: np.ndarray | None) -> np.ndarray:
-    """Rows ``a - b`` (on the signed columns; the cover's too) that prove ``a >= b``."""
-    proven = np.all(differences >= 0, axis=1)
-    if cover is not None:
-        proven &= cover >= 0
-    return proven
 
 
 def _unevaluated_max(candidates: list[sp.Expr]) -> sp.Expr:
