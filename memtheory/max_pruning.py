@@ -84,7 +84,8 @@ def maximum(values: Iterable[object]) -> sp.Expr:
     expressions = [sp.sympify(v) for v in values]
     if all(e.is_number for e in expressions):
         return max(sp.expand(e) for e in expressions)
-    polynomials, originals = _unique([_terms(e) for e in expressions], expressions)
+    memo = _Memo()
+    polynomials, originals = _unique([_terms(e, memo) for e in expressions], expressions)
     kept = _undominated(polynomials)
     if len(kept) == 1:
         return originals[kept[0]]
@@ -109,8 +110,9 @@ def undominated(values: Sequence[object]) -> list[int]:
     first: dict[frozenset[tuple[sp.Expr, Fraction]], int] = {}
     polynomials: list[_Terms] = []
     positions: list[int] = []
+    memo = _Memo()
     for index, expression in enumerate(expressions):
-        terms = _terms(expression)
+        terms = _terms(expression, memo)
         key = frozenset(terms.items())
         if key not in first:
             first[key] = index
@@ -249,14 +251,18 @@ _Terms = dict[sp.Expr, Fraction]
 """A polynomial: coefficient (exact) per monomial (a product of atom powers; 1 for constants)."""
 
 
-def _terms(expression: sp.Expr) -> _Terms:
-    """Expand ``expression`` at the top level only: floors and other functions stay atoms."""
+def _terms(expression: sp.Expr, memo: _Memo | None = None) -> _Terms:
+    """Expand ``expression`` at the top level only: floors and other functions stay atoms.
+
+    With a ``memo``, each argument of a sum is split once (see :class:`_Memo`).
+    """
     if expression.is_Rational:
         return {sp.S.One: _fraction(expression)} if expression else {}
     if expression.is_Add:
         total: _Terms = {}
         for argument in expression.args:
-            for monomial, coefficient in _argument_terms(argument).items():
+            split = _terms(argument) if memo is None else memo.split(argument)
+            for monomial, coefficient in split.items():
                 value = total.get(monomial, 0) + coefficient
                 if value:
                     total[monomial] = value
@@ -281,20 +287,28 @@ def _terms(expression: sp.Expr) -> _Terms:
     return {expression: Fraction(1)}
 
 
-@lru_cache(maxsize=65536)
-def _argument_terms(argument: sp.Expr) -> _Terms:
-    """``_terms`` of one argument of a sum, kept (read only: callers never change it).
+class _Memo:
+    """The arguments of sums already split in one call, by identity, and one object per monomial.
 
     The moments of a timeline share most of their arguments (the same objects), so a
     deep network's peak splits each distinct argument once, not once per moment, and
-    every moment then names its monomials by the same objects (dictionary lookups by
-    identity instead of sympy's structural ``==``): equal monomials are interned.
+    every moment then names its monomials by the same objects: dictionary lookups by
+    identity instead of sympy's structural ``==``. Kept for one call only (by ``id``,
+    with the argument held so that its ``id`` stays its own).
     """
-    return {_MONOMIALS.setdefault(m, m): c for m, c in _terms(argument).items()}
 
+    def __init__(self) -> None:
+        self.arguments: dict[int, tuple[sp.Expr, _Terms]] = {}
+        self.monomials: dict[sp.Expr, sp.Expr] = {}
 
-_MONOMIALS: dict[sp.Expr, sp.Expr] = {}
-"""One object per monomial met in a sum's arguments (as many as :func:`_argument_terms` keeps)."""
+    def split(self, argument: sp.Expr) -> _Terms:
+        """Return ``_terms(argument)`` (read only: callers never change it)."""
+        known = self.arguments.get(id(argument))
+        if known is None:
+            intern = self.monomials.setdefault
+            terms = {intern(m, m): c for m, c in _terms(argument).items()}
+            self.arguments[id(argument)] = known = (argument, terms)
+        return known[1]
 
 
 def _needs_expansion(factor: sp.Expr) -> bool:
