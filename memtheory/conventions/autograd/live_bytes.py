@@ -89,7 +89,10 @@ class Timeline:
                 category: sums.expression() for category, sums in self._by_category.items()
             }
         extra = sp.sympify(extra)
-        if extra is sp.S.Zero or not self._nonzero or not self._sum.exact or not _parts(extra):
+        if extra is sp.S.Zero:  # what sympy's total + 0 returns, without hashing the total
+            self.moments[label] = self.total()
+            return
+        if not self._nonzero or not self._sum.exact or not _parts(extra):
             self.moments[label] = self.total() + extra
             return
         self._sum.add(extra, 1)
