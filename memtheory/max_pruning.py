@@ -466,16 +466,28 @@ class _Group:
         self.rows: list[int] = []
         self.signed: np.ndarray = np.zeros((size, width), dtype=dtype)
         self.cover: np.ndarray = np.zeros(size, dtype=dtype)
+        self.last = 0
+        """The kept row that dominated the previous candidate: tried first (neighbours in the
+        timeline are beaten by the same moment, so one row is compared instead of all)."""
 
     def dominated(self, signed: np.ndarray, cover: object) -> bool:
         """Whether a kept row proves itself at least ``signed`` (and ``cover``) everywhere."""
         count = len(self.rows)
         if not count:
             return False
+        last = self.last
+        if (cover is None or self.cover[last] >= cover) and bool(
+            np.all(self.signed[last] >= signed)
+        ):
+            return True
         proven = np.asarray(self.signed[:count] >= signed).all(axis=1)
         if cover is not None:
             proven &= np.asarray(self.cover[:count] >= cover, dtype=bool)
-        return bool(proven.any())
+        found = np.flatnonzero(proven)
+        if found.size:
+            self.last = int(found[0])
+            return True
+        return False
 
     def keep(self, row: int, signed: np.ndarray, cover: object) -> None:
         """Add ``row`` to the kept rows."""
