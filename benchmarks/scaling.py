@@ -1,44 +1,45 @@
-"""Benchmark how memtheory scales: exact peaks, deep pipelines, max_batch and the import.
+"""Benchmark how memtheory scales: exact peaks, depth, max_batch, evaluate and the import.
 
-Prints one table; each row is a measurement taken in this run, the baseline
-it replaces (measured in the same run where that is still possible, else the
-number recorded in issue 10 on this kind of machine, marked "issue"), and the
-target:
+Each figure is printed as ``_verdict.report`` prints it: CPU seconds (the median of the
+runs; what the target is for) with the wall time beside it, the target, the verdict
+(``met`` / ``missed by x%``) and the baseline measured in the same run. Every run is cold
+(sympy's cache cleared first). The baseline of the exact peak is the maximum pruner as it
+was on ``main`` at :data:`BASELINE_COMMIT` (``git show``, loaded beside today's), run
+alternately with it on the same moments; where git or that commit is not here, the rows
+say so and carry on.
 
-* the exact symbolic autograd peak (a ``Max`` over the timeline's moments) of
-  a CNN with a 2x2 max pooling after every 5 convolutions, of a 400-layer MLP,
-  of GPT-2 xl over (B, S) and of ResNet-50 over (B, H); the baseline is the
-  previous pruning algorithm (:func:`memtheory.max_pruning._reference_maximum`),
-  run on the same moments. A model the autograd convention refuses is
-  reported with the reason, not timed;
-* building and deriving that CNN in every convention, at 100, 200 and 400
-  convolutions, with the growth exponent between 200 and 400 (1 is linear); the
-  baseline is the time recorded before each pooled size was collapsed to one
-  floor (:func:`memtheory.sliding_window.collapse_rounding`);
-* ``max_batch`` on VGG-16's exact peak with H given, against the previous
-  path (sympy re-evaluating the ``Max`` as H is substituted);
-* ``evaluate`` on the 400-layer CNN's autograd result (every moment of its
-  timeline), against substituting into each moment on its own;
-* ``import memtheory`` against ``import sympy, numpy``, each in a fresh
-  interpreter with byte code cached (the minimum of several runs, to see past
-  other load on the machine); the baseline also imports
-  ``sympy.physics.units``, as memtheory did.
+* **exact peak**: :func:`memtheory.max_pruning.maximum` over the timeline of a 400-layer
+  CNN with a 2x2 max pooling after every 5 convolutions and of a 400-layer MLP (target
+  0.5 s, issue 26's for the whole pipeline); GPT-2 xl over (B, S) and ResNet-50 over
+  (B, H) built, derived and peaked (target 1 s, issue 10);
+* **400-layer pooled CNN, every convention**: build, derive and the peak (the autograd
+  convention's is the exact maximum; the others' the total), target < 0.5 s (issue 26,
+  which measured 1.27 / 1.66 / 4.55 s on ``main``); the autograd one also with the
+  baseline pruner;
+* **linear in depth**: the exact autograd peak (build, derive, maximum) of each of the four
+  families at two depths, one twice the other; the growth exponent between them, target
+  <= 1.1 (1 is linear), with the baseline pruner's exponent beside it;
+* ``max_batch`` on VGG-16's exact peak with H given, beside sympy re-evaluating the ``Max``;
+* ``evaluate`` on the 400-layer CNN's timeline, beside one ``xreplace`` per moment;
+* ``import memtheory`` and its first use (``memtheory.training_memory``: the package
+  imports its modules on first use), each in a fresh interpreter, against ``import sympy,
+  numpy``; target 1.2x.
 
-Each time is a cold run (sympy's cache cleared first); build + derive is the
-faster of two. Run with
-``python benchmarks/scaling.py``; ``--full`` also times the previous peak
-algorithm at 400 convolutions (minutes).
+Run with ``python benchmarks/scaling.py`` (about two minutes on a quiet 2-core machine);
+``--quick`` runs the depth rows at half the depth.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from sympy.core.cache import clear_cache
@@ -53,23 +54,25 @@ from memtheory import (
     ReLU,
     training_memory,
 )
-from memtheory.errors import MemtheoryError
-from memtheory.max_pruning import _reference_maximum, count_candidates
+from memtheory import max_pruning as pruner
+from memtheory.max_pruning import count_candidates
 from memtheory.models import gpt2, resnet50, vgg16
+from memtheory.models.gpt2 import GPT2Config
+from memtheory.models.resnet import resnet
 from memtheory.symbols import H
-from memtheory.tables import Column, Table
 from memtheory.whatif import max_batch, max_value
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _verdict import Timing, report, seconds  # noqa: E402
+
+NAME = "scaling"
+BASELINE_COMMIT = "7a1f1ce"
+"""``main`` when issue 26's peak work began: its ``memtheory/max_pruning.py`` is the baseline."""
 CONVENTIONS = ("breakdown", "rule_of_thumb", "autograd")
-PIPELINE_BEFORE = {
-    "breakdown": "1.41 s, n^1.4",
-    "rule_of_thumb": "1.67 s, n^1.5",
-    "autograd": "9.48 s, n^2.5",
-}
-"""Build + derive of the 400-convolution CNN with one nested floor per pooling (before sizes were
-collapsed to one floor), measured with this script on the 2-core machine under light load."""
-IMPORT_RUNS = 10
-PIPELINE_RUNS = 2
+ISSUE_26 = {"rule_of_thumb": "1.27 s", "breakdown": "1.66 s", "autograd": "4.55 s"}
+"""The 400-layer pooled CNN per convention on ``main``, CPU seconds, as issue 26 recorded them."""
+REPEAT = 3
+IMPORT_RUNS = 7
 
 
 def pooled_cnn(convolutions: int) -> Network:
@@ -90,169 +93,232 @@ def mlp(depth: int) -> Network:
     return Network(layers)
 
 
-def cold(function: Callable[[], Any]) -> tuple[float, Any]:
-    """Seconds for one call with sympy's cache emptied first, and its result."""
-    clear_cache()
-    start = time.perf_counter()
-    result = function()
-    return time.perf_counter() - start, result
+def gpt2_stack(blocks: int) -> Network:
+    """GPT-2 xl's width (1600, 25 heads) with ``blocks`` transformer blocks, over (B, S)."""
+    return gpt2(GPT2Config(layers=blocks, hidden=1600, heads=25))
 
 
-def seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f} s" if value >= 0.1 else f"{value * 1e3:.1f} ms"
+def resnet_stack(blocks: int) -> Network:
+    """A bottleneck ResNet over (B, H) with ``blocks`` blocks, a quarter in each stage."""
+    return resnet((blocks // 4,) * 4, image_size=H)
 
 
-def row(
-    what: str, baseline: str, now: float, target: float | None
-) -> tuple[str, str, str, str, str]:
-    met = "-" if target is None else "yes" if now < target else "NO"
-    return (what, baseline, seconds(now), seconds(target), met)
+FAMILIES: dict[str, tuple[Callable[[int], Network], int, str]] = {
+    "pooled CNN": (pooled_cnn, 200, "convolutions"),
+    "MLP": (mlp, 200, "Dense+ReLU"),
+    "GPT-2 xl-wide stack": (gpt2_stack, 100, "blocks"),
+    "ResNet bottleneck stack": (resnet_stack, 64, "blocks"),
+}
+"""Each family's builder, its smaller depth (the larger is twice it), and what it counts."""
 
 
-def peak_rows(full: bool) -> list[tuple[str, str, str, str, str]]:
-    """The exact autograd peak of deep and real networks, beside the previous algorithm."""
-    rows = []
-    recorded = {400: "155 s (issue)"}
-    for label, build, size, target in (
-        ("CNN, 200 conv + 40 pools", lambda: pooled_cnn(200), 200, None),
-        ("CNN, 400 conv + 80 pools", lambda: pooled_cnn(400), 400, 2.0),
-        ("MLP, 400 Dense+ReLU", lambda: mlp(400), 0, None),
+def baseline_pruner() -> ModuleType | None:
+    """Return ``memtheory/max_pruning.py`` as it was at :data:`BASELINE_COMMIT`, or None."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        source = subprocess.run(
+            ["git", "show", f"{BASELINE_COMMIT}:memtheory/max_pruning.py"], cwd=root,
+            capture_output=True, text=True, check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as file:
+        file.write(source)
+    spec = importlib.util.spec_from_file_location("baseline_max_pruning", file.name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    os.unlink(file.name)
+    return module
+
+
+def cold(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` with sympy's cache emptied first."""
+
+    def run() -> Any:
+        clear_cache()
+        return call()
+
+    return run
+
+
+def in_turn(
+    calls: dict[str, Callable[[], Any]], repeat: int = REPEAT
+) -> tuple[dict[str, Timing], dict[str, Any]]:
+    """Time each call cold, in turn (A B A B ...), ``repeat`` runs each; the last results."""
+    timings = {name: Timing() for name in calls}
+    results: dict[str, Any] = {}
+    for _ in range(repeat):
+        for name, call in calls.items():
+            results[name] = timings[name].add(cold(call))
+    return timings, results
+
+
+def both(timing: Timing) -> str:
+    return f"{seconds(timing.median_cpu)} CPU, {seconds(timing.median_wall)} wall"
+
+
+def peak_rows(old: ModuleType | None) -> None:
+    """The exact maximum over the timeline of deep and real networks, beside the baseline."""
+    print("-- exact peak: the maximum over the timeline of moments derived once (not timed); "
+          "target 0.5 s, the whole pipeline's (issue 26)")
+    for label, build in (
+        ("CNN, 400 conv + 80 pools", lambda: pooled_cnn(400)),
+        ("MLP, 400 Dense+ReLU", lambda: mlp(400)),
     ):
-        memory = training_memory(build(), optimizer="sgd", convention="autograd")
-        moments = list(memory.timeline.values())
-        now, peak = cold(lambda memory=memory: memory.peak)
-        if size <= 200 or full:
-            before, reference = cold(lambda moments=moments: _reference_maximum(moments))
-            baseline = f"{seconds(before)} ({count_candidates(reference)} kept)"
-        else:
-            baseline = recorded[size]
-        kept = count_candidates(peak)
-        what = f"peak of {label}: {len(moments)} moments, {kept} kept"
-        rows.append(row(what, baseline, now, target))
+        moments = list(training_memory(build(), optimizer="sgd",
+                                       convention="autograd").timeline.values())
+        calls = {"now": lambda moments=moments: pruner.maximum(moments)}
+        if old is not None:
+            calls["baseline"] = lambda moments=moments: old.maximum(moments)
+        timings, results = in_turn(calls)
+        if old is not None and results["now"] != results["baseline"]:  # pragma: no cover
+            raise SystemExit(f"the peak of {label} changed")
+        kept = count_candidates(results["now"])
+        baseline = f"baseline {both(timings['baseline'])}" if old is not None else "no baseline"
+        report(NAME, f"exact peak of {label} ({len(moments)} moments, {kept} kept)",
+               timings["now"].median_cpu, 0.5, detail=f"{both(timings['now'])}; {baseline}")
+    print("-- real networks: build, derive and the exact peak; target 1 s (issue 10)")
     for label, build in (
         ("GPT-2 xl over (B, S)", lambda: gpt2("xl")),
         ("ResNet-50 over (B, H)", lambda: resnet50(image_size=H)),
     ):
-        try:
-            now, peak = cold(
-                lambda build=build: (
-                    training_memory(build(), optimizer="adamw", convention="autograd").peak
-                )
-            )
-        except MemtheoryError as error:
-            rows.append((f"peak of {label}", "-", f"refused: {error}"[:90], "1 s", "-"))
-            continue
-        rows.append(row(f"peak of {label} (build, derive, peak)", "-", now, 1.0))
-    return rows
+        calls = {"now": lambda build=build: pipeline(build, "autograd", optimizer="adamw")}
+        if old is not None:
+            calls["baseline"] = lambda build=build: pipeline(build, "autograd", old.maximum,
+                                                             optimizer="adamw")
+        timings, results = in_turn(calls)
+        if old is not None and results["now"] != results["baseline"]:  # pragma: no cover
+            raise SystemExit(f"the peak of {label} changed")
+        baseline = f"baseline pruner {both(timings['baseline'])}" if old else "no baseline"
+        report(NAME, f"exact peak of {label}: build, derive, peak", timings["now"].median_cpu,
+               1.0, detail=f"{both(timings['now'])}; {baseline}")
 
 
-def pipeline_rows() -> list[tuple[str, str, str, str, str]]:
-    """Build + derive the pooled CNN at three depths, in every convention."""
-    rows = []
+def pipeline(
+    build: Callable[[], Network], convention: str, maximum: Any = None, optimizer: str = "sgd"
+) -> Any:
+    """Build, derive, and the peak (the exact maximum under autograd; else the total)."""
+    memory = training_memory(build(), optimizer=optimizer, convention=convention)
+    if convention != "autograd":
+        return memory.total
+    return (maximum or pruner.maximum)(list(memory.timeline.values()))
+
+
+def convention_rows(old: ModuleType | None) -> None:
+    """The 400-layer pooled CNN built, derived and peaked in every convention (issue 26)."""
+    print("-- 400-layer pooled CNN: build, derive and peak, each convention")
     for convention in CONVENTIONS:
-        times = {}
-        for depth in (100, 200, 400):
-            times[depth] = min(
-                cold(
-                    lambda depth=depth, convention=convention: (
-                        training_memory(
-                            pooled_cnn(depth), optimizer="sgd", convention=convention
-                        ).total
-                    )
-                )[0]
-                for _ in range(PIPELINE_RUNS)
-            )
-        growth = math.log(times[400] / times[200], 2)
-        what = (
-            f"build + derive, {convention}: 100/200 conv {seconds(times[100])}/"
-            f"{seconds(times[200])}, growth n^{growth:.1f}"
-        )
-        before = f"{PIPELINE_BEFORE[convention]} (recorded)"
-        rows.append(row(what + ", 400 conv", before, times[400], 0.5))
-    return rows
+        calls = {"now": lambda convention=convention: pipeline(
+            lambda: pooled_cnn(400), convention)}
+        if convention == "autograd" and old is not None:
+            calls["baseline"] = lambda: pipeline(lambda: pooled_cnn(400), "autograd", old.maximum)
+        timings, _ = in_turn(calls)
+        baseline = (f"baseline pruner {both(timings['baseline'])}, " if "baseline" in timings
+                    else "")
+        report(NAME, f"CNN 400 conv, {convention}: build, derive, peak",
+               timings["now"].median_cpu, 0.5,
+               detail=f"{both(timings['now'])}; {baseline}issue 26 on main: "
+                      f"{ISSUE_26[convention]} CPU")
 
 
-def max_batch_rows() -> list[tuple[str, str, str, str, str]]:
+def depth_rows(old: ModuleType | None, scale: float) -> None:
+    """The exact peak of each family at two depths: growth exponent, target <= 1.1."""
+    print("-- exact peak (build, derive, maximum) at two depths: growth exponent")
+    for family, (build, small, unit) in FAMILIES.items():
+        depths = (max(4, int(small * scale)), 2 * max(4, int(small * scale)))
+        exponents = {}
+        shown = []
+        for name, maximum in (("now", None), ("baseline", None if old is None else old.maximum)):
+            if name == "baseline" and old is None:
+                continue
+            times = []
+            for depth in depths:
+                call = cold(lambda depth=depth, maximum=maximum, build=build: pipeline(
+                    lambda: build(depth), "autograd", maximum))
+                timing = Timing()
+                for _ in range(2):
+                    timing.add(call)
+                times.append(min(timing.cpu))
+            exponents[name] = math.log(times[1] / times[0], 2)
+            shown.append(f"{name} {seconds(times[0])} / {seconds(times[1])} CPU "
+                         f"(n^{exponents[name]:.2f})")
+        report(NAME, f"depth growth, {family}, {depths[0]} -> {depths[1]} {unit}",
+               exponents["now"], 1.1, unit="", detail="; ".join(shown))
+
+
+def max_batch_rows() -> None:
     """max_batch on VGG-16's exact peak with H given, beside sympy's own substitution."""
     memory = training_memory(vgg16(image_size=H), optimizer="adam", convention="autograd")
     peak = memory.peak
-    before, old = cold(lambda: max_value(peak.xreplace({H: 224}), "B", "80 GB"))
-    now, new = cold(lambda: max_batch(memory, "80 GB", H=224))
-    if new != old:  # pragma: no cover - a regression, not a timing
-        raise SystemExit(f"max_batch changed: {new} != {old}")
-    return [
-        row(f"max_batch(VGG-16 autograd peak, 80 GB, H=224) = {new}", seconds(before), now, 0.05)
-    ]
+    timings, results = in_turn({
+        "now": lambda: max_batch(memory, "80 GB", H=224),
+        "baseline": lambda: max_value(peak.xreplace({H: 224}), "B", "80 GB"),
+    })
+    if results["now"] != results["baseline"]:  # pragma: no cover - a regression, not a timing
+        raise SystemExit(f"max_batch changed: {results['now']} != {results['baseline']}")
+    report(NAME, f"max_batch(VGG-16 autograd peak, 80 GB, H=224) = {results['now']}",
+           timings["now"].median_cpu, 0.05,
+           detail=f"{both(timings['now'])}; sympy substituting into the Max "
+                  f"{both(timings['baseline'])}")
 
 
-def evaluate_rows() -> list[tuple[str, str, str, str, str]]:
+def evaluate_rows() -> None:
     """evaluate() on the 400-layer pooled CNN's autograd result, beside one xreplace per moment."""
     memory = training_memory(pooled_cnn(400), optimizer="sgd", convention="autograd")
     values = {"B": 2, "H": 2**81 + 7}
     mapping = {symbol: values[symbol.name] for symbol in memory.free_symbols}
-    before, old = cold(lambda: [v.xreplace(mapping) for v in memory.timeline.values()])
-    now, new = cold(lambda: memory.evaluate(**values))
-    if list(new.timeline.values()) != old:  # pragma: no cover - a regression, not a timing
+    timings, results = in_turn({
+        "now": lambda: memory.evaluate(**values),
+        "baseline": lambda: [v.xreplace(mapping) for v in memory.timeline.values()],
+    }, repeat=2)
+    if list(results["now"].timeline.values()) != results["baseline"]:  # pragma: no cover
         raise SystemExit("evaluate changed the timeline")
-    what = f"evaluate(B=2, H=2**81+7) on the CNN, 400 conv, autograd ({len(old)} moments)"
-    return [row(what, f"{seconds(before)} (xreplace per moment)", now, None)]
+    report(NAME, f"evaluate(B=2, H=2**81+7), CNN 400 conv, autograd ({len(mapping)} sizes, "
+           f"{len(memory.timeline)} moments)", timings["now"].median_cpu, 1.0,
+           detail=f"{both(timings['now'])}; one xreplace per moment "
+                  f"{both(timings['baseline'])}")
 
 
-def import_rows() -> list[tuple[str, str, str, str, str]]:
-    """Fresh-interpreter import times (minimum of several runs), byte code cached."""
+def import_rows() -> None:
+    """Fresh-interpreter import times (fastest of several runs), byte code cached."""
     with tempfile.TemporaryDirectory() as cache:
         environment = dict(os.environ, PYTHONPYCACHEPREFIX=cache)
         environment.pop("PYTHONDONTWRITEBYTECODE", None)
 
         def fastest(statement: str) -> float:
-            code = (
-                f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
-            )
-            runs = [
-                float(
-                    subprocess.run(
-                        [sys.executable, "-c", code],
-                        env=environment,
-                        capture_output=True,
-                        text=True,
-                        check=True,
-                    ).stdout
-                )
+            code = (f"import time; t = time.process_time(); {statement}; "
+                    "print(time.process_time() - t)")
+            return min(
+                float(subprocess.run([sys.executable, "-c", code], env=environment,
+                                     capture_output=True, text=True, check=True).stdout)
                 for _ in range(IMPORT_RUNS)
-            ]
-            return min(runs)
+            )
 
-        fastest("import memtheory, sympy.physics.units")  # fills the byte-code cache
+        used = "import memtheory; memtheory.training_memory"
+        fastest(used)  # fills the byte-code cache
         base = fastest("import sympy, numpy")
-        before = fastest("import memtheory, sympy.physics.units")
-        now = fastest("import memtheory")
-    what = f"import memtheory (sympy + numpy alone: {seconds(base)}; {now / base:.2f}x)"
-    return [row(what, f"{seconds(before)} ({before / base:.2f}x)", now, 1.2 * base)]
+        bare = fastest("import memtheory")
+        first_use = fastest(used)
+    report(NAME, "import memtheory and its first use, over import sympy, numpy",
+           first_use / base, 1.2, unit="x",
+           detail=f"{seconds(first_use)} CPU against {seconds(base)}; the bare import "
+                  f"{seconds(bare)} (names load on first use)")
 
 
 def main() -> None:
-    """Measure everything and print the table."""
-    full = "--full" in sys.argv
-    rows = [
-        *peak_rows(full),
-        *pipeline_rows(),
-        *max_batch_rows(),
-        *evaluate_rows(),
-        *import_rows(),
-    ]
-    columns = [
-        Column("measurement"),
-        Column("baseline", align="right"),
-        Column("now", align="right"),
-        Column("target", align="right"),
-        Column("met"),
-    ]
-    notes = [
-        "Cold runs on this machine, sympy's cache cleared first; 'issue' marks a baseline "
-        "recorded in issue 10 rather than measured here, 'recorded' one measured with this "
-        "script before sizes were collapsed to one floor (issue 26).",
-    ]
-    print(Table(columns, rows, title="memtheory scaling", notes=notes))
+    """Measure everything, each figure beside its target and baseline."""
+    old = baseline_pruner()
+    if old is None:
+        print(f"no baseline pruner: git or commit {BASELINE_COMMIT} is not here; "
+              "rows carry no baseline")
+    scale = 0.5 if "--quick" in sys.argv else 1.0
+    peak_rows(old)
+    convention_rows(old)
+    depth_rows(old, scale)
+    max_batch_rows()
+    evaluate_rows()
+    import_rows()
 
 
 if __name__ == "__main__":

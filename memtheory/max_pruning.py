@@ -34,6 +34,7 @@ Max(5*B*H**2, 4*B*H**2 + 100)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from functools import lru_cache
@@ -83,7 +84,8 @@ def maximum(values: Iterable[object]) -> sp.Expr:
     expressions = [sp.sympify(v) for v in values]
     if all(e.is_number for e in expressions):
         return max(sp.expand(e) for e in expressions)
-    polynomials, originals = _unique([_terms(e) for e in expressions], expressions)
+    memo = _Memo()
+    polynomials, originals = _unique([_terms(e, memo) for e in expressions], expressions)
     kept = _undominated(polynomials)
     if len(kept) == 1:
         return originals[kept[0]]
@@ -108,8 +110,9 @@ def undominated(values: Sequence[object]) -> list[int]:
     first: dict[frozenset[tuple[sp.Expr, Fraction]], int] = {}
     polynomials: list[_Terms] = []
     positions: list[int] = []
+    memo = _Memo()
     for index, expression in enumerate(expressions):
-        terms = _terms(expression)
+        terms = _terms(expression, memo)
         key = frozenset(terms.items())
         if key not in first:
             first[key] = index
@@ -133,13 +136,43 @@ def _factored(polynomials: Sequence[_Terms]) -> sp.Expr:
     alive, so a deep network's peak shrinks from one full sum per candidate to
     about the number of candidates times the depth of the halving.
     """
-    if len(polynomials) == 1:
-        return _expression(polynomials[0])
-    common = set(polynomials[0].items()).intersection(*(p.items() for p in polynomials[1:]))
-    shared = dict(common)
-    rest = [{m: c for m, c in p.items() if m not in shared} for p in polynomials]
-    half = len(rest) // 2
-    inner = _unevaluated_max([_factored(rest[:half]), _factored(rest[half:])])
+    commons: dict[tuple[int, int], _Terms] = {}
+    _common(polynomials, 0, len(polynomials), commons)
+    return _factored_within(0, len(polynomials), {}, commons)
+
+
+def _common(
+    polynomials: Sequence[_Terms], start: int, stop: int, commons: dict[tuple[int, int], _Terms]
+) -> _Terms:
+    """Return (and keep in ``commons``) the terms every polynomial in ``start:stop`` has.
+
+    Worked out from the leaves up, each half's as the intersection of its two
+    halves', so a polynomial is read whole once, not once per level.
+    """
+    if stop - start == 1:
+        common = polynomials[start]
+    else:
+        half = start + (stop - start) // 2
+        left = _common(polynomials, start, half, commons)
+        right = _common(polynomials, half, stop, commons)
+        common = {m: c for m, c in left.items() if right.get(m) == c}
+    commons[start, stop] = common
+    return common
+
+
+def _factored_within(
+    start: int, stop: int, outer: _Terms, commons: dict[tuple[int, int], _Terms]
+) -> sp.Expr:
+    """Return the maximum of ``start:stop`` less ``outer``, the terms already moved out."""
+    common = commons[start, stop]
+    shared = {m: c for m, c in common.items() if m not in outer}
+    if stop - start == 1:
+        return _expression(shared)
+    half = start + (stop - start) // 2
+    inner = _unevaluated_max([
+        _factored_within(start, half, common, commons),
+        _factored_within(half, stop, common, commons),
+    ])
     return sp.Add(_expression(shared), inner) if shared else inner
 
 
@@ -218,14 +251,23 @@ _Terms = dict[sp.Expr, Fraction]
 """A polynomial: coefficient (exact) per monomial (a product of atom powers; 1 for constants)."""
 
 
-def _terms(expression: sp.Expr) -> _Terms:
-    """Expand ``expression`` at the top level only: floors and other functions stay atoms."""
+def _terms(expression: sp.Expr, memo: _Memo | None = None) -> _Terms:
+    """Expand ``expression`` at the top level only: floors and other functions stay atoms.
+
+    With a ``memo``, each argument of a sum is split once (see :class:`_Memo`).
+    """
     if expression.is_Rational:
         return {sp.S.One: _fraction(expression)} if expression else {}
     if expression.is_Add:
         total: _Terms = {}
         for argument in expression.args:
-            _accumulate(total, _terms(argument))
+            split = _terms(argument) if memo is None else memo.split(argument)
+            for monomial, coefficient in split.items():
+                value = total.get(monomial, 0) + coefficient
+                if value:
+                    total[monomial] = value
+                else:
+                    total.pop(monomial, None)
         return total
     if expression.is_Mul:
         coefficient, rest = expression.as_coeff_Mul(rational=True)
@@ -243,6 +285,30 @@ def _terms(expression: sp.Expr) -> _Terms:
             power = _multiply(power, _terms(base))
         return power
     return {expression: Fraction(1)}
+
+
+class _Memo:
+    """The arguments of sums already split in one call, by identity, and one object per monomial.
+
+    The moments of a timeline share most of their arguments (the same objects), so a
+    deep network's peak splits each distinct argument once, not once per moment, and
+    every moment then names its monomials by the same objects: dictionary lookups by
+    identity instead of sympy's structural ``==``. Kept for one call only (by ``id``,
+    with the argument held so that its ``id`` stays its own).
+    """
+
+    def __init__(self) -> None:
+        self.arguments: dict[int, tuple[sp.Expr, _Terms]] = {}
+        self.monomials: dict[sp.Expr, sp.Expr] = {}
+
+    def split(self, argument: sp.Expr) -> _Terms:
+        """Return ``_terms(argument)`` (read only: callers never change it)."""
+        known = self.arguments.get(id(argument))
+        if known is None:
+            intern = self.monomials.setdefault
+            terms = {intern(m, m): c for m, c in _terms(argument).items()}
+            self.arguments[id(argument)] = known = (argument, terms)
+        return known[1]
 
 
 def _needs_expansion(factor: sp.Expr) -> bool:
@@ -288,7 +354,29 @@ def _unique(
 
 
 def _expression(terms: _Terms) -> sp.Expr:
-    return sp.Add(*(sp.Rational(c.numerator, c.denominator) * m for m, c in terms.items()))
+    return sp.Add(*(_scaled(sp.Rational(c.numerator, c.denominator), m) for m, c in terms.items()))
+
+
+def _scaled(coefficient: sp.Rational, monomial: sp.Expr) -> sp.Expr:
+    """``coefficient * monomial``, built directly where ``Mul`` would only put the number first.
+
+    That is so for a product of symbols, roundings and their whole powers (the
+    monomials of a peak); anything else is multiplied by sympy.
+    """
+    if coefficient is sp.S.One:
+        return monomial
+    if monomial.is_Mul and coefficient and all(_plain_factor(f) for f in monomial.args):
+        return monomial._new_rawargs(coefficient, *monomial.args)
+    return coefficient * monomial
+
+
+def _plain_factor(factor: sp.Expr) -> bool:
+    base, exponent = factor.as_base_exp()
+    return bool(
+        (base.is_Symbol or isinstance(base, sp.floor | sp.ceiling))
+        and exponent.is_Integer
+        and exponent > 0
+    )
 
 
 # -- dominance ---------------------------------------------------------------------------
@@ -331,9 +419,11 @@ def _undominated(polynomials: Sequence[_Terms]) -> list[int]:
     largest = max((abs(c) * scale for terms in polynomials for c in terms.values()), default=0)
     dtype: type = np.int64 if largest * (len(monomials) + 1) < _INT64_SAFE else object
     matrix: np.ndarray = np.zeros((len(polynomials), len(monomials)), dtype=dtype)
-    for row, terms in enumerate(polynomials):
-        for monomial, coefficient in terms.items():
-            matrix[row, column[monomial]] = int(coefficient * scale)
+    rows = [row for row, terms in enumerate(polynomials) for _ in terms]
+    columns = [column[monomial] for terms in polynomials for monomial in terms]
+    values = [int(c * scale) for terms in polynomials for c in terms.values()]
+    if values:  # one assignment of every coefficient, not one NumPy call each
+        matrix[rows, columns] = np.array(values, dtype=dtype)
     kinds = np.array([_kind(m) for m in monomials])
     unknown = kinds == _UNKNOWN
     signed = kinds != _UNKNOWN
@@ -343,25 +433,74 @@ def _undominated(polynomials: Sequence[_Terms]) -> list[int]:
         at_least_one[constant] = False
         signed[constant] = False
 
-    def dominating(differences: np.ndarray) -> np.ndarray:
-        """Rows ``a - b`` that prove ``a >= b`` (differences is 2-d: one row per pair)."""
-        proven = np.all(differences[:, unknown] == 0, axis=1)
-        proven &= np.all(differences[:, signed] >= 0, axis=1)
-        if constant is not None:
-            cover = differences[:, at_least_one].sum(axis=1) + differences[:, constant]
-            proven &= cover >= 0
-        return proven
+    # a - b proves a >= b when it is 0 on every column of unknown sign, >= 0 on every signed
+    # one, and (with a constant) the at-least-one columns' sum covers the constant's difference.
+    # Rows differing on an unknown column never compare, so they are grouped by those columns.
+    # If a dominates b, a's signed columns sum to at least b's, and where the sums are level
+    # (every signed difference 0) a's cover is at least b's: so, taken in decreasing order of
+    # (sum, cover), a row can only be dominated by one taken before it, never dominate one, and
+    # the kept rows of a group only grow (of equal rows, the first is taken first).
+    positive = matrix[:, signed]
+    cover = (
+        matrix[:, at_least_one].sum(axis=1) + matrix[:, constant] if constant is not None else None
+    )
+    sums = positive.sum(axis=1).tolist()
+    covers = cover.tolist() if cover is not None else [0] * len(polynomials)
+    order = sorted(range(len(polynomials)), key=lambda r: (sums[r], covers[r]), reverse=True)
+    keys = [_row_key(values) for values in matrix[:, unknown]]
+    sizes = Counter(keys)
+    groups: dict[bytes | tuple[object, ...], _Group] = {}
+    for row in order:
+        group = groups.get(keys[row])
+        if group is None:
+            group = groups[keys[row]] = _Group(sizes[keys[row]], positive.shape[1], dtype)
+        if not group.dominated(positive[row], None if cover is None else cover[row]):
+            group.keep(row, positive[row], None if cover is None else cover[row])
+    return sorted(row for group in groups.values() for row in group.rows)
 
-    kept: list[int] = []
-    for row in range(len(polynomials)):
-        if kept:
-            differences = matrix[kept] - matrix[row]
-            if dominating(differences).any():
-                continue
-            beaten = dominating(-differences)
-            kept = [k for k, lost in zip(kept, beaten, strict=True) if not lost]
-        kept.append(row)
-    return kept
+
+class _Group:
+    """The kept rows of one group (equal on every column of unknown sign), in NumPy buffers."""
+
+    def __init__(self, size: int, width: int, dtype: type) -> None:
+        self.rows: list[int] = []
+        self.signed: np.ndarray = np.zeros((size, width), dtype=dtype)
+        self.cover: np.ndarray = np.zeros(size, dtype=dtype)
+        self.last = 0
+        """The kept row that dominated the previous candidate: tried first (neighbours in the
+        timeline are beaten by the same moment, so one row is compared instead of all)."""
+
+    def dominated(self, signed: np.ndarray, cover: object) -> bool:
+        """Whether a kept row proves itself at least ``signed`` (and ``cover``) everywhere."""
+        count = len(self.rows)
+        if not count:
+            return False
+        last = self.last
+        if (cover is None or self.cover[last] >= cover) and bool(
+            np.all(self.signed[last] >= signed)
+        ):
+            return True
+        proven = np.asarray(self.signed[:count] >= signed).all(axis=1)
+        if cover is not None:
+            proven &= np.asarray(self.cover[:count] >= cover, dtype=bool)
+        found = np.flatnonzero(proven)
+        if found.size:
+            self.last = int(found[0])
+            return True
+        return False
+
+    def keep(self, row: int, signed: np.ndarray, cover: object) -> None:
+        """Add ``row`` to the kept rows."""
+        count = len(self.rows)
+        self.signed[count] = signed
+        if cover is not None:
+            self.cover[count] = cover
+        self.rows.append(row)
+
+
+def _row_key(values: np.ndarray) -> bytes | tuple[object, ...]:
+    """Return a hashable key for a row's values (int64 or Python integers)."""
+    return values.tobytes() if values.dtype != object else tuple(values.tolist())
 
 
 def _unevaluated_max(candidates: list[sp.Expr]) -> sp.Expr:

@@ -183,3 +183,62 @@ def test_many_survivors_share_their_common_terms_and_keep_every_value():
         point = {B: b, H: h}
         assert peak.xreplace(point) == max(v.xreplace(point) for v in values)
         assert evaluate(evaluate(peak, H=h), B=b) == evaluate(peak, B=b, H=h)
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(candidate, min_size=2, max_size=12))
+def test_arguments_split_once_change_nothing(values):
+    """The peak is the same expression (srepr) whether shared arguments are split once or anew."""
+    from memtheory.max_pruning import _expression, _terms
+
+    shared = maximum(values)  # the moments' arguments are the same objects: split once
+    apart = maximum([_expression(_terms(v)) for v in values])  # rebuilt: equal, not identical
+    assert sp.srepr(shared) == sp.srepr(apart)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    coefficient=st.fractions(min_value=-50, max_value=50, max_denominator=12),
+    powers=st.lists(st.tuples(st.sampled_from([B, H, S, HALF, QUARTER]), st.integers(1, 3)),
+                    min_size=2, max_size=4),
+)
+def test_scaled_monomials_are_what_sympy_multiplies(coefficient, powers):
+    """A peak's terms built directly are sympy's own products, argument for argument."""
+    from memtheory.max_pruning import _scaled
+
+    monomial = sp.Mul(*(base**exponent for base, exponent in powers))
+    number = sp.Rational(coefficient.numerator, coefficient.denominator)
+    assert sp.srepr(_scaled(number, monomial)) == sp.srepr(number * monomial)
+
+
+def _proves_at_least(a, b):
+    """The module's rule, pair by pair, on sympy's own expansion of ``a - b``."""
+    from memtheory.max_pruning import _AT_LEAST_ONE, _UNKNOWN, _kind
+
+    terms = sp.expand(a - b).as_coefficients_dict()
+    constant = terms.pop(sp.S.One, 0)
+    if any(c != 0 and (_kind(m) == _UNKNOWN or c < 0) for m, c in terms.items()):
+        return False
+    return constant + sum(c for m, c in terms.items() if _kind(m) == _AT_LEAST_ONE) >= 0
+
+
+UNKNOWN_SIGN = sp.floor((H - 5) / 3)  # negative for H < 5: a column of its own group
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    values=st.lists(st.tuples(candidate, st.integers(-1, 1)), min_size=1, max_size=14),
+    repeat=st.lists(st.integers(0, 13)),
+)
+def test_kept_candidates_are_exactly_the_undominated_ones(values, repeat):
+    """undominated() keeps the first of equals and each value no other one is proved above."""
+    from memtheory.max_pruning import undominated
+
+    values = [v + k * B * UNKNOWN_SIGN for v, k in values]
+    values = values + [values[i] for i in repeat if i < len(values)]
+    first = [i for i, v in enumerate(values) if all(sp.expand(v - w) != 0 for w in values[:i])]
+    expected = [
+        i for i in first
+        if not any(_proves_at_least(values[j], values[i]) for j in first if j != i)
+    ]
+    assert undominated(values) == expected

@@ -158,3 +158,51 @@ def test_fork_is_the_nearest_common_ancestor(graph):
     assert timeline_module._fork(reads, inputs, index) == _fork_by_definition(
         reads, inputs, index
     )
+
+
+_ATOMS = [B, H, S, sp.floor(H / 2), sp.floor(H / 4 - sp.Rational(3, 4)), sp.ceiling(S / 3),
+          sp.Max(B, S), sp.Symbol("n"), sp.Dummy("d", integer=True)]
+_expressions = st.recursive(
+    st.one_of(
+        st.sampled_from(_ATOMS),
+        st.integers(-300, 300).map(sp.Integer),
+        st.tuples(st.integers(-9, 9), st.integers(1, 9)).map(lambda pq: sp.Rational(*pq)),
+    ),
+    lambda inner: st.one_of(
+        st.tuples(inner, inner).map(lambda ab: ab[0] + ab[1]),
+        st.tuples(inner, inner).map(lambda ab: ab[0] * ab[1]),
+        st.tuples(inner, st.integers(2, 3)).map(lambda ae: ae[0] ** ae[1]),
+        inner.map(lambda a: sp.floor(a / 2)),
+    ),
+    max_leaves=8,
+)
+
+
+@given(st.lists(_expressions, min_size=2, max_size=8))
+def test_sort_keys_order_expressions_as_basic_compare(values):
+    """Comparing two sort keys is sympy's Basic.compare of the two expressions, pair by pair."""
+    memo: dict = {}
+    for a in values:
+        for b in values:
+            ka, kb = live_bytes._sort_key(a, memo), live_bytes._sort_key(b, memo)
+            assert (ka > kb) - (ka < kb) == a.compare(b)
+
+
+def test_moments_are_the_same_with_sort_keys_or_basic_compare(monkeypatch):
+    """A GPT-2 stack's and a pooled CNN's moments are the same expressions either way."""
+    def moments():
+        nets = [mt.models.gpt2(mt.models.GPT2Config(layers=3, hidden=32, heads=4, vocabulary=50)),
+                _pooled_cnn(12)]
+        return [sp.srepr(v) for net in nets
+                for v in mt.training_memory(net, optimizer="adamw",
+                                            convention="autograd").timeline.values()]
+
+    keyed = moments()
+    start = live_bytes._Sum.__init__
+
+    def without_keys(self):
+        start(self)
+        self._sort_keys = None
+
+    monkeypatch.setattr(live_bytes._Sum, "__init__", without_keys)
+    assert moments() == keyed

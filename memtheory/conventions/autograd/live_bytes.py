@@ -13,10 +13,10 @@ import bisect
 from dataclasses import dataclass, field
 from functools import cmp_to_key
 from operator import itemgetter
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import sympy as sp
-from sympy.core.basic import _cmp_name
+from sympy.core.basic import _cmp_name, ordering_of_classes
 
 if TYPE_CHECKING:
     from memtheory.conventions.autograd.storage_plan import StepPlan
@@ -89,7 +89,10 @@ class Timeline:
                 category: sums.expression() for category, sums in self._by_category.items()
             }
         extra = sp.sympify(extra)
-        if extra is sp.S.Zero or not self._nonzero or not self._sum.exact or not _parts(extra):
+        if extra is sp.S.Zero:  # what sympy's total + 0 returns, without hashing the total
+            self.moments[label] = self.total()
+            return
+        if not self._nonzero or not self._sum.exact or not _parts(extra):
             self.moments[label] = self.total() + extra
             return
         self._sum.add(extra, 1)
@@ -151,6 +154,8 @@ class _Sum:
         self._compared: dict[tuple[sp.Basic, sp.Basic], int] = {}
         self._split: dict[sp.Expr, _Split | None] = {}
         self._last: dict[sp.Expr, tuple[sp.Number, sp.Expr]] = {}
+        self._sort_keys: list[tuple[Any, ...]] | None = []  # _order's keys, while all have one
+        self._key_memo: dict[int, tuple[sp.Basic, tuple[Any, ...]]] = {}
 
     def add(self, value: sp.Expr, sign: int) -> None:
         """Add ``sign`` (1 or -1) times ``value``'s terms."""
@@ -217,8 +222,7 @@ class _Sum:
         rank = self._rank.get(argument)
         if rank is None:
             order = self._order
-            key = cmp_to_key(self._compare)
-            place = bisect.bisect_left(order, key(argument), key=key)
+            place = self._place(argument)
             low = self._rank[order[place - 1]] if place else 0
             high = self._rank[order[place]] if place < len(order) else low + 2 * _GAP
             order.insert(place, argument)
@@ -228,6 +232,26 @@ class _Sum:
                 self._rank[argument] = (low + high) // 2
             rank = self._rank[argument]
         return rank
+
+    def _place(self, argument: sp.Expr) -> int:
+        """Return where a new argument goes in :attr:`_order`, as ``Basic.compare`` sorts.
+
+        By its sort key (:func:`_sort_key`: comparing two keys is comparing the two
+        expressions, done once per subexpression instead of once per pair); by
+        ``Basic.compare`` itself, for good, once an argument has no key.
+        """
+        keys = self._sort_keys
+        if keys is not None:
+            try:
+                key = _sort_key(argument, self._key_memo)
+                place = bisect.bisect_left(keys, key)
+            except (TypeError, _UnkeyedError):
+                self._sort_keys = None
+            else:
+                keys.insert(place, key)
+                return place
+        compared = cmp_to_key(self._compare)
+        return bisect.bisect_left(self._order, compared(argument), key=compared)
 
     def _compare(self, a: sp.Basic, b: sp.Basic) -> int:
         """``a.compare(b)``, remembering the pairs of subexpressions already compared.
@@ -257,6 +281,55 @@ class _Sum:
                     break
         self._compared[(a, b)] = result
         return result
+
+
+class _UnkeyedError(Exception):
+    """An expression :func:`_sort_key` cannot key: its class compares in its own way."""
+
+
+def _class_rank(name: str) -> tuple[int, str]:
+    """Order class names as ``sympy.core.basic._cmp_name`` does: listed ones first, then by name."""
+    rank = _CLASS_RANKS.get(name)
+    if rank is None:
+        try:
+            rank = ordering_of_classes.index(name), ""
+        except ValueError:
+            rank = len(ordering_of_classes) + 1, name
+        _CLASS_RANKS[name] = rank
+    return rank
+
+
+_CLASS_RANKS: dict[str, tuple[int, str]] = {}
+
+
+def _sort_key(
+    expression: sp.Basic, memo: dict[int, tuple[sp.Basic, tuple[Any, ...]]]
+) -> tuple[Any, ...]:
+    """Return a key whose order is ``Basic.compare``'s: class, then length, then the contents.
+
+    ``a.compare(b)`` compares the classes (:func:`_class_rank`), then the lengths of
+    the hashable contents, then their items in turn (expressions recursively, sets
+    as sympy sets them, anything else as Python compares it): the same comparisons a
+    tuple of (rank, length, item keys) makes. ``memo`` keeps each subexpression's
+    key by identity (the expression held beside it, so that its id stays its own).
+    Raises :class:`_UnkeyedError` for a class that overrides ``compare``.
+    """
+    known = memo.get(id(expression))
+    if known is not None:
+        return known[1]
+    cls = type(expression)
+    if cls.compare is not sp.Basic.compare:
+        raise _UnkeyedError(cls.__name__)
+    content = expression._hashable_content()
+    items = tuple(
+        _sort_key(item, memo) if isinstance(item, sp.Basic)
+        else _sort_key(sp.Basic(*item), memo) if isinstance(item, frozenset)
+        else item
+        for item in content
+    )
+    key = (_class_rank(cls.__name__), len(content), items)
+    memo[id(expression)] = (expression, key)
+    return key
 
 
 _Split: TypeAlias = tuple[sp.Number, list[tuple[sp.Expr, sp.Number]]]
