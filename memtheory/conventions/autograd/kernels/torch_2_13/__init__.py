@@ -5,9 +5,10 @@ from __future__ import annotations
 from memtheory.conventions.autograd.kernels.torch_2_13 import (
     activations,
     attention,
+    latent_attention,
     losses,
     norms,
     optimizers,
 )
 
-__all__ = ["activations", "attention", "losses", "norms", "optimizers"]
+__all__ = ["activations", "attention", "latent_attention", "losses", "norms", "optimizers"]

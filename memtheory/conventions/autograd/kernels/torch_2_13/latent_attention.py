@@ -1,0 +1,186 @@
+r"""How PyTorch 2.13 keeps the storages of DeepSeek V3's latent attention (eager, on CPU).
+
+transformers 5.24 ``DeepseekV3Attention.forward`` after its projections: the
+rotary part of each query head and the shared rotary key are rotated with the
+model's cosine and sine tables (``apply_rotary_pos_emb_interleave``, or
+``apply_rotary_pos_emb`` when ``rope_interleave`` is false); ``torch.cat``
+puts each query head back together (a new ``(B, H, S, d_qk)`` tensor);
+``expand_kv`` builds the keys in a new ``(B, H, S, d_qk)`` tensor
+(``new_empty`` and two ``copy_``: the non-rotary keys, then the rotary key
+broadcast to every head); then Hugging Face's eager attention, as Llama's
+(:func:`~memtheory.conventions.autograd.kernels.torch_2_13.attention.grouped_query_attention`),
+but with values of ``v_head_dim``: ``matmul`` copies the values, a strided
+slice of ``kv_b_proj``'s output, into a contiguous ``(B H, S, d_v)`` tensor
+which its ``bmm`` keeps.
+
+Measured on CPU (``tests/pytorch/test_deepseek_autograd.py``): the backward
+keeps the cosine and sine tables (the rotations' products save the tables,
+which need no gradient), the concatenated queries, the keys, the fp32 softmax
+(and its cast in a 16-bit model) and the values' copy.
+
+Examples
+--------
+>>> from memtheory.symbols import B, S
+>>> from memtheory.layers.latent_attention import LatentAttention
+>>> mla = LatentAttention(4, nope_dim=4, rope_dim=4, value_dim=6)
+>>> plan = latent_attention(mla, ((B, S, 32), (B, S, 16), (B, S, 4), (B, S, 24), (1, S, 8)))
+>>> [(t.label, t.shape) for t in plan.saved]  # doctest: +NORMALIZE_WHITESPACE
+[('cos and sin', (1, S, 8)), ('queries', (B, 4, S, 8)), ('keys', (B, 4, S, 8)),
+ ('softmax', (B, 4, S, S)), ('values', (B, 4, S, 6))]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from memtheory.dtypes import DType, DTypeLike
+from memtheory.dtypes import dtype as as_dtype
+from memtheory.errors import UnsupportedError
+from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec
+from memtheory.conventions.autograd.kernels.torch_2_13.attention import cuda_flash
+from memtheory.layers.kernel_plans import register_plan
+
+if TYPE_CHECKING:  # the layer's module loads when a network uses it
+    from memtheory.layers.latent_attention import LatentAttention
+
+__all__ = ["latent_attention"]
+
+_FP32 = as_dtype("fp32")
+
+
+@register_plan("memtheory.layers.latent_attention.LatentAttention")
+def latent_attention(
+    layer: Layer,
+    input_shapes: tuple[Shape, ...],
+    *,
+    training: bool = True,
+    input_dtype: DTypeLike | None = None,
+    autocast: DTypeLike | None = None,
+) -> Autograd:
+    """Return what the backward of DeepSeek V3's eager latent attention keeps, with dtypes.
+
+    Its inputs: the queries ``(B, S, H d_qk)``, the non-rotary keys
+    ``(B, S, H d_nope)``, the shared rotary key ``(B, S, d_rope)``, the
+    values ``(B, S, H d_v)`` and the rotary tables ``(1, S, 2 d_rope)``. As
+    for Llama's attention, the formulas assume at least two sequences of at
+    least two positions (at batch 1 or sequence 1 PyTorch's reshapes become
+    views and the values' copy is not made).
+    """
+    mla = cast("LatentAttention", layer)  # registered for this class (and subclasses)
+    if len(input_shapes) != 5:
+        raise UnsupportedError(
+            f"{mla.label}: the autograd convention needs the rotary tables as a fifth input "
+            "(the queries, non-rotary keys, rotary key, values and the tables); build the "
+            "model with memtheory.models.deepseek."
+        )
+    if mla.complex_rotary:
+        raise UnsupportedError(f"{mla.label}: {mla.autograd_refusal}")
+    query, _, rope, _, table = (tuple(s) for s in input_shapes)
+    if mla.flash:
+        return _flash(mla, query, tuple(input_shapes[3]))
+    given = as_dtype(input_dtype) if input_dtype is not None else None
+    if autocast is not None:  # matmul is on autocast's low-precision list
+        given = as_dtype(autocast)
+    batch, sequence = query[0], query[1]
+    heads = mla.heads
+    width = mla.nope_dim + mla.rope_dim
+    per_head = (batch, heads, sequence, width)
+    values = (batch, heads, sequence, mla.value_dim)
+    scores = (batch, heads, sequence, sequence)
+    low = given not in (None, _FP32)
+    saved = [
+        TensorSpec("input", table, operand=4, label="cos and sin"),
+        TensorSpec("intermediate", per_head, given, label="queries"),
+        TensorSpec("intermediate", per_head, given, label="keys"),
+        TensorSpec("intermediate", scores, _FP32 if given is not None else None,
+                   label="softmax"),
+    ]
+    if low:
+        saved.append(TensorSpec("intermediate", scores, given, label="probabilities"))
+    saved.append(TensorSpec("intermediate", values, given, label="values"))
+    rotated_q = (batch, heads, sequence, mla.rope_dim)
+    rotated_k = (batch, 1, sequence, mla.rope_dim)
+    return Autograd(
+        saved=tuple(saved),
+        autocast="low",
+        stages=_stages(tuple(saved), per_head, values, rotated_q, rope, given),
+        transients=(
+            TensorSpec("intermediate", rotated_q, given, label="rotated queries"),
+            TensorSpec("intermediate", rotated_k, given, label="rotated key"),
+            TensorSpec("intermediate", scores, _FP32, label="fp32 scores"),
+        ),
+    )
+
+
+def _flash(mla: LatentAttention, query: Shape, value: Shape) -> Autograd:
+    """The CUDA flash kernel's assumption (:func:`cuda_flash`), on the built queries and keys."""
+    batch, heads, sequence = query[0], mla.heads, query[1]
+    per_head = (batch, heads, sequence, mla.nope_dim + mla.rope_dim)
+    return Autograd(
+        saved=cuda_flash(
+            TensorSpec("intermediate", per_head, label="queries"),
+            TensorSpec("intermediate", per_head, label="keys"),
+            TensorSpec("input", value, operand=3),
+            TensorSpec("output", (batch, sequence, heads * mla.value_dim)),
+            (batch, heads, sequence),
+        ),
+        autocast="low",
+    )
+
+
+def _stages(
+    saved: tuple[TensorSpec, ...],
+    per_head: Shape,
+    values: Shape,
+    rotated_q: Shape,
+    rope: Shape,
+    given: DType | None,
+) -> tuple[Stage, ...]:
+    """Its backward nodes in creation order, with what each allocates.
+
+    The rotations (each keeps the tables), the queries' ``cat`` and the keys'
+    copies (views of the incoming gradient), then the eager attention:
+    :math:`QK^\\top`, the scale, the fp32 softmax (with its casts in a 16-bit
+    model), :math:`PV` and the merge of the heads.
+    """
+    label = {spec.label: position for position, spec in enumerate(saved)}
+    scores = saved[label["softmax"]].shape
+    low = given not in (None, _FP32)
+
+    def grad(shape: Shape, kind: DType | None = given) -> TensorSpec:
+        return TensorSpec("intermediate", shape, kind)
+
+    stages = [
+        Stage("rotate queries", (label["cos and sin"],), edges=((-1, grad(rotated_q)),)),
+        Stage("rotate key", (label["cos and sin"],), edges=((-3, grad(rope)),)),
+        Stage("cat queries", gradient_is_view=True, edges=((0, grad(rotated_q)),)),
+        Stage("copy keys", edges=((-2, grad(per_head)), (1, grad(rope)))),
+    ]
+    queries, keys = len(stages) - 2, len(stages) - 1
+    stages.append(
+        Stage(
+            "q @ k^T",
+            (label["queries"], label["keys"]),
+            edges=((queries, grad(per_head)), (keys, grad(per_head))),
+            kept_for=((label["queries"], keys), (label["keys"], queries)),
+        )
+    )
+    stages.append(Stage("scale", edges=((len(stages) - 1, grad(scores)),)))
+    if low:
+        stages.append(Stage("softmax input to fp32", edges=((len(stages) - 1, grad(scores)),)))
+    stages.append(
+        Stage("softmax", (label["softmax"],), edges=((len(stages) - 1, grad(scores, _FP32)),))
+    )
+    if low:
+        stages.append(Stage("to low", edges=((len(stages) - 1, grad(scores, _FP32)),)))
+    probabilities = label.get("probabilities", label["softmax"])
+    stages.append(
+        Stage(
+            "p @ v",
+            (probabilities, label["values"]),
+            edges=((len(stages) - 1, grad(scores)), (-4, grad(values))),
+            kept_for=((probabilities, -4), (label["values"], len(stages) - 1)),
+        )
+    )
+    stages.append(Stage("merge heads", edges=((len(stages) - 1, grad(values)),)))
+    return tuple(stages)
