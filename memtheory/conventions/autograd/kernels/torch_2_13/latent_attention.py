@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, cast
 
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
-from memtheory.errors import UnsupportedError
 from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec
 from memtheory.conventions.autograd.kernels.torch_2_13.attention import cuda_flash
 from memtheory.layers.kernel_plans import register_plan
@@ -64,18 +63,14 @@ def latent_attention(
     values ``(B, S, H d_v)`` and the rotary tables ``(1, S, 2 d_rope)``. As
     for Llama's attention, the formulas assume at least two sequences of at
     least two positions (at batch 1 or sequence 1 PyTorch's reshapes become
-    views and the values' copy is not made).
+    views and the values' copy is not made). Without the tables (four inputs:
+    a layer built by hand for its shapes) the rotations keep nothing here.
+    DeepSeek V2's complex rotary (``complex_rotary=True``) is described as
+    V3's, unmeasured: the autograd convention refuses it
+    (:attr:`LatentAttention.autograd_checked`).
     """
     mla = cast("LatentAttention", layer)  # registered for this class (and subclasses)
-    if len(input_shapes) != 5:
-        raise UnsupportedError(
-            f"{mla.label}: the autograd convention needs the rotary tables as a fifth input "
-            "(the queries, non-rotary keys, rotary key, values and the tables); build the "
-            "model with memtheory.models.deepseek."
-        )
-    if mla.complex_rotary:
-        raise UnsupportedError(f"{mla.label}: {mla.autograd_refusal}")
-    query, _, rope, _, table = (tuple(s) for s in input_shapes)
+    query, rope = tuple(input_shapes[0]), tuple(input_shapes[2])
     if mla.flash:
         return _flash(mla, query, tuple(input_shapes[3]))
     given = as_dtype(input_dtype) if input_dtype is not None else None
@@ -89,7 +84,8 @@ def latent_attention(
     scores = (batch, heads, sequence, sequence)
     low = given not in (None, _FP32)
     saved = [
-        TensorSpec("input", table, operand=4, label="cos and sin"),
+        *(TensorSpec("input", tuple(shape), operand=4, label="cos and sin")
+          for shape in input_shapes[4:]),
         TensorSpec("intermediate", per_head, given, label="queries"),
         TensorSpec("intermediate", per_head, given, label="keys"),
         TensorSpec("intermediate", scores, _FP32 if given is not None else None,
@@ -150,9 +146,10 @@ def _stages(
     def grad(shape: Shape, kind: DType | None = given) -> TensorSpec:
         return TensorSpec("intermediate", shape, kind)
 
+    tables = (label["cos and sin"],) if "cos and sin" in label else ()
     stages = [
-        Stage("rotate queries", (label["cos and sin"],), edges=((-1, grad(rotated_q)),)),
-        Stage("rotate key", (label["cos and sin"],), edges=((-3, grad(rope)),)),
+        Stage("rotate queries", tables, edges=((-1, grad(rotated_q)),)),
+        Stage("rotate key", tables, edges=((-3, grad(rope)),)),
         Stage("cat queries", gradient_is_view=True, edges=((0, grad(rotated_q)),)),
         Stage("copy keys", edges=((-2, grad(per_head)), (1, grad(rope)))),
     ]
