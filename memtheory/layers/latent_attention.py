@@ -32,13 +32,14 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import sympy as sp
 
 from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike
 from memtheory.dtypes import dtype as as_dtype
-from memtheory.errors import ShapeError
+from memtheory.errors import InvalidArgumentError, ShapeError
 from memtheory.layers.base import Autograd, Shape, describe_shape
 from memtheory.layers.kernel_plans import planned_autograd
 from memtheory.layers.merge import Merge
@@ -67,6 +68,12 @@ class LatentAttention(Merge):
         generating model caches per position, beside the shared rotary key.
         Needed by :func:`~memtheory.techniques.cache_layers.cache_layers`; None:
         unknown, and the cache is refused.
+    device : {"cuda", "cpu"} or None, default None
+        Where ``flash`` (transformers' ``attn_implementation="sdpa"``) runs:
+        None or ``"cuda"``, the memory-efficient kernel (an assumption, not
+        measured); ``"cpu"``, where ``scaled_dot_product_attention`` takes
+        values narrower than the queries only on its math path, which keeps
+        fp32 copies and the :math:`S^2` probabilities (measured).
     complex_rotary : bool, default False
         DeepSeek V2's rotary table: transformers' ``freqs_cis``, one complex64
         per pair of rotary features, rather than V3's cos and sin in the
@@ -81,6 +88,7 @@ class LatentAttention(Merge):
     name: str | None = None
     latent_dim: SizeLike | None = None
     complex_rotary: bool = False
+    device: Literal["cuda", "cpu"] | None = None
     kind = "LatentAttention"
     autograd_inference_checked = False
     autograd_refusal = (
@@ -106,6 +114,10 @@ class LatentAttention(Merge):
         for field_name in ("heads", "nope_dim", "rope_dim", "value_dim"):
             object.__setattr__(
                 self, field_name, as_size(getattr(self, field_name), field_name, self.label)
+            )
+        if self.device not in (None, "cuda", "cpu"):
+            raise InvalidArgumentError(
+                f"{self.label}: device must be 'cuda' or 'cpu', got {self.device!r}."
             )
         if self.latent_dim is not None:
             object.__setattr__(

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from memtheory._validation import SizeLike
 from memtheory.errors import InvalidSizeError, UnsupportedError
@@ -165,14 +165,20 @@ def deepseek(
     lm_head: bool = True,
     loss: bool = False,
     name: str | None = None,
+    device: Literal["cuda", "cpu"] | None = None,
 ) -> Network:
-    """Build the DeepSeek decoder for ``batch`` sequences of ``sequence`` tokens."""
+    """Build the DeepSeek decoder for ``batch`` sequences of ``sequence`` tokens.
+
+    ``flash``: transformers' SDPA attention; ``device="cpu"`` says it runs on
+    the CPU, where it takes the math path
+    (:class:`~memtheory.layers.latent_attention.LatentAttention`).
+    """
     c = config
     return decoder_stack(
         "deepseek",
         embedded=[Embedding(c.vocab_size, c.hidden_size, name="model.embed_tokens")],
         layers=c.num_hidden_layers,
-        layer=partial(_layer, c, flash=flash),
+        layer=partial(_layer, c, flash=flash, device=device),
         tables=[Node(RotaryTable(c.qk_rope_head_dim, positions=c.max_position_embeddings,
                                  name="model.rotary_emb"), inputs=("input_ids",))],
         final_norm=RMSNorm(name="model.norm"),
@@ -192,7 +198,10 @@ _ORDER = ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm")
 attention and the MLP (transformers 5.24), which torch.optim's for-loop step follows."""
 
 
-def _layer(c: DeepSeekConfig, index: int, source: str, *, flash: bool) -> list[Layer | Node]:
+def _layer(
+    c: DeepSeekConfig, index: int, source: str, *, flash: bool,
+    device: Literal["cuda", "cpu"] | None = None,
+) -> list[Layer | Node]:
     """One layer reading ``source``; its last item is its output."""
     prefix = f"model.layers.{index}"
     attn = f"{prefix}.self_attn"
@@ -222,7 +231,7 @@ def _layer(c: DeepSeekConfig, index: int, source: str, *, flash: bool) -> list[L
         Node(
             LatentAttention(heads, c.qk_nope_head_dim, rope, c.v_head_dim, flash=flash,
                             name=f"{attn}.attention", latent_dim=latent,
-                            complex_rotary=c.family == "deepseek_v2"),
+                            complex_rotary=c.family == "deepseek_v2", device=device),
             inputs=(query, f"{attn}.k_nope", f"{attn}.k_rope", f"{attn}.v", "model.rotary_emb"),
         ),
         Dense(c.hidden_size, bias=c.attention_bias, name=f"{attn}.o_proj"),

@@ -18,13 +18,15 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
 transformers = pytest.importorskip("transformers", reason="needs Hugging Face transformers")
 
-from hf_decoders import compared, decoder_step  # noqa: E402
+from hf_decoders import Logits, compared, decoder_step, torch_optimizer  # noqa: E402
 
 import memtheory as mt  # noqa: E402
 from memtheory.conventions.autograd import AutogradConvention  # noqa: E402
 from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.layers.moe import MixtureOfExperts  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
+from memtheory.torch import measure  # noqa: E402
+from memtheory.torch.hf_losses import causal_lm_loss  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -85,6 +87,54 @@ def test_peak_inside_latent_attention_backward_is_exact(config, precision, batch
     last = config["num_hidden_layers"] - 1
     assert moment.startswith(f"backward model.layers.{last}.self_attn.attention")
     assert got == want
+
+
+def _sdpa_step(config: dict, precision: str, batch: int, sequence: int):
+    """One AdamW step with ``attn_implementation="sdpa"``: (predicted, measured) and moment.
+
+    On the CPU, SDPA takes values narrower than the queries only on its math
+    path: memtheory's ``from_config(..., flash=True, device="cpu")``.
+    """
+    values = {k: v for k, v in config.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model(config["model_type"], attn_implementation="sdpa",
+                                           **values)
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    module = Logits(transformers.AutoModelForCausalLM.from_config(hf)).to(dtype).train()
+    ids = torch.randint(0, config["vocab_size"], (batch, sequence))
+    measured = measure(module, ids, causal_lm_loss, torch_optimizer("adamw", module.parameters()),
+                       target=ids.clone(), warmup_steps=1)
+    network = from_config(config, batch=batch, sequence=sequence, loss=True, flash=True,
+                          device="cpu")
+    predicted = mt.training_memory(network, optimizer="adamw", precision=precision,
+                                   convention=AutogradConvention(measured.implementation))
+    got, want = compared(predicted, measured)
+    return got, want, predicted.peak_moment
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("config", "precision", "batch", "sequence"), [
+    (V3, "fp32", 2, 6),
+    ({**V3, "vocab_size": 16}, "bf16", 2, 48),
+    ({**BIGGER, "vocab_size": 16}, "fp32", 3, 40),
+    ({**BIGGER, "vocab_size": 16}, "bf16", 2, 96),
+    (BIGGER, "bf16", 3, 7),
+], ids=["v3-fp32", "v3-bf16", "bigger-fp32", "bigger-bf16", "bigger-bf16-short"])
+def test_sdpa_math_path_step_is_exact(config, precision, batch, sequence):
+    """SDPA on the CPU (its math path: fp32 Q, K, V copies, S x S kept): every component, peak."""
+    got, want, _ = _sdpa_step(config, precision, batch, sequence)
+    assert got == want
+
+
+def test_sdpa_on_the_cpu_keeps_what_cuda_flash_does_not():
+    """flash=True: on the CPU the math path keeps B x H x S x S fp32; the CUDA assumption does not."""
+    network = {device: from_config(V3, batch=2, sequence=64, loss=True, flash=True,
+                                   device=device) for device in ("cpu", "cuda")}
+    saved = {device: mt.training_memory(net, optimizer="adamw", precision="bf16",
+                                        convention=AutogradConvention())
+             .components["saved_activations"] for device, net in network.items()}
+    heads, layers = V3["num_attention_heads"], V3["num_hidden_layers"]
+    assert saved["cpu"] - saved["cuda"] >= layers * 2 * heads * 64 * 64 * 4
 
 
 def _refusal(config: dict) -> str:

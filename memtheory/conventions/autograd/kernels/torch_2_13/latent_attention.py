@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+import sympy as sp
+
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec
@@ -71,7 +73,7 @@ def latent_attention(
     """
     mla = cast("LatentAttention", layer)  # registered for this class (and subclasses)
     query, rope = tuple(input_shapes[0]), tuple(input_shapes[2])
-    if mla.flash:
+    if mla.flash and not _math_path(mla):
         return _flash(mla, query, tuple(input_shapes[3]))
     given = as_dtype(input_dtype) if input_dtype is not None else None
     if autocast is not None:  # matmul is on autocast's low-precision list
@@ -83,6 +85,8 @@ def latent_attention(
     values = (batch, heads, sequence, mla.value_dim)
     scores = (batch, heads, sequence, sequence)
     low = given not in (None, _FP32)
+    if mla.flash:
+        return _sdpa_math(mla, input_shapes, given)
     saved = [
         *(TensorSpec("input", tuple(shape), operand=4, label="cos and sin")
           for shape in input_shapes[4:]),
@@ -106,6 +110,118 @@ def latent_attention(
             TensorSpec("intermediate", scores, _FP32, label="fp32 scores"),
         ),
     )
+
+
+def _math_path(mla: LatentAttention) -> bool:
+    """Whether SDPA runs its math path: on the CPU, with values narrower than the queries.
+
+    The CPU flash kernel takes one head size for Q, K and V
+    (``check_head_dim_size_cpp``); DeepSeek's values are ``v_head_dim`` wide,
+    its queries and keys ``qk_nope_head_dim + qk_rope_head_dim``.
+    """
+    width = sp.sympify(mla.nope_dim) + sp.sympify(mla.rope_dim)
+    return mla.device == "cpu" and sp.simplify(width - sp.sympify(mla.value_dim)) != 0
+
+
+def _sdpa_math(
+    mla: LatentAttention, input_shapes: tuple[Shape, ...], given: DType | None
+) -> Autograd:
+    """transformers' SDPA call on the CPU's math path (``_scaled_dot_product_attention_math``).
+
+    In a 16-bit model it casts Q, K and V to fp32 (``allowFP16BF16ReductionMathSDP``
+    is off by default); it multiplies Q and the transposed K by the square
+    root of the scale (two new fp32 tensors, which the first ``matmul``
+    keeps), adds the causal mask in place, keeps the fp32 softmax, and the
+    second ``matmul`` keeps an fp32 contiguous copy of V (``.to(float)`` of
+    the strided slice, or in fp32 ``matmul``'s own copy); its output is cast
+    back. The causal mask is made by SDPA itself (transformers passes
+    ``is_causal``): ``(S, S)`` bool, then fp32, freed in the forward.
+    """
+    query, rope = tuple(input_shapes[0]), tuple(input_shapes[2])
+    batch, sequence, heads = query[0], query[1], mla.heads
+    per_head = (batch, heads, sequence, mla.nope_dim + mla.rope_dim)
+    values = (batch, heads, sequence, mla.value_dim)
+    scores = (batch, heads, sequence, sequence)
+    saved = (
+        *(TensorSpec("input", tuple(shape), operand=4, label="cos and sin")
+          for shape in input_shapes[4:]),
+        TensorSpec("intermediate", per_head, _FP32, label="scaled queries"),
+        TensorSpec("intermediate", per_head, _FP32, label="scaled keys"),
+        TensorSpec("intermediate", scores, _FP32, label="softmax"),
+        TensorSpec("intermediate", values, _FP32, label="values"),
+    )
+    label = {spec.label: position for position, spec in enumerate(saved)}
+    low = given not in (None, _FP32)
+    rotated_q = (batch, heads, sequence, mla.rope_dim)
+
+    def grad(shape: Shape, kind: DType | None = given) -> TensorSpec:
+        return TensorSpec("intermediate", shape, kind)
+
+    tables = (label["cos and sin"],) if "cos and sin" in label else ()
+    stages = [
+        Stage("rotate queries", tables, edges=((-1, grad(rotated_q)),)),
+        Stage("rotate key", tables, edges=((-3, grad(rope)),)),
+        Stage("cat queries", gradient_is_view=True, edges=((0, grad(rotated_q)),)),
+        Stage("copy keys", edges=((-2, grad(per_head)), (1, grad(rope)))),
+    ]
+    q_to, k_to, v_to = 2, 3, -4
+    if low:
+        stages += [
+            Stage("queries to fp32", edges=((2, grad(per_head)),)),
+            Stage("keys to fp32", edges=((3, grad(per_head)),)),
+            Stage("values to fp32", edges=((-4, grad(values)),)),
+        ]
+        q_to, k_to, v_to = 4, 5, 6
+    stages += [
+        Stage("scale queries", edges=((q_to, grad(per_head, _FP32)),)),
+        Stage("scale keys", edges=((k_to, grad(per_head, _FP32)),)),
+    ]
+    q_scaled, k_scaled = len(stages) - 2, len(stages) - 1
+    stages.append(
+        Stage(
+            "q @ k^T",
+            (label["scaled queries"], label["scaled keys"]),
+            edges=((q_scaled, grad(per_head, _FP32)), (k_scaled, grad(per_head, _FP32))),
+            kept_for=((label["scaled queries"], k_scaled), (label["scaled keys"], q_scaled)),
+        )
+    )
+    stages.append(
+        Stage("softmax", (label["softmax"],), edges=((len(stages) - 1, grad(scores, _FP32)),))
+    )
+    stages.append(
+        Stage(
+            "p @ v",
+            (label["softmax"], label["values"]),
+            edges=((len(stages) - 1, grad(scores, _FP32)), (v_to, grad(values, _FP32))),
+            kept_for=((label["softmax"], v_to), (label["values"], len(stages) - 1)),
+        )
+    )
+    if low:
+        stages.append(Stage("output to low", edges=((len(stages) - 1, grad(values, _FP32)),)))
+    stages.append(Stage("merge heads", edges=((len(stages) - 1, grad(values)),)))
+    # What its forward holds at its peak besides what it keeps: the rotated parts and the
+    # built queries and keys (transformers' locals), SDPA's fp32 causal mask; at 16 bits, the
+    # fp32 casts of Q, K and V, the probabilities' cast back and the fp32 output as the output
+    # is cast back (measured); in fp32, the scores as the mask is added (an upper bound).
+    transients = (
+        TensorSpec("intermediate", rotated_q, given, label="rotated queries"),
+        TensorSpec("intermediate", (batch, 1, sequence, mla.rope_dim), given,
+                   label="rotated key"),
+        TensorSpec("intermediate", per_head, given, label="queries"),
+        TensorSpec("intermediate", per_head, given, label="keys"),
+        TensorSpec("intermediate", (sequence, sequence), _FP32, label="causal mask"),
+    )
+    if low:
+        transients += (
+            TensorSpec("intermediate", per_head, _FP32, label="fp32 queries"),
+            TensorSpec("intermediate", per_head, _FP32, label="fp32 keys"),
+            TensorSpec("intermediate", values, _FP32, label="fp32 values"),
+            TensorSpec("intermediate", scores, given, label="probabilities cast back"),
+            TensorSpec("intermediate", values, _FP32, label="fp32 output"),
+        )
+    else:
+        transients += (TensorSpec("intermediate", scores, _FP32, label="fp32 scores"),)
+    return Autograd(saved=saved, autocast="low", stages=tuple(stages), transients=transients)
 
 
 def _flash(mla: LatentAttention, query: Shape, value: Shape) -> Autograd:
