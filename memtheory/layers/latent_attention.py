@@ -132,7 +132,7 @@ class LatentAttention(Merge):
                 f"key, values) and the rotary tables, got {len(input_shapes)}."
             )
         heads = sp.sympify(self.heads)
-        wanted = (heads * (sp.sympify(self.nope_dim) + sp.sympify(self.rope_dim)),
+        wanted: tuple[sp.Expr, ...] = (heads * (sp.sympify(self.nope_dim) + sp.sympify(self.rope_dim)),
                   heads * sp.sympify(self.nope_dim), sp.sympify(self.rope_dim),
                   heads * sp.sympify(self.value_dim))
         if len(input_shapes) == 5:

@@ -1,8 +1,9 @@
 """DeepSeek V2 and V3: multi-head latent attention and a mixture of experts with shared experts.
 
 :func:`deepseek` builds the layout of Hugging Face's ``DeepseekV2ForCausalLM``
-and ``DeepseekV3ForCausalLM``: token embeddings; the rotary tables of ``qk_rope_head_dim`` (computed once per
-forward pass, :class:`~memtheory.layers.RotaryTable`); per layer an RMS norm, the
+and ``DeepseekV3ForCausalLM``: token embeddings; the rotary tables of
+``qk_rope_head_dim`` (computed once per forward pass,
+:class:`~memtheory.layers.RotaryTable`); per layer an RMS norm, the
 latent attention (queries through a low-rank ``q_a_proj``, ``q_a_layernorm``
 and ``q_b_proj``, or one ``q_proj``; ``kv_a_proj_with_mqa`` to the latent and
 the shared rotary key, ``kv_a_layernorm`` and ``kv_b_proj`` to each head's key

@@ -127,7 +127,7 @@ def test_sdpa_math_path_step_is_exact(config, precision, batch, sequence):
 
 
 def test_sdpa_on_the_cpu_keeps_what_cuda_flash_does_not():
-    """flash=True: on the CPU the math path keeps B x H x S x S fp32; the CUDA assumption does not."""
+    """flash=True: on the CPU the math path keeps B x H x S x S fp32; CUDA's assumption does not."""
     network = {device: from_config(V3, batch=2, sequence=64, loss=True, flash=True,
                                    device=device) for device in ("cpu", "cuda")}
     saved = {device: mt.training_memory(net, optimizer="adamw", precision="bf16",

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, cast
 
 import sympy as sp
 
+from memtheory.conventions.autograd.kernels.torch_2_13.attention import cuda_flash
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.dtypes import dtype as as_dtype
 from memtheory.layers.base import Autograd, Layer, Shape, Stage, TensorSpec
-from memtheory.conventions.autograd.kernels.torch_2_13.attention import cuda_flash
 from memtheory.layers.kernel_plans import register_plan
 
 if TYPE_CHECKING:  # the layer's module loads when a network uses it
@@ -126,7 +126,7 @@ def _math_path(mla: LatentAttention) -> bool:
 def _sdpa_math(
     mla: LatentAttention, input_shapes: tuple[Shape, ...], given: DType | None
 ) -> Autograd:
-    """transformers' SDPA call on the CPU's math path (``_scaled_dot_product_attention_math``).
+    """Describe transformers' SDPA call on the CPU: ``_scaled_dot_product_attention_math``.
 
     In a 16-bit model it casts Q, K and V to fp32 (``allowFP16BF16ReductionMathSDP``
     is off by default); it multiplies Q and the transposed K by the square
@@ -203,7 +203,7 @@ def _sdpa_math(
     # built queries and keys (transformers' locals), SDPA's fp32 causal mask; at 16 bits, the
     # fp32 casts of Q, K and V, the probabilities' cast back and the fp32 output as the output
     # is cast back (measured); in fp32, the scores as the mask is added (an upper bound).
-    transients = (
+    transients: tuple[TensorSpec, ...] = (
         TensorSpec("intermediate", rotated_q, given, label="rotated queries"),
         TensorSpec("intermediate", (batch, 1, sequence, mla.rope_dim), given,
                    label="rotated key"),
@@ -225,7 +225,7 @@ def _sdpa_math(
 
 
 def _flash(mla: LatentAttention, query: Shape, value: Shape) -> Autograd:
-    """The CUDA flash kernel's assumption (:func:`cuda_flash`), on the built queries and keys."""
+    """Return the CUDA flash kernel's assumption (:func:`cuda_flash`) on the built Q and K."""
     batch, heads, sequence = query[0], mla.heads, query[1]
     per_head = (batch, heads, sequence, mla.nope_dim + mla.rope_dim)
     return Autograd(
@@ -248,11 +248,11 @@ def _stages(
     rope: Shape,
     given: DType | None,
 ) -> tuple[Stage, ...]:
-    """Its backward nodes in creation order, with what each allocates.
+    r"""Its backward nodes in creation order, with what each allocates.
 
     The rotations (each keeps the tables), the queries' ``cat`` and the keys'
     copies (views of the incoming gradient), then the eager attention:
-    :math:`QK^\\top`, the scale, the fp32 softmax (with its casts in a 16-bit
+    :math:`QK^\top`, the scale, the fp32 softmax (with its casts in a 16-bit
     model), :math:`PV` and the merge of the heads.
     """
     label = {spec.label: position for position, spec in enumerate(saved)}
