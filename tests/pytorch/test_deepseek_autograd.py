@@ -44,6 +44,12 @@ BIGGER = {**V3, "vocab_size": 64, "hidden_size": 48, "intermediate_size": 56,
           "qk_nope_head_dim": 8, "v_head_dim": 10, "first_k_dense_replace": 3}
 """A second size: one q_proj (q_lora_rank null), other widths and head count, three layers."""
 
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128,
+        "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
+"""DeepSeek-V3's rope_scaling (its config.json: yarn, beta_fast 32, beta_slow 1, mscale 1.0,
+mscale_all_dim 1.0), its factor the tiny model's 512 / 128 positions: the same inv_freq
+buffers and cos/sin tables as plain rotary, other values."""
+
 
 def _compare(config: dict, precision: str, batch: int, sequence: int, optimizer: str = "adamw"):
     """Return (predicted, measured) components and peaks, and the measured peak's moment."""
@@ -67,8 +73,9 @@ def test_tiny_v3_training_step_is_exact():
     (BIGGER, "bf16", 3, 40),
     ({**BIGGER, "attention_bias": True, "tie_word_embeddings": True}, "fp32", 2, 9),
     ({**V3, "rope_interleave": False}, "bf16", 2, 64),  # rotate_half, not the pairs
+    ({**V3, "rope_scaling": YARN}, "bf16", 2, 64),
 ], ids=["v3-bf16", "v3-autocast", "bigger-fp32", "bigger-bf16", "bigger-bias-tied",
-        "v3-rotate-half"])
+        "v3-rotate-half", "v3-yarn"])
 def test_training_step_is_exact(config, precision, batch, sequence):
     """Both sizes, fp32, bf16 and autocast, AdamW: every component and the peak, exactly."""
     got, want, _ = _compare(config, precision, batch, sequence)
