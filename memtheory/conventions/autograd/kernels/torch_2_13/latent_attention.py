@@ -63,10 +63,11 @@ def latent_attention(
     Its inputs: the queries ``(B, S, H d_qk)``, the non-rotary keys
     ``(B, S, H d_nope)``, the shared rotary key ``(B, S, d_rope)``, the
     values ``(B, S, H d_v)`` and the rotary tables ``(1, S, 2 d_rope)``. As
-    for Llama's attention, the formulas assume at least two sequences of at
-    least two positions (at batch 1 or sequence 1 PyTorch's reshapes become
-    views and the values' copy is not made). Without the tables (four inputs:
-    a layer built by hand for its shapes) the rotations keep nothing here.
+    for Llama's attention, the formulas assume at least two positions; with
+    one sequence (a batch of 1) ``matmul`` views the values rather than
+    copying them, and its ``bmm`` keeps ``kv_b_proj``'s whole output.
+    Without the tables (four inputs: a layer built by hand for its shapes)
+    the rotations keep nothing here.
     DeepSeek V2's complex rotary (``complex_rotary=True``) is described as
     V3's, unmeasured: the autograd convention refuses it
     (:attr:`LatentAttention.autograd_checked`).
@@ -97,7 +98,10 @@ def latent_attention(
     ]
     if low:
         saved.append(TensorSpec("intermediate", scores, given, label="probabilities"))
-    saved.append(TensorSpec("intermediate", values, given, label="values"))
+    if sp.sympify(batch) == 1:  # matmul views the one sequence's values: kv_b_proj's output
+        saved.append(TensorSpec("input", tuple(input_shapes[3]), operand=3, label="values"))
+    else:
+        saved.append(TensorSpec("intermediate", values, given, label="values"))
     rotated_q = (batch, heads, sequence, mla.rope_dim)
     rotated_k = (batch, 1, sequence, mla.rope_dim)
     return Autograd(
