@@ -60,6 +60,7 @@ from typing import Any
 import sympy as sp
 
 from memtheory._shown import shown
+from memtheory.dtypes import DType
 from memtheory.errors import UnknownNameError, UnsupportedError
 from memtheory.estimate.resolve import ResolvedModel, resolve_model
 from memtheory.estimate.resolve import config_of as _resolved_config
@@ -278,7 +279,7 @@ def served_model(
     sampler = sequences * length * hidden * c + max_sequences * _vocabulary(whole) * (c + 8)
     decoding = working_memory(build(B, context), prompt=context, dtype=compute, cache=cache,
                               flash=True, block_size=block_size)
-    notes = stored_notes + tuple(
+    notes = stored_notes + _latent_cache_note(net, cache) + tuple(
         a for a in decoding.assumptions if a.startswith("latent attention")
     )
     return ServedModel(
@@ -290,6 +291,36 @@ def served_model(
         decode=sp.sympify(decoding.decode),
         compute=compute,
         notes=notes,
+    )
+
+
+def _latent_cache_note(net: Network, cache: DType) -> tuple[str, ...]:
+    """Say what a latent-attention model caches per token, and which engines cache it so.
+
+    Examples
+    --------
+    >>> from memtheory.dtypes import dtype
+    >>> from memtheory.models import gpt2, preset
+    >>> _latent_cache_note(gpt2("small"), dtype("bf16"))
+    ()
+    >>> print(_latent_cache_note(preset("deepseek-v3", batch=1, sequence=1), dtype("bf16"))[0])
+    latent attention KV cache: the compressed latent, as vLLM's MLA backends cache it \
+(transformers 5.24's DeepseekV2/V3Attention cache the same and expand it at every step): \
+61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 bytes = 70272 bytes per token
+    """
+    from memtheory.techniques.kv_cache import cache_layers
+
+    latent = [layer for layer in cache_layers(net) if layer.latent]
+    if not latent:
+        return ()
+    first = latent[0]
+    per_token = sum(int(layer.kv_heads * (layer.head_dim + (layer.value_dim or 0)))
+                    for layer in latent) * cache.bytes
+    return (
+        "latent attention KV cache: the compressed latent, as vLLM's MLA backends cache it "
+        "(transformers 5.24's DeepseekV2/V3Attention cache the same and expand it at every "
+        f"step): {len(latent)} layers x (kv_lora_rank {first.head_dim} + qk_rope_head_dim "
+        f"{first.value_dim}) x {cache.bytes} bytes = {per_token} bytes per token",
     )
 
 

@@ -1,7 +1,9 @@
 """DeepSeek V2 and V3: multi-head latent attention and a mixture of experts with shared experts.
 
 :func:`deepseek` builds the layout of Hugging Face's ``DeepseekV2ForCausalLM``
-and ``DeepseekV3ForCausalLM``: token embeddings; per layer an RMS norm, the
+and ``DeepseekV3ForCausalLM``: token embeddings; the rotary tables of
+``qk_rope_head_dim`` (computed once per forward pass,
+:class:`~memtheory.layers.RotaryTable`); per layer an RMS norm, the
 latent attention (queries through a low-rank ``q_a_proj``, ``q_a_layernorm``
 and ``q_b_proj``, or one ``q_proj``; ``kv_a_proj_with_mqa`` to the latent and
 the shared rotary key, ``kv_a_layernorm`` and ``kv_b_proj`` to each head's key
@@ -14,8 +16,10 @@ and value; :class:`~memtheory.layers.latent_attention.LatentAttention`;
 The parameter count is checked tensor for tensor against transformers on
 the ``meta`` device (``tests/pytorch/test_family_parameter_counts.py``).
 transformers keeps the router's weight in fp32 whatever the model's dtype;
-memtheory counts it in the model's. The latent attention and the experts are
-not measured: the autograd convention refuses the model.
+memtheory counts it in the model's. V3's latent attention is measured exact
+under the autograd convention (``tests/pytorch/test_deepseek_autograd.py``, all
+layers dense); V2's (complex rotary) and the routed experts are not: the
+autograd convention refuses a model that has them, naming the layer.
 
 Examples
 --------
@@ -34,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from memtheory._validation import SizeLike
 from memtheory.errors import InvalidSizeError, UnsupportedError
@@ -49,6 +53,7 @@ from memtheory.layers import (
 from memtheory.layers.latent_attention import LatentAttention
 from memtheory.layers.moe import MixtureOfExperts
 from memtheory.layers.rms_norm import RMSNorm
+from memtheory.layers.rotary import RotaryTable
 from memtheory.layers.split import Slice
 from memtheory.models._config_keys import (
     config_activation,
@@ -95,6 +100,7 @@ class DeepSeekConfig:
     attention_bias: bool = False
     tie_word_embeddings: bool = False
     family: str = "deepseek_v3"
+    max_position_embeddings: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_experts_per_tok > self.n_routed_experts:
@@ -147,6 +153,7 @@ def deepseek_config(config: Mapping[str, Any]) -> DeepSeekConfig:
         attention_bias=config_flag(config, "attention_bias", False),
         tie_word_embeddings=config_flag(config, "tie_word_embeddings", False),
         family=family,
+        max_position_embeddings=optional_int(config, "max_position_embeddings", None),
     )
 
 
@@ -159,14 +166,22 @@ def deepseek(
     lm_head: bool = True,
     loss: bool = False,
     name: str | None = None,
+    device: Literal["cuda", "cpu"] | None = None,
 ) -> Network:
-    """Build the DeepSeek decoder for ``batch`` sequences of ``sequence`` tokens."""
+    """Build the DeepSeek decoder for ``batch`` sequences of ``sequence`` tokens.
+
+    ``flash``: transformers' SDPA attention; ``device="cpu"`` says it runs on
+    the CPU, where it takes the math path
+    (:class:`~memtheory.layers.latent_attention.LatentAttention`).
+    """
     c = config
     return decoder_stack(
         "deepseek",
         embedded=[Embedding(c.vocab_size, c.hidden_size, name="model.embed_tokens")],
         layers=c.num_hidden_layers,
-        layer=partial(_layer, c, flash=flash),
+        layer=partial(_layer, c, flash=flash, device=device),
+        tables=[Node(RotaryTable(c.qk_rope_head_dim, positions=c.max_position_embeddings,
+                                 name="model.rotary_emb"), inputs=("input_ids",))],
         final_norm=RMSNorm(name="model.norm"),
         vocabulary=c.vocab_size,
         tied=c.tie_word_embeddings,
@@ -175,10 +190,19 @@ def deepseek(
         lm_head=lm_head,
         loss=loss,
         name=name or c.family,
+        block_order=_ORDER,
     )
 
 
-def _layer(c: DeepSeekConfig, index: int, source: str, *, flash: bool) -> list[Layer | Node]:
+_ORDER = ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm")
+"""The order ``DeepseekV3DecoderLayer`` (and V2's) registers its parameters: the norms after the
+attention and the MLP (transformers 5.24), which torch.optim's for-loop step follows."""
+
+
+def _layer(
+    c: DeepSeekConfig, index: int, source: str, *, flash: bool,
+    device: Literal["cuda", "cpu"] | None = None,
+) -> list[Layer | Node]:
     """One layer reading ``source``; its last item is its output."""
     prefix = f"model.layers.{index}"
     attn = f"{prefix}.self_attn"
@@ -208,8 +232,8 @@ def _layer(c: DeepSeekConfig, index: int, source: str, *, flash: bool) -> list[L
         Node(
             LatentAttention(heads, c.qk_nope_head_dim, rope, c.v_head_dim, flash=flash,
                             name=f"{attn}.attention", latent_dim=latent,
-                            complex_rotary=c.family == "deepseek_v2"),
-            inputs=(query, f"{attn}.k_nope", f"{attn}.k_rope", f"{attn}.v"),
+                            complex_rotary=c.family == "deepseek_v2", device=device),
+            inputs=(query, f"{attn}.k_nope", f"{attn}.k_rope", f"{attn}.v", "model.rotary_emb"),
         ),
         Dense(c.hidden_size, bias=c.attention_bias, name=f"{attn}.o_proj"),
         Node(Add(name=f"{prefix}.add_1"), inputs=(source, f"{attn}.o_proj")),

@@ -586,7 +586,9 @@ def from_config(
     device : {"cuda", "cpu"} or None, default None
         GPT-2: whose dropout kernel runs (``bool`` masks on CUDA, the
         default; the activation dtype on the CPU, where ``measure`` checks
-        it). The other families build no dropout, and ignore it.
+        it). DeepSeek V2/V3 with ``flash``: where SDPA runs (on the CPU its
+        math path, as values narrower than the queries need). The other
+        families ignore it.
 
     Returns
     -------
@@ -652,7 +654,8 @@ def _device_option(device: object, family: str) -> dict[str, Any]:
     """Return the builder's ``device`` option (GPT-2's dropout kernel), or refuse a bad one."""
     if device not in (None, "cuda", "cpu"):
         raise InvalidArgumentError(f"from_config: device must be 'cuda' or 'cpu', got {device!r}.")
-    return {"device": device} if device is not None and family == "gpt2" else {}
+    wanted = family in ("gpt2", "deepseek_v2", "deepseek_v3")
+    return {"device": device} if device is not None and wanted else {}
 
 
 def preset(

@@ -348,9 +348,13 @@ def test_falcon_sdpa_mask_is_one_bool_square_expanded_over_the_batch():
 @pytest.mark.parametrize(
     ("config", "layer"),
     [
+        # V3's latent attention is modelled (test_deepseek_autograd.py): its routed experts
+        # (layer 1 on, first_k_dense_replace 1) are the reason
         ({**TINY, "model_type": "deepseek_v3", "kv_lora_rank": 8, "q_lora_rank": None,
-          "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 6},
-         "LatentAttention 'model.layers.0.self_attn.attention'"),
+          "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 6,
+          "moe_intermediate_size": 16, "n_routed_experts": 4, "num_experts_per_tok": 2,
+          "first_k_dense_replace": 1},
+         "MixtureOfExperts 'model.layers.1.mlp'"),
     ],
     ids=["deepseek_v3"],
 )

@@ -6,9 +6,11 @@ from memtheory.conventions.autograd.kernels.torch_2_13 import (
     activations,
     attention,
     experts,
+    latent_attention,
     losses,
     norms,
     optimizers,
 )
 
-__all__ = ["activations", "attention", "experts", "losses", "norms", "optimizers"]
+__all__ = ["activations", "attention", "experts", "latent_attention", "losses", "norms",
+           "optimizers"]
