@@ -132,9 +132,10 @@ class LatentAttention(Merge):
                 f"key, values) and the rotary tables, got {len(input_shapes)}."
             )
         heads = sp.sympify(self.heads)
-        wanted: tuple[sp.Expr, ...] = (heads * (sp.sympify(self.nope_dim) + sp.sympify(self.rope_dim)),
-                  heads * sp.sympify(self.nope_dim), sp.sympify(self.rope_dim),
-                  heads * sp.sympify(self.value_dim))
+        query_width = heads * (sp.sympify(self.nope_dim) + sp.sympify(self.rope_dim))
+        wanted: tuple[sp.Expr, ...] = (query_width, heads * sp.sympify(self.nope_dim),
+                                       sp.sympify(self.rope_dim),
+                                       heads * sp.sympify(self.value_dim))
         if len(input_shapes) == 5:
             wanted += (2 * sp.sympify(self.rope_dim),)
         for shape, width in zip(input_shapes, wanted, strict=True):
