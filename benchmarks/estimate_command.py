@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     """Time every case and print each beside its target."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per case (default 3)")
+    parser.add_argument("--only", choices=list(QUESTIONS), default=None,
+                        help="time this question alone (no sweep)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as warm:
         run(["-c", "import memtheory.cli"], "off")  # bytecode written, disk cache warm
@@ -114,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
             keep(libraries, run(["-c", "import sympy, numpy"], "off"))
         print(f"import sympy, numpy alone: {libraries.shown()}")
         for name, question in QUESTIONS.items():
+            if args.only is not None and name != args.only:
+                continue
             arguments = ["-c", COMMAND, "estimate", *question]
             run(arguments, warm)  # fills the warm cache
             cold, step, fresh, hot = Timing(), Timing(), Timing(), Timing()
@@ -143,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
                    detail=f"{cold.median_cpu / hot.median_cpu:.1f}x faster than derived; "
                    f"{hot.median_cpu / libraries.median_cpu:.2f}x import sympy, numpy "
                    "(no sympy imported)")
+        if args.only is not None:
+            return
         arguments = ["-c", COMMAND, "estimate", *SWEEP]
         run(arguments, warm)
         sweep, again = Timing(), Timing()
