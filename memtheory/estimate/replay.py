@@ -264,11 +264,13 @@ def searched_at(
     the answer there (``answers``, an entry as :func:`answer_at` reads). The
     search is :func:`~memtheory.estimate.fitting.fewest_fitting`, as
     :func:`~memtheory.estimate.devices.fewest_gpus` runs it. None where it
-    needs a size the entry has not kept (or finds none): the derived path answers.
+    needs a size the entry has not kept: the derived path answers. Where no count
+    fits, the answer is the one on a single replica, as the derived path gives it.
     """
     search = entry["search"]
     names: list[str] = search["names"]
-    given = _given(entry["answers"][next(iter(entry["answers"]))], sizes)
+    kept = list(entry["answers"].values())
+    given = _given(kept[0], sizes) if kept else None
     if given is None:
         return None
     values = dict(zip(("B", "S"), given, strict=True))
@@ -286,7 +288,7 @@ def searched_at(
         data = fewest_fitting(fits, search["most"], every=search["every"], whole=search["whole"])
     except LookupError:
         return None
-    found = None if data is None else entry["answers"].get(str(data))
+    found = entry["answers"].get(str(data or 1))  # none fits: the answer on one replica
     if found is None:
         return None
     answered = answer_at(found, sizes)
@@ -295,7 +297,7 @@ def searched_at(
     answer, numbers = answered
     group = search["group"]
     answer["gpu_search"] = {
-        "gpus": data * group, "counts": search["counts"],
+        "gpus": None if data is None else data * group, "counts": search["counts"],
         "tried": [{"gpus": d * group, "peak_bytes": p} for d, p in sorted(tried.items())],
     }
     return answer, numbers, found
@@ -325,7 +327,7 @@ def answer_at(
         return None
     batch, sequence = given_sizes
     positions = entry["positions"]
-    values = {"B": batch, "S": sequence}
+    values: dict[str, Any] = {"B": batch, "S": sequence}
     names: list[str] = entry["names"]
     given = [values[name] for name in names]
     plain = _moments(entry, given)
@@ -507,11 +509,12 @@ def search_line(answer: dict[str, Any], sequence: bool) -> str:
     """Return ``--gpus auto``'s line (:meth:`~memtheory.estimate.answer.Estimate.search_line`)."""
     s, found = answer["settings"], answer["gpu_search"]
     where = f"batch {s['batch']} per GPU" + (f", sequence {s['sequence']}" if sequence else "")
-    gpus = found["gpus"]
+    gpus, rows = found["gpus"], found["tried"]
     tried = "; ".join(f"{row['gpus']}: {format_bytes(row['peak_bytes'], 'GiB')}"
-                      for row in found["tried"] if gpus is None or row["gpus"] <= 2 * gpus)
+                      for row in rows if gpus is None or row["gpus"] <= 2 * gpus)
+    said = gpus if gpus is not None else f"none up to {rows[-1]['gpus'] if rows else 1}"
     return (
-        f"fewest GPUs ({found['counts']}, ZeRO-{s['zero']}, {where}): {gpus} "
+        f"fewest GPUs ({found['counts']}, ZeRO-{s['zero']}, {where}): {said} "
         f"(peak per GPU at each count tried: {tried})"
     )
 

@@ -98,8 +98,10 @@ def _searched(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, A
     search = answer.search
     s = answer.settings
     group = s["tensor"] * s["pipeline"]
-    if search is None or search.gpus is None or search.gpus != s["data"] * group:
-        raise _UnsupportedError
+    if search is None or search.gpus not in (s["data"] * group, None) or (
+        search.gpus is None and s["data"] != 1
+    ):
+        raise _UnsupportedError  # the answer is at the count found, or on one replica (none)
     found = _entry(answer, check=check, asked_json=asked_json, searched=True)
     peaks = {}
     for data, split in search.splits:
