@@ -124,6 +124,19 @@ def test_text_and_json_share_one_entry(cache, capsys) -> None:
 
 
 @pytest.mark.slow
+def test_an_entry_written_as_json_prints_text_when_text_is_asked(cache, capsys) -> None:
+    """The command line says how to print (``--json``, or argparse's ``--js``), not the entry."""
+    base = ["mobilenet-v2", "--gpu", "T4"]
+    for asked, argv in [([*base, "--batch", "8", "--json"], [*base, "--batch", "9"]),
+                        ([*base, "--batch", "8", "--js"], [*base, "--batch", "10", "--js"])]:
+        assert main(["estimate", *asked]) == 0
+        replayed = _replayed(argv, capsys)
+        assert replayed[1] == 0, argv
+        assert replayed == _derived(argv, capsys), argv
+        assert replayed[0].startswith("{") == (argv[-1] == "--js"), argv
+
+
+@pytest.mark.slow
 @settings(max_examples=20)
 @given(question=st.sampled_from(["README's LoRA question",
                                  "GPT-2, the README's first question (a position limit)"]),

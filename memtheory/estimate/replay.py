@@ -81,6 +81,12 @@ __all__ = [
 FORMAT = 1
 """Bumped when the layout of a replay entry changes."""
 
+JSON_OPTIONS = ("--j", "--js", "--jso", "--json")
+"""``--json`` as argparse reads it, abbreviated or not: the answer printed as JSON.
+
+(The entry's own ``json`` says how the answer that wrote it was printed, not how
+this command line asks for it.)"""
+
 SIZES = {"--batch": "batch", "--seq": "seq"}
 """The options whose values an entry is evaluated at, by the name kept in :func:`sized`."""
 
@@ -225,7 +231,7 @@ def replayed(arguments: Sequence[str]) -> int | None:
         if answered is None:
             return None
         answer, numbers, printed = answered
-        as_json = "--json" in arguments or printed["json"]
+        as_json = any(token in JSON_OPTIONS for token in arguments)
         text = json.dumps(answer, indent=2) if as_json else report_text(printed, answer, numbers)
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, SyntaxError,
             AttributeError):
