@@ -286,13 +286,13 @@ def searched_at(
     def fits(data: int) -> bool:
         source = search["peaks"].get(str(data))
         if source is None:
-            raise LookupError(data)  # a size not derived yet
+            raise _NotKeptError(data)  # a size not derived yet
         tried[data] = int(compiled_function(source)(*at))
         return tried[data] <= search["usable"]
 
     try:
         data = fewest_fitting(fits, search["most"], every=search["every"], whole=search["whole"])
-    except LookupError:
+    except _NotKeptError:
         return None
     found = entry["answers"].get(str(data or 1))  # none fits: the answer on one replica
     if found is None:
@@ -307,6 +307,10 @@ def searched_at(
         "tried": [{"gpus": d * group, "peak_bytes": p} for d, p in sorted(tried.items())],
     }
     return answer, numbers, found
+
+
+class _NotKeptError(Exception):
+    """The search needs the peak of a data-parallel size the entry has not kept."""
 
 
 def _given(entry: dict[str, Any], sizes: dict[str, int]) -> tuple[int, int | None] | None:
