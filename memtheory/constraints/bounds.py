@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 import sympy as sp
 
+from memtheory.bisection import BeyondCeilingError, largest_holding
 from memtheory.constraints.size_constraint import SizeConstraint
 from memtheory.errors import KernelTooLargeError
 
@@ -52,18 +53,10 @@ def largest_valid(constraints: Iterable[SizeConstraint], symbol: sp.Symbol) -> i
 
     if not valid(1):
         return 0
-    low, high = 1, 2
-    while valid(high):
-        low, high = high, 2 * high
-        if high > 2**64:
-            return None
-    while high - low > 1:
-        middle = (low + high) // 2
-        if valid(middle):
-            low = middle
-        else:
-            high = middle
-    return low
+    try:
+        return largest_holding(valid, 1, ceiling=2**64)
+    except BeyondCeilingError:
+        return None
 
 
 def smallest_valid(constraints: Iterable[SizeConstraint], symbol: sp.Symbol, start: int = 1) -> int:
