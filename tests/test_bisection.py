@@ -1,4 +1,4 @@
-"""One shared search: :mod:`memtheory.bisection` and the searches built on it, against brute force.
+"""One shared search: :mod:`memtheory.bisection` and the four searches built on it, vs brute force.
 
 Every expected value here is found by trying each whole number in turn (the
 definition of "largest that holds" / "fewest that fits"), independently of the
@@ -8,12 +8,15 @@ doubling and bisection under test.
 from __future__ import annotations
 
 import pytest
+import sympy as sp
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from memtheory.bisection import BeyondCeilingError, largest_holding, last_holding
-from memtheory.errors import EvaluationError
+from memtheory.constraints import SizeConstraint, largest_valid, smallest_valid
+from memtheory.errors import EvaluationError, KernelTooLargeError
 from memtheory.estimate.fitting import fewest_fitting, largest_fitting
+from memtheory.symbols import B, H
 from memtheory.whatif.solve import _bisected
 
 
@@ -78,3 +81,24 @@ def test_fewest_fitting_is_brute_force(states, own, usable, most, whole) -> None
     powers = [d for d in (2**k for k in range(12)) if d <= (1 if whole else most) and fits(d)]
     assert fewest_fitting(fits, most, every=True, whole=whole) == (every[0] if every else None)
     assert fewest_fitting(fits, most, every=False, whole=whole) == (powers[0] if powers else None)
+
+
+@given(window=st.integers(1, 9), margin=st.integers(0, 40), start=st.integers(1, 500))
+def test_smallest_valid_is_brute_force(window, margin, start) -> None:
+    """The first side from ``start`` that a pooling allows: floor(H / k) - c >= 1, tried in turn."""
+    constraint = SizeConstraint(sp.floor(H / window) - margin, "pool")
+    expected = next(h for h in range(start, start + window * (margin + 1) + 1)
+                    if h // window - margin >= 1)
+    assert smallest_valid([constraint], H, start) == expected
+
+
+@given(limit=st.integers(1, 10**6))
+def test_largest_valid_is_brute_force(limit) -> None:
+    """The largest batch a traced formula holds for: limit - B >= 1, so B = limit - 1."""
+    assert largest_valid([SizeConstraint(limit - B, "traced")], B) == limit - 1
+
+
+def test_a_size_no_value_allows_is_refused() -> None:
+    """A constraint no value meets: past the ceiling, a clear error naming it."""
+    with pytest.raises(KernelTooLargeError, match=r"no value of B satisfies -B >= 1\."):
+        smallest_valid([SizeConstraint(-B, "never")], B)
