@@ -43,6 +43,11 @@ from _verdict import Timing, report, seconds  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "estimate_command"
 COMMAND = "import sys; from memtheory.cli import main; sys.exit(main(sys.argv[1:]))"
+PROBED = (
+    "import sys; from memtheory.cli import main; status = main(sys.argv[1:]); "
+    "print('sympy imported:', 'sympy' in sys.modules, file=sys.stderr); sys.exit(status)"
+)
+"""The command, saying on standard error whether it imported sympy (the replay entry does not)."""
 QUESTIONS = {
     "GPT-2": ["gpt2", "--batch", "8", "--seq", "1024", "--gpu", "RTX 4090"],
     "LoRA": ["llama-3-8b", "--lora", "16", "--seq", "4096", "--gpu", "RTX 4090"],
@@ -53,17 +58,23 @@ SWEEP = ["llama-3-8b", "--lora", "16", "--sweep", "seq=256,512,1024,2048,4096",
          "--sweep", "batch=1,2,4,8,16", "--sweep", "gpu=RTX 4090,H100-80GB,A100-40GB,L4"]
 
 
-def run(arguments: list[str], cache: str) -> tuple[float, float]:
-    """CPU and wall seconds of one child process running ``arguments``."""
+def run(arguments: list[str], cache: str, said: list[str] | None = None) -> tuple[float, float]:
+    """CPU and wall seconds of one child process running ``arguments``.
+
+    With ``said``, the child's standard error is appended to it.
+    """
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "MEMTHEORY_CACHE": cache}
     environment.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its bytecode
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, *arguments], env=environment, check=True,
-                   stdout=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, *arguments], env=environment, check=True,
+                          stdout=subprocess.DEVNULL,
+                          stderr=None if said is None else subprocess.PIPE, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if said is not None:
+        said.append(done.stderr)
     return cpu, wall
 
 
@@ -88,11 +99,6 @@ def new_sizes(question: list[str], run: int) -> list[str]:
     return asked
 
 
-def has_replay(cache: str) -> bool:
-    """Whether ``cache`` holds a replay entry (written only for questions it can answer)."""
-    return any(Path(cache).glob("*-replay-*.json"))
-
-
 def keep(timing: Timing, figures: tuple[float, float]) -> None:
     timing.cpu.append(figures[0])
     timing.wall.append(figures[1])
@@ -102,6 +108,8 @@ def main(argv: list[str] | None = None) -> None:
     """Time every case and print each beside its target."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per case (default 3)")
+    parser.add_argument("--only", choices=list(QUESTIONS), default=None,
+                        help="time this question alone (no sweep)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as warm:
         run(["-c", "import memtheory.cli"], "off")  # bytecode written, disk cache warm
@@ -114,21 +122,25 @@ def main(argv: list[str] | None = None) -> None:
             keep(libraries, run(["-c", "import sympy, numpy"], "off"))
         print(f"import sympy, numpy alone: {libraries.shown()}")
         for name, question in QUESTIONS.items():
+            if args.only is not None and name != args.only:
+                continue
             arguments = ["-c", COMMAND, "estimate", *question]
             run(arguments, warm)  # fills the warm cache
             cold, step, fresh, hot = Timing(), Timing(), Timing(), Timing()
-            replayable = True
+            said: list[str] = []
             for index in range(args.repeat):
                 with tempfile.TemporaryDirectory() as empty:
                     keep(cold, run(arguments, empty))
                 forget_answers(warm)
                 keep(step, run(arguments, warm))  # the step read back; the entry written again
-                replayable = replayable and has_replay(warm)
-                keep(fresh, run(["-c", COMMAND, "estimate", *new_sizes(question, index)], warm))
+                keep(fresh, run(["-c", PROBED, "estimate", *new_sizes(question, index)], warm,
+                                said))
                 keep(hot, run(arguments, warm))
             print(f"estimate, {name}, step derived (empty cache): {cold.shown()}")
             print(f"estimate, {name}, step read back (warm cache, no answer): {step.shown()}")
-            how = "replay entry" if replayable else "no replay entry: the step read back"
+            derived = sum("sympy imported: True" in text for text in said)
+            how = ("replay entry, no sympy imported" if derived == 0 else
+                   f"sympy imported in {derived} of {len(said)} runs: the step read back")
             print(f"estimate, {name}, new sizes ({how}): {fresh.shown()}")
             print(f"estimate, {name}, answer read back (asked again): {hot.shown()}")
             report(NAME, f"estimate {name}, derived", cold.median_cpu, 1.0)
@@ -137,12 +149,13 @@ def main(argv: list[str] | None = None) -> None:
                    f"{step.median_cpu / libraries.median_cpu:.2f}x import sympy, numpy")
             report(NAME, f"estimate {name}, new sizes", fresh.median_cpu, 1.0,
                    detail=f"{fresh.median_cpu / libraries.median_cpu:.2f}x import sympy, numpy"
-                   + (" (replay entry, no sympy imported)" if replayable else
-                      " (no replay entry for this question: the step read back with sympy)"))
+                   + f" ({how})")
             report(NAME, f"estimate {name}, asked again", hot.median_cpu, 1.0,
                    detail=f"{cold.median_cpu / hot.median_cpu:.1f}x faster than derived; "
                    f"{hot.median_cpu / libraries.median_cpu:.2f}x import sympy, numpy "
                    "(no sympy imported)")
+        if args.only is not None:
+            return
         arguments = ["-c", COMMAND, "estimate", *SWEEP]
         run(arguments, warm)
         sweep, again = Timing(), Timing()

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 import sympy as sp
 
+from memtheory.bisection import BeyondCeilingError, largest_holding
 from memtheory.constraints.size_constraint import SizeConstraint
 from memtheory.errors import KernelTooLargeError
 
@@ -52,18 +53,10 @@ def largest_valid(constraints: Iterable[SizeConstraint], symbol: sp.Symbol) -> i
 
     if not valid(1):
         return 0
-    low, high = 1, 2
-    while valid(high):
-        low, high = high, 2 * high
-        if high > 2**64:
-            return None
-    while high - low > 1:
-        middle = (low + high) // 2
-        if valid(middle):
-            low = middle
-        else:
-            high = middle
-    return low
+    try:
+        return largest_holding(valid, 1, ceiling=2**64)
+    except BeyondCeilingError:
+        return None
 
 
 def smallest_valid(constraints: Iterable[SizeConstraint], symbol: sp.Symbol, start: int = 1) -> int:
@@ -88,16 +81,8 @@ def smallest_valid(constraints: Iterable[SizeConstraint], symbol: sp.Symbol, sta
 
     if valid(start):
         return start
-    low, high = start, max(2 * start, 2)
-    while not valid(high):
-        low, high = high, 2 * high
-        if high > 2**64:
-            names = "; ".join(c.condition for c in own)
-            raise KernelTooLargeError(f"no value of {symbol} satisfies {names}.")
-    while high - low > 1:
-        middle = (low + high) // 2
-        if valid(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    try:  # the last value refused, then the first allowed
+        return largest_holding(lambda value: not valid(value), start, ceiling=2**64) + 1
+    except BeyondCeilingError:
+        names = "; ".join(c.condition for c in own)
+        raise KernelTooLargeError(f"no value of {symbol} satisfies {names}.") from None

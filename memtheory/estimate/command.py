@@ -303,7 +303,7 @@ def _keep_for_replay(args: argparse.Namespace, answer: Any, printed: str) -> Non
     from memtheory.estimate import replay
 
     entry = None
-    if args.global_batch is None and args.gpus != "auto" and not args.sweep:
+    if args.global_batch is None and not args.sweep:
         from memtheory.estimate.replay_entry import replay_entry
 
         entry = replay_entry(answer, check=args.check, asked_json=args.json, printed=printed)

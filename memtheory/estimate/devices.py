@@ -21,13 +21,14 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, cast
 
 import sympy as sp
 
 from memtheory.errors import InvalidArgumentError
 from memtheory.estimate.compiled import CompiledFootprint
+from memtheory.estimate.fitting import fewest_fitting
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
@@ -53,6 +54,10 @@ class DeviceSearch:
         Each device count tried, with its per-device peak in bytes.
     memory : ParallelMemory or None
         The split at ``gpus`` (symbolic), None when nothing fits.
+    splits : tuple of (int, CompiledFootprint)
+        Each data-parallel size tried (``gpus`` over tensor x pipeline), with its
+        compiled split: what a replay entry (:mod:`~memtheory.estimate.replay`)
+        searches again at other sizes.
 
     Examples
     --------
@@ -70,6 +75,9 @@ class DeviceSearch:
     counts: Counts
     tried: tuple[tuple[int, sp.Expr], ...]
     memory: ParallelMemory | None
+    splits: tuple[tuple[int, CompiledFootprint], ...] = field(
+        default=(), compare=False, repr=False
+    )
 
 
 def fewest_gpus(
@@ -140,45 +148,21 @@ def fewest_gpus(
     def split(data: int) -> ParallelMemory:
         return cast(ParallelMemory, compiled(data).footprint)
 
+    splits: dict[int, CompiledFootprint] = {}
+
     def peak(data: int) -> sp.Expr:
-        value = sp.sympify(compiled(data).peak(**values))
+        splits[data] = compiled(data)
+        value = sp.sympify(splits[data].peak(**values))
         tried.append((data * group, value))
         return value
 
     limit = sp.sympify(usable)
     most = MOST_GPUS // group
     whole = zero == 0 and offload == "none"  # a whole replica per device: more do not help
-    search = _doubling if counts == "powers of two" else _any_count
-    data = search(lambda data: bool(peak(data) <= limit), most, whole)
+    data = fewest_fitting(lambda data: bool(peak(data) <= limit), most,
+                          every=counts == "any", whole=whole)
     tried.sort(key=lambda pair: pair[0])
+    kept = tuple(sorted(splits.items()))
     if data is None:
-        return DeviceSearch(None, counts, tuple(tried), None)
-    return DeviceSearch(data * group, counts, tuple(tried), split(data))
-
-
-def _doubling(fits: Callable[[int], bool], most: int, whole: bool) -> int | None:
-    """Return the first data-parallel size of 1, 2, 4, ... up to ``most`` that fits, or None."""
-    data = 1
-    while data <= most:
-        if fits(data):
-            return data
-        if whole:
-            break
-        data *= 2
-    return None
-
-
-def _any_count(fits: Callable[[int], bool], most: int, whole: bool) -> int | None:
-    """Return the fewest data-parallel devices up to ``most`` that fit (bisected), or None."""
-    if fits(1):
-        return 1
-    if whole or not fits(most):
-        return None
-    low, high = 1, most  # low does not fit, high does; the peak falls as devices are added
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+        return DeviceSearch(None, counts, tuple(tried), None, kept)
+    return DeviceSearch(data * group, counts, tuple(tried), split(data), kept)

@@ -20,9 +20,14 @@ and ``--seq`` (given or not, anywhere: a size left out is its default) and
 ``--json`` (which changes only how the same answer is printed): every other
 option may change the step's structure, so it is part of the key. An entry is written only where the
 answer's structure is known not to change with those two sizes (no
-``--gpus auto`` search, no ``--global-batch``, no checkpointing, no context
-parallelism, no offload, a step compiled into tables; on several devices,
-what the first, busiest one holds); a size the
+``--global-batch``, no checkpointing, no context parallelism, no offload, a
+step compiled into tables; on several devices, what the first, busiest one
+holds). ``--gpus auto`` picks the device count at each size: its entry keeps
+the peak per device of every data-parallel size its search tried, as integer
+code in the sizes, and an entry as above for each size it found
+(:func:`searched_at` searches again, as
+:func:`~memtheory.estimate.devices.fewest_gpus` does); a count not kept yet is
+derived, and its peak and answer are added to the entry. A size the
 derived path would refuse (not positive, past the model's positions) or a
 formula branch not printed when the entry was written is answered by the
 derived path instead (:func:`replayed` returns None). A cache that cannot be
@@ -53,12 +58,13 @@ from pathlib import Path
 from typing import Any
 
 from memtheory.estimate.cache_key import cache_directory, question_key, source_digest
-from memtheory.estimate.fitting import largest_fitting
+from memtheory.estimate.fitting import fewest_fitting, largest_fitting
 from memtheory.tables import Column, Table
 
 __all__ = [
     "FORMAT",
     "answer_at",
+    "answered_at",
     "chosen_leaves",
     "compiled_function",
     "format_bytes",
@@ -67,11 +73,19 @@ __all__ = [
     "replayed",
     "report_text",
     "round_half_up",
+    "search_line",
+    "searched_at",
     "sized",
 ]
 
 FORMAT = 1
 """Bumped when the layout of a replay entry changes."""
+
+JSON_OPTIONS = ("--j", "--js", "--jso", "--json")
+"""``--json`` as argparse reads it, abbreviated or not: the answer printed as JSON.
+
+(The entry's own ``json`` says how the answer that wrote it was printed, not how
+this command line asks for it.)"""
 
 SIZES = {"--batch": "batch", "--seq": "seq"}
 """The options whose values an entry is evaluated at, by the name kept in :func:`sized`."""
@@ -153,9 +167,7 @@ def keep(arguments: Sequence[str]) -> None:
     if entry is None or found is None:
         return
     path = found[0]
-    old = _read(path)
-    if old is not None and old["tree"] == entry["tree"]:
-        entry["branches"] = {**old["branches"], **entry["branches"]}
+    entry = _merged(_read(path), entry)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(
@@ -170,6 +182,30 @@ def keep(arguments: Sequence[str]) -> None:
                 stale.unlink(missing_ok=True)
     except (OSError, TypeError, ValueError):
         return
+
+
+def _merged(old: dict[str, Any] | None, entry: dict[str, Any]) -> dict[str, Any]:
+    """Return ``entry`` with what ``old`` (the same question's) knew that it does not.
+
+    The formula's branches kept before; for ``--gpus auto``, the device counts
+    whose peaks and answers were kept before (each is the same at any sizes).
+    """
+    if old is None or ("search" in old) != ("search" in entry):
+        return entry
+    if "search" not in entry:
+        if old.get("tree") == entry["tree"]:
+            entry["branches"] = {**old["branches"], **entry["branches"]}
+        return entry
+    static = [key for key in entry["search"] if key != "peaks"]
+    if any(old["search"].get(key) != entry["search"][key] for key in static):
+        return entry
+    entry["search"]["peaks"] = {**old["search"]["peaks"], **entry["search"]["peaks"]}
+    entry["answers"] = {
+        **old["answers"],
+        **{count: _merged(old["answers"].get(count), new)
+           for count, new in entry["answers"].items()},
+    }
+    return entry
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -191,21 +227,102 @@ def replayed(arguments: Sequence[str]) -> int | None:
     if entry is None or found is None:
         return None
     try:
-        answered = answer_at(entry, found[1])
+        answered = answered_at(entry, found[1])
         if answered is None:
             return None
-        answer, numbers = answered
-        as_json = "--json" in arguments or entry["json"]
-        text = json.dumps(answer, indent=2) if as_json else report_text(entry, answer, numbers)
-    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, SyntaxError):
+        answer, numbers, printed = answered
+        as_json = any(token in JSON_OPTIONS for token in arguments)
+        text = json.dumps(answer, indent=2) if as_json else report_text(printed, answer, numbers)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, SyntaxError,
+            AttributeError):
         return None  # an entry written by hand or damaged: derive instead
     print(text)
-    return 1 if entry["check"] and not answer["fits"] else 0
+    return 1 if printed["check"] and not answer["fits"] else 0
 
 
 def compiled_function(source: str) -> Callable[..., Any]:
     """Compile one of the entry's functions: integer arithmetic in the sizes (see the module)."""
     return eval(source, {"math": math})  # noqa: S307
+
+
+def answered_at(
+    entry: dict[str, Any], sizes: dict[str, int]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+    """Return ``--json``'s answer at ``sizes``, the numbers its text needs, and its entry.
+
+    An entry of ``--gpus auto`` searches the device counts again at ``sizes``
+    (:func:`searched_at`); the entry returned is the one of the count found,
+    whose text is printed. None where the derived path must answer.
+    """
+    if "search" not in entry:
+        answered = answer_at(entry, sizes)
+        return None if answered is None else (*answered, entry)
+    return searched_at(entry, sizes)
+
+
+def searched_at(
+    entry: dict[str, Any], sizes: dict[str, int]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None:
+    """Answer ``--gpus auto`` at ``sizes``: the fewest devices whose peak fits, then that answer.
+
+    The entry keeps, for each data-parallel size seen, its peak per device as
+    integer code in the sizes (``search["peaks"]``) and, for each size found,
+    the answer there (``answers``, an entry as :func:`answer_at` reads). The
+    search is :func:`~memtheory.estimate.fitting.fewest_fitting`, as
+    :func:`~memtheory.estimate.devices.fewest_gpus` runs it. None where it
+    needs a size the entry has not kept: the derived path answers. Where no count
+    fits, the answer is the one on a single replica, as the derived path gives it.
+    """
+    search = entry["search"]
+    names: list[str] = search["names"]
+    kept = list(entry["answers"].values())
+    given = _given(kept[0], sizes) if kept else None
+    if given is None:
+        return None
+    values = dict(zip(("B", "S"), given, strict=True))
+    at = [values[name] for name in names]
+    tried: dict[int, int] = {}
+
+    def fits(data: int) -> bool:
+        source = search["peaks"].get(str(data))
+        if source is None:
+            raise _NotKeptError(data)  # a size not derived yet
+        tried[data] = int(compiled_function(source)(*at))
+        return tried[data] <= search["usable"]
+
+    try:
+        data = fewest_fitting(fits, search["most"], every=search["every"], whole=search["whole"])
+    except _NotKeptError:
+        return None
+    found = entry["answers"].get(str(data or 1))  # none fits: the answer on one replica
+    if found is None:
+        return None
+    answered = answer_at(found, sizes)
+    if answered is None:
+        return None
+    answer, numbers = answered
+    group = search["group"]
+    answer["gpu_search"] = {
+        "gpus": None if data is None else data * group, "counts": search["counts"],
+        "tried": [{"gpus": d * group, "peak_bytes": p} for d, p in sorted(tried.items())],
+    }
+    return answer, numbers, found
+
+
+class _NotKeptError(Exception):
+    """The search needs the peak of a data-parallel size the entry has not kept."""
+
+
+def _given(entry: dict[str, Any], sizes: dict[str, int]) -> tuple[int, int | None] | None:
+    """Return the batch and sequence asked (their defaults where left out); None if refused."""
+    batch = sizes.get("batch", 1)  # the parser's default
+    sequence = sizes.get("seq", entry["default_sequence"])
+    positions = entry["positions"]
+    if batch < 1 or (sequence is not None and sequence < 1):
+        return None  # refused by the derived path, with its message
+    if "seq" in sizes and (entry["kind"] != "sequence" or (positions and sequence > positions)):
+        return None
+    return batch, sequence
 
 
 def answer_at(
@@ -215,14 +332,12 @@ def answer_at(
 
     None where the derived path must answer.
     """
-    batch = sizes.get("batch", 1)  # the parser's default
-    sequence = sizes.get("seq", entry["default_sequence"])
-    positions = entry["positions"]
-    if batch < 1 or (sequence is not None and sequence < 1):
-        return None  # refused by the derived path, with its message
-    if "seq" in sizes and (entry["kind"] != "sequence" or (positions and sequence > positions)):
+    given_sizes = _given(entry, sizes)
+    if given_sizes is None:
         return None
-    values = {"B": batch, "S": sequence}
+    batch, sequence = given_sizes
+    positions = entry["positions"]
+    values: dict[str, Any] = {"B": batch, "S": sequence}
     names: list[str] = entry["names"]
     given = [values[name] for name in names]
     plain = _moments(entry, given)
@@ -386,6 +501,8 @@ def report_text(entry: dict[str, Any], answer: dict[str, Any], numbers: dict[str
             lines.append(
                 f"largest sequence at batch {s['batch']}: {_limit(answer['max_sequence'])}{cap}"
             )
+    if answer.get("gpu_search") is not None:
+        lines.append(search_line(answer, sequence))
     lines += ["", entry["symbols"], f"  {answer['formula_at_peak']}"]
     if isinstance(entry["tree"], list):  # a maximum resolved: not the whole formula
         lines.append(
@@ -396,6 +513,20 @@ def report_text(entry: dict[str, Any], answer: dict[str, Any], numbers: dict[str
     lines += [f"assumed: {line}" for line in answer["assumptions"]]
     lines += [f"note: {note}" for note in answer["notes"]]
     return "\n".join(lines)
+
+
+def search_line(answer: dict[str, Any], sequence: bool) -> str:
+    """Return ``--gpus auto``'s line (:meth:`~memtheory.estimate.answer.Estimate.search_line`)."""
+    s, found = answer["settings"], answer["gpu_search"]
+    where = f"batch {s['batch']} per GPU" + (f", sequence {s['sequence']}" if sequence else "")
+    gpus, rows = found["gpus"], found["tried"]
+    tried = "; ".join(f"{row['gpus']}: {format_bytes(row['peak_bytes'], 'GiB')}"
+                      for row in rows if gpus is None or row["gpus"] <= 2 * gpus)
+    said = gpus if gpus is not None else f"none up to {rows[-1]['gpus'] if rows else 1}"
+    return (
+        f"fewest GPUs ({found['counts']}, ZeRO-{s['zero']}, {where}): {said} "
+        f"(peak per GPU at each count tried: {tried})"
+    )
 
 
 def _limit(value: int | None) -> str:

@@ -7,7 +7,10 @@ any batch and sequence without sympy: the step's coefficient tables
 (:class:`~memtheory.estimate.compiled.CompiledFootprint`'s), its terms, peak
 and the formula's branches as integer-arithmetic Python source, the formula
 printed once for each branch that peaks somewhere on a grid of sizes, and the
-answer's text that does not depend on the sizes. It returns None for an answer
+answer's text that does not depend on the sizes. For a ``--gpus auto`` answer
+it writes that entry for the device count found, beside the peak per device of
+every data-parallel size the search tried (integer code in the sizes), so that
+the replay searches again. It returns None for an answer
 whose structure may change with the sizes (see the replay module), and for one
 whose entry, replayed at the answer's own sizes, does not print the same text
 and JSON (nothing is kept that would answer differently).
@@ -36,6 +39,7 @@ from memtheory.errors import EvaluationError
 from memtheory.estimate import replay
 from memtheory.estimate.answer import Estimate
 from memtheory.estimate.compiled import CompiledFootprint
+from memtheory.estimate.devices import MOST_GPUS
 from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.techniques.parallel import ParallelMemory
@@ -70,35 +74,80 @@ def replay_entry(
         What was printed, compared with the entry replayed at the same sizes.
     """
     try:
-        entry = _entry(answer, check=check, asked_json=asked_json)
+        if answer.search is None:
+            entry = _entry(answer, check=check, asked_json=asked_json)
+        else:
+            entry = _searched(answer, check=check, asked_json=asked_json)
     except (_UnsupportedError, EvaluationError, TypeError, ValueError):
         return None
     sizes = {"batch": answer.settings["batch"]}
     if answer.model.kind == "sequence":
         sizes["seq"] = answer.settings["sequence"]
-    replayed = replay.answer_at(entry, sizes)
+    replayed = replay.answered_at(entry, sizes)
     if replayed is None:
         return None
-    again, numbers = replayed
-    text = json.dumps(again, indent=2) if asked_json else replay.report_text(entry, again, numbers)
+    again, numbers, kept = replayed
+    if again.get("gpu_search") != answer.to_dict()["gpu_search"]:
+        return None  # every count tried, not only those printed, as the derived search tried
+    text = json.dumps(again, indent=2) if asked_json else replay.report_text(kept, again, numbers)
     return entry if text == printed else None
 
 
-def _entry(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]:
-    compiled = answer.compiled
+def _searched(answer: Estimate, *, check: bool, asked_json: bool) -> dict[str, Any]:
+    """Return the entry of a ``--gpus auto`` answer: each count's peak, the count found's answer."""
+    search = answer.search
+    s = answer.settings
+    group = s["tensor"] * s["pipeline"]
+    if search is None or search.gpus not in (s["data"] * group, None) or (
+        search.gpus is None and s["data"] != 1
+    ):
+        raise _UnsupportedError  # the answer is at the count found, or on one replica (none)
+    found = _entry(answer, check=check, asked_json=asked_json, searched=True)
+    peaks = {}
+    for data, split in search.splits:
+        compiled = _checked(split, answer)
+        if compiled.names != found["names"] or compiled.peak_source is None:
+            raise _UnsupportedError
+        peaks[str(data)] = compiled.peak_source
+    return {
+        "format": replay.FORMAT,
+        "search": {
+            "names": found["names"], "usable": found["usable"], "group": group,
+            "most": MOST_GPUS // group, "every": search.counts == "any",
+            "whole": s["zero"] == 0 and s["offload"] == "none", "counts": search.counts,
+            "peaks": peaks,
+        },
+        "answers": {str(s["data"]): found},
+    }
+
+
+def _checked(compiled: Any, answer: Estimate) -> Any:
+    """Return ``compiled``, compiled again where only the model's position limit kept it slow."""
     positions = answer.model.positions
     if isinstance(compiled, CompiledFootprint) and not compiled.fast and positions is not None:
         # the model's position limit (GPT-2's, BERT's) is checked by the replay: S <= positions
         compiled = CompiledFootprint(
-            answer.symbolic, checked=lambda constraint: _position_limit(constraint, positions)
+            compiled.footprint,
+            checked=lambda constraint: _position_limit(constraint, positions),
         )
+    if not isinstance(compiled, CompiledFootprint) or not compiled.fast:
+        raise _UnsupportedError
+    return compiled
+
+
+def _entry(
+    answer: Estimate, *, check: bool, asked_json: bool, searched: bool = False
+) -> dict[str, Any]:
+    """Return the entry of one answer at its device count (``searched``: found by the search)."""
+    if answer.compiled is None or answer.compiled.footprint is not answer.symbolic:
+        raise _UnsupportedError
+    compiled = _checked(answer.compiled, answer)
     s = answer.settings
     if (
-        not isinstance(compiled, CompiledFootprint) or compiled.footprint is not answer.symbolic
-        or not isinstance(answer.symbolic, MemoryBreakdown | ParallelMemory) or not compiled.fast
+        not isinstance(answer.symbolic, MemoryBreakdown | ParallelMemory)
         or getattr(answer.symbolic, "host", None) is not None or answer.host is not None
-        or answer.search is not None or s["checkpointing"] or s["activation_offload"]
-        or s["context_parallel"] != 1
+        or (answer.search is not None) != searched or s["checkpointing"]
+        or s["activation_offload"] or s["context_parallel"] != 1
     ):
         raise _UnsupportedError
     names = ["B", "S"] if answer.model.kind == "sequence" else ["B"]

@@ -32,6 +32,7 @@ import sympy as sp
 from sympy.core.evalf import PrecisionExhausted
 
 from memtheory._shown import shown
+from memtheory.bisection import BeyondCeilingError, largest_holding
 from memtheory.constraints import SizeConstraint, candidates, largest_valid, smallest_valid
 from memtheory.constraints.carried import warn_lost
 from memtheory.conventions import ConventionLike
@@ -54,9 +55,6 @@ from memtheory.units import format_bytes
 from memtheory.whatif.limits import By, LimitLike, Quantity, memory_limit, total_bytes
 
 __all__ = ["max_batch", "max_sequence_length", "max_value", "max_value_formula"]
-
-SEARCH_CEILING = 2**80
-"""Bisection gives up beyond this value: the total hardly grows with the size."""
 
 
 def _exact(
@@ -371,21 +369,13 @@ def _refined(
 
 
 def _bisected(f: Callable[[int], sp.Expr | int], cap: sp.Rational, start: int, name: str) -> int:
-    low, high = start, max(2 * start, 2)
-    while f(high) <= cap:
-        low, high = high, 2 * high
-        if high > SEARCH_CEILING:
-            raise EvaluationError(
-                f"the memory stays within the limit up to {name}={low}: it hardly grows with "
-                f"{name}."
-            )
-    while high - low > 1:
-        middle = (low + high) // 2
-        if f(middle) <= cap:
-            low = middle
-        else:
-            high = middle
-    return low
+    try:
+        return largest_holding(lambda value: bool(f(value) <= cap), start)
+    except BeyondCeilingError as beyond:
+        raise EvaluationError(
+            f"the memory stays within the limit up to {name}={beyond.reached}: it hardly grows "
+            f"with {name}."
+        ) from None
 
 
 def max_batch(
