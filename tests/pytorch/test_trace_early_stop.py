@@ -20,7 +20,9 @@ transformers = pytest.importorskip("transformers")
 
 from memtheory.torch import trace  # noqa: E402
 from memtheory.torch.tracing import step as step_module  # noqa: E402
+from memtheory.torch.tracing.sizes import SymbolMap  # noqa: E402
 from memtheory.torch.tracing.step import Departed, Expected  # noqa: E402
+from memtheory.torch.tracing.storages import SymbolicStorageTracker  # noqa: E402
 
 _VOCABULARY = 61
 
@@ -63,10 +65,14 @@ def test_early_stops_give_the_answer_of_whole_traces(monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(step_module, "_check_saved", counted(step_module._check_saved))
         patch.setattr(step_module, "_check_peak", counted(step_module._check_peak))
+        patch.setattr(SymbolicStorageTracker, "record", counted(SymbolicStorageTracker.record))
         early = _traced(model)
     with monkeypatch.context() as patch:
         patch.setattr(step_module, "_check_saved", lambda *args: None)
         patch.setattr(step_module, "_check_peak", lambda *args: None)
+        # no ceiling either: every check runs its whole step
+        patch.setattr(SymbolicStorageTracker, "ceiling",
+                      property(lambda self: None, lambda self, value: None), raising=False)
         whole = _traced(model)
     assert stops, "no check stopped early: the test no longer exercises the early stop"
     assert {"B >= 2", "S >= 2"} <= set(early.constraints)
@@ -80,3 +86,22 @@ def test_a_check_that_matches_runs_to_the_end():
     for other in (95, 97):
         with pytest.raises(Departed, match=f"peak: 96 bytes, expected {other}"):
             step_module._check_peak(Expected(saved_activations=0, peak=other), moments)
+
+
+def test_a_moment_above_the_ceiling_stops_the_trace_at_once():
+    """A tracker given the expected peak stops at the first moment above it, not before."""
+    x = torch.ones(1000)  # 4,000 bytes; x * 2 makes 4,000 more
+    for ceiling, stops in ((7999, True), (8000, False)):
+        tracker = SymbolicStorageTracker(SymbolMap({}), lambda op: op)
+        tracker.keep(x)
+        tracker.start("start")
+        tracker.ceiling = ceiling
+        if stops:
+            with pytest.raises(Departed, match=f"at least 8000 bytes, expected {ceiling}"), \
+                    tracker:
+                x * 2
+        else:
+            with tracker:
+                y = x * 2
+            assert max(m[1][sp.S.One] for m in tracker.moments) == 2 * x.untyped_storage().nbytes()
+            del y
