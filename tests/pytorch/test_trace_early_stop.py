@@ -5,22 +5,28 @@ just beyond it (:mod:`memtheory.torch.tracing.verify`). A tiny Hugging Face
 GPT-2 (1 layer, width 32) traced at B=3, S=7 has the conditions ``B >= 2``
 and ``S >= 2`` (PyTorch treats a size of 1 apart). Each check is handed the
 formulas' bytes at its point and stops as soon as it cannot give them: after
-the forward when the saved activations differ, before the inference pass when
-the step's peak does. The result must be the one whole fixed-size traces give
-(the same trace with the early stops switched off), to the byte.
+the forward when the saved activations differ, at the first moment above the
+expected peak, before the inference pass when the step's peak falls short. The
+result must be the one whole fixed-size traces give (the same trace with the
+early stops switched off), to the byte.
 """
 
 from __future__ import annotations
 
 import pytest
 import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from memtheory.torch import trace  # noqa: E402
 from memtheory.torch.tracing import step as step_module  # noqa: E402
+from memtheory.torch.tracing import verify as verify_module  # noqa: E402
+from memtheory.torch.tracing.sizes import SymbolMap  # noqa: E402
 from memtheory.torch.tracing.step import Departed, Expected  # noqa: E402
+from memtheory.torch.tracing.storages import SymbolicStorageTracker  # noqa: E402
 
 _VOCABULARY = 61
 
@@ -63,10 +69,14 @@ def test_early_stops_give_the_answer_of_whole_traces(monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(step_module, "_check_saved", counted(step_module._check_saved))
         patch.setattr(step_module, "_check_peak", counted(step_module._check_peak))
+        patch.setattr(SymbolicStorageTracker, "record", counted(SymbolicStorageTracker.record))
         early = _traced(model)
     with monkeypatch.context() as patch:
         patch.setattr(step_module, "_check_saved", lambda *args: None)
         patch.setattr(step_module, "_check_peak", lambda *args: None)
+        # no ceiling either: every check runs its whole step
+        patch.setattr(SymbolicStorageTracker, "ceiling",
+                      property(lambda self: None, lambda self, value: None), raising=False)
         whole = _traced(model)
     assert stops, "no check stopped early: the test no longer exercises the early stop"
     assert {"B >= 2", "S >= 2"} <= set(early.constraints)
@@ -80,3 +90,56 @@ def test_a_check_that_matches_runs_to_the_end():
     for other in (95, 97):
         with pytest.raises(Departed, match=f"peak: 96 bytes, expected {other}"):
             step_module._check_peak(Expected(saved_activations=0, peak=other), moments)
+
+
+def test_a_moment_above_the_ceiling_stops_the_trace_at_once():
+    """A tracker given the expected peak stops at the first moment above it, not before."""
+    x = torch.ones(1000)  # 4,000 bytes; x * 2 makes 4,000 more
+    for ceiling, stops in ((7999, True), (8000, False)):
+        tracker = SymbolicStorageTracker(SymbolMap({}), lambda op: op)
+        tracker.keep(x)
+        tracker.start("start")
+        tracker.ceiling = ceiling
+        if stops:
+            with pytest.raises(Departed, match=f"at least 8000 bytes, expected {ceiling}"), \
+                    tracker:
+                x * 2
+        else:
+            with tracker:
+                y = x * 2
+            assert max(m[1][sp.S.One] for m in tracker.moments) == 2 * x.untyped_storage().nbytes()
+            del y
+
+
+def _outside_by_subs(margin, example):
+    """The scan of ``verify._outside`` with sympy's ``subs``: the reference for its ``xreplace``."""
+    (symbol,) = margin.free_symbols
+    start, found = example[symbol], []
+    for step, wanted in ((1, 2), (-1, 1)):
+        value = start + step
+        while 1 <= value <= start + verify_module._SCAN and len(found) < wanted:
+            if margin.subs(symbol, value) < 1:
+                found.append(value)
+            elif found:
+                break
+            value += step
+        if found:
+            break
+    return [{**example, symbol: value} for value in found]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pools=st.lists(st.tuples(st.integers(1, 3), st.integers(2, 3)), min_size=1, max_size=5),
+    bound=st.integers(1, 6),
+    example=st.integers(16, 300),
+    upper=st.booleans(),
+)
+def test_points_beyond_a_floor_condition_are_those_subs_finds(pools, bound, example, upper):
+    """Sizes put into a chain of floors (a CNN's pooling) give the points ``subs`` gives."""
+    h = sp.Symbol("H", integer=True, positive=True)
+    size = h
+    for padding, stride in pools:  # a kernel-3 pooling: floor((size + 2p - 3) / s) + 1
+        size = sp.floor((size + 2 * padding - 3) / stride) + 1
+    margin = (bound + 1 - size) if upper else (size - bound + 1)  # size <= bound, or >= bound
+    assert verify_module._outside(margin, {h: example}) == _outside_by_subs(margin, {h: example})

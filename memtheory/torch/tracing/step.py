@@ -18,9 +18,9 @@ autocast's weight copies and the data are not saved activations.
 A trace at fixed sizes that only checks the formulas there (see
 :mod:`memtheory.torch.tracing.verify`) may be given the bytes it should find
 (:class:`Expected`): it stops with :class:`Departed` as soon as it cannot
-match them, after the forward when the saved activations differ, after the
-step when its peak does, instead of running the rest of the step and the
-inference pass for nothing.
+match them: after the forward when the saved activations differ, at the first
+moment above the expected peak, or after the step when its peak falls short,
+instead of running the rest of the step and the inference pass for nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +42,12 @@ from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.kernels_onednn import Workspace
 from memtheory.torch.tracing.modules import ModuleWatch
 from memtheory.torch.tracing.sizes import Polynomial, SymbolMap, add_into
-from memtheory.torch.tracing.storages import SymbolicStorageTracker, storage_key, storage_size
+from memtheory.torch.tracing.storages import (
+    Departed,
+    SymbolicStorageTracker,
+    storage_key,
+    storage_size,
+)
 
 __all__ = ["Departed", "Expected", "StepRecord", "record_step"]
 
@@ -59,16 +64,6 @@ class Expected:
 
     saved_activations: int
     peak: int
-
-
-class Departed(Exception):  # noqa: N818 (not an error: the answer "they differ", found early)
-    """A trace at fixed sizes cannot give the :class:`Expected` bytes: it stopped there.
-
-    Examples
-    --------
-    >>> str(Departed("saved activations: 104 bytes, expected 96"))
-    'saved activations: 104 bytes, expected 96'
-    """
 
 
 @dataclass
@@ -148,6 +143,8 @@ def record_step(
         tracker.track(*(p.grad for p in parameters))
         tracker.keep(*state_tensors(optimizer))
         start = tracker.start("step start")
+        if expected is not None:  # a moment above the expected peak: departed, no need to go on
+            tracker.ceiling = expected.peak
         saved: dict[int, Polynomial] = {}
         excluded = _keys([*parameters, *module.buffers(), *data, *targets])
         forward_done = None

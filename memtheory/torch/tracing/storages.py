@@ -41,7 +41,17 @@ from memtheory.torch.tracing.kernels_onednn import Workspace, onednn_workspace, 
 from memtheory.torch.tracing.opaque import OPAQUE, check_opaque
 from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
 
-__all__ = ["SymbolicStorageTracker", "storage_key", "storage_size"]
+__all__ = ["Departed", "SymbolicStorageTracker", "storage_key", "storage_size"]
+
+
+class Departed(Exception):  # noqa: N818 (not an error: the answer "they differ", found early)
+    """A trace at fixed sizes cannot give the bytes it was expected to: it stopped there.
+
+    Examples
+    --------
+    >>> str(Departed("saved activations: 104 bytes, expected 96"))
+    'saved activations: 104 bytes, expected 96'
+    """
 
 
 def storage_key(tensor: torch.Tensor) -> int:
@@ -66,6 +76,13 @@ class SymbolicStorageTracker(TorchDispatchMode):
     keep_all : bool, default False
         Keep every moment, one per operation (to line up traces of the same
         step at different sizes), instead of only those that may be the peak.
+
+    Attributes
+    ----------
+    ceiling : int or None
+        At fixed sizes only: the peak the step should reach. A moment above
+        it raises :class:`Departed` at once (the peak can only be larger),
+        instead of after the rest of the step.
     """
 
     def __init__(
@@ -85,6 +102,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self.operations = 0
         self.workspaces: dict[sp.Symbol, Workspace] = {}
         self._workspace_keys: set[int] = set()
+        self.ceiling: int | None = None
 
     # -- registering -------------------------------------------------------------------
     def track(self, *tensors: Any, nbytes: Any = None) -> None:
@@ -187,6 +205,10 @@ class SymbolicStorageTracker(TorchDispatchMode):
             return
         if now == self._last:
             return
+        if self.ceiling is not None and now.keys() <= {sp.S.One}:
+            found = now.get(sp.S.One, 0)
+            if found > self.ceiling:
+                raise Departed(f"peak: at least {found} bytes, expected {self.ceiling}")
         snapshot = dict(now)
         while self.moments and _at_least(snapshot, self.moments[-1][1]):
             if snapshot == self.moments[-1][1]:

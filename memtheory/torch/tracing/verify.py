@@ -16,8 +16,9 @@ This is evidence at the points tried, not a proof: the words say where.
 
 Each check is handed what the formulas give at its point, so a trace that
 cannot match stops early (:class:`~memtheory.torch.tracing.step.Departed`):
-after the forward when the saved activations differ, before the inference
-pass when the peak does. The answer is the same as a whole trace's, sooner.
+after the forward when the saved activations differ, at the first moment
+above the expected peak, before the inference pass when the peak falls short.
+The answer is the same as a whole trace's, sooner.
 """
 
 from __future__ import annotations
@@ -103,7 +104,9 @@ def _outside(margin: sp.Expr, example: Mapping[sp.Symbol, int]) -> list[dict[sp.
     for step, wanted in ((1, 2), (-1, 1)):
         value = start + step
         while 1 <= value <= start + _SCAN and len(found) < wanted:
-            if margin.subs(symbol, value) < 1:
+            # xreplace, not subs: the same number (a size put in and evaluated), without
+            # subs' sympify and pattern work on a floor chain at every value scanned
+            if margin.xreplace({symbol: sp.Integer(value)}) < 1:
                 found.append(value)
             elif found:
                 break
@@ -128,7 +131,8 @@ def _agrees(
     """
     # a point beyond one condition is often beyond its twins (``X != 1`` and ``X**2 != 1``):
     # the same trace tests them all, so the formulas are evaluated without any it breaks
-    others = {k: v for k, v in constraints.items() if k != label and v.subs(point) >= 1}
+    at = {symbol: sp.Integer(value) for symbol, value in point.items()}
+    others = {k: v for k, v in constraints.items() if k != label and v.xreplace(at) >= 1}
     try:
         formula = replace(memory, constraints=others).evaluate(
             **{s.name: v for s, v in point.items()}
