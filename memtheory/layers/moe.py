@@ -36,7 +36,7 @@ _EAGER_REFUSAL = (
     "its backward makes each hit expert's gradient of the fused weights as a full "
     "(experts, 2 ffn, hidden) tensor (select_backward) and adds it out of place to the "
     "ones before it, so its peak depends on which experts the router hits and in what "
-    "order (measured on a tiny Mixtral: 2 x the gate_up_proj weights' bytes above the "
+    "order (measured on a tiny Mixtral: about 2 x the gate_up_proj weights' bytes above the "
     "grouped path with every expert hit, less with fewer). Use implementation='grouped_mm', "
     "transformers 5's default"
 )
