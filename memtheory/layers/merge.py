@@ -250,20 +250,24 @@ class BroadcastMultiply(Multiply):
 
     Qwen2-MoE scales its shared expert's output by ``sigmoid(gate(x))``, one
     number per position. The product has the first input's shape; the
-    backward keeps both inputs, as :class:`Multiply`'s does. Not measured:
-    the autograd convention refuses it.
+    backward keeps both inputs, as :class:`Multiply`'s does (the gate's
+    ``(..., 1)`` and the tensor), and makes a new gradient for each: the
+    gate's is reduced over the features to its own shape. Measured on CPU
+    (PyTorch 2.13) on transformers' ``Qwen2MoeSparseMoeBlock``, 0 bytes off
+    in fp32 and bf16 (tests/pytorch/test_moe_autograd.py).
 
     Examples
     --------
     >>> from memtheory.symbols import B, S
     >>> BroadcastMultiply().merged_shape(((B, S, 64), (B, S, 1)))
     (B, S, 64)
+    >>> [t.shape for t in BroadcastMultiply().autograd(((B, S, 64), (B, S, 1))).saved]
+    [(B, S, 1), (B, S, 64)]
     """
 
     name: str | None = None
     kind = "BroadcastMultiply"
-    autograd_checked = False
-    autograd_refusal = "a gate broadcast over the features has not been measured."
+    autograd_checked = True  # tests/pytorch/test_moe_autograd.py
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
         """Return the first input's shape, after checking the gate has one feature."""

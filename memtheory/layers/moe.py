@@ -31,6 +31,16 @@ from memtheory.layers.kernel_plans import planned_autograd
 
 __all__ = ["MixtureOfExperts"]
 
+_EAGER_REFUSAL = (
+    "transformers' eager experts loop (experts_implementation='eager') is not modelled: "
+    "its backward makes each hit expert's gradient of the fused weights as a full "
+    "(experts, 2 ffn, hidden) tensor (select_backward) and adds it out of place to the "
+    "ones before it, so its peak depends on which experts the router hits and in what "
+    "order (measured on a tiny Mixtral: about 2 x the gate_up_proj weights' bytes above the "
+    "grouped path with every expert hit, less with fewer). Use implementation='grouped_mm', "
+    "transformers 5's default"
+)
+
 
 @dataclass(frozen=True)
 class MixtureOfExperts(Layer):
@@ -49,9 +59,18 @@ class MixtureOfExperts(Layer):
     :math:`B S k` rows, the busiest expert's share notwithstanding (measured
     with balanced, random and fully skewed routing). :meth:`autograd` is
     therefore exact for every routing: the upper bound and the balanced case
-    are one number. transformers' ``experts_implementation="eager"`` (a loop
-    over the experts, whose temporaries follow each expert's rows) is not
-    modelled.
+    are one number.
+
+    transformers' ``experts_implementation="eager"`` (a Python loop over the
+    experts hit, what older transformers ran) keeps the same saved tensors
+    whatever the routing, but its backward indexes each expert's slice of
+    the fused weights (``gate_up_proj[e]``), so every expert hit makes a
+    full :math:`(E, 2f, h)` gradient (``select_backward``) that autograd
+    adds out of place to the ones before it: its peak depends on which
+    experts are hit and in what order, not only on the busiest expert's
+    rows. It is named (``implementation="eager"``) and refused by the
+    autograd convention with that reason, so that it is never answered with
+    the grouped path's bytes.
 
     Parameters
     ----------
@@ -73,6 +92,10 @@ class MixtureOfExperts(Layer):
     renormalize : bool, default True
         Whether the top-k weights are divided by their sum (``norm_topk_prob``;
         always for Mixtral).
+    implementation : {"grouped_mm", "eager"}, default "grouped_mm"
+        transformers' ``experts_implementation``: ``"grouped_mm"``, its
+        default (modelled, exact); ``"eager"``, the loop over the experts
+        (refused by the autograd convention: see above).
     name : str, optional
 
     Examples
@@ -93,18 +116,29 @@ class MixtureOfExperts(Layer):
     router: Literal["mixtral", "qwen"] | None = None
     renormalize: bool = True
     name: str | None = None
+    implementation: Literal["grouped_mm", "eager"] = "grouped_mm"
     kind = "MixtureOfExperts"
     input_rank = 3
     autograd_inference_checked = False
 
     @property
     def autograd_checked(self) -> bool:  # type: ignore[override]
-        """Measured with a stated router (tests/pytorch/test_moe_autograd.py)."""
-        return self.router is not None
+        """Measured with a stated router, grouped (tests/pytorch/test_moe_autograd.py)."""
+        return self.router is not None and self.implementation == "grouped_mm"
 
     @property
     def autograd_refusal(self) -> str | None:  # type: ignore[override]
-        """Why the autograd convention refuses it: its router is not stated."""
+        """Why the autograd convention refuses it: the eager loop, or its router not stated.
+
+        Examples
+        --------
+        >>> moe = MixtureOfExperts(4, top_k=2, ffn_hidden=8, router="mixtral",
+        ...                        implementation="eager")
+        >>> moe.autograd_checked, "select_backward" in moe.autograd_refusal
+        (False, True)
+        """
+        if self.implementation == "eager":
+            return _EAGER_REFUSAL
         if self.router is not None:
             return None
         return (
@@ -128,6 +162,11 @@ class MixtureOfExperts(Layer):
         if self.router not in ("mixtral", "qwen", None):
             raise InvalidArgumentError(
                 f"{owner}: router must be 'mixtral', 'qwen' or None, got {self.router!r}."
+            )
+        if self.implementation not in ("grouped_mm", "eager"):
+            raise InvalidArgumentError(
+                f"{owner}: implementation must be 'grouped_mm' (transformers' default) or "
+                f"'eager' (its loop over the experts), got {self.implementation!r}."
             )
         if self.router == "mixtral" and not self.renormalize:
             raise InvalidArgumentError(
@@ -248,4 +287,5 @@ class MixtureOfExperts(Layer):
     def describe(self) -> str:
         """Experts, top-k and expert width."""
         text = f"{self.experts} experts, top {self.top_k}, ffn {self.ffn_hidden}"
-        return text if self.router is None else f"{text}, {self.router} router"
+        text = text if self.router is None else f"{text}, {self.router} router"
+        return text if self.implementation == "grouped_mm" else f"{text}, eager loop"

@@ -483,8 +483,9 @@ def _mlp(
         if c.shared_expert is None:
             items.append(Node(moe, inputs=(source,)))
             return mlp
-        items.append(Node(moe, inputs=(source,)))
+        # Qwen2-MoE runs the shared expert first, then the router and experts
         shared = _gated(c, f"{mlp}.shared_expert", source, c.shared_expert, items)
+        items.append(Node(moe, inputs=(source,)))
         gate = f"{mlp}.shared_expert_gate"
         items += [
             Node(Dense(1, bias=False, name=gate), inputs=(source,)),

@@ -30,9 +30,9 @@ from torch import nn  # noqa: E402
 
 import memtheory as mt  # noqa: E402
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision  # noqa: E402
-from memtheory.errors import UnsupportedError  # noqa: E402
+from memtheory.errors import InvalidArgumentError, UnsupportedError  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
-from memtheory.torch import measure  # noqa: E402
+from memtheory.torch import Measurement, measure  # noqa: E402
 from memtheory.torch.hf_losses import causal_lm_loss  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -63,15 +63,18 @@ def _biased_router(router: nn.Module, bias: torch.Tensor) -> None:
     router.forward = forward
 
 
-def _step(precision: str, batch: int, sequence: int, biases: list[list[float]] | None = None,
-          seed: int = 0) -> tuple[dict[str, int], dict[str, int], list[list[int]]]:
-    """Return (predicted, measured) components and peak, and each layer's rows per expert."""
+def _measured(precision: str, batch: int, sequence: int, biases: list[list[float]] | None = None,
+              seed: int = 0, experts: str = "grouped_mm", record: bool = False
+              ) -> tuple[Measurement, list[list[int]]]:
+    """Measure one step of the tiny Mixtral; return it and each layer's rows per expert."""
     values = {k: v for k, v in TINY.items() if k != "model_type"}
-    hf = transformers.AutoConfig.for_model("mixtral", attn_implementation="eager", **values)
+    chosen = {} if experts == "grouped_mm" else {"experts_implementation": experts}
+    hf = transformers.AutoConfig.for_model("mixtral", attn_implementation="eager", **chosen,
+                                           **values)
     torch.manual_seed(seed)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     model = transformers.AutoModelForCausalLM.from_config(hf)
-    assert model.config._experts_implementation == "grouped_mm"  # transformers' default
+    assert model.config._experts_implementation == experts  # grouped_mm: transformers' default
     counts: list[list[int]] = []
     for number, layer in enumerate(model.model.layers):
         if biases is not None:
@@ -84,14 +87,21 @@ def _step(precision: str, batch: int, sequence: int, biases: list[list[float]] |
     module = Logits(model).to(dtype).train()
     ids = torch.randint(0, TINY["vocab_size"], (batch, sequence))
     measured = measure(module, ids, causal_lm_loss, torch_optimizer("sgd", module.parameters()),
-                       target=ids.clone(), warmup_steps=1)
+                       target=ids.clone(), warmup_steps=1, record=record)
+    return measured, counts[-len(model.model.layers):]
+
+
+def _step(precision: str, batch: int, sequence: int, biases: list[list[float]] | None = None,
+          seed: int = 0) -> tuple[dict[str, int], dict[str, int], list[list[int]]]:
+    """Return (predicted, measured) components and peak, and each layer's rows per expert."""
+    measured, counts = _measured(precision, batch, sequence, biases, seed)
     network = from_config(TINY, batch=batch, sequence=sequence, loss=True)
     predicted = mt.training_memory(network, optimizer="sgd", precision=precision,
                                    convention=AutogradConvention(measured.implementation))
     got = {n: int(predicted.components.get(n, 0)) for n in NAMES}
     want = {n: int(getattr(measured, n)) for n in NAMES}
     got["peak"], want["peak"] = int(predicted.peak), int(measured.peak)
-    return got, want, counts[-len(model.model.layers):]
+    return got, want, counts
 
 
 @pytest.mark.parametrize(("precision", "batch", "sequence"),
@@ -146,6 +156,49 @@ def test_autocast_is_refused_with_the_reason():
 
 
 
+def test_the_eager_experts_loop_is_refused_with_the_reason():
+    """experts_implementation='eager' is a layer option, refused: never answered as grouped."""
+    from memtheory import Dense, Input, Network
+    from memtheory.layers import MixtureOfExperts
+    from memtheory.symbols import S
+
+    eager = MixtureOfExperts(4, top_k=2, ffn_hidden=8, router="mixtral", implementation="eager")
+    with pytest.raises(UnsupportedError, match="eager experts loop.*select_backward"):
+        mt.training_memory(Network([Input((S, 16)), Dense(16), eager]), optimizer="sgd",
+                           convention="autograd")
+    with pytest.raises(InvalidArgumentError, match="grouped_mm"):
+        MixtureOfExperts(4, top_k=2, ffn_hidden=8, implementation="loop")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_eager_loop_peak_follows_the_routing(precision):
+    """Why the eager loop is refused: measured on transformers' loop over the experts.
+
+    Its saved tensors are the same under every routing, but each hit
+    expert's backward makes a full (E, 2f, h) gradient of ``gate_up_proj``
+    (``select_backward``), so its peak changes with the experts hit: with
+    every expert hit it lies at least two such tensors above the grouped
+    path's, which keeps one.
+    """
+    batch, sequence = 2, 6
+    natural, counts = _measured(precision, batch, sequence, experts="eager", record=True)
+    skew = [[0.0, 0.0, 50.0, 60.0]] * TINY["num_hidden_layers"]
+    skewed, skewed_counts = _measured(precision, batch, sequence, skew, experts="eager")
+    grouped, _ = _measured(precision, batch, sequence)
+    assert all(min(c) > 0 for c in counts)  # every expert hit in every layer
+    assert all(c == [0, 0, batch * sequence, batch * sequence] for c in skewed_counts)
+    assert natural.saved_activations == skewed.saved_activations
+    assert natural.peak != skewed.peak
+    full = EXPERTS * 2 * TINY["intermediate_size"] * TINY["hidden_size"] * (
+        2 if precision == "bf16" else 4)
+    timeline = natural.timeline
+    grown = [after[2] - before[2] for before, after in zip(timeline, timeline[1:], strict=False)
+             if after[1] == "aten.select_backward.default"]
+    assert full in grown
+    assert natural.peak >= grouped.peak + 2 * full
+
+
 QWEN = {"vocab_size": 50, "hidden_size": 32, "intermediate_size": 48, "head_dim": 8,
         "moe_intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "max_position_embeddings": 128, "tie_word_embeddings": False,
@@ -167,12 +220,35 @@ def test_qwen_router_step_is_exact(family, norm_topk_prob, precision):
     assert got == want
 
 
-def test_qwen2_moe_is_refused_at_its_shared_expert_gate():
-    """Qwen2-MoE's experts are modelled; its shared expert's sigmoid gate is not, and says so."""
-    config = {**QWEN, "model_type": "qwen2_moe", "shared_expert_intermediate_size": 24}
-    network = from_config(config, batch=2, sequence=6, loss=True)
-    with pytest.raises(UnsupportedError, match="BroadcastMultiply"):
-        mt.training_memory(network, optimizer="sgd", convention=AutogradConvention())
+#: An untuned second size: other widths, 6 experts with top 3 and renormalised
+#: weights, a grouped-query attention of one key/value head, and a dense layer
+#: between two sparse ones (``mlp_only_layers``). Widths keep grouped_mm's rows
+#: a multiple of 16 bytes in bf16 (24 * 2 = 48), which its CPU kernel requires.
+QWEN2_UNTUNED = {"model_type": "qwen2_moe", "vocab_size": 71, "hidden_size": 48,
+                 "intermediate_size": 56, "head_dim": 12, "moe_intermediate_size": 24,
+                 "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1,
+                 "max_position_embeddings": 128, "tie_word_embeddings": False,
+                 "num_experts": 6, "num_experts_per_tok": 3,
+                 "shared_expert_intermediate_size": 36, "mlp_only_layers": [1],
+                 "norm_topk_prob": True}
+
+
+@pytest.mark.parametrize(("config", "precision", "batch", "sequence"), [
+    ({**QWEN, "model_type": "qwen2_moe", "shared_expert_intermediate_size": 24}, "fp32", 2, 6),
+    ({**QWEN, "model_type": "qwen2_moe", "shared_expert_intermediate_size": 24}, "bf16", 2, 6),
+    pytest.param(QWEN2_UNTUNED, "fp32", 3, 7, marks=pytest.mark.slow),
+    pytest.param(QWEN2_UNTUNED, "bf16", 3, 7, marks=pytest.mark.slow),
+])
+def test_qwen2_moe_shared_expert_gate_is_exact(config, precision, batch, sequence):
+    """Qwen2-MoE: routed experts plus the sigmoid-gated shared expert, 0 bytes off, peak included.
+
+    ``Qwen2MoeSparseMoeBlock`` runs the shared expert first, then the router
+    and the experts, then ``sigmoid(shared_expert_gate(x)) * shared``; the
+    order fixes which gradients are alive while the experts' backward runs.
+    """
+    predicted, measured = decoder_step(config, precision, "sgd", batch, sequence)
+    got, want = compared(predicted, measured)
+    assert got == want
 
 
 @pytest.mark.parametrize(("precision", "batch", "sequence"), [
