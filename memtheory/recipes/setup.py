@@ -515,7 +515,8 @@ class Setup:
         if self.quantization:
             lines.append(f"{self.quantization.upper()} 4-bit frozen weights on every nn.Linear "
                          "(bitsandbytes replaces nn.Linear only: transformers 5's fused "
-                         "mixture-of-experts weights stay 16-bit)")
+                         "mixture-of-experts weights stay 16-bit, where 4.x's per-expert nn.Linear "
+                         "were quantized)")
         lines.append(f"reserve per card {format_bytes(self.reserve_bytes, 'GiB')} "
                      "(CUDA context, driver, allocator)")
         return lines
