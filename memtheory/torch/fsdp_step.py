@@ -47,6 +47,8 @@ class FSDPRank:
         The start's live bytes and each phase's most.
     shard_bytes : int
         Bytes of the rank's sharded parameter storages (padded), read from FSDP2.
+    modules : dict of str to int
+        Bytes made in each module's forward and alive at the peak.
     """
 
     rank: int
@@ -55,6 +57,7 @@ class FSDPRank:
     components: dict[str, int]
     phases: dict[str, int]
     shard_bytes: int
+    modules: dict[str, int]
 
 
 def padded_shard_bytes(shapes: list[tuple[int, ...]], world: int, itemsize: int = 4) -> int:
@@ -142,7 +145,8 @@ def _tracked_step(rank: int, world: int, job: dict[str, Any]) -> FSDPRank:
     shards = sum(storage_of(p).nbytes() for p in model.parameters())
     return FSDPRank(rank, tracker.peak, tracker.footprint.peak_operation,
                     {k: int(v) for k, v in footprint.components.items()},
-                    {k: int(v) for k, v in footprint.timeline.items()}, shards)
+                    {k: int(v) for k, v in footprint.timeline.items()}, shards,
+                    {k: int(v) for k, v in footprint.modules.items()})
 
 
 def fsdp_step(
