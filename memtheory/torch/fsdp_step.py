@@ -127,8 +127,8 @@ def _tracked_step(rank: int, world: int, job: dict[str, Any]) -> FSDPRank:
     for layer in model.model.layers:
         fully_shard(layer, mesh=mesh, mp_policy=policy)
     fully_shard(model, mesh=mesh, mp_policy=policy)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3,
-                                  **{job["implementation"]: True})
+    fused = job["implementation"] == "fused"
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=not fused, fused=fused)
     torch.manual_seed(rank)
     ids = torch.randint(0, config["vocab_size"], (job["batch"], job["sequence"]))
 

@@ -226,7 +226,7 @@ def plain(tensor: torch.Tensor) -> torch.Tensor:
     True
     """
     while is_traceable_wrapper_subclass(tensor):
-        inner, _ = tensor.__tensor_flatten__()  # type: ignore[attr-defined]
+        inner, _ = tensor.__tensor_flatten__()
         tensor = getattr(tensor, inner[0])
     return tensor
 
