@@ -163,3 +163,32 @@ def test_estimate_against_the_tracked_step(run):
             tracked["optimizer_state"] - 8 * total // world)
         assert device["optimizer_step_counters"] * world == r.components["optimizer_step_counters"]
         assert int(predicted.peak) >= r.peak
+
+
+def _phase_peaks(timeline: dict[str, Any]) -> dict[str, int]:
+    """The prediction's most bytes in the forward, the backward and the optimizer step."""
+    peaks: dict[str, int] = {}
+    for moment, value in timeline.items():
+        phase = moment.split()[0]
+        if phase in ("forward", "backward", "optimizer"):
+            peaks[phase] = max(peaks.get(phase, 0), int(value))
+    return peaks
+
+
+def test_the_zero3_model_is_below_in_backward_and_above_in_the_step(run):
+    """A pinned gap: the ZeRO-3 model's backward is below the real one, its optimizer step above.
+
+    Below in backward: FSDP2 keeps what the model leaves out, the previous
+    layer's fp32 reduce-scatter input (``_fsdp_param_group.py:717-718``),
+    the root's gathered bf16 weights (not resharded after forward,
+    ``_fsdp_state.py:207``) and its unsharded bf16 gradients until the end
+    of backward. Above in the optimizer step: the model holds a gathered
+    layer and a second foreach temporary there. When the model is made
+    exact, this test says so by failing.
+    """
+    _, config, world, ranks = run
+    predicted = estimate(config, batch=BATCH, sequence=SEQUENCE, gpus=world, setup="fsdp2-bf16")
+    peaks = _phase_peaks(dict(predicted.memory.device.timeline))
+    for r in ranks:
+        assert peaks["backward"] < r.phases["backward"]
+        assert peaks["optimizer"] > r.phases["optimizer step"]
