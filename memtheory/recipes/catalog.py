@@ -241,7 +241,8 @@ def _entries() -> tuple[Recipe, ...]:
             "backward it is below (184,258 against 222,844 at 2 ranks, 123,853 against "
             "155,484 at 4): it leaves out the previous layer's fp32 reduce-scatter "
             "input, the root's gathered bf16 weights and unsharded bf16 gradients kept "
-            "through backward, and a second bf16 copy of the gathered layer",
+            "through backward, and one more storage the size of a layer's flat bf16 "
+            "all-gather output (world x padded shard x 2 B), not yet traced to its line",
         ),
         Recipe(
             "lightning-bf16",
