@@ -7,6 +7,7 @@ mixed_precision     16-bit weights and gradients, fp32 master copy and optimizer
 checkpointing       keep every k-th layer's output, recompute the rest (Chen et al. 2016)
 accumulation        gradient accumulation: micro-batch memory, effective-batch update
 zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
+fsdp2               FSDP2 per rank, tensor by tensor: padded shards, unpadded optimizer state
 offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
 activation_offload  saved activations in host memory between the passes (save_on_cpu)
 context_parallel    the sequence split across devices, attention as a ring (ring attention)
@@ -53,6 +54,7 @@ from memtheory.techniques.context_parallel import (
     context_parallel,
     ring_buffers,
 )
+from memtheory.techniques.fsdp2 import fsdp2_model_states, padded_rows, shard_rows
 from memtheory.techniques.kv_cache import (
     CacheLayer,
     GenerationMemory,
@@ -116,6 +118,7 @@ __all__ = [
     "context_parallel",
     "cpu_offload",
     "decoder_split",
+    "fsdp2_model_states",
     "generation_memory",
     "gradient_accumulation",
     "kv_cache_bytes",
@@ -123,18 +126,20 @@ __all__ = [
     "megatron_device_peak",
     "minimal_memory",
     "offload_activations",
+    "padded_rows",
     "parallel_memory",
     "parameter_bytes",
     "positions_limit",
     "quantization",
-    "saved_data",
     "relaxed_optimal_interval",
     "ring_buffers",
+    "saved_data",
+    "shard_rows",
     "tensor_parallel_activation_ratio",
     "tradeoff",
-    "unit_working_sets",
     "uniform_memory",
     "uniform_recompute",
+    "unit_working_sets",
     "weight_bytes",
     "working_memory",
     "zero_model_states",

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
 from memtheory.cuda_allocator import block_size
 
-__all__ = ["StorageTracker"]
+__all__ = ["StorageTracker", "plain", "storage_of"]
 
 
 class StorageTracker(TorchDispatchMode):
@@ -76,7 +76,8 @@ class StorageTracker(TorchDispatchMode):
 
     def track(self, *tensors: Any) -> None:
         """Register the storages of ``tensors`` (None and non-tensors are ignored)."""
-        for tensor in tensors:
+        for given in tensors:
+            tensor = plain(given)
             if isinstance(tensor, torch.Tensor) and tensor.layout == torch.strided:
                 storage = tensor.untyped_storage()
                 pointer, nbytes = storage.data_ptr(), storage.nbytes()
@@ -102,6 +103,19 @@ class StorageTracker(TorchDispatchMode):
             self._total -= known[1]
             self._blocks -= known[2]
 
+    def forget(self, tensor: torch.Tensor) -> None:
+        """Stop counting ``tensor``'s storage now, as if freed (before a ``resize_(0)``).
+
+        FSDP2 frees and refills its gathered parameters by resizing their
+        storages in place, which no operation shows; see
+        :func:`memtheory.torch.fsdp.fsdp_resizes`.
+        """
+        pointer = storage_of(tensor).data_ptr()
+        known = self._live.get(pointer)
+        if known is not None:
+            known[0].detach()
+            self._forget(pointer)
+
     def close(self) -> None:
         """Stop watching the storages still alive (the mode's exit does it)."""
         for watcher, _, _ in list(self._live.values()):
@@ -122,7 +136,7 @@ class StorageTracker(TorchDispatchMode):
 
     def watch_parameters(self, parameters: Iterable[torch.Tensor]) -> None:
         """Remember parameter storages, to recognise casts of them (autocast's weight copies)."""
-        self._parameter_pointers |= {p.untyped_storage().data_ptr() for p in parameters}
+        self._parameter_pointers |= {storage_of(p).data_ptr() for p in parameters}
 
     def alive(self) -> dict[int, int]:
         """Return the registered storages still alive, ``data_ptr()`` to bytes.
@@ -160,8 +174,8 @@ class StorageTracker(TorchDispatchMode):
         self.track(*outputs)
         if func is torch.ops.aten._to_copy.default and args:
             source = args[0]
-            if source.untyped_storage().data_ptr() in self._parameter_pointers:
-                self.copies_of |= {t.untyped_storage().data_ptr() for t in outputs}
+            if storage_of(source).data_ptr() in self._parameter_pointers:
+                self.copies_of |= {storage_of(t).data_ptr() for t in outputs}
         live = self.live_bytes()
         if live > self.peak:
             self.peak, self.peak_moment = live, f"{self.phase}: {func}"
@@ -193,9 +207,39 @@ def _allocated(
 
 def _pointer(tensor: torch.Tensor) -> int | None:
     """Return the address of a strided tensor's storage (None for other layouts)."""
+    tensor = plain(tensor)
     if tensor.layout != torch.strided:
         return None
     return int(tensor.untyped_storage().data_ptr())
+
+
+def plain(tensor: torch.Tensor) -> torch.Tensor:
+    """Return the plain tensor that holds ``tensor``'s storage: a DTensor's local shard.
+
+    A traceable wrapper subclass (``DTensor``) has no storage of its own; its
+    first inner tensor (``_local_tensor``) has it. Any other tensor is returned.
+
+    Examples
+    --------
+    >>> x = torch.ones(3)
+    >>> plain(x) is x
+    True
+    """
+    while is_traceable_wrapper_subclass(tensor):
+        inner, _ = tensor.__tensor_flatten__()
+        tensor = getattr(tensor, inner[0])
+    return tensor
+
+
+def storage_of(tensor: torch.Tensor) -> torch.UntypedStorage:
+    """Return ``tensor``'s untyped storage; a DTensor's is its local shard's.
+
+    Examples
+    --------
+    >>> storage_of(torch.ones(3)).nbytes()
+    12
+    """
+    return plain(tensor).untyped_storage()
 
 
 def _freed(tracker: weakref.ref[StorageTracker], pointer: int) -> None:

@@ -70,9 +70,10 @@ from torch.utils._pytree import tree_flatten
 from memtheory.errors import InvalidArgumentError
 from memtheory.footprint import Footprint
 from memtheory.recipes import Setup
+from memtheory.torch.fsdp import fsdp_resizes
 from memtheory.torch.setup_step import DEFAULT_OPTIMIZER, setup_step
 from memtheory.torch.step_state import state_tensors
-from memtheory.torch.storages import StorageTracker
+from memtheory.torch.storages import StorageTracker, storage_of
 from memtheory.torch.versions import warn_if_unchecked_torch
 
 __all__ = ["TrackedMemory", "Tracker", "track"]
@@ -322,6 +323,7 @@ class Tracker:
             torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
         )
         self._exits.enter_context(storages)
+        self._exits.enter_context(fsdp_resizes(storages))
         return self
 
     def __exit__(
@@ -433,7 +435,7 @@ class Tracker:
         self._mark_input(tensors)
 
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
+        storage = storage_of(tensor)
         nbytes = storage.nbytes()
         if nbytes:
             pointer = storage.data_ptr()
@@ -464,7 +466,7 @@ class Tracker:
 
     def _mark_input(self, tensors: list[torch.Tensor]) -> None:
         for tensor in tensors:
-            tag = self._tags.get(tensor.untyped_storage().data_ptr())
+            tag = self._tags.get(storage_of(tensor).data_ptr())
             if tag is not None:
                 tag.input = True
 
@@ -501,10 +503,10 @@ class Tracker:
     def _after(self, func: Any, args: Any, out: Any, new_peak: bool) -> None:
         storages = self._storages
         if func is torch.ops.aten._to_copy.default and args and isinstance(args[0], torch.Tensor):
-            if args[0].untyped_storage().data_ptr() in self._parameter_pointers:
+            if storage_of(args[0]).data_ptr() in self._parameter_pointers:
                 for tensor in tree_flatten(out)[0]:
                     if isinstance(tensor, torch.Tensor):
-                        tag = self._tags.get(tensor.untyped_storage().data_ptr())
+                        tag = self._tags.get(storage_of(tensor).data_ptr())
                         if tag is not None:
                             tag.copy = True
         label = storages.phase
@@ -541,12 +543,12 @@ class Tracker:
         ]
         # Later assignments win: from the last category of the table to the first.
         owned = {
-            value.untyped_storage().data_ptr(): "optimizer_step_counters"
+            storage_of(value).data_ptr(): "optimizer_step_counters"
             for key, value in state
             if key == "step"
         }
         owned.update(
-            (value.untyped_storage().data_ptr(), "optimizer_state")
+            (storage_of(value).data_ptr(), "optimizer_state")
             for key, value in state
             if key != "step"
         )
@@ -571,7 +573,7 @@ def _category(tag: _Tag) -> str:
 
 
 def _pointers(tensors: Any) -> set[int]:
-    return {t.untyped_storage().data_ptr() for t in tensors if isinstance(t, torch.Tensor)}
+    return {storage_of(t).data_ptr() for t in tensors if isinstance(t, torch.Tensor)}
 
 
 def track(

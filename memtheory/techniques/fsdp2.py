@@ -1,0 +1,116 @@
+r"""FSDP2's model states on one rank, tensor by tensor: padded shards, unpadded optimizer state.
+
+PyTorch 2.13's ``fully_shard`` (``torch/distributed/fsdp/_fully_shard/``)
+shards every parameter on dim 0 with ``torch.chunk`` over the :math:`W` ranks
+(``_fsdp_common.py:134-140``, ``_chunk_with_empty``): with
+:math:`c = \lceil d_0 / W \rceil` rows per chunk, rank :math:`r` owns
+:math:`\max(0, \min(c, d_0 - r c))` rows. Each rank's storage is padded to
+:math:`c` rows (``_fsdp_param.py:304-316``: ``padded_sharded_param_size`` is
+chunk 0's, ``new_zeros``), and the parameter (a DTensor) is a view of its own
+rows (``_fsdp_param.py:318``, ``narrow``). So:
+
+* the sharded **parameters** take :math:`c \cdot d_1 \cdots d_k` elements per
+  tensor on every rank (padding included);
+* the **optimizer state**, made by ``torch.zeros_like`` of the parameter
+  (``torch/optim/adam.py:178-184``), takes only the rank's own rows: the last
+  ranks hold less where :math:`d_0` does not divide by :math:`W`;
+* AdamW's **step counters** are one 0-dim fp32 tensor per parameter tensor
+  (``torch/optim/adam.py:175``), on every rank: not sharded.
+
+Measured on CPU with gloo (``tests/pytorch/test_fsdp_cpu.py``): every rank's
+tracked parameters, optimizer state and step counters are these, to the byte.
+
+Examples
+--------
+>>> shard_rows(97, world=2, rank=0), shard_rows(97, world=2, rank=1)
+(49, 48)
+>>> states = fsdp2_model_states([(97, 40), (40,)], world=2, rank=1)
+>>> states["parameters"], states["optimizer_state"], states["optimizer_step_counters"]
+(7920, 15520, 8)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import prod
+
+from memtheory.errors import InvalidSizeError
+
+__all__ = ["fsdp2_model_states", "padded_rows", "shard_rows"]
+
+
+def _check(world: int, rank: int) -> None:
+    if isinstance(world, bool) or not isinstance(world, int) or world < 1:
+        raise InvalidSizeError(f"world must be a positive number of ranks, got {world!r}.")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
+        raise InvalidSizeError(
+            f"rank must be 0 to {world - 1} for {world} ranks, got {rank!r}.")
+
+
+def padded_rows(rows: int, world: int) -> int:
+    """Return the rows of every rank's padded shard: ``ceil(rows / world)``.
+
+    Examples
+    --------
+    >>> padded_rows(97, 4)
+    25
+    """
+    _check(world, 0)
+    return -(-rows // world)
+
+
+def shard_rows(rows: int, world: int, rank: int) -> int:
+    """Return the rows rank ``rank`` owns of a dim 0 of ``rows`` (``torch.chunk``'s split).
+
+    Examples
+    --------
+    >>> [shard_rows(5, 4, r) for r in range(4)]  # chunks of 2, 2, 1 and an empty one
+    [2, 2, 1, 0]
+    """
+    _check(world, rank)
+    chunk = padded_rows(rows, world)
+    return max(0, min(chunk, rows - rank * chunk))
+
+
+def fsdp2_model_states(
+    shapes: Sequence[Sequence[int]],
+    world: int,
+    rank: int = 0,
+    *,
+    parameter_bytes: int = 4,
+    state_tensors: int = 2,
+    state_bytes: int = 4,
+    step_bytes: int = 4,
+) -> dict[str, int]:
+    """Return one rank's bytes of sharded parameters, optimizer state and step counters.
+
+    Parameters
+    ----------
+    shapes : sequence of shapes
+        Every trainable parameter tensor's shape (a 0-dim one as ``()``: FSDP2
+        shards it as one row).
+    world : int
+        Ranks the parameters are sharded over.
+    rank : int, default 0
+    parameter_bytes : int, default 4
+        The sharded parameters' dtype (fp32 under ``MixedPrecisionPolicy``).
+    state_tensors : int, default 2
+        Per-parameter state tensors (AdamW: ``exp_avg``, ``exp_avg_sq``).
+    state_bytes, step_bytes : int, default 4
+
+    Examples
+    --------
+    >>> fsdp2_model_states([(8, 4)], world=4, rank=3)
+    {'parameters': 32, 'optimizer_state': 64, 'optimizer_step_counters': 4}
+    """
+    _check(world, rank)
+    padded = own = 0
+    for shape in shapes:
+        rows, rest = (shape[0], prod(shape[1:])) if len(shape) else (1, 1)
+        padded += padded_rows(rows, world) * rest
+        own += shard_rows(rows, world, rank) * rest
+    return {
+        "parameters": padded * parameter_bytes,
+        "optimizer_state": own * state_tensors * state_bytes,
+        "optimizer_step_counters": len(shapes) * step_bytes,
+    }

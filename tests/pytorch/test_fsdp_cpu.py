@@ -1,0 +1,194 @@
+"""A real FSDP2 step (``fully_shard``, bf16 ``MixedPrecisionPolicy``) on gloo CPU ranks, tracked.
+
+``memtheory.torch.fsdp_step.fsdp_step`` spawns the ranks, shards
+transformers' Llama (each decoder layer, then the root, as accelerate does),
+runs a warm-up step and then one AdamW (foreach) step under ``track()`` on
+every rank. The sharded model states are checked against
+:mod:`memtheory.techniques.fsdp2` to the byte, at the tiny Llama, at a second
+size with dims that do not divide by the world size (padding), and at world
+sizes 2 and 4; the rest of each rank's peak against ``estimate(...,
+setup="fsdp2-bf16")``'s ZeRO-3 model. Each run takes some 45 s on two cores.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch", reason="PyTorch is the optional 'torch' extra")
+pytest.importorskip("transformers", reason="needs Hugging Face transformers")
+torch_distributed = pytest.importorskip("torch.distributed", reason="needs torch.distributed")
+if not torch_distributed.is_available() or not torch_distributed.is_gloo_available():
+    pytest.skip("this PyTorch has no gloo backend", allow_module_level=True)
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from memtheory.errors import UnsupportedError  # noqa: E402
+from memtheory.estimate.plan import estimate  # noqa: E402
+from memtheory.techniques import fsdp2_model_states  # noqa: E402
+from memtheory.torch.fsdp_step import FSDPRank, fsdp_step  # noqa: E402
+from memtheory.torch.recipe_steps import TINY_LLAMA  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::UserWarning")]
+
+ODD_LLAMA = {**TINY_LLAMA, "vocab_size": 97, "hidden_size": 40, "intermediate_size": 44}
+"""A second size, not tuned for: a vocabulary of 97 rows does not divide by 2 or 4 ranks."""
+
+RUNS = {"tiny-2": (TINY_LLAMA, 2), "odd-2": (ODD_LLAMA, 2), "tiny-4": (TINY_LLAMA, 4)}
+BATCH, SEQUENCE = 2, 6
+STATES = ("parameters", "optimizer_state", "optimizer_step_counters")
+
+
+def _shapes(config: dict[str, Any], prefix: str = "") -> list[tuple[int, ...]]:
+    """Every parameter's shape (those whose name starts with ``prefix``), built on meta."""
+    values = {k: v for k, v in config.items() if k != "model_type"}
+    hf = transformers.AutoConfig.for_model(config["model_type"], **values)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf)
+    return [tuple(p.shape) for name, p in model.named_parameters() if name.startswith(prefix)]
+
+
+_DONE: dict[str, list[FSDPRank]] = {}
+
+
+def _ranks(name: str) -> list[FSDPRank]:
+    """Run ``RUNS[name]`` once per session; skip where the gloo group cannot start."""
+    if name not in _DONE:
+        config, world = RUNS[name]
+        try:
+            _DONE[name] = fsdp_step(config, world=world, batch=BATCH, sequence=SEQUENCE,
+                                    timeout=300)
+        except UnsupportedError as error:
+            pytest.skip(str(error))
+    return _DONE[name]
+
+
+@pytest.fixture(scope="module", params=list(RUNS))
+def run(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any], int, list[FSDPRank]]:
+    """One tracked FSDP2 step, every rank's."""
+    config, world = RUNS[request.param]
+    return request.param, dict(config), world, _ranks(request.param)
+
+
+def test_every_rank_reports_its_step(run):
+    """Each rank's tracked step came back; the peak was reached in the backward pass."""
+    _, _, world, ranks = run
+    assert [r.rank for r in ranks] == list(range(world))
+    assert all(r.peak_operation.startswith("backward") for r in ranks)
+
+
+def test_sharded_states_are_fsdp2_model_states(run):
+    """Parameters (padded shards), AdamW state (own rows) and step counters, to the byte."""
+    _, config, world, ranks = run
+    shapes = _shapes(config)
+    for r in ranks:
+        expected = fsdp2_model_states(shapes, world, r.rank)
+        assert {name: r.components[name] for name in STATES} == expected
+        assert r.shard_bytes == expected["parameters"]
+
+
+def test_padding_is_seen_where_dims_do_not_divide(run):
+    """With 97 vocabulary rows, the last rank's AdamW state is smaller than rank 0's."""
+    name, config, world, ranks = run
+    shapes = _shapes(config)
+    unpadded = 4 * sum(_numel(s) for s in shapes) // world
+    if name.startswith("odd"):
+        assert ranks[0].components["parameters"] > unpadded
+        assert ranks[-1].components["optimizer_state"] < ranks[0].components["optimizer_state"]
+    else:
+        assert all(r.components["parameters"] == unpadded for r in ranks)
+
+
+def test_gradients_at_the_peak_are_the_last_layers_fp32_shard(run):
+    """At the peak (layer 0's backward) only the last decoder layer's gradient is reduced.
+
+    FSDP2 reduce-scatters each layer's gradients after its backward
+    (``_fsdp_param_group.py`` ``post_backward``), into fp32 shards
+    (``reduce_dtype=float32``) padded as the parameters are; the root's
+    (embeddings, final norm, head) are reduced after layer 0, at the end.
+    """
+    _, config, world, ranks = run
+    last = f"model.layers.{config['num_hidden_layers'] - 1}."
+    for r in ranks:
+        layer = fsdp2_model_states(_shapes(config, last), world, r.rank)
+        assert r.components["gradients"] == layer["parameters"]
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    total = 1
+    for size in shape:
+        total *= size
+    return total
+
+
+def _replica(r: FSDPRank) -> int:
+    """The peak less what is sharded (model states, the gradient shards) and the step's data."""
+    held = sum(r.components.get(name, 0) for name in (*STATES, "gradients", "buffers", "input"))
+    return r.peak - held
+
+
+def test_the_rest_of_the_peak_is_one_replicas_on_any_world_size():
+    """Beyond the shards, each rank holds the same bytes at 2 and at 4 ranks (and on each rank).
+
+    The gathered bf16 layers, the unsharded bf16 gradients and the
+    activations are one replica's: what ZeRO-3's model assumes.
+    """
+    replicas = {_replica(r) for name in ("tiny-2", "tiny-4") for r in _ranks(name)}
+    assert len(replicas) == 1
+
+
+def test_estimate_against_the_tracked_step(run):
+    """The recipe's prediction per rank: model states named, and the peak above the tracked one.
+
+    ``estimate(..., setup="fsdp2-bf16")`` splits the parameters and the AdamW
+    state evenly (tracked: padded parameter shards, optimizer state on the
+    rank's own rows) and partitions AdamW's step counters (tracked: one
+    4-byte step per tensor on every rank); its ZeRO-3 timeline of one
+    autocast replica stays above the real FSDP2 step at these sizes.
+    """
+    _, config, world, ranks = run
+    shapes = _shapes(config)
+    predicted = estimate(config, batch=BATCH, sequence=SEQUENCE, gpus=world, setup="fsdp2-bf16")
+    device = {k: int(v) for k, v in predicted.memory.device.components.items()}
+    total = sum(_numel(s) for s in shapes)
+    assert device["parameters"] == 4 * total // world
+    assert device["optimizer_state"] == 8 * total // world
+    for r in ranks:
+        tracked = fsdp2_model_states(shapes, world, r.rank)
+        assert r.components["parameters"] - device["parameters"] == (
+            tracked["parameters"] - 4 * total // world)
+        assert r.components["optimizer_state"] - device["optimizer_state"] == (
+            tracked["optimizer_state"] - 8 * total // world)
+        assert device["optimizer_step_counters"] * world == r.components["optimizer_step_counters"]
+        assert int(predicted.peak) >= r.peak
+
+
+def _phase_peaks(timeline: dict[str, Any]) -> dict[str, int]:
+    """The prediction's most bytes in the forward, the backward and the optimizer step."""
+    peaks: dict[str, int] = {}
+    for moment, value in timeline.items():
+        phase = moment.split()[0]
+        if phase in ("forward", "backward", "optimizer"):
+            peaks[phase] = max(peaks.get(phase, 0), int(value))
+    return peaks
+
+
+def test_the_zero3_model_is_below_in_backward_and_above_in_the_step(run):
+    """A pinned gap: the ZeRO-3 model's backward is below the real one, its optimizer step above.
+
+    Below in backward: FSDP2 keeps what the model leaves out, the previous
+    layer's fp32 reduce-scatter input (``_fsdp_param_group.py:717-718``),
+    the root's gathered bf16 weights (not resharded after forward,
+    ``_fsdp_state.py:207``) and its unsharded bf16 gradients until the end
+    of backward. Above in the optimizer step: the model holds a gathered
+    layer and a second foreach temporary there. When the model is made
+    exact, this test says so by failing.
+    """
+    _, config, world, ranks = run
+    predicted = estimate(config, batch=BATCH, sequence=SEQUENCE, gpus=world, setup="fsdp2-bf16")
+    peaks = _phase_peaks(dict(predicted.memory.device.timeline))
+    for r in ranks:
+        assert peaks["backward"] < r.phases["backward"]
+        assert peaks["optimizer"] > r.phases["optimizer step"]
