@@ -148,7 +148,7 @@ class Frozen(Layer):
         if type(self.layer) is RMSNorm:
             return self.layer.implementation == "llama"
         if type(self.layer) is Unembedding:
-            return not self.layer.tied
+            return True
         if type(self.layer) is MixtureOfExperts:
             return self.layer.autograd_checked
         return type(self.layer) in (Dense, LayerNorm, Embedding)
@@ -216,10 +216,10 @@ class Frozen(Layer):
             input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
         if isinstance(self.layer, Dense | Unembedding):
-            frozen = replace(spec, saved=(), weight_copy="never")
+            frozen = replace(spec, saved=(), weight_copy="never", reads_parameter=None)
             if autocast is None:
                 return frozen
-            return _own_casts(frozen, frozen_tensors(self.layer, tuple(input_shapes[0])))
+            return _own_casts(frozen, _read_tensors(self.layer, tuple(input_shapes[0])))
         if type(self.layer) is RMSNorm and self.layer.elementwise_affine:
             return _frozen_scale(spec)
         if isinstance(self.layer, MixtureOfExperts):
@@ -230,7 +230,7 @@ class Frozen(Layer):
         """Whether the layer, frozen, was measured under autocast."""
         layer = self.layer
         if type(layer) is Unembedding:
-            return not layer.tied
+            return True
         if type(layer) is RMSNorm:
             return layer.implementation == "llama"
         return type(layer) in (Dense, Embedding)
@@ -239,6 +239,21 @@ class Frozen(Layer):
         """``frozen`` and the wrapped layer's description."""
         inner = self.layer.describe()
         return f"frozen {self.layer.kind}" + (f" {inner}" if inner else "")
+
+
+def _read_tensors(layer: Layer, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+    """Return the tensors a frozen linear layer reads as its own: a tied head's is the embedding's.
+
+    A tied :class:`~memtheory.layers.Unembedding` (``tie_word_embeddings``)
+    reads the token embedding's matrix, ``vocabulary x features``; frozen, no
+    gradient joins it (so it does not point the plan at the embedding's
+    parameter, which is a frozen weight there too), but autocast casts it at
+    every call as it casts an untied head's own.
+    """
+    tensors = frozen_tensors(layer, input_shape)
+    if isinstance(layer, Unembedding) and layer.tied:
+        return (("weight", (layer.num_embeddings, input_shape[-1])), *tensors)
+    return tensors
 
 
 def _own_casts(spec: Autograd, tensors: tuple[tuple[str, Shape], ...]) -> Autograd:

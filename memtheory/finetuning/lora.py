@@ -45,7 +45,7 @@ from memtheory.finetuning.layers import (
     LoRAAttention,
     LoRAUp,
 )
-from memtheory.layers import Add, Dense, Dropout, Layer, MultiHeadAttention
+from memtheory.layers import Add, Dense, Dropout, Layer, MultiHeadAttention, Unembedding
 from memtheory.network import Network, Node
 
 __all__ = [
@@ -367,7 +367,7 @@ def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Net
             projections = tuple(p for p in ATTENTION_PROJECTIONS if f"{name}.{p}" in targets)
             adapted = LoRAAttention(layer, projections, lora.rank, float(lora.alpha or 0))
             items.append(Node(adapted, inputs=row.inputs))
-        elif row.parameters != 0:
+        elif row.parameters != 0 or _tied(layer):
             items.append(Node(Frozen(layer), inputs=row.inputs))
         else:
             items.append(Node(layer, inputs=row.inputs))
@@ -375,6 +375,16 @@ def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Net
         items, name=f"{network.name} (LoRA r={lora.rank})",
         parameter_order=network.parameter_order,
     )
+
+
+def _tied(layer: Layer) -> bool:
+    """Whether ``layer`` reads another layer's matrix as its weight (a tied ``lm_head``).
+
+    It has no parameters of its own, but what it reads is frozen with the
+    embedding that owns it: peft freezes the shared matrix, so the head
+    makes no gradient for it.
+    """
+    return isinstance(layer, Unembedding) and layer.tied
 
 
 def _adapted_dense(
