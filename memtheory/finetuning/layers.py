@@ -141,7 +141,9 @@ class Frozen(Layer):
         The RMSNorm (Hugging Face's ``LlamaRMSNorm``) and the untied
         :class:`~memtheory.layers.Unembedding` were measured inside LoRA-tuned
         Llama, Qwen2 and Mistral decoders
-        (``tests/pytorch/test_lora_decoder_measured.py``); a frozen
+        (``tests/pytorch/test_lora_decoder_measured.py``), the tied one (which
+        reads the frozen embedding's matrix) in peft-LoRA Llama under the
+        Trainer, bf16 and autocast (``tests/pytorch/test_peft_tied.py``); a frozen
         :class:`~memtheory.layers.MixtureOfExperts` in LoRA-tuned Mixtral
         (``tests/pytorch/test_moe_autograd.py``).
         """
@@ -195,12 +197,13 @@ class Frozen(Layer):
     ) -> Autograd:
         """As the wrapped layer, but a frozen Dense keeps nothing (its weight is a parameter).
 
-        Under ``torch.autocast`` a frozen Dense (or untied
-        :class:`~memtheory.layers.Unembedding`) casts its weight to the low
-        dtype at every call: autocast caches only the casts of leaves that
-        need a gradient, so the copy is the layer's own storage, kept by its
-        backward node when its input needs a gradient (``grad_input = grad @
-        weight``) and freed once it has run otherwise; its bias's cast is
+        Under ``torch.autocast`` a frozen Dense (or
+        :class:`~memtheory.layers.Unembedding`, tied or not: tied, the matrix
+        is the embedding's) casts its weight to the low dtype at every call:
+        autocast caches only the casts of leaves that need a gradient, so the
+        copy is the layer's own storage, kept by its backward node when its
+        input needs a gradient (``grad_input = grad @ weight``) and freed once
+        it has run otherwise; its bias's cast is
         freed at once. Measured on CPU (PyTorch 2.13) in peft-LoRA Llama steps
         under TRL (``tests/pytorch/test_trl_recipe.py``,
         ``test_dpo_recipe.py``), as were a frozen Llama RMSNorm and Embedding
@@ -209,7 +212,7 @@ class Frozen(Layer):
         if autocast is not None and not self._autocast_checked():
             raise UnsupportedError(
                 f"{self.label}: a frozen {self.layer.kind} under torch.autocast is not "
-                "modelled (measured: frozen Dense, untied lm_head, Llama RMSNorm and Embedding); "
+                "modelled (measured: frozen Dense, lm_head, Llama RMSNorm and Embedding); "
                 "use one dtype (precision='bf16') for fine-tuning."
             )
         spec = self.layer.autograd(

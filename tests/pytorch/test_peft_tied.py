@@ -7,9 +7,11 @@ from its configuration in bf16, two steps of transformers' ``Trainer`` with
 ``bf16=True`` and its fused AdamW inside :func:`memtheory.torch.track`,
 against ``estimate(config, lora=4, setup="peft-lora")``.
 
-* **Tied Llama** (``tie_word_embeddings=True``, as Llama-3.2-1B): 0 bytes off.
-  The tied ``lm_head`` reads the frozen embedding's matrix: no gradient joins
-  it, and under the bf16 base autocast makes no copy of it.
+* **Tied Llama** (``tie_word_embeddings=True``, as Llama-3.2-1B): 0 bytes off,
+  with a bf16 base and with an fp32 base under autocast. The tied ``lm_head``
+  reads the frozen embedding's matrix: no gradient joins it; autocast casts
+  the fp32 matrix at every call (a copy its backward keeps), and makes none
+  of a bf16 one.
 * **Falcon** (tied by default; peft's default target ``query_key_value``):
   the autograd convention answers, under the tracked peak by
   :data:`FALCON_UNDER`. The cause is Falcon's own attention, not LoRA nor the
@@ -53,13 +55,13 @@ FALCON_FULL_UNDER = -9864
 the attention's gap, which LoRA's step shares."""
 
 
-def _model(config: dict):
+def _model(config: dict, dtype=torch.bfloat16):
     """The model of ``config`` in bf16, as ``from_pretrained`` loads a bf16 checkpoint."""
     values = {k: v for k, v in config.items() if k != "model_type"}
     torch.manual_seed(0)
     built = transformers.AutoModelForCausalLM.from_config(
         CONFIGS[config["model_type"]](use_cache=False, **values))
-    return built.to(torch.bfloat16)
+    return built.to(dtype)
 
 
 def _train(model, config: dict, batch: int, sequence: int):
@@ -101,6 +103,23 @@ def test_lora_on_a_tied_llama_is_0_bytes_off_the_tracked_step():
     assert answer.convention_name == "autograd"
     frozen = {p.data_ptr(): p.nbytes for p in model.parameters() if not p.requires_grad}
     assert int(answer.memory.components["frozen_parameters"]) == sum(frozen.values())
+    assert int(answer.peak) == tracker.peak
+
+
+def test_a_tied_llama_in_fp32_under_autocast_is_0_bytes_off():
+    """An fp32 base under bf16=True: autocast's copy of the shared matrix at the head, exact.
+
+    ``estimate(..., precision="autocast-bf16")`` (the CLI's ``--precision
+    autocast-bf16``): the frozen tied head casts the embedding's fp32 matrix
+    at every call, a copy of its own that its backward keeps.
+    """
+    base = _model(TIED_LLAMA, torch.float32)
+    model = peft.get_peft_model(base, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK))
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    tracker = _train(model, TIED_LLAMA, 2, 9)
+    answer = estimate(TIED_LLAMA, batch=2, sequence=9, lora=RANK, lora_alpha=2 * RANK,
+                      setup="peft-lora", precision="autocast-bf16")
+    assert answer.convention_name == "autograd"
     assert int(answer.peak) == tracker.peak
 
 
