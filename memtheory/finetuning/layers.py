@@ -43,7 +43,7 @@ from memtheory.layers.core import Dense
 from memtheory.layers.embedding import Embedding, Unembedding
 from memtheory.layers.layer_norm import LayerNorm
 from memtheory.layers.moe import MixtureOfExperts
-from memtheory.layers.rms_norm import RMSNorm
+from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
 
 __all__ = [
     "ATTENTION_PROJECTIONS",
@@ -136,20 +136,22 @@ class Frozen(Layer):
 
     @property
     def autograd_checked(self) -> bool:  # type: ignore[override]
-        """Checked (measured) for a frozen Dense, LayerNorm, Embedding, Llama RMSNorm, lm_head.
+        """Checked (measured) frozen: Dense, LayerNorm, Embedding, Llama and Gemma RMSNorm, lm_head.
 
         The RMSNorm (Hugging Face's ``LlamaRMSNorm``) and the untied
         :class:`~memtheory.layers.Unembedding` were measured inside LoRA-tuned
         Llama, Qwen2 and Mistral decoders
         (``tests/pytorch/test_lora_decoder_measured.py``), the tied one (which
         reads the frozen embedding's matrix) in peft-LoRA Llama under the
-        Trainer, bf16 and autocast (``tests/pytorch/test_peft_tied.py``); a frozen
+        Trainer, bf16 and autocast, and Gemma's ``GemmaRMSNorm`` in peft-LoRA
+        Gemma 1 and 2 under the Trainer in bf16
+        (``tests/pytorch/test_peft_tied.py``); a frozen
         :class:`~memtheory.layers.MixtureOfExperts` in LoRA-tuned Mixtral
         (``tests/pytorch/test_moe_autograd.py``).
         """
         if type(self.layer) is RMSNorm:
             return self.layer.implementation == "llama"
-        if type(self.layer) is Unembedding:
+        if type(self.layer) in (Unembedding, GemmaRMSNorm):
             return True
         if type(self.layer) is MixtureOfExperts:
             return self.layer.autograd_checked
@@ -225,6 +227,8 @@ class Frozen(Layer):
             return _own_casts(frozen, _read_tensors(self.layer, tuple(input_shapes[0])))
         if type(self.layer) is RMSNorm and self.layer.elementwise_affine:
             return _frozen_scale(spec)
+        if type(self.layer) is GemmaRMSNorm:
+            return _frozen_gemma_scale(spec)
         if isinstance(self.layer, MixtureOfExperts):
             return self.layer.frozen_autograd(spec)
         return spec
@@ -285,6 +289,23 @@ def _frozen_scale(spec: Autograd) -> Autograd:
     last = stages[-1]
     stages[-1] = replace(last, saved=(), temporaries=(), parameters=())
     return replace(spec, saved=spec.saved[:-1], stages=tuple(stages))
+
+
+def _frozen_gemma_scale(spec: Autograd) -> Autograd:
+    """Return the autograd of a Gemma RMSNorm whose weight is frozen: ``1 + w`` alone is kept.
+
+    ``normed * (1.0 + weight.float())`` in fp32: PyTorch's ``mul`` saves a
+    factor only for the other factor's gradient, so with the weight frozen
+    the fp32 normalised input (saved position 2) is not kept, and the
+    scale's node makes no unsummed product for a weight gradient.
+    """
+    saved = (*spec.saved[:2], *spec.saved[3:])
+    stages = []
+    for stage in spec.stage_list():
+        if stage.label == "scale":
+            stage = replace(stage, saved=(2,), temporaries=(), parameters=())
+        stages.append(stage)
+    return replace(spec, saved=saved, stages=tuple(stages))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ against ``estimate(config, lora=4, setup="peft-lora")``.
   reads the frozen embedding's matrix: no gradient joins it; autocast casts
   the fp32 matrix at every call (a copy its backward keeps), and makes none
   of a bf16 one.
+* **Tied Gemma 1 and 2**: 0 bytes off. A frozen ``GemmaRMSNorm`` keeps its
+  fp32 ``1 + w`` only (``mul`` saves a factor for the other's gradient).
 * **Falcon** (tied by default; peft's default target ``query_key_value``):
   the autograd convention answers, under the tracked peak by
   :data:`FALCON_UNDER`. The cause is Falcon's own attention, not LoRA nor the
@@ -45,7 +47,12 @@ TIED_LLAMA = {**TINY_LLAMA, "tie_word_embeddings": True}
 FALCON = {"model_type": "falcon", "vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 2,
           "num_attention_heads": 4, "max_position_embeddings": 256}
 """Falcon-7B's layout (multi-query, parallel attention, tied head), tiny."""
-CONFIGS = {"llama": transformers.LlamaConfig, "falcon": transformers.FalconConfig}
+GEMMA = {**TIED_LLAMA, "model_type": "gemma", "head_dim": 8}
+GEMMA2 = {**GEMMA, "model_type": "gemma2"}
+"""Gemma 1 and 2, tiny (tied, as Gemma's checkpoints are); Gemma 2 runs eager soft-capped
+attention (transformers does not give it SDPA)."""
+CONFIGS = {"llama": transformers.LlamaConfig, "falcon": transformers.FalconConfig,
+           "gemma": transformers.GemmaConfig, "gemma2": transformers.Gemma2Config}
 
 FALCON_UNDER = -10032
 """estimate's peak less the tracked peak, tiny Falcon, LoRA r=4 on peft's default, B=2, S=9
@@ -127,6 +134,23 @@ def test_a_tied_llama_in_fp32_under_autocast_is_0_bytes_off():
 def test_all_linear_on_a_tied_llama_at_other_sizes_is_0_bytes_off():
     """Every linear map adapted, sizes nothing was tuned on."""
     _, tracker, answer = _lora(TIED_LLAMA, 3, 13, "all-linear")
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+@pytest.mark.parametrize("config", [GEMMA, GEMMA2], ids=["gemma", "gemma2"])
+def test_lora_on_tied_gemma_is_0_bytes_off(config):
+    """Gemma's frozen norms keep ``1 + w`` alone (fp32); with the tied head, exact."""
+    _, tracker, answer = _lora(config, 2, 9)
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+@pytest.mark.slow  # one Trainer run each
+@pytest.mark.parametrize("config", [GEMMA, GEMMA2], ids=["gemma", "gemma2"])
+def test_all_linear_on_tied_gemma_at_other_sizes_is_0_bytes_off(config):
+    """Every linear map adapted, sizes nothing was tuned on."""
+    _, tracker, answer = _lora(config, 3, 7, "all-linear")
     assert answer.convention_name == "autograd"
     assert int(answer.peak) == tracker.peak
 
