@@ -183,7 +183,7 @@ def test_defaults_are_a_recipe_and_are_stated():
         ({"qlora": True}, "QLoRA"),
         ({"optimizer": "paged-adamw-8bit"}, "8-bit"),
         ({"checkpointing": True}, "checkpointing"),
-        ({"lora": 8}, "tie_word_embeddings"),  # GPT-2's lm_head is tied: LoRA there unmeasured
+        ({"lora": 8}, "fused attention"),  # adapters inside the builder's one attention layer
     ],
 )
 def test_fallback_names_its_reason(options, reason):

@@ -46,7 +46,7 @@ from memtheory.estimate.options import (
 from memtheory.estimate.resolve import ResolvedModel, model_type, resolve_model, takes_image
 from memtheory.estimate.step import Step, step_memory
 from memtheory.estimate.trl_step import check_not_trl, trl_estimate
-from memtheory.finetuning import LoRA
+from memtheory.finetuning import LoRA, default_targets
 from memtheory.footprint import Footprint
 from memtheory.gpus import Budget, ReserveLike, usable_memory
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -134,7 +134,10 @@ def estimate(
     lora_alpha : float, optional
         Defaults to twice the rank.
     lora_targets : str or tuple of str, optional
-        Defaults to ``("q_proj", "v_proj")`` for LoRA (the LoRA paper) and
+        Defaults to peft 0.21's choice for the model's family for LoRA
+        (:func:`~memtheory.finetuning.default_targets`: ``q_proj, v_proj``
+        for Llama, ``query_key_value`` for Falcon; the LoRA paper's
+        ``q_proj, v_proj`` for a builder or traced module) and
         ``"all-linear"`` for QLoRA (the QLoRA paper).
     qlora : bool, default False
         NF4 base with double quantization.
@@ -628,9 +631,9 @@ def _derived(
             network=lambda built: built.network, checkpoint_dtype=lambda built: built.dtype)
         chosen_precision = step_precision(chosen, resolved.dtype, precision, lora, qlora)
         _, values = _sizes(resolved, 1, sequence)
-        adapters = None
+        adapters, chosen_targets = None, None
         if lora is not None or qlora:
-            targets = lora_targets or ("all-linear" if qlora else ("q_proj", "v_proj"))
+            targets, chosen_targets = _lora_targets(resolved, model, lora_targets, qlora)
             adapters = LoRA(lora or 64, lora_alpha, targets=targets)
         step = step_memory(
             resolved.network, lora=adapters, qlora=qlora, optimizer=chosen.optimizer,
@@ -639,6 +642,8 @@ def _derived(
         )
         memory = step.memory
         assumptions = tuple(_assumptions(resolved, step, chosen, model))
+        if chosen_targets:
+            assumptions += (chosen_targets,)
         compiled = _compiled(memory)
         disk = source is not None and compiled.fast
         counts = [n.parameter_count for n in (resolved.network, step.network)]
@@ -651,6 +656,23 @@ def _derived(
         return derive()
     # Kept on disk only where nothing is lost there (no size constraints to register again).
     return remembered(key, derive, keep=lambda derived: derived.disk)
+
+
+def _lora_targets(
+    resolved: ResolvedModel, model: str | Mapping[str, Any],
+    asked: str | tuple[str, ...] | None, qlora: bool,
+) -> tuple[str | tuple[str, ...], str | None]:
+    """Return the adapters' targets and, where not asked for, how they were chosen, in words.
+
+    QLoRA adapts every linear map (the QLoRA paper); LoRA takes peft 0.21's
+    default for the model's family (:func:`~memtheory.finetuning.default_targets`).
+    """
+    if asked:
+        return asked, None
+    if qlora:
+        return "all-linear", None
+    targets, source = default_targets(resolved.network, model_type(model))
+    return targets, f"LoRA targets {', '.join(targets)}: {source}"
 
 
 def _compiled(footprint: Footprint) -> CompiledFootprint:

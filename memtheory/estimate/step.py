@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 from memtheory.conventions.autograd import AutogradConvention
 from memtheory.conventions.autograd.master_weights import DEEPSPEED
 from memtheory.errors import InvalidArgumentError, UnsupportedError
-from memtheory.finetuning import LoRA, apply_lora, finetune_memory
+from memtheory.finetuning import Frozen, LoRA, LoRAAttention, apply_lora, finetune_memory
 from memtheory.finetuning.memory import EIGHT_BIT_OPTIMIZERS
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
@@ -175,9 +175,29 @@ def _blockers(
     return found
 
 
-def _tied_head(network: Network) -> bool:
-    """Whether the network's output projection is tied to its token embedding."""
-    return any(getattr(row.layer, "tied", False) for row in network.rows)
+def _unmeasured_adapters(tuned: Network) -> str | None:
+    """Why the autograd convention cannot follow this LoRA-tuned network, in words, or None.
+
+    Adapters inside one fused attention layer (the builders' GPT-2) and
+    frozen layers whose step was not measured frozen are refused by it with
+    a message about its internals; this says the same to a user.
+    """
+    fused = [row.name for row in tuned.rows if isinstance(row.layer, LoRAAttention)]
+    if fused:
+        return (
+            f"LoRA adapters inside a fused attention layer ('{fused[0]}'; GPT-2's c_attn) are "
+            "not measured under the autograd convention"
+        )
+    frozen = [
+        f"{row.layer.layer.kind} '{row.name}'" for row in tuned.rows
+        if isinstance(row.layer, Frozen) and not row.layer.autograd_checked
+    ]
+    if frozen:
+        return (
+            f"LoRA freezes layers whose frozen step is not measured under the autograd "
+            f"convention ({', '.join(frozen[:2])}{', ...' if len(frozen) > 2 else ''})"
+        )
+    return None
 
 
 def step_memory(
@@ -250,17 +270,14 @@ def step_memory(
     chosen = precision or default_precision(lora is not None)
     _precision(chosen)
     blockers = _blockers(qlora, optimizer, chosen, bool(checkpointing))
-    if lora is not None and _tied_head(network):
-        blockers.append(
-            "LoRA on a model whose output projection shares the token embedding's matrix "
-            "(tie_word_embeddings) has not been measured under the autograd convention"
-        )
+    tuned = apply_lora(network, lora) if lora else network
+    if lora is not None and (unmeasured := _unmeasured_adapters(tuned)):
+        blockers.append(unmeasured)
     if convention == "autograd" and blockers:
         raise UnsupportedError(
             f"the autograd convention cannot follow this step: {blockers[0]}. Use "
             "--convention auto (or breakdown)."
         )
-    tuned = apply_lora(network, lora) if lora else network
     common = dict(lora=lora, quantization="nf4" if qlora else None, optimizer=optimizer,
                   precision=chosen, adapter_dtype=adapter_dtype if lora else None)
     if convention != "breakdown" and not blockers:

@@ -49,8 +49,14 @@ import sympy as sp
 from memtheory.errors import InvalidArgumentError
 from memtheory.estimate.answer import Estimate
 from memtheory.estimate.options import check_sizes
-from memtheory.estimate.resolve import resolve_model
-from memtheory.finetuning import LoRA, TRLStepEstimate, dpo_step_memory, sft_step_memory
+from memtheory.estimate.resolve import model_type, resolve_model
+from memtheory.finetuning import (
+    LoRA,
+    TRLStepEstimate,
+    default_targets,
+    dpo_step_memory,
+    sft_step_memory,
+)
 from memtheory.footprint import Footprint
 from memtheory.gpus import usable_memory
 from memtheory.recipes import TRL_RECIPES, trl_recipe_name
@@ -239,14 +245,15 @@ def trl_estimate(name: str, options: Mapping[str, Any]) -> Estimate:
     precision = options.get("precision") or "autocast-bf16"  # TRL's bf16=True
     checkpointing = options.get("checkpointing")
     checkpointing = True if checkpointing is None else bool(checkpointing)  # TRL's default
-    lora = None
-    if options.get("lora") is not None:
-        lora = LoRA(options["lora"], options.get("lora_alpha"),
-                    targets=options.get("lora_targets") or ("q_proj", "v_proj"))
     precompute = bool(options.get("precompute_ref_log_probs"))
     rows = 2 * batch if name == "trl-dpo" and isinstance(batch, int) else batch
     resolved = resolve_model(model, batch=rows, sequence=sequence, flash=True)
     check_sizes(resolved, sequence, None)
+    lora = None
+    if options.get("lora") is not None:  # peft's default targets for the family, as TRL's
+        targets = options.get("lora_targets") or default_targets(  # LoraConfig leaves them
+            resolved.network, model_type(model))[0]
+        lora = LoRA(options["lora"], options.get("lora_alpha"), targets=targets)
     if name == "trl-dpo":
         step = dpo_step_memory(model, pairs=batch, sequence=sequence, lora=lora,
                                precision=precision, checkpointing=checkpointing,

@@ -4,7 +4,8 @@
 module              what it models
 ==================  ==================================================================
 layers              :class:`Frozen`, :class:`ConstantScale`, :class:`LoRAAttention`
-lora                :class:`LoRA`, :func:`apply_lora`, :func:`freeze`, target matching
+lora                :class:`LoRA`, :func:`apply_lora`, :func:`freeze`, target matching,
+                    peft's default targets by family (:func:`default_targets`)
 nf4                 NF4 codes and double-quantized constants (QLoRA Section 3)
 optimizer8bit       bitsandbytes' block-wise 8-bit Adam state
 memory              :func:`finetune_memory`: the step's footprint by component
@@ -31,7 +32,16 @@ from memtheory.finetuning.layers import (
     LoRAAttention,
     LoRAUp,
 )
-from memtheory.finetuning.lora import LoRA, apply_lora, freeze, linear_maps, match_targets
+from memtheory.finetuning.lora import (
+    PEFT_DEFAULT_TARGETS,
+    PEFT_STAND_INS,
+    LoRA,
+    apply_lora,
+    default_targets,
+    freeze,
+    linear_maps,
+    match_targets,
+)
 from memtheory.finetuning.memory import (
     EIGHT_BIT_OPTIMIZERS,
     QUANTIZATIONS,
@@ -75,6 +85,8 @@ __all__ = [
     "MIN_8BIT_SIZE",
     "NF4_BLOCK",
     "NF4_SECOND_BLOCK",
+    "PEFT_DEFAULT_TARGETS",
+    "PEFT_STAND_INS",
     "QUANTIZATIONS",
     "SFT_UNSUPPORTED",
     "TRL_TOKEN_CHUNK",
@@ -89,6 +101,7 @@ __all__ = [
     "adam8bit_state_bytes",
     "apply_lora",
     "constant_bits_per_parameter",
+    "default_targets",
     "dequantized_copy_bytes",
     "dpo_head_bytes",
     "dpo_step_memory",

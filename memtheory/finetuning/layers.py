@@ -43,7 +43,7 @@ from memtheory.layers.core import Dense
 from memtheory.layers.embedding import Embedding, Unembedding
 from memtheory.layers.layer_norm import LayerNorm
 from memtheory.layers.moe import MixtureOfExperts
-from memtheory.layers.rms_norm import RMSNorm
+from memtheory.layers.rms_norm import GemmaRMSNorm, RMSNorm
 
 __all__ = [
     "ATTENTION_PROJECTIONS",
@@ -136,19 +136,23 @@ class Frozen(Layer):
 
     @property
     def autograd_checked(self) -> bool:  # type: ignore[override]
-        """Checked (measured) for a frozen Dense, LayerNorm, Embedding, Llama RMSNorm, lm_head.
+        """Checked (measured) frozen: Dense, LayerNorm, Embedding, Llama and Gemma RMSNorm, lm_head.
 
         The RMSNorm (Hugging Face's ``LlamaRMSNorm``) and the untied
         :class:`~memtheory.layers.Unembedding` were measured inside LoRA-tuned
         Llama, Qwen2 and Mistral decoders
-        (``tests/pytorch/test_lora_decoder_measured.py``); a frozen
+        (``tests/pytorch/test_lora_decoder_measured.py``), the tied one (which
+        reads the frozen embedding's matrix) in peft-LoRA Llama under the
+        Trainer, bf16 and autocast, and Gemma's ``GemmaRMSNorm`` in peft-LoRA
+        Gemma 1 and 2 under the Trainer in bf16
+        (``tests/pytorch/test_peft_tied.py``); a frozen
         :class:`~memtheory.layers.MixtureOfExperts` in LoRA-tuned Mixtral
         (``tests/pytorch/test_moe_autograd.py``).
         """
         if type(self.layer) is RMSNorm:
             return self.layer.implementation == "llama"
-        if type(self.layer) is Unembedding:
-            return not self.layer.tied
+        if type(self.layer) in (Unembedding, GemmaRMSNorm):
+            return True
         if type(self.layer) is MixtureOfExperts:
             return self.layer.autograd_checked
         return type(self.layer) in (Dense, LayerNorm, Embedding)
@@ -195,12 +199,13 @@ class Frozen(Layer):
     ) -> Autograd:
         """As the wrapped layer, but a frozen Dense keeps nothing (its weight is a parameter).
 
-        Under ``torch.autocast`` a frozen Dense (or untied
-        :class:`~memtheory.layers.Unembedding`) casts its weight to the low
-        dtype at every call: autocast caches only the casts of leaves that
-        need a gradient, so the copy is the layer's own storage, kept by its
-        backward node when its input needs a gradient (``grad_input = grad @
-        weight``) and freed once it has run otherwise; its bias's cast is
+        Under ``torch.autocast`` a frozen Dense (or
+        :class:`~memtheory.layers.Unembedding`, tied or not: tied, the matrix
+        is the embedding's) casts its weight to the low dtype at every call:
+        autocast caches only the casts of leaves that need a gradient, so the
+        copy is the layer's own storage, kept by its backward node when its
+        input needs a gradient (``grad_input = grad @ weight``) and freed once
+        it has run otherwise; its bias's cast is
         freed at once. Measured on CPU (PyTorch 2.13) in peft-LoRA Llama steps
         under TRL (``tests/pytorch/test_trl_recipe.py``,
         ``test_dpo_recipe.py``), as were a frozen Llama RMSNorm and Embedding
@@ -209,19 +214,21 @@ class Frozen(Layer):
         if autocast is not None and not self._autocast_checked():
             raise UnsupportedError(
                 f"{self.label}: a frozen {self.layer.kind} under torch.autocast is not "
-                "modelled (measured: frozen Dense, untied lm_head, Llama RMSNorm and Embedding); "
+                "modelled (measured: frozen Dense, lm_head, Llama RMSNorm and Embedding); "
                 "use one dtype (precision='bf16') for fine-tuning."
             )
         spec = self.layer.autograd(
             input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
         )
         if isinstance(self.layer, Dense | Unembedding):
-            frozen = replace(spec, saved=(), weight_copy="never")
+            frozen = replace(spec, saved=(), weight_copy="never", reads_parameter=None)
             if autocast is None:
                 return frozen
-            return _own_casts(frozen, frozen_tensors(self.layer, tuple(input_shapes[0])))
+            return _own_casts(frozen, _read_tensors(self.layer, tuple(input_shapes[0])))
         if type(self.layer) is RMSNorm and self.layer.elementwise_affine:
             return _frozen_scale(spec)
+        if type(self.layer) is GemmaRMSNorm:
+            return _frozen_gemma_scale(spec)
         if isinstance(self.layer, MixtureOfExperts):
             return self.layer.frozen_autograd(spec)
         return spec
@@ -230,7 +237,7 @@ class Frozen(Layer):
         """Whether the layer, frozen, was measured under autocast."""
         layer = self.layer
         if type(layer) is Unembedding:
-            return not layer.tied
+            return True
         if type(layer) is RMSNorm:
             return layer.implementation == "llama"
         return type(layer) in (Dense, Embedding)
@@ -239,6 +246,21 @@ class Frozen(Layer):
         """``frozen`` and the wrapped layer's description."""
         inner = self.layer.describe()
         return f"frozen {self.layer.kind}" + (f" {inner}" if inner else "")
+
+
+def _read_tensors(layer: Layer, input_shape: Shape) -> tuple[tuple[str, Shape], ...]:
+    """Return the tensors a frozen linear layer reads as its own: a tied head's is the embedding's.
+
+    A tied :class:`~memtheory.layers.Unembedding` (``tie_word_embeddings``)
+    reads the token embedding's matrix, ``vocabulary x features``; frozen, no
+    gradient joins it (so it does not point the plan at the embedding's
+    parameter, which is a frozen weight there too), but autocast casts it at
+    every call as it casts an untied head's own.
+    """
+    tensors = frozen_tensors(layer, input_shape)
+    if isinstance(layer, Unembedding) and layer.tied:
+        return (("weight", (layer.num_embeddings, input_shape[-1])), *tensors)
+    return tensors
 
 
 def _own_casts(spec: Autograd, tensors: tuple[tuple[str, Shape], ...]) -> Autograd:
@@ -267,6 +289,23 @@ def _frozen_scale(spec: Autograd) -> Autograd:
     last = stages[-1]
     stages[-1] = replace(last, saved=(), temporaries=(), parameters=())
     return replace(spec, saved=spec.saved[:-1], stages=tuple(stages))
+
+
+def _frozen_gemma_scale(spec: Autograd) -> Autograd:
+    """Return the autograd of a Gemma RMSNorm whose weight is frozen: ``1 + w`` alone is kept.
+
+    ``normed * (1.0 + weight.float())`` in fp32: PyTorch's ``mul`` saves a
+    factor only for the other factor's gradient, so with the weight frozen
+    the fp32 normalised input (saved position 2) is not kept, and the
+    scale's node makes no unsummed product for a weight gradient.
+    """
+    saved = (*spec.saved[:2], *spec.saved[3:])
+    stages = []
+    for stage in spec.stage_list():
+        if stage.label == "scale":
+            stage = replace(stage, saved=(2,), temporaries=(), parameters=())
+        stages.append(stage)
+    return replace(spec, saved=saved, stages=tuple(stages))
 
 
 @dataclass(frozen=True)

@@ -45,10 +45,65 @@ from memtheory.finetuning.layers import (
     LoRAAttention,
     LoRAUp,
 )
-from memtheory.layers import Add, Dense, Dropout, Layer, MultiHeadAttention
+from memtheory.layers import Add, Dense, Dropout, Layer, MultiHeadAttention, Unembedding
 from memtheory.network import Network, Node
 
-__all__ = ["LoRA", "apply_lora", "freeze", "linear_maps", "match_targets"]
+__all__ = [
+    "PEFT_DEFAULT_TARGETS",
+    "PEFT_STAND_INS",
+    "LoRA",
+    "apply_lora",
+    "default_targets",
+    "freeze",
+    "linear_maps",
+    "match_targets",
+]
+
+PEFT_DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {
+    "t5": ("q", "v"), "mt5": ("q", "v"), "bart": ("q_proj", "v_proj"), "gpt2": ("c_attn",),
+    "bloom": ("query_key_value",), "blip-2": ("q", "v", "q_proj", "v_proj"),
+    "opt": ("q_proj", "v_proj"), "gptj": ("q_proj", "v_proj"),
+    "gpt_neox": ("query_key_value",), "gpt_neo": ("q_proj", "v_proj"),
+    "bert": ("query", "value"), "roberta": ("query", "value"),
+    "xlm-roberta": ("query", "value"), "electra": ("query", "value"),
+    "deberta-v2": ("query_proj", "value_proj"), "deberta": ("in_proj",),
+    "layoutlm": ("query", "value"), "llama": ("q_proj", "v_proj"),
+    "llama4": ("q_proj", "v_proj"), "chatglm": ("query_key_value",),
+    "gpt_bigcode": ("c_attn",), "mpt": ("Wqkv",), "RefinedWebModel": ("query_key_value",),
+    "RefinedWeb": ("query_key_value",), "falcon": ("query_key_value",),
+    "btlm": ("c_proj", "c_attn"), "codegen": ("qkv_proj",), "mistral": ("q_proj", "v_proj"),
+    "mixtral": ("q_proj", "v_proj"), "stablelm": ("q_proj", "v_proj"),
+    "phi": ("q_proj", "v_proj", "fc1", "fc2"), "gemma": ("q_proj", "v_proj"),
+    "gemma2": ("q_proj", "v_proj"), "gemma3_text": ("q_proj", "v_proj"),
+    "qwen2": ("q_proj", "v_proj"), "qwen3": ("q_proj", "v_proj"),
+    "nemotron_h": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "rwkv": ("key", "value", "receptance", "output"),
+    "rwkv7": ("r_proj", "k_proj", "v_proj", "o_proj", "key", "value"),
+}
+"""LoRA's default ``target_modules`` by ``model_type``, as peft 0.21.2 chooses them.
+
+Copied from peft 0.21.2 ``utils/constants.py``,
+``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING`` (``gemma4``'s entry, a
+regular expression over a vision-language model's modules, left out);
+``tuners/lora/model.py``'s ``_prepare_adapter_config`` takes the model's
+``config.model_type`` entry when ``LoraConfig(target_modules=None)`` and
+raises ``"Please specify `target_modules`"`` for a family it has none for.
+The one table :func:`default_targets` reads.
+"""
+
+PEFT_STAND_INS: dict[str, tuple[tuple[str, ...], str]] = {
+    "c_attn": (
+        ("q_proj", "v_proj"),
+        "GPT-2's c_attn is one Conv1D computing query, key and value, and peft puts one "
+        "adapter on it (lora_A r x h, lora_B 3h x r); memtheory's GPT-2 attention is one "
+        "layer whose adapters it models per projection, so it adapts q_proj and v_proj "
+        "instead: the same r x 4h trainable parameters (2 x r x 2h), gradients and optimizer "
+        "state, while the activations differ (peft keeps one r-wide lora_A output and one 3h "
+        "update per position, these two r-wide outputs and two h-wide updates)",
+    ),
+}
+"""peft default targets that name a fused projection memtheory models per projection:
+the targets adapted instead and why, in words (printed with the answer)."""
 
 
 MAX_RANK = 2**24
@@ -134,6 +189,58 @@ def linear_maps(network: Network) -> dict[str, tuple[sp.Expr, sp.Expr]]:
             for projection, sizes in every.projection_shapes(row.input_shape).items():
                 found[f"{row.name}.{projection}"] = sizes
     return found
+
+
+def default_targets(network: Network, family: str | None) -> tuple[tuple[str, ...], str]:
+    """Return peft's default LoRA targets for ``family`` (a ``model_type``) and their source.
+
+    From :data:`PEFT_DEFAULT_TARGETS`; a fused projection memtheory models
+    per projection is replaced as :data:`PEFT_STAND_INS` says, and said so.
+    Without a family (a builder or a traced module) the LoRA paper's query
+    and value projections (Section 7.1).
+
+    Raises
+    ------
+    UnsupportedError
+        For a family peft 0.21 has no default for (``get_peft_model`` raises
+        then too), or whose default names no linear map of ``network``: the
+        message lists the maps that can be named.
+
+    Examples
+    --------
+    >>> from memtheory.estimate.resolve import resolve_model
+    >>> falcon = {"model_type": "falcon", "vocab_size": 64, "hidden_size": 32,
+    ...           "num_hidden_layers": 1, "num_attention_heads": 4}
+    >>> default_targets(resolve_model(falcon, batch=1, sequence=8).network, "falcon")[0]
+    ('query_key_value',)
+    """
+    if family is None:
+        return ("q_proj", "v_proj"), "the LoRA paper's query and value projections"
+    names = list(linear_maps(network))
+    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    if family not in PEFT_DEFAULT_TARGETS:
+        raise UnsupportedError(
+            f"peft 0.21 has no default LoRA target_modules for model_type {family!r} "
+            "(get_peft_model raises 'Please specify `target_modules`'): name them with "
+            f"--lora-targets (lora_targets=), e.g. q_proj,v_proj or all-linear; this model's "
+            f"linear maps are {shown}."
+        )
+    source = f"peft 0.21's default for {family} (utils/constants.py)"
+    targets: list[str] = []
+    for target in PEFT_DEFAULT_TARGETS[family]:
+        if any(_matches(name, target) for name in names):
+            targets.append(target)
+        elif target in PEFT_STAND_INS:
+            instead, why = PEFT_STAND_INS[target]
+            targets += instead
+            source += f" is {target}: {why}"
+        else:
+            raise UnsupportedError(
+                f"peft 0.21's default LoRA target for {family}, {target!r}, names no linear "
+                f"map memtheory models for it: name targets with --lora-targets "
+                f"(lora_targets=), e.g. all-linear; this model's linear maps are {shown}."
+            )
+    return tuple(dict.fromkeys(targets)), source
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -260,7 +367,7 @@ def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Net
             projections = tuple(p for p in ATTENTION_PROJECTIONS if f"{name}.{p}" in targets)
             adapted = LoRAAttention(layer, projections, lora.rank, float(lora.alpha or 0))
             items.append(Node(adapted, inputs=row.inputs))
-        elif row.parameters != 0:
+        elif row.parameters != 0 or _tied(layer):
             items.append(Node(Frozen(layer), inputs=row.inputs))
         else:
             items.append(Node(layer, inputs=row.inputs))
@@ -268,6 +375,16 @@ def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Net
         items, name=f"{network.name} (LoRA r={lora.rank})",
         parameter_order=network.parameter_order,
     )
+
+
+def _tied(layer: Layer) -> bool:
+    """Whether ``layer`` reads another layer's matrix as its weight (a tied ``lm_head``).
+
+    It has no parameters of its own, but what it reads is frozen with the
+    embedding that owns it: peft freezes the shared matrix, so the head
+    makes no gradient for it.
+    """
+    return isinstance(layer, Unembedding) and layer.tied
 
 
 def _adapted_dense(

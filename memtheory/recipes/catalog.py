@@ -171,8 +171,9 @@ def _entries() -> tuple[Recipe, ...]:
             (_LOADED, _FUSED, _SDPA, _LOSS_ONLY, _BOOKKEEPING,
              "peft 0.21 tuners/tuners_utils.py: get_peft_model(autocast_adapter_dtype=True) "
              "casts bf16/fp16 adapter weights to fp32",
-             "peft 0.21 utils/constants.py: LoRA's default target_modules for Llama are "
-             "q_proj and v_proj"),
+             "peft 0.21 utils/constants.py: LoRA's default target_modules by model_type "
+             "(memtheory.finetuning.PEFT_DEFAULT_TARGETS): q_proj and v_proj for Llama, "
+             "Gemma, Mistral and Qwen2, query_key_value for Falcon"),
             "exact on CPU: the real peft model under the real Trainer, tracked, is 0 bytes "
             "off on two Llamas with q/v and all-linear adapters, peft 0.21 "
             "tuners/lora/layer.py's input casts (_cast_input_dtype) and autocast's copies "
