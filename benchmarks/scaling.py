@@ -202,7 +202,7 @@ def pipeline(
     memory = training_memory(build(), optimizer=optimizer, convention=convention)
     if convention != "autograd":
         return memory.total
-    return (maximum or pruner.maximum)(list(memory.timeline.values()))
+    return (maximum or pruner.maximum)(memory.timeline.values())
 
 
 def convention_rows(old: ModuleType | None) -> None:
