@@ -221,3 +221,16 @@ def test_moments_read_in_any_order_are_the_same():
     assert parts == [again.timeline_parts[label] for label in reversed(moments)][::-1]
     assert len(parts) > 10 and any(len(part) >= 2 for part in parts)
     assert len(memory.timeline) == len(labels) and labels[0] in memory.timeline
+
+
+def test_a_pickled_timeline_is_the_built_one():
+    """Pickled and copied, the lazy moments and parts become the dictionaries they stand for."""
+    import copy
+    import pickle
+
+    memory = mt.training_memory(_pooled_cnn(6), optimizer="sgd", convention="autograd")
+    loaded = pickle.loads(pickle.dumps(memory))
+    assert type(loaded.timeline) is dict and loaded.timeline == dict(memory.timeline)
+    assert loaded.timeline_parts == {k: dict(v) for k, v in memory.timeline_parts.items()}
+    assert copy.deepcopy(memory.timeline) == loaded.timeline
+    assert loaded.peak == memory.peak

@@ -491,6 +491,10 @@ class Moments(Mapping[str, sp.Expr]):
     def __repr__(self) -> str:
         return f"Moments({len(self)} moments)"
 
+    def __reduce__(self) -> tuple[type[dict[str, sp.Expr]], tuple[dict[str, sp.Expr]]]:
+        """Pickle (and copy) as the built dictionary: the running sum's memos are by ``id``."""
+        return dict, (dict(self.items()),)
+
     def values(self) -> _MomentValues:
         """Return the moments' live bytes in order: a view that :func:`maximum` reads lazily."""
         return _MomentValues(self)
@@ -559,3 +563,7 @@ class Parts(Mapping[str, Mapping[str, sp.Expr]]):
 
     def __repr__(self) -> str:
         return f"Parts({len(self)} moments)"
+
+    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, dict[str, sp.Expr]]]]:
+        """Pickle (and copy) as the built dictionaries, as :class:`Moments` does."""
+        return dict, ({label: self[label] for label in self},)
