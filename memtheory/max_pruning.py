@@ -517,12 +517,14 @@ def _scaled(coefficient: sp.Rational, monomial: sp.Expr) -> sp.Expr:
     """``coefficient * monomial``, built directly where ``Mul`` would only put the number first.
 
     That is so for a product of symbols, roundings and their whole powers (the
-    monomials of a peak); anything else is multiplied by sympy.
+    monomials of a peak), and for one of them alone; anything else is multiplied by sympy.
     """
     if coefficient is sp.S.One:
         return monomial
     if monomial.is_Mul and coefficient and all(_plain_factor(f) for f in monomial.args):
         return monomial._new_rawargs(coefficient, *monomial.args)
+    if coefficient and _plain_factor(monomial):  # one factor: Mul puts the number before it
+        return sp.Mul._from_args((coefficient, monomial), True)
     return coefficient * monomial
 
 

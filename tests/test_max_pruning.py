@@ -200,7 +200,7 @@ def test_arguments_split_once_change_nothing(values):
 @given(
     coefficient=st.fractions(min_value=-50, max_value=50, max_denominator=12),
     powers=st.lists(st.tuples(st.sampled_from([B, H, S, HALF, QUARTER]), st.integers(1, 3)),
-                    min_size=2, max_size=4),
+                    min_size=1, max_size=4),
 )
 def test_scaled_monomials_are_what_sympy_multiplies(coefficient, powers):
     """A peak's terms built directly are sympy's own products, argument for argument."""
