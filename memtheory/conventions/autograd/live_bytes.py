@@ -4,7 +4,10 @@
 each moment is the same expression as adding every live storage again, at a
 fraction of the cost; :mod:`~memtheory.conventions.autograd.timeline` (the
 forward and inference) and :mod:`~memtheory.conventions.autograd.backward`
-(the autograd engine) run a step through it.
+(the autograd engine) run a step through it. A moment is recorded as its place
+in the log of the total's changes and built only when read (:class:`Moments`,
+:class:`Parts`), so a deep network's step costs time linear in its depth, and
+its exact peak is read from the changes (:class:`~memtheory.max_pruning.RunningSum`).
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ class Timeline:
     (by their place in a canonical order kept as terms first appear) instead of
     adding every live storage again. A moment is the same expression, argument
     for argument, as ``sp.Add(*live.values())``, which it falls back on for
-    anything but rational coefficients.
+    anything but rational coefficients. :attr:`moments` and :attr:`parts` keep
+    each moment as a place in the total's log of changes, built when read.
     """
 
     live: dict[str, sp.Expr] = field(default_factory=dict)
