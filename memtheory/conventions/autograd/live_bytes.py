@@ -80,7 +80,10 @@ class Timeline:
     def _count(self, key: str, value: sp.Expr) -> None:
         category = self.categories.get(key)
         if category is not None:
-            self._by_category.setdefault(category, _Category()).count(key, value)
+            sums = self._by_category.get(category)
+            if sums is None:
+                sums = self._by_category[category] = _Category()
+            sums.count(key, value)
 
     def total(self) -> sp.Expr:
         """Return the live bytes now."""
