@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from math import lcm
@@ -44,6 +45,7 @@ import numpy as np
 import sympy as sp
 
 __all__ = [
+    "RunningSum",
     "count_candidates",
     "maximum",
     "provably_nonnegative",
@@ -80,7 +82,16 @@ def maximum(values: Iterable[object]) -> sp.Expr:
     >>> from memtheory.symbols import B
     >>> maximum([2 * B + 8, 3 * B + 8, B])
     3*B + 8
+
+    Values that can give themselves as a :class:`RunningSum` (a method
+    ``running_sum``, as the autograd timeline's moments have) are read from
+    their changes: the same result, without building the values it drops.
     """
+    running = getattr(values, "running_sum", None)
+    if callable(running):
+        found = _running_maximum(running())
+        if found is not None:
+            return found
     expressions = [sp.sympify(v) for v in values]
     if all(e.is_number for e in expressions):
         return max(sp.expand(e) for e in expressions)
@@ -174,6 +185,151 @@ def _factored_within(
         _factored_within(half, stop, common, commons),
     ])
     return sp.Add(_expression(shared), inner) if shared else inner
+
+
+@dataclass(frozen=True)
+class RunningSum:
+    """Byte counts given as the states of one running sum: each the previous one plus changes.
+
+    Attributes
+    ----------
+    log : sequence of (sympy expression or None, sympy Rational)
+        Every change of the running sum, in order: a term and its coefficient from
+        then on (0 once it is gone); ``None`` as the term for the constant.
+    places : sequence of (int, sympy expression or None)
+        Each value, in order: how many changes of ``log`` it has seen, and the value
+        itself where it is not the running sum then (None where it is).
+    value : callable
+        ``value(i)`` builds the ``i``-th value: the same expression as the values give.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> log = [(B, sp.Integer(4)), (None, sp.Integer(100)), (B, sp.Integer(5))]
+    >>> values = [4 * B, 4 * B + 100, 5 * B + 100, sp.Integer(7)]
+    >>> running = RunningSum(log, [(1, None), (2, None), (3, None), (3, sp.Integer(7))],
+    ...                      values.__getitem__)
+    >>> maximum(running)
+    5*B + 100
+    """
+
+    log: Sequence[tuple[sp.Expr | None, sp.Expr]]
+    places: Sequence[tuple[int, sp.Expr | None]]
+    value: Callable[[int], sp.Expr]
+
+    def running_sum(self) -> RunningSum:
+        """Return itself (what :func:`maximum` asks its values for)."""
+        return self
+
+
+def _running_maximum(running: RunningSum) -> sp.Expr | None:
+    """:func:`maximum` of the running sum's values, built from its changes; None for numbers."""
+    if not running.places:
+        return None
+    matrix, monomials, scale = _running_matrix(running)
+    if all(m is sp.S.One for m in monomials):  # numbers: as maximum() takes them
+        return None
+    first: dict[bytes | tuple[object, ...], int] = {}
+    for index, row in enumerate(matrix):
+        first.setdefault(_row_key(row), index)
+    unique = sorted(first.values())
+    rows = matrix[unique]
+    kept = _undominated_rows(rows, monomials)
+    if len(kept) == 1:
+        return running.value(unique[kept[0]])
+    if len(kept) > FACTOR_ABOVE:
+        return _factored_rows(rows[kept], monomials, scale)
+    return _unevaluated_max([running.value(unique[i]) for i in kept])
+
+
+def _running_matrix(running: RunningSum) -> tuple[np.ndarray, list[sp.Expr], int]:
+    """Return the values as rows of coefficients times ``scale``, one column per monomial.
+
+    The running sum's rows are the cumulative sum of its changes (NumPy's), so the
+    work in Python is one step per change, not one per term of every value.
+    """
+    column: dict[sp.Expr, int] = {}
+    split: dict[sp.Expr, list[tuple[int, Fraction]]] = {}
+    state: dict[sp.Expr, Fraction] = {}
+    rows: list[int] = []
+    columns: list[int] = []
+    changes: list[Fraction] = []
+    explicit: dict[int, list[tuple[int, Fraction]]] = {}
+    at = 0
+    for index, (place, value) in enumerate(running.places):
+        for term, coefficient in running.log[at:place]:
+            key = sp.S.One if term is None else term
+            new = _fraction(coefficient)
+            change = new - state.get(key, 0)
+            state[key] = new
+            if not change:
+                continue
+            parts = split.get(key)
+            if parts is None:
+                parts = split[key] = [
+                    (column.setdefault(m, len(column)), c) for m, c in _terms(key).items()
+                ]
+            for where, c in parts:
+                rows.append(index)
+                columns.append(where)
+                changes.append(change * c)
+        at = place
+        if value is not None:
+            explicit[index] = [
+                (column.setdefault(m, len(column)), c) for m, c in _terms(value).items()
+            ]
+    fixed = [c for pairs in explicit.values() for _, c in pairs]
+    scale = lcm(*(Fraction(c).denominator for c in (*changes, *fixed)))
+    scaled = [int(c * scale) for c in changes]
+    reach = [0] * len(column)  # no running coefficient exceeds its changes' total
+    for where, step in zip(columns, scaled, strict=True):
+        reach[where] += abs(step)
+    largest = max((*reach, *(abs(int(c * scale)) for c in fixed)), default=0)
+    dtype: type = np.int64 if largest * (len(column) + 1) < _INT64_SAFE else object
+    matrix: np.ndarray = np.zeros((len(running.places), len(column)), dtype=dtype)
+    if scaled:
+        np.add.at(matrix, (np.array(rows), np.array(columns)), np.array(scaled, dtype=dtype))
+    matrix = np.cumsum(matrix, axis=0, dtype=dtype)
+    for index, pairs in explicit.items():
+        matrix[index] = 0
+        for where, c in pairs:
+            matrix[index, where] = int(c * scale)
+    return matrix, list(column), scale
+
+
+def _factored_rows(matrix: np.ndarray, monomials: Sequence[sp.Expr], scale: int) -> sp.Expr:
+    """:func:`_factored` of the polynomials as rows of coefficients times ``scale``.
+
+    A column is common to a range of rows where its least and largest values there
+    are equal and not 0; each range's least and largest come from its halves'.
+    """
+    commons: dict[tuple[int, int], np.ndarray] = {}
+
+    def common(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        if stop - start == 1:
+            low = high = matrix[start]
+        else:
+            half = start + (stop - start) // 2
+            (left_low, left_high), (right_low, right_high) = (
+                common(start, half), common(half, stop))
+            low, high = np.minimum(left_low, right_low), np.maximum(left_high, right_high)
+        commons[start, stop] = np.asarray((low == high) & (low != 0), dtype=bool)
+        return low, high
+
+    def within(start: int, stop: int, outer: np.ndarray) -> sp.Expr:
+        here = commons[start, stop]
+        columns = np.flatnonzero(here & ~outer).tolist()
+        shared = _expression({
+            monomials[j]: Fraction(int(matrix[start, j]), scale) for j in columns
+        })
+        if stop - start == 1:
+            return shared
+        half = start + (stop - start) // 2
+        inner = _unevaluated_max([within(start, half, here), within(half, stop, here)])
+        return sp.Add(shared, inner) if columns else inner
+
+    common(0, matrix.shape[0])
+    return within(0, matrix.shape[0], np.zeros(matrix.shape[1], dtype=bool))
 
 
 def count_candidates(peak: sp.Expr) -> int:
@@ -361,12 +517,14 @@ def _scaled(coefficient: sp.Rational, monomial: sp.Expr) -> sp.Expr:
     """``coefficient * monomial``, built directly where ``Mul`` would only put the number first.
 
     That is so for a product of symbols, roundings and their whole powers (the
-    monomials of a peak); anything else is multiplied by sympy.
+    monomials of a peak), and for one of them alone; anything else is multiplied by sympy.
     """
     if coefficient is sp.S.One:
         return monomial
     if monomial.is_Mul and coefficient and all(_plain_factor(f) for f in monomial.args):
         return monomial._new_rawargs(coefficient, *monomial.args)
+    if coefficient and _plain_factor(monomial):  # one factor: Mul puts the number before it
+        return sp.Mul._from_args((coefficient, monomial), True)
     return coefficient * monomial
 
 
@@ -424,7 +582,15 @@ def _undominated(polynomials: Sequence[_Terms]) -> list[int]:
     values = [int(c * scale) for terms in polynomials for c in terms.values()]
     if values:  # one assignment of every coefficient, not one NumPy call each
         matrix[rows, columns] = np.array(values, dtype=dtype)
-    kinds = np.array([_kind(m) for m in monomials])
+    return _undominated_rows(matrix, monomials)
+
+
+def _undominated_rows(matrix: np.ndarray, monomials: Sequence[sp.Expr]) -> list[int]:
+    """:func:`_undominated` of the polynomials as rows of coefficients (one column per monomial)."""
+    count = matrix.shape[0]
+    dtype = matrix.dtype.type if matrix.dtype != object else object
+    column = {m: i for i, m in enumerate(monomials)}
+    kinds = np.array([_kind(m) for m in monomials], dtype=int)
     unknown = kinds == _UNKNOWN
     signed = kinds != _UNKNOWN
     constant = column.get(sp.S.One)
@@ -445,8 +611,8 @@ def _undominated(polynomials: Sequence[_Terms]) -> list[int]:
         matrix[:, at_least_one].sum(axis=1) + matrix[:, constant] if constant is not None else None
     )
     sums = positive.sum(axis=1).tolist()
-    covers = cover.tolist() if cover is not None else [0] * len(polynomials)
-    order = sorted(range(len(polynomials)), key=lambda r: (sums[r], covers[r]), reverse=True)
+    covers = cover.tolist() if cover is not None else [0] * count
+    order = sorted(range(count), key=lambda r: (sums[r], covers[r]), reverse=True)
     keys = [_row_key(values) for values in matrix[:, unknown]]
     sizes = Counter(keys)
     groups: dict[bytes | tuple[object, ...], _Group] = {}

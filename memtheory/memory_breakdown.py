@@ -101,9 +101,10 @@ class MemoryBreakdown(Footprint):
             if name in self.components
         }
         object.__setattr__(self, "components", ordered)
-        object.__setattr__(
-            self, "timeline", {label: sp.sympify(v) for label, v in self.timeline.items()}
-        )
+        if not callable(getattr(self.timeline, "running_sum", None)):  # a lazy timeline stays so
+            object.__setattr__(
+                self, "timeline", {label: sp.sympify(v) for label, v in self.timeline.items()}
+            )
 
     # -- numbers -----------------------------------------------------------------------
     def evaluate(self, **values: object) -> MemoryBreakdown:

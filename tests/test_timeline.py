@@ -206,3 +206,31 @@ def test_moments_are_the_same_with_sort_keys_or_basic_compare(monkeypatch):
 
     monkeypatch.setattr(live_bytes._Sum, "__init__", without_keys)
     assert moments() == keyed
+
+
+def test_moments_read_in_any_order_are_the_same():
+    """Moments and parts read backwards (the log replayed again) equal those read forwards."""
+    memory = mt.training_memory(_pooled_cnn(11), optimizer="adamw", convention="autograd")
+    again = mt.training_memory(_pooled_cnn(11), optimizer="adamw", convention="autograd")
+    labels = list(memory.timeline)
+    forwards = [memory.timeline[label] for label in labels]
+    backwards = [again.timeline[label] for label in reversed(labels)][::-1]
+    assert [sp.srepr(v) for v in forwards] == [sp.srepr(v) for v in backwards]
+    moments = list(memory.timeline_parts)
+    parts = [memory.timeline_parts[label] for label in moments]
+    assert parts == [again.timeline_parts[label] for label in reversed(moments)][::-1]
+    assert len(parts) > 10 and any(len(part) >= 2 for part in parts)
+    assert len(memory.timeline) == len(labels) and labels[0] in memory.timeline
+
+
+def test_a_pickled_timeline_is_the_built_one():
+    """Pickled and copied, the lazy moments and parts become the dictionaries they stand for."""
+    import copy
+    import pickle
+
+    memory = mt.training_memory(_pooled_cnn(6), optimizer="sgd", convention="autograd")
+    loaded = pickle.loads(pickle.dumps(memory))
+    assert type(loaded.timeline) is dict and loaded.timeline == dict(memory.timeline)
+    assert loaded.timeline_parts == {k: dict(v) for k, v in memory.timeline_parts.items()}
+    assert copy.deepcopy(memory.timeline) == loaded.timeline
+    assert loaded.peak == memory.peak

@@ -11,6 +11,7 @@ assume, which differ in the optimizer step's temporaries.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Literal
 
@@ -357,7 +358,7 @@ class AutogradConvention(Convention):
         components: dict[str, sp.Expr],
         step: tuple[dict[str, sp.Expr], list[Shape] | None],
         stepped: Precision,
-    ) -> tuple[dict[str, sp.Expr], dict[str, dict[str, sp.Expr]]]:
+    ) -> tuple[Mapping[str, sp.Expr], Mapping[str, Mapping[str, sp.Expr]]]:
         """Run the step; ``step`` is the parameters in registration order, and their shapes."""
         precision = plan.precision
         registered, shapes = step

@@ -4,24 +4,31 @@
 each moment is the same expression as adding every live storage again, at a
 fraction of the cost; :mod:`~memtheory.conventions.autograd.timeline` (the
 forward and inference) and :mod:`~memtheory.conventions.autograd.backward`
-(the autograd engine) run a step through it.
+(the autograd engine) run a step through it. A moment is recorded as its place
+in the log of the total's changes and built only when read (:class:`Moments`,
+:class:`Parts`), so a deep network's step costs time linear in its depth, and
+its exact peak is read from the changes (:class:`~memtheory.max_pruning.RunningSum`).
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator, Mapping, ValuesView
 from dataclasses import dataclass, field
 from functools import cmp_to_key
+from itertools import islice
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import sympy as sp
 from sympy.core.basic import _cmp_name, ordering_of_classes
 
+from memtheory.max_pruning import RunningSum
+
 if TYPE_CHECKING:
     from memtheory.conventions.autograd.storage_plan import StepPlan
 
-__all__ = ["Holders", "Timeline", "freeable"]
+__all__ = ["Holders", "Moments", "Parts", "Timeline", "freeable"]
 
 Holders: TypeAlias = dict[str, set[tuple[str, int]]]
 """Each storage's keepers: the backward nodes (layer name, stage) that saved it."""
@@ -36,15 +43,16 @@ class Timeline:
     (by their place in a canonical order kept as terms first appear) instead of
     adding every live storage again. A moment is the same expression, argument
     for argument, as ``sp.Add(*live.values())``, which it falls back on for
-    anything but rational coefficients.
+    anything but rational coefficients. :attr:`moments` and :attr:`parts` keep
+    each moment as a place in the total's log of changes, built when read.
     """
 
     live: dict[str, sp.Expr] = field(default_factory=dict)
-    moments: dict[str, sp.Expr] = field(default_factory=dict)
+    moments: Moments = field(default_factory=lambda: Moments())
     categories: dict[str, str] = field(default_factory=dict)
     """Storage name -> component, for the storages whose live bytes each moment also keeps
     by component (:attr:`parts`)."""
-    parts: dict[str, dict[str, sp.Expr]] = field(default_factory=dict)
+    parts: Parts = field(default_factory=lambda: Parts())
     """Moment -> the live bytes of each component of :attr:`categories` at that moment."""
     _sum: _Sum = field(default_factory=lambda: _Sum())
     _nonzero: dict[str, None] = field(default_factory=dict)
@@ -72,7 +80,10 @@ class Timeline:
     def _count(self, key: str, value: sp.Expr) -> None:
         category = self.categories.get(key)
         if category is not None:
-            self._by_category.setdefault(category, _Category()).count(key, value)
+            sums = self._by_category.get(category)
+            if sums is None:
+                sums = self._by_category[category] = _Category()
+            sums.count(key, value)
 
     def total(self) -> sp.Expr:
         """Return the live bytes now."""
@@ -83,20 +94,27 @@ class Timeline:
         return self._sum.expression()
 
     def mark(self, label: str, extra: sp.Expr | int = 0) -> None:
-        """Record the live bytes (plus ``extra``) as the moment ``label``."""
+        """Record the live bytes (plus ``extra``) as the moment ``label``.
+
+        A moment of two or more rational-coefficient terms is recorded as a place
+        in the running sum's log, and built only when read (:class:`Moments`).
+        """
         if self.categories:
-            self.parts[label] = {
-                category: sums.expression() for category, sums in self._by_category.items()
-            }
+            self.parts.record(label, {
+                category: sums.recorded() for category, sums in self._by_category.items()
+            })
         extra = sp.sympify(extra)
         if extra is sp.S.Zero:  # what sympy's total + 0 returns, without hashing the total
-            self.moments[label] = self.total()
+            if self._sum.exact and len(self._nonzero) >= 2:
+                self.moments.record(label, self._sum)
+            else:
+                self.moments.record(label, self._sum, self.total())
             return
         if not self._nonzero or not self._sum.exact or not _parts(extra):
-            self.moments[label] = self.total() + extra
+            self.moments.record(label, self._sum, self.total() + extra)
             return
         self._sum.add(extra, 1)
-        self.moments[label] = self._sum.expression()
+        self.moments.record(label, self._sum)
         self._sum.add(extra, -1)
 
 
@@ -136,6 +154,12 @@ class _Category:
                 self.value = self.sum.expression()
         return self.value
 
+    def recorded(self) -> sp.Expr | _Place:
+        """Return the component's live bytes now, or the place in its log to build them from."""
+        if self.value is None and self.sum.exact and len(self.live) >= 2:
+            return self.sum.replay, len(self.sum.log)
+        return self.expression()
+
 
 class _Sum:
     """A sum of sympy expressions kept as ``Add.flatten`` collects it: term -> coefficient.
@@ -156,6 +180,9 @@ class _Sum:
         self._last: dict[sp.Expr, tuple[sp.Number, sp.Expr]] = {}
         self._sort_keys: list[tuple[Any, ...]] | None = []  # _order's keys, while all have one
         self._key_memo: dict[int, tuple[sp.Basic, tuple[Any, ...]]] = {}
+        self.log: list[tuple[sp.Expr | None, sp.Number]] = []
+        """Every change, in order: (term, its coefficient now; 0 when gone); None: the constant."""
+        self.replay = _Replay(self)
 
     def add(self, value: sp.Expr, sign: int) -> None:
         """Add ``sign`` (1 or -1) times ``value``'s terms."""
@@ -168,8 +195,10 @@ class _Sum:
             self.exact = False
             return
         constant, terms = parts
+        log = self.log
         if constant:
             self.constant = self.constant + constant if sign > 0 else self.constant - constant
+            log.append((None, self.constant))
         for term, coefficient in terms:
             total = self.terms.get(term, sp.S.Zero)
             total = total + coefficient if sign > 0 else total - coefficient
@@ -177,12 +206,17 @@ class _Sum:
                 self.terms[term] = total
             else:
                 del self.terms[term]
+            log.append((term, total))
 
     def expression(self) -> sp.Expr:
         """Return the sum as ``sp.Add`` would build it from the same values."""
+        return self.built(self.terms, self.constant)
+
+    def built(self, terms: dict[sp.Expr, sp.Number], constant: sp.Number) -> sp.Expr:
+        """Return ``sp.Add`` of ``terms`` (term -> coefficient) and ``constant``, in its order."""
         built, rank, last = self._built, self._rank, self._last
         ranked = []
-        for term, coefficient in self.terms.items():
+        for term, coefficient in terms.items():
             known = last.get(term)  # the term's argument when its coefficient was this object
             if known is not None and known[0] is coefficient:
                 argument = known[1]
@@ -198,8 +232,8 @@ class _Sum:
             ranked.append((place, argument))
         ranked.sort(key=itemgetter(0))  # places are distinct: the arguments are never compared
         arguments = [argument for _, argument in ranked]
-        if self.constant is not sp.S.Zero:
-            arguments.insert(0, self.constant)
+        if constant is not sp.S.Zero:
+            arguments.insert(0, constant)
         return sp.Add._exec_constructor_postprocessors(sp.Add._from_args(arguments, True))
 
     def _term(self, term: sp.Expr, coefficient: sp.Number) -> sp.Expr:
@@ -374,3 +408,169 @@ def _parts(value: sp.Expr) -> _Split | None:
 def freeable(key: str, plan: StepPlan, holders: Holders, timeline: Timeline) -> bool:
     """Return whether a storage can go: live, not the caller's, and kept by no backward node."""
     return key in timeline.live and key not in plan.held and not holders.get(key)
+
+
+_Place: TypeAlias = tuple["_Replay", int]
+"""A running sum's replay and a place in its log: the sum as it stood there, built when read."""
+
+
+class _Replay:
+    """A :class:`_Sum` as it stood at earlier places of its log, each built once when read.
+
+    Reading places in increasing order replays the log once in all (a running total
+    kept as its changes); an earlier place replays it from the start.
+    """
+
+    def __init__(self, sums: _Sum) -> None:
+        self.sums = sums
+        self.terms: dict[sp.Expr, sp.Number] = {}
+        self.constant: sp.Number = sp.S.Zero
+        self.at = 0
+        self.built: dict[int, sp.Expr] = {}
+
+    def expression(self, place: int) -> sp.Expr:
+        """Return the sum as ``sp.Add`` built it after the first ``place`` changes of the log."""
+        known = self.built.get(place)
+        if known is None:
+            if place < self.at:
+                self.terms, self.constant, self.at = {}, sp.S.Zero, 0
+            terms = self.terms
+            for term, value in islice(self.sums.log, self.at, place):
+                if term is None:
+                    self.constant = value
+                elif value:
+                    terms[term] = value
+                else:
+                    del terms[term]
+            self.at = place
+            known = self.built[place] = self.sums.built(terms, self.constant)
+        return known
+
+
+class Moments(Mapping[str, sp.Expr]):
+    """The labelled moments of a :class:`Timeline`, in order: live bytes, built when read.
+
+    A mapping like the dictionary it replaces. Each moment is kept as its place in
+    the running sum's log (the sum then is the previous moment plus the changes
+    since), so recording a moment costs nothing however many storages are live,
+    and :func:`~memtheory.max_pruning.maximum` reads the whole timeline from the
+    changes (:meth:`running_sum`) without building a moment it drops.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, H
+    >>> timeline = Timeline()
+    >>> timeline.alloc("x", 4 * B * H)
+    >>> timeline.alloc("w", 40)
+    >>> timeline.mark("forward")
+    >>> timeline.free("x")
+    >>> timeline.mark("end")
+    >>> dict(timeline.moments)
+    {'forward': 4*B*H + 40, 'end': 40}
+    """
+
+    def __init__(self) -> None:
+        self._records: dict[str, tuple[int, sp.Expr | None, bool]] = {}
+        self._sum: _Sum | None = None
+
+    def record(self, label: str, sums: _Sum, value: sp.Expr | None = None) -> None:
+        """Record ``label``: ``sums`` as it stands now, or ``value`` (what it is then, built)."""
+        self._sum = sums
+        self._records[label] = (len(sums.log), value, value is None)
+
+    def __getitem__(self, label: str) -> sp.Expr:
+        place, value, lazy = self._records[label]
+        if value is None:
+            assert self._sum is not None
+            value = self._sum.replay.expression(place)
+            self._records[label] = (place, value, lazy)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, label: object) -> bool:
+        return label in self._records
+
+    def __repr__(self) -> str:
+        return f"Moments({len(self)} moments)"
+
+    def __reduce__(self) -> tuple[type[dict[str, sp.Expr]], tuple[dict[str, sp.Expr]]]:
+        """Pickle (and copy) as the built dictionary: the running sum's memos are by ``id``."""
+        return dict, (dict(self.items()),)
+
+    def values(self) -> _MomentValues:
+        """Return the moments' live bytes in order: a view that :func:`maximum` reads lazily."""
+        return _MomentValues(self)
+
+    def running_sum(self) -> RunningSum:
+        """Return the moments as changes of one :class:`~memtheory.max_pruning.RunningSum`."""
+        labels = list(self._records)
+        places = [
+            (place, None if lazy else value)
+            for place, value, lazy in self._records.values()
+        ]
+        log = self._sum.log if self._sum is not None else []
+        return RunningSum(log, places, lambda index: self[labels[index]])
+
+
+class _MomentValues(ValuesView[sp.Expr]):
+    """The values of :class:`Moments`, which :func:`~memtheory.max_pruning.maximum` reads lazily."""
+
+    _mapping: Moments
+
+    def running_sum(self) -> RunningSum:
+        """Return the moments as changes of one running sum."""
+        return self._mapping.running_sum()
+
+
+class Parts(Mapping[str, Mapping[str, sp.Expr]]):
+    """Moment -> the live bytes of each component then, each built when a moment is read.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> timeline = Timeline(categories={"g1": "gradients", "g2": "gradients"})
+    >>> timeline.alloc("g1", 4 * B)
+    >>> timeline.alloc("g2", 8)
+    >>> timeline.mark("backward")
+    >>> timeline.parts["backward"]
+    {'gradients': 4*B + 8}
+    """
+
+    def __init__(self) -> None:
+        self._records: dict[str, dict[str, sp.Expr | _Place]] = {}
+        self._built: dict[str, dict[str, sp.Expr]] = {}
+
+    def record(self, label: str, parts: dict[str, sp.Expr | _Place]) -> None:
+        """Record each component's bytes at ``label``: built, or a place in its running sum."""
+        self._records[label] = parts
+        self._built.pop(label, None)
+
+    def __getitem__(self, label: str) -> dict[str, sp.Expr]:
+        built = self._built.get(label)
+        if built is None:
+            built = self._built[label] = {
+                category: value[0].expression(value[1]) if isinstance(value, tuple) else value
+                for category, value in self._records[label].items()
+            }
+        return built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, label: object) -> bool:
+        return label in self._records
+
+    def __repr__(self) -> str:
+        return f"Parts({len(self)} moments)"
+
+    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, dict[str, sp.Expr]]]]:
+        """Pickle (and copy) as the built dictionaries, as :class:`Moments` does."""
+        return dict, ({label: self[label] for label in self},)

@@ -14,7 +14,7 @@ pass). The live total at each labelled moment is the timeline that
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import sympy as sp
 
@@ -186,7 +186,7 @@ def _inner_moments(entry: PlannedRow, timeline: Timeline) -> Iterator[tuple[str,
         yield moment.label, [key for label in moment.frees for key in by_label.get(label, ())]
 
 
-def inference_timeline(plan: StepPlan, base: sp.Expr) -> dict[str, sp.Expr]:
+def inference_timeline(plan: StepPlan, base: sp.Expr) -> Mapping[str, sp.Expr]:
     """Eval mode under no_grad: a storage is freed once the last layer that reads it has run.
 
     Autocast caches its casts of the parameters (leaves that require grad) even
