@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
@@ -83,6 +84,8 @@ def magnitude_bound(expr: sp.Expr, maxima: Mapping[str, int]) -> float:
     ``max(bound, 1)`` (``*`` and powers), ``bound + 1`` (rounding) and maxima
     (``Min``, ``Max``) bounds all its children too, so ``D`` times the root's
     bound bounds every intermediate. Anything else gives infinity (no bound).
+    The arithmetic is exact (fractions), and the float returned is rounded up,
+    so the bound holds beyond 2**53 too.
 
     Examples
     --------
@@ -90,21 +93,22 @@ def magnitude_bound(expr: sp.Expr, maxima: Mapping[str, int]) -> float:
     >>> magnitude_bound(3 * B * sp.floor(H / 2) ** 2 - 7, {"B": 10, "H": 9})
     6014.0
     """
-    bounds: dict[sp.Expr, float] = {}
+    bounds: dict[sp.Expr, Fraction | float] = {}
 
-    def bound(node: sp.Expr) -> float:
+    def bound(node: sp.Expr) -> Fraction | float:  # exact, or math.inf
         if node in bounds:
             return bounds[node]
+        value: Fraction | float
         if node.is_Symbol:
-            value = float(maxima.get(node.name, math.inf))
+            value = Fraction(maxima[node.name]) if node.name in maxima else math.inf
         elif node.is_Rational:
-            value = float(abs(node))
+            value = Fraction(abs(int(node.p)), int(node.q))
         elif node.is_Add:
-            value = math.fsum(bound(a) for a in node.args)
+            value = sum((bound(a) for a in node.args), Fraction(0))
         elif node.is_Mul:
-            value = math.prod(max(bound(a), 1.0) for a in node.args)
+            value = math.prod((max(bound(a), 1) for a in node.args), start=Fraction(1))
         elif node.is_Pow and node.exp.is_Integer and node.exp >= 0:
-            value = max(bound(node.base), 1.0) ** int(node.exp)
+            value = max(bound(node.base), 1) ** int(node.exp)
         elif isinstance(node, sp.floor | sp.ceiling):
             value = bound(node.args[0]) + 1
         elif isinstance(node, sp.Max | sp.Min):
@@ -115,4 +119,6 @@ def magnitude_bound(expr: sp.Expr, maxima: Mapping[str, int]) -> float:
         return value
 
     denominators = [r.q for r in expr.atoms(sp.Rational)]
-    return float(math.lcm(1, *denominators)) * bound(expr)
+    total = math.lcm(1, *denominators) * bound(expr)
+    rounded = float(total)  # to the nearest float, which may lie below: round up instead
+    return math.nextafter(rounded, math.inf) if rounded < total else rounded
