@@ -57,6 +57,7 @@ from memtheory.recipes import Setup, default_recipe, setup_from, trl_recipe_name
 from memtheory.symbols import B, S
 from memtheory.techniques.activation_offload import offload_activations
 from memtheory.techniques.context_parallel import context_parallel as split_sequence
+from memtheory.techniques.fsdp2 import FSDP2_RECIPE, fsdp2_shards
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
 from memtheory.whatif import max_value
 
@@ -272,6 +273,8 @@ def estimate(
                 memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
                 network=tuned, sequence_parallel=sequence_parallel,
                 autocast_copies=chosen.sharded_autocast_copies,
+                shards=_fsdp2_shards(chosen, memory, tuned, data,
+                                     adapters is None and tensor == pipeline == 1),
             )),
             disk=derived.disk,
         )
@@ -651,6 +654,15 @@ def _derived(
         return derive()
     # Kept on disk only where nothing is lost there (no size constraints to register again).
     return remembered(key, derive, keep=lambda derived: derived.disk)
+
+
+def _fsdp2_shards(
+    chosen: Setup, memory: MemoryBreakdown, network: Network, data: int, full: bool,
+) -> dict[str, sp.Expr] | None:
+    """FSDP2's per-rank model states for its recipe (all trained, ZeRO-3, no offload)."""
+    if chosen.name != FSDP2_RECIPE or chosen.zero != 3 or chosen.offload != "none" or not full:
+        return None
+    return fsdp2_shards(memory, network, data)
 
 
 def _compiled(footprint: Footprint) -> CompiledFootprint:

@@ -20,6 +20,11 @@ rows (``_fsdp_param.py:318``, ``narrow``). So:
 Measured on CPU with gloo (``tests/pytorch/test_fsdp_cpu.py``): every rank's
 tracked parameters, optimizer state and step counters are these, to the byte.
 
+:func:`fsdp2_shards` gives rank 0's (the rank with the most: every rank holds
+the same padded parameters, rank 0 the most own rows) for
+:func:`~memtheory.techniques.parallel.parallel_memory`'s ``shards``, which
+the ``fsdp2-bf16`` recipe's estimate uses in place of ZeRO-3's even split.
+
 Examples
 --------
 >>> shard_rows(97, world=2, rank=0), shard_rows(97, world=2, rank=1)
@@ -34,9 +39,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import prod
 
-from memtheory.errors import InvalidSizeError
+import sympy as sp
 
-__all__ = ["fsdp2_model_states", "padded_rows", "shard_rows"]
+from memtheory.errors import InvalidSizeError
+from memtheory.memory_breakdown import MemoryBreakdown
+from memtheory.network import Network
+from memtheory.network.parameters import parameter_shapes
+
+__all__ = ["FSDP2_RECIPE", "fsdp2_model_states", "fsdp2_shards", "padded_rows", "shard_rows"]
+
+FSDP2_RECIPE = "fsdp2-bf16"
+"""The recipe whose estimate shards the model states as FSDP2 does (:func:`fsdp2_shards`)."""
 
 
 def _check(world: int, rank: int) -> None:
@@ -114,3 +127,47 @@ def fsdp2_model_states(
         "optimizer_state": own * state_tensors * state_bytes,
         "optimizer_step_counters": len(shapes) * step_bytes,
     }
+
+
+def fsdp2_shards(
+    memory: MemoryBreakdown, network: Network, world: int
+) -> dict[str, sp.Expr] | None:
+    """Return rank 0's model states under FSDP2, for ``parallel_memory(..., shards=)``.
+
+    ``memory`` is one replica's step of ``network`` (every parameter
+    trainable); the bytes per element of the parameters, gradients and
+    optimizer state are read from it. The parameters and the fp32 gradient
+    shards (``reduce_dtype=float32``, reduce-scattered into shards padded as
+    the parameters are) are padded; the optimizer state is on rank 0's own
+    rows; AdamW's step counters are whole on every rank. ``None`` where a
+    shape is not a number (then ZeRO-3's even split stands).
+
+    Examples
+    --------
+    >>> from memtheory import Dense, Input, Network, training_memory
+    >>> net = Network([Input((4,)), Dense(5, name="fc")])  # a (5, 4) weight and a (5,) bias
+    >>> step = training_memory(net, optimizer="adamw", precision="fp32", convention="autograd")
+    >>> shards = fsdp2_shards(step, net, world=2)  # 3 of 5 rows: 15 elements, each rank
+    >>> shards["parameters"], shards["gradients"], shards["optimizer_state"]
+    (60, 60, 120)
+    >>> shards["optimizer_step_counters"] == step.components["optimizer_step_counters"]
+    True
+    """
+    shapes = [shape for _, shape in parameter_shapes(network)]
+    if not all(sp.sympify(size).is_Integer for shape in shapes for size in shape):
+        return None
+    whole = sp.Integer(network.parameter_count)
+    if whole == 0 or not shapes:
+        return None
+    components = memory.components
+    states = fsdp2_model_states(
+        [tuple(int(size) for size in shape) for shape in shapes], world, 0,
+        parameter_bytes=1, state_tensors=1, state_bytes=1, step_bytes=1)
+    padded, own = sp.Integer(states["parameters"]), sp.Integer(states["optimizer_state"])
+    shards: dict[str, sp.Expr] = {}
+    for name, rows in (("parameters", padded), ("gradients", padded), ("optimizer_state", own)):
+        if name in components:
+            shards[name] = sp.cancel(components[name] / whole) * rows
+    if "optimizer_step_counters" in components:
+        shards["optimizer_step_counters"] = sp.sympify(components["optimizer_step_counters"])
+    return shards
