@@ -46,7 +46,14 @@ from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.network import Network
 from memtheory.network.parameters import parameter_shapes
 
-__all__ = ["FSDP2_RECIPE", "fsdp2_model_states", "fsdp2_shards", "padded_rows", "shard_rows"]
+__all__ = [
+    "FSDP2_RECIPE",
+    "fsdp2_model_states",
+    "fsdp2_shards",
+    "gathered_bytes",
+    "padded_rows",
+    "shard_rows",
+]
 
 FSDP2_RECIPE = "fsdp2-bf16"
 """The recipe whose estimate shards the model states as FSDP2 does (:func:`fsdp2_shards`)."""
@@ -83,6 +90,27 @@ def shard_rows(rows: int, world: int, rank: int) -> int:
     _check(world, rank)
     chunk = padded_rows(rows, world)
     return max(0, min(chunk, rows - rank * chunk))
+
+
+def gathered_bytes(shapes: Sequence[Sequence[int]], world: int, itemsize: int = 2) -> int:
+    """Return the bytes of one FSDP2 unit's parameters gathered: every rank's padded shard.
+
+    The all-gather output is ``world`` padded shards of every parameter
+    (``_fsdp_collectives.py`` ``foreach_all_gather``), in ``param_dtype``
+    (bf16: 2 bytes); each parameter's own all-gather output
+    (``foreach_all_gather_copy_out``, ``split_with_sizes_copy``) is its
+    ``world`` padded shards too, of which the unsharded parameter is a view.
+
+    Examples
+    --------
+    >>> gathered_bytes([(97, 40), (40,)], world=2)  # 2 x 49 rows x 40, 2 x 20, in bf16
+    7920
+    """
+    total = 0
+    for shape in shapes:
+        rows, rest = (shape[0], prod(shape[1:])) if len(shape) else (1, 1)
+        total += world * padded_rows(rows, world) * rest * itemsize
+    return total
 
 
 def fsdp2_model_states(

@@ -28,6 +28,7 @@ import transformers  # noqa: E402
 from memtheory.errors import UnsupportedError  # noqa: E402
 from memtheory.estimate.plan import estimate  # noqa: E402
 from memtheory.techniques import fsdp2_model_states  # noqa: E402
+from memtheory.techniques.fsdp2 import gathered_bytes  # noqa: E402
 from memtheory.torch.fsdp_step import FSDPRank, fsdp_step  # noqa: E402
 from memtheory.torch.recipe_steps import TINY_LLAMA  # noqa: E402
 
@@ -41,13 +42,18 @@ BATCH, SEQUENCE = 2, 6
 STATES = ("parameters", "optimizer_state", "optimizer_step_counters")
 
 
-def _shapes(config: dict[str, Any], prefix: str = "") -> list[tuple[int, ...]]:
-    """Every parameter's shape (those whose name starts with ``prefix``), built on meta."""
+def _named(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Every parameter's shape by name, built on meta."""
     values = {k: v for k, v in config.items() if k != "model_type"}
     hf = transformers.AutoConfig.for_model(config["model_type"], **values)
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(hf)
-    return [tuple(p.shape) for name, p in model.named_parameters() if name.startswith(prefix)]
+    return {name: tuple(p.shape) for name, p in model.named_parameters()}
+
+
+def _shapes(config: dict[str, Any], prefix: str = "") -> list[tuple[int, ...]]:
+    """Every parameter's shape (those whose name starts with ``prefix``)."""
+    return [shape for name, shape in _named(config).items() if name.startswith(prefix)]
 
 
 _DONE: dict[str, list[FSDPRank]] = {}
@@ -155,6 +161,54 @@ def test_estimate_against_the_tracked_step(run):
         assert all(r.components[name] <= device[name] for name in STATES)
 
 
+def _fsdp2_buffers(config: dict[str, Any], world: int, rank: int) -> int:
+    """FSDP2's own storages at the peak (layer 0's backward), each from the source.
+
+    * the previous layer's reduce-scatter input, in ``reduce_dtype`` fp32:
+      ``world`` padded shards of every parameter (``_fsdp_collectives.py``
+      ``foreach_reduce``, kept to the next post-backward,
+      ``_fsdp_param_group.py:717-718``), and its fp32 gradient shard;
+    * layer 0's bf16 all-gather output and its parameters' own all-gather
+      outputs (``foreach_all_gather_copy_out``), each ``world`` padded shards;
+    * the root's (embeddings, final norm, head) gathered bf16 parameters, not
+      resharded after forward (``_fsdp_state.py:207``), and the bf16
+      gradients its backward made so far (head and final norm, unpadded).
+    """
+    named = _named(config)
+    last = f"model.layers.{config['num_hidden_layers'] - 1}."
+    layer = _shapes(config, "model.layers.0.")
+    root = [shape for name, shape in named.items() if not name.startswith("model.layers.")]
+    made = [named["lm_head.weight"], named["model.norm.weight"]]
+    return (gathered_bytes(layer, world, 4)
+            + fsdp2_model_states(_shapes(config, last), world, rank)["parameters"]
+            + 2 * gathered_bytes(layer, world)
+            + gathered_bytes(root, world)
+            + 2 * sum(_numel(shape) for shape in made))
+
+
+def _bf16_replica(r: FSDPRank, config: dict[str, Any], world: int) -> int:
+    """The peak less the model states, data, and FSDP2's own storages."""
+    held = sum(r.components.get(name, 0) for name in (*STATES, "buffers", "input"))
+    return r.peak - held - _fsdp2_buffers(config, world, r.rank)
+
+
+def test_the_peak_is_fsdp2s_storages_and_one_bf16_replicas_backward():
+    """Each rank's peak, named piece by piece: what remains is one bf16 replica's, any world.
+
+    Beyond the model states and FSDP2's storages (:func:`_fsdp2_buffers`),
+    every rank at 2 and at 4 ranks holds the same bytes: layer 0's saved
+    activations and the activation gradients of a bf16 model (the
+    ``MixedPrecisionPolicy`` casts the parameters; no autocast). The recipe's
+    estimate does not model these yet (see the next test).
+    """
+    config = dict(TINY_LLAMA)
+    rest = {_bf16_replica(r, config, world) for name, world in (("tiny-2", 2), ("tiny-4", 4))
+            for r in _ranks(name)}
+    assert len(rest) == 1
+    odd = {_bf16_replica(r, dict(ODD_LLAMA), 2) for r in _ranks("odd-2")}
+    assert len(odd) == 1
+
+
 def _phase_peaks(timeline: dict[str, Any]) -> dict[str, int]:
     """The prediction's most bytes in the forward, the backward and the optimizer step."""
     peaks: dict[str, int] = {}
@@ -166,15 +220,17 @@ def _phase_peaks(timeline: dict[str, Any]) -> dict[str, int]:
 
 
 def test_the_zero3_model_is_below_in_backward_and_above_in_the_step(run):
-    """A pinned gap: the ZeRO-3 model's backward is below the real one, its optimizer step above.
+    """A pinned gap: the recipe's timeline is below the real one in backward, above in the step.
 
-    Below in backward: FSDP2 keeps what the model leaves out, the previous
-    layer's fp32 reduce-scatter input (``_fsdp_param_group.py:717-718``),
-    the root's gathered bf16 weights (not resharded after forward,
-    ``_fsdp_state.py:207``) and its unsharded bf16 gradients until the end
-    of backward. Above in the optimizer step: the model holds a gathered
-    layer and a second foreach temporary there. When the model is made
-    exact, this test says so by failing.
+    The model states are FSDP2's, to the byte (previous tests); the rest of
+    the timeline is still ZeRO-3's split of one autocast replica. Below in
+    backward, it leaves out FSDP2's storages (:func:`_fsdp2_buffers`: the
+    previous layer's fp32 reduce-scatter input; layer 0's bf16 all-gather
+    output beside its parameters' own; the root's gathered bf16 weights and
+    bf16 gradients) and counts an autocast replica's activations where
+    FSDP2 runs a bf16 one. Above in the optimizer step: it holds a gathered
+    layer (fp32, the largest row) and every fp32 gradient shard there. When
+    the model is made exact, this test says so by failing.
     """
     _, config, world, ranks = run
     predicted = estimate(config, batch=BATCH, sequence=SEQUENCE, gpus=world, setup="fsdp2-bf16")
