@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -57,7 +57,7 @@ from memtheory.recipes import Setup, default_recipe, setup_from, trl_recipe_name
 from memtheory.symbols import B, S
 from memtheory.techniques.activation_offload import offload_activations
 from memtheory.techniques.context_parallel import context_parallel as split_sequence
-from memtheory.techniques.fsdp2 import FSDP2_RECIPE, fsdp2_shards
+from memtheory.techniques.fsdp2 import FSDP2_NOTE, FSDP2_RECIPE, fsdp2_device, fsdp2_shards
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
 from memtheory.whatif import max_value
 
@@ -265,17 +265,28 @@ def estimate(
     budget = (
         usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
     )
+    fsdp2 = (adapters is None and tensor == pipeline == 1 and accumulate == 1 and ring == 1
+             and not activation_offload and precision is None)
+
+    def shards(data: int) -> dict[str, sp.Expr] | None:
+        return _fsdp2_shards(chosen, memory, tuned, data, fsdp2)
+
+    def bf16_step() -> MemoryBreakdown:
+        return cast(MemoryBreakdown, _derived(
+            model, image=image, chosen=replace(chosen, precision="bf16"), precision=None,
+            lora=None, lora_alpha=None, lora_targets=None, qlora=False, convention=convention,
+            sequence=sequence).compiled.footprint)
+
     def split_at(data: int) -> CompiledFootprint:
         return remembered(
             (*derived.key, "parallel", data, zero, tensor, pipeline, offload, sequence_parallel,
              accumulate),
-            lambda: _compiled(parallel_memory(
+            lambda: _compiled(_fsdp2_split(parallel_memory(
                 memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
                 network=tuned, sequence_parallel=sequence_parallel,
                 autocast_copies=chosen.sharded_autocast_copies,
-                shards=_fsdp2_shards(chosen, memory, tuned, data,
-                                     adapters is None and tensor == pipeline == 1),
-            )),
+                shards=shards(data),
+            ), shards(data), bf16_step, tuned, data)),
             disk=derived.disk,
         )
 
@@ -663,6 +674,20 @@ def _fsdp2_shards(
     if chosen.name != FSDP2_RECIPE or chosen.zero != 3 or chosen.offload != "none" or not full:
         return None
     return fsdp2_shards(memory, network, data)
+
+
+def _fsdp2_split(
+    split: ParallelMemory, shards: Mapping[str, sp.Expr] | None,
+    bf16_step: Callable[[], MemoryBreakdown], network: Network, data: int,
+) -> ParallelMemory:
+    """FSDP2's per-rank timeline in place of ZeRO-3's split, where its shards were used."""
+    if not shards or not split.device.timeline:
+        return split
+    replica = bf16_step()
+    if not replica.timeline_parts:
+        return split
+    device = fsdp2_device(split.device, replica, network, data, shards)
+    return replace(split, stages=(device,), notes=(*split.notes, FSDP2_NOTE))
 
 
 def _compiled(footprint: Footprint) -> CompiledFootprint:
