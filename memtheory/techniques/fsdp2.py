@@ -206,7 +206,12 @@ def fsdp2_shards(
     return shards
 
 
-_LAYER = re.compile(r"(?:^|[ .])layers\.(\d+)\.")
+_LAYER = re.compile(r"(?:^|[ .])(?:layers|layer|h|blocks)\.(\d+)\.")
+"""A decoder or encoder block's index in a parameter or moment name: one FSDP2 unit each.
+
+Llama-style ``model.layers.K.``, GPT-2's ``transformer.h.K.``, BERT's
+``encoder.layer.K.``, ViT's ``blocks.K.``: the modules accelerate and
+transformers wrap (``_no_split_modules``)."""
 
 
 def _units(network: Network) -> tuple[list[tuple[int, ...]], dict[int, list[tuple[int, ...]]]]:
@@ -241,8 +246,9 @@ def fsdp2_timeline(
     ``MixedPrecisionPolicy(param_dtype=bfloat16)`` runs: its activations,
     activation gradients and temporaries, and its bf16 gradients as they
     are made); ``shards`` the rank's model states (:func:`fsdp2_shards`).
-    Each decoder layer (``layers.K.``) is one FSDP2 unit and the rest the
-    root, as accelerate and transformers wrap them. At each moment the rank
+    Each block (``layers.K.``, ``h.K.``, ``layer.K.``, ``blocks.K.``) is one
+    FSDP2 unit and the rest the root, as accelerate and transformers wrap
+    them. At each moment the rank
     holds, beyond the replica's activations:
 
     * its shards and the fp32 ``buffers`` (not cast by the policy);
@@ -298,6 +304,7 @@ def fsdp2_timeline(
         phase = moment.split(" ", 1)[0]
         found = _LAYER.search(moment)
         named = int(found.group(1)) if found else None
+        named = named if named in layers else None
         if phase == "optimizer":
             own = shards.get("optimizer_state", 0) / 2
             rest = rest - grad_bytes * network.parameter_count + own
