@@ -360,7 +360,7 @@ def estimate(
     title = _convention(step.convention).title
     why = _why(step, chosen, resolved, parallel=bool(parallel) and ring == 1,
                tensor=tensor > 1 or sequence_parallel, pipeline=pipeline > 1,
-               accumulate=accumulate)
+               accumulate=accumulate, fsdp2=FSDP2_NOTE in notes)
     why += extra.why
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
@@ -463,7 +463,7 @@ def _parallel_words(
 
 def _why(
     step: Step, chosen: Setup, resolved: ResolvedModel, *, parallel: bool, tensor: bool,
-    pipeline: bool = False, accumulate: int = 1,
+    pipeline: bool = False, accumulate: int = 1, fsdp2: bool = False,
 ) -> str:
     """Return the convention's reason, with the attention kernel and the split across GPUs."""
     why = step.why
@@ -477,7 +477,12 @@ def _why(
             why += "; SDPA's math path assumed, as CUDA selects it here (see below)"
     if parallel:
         how = "ZeRO / FSDP, chapter 13" + ("; tensor parallel, chapter 18" if tensor else "")
-        if step.convention == "autograd" and not tensor and not pipeline:
+        if fsdp2:
+            per_device = (
+                "per device rank 0's timeline of FSDP2's step, unit by unit "
+                "(memtheory.techniques.fsdp2; its peak measured to the byte on CPU gloo ranks)"
+            )
+        elif step.convention == "autograd" and not tensor and not pipeline:
             per_device = (
                 "per device the peak of one replica's timeline with each component at the "
                 "device's share (each device runs a whole replica's forward and backward)"
