@@ -57,3 +57,38 @@ def test_impossible_ranks_are_refused(world, rank):
     """A world of no ranks, or a rank outside it, names the problem."""
     with pytest.raises(InvalidSizeError, match="rank"):
         fsdp2_model_states([(4, 4)], world, rank)
+
+
+ODD_LLAMA = {"model_type": "llama", "vocab_size": 97, "hidden_size": 40,
+             "intermediate_size": 44, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "max_position_embeddings": 256,
+             "tie_word_embeddings": False}
+"""The measured second size of tests/pytorch/test_fsdp_cpu.py: 97 rows divide by no world."""
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_fsdp2_recipe_estimates_rank_zeros_model_states(world):
+    """``estimate(setup="fsdp2-bf16")`` holds rank 0's padded shards, own rows and whole steps."""
+    from memtheory.estimate.plan import estimate
+    from memtheory.estimate.resolve import resolve_model
+    from memtheory.network.parameters import parameter_shapes
+
+    network = resolve_model(ODD_LLAMA, batch=2, sequence=6).network
+    sizes = [tuple(int(n) for n in shape) for _, shape in parameter_shapes(network)]
+    device = estimate(ODD_LLAMA, batch=2, sequence=6, gpus=world,
+                      setup="fsdp2-bf16").memory.device.components
+    expected = fsdp2_model_states(sizes, world, 0)  # rank 0 owns the most rows
+    assert {name: int(device[name]) for name in expected} == expected
+    assert int(device["gradients"]) == expected["parameters"]  # fp32 shards, padded alike
+    assert all(fsdp2_model_states(sizes, world, r)["optimizer_state"]
+               <= expected["optimizer_state"] for r in range(world))
+
+
+def test_the_generic_zero3_split_stays_even():
+    """``--zero 3`` without the recipe keeps ZeRO's even split (step counters divided too)."""
+    from memtheory.estimate.plan import estimate
+
+    fsdp = estimate(ODD_LLAMA, batch=2, sequence=6, gpus=2, setup="fsdp2-bf16")
+    zero3 = estimate(ODD_LLAMA, batch=2, sequence=6, gpus=2, setup="pytorch-amp", zero=3)
+    counters = [int(e.memory.device.components["optimizer_step_counters"]) for e in (fsdp, zero3)]
+    assert counters[0] == 2 * counters[1]

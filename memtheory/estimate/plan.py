@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -57,6 +57,7 @@ from memtheory.recipes import Setup, default_recipe, setup_from, trl_recipe_name
 from memtheory.symbols import B, S
 from memtheory.techniques.activation_offload import offload_activations
 from memtheory.techniques.context_parallel import context_parallel as split_sequence
+from memtheory.techniques.fsdp2 import FSDP2_NOTE, FSDP2_RECIPE, fsdp2_device, fsdp2_shards
 from memtheory.techniques.parallel import Offload, ParallelMemory, parallel_memory
 from memtheory.whatif import max_value
 
@@ -267,15 +268,28 @@ def estimate(
     budget = (
         usable_memory(gpu, limit=limit, reserve=chosen.reserve_bytes) if gpu or limit else None
     )
+    fsdp2 = (adapters is None and tensor == pipeline == 1 and accumulate == 1 and ring == 1
+             and not activation_offload and precision is None)
+
+    def shards(data: int) -> dict[str, sp.Expr] | None:
+        return _fsdp2_shards(chosen, memory, tuned, data, fsdp2)
+
+    def bf16_step() -> MemoryBreakdown:
+        return cast(MemoryBreakdown, _derived(
+            model, image=image, chosen=replace(chosen, precision="bf16"), precision=None,
+            lora=None, lora_alpha=None, lora_targets=None, qlora=False, convention=convention,
+            sequence=sequence).compiled.footprint)
+
     def split_at(data: int) -> CompiledFootprint:
         return remembered(
             (*derived.key, "parallel", data, zero, tensor, pipeline, offload, sequence_parallel,
              accumulate),
-            lambda: _compiled(parallel_memory(
+            lambda: _compiled(_fsdp2_split(parallel_memory(
                 memory, data=data, zero=zero, tensor=tensor, pipeline=pipeline, offload=offload,
                 network=tuned, sequence_parallel=sequence_parallel,
                 autocast_copies=chosen.sharded_autocast_copies,
-            )),
+                shards=shards(data),
+            ), shards(data), bf16_step, tuned, data)),
             disk=derived.disk,
         )
 
@@ -349,7 +363,7 @@ def estimate(
     title = _convention(step.convention).title
     why = _why(step, chosen, resolved, parallel=bool(parallel) and ring == 1,
                tensor=tensor > 1 or sequence_parallel, pipeline=pipeline > 1,
-               accumulate=accumulate)
+               accumulate=accumulate, fsdp2=FSDP2_NOTE in notes)
     why += extra.why
     return Estimate(
         resolved, settings, footprint, evaluated, budget, max_batch, max_sequence,
@@ -452,7 +466,7 @@ def _parallel_words(
 
 def _why(
     step: Step, chosen: Setup, resolved: ResolvedModel, *, parallel: bool, tensor: bool,
-    pipeline: bool = False, accumulate: int = 1,
+    pipeline: bool = False, accumulate: int = 1, fsdp2: bool = False,
 ) -> str:
     """Return the convention's reason, with the attention kernel and the split across GPUs."""
     why = step.why
@@ -466,7 +480,12 @@ def _why(
             why += "; SDPA's math path assumed, as CUDA selects it here (see below)"
     if parallel:
         how = "ZeRO / FSDP, chapter 13" + ("; tensor parallel, chapter 18" if tensor else "")
-        if step.convention == "autograd" and not tensor and not pipeline:
+        if fsdp2:
+            per_device = (
+                "per device rank 0's timeline of FSDP2's step, unit by unit "
+                "(memtheory.techniques.fsdp2; its peak measured to the byte on CPU gloo ranks)"
+            )
+        elif step.convention == "autograd" and not tensor and not pipeline:
             per_device = (
                 "per device the peak of one replica's timeline with each component at the "
                 "device's share (each device runs a whole replica's forward and backward)"
@@ -673,6 +692,29 @@ def _lora_targets(
         return "all-linear", None
     targets, source = default_targets(resolved.network, model_type(model))
     return targets, f"LoRA targets {', '.join(targets)}: {source}"
+
+
+def _fsdp2_shards(
+    chosen: Setup, memory: MemoryBreakdown, network: Network, data: int, full: bool,
+) -> dict[str, sp.Expr] | None:
+    """FSDP2's per-rank model states for its recipe (all trained, ZeRO-3, no offload)."""
+    if chosen.name != FSDP2_RECIPE or chosen.zero != 3 or chosen.offload != "none" or not full:
+        return None
+    return fsdp2_shards(memory, network, data)
+
+
+def _fsdp2_split(
+    split: ParallelMemory, shards: Mapping[str, sp.Expr] | None,
+    bf16_step: Callable[[], MemoryBreakdown], network: Network, data: int,
+) -> ParallelMemory:
+    """FSDP2's per-rank timeline in place of ZeRO-3's split, where its shards were used."""
+    if not shards or not split.device.timeline:
+        return split
+    replica = bf16_step()
+    if not replica.timeline_parts:
+        return split
+    device = fsdp2_device(split.device, replica, network, data, shards)
+    return replace(split, stages=(device,), notes=(*split.notes, FSDP2_NOTE))
 
 
 def _compiled(footprint: Footprint) -> CompiledFootprint:

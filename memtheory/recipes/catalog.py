@@ -229,21 +229,19 @@ def _entries() -> tuple[Recipe, ...]:
              f"{_TORCH} _fully_shard/_fsdp_state.py:207: the root (embeddings, final norm, "
              "head) is not resharded after forward; _fsdp_param_group.py:112, 648-658, "
              "717-718: the previous layer's fp32 reduce-scatter input is kept until the next "
-             "layer's post-backward",
+             "layer's post-backward; :462-487 and _fsdp_collectives.py "
+             "foreach_all_gather_copy_out: each layer's flat bf16 all-gather output is copied "
+             "into its parameters' own and freed after the copy (in forward, at the next "
+             "all-gather)",
              _OPTIM_DEFAULT, _SDPA, _LOSS_ONLY),
-            "modelled from the source, the sharded model states measured on CPU: the real "
-            "fully_shard step on 2 and 4 gloo ranks under track() has the parameters, AdamW "
-            "state and step counters of memtheory.techniques.fsdp2 to the byte on every rank "
-            "(tests/pytorch/test_fsdp_cpu.py); the rest of the step is ZeRO-3 over an "
-            "autocast replica, which is not exact: on the tiny "
-            "Llama (B=2, S=6) it is 31,250 B above the tracked peak at 2 ranks "
-            "(254,094 against 222,844) and 18,077 B at 4 (173,561 against 155,484), by "
-            "an optimizer-step moment the real step does not reach, while in the "
-            "backward it is below (184,258 against 222,844 at 2 ranks, 123,853 against "
-            "155,484 at 4): it leaves out the previous layer's fp32 reduce-scatter "
-            "input, the root's gathered bf16 weights and unsharded bf16 gradients kept "
-            "through backward, and one more storage the size of a layer's flat bf16 "
-            "all-gather output (world x padded shard x 2 B), not yet traced to its line",
+            "modelled from the source (memtheory.techniques.fsdp2: padded shards, a bf16 "
+            "model's step with the root's gathered weights kept through backward, each "
+            "layer's all-gather output beside its parameters' own, the layers' fp32 gradient "
+            "shards and the last one's fp32 reduce-scatter input) and measured on CPU: the "
+            "real fully_shard step on 2 and 4 gloo ranks under track() has the predicted "
+            "peak on every rank to the byte, at the tiny Llama and at a size whose dims do "
+            "not divide (tests/pytorch/test_fsdp_cpu.py); the forward is 1,584 B below the "
+            "tracked one and the optimizer step 4 B above, both below the peak",
         ),
         Recipe(
             "lightning-bf16",

@@ -7,7 +7,7 @@ mixed_precision     16-bit weights and gradients, fp32 master copy and optimizer
 checkpointing       keep every k-th layer's output, recompute the rest (Chen et al. 2016)
 accumulation        gradient accumulation: micro-batch memory, effective-batch update
 zero                ZeRO stages 1-3: model states partitioned across data-parallel devices
-fsdp2               FSDP2 per rank, tensor by tensor: padded shards, unpadded optimizer state
+fsdp2               FSDP2 per rank: padded shards, unpadded optimizer state, the step's timeline
 offload             ZeRO-Offload: optimizer state, master copy and gradients on the CPU
 activation_offload  saved activations in host memory between the passes (save_on_cpu)
 context_parallel    the sequence split across devices, attention as a ring (ring attention)
@@ -54,7 +54,15 @@ from memtheory.techniques.context_parallel import (
     context_parallel,
     ring_buffers,
 )
-from memtheory.techniques.fsdp2 import fsdp2_model_states, padded_rows, shard_rows
+from memtheory.techniques.fsdp2 import (
+    fsdp2_device,
+    fsdp2_model_states,
+    fsdp2_shards,
+    fsdp2_timeline,
+    gathered_bytes,
+    padded_rows,
+    shard_rows,
+)
 from memtheory.techniques.kv_cache import (
     CacheLayer,
     GenerationMemory,
@@ -118,7 +126,11 @@ __all__ = [
     "context_parallel",
     "cpu_offload",
     "decoder_split",
+    "fsdp2_device",
     "fsdp2_model_states",
+    "fsdp2_shards",
+    "fsdp2_timeline",
+    "gathered_bytes",
     "generation_memory",
     "gradient_accumulation",
     "kv_cache_bytes",

@@ -207,6 +207,7 @@ def parallel_memory(
     reduce_bucket_size: int = REDUCE_BUCKET_SIZE,
     gpus_per_node: int | None = None,
     autocast_copies: bool = True,
+    shards: Mapping[str, sp.Expr] | None = None,
 ) -> ParallelMemory:
     """Return the memory of one device when ``memory`` (one replica) is split across devices.
 
@@ -242,6 +243,11 @@ def parallel_memory(
         16 bits and freed after their layer (DeepSpeed bf16, accelerate's FSDP
         ``MixedPrecision(param_dtype=bfloat16)``): no copies are kept, the
         gathered layer is counted once. Ignored below stage 3.
+    shards : mapping of str to bytes, optional
+        Per-device model states that replace ZeRO's even split of those
+        components (FSDP2's padded shards and whole step counters,
+        :func:`~memtheory.techniques.fsdp2.fsdp2_shards`); without pipeline
+        or tensor parallelism only.
 
     Examples
     --------
@@ -319,6 +325,7 @@ def parallel_memory(
         device = _sharded(
             replica, memory, split, data=data, zero=zero, pipeline=pipeline, tensor=tensor,
             network=network, bucket_view=bucket_view, reduce_bucket_size=reduce_bucket_size,
+            shards=shards,
         )
         if deepspeed:  # stage3.py:731-735: torch.empty(reduce_bucket_size, dtype), kept
             device = replace(device, components={
@@ -515,7 +522,7 @@ def _stage_components(
 def _sharded(
     replica: MemoryBreakdown, memory: MemoryBreakdown, split: TensorShare, *, data: int,
     zero: int, pipeline: int, tensor: int, network: Network | None, bucket_view: bool,
-    reduce_bucket_size: int,
+    reduce_bucket_size: int, shards: Mapping[str, sp.Expr] | None = None,
 ) -> MemoryBreakdown:
     """Return one device's stage after ZeRO's partition, with its buckets and gathered layer."""
     partitioned = zero_partition(replica, data, zero) if data > 1 or zero else replica
@@ -538,6 +545,12 @@ def _sharded(
         largest = max((row.parameters for row in network.rows if row.parameters.is_number),
                       default=sp.S.Zero)
         parts["gathered_parameters"] = largest * memory.precision.parameters.bytes / tensor
+    if shards:
+        if tensor > 1 or pipeline > 1:
+            raise InvalidArgumentError(
+                "shards (per-device model states) are for data parallelism and ZeRO alone: "
+                "leave tensor=1 and pipeline=1, or leave shards out.")
+        parts.update(shards)
     return replace(partitioned, components=parts)
 
 

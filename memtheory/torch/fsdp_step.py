@@ -131,15 +131,16 @@ def _tracked_step(rank: int, world: int, job: dict[str, Any]) -> FSDPRank:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=not fused, fused=fused)
     torch.manual_seed(rank)
     ids = torch.randint(0, config["vocab_size"], (job["batch"], job["sequence"]))
+    labels = ids.clone()  # a storage of its own, as a data collator's batch has them
 
     def step() -> None:
-        model(input_ids=ids, labels=ids).loss.backward()
+        model(input_ids=ids, labels=labels).loss.backward()
         optimizer.step()
         optimizer.zero_grad()
 
     for _ in range(job["warmup"]):
         step()
-    with track(model, optimizer, inputs=(ids,)) as tracker:
+    with track(model, optimizer, inputs=(ids, labels)) as tracker:
         step()
     footprint = tracker.footprint
     shards = sum(storage_of(p).nbytes() for p in model.parameters())
