@@ -60,7 +60,13 @@ class FalconAttention(GroupedQueryAttention):
     layout (7B-style multi-query, 40B ``new_decoder_architecture``,
     sequential), in fp32, bf16 and under autocast, at 6 and 160 positions
     and at a size tuned for none of them, is exact in every component and in
-    its peak, whether that is at the forward's softmax or in the backward.
+    its peak, whether that is at the forward's softmax or in the backward;
+    so is transformers' ``Trainer`` step with eager attention (autocast over
+    bf16 weights, fused AdamW; ``tests/pytorch/test_peft_tied.py``). With
+    ``flash`` (transformers' default SDPA) the autograd convention refuses
+    it, saying why (:attr:`autograd_refusal`): the multi-query layout's SDPA
+    call runs PyTorch's math path, the 40B layout's its CPU flash kernel
+    with a saved mask, neither modelled here.
 
     Parameters
     ----------
@@ -80,7 +86,32 @@ class FalconAttention(GroupedQueryAttention):
 
     broadcast: bool = False
     kind = "FalconAttention"
-    autograd_checked = True  # tests/pytorch/test_family_autograd.py
+    autograd_refusal = (
+        "Falcon's SDPA path (attn_implementation='sdpa', transformers' default, which "
+        "flash=True stands for) has not been modelled: FalconAttention.forward calls "
+        "scaled_dot_product_attention on the multi-query layout's single key/value head "
+        "without enable_gqa, so PyTorch 2.13 runs its math path (fp32 copies of Q, K and V "
+        "at 16 bits, the fp32 probabilities, per-head copies of K and V), and on the 40B "
+        "layout its CPU flash kernel with the materialised mask cast to the model's dtype "
+        "and saved. Measured on CPU (tests/pytorch/test_peft_tied.py): transformers' "
+        "Trainer step of a tiny bf16 Falcon-7B layout with SDPA peaks 8,872 bytes above the "
+        "same step with eager attention, which memtheory predicts to the byte. Use "
+        "flash=False (attn_implementation='eager'), "
+        "which is exact, or the breakdown convention"
+    )
+
+    @property
+    def autograd_checked(self) -> bool:  # type: ignore[override]
+        """Checked (measured) for Falcon's eager attention, not for its SDPA path (``flash``).
+
+        Examples
+        --------
+        >>> FalconAttention(4, kv_heads=1, head_dim=8).autograd_checked
+        True
+        >>> FalconAttention(4, kv_heads=1, head_dim=8, flash=True).autograd_checked
+        False
+        """
+        return not self.flash  # tests/pytorch/test_family_autograd.py, test_peft_tied.py
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
         """Return ``(B, S, heads * head_dim)``; with ``broadcast`` keys and values as wide."""

@@ -249,6 +249,20 @@ def test_falcon_is_estimated_under_the_autograd_convention(layout):
     assert result.peak > result.components["parameters"]
 
 
+
+@pytest.mark.parametrize("layout", _FALCON_LAYOUTS)
+def test_falcon_sdpa_is_refused_with_the_measured_reason(layout):
+    """Falcon with flash=True (transformers' SDPA) is refused, naming the path and the fix.
+
+    Its SDPA call is not modelled (tests/pytorch/test_peft_tied.py measures what it
+    keeps beyond the eager step); eager attention stays exact.
+    """
+    network = from_config({**_FALCON, **LAYOUTS[layout]}, batch=2, sequence=6, loss=True,
+                          flash=True)
+    with pytest.raises(UnsupportedError, match=r"Falcon's SDPA path .* Use flash=False"):
+        mt.training_memory(network, optimizer="sgd", precision="bf16",
+                           convention=AutogradConvention())
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("precision", "optimizer"),
                          [("fp32", "sgd"), ("bf16", "adam"), ("autocast", "adamw")])
