@@ -88,21 +88,21 @@ class FalconAttention(GroupedQueryAttention):
     kind = "FalconAttention"
     autograd_refusal = (
         "Falcon's SDPA path (attn_implementation='sdpa', transformers' default, which "
-        "flash=True stands for) has not been modelled: FalconAttention.forward calls "
-        "scaled_dot_product_attention on the multi-query layout's single key/value head "
-        "without enable_gqa, so PyTorch 2.13 runs its math path (fp32 copies of Q, K and V "
-        "at 16 bits, the fp32 probabilities, per-head copies of K and V), and on the 40B "
-        "layout its CPU flash kernel with the materialised mask cast to the model's dtype "
-        "and saved. Measured on CPU (tests/pytorch/test_peft_tied.py): transformers' "
-        "Trainer step of a tiny bf16 Falcon-7B layout with SDPA peaks 8,872 bytes above the "
-        "same step with eager attention, which memtheory predicts to the byte. Use "
-        "flash=False (attn_implementation='eager'), "
-        "which is exact, or the breakdown convention"
+        "flash=True stands for) is modelled for the 40B layout (new_decoder_architecture) "
+        "only: on the multi-query (7B) and the multi-head layouts FalconAttention.forward "
+        "calls scaled_dot_product_attention on fewer key/value heads than query heads "
+        "(or on heads not measured) without enable_gqa, so PyTorch 2.13 runs its math path "
+        "(fp32 copies of Q, K and V at 16 bits, the fp32 probabilities, per-head copies of "
+        "K and V), which is not modelled. Measured on CPU (tests/pytorch/test_peft_tied.py): "
+        "transformers' Trainer step of a tiny bf16 Falcon-7B layout with SDPA peaks 8,872 "
+        "bytes above the same step with eager attention, which memtheory predicts to the "
+        "byte. Use flash=False (attn_implementation='eager'), which is exact, or the "
+        "breakdown convention"
     )
 
     @property
     def autograd_checked(self) -> bool:  # type: ignore[override]
-        """Checked (measured) for Falcon's eager attention, not for its SDPA path (``flash``).
+        """Checked (measured) for eager attention, and for SDPA (``flash``) on the 40B layout.
 
         Examples
         --------
@@ -110,8 +110,11 @@ class FalconAttention(GroupedQueryAttention):
         True
         >>> FalconAttention(4, kv_heads=1, head_dim=8, flash=True).autograd_checked
         False
+        >>> FalconAttention(4, kv_heads=2, head_dim=8, flash=True, broadcast=True).autograd_checked
+        True
         """
-        return not self.flash  # tests/pytorch/test_family_autograd.py, test_peft_tied.py
+        # tests/pytorch/test_family_autograd.py, tests/pytorch/test_peft_tied.py
+        return not self.flash or self.broadcast
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
         """Return ``(B, S, heads * head_dim)``; with ``broadcast`` keys and values as wide."""

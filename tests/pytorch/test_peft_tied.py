@@ -15,15 +15,16 @@ against ``estimate(config, lora=4, setup="peft-lora")``.
 * **Tied Gemma 1 and 2**: 0 bytes off. A frozen ``GemmaRMSNorm`` keeps its
   fp32 ``1 + w`` only (``mul`` saves a factor for the other's gradient).
 * **Falcon** (tied by default; peft's default target ``query_key_value``):
-  with eager attention (``attn_implementation="eager"``, ``flash=False``)
-  the Trainer's step (autocast over bf16 weights, fused AdamW, the loop's
-  scalars) is 0 bytes off, fully fine-tuned and with LoRA, in the 7B
-  multi-query and the 40B ``new_decoder_architecture`` layouts. With
-  transformers' default SDPA (``hf-trainer``, ``peft-lora``) the autograd
-  convention refuses (Falcon's SDPA call is not modelled) and ``estimate``
-  answers with the breakdown convention, saying why; the SDPA step peaks
-  above the eager one by :data:`FALCON_SDPA_OVER_EAGER` (fully fine-tuned)
-  and :data:`FALCON_LORA_SDPA_OVER_EAGER` (LoRA), measured.
+  the ``hf-trainer`` step (autocast over bf16 weights, fused AdamW, the
+  loop's scalars) is 0 bytes off with eager attention in the 7B multi-query
+  and the 40B ``new_decoder_architecture`` layouts, and with transformers'
+  default SDPA on the 40B layout (CPU flash kernel, each layer's cast of the
+  mask), at two sizes. On the multi-query layout SDPA runs PyTorch's math
+  path, which is not modelled: the autograd convention refuses it and
+  ``estimate`` answers with the breakdown convention, saying why; that step
+  peaks above the eager estimate by :data:`FALCON_SDPA_OVER_EAGER` (fully
+  fine-tuned) and :data:`FALCON_LORA_SDPA_OVER_EAGER` (LoRA), measured.
+  LoRA on Falcon is not exact yet (:data:`LORA_EAGER_GAP`, expected failures).
 """
 
 from __future__ import annotations
@@ -62,10 +63,11 @@ FALCON_NEW = {**FALCON, "new_decoder_architecture": True, "num_kv_heads": 2}
 FALCON_OTHER = {**FALCON, "vocab_size": 40, "hidden_size": 40, "num_hidden_layers": 3}
 """A Falcon size no formula was tuned on: four heads of 10, three layers."""
 LORA_EAGER_GAP = (
-    "LoRA on eager Falcon is not exact yet: at B=2, S=9 the estimate is 396 bytes over the "
-    "tracked peak in both layouts (148 bytes more saved), and other sizes differ otherwise "
-    "(one layer: 4,972 bytes more saved); the fully fine-tuned step is exact")
-"""Why LoRA on eager Falcon is an expected failure (measured, PyTorch 2.13 CPU)."""
+    "LoRA on Falcon is not exact yet: at B=2, S=9 the eager estimate is 396 bytes over the "
+    "tracked peak in both layouts (148 bytes more saved), the 40B layout's SDPA one 153; "
+    "other sizes differ otherwise (one layer: 4,972 bytes more saved); the fully "
+    "fine-tuned steps are exact")
+"""Why LoRA on Falcon is an expected failure (measured, PyTorch 2.13 CPU)."""
 FALCON_SDPA_OVER_EAGER = 8872
 """The Trainer's SDPA step of tiny Falcon (fully fine-tuned, B=2, S=9) peaks this many bytes
 above ``estimate(..., flash=False)``, which is exact for the eager step (PyTorch 2.13 CPU,
@@ -199,6 +201,28 @@ def test_falcon_eager_trainer_step_is_0_bytes_off(config):
 def test_falcon_eager_trainer_step_at_another_size_is_0_bytes_off(config):
     """The same at a size nothing was tuned on: other widths, depth, batch and length."""
     tracker, answer = _full({**config, **FALCON_OTHER}, 3, 13, "eager")
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+@pytest.mark.parametrize(("extra", "batch", "sequence"),
+                         [({}, 2, 9), pytest.param(FALCON_OTHER, 3, 13, marks=pytest.mark.slow)],
+                         ids=["tiny", "untuned"])
+def test_falcon_40b_layout_hf_trainer_step_with_sdpa_is_0_bytes_off(extra, batch, sequence):
+    """The recipe as it is (SDPA, transformers' default) on the 40B layout: exact."""
+    tracker, answer = _full({**FALCON_NEW, **extra}, batch, sequence)
+    assert answer.settings["attention"] == "sdpa"
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+@pytest.mark.xfail(strict=True, reason=LORA_EAGER_GAP)
+def test_lora_on_the_40b_layout_with_sdpa_is_0_bytes_off():
+    """peft-lora as it is (SDPA) on the 40B layout: answered by the autograd convention.
+
+    Not exact yet: 153 bytes over (B=2, S=9), the LoRA gap that the eager step shows too.
+    """
+    _, tracker, answer = _lora(FALCON_NEW, 2, 9)
     assert answer.convention_name == "autograd"
     assert int(answer.peak) == tracker.peak
 

@@ -654,7 +654,8 @@ def falcon_attention(
     their sum with the model's causal mask and the probabilities alive: the
     peak) and ``p @ v`` (the scores freed, the probabilities' low cast and
     the values' per-head copy made). With ``broadcast`` (the 40B layout) the
-    keys and values arrive with every head: no index, no group sums.
+    keys and values arrive with every head: no index, no group sums. With
+    ``flash`` (SDPA, 40B layout only): :func:`_falcon_sdpa`.
 
     Examples
     --------
@@ -668,9 +669,7 @@ def falcon_attention(
     """
     layer = cast("FalconAttention", layer)  # registered for this class (and subclasses)
     if layer.flash:
-        return grouped_query_attention(
-            layer, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
-        )
+        return _falcon_sdpa(layer, input_shapes, training, input_dtype, autocast)
     query, key, value = (tuple(s) for s in input_shapes)
     given = as_dtype(input_dtype) if input_dtype is not None else None
     mixed = as_dtype(autocast) if autocast is not None else None
@@ -781,3 +780,31 @@ def _falcon_stages(
     )
     stages.append(Stage("merge heads", edges=((len(stages) - 1, grad(per_head)),)))
     return tuple(stages)
+
+
+def _falcon_sdpa(
+    layer: FalconAttention,
+    input_shapes: tuple[Shape, ...],
+    training: bool,
+    input_dtype: DTypeLike | None,
+    autocast: DTypeLike | None,
+) -> Autograd:
+    """Falcon's SDPA call on the 40B layout: the flash kernel, and each layer's mask cast.
+
+    transformers 5.24 ``FalconAttention.forward`` with ``attn_implementation="sdpa"``
+    hands ``scaled_dot_product_attention`` the model's ``bool`` causal mask
+    (:class:`~memtheory.layers.causal_mask.CausalMask` ``boolean``); with keys and
+    values broadcast to every head (``new_decoder_architecture``) PyTorch 2.13 runs
+    its CPU flash kernel, which keeps what :func:`grouped_query_attention`'s flash
+    plan keeps and the mask converted to the queries' dtype, ``(B, 1, S, S)``, one
+    per layer. Measured on CPU (``tests/pytorch/test_family_autograd.py``,
+    ``tests/pytorch/test_peft_tied.py``): exact in fp32, bf16 and under autocast,
+    at two sizes. The multi-query layout (SDPA's math path) is refused by the layer
+    (:attr:`~memtheory.layers.falcon_attention.FalconAttention.autograd_refusal`).
+    """
+    plan = grouped_query_attention(
+        layer, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+    )
+    query = tuple(input_shapes[0])
+    mask = TensorSpec("mask", (query[0], 1, query[1], query[1]), label="mask cast")
+    return replace(plan, saved=(*plan.saved, mask))
