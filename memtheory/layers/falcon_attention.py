@@ -63,10 +63,11 @@ class FalconAttention(GroupedQueryAttention):
     its peak, whether that is at the forward's softmax or in the backward;
     so is transformers' ``Trainer`` step with eager attention (autocast over
     bf16 weights, fused AdamW; ``tests/pytorch/test_peft_tied.py``). With
-    ``flash`` (transformers' default SDPA) the autograd convention refuses
-    it, saying why (:attr:`autograd_refusal`): the multi-query layout's SDPA
-    call runs PyTorch's math path, the 40B layout's its CPU flash kernel
-    with a saved mask, neither modelled here.
+    ``flash`` it is Falcon's SDPA call (``attn_implementation="sdpa"``,
+    transformers' default), exact in the same steps: on fewer key/value
+    heads than query heads PyTorch runs its math path (fp32 copies), on as
+    many its CPU flash kernel with each layer's cast of the mask
+    (:func:`~memtheory.conventions.autograd.kernels.torch_2_13.attention.falcon_attention`).
 
     Parameters
     ----------
@@ -86,35 +87,7 @@ class FalconAttention(GroupedQueryAttention):
 
     broadcast: bool = False
     kind = "FalconAttention"
-    autograd_refusal = (
-        "Falcon's SDPA path (attn_implementation='sdpa', transformers' default, which "
-        "flash=True stands for) is modelled for the 40B layout (new_decoder_architecture) "
-        "only: on the multi-query (7B) and the multi-head layouts FalconAttention.forward "
-        "calls scaled_dot_product_attention on fewer key/value heads than query heads "
-        "(or on heads not measured) without enable_gqa, so PyTorch 2.13 runs its math path "
-        "(fp32 copies of Q, K and V at 16 bits, the fp32 probabilities, per-head copies of "
-        "K and V), which is not modelled. Measured on CPU (tests/pytorch/test_peft_tied.py): "
-        "transformers' Trainer step of a tiny bf16 Falcon-7B layout with SDPA peaks 8,872 "
-        "bytes above the same step with eager attention, which memtheory predicts to the "
-        "byte. Use flash=False (attn_implementation='eager'), which is exact, or the "
-        "breakdown convention"
-    )
-
-    @property
-    def autograd_checked(self) -> bool:  # type: ignore[override]
-        """Checked (measured) for eager attention, and for SDPA (``flash``) on the 40B layout.
-
-        Examples
-        --------
-        >>> FalconAttention(4, kv_heads=1, head_dim=8).autograd_checked
-        True
-        >>> FalconAttention(4, kv_heads=1, head_dim=8, flash=True).autograd_checked
-        False
-        >>> FalconAttention(4, kv_heads=2, head_dim=8, flash=True, broadcast=True).autograd_checked
-        True
-        """
-        # tests/pytorch/test_family_autograd.py, tests/pytorch/test_peft_tied.py
-        return not self.flash or self.broadcast
+    autograd_checked = True  # tests/pytorch/test_family_autograd.py, test_peft_tied.py
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
         """Return ``(B, S, heads * head_dim)``; with ``broadcast`` keys and values as wide."""
