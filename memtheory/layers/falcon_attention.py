@@ -60,7 +60,14 @@ class FalconAttention(GroupedQueryAttention):
     layout (7B-style multi-query, 40B ``new_decoder_architecture``,
     sequential), in fp32, bf16 and under autocast, at 6 and 160 positions
     and at a size tuned for none of them, is exact in every component and in
-    its peak, whether that is at the forward's softmax or in the backward.
+    its peak, whether that is at the forward's softmax or in the backward;
+    so is transformers' ``Trainer`` step with eager attention (autocast over
+    bf16 weights, fused AdamW; ``tests/pytorch/test_peft_tied.py``). With
+    ``flash`` it is Falcon's SDPA call (``attn_implementation="sdpa"``,
+    transformers' default), exact in the same steps: on fewer key/value
+    heads than query heads PyTorch runs its math path (fp32 copies), on as
+    many its CPU flash kernel with each layer's cast of the mask
+    (:func:`~memtheory.conventions.autograd.kernels.torch_2_13.attention.falcon_attention`).
 
     Parameters
     ----------
@@ -80,7 +87,7 @@ class FalconAttention(GroupedQueryAttention):
 
     broadcast: bool = False
     kind = "FalconAttention"
-    autograd_checked = True  # tests/pytorch/test_family_autograd.py
+    autograd_checked = True  # tests/pytorch/test_family_autograd.py, test_peft_tied.py
 
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
         """Return ``(B, S, heads * head_dim)``; with ``broadcast`` keys and values as wide."""

@@ -21,7 +21,8 @@ Falcon's attention is its own eager code
 call makes the positions and the causal mask once for every layer
 (:mod:`memtheory.layers.causal_mask`), and the 40B layout copies its keys and
 values to every head (:class:`~memtheory.layers.falcon_attention.FalconSplit`):
-a Falcon step is exact too, its peak at the forward's softmax included.
+a Falcon step is exact too, its peak at the forward's softmax included, with eager
+attention (``flash=False``) and with its SDPA call (``flash=True``, transformers' default).
 
 Examples
 --------

@@ -68,16 +68,17 @@ def torch_optimizer(
 
 def decoder_step(
     config: dict[str, Any], precision: str, optimizer: str, batch: int, sequence: int,
-    implementation: str | None = None,
+    implementation: str | None = None, attention: str = "eager",
 ) -> tuple[MemoryBreakdown, Measurement]:
     """Return memtheory's prediction and the measurement of one step (fp32, bf16 or autocast).
 
     ``implementation``: torch.optim's ``"for-loop"``, ``"foreach"`` or
-    ``"fused"`` step (default PyTorch's choice on CPU).
+    ``"fused"`` step (default PyTorch's choice on CPU). ``attention``: the model's
+    ``attn_implementation``; ``"sdpa"`` is predicted with ``flash=True``.
     """
     family = config["model_type"]
     values = {k: v for k, v in config.items() if k != "model_type"}
-    hf = transformers.AutoConfig.for_model(family, attn_implementation="eager", **values)
+    hf = transformers.AutoConfig.for_model(family, attn_implementation=attention, **values)
     torch.manual_seed(0)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     module = Logits(transformers.AutoModelForCausalLM.from_config(hf)).to(dtype).train()
@@ -88,7 +89,8 @@ def decoder_step(
         target=ids.clone(), warmup_steps=1, record=True,
         autocast=torch.bfloat16 if precision == "autocast" else None,
     )
-    network = from_config(config, batch=batch, sequence=sequence, loss=True)
+    network = from_config(config, batch=batch, sequence=sequence, loss=True,
+                          flash=attention == "sdpa")
     predicted = mt.training_memory(
         network, optimizer=optimizer,
         precision=autocast_precision() if precision == "autocast" else precision,

@@ -249,6 +249,37 @@ def test_falcon_is_estimated_under_the_autograd_convention(layout):
     assert result.peak > result.components["parameters"]
 
 
+
+@pytest.mark.parametrize(("precision", "optimizer", "size", "batch", "sequence"), [
+    ("bf16", "adamw", TINY, 2, 9),
+    ("autocast", "adam", TINY, 2, 6),
+    ("fp32", "sgd", _UNTUNED, 3, 13),
+], ids=["bf16", "autocast", "fp32-untuned"])
+@pytest.mark.parametrize("layout", _FALCON_LAYOUTS)
+def test_falcon_sdpa_steps_are_exact(layout, precision, optimizer, size, batch, sequence):
+    """Falcon's SDPA call (transformers' default): every component and the peak, 0 bytes off.
+
+    The multi-query layouts run PyTorch's math path (fp32 copies, per-head keys and
+    values), the 40B layout the CPU flash kernel with each layer's cast of the mask.
+    """
+    predicted, measured = decoder_step(_falcon(size, layout), precision, optimizer,
+                                       batch, sequence, attention="sdpa")
+    got, want = compared(predicted, measured)
+    assert got == want
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "autocast"])
+@pytest.mark.parametrize("layout", ["falcon", "falcon-new"])
+def test_falcon_long_sdpa_steps_are_exact(layout, precision):
+    """160 positions under SDPA: the multi-query peak inside the math path's backward."""
+    predicted, measured = decoder_step(_falcon(TINY, layout), precision, "sgd", 2, 160,
+                                       attention="sdpa")
+    got, want = compared(predicted, measured)
+    assert got == want
+    if layout == "falcon":
+        assert predicted.peak_moment.startswith("backward layers.1.attention.attention")
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("precision", "optimizer"),
                          [("fp32", "sgd"), ("bf16", "adam"), ("autocast", "adamw")])

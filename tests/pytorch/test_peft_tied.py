@@ -15,12 +15,12 @@ against ``estimate(config, lora=4, setup="peft-lora")``.
 * **Tied Gemma 1 and 2**: 0 bytes off. A frozen ``GemmaRMSNorm`` keeps its
   fp32 ``1 + w`` only (``mul`` saves a factor for the other's gradient).
 * **Falcon** (tied by default; peft's default target ``query_key_value``):
-  the autograd convention answers, under the tracked peak by
-  :data:`FALCON_UNDER`. The cause is Falcon's own attention, not LoRA nor the
-  tie: the same model fully fine-tuned under the same Trainer is under by
-  :data:`FALCON_FULL_UNDER`, its peak inside the multi-query attention's
-  backward (CPU SDPA under autocast, which memtheory's Falcon attention does
-  not follow there); untied, the LoRA step is off by the same bytes.
+  the ``hf-trainer`` step (transformers' default SDPA, autocast over bf16
+  weights, fused AdamW, the loop's scalars) is 0 bytes off in the 7B
+  multi-query layout (SDPA's math path) and the 40B
+  ``new_decoder_architecture`` layout (CPU flash kernel, each layer's cast
+  of the mask), and so is it with eager attention, at two sizes. LoRA on
+  Falcon is not exact yet (:data:`LORA_EAGER_GAP`, expected failures).
 """
 
 from __future__ import annotations
@@ -54,17 +54,26 @@ attention (transformers does not give it SDPA)."""
 CONFIGS = {"llama": transformers.LlamaConfig, "falcon": transformers.FalconConfig,
            "gemma": transformers.GemmaConfig, "gemma2": transformers.Gemma2Config}
 
-FALCON_UNDER = -10032
-"""estimate's peak less the tracked peak, tiny Falcon, LoRA r=4 on peft's default, B=2, S=9
-(PyTorch 2.13 CPU, transformers 5.24, peft 0.21.2): measured and pinned."""
-FALCON_FULL_UNDER = -9864
-"""The same for the same Falcon fully fine-tuned (recipe hf-trainer): measured and pinned;
-the attention's gap, which LoRA's step shares."""
+FALCON_NEW = {**FALCON, "new_decoder_architecture": True, "num_kv_heads": 2}
+"""Falcon-40B's layout (new_decoder_architecture: grouped key/value heads, broadcast), tiny."""
+FALCON_OTHER = {**FALCON, "vocab_size": 40, "hidden_size": 40, "num_hidden_layers": 3}
+"""A Falcon size no formula was tuned on: four heads of 10, three layers."""
+LORA_EAGER_GAP = (
+    "LoRA on Falcon is not exact yet (the fully fine-tuned steps are): at B=2, S=9 the "
+    "estimate's peak less the tracked one is +396 bytes with eager attention in both "
+    "layouts (148 more bytes saved), -208 with SDPA on the 7B layout (9,580 more saved) "
+    "and +153 on the 40B layout (148 more saved); one layer: 4,972 more saved (eager)")
+"""Why LoRA on Falcon is an expected failure (measured, PyTorch 2.13 CPU)."""
 
+def _model(config: dict, dtype=torch.bfloat16, attention: str | None = None):
+    """The model of ``config`` in bf16, as ``from_pretrained`` loads a bf16 checkpoint.
 
-def _model(config: dict, dtype=torch.bfloat16):
-    """The model of ``config`` in bf16, as ``from_pretrained`` loads a bf16 checkpoint."""
+    ``attention``: ``attn_implementation`` (default transformers' choice: SDPA where
+    the family supports it).
+    """
     values = {k: v for k, v in config.items() if k != "model_type"}
+    if attention is not None:
+        values["attn_implementation"] = attention
     torch.manual_seed(0)
     built = transformers.AutoModelForCausalLM.from_config(
         CONFIGS[config["model_type"]](use_cache=False, **values))
@@ -87,15 +96,19 @@ def _train(model, config: dict, batch: int, sequence: int):
     return tracker
 
 
-def _lora(config: dict, batch: int, sequence: int, targets=None):
-    """Peft's model (its default targets when ``targets`` is None), tracked; and the estimate."""
-    base = _model(config)
+def _lora(config: dict, batch: int, sequence: int, targets=None, attention=None):
+    """Peft's model (its default targets when ``targets`` is None), tracked; and the estimate.
+
+    With ``attention="eager"`` the estimate is asked for eager attention (``flash=False``).
+    """
+    base = _model(config, attention=attention)
     assert base.get_output_embeddings().weight is base.get_input_embeddings().weight  # tied
     chosen = {} if targets is None else {"target_modules": targets}
     model = peft.get_peft_model(base, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, **chosen))
     tracker = _train(model, config, batch, sequence)
     answer = estimate({**config, "torch_dtype": "bfloat16"}, batch=batch, sequence=sequence,
-                      lora=RANK, lora_alpha=2 * RANK, lora_targets=targets, setup="peft-lora")
+                      lora=RANK, lora_alpha=2 * RANK, lora_targets=targets, setup="peft-lora",
+                      flash=False if attention == "eager" else None)
     assert answer.settings["trainable"] == sum(
         p.numel() for n, p in model.named_parameters() if "lora_" in n)
     return model, tracker, answer
@@ -155,22 +168,78 @@ def test_all_linear_on_tied_gemma_at_other_sizes_is_0_bytes_off(config):
     assert int(answer.peak) == tracker.peak
 
 
-def test_falcon_takes_peft_default_target_and_its_gap_is_pinned():
-    """Falcon: peft adapts its fused query_key_value, as memtheory does; the gap is pinned."""
-    model, tracker, answer = _lora(FALCON, 2, 9)
+def _full(config: dict, batch: int, sequence: int, attention: str | None = None):
+    """The fully fine-tuned Trainer step of ``config``, tracked; and the hf-trainer estimate."""
+    tracker = _train(_model(config, attention=attention), config, batch, sequence)
+    answer = estimate({**config, "torch_dtype": "bfloat16"}, batch=batch, sequence=sequence,
+                      setup="hf-trainer", flash=False if attention == "eager" else None)
+    return tracker, answer
+
+
+@pytest.mark.parametrize("config", [FALCON, FALCON_NEW], ids=["7b", "40b"])
+def test_falcon_eager_trainer_step_is_0_bytes_off(config):
+    """Eager Falcon under the Trainer (autocast over bf16 weights, fused AdamW): exact."""
+    tracker, answer = _full(config, 2, 9, "eager")
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+@pytest.mark.slow  # one Trainer run each
+@pytest.mark.parametrize("config", [FALCON, FALCON_NEW], ids=["7b", "40b"])
+def test_falcon_eager_trainer_step_at_another_size_is_0_bytes_off(config):
+    """The same at a size nothing was tuned on: other widths, depth, batch and length."""
+    tracker, answer = _full({**config, **FALCON_OTHER}, 3, 13, "eager")
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+@pytest.mark.parametrize(("extra", "batch", "sequence"),
+                         [({}, 2, 9), pytest.param(FALCON_OTHER, 3, 13, marks=pytest.mark.slow)],
+                         ids=["tiny", "untuned"])
+@pytest.mark.parametrize("config", [FALCON, FALCON_NEW], ids=["7b", "40b"])
+def test_falcon_hf_trainer_step_with_sdpa_is_0_bytes_off(config, extra, batch, sequence):
+    """The recipe as it is (SDPA, transformers' default): exact in both layouts.
+
+    The 7B layout's SDPA runs PyTorch's math path, the 40B layout's the flash kernel.
+    """
+    tracker, answer = _full({**config, **extra}, batch, sequence)
+    assert answer.settings["attention"] == "sdpa"
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+@pytest.mark.xfail(strict=True, reason=LORA_EAGER_GAP)
+@pytest.mark.parametrize("config", [FALCON, FALCON_NEW], ids=["7b", "40b"])
+def test_lora_on_falcon_with_sdpa_is_0_bytes_off(config):
+    """peft-lora as it is (SDPA): answered by the autograd convention, not exact yet."""
+    _, tracker, answer = _lora(config, 2, 9)
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+@pytest.mark.xfail(strict=True, reason=LORA_EAGER_GAP)
+@pytest.mark.parametrize("config", [FALCON, FALCON_NEW], ids=["7b", "40b"])
+def test_lora_on_eager_falcon_is_0_bytes_off(config):
+    """LoRA on peft's default target of an eager Falcon, under the Trainer: exact."""
+    _, tracker, answer = _lora(config, 2, 9, attention="eager")
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+@pytest.mark.xfail(strict=True, reason=LORA_EAGER_GAP)
+@pytest.mark.slow  # one Trainer run
+def test_lora_on_eager_falcon_at_another_size_is_0_bytes_off():
+    """The 40B layout with LoRA at an untuned size: exact."""
+    _, tracker, answer = _lora({**FALCON_NEW, **FALCON_OTHER}, 3, 13, attention="eager")
+    assert answer.convention_name == "autograd"
+    assert int(answer.peak) == tracker.peak
+
+
+def test_falcon_takes_peft_default_target():
+    """Falcon: peft adapts its fused query_key_value, as memtheory does, under SDPA."""
+    model, _, answer = _lora(FALCON, 2, 9)
+    assert model.config._attn_implementation == "sdpa"
     chosen = model.peft_config["default"].target_modules
     network = resolve_model(FALCON, batch=2, sequence=9).network
     assert set(chosen) == set(default_targets(network, "falcon")[0]) == {"query_key_value"}
     assert answer.convention_name == "autograd"
-    assert int(answer.peak) - tracker.peak == FALCON_UNDER
-
-
-@pytest.mark.slow  # one Trainer run
-def test_falcon_fully_fine_tuned_is_under_by_about_as_much():
-    """The attention's gap: without LoRA the same Falcon under the same Trainer is under too."""
-    tracker = _train(_model(FALCON), FALCON, 2, 9)
-    answer = estimate({**FALCON, "torch_dtype": "bfloat16"}, batch=2, sequence=9,
-                      setup="hf-trainer")
-    assert answer.convention_name == "autograd"
-    assert int(answer.peak) - tracker.peak == FALCON_FULL_UNDER
-    assert abs(FALCON_FULL_UNDER - FALCON_UNDER) < abs(FALCON_UNDER) / 10

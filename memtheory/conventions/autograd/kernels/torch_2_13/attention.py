@@ -654,7 +654,8 @@ def falcon_attention(
     their sum with the model's causal mask and the probabilities alive: the
     peak) and ``p @ v`` (the scores freed, the probabilities' low cast and
     the values' per-head copy made). With ``broadcast`` (the 40B layout) the
-    keys and values arrive with every head: no index, no group sums.
+    keys and values arrive with every head: no index, no group sums. With
+    ``flash``, Falcon's SDPA call: :func:`_falcon_sdpa`.
 
     Examples
     --------
@@ -668,9 +669,7 @@ def falcon_attention(
     """
     layer = cast("FalconAttention", layer)  # registered for this class (and subclasses)
     if layer.flash:
-        return grouped_query_attention(
-            layer, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
-        )
+        return _falcon_sdpa(layer, input_shapes, training, input_dtype, autocast)
     query, key, value = (tuple(s) for s in input_shapes)
     given = as_dtype(input_dtype) if input_dtype is not None else None
     mixed = as_dtype(autocast) if autocast is not None else None
@@ -781,3 +780,97 @@ def _falcon_stages(
     )
     stages.append(Stage("merge heads", edges=((len(stages) - 1, grad(per_head)),)))
     return tuple(stages)
+
+
+def _falcon_sdpa(
+    layer: FalconAttention,
+    input_shapes: tuple[Shape, ...],
+    training: bool,
+    input_dtype: DTypeLike | None,
+    autocast: DTypeLike | None,
+) -> Autograd:
+    """Falcon's SDPA call: the math path on fewer key/value heads, else the flash kernel.
+
+    transformers 5.24 ``FalconAttention.forward`` with ``attn_implementation="sdpa"``
+    hands ``scaled_dot_product_attention`` the model's ``bool`` causal mask
+    (:class:`~memtheory.layers.causal_mask.CausalMask` ``boolean``) and no
+    ``enable_gqa``. With as many key/value heads as query heads (the 40B layout's
+    broadcast ones, or ``multi_query=False``) PyTorch 2.13 runs its CPU flash
+    kernel, which keeps what :func:`grouped_query_attention`'s flash plan keeps and
+    the mask converted to the queries' dtype, ``(B, 1, S, S)``, one per layer. With
+    fewer (the multi-query 7B layout) it runs its math path (:func:`_falcon_math`).
+    Measured on CPU (``tests/pytorch/test_family_autograd.py``,
+    ``tests/pytorch/test_peft_tied.py``): exact in fp32, bf16 and under autocast,
+    at 6, 13 and 160 positions, and under transformers' ``Trainer``.
+    """
+    if sp.sympify(layer.kv_heads) != sp.sympify(layer.heads) and not layer.broadcast:
+        return _falcon_math(layer, input_shapes, input_dtype, autocast)
+    plan = grouped_query_attention(
+        layer, input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+    )
+    query = tuple(input_shapes[0])
+    mask = TensorSpec("mask", (query[0], 1, query[1], query[1]), label="mask cast")
+    return replace(plan, saved=(*plan.saved, mask))
+
+
+def _falcon_math(
+    layer: FalconAttention,
+    input_shapes: tuple[Shape, ...],
+    input_dtype: DTypeLike | None,
+    autocast: DTypeLike | None,
+) -> Autograd:
+    """Falcon's SDPA call on fewer key/value heads: PyTorch 2.13's math path, in fp32.
+
+    ``_scaled_dot_product_attention_math`` casts 16-bit queries, keys and values
+    to fp32 (``allowFP16BF16ReductionMathSDP`` is off), scales the queries and the
+    transposed keys, and ``matmul`` broadcasts the single key (value) head into a
+    contiguous per-head copy that its ``bmm`` keeps; the fp32 softmax is kept, the
+    output is cast back. The backward runs in fp32 and sums each per-head key
+    (value) gradient into one head before the casts back; the split's index
+    nodes (``fused_qkv[..., [-2], :]``) keep their one-element indices as on the
+    eager path. Measured on CPU (PyTorch 2.13), see :func:`_falcon_sdpa`.
+    """
+    query, key, value = (tuple(s) for s in input_shapes)
+    low = as_dtype(autocast) if autocast is not None else (
+        as_dtype(input_dtype) if input_dtype is not None else None)
+    batch, sequence = query[0], query[1]
+    per_head = (batch, layer.heads, sequence, layer.head_dim)
+    scores = (batch, layer.heads, sequence, sequence)
+
+    def fp32(shape: Shape, label: str | None = None) -> TensorSpec:
+        return TensorSpec("intermediate", shape, _FP32, label=label)
+
+    def grad(shape: Shape, kind: DType | None) -> TensorSpec:
+        return TensorSpec("intermediate", shape, kind)
+
+    saved = (
+        fp32(per_head, "queries"), fp32(per_head, "keys"), fp32(scores, "softmax"),
+        fp32(per_head, "values"),
+        TensorSpec("intermediate", (1,), _INT64, label="key index"),
+        TensorSpec("intermediate", (1,), _INT64, label="value index"),
+    )
+    stages = (
+        Stage("key index", (4, 5), edges=((-2, grad(key, low)),)),
+        Stage("value index", edges=((-3, grad(value, low)),)),
+        Stage("queries to fp32", edges=((-1, grad(query, low)),)),
+        Stage("keys to fp32", edges=((0, grad(key, low)),)),
+        Stage("values to fp32", edges=((1, grad(value, low)),)),
+        Stage("scale queries", edges=((2, grad(per_head, _FP32)),)),
+        Stage("scale keys", edges=((3, grad(key, _FP32)),)),
+        Stage("expand keys", edges=((6, grad(key, _FP32)),)),
+        Stage("q @ k^T", (0, 1), edges=((5, grad(per_head, _FP32)), (7, grad(per_head, _FP32))),
+              kept_for=((0, 7), (1, 5))),
+        Stage("add mask", gradient_is_view=True, edges=((8, grad(scores, _FP32)),)),
+        Stage("softmax", (2,), edges=((9, grad(scores, _FP32)),)),
+        Stage("expand values", edges=((4, grad(value, _FP32)),)),
+        Stage("p @ v", (2, 3), edges=((10, grad(scores, _FP32)), (11, grad(per_head, _FP32))),
+              kept_for=((2, 11), (3, 10))),
+        Stage("to low", edges=((12, grad(per_head, _FP32)),)),
+        Stage("merge heads", edges=((13, grad(per_head, low)),)),
+    )
+    transients = (
+        fp32(per_head, "queries fp32"), fp32(key, "keys fp32"), fp32(value, "values fp32"),
+        fp32(key, "keys scaled"), fp32(scores, "q @ k^T"),
+        fp32(per_head, "p @ v"), TensorSpec("intermediate", per_head, low, label="output cast"),
+    )
+    return Autograd(saved=saved, autocast="low", stages=stages, transients=transients)
