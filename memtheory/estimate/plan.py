@@ -464,6 +464,12 @@ def _parallel_words(
     return parallel
 
 
+def _falcon_sdpa_math(network: object) -> bool:
+    """Whether a Falcon attention layer of ``network`` runs SDPA's math path."""
+    return any(getattr(getattr(row.layer, "layer", row.layer), "sdpa_math", False)
+               for row in getattr(network, "rows", ()))
+
+
 def _why(
     step: Step, chosen: Setup, resolved: ResolvedModel, *, parallel: bool, tensor: bool,
     pipeline: bool = False, accumulate: int = 1, fsdp2: bool = False,
@@ -474,7 +480,11 @@ def _why(
         why += (f"; {accumulate} micro-batches per optimizer step: the gradients are added to "
                 "every moment before the step (an upper bound in the backward pass)")
     if chosen.flash and step.convention == "autograd" and resolved.kind == "sequence":
-        if chosen.flash_for(resolved.network, resolved.dtype):
+        if _falcon_sdpa_math(resolved.network):
+            why += ("; Falcon's SDPA call (its boolean causal mask, no enable_gqa, one key/value "
+                    "head) runs PyTorch's math path, which keeps the S x S probabilities in fp32 "
+                    "(measured on CPU; taken to be CUDA's choice too)")
+        elif chosen.flash_for(resolved.network, resolved.dtype):
             why += "; the SDPA flash/memory-efficient attention kernel assumed (see below)"
         else:
             why += "; SDPA's math path assumed, as CUDA selects it here (see below)"
@@ -576,6 +586,10 @@ def _assumptions(
         said = [line for line in said if not line.startswith("attention:")]
     elif not setup.flash and (family := model_type(model)) in NO_SDPA:
         said.append(f"attention eager: {NO_SDPA[str(family)]}")
+    elif setup.flash and _falcon_sdpa_math(resolved.network):
+        said = [("attention: SDPA as Falcon calls it (transformers' default attn_implementation): "
+                 "the math path, S x S probabilities kept in fp32")
+                if line.startswith("attention:") else line for line in said]
     return said
 
 

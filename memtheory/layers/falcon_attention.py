@@ -89,6 +89,25 @@ class FalconAttention(GroupedQueryAttention):
     kind = "FalconAttention"
     autograd_checked = True  # tests/pytorch/test_family_autograd.py, test_peft_tied.py
 
+    @property
+    def sdpa_math(self) -> bool:
+        """Whether Falcon's SDPA call runs PyTorch's math path (S x S probabilities kept).
+
+        Falcon passes SDPA its boolean causal mask and never ``enable_gqa``: with
+        fewer key/value heads than query heads (the 7B layout) only the math
+        path takes the call; broadcast keys and values (the 40B layout) or as
+        many heads as queries go to a fused kernel.
+
+        Examples
+        --------
+        >>> FalconAttention(4, kv_heads=1, head_dim=8, flash=True).sdpa_math
+        True
+        >>> FalconAttention(4, kv_heads=1, head_dim=8, flash=True, broadcast=True).sdpa_math
+        False
+        """
+        return bool(self.flash and not self.broadcast
+                    and sp.sympify(self.kv_heads) != sp.sympify(self.heads))
+
     def merged_shape(self, input_shapes: tuple[Shape, ...]) -> Shape:
         """Return ``(B, S, heads * head_dim)``; with ``broadcast`` keys and values as wide."""
         if not self.broadcast:
