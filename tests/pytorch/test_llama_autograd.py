@@ -91,8 +91,9 @@ def test_forward_moment_gap_is_the_mask_less_two_head_tensors():
     assert forward[1] - forward[0] == mask + positions - two_head_tensors
 
 
-@pytest.mark.parametrize(("family", "precision", "sequence"),
-                         [("llama", "bf16", 9), ("mistral", "bf16", 9), ("llama", "fp32", 5)])
+@pytest.mark.parametrize(("family", "precision", "sequence"), [
+    ("llama", "bf16", 9), pytest.param("mistral", "bf16", 9, marks=pytest.mark.slow),
+    pytest.param("llama", "fp32", 5, marks=pytest.mark.slow)])
 def test_one_sequence_keeps_the_padded_labels_storage(family, precision, sequence):
     """B=1: every component and the peak, exactly (the shifted labels are the padded storage).
 
