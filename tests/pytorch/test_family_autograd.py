@@ -306,6 +306,24 @@ def test_a_loss_on_the_logits_frees_the_final_norm_output_first():
     assert moments["model"]["forward lm_head"] == moments["caller"]["forward lm_head"]
 
 
+def test_lora_keeps_the_model_calls_starting_at_an_adapted_layer_s_first_row():
+    """apply_lora keeps every call; one that starts at an adapted projection starts at its base.
+
+    Without them a LoRA network's positions and mask, which no layer reads,
+    were never freed, and no call held what the model keeps in variables.
+    """
+    from memtheory.finetuning import LoRA
+    from memtheory.finetuning.lora import apply_lora
+
+    network = from_config({**_FALCON, **LAYOUTS["falcon-sequential"]}, batch=2, sequence=6,
+                          loss=True)
+    tuned = apply_lora(network, LoRA(4, 8, targets=("query_key_value",)))
+    assert len(tuned.calls) == len(network.calls)
+    for (start, end), (was, ended) in zip(tuned.calls, network.calls, strict=True):
+        assert end == ended
+        assert start == (f"{was}.base_layer" if was.endswith("query_key_value") else was)
+
+
 def _phase_peaks(predicted, measured, phase: str) -> tuple[int, int]:
     """Return the predicted and measured most bytes alive during ``phase``."""
     ours = max(int(v) for label, v in predicted.timeline.items() if label.startswith(phase))
