@@ -254,9 +254,9 @@ def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Net
     for row in network.rows[1:]:
         layer, name = row.layer, row.name
         if isinstance(layer, Dense) and name in targets:
-            adapted = _adapted_dense(layer, name, row.inputs, lora, wider)
-            first[name] = (adapted[0].layer if isinstance(adapted[0], Node) else adapted[0]).name
-            items += adapted
+            block = _adapted_dense(layer, name, row.inputs, lora, wider)
+            first[name] = (block[0].layer if isinstance(block[0], Node) else block[0]).name or name
+            items += block
         elif isinstance(layer, MultiHeadAttention) and any(
             f"{name}.{p}" in targets for p in ATTENTION_PROJECTIONS
         ):
