@@ -330,11 +330,12 @@ def decoder(
         for table in sorted({_table(c, index) for index in range(c.layers)})
     ]
     calls: list[tuple[str, str]] = []
-    if _one_mask(c) and not vision:
-        # LlamaModel.forward (and its kin) keeps inputs_embeds, the positions and the causal mask
-        # (eager: one (B, 1, S, S) mask; SDPA skips it) in variables until it returns
-        made: list[Layer] = [Positions(name="position_ids")]
-        made += [] if flash else [CausalMask(name="causal_mask")]
+    if _one_mask(c) and not vision and not flash:
+        # LlamaModel.forward (and its kin) keeps inputs_embeds, the positions and the eager
+        # causal mask, one (B, 1, S, S), in variables until it returns. With SDPA (flash) not
+        # yet: TRL's fused-head step (finetuning/trl_head.py) reads the norm's moment as what
+        # lies beneath its head's backward, after the model's call returned.
+        made: list[Layer] = [Positions(name="position_ids"), CausalMask(name="causal_mask")]
         tables = [Node(layer, inputs=("input_ids",)) for layer in made] + tables
         calls.append(("position_ids", "model.norm"))
     after_head: list[Layer | Node] = []
