@@ -308,7 +308,7 @@ def freeze(network: Network, patterns: str | Sequence[str] = "*") -> Network:
         items.append(Node(layer, inputs=row.inputs))
     return Network(
         items, name=f"{network.name} (frozen: {', '.join(patterns)})",
-        parameter_order=network.parameter_order,
+        parameter_order=network.parameter_order, calls=network.calls,
     )
 
 
@@ -357,10 +357,13 @@ def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Net
         )
     targets = set(match_targets(network, lora.patterns))
     items: list[Layer | Node] = [network.rows[0].layer]
+    first: dict[str, str] = {}  # an adapted layer's first row, where a call into it starts
     for row in network.rows[1:]:
         layer, name = row.layer, row.name
         if isinstance(layer, Dense) and name in targets:
-            items += _adapted_dense(layer, name, row.inputs, lora, wider)
+            block = _adapted_dense(layer, name, row.inputs, lora, wider)
+            first[name] = (block[0].layer if isinstance(block[0], Node) else block[0]).name or name
+            items += block
         elif isinstance(layer, MultiHeadAttention) and any(
             f"{name}.{p}" in targets for p in ATTENTION_PROJECTIONS
         ):
@@ -374,6 +377,7 @@ def apply_lora(network: Network, lora: LoRA, *, wider: str | None = None) -> Net
     return Network(  # an adapter 'fc1.lora_A' is registered where 'fc1' is
         items, name=f"{network.name} (LoRA r={lora.rank})",
         parameter_order=network.parameter_order,
+        calls=[(first.get(start, start), end) for start, end in network.calls],
     )
 
 

@@ -63,6 +63,7 @@ from memtheory.layers import (
     Sigmoid,
     SiLU,
 )
+from memtheory.layers.causal_mask import CausalMask, Positions
 from memtheory.layers.clamp import Clamp
 from memtheory.layers.grouped_attention import GroupedQueryAttention
 from memtheory.layers.head_norm import HeadRMSNorm
@@ -328,6 +329,15 @@ def decoder(
              inputs=("input_ids",))
         for table in sorted({_table(c, index) for index in range(c.layers)})
     ]
+    calls: list[tuple[str, str]] = []
+    if _one_mask(c) and not vision and not flash:
+        # LlamaModel.forward (and its kin) keeps inputs_embeds, the positions and the eager
+        # causal mask, one (B, 1, S, S), in variables until it returns. With SDPA (flash) not
+        # yet: TRL's fused-head step (finetuning/trl_head.py) reads the norm's moment as what
+        # lies beneath its head's backward, after the model's call returned.
+        made: list[Layer] = [Positions(name="position_ids"), CausalMask(name="causal_mask")]
+        tables = [Node(layer, inputs=("input_ids",)) for layer in made] + tables
+        calls.append(("position_ids", "model.norm"))
     after_head: list[Layer | Node] = []
     if c.final_softcap is not None:
         after_head.append(SoftCap(c.final_softcap, name="final_logit_softcapping"))
@@ -347,7 +357,19 @@ def decoder(
         loss=loss,
         name=name or c.family,
         block_order=_PHI3_ORDER if c.fused else (),
+        calls=calls,
     )
+
+
+def _one_mask(c: DecoderConfig) -> bool:
+    """Whether the model's forward makes one causal mask for every layer, from its embeddings.
+
+    Gemma scales its embeddings (Gemma 1 and 2 keep the unscaled ones) and
+    Gemma 2 always makes a full and a sliding-window mask; a model whose
+    layers mix full and sliding-window attention makes one mask of each
+    kind: neither is modelled yet (their model call holds nothing).
+    """
+    return not c.gemma and len({c.window(index) is None for index in range(c.layers)}) == 1
 
 
 _PHI3_ORDER = ("self_attn.o_proj", "self_attn", "mlp", "input_layernorm",

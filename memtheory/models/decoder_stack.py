@@ -9,6 +9,8 @@ output, the final norm, the output projection ``lm_head`` (and what follows
 it) and the causal-LM loss. Each builder says only what its layers are.
 :func:`fused_projection` is the fused query/key/value projection sliced
 into its three parts, which Phi-3, GPT-NeoX and Falcon share.
+:func:`loss_on_logits` is the same network with the loss applied by the
+caller to the logits the model returns, rather than by the model itself.
 
 Examples
 --------
@@ -25,6 +27,7 @@ Examples
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 
 from memtheory._validation import SizeLike
@@ -33,12 +36,42 @@ from memtheory.layers import Dense, Input, LanguageModelLoss, Layer, Unembedding
 from memtheory.layers.split import Slice
 from memtheory.network import Network, Node
 
-__all__ = ["HEAD_AND_LOSS", "decoder_stack", "fused_projection", "registration_order"]
+__all__ = [
+    "HEAD_AND_LOSS", "decoder_stack", "fused_projection", "loss_on_logits", "registration_order",
+]
 
 
 HEAD_AND_LOSS = ("lm_head", "loss")
 """The tail of ``*ForCausalLM.forward``: its ``hidden_states`` variable (the final norm's output)
-lives until the loss has run (transformers 5.24 ``models/llama/modeling_llama.py:469-475``)."""
+lives until the loss has run (transformers 5.24 ``models/llama/modeling_llama.py:469-475``),
+when the model computes its loss itself (given ``labels=``); see :func:`loss_on_logits`."""
+
+
+def loss_on_logits(network: Network) -> Network:
+    """Return ``network`` with its loss applied by the caller to the logits the model returns.
+
+    A decoder built with ``loss=True`` computes its loss inside
+    ``*ForCausalLM.forward`` (``model(input_ids, labels=labels).loss``, as
+    the ``Trainer`` runs it), whose ``hidden_states`` variable holds the final
+    norm's output while the loss runs (:data:`HEAD_AND_LOSS`). A loop that
+    takes the logits and applies the loss itself (``loss_fn(model(ids).logits,
+    labels)``, as ``measure(model, ids, causal_lm_loss)`` does) runs the loss
+    after the model's forward has returned: the final norm's output is freed
+    first, unless a backward node keeps it. Only that call is dropped; the
+    layers, and every other call, are the same.
+
+    Examples
+    --------
+    >>> from memtheory.models import from_config
+    >>> net = from_config({"model_type": "llama", "vocab_size": 50, "hidden_size": 32,
+    ...                    "intermediate_size": 40, "num_hidden_layers": 1,
+    ...                    "num_attention_heads": 4}, batch=2, sequence=8, loss=True)
+    >>> HEAD_AND_LOSS in net.calls, HEAD_AND_LOSS in loss_on_logits(net).calls
+    (True, False)
+    """
+    outside = copy.copy(network)
+    outside.calls = tuple(call for call in network.calls if call != HEAD_AND_LOSS)
+    return outside
 
 
 def decoder_stack(

@@ -187,6 +187,9 @@ def parallel_decoder(
         # argument of its attention call, until it returns
         calls += [(f"layers.{i}.attention.query_key_value", f"layers.{i}.add_2")
                   for i in range(c.layers)]
+        if not c.parallel:  # sequential: attention_output and mlp_layernorm_out too
+            calls += [(f"layers.{i}.{first}", f"layers.{i}.add_2")
+                      for i in range(c.layers) for first in ("add_1", "mlp.dense_h_to_4h")]
     return decoder_stack(
         "parallel_decoder",
         embedded=[Embedding(c.vocabulary, c.hidden, name="embed_in")],

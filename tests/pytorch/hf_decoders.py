@@ -4,7 +4,9 @@ transformers builds the family's ``...ForCausalLM`` from a tiny configuration
 with ``attn_implementation="eager"``; ``memtheory.torch.measure`` runs its
 training step on CPU with ``use_cache=False`` (the loss is Hugging Face's
 causal-LM loss, applied by ``measure`` to the logits the module returns), and
-memtheory predicts the same step from ``from_config(config, loss=True)``.
+memtheory predicts the same step from ``from_config(config, loss=True)``,
+the loss applied to the returned logits (:func:`~memtheory.models.decoder_stack.loss_on_logits`:
+the model's forward has returned, and freed its final norm's output, before the loss runs).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import memtheory as mt
 from memtheory.conventions.autograd import AutogradConvention, autocast_precision
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.models import from_config
+from memtheory.models.decoder_stack import loss_on_logits
 from memtheory.torch import Measurement, measure
 from memtheory.torch.hf_losses import causal_lm_loss
 
@@ -89,8 +92,8 @@ def decoder_step(
         target=ids.clone(), warmup_steps=1, record=True,
         autocast=torch.bfloat16 if precision == "autocast" else None,
     )
-    network = from_config(config, batch=batch, sequence=sequence, loss=True,
-                          flash=attention == "sdpa")
+    network = loss_on_logits(from_config(config, batch=batch, sequence=sequence, loss=True,
+                                         flash=attention == "sdpa"))
     predicted = mt.training_memory(
         network, optimizer=optimizer,
         precision=autocast_precision() if precision == "autocast" else precision,

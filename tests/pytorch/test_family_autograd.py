@@ -291,6 +291,70 @@ def test_falcon_short_steps_are_exact(layout, size, precision, optimizer):
     assert got == want
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("batch", "sequence"), [(3, 40), (2, 50)])
+def test_sequential_falcon_with_a_small_vocabulary_is_exact_at_the_loss(batch, sequence):
+    """Autocast, a 40-token vocabulary: every component and the peak, exactly.
+
+    At B=3, S=40 the prediction was 1,944 B high: its "forward loss" moment
+    held the final norm's output, which ``FalconForCausalLM.forward`` holds
+    only while it computes a loss itself (given ``labels=``); here the loss
+    is applied to the returned logits (``loss_on_logits``). At B=2, S=50 the
+    step peaks in the last layer's forward, where ``FalconDecoderLayer``
+    (sequential) holds ``attention_output`` and ``mlp_layernorm_out`` until it
+    returns.
+    """
+    predicted, measured = decoder_step(_falcon(_UNTUNED, "falcon-sequential"), "autocast",
+                                       "sgd", batch, sequence)
+    got, want = compared(predicted, measured)
+    assert got == want
+    for phase in ("forward", "backward"):
+        ours, theirs = _phase_peaks(predicted, measured, phase)
+        assert ours == theirs, phase
+
+
+def test_a_loss_on_the_logits_frees_the_final_norm_output_first():
+    """The loss's forward moment holds B x S x h fp32 less when the caller applies the loss.
+
+    Inside ``*ForCausalLM.forward`` (``labels=``) its ``hidden_states`` holds
+    the final norm's output while the loss runs; a loss on the returned
+    logits runs after that forward returned (under autocast the head saves
+    a bf16 cast, not the fp32 output).
+    """
+    from memtheory.conventions.autograd import autocast_precision
+    from memtheory.models.decoder_stack import loss_on_logits
+
+    batch, sequence = 3, 40
+    network = from_config(_falcon(_UNTUNED, "falcon-sequential"), batch=batch,
+                          sequence=sequence, loss=True)
+    moments = {}
+    for where, net in (("model", network), ("caller", loss_on_logits(network))):
+        result = mt.training_memory(net, optimizer="sgd", precision=autocast_precision(),
+                                    convention=AutogradConvention())
+        moments[where] = result.timeline
+    norm_output = batch * sequence * _UNTUNED["hidden_size"] * 4
+    assert moments["model"]["forward loss"] - moments["caller"]["forward loss"] == norm_output
+    assert moments["model"]["forward lm_head"] == moments["caller"]["forward lm_head"]
+
+
+def test_lora_keeps_the_model_calls_starting_at_an_adapted_layer_s_first_row():
+    """apply_lora keeps every call; one that starts at an adapted projection starts at its base.
+
+    Without them a LoRA network's positions and mask, which no layer reads,
+    were never freed, and no call held what the model keeps in variables.
+    """
+    from memtheory.finetuning import LoRA
+    from memtheory.finetuning.lora import apply_lora
+
+    network = from_config({**_FALCON, **LAYOUTS["falcon-sequential"]}, batch=2, sequence=6,
+                          loss=True)
+    tuned = apply_lora(network, LoRA(4, 8, targets=("query_key_value",)))
+    assert len(tuned.calls) == len(network.calls)
+    for (start, end), (was, ended) in zip(tuned.calls, network.calls, strict=True):
+        assert end == ended
+        assert start == (f"{was}.base_layer" if was.endswith("query_key_value") else was)
+
+
 def _phase_peaks(predicted, measured, phase: str) -> tuple[int, int]:
     """Return the predicted and measured most bytes alive during ``phase``."""
     ours = max(int(v) for label, v in predicted.timeline.items() if label.startswith(phase))

@@ -24,6 +24,7 @@ from memtheory.conventions.autograd import AutogradConvention  # noqa: E402
 from memtheory.estimate import estimate  # noqa: E402
 from memtheory.finetuning import LoRA, finetune_memory  # noqa: E402
 from memtheory.models import from_config  # noqa: E402
+from memtheory.models.decoder_stack import loss_on_logits  # noqa: E402
 from memtheory.recipes import Setup  # noqa: E402
 from memtheory.torch import measure  # noqa: E402
 from memtheory.torch.hf_losses import causal_lm_loss  # noqa: E402
@@ -93,7 +94,7 @@ def _measure_and_predict(config, targets, rank, alpha, dtype_name, batch, sequen
         module, ids, causal_lm_loss, torch.optim.AdamW(trainable, lr=1e-3),
         target=ids.clone(), warmup_steps=1,
     )
-    network = from_config(config, batch=batch, sequence=sequence, loss=True)
+    network = loss_on_logits(from_config(config, batch=batch, sequence=sequence, loss=True))
     predicted = finetune_memory(
         network, lora=LoRA(rank, alpha, targets=targets), optimizer="adamw",
         precision=dtype_name, convention=AutogradConvention(measured.implementation),

@@ -143,7 +143,11 @@ def language_model_loss(
     value=ignore_index)``: a ``(batch, sequence + 1)`` int64 tensor that the
     function's ``labels`` variable holds while the cross-entropy runs, freed
     when it returns (a transient); its ``[..., 1:].contiguous()`` is the
-    shifted labels that NLL keeps.
+    shifted labels that NLL keeps. With one sequence in the batch that slice
+    is already contiguous (a single row), so ``.contiguous()`` returns the
+    view: NLL keeps the padded storage itself, ``S + 1`` labels, and there is
+    no second one (measured on CPU, PyTorch 2.13: 8 bytes more saved than
+    a copy of ``S`` labels, one fewer storage at the loss's forward moment).
 
     Examples
     --------
@@ -154,26 +158,33 @@ def language_model_loss(
     >>> [(t.label, t.shape, t.dtype.name) for t in language_model_loss(
     ...     LanguageModelLoss(), ((B, S, 97),)).transients]
     [('padded labels', (B, S + 1), 'int64')]
+
+    One sequence: the shifted labels are a view of the padded ones.
+
+    >>> one = language_model_loss(LanguageModelLoss(), ((1, S, 97),))
+    >>> one.saved[2].shape, one.transients
+    ((1, S + 1), ())
     """
     assert isinstance(layer, LanguageModelLoss)
     shape = tuple(input_shapes[0])
     _, labels = layer.saved_for_backward(shape)
     fp32 = dtype("fp32") if layer.upcast else None
+    padded = (shape[0], shape[1] + 1)
+    one_row = layer.shift and shape[0] == 1  # labels[..., 1:] of one row: already contiguous
     saved = (
         TensorSpec("intermediate", shape, fp32, label="log-probabilities"),
         TensorSpec("intermediate", (), fp32, label="total weight"),
         TensorSpec(
-            labels.role, labels.shape, labels.dtype,
+            labels.role, padded if one_row else labels.shape, labels.dtype,
             label="shifted labels" if layer.shift else None,
         ),
     )
-    padded = (shape[0], shape[1] + 1)
     return Autograd(
         saved=saved,
         target=TensorSpec("target", shape[:2], dtype("int64")),
         transients=(
             (TensorSpec("intermediate", padded, dtype("int64"), label="padded labels"),)
-            if layer.shift else ()
+            if layer.shift and not one_row else ()
         ),
         autocast="fp32",
         compute_dtype=fp32,
