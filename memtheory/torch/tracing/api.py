@@ -327,7 +327,7 @@ def _told_everywhere(
     traced: TracedMemory, loop: Loop, conditions: tuple[str, ...], notes: tuple[str, ...],
     told: _Told,
 ) -> TracedMemory:
-    """The result, and each trace at a size of 1 it keeps, with the loop, Setup and branches."""
+    """Return the result, and each trace at 1 it keeps, with the loop, Setup and branches."""
     return replace(
         traced,
         loop=loop,
