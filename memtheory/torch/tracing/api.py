@@ -15,6 +15,7 @@ from memtheory.errors import (
     InvalidArgumentError,
     MemtheoryError,
     MissingArgumentError,
+    TraceTimeoutError,
     UnsupportedError,
 )
 from memtheory.max_pruning import maximum, undominated
@@ -412,6 +413,8 @@ def _at_one(
     try:
         return _formulas(model, inputs, others, replace(step, target=target, fixed_at_one=fixed),
                          fit, done)
+    except TraceTimeoutError:
+        raise
     except MemtheoryError:
         return None  # the step cannot be traced there: the limit stays, and 1 is refused
 
