@@ -8,6 +8,7 @@ sizes >= 2 can be off at 1. Every expected number here is measured with
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import replace
 
 import pytest
@@ -74,6 +75,16 @@ def test_peak_and_max_batch_take_a_batch_of_one_from_its_trace():
     assert max_batch(memory, measured) == 1
     at_two = memory.evaluate(B=2).peak
     assert max_batch(memory, at_two) == 2
+
+
+def test_printed_and_pickled_result_keeps_the_trace_at_one():
+    """str() names the size answered at 1, and a pickled result still answers B = 1."""
+    model = _Transposed()
+    memory = _traced(model)
+    shown = str(memory)
+    assert "answered from it: B = 1" in shown and "holds for B >= 2" not in shown
+    loaded = pickle.loads(pickle.dumps(memory))
+    _same(loaded.evaluate(B=1), measure(model, torch.randn(1, 6), **_step(model, 1)))
 
 
 def test_without_condition_checks_a_batch_of_one_is_refused():

@@ -41,7 +41,7 @@ from memtheory.torch.tracing.guards import (
     specialised,
 )
 from memtheory.torch.tracing.modules import LOSS
-from memtheory.torch.tracing.ones import below_two
+from memtheory.torch.tracing.ones import answered, below_two
 from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
@@ -396,7 +396,7 @@ def _formulas(
             done[key] = piece
         at_one[symbol] = done[key]
         del constraints[label]
-        words = [_answered(word, label, symbol) for word in words]
+        words = [answered(word, label, symbol) for word in words]
     if not at_one:
         return memory
     return replace(memory, constraints=constraints, conditions=tuple(words), at_one=at_one)
@@ -417,13 +417,6 @@ def _at_one(
         raise
     except MemtheoryError:
         return None  # the step cannot be traced there: the limit stays, and 1 is refused
-
-
-def _answered(word: str, label: str, symbol: sp.Symbol) -> str:
-    if word != label and not word.startswith(f"{label} ("):
-        return word
-    return (f"{label}: at {symbol.name} = 1 other code runs (the bytes differ), so the step was "
-            f"traced at {symbol.name} = 1 too and {symbol.name} = 1 is answered from that trace")
 
 
 def _general(

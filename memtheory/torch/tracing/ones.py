@@ -36,7 +36,29 @@ from memtheory.errors import MemtheoryError
 if TYPE_CHECKING:
     from memtheory.torch.tracing.result import TracedMemory
 
-__all__ = ["below_two", "one_asked", "piecewise", "pieces_evaluated"]
+__all__ = ["ANSWERED_AT_ONE", "answered", "below_two", "one_asked", "piecewise",
+           "pieces_evaluated"]
+
+ANSWERED_AT_ONE = "is answered from that trace"
+"""How a condition's words end once a trace at 1 answers it (see :func:`answered`)."""
+
+
+def answered(word: str, label: str, symbol: sp.Symbol) -> str:
+    """Return a condition's words, saying that a trace at 1 answers it where it is ``label``.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> answered("B >= 2 (traced for sizes of at least 2)", "B >= 2", B)[:50]
+    'B >= 2: at B = 1 other code runs (the bytes differ'
+    >>> answered("S <= 64", "B >= 2", B)
+    'S <= 64'
+    """
+    if word != label and not word.startswith(f"{label} ("):
+        return word
+    name = symbol.name
+    return (f"{label}: at {name} = 1 other code runs (the bytes differ), so the step was "
+            f"traced at {name} = 1 too and {name} = 1 {ANSWERED_AT_ONE}")
 
 
 def below_two(constraints: Mapping[str, sp.Expr], symbol: sp.Symbol) -> str | None:

@@ -16,7 +16,12 @@ from memtheory.recipes import Setup
 from memtheory.tables import Column, Table
 from memtheory.torch.loop import Loop
 from memtheory.torch.tracing.kept_conditions import keeping
-from memtheory.torch.tracing.ones import one_asked, pieces_evaluated, piecewise
+from memtheory.torch.tracing.ones import (
+    ANSWERED_AT_ONE,
+    one_asked,
+    pieces_evaluated,
+    piecewise,
+)
 from memtheory.units import convert, round_half_up
 
 __all__ = ["ModuleRow", "TracedMemory"]
@@ -317,10 +322,17 @@ class TracedMemory(Footprint):
           checked harmless (traced beyond them, the same bytes): B >= 2
         """
         harmless = [c.split(": harmless", 1)[0] for c in self.conditions if ": harmless" in c]
-        lines = [f"  holds for {c}" for c in self.conditions if ": harmless" not in c]
+        answered = [f"{s.name} = 1" for s in self.at_one]
+        lines = [f"  holds for {c}" for c in self.conditions
+                 if ": harmless" not in c and not c.endswith(ANSWERED_AT_ONE)]
         if harmless:
             lines.append(
                 f"  checked harmless (traced beyond them, the same bytes): {', '.join(harmless)}"
+            )
+        if answered:
+            lines.append(
+                f"  traced at a size of 1 too (other bytes there), answered from it: "
+                f"{', '.join(answered)}"
             )
         return lines
 
