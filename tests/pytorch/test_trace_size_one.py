@@ -87,9 +87,10 @@ def test_printed_and_pickled_result_keeps_the_trace_at_one():
     _same(loaded.evaluate(B=1), measure(model, torch.randn(1, 6), **_step(model, 1)))
 
 
-def test_without_condition_checks_a_batch_of_one_is_refused():
-    """check_conditions=False traces nothing more: B = 1 stays refused, with a clear error."""
-    memory = _traced(_Transposed(), check_conditions=False)
+@pytest.mark.parametrize("switch", ["check_conditions", "at_one"])
+def test_without_the_trace_at_one_a_batch_of_one_is_refused(switch):
+    """check_conditions=False or at_one=False: B = 1 stays refused, with a clear error."""
+    memory = _traced(_Transposed(), **{switch: False})
     assert not memory.at_one and "B >= 2" in memory.constraints
     with pytest.raises(EvaluationError, match="B >= 2"):
         memory.evaluate(B=1)

@@ -71,6 +71,7 @@ def trace(
     setup: Setup | str | Mapping[str, Any] | None = None,
     fit: bool = True,
     check_conditions: bool = True,
+    at_one: bool = True,
     time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> TracedMemory:
     """Trace a training step of ``model`` on fake tensors into exact formulas in its sizes.
@@ -150,6 +151,13 @@ def trace(
         under which the bytes are those of the formulas (a kernel choice such
         as ``B < 16``, ``B >= 2``) stops limiting evaluation and is marked
         harmless. False skips this (faster; every condition then limits).
+    at_one : bool, default True
+        Where a check finds that the formulas do not hold at a size of 1
+        (``B >= 2`` stays), trace the step once more with that size at 1 and
+        the other sizes symbolic, and answer that size from it
+        (:mod:`memtheory.torch.tracing.ones`; on GPT-2 small at B=4, S=512
+        this took about as long again). False skips it: that size of 1 is
+        then refused.
     time_limit : float, default 1800
         Seconds the whole trace may take; past them it stops with a
         :class:`~memtheory.errors.TraceTimeoutError` (a forward that sleeps
@@ -235,7 +243,7 @@ def trace(
     loop = Loop(keeps_outputs=told.keeps_outputs, loss_inside=loss is None)
     branches = mask_branches(model, example_inputs)
     step = _StepChoices(loss, target, told.optimizer, told.dtype, told.autocast,
-                        told.keeps_outputs, branches.skipped, check_conditions)
+                        told.keeps_outputs, branches.skipped, check_conditions, at_one=at_one)
     was_training = model.training
     model.train()
     try:
@@ -290,6 +298,7 @@ class _StepChoices:
     keeps_outputs: bool
     skipped: frozenset[str] = frozenset()
     check_conditions: bool = True
+    at_one: bool = True
     fixed_at_one: tuple[str, ...] = ()
 
 
@@ -377,7 +386,7 @@ def _formulas(
     S = 1`` is traced once, not once under each of ``B = 1`` and ``S = 1``.
     """
     memory = _general(model, example_inputs, sizes, step, fit)
-    if not step.check_conditions:
+    if not (step.check_conditions and step.at_one):
         return memory
     done = {} if done is None else done
     fixed = frozenset(step.fixed_at_one)
