@@ -18,6 +18,7 @@ branch_values    input values that decide a branch (a Hugging Face all-ones mask
 guards           where the formulas hold (PyTorch's guards), and sizes the code fixed
 verify           conditions traced beyond, and dropped where the bytes are the same
 fit              exact polynomials from traces at several fixed sizes, when code fixes sizes
+ones             a size of 1 the formulas miss, answered by a trace taken there
 result           :class:`TracedMemory`, the Footprint a trace returns
 kept_conditions  values derived from a result keep its conditions: arithmetic, subs, pickles
 errors           what cannot be traced, said with the operator and the module

@@ -15,6 +15,7 @@ from memtheory.errors import (
     InvalidArgumentError,
     MemtheoryError,
     MissingArgumentError,
+    TraceTimeoutError,
     UnsupportedError,
 )
 from memtheory.max_pruning import maximum, undominated
@@ -40,6 +41,7 @@ from memtheory.torch.tracing.guards import (
     specialised,
 )
 from memtheory.torch.tracing.modules import LOSS
+from memtheory.torch.tracing.ones import answered, below_two
 from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
@@ -69,6 +71,7 @@ def trace(
     setup: Setup | str | Mapping[str, Any] | None = None,
     fit: bool = True,
     check_conditions: bool = True,
+    at_one: bool = True,
     time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> TracedMemory:
     """Trace a training step of ``model`` on fake tensors into exact formulas in its sizes.
@@ -148,6 +151,13 @@ def trace(
         under which the bytes are those of the formulas (a kernel choice such
         as ``B < 16``, ``B >= 2``) stops limiting evaluation and is marked
         harmless. False skips this (faster; every condition then limits).
+    at_one : bool, default True
+        Where a check finds that the formulas do not hold at a size of 1
+        (``B >= 2`` stays), trace the step once more with that size at 1 and
+        the other sizes symbolic, and answer that size from it
+        (:mod:`memtheory.torch.tracing.ones`; on GPT-2 small at B=4, S=512
+        this took about as long again). False skips it: that size of 1 is
+        then refused.
     time_limit : float, default 1800
         Seconds the whole trace may take; past them it stops with a
         :class:`~memtheory.errors.TraceTimeoutError` (a forward that sleeps
@@ -233,21 +243,14 @@ def trace(
     loop = Loop(keeps_outputs=told.keeps_outputs, loss_inside=loss is None)
     branches = mask_branches(model, example_inputs)
     step = _StepChoices(loss, target, told.optimizer, told.dtype, told.autocast,
-                        told.keeps_outputs, branches.skipped, check_conditions)
+                        told.keeps_outputs, branches.skipped, check_conditions, at_one=at_one)
     was_training = model.training
     model.train()
     try:
         with (time_budget(time_limit), quiet_fake_tensor_errors(),
               branches_taken(model, branches)):
             traced = _traced(model, example_inputs, sizes, step, fit)
-        return replace(
-            traced,
-            loop=loop,
-            conditions=(*traced.conditions, *branches.conditions),
-            notes=(*traced.notes, *branches.notes),
-            setup=told.setup,
-            assumed=told.assumed,
-        )
+        return _told_everywhere(traced, loop, branches.conditions, branches.notes, told)
     finally:
         model.train(was_training)
         _forget_shape_envs()
@@ -295,6 +298,8 @@ class _StepChoices:
     keeps_outputs: bool
     skipped: frozenset[str] = frozenset()
     check_conditions: bool = True
+    at_one: bool = True
+    fixed_at_one: tuple[str, ...] = ()
 
 
 _DTYPES = {
@@ -328,6 +333,23 @@ def _dtype(value: Any, name: str) -> torch.dtype | None:
     return chosen
 
 
+def _told_everywhere(
+    traced: TracedMemory, loop: Loop, conditions: tuple[str, ...], notes: tuple[str, ...],
+    told: _Told,
+) -> TracedMemory:
+    """Return the result, and each trace at 1 it keeps, with the loop, Setup and branches."""
+    return replace(
+        traced,
+        loop=loop,
+        conditions=(*traced.conditions, *conditions),
+        notes=(*traced.notes, *notes),
+        setup=told.setup,
+        assumed=told.assumed,
+        at_one={symbol: _told_everywhere(piece, loop, conditions, notes, told)
+                for symbol, piece in traced.at_one.items()},
+    )
+
+
 def _forget_shape_envs() -> None:
     """Empty the caches that ShapeEnv's methods keep on the class, keyed by the ShapeEnv.
 
@@ -355,6 +377,58 @@ def _traced(
 
 
 def _formulas(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices,
+    fit: bool, done: dict[frozenset[str], TracedMemory] | None = None,
+) -> TracedMemory:
+    """Trace; where the formulas do not hold at a size of 1, trace there too (:mod:`.ones`).
+
+    ``done`` keeps the traces at 1 by the sizes fixed there, so that ``B = 1,
+    S = 1`` is traced once, not once under each of ``B = 1`` and ``S = 1``.
+    """
+    memory = _general(model, example_inputs, sizes, step, fit)
+    if not (step.check_conditions and step.at_one):
+        return memory
+    done = {} if done is None else done
+    fixed = frozenset(step.fixed_at_one)
+    at_one: dict[sp.Symbol, TracedMemory] = {}
+    constraints = dict(memory.constraints)
+    words = list(memory.conditions)
+    for size, symbol in sizes.items():
+        label = below_two(constraints, symbol)
+        if label is None:
+            continue
+        key = fixed | {symbol.name}
+        if key not in done:
+            piece = _at_one(model, example_inputs, sizes, size, step, fit, done)
+            if piece is None:
+                continue
+            done[key] = piece
+        at_one[symbol] = done[key]
+        del constraints[label]
+        words = [answered(word, label, symbol) for word in words]
+    if not at_one:
+        return memory
+    return replace(memory, constraints=constraints, conditions=tuple(words), at_one=at_one)
+
+
+def _at_one(
+    model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], size: int,
+    step: _StepChoices, fit: bool, done: dict[frozenset[str], TracedMemory],
+) -> TracedMemory | None:
+    """Trace with the example size ``size`` at 1 and the others still symbols, or None."""
+    inputs, target = _resized((example_inputs, step.target), {size: 1})
+    others = {k: s for k, s in sizes.items() if k != size}
+    fixed = (*step.fixed_at_one, sizes[size].name)
+    try:
+        return _formulas(model, inputs, others, replace(step, target=target, fixed_at_one=fixed),
+                         fit, done)
+    except TraceTimeoutError:
+        raise
+    except MemtheoryError:
+        return None  # the step cannot be traced there: the limit stays, and 1 is refused
+
+
+def _general(
     model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices,
     fit: bool,
 ) -> TracedMemory:
@@ -474,12 +548,17 @@ def _concrete(
 def _resized(value: Any, sizes: Mapping[int, int]) -> Any:
     from torch.utils._pytree import tree_map
 
+    made: dict[int, torch.Tensor] = {}  # one tensor passed twice (input and target) stays one
+
     def resize(tensor: Any) -> Any:
         if not isinstance(tensor, torch.Tensor):
             return tensor
-        shape = [sizes.get(int(n), int(n)) for n in tensor.shape]  # a view: fresh, dense
-        layout = layout_of(tensor)
-        return torch.empty(shape, dtype=tensor.dtype, device="meta", memory_format=layout)
+        if id(tensor) not in made:
+            shape = [sizes.get(int(n), int(n)) for n in tensor.shape]  # a view: fresh, dense
+            layout = layout_of(tensor)
+            made[id(tensor)] = torch.empty(shape, dtype=tensor.dtype, device="meta",
+                                           memory_format=layout)
+        return made[id(tensor)]
 
     return tree_map(resize, value)
 

@@ -180,10 +180,16 @@ def fake_inputs(
         If a size in ``sizes`` appears in no input.
     """
     found: dict[sp.Symbol, sp.Symbol] = {}
+    made: dict[int, Any] = {}  # a tensor passed twice (input and target) is one fake tensor
 
     def convert(value: Any) -> Any:
         if not isinstance(value, torch.Tensor):
             return value
+        if id(value) not in made:
+            made[id(value)] = converted_once(value)
+        return made[id(value)]
+
+    def converted_once(value: torch.Tensor) -> Any:
         if value.layout == torch.strided:
             value = fresh_tensor(value)
         dynamic = [int(size) in sizes for size in value.shape]

@@ -16,6 +16,12 @@ from memtheory.recipes import Setup
 from memtheory.tables import Column, Table
 from memtheory.torch.loop import Loop
 from memtheory.torch.tracing.kept_conditions import keeping
+from memtheory.torch.tracing.ones import (
+    ANSWERED_AT_ONE,
+    one_asked,
+    pieces_evaluated,
+    piecewise,
+)
 from memtheory.units import convert, round_half_up
 
 __all__ = ["ModuleRow", "TracedMemory"]
@@ -94,6 +100,13 @@ class TracedMemory(Footprint):
     assumed : tuple of str
         The Setup's ``assumed:`` lines for this model, as ``memtheory
         estimate`` prints them, then what the trace could not check.
+    at_one : mapping of sympy Symbol to TracedMemory
+        Where the formulas do not hold at a size of 1 (``B >= 2``: PyTorch
+        runs other code there), the step traced again with that size at 1, the
+        other sizes still symbols, by the size's symbol. :meth:`evaluate` at that
+        size answers from it, and :attr:`peak` and :attr:`total` are
+        piecewise: the recorded bytes at 1, the formulas above
+        (:mod:`memtheory.torch.tracing.ones`).
 
     Examples
     --------
@@ -127,6 +140,7 @@ class TracedMemory(Footprint):
     loop: Loop | None = None
     setup: Setup | None = None
     assumed: tuple[str, ...] = ()
+    at_one: Mapping[sp.Symbol, TracedMemory] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = set(self.components) - set(COMPONENT_TITLES)
@@ -136,12 +150,26 @@ class TracedMemory(Footprint):
     def evaluate(self, **values: object) -> TracedMemory:
         """Substitute values by symbol name (``B=8, S=128``) into every expression, exactly.
 
+        A size of 1 that the formulas do not cover but :attr:`at_one` does is
+        answered from the trace taken there.
+
         Raises
         ------
         EvaluationError
             For a name that is not a symbol of the result, or values outside
             where the traced formulas hold (see :attr:`conditions`).
         """
+        piece = one_asked(self.at_one, values)
+        if piece is not None:
+            name, recorded = piece
+            rest = {k: v for k, v in values.items() if k != name}
+            return recorded.evaluate(**rest) if rest else recorded
+        general = self._evaluated(**values)
+        return replace(general, at_one={}) if not self.at_one else pieces_evaluated(
+            self, general, values)
+
+    def _evaluated(self, **values: object) -> TracedMemory:
+        """Substitute into the general formulas (those that hold above a size of 1)."""
         expressions = [
             *self.components.values(),
             *self.timeline.values(),
@@ -194,18 +222,20 @@ class TracedMemory(Footprint):
         :attr:`constraints` (:mod:`memtheory.torch.tracing.kept_conditions`).
         """
         plain: sp.Expr = vars(Footprint)["peak"].func(self)
-        return keeping(plain, self.size_checks())
+        return piecewise(self, keeping(plain, self.size_checks()), "peak")
 
     @property
     def total(self) -> sp.Expr:
         """Sum of all components, in bytes: it keeps the conditions as :attr:`peak` does."""
         plain: sp.Expr = vars(Footprint)["total"].fget(self)
-        return keeping(plain, self.size_checks())
+        return piecewise(self, keeping(plain, self.size_checks()), "total")
 
     @property
     def free_symbols(self) -> set[sp.Symbol]:
         """Symbols the result still depends on."""
         found = super().free_symbols
+        for piece in self.at_one.values():
+            found |= piece.free_symbols
         return found.union(sp.sympify(self.inference_peak).free_symbols)
 
     def module_table(self, unit: str = "bytes", *, depth: int | None = None) -> Table:
@@ -292,10 +322,17 @@ class TracedMemory(Footprint):
           checked harmless (traced beyond them, the same bytes): B >= 2
         """
         harmless = [c.split(": harmless", 1)[0] for c in self.conditions if ": harmless" in c]
-        lines = [f"  holds for {c}" for c in self.conditions if ": harmless" not in c]
+        answered = [f"{s.name} = 1" for s in self.at_one]
+        lines = [f"  holds for {c}" for c in self.conditions
+                 if ": harmless" not in c and not c.endswith(ANSWERED_AT_ONE)]
         if harmless:
             lines.append(
                 f"  checked harmless (traced beyond them, the same bytes): {', '.join(harmless)}"
+            )
+        if answered:
+            lines.append(
+                f"  traced at a size of 1 too (other bytes there), answered from it: "
+                f"{', '.join(answered)}"
             )
         return lines
 
