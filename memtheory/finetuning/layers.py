@@ -341,8 +341,27 @@ def _keeps_weight_copy(spec: Autograd, weight: sp.Expr) -> Autograd:
     return replace(spec, saved=saved, stages=(stage,))
 
 
+class _KeepsWeightCopy(Layer):
+    """An adapter kept wider than the step computes in: its weight's compute-dtype cast is kept."""
+
+    def autograd(
+        self,
+        input_shapes: tuple[Shape, ...],
+        *,
+        training: bool = True,
+        input_dtype: DTypeLike | None = None,
+        autocast: DTypeLike | None = None,
+    ) -> Autograd:
+        """As the adapter's own class (Dense or LoRAUp), with its weight's cast kept."""
+        _refuse_autocast(self, autocast)
+        spec = super().autograd(
+            input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
+        )
+        return _keeps_weight_copy(spec, self.weight_count(tuple(input_shapes[0])))
+
+
 @dataclass(frozen=True)
-class CastLoRADown(Dense):
+class CastLoRADown(_KeepsWeightCopy, Dense):
     """peft's ``lora_A`` kept in a wider dtype than the step computes in (fp32 under autocast).
 
     peft 0.21 (``tuners/tuners_utils.py``, ``get_peft_model(...,
@@ -372,24 +391,9 @@ class CastLoRADown(Dense):
 
     kind = "Dense"
 
-    def autograd(
-        self,
-        input_shapes: tuple[Shape, ...],
-        *,
-        training: bool = True,
-        input_dtype: DTypeLike | None = None,
-        autocast: DTypeLike | None = None,
-    ) -> Autograd:
-        """As :class:`~memtheory.layers.Dense`, keeping its weight's cast for its input."""
-        _refuse_autocast(self, autocast)
-        spec = super().autograd(
-            input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
-        )
-        return _keeps_weight_copy(spec, self.weight_count(tuple(input_shapes[0])))
-
 
 @dataclass(frozen=True)
-class CastLoRAUp(LoRAUp):
+class CastLoRAUp(_KeepsWeightCopy, LoRAUp):
     """peft's ``lora_B`` kept wider than the step computes in: as :class:`CastLoRADown`.
 
     Its input (``lora_A``'s output) always needs a gradient, so its weight's
@@ -404,21 +408,6 @@ class CastLoRAUp(LoRAUp):
     """
 
     kind = "Dense"
-
-    def autograd(
-        self,
-        input_shapes: tuple[Shape, ...],
-        *,
-        training: bool = True,
-        input_dtype: DTypeLike | None = None,
-        autocast: DTypeLike | None = None,
-    ) -> Autograd:
-        """As :class:`LoRAUp`, keeping its weight's cast for the input's gradient."""
-        _refuse_autocast(self, autocast)
-        spec = super().autograd(
-            input_shapes, training=training, input_dtype=input_dtype, autocast=autocast
-        )
-        return _keeps_weight_copy(spec, self.weight_count(tuple(input_shapes[0])))
 
 
 def _refuse_autocast(layer: Layer, autocast: DTypeLike | None) -> None:
