@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cmp_to_key
 from itertools import islice
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import sympy as sp
 from sympy.core.basic import _cmp_name, ordering_of_classes
@@ -447,7 +447,28 @@ class _Replay:
         return known
 
 
-class Moments(Mapping[str, sp.Expr]):
+_Value = TypeVar("_Value")
+
+
+class _ByMoment(Mapping[str, _Value]):
+    """A mapping keyed by moment, in the order the moments were marked (``_records``)."""
+
+    _records: dict[str, Any]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, label: object) -> bool:
+        return label in self._records
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} moments)"
+
+
+class Moments(_ByMoment[sp.Expr]):
     """The labelled moments of a :class:`Timeline`, in order: live bytes, built when read.
 
     A mapping like the dictionary it replaces. Each moment is kept as its place in
@@ -486,17 +507,6 @@ class Moments(Mapping[str, sp.Expr]):
             self._records[label] = (place, value, lazy)
         return value
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._records)
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    def __contains__(self, label: object) -> bool:
-        return label in self._records
-
-    def __repr__(self) -> str:
-        return f"Moments({len(self)} moments)"
 
     def __reduce__(self) -> tuple[type[dict[str, sp.Expr]], tuple[dict[str, sp.Expr]]]:
         """Pickle (and copy) as the built dictionary: the running sum's memos are by ``id``."""
@@ -527,7 +537,7 @@ class _MomentValues(ValuesView[sp.Expr]):
         return self._mapping.running_sum()
 
 
-class Parts(Mapping[str, Mapping[str, sp.Expr]]):
+class Parts(_ByMoment[Mapping[str, sp.Expr]]):
     """Moment -> the live bytes of each component then, each built when a moment is read.
 
     Examples
@@ -559,17 +569,6 @@ class Parts(Mapping[str, Mapping[str, sp.Expr]]):
             }
         return built
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._records)
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    def __contains__(self, label: object) -> bool:
-        return label in self._records
-
-    def __repr__(self) -> str:
-        return f"Parts({len(self)} moments)"
 
     def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, dict[str, sp.Expr]]]]:
         """Pickle (and copy) as the built dictionaries, as :class:`Moments` does."""
