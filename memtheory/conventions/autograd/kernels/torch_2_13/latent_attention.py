@@ -161,13 +161,7 @@ def _sdpa_math(
     def grad(shape: Shape, kind: DType | None = given) -> TensorSpec:
         return TensorSpec("intermediate", shape, kind)
 
-    tables = (label["cos and sin"],) if "cos and sin" in label else ()
-    stages = [
-        Stage("rotate queries", tables, edges=((-1, grad(rotated_q)),)),
-        Stage("rotate key", tables, edges=((-3, grad(rope)),)),
-        Stage("cat queries", gradient_is_view=True, edges=((0, grad(rotated_q)),)),
-        Stage("copy keys", edges=((-2, grad(per_head)), (1, grad(rope)))),
-    ]
+    stages = _rotation_stages(label, per_head, rotated_q, rope, given)
     q_to, k_to, v_to = 2, 3, -4
     if low:
         stages += [
@@ -244,6 +238,27 @@ def _flash(mla: LatentAttention, query: Shape, value: Shape) -> Autograd:
     )
 
 
+def _rotation_stages(
+    label: dict[str | None, int], per_head: Shape, rotated_q: Shape, rope: Shape,
+    given: DType | None,
+) -> list[Stage]:
+    """Return the first backward nodes of either path: the rotations, the cat, the keys' copy.
+
+    Each rotation keeps the cos/sin tables (where the layer was given them); ``cat``'s
+    gradient is a view of the incoming one.
+    """
+    def grad(shape: Shape) -> TensorSpec:
+        return TensorSpec("intermediate", shape, given)
+
+    tables = (label["cos and sin"],) if "cos and sin" in label else ()
+    return [
+        Stage("rotate queries", tables, edges=((-1, grad(rotated_q)),)),
+        Stage("rotate key", tables, edges=((-3, grad(rope)),)),
+        Stage("cat queries", gradient_is_view=True, edges=((0, grad(rotated_q)),)),
+        Stage("copy keys", edges=((-2, grad(per_head)), (1, grad(rope)))),
+    ]
+
+
 def _stages(
     saved: tuple[TensorSpec, ...],
     per_head: Shape,
@@ -266,13 +281,7 @@ def _stages(
     def grad(shape: Shape, kind: DType | None = given) -> TensorSpec:
         return TensorSpec("intermediate", shape, kind)
 
-    tables = (label["cos and sin"],) if "cos and sin" in label else ()
-    stages = [
-        Stage("rotate queries", tables, edges=((-1, grad(rotated_q)),)),
-        Stage("rotate key", tables, edges=((-3, grad(rope)),)),
-        Stage("cat queries", gradient_is_view=True, edges=((0, grad(rotated_q)),)),
-        Stage("copy keys", edges=((-2, grad(per_head)), (1, grad(rope)))),
-    ]
+    stages = _rotation_stages(label, per_head, rotated_q, rope, given)
     queries, keys = len(stages) - 2, len(stages) - 1
     stages.append(
         Stage(
