@@ -212,13 +212,16 @@ def loss_saved_bytes(how: Reasoning, shape: Shape, model_dtype: DTypeLike = "bf1
 
     :class:`~memtheory.layers.LanguageModelLoss` as Hugging Face computes it:
     fp32 log-probabilities whatever the model's dtype, the shifted int64 labels
-    and a one-element total weight.
+    and a one-element total weight. With one row the shifted labels are a view
+    of the padded ``(1, S + 1)`` labels, which the loss then keeps.
 
     Examples
     --------
     >>> from memtheory.exercises.reasoning import CORRECT
-    >>> loss_saved_bytes(CORRECT, (1, 1, 10), "bf16")  # 10 x 4 + 4 + 8
-    52
+    >>> loss_saved_bytes(CORRECT, (2, 1, 10), "bf16")  # 2 x 10 x 4 + 4 + 2 x 8
+    100
+    >>> loss_saved_bytes(CORRECT, (1, 1, 10), "bf16")  # 10 x 4 + 4 + 2 x 8: padded labels
+    60
     """
     own = own_step(how, "loss_upcast")
     loss = LanguageModelLoss(upcast=own() if own else True)
