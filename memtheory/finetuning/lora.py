@@ -101,10 +101,13 @@ PEFT_STAND_INS: dict[str, tuple[tuple[str, ...], str]] = {
         "state, while the activations differ (peft keeps one r-wide lora_A output and one 3h "
         "update per position, these two r-wide outputs and two h-wide updates)",
     ),
+    "query": (("q_proj",), "BERT's and RoBERTa's attention.self.query, the same nn.Linear "
+              "that memtheory's BERT names q_proj"),
+    "value": (("v_proj",), "their attention.self.value, memtheory's v_proj"),
 }
-"""peft default targets that name a fused projection memtheory models per projection:
-the targets adapted instead and why, in words (printed with the answer)."""
-
+"""peft default targets that name a fused projection memtheory models per projection, or
+a projection memtheory names otherwise: the targets adapted instead and why, in words
+(printed with the answer)."""
 
 MAX_RANK = 2**24
 """Largest LoRA rank taken: beyond the width of any layer (its alpha must stay a float)."""
