@@ -224,11 +224,7 @@ def gemma_rms_norm(
         stages.append(Stage(f"to {given.name}", edges=((len(stages) - 1, full),)))
     refused = None
     if given is not None and upcast:
-        refused = (
-            f"reading a {given.name} tensor that needs no gradient (the network's input), "
-            "its forward's transients set the peak; that case is not measured. Put a layer "
-            "with parameters before it, or feed fp32 (autocast)."
-        )
+        refused = _unmeasured_input(given)
     return Autograd(saved=saved, stages=tuple(stages), without_input_gradient=refused)
 
 
@@ -282,11 +278,7 @@ def upcast_rms_norm(
     refused = None
     if given is not None and upcast:
         stages.append(Stage(f"to {given.name}", edges=((len(stages) - 1, full),)))
-        refused = (
-            f"reading a {given.name} tensor that needs no gradient (the network's input), "
-            "its forward's transients set the peak; that case is not measured. Put a layer "
-            "with parameters before it, or feed fp32 (autocast)."
-        )
+        refused = _unmeasured_input(given)
     return Autograd(saved=saved, stages=tuple(stages), without_input_gradient=refused)
 
 
@@ -340,9 +332,14 @@ def upcast_layer_norm(
         saved=saved,
         stages=stages,
         transients=(TensorSpec("intermediate", shape, _FP32, label="fp32 output"),),
-        without_input_gradient=(
-            f"reading a {given.name} tensor that needs no gradient (the network's input), "
-            "its forward's transients set the peak; that case is not measured. Put a layer "
-            "with parameters before it, or feed fp32 (autocast)."
-        ),
+        without_input_gradient=_unmeasured_input(given),
+    )
+
+
+def _unmeasured_input(given: DType) -> str:
+    """Why an upcasting norm refuses a 16-bit input that needs no gradient."""
+    return (
+        f"reading a {given.name} tensor that needs no gradient (the network's input), "
+        "its forward's transients set the peak; that case is not measured. Put a layer "
+        "with parameters before it, or feed fp32 (autocast)."
     )
