@@ -200,7 +200,10 @@ def _driver_version() -> str | None:
 
 
 def write_measurements(data: dict[str, Any], folder: str | Path, *, force: bool = False) -> Path:
-    """Write ``data`` as JSON in ``folder``, named after its device and PyTorch version.
+    """Write ``data`` as JSON in ``folder``, named after its device, PyTorch version and time.
+
+    The name ends with the recording's date, hour and minute (UTC as recorded), so a second
+    recording of the same device and release is kept beside the first, not over it.
 
     Parameters
     ----------
@@ -229,7 +232,9 @@ def write_measurements(data: dict[str, Any], folder: str | Path, *, force: bool 
             "write_measurements() writes what record_measurements() returned: a dict with "
             f"format {FORMAT_VERSION} and a device with its name and PyTorch version."
         )
-    slug = re.sub(r"[^a-z0-9]+", "-", f"{device['name']} torch {device['torch']}".lower())
+    recorded = data.get("recorded")
+    when = recorded[:16].replace("T", " ").replace(":", "") if isinstance(recorded, str) else ""
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{device['name']} torch {device['torch']} {when}".lower())
     path = Path(folder) / f"{slug.strip('-')}.json"
     if path.exists() and not force:
         raise InvalidArgumentError(

@@ -75,6 +75,10 @@ def test_files_round_trip_and_an_existing_file_is_kept(recording, tmp_path):
     assert load_measurements(tmp_path / "gpu")[0]["steps"] == []
     with pytest.raises(InvalidArgumentError, match="force must be True or False"):
         write_measurements(recording, tmp_path, force="yes")
+    later = {**recording, "recorded": "2031-02-03T04:05:06+00:00"}
+    beside = write_measurements(later, tmp_path / "gpu")
+    assert beside.name.endswith("-2031-02-03-0405.json") and beside != path
+    assert len(load_measurements(tmp_path / "gpu")) == 2
 
 
 def test_loading_refuses_files_of_another_shape(tmp_path):
@@ -153,17 +157,33 @@ def test_writing_refuses_other_data_and_unwritable_places(recording, tmp_path):
     assert blocker.read_text() == "kept"
 
 
-# -- the H200 recording (book/data/gpu/nvidia-h200-torch-2-11-0-cu130.json) ----------------
-RECORDING = ROOT / "book" / "data" / "gpu" / "nvidia-h200-torch-2-11-0-cu130.json"
-"""``benchmarks/cuda_zoo.py --write`` on one NVIDIA H200, PyTorch 2.11.0+cu130, 2026-11-27."""
+# -- the H200 recordings (book/data/gpu/) -------------------------------------------------
+GPU_DATA = ROOT / "book" / "data" / "gpu"
+FIRST = GPU_DATA / "nvidia-h200-torch-2-11-0-cu130-2026-11-27-0209.json"
+"""``benchmarks/cuda_zoo.py --write`` on one NVIDIA H200, PyTorch 2.11.0+cu130, 2026-11-27 02:09.
+
+Its fp32 SDPA predictions were the CPU's fused kernel's; the math path was modelled after it."""
+RERUN = GPU_DATA / "nvidia-h200-torch-2-11-0-cu130-2026-11-27-1508.json"
+"""The same command on another H200 machine at 15:08 the same day, with the math path modelled."""
+
+
+def _by_recipe(data):
+    return data, {(r["recipe"], r["size"]): r for r in data["recipes"]}
 
 
 @pytest.fixture(scope="module")
 def h200():
-    """The recording as chapter 20 loads it, and its recipe steps by (recipe, size)."""
-    [data] = [d for d in load_measurements(RECORDING.parent)
-              if d["device"]["name"] == "NVIDIA H200"]
-    return data, {(r["recipe"], r["size"]): r for r in data["recipes"]}
+    """The first recording, as chapter 20 loads it, and its recipe steps by (recipe, size)."""
+    recordings = [d for d in load_measurements(GPU_DATA) if d["device"]["name"] == "NVIDIA H200"]
+    assert [d["recorded"] for d in recordings] == sorted(d["recorded"] for d in recordings)
+    assert recordings[0] == json.loads(FIRST.read_text(encoding="utf-8"))
+    return _by_recipe(recordings[0])
+
+
+@pytest.fixture(scope="module")
+def rerun():
+    """The second recording and its recipe steps by (recipe, size)."""
+    return _by_recipe(json.loads(RERUN.read_text(encoding="utf-8")))
 
 
 def _recorded_setups():
@@ -201,6 +221,7 @@ def test_the_h200_recording_loads_with_its_recipes(h200):
     table = recipes_table(data)
     assert [row[0] for row in table.rows] == [r["recipe"] for r in data["recipes"]]
     fp32_sdpa = recipes[("pytorch-fp32", "mid")]
+    assert fp32_sdpa["measured_peak"] != fp32_sdpa["predicted_peak"]
     assert f"{fp32_sdpa['measured_peak'] - fp32_sdpa['predicted_peak']:+,}" in {
         row[7] for row in table.rows}
 
@@ -273,3 +294,33 @@ def test_memtheory_estimate_answers_the_fp32_sdpa_peak_the_h200_measured(h200, s
     on_cpu = estimate(dict(config), setup=setup.changed(device="cpu"), batch=batch,
                       sequence=sequence)
     assert on_cpu.to_dict()["peak_bytes"] == record["predicted_peak"]
+
+
+def test_the_rerun_kept_the_same_live_storages_in_every_step(h200, rerun):
+    """Another H200 machine, hours later: every live peak the same to the byte, zoo and recipes.
+
+    The allocator's peaks are not compared: they count what the process held before each step.
+    """
+    first, first_recipes = h200
+    second, second_recipes = rerun
+    assert second["device"]["name"] == first["device"]["name"]
+    assert second["device"]["torch"] == first["device"]["torch"]
+    assert second["recorded"] > first["recorded"]
+    assert [(s["model"], s["precision"], s["measured"]) for s in second["steps"]] == [
+        (s["model"], s["precision"], s["measured"]) for s in first["steps"]]
+    assert {key: r["measured_peak"] for key, r in second_recipes.items()} == {
+        key: r["measured_peak"] for key, r in first_recipes.items()}
+
+
+@pytest.mark.parametrize("size", ["tiny", "mid"])
+def test_the_rerun_predicted_the_fp32_sdpa_peak_before_measuring_it(h200, rerun, size):
+    """The math-path plan, written from the first recording, predicted the rerun to the byte.
+
+    The first recording's prediction (the CPU's fused kernel) fell short of the same live peak.
+    """
+    _, first = h200
+    _, second = rerun
+    for label in ("pytorch-fp32", "pytorch-fp32 (attention=eager)"):
+        assert second[(label, size)]["predicted_peak"] == second[(label, size)]["measured_peak"]
+    assert first[("pytorch-fp32", size)]["predicted_peak"] < \
+        second[("pytorch-fp32", size)]["predicted_peak"]

@@ -42,10 +42,12 @@ is at most 256 (``integrations/sdpa_attention.py`` ``use_gqa_in_sdpa``,
 transformers 5.24, :func:`transformers_enable_gqa`). So a grouped-query
 model (Llama 3, Mistral, Qwen) trained in **fp32** gets no fused kernel on
 CUDA up to PyTorch 2.11: flash and cuDNN refuse fp32, memory-efficient
-refuses ``enable_gqa``, and the math path keeps S x S. The one GPU recording
-(``book/data/gpu/nvidia-h200-torch-2-11-0-cu130.json``, an H200 with
+refuses ``enable_gqa``, and the math path keeps S x S. The first GPU recording
+(``book/data/gpu/nvidia-h200-torch-2-11-0-cu130-2026-11-27-0209.json``, an H200 with
 PyTorch 2.11) shows it: the ``pytorch-fp32`` recipe's SDPA step kept, to
-the byte, what its eager step kept, on the tiny and the mid-size Llama.
+the byte, what its eager step kept, on the tiny and the mid-size Llama. A
+second recording on another H200 (``...-2026-11-27-1508.json``), made with
+this plan in place, measured the peaks it had predicted, to the byte.
 
 On the CPU (where memtheory's exact figures are measured) SDPA runs its CPU
 flash kernel for fp32 too, except with dropout: ``use_flash_attention_cpp``
