@@ -20,7 +20,7 @@ implementation: prediction, live peak, blocks and allocator peaks per step
 (``--no-recipes`` skips them).
 
 ``--write [FOLDER]`` saves the results (default ``book/data/gpu``) as a JSON
-file named after the GPU and the PyTorch version, with the driver, CUDA and
+file named after the GPU, the PyTorch version and the UTC time, with the driver, CUDA and
 cuDNN versions; the book's chapter "Measuring memory on a GPU" reads it. An
 existing file is kept unless ``--force``. ``--device cpu`` runs the same
 recording on the CPU (no allocator columns), ``--quick`` only the MLP and the
