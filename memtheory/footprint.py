@@ -45,7 +45,6 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Self
 
-import numpy as np
 import sympy as sp
 
 from memtheory._replace import replaced
@@ -57,11 +56,14 @@ from memtheory.constraints import (
     check_sizes,
 )
 from memtheory.errors import EvaluationError, UnknownNameError
-from memtheory.evaluation import evaluate_grid, substitution
+from memtheory.evaluation import substitution
 from memtheory.max_pruning import maximum as _maximum
 from memtheory.number_timeline import NumberTimeline
 from memtheory.tables import Column, Table
 from memtheory.units import UNITS, convert, format_bytes, round_half_up
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["COMPONENT_TITLES", "Footprint"]
 
@@ -282,6 +284,8 @@ class Footprint(ABC):
         >>> training_memory(counts, optimizer="sgd").grid(B=np.array([1, 2, 4]))
         array([108, 136, 192])
         """
+        from memtheory.evaluation import evaluate_grid  # NumPy, on first use
+
         return evaluate_grid(self[name], dtype=dtype, within=self, **arrays)
 
     # -- tables ----------------------------------------------------------------------

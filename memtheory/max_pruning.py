@@ -40,9 +40,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from math import lcm
+from typing import TYPE_CHECKING
 
-import numpy as np
 import sympy as sp
+
+from memtheory._numpy_types import LazyNumpy
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = LazyNumpy(globals())  # imported when a maximum is first pruned, not with memtheory
 
 __all__ = [
     "RunningSum",

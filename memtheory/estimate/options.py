@@ -19,9 +19,9 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import sympy as sp
 
+from memtheory._numpy_types import numpy_types
 from memtheory._shown import shown
 from memtheory.errors import InvalidArgumentError
 from memtheory.estimate.resolve import ResolvedModel
@@ -72,7 +72,7 @@ got ndarray array([1, 2]): pass a single value.
                 f"{name} takes a name, a mapping or a Setup, got {type(value).__name__} "
                 f"{shown(value)}."
             )
-        if not isinstance(value, numbers.Number | np.generic | sp.Basic):
+        if not isinstance(value, (numbers.Number, *numpy_types("generic"), sp.Basic)):
             raise InvalidArgumentError(
                 f"{name} takes one value (a number, a name or None), got "
                 f"{type(value).__name__} {shown(value)}: pass a single value."

@@ -37,19 +37,25 @@ Examples
 5120000
 >>> compile_exact(size, ["B", "H"])(64, 50)
 5120000
+>>> from memtheory.evaluation import evaluate_grid  # NumPy's, imported on first use
 >>> evaluate_grid(size, B=np.array([1, 64]), H=50)
 array([  80000, 5120000])
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from memtheory._lazy import lazy_attribute
 from memtheory._replace import replaced
 from memtheory.evaluation.exact import compile_exact
-from memtheory.evaluation.grid import evaluate_grid
-from memtheory.evaluation.overflow import INT64_SAFE_LIMIT as INT64_SAFE_LIMIT
 from memtheory.evaluation.substitution import evaluate, substitute, substitution
 from memtheory.evaluation.values import as_expression as as_expression
 from memtheory.evaluation.values import symbols_by_name
+
+if TYPE_CHECKING:
+    from memtheory.evaluation.grid import evaluate_grid
+    from memtheory.evaluation.overflow import INT64_SAFE_LIMIT as INT64_SAFE_LIMIT
 
 # INT64_SAFE_LIMIT and as_expression are importable from here, as before the split, outside __all__.
 __all__ = [
@@ -61,3 +67,17 @@ __all__ = [
     "substitution",
     "symbols_by_name",
 ]
+
+_NUMPY_HOMES = {
+    "evaluate_grid": "memtheory.evaluation.grid",
+    "INT64_SAFE_LIMIT": "memtheory.evaluation.overflow",
+}
+"""The names that need NumPy, imported on first use (``memtheory estimate`` never uses them)."""
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _NUMPY_HOMES, name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_NUMPY_HOMES})

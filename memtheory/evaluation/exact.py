@@ -13,9 +13,9 @@ import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import sympy as sp
 
+from memtheory._numpy_types import numpy_types
 from memtheory._shown import shown
 from memtheory.constraints import (
     SizeConstraint,
@@ -173,7 +173,9 @@ def _argument_check(symbol: sp.Symbol) -> Callable[[object], Any]:
     if not symbol.is_integer:
 
         def plain(value: object) -> Any:
-            if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Number):
+            if isinstance(value, (bool, *numpy_types("bool_"))) or not isinstance(
+                value, numbers.Number
+            ):
                 raise EvaluationError(
                     f"{symbol} must be a number, got {shown(value)} ({type(value).__name__})."
                 )

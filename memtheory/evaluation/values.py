@@ -23,9 +23,9 @@ import math
 import numbers
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 import sympy as sp
 
+from memtheory._numpy_types import numpy_types
 from memtheory._shown import shown
 from memtheory.constraints import Candidates, warn_unknown
 from memtheory.errors import EvaluationError, KernelTooLargeError
@@ -74,6 +74,7 @@ def as_expression(expression: object, caller: str) -> sp.Expr:
 
     Examples
     --------
+    >>> import numpy as np
     >>> as_expression(np.int64(4), "evaluate")
     4
     >>> as_expression("B*H", "evaluate")
@@ -103,7 +104,7 @@ def checked_value(symbol: sp.Symbol, value: object) -> sp.Expr:
     A real number, finite; whole for an integer symbol (whole floats are taken),
     positive or non-negative as the symbol is; never a bool.
     """
-    if isinstance(value, bool | np.bool_):
+    if isinstance(value, (bool, *numpy_types("bool_"))):
         raise EvaluationError(
             f"{symbol} must be a number, got {shown(value)} ({type(value).__name__})."
         )

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import numpy as np
 import sympy as sp
 
+from memtheory._numpy_types import numpy_types
 from memtheory.dtypes import DType, DTypeLike
 from memtheory.errors import InvalidArgumentError, RankError, UnsupportedError
 
@@ -608,7 +608,7 @@ def check_options(layer: object) -> None:
         declared = str(field.type)
         value = getattr(layer, field.name)
         if declared == "bool":
-            if isinstance(value, np.bool_):
+            if isinstance(value, numpy_types("bool_")):
                 object.__setattr__(layer, field.name, bool(value))
             elif not isinstance(value, bool):
                 raise InvalidArgumentError(

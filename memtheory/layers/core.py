@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import sympy as sp
 
+from memtheory._numpy_types import numpy_types
 from memtheory._validation import SizeLike, as_size
 from memtheory.dtypes import DTypeLike
 from memtheory.errors import RankError, UnsupportedError
@@ -47,8 +47,8 @@ class Input(Layer):
     def __post_init__(self) -> None:
         if (
             isinstance(self.shape, int | sp.Basic | str | bytes | Mapping)
-            or not isinstance(self.shape, Sequence | np.ndarray)
-            or (isinstance(self.shape, np.ndarray) and self.shape.ndim != 1)
+            or not isinstance(self.shape, (Sequence, *numpy_types("ndarray")))
+            or getattr(self.shape, "ndim", 1) != 1  # a NumPy array of sizes: one axis
         ):
             raise UnsupportedError(
                 f"Input: shape must be a sequence of sizes such as (3, 50, 50), got {self.shape!r}."
