@@ -120,6 +120,33 @@ class Estimate:
                   if x.name in _SIZES}
         return _branch(self.formula, values)
 
+    @cached_property
+    def printed_formulas(self) -> tuple[str, str]:
+        """:attr:`formula` and :attr:`formula_at_peak` as printed, each printed once.
+
+        The text, ``--json`` and the replay entry all print them; a large step's
+        formula (a maximum of hundreds of moments) takes tens of milliseconds to print.
+
+        Examples
+        --------
+        >>> from memtheory.estimate import estimate
+        >>> estimate("gpt2", batch=2, sequence=128, gpu="T4").printed_formulas[1]
+        '16*B*S + 2299816556'
+        """
+        return str(self.formula), str(self.formula_at_peak)
+
+    @cached_property
+    def symbol_names(self) -> tuple[str, ...]:
+        """The sizes :attr:`symbolic` is still a function of, by name, sorted (``B``, ``S``).
+
+        Examples
+        --------
+        >>> from memtheory.estimate import estimate
+        >>> estimate("gpt2", batch=2, sequence=128, gpu="T4").symbol_names
+        ('B', 'S')
+        """
+        return tuple(sorted(x.name for x in self.symbolic.free_symbols))
+
     @property
     def unit(self) -> str:
         """GiB from 1 GiB of peak up, MiB below."""
@@ -170,12 +197,12 @@ class Estimate:
                 )
         if self.search is not None:
             lines.append(self.search_line())
-        symbols = ", ".join(sorted(x.name for x in self.symbolic.free_symbols))
+        symbols = ", ".join(self.symbol_names)
         branch = self.formula_at_peak
         lines += [
             "",
             f"peak per device in bytes ({symbols or 'no symbols'}; B = batch, S = sequence):",
-            f"  {branch}",
+            f"  {self.printed_formulas[1]}",
         ]
         if branch != self.formula:
             lines.append(
@@ -247,8 +274,8 @@ class Estimate:
             "fits": self.fits,
             "max_batch": self.max_batch,
             "max_sequence": self.max_sequence,
-            "formula": str(self.formula),
-            "formula_at_peak": str(self.formula_at_peak),
+            "formula": self.printed_formulas[0],
+            "formula_at_peak": self.printed_formulas[1],
             "convention": self.convention_name,
             "convention_title": self.convention,
             "convention_why": self.why,

@@ -207,7 +207,7 @@ def _default_sequence(answer: Estimate) -> int | None:
 
 
 def _symbols_line(answer: Estimate) -> str:
-    symbols = ", ".join(sorted(x.name for x in answer.symbolic.free_symbols))
+    symbols = ", ".join(answer.symbol_names)
     return f"peak per device in bytes ({symbols or 'no symbols'}; B = batch, S = sequence):"
 
 
@@ -238,7 +238,7 @@ def _branches(entry: dict[str, Any], answer: Estimate, leaves: list[sp.Expr]) ->
     sequences = [s for s in GRID_SEQUENCES if positions is None or s <= positions]
     points |= {(b, s) for b in GRID_BATCHES for s in sequences}
     own = _key(entry, answer.settings["batch"], answer.settings["sequence"], values_at)
-    branches = {own: str(answer.formula_at_peak)}
+    branches = {own: answer.printed_formulas[1]}
     for batch, sequence in points:
         key = _key(entry, batch, sequence, values_at)
         if key not in branches:
