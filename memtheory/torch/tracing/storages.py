@@ -232,6 +232,9 @@ class SymbolicStorageTracker(TorchDispatchMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         check_budget()
+        if func is _DEVICE:  # a query (about a third of the calls), never a storage
+            self.operations += 1
+            return func(*args, **(kwargs or {}))
         if func in CHECKED:
             check_dtypes(func, args, self.label(""))
         elif func in OPAQUE:
@@ -242,7 +245,10 @@ class SymbolicStorageTracker(TorchDispatchMode):
             raise untraceable(error, str(func), self.label("")) from error
         out = cpu_outputs(func, args, kwargs or {}, out)
         self.operations += 1
-        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if isinstance(out, torch.Tensor):  # most operations: one tensor, nothing to flatten
+            outputs = [out]
+        else:
+            outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if not outputs:  # nothing was made: the total can only have fallen since the last moment
             return out
         workspace = onednn_workspace(func, args, out)
@@ -259,6 +265,10 @@ class SymbolicStorageTracker(TorchDispatchMode):
                 self.copies_of |= {storage_key(t) for t in outputs}
         self.record(self.label(str(func)))
         return out
+
+
+_DEVICE = torch.ops.prim.device.default
+"""``tensor.device`` asked of a fake tensor: it reaches the dispatch modes, returns a device."""
 
 
 def _freed(tracker: weakref.ref[SymbolicStorageTracker], key: int) -> None:
