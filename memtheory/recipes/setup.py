@@ -343,7 +343,7 @@ class Setup:
         (:meth:`attention_kernel`) falls to the math path for one of the
         network's attention layers: math keeps the S x S probabilities as
         eager attention does, so such a model is built with ``flash=False``.
-        The one GPU recording shows it: fp32 SDPA on a grouped-query Llama
+        The GPU recordings show it: fp32 SDPA on a grouped-query Llama
         kept, on an H200 with PyTorch 2.11, what eager attention kept.
 
         Examples

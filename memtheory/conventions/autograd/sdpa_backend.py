@@ -100,7 +100,7 @@ FUSED: tuple[SDPABackend, ...] = ("flash", "cudnn", "efficient")
 MEM_EFFICIENT_GQA = False
 """Whether the memory-efficient kernel takes grouped key/value heads (``enable_gqa=True``).
 
-False up to PyTorch 2.11, which the H200 recording ran (its dense checks
+False up to PyTorch 2.11, which the H200 recordings ran (its dense checks
 instantiate ``check_batch_size_and_num_heads_dense<false>``); true from the
 release that carries pytorch/pytorch#191085. Pass ``mem_efficient_gqa=True``
 to :func:`cuda_sdpa_backend` for such a release.
