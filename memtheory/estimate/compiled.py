@@ -43,7 +43,7 @@ from memtheory.footprint import Footprint
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.number_timeline import NumberTimeline, as_sympy_number
 
-__all__ = ["SEARCH_CEILING", "CompiledFootprint", "largest_fitting"]
+__all__ = ["SEARCH_CEILING", "CompiledFootprint", "largest_fitting", "position_limit"]
 
 class _Table:
     """One breakdown's components and timeline as integer coefficients of shared terms."""
@@ -204,6 +204,36 @@ def _breakdowns(footprint: Footprint) -> list[MemoryBreakdown] | None:
     ):
         return [*footprint.stages, *([footprint.host] if footprint.host is not None else [])]
     return None
+
+
+def position_limit(positions: int) -> Callable[[SizeConstraint], bool]:
+    """Return a ``checked`` test for :class:`CompiledFootprint`: the sequence at most ``positions``.
+
+    A model's position limit (GPT-2's 1,024, BERT's 512) is the one size
+    constraint :func:`~memtheory.estimate.estimate` and its replay check
+    themselves before evaluating (a longer ``--seq`` is refused, a search for
+    the largest sequence stops there), so it need not keep a step off the
+    fast tables or out of the disk cache.
+
+    Examples
+    --------
+    >>> from memtheory.constraints import SizeConstraint
+    >>> from memtheory.symbols import S
+    >>> at_most = position_limit(1024)
+    >>> at_most(SizeConstraint(1025 - S, "GPT-2's positions")), at_most(SizeConstraint(
+    ...     513 - S, "BERT's positions"))
+    (True, False)
+    """
+
+    def checked(constraint: SizeConstraint) -> bool:
+        size = constraint.size
+        if len(size.free_symbols) != 1:
+            return False
+        (sequence,) = size.free_symbols
+        named_s = getattr(sequence, "name", None) == "S"
+        return named_s and sp.expand(size + sequence) == positions + 1
+
+    return checked
 
 
 def _unconstrained(

@@ -29,7 +29,7 @@ from memtheory.conventions import convention as _convention
 from memtheory.errors import DoesNotFitError, InvalidArgumentError
 from memtheory.estimate.accumulation import accumulated, accumulation_steps
 from memtheory.estimate.answer import Estimate
-from memtheory.estimate.compiled import CompiledFootprint, largest_fitting
+from memtheory.estimate.compiled import CompiledFootprint, largest_fitting, position_limit
 from memtheory.estimate.derivation_cache import remembered
 from memtheory.estimate.devices import Counts, fewest_gpus
 from memtheory.estimate.options import (
@@ -687,7 +687,7 @@ def _derived(
         assumptions = tuple(_assumptions(resolved, step, chosen, model))
         if chosen_targets:
             assumptions += (chosen_targets,)
-        compiled = _compiled(memory)
+        compiled = _compiled(memory, resolved.positions)
         disk = source is not None and compiled.fast
         counts = [n.parameter_count for n in (resolved.network, step.network)]
         parameters, trainable = (int(n) if n.is_number else None for n in counts)
@@ -741,10 +741,17 @@ def _fsdp2_split(
     return replace(split, stages=(device,), notes=(*split.notes, FSDP2_NOTE))
 
 
-def _compiled(footprint: Footprint) -> CompiledFootprint:
-    """Return ``footprint`` compiled, its peak simplified (kept with it in the cache)."""
+def _compiled(footprint: Footprint, positions: int | None = None) -> CompiledFootprint:
+    """Return ``footprint`` compiled, its peak simplified (kept with it in the cache).
+
+    With ``positions``, the model's position limit does not keep it off the fast tables
+    (and so out of the disk cache): :func:`_sizes` refuses a longer sequence and the search
+    for the largest one stops there.
+    """
     footprint.peak  # noqa: B018 - a cached property
-    return CompiledFootprint(footprint)
+    if positions is None:
+        return CompiledFootprint(footprint)
+    return CompiledFootprint(footprint, checked=position_limit(positions))
 
 
 def _model_key(model: str | Mapping[str, Any]) -> str | None:

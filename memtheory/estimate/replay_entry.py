@@ -34,11 +34,10 @@ from typing import Any
 
 import sympy as sp
 
-from memtheory.constraints import SizeConstraint
 from memtheory.errors import EvaluationError
 from memtheory.estimate import replay
 from memtheory.estimate.answer import Estimate
-from memtheory.estimate.compiled import CompiledFootprint
+from memtheory.estimate.compiled import CompiledFootprint, position_limit
 from memtheory.estimate.devices import MOST_GPUS
 from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -128,7 +127,7 @@ def _checked(compiled: Any, answer: Estimate) -> Any:
         # the model's position limit (GPT-2's, BERT's) is checked by the replay: S <= positions
         compiled = CompiledFootprint(
             compiled.footprint,
-            checked=lambda constraint: _position_limit(constraint, positions),
+            checked=position_limit(positions),
         )
     if not isinstance(compiled, CompiledFootprint) or not compiled.fast:
         raise _UnsupportedError
@@ -188,15 +187,6 @@ def _entry(
     }
     entry["branches"] = _branches(entry, answer, leaves)
     return json.loads(json.dumps(entry))  # plain data only (a tuple is a list, as read back)
-
-
-def _position_limit(constraint: SizeConstraint, positions: int) -> bool:
-    """Whether ``constraint`` says only that the sequence is at most ``positions``."""
-    size = constraint.size
-    if len(size.free_symbols) != 1:
-        return False
-    (sequence,) = size.free_symbols
-    return getattr(sequence, "name", None) == "S" and sp.expand(size + sequence) == positions + 1
 
 
 def _default_sequence(answer: Estimate) -> int | None:
