@@ -8,6 +8,7 @@ sizes            the user's size symbols, PyTorch's shape expressions in plain s
 fakes            a model's parameters and its example inputs (views made fresh) as fake tensors
 clashes          a ``dims`` size the model fixes too (3 channels, a width of 64), named
 storages         following storages op by op, bytes as polynomials
+numbers_memo     PyTorch's symbolic size reads ask sympy's ``is_number`` once per expression
 modules          which module runs: moment labels, per-module records
 step             the training step and inference pass, as ``measure`` runs them
 kernels          where CPU kernels return other dtypes or storages than fake kernels

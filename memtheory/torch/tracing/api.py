@@ -41,6 +41,7 @@ from memtheory.torch.tracing.guards import (
     specialised,
 )
 from memtheory.torch.tracing.modules import LOSS
+from memtheory.torch.tracing.numbers_memo import memoised_numbers
 from memtheory.torch.tracing.ones import answered, below_two
 from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
@@ -516,7 +517,7 @@ def _symbolic(
             (example_inputs, step.target), mode, sizes, step.dtype
         )
         symbols = SymbolMap(found)
-        with mode, SizeGenericFunctions():
+        with mode, SizeGenericFunctions(), memoised_numbers():
             record = _record(model, inputs, fake_target, step, symbols)
     return record, symbols, env
 

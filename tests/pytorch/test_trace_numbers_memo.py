@@ -1,0 +1,79 @@
+"""memoised_numbers: PyTorch's symbolic size reads answer as before, only sympy's walk is saved."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch.fx.experimental.sym_node import SymNode  # noqa: E402
+from torch.fx.experimental.symbolic_shapes import (  # noqa: E402
+    DimDynamic,
+    ShapeEnv,
+    StatelessSymbolicContext,
+)
+
+from memtheory.torch.tracing import numbers_memo  # noqa: E402
+from memtheory.torch.tracing.numbers_memo import memoised_numbers  # noqa: E402
+
+
+def _reads(nodes):
+    return [(node.expr, node.maybe_as_int()) for node in nodes]
+
+
+def _pooled_sizes():
+    """SymNodes of a fake image's sizes through a pooling chain: floors, products, constants."""
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 4)
+    x = mode.from_tensor(torch.empty(4, 3, 97, 97), symbolic_context=context)
+    with mode:
+        y = torch.nn.functional.avg_pool2d(torch.nn.functional.max_pool2d(x, 3, 2, 1), 2)
+        z = torch.cat([y, y[:, :1]], 1)
+    sizes = [*z.shape, *z.stride(), z.numel(), z.shape[1] * 2]
+    return [s.node for s in sizes if isinstance(s, torch.SymInt)]
+
+
+def test_reads_equal_pytorchs_own():
+    """Every SymNode read (expression and integer value) is what PyTorch's own methods return."""
+    nodes = _pooled_sizes()
+    assert any(node.maybe_as_int() is None for node in nodes)  # some stay symbolic
+    before = _reads(nodes)
+    with memoised_numbers():
+        inside = _reads(nodes)
+        again = _reads(nodes)  # from the table this time
+    assert inside == before == again
+
+
+def test_replaced_inside_and_restored_after_an_error():
+    """The two methods are PyTorch's again when the block ends, even by an exception."""
+    original = (SymNode.__dict__["expr"], SymNode.__dict__["maybe_as_int"])
+    with pytest.raises(RuntimeError), memoised_numbers():
+        assert SymNode.__dict__["expr"] is not original[0]
+        raise RuntimeError("stop")
+    assert (SymNode.__dict__["expr"], SymNode.__dict__["maybe_as_int"]) == original
+
+
+def test_re_entrant():
+    """A block inside a block keeps the outer replacement; the outermost block restores."""
+    original = SymNode.__dict__["expr"]
+    with memoised_numbers():
+        outer = SymNode.__dict__["expr"]
+        with memoised_numbers():
+            assert SymNode.__dict__["expr"] is outer
+        assert SymNode.__dict__["expr"] is outer
+    assert SymNode.__dict__["expr"] is original
+
+
+def test_another_pytorch_is_left_alone(monkeypatch):
+    """Where SymNode.expr is not the one the replacement copies, nothing is replaced."""
+    monkeypatch.setattr(numbers_memo, "_supported", lambda: False)
+    original = SymNode.__dict__["expr"]
+    with memoised_numbers():
+        assert SymNode.__dict__["expr"] is original
+
+
+def test_this_pytorch_is_supported():
+    """The installed PyTorch (the checked 2.13) has the SymNode the replacement copies."""
+    assert numbers_memo._supported()
