@@ -77,3 +77,11 @@ def test_another_pytorch_is_left_alone(monkeypatch):
 def test_this_pytorch_is_supported():
     """The installed PyTorch (the checked 2.13) has the SymNode the replacement copies."""
     assert numbers_memo._supported()
+
+
+def test_another_release_is_left_alone_even_with_the_same_names(monkeypatch):
+    """The method bodies copied are 2.13's: a 2.14 keeps PyTorch's own, whatever it reads."""
+    monkeypatch.setattr(numbers_memo.torch, "__version__", "2.14.0")
+    assert not numbers_memo._supported()
+    with numbers_memo.memoised_numbers():
+        assert SymNode.__dict__["expr"] is numbers_memo._ORIGINAL_EXPR

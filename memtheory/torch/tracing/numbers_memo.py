@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from torch.fx.experimental.sym_node import SymNode
 
 __all__ = ["memoised_numbers"]
@@ -42,7 +43,13 @@ _READ = ("_expr", "_expr_cache", "_expr_ver", "shape_env")
 
 
 def _supported() -> bool:
-    """Whether this PyTorch's ``SymNode`` is the one the replacements copy (PyTorch 2.13)."""
+    """Whether this PyTorch's ``SymNode`` is the one the replacements copy (PyTorch 2.13).
+
+    The release first: the replacements copy 2.13's method bodies, and another release could
+    change their logic while keeping the names they read.
+    """
+    if not torch.__version__.startswith("2.13."):
+        return False
     if not isinstance(_ORIGINAL_EXPR, property) or not callable(_ORIGINAL_AS_INT):
         return False
     code = getattr(_ORIGINAL_EXPR.fget, "__code__", None)
