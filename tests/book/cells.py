@@ -5,13 +5,15 @@ chapter's folder, as the book build runs them. :func:`glued_values` executes
 them in one namespace with ``myst_nb.glue`` replaced by a recorder, so a test
 can read the numbers the prose shows (``{glue:text}`name```) in seconds, where
 a full build takes many minutes. Results are cached per chapter for the test
-session.
+session. What the cells print (what a reader sees under them) is dropped, so
+that it never reaches the output of the test that first asked for the chapter.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import os
 import re
 from collections.abc import Iterator
@@ -77,7 +79,7 @@ def glued_values(chapter: str) -> dict[str, Any]:
     original = myst_nb.glue
     myst_nb.glue = glue  # `from myst_nb import glue` in a cell now gets the recorder
     try:
-        with _in_folder(source.parent):
+        with _in_folder(source.parent), contextlib.redirect_stdout(io.StringIO()):
             for line, code in code_cells(source):
                 namespace["glue"] = glue
                 exec(compile(code, f"{source.name}, cell at line {line}", "exec"), namespace)
