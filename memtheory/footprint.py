@@ -58,7 +58,7 @@ from memtheory.constraints import (
 from memtheory.errors import EvaluationError, UnknownNameError
 from memtheory.evaluation import substitution
 from memtheory.max_pruning import maximum as _maximum
-from memtheory.number_timeline import NumberTimeline
+from memtheory.number_timeline import NumberTimeline, as_sympy_number
 from memtheory.tables import Column, Table
 from memtheory.units import UNITS, convert, format_bytes, round_half_up
 
@@ -163,6 +163,8 @@ class Footprint(ABC):
         """Most bytes alive at once: the timeline's maximum, or the total without a timeline."""
         if not self.timeline:
             return self.total
+        if isinstance(self.timeline, NumberTimeline):  # an evaluated step: the largest number
+            return as_sympy_number(max(self.timeline.numbers()))
         return carry(_maximum(self.timeline.values()), self.size_checks())
 
     def size_checks(self) -> tuple[SizeConstraint, ...]:
