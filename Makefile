@@ -11,6 +11,7 @@ BIN := $(VENV)/bin
 # Stamps live inside the venv, so deleting .venv also forgets what was installed in it.
 STAMP_DEV := $(VENV)/.stamp-dev
 STAMP_BOOK := $(VENV)/.stamp-book
+STAMP_BENCH := $(VENV)/.stamp-bench
 BOOK_HTML := book/_build/html
 # `make test` also builds the book and checks it in a browser; `make test BOOK=0` skips that.
 BOOK ?= 1
@@ -48,7 +49,7 @@ help:
 	@echo "make book       install the book extra and build book/ (warnings are errors)"
 	@echo "make book-check make book, then check the HTML: no CDN, no unrendered math or roles"
 	@echo "make browser    install Debian's chromium for the browser test, if missing"
-	@echo "make bench      run every benchmarks/*.py, then a table of every target and verdict"
+	@echo "make bench      install the bench extra, run every benchmarks/*.py, then a table of every target and verdict"
 	@echo "make clean      remove book/_build and caches; distclean also removes .venv"
 
 $(BIN)/python:
@@ -63,6 +64,11 @@ $(STAMP_DEV): pyproject.toml | $(BIN)/python
 # The book extra is a superset of dev: installing it also satisfies the dev stamp.
 $(STAMP_BOOK): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -e '.[dev,book,torch]'
+	touch $@ $(STAMP_DEV)
+
+# The bench extra (torchinfo, a peer one benchmark times) on top of dev and torch: `make bench`.
+$(STAMP_BENCH): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e '.[dev,torch,bench]'
 	touch $@ $(STAMP_DEV)
 
 venv: $(STAMP_DEV)
@@ -134,7 +140,7 @@ browser:
 
 # Each benchmark prints its figures with their targets and verdicts and records them in a
 # summary file; the last table gathers every target. A benchmark that fails is recorded as such.
-bench: venv
+bench: $(STAMP_BENCH)
 	summary=$$(mktemp); export MEMTHEORY_BENCH_SUMMARY=$$summary; \
 	shopt -s nullglob; for script in benchmarks/[!_]*.py; do \
 	  echo "== $$script"; $(BIN)/python "$$script" || printf '%s\n' \

@@ -298,6 +298,31 @@ def test_replaced_is_xreplace_with_shared_work(expressions, mapping):
     assert [type(g) for g in got] == [type(e) for e in expected]
 
 
+@given(
+    st.lists(st.fractions(max_denominator=50).filter(lambda f: abs(f) < 10**6), max_size=4),
+    st.integers(-(2**90), 2**90),
+    st.integers(-7, 7),
+)
+def test_replaced_sums_and_products_of_rationals_as_sympy_does(coefficients, b, h):
+    """Sums and products left all-rational (fractions, huge integers) are sympy's own numbers."""
+    terms = [sp.Rational(f.numerator, f.denominator) * B for f in coefficients]
+    expressions = [sp.Add(*terms, H), sp.Mul(*terms, H), B * H + sp.Rational(1, 3), B / H]
+    rule = {B: sp.Integer(b), H: sp.Integer(h or 1)}
+    got = replaced(expressions, rule)
+    expected = [e.xreplace(rule) for e in expressions]
+    assert got == expected
+    assert [type(g) for g in got] == [type(e) for e in expected]
+
+
+def test_replaced_keeps_sums_unevaluated_where_sympy_does():
+    """Under ``evaluate(False)`` a sum of numbers stays the unevaluated sum xreplace builds."""
+    with sp.evaluate(False):
+        expression = sp.Add(B, H, 2)
+        got = replaced([expression], {B: sp.Integer(3), H: sp.Integer(4)})
+        expected = expression.xreplace({B: sp.Integer(3), H: sp.Integer(4)})
+    assert got == [expected] and isinstance(got[0], sp.Add)
+
+
 def test_evaluate_deep_timeline_matches_xreplace_moment_by_moment():
     """A deep pooled CNN's autograd moments, evaluated, are each moment's own xreplace."""
     layers: list[object] = [mt.Input((3, H, H))]
