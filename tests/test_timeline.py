@@ -234,3 +234,28 @@ def test_a_pickled_timeline_is_the_built_one():
     assert loaded.timeline_parts == {k: dict(v) for k, v in memory.timeline_parts.items()}
     assert copy.deepcopy(memory.timeline) == loaded.timeline
     assert loaded.peak == memory.peak
+
+
+_factors = st.one_of(
+    st.just(sp.S.One), st.just(-sp.S.One), st.just(sp.S.Zero),
+    st.tuples(st.integers(-9, 9), st.integers(1, 9)).map(lambda pq: sp.Rational(*pq)),
+)
+
+
+@given(st.lists(st.tuples(_factors, _expressions), min_size=1, max_size=6),
+       st.booleans())
+def test_sum_builder_adds_as_sympy_adds(scaled, expand):
+    """SumBuilder's sum is sp.Add's of the same values (sp.expand's with expand), argument
+    for argument (srepr), with one builder reused across sums as a timeline reuses it."""
+    builder = live_bytes.SumBuilder()
+    for start in range(len(scaled)):  # several sums through one builder: its memos shared
+        values = scaled[start:]
+        built = builder.add_scaled(values, expand=expand)
+        added = sp.Add(*(factor * value for factor, value in values))
+        assert sp.srepr(built) == sp.srepr(sp.expand(added) if expand else added)
+
+
+@given(st.lists(_expressions, min_size=1, max_size=6))
+def test_sum_builder_add_is_add_scaled_by_one(values):
+    """``add(*values)`` is ``sp.Add(*values)``, as sympy writes it."""
+    assert sp.srepr(live_bytes.SumBuilder().add(*values)) == sp.srepr(sp.Add(*values))

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from memtheory._shown import shown
+from memtheory.conventions.autograd.live_bytes import SumBuilder
 from memtheory.errors import InvalidArgumentError
 from memtheory.memory_breakdown import MemoryBreakdown
 
@@ -101,8 +102,10 @@ def accumulated(memory: MemoryBreakdown, steps: int) -> MemoryBreakdown:
         moment: _gradients_added(moment, memory.timeline_parts.get(moment, {}), gradients)
         for moment in memory.timeline
     }
+    builder = SumBuilder()  # each moment plus what it gains, as sympy adds them (no flatten)
     timeline = {
-        moment: value + prefetched + added[moment] for moment, value in memory.timeline.items()
+        moment: builder.add(value, prefetched, added[moment])
+        for moment, value in memory.timeline.items()
     }
     parts = {
         moment: {**alive, "gradients": alive.get("gradients", 0) + added.get(moment, 0)}

@@ -43,6 +43,7 @@ import sympy as sp
 
 from memtheory.conventions import ConventionLike
 from memtheory.conventions import convention as _convention
+from memtheory.conventions.autograd.live_bytes import SumBuilder
 from memtheory.errors import UnsupportedError
 from memtheory.finetuning.layers import Frozen, LoRAAttention, frozen_tensors
 from memtheory.finetuning.lora import LoRA, apply_lora, freeze
@@ -366,11 +367,15 @@ def _adapters_in(
         extra += wanted - have
         components["loop_scalars"] = components["loop_scalars"] + wanted - have
     parts = memory.timeline_parts
-    timeline = {
-        moment: value + extra
-        + parts.get(moment, {}).get("gradients", gradients) * (scale - 1)
-        for moment, value in memory.timeline.items()
-    }
+    risen: dict[sp.Expr, sp.Expr] = {}  # the rise of each moment, by the gradients alive then
+    builder = SumBuilder()  # each moment plus its rise, as sp.Add adds them (no flatten)
+    timeline = {}
+    for moment, value in memory.timeline.items():
+        alive = parts.get(moment, {}).get("gradients", gradients)
+        rise = risen.get(alive)
+        if rise is None:
+            rise = risen[alive] = extra + alive * (scale - 1)
+        timeline[moment] = builder.add(value, rise)
     note = (
         f"LoRA adapters, their gradients and optimizer state in {adapter_dtype} (peft's "
         "default): counted exactly, each moment raised by the difference of what is alive"

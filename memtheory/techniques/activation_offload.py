@@ -59,6 +59,7 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
+from memtheory.conventions.autograd.live_bytes import SumBuilder
 from memtheory.conventions.autograd.storage_plan import forward_storages
 from memtheory.errors import UnsupportedError
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -212,13 +213,15 @@ def offload_activations(
     working = sp.Max(*sets.values()) if sets else sp.Integer(0)
     timeline = {}
     parts = {}
+    builder, one = SumBuilder(), sp.S.One  # value - saved + kept + copied, without a flatten
     for moment, value in memory.timeline.items():
         alive = memory.timeline_parts.get(moment, {})
         saved = sp.sympify(alive.get("saved_activations", 0))
         kept = sp.Min(saved, working)
         phase, _, rest = moment.partition(" ")
         copied = data.get(_unit(rest.split(" ")[0]), 0) if phase == "backward" else 0
-        timeline[moment] = value - saved + kept + copied
+        timeline[moment] = builder.add_scaled(
+            [(one, value), (-one, saved), (one, kept), (one, sp.sympify(copied))])
         parts[moment] = {**alive, "saved_activations": kept} if "saved_activations" in alive \
             else dict(alive)
     saved_total = sp.sympify(memory.components["saved_activations"])

@@ -83,6 +83,7 @@ from typing import Literal
 
 import sympy as sp
 
+from memtheory.conventions.autograd.live_bytes import SumBuilder
 from memtheory.errors import InvalidArgumentError
 from memtheory.footprint import Footprint
 from memtheory.max_pruning import maximum
@@ -406,8 +407,10 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
     components = {k: v for k, v in memory.components.items() if k != "weight_copies"}
     removed = memory.components["weight_copies"]
     parts = memory.timeline_parts
+    builder = SumBuilder()  # value - copies, as sympy subtracts it, without a flatten
     timeline = {
-        moment: value - (parts[moment].get("weight_copies", 0) if moment in parts else removed)
+        moment: builder.add(
+            value, -(parts[moment].get("weight_copies", 0) if moment in parts else removed))
         for moment, value in memory.timeline.items()
     }
     kept = {moment: {k: v for k, v in alive.items() if k != "weight_copies"}
@@ -435,8 +438,10 @@ def _gradient_partition_held(memory: MemoryBreakdown) -> MemoryBreakdown:
     """
     held = memory.components.get("gradients", sp.S.Zero)
     parts = memory.timeline_parts
+    builder = SumBuilder()  # value + held - freed, as sympy adds it, without a flatten
     timeline = {
-        moment: value + held - parts[moment].get("gradients", 0) if moment in parts else value
+        moment: builder.add(value, held, -parts[moment].get("gradients", 0))
+        if moment in parts else value
         for moment, value in memory.timeline.items()
     }
     kept = {moment: {**alive, "gradients": held} for moment, alive in parts.items()}
@@ -491,11 +496,13 @@ def device_timeline(memory: MemoryBreakdown, device: MemoryBreakdown) -> dict[st
         else:
             shift += mine - whole
     timeline = {}
+    builder = SumBuilder()  # sp.expand of each sum, each distinct term expanded once
+    one = sp.S.One
     for moment, value in memory.timeline.items():
         alive = parts.get(moment, {})
-        changed = sum((share * alive.get(name, 0) for name, share in shares.items()
-                       if moment in parts), sp.S.Zero)
-        timeline[moment] = sp.expand(value + shift + changed)
+        changed = [(share, alive.get(name, sp.S.Zero)) for name, share in shares.items()
+                   if moment in parts]
+        timeline[moment] = builder.add_scaled([(one, value), (one, shift), *changed], expand=True)
     return timeline
 
 

@@ -13,7 +13,7 @@ its exact peak is read from the changes (:class:`~memtheory.max_pruning.RunningS
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping, ValuesView
+from collections.abc import Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from functools import cmp_to_key
 from itertools import islice
@@ -28,7 +28,7 @@ from memtheory.max_pruning import RunningSum
 if TYPE_CHECKING:
     from memtheory.conventions.autograd.storage_plan import StepPlan
 
-__all__ = ["Holders", "Moments", "Parts", "Timeline", "freeable"]
+__all__ = ["Holders", "Moments", "Parts", "SumBuilder", "Timeline", "freeable"]
 
 Holders: TypeAlias = dict[str, set[tuple[str, int]]]
 """Each storage's keepers: the backward nodes (layer name, stage) that saved it."""
@@ -403,6 +403,104 @@ def _parts(value: sp.Expr) -> _Split | None:
             return None
         terms.append((s, c))
     return constant, terms
+
+
+class SumBuilder:
+    """Adds sympy expressions as ``sp.Add`` does, from their terms: many sums, one order kept.
+
+    Each sum is the same expression, argument for argument, as ``sp.Add(*values)``
+    (or ``sp.expand`` of it, with ``expand=True``), but built as :class:`Timeline`
+    builds its moments: the terms' coefficients are added in a dictionary and the
+    arguments put in sympy's canonical order by keys kept from one sum to the next,
+    so a timeline's thousands of moments, each moved by a few terms, cost no
+    ``Add.flatten`` (and none of the assumption queries it makes); expanded, each
+    distinct term is expanded once for all the sums. A value that is not a plain
+    sum with rational coefficients is added (and expanded) by sympy itself.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B, S
+    >>> builder = SumBuilder()
+    >>> moment = 4 * B * S + 2 * S + 100
+    >>> builder.add(moment, 3 * B * S - 2 * S + 8) == sp.Add(moment, 3 * B * S - 2 * S + 8)
+    True
+    >>> builder.add(moment, -moment)
+    0
+    >>> builder.add(moment, 2 * B * (S + 1), expand=True)
+    6*B*S + 2*B + 2*S + 100
+    """
+
+    def __init__(self) -> None:
+        self._sum = _Sum()
+        self._splits: dict[sp.Expr, _Split | None] = {}
+        self._expanded: dict[sp.Expr, _Split | None] = {}
+
+    def add(self, *values: sp.Expr, expand: bool = False) -> sp.Expr:
+        """Return ``sp.Add(*values)`` (``sp.expand`` of it if ``expand``), built from terms."""
+        return self.add_scaled([(sp.S.One, value) for value in values], expand=expand)
+
+    def add_scaled(
+        self, scaled: Sequence[tuple[sp.Rational, sp.Expr]], *, expand: bool = False
+    ) -> sp.Expr:
+        """Return ``sp.Add`` of each ``factor * value`` (``sp.expand`` of it if ``expand``).
+
+        A rational factor times a sum distributes over its terms, as sympy's
+        ``Mul`` does, so no product is built.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, S
+        >>> SumBuilder().add_scaled([(sp.S.One, 4 * B * S + 8), (sp.Rational(-3, 4), B * S + 4)])
+        13*B*S/4 + 5
+        """
+        terms: dict[sp.Expr, sp.Number] = {}
+        constant: sp.Number = sp.S.Zero
+        for index, (factor, value) in enumerate(scaled):
+            if not factor:
+                continue  # nothing of it: sympy's 0 * value is 0
+            # the first value is a new moment each time; the others repeat (remembered)
+            split = _parts(sp.sympify(value)) if index == 0 else self._split(value)
+            if split is None or not factor.is_Rational:
+                built = sp.Add(*(f * v for f, v in scaled))
+                return sp.expand(built) if expand else built
+            found, pairs = split
+            constant += factor * found
+            for term, times in pairs:
+                coefficient = factor * times
+                if not expand:
+                    constant = _added(terms, term, coefficient, constant)
+                    continue
+                opened = self._expanded_split(term)
+                if opened is None:
+                    return sp.expand(sp.Add(*(f * v for f, v in scaled)))
+                constant += coefficient * opened[0]
+                for part, inner in opened[1]:
+                    constant = _added(terms, part, coefficient * inner, constant)
+        return self._sum.built(terms, constant)
+
+    def _split(self, value: sp.Expr) -> _Split | None:
+        if value not in self._splits:
+            self._splits[value] = _parts(sp.sympify(value))
+        return self._splits[value]
+
+    def _expanded_split(self, term: sp.Expr) -> _Split | None:
+        if term not in self._expanded:
+            self._expanded[term] = _parts(sp.expand(term))
+        return self._expanded[term]
+
+
+def _added(
+    terms: dict[sp.Expr, sp.Number], term: sp.Expr, coefficient: sp.Number, constant: sp.Number
+) -> sp.Number:
+    """Add ``coefficient * term`` into ``terms`` (a number into the constant); return it."""
+    if term.is_Number:  # an expanded term that is a number (none of a plain split is)
+        return constant + coefficient * term
+    total = terms.get(term, sp.S.Zero) + coefficient
+    if total:
+        terms[term] = total
+    else:
+        del terms[term]
+    return constant
 
 
 def freeable(key: str, plan: StepPlan, holders: Holders, timeline: Timeline) -> bool:
