@@ -42,12 +42,15 @@ from _verdict import Timing, report, seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "estimate_command"
-COMMAND = "import sys; from memtheory.cli import main; sys.exit(main(sys.argv[1:]))"
+COMMAND = "from memtheory.cli import console; console()"
+"""The installed ``memtheory`` command's entry point (it ends the process as that does)."""
 PROBED = (
-    "import sys; from memtheory.cli import main; status = main(sys.argv[1:]); "
-    "print('sympy imported:', 'sympy' in sys.modules, file=sys.stderr); sys.exit(status)"
+    "import os, sys; from memtheory.cli import main; status = main(sys.argv[1:]); "
+    "print('sympy imported:', 'sympy' in sys.modules, file=sys.stderr); "
+    "sys.stdout.flush(); sys.stderr.flush(); os._exit(status)"
 )
-"""The command, saying on standard error whether it imported sympy (the replay entry does not)."""
+"""The command, saying on standard error whether it imported sympy (the replay entry does not),
+then ending the process as :func:`memtheory.cli.console` ends it."""
 QUESTIONS = {
     "GPT-2": ["gpt2", "--batch", "8", "--seq", "1024", "--gpu", "RTX 4090"],
     "LoRA": ["llama-3-8b", "--lora", "16", "--seq", "4096", "--gpu", "RTX 4090"],

@@ -99,3 +99,44 @@ def test_the_estimate_work_is_loaded_when_estimate_runs() -> None:
     result = _run("estimate", "gpt2", "--batch", "1", "--seq", "128", heavy=ESTIMATE_WORK)
     assert result["status"] == 0
     assert "memtheory.estimate.plan" in result["loaded"]  # type: ignore[operator]
+
+
+def _console(arguments: list[str], cache: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m memtheory.cli ARGUMENTS`` (the console entry) with its own disk cache."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "MEMTHEORY_CACHE": str(cache)}
+    environment.pop("PYTHONUNBUFFERED", None)  # its output buffered, as a user's is
+    return subprocess.run([sys.executable, "-m", "memtheory.cli", *arguments], env=environment,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.mark.parametrize("limit", [[], ["--limit", "100 MB", "--reserve", "0 GB", "--check"]],
+                         ids=["answer", "does not fit, --check"])
+def test_console_exits_fast_with_the_whole_answer_and_its_caches_kept(tmp_path, capsys, limit):
+    """The console entry ends ``estimate`` without tearing Python down (os._exit).
+
+    What it prints and its exit status are main()'s, and the answer and replay entries it
+    keeps are on disk, where the next command, at a new batch, reads them.
+    """
+    from memtheory.cli import main
+
+    question = ["estimate", "mobilenet-v2", "--batch", "7", *limit]
+    cache = tmp_path / "cache"
+    done = _console(question, cache)
+    os.environ["MEMTHEORY_CACHE"] = "off"  # main() here derives afresh and keeps nothing
+    try:
+        status = main(question)
+    finally:
+        del os.environ["MEMTHEORY_CACHE"]
+    printed = capsys.readouterr()
+    assert (done.stdout, done.stderr, done.returncode) == (printed.out, printed.err, status)
+    assert status == (1 if limit else 0)
+    assert sorted(p.name.split("-")[1] for p in cache.glob("*.json")) == ["answer", "replay"]
+    again = _console([*question[:3], "9", *question[4:]], cache)
+    assert again.returncode == status and "batch 9" in again.stdout
+
+
+def test_console_runs_other_subcommands_through_sys_exit(tmp_path):
+    """``memtheory sets`` through the console entry prints every set and exits 0."""
+    done = _console(["sets"], tmp_path / "cache")
+    assert done.returncode == 0 and done.stdout.startswith("ch01")
+    assert done.stdout.endswith("\n") and done.stderr == ""

@@ -245,8 +245,10 @@ _factors = st.one_of(
 @given(st.lists(st.tuples(_factors, _expressions), min_size=1, max_size=6),
        st.booleans())
 def test_sum_builder_adds_as_sympy_adds(scaled, expand):
-    """SumBuilder's sum is sp.Add's of the same values (sp.expand's with expand), argument
-    for argument (srepr), with one builder reused across sums as a timeline reuses it."""
+    """SumBuilder's sum is sp.Add's of the same values (sp.expand's with expand).
+
+    Argument for argument (srepr), with one builder reused across sums as a timeline reuses it.
+    """
     builder = live_bytes.SumBuilder()
     for start in range(len(scaled)):  # several sums through one builder: its memos shared
         values = scaled[start:]

@@ -1,8 +1,6 @@
 """``python -m memtheory.cli``: the ``memtheory`` command."""
 
-import sys
-
-from memtheory.cli import main
+from memtheory.cli import console
 
 if __name__ == "__main__":  # imported (a scan of the package's modules, say), it runs nothing
-    sys.exit(main())
+    console()

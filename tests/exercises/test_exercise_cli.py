@@ -176,4 +176,4 @@ def test_console_script_is_declared():
     if not pyproject.exists():
         pytest.skip("no pyproject.toml in this checkout")
     scripts = tomllib.loads(pyproject.read_text()).get("project", {}).get("scripts", {})
-    assert scripts.get("memtheory") == "memtheory.cli:main"
+    assert scripts.get("memtheory") == "memtheory.cli:console"
