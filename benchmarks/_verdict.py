@@ -121,6 +121,19 @@ def report(
     return said
 
 
+def option(argv: list[str], name: str, default: str) -> str:
+    """Return the value after ``name`` in ``argv`` (``--repeat 3``), or ``default``."""
+    return argv[argv.index(name) + 1] if name in argv[:-1] else default
+
+
+def helped(argv: list[str], doc: str | None) -> bool:
+    """Print the benchmark's docstring and return True where ``argv`` asks for help."""
+    if "--help" in argv or "-h" in argv:
+        print(doc)
+        return True
+    return False
+
+
 def skipped(benchmark: str, why: str) -> None:
     """Say that ``benchmark`` cannot run here, and why; record it for the summary."""
     print(f"skipped: {why}")

@@ -74,7 +74,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _verdict import Timing, report, seconds, skipped  # noqa: E402
+from _verdict import Timing, helped, report, seconds, skipped  # noqa: E402
 
 BENCHMARK = "benchmarks/recipes.py"
 
@@ -280,8 +280,7 @@ def as_json(rows: list[Row], reasons: dict[str, str]) -> str:
 
 def main(argv: list[str]) -> int:
     """Run the rows, print the table and the verdicts (or ``--json``); 1 if a held row is off."""
-    if "--help" in argv or "-h" in argv:
-        print(__doc__)
+    if helped(argv, __doc__):
         return 0
     try:
         import lightning  # noqa: F401

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _verdict import Timing, report, seconds, skipped  # noqa: E402
+from _verdict import Timing, helped, option, report, seconds, skipped  # noqa: E402
 
 NAME = "torchinfo_peer"
 FASTER = 10.0
@@ -188,14 +188,10 @@ def _both(timing: Timing) -> str:
             f"(median of {len(timing.cpu)})")
 
 
-def _option(argv: list[str], name: str, default: str) -> str:
-    return argv[argv.index(name) + 1] if name in argv[:-1] else default
-
 
 def main(argv: list[str]) -> int:
     """Time memtheory and torchinfo on each model in turn; one verdict per model."""
-    if "--help" in argv or "-h" in argv:
-        print(__doc__)
+    if helped(argv, __doc__):
         return 0
     try:
         import torch
@@ -206,7 +202,7 @@ def main(argv: list[str]) -> int:
         return 0
     transformers.logging.set_verbosity_error()
     quick = "--quick" in argv
-    repeat = int(_option(argv, "--repeat", "1" if quick else "3"))
+    repeat = int(option(argv, "--repeat", "1" if quick else "3"))
     torch.manual_seed(0)
     for pair in pairs():
         compare(pair, (QUICK_SIZES if quick else SIZES)[pair.name], repeat)

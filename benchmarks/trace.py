@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _verdict import Timing, report, skipped  # noqa: E402
+from _verdict import Timing, helped, option, report, skipped  # noqa: E402
 
 NAME = "trace"
 TARGETS = {"GPT-2 small (HF)": 8.0, "GPT-2 small, at_one=False": 8.0,
@@ -52,14 +52,10 @@ VISION_RATIO = 2.0
 """DenseNet-121's trace CPU time over ResNet-50's, at most."""
 
 
-def _option(argv: list[str], name: str, default: str) -> str:
-    return argv[argv.index(name) + 1] if name in argv[:-1] else default
-
 
 def main(argv: list[str]) -> int:
     """Trace and measure every model, print one row per model, say whether the targets hold."""
-    if "--help" in argv or "-h" in argv:
-        print(__doc__)
+    if helped(argv, __doc__):
         return 0
     try:
         import torch
@@ -68,8 +64,8 @@ def main(argv: list[str]) -> int:
         skipped(NAME, "needs the torch extra: pip install 'memtheory[torch]'")
         return 0
     quick = "--quick" in argv
-    batch, side = (int(n) for n in _option(argv, "--vision", "8,224").split(","))
-    repeat = int(_option(argv, "--repeat", "1"))
+    batch, side = (int(n) for n in option(argv, "--vision", "8,224").split(","))
+    repeat = int(option(argv, "--repeat", "1"))
     torch.manual_seed(0)
     rows = [_cnn_row()]
     if not quick:
