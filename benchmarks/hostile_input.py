@@ -214,9 +214,28 @@ def campaign(inputs: int, folders: int, seed: int) -> Tally:
                 code = tally.run("folder graded", lambda f=folder: main(["grade", str(f)]))
             if fingerprint(folder) != before or outside.read_text() != 'learner = "secret"\n':
                 tally.changed.append(str(folder))
-            if code != 0 or not (base / "submissions.grades.json").exists():
-                tally.raw.append(f"folder graded: exit {code}, results missing")
+            outcome = folder_outcome(code, base / "submissions.grades.json")
+            if outcome is not None:
+                tally.raw.append(f"folder graded: {outcome}")
     return tally
+
+
+def folder_outcome(code: object, results: Path) -> str | None:
+    """What is wrong with a folder's grading, or None where it kept the grader's promise.
+
+    ``memtheory grade FOLDER`` exits 0 when every file was graded and 1 when some
+    could not be, each of those a row of the results with its reason (the
+    command's documented exit status); either way the results are written.
+    """
+    if not results.exists():
+        return f"exit {code}, results missing"
+    rows = json.loads(results.read_text(encoding="utf-8"))["files"]
+    refused = [row["file"] for row in rows if row["error"] is not None]
+    if any(row["reason"] is None for row in rows if row["error"] is not None):
+        return f"exit {code}, a file refused without a reason"
+    if code != (1 if refused else 0):
+        return f"exit {code} with {len(refused)} file(s) refused"
+    return None
 
 
 def report(tally: Tally) -> str:
