@@ -407,10 +407,11 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
     components = {k: v for k, v in memory.components.items() if k != "weight_copies"}
     removed = memory.components["weight_copies"]
     parts = memory.timeline_parts
-    builder = SumBuilder()  # value - copies, as sympy subtracts it, without a flatten
+    builder, one = SumBuilder(), sp.S.One  # value - copies, as sympy subtracts it (no flatten)
     timeline = {
-        moment: builder.add(
-            value, -(parts[moment].get("weight_copies", 0) if moment in parts else removed))
+        moment: builder.add_scaled(
+            [(one, value),
+             (-one, parts[moment].get("weight_copies", 0) if moment in parts else removed)])
         for moment, value in memory.timeline.items()
     }
     kept = {moment: {k: v for k, v in alive.items() if k != "weight_copies"}
@@ -438,9 +439,10 @@ def _gradient_partition_held(memory: MemoryBreakdown) -> MemoryBreakdown:
     """
     held = memory.components.get("gradients", sp.S.Zero)
     parts = memory.timeline_parts
-    builder = SumBuilder()  # value + held - freed, as sympy adds it, without a flatten
+    builder, one = SumBuilder(), sp.S.One  # value + held - freed, as sympy adds it (no flatten)
     timeline = {
-        moment: builder.add(value, held, -parts[moment].get("gradients", 0))
+        moment: builder.add_scaled(
+            [(one, value), (one, held), (-one, parts[moment].get("gradients", 0))])
         if moment in parts else value
         for moment, value in memory.timeline.items()
     }
