@@ -165,6 +165,10 @@ FIRST = GPU_DATA / "nvidia-h200-torch-2-11-0-cu130-2026-11-27-0209.json"
 Its fp32 SDPA predictions were the CPU's fused kernel's; the math path was modelled after it."""
 RERUN = GPU_DATA / "nvidia-h200-torch-2-11-0-cu130-2026-11-27-1508.json"
 """The same command on another H200 machine at 15:08 the same day, with the math path modelled."""
+THIRD = GPU_DATA / "nvidia-h200-torch-2-11-0-cu130-2026-11-27-2056.json"
+"""A third H200 machine at 20:56 the same day, from commit d22926f."""
+H100 = GPU_DATA / "nvidia-h100-80gb-hbm3-torch-2-11-0-cu130-2026-11-27-2058.json"
+"""The same command and commit on one NVIDIA H100 80GB HBM3, two minutes after THIRD."""
 
 
 def _by_recipe(data):
@@ -324,3 +328,69 @@ def test_the_rerun_predicted_the_fp32_sdpa_peak_before_measuring_it(h200, rerun,
         assert second[(label, size)]["predicted_peak"] == second[(label, size)]["measured_peak"]
     assert first[("pytorch-fp32", size)]["predicted_peak"] < \
         second[("pytorch-fp32", size)]["predicted_peak"]
+
+
+def _load(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _live_peaks(data):
+    """Every step's live storages, the zoo's by (model, precision), the recipes' by label."""
+    zoo = {(s["model"], s["precision"]): s["measured"] for s in data["steps"]}
+    return zoo, {(r["recipe"], r["size"]): r["measured_peak"] for r in data["recipes"]}
+
+
+@pytest.mark.parametrize("path", [THIRD, H100], ids=["third H200", "H100"])
+def test_a_later_recording_kept_the_first_ones_live_storages(h200, path):
+    """A third H200 and an H100, hours later from a later commit: every live peak the same."""
+    first, _ = h200
+    later = _load(path)
+    assert later["device"]["torch"] == first["device"]["torch"]
+    assert later["recorded"] > first["recorded"]
+    assert _live_peaks(later) == _live_peaks(first)
+    assert len(later["steps"]) + len(later["recipes"]) == 54
+
+
+def test_the_h100_and_the_h200_beside_it_differ_only_in_the_devices_memory_in_use():
+    """Same code, same driver, two GPU models: the allocator's peaks are equal phase by phase.
+
+    Only the driver's figure for the whole device (``device in use``: the CUDA context and
+    everything else on the card) differs, in one step, by one 2 MiB page; the H100's total
+    memory is smaller.
+    """
+    h200, h100 = _load(THIRD), _load(H100)
+    assert h200["device"]["name"] == "NVIDIA H200"
+    assert h100["device"]["name"] == "NVIDIA H100 80GB HBM3"
+    assert h100["device"]["memory"] < h200["device"]["memory"]
+    assert {k: v for k, v in h100["device"].items() if k not in ("name", "memory")} == {
+        k: v for k, v in h200["device"].items() if k not in ("name", "memory")}
+
+    def allocator_peaks(record):
+        return {k: v for k, v in record["allocator"].items()
+                if k not in ("device", "device in use", "device_in_use")}
+
+    pairs = list(zip(h200["steps"] + h200["recipes"], h100["steps"] + h100["recipes"],
+                     strict=True))
+    assert all(allocator_peaks(a) == allocator_peaks(b) for a, b in pairs)
+    in_use = [b["allocator"]["device in use"] - a["allocator"]["device in use"]
+              for a, b in zip(h200["steps"], h100["steps"], strict=True)]
+    assert sorted(set(in_use)) == [0, 2 * 2**20] and in_use.count(2 * 2**20) == 1
+
+
+@pytest.mark.parametrize("path", [THIRD, H100], ids=["third H200", "H100"])
+def test_a_later_recordings_eager_recipes_are_what_memtheory_predicts_now(path):
+    """Eager attention, every recipe on the tiny decoder: today's prediction is the live peak."""
+    from memtheory.torch.recipe_steps import RECORDED_SIZES, predict_recipe
+
+    config, batch, sequence = RECORDED_SIZES["tiny"]
+    setups = _recorded_setups()
+    eager = [r for r in _load(path)["recipes"]
+             if r["size"] == "tiny" and "attention=eager" in r["recipe"]]
+    assert len(eager) == 6
+    for record in eager:
+        predicted, _ = predict_recipe(
+            setups[record["recipe"]], config, batch=batch, sequence=sequence,
+            precision=record["precision"], implementation=record["implementation"],
+            device="cuda")
+        assert predicted == record["predicted_peak"] == record["measured_peak"]
+
