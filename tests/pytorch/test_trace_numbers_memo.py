@@ -22,8 +22,12 @@ def _reads(nodes):
     return [(node.expr, node.maybe_as_int()) for node in nodes]
 
 
-def _pooled_sizes():
-    """SymNodes of a fake image's sizes through a pooling chain: floors, products, constants."""
+def _pooled_sizes(replaced=False):
+    """SymNodes of a fake image's sizes through a pooling chain: floors, products, constants.
+
+    ``replaced``: the batch size is then fixed at 4 (a replacement in the ShapeEnv), so the
+    reads go through PyTorch's replacement and its per-node cache.
+    """
     env = ShapeEnv()
     mode = FakeTensorMode(shape_env=env)
     context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 4)
@@ -32,6 +36,9 @@ def _pooled_sizes():
         y = torch.nn.functional.avg_pool2d(torch.nn.functional.max_pool2d(x, 3, 2, 1), 2)
         z = torch.cat([y, y[:, :1]], 1)
     sizes = [*z.shape, *z.stride(), z.numel(), z.shape[1] * 2]
+    if replaced:
+        torch._check(x.shape[0] == 4)
+        assert env._replacements_version_counter > 0
     return [s.node for s in sizes if isinstance(s, torch.SymInt)]
 
 
@@ -44,6 +51,25 @@ def test_reads_equal_pytorchs_own():
         inside = _reads(nodes)
         again = _reads(nodes)  # from the table this time
     assert inside == before == again
+
+
+def test_reads_after_a_replacement_equal_pytorchs_own():
+    """Replaced (the batch fixed), then from each node's cache: what PyTorch's methods read.
+
+    Two copies of the same sizes: one read only by PyTorch, one first inside the block, so
+    that the block's own path fills the cache. A number with no ShapeEnv reads as itself.
+    """
+    import sympy
+
+    ours, pytorchs = _pooled_sizes(replaced=True), _pooled_sizes(replaced=True)
+    constant = SymNode(sympy.Integer(3), None, int, 3)
+    with memoised_numbers():
+        first = _reads([*ours, constant])  # through ShapeEnv.replace
+        cached = _reads([*ours, constant])  # from the nodes' caches
+    expected = _reads([*pytorchs, constant])
+    assert first == cached == expected
+    assert expected[0] == (4, 4)  # the batch is a number once replaced
+    assert any(value is None for _, value in expected)
 
 
 def test_replaced_inside_and_restored_after_an_error():

@@ -87,18 +87,26 @@ def memoised_numbers() -> Iterator[None]:
         return answer
 
     def expr(self: Any) -> Any:
-        # PyTorch 2.13's SymNode.expr, with ``self._expr.is_number`` read from the table
+        # PyTorch 2.13's SymNode.expr, with ``self._expr.is_number`` read from the table, and
+        # read last: where PyTorch returns the node's expression (no replacement yet) or its
+        # cached replacement, it returns that whether the expression is a number or not (a
+        # number never reaches the cache: it is returned before ``replace``, and ``_expr`` is
+        # only set in ``__init__``), so the answer is the same without asking
         value = self._expr
-        if isinstance(value, int) or is_number(value):
+        if isinstance(value, int):
             return value
-        if self.shape_env is None:
+        shape_env = self.shape_env
+        if shape_env is not None:
+            ver = shape_env._replacements_version_counter
+            if ver == 0:
+                return value
+            if self._expr_cache is not None and ver == self._expr_ver:
+                return self._expr_cache
+        if is_number(value):
+            return value
+        if shape_env is None:
             raise AssertionError("shape_env is required to access expr")
-        ver = self.shape_env._replacements_version_counter
-        if ver == 0:
-            return value
-        if self._expr_cache is not None and ver == self._expr_ver:
-            return self._expr_cache
-        result = self.shape_env.replace(value)
+        result = shape_env.replace(value)
         self._expr_ver = ver
         self._expr_cache = result
         return result
