@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +20,7 @@ from memtheory.errors import (
     UnsupportedError,
 )
 from memtheory.max_pruning import maximum, undominated
+from memtheory.optimizers import Optimizer as NamedOptimizer
 from memtheory.optimizers import OptimizerLike
 from memtheory.recipes import Setup
 from memtheory.torch.loop import Loop
@@ -47,7 +49,7 @@ from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
-from memtheory.torch.tracing.step import Expected, StepRecord, record_step
+from memtheory.torch.tracing.step import Departed, Expected, StepRecord, record_step
 from memtheory.torch.tracing.verify import drop_harmless
 from memtheory.torch.versions import warn_if_unchecked_torch
 
@@ -456,12 +458,13 @@ def _general(
     if not step.check_conditions or not memory.constraints:
         return memory
 
-    def at(values: dict[sp.Symbol, int], expected: Expected) -> TracedMemory:
-        concrete = _concrete(model, example_inputs, sizes, values, step, keep_all=False,
-                             expected=expected)
-        return _result(concrete, SymbolMap({}), (), {})
+    with _ConcreteSteps(model, step) as concrete:
 
-    return drop_harmless(memory, at, {symbol: size for size, symbol in sizes.items()})
+        def at(values: dict[sp.Symbol, int], expected: Expected) -> TracedMemory:
+            record = concrete(example_inputs, sizes, values, keep_all=False, expected=expected)
+            return _result(record, SymbolMap({}), (), {})
+
+        return drop_harmless(memory, at, {symbol: size for size, symbol in sizes.items()})
 
 
 def _symbolic_or_why(
@@ -488,9 +491,10 @@ def _fitted(
     fixed: Sequence[Specialisation | str],
 ) -> TracedMemory:
     try:
-        return fitted_trace(
-            lambda values: _concrete(model, example_inputs, sizes, values, step), sizes, fixed
-        )
+        with _ConcreteSteps(model, step) as concrete:
+            return fitted_trace(
+                lambda values: concrete(example_inputs, sizes, values), sizes, fixed
+            )
     except FitFailedError:  # refused at every size tried: a size the model fixes?
         clash = clash_error(model, (example_inputs, step.target), sizes)
         if clash is None:
@@ -522,28 +526,83 @@ def _symbolic(
     return record, symbols, env
 
 
-def _concrete(
-    model: nn.Module,
-    example_inputs: Any,
-    sizes: dict[int, sp.Symbol],
-    values: Mapping[sp.Symbol, int],
-    step: _StepChoices,
-    keep_all: bool = True,
-    expected: Expected | None = None,
-) -> StepRecord:
-    """Trace the step on fake tensors of fixed sizes: each size in ``sizes`` set to ``values``.
+class _ConcreteSteps:
+    """Traces of the step at fixed sizes that share fake parameters and a warmed optimizer.
 
-    With ``expected``, it may stop early with :class:`~memtheory.torch.tracing.step.Departed`.
+    Neither the fake parameters nor the optimizer's state depend on the sizes, so
+    the traces at fixed sizes of one ``trace`` call (the checks of its conditions,
+    the points of a fit) make them once, on the first trace, in one fake mode, where
+    each used to fake the model and run the optimizer's warm-up step again. The
+    optimizers memtheory builds by name (``torch.optim``'s, each of which creates its
+    state in its first step and updates it in place after) are kept warm: before
+    each later trace every gradient is allocated again, as the warm-up allocates it,
+    so each trace starts from what a fresh warm-up leaves. An optimizer instance or
+    factory passed in is built and warmed afresh for every trace, as before.
+
+    Use it as a context manager: the model's own parameters are back when it ends.
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
-    resized = _resized((example_inputs, step.target), {k: values[s] for k, s in sizes.items()})
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with fake_parameters(model, mode, step.dtype):
-        (inputs, fake_target), _ = fake_inputs(resized, mode, {}, step.dtype)
-        with mode:
-            return _record(model, inputs, fake_target, step, SymbolMap({}), keep_all=keep_all,
-                           expected=expected)
+    def __init__(self, model: nn.Module, step: _StepChoices) -> None:
+        self._model, self._step = model, step
+        self._stack = ExitStack()
+        self._mode: Any = None
+        self._shared = isinstance(step.optimizer, str | NamedOptimizer)
+        self._optimizer: torch.optim.Optimizer | None = None
+        self._warm = False
+
+    def __enter__(self) -> _ConcreteSteps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def __call__(
+        self,
+        example_inputs: Any,
+        sizes: dict[int, sp.Symbol],
+        values: Mapping[sp.Symbol, int],
+        keep_all: bool = True,
+        expected: Expected | None = None,
+    ) -> StepRecord:
+        """Trace the step with each size in ``sizes`` set to ``values``.
+
+        With ``expected``, it may stop early with
+        :class:`~memtheory.torch.tracing.step.Departed`.
+        """
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        if self._mode is None:
+            mode = FakeTensorMode(allow_non_fake_inputs=True)
+            self._stack.enter_context(fake_parameters(self._model, mode, self._step.dtype))
+            self._mode = mode
+        step = self._step
+        resized = _resized((example_inputs, step.target),
+                           {k: values[s] for k, s in sizes.items()})
+        (inputs, fake_target), _ = fake_inputs(resized, self._mode, {}, step.dtype)
+        if not self._shared:
+            with self._mode:
+                return _record(self._model, inputs, fake_target, step, SymbolMap({}),
+                               keep_all=keep_all, expected=expected)
+        warmed = self._warm
+        try:
+            with self._mode:
+                record = _record(self._model, inputs, fake_target, step, SymbolMap({}),
+                                 keep_all=keep_all, expected=expected,
+                                 make_optimizer=self._optimizer_once, warmed=warmed)
+        except Departed:  # it stopped in the step, after the warm-up
+            self._warm = True
+            raise
+        except BaseException:  # it may have stopped in the warm-up: warm a new one next time
+            if not warmed:
+                self._optimizer = None
+            raise
+        self._warm = True
+        return record
+
+    def _optimizer_once(self, parameters: list[torch.Tensor]) -> torch.optim.Optimizer:
+        if self._optimizer is None:
+            self._optimizer = _optimizer(self._step.optimizer)(parameters)
+        return self._optimizer
 
 
 def _resized(value: Any, sizes: Mapping[int, int]) -> Any:
@@ -572,6 +631,8 @@ def _record(
     symbols: SymbolMap,
     keep_all: bool = False,
     expected: Expected | None = None,
+    make_optimizer: Callable[[list[torch.Tensor]], torch.optim.Optimizer] | None = None,
+    warmed: bool = False,
 ) -> StepRecord:
     targets = [target] if target is not None else []
     infer: Callable[[], Any] | None = None
@@ -592,7 +653,7 @@ def _record(
         model,
         call,
         _loss(step.loss, target),
-        _optimizer(step.optimizer),
+        make_optimizer or _optimizer(step.optimizer),
         data,
         targets,
         symbols,
@@ -601,6 +662,7 @@ def _record(
         step.keeps_outputs,
         inference_call=infer,
         expected=expected,
+        warmed=warmed,
     )
 
 

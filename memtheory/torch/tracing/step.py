@@ -94,6 +94,7 @@ def record_step(
     keeps_outputs: bool = True,
     inference_call: Callable[[], Any] | None = None,
     expected: Expected | None = None,
+    warmed: bool = False,
 ) -> StepRecord:
     """Trace one steady-state training step and an inference pass of ``module``.
 
@@ -123,6 +124,10 @@ def record_step(
     expected : Expected, optional
         At fixed sizes only: the bytes to find; raise :class:`Departed` as
         soon as the trace cannot give them.
+    warmed : bool, default False
+        ``make_optimizer`` returns an optimizer over these parameters that an
+        earlier record already brought to its steady state (its state exists):
+        only the gradients are allocated again, as the warm-up allocates them.
 
     Raises
     ------
@@ -135,7 +140,10 @@ def record_step(
     optimizer = make_optimizer(parameters)
     context = (lambda: torch.autocast("cpu", dtype=autocast)) if autocast else nullcontext
     with watch.watching():
-        _warm_up(parameters, optimizer)
+        if warmed:
+            _allocate_gradients(parameters)
+        else:
+            _warm_up(parameters, optimizer)
 
         tracker = SymbolicStorageTracker(symbols, watch.label, keep_all)
         tracker.watch_parameters(parameters)
@@ -231,10 +239,15 @@ def _warm_up(parameters: Sequence[torch.Tensor], optimizer: torch.optim.Optimize
     tensor like its parameter) and one optimizer step creates the state; the
     forward and backward, which leave nothing behind, are not run twice.
     """
+    _allocate_gradients(parameters)
+    optimizer.step()
+
+
+def _allocate_gradients(parameters: Sequence[torch.Tensor]) -> None:
+    """Give every parameter that takes a gradient a new one, as backward allocates it."""
     for p in parameters:
         if p.requires_grad:
             p.grad = torch.zeros_like(p)
-    optimizer.step()
 
 
 def _step(
