@@ -10,7 +10,8 @@ Every figure compares like with like, in the same run: the same model at the sam
   storages), and against a second measurement at a size the trace never saw.
 * DenseNet-121 (whose concatenations once made the trace super-linear) and
   ResNet-50 are traced at the same sizes, in turn (A B A B ...), and the row
-  prints the ratio of their CPU times.
+  prints the ratio of their CPU times, beside the ratio of the PyTorch
+  operations one training step of each runs (counted on a small real step).
 
 Models: a small residual CNN; Hugging Face GPT-2 small (124M, from its default
 config) at B=4, S=512; a Llama-3-8B-shaped model built on the meta device from
@@ -188,11 +189,50 @@ def _vision(batch: int, side: int, repeat: int) -> None:
             timings[name].add(lambda m=model: trace(
                 m, images, {"B": batch, "H": side}, loss=nn.CrossEntropyLoss(), target=labels,
                 optimizer="adam"))
+    operations = {name: _operations(model) for name, model in models.items()}
     for name, timing in timings.items():
-        print(f"{name} at B={batch}, H={side}: trace {timing.shown()}")
+        print(f"{name} at B={batch}, H={side}: trace {timing.shown()}; "
+              f"{operations[name]:,} operations in a training step")
     ratio = timings["DenseNet-121"].median_cpu / timings["ResNet-50"].median_cpu
+    more = operations["DenseNet-121"] / operations["ResNet-50"]
+    print(f"DenseNet-121 runs {more:.2f}x ResNet-50's operations: {ratio / more:.2f}x the trace "
+          "time per operation (the 2x target asks for less than the operation count's ratio)")
     report(NAME, f"trace DenseNet-121 / ResNet-50 CPU (B={batch}, H={side})", ratio,
            VISION_RATIO, unit="x")
+
+
+def _operations(model: Any) -> int:
+    """PyTorch operations (ATen calls) one training step of ``model`` runs, counted at B=2, H=64.
+
+    A real step on the CPU under a dispatch mode that counts: forward, loss, backward and an
+    Adam step (the same optimizer as the trace). How many operations a CNN's step runs does
+    not depend on the sizes.
+    """
+    from contextlib import nullcontext
+
+    import torch
+    from torch import nn
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            Counter.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    optimizer = torch.optim.Adam(model.parameters())
+    images, labels = torch.randn(2, 3, 64, 64), torch.randint(0, 1000, (2,))
+    state = {name: value.clone() for name, value in model.state_dict().items()}
+    for counted in (False, True):  # the second step is the steady one: Adam's state exists
+        with Counter() if counted else nullcontext():
+            optimizer.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    model.load_state_dict(state)  # the traces after this one see the weights they saw before
+    return Counter.calls
 
 
 def _off(traced: Any, measured: Any) -> int:

@@ -64,3 +64,21 @@ def test_quick_path_is_exact_and_says_so(capsys):
     out = capsys.readouterr().out
     assert "(5, 32): 0; (9, 45): 0" in out
     assert "0 bytes off on every model measure can run: yes" in out
+
+
+@pytest.mark.slow  # two real steps of DenseNet-121 at 64 x 64, counted twice: about 10 s
+def test_operation_count_is_a_steady_step_and_leaves_the_weights_alone():
+    """The count the vision row divides by: the same on a second call, the weights unchanged.
+
+    The first step creates Adam's state, the counted one is the second: counted twice, the
+    model gives the same number, which is more than its parameters (each gets an update).
+    """
+    module = _benchmark()
+    torch.manual_seed(0)
+    model = module._DenseNet121().train()
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    first = module._operations(model)
+    assert module._operations(model) == first
+    assert first > len(list(model.parameters()))
+    after = model.state_dict()
+    assert all(torch.equal(before[name], after[name]) for name in before)
