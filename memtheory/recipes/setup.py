@@ -344,7 +344,7 @@ class Setup:
         network's attention layers: math keeps the S x S probabilities as
         eager attention does, so such a model is built with ``flash=False``.
         The GPU recordings show it: fp32 SDPA on a grouped-query Llama
-        kept, on an H200 with PyTorch 2.11, what eager attention kept.
+        kept, on H200 and H100 GPUs with PyTorch 2.11, what eager attention kept.
 
         Examples
         --------

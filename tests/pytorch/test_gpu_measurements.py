@@ -394,3 +394,13 @@ def test_a_later_recordings_eager_recipes_are_what_memtheory_predicts_now(path):
             device="cuda")
         assert predicted == record["predicted_peak"] == record["measured_peak"]
 
+
+
+@pytest.mark.parametrize("path", [THIRD, H100], ids=["third H200", "H100"])
+def test_a_later_recording_measured_the_fp32_sdpa_math_path_it_predicted(path):
+    """fp32 SDPA on the grouped-query decoders: predicted before measuring, equal to eager's."""
+    recipes = {(r["recipe"], r["size"]): r for r in _load(path)["recipes"]}
+    for size in ("tiny", "mid"):
+        sdpa = recipes[("pytorch-fp32", size)]
+        eager = recipes[("pytorch-fp32 (attention=eager)", size)]
+        assert sdpa["predicted_peak"] == sdpa["measured_peak"] == eager["measured_peak"]

@@ -47,7 +47,9 @@ refuses ``enable_gqa``, and the math path keeps S x S. The first GPU recording
 PyTorch 2.11) shows it: the ``pytorch-fp32`` recipe's SDPA step kept, to
 the byte, what its eager step kept, on the tiny and the mid-size Llama. A
 second recording on another H200 (``...-2026-11-27-1508.json``), made with
-this plan in place, measured the peaks it had predicted, to the byte.
+this plan in place, measured the peaks it had predicted, to the byte, and so
+did two later ones, on a third H200 and on an H100 80GB HBM3
+(``...-2026-11-27-2056.json`` and ``nvidia-h100-80gb-hbm3-...-2058.json``).
 
 On the CPU (where memtheory's exact figures are measured) SDPA runs its CPU
 flash kernel for fp32 too, except with dropout: ``use_flash_attention_cpp``
