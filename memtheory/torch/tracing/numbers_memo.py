@@ -13,8 +13,10 @@ expressions behind millions of reads.
 keyed on the expression while a trace runs. Sympy expressions are immutable
 and ``is_number`` depends on the expression alone (equal expressions give the
 same answer), so every read returns what it returned before: only the walk is
-saved. The rest of both methods is PyTorch's, unchanged; a PyTorch whose
-``SymNode`` lacks what they read is left as it is.
+saved. ``expr`` asks last, only where PyTorch's answer depends on it: an
+expression with no replacement yet, or with its replacement cached, is returned
+as it is whether or not it is a number. The rest of both methods is PyTorch's,
+unchanged; a PyTorch whose ``SymNode`` lacks what they read is left as it is.
 
 Examples
 --------
