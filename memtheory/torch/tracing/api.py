@@ -159,8 +159,10 @@ def trace(
         (``B >= 2`` stays), trace the step once more with that size at 1 and
         the other sizes symbolic, and answer that size from it
         (:mod:`memtheory.torch.tracing.ones`; on GPT-2 small at B=4, S=512
-        this took about as long again). False skips it: that size of 1 is
-        then refused.
+        this took about as long again: at B = 1 transformers' causal-LM loss
+        saves its shifted labels without a copy, a view of the padded labels'
+        S + 1 integers, 8 bytes more than the formulas). False skips it: that
+        size of 1 is then refused.
     time_limit : float, default 1800
         Seconds the whole trace may take; past them it stops with a
         :class:`~memtheory.errors.TraceTimeoutError` (a forward that sleeps
