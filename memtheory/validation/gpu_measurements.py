@@ -51,6 +51,8 @@ from memtheory.validation.zoo import ZOO
 
 __all__ = [
     "FORMAT_VERSION",
+    "allocator_peaks",
+    "live_peaks",
     "load_measurements",
     "measurements_table",
     "record_measurements",
@@ -274,6 +276,48 @@ def load_measurements(folder: str | Path) -> list[dict[str, Any]]:
             )
         recordings.append(data)
     return sorted(recordings, key=lambda data: str(data["device"]["name"]))
+
+
+def live_peaks(data: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    """Return every step's live tensor storages in one recording, keyed to compare recordings.
+
+    The zoo's steps by (model, precision), with what ``measure`` counted; the
+    recipes' by (recipe label, size), with their measured peak.
+
+    Examples
+    --------
+    >>> data = {"steps": [{"model": "MLP", "precision": "fp32", "measured": {"peak": 96}}],
+    ...         "recipes": [{"recipe": "hf-trainer", "size": "tiny", "measured_peak": 80}]}
+    >>> live_peaks(data)
+    {('MLP', 'fp32'): {'peak': 96}, ('hf-trainer', 'tiny'): 80}
+    """
+    peaks: dict[tuple[str, str], Any] = {
+        (step["model"], step["precision"]): step["measured"] for step in data["steps"]}
+    for recipe in data.get("recipes", []):
+        peaks[(recipe["recipe"], recipe["size"])] = recipe["measured_peak"]
+    return peaks
+
+
+def allocator_peaks(record: dict[str, Any]) -> dict[str, Any] | None:
+    """Return a step's caching-allocator figures without those of the whole device.
+
+    The allocated and reserved peaks, phase by phase, of a zoo step or a recipe
+    step; left out are the device's name and the driver's figure for memory in
+    use on the whole device (the CUDA context and whatever else holds the card),
+    so that two GPUs can be compared on what the allocator did. None where no
+    allocator was read (a CPU recording).
+
+    Examples
+    --------
+    >>> allocator_peaks({"allocator": {"device": "cuda:0 (a card)", "peak_allocated": 512,
+    ...                                "device_in_use": 2**30}})
+    {'peak_allocated': 512}
+    """
+    report = record.get("allocator")
+    if report is None:
+        return None
+    return {key: value for key, value in report.items()
+            if key not in ("device", "device in use", "device_in_use")}
 
 
 def _size(nbytes: object, unit: str) -> str:
