@@ -19,8 +19,10 @@ say so and carry on.
   which measured 1.27 / 1.66 / 4.55 s on ``main``); the autograd one also with the
   baseline pruner;
 * **linear in depth**: the exact autograd peak (build, derive, maximum) of each of the four
-  families at two depths, one twice the other; the growth exponent between them, target
-  <= 1.1 (1 is linear), with the baseline pruner's exponent beside it;
+  families at two depths, one twice the other; the growth exponent of the median ratio of
+  five rounds, each timing both depths back to back (garbage collected and sympy's cache
+  emptied before each run, untimed), target <= 1.1 (1 is linear), with the baseline
+  pruner's exponent beside it;
 * ``max_batch`` on VGG-16's exact peak with H given, beside sympy re-evaluating the ``Max``;
 * ``evaluate`` on the 400-layer CNN's timeline, beside one ``xreplace`` per moment;
 * ``import memtheory`` and its first use (``memtheory.training_memory``: the package
@@ -33,13 +35,16 @@ Run with ``python benchmarks/scaling.py`` (about two minutes on a quiet 2-core m
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -74,6 +79,8 @@ CONVENTIONS = ("breakdown", "rule_of_thumb", "autograd")
 ISSUE_26 = {"rule_of_thumb": "1.27 s", "breakdown": "1.66 s", "autograd": "4.55 s"}
 """The 400-layer pooled CNN per convention on ``main``, CPU seconds, as issue 26 recorded them."""
 REPEAT = 3
+DEPTH_ROUNDS = 5
+"""Rounds of the depth rows, each timing both depths back to back (their ratio)."""
 IMPORT_RUNS = 7
 
 
@@ -226,26 +233,44 @@ def convention_rows(old: ModuleType | None) -> None:
 
 
 def depth_rows(old: ModuleType | None, scale: float) -> None:
-    """The exact peak of each family at two depths: growth exponent, target <= 1.1."""
-    print("-- exact peak (build, derive, maximum) at two depths: growth exponent")
+    """The exact peak of each family at two depths: growth exponent, target <= 1.1.
+
+    Each pipeline runs once untimed (modules, first-use imports such as NumPy's), then
+    :data:`DEPTH_ROUNDS` rounds. A round runs the two depths back to back (the deeper
+    first in every other round), each after emptying sympy's cache and collecting
+    garbage, outside the timing; its ratio is the deeper run's CPU time over the
+    shallower's. The exponent is that of the median ratio. This machine's speed drifts
+    by up to 1.7x within seconds (a fixed Python loop, timed six times in a row), so
+    two depths timed apart, even each at its fastest, gave exponents from 0.5 to 1.2
+    for the same code; a ratio within a round sees one speed.
+    """
+    print("-- exact peak (build, derive, maximum) at two depths: growth exponent "
+          f"(median of {DEPTH_ROUNDS} ratios of runs back to back)")
     for family, (build, small, unit) in FAMILIES.items():
         depths = (max(4, int(small * scale)), 2 * max(4, int(small * scale)))
+        pruners = {"now": None}
+        if old is not None:
+            pruners["baseline"] = old.maximum
+        pipeline(partial(build, depths[0]), "autograd")  # untimed: first use
         exponents = {}
         shown = []
-        for name, maximum in (("now", None), ("baseline", None if old is None else old.maximum)):
-            if name == "baseline" and old is None:
-                continue
-            times = []
-            for depth in depths:
-                call = cold(lambda depth=depth, maximum=maximum, build=build: pipeline(
-                    lambda: build(depth), "autograd", maximum))
-                timing = Timing()
-                for _ in range(2):
-                    timing.add(call)
-                times.append(min(timing.cpu))
-            exponents[name] = math.log(times[1] / times[0], 2)
-            shown.append(f"{name} {seconds(times[0])} / {seconds(times[1])} CPU "
-                         f"(n^{exponents[name]:.2f})")
+        for name, maximum in pruners.items():
+            times: dict[int, list[float]] = {depth: [] for depth in depths}
+            ratios = []
+            for round_ in range(DEPTH_ROUNDS):
+                for depth in depths if round_ % 2 == 0 else depths[::-1]:
+                    clear_cache()
+                    gc.collect()
+                    timing = Timing()
+                    timing.add(lambda depth=depth, maximum=maximum, build=build: pipeline(
+                        lambda: build(depth), "autograd", maximum))
+                    times[depth].append(timing.cpu[0])
+                ratios.append(times[depths[1]][-1] / times[depths[0]][-1])
+            exponents[name] = math.log(statistics.median(ratios), 2)
+            medians = [statistics.median(times[depth]) for depth in depths]
+            shown.append(f"{name} {seconds(medians[0])} / {seconds(medians[1])} CPU "
+                         f"(n^{exponents[name]:.2f}, ratios "
+                         f"{min(ratios):.2f} to {max(ratios):.2f})")
         report(NAME, f"depth growth, {family}, {depths[0]} -> {depths[1]} {unit}",
                exponents["now"], 1.1, unit="", detail="; ".join(shown))
 
