@@ -149,3 +149,42 @@ def test_pipeline_device_adds_one_replicas_working_memory():
     split = parallel_memory(memory, tensor=2, network=net)  # Korthikanti's ratio, as the kept
     ratio = tensor_parallel_activation_ratio(net, 2)
     assert split.stages[0]["activation_gradients"] == working * ratio
+
+
+def test_each_replica_change_is_made_once_and_splits_are_as_made_afresh(monkeypatch):
+    """Splitting one replica at several sizes drops its weight copies once (``_per_replica``).
+
+    Each split equals the one made with the change made afresh for it, moment by
+    moment; a second replica gets its own change, not the first one's.
+    """
+    import memtheory.techniques.parallel as parallel
+
+    net = gpt2("small", batch=1, sequence=64)
+    memory = training_memory(net, optimizer="adamw", precision="autocast-bf16",
+                             convention="autograd")
+    made = []
+    change = parallel._without_weight_copies
+
+    def counted(replica):
+        made.append(replica)
+        return change(replica)
+
+    counted.__qualname__ = change.__qualname__
+    monkeypatch.setattr(parallel, "_without_weight_copies", counted)
+    monkeypatch.setattr(parallel, "_per_replica", parallel._LastReplica())
+    splits = [parallel_memory(memory, data=n, zero=3, network=net, autocast_copies=False)
+              for n in (1, 2, 4)]
+    assert len(made) == 1
+    monkeypatch.setattr(parallel, "_per_replica", lambda change, replica: change(replica))
+    for n, split in zip((1, 2, 4), splits, strict=True):
+        fresh = parallel_memory(memory, data=n, zero=3, network=net, autocast_copies=False)
+        assert dict(split.device.timeline) == dict(fresh.device.timeline)
+        assert split.device.components == fresh.device.components
+    other = training_memory(gpt2("small", batch=1, sequence=32), optimizer="adamw",
+                            precision="autocast-bf16", convention="autograd")
+    monkeypatch.setattr(parallel, "_per_replica", parallel._LastReplica())
+    first = parallel_memory(memory, data=2, zero=3, network=net, autocast_copies=False)
+    second = parallel_memory(other, data=2, zero=3, network=net, autocast_copies=False)
+    assert first.device.peak != second.device.peak
+    assert second.device.peak == parallel_memory(
+        other, data=2, zero=3, network=net, autocast_copies=False).device.peak

@@ -77,7 +77,8 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -277,7 +278,7 @@ def parallel_memory(
     """
     in_flight = _check_options(data, zero, tensor, pipeline, micro_batches, offload)
     if zero == 3 and not autocast_copies and "weight_copies" in memory.components:
-        memory = _without_weight_copies(memory)
+        memory = _per_replica(_without_weight_copies, memory)
     notes = list(memory.notes)
     # Each device of data parallelism and ZeRO runs a whole replica's forward and backward,
     # so its activation gradients and temporaries are one replica's: its timeline is the
@@ -287,7 +288,7 @@ def parallel_memory(
                 and tensor == 1 and pipeline == 1)
     deepspeed = followed and zero == 3 and data > 1 and "master_weights" in memory.components
     if deepspeed:
-        memory = _gradient_partition_held(memory)
+        memory = _per_replica(_gradient_partition_held, memory)
     if followed:
         notes.append(
             "per device, the peak is the largest moment of one replica's timeline with each "
@@ -400,6 +401,52 @@ def _check_options(
         )
     chosen = pipeline if micro_batches is None else _positive(micro_batches, "micro_batches")
     return min(pipeline, chosen)
+
+
+class _LastReplica:
+    """Each count-independent change of a replica, kept for the last replica it was made to.
+
+    :func:`~memtheory.estimate.devices.fewest_gpus` splits one replica at one data-parallel
+    size after another; dropping ZeRO-3's weight copies and holding DeepSpeed's gradient
+    partition rebuild every moment of its timeline (about 0.1 s each on Llama-3-8B) the
+    same way at every size, so each is made once per replica. The replica is held weakly:
+    its entry goes with it.
+
+    Examples
+    --------
+    >>> from memtheory.precision import precision
+    >>> calls = []
+    >>> def change(memory):
+    ...     calls.append(memory)
+    ...     return replace(memory, notes=("changed",))
+    >>> step = MemoryBreakdown({"parameters": 8}, "training", "autograd", precision("fp32"))
+    >>> last = _LastReplica()
+    >>> last(change, step) is last(change, step), len(calls)
+    (True, 1)
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[weakref.ref[MemoryBreakdown], MemoryBreakdown]] = {}
+
+    def __call__(
+        self, change: Callable[[MemoryBreakdown], MemoryBreakdown], memory: MemoryBreakdown
+    ) -> MemoryBreakdown:
+        """Return ``change(memory)``, made once while ``memory`` is the last replica changed."""
+        name = change.__qualname__
+        kept = self._kept.get(name)
+        if kept is not None and kept[0]() is memory:
+            return kept[1]
+        changed = change(memory)
+
+        def forget(gone: weakref.ref[MemoryBreakdown], name: str = name) -> None:
+            if self._kept.get(name, (None,))[0] is gone:
+                del self._kept[name]
+
+        self._kept[name] = (weakref.ref(memory, forget), changed)
+        return changed
+
+
+_per_replica = _LastReplica()
 
 
 def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
