@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +66,58 @@ def test_every_layer_name_is_importable_and_listed(name):
     assert name in dir(memtheory.layers)
     if name in memtheory.__all__:
         assert getattr(memtheory, name) is namespace[name]
+
+
+def test_techniques_load_each_module_on_first_use():
+    """Splitting a step across GPUs imports the parallel technique, not the inference ones."""
+    code = (
+        "import sys; from memtheory.techniques import parallel_memory; "
+        "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules "
+        "if m.startswith('memtheory.techniques.') and m.rsplit('.', 1)[1] in "
+        "('kv_cache', 'working_memory', 'megatron_peak', 'quantization', 'checkpointing')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "[]"
+
+
+@pytest.mark.parametrize("name", sorted(__import__("memtheory.techniques").techniques.__all__))
+def test_every_technique_name_is_its_modules_object(name):
+    """Each of ``memtheory.techniques.__all__`` is its home module's object, and dir() lists it."""
+    import memtheory.techniques as techniques
+
+    namespace: dict[str, object] = {}
+    exec(f"from memtheory.techniques import {name}", namespace)
+    home = sys.modules[techniques._LAZY[name]]
+    assert namespace[name] is getattr(techniques, name) is getattr(home, name)
+    assert name in dir(techniques)
+
+
+def test_a_function_named_as_its_module_keeps_the_name():
+    """``working_memory`` stays the function when its module is imported after it, and before.
+
+    Imported eagerly, the package bound each such function after its module; lazily, a
+    module imported later (by another technique) must not replace the function.
+    """
+    code = (
+        "import importlib, memtheory.techniques as t; "
+        "first = t.quantization; "
+        "importlib.import_module('memtheory.techniques.quantization'); "
+        "importlib.import_module('memtheory.techniques.working_memory'); "
+        "importlib.import_module('memtheory.techniques.context_parallel'); "
+        "importlib.import_module('memtheory.techniques.cache_layers'); "
+        "print(callable(first), t.quantization is first, "
+        "[type(getattr(t, n)).__name__ for n in "
+        "('quantization', 'working_memory', 'context_parallel', 'cache_layers')], "
+        "type(t.kv_cache).__name__)"
+    )
+    said = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert said == "True True ['function', 'function', 'function', 'function'] module"
+    techniques = memtheory.techniques
+    modules = {p.stem for p in Path(techniques.__file__).parent.glob("*.py")}
+    assert techniques._SHADOWED == set(techniques._LAZY) & modules
+    with pytest.raises(memtheory.errors.UnknownAttributeError):
+        memtheory.techniques.no_such_technique  # noqa: B018
