@@ -37,7 +37,7 @@ import sympy as sp
 from memtheory.errors import EvaluationError
 from memtheory.estimate import replay
 from memtheory.estimate.answer import Estimate
-from memtheory.estimate.compiled import CompiledFootprint, position_limit
+from memtheory.estimate.compiled import UNSORTED, CompiledFootprint, position_limit
 from memtheory.estimate.devices import MOST_GPUS
 from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.memory_breakdown import MemoryBreakdown
@@ -266,7 +266,7 @@ def _leaves_of(node: Any) -> set[int]:
 
 def _source(expressions: list[sp.Expr], names: list[str]) -> str:
     """Return the source of a function of the sizes returning every expression (integer code)."""
-    printer = ExactPythonPrinter()
+    printer = ExactPythonPrinter(UNSORTED)
     codes = ", ".join(printer.doprint(sp.sympify(e)) for e in expressions)
     return f"lambda {', '.join(names)}: ({codes},)"
 
