@@ -130,3 +130,60 @@ def test_a_warm_up_that_fails_is_run_again(monkeypatch):
     assert len(calls) == 2 and calls[0] is not calls[1]
     with api._ConcreteSteps(model, step) as alone:
         assert after == _bytes(alone(images, sizes, POINTS[0]))
+
+
+class _Branching(nn.Module):
+    """A copy B = 1 skips, and a branch on the length that changes no byte.
+
+    The transpose made contiguous is copied unless B = 1; the branch gives the trace at
+    B = 1 a condition of its own to check.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        x = x.transpose(0, 1).contiguous().transpose(0, 1)
+        x = x * 2 if x.shape[1] > 3 else x * 3  # the same bytes on either side
+        return self.fc(x).mean(1)
+
+
+def test_one_session_serves_the_whole_trace_call(monkeypatch):
+    """The checks of the trace at B = 1 share the first checks' fakes and warm-up.
+
+    One ``_ConcreteSteps`` per ``trace`` call: its fixed-size traces are warmed once,
+    the symbolic traces (at every size, and at B = 1) warm their own; and the result is
+    what ``measure`` counts, at B = 1 and above.
+    """
+    from memtheory.torch import measure, torch_optimizer, trace
+
+    sessions = []
+    original_init = api._ConcreteSteps.__init__
+
+    def counted_init(self, *args):
+        sessions.append(self)
+        original_init(self, *args)
+
+    monkeypatch.setattr(api._ConcreteSteps, "__init__", counted_init)
+    calls = _counted_warm_ups(monkeypatch)
+    torch.manual_seed(0)
+    model = _Branching().train()
+
+    def step(batch, length):
+        torch.manual_seed(batch * length)
+        return dict(loss=nn.CrossEntropyLoss(), target=torch.randint(0, 3, (batch,)))
+
+    memory = trace(model, torch.randn(4, 7, 6), {"B": 4, "S": 7}, optimizer="adam",
+                   **step(4, 7))
+    assert sp.Symbol("B", integer=True, positive=True) in memory.at_one
+    assert len(sessions) == 1
+    fixed = [c for c in calls if c.param_groups[0]["params"][0].fake_mode.shape_env is None]
+    assert len(fixed) == 1 and len(calls) - len(fixed) >= 2  # checks: one; symbolic: each
+    for batch, length in ((1, 7), (1, 2), (4, 2), (5, 9)):
+        real = measure(model, torch.randn(batch, length, 6),
+                       optimizer=torch_optimizer("adam", model.parameters()),
+                       **step(batch, length))
+        at = memory.evaluate(B=batch, S=length)
+        assert {k: int(v) for k, v in at.components.items()} == real.components
+        assert (at.peak, at.inference_peak) == (real.peak, real.inference_peak)

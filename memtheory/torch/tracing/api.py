@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -376,21 +375,24 @@ def _traced(
     fit: bool,
 ) -> TracedMemory:
     """Trace, noting the example inputs that were views (traced as fresh tensors)."""
-    memory = _formulas(model, example_inputs, sizes, step, fit)
+    with _ConcreteSteps(model, step) as concrete:
+        memory = _formulas(model, example_inputs, sizes, step, fit, concrete)
     views = shared_storage_notes((example_inputs, step.target))
     return replace(memory, notes=(*memory.notes, *views)) if views else memory
 
 
 def _formulas(
     model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices,
-    fit: bool, done: dict[frozenset[str], TracedMemory] | None = None,
+    fit: bool, concrete: _ConcreteSteps,
+    done: dict[frozenset[str], TracedMemory] | None = None,
 ) -> TracedMemory:
     """Trace; where the formulas do not hold at a size of 1, trace there too (:mod:`.ones`).
 
     ``done`` keeps the traces at 1 by the sizes fixed there, so that ``B = 1,
     S = 1`` is traced once, not once under each of ``B = 1`` and ``S = 1``.
+    ``concrete`` traces the step at fixed sizes, for every check and fit of the call.
     """
-    memory = _general(model, example_inputs, sizes, step, fit)
+    memory = _general(model, example_inputs, sizes, step, fit, concrete)
     if not (step.check_conditions and step.at_one):
         return memory
     done = {} if done is None else done
@@ -404,7 +406,7 @@ def _formulas(
             continue
         key = fixed | {symbol.name}
         if key not in done:
-            piece = _at_one(model, example_inputs, sizes, size, step, fit, done)
+            piece = _at_one(model, example_inputs, sizes, size, step, fit, concrete, done)
             if piece is None:
                 continue
             done[key] = piece
@@ -418,7 +420,8 @@ def _formulas(
 
 def _at_one(
     model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], size: int,
-    step: _StepChoices, fit: bool, done: dict[frozenset[str], TracedMemory],
+    step: _StepChoices, fit: bool, concrete: _ConcreteSteps,
+    done: dict[frozenset[str], TracedMemory],
 ) -> TracedMemory | None:
     """Trace with the example size ``size`` at 1 and the others still symbols, or None."""
     inputs, target = _resized((example_inputs, step.target), {size: 1})
@@ -426,7 +429,7 @@ def _at_one(
     fixed = (*step.fixed_at_one, sizes[size].name)
     try:
         return _formulas(model, inputs, others, replace(step, target=target, fixed_at_one=fixed),
-                         fit, done)
+                         fit, concrete, done)
     except TraceTimeoutError:
         raise
     except MemtheoryError:
@@ -435,12 +438,12 @@ def _at_one(
 
 def _general(
     model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices,
-    fit: bool,
+    fit: bool, concrete: _ConcreteSteps,
 ) -> TracedMemory:
     """Trace symbolically; fit at concrete sizes where the model's code fixes a size or fails."""
     traced = _symbolic_or_why(model, example_inputs, sizes, step, fit)
     if isinstance(traced, str):  # outside the except block: the raw error is not chained
-        return _fitted(model, example_inputs, sizes, step, [traced])
+        return _fitted(model, example_inputs, sizes, step, [traced], concrete)
     record, symbols, env = traced
     fixed = specialised(env, symbols)
     if fixed:
@@ -454,19 +457,18 @@ def _general(
                 + "; ".join(map(str, fixed))
                 + ". Pass fit=True to recover the formula from traces at several sizes."
             )
-        return _fitted(model, example_inputs, sizes, step, fixed)
+        return _fitted(model, example_inputs, sizes, step, fixed, concrete)
     where = conditions(env, symbols)
     memory = _result(record, symbols, where.words, where.constraints)
     if not step.check_conditions or not memory.constraints:
         return memory
 
-    with _ConcreteSteps(model, step) as concrete:
+    def at(values: dict[sp.Symbol, int], expected: Expected) -> TracedMemory:
+        record = concrete(example_inputs, sizes, values, keep_all=False, expected=expected,
+                          step=step)
+        return _result(record, SymbolMap({}), (), {})
 
-        def at(values: dict[sp.Symbol, int], expected: Expected) -> TracedMemory:
-            record = concrete(example_inputs, sizes, values, keep_all=False, expected=expected)
-            return _result(record, SymbolMap({}), (), {})
-
-        return drop_harmless(memory, at, {symbol: size for size, symbol in sizes.items()})
+    return drop_harmless(memory, at, {symbol: size for size, symbol in sizes.items()})
 
 
 def _symbolic_or_why(
@@ -491,12 +493,12 @@ def _fitted(
     sizes: dict[int, sp.Symbol],
     step: _StepChoices,
     fixed: Sequence[Specialisation | str],
+    concrete: _ConcreteSteps,
 ) -> TracedMemory:
     try:
-        with _ConcreteSteps(model, step) as concrete:
-            return fitted_trace(
-                lambda values: concrete(example_inputs, sizes, values), sizes, fixed
-            )
+        return fitted_trace(
+            lambda values: concrete(example_inputs, sizes, values, step=step), sizes, fixed
+        )
     except FitFailedError:  # refused at every size tried: a size the model fixes?
         clash = clash_error(model, (example_inputs, step.target), sizes)
         if clash is None:
@@ -541,13 +543,20 @@ class _ConcreteSteps:
     so each trace starts from what a fresh warm-up leaves. An optimizer instance or
     factory passed in is built and warmed afresh for every trace, as before.
 
-    Use it as a context manager: the model's own parameters are back when it ends.
+    One session serves a whole ``trace`` call: the fake parameters are swapped into the
+    model for each fixed-size trace only (the same fakes each time), so the symbolic
+    traces between them (at a size of 1, :func:`_at_one`) fake the real parameters, and
+    the checks of a trace at 1 use the warm-up of the first check. A trace is of the
+    step it is given (:class:`_StepChoices`; a trace at 1 has its own target); the
+    optimizer and the loss are the call's.
+
+    Use it as a context manager: it lets the fakes and the optimizer go when it ends.
     """
 
     def __init__(self, model: nn.Module, step: _StepChoices) -> None:
         self._model, self._step = model, step
-        self._stack = ExitStack()
         self._mode: Any = None
+        self._fakes: dict[int, torch.Tensor] = {}
         self._shared = isinstance(step.optimizer, str | NamedOptimizer)
         self._optimizer: torch.optim.Optimizer | None = None
         self._warm = False
@@ -556,7 +565,7 @@ class _ConcreteSteps:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stack.close()
+        self._mode, self._fakes, self._optimizer, self._warm = None, {}, None, False
 
     def __call__(
         self,
@@ -565,8 +574,9 @@ class _ConcreteSteps:
         values: Mapping[sp.Symbol, int],
         keep_all: bool = True,
         expected: Expected | None = None,
+        step: _StepChoices | None = None,
     ) -> StepRecord:
-        """Trace the step with each size in ``sizes`` set to ``values``.
+        """Trace ``step`` (by default the session's) with each size in ``sizes`` at ``values``.
 
         With ``expected``, it may stop early with
         :class:`~memtheory.torch.tracing.step.Departed`.
@@ -574,20 +584,19 @@ class _ConcreteSteps:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         if self._mode is None:
-            mode = FakeTensorMode(allow_non_fake_inputs=True)
-            self._stack.enter_context(fake_parameters(self._model, mode, self._step.dtype))
-            self._mode = mode
-        step = self._step
+            self._mode = FakeTensorMode(allow_non_fake_inputs=True)
+        step = self._step if step is None else step
         resized = _resized((example_inputs, step.target),
                            {k: values[s] for k, s in sizes.items()})
         (inputs, fake_target), _ = fake_inputs(resized, self._mode, {}, step.dtype)
+        faked = fake_parameters(self._model, self._mode, self._step.dtype, self._fakes)
         if not self._shared:
-            with self._mode:
+            with faked, self._mode:
                 return _record(self._model, inputs, fake_target, step, SymbolMap({}),
                                keep_all=keep_all, expected=expected)
         warmed = self._warm
         try:
-            with self._mode:
+            with faked, self._mode:
                 record = _record(self._model, inputs, fake_target, step, SymbolMap({}),
                                  keep_all=keep_all, expected=expected,
                                  make_optimizer=self._optimizer_once, warmed=warmed)

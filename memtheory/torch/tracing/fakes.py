@@ -59,11 +59,20 @@ def fake_tensor(
 
 @contextmanager
 def fake_parameters(
-    module: nn.Module, mode: FakeTensorMode, dtype: torch.dtype | None = None
+    module: nn.Module,
+    mode: FakeTensorMode,
+    dtype: torch.dtype | None = None,
+    fakes: dict[int, torch.Tensor] | None = None,
 ) -> Iterator[None]:
-    """Swap the module's parameters and buffers for fake ones in the block, then restore them."""
+    """Swap the module's parameters and buffers for fake ones in the block, then restore them.
+
+    ``fakes`` (each real tensor's ``id`` to its fake) keeps the fakes made, and the
+    fakes found there are swapped in again: a later block with the same dictionary
+    (and ``mode``) gets the very same fake parameters, their gradients and whatever
+    an optimizer keeps for them.
+    """
     swapped: list[tuple[nn.Module, str, str, Any]] = []
-    fakes: dict[int, torch.Tensor] = {}
+    fakes = {} if fakes is None else fakes
     try:
         for sub in module.modules():
             for kind in ("_parameters", "_buffers"):
