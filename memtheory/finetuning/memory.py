@@ -36,14 +36,14 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import sympy as sp
 
 from memtheory.conventions import ConventionLike
 from memtheory.conventions import convention as _convention
-from memtheory.conventions.autograd.live_bytes import SumBuilder
+from memtheory.conventions.autograd.live_bytes import SumBuilder, part_at, shifted
 from memtheory.errors import UnsupportedError
 from memtheory.finetuning.layers import Frozen, LoRAAttention, frozen_tensors
 from memtheory.finetuning.lora import LoRA, apply_lora, freeze
@@ -368,14 +368,21 @@ def _adapters_in(
         components["loop_scalars"] = components["loop_scalars"] + wanted - have
     parts = memory.timeline_parts
     risen: dict[sp.Expr, sp.Expr] = {}  # the rise of each moment, by the gradients alive then
-    builder = SumBuilder()  # each moment plus its rise, as sp.Add adds them (no flatten)
-    timeline = {}
-    for moment, value in memory.timeline.items():
-        alive = parts.get(moment, {}).get("gradients", gradients)
-        rise = risen.get(alive)
-        if rise is None:
-            rise = risen[alive] = extra + alive * (scale - 1)
-        timeline[moment] = builder.add(value, rise)
+
+    def rise(moment: str) -> sp.Expr:
+        alive = part_at(parts, moment, "gradients", gradients)
+        found = risen.get(alive)
+        if found is None:
+            found = risen[alive] = extra + alive * (scale - 1)
+        return found
+
+    # each moment plus its rise, as sp.Add adds them (no flatten); kept as a running sum
+    timeline: Mapping[str, sp.Expr] | None = shifted(
+        memory.timeline, lambda moment: [(sp.S.One, rise(moment))])
+    if timeline is None:
+        builder = SumBuilder()
+        timeline = {moment: builder.add(value, rise(moment))
+                    for moment, value in memory.timeline.items()}
     note = (
         f"LoRA adapters, their gradients and optimizer state in {adapter_dtype} (peft's "
         "default): counted exactly, each moment raised by the difference of what is alive"

@@ -13,7 +13,7 @@ its exact peak is read from the changes (:class:`~memtheory.max_pruning.RunningS
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping, Sequence, ValuesView
+from collections.abc import Callable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from functools import cmp_to_key
 from itertools import islice
@@ -28,7 +28,10 @@ from memtheory.max_pruning import RunningSum
 if TYPE_CHECKING:
     from memtheory.conventions.autograd.storage_plan import StepPlan
 
-__all__ = ["Holders", "Moments", "Parts", "SumBuilder", "Timeline", "freeable"]
+__all__ = [
+    "Holders", "Moments", "Parts", "Shift", "SumBuilder", "Timeline", "freeable", "part_at",
+    "shifted",
+]
 
 Holders: TypeAlias = dict[str, set[tuple[str, int]]]
 """Each storage's keepers: the backward nodes (layer name, stage) that saved it."""
@@ -625,6 +628,126 @@ class Moments(_ByMoment[sp.Expr]):
         return RunningSum(log, places, lambda index: self[labels[index]])
 
 
+def part_at(parts: Mapping[str, Mapping[str, sp.Expr]], label: str, category: str,
+            default: sp.Expr) -> sp.Expr:
+    """``parts.get(label, {}).get(category, default)``; of :class:`Parts`, that component only."""
+    if isinstance(parts, Parts):
+        return parts.part(label, category, default)
+    return parts.get(label, {}).get(category, default)
+
+
+Shift: TypeAlias = Sequence[tuple[sp.Rational, sp.Expr]]
+"""What a moment moves by: the sum of each ``factor * value`` (rational factors)."""
+
+
+def shifted(moments: Mapping[str, sp.Expr], shift: Callable[[str], Shift]) -> Moments | None:
+    """Return each moment plus its ``shift``, kept as a running sum: no moment is built.
+
+    The same expressions, moment by moment, as ``SumBuilder().add_scaled([(1, moment),
+    *shift(label)])``, but as a :class:`Moments` whose log is ``moments``' with each
+    shift's terms added to it: a moment is built only when read, and
+    :func:`~memtheory.max_pruning.maximum` reads them all from the changes. None where
+    ``moments`` is not a running sum of rational terms, or a shift is not one: the caller
+    then adds moment by moment.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> timeline = Timeline()
+    >>> timeline.alloc("x", 4 * B)
+    >>> timeline.alloc("w", 40)
+    >>> timeline.mark("forward")
+    >>> timeline.free("x")
+    >>> timeline.alloc("y", 2 * B)
+    >>> timeline.mark("backward")
+    >>> moved = shifted(timeline.moments, lambda label: [(sp.S.One, B + 2)])
+    >>> dict(moved) == {label: sp.Add(value, B + 2) for label, value in timeline.moments.items()}
+    True
+    """
+    if not isinstance(moments, Moments) or moments._sum is None or not moments._sum.exact:
+        return None
+    merged = _Merged(moments._sum.log)
+    splits: dict[Shift, dict[sp.Expr | None, sp.Number]] = {}
+    builder = SumBuilder()  # for a moment kept built, as the caller would add it
+    result = Moments()
+    result._sum = merged.sums
+    for label, (place, value, lazy) in moments._records.items():
+        merged.follow(place)
+        scaled = tuple(shift(label))
+        rise = splits.get(scaled)
+        if rise is None:
+            rise = _scaled_terms(scaled)
+            if rise is None:
+                return None
+            splits[scaled] = rise
+        merged.rise_to(rise)
+        if lazy and merged.arguments() >= 2:
+            result._records[label] = (len(merged.sums.log), None, True)
+        else:  # built: as recorded, or a lone argument (sympy's Add returns it as it is)
+            built = builder.add_scaled([(sp.S.One, value if not lazy else moments[label]),
+                                        *scaled])
+            result._records[label] = (len(merged.sums.log), built, False)
+    return result
+
+
+class _Merged:
+    """A running sum's log with a shift added that changes from moment to moment."""
+
+    def __init__(self, log: Sequence[tuple[sp.Expr | None, sp.Number]]) -> None:
+        self.sums = _Sum()
+        self._log = log
+        self._at = 0
+        self._now: dict[sp.Expr | None, sp.Number] = {}  # the merged sum: term -> coefficient
+        self._old: dict[sp.Expr | None, sp.Number] = {}  # the running sum's own
+        self._rise: dict[sp.Expr | None, sp.Number] = {}  # the shift in force
+
+    def follow(self, place: int) -> None:
+        """Take the running sum's changes up to ``place``, each with the shift in force."""
+        rise, zero = self._rise, sp.S.Zero
+        for term, coefficient in islice(self._log, self._at, place):
+            self._old[term] = coefficient
+            self._put(term, coefficient + rise.get(term, zero))
+        self._at = place
+
+    def rise_to(self, rise: dict[sp.Expr | None, sp.Number]) -> None:
+        """Put ``rise`` in force (term -> coefficient; None: the constant) from now on."""
+        if rise is self._rise:
+            return
+        old, zero = self._old, sp.S.Zero
+        for term in self._rise.keys() | rise.keys():
+            self._put(term, old.get(term, zero) + rise.get(term, zero))
+        self._rise = rise
+
+    def arguments(self) -> int:
+        """How many arguments ``sp.Add`` of the merged sum now has."""
+        now = self._now
+        return len(now) - (None in now and now[None] == 0)
+
+    def _put(self, term: sp.Expr | None, value: sp.Number) -> None:
+        now = self._now
+        if value == now.get(term, sp.S.Zero):
+            return
+        self.sums.log.append((term, value))
+        if value or term is None:
+            now[term] = value
+        else:
+            del now[term]
+
+
+def _scaled_terms(scaled: Shift) -> dict[sp.Expr | None, sp.Number] | None:
+    """Each term's coefficient in the sum of ``factor * value`` (None: the constant)."""
+    terms: dict[sp.Expr | None, sp.Number] = {None: sp.S.Zero}
+    for factor, value in scaled:
+        split = _parts(sp.sympify(value)) if factor else (sp.S.Zero, [])
+        if split is None or not factor.is_Rational:
+            return None
+        constant, pairs = split
+        terms[None] += factor * constant
+        for term, times in pairs:
+            terms[term] = terms.get(term, sp.S.Zero) + factor * times
+    return terms
+
+
 class _MomentValues(ValuesView[sp.Expr]):
     """The values of :class:`Moments`, which :func:`~memtheory.max_pruning.maximum` reads lazily."""
 
@@ -666,6 +789,27 @@ class Parts(_ByMoment[Mapping[str, sp.Expr]]):
                 for category, value in self._records[label].items()
             }
         return built
+
+    def part(self, label: str, category: str, default: sp.Expr) -> sp.Expr:
+        """``self.get(label, {}).get(category, default)``, building that component's bytes only.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B
+        >>> timeline = Timeline(categories={"g": "gradients", "x": "saved_activations"})
+        >>> timeline.alloc("g", 4 * B)
+        >>> timeline.mark("backward")
+        >>> timeline.parts.part("backward", "gradients", 0), timeline.parts.part("end", "x", 7)
+        (4*B, 7)
+        """
+        known = self._built.get(label)
+        if known is not None:
+            return known.get(category, default)
+        record = self._records.get(label)
+        if record is None or category not in record:
+            return default
+        value = record[category]
+        return value[0].expression(value[1]) if isinstance(value, tuple) else value
 
 
     def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, dict[str, sp.Expr]]]]:

@@ -1,0 +1,97 @@
+"""A timeline moved moment by moment, kept as a running sum (``live_bytes.shifted``).
+
+Each moment of ``shifted(moments, shift)`` is the expression, argument for argument, that
+adding the shift to the built moment gives (``SumBuilder.add_scaled``, as ``sp.Add``
+adds), and the exact peak read from its changes is the peak of the built moments. LoRA's
+adapters kept in fp32 (``finetune_memory``'s rise of each moment) use it; the step is the
+same, moment by moment, as when each moment is built and moved.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import memtheory.finetuning.memory as finetuning_memory
+from memtheory.conventions.autograd.live_bytes import (
+    Moments,
+    SumBuilder,
+    Timeline,
+    shifted,
+)
+from memtheory.estimate.step import step_memory
+from memtheory.finetuning import LoRA
+from memtheory.max_pruning import maximum
+from memtheory.models.hf_config import from_config
+from memtheory.symbols import B, S
+
+TINY_LLAMA = {
+    "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "intermediate_size": 128, "num_hidden_layers": 2,
+    "vocab_size": 256, "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+}
+"""A two-layer Llama config: its bf16 step with fp32 adapters is peft's and the Trainer's."""
+SIZES = [4 * B, 2 * B * S, 8, 3 * S, B * S + 5, 6 * B * S - 2 * S, 16]
+SHIFTS = [[], [(sp.S.One, sp.Integer(100))], [(sp.S.One, -2 * B * S)],
+          [(sp.Rational(3, 2), 4 * B), (sp.S.NegativeOne, sp.Integer(8))],
+          [(sp.S.NegativeOne, 4 * B + 8)], [(sp.S.One, B * S + S)]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(events=st.lists(st.tuples(st.integers(0, len(SIZES) - 1), st.booleans(),
+                                 st.integers(0, len(SHIFTS) - 1)), min_size=1, max_size=30))
+def test_every_moment_is_the_built_moment_moved(events):
+    """Random allocations, frees and shifts (some cancel whole terms): the same expressions."""
+    timeline = Timeline()
+    live: list[str] = []
+    shifts: dict[str, list[tuple[sp.Rational, sp.Expr]]] = {}
+    for index, (size, free, chosen) in enumerate(events):
+        if free and live:
+            timeline.free(live.pop(0))
+        else:
+            timeline.alloc(f"s{index}", SIZES[size])
+            live.append(f"s{index}")
+        label = f"m{index}"
+        timeline.mark(label)
+        shifts[label] = SHIFTS[chosen]
+    moved = shifted(timeline.moments, shifts.__getitem__)
+    assert isinstance(moved, Moments)
+    builder = SumBuilder()
+    expected = {label: builder.add_scaled([(sp.S.One, value), *shifts[label]])
+                for label, value in timeline.moments.items()}
+    assert list(moved) == list(expected)
+    for label, value in expected.items():
+        assert moved[label] == value and sp.srepr(moved[label]) == sp.srepr(value)
+    assert maximum(moved.values()) == maximum(list(expected.values()))
+
+
+def test_a_built_dictionary_is_left_to_the_caller():
+    """Moments given as a dictionary are not a running sum: None, and the caller adds."""
+    assert shifted({"forward": 4 * B + 8}, lambda label: [(sp.S.One, B)]) is None
+
+
+@pytest.mark.parametrize("rank", [4, 16])
+def test_lora_adapters_in_fp32_are_the_step_moved_moment_by_moment(monkeypatch, rank):
+    """A two-layer Llama with fp32 adapters, as estimate derives it: the same step, everywhere."""
+    network = from_config(TINY_LLAMA, batch=B, sequence=S, flash=True, loss=True)
+
+    def step():
+        return step_memory(network, lora=LoRA(rank), precision="bf16", convention="autograd",
+                           adapter_dtype=adapter_dtype).memory
+
+    adapter_dtype = "bf16"
+    unmoved = step()
+    adapter_dtype = "fp32"
+
+    kept = step()
+    assert isinstance(kept.timeline, Moments)
+    monkeypatch.setattr(finetuning_memory, "shifted", lambda moments, shift: None)
+    built = step()
+    assert not isinstance(built.timeline, Moments)
+    assert list(kept.timeline) == list(built.timeline)
+    assert all(sp.srepr(kept.timeline[m]) == sp.srepr(built.timeline[m]) for m in built.timeline)
+    assert kept.components == built.components
+    assert kept.peak == built.peak and kept.peak.free_symbols == {B, S}
+    assert kept.components["parameters"] == 2 * unmoved.components["parameters"]  # fp32
