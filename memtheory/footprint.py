@@ -217,9 +217,13 @@ class Footprint(ABC):
     @property
     def free_symbols(self) -> set[sp.Symbol]:
         """Symbols the result still depends on."""
-        moments = () if isinstance(self.timeline, NumberTimeline) else self.timeline.values()
-        expressions = [*self.components.values(), *moments]
-        return set().union(*(sp.sympify(e).free_symbols for e in expressions))
+        symbols = set().union(*(sp.sympify(e).free_symbols for e in self.components.values()))
+        if isinstance(self.timeline, NumberTimeline):
+            return symbols
+        read = getattr(self.timeline, "moment_symbols", None)  # a running sum's, unbuilt
+        if callable(read):
+            return symbols | read()
+        return symbols.union(*(sp.sympify(e).free_symbols for e in self.timeline.values()))
 
     # -- units -----------------------------------------------------------------------
     def in_unit(self, unit: str, *, exact: bool = False) -> dict[str, sp.Expr | float]:

@@ -33,17 +33,24 @@ TINY_LLAMA = {
     "vocab_size": 256, "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
 }
 """A two-layer Llama config: its bf16 step with fp32 adapters is peft's and the Trainer's."""
-SIZES = [4 * B, 2 * B * S, 8, 3 * S, B * S + 5, 6 * B * S - 2 * S, 16]
+SIZES = [4 * B, 2 * B * S, 8, 3 * S, B * S + 5, 6 * B * S - 2 * S, 16, 2 * B * (S + 1),
+         (B + 1) * (S + 2)]
 SHIFTS = [[], [(sp.S.One, sp.Integer(100))], [(sp.S.One, -2 * B * S)],
           [(sp.Rational(3, 2), 4 * B), (sp.S.NegativeOne, sp.Integer(8))],
-          [(sp.S.NegativeOne, 4 * B + 8)], [(sp.S.One, B * S + S)]]
+          [(sp.S.NegativeOne, 4 * B + 8)], [(sp.S.One, B * S + S)],
+          [(sp.Rational(-3, 4), B * (S + 1)), (sp.S.One, 2 * B)]]
 
 
 @settings(max_examples=60, deadline=None)
 @given(events=st.lists(st.tuples(st.integers(0, len(SIZES) - 1), st.booleans(),
-                                 st.integers(0, len(SHIFTS) - 1)), min_size=1, max_size=30))
-def test_every_moment_is_the_built_moment_moved(events):
-    """Random allocations, frees and shifts (some cancel whole terms): the same expressions."""
+                                 st.integers(0, len(SHIFTS) - 1)), min_size=1, max_size=30),
+       expand=st.booleans())
+def test_every_moment_is_the_built_moment_moved(events, expand):
+    """Random allocations, frees and shifts (some cancel whole terms): the same expressions.
+
+    With ``expand``, products of sums (``B*(S + 1)``) are expanded, in the moments and
+    the shifts alike, and monomials that several terms share add up (or cancel).
+    """
     timeline = Timeline()
     live: list[str] = []
     shifts: dict[str, list[tuple[sp.Rational, sp.Expr]]] = {}
@@ -56,10 +63,10 @@ def test_every_moment_is_the_built_moment_moved(events):
         label = f"m{index}"
         timeline.mark(label)
         shifts[label] = SHIFTS[chosen]
-    moved = shifted(timeline.moments, shifts.__getitem__)
+    moved = shifted(timeline.moments, shifts.__getitem__, expand=expand)
     assert isinstance(moved, Moments)
     builder = SumBuilder()
-    expected = {label: builder.add_scaled([(sp.S.One, value), *shifts[label]])
+    expected = {label: builder.add_scaled([(sp.S.One, value), *shifts[label]], expand=expand)
                 for label, value in timeline.moments.items()}
     assert list(moved) == list(expected)
     for label, value in expected.items():
@@ -95,3 +102,90 @@ def test_lora_adapters_in_fp32_are_the_step_moved_moment_by_moment(monkeypatch, 
     assert kept.components == built.components
     assert kept.peak == built.peak and kept.peak.free_symbols == {B, S}
     assert kept.components["parameters"] == 2 * unmoved.components["parameters"]  # fp32
+
+
+def _steps():
+    """Running-sum steps of three kinds: a decoder with LoRA, GPT-2 small, ResNet-50's floors."""
+    from memtheory import training_memory
+    from memtheory.models import gpt2, resnet50
+    from memtheory.symbols import H
+
+    llama = from_config(TINY_LLAMA, batch=B, sequence=S, flash=True, loss=True)
+    return {
+        "Llama LoRA": step_memory(llama, lora=LoRA(4), precision="bf16", convention="autograd",
+                                  adapter_dtype="fp32").memory,
+        "GPT-2 small": training_memory(gpt2("small"), optimizer="adamw", convention="autograd",
+                                       precision="autocast-bf16"),
+        "ResNet-50": training_memory(resnet50(image_size=H), optimizer="sgd",
+                                     convention="autograd"),
+    }
+
+
+def test_a_pickled_step_keeps_its_log_and_reads_the_same():
+    """Pickled as logs and places, no moment built; loaded, every moment and part the same."""
+    import pickle
+
+    from memtheory.conventions.autograd.live_bytes import Parts
+    from memtheory.estimate.derivation_cache import dumps
+
+    for name, memory in _steps().items():
+        assert isinstance(memory.timeline, Moments), name
+        loaded = pickle.loads(dumps(memory))
+        assert isinstance(loaded.timeline, Moments) and isinstance(loaded.timeline_parts, Parts)
+        assert list(loaded.timeline) == list(memory.timeline)
+        for moment, value in memory.timeline.items():
+            assert sp.srepr(loaded.timeline[moment]) == sp.srepr(value), (name, moment)
+        for moment in memory.timeline_parts:
+            assert loaded.timeline_parts[moment] == memory.timeline_parts[moment]
+        assert loaded.peak == memory.peak
+
+
+def test_coefficients_read_from_the_log_are_the_built_moments():
+    """CompiledFootprint's rows from a running sum's changes: each moment's own coefficients."""
+    from memtheory.estimate.compiled import _moment_coefficients
+
+    for name, memory in _steps().items():
+        read = _moment_coefficients(memory.timeline)
+        built = [value.as_coefficients_dict() for value in memory.timeline.values()]
+        assert [dict(r) for r in read] == [dict(b) for b in built], name
+
+
+def test_the_symbols_read_from_the_log_are_the_built_moments():
+    """A running sum's symbols, read from its changes: those of its built moments."""
+    for name, memory in _steps().items():
+        read = memory.timeline.moment_symbols()
+        built = set().union(*(value.free_symbols for value in memory.timeline.values()))
+        assert read == built and read, name
+        assert memory.free_symbols >= read
+
+
+@pytest.mark.parametrize(("precision", "zero", "copies"), [
+    ("autocast-bf16", 3, False), ("mixed-bf16", 3, True), ("autocast-bf16", 2, True),
+    ("bf16", 1, True)])
+def test_a_split_across_gpus_is_each_moment_built_and_moved(monkeypatch, precision, zero,
+                                                            copies):
+    """ZeRO's device timeline (its copies dropped, DeepSpeed's partition held): the same.
+
+    Every moment of every device's timeline, kept as a running sum, against the one
+    built moment by moment (``shifted`` refused), at three data-parallel sizes.
+    """
+    import memtheory.techniques.parallel as parallel
+    from memtheory import training_memory
+    from memtheory.models import gpt2
+
+    network = gpt2("small")
+    memory = training_memory(network, optimizer="adamw", precision=precision,
+                             convention="autograd")
+    splits = [parallel.parallel_memory(memory, data=n, zero=zero, network=network,
+                                       autocast_copies=copies) for n in (1, 2, 8)]
+    monkeypatch.setattr(parallel, "shifted", lambda *args, **kwargs: None)
+    monkeypatch.setattr(parallel, "_per_replica", parallel._LastReplica())
+    for n, split in zip((1, 2, 8), splits, strict=True):
+        built = parallel.parallel_memory(memory, data=n, zero=zero, network=network,
+                                         autocast_copies=copies).device
+        kept = split.device
+        assert isinstance(kept.timeline, Moments) and not isinstance(built.timeline, Moments)
+        assert list(kept.timeline) == list(built.timeline)
+        for moment, value in built.timeline.items():
+            assert sp.srepr(kept.timeline[moment]) == sp.srepr(value), (n, moment)
+        assert kept.peak == built.peak

@@ -50,8 +50,8 @@ class _Table:
 
     def __init__(self, memory: MemoryBreakdown) -> None:
         self.memory = memory
-        expressions = [*memory.components.values(), *memory.timeline.values()]
-        found = [sp.sympify(e).as_coefficients_dict() for e in expressions]
+        found = [sp.sympify(e).as_coefficients_dict() for e in memory.components.values()]
+        found += _moment_coefficients(memory.timeline)
         self.terms = sorted({term for row in found for term in row}, key=sp.default_sort_key)
         self.rows = [tuple(_number(row.get(term, 0)) for term in self.terms) for row in found]
         self.split = len(memory.components)
@@ -72,6 +72,33 @@ class _Table:
         if len(plain) > self.split:  # the maximum of numbers is the largest, as maximum() finds
             evaluated.__dict__["peak"] = as_sympy_number(max(plain[self.split :]))
         return evaluated
+
+
+def _moment_coefficients(timeline: Mapping[str, object]) -> list[Mapping[sp.Expr, sp.Expr]]:
+    """Each moment's ``as_coefficients_dict()``; of a running sum, read from its changes.
+
+    A moment kept as a place in a running sum's log (:class:`~memtheory.conventions.
+    autograd.live_bytes.Moments`) is a sum of two or more terms, each its coefficient
+    times its term: its coefficients are the log's as it stood there, the constant as
+    the term 1, without building the moment.
+    """
+    running = getattr(timeline, "running_sum", None)
+    if not callable(running):
+        return [sp.sympify(e).as_coefficients_dict() for e in timeline.values()]
+    sums = running()
+    rows: list[Mapping[sp.Expr, sp.Expr]] = []
+    now: dict[sp.Expr, sp.Expr] = {}
+    at = 0
+    for place, value in sums.places:
+        for term, coefficient in sums.log[at:place]:
+            key = sp.S.One if term is None else term
+            if coefficient:
+                now[key] = coefficient
+            else:
+                now.pop(key, None)
+        at = place
+        rows.append(dict(now) if value is None else sp.sympify(value).as_coefficients_dict())
+    return rows
 
 
 class CompiledFootprint:

@@ -84,7 +84,13 @@ from typing import Literal
 
 import sympy as sp
 
-from memtheory.conventions.autograd.live_bytes import SumBuilder
+from memtheory.conventions.autograd.live_bytes import (
+    Parts,
+    Shift,
+    SumBuilder,
+    part_at,
+    shifted,
+)
 from memtheory.errors import InvalidArgumentError
 from memtheory.footprint import Footprint
 from memtheory.max_pruning import maximum
@@ -454,15 +460,22 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
     components = {k: v for k, v in memory.components.items() if k != "weight_copies"}
     removed = memory.components["weight_copies"]
     parts = memory.timeline_parts
-    builder, one = SumBuilder(), sp.S.One  # value - copies, as sympy subtracts it (no flatten)
-    timeline = {
-        moment: builder.add_scaled(
-            [(one, value),
-             (-one, parts[moment].get("weight_copies", 0) if moment in parts else removed)])
-        for moment, value in memory.timeline.items()
-    }
-    kept = {moment: {k: v for k, v in alive.items() if k != "weight_copies"}
-            for moment, alive in parts.items()}
+    one, zero = sp.S.One, sp.S.Zero
+
+    def copies(moment: str) -> Shift:
+        alive = part_at(parts, moment, "weight_copies", zero) if moment in parts else removed
+        return [(-one, alive)]
+
+    # value - copies, as sympy subtracts it (no flatten); kept as a running sum where it is one
+    timeline: Mapping[str, sp.Expr] | None = shifted(memory.timeline, copies)
+    if timeline is None:
+        builder = SumBuilder()
+        timeline = {moment: builder.add_scaled([(one, value), *copies(moment)])
+                    for moment, value in memory.timeline.items()}
+    kept: Mapping[str, Mapping[str, sp.Expr]] = (
+        parts.changed(drop="weight_copies") if isinstance(parts, Parts) else
+        {moment: {k: v for k, v in alive.items() if k != "weight_copies"}
+         for moment, alive in parts.items()})
     note = (
         "ZeRO-3 gathers each layer's weights already in 16 bits and frees them after the "
         "layer: autocast keeps no copies of them (the gathered layer is counted once, as "
@@ -486,14 +499,23 @@ def _gradient_partition_held(memory: MemoryBreakdown) -> MemoryBreakdown:
     """
     held = memory.components.get("gradients", sp.S.Zero)
     parts = memory.timeline_parts
-    builder, one = SumBuilder(), sp.S.One  # value + held - freed, as sympy adds it (no flatten)
-    timeline = {
-        moment: builder.add_scaled(
-            [(one, value), (one, held), (-one, parts[moment].get("gradients", 0))])
-        if moment in parts else value
-        for moment, value in memory.timeline.items()
-    }
-    kept = {moment: {**alive, "gradients": held} for moment, alive in parts.items()}
+    one = sp.S.One
+
+    def partition(moment: str) -> Shift:
+        if moment not in parts:
+            return []
+        return [(one, held), (-one, part_at(parts, moment, "gradients", sp.S.Zero))]
+
+    # value + held - freed, as sympy adds it (no flatten); a running sum where it is one
+    timeline: Mapping[str, sp.Expr] | None = shifted(memory.timeline, partition)
+    if timeline is None:
+        builder = SumBuilder()
+        timeline = {moment: builder.add_scaled([(one, value), *partition(moment)])
+                    if moment in parts else value
+                    for moment, value in memory.timeline.items()}
+    kept: Mapping[str, Mapping[str, sp.Expr]] = (
+        parts.changed(held=("gradients", held)) if isinstance(parts, Parts) else
+        {moment: {**alive, "gradients": held} for moment, alive in parts.items()})
     note = (
         "DeepSpeed ZeRO-3 keeps the rank's partition of every gradient through the step "
         "(grad_partitions_flat_buffer) and a reduce bucket of reduce_bucket_size elements "
@@ -506,7 +528,9 @@ _COMING_AND_GOING = ("gradients", "saved_activations", "weight_copies", "master_
 """The components a step's timeline follows moment by moment (``timeline_parts``)."""
 
 
-def device_timeline(memory: MemoryBreakdown, device: MemoryBreakdown) -> dict[str, sp.Expr]:
+def device_timeline(
+    memory: MemoryBreakdown, device: MemoryBreakdown
+) -> Mapping[str, sp.Expr]:
     """Return one device's timeline: each moment of ``memory``'s with the device's share.
 
     A component the step holds throughout (weights, optimizer state, data)
@@ -544,15 +568,21 @@ def device_timeline(memory: MemoryBreakdown, device: MemoryBreakdown) -> dict[st
                 shares[name] = share - 1
         else:
             shift += mine - whole
-    timeline = {}
-    builder = SumBuilder()  # sp.expand of each sum, each distinct term expanded once
-    one = sp.S.One
-    for moment, value in memory.timeline.items():
-        alive = parts.get(moment, {})
-        changed = [(share, alive.get(name, sp.S.Zero)) for name, share in shares.items()
-                   if moment in parts]
-        timeline[moment] = builder.add_scaled([(one, value), (one, shift), *changed], expand=True)
-    return timeline
+    one, zero = sp.S.One, sp.S.Zero
+
+    def moved(moment: str) -> Shift:
+        if moment not in parts:
+            return [(one, shift)]
+        return [(one, shift), *((share, part_at(parts, moment, name, zero))
+                                for name, share in shares.items())]
+
+    # sp.expand of each sum, each distinct term expanded once; a running sum where it is one
+    timeline = shifted(memory.timeline, moved, expand=True)
+    if timeline is not None:
+        return timeline
+    builder = SumBuilder()
+    return {moment: builder.add_scaled([(one, value), *moved(moment)], expand=True)
+            for moment, value in memory.timeline.items()}
 
 
 def _stage_components(

@@ -609,13 +609,62 @@ class Moments(_ByMoment[sp.Expr]):
         return value
 
 
-    def __reduce__(self) -> tuple[type[dict[str, sp.Expr]], tuple[dict[str, sp.Expr]]]:
-        """Pickle (and copy) as the built dictionary: the running sum's memos are by ``id``."""
-        return dict, (dict(self.items()),)
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and copy) as the log and the places: no moment is built to be kept.
+
+        The running sum's memos (by ``id``) are not kept: a moment read after loading
+        is built again from the log, the same expression (:func:`_moments_of_log`).
+        """
+        if self._sum is None:
+            return dict, (dict(self.items()),)
+        records = [(label, place, None if lazy else value)
+                   for label, (place, value, lazy) in self._records.items()]
+        return _moments_of_log, (self._sum.log, self._sum.exact, records)
 
     def values(self) -> _MomentValues:
         """Return the moments' live bytes in order: a view that :func:`maximum` reads lazily."""
         return _MomentValues(self)
+
+    def moment_symbols(self) -> set[sp.Symbol]:
+        """Return the symbols the moments depend on, read from the log (no moment built).
+
+        The symbols of every term a moment holds (not those of a term only alive
+        between two moments), and of the moments kept built.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B, H, S
+        >>> timeline = Timeline()
+        >>> timeline.alloc("x", 4 * B * H)
+        >>> timeline.alloc("w", 40)
+        >>> timeline.mark("forward")
+        >>> timeline.alloc("t", 2 * S)  # freed before the next moment: in no moment
+        >>> timeline.free("t")
+        >>> timeline.mark("end")
+        >>> sorted(s.name for s in timeline.moments.moment_symbols())
+        ['B', 'H']
+        """
+        log = self._sum.log if self._sum is not None else []
+        present: dict[sp.Expr, None] = {}
+        held: set[sp.Expr] = set()
+        symbols: set[sp.Symbol] = set()
+        at = 0
+        for place, value, lazy in self._records.values():
+            if not lazy:
+                symbols |= sp.sympify(value).free_symbols
+                continue
+            for term, coefficient in islice(log, at, place):
+                if term is None:
+                    continue
+                if coefficient:
+                    present[term] = None
+                else:
+                    present.pop(term, None)
+            at = place
+            held.update(present)
+        for term in held:
+            symbols |= term.free_symbols
+        return symbols
 
     def running_sum(self) -> RunningSum:
         """Return the moments as changes of one :class:`~memtheory.max_pruning.RunningSum`."""
@@ -640,15 +689,18 @@ Shift: TypeAlias = Sequence[tuple[sp.Rational, sp.Expr]]
 """What a moment moves by: the sum of each ``factor * value`` (rational factors)."""
 
 
-def shifted(moments: Mapping[str, sp.Expr], shift: Callable[[str], Shift]) -> Moments | None:
+def shifted(
+    moments: Mapping[str, sp.Expr], shift: Callable[[str], Shift], *, expand: bool = False
+) -> Moments | None:
     """Return each moment plus its ``shift``, kept as a running sum: no moment is built.
 
     The same expressions, moment by moment, as ``SumBuilder().add_scaled([(1, moment),
-    *shift(label)])``, but as a :class:`Moments` whose log is ``moments``' with each
-    shift's terms added to it: a moment is built only when read, and
-    :func:`~memtheory.max_pruning.maximum` reads them all from the changes. None where
-    ``moments`` is not a running sum of rational terms, or a shift is not one: the caller
-    then adds moment by moment.
+    *shift(label)], expand=expand)``, but as a :class:`Moments` whose log is ``moments``'
+    with each shift's terms added to it (with ``expand``, every term expanded, once): a
+    moment is built only when read, and :func:`~memtheory.max_pruning.maximum` reads
+    them all from the changes. None where ``moments`` is not a running sum of rational
+    terms, or a shift (or an expanded term) is not one: the caller then adds moment by
+    moment.
 
     Examples
     --------
@@ -666,28 +718,32 @@ def shifted(moments: Mapping[str, sp.Expr], shift: Callable[[str], Shift]) -> Mo
     """
     if not isinstance(moments, Moments) or moments._sum is None or not moments._sum.exact:
         return None
-    merged = _Merged(moments._sum.log)
+    merged = _Expanded(moments._sum.log) if expand else _Merged(moments._sum.log)
     splits: dict[Shift, dict[sp.Expr | None, sp.Number]] = {}
     builder = SumBuilder()  # for a moment kept built, as the caller would add it
     result = Moments()
     result._sum = merged.sums
-    for label, (place, value, lazy) in moments._records.items():
-        merged.follow(place)
-        scaled = tuple(shift(label))
-        rise = splits.get(scaled)
-        if rise is None:
-            rise = _scaled_terms(scaled)
+    try:
+        for label, (place, value, lazy) in moments._records.items():
+            merged.follow(place)
+            scaled = tuple(shift(label))
+            rise = splits.get(scaled)
             if rise is None:
-                return None
-            splits[scaled] = rise
-        merged.rise_to(rise)
-        if lazy and merged.arguments() >= 2:
-            result._records[label] = (len(merged.sums.log), None, True)
-        else:  # built: as recorded, or a lone argument (sympy's Add returns it as it is)
-            built = builder.add_scaled([(sp.S.One, value if not lazy else moments[label]),
-                                        *scaled])
-            result._records[label] = (len(merged.sums.log), built, False)
+                rise = splits[scaled] = merged.terms_of(scaled)
+            merged.rise_to(rise)
+            if lazy and merged.arguments() >= 2:
+                result._records[label] = (len(merged.sums.log), None, True)
+            else:  # built: as recorded, or a lone argument (sympy's Add returns it as it is)
+                built = builder.add_scaled(
+                    [(sp.S.One, value if not lazy else moments[label]), *scaled], expand=expand)
+                result._records[label] = (len(merged.sums.log), built, False)
+    except _NotRationalError:
+        return None
     return result
+
+
+class _NotRationalError(Exception):
+    """A shift, or an expanded term, that is not a sum of rational multiples of terms."""
 
 
 class _Merged:
@@ -700,13 +756,31 @@ class _Merged:
         self._now: dict[sp.Expr | None, sp.Number] = {}  # the merged sum: term -> coefficient
         self._old: dict[sp.Expr | None, sp.Number] = {}  # the running sum's own
         self._rise: dict[sp.Expr | None, sp.Number] = {}  # the shift in force
+        self._canonical: dict[sp.Expr, sp.Expr] = {}
+        self._by_id: dict[int, tuple[sp.Expr, list[tuple[sp.Expr | None, sp.Number]]]] = {}
+        """Each term object met, by ``id`` (kept alive beside it), with its monomials: one
+        object per distinct term, so that every dictionary finds its keys by identity
+        (equal terms from different sums are different objects, and comparing two
+        sympy products walks them)."""
 
     def follow(self, place: int) -> None:
-        """Take the running sum's changes up to ``place``, each with the shift in force."""
-        rise, zero = self._rise, sp.S.Zero
+        """Take the running sum's changes up to ``place``, each with the shift in force.
+
+        Each change of the running sum changes its coefficient, so (the shift fixed)
+        the merged coefficient changes too: it is logged without comparing.
+        """
+        rise, old, now, log = self._rise, self._old, self._now, self.sums.log
         for term, coefficient in islice(self._log, self._at, place):
-            self._old[term] = coefficient
-            self._put(term, coefficient + rise.get(term, zero))
+            if term is not None:
+                term = self._opened(term)[0][0]
+            old[term] = coefficient
+            raised = rise.get(term)
+            value = coefficient + raised if raised else coefficient
+            log.append((term, value))
+            if value or term is None:
+                now[term] = value
+            else:
+                del now[term]
         self._at = place
 
     def rise_to(self, rise: dict[sp.Expr | None, sp.Number]) -> None:
@@ -717,6 +791,30 @@ class _Merged:
         for term in self._rise.keys() | rise.keys():
             self._put(term, old.get(term, zero) + rise.get(term, zero))
         self._rise = rise
+
+    def terms_of(self, scaled: Shift) -> dict[sp.Expr | None, sp.Number]:
+        """Each term's coefficient in the sum of ``factor * value`` (None: the constant)."""
+        terms: dict[sp.Expr | None, sp.Number] = {None: sp.S.Zero}
+        for factor, value in scaled:
+            split = _parts(sp.sympify(value)) if factor else (sp.S.Zero, [])
+            if split is None or not factor.is_Rational:
+                raise _NotRationalError
+            constant, pairs = split
+            terms[None] += factor * constant
+            for term, times in pairs:
+                for key, inner in self._opened(term):
+                    terms[key] = terms.get(key, sp.S.Zero) + factor * times * inner
+        return terms
+
+    def _opened(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
+        """Return ``[(term, 1)]``, the term as the one object kept for it."""
+        known = self._by_id.get(id(term))
+        if known is None:
+            known = self._by_id[id(term)] = (term, self._monomials(term))
+        return known[1]
+
+    def _monomials(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
+        return [(self._canonical.setdefault(term, term), sp.S.One)]
 
     def arguments(self) -> int:
         """How many arguments ``sp.Add`` of the merged sum now has."""
@@ -734,18 +832,100 @@ class _Merged:
             del now[term]
 
 
-def _scaled_terms(scaled: Shift) -> dict[sp.Expr | None, sp.Number] | None:
-    """Each term's coefficient in the sum of ``factor * value`` (None: the constant)."""
-    terms: dict[sp.Expr | None, sp.Number] = {None: sp.S.Zero}
-    for factor, value in scaled:
-        split = _parts(sp.sympify(value)) if factor else (sp.S.Zero, [])
-        if split is None or not factor.is_Rational:
-            return None
+class _Expanded(_Merged):
+    """:class:`_Merged` with every term expanded (``sp.expand``, each term once).
+
+    A change of one term moves each monomial of its expansion by the change times
+    that monomial's coefficient; two terms may share a monomial, so every merged
+    coefficient is compared before it is logged.
+    """
+
+    def __init__(self, log: Sequence[tuple[sp.Expr | None, sp.Number]]) -> None:
+        super().__init__(log)
+        self._base: dict[sp.Expr | None, sp.Number] = {}  # the running sum's, expanded
+
+    def follow(self, place: int) -> None:
+        """Take the running sum's changes up to ``place``, each term's monomials moved.
+
+        One change moves every monomial of its term's expansion (by the change times a
+        nonzero coefficient), so each merged coefficient it touches changes: it is
+        logged without comparing.
+        """
+        zero, old, base, rise = sp.S.Zero, self._old, self._base, self._rise
+        now, log, constant = self._now, self.sums.log, [(None, sp.S.One)]
+        for term, coefficient in islice(self._log, self._at, place):
+            change = coefficient - old.get(term, zero)
+            old[term] = coefficient
+            for key, inner in constant if term is None else self._opened(term):
+                total = base[key] = base.get(key, zero) + (change if inner is sp.S.One
+                                                           else change * inner)
+                raised = rise.get(key)
+                value = total + raised if raised else total
+                log.append((key, value))
+                if value or key is None:
+                    now[key] = value
+                else:
+                    del now[key]
+        self._at = place
+
+    def rise_to(self, rise: dict[sp.Expr | None, sp.Number]) -> None:
+        if rise is self._rise:
+            return
+        base, zero = self._base, sp.S.Zero
+        for key in self._rise.keys() | rise.keys():
+            self._put(key, base.get(key, zero) + rise.get(key, zero))
+        self._rise = rise
+
+    def _monomials(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
+        """Return the expanded term's monomials and coefficients (a number's: None).
+
+        As :meth:`SumBuilder.add_scaled` adds them with ``expand``.
+        """
+        split = _parts(sp.expand(term))
+        if split is None:
+            raise _NotRationalError
         constant, pairs = split
-        terms[None] += factor * constant
-        for term, times in pairs:
-            terms[term] = terms.get(term, sp.S.Zero) + factor * times
-    return terms
+        known: list[tuple[sp.Expr | None, sp.Number]] = [(None, constant)] if constant else []
+        for part, inner in pairs:
+            if part.is_Number:
+                known.append((None, inner * part))
+            else:
+                known.append((self._canonical.setdefault(part, part), inner))
+        return known
+
+
+def _moments_of_log(
+    log: list[tuple[sp.Expr | None, sp.Number]], exact: bool,
+    records: list[tuple[str, int, sp.Expr | None]],
+) -> Moments:
+    """:class:`Moments` as pickled: each moment a place in ``log`` (or its built value)."""
+    sums = _Sum()
+    sums.log = log
+    sums.exact = exact
+    moments = Moments()
+    moments._sum = sums
+    for label, place, value in records:
+        moments._records[label] = (place, value, value is None)
+    return moments
+
+
+def _parts_of_logs(
+    logs: list[list[tuple[sp.Expr | None, sp.Number]]],
+    records: list[tuple[str, dict[str, sp.Expr | tuple[int, int]]]],
+) -> Parts:
+    """:class:`Parts` as pickled: each component a place in its log (or its built value)."""
+    replays = []
+    for log in logs:
+        sums = _Sum()
+        sums.log = log
+        replays.append(sums.replay)
+    parts = Parts()
+    for label, kept in records:
+        parts._records[label] = {
+            category: (replays[value[0]], value[1]) if isinstance(value, tuple) else value
+            for category, value in kept.items()
+        }
+    return parts
 
 
 class _MomentValues(ValuesView[sp.Expr]):
@@ -790,6 +970,31 @@ class Parts(_ByMoment[Mapping[str, sp.Expr]]):
             }
         return built
 
+    def changed(self, drop: str | None = None, held: tuple[str, sp.Expr] | None = None) -> Parts:
+        """Return these parts without the component ``drop``, or with ``held`` at every moment.
+
+        Nothing is built: the new parts read the same logs.
+
+        Examples
+        --------
+        >>> from memtheory.symbols import B
+        >>> timeline = Timeline(categories={"g": "gradients", "c": "weight_copies"})
+        >>> timeline.alloc("g", 4 * B)
+        >>> timeline.alloc("c", 8)
+        >>> timeline.mark("backward")
+        >>> timeline.parts.changed(drop="weight_copies")["backward"]
+        {'gradients': 4*B}
+        >>> timeline.parts.changed(held=("gradients", 100))["backward"]
+        {'gradients': 100, 'weight_copies': 8}
+        """
+        parts = Parts()
+        for label, record in self._records.items():
+            kept = {k: v for k, v in record.items() if k != drop}
+            if held is not None:
+                kept[held[0]] = sp.sympify(held[1])
+            parts._records[label] = kept
+        return parts
+
     def part(self, label: str, category: str, default: sp.Expr) -> sp.Expr:
         """``self.get(label, {}).get(category, default)``, building that component's bytes only.
 
@@ -812,6 +1017,18 @@ class Parts(_ByMoment[Mapping[str, sp.Expr]]):
         return value[0].expression(value[1]) if isinstance(value, tuple) else value
 
 
-    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, dict[str, sp.Expr]]]]:
-        """Pickle (and copy) as the built dictionaries, as :class:`Moments` does."""
-        return dict, ({label: self[label] for label in self},)
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and copy) as each component's log and places, as :class:`Moments` does."""
+        logs: dict[int, list[tuple[sp.Expr | None, sp.Number]]] = {}
+        records: list[tuple[str, dict[str, sp.Expr | tuple[int, int]]]] = []
+        for label, parts in self._records.items():
+            kept: dict[str, sp.Expr | tuple[int, int]] = {}
+            for category, value in parts.items():
+                if isinstance(value, tuple):
+                    replay, place = value
+                    logs.setdefault(id(replay), replay.sums.log)
+                    kept[category] = (list(logs).index(id(replay)), place)
+                else:
+                    kept[category] = value
+            records.append((label, kept))
+        return _parts_of_logs, (list(logs.values()), records)
