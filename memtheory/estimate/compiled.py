@@ -276,7 +276,12 @@ def _unconstrained(
     return all(checked is not None and checked(constraint) for constraint in found)
 
 
-def _number(coefficient: sp.Expr) -> int | Fraction:
+def _number(coefficient: sp.Expr | int) -> int | Fraction:
+    """Return the coefficient as a Python integer, or a fraction (each row has one per term)."""
+    if type(coefficient) is int:
+        return coefficient
+    if getattr(coefficient, "is_Integer", False):  # sympy's: its value is its numerator
+        return int(coefficient.p)  # type: ignore[union-attr]
     rational = sp.Rational(coefficient)
     return int(rational) if rational.q == 1 else Fraction(int(rational.p), int(rational.q))
 
