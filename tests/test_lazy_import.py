@@ -25,10 +25,14 @@ def test_import_leaves_the_heavy_subpackages_unloaded():
         "[m for m in ('attention', 'recurrent', 'embedding', 'vision_transformer') "
         "if 'memtheory.layers.' + m in sys.modules])"
     )
-    loaded = subprocess.run(
+    assert _printed_by_a_fresh_python(code) == "[]"
+
+
+def _printed_by_a_fresh_python(code: str) -> str:
+    """What ``code`` prints, run by a new interpreter (nothing imported before it)."""
+    return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert loaded == "[]"
 
 
 @pytest.mark.parametrize("name", memtheory.__all__)
@@ -76,10 +80,7 @@ def test_techniques_load_each_module_on_first_use():
         "if m.startswith('memtheory.techniques.') and m.rsplit('.', 1)[1] in "
         "('kv_cache', 'working_memory', 'megatron_peak', 'quantization', 'checkpointing')))"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    assert loaded == "[]"
+    assert _printed_by_a_fresh_python(code) == "[]"
 
 
 @pytest.mark.parametrize("name", sorted(__import__("memtheory.techniques").techniques.__all__))
@@ -112,9 +113,7 @@ def test_a_function_named_as_its_module_keeps_the_name():
         "('quantization', 'working_memory', 'context_parallel', 'cache_layers')], "
         "type(t.kv_cache).__name__)"
     )
-    said = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    said = _printed_by_a_fresh_python(code)
     assert said == "True True ['function', 'function', 'function', 'function'] module"
     techniques = memtheory.techniques
     modules = {p.stem for p in Path(techniques.__file__).parent.glob("*.py")}

@@ -756,6 +756,7 @@ class _Merged:
         self._now: dict[sp.Expr | None, sp.Number] = {}  # the merged sum: term -> coefficient
         self._old: dict[sp.Expr | None, sp.Number] = {}  # the running sum's own
         self._rise: dict[sp.Expr | None, sp.Number] = {}  # the shift in force
+        self._base = self._old  # the running sum's coefficients by merged term
         self._canonical: dict[sp.Expr, sp.Expr] = {}
         self._by_id: dict[int, tuple[sp.Expr, list[tuple[sp.Expr | None, sp.Number]]]] = {}
         """Each term object met, by ``id`` (kept alive beside it), with its monomials: one
@@ -769,28 +770,32 @@ class _Merged:
         Each change of the running sum changes its coefficient, so (the shift fixed)
         the merged coefficient changes too: it is logged without comparing.
         """
-        rise, old, now, log = self._rise, self._old, self._now, self.sums.log
+        old = self._old
         for term, coefficient in islice(self._log, self._at, place):
             if term is not None:
                 term = self._opened(term)[0][0]
             old[term] = coefficient
-            raised = rise.get(term)
-            value = coefficient + raised if raised else coefficient
-            log.append((term, value))
-            if value or term is None:
-                now[term] = value
-            else:
-                del now[term]
+            self._changed(term, coefficient)
         self._at = place
 
     def rise_to(self, rise: dict[sp.Expr | None, sp.Number]) -> None:
         """Put ``rise`` in force (term -> coefficient; None: the constant) from now on."""
         if rise is self._rise:
             return
-        old, zero = self._old, sp.S.Zero
+        base, zero = self._base, sp.S.Zero
         for term in self._rise.keys() | rise.keys():
-            self._put(term, old.get(term, zero) + rise.get(term, zero))
+            self._put(term, base.get(term, zero) + rise.get(term, zero))
         self._rise = rise
+
+    def _changed(self, key: sp.Expr | None, total: sp.Number) -> None:
+        """Log ``key`` at the running sum's ``total`` plus the shift: a change, not compared."""
+        raised = self._rise.get(key)
+        value = total + raised if raised else total
+        self.sums.log.append((key, value))
+        if value or key is None:
+            self._now[key] = value
+        else:
+            del self._now[key]
 
     def terms_of(self, scaled: Shift) -> dict[sp.Expr | None, sp.Number]:
         """Each term's coefficient in the sum of ``factor * value`` (None: the constant)."""
@@ -842,7 +847,7 @@ class _Expanded(_Merged):
 
     def __init__(self, log: Sequence[tuple[sp.Expr | None, sp.Number]]) -> None:
         super().__init__(log)
-        self._base: dict[sp.Expr | None, sp.Number] = {}  # the running sum's, expanded
+        self._base = {}  # the running sum's coefficients, expanded, by monomial
 
     def follow(self, place: int) -> None:
         """Take the running sum's changes up to ``place``, each term's monomials moved.
@@ -851,30 +856,16 @@ class _Expanded(_Merged):
         nonzero coefficient), so each merged coefficient it touches changes: it is
         logged without comparing.
         """
-        zero, old, base, rise = sp.S.Zero, self._old, self._base, self._rise
-        now, log, constant = self._now, self.sums.log, [(None, sp.S.One)]
+        zero, old, base = sp.S.Zero, self._old, self._base
+        constant = [(None, sp.S.One)]
         for term, coefficient in islice(self._log, self._at, place):
             change = coefficient - old.get(term, zero)
             old[term] = coefficient
             for key, inner in constant if term is None else self._opened(term):
                 total = base[key] = base.get(key, zero) + (change if inner is sp.S.One
                                                            else change * inner)
-                raised = rise.get(key)
-                value = total + raised if raised else total
-                log.append((key, value))
-                if value or key is None:
-                    now[key] = value
-                else:
-                    del now[key]
+                self._changed(key, total)
         self._at = place
-
-    def rise_to(self, rise: dict[sp.Expr | None, sp.Number]) -> None:
-        if rise is self._rise:
-            return
-        base, zero = self._base, sp.S.Zero
-        for key in self._rise.keys() | rise.keys():
-            self._put(key, base.get(key, zero) + rise.get(key, zero))
-        self._rise = rise
 
     def _monomials(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
         """Return the expanded term's monomials and coefficients (a number's: None).
