@@ -180,6 +180,13 @@ class _Sum:
         self._built: dict[tuple[sp.Expr, sp.Number], sp.Expr] = {}
         self._compared: dict[tuple[sp.Basic, sp.Basic], int] = {}
         self._split: dict[sp.Expr, _Split | None] = {}
+        self._by_id: dict[int, tuple[sp.Expr, _Split | None]] = {}
+        """Each value object added, by ``id`` (kept alive beside it), with its split, whose
+        terms are the one object kept for each distinct term (:attr:`_canonical`): an
+        allocation and its free add the same object, so neither compares it again, and
+        every term is found in :attr:`terms` by identity (comparing two equal terms walks
+        them, as deep as a network's nested floors)."""
+        self._canonical: dict[sp.Expr, sp.Expr] = {}
         self._last: dict[sp.Expr, tuple[sp.Number, sp.Expr]] = {}
         self._sort_keys: list[tuple[Any, ...]] | None = []  # _order's keys, while all have one
         self._key_memo: dict[int, tuple[sp.Basic, tuple[Any, ...]]] = {}
@@ -191,9 +198,15 @@ class _Sum:
         """Add ``sign`` (1 or -1) times ``value``'s terms."""
         if not self.exact:
             return
-        if value not in self._split:
-            self._split[value] = _parts(value)
-        parts = self._split[value]
+        known = self._by_id.get(id(value))
+        if known is not None:
+            parts = known[1]
+        else:
+            if value in self._split:
+                parts = self._split[value]
+            else:
+                parts = self._split[value] = self._canonical_parts(value)
+            self._by_id[id(value)] = (value, parts)
         if parts is None:
             self.exact = False
             return
@@ -210,6 +223,14 @@ class _Sum:
             else:
                 del self.terms[term]
             log.append((term, total))
+
+    def _canonical_parts(self, value: sp.Expr) -> _Split | None:
+        """:func:`_parts` of ``value``, each term the one object kept for it."""
+        parts = _parts(value)
+        if parts is None:
+            return None
+        canonical = self._canonical
+        return parts[0], [(canonical.setdefault(term, term), c) for term, c in parts[1]]
 
     def expression(self) -> sp.Expr:
         """Return the sum as ``sp.Add`` would build it from the same values."""
