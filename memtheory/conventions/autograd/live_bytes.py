@@ -840,6 +840,7 @@ class _Merged:
         return known[1]
 
     def _monomials(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
+        """Return the term itself, the one object kept for it, times 1."""
         return [(self._canonical.setdefault(term, term), sp.S.One)]
 
     def arguments(self) -> int:
@@ -862,8 +863,9 @@ class _Expanded(_Merged):
     """:class:`_Merged` with every term expanded (``sp.expand``, each term once).
 
     A change of one term moves each monomial of its expansion by the change times
-    that monomial's coefficient; two terms may share a monomial, so every merged
-    coefficient is compared before it is logged.
+    that monomial's coefficient. Two terms may share a monomial, so the running sum's
+    coefficients are kept by monomial (``_base``), and a new shift is compared with
+    them, monomial by monomial, before it is logged.
     """
 
     def __init__(self, log: Sequence[tuple[sp.Expr | None, sp.Number]]) -> None:
