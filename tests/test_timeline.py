@@ -224,15 +224,25 @@ def test_moments_read_in_any_order_are_the_same():
 
 
 def test_a_pickled_timeline_is_the_built_one():
-    """Pickled and copied, the lazy moments and parts become the dictionaries they stand for."""
+    """Pickled and copied, the lazy moments and parts stay lazy and read what they stood for.
+
+    They are pickled as their logs and places (no moment built to be kept); loaded, each
+    moment is built again from the log: the same expression, argument for argument.
+    """
     import copy
     import pickle
 
+    from memtheory.conventions.autograd.live_bytes import Moments, Parts
+
     memory = mt.training_memory(_pooled_cnn(6), optimizer="sgd", convention="autograd")
     loaded = pickle.loads(pickle.dumps(memory))
-    assert type(loaded.timeline) is dict and loaded.timeline == dict(memory.timeline)
-    assert loaded.timeline_parts == {k: dict(v) for k, v in memory.timeline_parts.items()}
-    assert copy.deepcopy(memory.timeline) == loaded.timeline
+    assert type(loaded.timeline) is Moments and type(loaded.timeline_parts) is Parts
+    assert list(loaded.timeline) == list(memory.timeline)
+    assert all(sp.srepr(loaded.timeline[k]) == sp.srepr(v) for k, v in memory.timeline.items())
+    assert {k: dict(v) for k, v in loaded.timeline_parts.items()} == {
+        k: dict(v) for k, v in memory.timeline_parts.items()}
+    copied = copy.deepcopy(memory.timeline)
+    assert type(copied) is Moments and dict(copied) == dict(loaded.timeline)
     assert loaded.peak == memory.peak
 
 
