@@ -14,7 +14,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import memtheory.finetuning.memory as finetuning_memory
+import memtheory.conventions.autograd.live_bytes as live_bytes
 from memtheory.conventions.autograd.live_bytes import (
     Moments,
     SumBuilder,
@@ -94,7 +94,7 @@ def test_lora_adapters_in_fp32_are_the_step_moved_moment_by_moment(monkeypatch, 
 
     kept = step()
     assert isinstance(kept.timeline, Moments)
-    monkeypatch.setattr(finetuning_memory, "shifted", lambda moments, shift: None)
+    monkeypatch.setattr(live_bytes, "shifted", lambda *args, **kwargs: None)
     built = step()
     assert not isinstance(built.timeline, Moments)
     assert list(kept.timeline) == list(built.timeline)
@@ -178,7 +178,7 @@ def test_a_split_across_gpus_is_each_moment_built_and_moved(monkeypatch, precisi
                              convention="autograd")
     splits = [parallel.parallel_memory(memory, data=n, zero=zero, network=network,
                                        autocast_copies=copies) for n in (1, 2, 8)]
-    monkeypatch.setattr(parallel, "shifted", lambda *args, **kwargs: None)
+    monkeypatch.setattr(live_bytes, "shifted", lambda *args, **kwargs: None)
     monkeypatch.setattr(parallel, "_per_replica", parallel._LastReplica())
     for n, split in zip((1, 2, 8), splits, strict=True):
         built = parallel.parallel_memory(memory, data=n, zero=zero, network=network,

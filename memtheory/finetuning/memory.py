@@ -36,14 +36,14 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import sympy as sp
 
 from memtheory.conventions import ConventionLike
 from memtheory.conventions import convention as _convention
-from memtheory.conventions.autograd.live_bytes import SumBuilder, part_at, shifted
+from memtheory.conventions.autograd.live_bytes import moved, part_at
 from memtheory.errors import UnsupportedError
 from memtheory.finetuning.layers import Frozen, LoRAAttention, frozen_tensors
 from memtheory.finetuning.lora import LoRA, apply_lora, freeze
@@ -377,12 +377,7 @@ def _adapters_in(
         return found
 
     # each moment plus its rise, as sp.Add adds them (no flatten); kept as a running sum
-    timeline: Mapping[str, sp.Expr] | None = shifted(
-        memory.timeline, lambda moment: [(sp.S.One, rise(moment))])
-    if timeline is None:
-        builder = SumBuilder()
-        timeline = {moment: builder.add(value, rise(moment))
-                    for moment, value in memory.timeline.items()}
+    timeline = moved(memory.timeline, lambda moment: [(sp.S.One, rise(moment))])
     note = (
         f"LoRA adapters, their gradients and optimizer state in {adapter_dtype} (peft's "
         "default): counted exactly, each moment raised by the difference of what is alive"

@@ -87,9 +87,8 @@ import sympy as sp
 from memtheory.conventions.autograd.live_bytes import (
     Parts,
     Shift,
-    SumBuilder,
+    moved,
     part_at,
-    shifted,
 )
 from memtheory.errors import InvalidArgumentError
 from memtheory.footprint import Footprint
@@ -467,11 +466,7 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
         return [(-one, alive)]
 
     # value - copies, as sympy subtracts it (no flatten); kept as a running sum where it is one
-    timeline: Mapping[str, sp.Expr] | None = shifted(memory.timeline, copies)
-    if timeline is None:
-        builder = SumBuilder()
-        timeline = {moment: builder.add_scaled([(one, value), *copies(moment)])
-                    for moment, value in memory.timeline.items()}
+    timeline = moved(memory.timeline, copies)
     kept: Mapping[str, Mapping[str, sp.Expr]] = (
         parts.changed(drop="weight_copies") if isinstance(parts, Parts) else
         {moment: {k: v for k, v in alive.items() if k != "weight_copies"}
@@ -507,12 +502,7 @@ def _gradient_partition_held(memory: MemoryBreakdown) -> MemoryBreakdown:
         return [(one, held), (-one, part_at(parts, moment, "gradients", sp.S.Zero))]
 
     # value + held - freed, as sympy adds it (no flatten); a running sum where it is one
-    timeline: Mapping[str, sp.Expr] | None = shifted(memory.timeline, partition)
-    if timeline is None:
-        builder = SumBuilder()
-        timeline = {moment: builder.add_scaled([(one, value), *partition(moment)])
-                    if moment in parts else value
-                    for moment, value in memory.timeline.items()}
+    timeline = moved(memory.timeline, partition)
     kept: Mapping[str, Mapping[str, sp.Expr]] = (
         parts.changed(held=("gradients", held)) if isinstance(parts, Parts) else
         {moment: {**alive, "gradients": held} for moment, alive in parts.items()})
@@ -570,19 +560,14 @@ def device_timeline(
             shift += mine - whole
     one, zero = sp.S.One, sp.S.Zero
 
-    def moved(moment: str) -> Shift:
+    def shares_alive(moment: str) -> Shift:
         if moment not in parts:
             return [(one, shift)]
         return [(one, shift), *((share, part_at(parts, moment, name, zero))
                                 for name, share in shares.items())]
 
     # sp.expand of each sum, each distinct term expanded once; a running sum where it is one
-    timeline = shifted(memory.timeline, moved, expand=True)
-    if timeline is not None:
-        return timeline
-    builder = SumBuilder()
-    return {moment: builder.add_scaled([(one, value), *moved(moment)], expand=True)
-            for moment, value in memory.timeline.items()}
+    return moved(memory.timeline, shares_alive, expand=True)
 
 
 def _stage_components(

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from memtheory.conventions.autograd.storage_plan import StepPlan
 
 __all__ = [
-    "Holders", "Moments", "Parts", "Shift", "SumBuilder", "Timeline", "freeable", "part_at",
-    "shifted",
+    "Holders", "Moments", "Parts", "Shift", "SumBuilder", "Timeline", "freeable", "moved",
+    "part_at", "shifted",
 ]
 
 Holders: TypeAlias = dict[str, set[tuple[str, int]]]
@@ -761,6 +761,33 @@ def shifted(
     except _NotRationalError:
         return None
     return result
+
+
+def moved(
+    moments: Mapping[str, sp.Expr], shift: Callable[[str], Shift], *, expand: bool = False
+) -> Mapping[str, sp.Expr]:
+    """Return each moment plus its ``shift``: :func:`shifted` where it can, else built.
+
+    Where ``moments`` is no running sum (a dictionary), each moment is added to its
+    shift by :meth:`SumBuilder.add_scaled`, the same expressions :func:`shifted` keeps
+    unbuilt; a moment with nothing to add (and nothing to expand) is kept as it is.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> moved({"forward": 4 * B + 8, "end": 8}, lambda label: [(sp.S.One, B)] * (label == "end"))
+    {'forward': 4*B + 8, 'end': B + 8}
+    """
+    kept = shifted(moments, shift, expand=expand)
+    if kept is not None:
+        return kept
+    builder = SumBuilder()
+    built = {}
+    for moment, value in moments.items():
+        scaled = shift(moment)
+        built[moment] = (builder.add_scaled([(sp.S.One, value), *scaled], expand=expand)
+                         if scaled or expand else value)
+    return built
 
 
 class _NotRationalError(Exception):
