@@ -171,6 +171,8 @@ THIRD = GPU_DATA / "nvidia-h200-torch-2-11-0-cu130-2026-11-27-2056.json"
 """A third H200 machine at 20:56 the same day, from commit d22926f."""
 H100 = GPU_DATA / "nvidia-h100-80gb-hbm3-torch-2-11-0-cu130-2026-11-27-2058.json"
 """The same command and commit on one NVIDIA H100 80GB HBM3, two minutes after THIRD."""
+FOURTH = GPU_DATA / "nvidia-h200-torch-2-11-0-cu130-2026-11-28-0301.json"
+"""A fourth H200 machine, 2026-11-28 03:01, from commit dfc47ab (after issue 26's speed work)."""
 
 
 def _by_recipe(data):
@@ -336,9 +338,9 @@ def _load(path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("path", [THIRD, H100], ids=["third H200", "H100"])
+@pytest.mark.parametrize("path", [THIRD, H100, FOURTH], ids=["third H200", "H100", "fourth H200"])
 def test_a_later_recording_kept_the_first_ones_live_storages(h200, path):
-    """A third H200 and an H100, hours later from a later commit: every live peak the same."""
+    """A third and a fourth H200 and an H100, from later commits: every live peak the same."""
     first, _ = h200
     later = _load(path)
     assert later["device"]["torch"] == first["device"]["torch"]
@@ -370,7 +372,7 @@ def test_the_h100_and_the_h200_beside_it_differ_only_in_the_devices_memory_in_us
     assert sorted(set(in_use)) == [0, 2 * 2**20] and in_use.count(2 * 2**20) == 1
 
 
-@pytest.mark.parametrize("path", [THIRD, H100], ids=["third H200", "H100"])
+@pytest.mark.parametrize("path", [THIRD, H100, FOURTH], ids=["third H200", "H100", "fourth H200"])
 def test_a_later_recordings_eager_recipes_are_what_memtheory_predicts_now(path):
     """Eager attention, every recipe on the tiny decoder: today's prediction is the live peak."""
     from memtheory.torch.recipe_steps import RECORDED_SIZES, predict_recipe
@@ -389,7 +391,7 @@ def test_a_later_recordings_eager_recipes_are_what_memtheory_predicts_now(path):
 
 
 
-@pytest.mark.parametrize("path", [THIRD, H100], ids=["third H200", "H100"])
+@pytest.mark.parametrize("path", [THIRD, H100, FOURTH], ids=["third H200", "H100", "fourth H200"])
 def test_a_later_recording_measured_the_fp32_sdpa_math_path_it_predicted(path):
     """fp32 SDPA on the grouped-query decoders: predicted before measuring, equal to eager's."""
     _, recipes = _by_recipe(_load(path))
@@ -397,3 +399,17 @@ def test_a_later_recording_measured_the_fp32_sdpa_math_path_it_predicted(path):
         sdpa = recipes[("pytorch-fp32", size)]
         eager = recipes[("pytorch-fp32 (attention=eager)", size)]
         assert sdpa["predicted_peak"] == sdpa["measured_peak"] == eager["measured_peak"]
+
+
+def test_the_fourth_recording_predicted_what_the_third_did():
+    """The speed work between d22926f and dfc47ab changed no prediction: zoo and recipes alike.
+
+    Every predicted peak and its moment, recorded on the GPU from each commit, is the same.
+    """
+    third, fourth = _load(THIRD), _load(FOURTH)
+    assert [(s["model"], s["precision"], s["predicted"]) for s in fourth["steps"]] == [
+        (s["model"], s["precision"], s["predicted"]) for s in third["steps"]]
+    assert [(r["recipe"], r["size"], r["predicted_peak"], r["predicted_moment"])
+            for r in fourth["recipes"]] == [
+        (r["recipe"], r["size"], r["predicted_peak"], r["predicted_moment"])
+        for r in third["recipes"]]
