@@ -52,6 +52,7 @@ else:
     np = LazyNumpy(globals())  # imported when a maximum is first pruned, not with memtheory
 
 __all__ = [
+    "NARROW",
     "RunningSum",
     "count_candidates",
     "maximum",
@@ -233,34 +234,77 @@ def _running_maximum(running: RunningSum) -> sp.Expr | None:
     """:func:`maximum` of the running sum's values, built from its changes; None for numbers."""
     if not running.places:
         return None
-    matrix, monomials, scale = _running_matrix(running)
-    if all(m is sp.S.One for m in monomials):  # numbers: as maximum() takes them
+    changes = _running_changes(running)
+    if all(m is sp.S.One for m in changes.monomials):  # numbers: as maximum() takes them
         return None
+    if len(changes.monomials) <= NARROW:
+        return _running_maximum_in_python(running, changes)
+    matrix = _running_matrix(changes)
     first: dict[bytes | tuple[object, ...], int] = {}
     for index, row in enumerate(matrix):
         first.setdefault(_row_key(row), index)
     unique = sorted(first.values())
     rows = matrix[unique]
-    kept = _undominated_rows(rows, monomials)
+    kept = _undominated_rows(rows, changes.monomials)
     if len(kept) == 1:
         return running.value(unique[kept[0]])
     if len(kept) > FACTOR_ABOVE:
-        return _factored_rows(rows[kept], monomials, scale)
+        return _factored_rows(rows[kept], changes.monomials, changes.scale)
     return _unevaluated_max([running.value(unique[i]) for i in kept])
 
 
-def _running_matrix(running: RunningSum) -> tuple[np.ndarray, list[sp.Expr], int]:
-    """Return the values as rows of coefficients times ``scale``, one column per monomial.
+NARROW = 16
+"""Most distinct monomials whose maximum is worked out in plain Python, without NumPy.
 
-    The running sum's rows are the cumulative sum of its changes (NumPy's), so the
-    work in Python is one step per change, not one per term of every value.
+A transformer's timeline has a handful (``B*S``, ``B*S**2``, ``1``): there NumPy's
+import (about 0.1 s, a tenth of a whole ``memtheory estimate``) costs more than the
+arithmetic. Wider ones (a pooled CNN's nested floors) are compared a row at a time in NumPy.
+"""
+
+
+def _running_maximum_in_python(running: RunningSum, changes: _Changes) -> sp.Expr:
+    """:func:`_running_maximum` on rows of Python integers: the same survivors, the same Max."""
+    first: dict[tuple[int, ...], int] = {}
+    for index, row in enumerate(_running_rows(changes)):
+        first.setdefault(row, index)
+    unique = sorted(first.values())
+    rows = list(first)  # in order of first appearance: the order of ``unique``
+    kept = _undominated_lists(rows, changes.monomials)
+    if len(kept) == 1:
+        return running.value(unique[kept[0]])
+    if len(kept) > FACTOR_ABOVE:
+        monomials, scale = changes.monomials, changes.scale
+        return _factored([
+            {m: Fraction(v, scale) for m, v in zip(monomials, rows[i], strict=True) if v}
+            for i in kept
+        ])
+    return _unevaluated_max([running.value(unique[i]) for i in kept])
+
+
+@dataclass(frozen=True)
+class _Changes:
+    """A running sum's values as changes of integer coefficients (times ``scale``)."""
+
+    count: int
+    """How many values."""
+    monomials: list[sp.Expr]
+    """One per column, in order of first appearance."""
+    changes: list[tuple[int, int, int]]
+    """(value, column, change): from that value on, the column's coefficient changes by it."""
+    explicit: dict[int, list[tuple[int, int]]]
+    """The values that are not the running sum: (column, coefficient) each."""
+    scale: int
+
+
+def _running_changes(running: RunningSum) -> _Changes:
+    """Return the running sum's changes as integers, one column per monomial.
+
+    The work in Python is one step per change of the log, not one per term of every value.
     """
     column: dict[sp.Expr, int] = {}
     split: dict[sp.Expr, list[tuple[int, Fraction]]] = {}
     state: dict[sp.Expr, Fraction] = {}
-    rows: list[int] = []
-    columns: list[int] = []
-    changes: list[Fraction] = []
+    steps: list[tuple[int, int, Fraction]] = []
     explicit: dict[int, list[tuple[int, Fraction]]] = {}
     at = 0
     for index, (place, value) in enumerate(running.places):
@@ -277,31 +321,64 @@ def _running_matrix(running: RunningSum) -> tuple[np.ndarray, list[sp.Expr], int
                     (column.setdefault(m, len(column)), c) for m, c in _terms(key).items()
                 ]
             for where, c in parts:
-                rows.append(index)
-                columns.append(where)
-                changes.append(change * c)
+                steps.append((index, where, change * c))
         at = place
         if value is not None:
             explicit[index] = [
                 (column.setdefault(m, len(column)), c) for m, c in _terms(value).items()
             ]
     fixed = [c for pairs in explicit.values() for _, c in pairs]
-    scale = lcm(*(Fraction(c).denominator for c in (*changes, *fixed)))
-    scaled = [int(c * scale) for c in changes]
-    reach = [0] * len(column)  # no running coefficient exceeds its changes' total
-    for where, step in zip(columns, scaled, strict=True):
+    scale = lcm(*(Fraction(c).denominator for c in (*(s for _, _, s in steps), *fixed)))
+    return _Changes(
+        count=len(running.places),
+        monomials=list(column),
+        changes=[(index, where, int(step * scale)) for index, where, step in steps],
+        explicit={index: [(where, int(c * scale)) for where, c in pairs]
+                  for index, pairs in explicit.items()},
+        scale=scale,
+    )
+
+
+def _running_rows(changes: _Changes) -> list[tuple[int, ...]]:
+    """Return each value's row of coefficients times ``scale``, as Python integers."""
+    width = len(changes.monomials)
+    current = [0] * width
+    rows: list[tuple[int, ...]] = []
+    pending = iter(changes.changes)
+    upcoming = next(pending, None)
+    for index in range(changes.count):
+        while upcoming is not None and upcoming[0] == index:
+            current[upcoming[1]] += upcoming[2]
+            upcoming = next(pending, None)
+        pairs = changes.explicit.get(index)
+        if pairs is None:
+            rows.append(tuple(current))
+        else:
+            row = [0] * width
+            for where, c in pairs:
+                row[where] = c
+            rows.append(tuple(row))
+    return rows
+
+
+def _running_matrix(changes: _Changes) -> np.ndarray:
+    """Return the values as a NumPy matrix of coefficients times ``scale`` (cumulative sums)."""
+    reach = [0] * len(changes.monomials)  # no running coefficient exceeds its changes' total
+    for _, where, step in changes.changes:
         reach[where] += abs(step)
-    largest = max((*reach, *(abs(int(c * scale)) for c in fixed)), default=0)
-    dtype: type = np.int64 if largest * (len(column) + 1) < _INT64_SAFE else object
-    matrix: np.ndarray = np.zeros((len(running.places), len(column)), dtype=dtype)
-    if scaled:
-        np.add.at(matrix, (np.array(rows), np.array(columns)), np.array(scaled, dtype=dtype))
+    fixed = [abs(c) for pairs in changes.explicit.values() for _, c in pairs]
+    largest = max((*reach, *fixed), default=0)
+    dtype: type = np.int64 if largest * (len(reach) + 1) < _INT64_SAFE else object
+    matrix: np.ndarray = np.zeros((changes.count, len(reach)), dtype=dtype)
+    if changes.changes:
+        rows, columns, steps = zip(*changes.changes, strict=True)
+        np.add.at(matrix, (np.array(rows), np.array(columns)), np.array(steps, dtype=dtype))
     matrix = np.cumsum(matrix, axis=0, dtype=dtype)
-    for index, pairs in explicit.items():
+    for index, pairs in changes.explicit.items():
         matrix[index] = 0
         for where, c in pairs:
-            matrix[index, where] = int(c * scale)
-    return matrix, list(column), scale
+            matrix[index, where] = c
+    return matrix
 
 
 def _factored_rows(matrix: np.ndarray, monomials: Sequence[sp.Expr], scale: int) -> sp.Expr:
@@ -581,6 +658,11 @@ def _undominated(polynomials: Sequence[_Terms]) -> list[int]:
     monomials = list(dict.fromkeys(m for terms in polynomials for m in terms))
     column = {m: i for i, m in enumerate(monomials)}
     scale = lcm(*(c.denominator for terms in polynomials for c in terms.values()))
+    if len(monomials) <= NARROW:
+        return _undominated_lists(
+            [tuple(int(terms.get(m, 0) * scale) for m in monomials) for terms in polynomials],
+            monomials,
+        )
     largest = max((abs(c) * scale for terms in polynomials for c in terms.values()), default=0)
     dtype: type = np.int64 if largest * (len(monomials) + 1) < _INT64_SAFE else object
     matrix: np.ndarray = np.zeros((len(polynomials), len(monomials)), dtype=dtype)
@@ -630,6 +712,37 @@ def _undominated_rows(matrix: np.ndarray, monomials: Sequence[sp.Expr]) -> list[
         if not group.dominated(positive[row], None if cover is None else cover[row]):
             group.keep(row, positive[row], None if cover is None else cover[row])
     return sorted(row for group in groups.values() for row in group.rows)
+
+
+def _undominated_lists(rows: Sequence[tuple[int, ...]], monomials: Sequence[sp.Expr]) -> list[int]:
+    """:func:`_undominated_rows` on rows of Python integers (see :data:`NARROW`): the same rows.
+
+    The same order of candidates (decreasing signed sum, then cover) and the same test,
+    column by column, against the kept rows of the candidate's group.
+    """
+    kinds = [_kind(m) for m in monomials]
+    constant = next((j for j, m in enumerate(monomials) if m is sp.S.One), None)
+    unknown = [j for j, k in enumerate(kinds) if k == _UNKNOWN]
+    signed = [j for j, k in enumerate(kinds) if k != _UNKNOWN and j != constant]
+    at_least_one = [j for j, k in enumerate(kinds) if k == _AT_LEAST_ONE and j != constant]
+    positive = [tuple(row[j] for j in signed) for row in rows]
+    covers = (
+        [sum(row[j] for j in at_least_one) + row[constant] for row in rows]
+        if constant is not None else [0] * len(rows)
+    )
+    sums = [sum(values) for values in positive]
+    order = sorted(range(len(rows)), key=lambda r: (sums[r], covers[r]), reverse=True)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for row in order:
+        kept = groups.setdefault(tuple(rows[row][j] for j in unknown), [])
+        values, cover = positive[row], covers[row]
+        if not any(
+            covers[other] >= cover
+            and all(a >= b for a, b in zip(positive[other], values, strict=True))
+            for other in kept
+        ):
+            kept.append(row)
+    return sorted(row for kept in groups.values() for row in kept)
 
 
 class _Group:
