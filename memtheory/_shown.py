@@ -15,13 +15,18 @@ Examples
 
 from __future__ import annotations
 
+import operator
 import reprlib
 from collections.abc import Sized
+from typing import SupportsIndex, cast
 
 __all__ = ["SHOWN_LIMIT", "shown"]
 
 SHOWN_LIMIT = 80
 """Most characters of a value a message quotes."""
+
+_LONGEST_INT_BITS = 4 * SHOWN_LIMIT
+"""Longest int (in bits, about 96 digits) written in decimal; Python refuses past 4,300 digits."""
 
 _ITEMS = 40
 """Most items of a container reprlib writes (any repr of SHOWN_LIMIT characters has fewer)."""
@@ -55,7 +60,14 @@ def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
     True
     >>> shown({"a": 1})
     "{'a': 1}"
+    >>> import sympy
+    >>> shown(10**5000), shown(sympy.Integer(10**5000))
+    ('<an int of 16610 bits>', '<an int of 16610 bits>')
     """
+    if isinstance(value, int) or getattr(value, "is_Integer", False) is True:  # sympy's too
+        bits = operator.index(cast(SupportsIndex, value)).bit_length()
+        if bits > _LONGEST_INT_BITS:
+            return f"<an int of {bits} bits>"  # Python writes no int past 4,300 digits
     try:
         text = _SHORT.repr(value)  # reprlib names a value whose repr fails by its type
     except Exception:  # noqa: BLE001 - a repr that fails must not hide the real error

@@ -93,3 +93,23 @@ def test_shown_survives_a_failing_repr():
             raise RuntimeError("no repr")
 
     assert shown(Broken()).startswith("<Broken ")
+
+
+def test_a_huge_size_outside_a_traced_results_condition_is_warned_about_in_short(monkeypatch):
+    """evaluate(B=10**5000) where a traced result in the process needs B < 10**10: a short warning.
+
+    The warning quoted the size in decimal, which Python refuses past 4,300 digits: the
+    evaluation raised ValueError whenever any traced result constrained B (test order decided).
+    """
+    from memtheory.constraints import carried
+    from memtheory.constraints.size_constraint import SizeConstraint
+
+    monkeypatch.setattr(carried, "_HELD", [False])
+    monkeypatch.setattr(carried, "_HELD_SIZES", {})
+    carried.note_held([SizeConstraint(10**10 - B, "B < 10**10 (a traced result's condition)")])
+    with pytest.warns(mt.errors.SizeWarning) as caught:
+        value = mt.evaluate(B * H, B=10**5000, H=2)
+    assert value == 2 * 10**5000
+    message = str(caught[0].message)
+    assert message.startswith("B=<an int of 16610 bits> is outside B < 10**10")
+    assert len(message) <= LONGEST + 200  # the warning's own advice is longer than a refusal

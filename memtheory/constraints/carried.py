@@ -27,6 +27,7 @@ from typing import Any
 
 import sympy as sp
 
+from memtheory._shown import shown
 from memtheory.constraints.checks import check_sizes
 from memtheory.constraints.size_constraint import (
     CarriesConstraints,
@@ -319,8 +320,8 @@ def warn_lost(expression: object, values: Mapping[sp.Basic, object]) -> bool:
             continue
         number = size.xreplace({s: sp.sympify(values[s]) for s in size.free_symbols})
         if number.is_number and number < 1:
-            shown = ", ".join(f"{s}={values[s]}" for s in sorted(size.free_symbols, key=str))
-            broken.append(f"{shown} is outside {condition.where}")
+            at = ", ".join(f"{s}={shown(values[s])}" for s in sorted(size.free_symbols, key=str))
+            broken.append(f"{at} is outside {condition.where}")
     if not broken:
         return False
     more = f" (and {len(broken) - _SHOWN} more)" if len(broken) > _SHOWN else ""
