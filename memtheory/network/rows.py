@@ -16,7 +16,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 
 import sympy as sp
 
@@ -133,32 +133,74 @@ def derive_rows(
         input_shapes = tuple(shapes[name] for name in reads)
         shape: Shape = input_shapes[0] if input_shapes else ()
         try:
-            if isinstance(layer, Merge):
-                output = layer.merged_shape(input_shapes)
-            else:
-                output = layer.output_shape(shape)
-            saved = layer.autograd(input_shapes or (shape,)).saved
-            row = LayerRow(
-                index=index,
-                layer=layer,
-                input_shape=shape,
-                output_shape=output,
-                weights=sp.sympify(layer.weight_count(shape)),
-                biases=sp.sympify(layer.bias_count(shape)),
-                buffers=layer.buffers(shape),
-                activations=sp.sympify(
-                    elements(output) * int(layer.stores_output())
-                    if isinstance(layer, Merge)
-                    else layer.activation_count(shape)
-                ),
-                saved=saved,
-                inputs=reads,
-                input_shapes=input_shapes,
-            )
+            derived = _derived(layer, shape, input_shapes)
         except ShapeError as error:
             raise type(error)(f"layer {index} of {network!r}: {error}") from None
+        output = derived[0]
         shapes[layer.name or ""] = output
-        yield row
+        yield LayerRow(index, layer, shape, *derived, inputs=reads, input_shapes=input_shapes)
+
+
+_Derived = tuple[Shape, sp.Expr, sp.Expr, tuple[TensorSpec, ...], sp.Expr, tuple[TensorSpec, ...]]
+"""A row's formulas: output shape, weights, biases, buffers, activations, saved tensors."""
+
+_SEEN: dict[object, _Derived] = {}
+"""The formulas of each layer already derived at its input shapes, by what they depend on."""
+
+_SEEN_AT_MOST = 8192
+
+
+def _derived(layer: Layer, shape: Shape, input_shapes: tuple[Shape, ...]) -> _Derived:
+    """Return the layer's formulas at these input shapes, derived once for equal layers.
+
+    A layer's formulas depend on its kind, its options and the shapes reaching
+    it, not on its name: a deep stack's identical blocks (32 decoder layers,
+    each with its own names) are derived once. A layer whose options cannot be
+    hashed is derived every time.
+    """
+    key = _key(layer, input_shapes)
+    found = _SEEN.get(key) if key is not None else None
+    if found is not None:
+        return found
+    if isinstance(layer, Merge):
+        output = layer.merged_shape(input_shapes)
+    else:
+        output = layer.output_shape(shape)
+    saved = layer.autograd(input_shapes or (shape,)).saved
+    derived: _Derived = (
+        output,
+        sp.sympify(layer.weight_count(shape)),
+        sp.sympify(layer.bias_count(shape)),
+        layer.buffers(shape),
+        sp.sympify(
+            elements(output) * int(layer.stores_output())
+            if isinstance(layer, Merge)
+            else layer.activation_count(shape)
+        ),
+        saved,
+    )
+    if key is not None:
+        if len(_SEEN) >= _SEEN_AT_MOST:
+            _SEEN.clear()
+        _SEEN[key] = derived
+    return derived
+
+
+def _key(layer: Layer, input_shapes: tuple[Shape, ...]) -> object:
+    """Everything but the name the layer's formulas depend on, or None where it is not hashable."""
+    if not is_dataclass(layer):  # a layer written otherwise: its options are not known here
+        return None
+    options = tuple(  # with each value's type: True and 1 are equal, and hash alike
+        (type(value), value)
+        for field in fields(layer) if field.name != "name"
+        for value in (getattr(layer, field.name),)
+    )
+    key = (type(layer), options, input_shapes)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def row_expressions(rows: Iterable[LayerRow]) -> Iterator[sp.Expr]:
