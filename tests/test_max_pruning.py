@@ -223,19 +223,20 @@ def _proves_at_least(a, b):
 
 
 UNKNOWN_SIGN = sp.floor((H - 5) / 3)  # negative for H < 5: a column of its own group
+UNKNOWN_SIGN_CANDIDATES = {
+    "values": st.lists(st.tuples(candidate, st.integers(-1, 1)), min_size=1, max_size=14),
+    "repeat": st.lists(st.integers(0, 13)),
+}
+"""Candidates, their multiples of UNKNOWN_SIGN and which repeat (for _with_unknown_signs)."""
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    values=st.lists(st.tuples(candidate, st.integers(-1, 1)), min_size=1, max_size=14),
-    repeat=st.lists(st.integers(0, 13)),
-)
+@given(**UNKNOWN_SIGN_CANDIDATES)
 def test_kept_candidates_are_exactly_the_undominated_ones(values, repeat):
     """undominated() keeps the first of equals and each value no other one is proved above."""
     from memtheory.max_pruning import undominated
 
-    values = [v + k * B * UNKNOWN_SIGN for v, k in values]
-    values = values + [values[i] for i in repeat if i < len(values)]
+    values = _with_unknown_signs(values, repeat)
     first = [i for i, v in enumerate(values) if all(sp.expand(v - w) != 0 for w in values[:i])]
     expected = [
         i for i in first
@@ -260,20 +261,15 @@ _STORAGES = [
 ]
 
 
-@settings(max_examples=80, deadline=None)
-@given(
-    steps=st.lists(
-        st.tuples(st.booleans(), st.integers(0, len(_STORAGES) - 1), st.integers(-1, 60)),
-        min_size=1, max_size=60,
-    )
+TIMELINE_STEPS = st.lists(
+    st.tuples(st.booleans(), st.integers(0, len(_STORAGES) - 1), st.integers(-1, 60)),
+    min_size=1, max_size=60,
 )
-def test_maximum_read_from_the_running_sum_is_the_maximum_of_the_moments(steps):
-    """A timeline's maximum read from its log of changes is the list's, argument for argument.
+"""Steps of _random_timeline: (allocate or free, which storage, a moment's extra)."""
 
-    Random allocations and frees, each followed by a moment (some with an extra, some
-    built at once: a lone storage, or any after a float): the same survivors, the same
-    Max, factored or not.
-    """
+
+def _random_timeline(steps):
+    """Allocations and frees of _STORAGES, each followed by a moment (some with an extra)."""
     from memtheory.conventions.autograd.live_bytes import Timeline
 
     timeline = Timeline()
@@ -285,6 +281,25 @@ def test_maximum_read_from_the_running_sum_is_the_maximum_of_the_moments(steps):
         else:
             timeline.free(list(timeline.live)[which % len(timeline.live)])
         timeline.mark(f"m{number}", extra * B * HALF if extra >= 0 else 0)
+    return timeline
+
+
+def _with_unknown_signs(values, repeat):
+    """Candidates plus multiples of a term of unknown sign, some of them repeated."""
+    values = [v + k * B * UNKNOWN_SIGN for v, k in values]
+    return values + [values[i] for i in repeat if i < len(values)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(steps=TIMELINE_STEPS)
+def test_maximum_read_from_the_running_sum_is_the_maximum_of_the_moments(steps):
+    """A timeline's maximum read from its log of changes is the list's, argument for argument.
+
+    Random allocations and frees, each followed by a moment (some with an extra, some
+    built at once: a lone storage, or any after a float): the same survivors, the same
+    Max, factored or not.
+    """
+    timeline = _random_timeline(steps)
     running = maximum(timeline.moments.values())
     built = maximum(list(timeline.moments.values()))
     assert sp.srepr(running) == sp.srepr(built)
@@ -315,40 +330,21 @@ def _both_ways(compute):
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    steps=st.lists(
-        st.tuples(st.booleans(), st.integers(0, len(_STORAGES) - 1), st.integers(-1, 60)),
-        min_size=1, max_size=60,
-    )
-)
+@given(steps=TIMELINE_STEPS)
 def test_plain_python_and_numpy_read_the_same_maximum_from_a_running_sum(steps):
-    """Below NARROW monomials no NumPy: the same survivors and the same Max, argument for argument."""
-    from memtheory.conventions.autograd.live_bytes import Timeline
-
-    timeline = Timeline()
-    count = 0
-    for number, (allocate, which, extra) in enumerate(steps):
-        if allocate or not timeline.live:
-            timeline.alloc(f"t{count}", _STORAGES[which])
-            count += 1
-        else:
-            timeline.free(list(timeline.live)[which % len(timeline.live)])
-        timeline.mark(f"m{number}", extra * B * HALF if extra >= 0 else 0)
+    """Up to NARROW monomials, no NumPy: the same survivors, the same Max, argument by argument."""
+    timeline = _random_timeline(steps)
     in_python, in_numpy = _both_ways(lambda: maximum(timeline.moments.values()))
     assert sp.srepr(in_python) == sp.srepr(in_numpy)
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    values=st.lists(st.tuples(candidate, st.integers(-1, 1)), min_size=1, max_size=14),
-    repeat=st.lists(st.integers(0, 13)),
-)
+@given(**UNKNOWN_SIGN_CANDIDATES)
 def test_plain_python_and_numpy_keep_the_same_candidates(values, repeat):
     """undominated() and maximum() of a list: the same positions and the same Max either way."""
     from memtheory.max_pruning import undominated
 
-    values = [v + k * B * UNKNOWN_SIGN for v, k in values]
-    values = values + [values[i] for i in repeat if i < len(values)]
+    values = _with_unknown_signs(values, repeat)
     (kept, peak), (kept_numpy, peak_numpy) = _both_ways(
         lambda: (undominated(values), maximum(values)))
     assert kept == kept_numpy
