@@ -147,3 +147,51 @@ def test_points_beyond_a_floor_condition_are_those_subs_finds(pools, bound, exam
         size = sp.floor((size + 2 * padding - 3) / stride) + 1
     margin = (bound + 1 - size) if upper else (size - bound + 1)  # size <= bound, or >= bound
     assert verify_module._outside(margin, {h: example}) == _outside_by_subs(margin, {h: example})
+
+
+def test_a_check_stopped_early_leaves_no_fake_tensor_alive(monkeypatch):
+    """Once the result is gone, no fake tensor of the trace's steps is: stopped checks included.
+
+    Autograd's saved-tensor pack hook kept each saved tensor itself; a saved output then held
+    its own autograd node through C++, a cycle only a backward pass breaks, and a check that
+    stopped after its forward left its graph alive (82 fake tensors here; 1,333 for
+    DenseNet-121, whose next trace in the same process ran 12 to 14% slower).
+    """
+    import gc
+
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    stops: list[str] = []
+    check = step_module._check_saved
+
+    def counted(*args):
+        try:
+            check(*args)
+        except Departed as stop:
+            stops.append(str(stop))
+            raise
+
+    monkeypatch.setattr(step_module, "_check_saved", counted)
+    gc.collect()
+    before = sum(isinstance(o, FakeTensor) for o in gc.get_objects())
+    memory = _traced(_gpt2())
+    assert memory.peak.free_symbols
+    del memory
+    gc.collect()
+    assert stops, "no check stopped after its forward: the test no longer exercises the stop"
+    assert sum(isinstance(o, FakeTensor) for o in gc.get_objects()) == before
+
+
+def test_what_the_trace_does_itself_is_not_recorded():
+    """Operations run under ``unrecorded()`` make no moment and count no operation."""
+    x = torch.ones(1000)
+    tracker = SymbolicStorageTracker(SymbolMap({}), lambda op: op)
+    tracker.keep(x)
+    tracker.start("start")
+    with tracker:
+        with tracker.unrecorded():
+            hidden = x * 2
+        assert (tracker.operations, len(tracker.moments)) == (0, 1)
+        shown = x * 3
+    assert tracker.operations == 1 and tracker.moments[-1][1] == {sp.S.One: 8000}
+    assert hidden.shape == shown.shape

@@ -306,7 +306,14 @@ def _phase(watch: ModuleWatch, phase: str) -> Iterator[None]:
 def _saving(
     tracking: tuple[SymbolicStorageTracker, dict[int, Polynomial]] | None, watch: ModuleWatch
 ) -> Any:
-    """Record the storage of every tensor autograd saves (without keeping the tensor)."""
+    """Record the storage of every tensor autograd saves; keep it as autograd would.
+
+    What is kept of a tensor autograd tracks is an alias without its autograd
+    node (the same storage, as autograd keeps a saved output): the tensor itself
+    would hold, for a saved output, its own node, a cycle through C++ that only
+    a backward pass breaks, so a check stopped after its forward
+    (:class:`Departed`) left its whole graph of fake tensors alive.
+    """
     if tracking is None:
         return nullcontext()
     tracker, saved = tracking
@@ -323,7 +330,10 @@ def _saving(
                 tracker.saved_copies.add(key)
             else:
                 tracker.saved_copies.discard(key)
-        return tensor
+        if tensor.grad_fn is None:  # a leaf, or untracked: no node to hold
+            return tensor
+        with tracker.unrecorded():
+            return tensor.detach()
 
     return torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
 
