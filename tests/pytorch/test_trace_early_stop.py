@@ -181,17 +181,3 @@ def test_a_check_stopped_early_leaves_no_fake_tensor_alive(monkeypatch):
     assert stops, "no check stopped after its forward: the test no longer exercises the stop"
     assert sum(isinstance(o, FakeTensor) for o in gc.get_objects()) == before
 
-
-def test_what_the_trace_does_itself_is_not_recorded():
-    """Operations run under ``unrecorded()`` make no moment and count no operation."""
-    x = torch.ones(1000)
-    tracker = SymbolicStorageTracker(SymbolMap({}), lambda op: op)
-    tracker.keep(x)
-    tracker.start("start")
-    with tracker:
-        with tracker.unrecorded():
-            hidden = x * 2
-        assert (tracker.operations, len(tracker.moments)) == (0, 1)
-        shown = x * 3
-    assert tracker.operations == 1 and tracker.moments[-1][1] == {sp.S.One: 8000}
-    assert hidden.shape == shown.shape

@@ -23,8 +23,7 @@ in the timeline only while no later moment is provably at least as large
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -104,7 +103,8 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self.workspaces: dict[sp.Symbol, Workspace] = {}
         self._workspace_keys: set[int] = set()
         self.ceiling: int | None = None
-        self._unrecorded = False
+        self.last_outputs: set[int] = set()
+        """Which tensors (by ``id``) the last operation made: autograd saves some of them."""
 
     # -- registering -------------------------------------------------------------------
     def track(self, *tensors: Any, nbytes: Any = None) -> None:
@@ -219,18 +219,6 @@ class SymbolicStorageTracker(TorchDispatchMode):
         self.moments.append((label, snapshot))
         self._last = snapshot
 
-    @contextmanager
-    def unrecorded(self) -> Iterator[None]:
-        """Run the block's operations past the tracker: no storage, moment or operation counted.
-
-        For what the trace itself does, not the step (an alias it keeps of a saved tensor).
-        """
-        self._unrecorded = True
-        try:
-            yield
-        finally:
-            self._unrecorded = False
-
     # -- the dispatch mode -----------------------------------------------------------------
     def __exit__(self, *exc: Any) -> None:  # noqa: D105
         try:
@@ -245,8 +233,6 @@ class SymbolicStorageTracker(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        if self._unrecorded:
-            return func(*args, **(kwargs or {}))
         check_budget()
         if func is _DEVICE:  # a query (about a third of the calls), never a storage
             self.operations += 1
@@ -265,6 +251,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
             outputs = [out]
         else:
             outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        self.last_outputs = {id(t) for t in outputs}
         if not outputs:  # nothing was made: the total can only have fallen since the last moment
             return out
         workspace = onednn_workspace(func, args, out)
