@@ -52,19 +52,24 @@ def _everything(memory):
             memory.constraints, memory.conditions)
 
 
+def _counting(check, stops):
+    """``check``, noting in ``stops`` each stop (:class:`Departed`) it raises."""
+    def wrapped(*args):
+        try:
+            check(*args)
+        except Departed as stop:
+            stops.append(str(stop))
+            raise
+    return wrapped
+
+
 def test_early_stops_give_the_answer_of_whole_traces(monkeypatch):
     """Checks that stopped early give the words, conditions and formulas of whole traces."""
     model = _gpt2()
     stops: list[str] = []
 
     def counted(check):
-        def wrapped(*args):
-            try:
-                check(*args)
-            except Departed as stop:
-                stops.append(str(stop))
-                raise
-        return wrapped
+        return _counting(check, stops)
 
     with monkeypatch.context() as patch:
         patch.setattr(step_module, "_check_saved", counted(step_module._check_saved))
@@ -162,16 +167,7 @@ def test_a_check_stopped_early_leaves_no_fake_tensor_alive(monkeypatch):
     from torch._subclasses.fake_tensor import FakeTensor
 
     stops: list[str] = []
-    check = step_module._check_saved
-
-    def counted(*args):
-        try:
-            check(*args)
-        except Departed as stop:
-            stops.append(str(stop))
-            raise
-
-    monkeypatch.setattr(step_module, "_check_saved", counted)
+    monkeypatch.setattr(step_module, "_check_saved", _counting(step_module._check_saved, stops))
     gc.collect()
     before = sum(isinstance(o, FakeTensor) for o in gc.get_objects())
     memory = _traced(_gpt2())
