@@ -310,7 +310,9 @@ def _saving(
 
     Of a saved output (a tensor the operation just run made, which autograd
     tracks) an alias without its autograd node is kept, as autograd keeps one
-    (``tensor.data``: the same storage, no operation run): the tensor itself
+    (``tensor.data``: the same storage, no operation run; PyTorch's
+    ``torch/csrc/autograd/saved_variable.cpp`` saves an output's ``tensor_data()``
+    for the same reason, where no hooks are set): the tensor itself
     would hold its own node, a cycle through C++ that only a backward pass
     breaks, so a check stopped after its forward (:class:`Departed`) left its
     whole graph of fake tensors alive. Any other saved tensor is kept as it is
