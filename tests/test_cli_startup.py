@@ -140,3 +140,37 @@ def test_console_runs_other_subcommands_through_sys_exit(tmp_path):
     done = _console(["sets"], tmp_path / "cache")
     assert done.returncode == 0 and done.stdout.startswith("ch01")
     assert done.stdout.endswith("\n") and done.stderr == ""
+
+
+def test_the_command_collects_cycles_less_often_and_main_leaves_the_collector_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``console`` (the installed command) raises the youngest generation's threshold first.
+
+    ``main`` is what a caller's own process runs: it must not touch the collector.
+    """
+    import gc
+
+    import memtheory.cli as cli
+
+    before = gc.get_threshold()
+    seen: list[tuple[int, ...]] = []
+
+    def main(arguments: list[str]) -> int:
+        seen.append(gc.get_threshold())
+        return 0
+
+    monkeypatch.setattr(sys, "argv", ["memtheory", "sets"])
+    try:
+        assert cli.main(["sets"]) in (0, 1, 2)
+        assert gc.get_threshold() == before
+        monkeypatch.setattr(cli, "main", main)
+        with pytest.raises(SystemExit) as stop:
+            cli.console()
+    finally:
+        after = gc.get_threshold()
+        gc.set_threshold(*before)
+    assert stop.value.code == 0
+    assert seen == [(cli.YOUNG_OBJECTS, *before[1:])]
+    assert after == seen[0]
+    assert cli.YOUNG_OBJECTS > before[0]
