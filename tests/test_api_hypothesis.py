@@ -255,6 +255,7 @@ ESTIMATE_OPTIONS = [k for k in _keys("estimate") if k not in CALLS["estimate"][1
 @example(changes={"setup": np.array([1, 2])})
 @example(changes={"reserve": sp.zoo, "qlora": True})  # setup.py: comparing zoo with 0
 @example(changes={"lora": 10**165})  # lora.py: float(alpha) overflowed
+@example(changes={"context_parallel": None})  # plan.py: None > 1
 def test_estimate_takes_hostile_arguments(changes):
     """estimate(): a result or a memtheory error for hostile values of one or two options."""
     kwargs = {"model": "gpt2", "batch": 2, "sequence": 64, **changes}

@@ -346,7 +346,16 @@ def check_context_parallel(
     Traceback (most recent call last):
     ...
     memtheory.errors.InvalidArgumentError: --cp 4 is modelled alone: ...
+    >>> check_context_parallel(None, gpus=8, tensor=1, pipeline=1, zero=None, offload=None,
+    ...                        sequence_parallel=False, activation_offload=False)
+    Traceback (most recent call last):
+    ...
+    memtheory.errors.InvalidArgumentError: context_parallel must be a positive whole number, ...
     """
+    if size is None:  # not "no split": that is 1, the default
+        raise InvalidArgumentError(
+            "context_parallel must be a positive whole number, got None. Leave it out (1: "
+            "no context parallelism) or give the GPUs that split each sequence.")
     positive(size, "context_parallel")  # type: ignore[arg-type]
     if size == 1:
         return gpus
