@@ -299,7 +299,9 @@ class _Changes:
 def _running_changes(running: RunningSum) -> _Changes:
     """Return the running sum's changes as integers, one column per monomial.
 
-    The work in Python is one step per change of the log, not one per term of every value.
+    The work in Python is one step per term changed between two values (its last
+    change there; the log may change a term several times in between), not one per
+    term of every value.
     """
     column: dict[sp.Expr, int] = {}
     split: dict[sp.Expr, list[tuple[int, Fraction]]] = {}
@@ -308,7 +310,7 @@ def _running_changes(running: RunningSum) -> _Changes:
     explicit: dict[int, list[tuple[int, Fraction]]] = {}
     at = 0
     for index, (place, value) in enumerate(running.places):
-        for term, coefficient in running.log[at:place]:
+        for term, coefficient in dict(running.log[at:place]).items():  # each term's last
             key = sp.S.One if term is None else term
             new = _fraction(coefficient)
             change = new - state.get(key, 0)

@@ -43,26 +43,34 @@ SHIFTS = [[], [(sp.S.One, sp.Integer(100))], [(sp.S.One, -2 * B * S)],
 
 @settings(max_examples=60, deadline=None)
 @given(events=st.lists(st.tuples(st.integers(0, len(SIZES) - 1), st.booleans(),
-                                 st.integers(0, len(SHIFTS) - 1)), min_size=1, max_size=30),
+                                 st.integers(0, len(SHIFTS) - 1), st.booleans()),
+                       min_size=1, max_size=30),
        expand=st.booleans())
 def test_every_moment_is_the_built_moment_moved(events, expand):
     """Random allocations, frees and shifts (some cancel whole terms): the same expressions.
 
     With ``expand``, products of sums (``B*(S + 1)``) are expanded, in the moments and
-    the shifts alike, and monomials that several terms share add up (or cancel).
+    the shifts alike, and monomials that several terms share add up (or cancel). A
+    moment is marked after some events only, so that a term changes several times
+    between two moments, or comes and goes between them (the merge takes each term's
+    last change there): the moments, their coefficients read from the log and the
+    exact peak read from its changes are still the built moments'.
     """
+    from memtheory.estimate.compiled import _moment_coefficients
+
     timeline = Timeline()
     live: list[str] = []
     shifts: dict[str, list[tuple[sp.Rational, sp.Expr]]] = {}
-    for index, (size, free, chosen) in enumerate(events):
+    for index, (size, free, chosen, mark) in enumerate(events):
         if free and live:
             timeline.free(live.pop(0))
         else:
             timeline.alloc(f"s{index}", SIZES[size])
             live.append(f"s{index}")
-        label = f"m{index}"
-        timeline.mark(label)
-        shifts[label] = SHIFTS[chosen]
+        if mark or index == len(events) - 1:
+            label = f"m{index}"
+            timeline.mark(label)
+            shifts[label] = SHIFTS[chosen]
     moved = shifted(timeline.moments, shifts.__getitem__, expand=expand)
     assert isinstance(moved, Moments)
     builder = SumBuilder()
@@ -72,6 +80,31 @@ def test_every_moment_is_the_built_moment_moved(events, expand):
     for label, value in expected.items():
         assert moved[label] == value and sp.srepr(moved[label]) == sp.srepr(value)
     assert maximum(moved.values()) == maximum(list(expected.values()))
+    read = _moment_coefficients(moved)
+    assert [dict(r) for r in read] == [dict(v.as_coefficients_dict()) for v in expected.values()]
+
+
+def test_changes_between_two_moments_are_merged_as_one():
+    """A storage allocated and freed between two moments leaves nothing in the merged log.
+
+    The merge takes each term's last change before a moment, so the moved log has one
+    change per term that differs from the moment before (and one per shift).
+    """
+    timeline = Timeline()
+    timeline.alloc("w", 4 * B)
+    timeline.mark("start")
+    for index in range(5):  # comes and goes: in no moment
+        timeline.alloc(f"t{index}", 2 * B * S)
+        timeline.free(f"t{index}")
+    timeline.alloc("x", 2 * B * S)
+    timeline.alloc("y", 2 * B * S)  # the same term twice: one change in all
+    timeline.mark("end")
+    assert len(timeline.moments._sum.log) == 13
+    for expand in (False, True):
+        moved = shifted(timeline.moments, lambda label: [], expand=expand)
+        assert moved is not None
+        assert moved._sum.log == [(B, 4), (B * S, 4)]
+        assert dict(moved) == dict(timeline.moments)
 
 
 def test_a_built_dictionary_is_left_to_the_caller():

@@ -90,7 +90,7 @@ def _moment_coefficients(timeline: Mapping[str, object]) -> list[Mapping[sp.Expr
     now: dict[sp.Expr, sp.Expr] = {}
     at = 0
     for place, value in sums.places:
-        for term, coefficient in sums.log[at:place]:
+        for term, coefficient in dict(sums.log[at:place]).items():  # each term's last change
             key = sp.S.One if term is None else term
             if coefficient:
                 now[key] = coefficient

@@ -13,7 +13,7 @@ its exact peak is read from the changes (:class:`~memtheory.max_pruning.RunningS
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator, Mapping, Sequence, ValuesView
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from functools import cmp_to_key
 from itertools import islice
@@ -794,6 +794,26 @@ class _NotRationalError(Exception):
     """A shift, or an expanded term, that is not a sum of rational multiples of terms."""
 
 
+def _net_changes(
+    log: Sequence[tuple[sp.Expr | None, sp.Number]], start: int, stop: int
+) -> Iterable[tuple[sp.Expr | None, sp.Number]]:
+    """Each term changed in ``log[start:stop]`` with its last coefficient there.
+
+    In the order the terms first changed. A step's log changes a term several times
+    between two moments (an allocation, a free, another allocation); only where it
+    ends matters to the next moment, so :class:`_Merged` takes that change alone:
+    about half of a Llama step's changes, and the merged log is as much shorter.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> log = [(B, sp.Integer(4)), (None, sp.Integer(8)), (B, sp.Integer(6)), (B, sp.S.Zero)]
+    >>> list(_net_changes(log, 0, 3)), list(_net_changes(log, 3, 4))
+    ([(B, 6), (None, 8)], [(B, 0)])
+    """
+    return dict(islice(log, start, stop)).items()
+
+
 class _Merged:
     """A running sum's log with a shift added that changes from moment to moment."""
 
@@ -815,13 +835,18 @@ class _Merged:
     def follow(self, place: int) -> None:
         """Take the running sum's changes up to ``place``, each with the shift in force.
 
-        Each change of the running sum changes its coefficient, so (the shift fixed)
-        the merged coefficient changes too: it is logged without comparing.
+        Only each term's last change before ``place`` is taken (:func:`_net_changes`):
+        a moment is the sum as it stands at its place, so the changes between two
+        moments need not be logged one by one. A term whose coefficient then differs
+        from the last moment's changes the merged coefficient too (the shift fixed):
+        it is logged without comparing.
         """
-        old = self._old
-        for term, coefficient in islice(self._log, self._at, place):
+        old, zero = self._old, sp.S.Zero
+        for term, coefficient in _net_changes(self._log, self._at, place):
             if term is not None:
                 term = self._opened(term)[0][0]
+            if coefficient == old.get(term, zero):
+                continue
             old[term] = coefficient
             self._changed(term, coefficient)
         self._at = place
@@ -908,8 +933,10 @@ class _Expanded(_Merged):
         """
         zero, old, base = sp.S.Zero, self._old, self._base
         constant = [(None, sp.S.One)]
-        for term, coefficient in islice(self._log, self._at, place):
+        for term, coefficient in _net_changes(self._log, self._at, place):
             change = coefficient - old.get(term, zero)
+            if not change:
+                continue
             old[term] = coefficient
             for key, inner in constant if term is None else self._opened(term):
                 total = base[key] = base.get(key, zero) + (change if inner is sp.S.One
