@@ -735,15 +735,24 @@ def _undominated_lists(rows: Sequence[tuple[int, ...]], monomials: Sequence[sp.E
     sums = [sum(values) for values in positive]
     order = sorted(range(len(rows)), key=lambda r: (sums[r], covers[r]), reverse=True)
     groups: dict[tuple[int, ...], list[int]] = {}
+    last: dict[tuple[int, ...], int] = {}  # each group's kept row that beat the last candidate
+
+    def beats(other: int, values: tuple[int, ...], cover: int) -> bool:
+        return covers[other] >= cover and all(
+            a >= b for a, b in zip(positive[other], values, strict=True))
+
     for row in order:
-        kept = groups.setdefault(tuple(rows[row][j] for j in unknown), [])
+        key = tuple(rows[row][j] for j in unknown)
+        kept = groups.setdefault(key, [])
         values, cover = positive[row], covers[row]
-        if not any(
-            covers[other] >= cover
-            and all(a >= b for a, b in zip(positive[other], values, strict=True))
-            for other in kept
-        ):
+        first = last.get(key)
+        if first is not None and beats(first, values, cover):
+            continue  # neighbours in the timeline are beaten by the same moment, as in _Group
+        winner = next((other for other in kept if beats(other, values, cover)), None)
+        if winner is None:
             kept.append(row)
+        else:
+            last[key] = winner
     return sorted(row for kept in groups.values() for row in kept)
 
 
