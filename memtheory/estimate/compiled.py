@@ -38,7 +38,7 @@ import sympy as sp
 from memtheory.constraints import SizeConstraint, candidates
 from memtheory.errors import EvaluationError, InvalidArgumentError
 from memtheory.estimate.fitting import SEARCH_CEILING, largest_fitting
-from memtheory.evaluation.integer_code import ExactPythonPrinter
+from memtheory.evaluation.integer_code import ExactPythonPrinter, polynomial_code
 from memtheory.footprint import Footprint
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.number_timeline import NumberTimeline, as_sympy_number
@@ -303,5 +303,8 @@ def _source(expression: sp.Expr, names: list[str]) -> str:
     """
     if not all(name.isidentifier() and not iskeyword(name) for name in names):
         raise InvalidArgumentError(f"sizes {names} are not all plain names")
-    code = ExactPythonPrinter(UNSORTED).doprint(sp.sympify(expression))
+    expression = sp.sympify(expression)
+    code = polynomial_code(expression)
+    if code is None:
+        code = ExactPythonPrinter(UNSORTED).doprint(expression)
     return f"lambda {', '.join(names)}: ({code})"

@@ -39,7 +39,7 @@ from memtheory.estimate import replay
 from memtheory.estimate.answer import Estimate
 from memtheory.estimate.compiled import UNSORTED, CompiledFootprint, position_limit
 from memtheory.estimate.devices import MOST_GPUS
-from memtheory.evaluation.integer_code import ExactPythonPrinter
+from memtheory.evaluation.integer_code import ExactPythonPrinter, polynomial_code
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.techniques.parallel import ParallelMemory
 
@@ -267,8 +267,12 @@ def _leaves_of(node: Any) -> set[int]:
 def _source(expressions: list[sp.Expr], names: list[str]) -> str:
     """Return the source of a function of the sizes returning every expression (integer code)."""
     printer = ExactPythonPrinter(UNSORTED)
-    codes = ", ".join(printer.doprint(sp.sympify(e)) for e in expressions)
-    return f"lambda {', '.join(names)}: ({codes},)"
+    done: dict[int, tuple[sp.Basic, str | None]] = {}
+    codes = []
+    for expression in map(sp.sympify, expressions):
+        code = polynomial_code(expression, done)
+        codes.append(printer.doprint(expression) if code is None else code)
+    return f"lambda {', '.join(names)}: ({', '.join(codes)},)"
 
 
 def _plain(coefficient: object) -> int | str:

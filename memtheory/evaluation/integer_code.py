@@ -5,6 +5,8 @@ used by :func:`~memtheory.evaluation.compile_exact` and :mod:`memtheory.estimate
 :class:`IntegerNumPyPrinter` prints NumPy code (``numpy.maximum`` for ``Max``) for
 :func:`~memtheory.evaluation.evaluate_grid`. A fraction that does not stay inside
 a floor or a ceiling cannot be printed as integer code and is refused.
+:func:`polynomial_code` writes the commonest case, a maximum of integer polynomials,
+without a printer.
 
 Examples
 --------
@@ -27,7 +29,7 @@ from sympy.printing.pycode import PythonCodePrinter
 
 from memtheory.errors import EvaluationError
 
-__all__ = ["ExactPythonPrinter", "IntegerNumPyPrinter"]
+__all__ = ["ExactPythonPrinter", "IntegerNumPyPrinter", "polynomial_code"]
 
 
 class _IntegerCode(PythonCodePrinter):
@@ -102,3 +104,58 @@ class IntegerNumPyPrinter(_IntegerCode, NumPyPrinter):
         for arg in args[1:]:
             text = f"{function}({text}, {self._print(arg)})"
         return text
+
+
+def polynomial_code(
+    expression: sp.Basic, done: dict[int, tuple[sp.Basic, str | None]] | None = None
+) -> str | None:
+    """Python source of an integer polynomial's maximum, written directly; None for anything else.
+
+    Integers, symbols, sums, products, powers to whole exponents, ``Max`` and ``Min``:
+    what a transformer's exact peak is made of. Each node is written once (``done``, by
+    identity: a factored peak shares its parts) and in the order the expression holds
+    its arguments, as :class:`ExactPythonPrinter` prints them with ``{"order": "none"}``,
+    but without sympy's printer, which took most of compiling a ZeRO-3 question's four
+    peaks (issue 26). A fraction, a floor or any other function is None: print it with
+    :class:`ExactPythonPrinter` (integer arithmetic, floors as floor division).
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from memtheory.symbols import B, S
+    >>> polynomial_code(sp.Max(3 * B * S**2 + 8, B * S - 2))
+    'max(((-2) + B*S), (8 + 3*B*S**2))'
+    >>> polynomial_code(sp.floor(S / 2)) is None
+    True
+    """
+    if done is None:
+        done = {}
+    known = done.get(id(expression))
+    if known is not None:
+        return known[1]
+    code: str | None
+    if expression.is_Integer:
+        code = str(expression.p) if expression.p >= 0 else f"({expression.p})"
+    elif expression.is_Symbol:
+        code = expression.name
+    elif expression.is_Pow:
+        base, power = expression.args
+        written = polynomial_code(base, done)
+        if not base.is_Symbol and written is not None:
+            written = f"({written})"
+        code = (None if written is None or not power.is_Integer or power.is_negative
+                else f"{written}**{power.p}")
+    elif expression.is_Add or expression.is_Mul or isinstance(expression, sp.Max | sp.Min):
+        parts = [polynomial_code(argument, done) for argument in expression.args]
+        if any(part is None for part in parts):
+            code = None
+        elif expression.is_Add:
+            code = f"({' + '.join(parts)})"  # type: ignore[arg-type]
+        elif expression.is_Mul:
+            code = "*".join(parts)  # type: ignore[arg-type]
+        else:
+            code = f"{'max' if isinstance(expression, sp.Max) else 'min'}({', '.join(parts)})"  # type: ignore[arg-type]
+    else:
+        code = None
+    done[id(expression)] = (expression, code)
+    return code
