@@ -71,17 +71,54 @@ def test_every_moment_is_the_built_moment_moved(events, expand):
             label = f"m{index}"
             timeline.mark(label)
             shifts[label] = SHIFTS[chosen]
-    moved = shifted(timeline.moments, shifts.__getitem__, expand=expand)
-    assert isinstance(moved, Moments)
-    builder = SumBuilder()
-    expected = {label: builder.add_scaled([(sp.S.One, value), *shifts[label]], expand=expand)
-                for label, value in timeline.moments.items()}
-    assert list(moved) == list(expected)
-    for label, value in expected.items():
-        assert moved[label] == value and sp.srepr(moved[label]) == sp.srepr(value)
-    assert maximum(moved.values()) == maximum(list(expected.values()))
-    read = _moment_coefficients(moved)
-    assert [dict(r) for r in read] == [dict(v.as_coefficients_dict()) for v in expected.values()]
+    others = {label: SHIFTS[(SHIFTS.index(chosen) + 3) % len(SHIFTS)]
+              for label, chosen in shifts.items()}
+    for each in (shifts, others, shifts):  # the plan kept from the first serves the others
+        moved = shifted(timeline.moments, each.__getitem__, expand=expand)
+        assert isinstance(moved, Moments)
+        builder = SumBuilder()
+        expected = {label: builder.add_scaled([(sp.S.One, value), *each[label]], expand=expand)
+                    for label, value in timeline.moments.items()}
+        assert list(moved) == list(expected)
+        for label, value in expected.items():
+            assert moved[label] == value and sp.srepr(moved[label]) == sp.srepr(value)
+        assert maximum(moved.values()) == maximum(list(expected.values()))
+        read = _moment_coefficients(moved)
+        assert ([dict(r) for r in read]
+                == [dict(v.as_coefficients_dict()) for v in expected.values()])
+
+
+def test_a_plan_kept_with_moments_follows_moments_recorded_since():
+    """Moments marked after a merge extend its plan; a moment marked again starts a new one.
+
+    Marked again later, a moment's place comes after the next one's: no running sum
+    to follow, so ``shifted`` refuses (None) and ``moved`` adds moment by moment.
+    """
+    def checked(timeline: Timeline, rise: sp.Expr) -> None:
+        moments = live_bytes.moved(timeline.moments, lambda label: [(sp.S.One, rise)],
+                                   expand=True)
+        assert dict(moments) == {label: sp.expand(value + rise)
+                                 for label, value in timeline.moments.items()}
+
+    timeline = Timeline()
+    timeline.alloc("x", 4 * B * (S + 1))
+    timeline.mark("forward")
+    checked(timeline, B)
+    plan = timeline.moments._plans[True]
+    timeline.alloc("y", 2 * B * S)
+    timeline.mark("backward")  # a new moment: the same plan, one more span
+    checked(timeline, 3 * S)
+    assert timeline.moments._plans[True] is plan
+    timeline.alloc("z", 8 * S)
+    timeline.mark("backward")  # the last moment marked again, later: a new plan
+    checked(timeline, S)
+    assert timeline.moments._plans[True] is not plan
+    plan = timeline.moments._plans[True]
+    timeline.free("x")
+    timeline.mark("forward")  # marked again, after "backward": places out of order
+    assert shifted(timeline.moments, lambda label: [(sp.S.One, B)], expand=True) is None
+    checked(timeline, B + 1)
+    assert timeline.moments._plans[True] is not plan
 
 
 def test_changes_between_two_moments_are_merged_as_one():

@@ -615,6 +615,8 @@ class Moments(_ByMoment[sp.Expr]):
     def __init__(self) -> None:
         self._records: dict[str, tuple[int, sp.Expr | None, bool]] = {}
         self._sum: _Sum | None = None
+        self._plans: dict[bool, _Plan] = {}
+        """What :func:`shifted` worked out about this log whatever the shift, by ``expand``."""
 
     def record(self, label: str, sums: _Sum, value: sp.Expr | None = None) -> None:
         """Record ``label``: ``sums`` as it stands now, or ``value`` (what it is then, built)."""
@@ -739,14 +741,27 @@ def shifted(
     """
     if not isinstance(moments, Moments) or moments._sum is None or not moments._sum.exact:
         return None
-    merged = _Expanded(moments._sum.log) if expand else _Merged(moments._sum.log)
+    try:
+        return _shifted(moments, shift, expand, _plan_of(moments, expand))
+    except _StalePlanError:  # a moment marked again since the plan was made: a new one
+        pass
+    try:
+        return _shifted(moments, shift, expand, _plan_of(moments, expand, fresh=True))
+    except _StalePlanError:  # places out of order: no running sum to follow
+        return None
+
+
+def _shifted(
+    moments: Moments, shift: Callable[[str], Shift], expand: bool, plan: _Plan
+) -> Moments | None:
+    merged = _Merged(plan)
     splits: dict[Shift, dict[sp.Expr | None, sp.Number]] = {}
     builder = SumBuilder()  # for a moment kept built, as the caller would add it
     result = Moments()
     result._sum = merged.sums
     try:
-        for label, (place, value, lazy) in moments._records.items():
-            merged.follow(place)
+        for index, (label, (place, value, lazy)) in enumerate(moments._records.items()):
+            merged.follow(index, place)
             scaled = tuple(shift(label))
             rise = splits.get(scaled)
             if rise is None:
@@ -801,7 +816,7 @@ def _net_changes(
 
     In the order the terms first changed. A step's log changes a term several times
     between two moments (an allocation, a free, another allocation); only where it
-    ends matters to the next moment, so :class:`_Merged` takes that change alone:
+    ends matters to the next moment, so :class:`_Plan` takes that change alone:
     about half of a Llama step's changes, and the merged log is as much shorter.
 
     Examples
@@ -814,42 +829,161 @@ def _net_changes(
     return dict(islice(log, start, stop)).items()
 
 
-class _Merged:
-    """A running sum's log with a shift added that changes from moment to moment."""
+_Span: TypeAlias = list[tuple[sp.Expr | None, sp.Number]]
+"""The merged terms a running sum changes before one moment, each at its new coefficient."""
 
-    def __init__(self, log: Sequence[tuple[sp.Expr | None, sp.Number]]) -> None:
-        self.sums = _Sum()
-        self._log = log
+
+class _Plan:
+    """What merging a running sum's log with a shift takes whatever the shift is.
+
+    The running sum's changes before each moment (each term's last one, expanded into
+    monomials where asked, as running totals by merged term), the one object kept for
+    each term, and each shift value split into its merged terms. None of it depends on
+    the shift, so it is worked out once and kept with the moments (:func:`_plan_of`):
+    a ZeRO search merges one replica's timeline with a different shift for every
+    device count it tries, and each merge after the first only adds its shift.
+    """
+
+    def __init__(self, log: Sequence[tuple[sp.Expr | None, sp.Number]], expand: bool) -> None:
+        self.log = log
+        self.expand = expand
         self._at = 0
-        self._now: dict[sp.Expr | None, sp.Number] = {}  # the merged sum: term -> coefficient
-        self._old: dict[sp.Expr | None, sp.Number] = {}  # the running sum's own
-        self._rise: dict[sp.Expr | None, sp.Number] = {}  # the shift in force
-        self._base = self._old  # the running sum's coefficients by merged term
+        self._spans: list[tuple[int, _Span]] = []
+        self._old: dict[sp.Expr | None, sp.Number] = {}  # the running sum's own, by its term
+        self._base: dict[sp.Expr | None, sp.Number] = {}  # the same, expanded, by monomial
         self._canonical: dict[sp.Expr, sp.Expr] = {}
         self._by_id: dict[int, tuple[sp.Expr, list[tuple[sp.Expr | None, sp.Number]]]] = {}
         """Each term object met, by ``id`` (kept alive beside it), with its monomials: one
         object per distinct term, so that every dictionary finds its keys by identity
         (equal terms from different sums are different objects, and comparing two
         sympy products walks them)."""
+        self._values: dict[int, tuple[object, sp.Number, _Span]] = {}
 
-    def follow(self, place: int) -> None:
-        """Take the running sum's changes up to ``place``, each with the shift in force.
+    def span(self, index: int, place: int) -> _Span:
+        """Return the changes before the ``index``-th moment, at ``place`` in the log.
 
-        Only each term's last change before ``place`` is taken (:func:`_net_changes`):
-        a moment is the sum as it stands at its place, so the changes between two
-        moments need not be logged one by one. A term whose coefficient then differs
-        from the last moment's changes the merged coefficient too (the shift fixed):
-        it is logged without comparing.
+        Each is a merged term (a monomial, with ``expand``) and the running sum's
+        coefficient of it from then on: it differs from the moment before, so the
+        merge logs it without comparing. Worked out in moment order, each once.
         """
-        old, zero = self._old, sp.S.Zero
-        for term, coefficient in _net_changes(self._log, self._at, place):
+        if index < len(self._spans):
+            at, known = self._spans[index]
+            if at != place:  # not the moments this plan followed
+                raise _StalePlanError
+            return known
+        if index != len(self._spans) or place < self._at:
+            raise _StalePlanError
+        span = self._expanded(place) if self.expand else self._plain(place)
+        self._spans.append((place, span))
+        self._at = place
+        return span
+
+    def _plain(self, place: int) -> _Span:
+        """Return a span: each term whose coefficient differs from the moment before."""
+        old, zero, span = self._old, sp.S.Zero, []
+        for term, coefficient in _net_changes(self.log, self._at, place):
             if term is not None:
                 term = self._opened(term)[0][0]
             if coefficient == old.get(term, zero):
                 continue
             old[term] = coefficient
-            self._changed(term, coefficient)
-        self._at = place
+            span.append((term, coefficient))
+        return span
+
+    def _expanded(self, place: int) -> _Span:
+        """Return a span expanded: a change moves each monomial of its term's expansion.
+
+        By the change times that monomial's coefficient; two terms may share one.
+        """
+        zero, one, old, base, span = sp.S.Zero, sp.S.One, self._old, self._base, []
+        constant: list[tuple[sp.Expr | None, sp.Number]] = [(None, one)]
+        for term, coefficient in _net_changes(self.log, self._at, place):
+            change = coefficient - old.get(term, zero)
+            if not change:
+                continue
+            old[term] = coefficient
+            for key, inner in constant if term is None else self._opened(term):
+                total = base[key] = base.get(key, zero) + (change if inner is one
+                                                           else change * inner)
+                span.append((key, total))
+        return span
+
+    def split(self, value: object) -> tuple[sp.Number, _Span]:
+        """Return a shift value's constant and its merged terms, each with its coefficient."""
+        known = self._values.get(id(value))
+        if known is None:
+            split = _parts(sp.sympify(value))
+            if split is None:
+                raise _NotRationalError
+            constant, pairs = split
+            terms = [(key, times * inner)
+                     for term, times in pairs for key, inner in self._opened(term)]
+            known = self._values[id(value)] = (value, constant, terms)
+        return known[1], known[2]
+
+    def _opened(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
+        """Return the term's monomials (the term itself, times 1, unless ``expand``)."""
+        known = self._by_id.get(id(term))
+        if known is None:
+            known = self._by_id[id(term)] = (term, self._monomials(term))
+        return known[1]
+
+    def _monomials(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
+        """Return the term, the one object kept for it, times 1; expanded with ``expand``.
+
+        Expanded: the monomials and coefficients (a number's: None), as
+        :meth:`SumBuilder.add_scaled` adds them with ``expand``.
+        """
+        if not self.expand:
+            return [(self._canonical.setdefault(term, term), sp.S.One)]
+        split = _parts(sp.expand(term))
+        if split is None:
+            raise _NotRationalError
+        constant, pairs = split
+        known: list[tuple[sp.Expr | None, sp.Number]] = [(None, constant)] if constant else []
+        for part, inner in pairs:
+            if part.is_Number:
+                known.append((None, inner * part))
+            else:
+                known.append((self._canonical.setdefault(part, part), inner))
+        return known
+
+
+class _StalePlanError(Exception):
+    """A plan asked for moments other than those it followed (the moments changed since)."""
+
+
+def _plan_of(moments: Moments, expand: bool, *, fresh: bool = False) -> _Plan:
+    """Return the plan kept with ``moments`` for this log and ``expand``, made if need be."""
+    assert moments._sum is not None
+    plans = moments._plans
+    plan = plans.get(expand)
+    if fresh or plan is None or plan.log is not moments._sum.log:
+        plan = plans[expand] = _Plan(moments._sum.log, expand)
+    return plan
+
+
+class _Merged:
+    """A running sum's log with a shift added that changes from moment to moment."""
+
+    def __init__(self, plan: _Plan) -> None:
+        self.sums = _Sum()
+        self._plan = plan
+        self._now: dict[sp.Expr | None, sp.Number] = {}  # the merged sum: term -> coefficient
+        self._base: dict[sp.Expr | None, sp.Number] = {}  # the running sum's, by merged term
+        self._rise: dict[sp.Expr | None, sp.Number] = {}  # the shift in force
+
+    def follow(self, index: int, place: int) -> None:
+        """Take the running sum's changes before the ``index``-th moment, the shift in force.
+
+        Only each term's last change there is taken (:func:`_net_changes`): a moment
+        is the sum as it stands at its place. Each changes its merged coefficient too
+        (the shift fixed): it is logged without comparing.
+        """
+        base, changed = self._base, self._changed
+        for key, total in self._plan.span(index, place):
+            base[key] = total
+            changed(key, total)
 
     def rise_to(self, rise: dict[sp.Expr | None, sp.Number]) -> None:
         """Put ``rise`` in force (term -> coefficient; None: the constant) from now on."""
@@ -874,26 +1008,15 @@ class _Merged:
         """Each term's coefficient in the sum of ``factor * value`` (None: the constant)."""
         terms: dict[sp.Expr | None, sp.Number] = {None: sp.S.Zero}
         for factor, value in scaled:
-            split = _parts(sp.sympify(value)) if factor else (sp.S.Zero, [])
-            if split is None or not factor.is_Rational:
+            if not factor.is_Rational:
                 raise _NotRationalError
-            constant, pairs = split
+            if not factor:
+                continue
+            constant, split = self._plan.split(value)
             terms[None] += factor * constant
-            for term, times in pairs:
-                for key, inner in self._opened(term):
-                    terms[key] = terms.get(key, sp.S.Zero) + factor * times * inner
+            for key, coefficient in split:
+                terms[key] = terms.get(key, sp.S.Zero) + factor * coefficient
         return terms
-
-    def _opened(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
-        """Return ``[(term, 1)]``, the term as the one object kept for it."""
-        known = self._by_id.get(id(term))
-        if known is None:
-            known = self._by_id[id(term)] = (term, self._monomials(term))
-        return known[1]
-
-    def _monomials(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
-        """Return the term itself, the one object kept for it, times 1."""
-        return [(self._canonical.setdefault(term, term), sp.S.One)]
 
     def arguments(self) -> int:
         """How many arguments ``sp.Add`` of the merged sum now has."""
@@ -909,57 +1032,6 @@ class _Merged:
             now[term] = value
         else:
             del now[term]
-
-
-class _Expanded(_Merged):
-    """:class:`_Merged` with every term expanded (``sp.expand``, each term once).
-
-    A change of one term moves each monomial of its expansion by the change times
-    that monomial's coefficient. Two terms may share a monomial, so the running sum's
-    coefficients are kept by monomial (``_base``), and a new shift is compared with
-    them, monomial by monomial, before it is logged.
-    """
-
-    def __init__(self, log: Sequence[tuple[sp.Expr | None, sp.Number]]) -> None:
-        super().__init__(log)
-        self._base = {}  # the running sum's coefficients, expanded, by monomial
-
-    def follow(self, place: int) -> None:
-        """Take the running sum's changes up to ``place``, each term's monomials moved.
-
-        One change moves every monomial of its term's expansion (by the change times a
-        nonzero coefficient), so each merged coefficient it touches changes: it is
-        logged without comparing.
-        """
-        zero, old, base = sp.S.Zero, self._old, self._base
-        constant = [(None, sp.S.One)]
-        for term, coefficient in _net_changes(self._log, self._at, place):
-            change = coefficient - old.get(term, zero)
-            if not change:
-                continue
-            old[term] = coefficient
-            for key, inner in constant if term is None else self._opened(term):
-                total = base[key] = base.get(key, zero) + (change if inner is sp.S.One
-                                                           else change * inner)
-                self._changed(key, total)
-        self._at = place
-
-    def _monomials(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
-        """Return the expanded term's monomials and coefficients (a number's: None).
-
-        As :meth:`SumBuilder.add_scaled` adds them with ``expand``.
-        """
-        split = _parts(sp.expand(term))
-        if split is None:
-            raise _NotRationalError
-        constant, pairs = split
-        known: list[tuple[sp.Expr | None, sp.Number]] = [(None, constant)] if constant else []
-        for part, inner in pairs:
-            if part.is_Number:
-                known.append((None, inner * part))
-            else:
-                known.append((self._canonical.setdefault(part, part), inner))
-        return known
 
 
 def _moments_of_log(
