@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
+from memtheory._collector import with_fewer_collections
 from memtheory._numpy_types import LazyNumpy
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ _INT64_SAFE = 2**56
 """Largest coefficient magnitude compared in int64 (row sums of differences stay in range)."""
 
 
+@with_fewer_collections
 def maximum(values: Iterable[object]) -> sp.Expr:
     """Return the maximum of byte counts, keeping only the candidates no other one dominates.
 
@@ -720,7 +722,10 @@ def _undominated_lists(rows: Sequence[tuple[int, ...]], monomials: Sequence[sp.E
     """:func:`_undominated_rows` on rows of Python integers (see :data:`NARROW`): the same rows.
 
     The same order of candidates (decreasing signed sum, then cover) and the same test,
-    column by column, against the kept rows of the candidate's group.
+    column by column, against the kept rows of the candidate's group. The kept rows are
+    tried most recent winner first (moved to the front): a deep stack's moments are
+    beaten by a few rows each, and a GPT-2-wide stack of 200 blocks keeps 604 of 4,015
+    rows, which a candidate would otherwise try in the order they were kept.
     """
     kinds = [_kind(m) for m in monomials]
     constant = next((j for j, m in enumerate(monomials) if m is sp.S.One), None)
@@ -734,25 +739,18 @@ def _undominated_lists(rows: Sequence[tuple[int, ...]], monomials: Sequence[sp.E
     )
     sums = [sum(values) for values in positive]
     order = sorted(range(len(rows)), key=lambda r: (sums[r], covers[r]), reverse=True)
-    groups: dict[tuple[int, ...], list[int]] = {}
-    last: dict[tuple[int, ...], int] = {}  # each group's kept row that beat the last candidate
-
-    def beats(other: int, values: tuple[int, ...], cover: int) -> bool:
-        return covers[other] >= cover and all(
-            a >= b for a, b in zip(positive[other], values, strict=True))
-
+    groups: dict[tuple[int, ...], list[int]] = {}  # kept rows by group, latest winner first
     for row in order:
-        key = tuple(rows[row][j] for j in unknown)
-        kept = groups.setdefault(key, [])
+        kept = groups.setdefault(tuple(rows[row][j] for j in unknown), [])
         values, cover = positive[row], covers[row]
-        first = last.get(key)
-        if first is not None and beats(first, values, cover):
-            continue  # neighbours in the timeline are beaten by the same moment, as in _Group
-        winner = next((other for other in kept if beats(other, values, cover)), None)
-        if winner is None:
-            kept.append(row)
+        for place, other in enumerate(kept):
+            if covers[other] >= cover and all(
+                    a >= b for a, b in zip(positive[other], values, strict=True)):
+                if place:  # to the front: the next candidates are often beaten by it too
+                    kept.insert(0, kept.pop(place))
+                break
         else:
-            last[key] = winner
+            kept.append(row)
     return sorted(row for kept in groups.values() for row in kept)
 
 

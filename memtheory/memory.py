@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from memtheory._collector import with_fewer_collections
 from memtheory._recursion import nesting_guard
 from memtheory.constraints import carry
 from memtheory.conventions import ConventionLike, Model
@@ -31,6 +32,7 @@ from memtheory.recipes import Setup, setup_from
 __all__ = ["MemoryBreakdown", "inference_memory", "training_memory"]
 
 
+@with_fewer_collections
 def training_memory(
     model: Model,
     *,
@@ -94,6 +96,7 @@ def training_memory(
         return _checked_sizes(chosen.training(model, spec, chosen_precision), model)
 
 
+@with_fewer_collections
 def inference_memory(
     model: Model,
     *,

@@ -174,3 +174,4 @@ def test_the_command_collects_cycles_less_often_and_main_leaves_the_collector_al
     assert seen == [(cli.YOUNG_OBJECTS, *before[1:])]
     assert after == seen[0]
     assert cli.YOUNG_OBJECTS > before[0]
+

@@ -57,6 +57,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from memtheory._collector import YOUNG_OBJECTS
 from memtheory.cli.result_paths import (
     default_exercises_path,
     default_folder_paths,
@@ -272,27 +273,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 FAST_EXIT = frozenset({"estimate", "serve"})
 """The subcommands whose process :func:`console` ends without tearing Python down."""
 
-YOUNG_OBJECTS = 50_000
-"""How many more container objects than were freed the command's process makes before
-Python's cycle collector looks at its youngest ones (Python's default: 700).
-
-Nearly every object a derivation makes (sympy's expressions, a timeline's log)
-either lives until the answer is printed or is freed by its reference count the
-moment it is dropped; neither is the collector's work. At 700, ``memtheory
-estimate`` ran it about 540 times, four of them over every object (sympy's
-modules included): about 0.28 s of CPU, a sixth of a ZeRO-3 question derived
-(issue 26). At 50,000 it runs a handful of times, on young objects only; the
-older generations keep Python's own thresholds, so reference cycles are still
-collected, later.
-"""
-
-
 def collect_less_often() -> None:
     """Let the process make :data:`YOUNG_OBJECTS` objects between cycle collections.
 
     The ``memtheory`` command calls it first (:func:`console`): the process is the
-    command's own. :func:`main` leaves the collector alone, since whoever calls it
-    owns the process.
+    command's own, so the whole command runs so (the parser, the cache, the report),
+    not only the derivations (:mod:`memtheory._collector`). At Python's default
+    the command ran the collector about 540 times, four of them over every object,
+    sympy's modules included: 0.28 s of a ZeRO-3 question derived (issue 26).
+    :func:`main` leaves the collector alone, since whoever calls it owns the process.
 
     Examples
     --------
