@@ -11,14 +11,16 @@ import gc
 import pytest
 
 import memtheory.conventions.autograd.convention as autograd
+import memtheory.estimate.plan as plan
 from memtheory import Dense, Input, Network, inference_memory, training_memory
 from memtheory._collector import YOUNG_OBJECTS, fewer_collections
+from memtheory.estimate import estimate
 from memtheory.max_pruning import maximum
 from memtheory.symbols import B
 
 
 def test_a_derivation_collects_cycles_less_often_and_puts_the_threshold_back(monkeypatch):
-    """``training_memory``, ``inference_memory`` and ``maximum`` run under a raised threshold.
+    """``training_memory``, ``inference_memory``, ``maximum`` and ``estimate`` raise the threshold.
 
     The caller's thresholds come back after, after an error too; a caller's own higher
     threshold is left as it is.
@@ -43,6 +45,16 @@ def test_a_derivation_collects_cycles_less_often_and_puts_the_threshold_back(mon
         inference_memory(network, convention="autograd")
         maximum([2 * B + 8, 3 * B])
         assert gc.get_threshold()[0] == 700
+        techniques = plan._techniques
+        during: list[int] = []
+
+        def recorded(*args, **kwargs):
+            during.append(gc.get_threshold()[0])
+            return techniques(*args, **kwargs)
+
+        monkeypatch.setattr(plan, "_techniques", recorded)  # outside any derivation
+        estimate("gpt2", batch=1, sequence=16)
+        assert during == [YOUNG_OBJECTS] and gc.get_threshold()[0] == 700
         gc.set_threshold(10 * YOUNG_OBJECTS, *before[1:])
         training_memory(network, optimizer="sgd", convention="autograd")
         assert seen[-1] == 10 * YOUNG_OBJECTS

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import sympy as sp
 
+from memtheory._collector import with_fewer_collections
 from memtheory.conventions import convention as _convention
 from memtheory.errors import DoesNotFitError, InvalidArgumentError
 from memtheory.estimate.accumulation import accumulated, accumulation_steps
@@ -64,6 +65,7 @@ from memtheory.whatif import max_value
 __all__ = ["chosen_setup", "estimate"]
 
 
+@with_fewer_collections
 def estimate(
     model: str | Mapping[str, Any],
     *,
