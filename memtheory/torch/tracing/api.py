@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from memtheory._collector import with_fewer_collections
 from memtheory.errors import (
     InvalidArgumentError,
     MemtheoryError,
@@ -59,6 +60,7 @@ OptimizerChoice = (
 )
 
 
+@with_fewer_collections
 def trace(
     model: nn.Module,
     example_inputs: Any,
