@@ -11,7 +11,11 @@ GPT-2-wide stack's exact peak took 2.3 times as long at 200 blocks as at 100
 with it, 2.0 times without (issue 26). :func:`fewer_collections` raises the
 youngest generation's threshold for the length of a derivation and puts it
 back after; the older generations keep their own, so cycles are still
-collected, later.
+collected, later. The front doors that derive run under it
+(:func:`~memtheory.training_memory`, :func:`~memtheory.inference_memory`,
+:func:`~memtheory.max_pruning.maximum`, :func:`~memtheory.estimate.estimate`,
+:func:`~memtheory.torch.trace`); the ``memtheory`` command raises it for its
+whole process (:func:`memtheory.cli.collect_less_often`).
 
 Examples
 --------
