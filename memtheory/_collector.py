@@ -15,7 +15,7 @@ collected, later. The front doors that derive run under it
 (:func:`~memtheory.training_memory`, :func:`~memtheory.inference_memory`,
 :func:`~memtheory.max_pruning.maximum`, :func:`~memtheory.estimate.estimate`,
 :func:`~memtheory.torch.trace`); the ``memtheory`` command raises it for its
-whole process (:func:`memtheory.cli.collect_less_often`).
+whole process (:func:`collect_less_often`).
 
 Examples
 --------
@@ -36,7 +36,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
-__all__ = ["YOUNG_OBJECTS", "fewer_collections", "with_fewer_collections"]
+__all__ = [
+    "YOUNG_OBJECTS", "collect_less_often", "fewer_collections", "with_fewer_collections",
+]
 
 YOUNG_OBJECTS = 50_000
 """Objects made (net of those freed) between two collections of the youngest generation
@@ -73,3 +75,25 @@ def with_fewer_collections(function: Callable[_P, _R]) -> Callable[_P, _R]:
             return function(*args, **kwargs)
 
     return wrapped
+
+
+def collect_less_often() -> None:
+    """Raise the youngest generation's threshold to :data:`YOUNG_OBJECTS` for good.
+
+    For a process memtheory owns: the ``memtheory`` command calls it first
+    (:func:`memtheory.cli.console`), so that the whole command runs so (the parser,
+    the cache, the report), not only the derivations. At Python's default the
+    command ran the collector about 540 times, four of them over every object,
+    sympy's modules included: 0.28 s of a ZeRO-3 question derived (issue 26).
+    :func:`memtheory.cli.main` leaves the collector alone, since whoever calls it
+    owns the process.
+
+    Examples
+    --------
+    >>> before = gc.get_threshold()
+    >>> collect_less_often()
+    >>> gc.get_threshold() == (YOUNG_OBJECTS, *before[1:])
+    True
+    >>> gc.set_threshold(*before)
+    """
+    gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])

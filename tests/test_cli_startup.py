@@ -152,6 +152,7 @@ def test_the_command_collects_cycles_less_often_and_main_leaves_the_collector_al
     import gc
 
     import memtheory.cli as cli
+    from memtheory._collector import YOUNG_OBJECTS
 
     before = gc.get_threshold()
     seen: list[tuple[int, ...]] = []
@@ -171,7 +172,7 @@ def test_the_command_collects_cycles_less_often_and_main_leaves_the_collector_al
         after = gc.get_threshold()
         gc.set_threshold(*before)
     assert stop.value.code == 0
-    assert seen == [(cli.YOUNG_OBJECTS, *before[1:])]
+    assert seen == [(YOUNG_OBJECTS, *before[1:])]
     assert after == seen[0]
-    assert cli.YOUNG_OBJECTS > before[0]
+    assert YOUNG_OBJECTS > before[0]
 

@@ -51,13 +51,12 @@ ch01  Why memory runs out ...
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from memtheory._collector import YOUNG_OBJECTS
+from memtheory._collector import collect_less_often
 from memtheory.cli.result_paths import (
     default_exercises_path,
     default_folder_paths,
@@ -66,9 +65,7 @@ from memtheory.cli.result_paths import (
 from memtheory.errors import MemtheoryError
 
 __all__ = [
-    "YOUNG_OBJECTS",
     "build_parser",
-    "collect_less_often",
     "console",
     "default_exercises_path",
     "default_folder_paths",
@@ -272,27 +269,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 FAST_EXIT = frozenset({"estimate", "serve"})
 """The subcommands whose process :func:`console` ends without tearing Python down."""
-
-def collect_less_often() -> None:
-    """Let the process make :data:`YOUNG_OBJECTS` objects between cycle collections.
-
-    The ``memtheory`` command calls it first (:func:`console`): the process is the
-    command's own, so the whole command runs so (the parser, the cache, the report),
-    not only the derivations (:mod:`memtheory._collector`). At Python's default
-    the command ran the collector about 540 times, four of them over every object,
-    sympy's modules included: 0.28 s of a ZeRO-3 question derived (issue 26).
-    :func:`main` leaves the collector alone, since whoever calls it owns the process.
-
-    Examples
-    --------
-    >>> import gc
-    >>> before = gc.get_threshold()
-    >>> collect_less_often()
-    >>> gc.get_threshold() == (YOUNG_OBJECTS, *before[1:])
-    True
-    >>> gc.set_threshold(*before)
-    """
-    gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
 
 
 def console() -> NoReturn:
