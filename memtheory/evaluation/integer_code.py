@@ -146,15 +146,16 @@ def polynomial_code(
         code = (None if written is None or not power.is_Integer or power.is_negative
                 else f"{written}**{power.p}")
     elif expression.is_Add or expression.is_Mul or isinstance(expression, sp.Max | sp.Min):
-        parts = [polynomial_code(argument, done) for argument in expression.args]
-        if any(part is None for part in parts):
+        written_args = [polynomial_code(argument, done) for argument in expression.args]
+        parts = [part for part in written_args if part is not None]
+        if len(parts) < len(written_args):
             code = None
         elif expression.is_Add:
-            code = f"({' + '.join(parts)})"  # type: ignore[arg-type]
+            code = f"({' + '.join(parts)})"
         elif expression.is_Mul:
-            code = "*".join(parts)  # type: ignore[arg-type]
+            code = "*".join(parts)
         else:
-            code = f"{'max' if isinstance(expression, sp.Max) else 'min'}({', '.join(parts)})"  # type: ignore[arg-type]
+            code = f"{'max' if isinstance(expression, sp.Max) else 'min'}({', '.join(parts)})"
     else:
         code = None
     done[id(expression)] = (expression, code)
