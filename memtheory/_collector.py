@@ -13,9 +13,9 @@ youngest generation's threshold for the length of a derivation and puts it
 back after; the older generations keep their own, so cycles are still
 collected, later. The front doors that derive run under it
 (:func:`~memtheory.training_memory`, :func:`~memtheory.inference_memory`,
-:func:`~memtheory.max_pruning.maximum`, :func:`~memtheory.estimate.estimate`,
-:func:`~memtheory.torch.trace`); the ``memtheory`` command raises it for its
-whole process (:func:`collect_less_often`).
+:func:`~memtheory.max_pruning.maximum`, :func:`~memtheory.estimate.estimate`;
+not :func:`~memtheory.torch.trace`, whose gain was 2%); the ``memtheory`` command raises
+it for its whole process (:func:`collect_less_often`).
 
 Examples
 --------

@@ -11,7 +11,6 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-from memtheory._collector import with_fewer_collections
 from memtheory.errors import (
     InvalidArgumentError,
     MemtheoryError,
@@ -60,7 +59,6 @@ OptimizerChoice = (
 )
 
 
-@with_fewer_collections
 def trace(
     model: nn.Module,
     example_inputs: Any,
