@@ -28,6 +28,7 @@ import sympy as sp
 
 from memtheory.estimate.devices import DeviceSearch
 from memtheory.estimate.resolve import ResolvedModel
+from memtheory.evaluation.formula_text import formula_text
 from memtheory.footprint import COMPONENT_TITLES, Footprint
 from memtheory.gpus import Budget
 from memtheory.tables import Table
@@ -124,8 +125,9 @@ class Estimate:
     def printed_formulas(self) -> tuple[str, str]:
         """:attr:`formula` and :attr:`formula_at_peak` as printed, each printed once.
 
-        The text, ``--json`` and the replay entry all print them; a large step's
-        formula (a maximum of hundreds of moments) takes tens of milliseconds to print.
+        The text, ``--json`` and the replay entry all print them, as sympy's ``str``
+        prints them (:func:`~memtheory.evaluation.formula_text.formula_text`: sympy's
+        printer took tens of milliseconds on a large step's maximum of hundreds of moments).
 
         Examples
         --------
@@ -133,7 +135,7 @@ class Estimate:
         >>> estimate("gpt2", batch=2, sequence=128, gpu="T4").printed_formulas[1]
         '16*B*S + 2299816556'
         """
-        return str(self.formula), str(self.formula_at_peak)
+        return formula_text(self.formula), formula_text(self.formula_at_peak)
 
     @cached_property
     def symbol_names(self) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ from memtheory.estimate import replay
 from memtheory.estimate.answer import Estimate
 from memtheory.estimate.compiled import UNSORTED, CompiledFootprint, position_limit
 from memtheory.estimate.devices import MOST_GPUS
+from memtheory.evaluation.formula_text import formula_text
 from memtheory.evaluation.integer_code import ExactPythonPrinter, polynomial_code
 from memtheory.memory_breakdown import MemoryBreakdown
 from memtheory.techniques.parallel import ParallelMemory
@@ -233,7 +234,7 @@ def _branches(entry: dict[str, Any], answer: Estimate, leaves: list[sp.Expr]) ->
         key = _key(entry, batch, sequence, values_at)
         if key not in branches:
             chosen = iter(int(leaf) for leaf in key.split(","))
-            branches[key] = str(_rebuilt(entry["tree"], leaves, chosen))
+            branches[key] = formula_text(_rebuilt(entry["tree"], leaves, chosen))
     return branches
 
 

@@ -25,7 +25,8 @@ in, checked), :mod:`~memtheory.evaluation.substitution` (sympy),
 and :mod:`~memtheory.evaluation.overflow` (NumPy grids), which run code compiled
 by :mod:`~memtheory.evaluation.numpy_code` from the printers of
 :mod:`~memtheory.evaluation.integer_code`, its maxima pruned by
-:mod:`~memtheory.evaluation.envelope`.
+:mod:`~memtheory.evaluation.envelope`. :mod:`~memtheory.evaluation.formula_text`
+prints a formula as sympy's ``str`` does, without sympy's sorting.
 
 Examples
 --------
