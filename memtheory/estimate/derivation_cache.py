@@ -137,6 +137,9 @@ def dumps(value: object) -> bytes:
     sympy pickles ``Add(a, b)`` as a call ``Add(a, b)``, which flattens, sorts
     and (for ``Max``) compares its arguments again on loading: seconds for a
     step's timeline. Here they are rebuilt from their arguments as they are.
+    An integer (a ZeRO-3 step's four entries hold 13,385) is pickled as
+    ``Integer(p)``: 35 ms of writing them became 23 ms, and 133 ms of reading
+    them back 100 ms, with the same bytes' length.
 
     Examples
     --------
@@ -144,6 +147,9 @@ def dumps(value: object) -> bytes:
     >>> peak = sp.Max(3 * B * S + 2, 4 * B * S + 1 + S)
     >>> pickle.loads(dumps(peak)) == peak
     True
+    >>> loaded = pickle.loads(dumps([sp.Integer(7), -sp.Integer(2) ** 70, sp.S.Zero, sp.S.One]))
+    >>> loaded == [7, -(2**70), 0, 1], [type(n).__name__ for n in loaded]
+    (True, ['Integer', 'Integer', 'Zero', 'One'])
     """
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
@@ -167,6 +173,8 @@ class _Pickler(pickle.Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         kind = type(obj)
+        if kind is sp.Integer:  # a step holds thousands: Integer(p), not Basic's generic reduce
+            return sp.Integer, (obj.p,)
         if kind is sp.Add or kind is sp.Mul:
             return _associative, (kind, obj.args, obj.is_commutative)
         if kind is sp.Max or kind is sp.Min:
