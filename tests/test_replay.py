@@ -448,3 +448,29 @@ def test_gpus_auto_read_back_imports_no_sympy(tmp_path: Path) -> None:
         capture_output=True, text=True, env=environment, cwd=ROOT, check=False,
     )
     assert (done.stdout, done.returncode) == (again, status)
+
+
+def _trees(leaf_count: int) -> st.SearchStrategy[object]:
+    """Formula trees as a replay entry keeps them: maxima, sums and products over leaf indices."""
+    leaves = st.integers(0, leaf_count - 1)
+    return st.recursive(
+        leaves,
+        lambda inner: st.tuples(st.sampled_from(["max", "add", "mul"]),
+                                st.lists(inner, min_size=1, max_size=4)).map(list),
+        max_leaves=20,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_compiled_leaf_chooser_chooses_as_chosen_leaves(data) -> None:
+    """leaf_chooser (written once) picks the leaves chosen_leaves picks, ties included."""
+    from fractions import Fraction
+
+    count = data.draw(st.integers(1, 6))
+    tree = data.draw(_trees(count))
+    numbers = st.one_of(st.integers(-3, 3), st.fractions(-3, 3, max_denominator=4))
+    values = data.draw(st.lists(numbers, min_size=count, max_size=count))
+    choose = replay.leaf_chooser(tree)
+    assert choose(values) == replay.chosen_leaves(tree, values)
+    assert choose([Fraction(v) for v in values]) == replay.chosen_leaves(tree, values)

@@ -224,24 +224,26 @@ def _branches(entry: dict[str, Any], answer: Estimate, leaves: list[sp.Expr]) ->
     replaced by its argument), which the entry's check at the answer's sizes confirms.
     """
     values_at = replay.compiled_function(entry["leaves"])
+    choose = replay.leaf_chooser(entry["tree"])
     points = {(answer.settings["batch"], answer.settings["sequence"])}
     positions = answer.model.positions
     sequences = [s for s in GRID_SEQUENCES if positions is None or s <= positions]
     points |= {(b, s) for b in GRID_BATCHES for s in sequences}
-    own = _key(entry, answer.settings["batch"], answer.settings["sequence"], values_at)
+    own = _key(entry, answer.settings["batch"], answer.settings["sequence"], values_at, choose)
     branches = {own: answer.printed_formulas[1]}
     for batch, sequence in points:
-        key = _key(entry, batch, sequence, values_at)
+        key = _key(entry, batch, sequence, values_at, choose)
         if key not in branches:
             chosen = iter(int(leaf) for leaf in key.split(","))
             branches[key] = formula_text(_rebuilt(entry["tree"], leaves, chosen))
     return branches
 
 
-def _key(entry: dict[str, Any], batch: int, sequence: int | None, values_at: Any) -> str:
+def _key(
+    entry: dict[str, Any], batch: int, sequence: int | None, values_at: Any, choose: Any
+) -> str:
     values = {"B": batch, "S": sequence}
-    chosen = replay.chosen_leaves(entry["tree"], values_at(*(values[n] for n in entry["names"])))
-    return ",".join(map(str, chosen))
+    return ",".join(map(str, choose(values_at(*(values[n] for n in entry["names"])))))
 
 
 def _rebuilt(node: Any, leaves: list[sp.Expr], chosen: Any) -> sp.Expr:
