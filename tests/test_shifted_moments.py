@@ -260,3 +260,51 @@ def test_a_split_across_gpus_is_each_moment_built_and_moved(monkeypatch, precisi
         for moment, value in built.timeline.items():
             assert sp.srepr(kept.timeline[moment]) == sp.srepr(value), (n, moment)
         assert kept.peak == built.peak
+
+
+@settings(max_examples=60, deadline=None)
+@given(events=st.lists(st.tuples(st.integers(0, len(SIZES) - 1), st.booleans(), st.booleans(),
+                                 st.booleans()), min_size=1, max_size=30),
+       share=st.sampled_from([sp.Rational(-3, 4), sp.S.NegativeOne, sp.Rational(1, 2)]),
+       expand=st.booleans())
+def test_a_part_read_from_its_log_moves_a_moment_as_the_part_built(events, share, expand):
+    """A shift of ``part_value`` (a PartAt, read from its log) moves each moment as ``part_at``.
+
+    A device count's shares of the gradients alive at each moment (ZeRO) are read from
+    the gradients' running sum without building it; the moments, argument for argument,
+    and the exact peak are those of the built parts. Each PartAt splits into the terms
+    the built part splits into.
+    """
+    timeline = Timeline(categories={f"s{i}": "gradients" for i, e in enumerate(events) if e[2]})
+    live: list[str] = []
+    for index, (size, free, _, mark) in enumerate(events):
+        if free and live:
+            timeline.free(live.pop(0))
+        else:
+            timeline.alloc(f"s{index}", SIZES[size])
+            live.append(f"s{index}")
+        if mark or index == len(events) - 1:
+            timeline.mark(f"m{index}")
+    parts = timeline.parts
+
+    def built(label: str) -> list[tuple[sp.Rational, sp.Expr]]:
+        return [(share, live_bytes.part_at(parts, label, "gradients", sp.S.Zero)),
+                (sp.S.One, sp.Integer(64))]
+
+    def read(label: str) -> list[tuple[sp.Rational, object]]:
+        return [(share, live_bytes.part_value(parts, label, "gradients", sp.S.Zero)),
+                (sp.S.One, sp.Integer(64))]
+
+    for label in timeline.moments:
+        value = live_bytes.part_value(parts, label, "gradients", sp.S.Zero)
+        if isinstance(value, live_bytes.PartAt):  # the same terms (in the log's order)
+            constant, pairs = value.split()
+            assert (constant, dict(pairs)) == (lambda c, p: (c, dict(p)))(
+                *live_bytes._parts(value.expression()))
+    expected = live_bytes.moved(dict(timeline.moments), built, expand=expand)
+    moved = live_bytes.moved(timeline.moments, read, expand=expand)
+    assert isinstance(moved, Moments)
+    assert list(moved) == list(expected)
+    for label, value in expected.items():
+        assert sp.srepr(moved[label]) == sp.srepr(value)
+    assert maximum(moved.values()) == maximum(list(expected.values()))

@@ -43,7 +43,7 @@ import sympy as sp
 
 from memtheory.conventions import ConventionLike
 from memtheory.conventions import convention as _convention
-from memtheory.conventions.autograd.live_bytes import moved, part_at
+from memtheory.conventions.autograd.live_bytes import Shift, moved, part_value
 from memtheory.errors import UnsupportedError
 from memtheory.finetuning.layers import Frozen, LoRAAttention, frozen_tensors
 from memtheory.finetuning.lora import LoRA, apply_lora, freeze
@@ -367,17 +367,13 @@ def _adapters_in(
         extra += wanted - have
         components["loop_scalars"] = components["loop_scalars"] + wanted - have
     parts = memory.timeline_parts
-    risen: dict[sp.Expr, sp.Expr] = {}  # the rise of each moment, by the gradients alive then
+    one, wider = sp.S.One, scale - 1
 
-    def rise(moment: str) -> sp.Expr:
-        alive = part_at(parts, moment, "gradients", gradients)
-        found = risen.get(alive)
-        if found is None:
-            found = risen[alive] = extra + alive * (scale - 1)
-        return found
+    def rise(moment: str) -> Shift:  # the gradients alive then, read from their log
+        return [(one, extra), (wider, part_value(parts, moment, "gradients", gradients))]
 
     # each moment plus its rise, as sp.Add adds them (no flatten); kept as a running sum
-    timeline = moved(memory.timeline, lambda moment: [(sp.S.One, rise(moment))])
+    timeline = moved(memory.timeline, rise)
     note = (
         f"LoRA adapters, their gradients and optimizer state in {adapter_dtype} (peft's "
         "default): counted exactly, each moment raised by the difference of what is alive"

@@ -88,7 +88,7 @@ from memtheory.conventions.autograd.live_bytes import (
     Parts,
     Shift,
     moved,
-    part_at,
+    part_value,
 )
 from memtheory.errors import InvalidArgumentError
 from memtheory.footprint import Footprint
@@ -462,7 +462,7 @@ def _without_weight_copies(memory: MemoryBreakdown) -> MemoryBreakdown:
     one, zero = sp.S.One, sp.S.Zero
 
     def copies(moment: str) -> Shift:
-        alive = part_at(parts, moment, "weight_copies", zero) if moment in parts else removed
+        alive = part_value(parts, moment, "weight_copies", zero) if moment in parts else removed
         return [(-one, alive)]
 
     # value - copies, as sympy subtracts it (no flatten); kept as a running sum where it is one
@@ -499,7 +499,7 @@ def _gradient_partition_held(memory: MemoryBreakdown) -> MemoryBreakdown:
     def partition(moment: str) -> Shift:
         if moment not in parts:
             return []
-        return [(one, held), (-one, part_at(parts, moment, "gradients", sp.S.Zero))]
+        return [(one, held), (-one, part_value(parts, moment, "gradients", sp.S.Zero))]
 
     # value + held - freed, as sympy adds it (no flatten); a running sum where it is one
     timeline = moved(memory.timeline, partition)
@@ -563,7 +563,7 @@ def device_timeline(
     def shares_alive(moment: str) -> Shift:
         if moment not in parts:
             return [(one, shift)]
-        return [(one, shift), *((share, part_at(parts, moment, name, zero))
+        return [(one, shift), *((share, part_value(parts, moment, name, zero))
                                 for name, share in shares.items())]
 
     # sp.expand of each sum, each distinct term expanded once; a running sum where it is one

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cmp_to_key
 from itertools import islice
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import sympy as sp
 from sympy.core.basic import _cmp_name, ordering_of_classes
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from memtheory.conventions.autograd.storage_plan import StepPlan
 
 __all__ = [
-    "Holders", "Moments", "Parts", "Shift", "SumBuilder", "Timeline", "freeable", "moved",
-    "part_at", "shifted",
+    "Holders", "Moments", "PartAt", "Parts", "Shift", "SumBuilder", "Timeline", "freeable",
+    "moved", "part_at", "part_value", "shifted",
 ]
 
 Holders: TypeAlias = dict[str, set[tuple[str, int]]]
@@ -549,24 +549,91 @@ class _Replay:
         self.constant: sp.Number = sp.S.Zero
         self.at = 0
         self.built: dict[int, sp.Expr] = {}
+        self.splits: dict[int, _Split | None] = {}
 
     def expression(self, place: int) -> sp.Expr:
         """Return the sum as ``sp.Add`` built it after the first ``place`` changes of the log."""
         known = self.built.get(place)
         if known is None:
-            if place < self.at:
-                self.terms, self.constant, self.at = {}, sp.S.Zero, 0
-            terms = self.terms
-            for term, value in islice(self.sums.log, self.at, place):
-                if term is None:
-                    self.constant = value
-                elif value:
-                    terms[term] = value
-                else:
-                    del terms[term]
-            self.at = place
-            known = self.built[place] = self.sums.built(terms, self.constant)
+            self._replay_to(place)
+            known = self.built[place] = self.sums.built(self.terms, self.constant)
         return known
+
+    def split(self, place: int) -> _Split | None:
+        """Return the sum after ``place`` changes as :func:`_parts` splits it, without building it.
+
+        None where a term is itself a sum (a coefficient times a sum, kept whole), which
+        :func:`_parts` would open once the coefficient is 1: build and split it then.
+        """
+        if place in self.splits:
+            return self.splits[place]
+        self._replay_to(place)
+        pairs = list(self.terms.items())
+        split = None if any(term.is_Add for term, _ in pairs) else (self.constant, pairs)
+        self.splits[place] = split
+        return split
+
+    def _replay_to(self, place: int) -> None:
+        """Bring :attr:`terms` and :attr:`constant` to the sum after ``place`` changes."""
+        if place < self.at:
+            self.terms, self.constant, self.at = {}, sp.S.Zero, 0
+        terms = self.terms
+        for term, value in islice(self.sums.log, self.at, place):
+            if term is None:
+                self.constant = value
+            elif value:
+                terms[term] = value
+            else:
+                del terms[term]
+        self.at = place
+
+
+class PartAt:
+    """One component's live bytes at one moment, as a place in its running sum's log.
+
+    What :func:`part_value` returns where :class:`Parts` keeps a moment unbuilt. A
+    :data:`Shift` may hold it in place of the expression: :func:`shifted` reads its
+    terms from the log without building the sum (a ZeRO-3 device count's shares of
+    the gradients alive at each of two thousand moments), and :func:`moved` builds
+    it only where it adds moment by moment.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import B
+    >>> timeline = Timeline(categories={"g1": "gradients", "g2": "gradients"})
+    >>> timeline.alloc("g1", 4 * B)
+    >>> timeline.alloc("g2", 8)
+    >>> timeline.mark("backward")
+    >>> alive = part_value(timeline.parts, "backward", "gradients", sp.S.Zero)
+    >>> alive.expression(), alive.split()
+    (4*B + 8, (8, [(B, 4)]))
+    """
+
+    __slots__ = ("place", "replay")
+
+    def __init__(self, replay: _Replay, place: int) -> None:
+        self.replay = replay
+        self.place = place
+
+    def __hash__(self) -> int:
+        return hash((id(self.replay), self.place))
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, PartAt) and other.replay is self.replay
+                and other.place == self.place)
+
+    def expression(self) -> sp.Expr:
+        """Return the component's live bytes, built (once) as ``sp.Add`` builds them."""
+        return self.replay.expression(self.place)
+
+    def split(self) -> _Split | None:
+        """Return the live bytes' constant and (term, coefficient) pairs, read from the log."""
+        return self.replay.split(self.place)
+
+
+def _built(value: sp.Expr | PartAt) -> sp.Expr:
+    """Return a shift's value as an expression (a :class:`PartAt` built)."""
+    return value.expression() if isinstance(value, PartAt) else value
 
 
 _Value = TypeVar("_Value")
@@ -704,12 +771,24 @@ def part_at(parts: Mapping[str, Mapping[str, sp.Expr]], label: str, category: st
             default: sp.Expr) -> sp.Expr:
     """``parts.get(label, {}).get(category, default)``; of :class:`Parts`, that component only."""
     if isinstance(parts, Parts):
-        return parts.part(label, category, default)
+        return cast(sp.Expr, parts.part(label, category, default))
     return parts.get(label, {}).get(category, default)
 
 
-Shift: TypeAlias = Sequence[tuple[sp.Rational, sp.Expr]]
-"""What a moment moves by: the sum of each ``factor * value`` (rational factors)."""
+def part_value(parts: Mapping[str, Mapping[str, sp.Expr]], label: str, category: str,
+               default: sp.Expr) -> sp.Expr | PartAt:
+    """:func:`part_at`, unbuilt (a :class:`PartAt`) where :class:`Parts` keeps it as a place.
+
+    For a :data:`Shift`: :func:`shifted` reads the terms without building the sum.
+    """
+    if isinstance(parts, Parts):
+        return parts.part(label, category, default, built=False)
+    return parts.get(label, {}).get(category, default)
+
+
+Shift: TypeAlias = Sequence[tuple[sp.Rational, "sp.Expr | PartAt"]]
+"""What a moment moves by: the sum of each ``factor * value`` (rational factors); a value
+may be a :class:`PartAt`, read from its log."""
 
 
 def shifted(
@@ -771,7 +850,8 @@ def _shifted(
                 result._records[label] = (len(merged.sums.log), None, True)
             else:  # built: as recorded, or a lone argument (sympy's Add returns it as it is)
                 built = builder.add_scaled(
-                    [(sp.S.One, value if not lazy else moments[label]), *scaled], expand=expand)
+                    [(sp.S.One, value if not lazy else moments[label]),
+                     *((factor, _built(part)) for factor, part in scaled)], expand=expand)
                 result._records[label] = (len(merged.sums.log), built, False)
     except _NotRationalError:
         return None
@@ -799,7 +879,7 @@ def moved(
     builder = SumBuilder()
     built = {}
     for moment, value in moments.items():
-        scaled = shift(moment)
+        scaled = [(factor, _built(part)) for factor, part in shift(moment)]
         built[moment] = (builder.add_scaled([(sp.S.One, value), *scaled], expand=expand)
                          if scaled or expand else value)
     return built
@@ -858,6 +938,7 @@ class _Plan:
         (equal terms from different sums are different objects, and comparing two
         sympy products walks them)."""
         self._values: dict[int, tuple[object, sp.Number, _Span]] = {}
+        self._places: dict[PartAt, tuple[sp.Number, _Span]] = {}
 
     def span(self, index: int, place: int) -> _Span:
         """Return the changes before the ``index``-th moment, at ``place`` in the log.
@@ -909,17 +990,30 @@ class _Plan:
         return span
 
     def split(self, value: object) -> tuple[sp.Number, _Span]:
-        """Return a shift value's constant and its merged terms, each with its coefficient."""
+        """Return a shift value's constant and its merged terms, each with its coefficient.
+
+        A :class:`PartAt` is read from its log (by its place), any other value split
+        as ``Add.flatten`` splits it (by identity).
+        """
+        if isinstance(value, PartAt):
+            found = self._places.get(value)
+            if found is None:
+                found = self._places[value] = self._merged(value.split() or _parts(
+                    value.expression()))
+            return found
         known = self._values.get(id(value))
         if known is None:
-            split = _parts(sp.sympify(value))
-            if split is None:
-                raise _NotRationalError
-            constant, pairs = split
-            terms = [(key, times * inner)
-                     for term, times in pairs for key, inner in self._opened(term)]
+            constant, terms = self._merged(_parts(sp.sympify(value)))
             known = self._values[id(value)] = (value, constant, terms)
         return known[1], known[2]
+
+    def _merged(self, split: _Split | None) -> tuple[sp.Number, _Span]:
+        """Return a split's constant and its terms as merged terms (monomials, with ``expand``)."""
+        if split is None:
+            raise _NotRationalError
+        constant, pairs = split
+        return constant, [(key, times * inner)
+                          for term, times in pairs for key, inner in self._opened(term)]
 
     def _opened(self, term: sp.Expr) -> list[tuple[sp.Expr | None, sp.Number]]:
         """Return the term's monomials (the term itself, times 1, unless ``expand``)."""
@@ -1135,8 +1229,13 @@ class Parts(_ByMoment[Mapping[str, sp.Expr]]):
             parts._records[label] = kept
         return parts
 
-    def part(self, label: str, category: str, default: sp.Expr) -> sp.Expr:
+    def part(
+        self, label: str, category: str, default: sp.Expr, *, built: bool = True
+    ) -> sp.Expr | PartAt:
         """``self.get(label, {}).get(category, default)``, building that component's bytes only.
+
+        With ``built=False``, a component kept as a place in its log is returned as a
+        :class:`PartAt`, not built.
 
         Examples
         --------
@@ -1154,7 +1253,9 @@ class Parts(_ByMoment[Mapping[str, sp.Expr]]):
         if record is None or category not in record:
             return default
         value = record[category]
-        return value[0].expression(value[1]) if isinstance(value, tuple) else value
+        if not isinstance(value, tuple):
+            return value
+        return value[0].expression(value[1]) if built else PartAt(*value)
 
 
     def __reduce__(self) -> tuple[Any, ...]:
