@@ -16,7 +16,6 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from functools import cmp_to_key
-from itertools import islice
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
@@ -578,7 +577,7 @@ class _Replay:
         if place < self.at:
             self.terms, self.constant, self.at = {}, sp.S.Zero, 0
         terms = self.terms
-        for term, value in islice(self.sums.log, self.at, place):
+        for term, value in self.sums.log[self.at : place]:
             if term is None:
                 self.constant = value
             elif value:
@@ -743,7 +742,7 @@ class Moments(_ByMoment[sp.Expr]):
             if not lazy:
                 symbols |= sp.sympify(value).free_symbols
                 continue
-            for term, coefficient in islice(log, at, place):
+            for term, coefficient in log[at:place]:
                 if term is None:
                     continue
                 if coefficient:
@@ -906,7 +905,7 @@ def _net_changes(
     >>> list(_net_changes(log, 0, 3)), list(_net_changes(log, 3, 4))
     ([(B, 6), (None, 8)], [(B, 0)])
     """
-    return dict(islice(log, start, stop)).items()
+    return dict(log[start:stop]).items()  # a slice: islice would walk the log from its start
 
 
 _Span: TypeAlias = list[tuple[sp.Expr | None, sp.Number]]
