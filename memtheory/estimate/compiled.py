@@ -52,8 +52,23 @@ class _Table:
         self.memory = memory
         found = [sp.sympify(e).as_coefficients_dict() for e in memory.components.values()]
         found += _moment_coefficients(memory.timeline)
-        self.terms = sorted({term for row in found for term in row}, key=sp.default_sort_key)
-        self.rows = [tuple(_number(row.get(term, 0)) for term in self.terms) for row in found]
+        # Equal terms come as different objects (a component's B*S, the timeline's): each
+        # object is matched to its column once, by value; every row then by identity.
+        objects = {id(term): term for row in found for term in row}
+        self.terms = sorted(dict.fromkeys(objects.values()), key=sp.default_sort_key)
+        column = {term: place for place, term in enumerate(self.terms)}
+        place_of = {key: column[term] for key, term in objects.items()}
+        numbers: dict[int, tuple[object, int | Fraction]] = {}
+        width = len(self.terms)
+        self.rows = []
+        for row in found:
+            values: list[int | Fraction] = [0] * width
+            for term, coefficient in row.items():
+                known = numbers.get(id(coefficient))
+                if known is None:
+                    known = numbers[id(coefficient)] = (coefficient, _number(coefficient))
+                values[place_of[id(term)]] = known[1]
+            self.rows.append(tuple(values))
         self.split = len(memory.components)
 
     def evaluate(self, at: list[int]) -> MemoryBreakdown:
