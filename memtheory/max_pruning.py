@@ -332,7 +332,8 @@ def _running_changes(running: RunningSum) -> _Changes:
                 (column.setdefault(m, len(column)), c) for m, c in _terms(value).items()
             ]
     fixed = [c for pairs in explicit.values() for _, c in pairs]
-    scale = lcm(*(Fraction(c).denominator for c in (*(s for _, _, s in steps), *fixed)))
+    # an int is its own numerator over 1 (``_fraction`` makes a Fraction only of a fraction)
+    scale = lcm(*{c.denominator for c in (*(s for _, _, s in steps), *fixed)})
     return _Changes(
         count=len(running.places),
         monomials=list(column),
