@@ -141,7 +141,7 @@ def _write(path: Path, kept: dict[str, object]) -> None:
             "w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp"
         ) as file:
             temporary = Path(file.name)
-            json.dump(kept, file)
+            file.write(json.dumps(kept))  # the C encoder (json.dump encodes in Python)
         os.replace(temporary, path)
         current = path.name.split("-", 1)[0]
         for entry in path.parent.glob("*-answer-*.json"):  # another code's: never read again

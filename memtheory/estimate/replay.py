@@ -175,7 +175,9 @@ def keep(arguments: Sequence[str]) -> None:
             "w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp"
         ) as file:
             temporary = Path(file.name)
-            json.dump(entry, file, separators=(",", ":"))
+            # dumps, not dump: dump encodes in Python, chunk by chunk (7 ms against 1.5 ms
+            # for a ZeRO-3 entry); the same text
+            file.write(json.dumps(entry, separators=(",", ":")))
         os.replace(temporary, path)
         current = path.name.split("-", 1)[0]
         for stale in path.parent.glob("*-replay-*.json"):  # another code's: never read again
