@@ -41,6 +41,25 @@ SHIFTS = [[], [(sp.S.One, sp.Integer(100))], [(sp.S.One, -2 * B * S)],
           [(sp.Rational(-3, 4), B * (S + 1)), (sp.S.One, 2 * B)]]
 
 
+def _run(timeline: Timeline, events: list[tuple[int, bool, bool]]) -> dict[int, str]:
+    """Allocate ``SIZES[size]`` (or free the oldest storage) per event; mark where asked.
+
+    The last event is always marked. Returns each marked event's index and its label.
+    """
+    live: list[str] = []
+    marked = {}
+    for index, (size, free, mark) in enumerate(events):
+        if free and live:
+            timeline.free(live.pop(0))
+        else:
+            timeline.alloc(f"s{index}", SIZES[size])
+            live.append(f"s{index}")
+        if mark or index == len(events) - 1:
+            marked[index] = f"m{index}"
+            timeline.mark(marked[index])
+    return marked
+
+
 @settings(max_examples=60, deadline=None)
 @given(events=st.lists(st.tuples(st.integers(0, len(SIZES) - 1), st.booleans(),
                                  st.integers(0, len(SHIFTS) - 1), st.booleans()),
@@ -59,18 +78,8 @@ def test_every_moment_is_the_built_moment_moved(events, expand):
     from memtheory.estimate.compiled import _moment_coefficients
 
     timeline = Timeline()
-    live: list[str] = []
-    shifts: dict[str, list[tuple[sp.Rational, sp.Expr]]] = {}
-    for index, (size, free, chosen, mark) in enumerate(events):
-        if free and live:
-            timeline.free(live.pop(0))
-        else:
-            timeline.alloc(f"s{index}", SIZES[size])
-            live.append(f"s{index}")
-        if mark or index == len(events) - 1:
-            label = f"m{index}"
-            timeline.mark(label)
-            shifts[label] = SHIFTS[chosen]
+    marked = _run(timeline, [(size, free, mark) for size, free, _, mark in events])
+    shifts = {label: SHIFTS[events[index][2]] for index, label in marked.items()}
     others = {label: SHIFTS[(SHIFTS.index(chosen) + 3) % len(SHIFTS)]
               for label, chosen in shifts.items()}
     for each in (shifts, others, shifts):  # the plan kept from the first serves the others
@@ -276,15 +285,7 @@ def test_a_part_read_from_its_log_moves_a_moment_as_the_part_built(events, share
     the built part splits into.
     """
     timeline = Timeline(categories={f"s{i}": "gradients" for i, e in enumerate(events) if e[2]})
-    live: list[str] = []
-    for index, (size, free, _, mark) in enumerate(events):
-        if free and live:
-            timeline.free(live.pop(0))
-        else:
-            timeline.alloc(f"s{index}", SIZES[size])
-            live.append(f"s{index}")
-        if mark or index == len(events) - 1:
-            timeline.mark(f"m{index}")
+    _run(timeline, [(size, free, mark) for size, free, _, mark in events])
     parts = timeline.parts
 
     def built(label: str) -> list[tuple[sp.Rational, sp.Expr]]:

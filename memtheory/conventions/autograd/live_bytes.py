@@ -598,14 +598,14 @@ class PartAt:
 
     Examples
     --------
-    >>> from memtheory.symbols import B
-    >>> timeline = Timeline(categories={"g1": "gradients", "g2": "gradients"})
-    >>> timeline.alloc("g1", 4 * B)
-    >>> timeline.alloc("g2", 8)
-    >>> timeline.mark("backward")
-    >>> alive = part_value(timeline.parts, "backward", "gradients", sp.S.Zero)
+    >>> from memtheory.symbols import B, S
+    >>> grads = Timeline(categories={"a": "gradients", "b": "gradients", "c": "gradients"})
+    >>> for key, size in (("a", 2 * B * S), ("b", 16), ("c", 2 * B * S)):
+    ...     grads.alloc(key, size)
+    >>> grads.mark("step")
+    >>> alive = part_value(grads.parts, "step", "gradients", sp.S.Zero)
     >>> alive.expression(), alive.split()
-    (4*B + 8, (8, [(B, 4)]))
+    (4*B*S + 16, (16, [(B*S, 4)]))
     """
 
     __slots__ = ("place", "replay")
