@@ -779,9 +779,11 @@ class _Group:
         # A row that proves itself at least the candidate is at least its largest coefficient
         # in that column: only those rows are compared whole (a deep CNN's rows are sparse
         # and its columns many: comparing every kept row whole grew as depth squared).
-        column = int(np.argmax(signed)) if len(signed) else 0
-        rows = np.flatnonzero(self.signed[:count, column] >= signed[column]) if len(signed) \
-            else np.arange(count)
+        if len(signed):
+            column = int(np.argmax(signed))
+            rows = np.flatnonzero(self.signed[:count, column] >= signed[column])
+        else:
+            rows = np.arange(count)
         proven = np.asarray(self.signed[rows] >= signed).all(axis=1)
         if cover is not None:
             proven &= np.asarray(self.cover[rows] >= cover, dtype=bool)

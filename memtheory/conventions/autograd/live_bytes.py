@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Val
 from dataclasses import dataclass, field
 from functools import cmp_to_key
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import sympy as sp
 from sympy.core.basic import _cmp_name, ordering_of_classes
@@ -769,9 +769,7 @@ class Moments(_ByMoment[sp.Expr]):
 def part_at(parts: Mapping[str, Mapping[str, sp.Expr]], label: str, category: str,
             default: sp.Expr) -> sp.Expr:
     """``parts.get(label, {}).get(category, default)``; of :class:`Parts`, that component only."""
-    if isinstance(parts, Parts):
-        return cast(sp.Expr, parts.part(label, category, default))
-    return parts.get(label, {}).get(category, default)
+    return _built(part_value(parts, label, category, default))
 
 
 def part_value(parts: Mapping[str, Mapping[str, sp.Expr]], label: str, category: str,
@@ -781,7 +779,7 @@ def part_value(parts: Mapping[str, Mapping[str, sp.Expr]], label: str, category:
     For a :data:`Shift`: :func:`shifted` reads the terms without building the sum.
     """
     if isinstance(parts, Parts):
-        return parts.part(label, category, default, built=False)
+        return parts.part(label, category, default)
     return parts.get(label, {}).get(category, default)
 
 
@@ -1228,13 +1226,11 @@ class Parts(_ByMoment[Mapping[str, sp.Expr]]):
             parts._records[label] = kept
         return parts
 
-    def part(
-        self, label: str, category: str, default: sp.Expr, *, built: bool = True
-    ) -> sp.Expr | PartAt:
-        """``self.get(label, {}).get(category, default)``, building that component's bytes only.
+    def part(self, label: str, category: str, default: sp.Expr) -> sp.Expr | PartAt:
+        """``self.get(label, {}).get(category, default)``, that component only, not built.
 
-        With ``built=False``, a component kept as a place in its log is returned as a
-        :class:`PartAt`, not built.
+        A component kept as a place in its log is returned as a :class:`PartAt`
+        (:func:`part_at` builds it).
 
         Examples
         --------
@@ -1254,7 +1250,7 @@ class Parts(_ByMoment[Mapping[str, sp.Expr]]):
         value = record[category]
         if not isinstance(value, tuple):
             return value
-        return value[0].expression(value[1]) if built else PartAt(*value)
+        return PartAt(*value)
 
 
     def __reduce__(self) -> tuple[Any, ...]:
