@@ -514,12 +514,13 @@ def _fitted(
 def _symbolic(
     model: nn.Module, example_inputs: Any, sizes: dict[int, sp.Symbol], step: _StepChoices
 ) -> tuple[StepRecord, SymbolMap, Any]:
-    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from memtheory.torch.tracing.plain_cache import PlainSizeFakeMode
 
     env = ShapeEnv()
     name_user_frames(env)
-    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+    mode = PlainSizeFakeMode(shape_env=env, allow_non_fake_inputs=True)
     with fake_parameters(model, mode, step.dtype):
         (inputs, fake_target), found = fake_inputs(
             (example_inputs, step.target), mode, sizes, step.dtype
