@@ -142,15 +142,25 @@ def _outside_by_subs(margin, example):
     pools=st.lists(st.tuples(st.integers(1, 3), st.integers(2, 3)), min_size=1, max_size=5),
     bound=st.integers(1, 6),
     example=st.integers(16, 300),
-    upper=st.booleans(),
+    form=st.sampled_from(["upper", "lower", "not one", "square not one"]),
 )
-def test_points_beyond_a_floor_condition_are_those_subs_finds(pools, bound, example, upper):
-    """Sizes put into a chain of floors (a CNN's pooling) give the points ``subs`` gives."""
+def test_points_beyond_a_floor_condition_are_those_subs_finds(pools, bound, example, form):
+    """Sizes put into a chain of floors (a CNN's pooling) give the points ``subs`` gives.
+
+    The margins are those PyTorch's guards on a CNN give: a size at most or at least a
+    bound, and a size (or its square, a floor in ``Max(1, ...)``) other than 1, which is
+    written as a square that is 0 only there.
+    """
     h = sp.Symbol("H", integer=True, positive=True)
     size = h
     for padding, stride in pools:  # a kernel-3 pooling: floor((size + 2p - 3) / s) + 1
         size = sp.floor((size + 2 * padding - 3) / stride) + 1
-    margin = (bound + 1 - size) if upper else (size - bound + 1)  # size <= bound, or >= bound
+    margin = {
+        "upper": bound + 1 - size,  # size <= bound
+        "lower": size - bound + 1,  # size >= bound
+        "not one": (size - 1) ** 2,  # size != 1
+        "square not one": (sp.Max(1, size) ** 2 - 1) ** 2,  # Max(1, size)**2 != 1
+    }[form]
     assert verify_module._outside(margin, {h: example}) == _outside_by_subs(margin, {h: example})
 
 

@@ -29,6 +29,7 @@ from dataclasses import replace
 import sympy as sp
 
 from memtheory.errors import MemtheoryError
+from memtheory.evaluation.integer_code import ExactPythonPrinter
 from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import TracedMemory
 from memtheory.torch.tracing.step import Departed, Expected
@@ -100,13 +101,12 @@ def _outside(margin: sp.Expr, example: Mapping[sp.Symbol, int]) -> list[dict[sp.
     if symbol not in example:
         return []
     start = example[symbol]
+    below_one = _below_one(margin, symbol)
     found: list[int] = []
     for step, wanted in ((1, 2), (-1, 1)):
         value = start + step
         while 1 <= value <= start + _SCAN and len(found) < wanted:
-            # xreplace, not subs: the same number (a size put in and evaluated), without
-            # subs' sympify and pattern work on a floor chain at every value scanned
-            if margin.xreplace({symbol: sp.Integer(value)}) < 1:
+            if below_one(value):
                 found.append(value)
             elif found:
                 break
@@ -114,6 +114,30 @@ def _outside(margin: sp.Expr, example: Mapping[sp.Symbol, int]) -> list[dict[sp.
         if found:
             break
     return [{**example, symbol: value} for value in found]
+
+
+def _below_one(margin: sp.Expr, symbol: sp.Symbol) -> Callable[[int], bool]:
+    """``value -> margin < 1`` at ``symbol = value``, exactly, for the scan of :func:`_outside`.
+
+    A margin that is a whole number for whole sizes (floors, products, powers, maxima:
+    PyTorch's guards on a CNN's sizes) is compiled once into integer arithmetic, floors
+    as floor division: the scan puts up to 512 values into it, and DenseNet-121's
+    thirteen floor-chain conditions took 2.7% of its trace with ``xreplace`` walking the
+    chain at every value. Any other margin is evaluated by ``xreplace``, as before.
+
+    Examples
+    --------
+    >>> from memtheory.symbols import H
+    >>> below = _below_one(sp.floor(sp.floor(H / 4 - sp.Rational(1, 4)) / 2) ** 2, H)
+    >>> [value for value in range(1, 14) if below(value)]
+    [1, 2, 3, 4, 5, 6, 7, 8]
+    """
+    if margin.is_integer:
+        compiled = sp.lambdify([symbol], margin, modules=[{}, "math"], printer=ExactPythonPrinter)
+        return lambda value: bool(compiled(value) < 1)
+    # xreplace, not subs: the same number (a size put in and evaluated), without subs'
+    # sympify and pattern work on a floor chain at every value scanned
+    return lambda value: bool(margin.xreplace({symbol: sp.Integer(value)}) < 1)
 
 
 def _agrees(
