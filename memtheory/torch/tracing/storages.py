@@ -39,6 +39,7 @@ from memtheory.torch.tracing.errors import untraceable
 from memtheory.torch.tracing.kernels import cpu_outputs, real_storage_bytes
 from memtheory.torch.tracing.kernels_onednn import Workspace, onednn_workspace, workspace_marker
 from memtheory.torch.tracing.opaque import OPAQUE, check_opaque
+from memtheory.torch.tracing.running_statistics import kernel_arguments
 from memtheory.torch.tracing.sizes import DataDependentSize, Polynomial, SymbolMap, add_into
 
 __all__ = ["Departed", "SymbolicStorageTracker", "storage_key", "storage_size"]
@@ -242,7 +243,7 @@ class SymbolicStorageTracker(TorchDispatchMode):
         elif func in OPAQUE:
             check_opaque(func, self.label(""), args)
         try:
-            out = func(*args, **(kwargs or {}))
+            out = func(*kernel_arguments(func, args), **(kwargs or {}))
         except Exception as error:  # noqa: BLE001 (translated, or re-raised as it is)
             raise untraceable(error, str(func), self.label("")) from error
         out = cpu_outputs(func, args, kwargs or {}, out)
