@@ -106,7 +106,7 @@ def _any_floor(sizes: Iterable[Any], plain: dict[Any, bool]) -> bool:
 
 
 def _plain(size: torch.SymInt, plain: dict[Any, bool]) -> bool:
-    expression = size.node._expr
+    expression = size.node.expr
     answer = plain.get(expression)
     if answer is None:
         answer = plain[expression] = bool(expression.is_polynomial())
