@@ -24,7 +24,7 @@ The answer is the same as a whole trace's, sooner.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
@@ -65,13 +65,15 @@ def drop_harmless(
         Most fixed-size traces to run; conditions whose points would need more are kept.
     """
     done: dict[tuple[int, ...], TracedMemory | Expected | None] = {}
+    formulas: dict[tuple[int, ...], _Bytes | None] = {}
     constraints = dict(memory.constraints)
     words = list(memory.conditions)
     for label, margin in memory.constraints.items():
         points = _outside(margin, example)
         if not points or len(done.keys() | {_key(p) for p in points}) > checks:
             continue
-        if all(_agrees(memory, constraints, label, point, run, done) for point in points):
+        if all(_agrees(_formulas_at(memory, point, formulas), point, run, done)
+               for point in points):
             del constraints[label]
             shown = " and ".join(", ".join(f"{s.name}={v}" for s, v in p.items()) for p in points)
             words = [_harmless(word, label, shown) for word in words]
@@ -140,30 +142,54 @@ def _below_one(margin: sp.Expr, symbol: sp.Symbol) -> Callable[[int], bool]:
     return lambda value: bool(margin.xreplace({symbol: sp.Integer(value)}) < 1)
 
 
+@dataclass(frozen=True)
+class _Bytes:
+    """What a check compares: each component, the step's peak and the inference peak."""
+
+    components: dict[str, int]
+    peak: int
+    inference_peak: int
+
+
+def _formulas_at(
+    memory: TracedMemory, point: dict[sp.Symbol, int], known: dict[tuple[int, ...], _Bytes | None]
+) -> _Bytes | None:
+    """Return the formulas' bytes at ``point``, once per point; None where they cannot be had.
+
+    A point beyond one condition is often beyond its twins (``X != 1`` and ``X**2 != 1``),
+    and the same point is then asked for each. The bytes do not depend on which condition
+    asks: the formulas are evaluated without the conditions (a trace at the point decides
+    them), as they were evaluated with only those the point keeps. DenseNet-121's 18
+    questions were 8 points, each an evaluation of its 739 moments.
+    """
+    key = _key(point)
+    if key not in known:
+        try:
+            formula = replace(memory, constraints={}).evaluate(
+                **{s.name: v for s, v in point.items()}
+            )
+        except MemtheoryError:
+            known[key] = None
+        else:
+            known[key] = _Bytes({k: int(v) for k, v in formula.components.items()},
+                                int(formula.peak), int(formula.inference_peak))
+    return known[key]
+
+
 def _agrees(
-    memory: TracedMemory,
-    constraints: Mapping[str, sp.Expr],
-    label: str,
+    formula: _Bytes | None,
     point: dict[sp.Symbol, int],
     run: Callable[[dict[sp.Symbol, int], Expected], TracedMemory],
     done: dict[tuple[int, ...], TracedMemory | Expected | None],
 ) -> bool:
-    """Whether the step traced at ``point`` gives the formulas' bytes there.
+    """Whether the step traced at ``point`` gives the formulas' bytes there (``formula``).
 
     ``done`` keeps each point's trace (None where the step cannot run), or
     the :class:`Expected` bytes a trace stopped early against.
     """
-    # a point beyond one condition is often beyond its twins (``X != 1`` and ``X**2 != 1``):
-    # the same trace tests them all, so the formulas are evaluated without any it breaks
-    at = {symbol: sp.Integer(value) for symbol, value in point.items()}
-    others = {k: v for k, v in constraints.items() if k != label and v.xreplace(at) >= 1}
-    try:
-        formula = replace(memory, constraints=others).evaluate(
-            **{s.name: v for s, v in point.items()}
-        )
-    except MemtheoryError:
+    if formula is None:
         return False
-    expected = Expected(int(formula.components.get("saved_activations", 0)), int(formula.peak))
+    expected = Expected(formula.components.get("saved_activations", 0), formula.peak)
     key = _key(point)
     if key not in done or (isinstance(done[key], Expected) and done[key] != expected):
         try:
@@ -177,8 +203,7 @@ def _agrees(
     if not isinstance(traced, TracedMemory):
         return False
     return (
-        {k: int(v) for k, v in formula.components.items()}
-        == {k: int(v) for k, v in traced.components.items()}
+        formula.components == {k: int(v) for k, v in traced.components.items()}
         and formula.peak == traced.peak
         and formula.inference_peak == traced.inference_peak
     )
