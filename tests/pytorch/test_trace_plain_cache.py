@@ -28,7 +28,6 @@ def _twice(mode_class):
     mode = mode_class(shape_env=ShapeEnv())
     context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 4)
     image = mode.from_tensor(torch.empty(4, 3, 97, 97), symbolic_context=context)
-    counts = []
     with mode:
         pooled = nn.functional.max_pool2d(image, 3, 2, 1)
         before = (FakeTensorMode.cache_hits, FakeTensorMode.cache_misses)
