@@ -173,6 +173,10 @@ H100 = GPU_DATA / "nvidia-h100-80gb-hbm3-torch-2-11-0-cu130-2026-11-27-2058.json
 """The same command and commit on one NVIDIA H100 80GB HBM3, two minutes after THIRD."""
 FOURTH = GPU_DATA / "nvidia-h200-torch-2-11-0-cu130-2026-11-28-0301.json"
 """A fourth H200 machine, 2026-11-28 03:01, from commit dfc47ab (after issue 26's speed work)."""
+FIFTH = GPU_DATA / "nvidia-h200-torch-2-11-0-cu130-2026-11-28-1430.json"
+"""A fifth H200 machine, 2026-11-28 14:30, from commit 520a621 (issue 26, the trace cache)."""
+LATER = [THIRD, H100, FOURTH, FIFTH]
+LATER_IDS = ["third H200", "H100", "fourth H200", "fifth H200"]
 
 
 def _by_recipe(data):
@@ -338,9 +342,9 @@ def _load(path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("path", [THIRD, H100, FOURTH], ids=["third H200", "H100", "fourth H200"])
+@pytest.mark.parametrize("path", LATER, ids=LATER_IDS)
 def test_a_later_recording_kept_the_first_ones_live_storages(h200, path):
-    """A third and a fourth H200 and an H100, from later commits: every live peak the same."""
+    """Three more H200s and an H100, from later commits: every live peak the same."""
     first, _ = h200
     later = _load(path)
     assert later["device"]["torch"] == first["device"]["torch"]
@@ -372,7 +376,7 @@ def test_the_h100_and_the_h200_beside_it_differ_only_in_the_devices_memory_in_us
     assert sorted(set(in_use)) == [0, 2 * 2**20] and in_use.count(2 * 2**20) == 1
 
 
-@pytest.mark.parametrize("path", [THIRD, H100, FOURTH], ids=["third H200", "H100", "fourth H200"])
+@pytest.mark.parametrize("path", LATER, ids=LATER_IDS)
 def test_a_later_recordings_eager_recipes_are_what_memtheory_predicts_now(path):
     """Eager attention, every recipe on the tiny decoder: today's prediction is the live peak."""
     from memtheory.torch.recipe_steps import RECORDED_SIZES, predict_recipe
@@ -391,7 +395,7 @@ def test_a_later_recordings_eager_recipes_are_what_memtheory_predicts_now(path):
 
 
 
-@pytest.mark.parametrize("path", [THIRD, H100, FOURTH], ids=["third H200", "H100", "fourth H200"])
+@pytest.mark.parametrize("path", LATER, ids=LATER_IDS)
 def test_a_later_recording_measured_the_fp32_sdpa_math_path_it_predicted(path):
     """fp32 SDPA on the grouped-query decoders: predicted before measuring, equal to eager's."""
     _, recipes = _by_recipe(_load(path))
@@ -401,15 +405,18 @@ def test_a_later_recording_measured_the_fp32_sdpa_math_path_it_predicted(path):
         assert sdpa["predicted_peak"] == sdpa["measured_peak"] == eager["measured_peak"]
 
 
-def test_the_fourth_recording_predicted_what_the_third_did():
-    """The speed work between d22926f and dfc47ab changed no prediction: zoo and recipes alike.
+@pytest.mark.parametrize(("before", "after"), [(THIRD, FOURTH), (FOURTH, FIFTH)],
+                         ids=["d22926f to dfc47ab", "dfc47ab to 520a621"])
+def test_the_speed_work_between_two_recordings_changed_no_prediction(before, after):
+    """Issue 26's speed work changed no prediction between the commits: zoo and recipes alike.
 
     Every predicted peak and its moment, recorded on the GPU from each commit, is the same.
     """
-    third, fourth = _load(THIRD), _load(FOURTH)
-    assert [(s["model"], s["precision"], s["predicted"]) for s in fourth["steps"]] == [
-        (s["model"], s["precision"], s["predicted"]) for s in third["steps"]]
+    earlier, later = _load(before), _load(after)
+    assert [(s["model"], s["precision"], s["predicted"], s["peak moment"])
+            for s in later["steps"]] == [
+        (s["model"], s["precision"], s["predicted"], s["peak moment"]) for s in earlier["steps"]]
     assert [(r["recipe"], r["size"], r["predicted_peak"], r["predicted_moment"])
-            for r in fourth["recipes"]] == [
+            for r in later["recipes"]] == [
         (r["recipe"], r["size"], r["predicted_peak"], r["predicted_moment"])
-        for r in third["recipes"]]
+        for r in earlier["recipes"]]
