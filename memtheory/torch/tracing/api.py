@@ -47,6 +47,7 @@ from memtheory.torch.tracing.ones import answered, below_two
 from memtheory.torch.tracing.quiet import quiet_fake_tensor_errors
 from memtheory.torch.tracing.result import ModuleRow, TracedMemory
 from memtheory.torch.tracing.rewrites import SizeGenericFunctions
+from memtheory.torch.tracing.size_arithmetic_memo import memoised_size_arithmetic
 from memtheory.torch.tracing.sizes import SymbolMap, dimension_symbols, from_polynomial
 from memtheory.torch.tracing.step import Departed, Expected, StepRecord, record_step
 from memtheory.torch.tracing.verify import drop_harmless
@@ -526,7 +527,7 @@ def _symbolic(
             (example_inputs, step.target), mode, sizes, step.dtype
         )
         symbols = SymbolMap(found)
-        with mode, SizeGenericFunctions(), memoised_numbers():
+        with mode, SizeGenericFunctions(), memoised_numbers(), memoised_size_arithmetic():
             record = _record(model, inputs, fake_target, step, symbols)
     return record, symbols, env
 
