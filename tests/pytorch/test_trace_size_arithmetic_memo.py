@@ -78,22 +78,29 @@ def test_each_node_is_the_one_pytorch_builds(method, left, right, earlier):
 
     PyTorch's own method, outside the block, builds the reference; inside, other operations
     (on the same operands, perhaps) fill the table first, then the first call goes through
-    PyTorch and the second comes from the table.
+    PyTorch and the second comes from the table. Dividing by a size of 0 raises both ways.
     """
     def operands(method, left, right):
         nodes, truths = _pool()
         pool = truths if method in _BOOLEAN else nodes
         return pool[left % len(pool)], pool[right % len(pool)]
 
+    def outcome(x, name, y):
+        try:
+            return _built(getattr(x, f"_{name}")(y))
+        except ZeroDivisionError as error:  # a floor division by a size of 0, as PyTorch's
+            return type(error)
+
     a, b = operands(method, left, right)
-    expected = _built(getattr(SymNode, f"_{method}")(a, b))
+    expected = outcome(a, method, b)
     with memoised_size_arithmetic():
         for other, i, j in earlier:
             x, y = operands(other, i, j)
-            getattr(x, f"_{other}")(y)
-            getattr(a, f"_{other}")(b) if (other in _BOOLEAN) == (method in _BOOLEAN) else None
-        first = _built(getattr(a, f"_{method}")(b))
-        second = _built(getattr(a, f"_{method}")(b))
+            outcome(x, other, y)
+            if (other in _BOOLEAN) == (method in _BOOLEAN):
+                outcome(a, other, b)
+        first = outcome(a, method, b)
+        second = outcome(a, method, b)
     assert first == second == expected
 
 
@@ -190,3 +197,15 @@ def test_another_pytorch_is_left_alone(monkeypatch):
     original = SymNode.__dict__["_add"]
     with memoised_size_arithmetic():
         assert SymNode.__dict__["_add"] is original
+
+
+def test_a_floor_division_by_a_size_of_0_raises_as_pytorchs():
+    """PyTorch works the hint out first and raises; so does every call in the block, twice."""
+    nodes, _ = _pool()
+    size, zero = nodes[0], next(n for n in nodes if n.constant == 0)
+    with pytest.raises(ZeroDivisionError):
+        size._int_floordiv(zero)
+    with memoised_size_arithmetic():
+        for _ in range(2):
+            with pytest.raises(ZeroDivisionError):
+                size._int_floordiv(zero)

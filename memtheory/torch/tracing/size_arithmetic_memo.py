@@ -70,13 +70,11 @@ def _supported() -> bool:
     if set(_ORIGINALS) != set(_METHODS):
         return False
     needed = ("_NO_HINT", "method_to_operator", "SymTypes")
+    if not hasattr(torch._logging._internal, "GET_DTRACE_STRUCTURED"):
+        return False
     return all(hasattr(sym_node, name) for name in needed) and all(
         getattr(original, "__name__", None) == "binary_magic_impl"
         for original in _ORIGINALS.values())
-
-
-def _structured_tracing() -> bool:
-    return bool(getattr(torch._logging._internal, "GET_DTRACE_STRUCTURED", False))
 
 
 def _memoised(name: str, original: Callable[..., SymNode],
@@ -86,7 +84,8 @@ def _memoised(name: str, original: Callable[..., SymNode],
 
     method = name.rstrip("_")
     op = sym_node.method_to_operator(method)
-    no_hint = sym_node._NO_HINT
+    no_hint, symbolic_types = sym_node._NO_HINT, sym_node.SymTypes
+    logging = torch._logging._internal  # its GET_DTRACE_STRUCTURED: structured tracing on
 
     def binary(self: SymNode, other: SymNode | None = None) -> SymNode:
         shape_env = self.shape_env
@@ -96,7 +95,7 @@ def _memoised(name: str, original: Callable[..., SymNode],
             or shape_env is None
             or other.shape_env is not shape_env
             or shape_env._translation_validation_enabled
-            or _structured_tracing()
+            or logging.GET_DTRACE_STRUCTURED
             or get_proxy_mode()
         ):
             return original(self, other) if other is not None else original(self)
@@ -108,15 +107,16 @@ def _memoised(name: str, original: Callable[..., SymNode],
             known[key] = (result._expr, result.pytype, result._optimized_summation)
             return result
         out, pytype, summation = found
-        # PyTorch 2.13's binary_magic_impl: the hint from the operands' hints
+        # PyTorch 2.13's binary_magic_impl: the hint from the operands' hints (``SymNode.hint``
+        # is ``_hint``)
         out_hint: object = no_hint
-        if self.hint is not None and other.hint is not None:
-            out_hint = op(self.hint, other.hint)
+        if self._hint is not None and other._hint is not None:
+            out_hint = op(self._hint, other._hint)
         if (
             pytype is not None
             and out_hint is not no_hint
             and out_hint is not None
-            and not isinstance(out_hint, sym_node.SymTypes)
+            and not isinstance(out_hint, symbolic_types)
         ):
             out_hint = pytype(out_hint)
         return SymNode(out, shape_env, pytype, out_hint, fx_node=None,
