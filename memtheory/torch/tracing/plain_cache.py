@@ -25,7 +25,9 @@ polynomial in the symbols (a floor, a maximum, a remainder) straight to the
 meta kernel, and every other operation through the cache as before. What each
 operation returns is what its kernel returns, so the bytes are the same:
 DenseNet-121's whole trace took 52.6 s against 64.5 s (one run each), with a
-peak formula a third as long and the same value at every size checked.
+peak formula a third as long and the same value at every size checked. A view
+the cache gives back is rebuilt by :func:`~.cached_views.cached_view`, without
+the storage PyTorch makes for it and drops.
 
 Examples
 --------
@@ -45,6 +47,8 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from memtheory.torch.tracing.cached_views import cached_view, cached_views_supported
+
 __all__ = ["PlainSizeFakeMode", "reads_floor_size"]
 
 
@@ -59,6 +63,8 @@ class PlainSizeFakeMode(FakeTensorMode):
         super().__init__(*args, **kwargs)
         self._plain: dict[Any, bool] = {}
         """Whether each size expression met so far is a polynomial (sympy's answer, once)."""
+        self._views = self.shape_env is not None and cached_views_supported()
+        """Whether a cached view is rebuilt by :func:`~.cached_views.cached_view`."""
 
     def _cached_dispatch_impl(
         self,
@@ -72,6 +78,21 @@ class PlainSizeFakeMode(FakeTensorMode):
         ):
             return self._dispatch_impl(func, types, args, kwargs)
         return super()._cached_dispatch_impl(func, types, args, kwargs)
+
+    def _get_output_tensor_from_cache_entry(
+        self, state: Any, entry: Any, key: Any, func: Any, args: Sequence[object],
+    ) -> FakeTensor | None:
+        if (
+            self._views
+            and entry.inplace_idx is None
+            and entry.view_idx is not None
+            and entry.metadata is not None
+            and entry.metadata.layout == torch.strided
+            and isinstance(func, torch._ops.OpOverload)
+            and func.is_view
+        ):
+            return cached_view(self, state, entry, key, args)
+        return super()._get_output_tensor_from_cache_entry(state, entry, key, func, args)
 
 
 def reads_floor_size(values: Iterable[object], plain: dict[Any, bool]) -> bool:
