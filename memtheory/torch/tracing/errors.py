@@ -156,6 +156,11 @@ def failed(error: BaseException, sizes: str = "") -> UntraceableError:
     aten._to_copy.default in forward encoder failed on fake tensors (RuntimeError: PyTorch is \
 not linked with support for cuda devices). trace follows CPU storages, ...
     """
+    from memtheory.torch.tracing.budget import overdue
+
+    ran_out = overdue()  # the budget's error, lost in a tensor operator's TypeError handling
+    if ran_out is not None:
+        return ran_out
     at = f" {sizes}" if sizes else ""
     return UntraceableError(
         f"{located(error)} failed on fake tensors{at} ({type(error).__name__}: {_said(error)}). "
