@@ -182,23 +182,6 @@ def test_a_traced_step_is_the_same_with_and_without(monkeypatch):
     assert [formulas(m) for m in traced()] == memoised
 
 
-def test_replaced_inside_and_restored_after_an_error():
-    """PyTorch's methods are back when the block ends, even by an exception."""
-    original = SymNode.__dict__["_mul"]
-    with pytest.raises(RuntimeError), memoised_size_arithmetic():
-        assert SymNode.__dict__["_mul"] is not original
-        raise RuntimeError("stop")
-    assert SymNode.__dict__["_mul"] is original
-
-
-def test_another_pytorch_is_left_alone(monkeypatch):
-    """Where the methods are not the ones the replacement repeats, nothing is replaced."""
-    monkeypatch.setattr(size_arithmetic_memo, "_supported", lambda: False)
-    original = SymNode.__dict__["_add"]
-    with memoised_size_arithmetic():
-        assert SymNode.__dict__["_add"] is original
-
-
 def test_a_floor_division_by_a_size_of_0_raises_as_pytorchs():
     """PyTorch works the hint out first and raises; so does every call in the block, twice."""
     nodes, _ = _pool()
