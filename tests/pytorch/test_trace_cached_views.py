@@ -13,6 +13,7 @@ from torch.fx.experimental.symbolic_shapes import (  # noqa: E402
     StatelessSymbolicContext,
 )
 
+from memtheory.errors import InvalidArgumentError  # noqa: E402
 from memtheory.torch.tracing import cached_views, plain_cache  # noqa: E402
 from memtheory.torch.tracing.plain_cache import PlainSizeFakeMode  # noqa: E402
 
@@ -117,5 +118,5 @@ def test_fixed_sizes_and_another_pytorch_keep_pytorchs_rebuild(monkeypatch):
 
 def test_it_says_what_it_needs():
     """A mode without a shape environment is refused by name."""
-    with pytest.raises(ValueError, match="shape environment"):
+    with pytest.raises(InvalidArgumentError, match="shape environment"):
         cached_views.cached_view(FakeTensorMode(), None, None, None, ())

@@ -28,6 +28,8 @@ import torch
 from torch._subclasses import _fake_tensor_utils
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
 
+from memtheory.errors import InvalidArgumentError
+
 __all__ = ["cached_view", "cached_views_supported"]
 
 
@@ -66,7 +68,9 @@ def cached_view(
     """
     shape_env = mode.shape_env
     if shape_env is None:
-        raise ValueError("cached_view needs a fake mode with a shape environment")
+        raise InvalidArgumentError(
+            "cached_view needs a fake mode with a shape environment: pass "
+            "FakeTensorMode(shape_env=ShapeEnv()); with fixed sizes PyTorch's rebuild is used")
     metadata = entry.metadata
 
     def value(size: Any) -> Any:
