@@ -10,6 +10,7 @@ fakes                 a model's parameters and its example inputs (views made fr
 clashes               a ``dims`` size the model fixes too (3 channels, a width of 64), named
 storages              following storages op by op, bytes as polynomials
 plain_cache           PyTorch's fake-tensor cache, skipped where a size is a floor
+cache_keys            that cache's keys, each tensor's metadata written straight in
 cached_views          a view rebuilt from that cache without a storage it throws away
 numbers_memo          PyTorch's symbolic size reads ask sympy's ``is_number`` once per expression
 size_arithmetic_memo  each sum, product and comparison of symbolic sizes worked out once

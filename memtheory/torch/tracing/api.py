@@ -583,10 +583,10 @@ class _ConcreteSteps:
         With ``expected``, it may stop early with
         :class:`~memtheory.torch.tracing.step.Departed`.
         """
-        from torch._subclasses.fake_tensor import FakeTensorMode
+        from memtheory.torch.tracing.plain_cache import PlainSizeFakeMode
 
-        if self._mode is None:
-            self._mode = FakeTensorMode(allow_non_fake_inputs=True)
+        if self._mode is None:  # no shape environment: every size is a number
+            self._mode = PlainSizeFakeMode(allow_non_fake_inputs=True)
         step = self._step if step is None else step
         resized = _resized((example_inputs, step.target),
                            {k: values[s] for k, s in sizes.items()})

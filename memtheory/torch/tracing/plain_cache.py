@@ -27,7 +27,9 @@ operation returns is what its kernel returns, so the bytes are the same:
 DenseNet-121's whole trace took 52.6 s against 64.5 s (one run each), with a
 peak formula a third as long and the same value at every size checked. A view
 the cache gives back is rebuilt by :func:`~.cached_views.cached_view`, without
-the storage PyTorch makes for it and drops.
+the storage PyTorch makes for it and drops. The cache's keys are built by
+:func:`~.cache_keys.prepared_for_hash`, in this mode and in the one a trace
+uses at fixed sizes (without a shape environment).
 
 Examples
 --------
@@ -47,6 +49,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from memtheory.torch.tracing.cache_keys import fast_keys_supported, prepared_for_hash
 from memtheory.torch.tracing.cached_views import cached_view, cached_views_supported
 
 __all__ = ["PlainSizeFakeMode", "reads_floor_size"]
@@ -56,7 +59,9 @@ class PlainSizeFakeMode(FakeTensorMode):
     """``FakeTensorMode`` whose dispatch cache skips operations on non-polynomial sizes.
 
     Takes ``FakeTensorMode``'s arguments. Without a shape environment (fixed
-    sizes) it is ``FakeTensorMode`` itself: every size is an integer.
+    sizes) every size is an integer and every operation goes through the cache.
+    In both, the cache's keys are built by :func:`~.cache_keys.prepared_for_hash`
+    (PyTorch 2.13; PyTorch's own walk on any other release).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -65,6 +70,8 @@ class PlainSizeFakeMode(FakeTensorMode):
         """Whether each size expression met so far is a polynomial (sympy's answer, once)."""
         self._views = self.shape_env is not None and cached_views_supported()
         """Whether a cached view is rebuilt by :func:`~.cached_views.cached_view`."""
+        self._fast_keys = fast_keys_supported()
+        """Whether cache keys are built by :func:`~.cache_keys.prepared_for_hash`."""
 
     def _cached_dispatch_impl(
         self,
@@ -78,6 +85,14 @@ class PlainSizeFakeMode(FakeTensorMode):
         ):
             return self._dispatch_impl(func, types, args, kwargs)
         return super()._cached_dispatch_impl(func, types, args, kwargs)
+
+    def _prep_args_for_hash(
+        self, result: list[object], args: Any, state: Any, id_hashed_objects: list[object],
+    ) -> None:
+        if self._fast_keys:
+            prepared_for_hash(self, result, args, state, id_hashed_objects)
+        else:
+            super()._prep_args_for_hash(result, args, state, id_hashed_objects)
 
     def _get_output_tensor_from_cache_entry(
         self, state: Any, entry: Any, key: Any, func: Any, args: Sequence[object],
