@@ -64,7 +64,8 @@ def cached_view(
     ``FakeTensorMode._get_output_tensor_from_cache_entry`` receives, for a view
     operation (``entry.view_idx`` names its input) of strided layout in a mode
     with a shape environment. PyTorch 2.13's rebuild, with the tensor first made
-    empty rather than of the view's size.
+    empty rather than of the view's size, and made and set in one kernel block
+    (PyTorch enters it twice).
     """
     shape_env = mode.shape_env
     if shape_env is None:
@@ -85,16 +86,16 @@ def cached_view(
     storage_offset = value(metadata.storage_offset)
     if metadata.storage_bytes is not None:
         value(metadata.storage_bytes)
-    with in_kernel_invocation_manager(mode), shape_env.suppress_guards():
-        empty = torch.empty((0,), dtype=metadata.dtype, layout=metadata.layout, device="meta",
-                            requires_grad=metadata.requires_grad)
-    if metadata.is_conj:
-        torch._C._set_conj(empty, True)
-    if metadata.is_neg:
-        torch._C._set_neg(empty, True)
     source = args[entry.view_idx]
     if not isinstance(source, FakeTensor):
         raise AssertionError("view_arg must be a FakeTensor")
+    storage = source.untyped_storage()
     with in_kernel_invocation_manager(mode), shape_env.suppress_guards():
-        empty.set_(source.untyped_storage(), storage_offset, shape, stride)
+        empty = torch.empty((0,), dtype=metadata.dtype, layout=metadata.layout, device="meta",
+                            requires_grad=metadata.requires_grad)
+        if metadata.is_conj:
+            torch._C._set_conj(empty, True)
+        if metadata.is_neg:
+            torch._C._set_neg(empty, True)
+        empty.set_(storage, storage_offset, shape, stride)
     return FakeTensor(mode, empty, metadata.device)
