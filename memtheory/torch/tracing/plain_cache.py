@@ -29,7 +29,9 @@ peak formula a third as long and the same value at every size checked. A view
 the cache gives back is rebuilt by :func:`~.cached_views.cached_view`, without
 the storage PyTorch makes for it and drops. The cache's keys are built by
 :func:`~.cache_keys.prepared_for_hash`, in this mode and in the one a trace
-uses at fixed sizes (without a shape environment).
+uses at fixed sizes (without a shape environment), and ``aten._unsafe_view``,
+which PyTorch does not cache, is cached as the ``aten.view`` it fakes
+(:mod:`~.unsafe_views`).
 
 Examples
 --------
@@ -51,6 +53,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from memtheory.torch.tracing.cache_keys import fast_keys_supported, prepared_for_hash
 from memtheory.torch.tracing.cached_views import cached_view, cached_views_supported
+from memtheory.torch.tracing.unsafe_views import as_view
 
 __all__ = ["PlainSizeFakeMode", "reads_floor_size"]
 
@@ -80,6 +83,7 @@ class PlainSizeFakeMode(FakeTensorMode):
         args: Sequence[object],
         kwargs: Mapping[str, object],
     ) -> object:
+        func = as_view(func, args)
         if self.shape_env is not None and (
             reads_floor_size(args, self._plain) or reads_floor_size(kwargs.values(), self._plain)
         ):
