@@ -11,6 +11,7 @@ clashes               a ``dims`` size the model fixes too (3 channels, a width o
 storages              following storages op by op, bytes as polynomials
 plain_cache           PyTorch's fake-tensor cache, skipped where a size is a floor
 cache_keys            that cache's keys, each tensor's metadata written straight in
+first_hit_checks      that cache's entries checked on their first hit, not when made
 unsafe_views          ``aten._unsafe_view`` faked through that cache as the ``aten.view`` it is
 cached_views          a view rebuilt from that cache without a storage it throws away
 numbers_memo          PyTorch's symbolic size reads ask sympy's ``is_number`` once per expression

@@ -31,7 +31,8 @@ the storage PyTorch makes for it and drops. The cache's keys are built by
 :func:`~.cache_keys.prepared_for_hash`, in this mode and in the one a trace
 uses at fixed sizes (without a shape environment), and ``aten._unsafe_view``,
 which PyTorch does not cache, is cached as the ``aten.view`` it fakes
-(:mod:`~.unsafe_views`).
+(:mod:`~.unsafe_views`), and an entry is checked on its first hit rather than
+when it is made (:mod:`~.first_hit_checks`).
 
 Examples
 --------
@@ -49,16 +50,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor
 
 from memtheory.torch.tracing.cache_keys import fast_keys_supported, prepared_for_hash
 from memtheory.torch.tracing.cached_views import cached_view, cached_views_supported
+from memtheory.torch.tracing.first_hit_checks import FirstHitChecks
 from memtheory.torch.tracing.unsafe_views import as_view
 
 __all__ = ["PlainSizeFakeMode", "reads_floor_size"]
 
 
-class PlainSizeFakeMode(FakeTensorMode):
+class PlainSizeFakeMode(FirstHitChecks):
     """``FakeTensorMode`` whose dispatch cache skips operations on non-polynomial sizes.
 
     Takes ``FakeTensorMode``'s arguments. Without a shape environment (fixed
