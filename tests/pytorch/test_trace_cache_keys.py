@@ -14,15 +14,12 @@ from torch._subclasses._fake_tensor_utils import (  # noqa: E402
     _PySymInputStub,
 )
 from torch._subclasses.fake_tensor import FakeTensorMode, _BypassDispatchCache  # noqa: E402
-from torch.fx.experimental.symbolic_shapes import (  # noqa: E402
-    DimDynamic,
-    ShapeEnv,
-    StatelessSymbolicContext,
-)
+from torch.fx.experimental.symbolic_shapes import ShapeEnv  # noqa: E402
 
 from memtheory.torch import trace  # noqa: E402
 from memtheory.torch.tracing import cache_keys, plain_cache  # noqa: E402
 from memtheory.torch.tracing.plain_cache import PlainSizeFakeMode  # noqa: E402
+from tests.pytorch.fake_cache_harness import fake_input, small_gpt2_traced  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cache_keys.fast_keys_supported(),
                                 reason="cache_keys repeats PyTorch 2.13's key walk")
@@ -93,14 +90,7 @@ def matched(monkeypatch):
 
 def test_keys_match_pytorchs_on_a_transformer_trace(matched):
     """A small GPT-2 traced in (B, S), its checks at fixed sizes and at B = 1: every key."""
-    transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=64,
-                                     n_positions=64)
-    model = transformers.GPT2LMHeadModel(config).train()
-    tokens = torch.randint(0, 64, (3, 10))
-    memory = trace(model, tokens, {"B": 3, "S": 10},
-                   loss=lambda out, y: model.loss_function(out.logits, y, vocab_size=64),
-                   target=tokens, optimizer="adamw")
+    memory = small_gpt2_traced()
     assert memory.evaluate(B=3, S=10).peak > 0
     assert matched.calls > 1000 and matched.one_to_one()
     # keys repeat (the blocks are alike), so the match says something
@@ -124,13 +114,8 @@ def test_keys_match_pytorchs_on_a_pooled_cnn_trace(matched):
 
 def _pool(mode, symbolic):
     """Fake tensors alike in all but one property, pair by pair: PyTorch's keys tell them apart."""
-    if symbolic:
-        context = StatelessSymbolicContext(
-            dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC, DimDynamic.STATIC])
-        base = mode.from_tensor(torch.empty(6, 8, 4), symbolic_context=context)
-        other = mode.from_tensor(torch.empty(6, 8, 4), symbolic_context=context)
-    else:
-        base, other = (mode.from_tensor(torch.empty(6, 8, 4)) for _ in range(2))
+    dynamic = (True, True, False) if symbolic else None
+    base, other = (fake_input(mode, (6, 8, 4), dynamic) for _ in range(2))
     with mode:
         complex_base = base.to(torch.complex64)
         with torch.inference_mode():

@@ -7,15 +7,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
-from torch.fx.experimental.symbolic_shapes import (  # noqa: E402
-    DimDynamic,
-    ShapeEnv,
-    StatelessSymbolicContext,
-)
+from torch.fx.experimental.symbolic_shapes import ShapeEnv  # noqa: E402
 
 from memtheory.errors import InvalidArgumentError  # noqa: E402
 from memtheory.torch.tracing import cached_views, plain_cache  # noqa: E402
 from memtheory.torch.tracing.plain_cache import PlainSizeFakeMode  # noqa: E402
+from tests.pytorch.fake_cache_harness import fake_input  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cached_views.cached_views_supported(),
                                 reason="cached_view repeats PyTorch 2.13's rebuild")
@@ -45,9 +42,7 @@ VIEWS = {
 
 def _input(mode):
     """A fake (B, S, 48) tensor with B and S symbolic (7 and 9), of ``mode``."""
-    context = StatelessSymbolicContext(
-        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC, DimDynamic.STATIC])
-    return mode.from_tensor(torch.empty(7, 9, 48), symbolic_context=context)
+    return fake_input(mode, (7, 9, 48), (True, True, False))
 
 
 def _metadata(tensor, base):

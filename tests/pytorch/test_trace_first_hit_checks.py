@@ -8,16 +8,12 @@ torch = pytest.importorskip("torch")
 
 from torch._subclasses import fake_tensor  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
-from torch.fx.experimental.symbolic_shapes import (  # noqa: E402
-    DimDynamic,
-    ShapeEnv,
-    StatelessSymbolicContext,
-)
+from torch.fx.experimental.symbolic_shapes import ShapeEnv  # noqa: E402
 
-from memtheory.torch import trace  # noqa: E402
 from memtheory.torch.tracing import first_hit_checks  # noqa: E402
 from memtheory.torch.tracing.first_hit_checks import UncheckedEntry  # noqa: E402
 from memtheory.torch.tracing.plain_cache import PlainSizeFakeMode  # noqa: E402
+from tests.pytorch.fake_cache_harness import fake_input, small_gpt2_traced, summary  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not first_hit_checks.first_hit_checks_supported(),
                                 reason="first_hit_checks defers PyTorch 2.13's check")
@@ -33,12 +29,7 @@ OPERATIONS = {
 
 def _mode_and_input(mode_type, symbolic):
     mode = mode_type(shape_env=ShapeEnv() if symbolic else None, allow_non_fake_inputs=True)
-    source = torch.empty(5, 7, 16)
-    if not symbolic:
-        return mode, mode.from_tensor(source)
-    context = StatelessSymbolicContext(
-        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC, DimDynamic.STATIC])
-    return mode, mode.from_tensor(source, symbolic_context=context)
+    return mode, fake_input(mode, (5, 7, 16), (True, True, False) if symbolic else None)
 
 
 _REBUILD = FakeTensorMode._output_from_cache_entry
@@ -123,19 +114,6 @@ def test_an_entry_other_modes_can_find_is_checked_when_made(monkeypatch):
 
 def test_a_trace_is_the_same_with_checks_at_the_miss(monkeypatch):
     """A small GPT-2's formulas and conditions, as with PyTorch's checks when entries are made."""
-    transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=64,
-                                     n_positions=64)
-    model = transformers.GPT2LMHeadModel(config).train()
-    tokens = torch.randint(0, 64, (3, 10))
-
-    def traced():
-        memory = trace(model, tokens, {"B": 3, "S": 10},
-                       loss=lambda out, y: model.loss_function(out.logits, y, vocab_size=64),
-                       target=tokens, optimizer="adamw")
-        return (str(memory.peak), str(memory.inference_peak), memory.conditions,
-                {k: str(v) for k, v in memory.components.items()})
-
-    deferred = traced()
+    deferred = summary(small_gpt2_traced())
     monkeypatch.setattr(first_hit_checks, "first_hit_checks_supported", lambda: False)
-    assert deferred == traced()
+    assert deferred == summary(small_gpt2_traced())

@@ -7,15 +7,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
-from torch.fx.experimental.symbolic_shapes import (  # noqa: E402
-    DimDynamic,
-    ShapeEnv,
-    StatelessSymbolicContext,
-)
+from torch.fx.experimental.symbolic_shapes import ShapeEnv  # noqa: E402
 
 from memtheory.torch import trace  # noqa: E402
 from memtheory.torch.tracing import plain_cache, unsafe_views  # noqa: E402
 from memtheory.torch.tracing.plain_cache import PlainSizeFakeMode  # noqa: E402
+from tests.pytorch.fake_cache_harness import fake_input, summary  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not unsafe_views.unsafe_views_supported(),
                                 reason="PyTorch 2.13 fakes _unsafe_view as view")
@@ -29,19 +26,10 @@ SHAPES = {  # an input of (B, S, 48), B and S symbolic at 7 and 9 (or fixed ther
 }
 
 
-def _input(mode, symbolic, requires_grad=False):
-    source = torch.empty(7, 9, 48, requires_grad=requires_grad)
-    if not symbolic:
-        return mode.from_tensor(source)
-    context = StatelessSymbolicContext(
-        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC, DimDynamic.STATIC])
-    return mode.from_tensor(source, symbolic_context=context)
-
-
 def _unsafe_views(mode_type, symbolic, shape, requires_grad=False):
     """Run ``_unsafe_view`` twice in a fresh mode: each output's metadata, and any cache refusal."""
     mode = mode_type(shape_env=ShapeEnv() if symbolic else None, allow_non_fake_inputs=True)
-    x = _input(mode, symbolic, requires_grad)
+    x = fake_input(mode, (7, 9, 48), (True, True, False) if symbolic else None, requires_grad)
     seen = []
     with mode:
         for _ in range(2):
@@ -110,10 +98,8 @@ def test_a_trace_is_the_same_with_and_without(monkeypatch):
     inputs, target = torch.randn(3, 11, 32), torch.randint(0, 10, (3,))
 
     def traced():
-        memory = trace(model, inputs, {"B": 3, "S": 11}, loss=torch.nn.CrossEntropyLoss(),
-                       target=target, optimizer="adamw")
-        return (str(memory.peak), str(memory.inference_peak), memory.conditions,
-                {k: str(v) for k, v in memory.components.items()})
+        return summary(trace(model, inputs, {"B": 3, "S": 11},
+                             loss=torch.nn.CrossEntropyLoss(), target=target, optimizer="adamw"))
 
     calls = []
     original = plain_cache.as_view
